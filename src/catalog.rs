@@ -1,0 +1,424 @@
+//! The schema cache: what each scope's tools accept.
+//!
+//! A scope is one upstream plus one session (legacy era) or one authorization context
+//! (modern era), because servers may list different tools to different sessions.
+//! Schemas are compiled when `tools/list` passes by, never on the call path, and identical
+//! schemas (by content) are compiled once and shared: ten thousand sessions of one server
+//! hold one compiled validator per distinct schema.
+//!
+//! Reads clone an `Arc` under a read lock held for a hash lookup; writers build the new
+//! scope catalog outside the lock and swap it in.
+//!
+//! Security note: compilation is offline (no `$ref` may fetch a URL or read a file), uses the
+//! linear-time regex engine, and refuses schemas over a size limit.
+
+use crate::config::{Limits, UnknownDialect, Validation};
+use jsonschema::{Draft, PatternOptions, Validator};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+/// After a full listing, a missing tool is unknown; toolgate lists again on a miss only
+/// when the last full listing is older than this, which bounds refresh storms.
+const RELIST_AFTER: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScopeKey {
+    pub upstream: Arc<str>,
+    pub context: Box<str>,
+}
+
+/// One tool input schema, compiled (or not) once per distinct content.
+pub struct Schema {
+    raw: Box<str>,
+    pub value: Value,
+    pub validator: Result<Validator, String>,
+}
+
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Schema").field("raw", &self.raw).finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct ScopeCatalog {
+    tools: HashMap<Box<str>, Arc<Schema>>,
+    /// The tools came from a full listing, so a name not here is unknown.
+    complete: bool,
+    listed_at: Option<Instant>,
+    last_used: Option<Instant>,
+}
+
+pub enum Lookup {
+    Found(Arc<Schema>),
+    /// Not known; `relist` says whether listing again may change that.
+    Missing { relist: bool },
+}
+
+/// Which settings compile a schema; part of the dedup key so a config change recompiles.
+#[derive(Clone)]
+pub struct CompileSettings {
+    pub max_schema_bytes: usize,
+    pub validate_formats: bool,
+    pub unknown_dialect: UnknownDialect,
+}
+
+impl CompileSettings {
+    pub fn from_config(limits: &Limits, v: &Validation) -> Self {
+        CompileSettings {
+            max_schema_bytes: limits.max_schema_bytes,
+            validate_formats: v.validate_formats,
+            unknown_dialect: v.unknown_dialect,
+        }
+    }
+}
+
+pub struct Catalog {
+    scopes: RwLock<HashMap<ScopeKey, ScopeCatalog>>,
+    schemas: Mutex<HashMap<u64, Vec<Weak<Schema>>>>,
+    refresh_locks: Mutex<HashMap<ScopeKey, Weak<tokio::sync::Mutex<()>>>>,
+    settings: CompileSettings,
+    max_scopes: usize,
+}
+
+#[derive(Deserialize)]
+struct ListResult<'a> {
+    #[serde(borrow, default)]
+    tools: Vec<ToolDef<'a>>,
+    #[serde(borrow, default, rename = "nextCursor")]
+    next_cursor: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ToolDef<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, rename = "inputSchema")]
+    input_schema: Option<&'a RawValue>,
+}
+
+/// One page of a `tools/list` result, read for what the catalog needs.
+pub struct Page {
+    pub tools: Vec<(Box<str>, Box<str>)>,
+    /// The raw `nextCursor`, when there is one (and it is not null).
+    pub next_cursor: Option<Box<RawValue>>,
+}
+
+impl Page {
+    pub fn parse(result: &RawValue) -> Result<Page, String> {
+        let r: ListResult<'_> =
+            serde_json::from_str(result.get()).map_err(|e| format!("tools/list result: {e}"))?;
+        Ok(Page {
+            tools: r
+                .tools
+                .into_iter()
+                .map(|t| {
+                    let schema = t.input_schema.map_or("{}", RawValue::get);
+                    (Box::from(t.name.as_ref()), Box::from(schema))
+                })
+                .collect(),
+            next_cursor: r
+                .next_cursor
+                .filter(|c| c.get() != "null")
+                .map(|c| c.to_owned()),
+        })
+    }
+}
+
+impl Catalog {
+    pub fn new(settings: CompileSettings, max_scopes: usize) -> Catalog {
+        Catalog {
+            scopes: RwLock::new(HashMap::new()),
+            schemas: Mutex::new(HashMap::new()),
+            refresh_locks: Mutex::new(HashMap::new()),
+            settings,
+            max_scopes: max_scopes.max(1),
+        }
+    }
+
+    pub fn lookup(&self, key: &ScopeKey, tool: &str) -> Lookup {
+        let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
+        match scopes.get(key) {
+            Some(cat) => match cat.tools.get(tool) {
+                Some(s) => Lookup::Found(s.clone()),
+                None => Lookup::Missing {
+                    relist: !cat.complete || cat.listed_at.is_none_or(|t| t.elapsed() >= RELIST_AFTER),
+                },
+            },
+            None => Lookup::Missing { relist: true },
+        }
+    }
+
+    /// Names known in a scope, for "did you mean" suggestions.
+    pub fn tool_names(&self, key: &ScopeKey) -> Vec<String> {
+        let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
+        scopes
+            .get(key)
+            .map(|c| c.tools.keys().map(|k| k.to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Learns one page that a client listed. A first page without `nextCursor` is the
+    /// whole list; otherwise pages add to what is known.
+    pub fn learn_page(&self, key: &ScopeKey, page: &Page, first_page: bool) {
+        let compiled: Vec<_> = page
+            .tools
+            .iter()
+            .map(|(name, raw)| (name.clone(), self.schema(raw)))
+            .collect();
+        let whole = first_page && page.next_cursor.is_none();
+        self.update(key, |cat| {
+            if whole {
+                cat.tools.clear();
+                cat.complete = true;
+                cat.listed_at = Some(Instant::now());
+            }
+            cat.tools.extend(compiled);
+        });
+    }
+
+    /// Replaces a scope's tools with a full listing toolgate fetched itself.
+    pub fn learn_all(&self, key: &ScopeKey, tools: Vec<(Box<str>, Box<str>)>) {
+        let compiled: HashMap<_, _> = tools
+            .into_iter()
+            .map(|(name, raw)| {
+                let s = self.schema(&raw);
+                (name, s)
+            })
+            .collect();
+        self.update(key, |cat| {
+            cat.tools = compiled;
+            cat.complete = true;
+            cat.listed_at = Some(Instant::now());
+        });
+    }
+
+    pub fn listed_since(&self, key: &ScopeKey, t: Instant) -> bool {
+        let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
+        scopes.get(key).and_then(|c| c.listed_at).is_some_and(|l| l >= t)
+    }
+
+    pub fn forget(&self, key: &ScopeKey) {
+        let mut scopes = self.scopes.write().unwrap_or_else(|p| p.into_inner());
+        scopes.remove(key);
+    }
+
+    pub fn scope_count(&self) -> usize {
+        self.scopes.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Distinct compiled schemas still in use.
+    pub fn schema_count(&self) -> usize {
+        let schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        schemas.values().flatten().filter(|w| w.strong_count() > 0).count()
+    }
+
+    /// One lock per scope, so concurrent calls that miss wait for one listing instead of
+    /// each sending their own.
+    pub fn refresh_lock(&self, key: &ScopeKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.refresh_locks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = locks.get(key).and_then(Weak::upgrade) {
+            return l;
+        }
+        locks.retain(|_, w| w.strong_count() > 0);
+        let l = Arc::new(tokio::sync::Mutex::new(()));
+        locks.insert(key.clone(), Arc::downgrade(&l));
+        l
+    }
+
+    fn update(&self, key: &ScopeKey, f: impl FnOnce(&mut ScopeCatalog)) {
+        let mut scopes = self.scopes.write().unwrap_or_else(|p| p.into_inner());
+        if !scopes.contains_key(key) && scopes.len() >= self.max_scopes {
+            evict_least_recent(&mut scopes);
+        }
+        let cat = scopes.entry(key.clone()).or_default();
+        cat.last_used = Some(Instant::now());
+        f(cat);
+    }
+
+    /// The compiled schema for these bytes, shared with every scope that listed the same.
+    fn schema(&self, raw: &str) -> Arc<Schema> {
+        let mut h = DefaultHasher::new();
+        raw.hash(&mut h);
+        let hash = h.finish();
+        {
+            let schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(found) = schemas
+                .get(&hash)
+                .into_iter()
+                .flatten()
+                .filter_map(Weak::upgrade)
+                .find(|s| &*s.raw == raw)
+            {
+                return found;
+            }
+        }
+        // Compiled outside the lock: a slow schema must not stall other scopes' learning.
+        let compiled = Arc::new(compile(raw, &self.settings));
+        let mut schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = schemas.entry(hash).or_default();
+        slot.retain(|w| w.strong_count() > 0);
+        slot.push(Arc::downgrade(&compiled));
+        if schemas.len() > 1024 && schemas.len().is_power_of_two() {
+            schemas.retain(|_, v| {
+                v.retain(|w| w.strong_count() > 0);
+                !v.is_empty()
+            });
+        }
+        compiled
+    }
+}
+
+/// A catalog is a cache: dropping the least recently used tenth costs at most a re-listing.
+fn evict_least_recent(scopes: &mut HashMap<ScopeKey, ScopeCatalog>) {
+    let mut ages: Vec<_> = scopes.iter().map(|(k, c)| (c.last_used, k.clone())).collect();
+    ages.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, k) in ages.into_iter().take(scopes.len() / 10 + 1) {
+        scopes.remove(&k);
+    }
+}
+
+/// The dialect a schema's `$schema` names, when toolgate knows it. Absent means 2020-12
+/// (MCP 2025-11-25, SEP-1613).
+fn dialect(schema: &Value) -> Result<Draft, Option<String>> {
+    let Some(uri) = schema.get("$schema") else {
+        return Ok(Draft::Draft202012);
+    };
+    let Some(uri) = uri.as_str() else {
+        return Err(Some("`$schema` is not a string".into()));
+    };
+    let norm = uri
+        .trim_end_matches('#')
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
+    match norm {
+        "json-schema.org/draft-04/schema" => Ok(Draft::Draft4),
+        "json-schema.org/draft-06/schema" => Ok(Draft::Draft6),
+        "json-schema.org/draft-07/schema" => Ok(Draft::Draft7),
+        "json-schema.org/draft/2019-09/schema" => Ok(Draft::Draft201909),
+        "json-schema.org/draft/2020-12/schema" => Ok(Draft::Draft202012),
+        _ => Err(Some(format!("unknown JSON Schema dialect {uri:?}"))),
+    }
+}
+
+pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
+    let fail = |value, why: String| Schema {
+        raw: raw.into(),
+        value,
+        validator: Err(why),
+    };
+    if raw.len() > settings.max_schema_bytes {
+        return fail(
+            Value::Null,
+            format!("schema is {} bytes, over the {} byte limit", raw.len(), settings.max_schema_bytes),
+        );
+    }
+    let value: Value = match serde_json::from_str(raw) {
+        Ok(v) => v,
+        Err(e) => return fail(Value::Null, format!("schema is not readable JSON: {e}")),
+    };
+    let draft = match dialect(&value) {
+        Ok(d) => d,
+        Err(why) if settings.unknown_dialect == UnknownDialect::Draft202012 && why.is_some() => {
+            Draft::Draft202012
+        }
+        Err(why) => return fail(value, why.unwrap_or_default()),
+    };
+    let built = jsonschema::options()
+        .with_draft(draft)
+        .offline()
+        .should_validate_formats(settings.validate_formats)
+        .with_pattern_options(PatternOptions::regex().size_limit(1 << 20).dfa_size_limit(1 << 20))
+        .build(&value);
+    match built {
+        Ok(v) => Schema {
+            raw: raw.into(),
+            value,
+            validator: Ok(v),
+        },
+        Err(e) => {
+            let why = e.masked().to_string();
+            fail(value, why)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> CompileSettings {
+        CompileSettings {
+            max_schema_bytes: 1 << 20,
+            validate_formats: true,
+            unknown_dialect: UnknownDialect::Reject,
+        }
+    }
+
+    fn key(s: &str) -> ScopeKey {
+        ScopeKey { upstream: "u".into(), context: s.into() }
+    }
+
+    const ADD: &str = r#"{"type":"object","properties":{"a":{"type":"integer"}}}"#;
+
+    #[test]
+    fn identical_schemas_compile_once() {
+        let cat = Catalog::new(settings(), 100);
+        for i in 0..50 {
+            let page = Page { tools: vec![("add".into(), ADD.into())], next_cursor: None };
+            cat.learn_page(&key(&i.to_string()), &page, true);
+        }
+        assert_eq!(cat.scope_count(), 50);
+        assert_eq!(cat.schema_count(), 1);
+    }
+
+    #[test]
+    fn remote_and_file_refs_never_compile() {
+        for schema in [
+            r#"{"$ref":"http://127.0.0.1:9/x.json"}"#,
+            r#"{"$ref":"file:///etc/passwd"}"#,
+            r#"{"$schema":"https://example.com/my-dialect","type":"object"}"#,
+        ] {
+            assert!(compile(schema, &settings()).validator.is_err(), "{schema}");
+        }
+        assert!(compile(r##"{"$defs":{"a":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a"}}}"##, &settings()).validator.is_ok());
+    }
+
+    #[test]
+    fn backtracking_patterns_are_refused() {
+        // Lookaround needs a backtracking engine; the linear-time one refuses it at compile.
+        assert!(compile(r#"{"properties":{"x":{"type":"string","pattern":"^(?=a)a$"}}}"#, &settings()).validator.is_err());
+    }
+
+    #[test]
+    fn oversized_schema_is_refused() {
+        let mut s = settings();
+        s.max_schema_bytes = 10;
+        assert!(compile(ADD, &s).validator.unwrap_err().contains("limit"));
+    }
+
+    #[test]
+    fn missing_tool_relists_only_when_stale() {
+        let cat = Catalog::new(settings(), 100);
+        assert!(matches!(cat.lookup(&key("s"), "x"), Lookup::Missing { relist: true }));
+        cat.learn_all(&key("s"), vec![("add".into(), ADD.into())]);
+        assert!(matches!(cat.lookup(&key("s"), "add"), Lookup::Found(_)));
+        assert!(matches!(cat.lookup(&key("s"), "x"), Lookup::Missing { relist: false }));
+    }
+
+    #[test]
+    fn scopes_are_bounded() {
+        let cat = Catalog::new(settings(), 10);
+        for i in 0..100 {
+            cat.learn_all(&key(&i.to_string()), vec![("add".into(), ADD.into())]);
+        }
+        assert!(cat.scope_count() <= 10);
+    }
+}

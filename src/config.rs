@@ -1,0 +1,295 @@
+//! Typed configuration, layered: built-in defaults, then a TOML file, then `TOOLGATE_*`
+//! environment variables (nested keys split on `__`), then command-line flags.
+//!
+//! Every field has a default, so an empty file is a working configuration; unknown keys are
+//! errors so that a typo never silently turns a rule off.
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where clients connect. Loopback by default: a local MCP endpoint reachable from the
+    /// network is the DNS-rebinding setup the spec warns about.
+    pub listen: SocketAddr,
+    /// The default upstream, served on `/mcp`.
+    pub upstream: Option<String>,
+    /// Further upstreams, each served on `/<name>/mcp`.
+    pub upstreams: Vec<NamedUpstream>,
+    /// Origins allowed besides localhost ones (`http://localhost:*`, `http://127.0.0.1:*`,
+    /// `http://[::1]:*`). `"*"` allows any.
+    pub allowed_origins: Vec<String>,
+    pub limits: Limits,
+    pub validation: Validation,
+    pub log: Log,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedUpstream {
+    pub name: String,
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest request body accepted (413 above).
+    pub max_body_bytes: usize,
+    /// Largest JSON response toolgate reads whole to learn from it; larger ones pass through
+    /// unread.
+    pub max_response_bytes: usize,
+    /// Largest single SSE event inspected; a larger one switches that stream to raw
+    /// pass-through.
+    pub max_sse_event_bytes: usize,
+    /// Largest `inputSchema` toolgate compiles; larger ones count as not compiling.
+    pub max_schema_bytes: usize,
+    /// How long to wait for an upstream's response headers.
+    #[serde(with = "humantime_serde")]
+    pub upstream_timeout: Duration,
+    /// Most scopes (sessions, authorization contexts) whose catalogs are kept.
+    pub max_scopes: usize,
+    /// Most `tools/list` pages toolgate fetches in one refresh.
+    pub max_list_pages: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Answer invalid calls; never forward them.
+    Enforce,
+    /// Forward invalid calls, but log and count them.
+    Audit,
+    /// No validation.
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnCompileError {
+    /// Forward calls to a tool whose schema does not compile, unvalidated.
+    Forward,
+    /// Answer them with a tool error.
+    Reject,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownDialect {
+    /// A schema whose `$schema` names a dialect toolgate does not know does not compile.
+    Reject,
+    /// Validate it as JSON Schema 2020-12 anyway.
+    Draft202012,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Validation {
+    pub mode: Mode,
+    /// Convert `"10"` to `10` (and the like) where the schema wants it, then forward.
+    pub coerce: bool,
+    pub on_compile_error: OnCompileError,
+    pub unknown_dialect: UnknownDialect,
+    /// Check `format` (date, email, uri, ...). Tool authors write it expecting enforcement.
+    pub validate_formats: bool,
+    /// Per-tool overrides, by tool name.
+    pub tools: HashMap<String, ToolPolicy>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolPolicy {
+    pub mode: Option<Mode>,
+    pub coerce: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Log {
+    pub format: LogFormat,
+    /// An `EnvFilter` directive; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            upstream: None,
+            upstreams: Vec::new(),
+            allowed_origins: Vec::new(),
+            limits: Limits::default(),
+            validation: Validation::default(),
+            log: Log::default(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 4 * 1024 * 1024,
+            max_response_bytes: 16 * 1024 * 1024,
+            max_sse_event_bytes: 16 * 1024 * 1024,
+            max_schema_bytes: 1024 * 1024,
+            upstream_timeout: Duration::from_secs(120),
+            max_scopes: 10_000,
+            max_list_pages: 100,
+        }
+    }
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Validation {
+            mode: Mode::Enforce,
+            coerce: true,
+            on_compile_error: OnCompileError::Forward,
+            unknown_dialect: UnknownDialect::Reject,
+            validate_formats: true,
+            tools: HashMap::new(),
+        }
+    }
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Log {
+            format: LogFormat::Human,
+            level: "info".into(),
+        }
+    }
+}
+
+impl Validation {
+    /// The mode and coercion that apply to one tool.
+    pub fn policy_for(&self, tool: &str) -> (Mode, bool) {
+        match self.tools.get(tool) {
+            Some(p) => (p.mode.unwrap_or(self.mode), p.coerce.unwrap_or(self.coerce)),
+            None => (self.mode, self.coerce),
+        }
+    }
+}
+
+/// Settings given on the command line; they win over every other layer.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub upstream: Option<String>,
+}
+
+impl Config {
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            if !path.exists() {
+                return Err(ConfigError(format!("config file {} does not exist", path.display())));
+            }
+            fig = fig.merge(Toml::file(path));
+        }
+        fig = fig.merge(Env::prefixed("TOOLGATE_").split("__"));
+        let mut cfg: Config = fig.extract().map_err(|e| ConfigError(e.to_string()))?;
+        if let Some(l) = overrides.listen {
+            cfg.listen = l;
+        }
+        if let Some(u) = &overrides.upstream {
+            cfg.upstream = Some(u.clone());
+        }
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// Checks what serde cannot: URLs that parse, names that can be a path segment.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let mut seen = std::collections::HashSet::new();
+        for u in &self.upstreams {
+            if u.name.is_empty()
+                || !u.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(ConfigError(format!(
+                    "upstream name {:?} must be non-empty and use only A-Z a-z 0-9 - _",
+                    u.name
+                )));
+            }
+            if !seen.insert(u.name.as_str()) {
+                return Err(ConfigError(format!("upstream name {:?} is used twice", u.name)));
+            }
+            parse_upstream_url(&u.url)?;
+        }
+        if let Some(u) = &self.upstream {
+            parse_upstream_url(u)?;
+        }
+        if self.limits.max_body_bytes == 0 {
+            return Err(ConfigError("limits.max_body_bytes must be above 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// An upstream URL must be absolute `http://`; TLS to upstreams is not built in yet, and
+/// saying so beats failing on the first request.
+pub fn parse_upstream_url(url: &str) -> Result<http::Uri, ConfigError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| ConfigError(format!("upstream URL {url:?} does not parse: {e}")))?;
+    match uri.scheme_str() {
+        Some("http") if uri.authority().is_some() => Ok(uri),
+        Some("https") => Err(ConfigError(format!(
+            "upstream URL {url:?}: https upstreams are not supported yet; run toolgate beside the server over http"
+        ))),
+        _ => Err(ConfigError(format!("upstream URL {url:?} must look like http://host:port/mcp"))),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("configuration: {0}")]
+pub struct ConfigError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_safe() {
+        let c = Config::default();
+        assert!(c.listen.ip().is_loopback());
+        assert_eq!(c.validation.mode, Mode::Enforce);
+        assert!(c.validation.coerce);
+        assert_eq!(c.limits.max_body_bytes, 4 * 1024 * 1024);
+    }
+
+    #[test]
+    fn tool_overrides_fall_back_to_global() {
+        let mut v = Validation::default();
+        v.tools.insert("x".into(), ToolPolicy { mode: Some(Mode::Audit), coerce: None });
+        assert_eq!(v.policy_for("x"), (Mode::Audit, true));
+        assert_eq!(v.policy_for("y"), (Mode::Enforce, true));
+    }
+
+    #[test]
+    fn bad_urls_are_explained() {
+        assert!(parse_upstream_url("https://x/mcp").unwrap_err().0.contains("https"));
+        assert!(parse_upstream_url("localhost:3000").is_err());
+        assert!(parse_upstream_url("http://127.0.0.1:3000/mcp").is_ok());
+    }
+
+    #[test]
+    fn example_config_file_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/toolgate.toml");
+        let c = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(c.validation.mode, Mode::Enforce);
+    }
+}

@@ -1,0 +1,409 @@
+//! The example MCP server behind `toolgate demo`: a small Streamable HTTP server (legacy
+//! sessions, JSON or SSE answers) whose tools show what toolgate is for at a glance.
+//!
+//! The same server is the in-process upstream of the tests and the benchmark, so it also
+//! records what reached it and can page its tool list or stream its answers on request.
+//!
+//! Tools:
+//! - `book_flight`: the SEP-1303 example; `departureDate` in dd/mm/yyyy, 1 to 9 passengers.
+//!   The server itself checks that the date is in the future, which a schema cannot say.
+//! - `add`: two integers.
+//! - `plan_trip`: `$defs`/`$ref`, `enum` and a nested array of objects.
+//! - `lookup_order`: fails the way many servers do, as a raw JSON-RPC `-32602`.
+//! - `countdown`: streams progress notifications over SSE, one per tick, then answers.
+//! - `enable_extra`: adds `extra_tool` to the session and announces it with
+//!   `notifications/tools/list_changed` on the answer's stream.
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use axum::routing::any;
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How the demo server behaves; the defaults suit `toolgate demo`.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Tools per `tools/list` page; 0 lists all at once.
+    pub page_size: usize,
+    /// Answer every request as an SSE stream (as server-everything does).
+    pub sse: bool,
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub http_method: String,
+    pub session: Option<String>,
+    pub body: Value,
+}
+
+#[derive(Default)]
+pub struct Demo {
+    options: Options,
+    sessions: Mutex<HashMap<String, HashSet<String>>>,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl Demo {
+    /// Every request that reached the server, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The `tools/call` requests that reached the server.
+    pub fn calls(&self) -> Vec<Value> {
+        self.seen()
+            .into_iter()
+            .filter(|s| s.body["method"] == "tools/call")
+            .map(|s| s.body)
+            .collect()
+    }
+}
+
+pub fn app(options: Options) -> (Router, Arc<Demo>) {
+    let demo = Arc::new(Demo {
+        options,
+        ..Demo::default()
+    });
+    let router = Router::new().route("/mcp", any(handle)).with_state(demo.clone());
+    (router, demo)
+}
+
+/// Serves the demo server on `addr` in the background.
+pub async fn spawn(addr: SocketAddr, options: Options) -> std::io::Result<(SocketAddr, Arc<Demo>)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let (router, demo) = app(options);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    Ok((local, demo))
+}
+
+fn tools() -> Vec<Value> {
+    vec![
+        json!({
+            "name": "book_flight",
+            "title": "Book a flight",
+            "description": "Book a flight for up to nine passengers.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "origin": {"type": "string", "pattern": "^[A-Z]{3}$", "description": "IATA code of the departure airport, e.g. LHR"},
+                    "destination": {"type": "string", "pattern": "^[A-Z]{3}$", "description": "IATA code of the arrival airport, e.g. JFK"},
+                    "departureDate": {"type": "string", "pattern": "^\\d{2}/\\d{2}/\\d{4}$", "description": "Departure date in dd/mm/yyyy format, in the future"},
+                    "passengers": {"type": "integer", "minimum": 1, "maximum": 9, "description": "Number of passengers, 1 to 9"}
+                },
+                "required": ["origin", "destination", "departureDate"],
+                "additionalProperties": false
+            }
+        }),
+        json!({
+            "name": "add",
+            "description": "Add two integers.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "a": {"type": "integer", "description": "First addend"},
+                    "b": {"type": "integer", "description": "Second addend"}
+                },
+                "required": ["a", "b"]
+            },
+            "outputSchema": {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
+        }),
+        json!({
+            "name": "plan_trip",
+            "description": "Plan a trip for a group.",
+            "inputSchema": {
+                "type": "object",
+                "$defs": {
+                    "traveller": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1, "description": "Full name as on the passport"},
+                            "age": {"type": "integer", "minimum": 0, "description": "Age in years"},
+                            "class": {"enum": ["economy", "business", "first"], "description": "Cabin class"}
+                        },
+                        "required": ["name", "age"],
+                        "additionalProperties": false
+                    }
+                },
+                "properties": {
+                    "travellers": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/traveller"}, "description": "Everyone travelling"},
+                    "mode": {"enum": ["air", "rail", "road"], "description": "How to travel"}
+                },
+                "required": ["travellers", "mode"]
+            }
+        }),
+        json!({
+            "name": "lookup_order",
+            "description": "Look up an order by id. Unknown ids fail as a raw JSON-RPC error.",
+            "inputSchema": {"type": "object", "properties": {"orderId": {"type": "string", "description": "The order id"}}, "required": ["orderId"]}
+        }),
+        json!({
+            "name": "countdown",
+            "description": "Count down, sending one progress notification per step.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "steps": {"type": "integer", "minimum": 1, "maximum": 20},
+                    "intervalMs": {"type": "integer", "minimum": 0, "maximum": 2000}
+                },
+                "required": ["steps"]
+            }
+        }),
+        json!({
+            "name": "enable_extra",
+            "description": "Add extra_tool to this session.",
+            "inputSchema": {"type": "object", "additionalProperties": false}
+        }),
+    ]
+}
+
+fn extra_tool() -> Value {
+    json!({
+        "name": "extra_tool",
+        "description": "Appears after enable_extra.",
+        "inputSchema": {"type": "object", "properties": {"level": {"type": "integer", "maximum": 3, "description": "How loud, 0 to 3"}}, "required": ["level"]}
+    })
+}
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn text_result(text: impl Into<String>, is_error: bool) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": is_error})
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(v.to_string()))
+        .expect("valid response")
+}
+
+fn sse_response(events: Vec<(Duration, Value)>) -> Response {
+    let stream = futures_util::stream::unfold(events.into_iter(), |mut it| async move {
+        let (delay, msg) = it.next()?;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let frame = Bytes::from(format!("event: message\ndata: {msg}\n\n"));
+        Some((Ok::<_, std::convert::Infallible>(frame), it))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .expect("valid response")
+}
+
+async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMap, body: Bytes) -> Response {
+    let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    demo.seen.lock().unwrap_or_else(|p| p.into_inner()).push(Seen {
+        http_method: method.to_string(),
+        session: session.clone(),
+        body: msg.clone(),
+    });
+    let known = |s: &str| demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(s);
+    match method {
+        Method::DELETE => {
+            let removed = session.is_some_and(|s| demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&s).is_some());
+            return Response::builder()
+                .status(if removed { StatusCode::OK } else { StatusCode::NOT_FOUND })
+                .body(Body::empty())
+                .expect("valid response");
+        }
+        Method::POST => {}
+        _ => return Response::builder().status(StatusCode::METHOD_NOT_ALLOWED).body(Body::empty()).expect("valid response"),
+    }
+    if let Some(s) = &session {
+        if !known(s) {
+            return json_response(StatusCode::NOT_FOUND, &json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not found"}}));
+        }
+    }
+    let Some(method_name) = msg.get("method").and_then(Value::as_str) else {
+        // A response or garbage: accepted, as servers do for client responses.
+        return Response::builder().status(StatusCode::ACCEPTED).body(Body::empty()).expect("valid response");
+    };
+    let Some(id) = msg.get("id").cloned() else {
+        return Response::builder().status(StatusCode::ACCEPTED).body(Body::empty()).expect("valid response");
+    };
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let extra = session
+        .as_ref()
+        .is_some_and(|s| demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(s).is_some_and(|t| t.contains("extra_tool")));
+
+    let answer = match method_name {
+        "initialize" => {
+            let rs = std::collections::hash_map::RandomState::new();
+            let sid = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
+            demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(sid.clone(), HashSet::new());
+            let version = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
+            let result = json!({
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": true}, "resources": {}},
+                "serverInfo": {"name": "toolgate-demo", "version": env!("CARGO_PKG_VERSION")}
+            });
+            let mut r = json_response(StatusCode::OK, &rpc_result(&id, result));
+            r.headers_mut().insert("mcp-session-id", sid.parse().expect("hex is a valid header"));
+            return r;
+        }
+        "ping" => rpc_result(&id, json!({})),
+        "tools/list" => {
+            let mut all = tools();
+            if extra {
+                all.push(extra_tool());
+            }
+            let start: usize = params.get("cursor").and_then(Value::as_str).and_then(|c| c.parse().ok()).unwrap_or(0);
+            let size = if demo.options.page_size == 0 { all.len() } else { demo.options.page_size };
+            let page: Vec<Value> = all.iter().skip(start).take(size).cloned().collect();
+            let mut result = json!({"tools": page});
+            if start + size < all.len() {
+                result["nextCursor"] = json!((start + size).to_string());
+            }
+            rpc_result(&id, result)
+        }
+        "tools/call" => {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            let args = params.get("arguments").cloned().unwrap_or(json!({}));
+            match name {
+                "add" => match (args["a"].as_i64(), args["b"].as_i64()) {
+                    (Some(a), Some(b)) => {
+                        let sum = a + b;
+                        rpc_result(&id, json!({"content": [{"type": "text", "text": sum.to_string()}], "structuredContent": {"result": sum}}))
+                    }
+                    _ => rpc_result(&id, text_result("add needs two integers", true)),
+                },
+                "book_flight" => rpc_result(&id, book(&args)),
+                "plan_trip" => {
+                    let n = args["travellers"].as_array().map_or(0, Vec::len);
+                    rpc_result(&id, text_result(format!("Planned a {} trip for {n} traveller(s).", args["mode"].as_str().unwrap_or("?")), false))
+                }
+                "lookup_order" => rpc_error(&id, -32602, &format!("Order {} not found", args["orderId"].as_str().unwrap_or("?"))),
+                "countdown" => {
+                    let steps = args["steps"].as_u64().unwrap_or(1);
+                    let interval = Duration::from_millis(args["intervalMs"].as_u64().unwrap_or(100));
+                    let token = params.pointer("/_meta/progressToken").cloned();
+                    let mut events = Vec::new();
+                    for i in 1..=steps {
+                        if let Some(t) = &token {
+                            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": i, "total": steps}});
+                            events.push((if i == 1 { Duration::ZERO } else { interval }, note));
+                        }
+                    }
+                    events.push((interval, rpc_result(&id, text_result("Lift-off!", false))));
+                    return sse_response(events);
+                }
+                "enable_extra" => {
+                    if let Some(s) = &session {
+                        if let Some(t) = demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(s) {
+                            t.insert("extra_tool".into());
+                        }
+                    }
+                    let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                    return sse_response(vec![(Duration::ZERO, note), (Duration::ZERO, rpc_result(&id, text_result("extra_tool is now available.", false)))]);
+                }
+                "extra_tool" if extra => rpc_result(&id, text_result(format!("level {}", args["level"]), false)),
+                _ => rpc_result(&id, text_result(format!("Unknown tool: {name}"), true)),
+            }
+        }
+        "resources/list" => rpc_result(&id, json!({"resources": [{"uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain"}]})),
+        "resources/read" => match params.get("uri").and_then(Value::as_str) {
+            Some("demo://greeting") => rpc_result(&id, json!({"contents": [{"uri": "demo://greeting", "mimeType": "text/plain", "text": "Hello from the demo server"}]})),
+            Some(uri) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "Resource not found", "data": {"uri": uri}}}),
+            None => rpc_error(&id, -32602, "uri is required"),
+        },
+        _ => rpc_error(&id, -32601, "Method not found"),
+    };
+    if demo.options.sse {
+        sse_response(vec![(Duration::ZERO, answer)])
+    } else {
+        json_response(StatusCode::OK, &answer)
+    }
+}
+
+/// The server-side rule a schema cannot express: the date must be in the future.
+fn book(args: &Value) -> Value {
+    let date = args["departureDate"].as_str().unwrap_or("");
+    let parts: Vec<u32> = date.split('/').filter_map(|p| p.parse().ok()).collect();
+    let [d, m, y] = parts[..] else {
+        return text_result(format!("Invalid departure date {date:?}: use dd/mm/yyyy."), true);
+    };
+    let today = days_since_epoch(std::time::SystemTime::now());
+    let Some(when) = civil_to_days(y, m, d) else {
+        return text_result(format!("Invalid departure date {date:?}: no such day."), true);
+    };
+    if when <= today {
+        return text_result(format!("Invalid departure date: must be in the future. {date} has passed."), true);
+    }
+    let n = args["passengers"].as_u64().unwrap_or(1);
+    text_result(
+        format!(
+            "Booked {n} seat(s) from {} to {} on {date}.",
+            args["origin"].as_str().unwrap_or("?"),
+            args["destination"].as_str().unwrap_or("?")
+        ),
+        false,
+    )
+}
+
+fn days_since_epoch(t: std::time::SystemTime) -> i64 {
+    (t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) / 86_400) as i64
+}
+
+/// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_to_days(y: u32, m: u32, d: u32) -> Option<i64> {
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let (y, m, d) = (i64::from(y), i64::from(m), i64::from(d));
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_in_the_past_are_refused_by_the_server() {
+        assert_eq!(civil_to_days(1970, 1, 1), Some(0));
+        let r = book(&json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2000"}));
+        assert_eq!(r["isError"], true);
+        let r = book(&json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2999", "passengers": 2}));
+        assert_eq!(r["isError"], false);
+    }
+
+    #[test]
+    fn every_demo_schema_compiles() {
+        let settings = crate::catalog::CompileSettings {
+            max_schema_bytes: 1 << 20,
+            validate_formats: true,
+            unknown_dialect: crate::config::UnknownDialect::Reject,
+        };
+        for t in tools().into_iter().chain([extra_tool()]) {
+            let s = crate::catalog::compile(&t["inputSchema"].to_string(), &settings);
+            assert!(s.validator.is_ok(), "{}", t["name"]);
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! The JSON-RPC envelope, read over the original bytes.
+//!
+//! toolgate forwards what it did not change byte for byte, so the envelope borrows `id`,
+//! `params`, `result` and `error` as [`RawValue`]s and never re-serializes them. Only the
+//! members a rule needs are looked at; unknown members stay in the bytes.
+//!
+//! Security note: duplicate members are rejected here (serde's derive refuses a repeated
+//! known field), because an upstream with first-wins parsing would otherwise read a
+//! different `method` or `params` than the one toolgate checked.
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::fmt;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// One JSON-RPC message, borrowed from the body it came in.
+#[derive(Debug)]
+pub struct Message<'a> {
+    /// `Some` even for `"id": null`, so a null id is echoed rather than dropped.
+    pub id: Option<&'a RawValue>,
+    pub method: Option<Cow<'a, str>>,
+    pub params: Option<&'a RawValue>,
+    pub result: Option<&'a RawValue>,
+    pub error: Option<&'a RawValue>,
+}
+
+impl Message<'_> {
+    pub fn is_request(&self) -> bool {
+        self.method.is_some() && self.id.is_some()
+    }
+
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+}
+
+/// What a body turned out to be.
+#[derive(Debug)]
+pub enum Body<'a> {
+    Single(Message<'a>),
+    /// 2025-03-26 batches: the elements, each already checked as a message.
+    Batch(Vec<Message<'a>>),
+}
+
+/// Why a body is not something toolgate can route. The two kinds map to the two codes the
+/// spec gives: not JSON at all (`-32700`) and JSON that is not a JSON-RPC message (`-32600`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rejection {
+    Parse(String),
+    Invalid(String),
+}
+
+impl Rejection {
+    pub fn code(&self) -> i64 {
+        match self {
+            Rejection::Parse(_) => PARSE_ERROR,
+            Rejection::Invalid(_) => INVALID_REQUEST,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Rejection::Parse(m) => format!("Parse error: {m}"),
+            Rejection::Invalid(m) => format!("Invalid Request: {m}"),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// Keeps `null` as a present value: `Option<&RawValue>` alone would turn `"id": null` into
+/// "no id", and a request would silently become a notification.
+pub(crate) fn present<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+fn classify(e: serde_json::Error) -> Rejection {
+    match e.classify() {
+        serde_json::error::Category::Data => Rejection::Invalid(e.to_string()),
+        _ => Rejection::Parse(e.to_string()),
+    }
+}
+
+/// Parses a body into messages without copying any member it does not need.
+pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    match first {
+        None => Err(Rejection::Parse("empty body".into())),
+        Some(b'[') => {
+            let items: Vec<&RawValue> = serde_json::from_slice(body).map_err(classify)?;
+            if items.is_empty() {
+                return Err(Rejection::Invalid("empty batch".into()));
+            }
+            items
+                .into_iter()
+                .map(|raw| message(raw.get().as_bytes()))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Body::Batch)
+        }
+        Some(_) => message(body).map(Body::Single),
+    }
+}
+
+fn message(bytes: &[u8]) -> Result<Message<'_>, Rejection> {
+    let env: Envelope<'_> = match serde_json::from_slice(bytes) {
+        Ok(env) => env,
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            // Valid JSON of the wrong shape (a string, a number, duplicate members) is an
+            // invalid request; anything else is a parse error.
+            return match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                Ok(_) => Err(Rejection::Invalid(e.to_string())),
+                Err(e) => Err(classify(e)),
+            };
+        }
+        Err(e) => return Err(classify(e)),
+    };
+    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return Err(Rejection::Invalid(
+            "the \"jsonrpc\" member must be \"2.0\"".into(),
+        ));
+    }
+    let msg = Message {
+        id: env.id,
+        method: env.method,
+        params: env.params,
+        result: env.result,
+        error: env.error,
+    };
+    let is_response = msg.result.is_some() || msg.error.is_some();
+    match (&msg.method, is_response) {
+        (Some(_), false) => Ok(msg),
+        (None, true) if msg.id.is_some() => Ok(msg),
+        (Some(_), true) => Err(Rejection::Invalid(
+            "a message cannot carry both a method and a result or error".into(),
+        )),
+        _ => Err(Rejection::Invalid(
+            "neither a request, a notification nor a response".into(),
+        )),
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ErrorObject<'a> {
+    code: i64,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a Value>,
+}
+
+#[derive(serde::Serialize)]
+struct ErrorResponse<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a RawValue>,
+    error: ErrorObject<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ResultResponse<'a, R: serde::Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RawValue,
+    result: &'a R,
+}
+
+/// An error response. Without an id the member is left out, as the spec asks for errors
+/// about messages whose id could not be read (`"id": null` fails the 2026-07-28 schema).
+pub fn error_response(id: Option<&RawValue>, code: i64, message: &str, data: Option<&Value>) -> Vec<u8> {
+    serde_json::to_vec(&ErrorResponse {
+        jsonrpc: "2.0",
+        id,
+        error: ErrorObject { code, message, data },
+    })
+    .expect("serializing an error response cannot fail")
+}
+
+pub fn result_response<R: serde::Serialize>(id: &RawValue, result: &R) -> Vec<u8> {
+    serde_json::to_vec(&ResultResponse {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .expect("serializing a result response cannot fail")
+}
+
+/// Why an `arguments` object could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ArgumentsError {
+    /// `arguments` is JSON but not an object: a malformed `tools/call`.
+    NotObject,
+    /// The same key twice at the given JSON pointer.
+    Duplicate { pointer: String },
+    /// Not readable as JSON (nesting over the parser's limit, for example).
+    Unreadable(String),
+}
+
+/// Parses `arguments` and refuses duplicate keys at any depth. `serde_json::Value` keeps the
+/// last of two equal keys while some servers keep the first, so validating a parsed value with
+/// duplicates would let the server act on a value nobody checked.
+pub fn parse_arguments(raw: &RawValue) -> Result<Map<String, Value>, ArgumentsError> {
+    let path = RefCell::new(Vec::new());
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    let value = StrictSeed { path: &path }
+        .deserialize(&mut de)
+        .map_err(|e| {
+            let msg = e.to_string();
+            match msg.strip_prefix(DUPLICATE_MARK) {
+                Some(rest) => ArgumentsError::Duplicate {
+                    pointer: rest.split(" at line").next().unwrap_or(rest).to_string(),
+                },
+                None => ArgumentsError::Unreadable(msg),
+            }
+        })?;
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(ArgumentsError::NotObject),
+    }
+}
+
+const DUPLICATE_MARK: &str = "toolgate:duplicate-key:";
+
+#[derive(Clone, Copy)]
+struct StrictSeed<'p> {
+    path: &'p RefCell<Vec<String>>,
+}
+
+impl<'de> DeserializeSeed<'de> for StrictSeed<'_> {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        loop {
+            self.path.borrow_mut().push(out.len().to_string());
+            let next = seq.next_element_seed(self);
+            self.path.borrow_mut().pop();
+            match next? {
+                Some(v) => out.push(v),
+                None => return Ok(Value::Array(out)),
+            }
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                let mut pointer = String::new();
+                for seg in self.path.borrow().iter().chain(std::iter::once(&key)) {
+                    pointer.push('/');
+                    pointer.push_str(&seg.replace('~', "~0").replace('/', "~1"));
+                }
+                return Err(de::Error::custom(format_args!("{DUPLICATE_MARK}{pointer}")));
+            }
+            self.path.borrow_mut().push(key.clone());
+            let value = map.next_value_seed(self);
+            self.path.borrow_mut().pop();
+            out.insert(key, value?);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(body: &str) -> Result<Message<'_>, Rejection> {
+        match parse(body.as_bytes())? {
+            Body::Single(m) => Ok(m),
+            Body::Batch(_) => panic!("not a batch"),
+        }
+    }
+
+    #[test]
+    fn request_keeps_raw_members() {
+        let m = single(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a" : 1},"x":[]}"#).unwrap();
+        assert!(m.is_request());
+        assert_eq!(m.id.unwrap().get(), "7");
+        assert_eq!(m.params.unwrap().get(), r#"{"a" : 1}"#);
+    }
+
+    #[test]
+    fn null_id_is_kept() {
+        let m = single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap();
+        assert_eq!(m.id.unwrap().get(), "null");
+    }
+
+    #[test]
+    fn truncated_json_is_a_parse_error() {
+        let r = single(r#"{"jsonrpc":"2.0","id":99,"method":"tools/list""#).unwrap_err();
+        assert_eq!(r.code(), PARSE_ERROR);
+    }
+
+    #[test]
+    fn json_that_is_not_jsonrpc_is_invalid() {
+        for body in [r#""hello""#, "42", r#"{"id":1,"method":"x"}"#, r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, r#"{"jsonrpc":"2.0","id":1}"#, "[]"] {
+            assert_eq!(parse(body.as_bytes()).unwrap_err().code(), INVALID_REQUEST, "{body}");
+        }
+    }
+
+    #[test]
+    fn duplicate_method_is_invalid() {
+        let r = single(r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}"#).unwrap_err();
+        assert_eq!(r.code(), INVALID_REQUEST);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_overflow() {
+        let deep = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+        let m = single(&deep).unwrap();
+        let args = RawValue::from_string(m.params.unwrap().get().to_string()).unwrap();
+        assert!(matches!(parse_arguments(&args), Err(ArgumentsError::Unreadable(_))));
+    }
+
+    #[test]
+    fn duplicate_argument_keys_are_found_with_their_path() {
+        let raw = RawValue::from_string(r#"{"a":{"list":[{"p":1,"p":2}]}}"#.into()).unwrap();
+        assert_eq!(
+            parse_arguments(&raw),
+            Err(ArgumentsError::Duplicate { pointer: "/a/list/0/p".into() })
+        );
+    }
+
+    #[test]
+    fn error_without_id_has_no_id_member() {
+        let body = error_response(None, PARSE_ERROR, "Parse error", None);
+        assert_eq!(body, br#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#);
+    }
+}

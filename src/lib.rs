@@ -1,0 +1,18 @@
+//! toolgate: a validating gateway in front of MCP tool servers.
+//!
+//! It checks every `tools/call` against the schema the server advertised, answers bad calls
+//! itself with an error a model can act on (SEP-1303), and passes everything else through
+//! untouched. See DESIGN.md for the contracts; each module names the rule it owns.
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod config;
+pub mod demo;
+pub mod gateway;
+pub mod jsonrpc;
+pub mod mcp;
+pub mod sse;
+pub mod upstream;
+pub mod validate;
+
+pub use gateway::{Gateway, app, serve};

@@ -1,0 +1,149 @@
+//! The `toolgate` command: `serve` in front of an MCP server, or `demo` with a built-in one.
+#![forbid(unsafe_code)]
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use toolgate::config::{Config, LogFormat, Overrides};
+use toolgate::{Gateway, demo};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "toolgate", version, about = "A validating gateway in front of MCP tool servers")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve a Streamable HTTP endpoint in front of an MCP server.
+    Serve {
+        /// The upstream MCP endpoint, e.g. http://127.0.0.1:3000/mcp.
+        #[arg(long, env = "TOOLGATE_UPSTREAM")]
+        upstream: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run toolgate in front of its built-in example tool server; needs nothing else.
+    Demo {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run only the example tool server (for benchmarks and experiments).
+    #[command(hide = true)]
+    DemoServer {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        #[arg(long, default_value_t = 0)]
+        page_size: usize,
+        #[arg(long)]
+        sse: bool,
+    },
+}
+
+#[derive(clap::Args)]
+struct Common {
+    /// A TOML configuration file (see config/toolgate.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+}
+
+fn init_logs(cfg: &Config) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.log.level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cfg.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler installs");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down: finishing in-flight requests");
+}
+
+async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(cfg.listen).await.with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    let gw = Gateway::new(cfg)?;
+    for path in gw.paths() {
+        tracing::info!("listening on http://{addr}{path}");
+    }
+    tokio::spawn(async move {
+        if let Err(e) = toolgate::serve(listener, gw, shutdown_signal()).await {
+            tracing::error!(error = %e, "server stopped");
+        }
+        std::process::exit(0);
+    });
+    Ok(addr)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Serve { upstream, common } => {
+            let cfg = Config::load(common.config.as_deref(), &Overrides { listen: common.listen, upstream })?;
+            init_logs(&cfg);
+            run_gateway(cfg).await?;
+        }
+        Cmd::Demo { common } => {
+            let mut cfg = Config::load(common.config.as_deref(), &Overrides { listen: common.listen, upstream: None })?;
+            init_logs(&cfg);
+            let (up, _) = demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), demo::Options::default()).await?;
+            cfg.upstream = Some(format!("http://{up}/mcp"));
+            tracing::info!("example tool server on http://{up}/mcp");
+            let addr = run_gateway(cfg).await?;
+            print_demo_help(addr);
+        }
+        Cmd::DemoServer { listen, page_size, sse } => {
+            init_logs(&Config::default());
+            let (addr, _) = demo::spawn(listen, demo::Options { page_size, sse }).await?;
+            tracing::info!("listening on http://{addr}/mcp");
+        }
+    }
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+fn print_demo_help(addr: SocketAddr) {
+    let url = format!("http://{addr}/mcp");
+    println!(
+        r#"
+toolgate demo: the gateway is on {url}, in front of an example tool server.
+
+Try it (another terminal):
+
+  # 1. open a session
+  curl -si {url} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    -d '{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"curl","version":"1"}}}}}}' \
+    | grep -i mcp-session-id
+  S=<the session id printed above>
+
+  # 2. a call with the date in the wrong format: toolgate answers, the server never sees it
+  curl -s {url} -H "mcp-session-id: $S" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"book_flight","arguments":{{"origin":"LHR","destination":"JFK","departureDate":"2031-08-08","passengers":12}}}}}}'
+
+  # 3. "10" for an integer: coerced to 10 and forwarded
+  curl -s {url} -H "mcp-session-id: $S" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"add","arguments":{{"a":"10","b":2}}}}}}'
+
+Press Ctrl-C to stop."#
+    );
+}

@@ -1,0 +1,92 @@
+//! MCP vocabulary: method and header names, the two protocol eras, and the results toolgate
+//! writes itself.
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+pub const TOOLS_CALL: &str = "tools/call";
+pub const TOOLS_LIST: &str = "tools/list";
+pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+
+pub const SESSION_ID: &str = "mcp-session-id";
+pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub const METHOD_HEADER: &str = "mcp-method";
+pub const NAME_HEADER: &str = "mcp-name";
+
+/// The first stateless revision. Versions sort as strings.
+pub const MODERN_VERSION: &str = "2026-07-28";
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// Which rules a request follows; decided per request, because one endpoint serves both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25 and earlier: sessions, JSON-RPC errors over HTTP 200.
+    Legacy,
+    /// 2026-07-28: stateless, `resultType` on results, HTTP status follows the error code.
+    Modern,
+}
+
+impl Era {
+    /// Reads the era from the `MCP-Protocol-Version` header, or failing that from the
+    /// request's `_meta` envelope.
+    pub fn detect(version_header: Option<&str>, meta: Option<&RawValue>) -> Era {
+        if let Some(v) = version_header {
+            return if v >= MODERN_VERSION { Era::Modern } else { Era::Legacy };
+        }
+        match meta {
+            Some(m) if m.get().contains(META_PROTOCOL_VERSION) => Era::Modern,
+            _ => Era::Legacy,
+        }
+    }
+
+    /// The HTTP status for a JSON-RPC error toolgate answers with. The legacy era sends
+    /// errors over 200; the modern one maps the code (spec 2026-07-28, streamable HTTP).
+    pub fn status_for(self, code: i64) -> http::StatusCode {
+        match (self, code) {
+            (Era::Legacy, _) => http::StatusCode::OK,
+            (Era::Modern, -32601) => http::StatusCode::NOT_FOUND,
+            (Era::Modern, -32700 | -32600 | -32602 | -32020 | -32021 | -32022) => {
+                http::StatusCode::BAD_REQUEST
+            }
+            (Era::Modern, _) => http::StatusCode::OK,
+        }
+    }
+}
+
+/// A `CallToolResult` reporting a failure the model should read: `isError` with one text
+/// block, machine-readable details under `_meta` (never in `structuredContent`, which clients
+/// check against `outputSchema`).
+pub fn tool_error(era: Era, text: String, meta: Option<(&str, Value)>) -> Value {
+    let mut result = json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": true,
+    });
+    if let Some((key, details)) = meta {
+        result["_meta"] = json!({ key: details });
+    }
+    if era == Era::Modern {
+        result["resultType"] = json!("complete");
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn era_from_header_or_meta() {
+        assert_eq!(Era::detect(Some("2025-11-25"), None), Era::Legacy);
+        assert_eq!(Era::detect(Some("2026-07-28"), None), Era::Modern);
+        let meta = RawValue::from_string(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#.into()).unwrap();
+        assert_eq!(Era::detect(None, Some(&meta)), Era::Modern);
+        assert_eq!(Era::detect(None, None), Era::Legacy);
+    }
+
+    #[test]
+    fn modern_tool_errors_carry_result_type() {
+        let r = tool_error(Era::Modern, "x".into(), None);
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(tool_error(Era::Legacy, "x".into(), None).get("resultType"), None);
+    }
+}

@@ -1,0 +1,164 @@
+//! Incremental, byte-faithful splitting of a `text/event-stream` into events.
+//!
+//! Each event comes out as the exact bytes it arrived as, blank-line terminator included, so
+//! forwarding every event unchanged reproduces the stream byte for byte: priming events with
+//! empty data, `id:`, `retry:` and comment lines all survive. Only `data:` is ever read, and
+//! only by a caller that needs to.
+//!
+//! Security note: one event is capped; past the cap the caller gets the buffered bytes back
+//! and should pass the rest of the stream through uninspected rather than buffer without end.
+
+use bytes::{Bytes, BytesMut};
+use std::borrow::Cow;
+
+pub struct Splitter {
+    buf: BytesMut,
+    /// Where scanning resumes; bytes before it hold no event boundary.
+    scan: usize,
+    /// Start of the line being scanned.
+    line_start: usize,
+    max_event: usize,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Split {
+    Event(Bytes),
+    /// One event grew past the cap; these are all the bytes held so far.
+    Overflow(Bytes),
+}
+
+impl Splitter {
+    pub fn new(max_event: usize) -> Splitter {
+        Splitter {
+            buf: BytesMut::new(),
+            scan: 0,
+            line_start: 0,
+            max_event,
+        }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete event, if the bytes pushed so far hold one.
+    pub fn next(&mut self) -> Option<Split> {
+        let b = &self.buf[..];
+        let mut i = self.scan;
+        while i < b.len() {
+            let term_end = match b[i] {
+                b'\n' => i + 1,
+                b'\r' => {
+                    // A CR at the end of what we have may be the first half of CRLF.
+                    if i + 1 >= b.len() {
+                        break;
+                    }
+                    if b[i + 1] == b'\n' { i + 2 } else { i + 1 }
+                }
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            if i == self.line_start {
+                // An empty line ends the event.
+                let ev = self.buf.split_to(term_end).freeze();
+                self.scan = 0;
+                self.line_start = 0;
+                return Some(Split::Event(ev));
+            }
+            self.line_start = term_end;
+            i = term_end;
+        }
+        self.scan = i;
+        if self.buf.len() > self.max_event {
+            self.scan = 0;
+            self.line_start = 0;
+            return Some(Split::Overflow(self.buf.split().freeze()));
+        }
+        None
+    }
+
+    /// What is left when the stream ends: an event without its terminating blank line.
+    pub fn finish(&mut self) -> Option<Bytes> {
+        self.scan = 0;
+        self.line_start = 0;
+        (!self.buf.is_empty()).then(|| self.buf.split().freeze())
+    }
+}
+
+/// The event's data: its `data` lines joined by newlines, or `None` when it has none.
+pub fn data(event: &[u8]) -> Option<Cow<'_, str>> {
+    let text = std::str::from_utf8(event).ok()?;
+    let mut out: Option<Cow<'_, str>> = None;
+    for line in text.split(['\n', '\r']) {
+        let value = if let Some(rest) = line.strip_prefix("data:") {
+            rest.strip_prefix(' ').unwrap_or(rest)
+        } else if line == "data" {
+            ""
+        } else {
+            continue;
+        };
+        out = Some(match out {
+            None => Cow::Borrowed(value),
+            Some(prev) => Cow::Owned(format!("{prev}\n{value}")),
+        });
+    }
+    out
+}
+
+/// An SSE event carrying one JSON-RPC message, as toolgate writes its own.
+pub fn event(json: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(json.len() + 20);
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_all(chunks: &[&[u8]]) -> Vec<Bytes> {
+        let mut s = Splitter::new(1 << 20);
+        let mut out = Vec::new();
+        for c in chunks {
+            s.push(c);
+            while let Some(Split::Event(e)) = s.next() {
+                out.push(e);
+            }
+        }
+        out.extend(s.finish());
+        out
+    }
+
+    const STREAM: &[u8] = b"id: 1\ndata: \n\n: keep-alive\n\nevent: message\r\ndata: {\"a\":1}\r\n\r\nretry: 5\rdata: x\rdata: y\r\rdata: tail";
+
+    #[test]
+    fn events_are_the_exact_bytes_under_any_chunking() {
+        let whole = split_all(&[STREAM]);
+        assert_eq!(whole.len(), 5);
+        assert_eq!(whole.concat(), STREAM);
+        for size in 1..STREAM.len() {
+            let chunks: Vec<&[u8]> = STREAM.chunks(size).collect();
+            assert_eq!(split_all(&chunks), whole, "chunk size {size}");
+        }
+    }
+
+    #[test]
+    fn data_lines_are_joined() {
+        let evs = split_all(&[STREAM]);
+        assert_eq!(data(&evs[0]).as_deref(), Some(""));
+        assert_eq!(data(&evs[1]), None);
+        assert_eq!(data(&evs[2]).as_deref(), Some("{\"a\":1}"));
+        assert_eq!(data(&evs[3]).as_deref(), Some("x\ny"));
+    }
+
+    #[test]
+    fn an_endless_event_overflows() {
+        let mut s = Splitter::new(8);
+        s.push(b"data: 0123456789");
+        assert_eq!(s.next(), Some(Split::Overflow(Bytes::from_static(b"data: 0123456789"))));
+    }
+}

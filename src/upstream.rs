@@ -1,0 +1,188 @@
+//! The HTTP client side: one pooled hyper client, header hygiene, and bounded reads.
+//!
+//! End-to-end headers (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Last-Event-ID`,
+//! `Authorization`, `Mcp-Param-*`, and any other) pass both ways; hop-by-hop headers and the
+//! ones named in `Connection` do not. `Accept-Encoding` is dropped on the way up so that
+//! answers toolgate may need to read arrive uncompressed.
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName};
+use http::{Method, Request, Response, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+pub fn client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(connector)
+}
+
+/// One upstream MCP endpoint.
+pub struct Upstream {
+    pub name: Arc<str>,
+    pub uri: Uri,
+    client: HttpClient,
+    timeout: Duration,
+}
+
+/// Why no answer came from the upstream. `retry` tells the model whether trying again may help.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("could not reach the tool server: {0}")]
+    Unreachable(String),
+    #[error("the tool server did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Copies the headers that belong to the end-to-end exchange.
+pub fn end_to_end(src: &HeaderMap) -> HeaderMap {
+    let named_in_connection: Vec<String> = src
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .collect();
+    let mut out = HeaderMap::with_capacity(src.len());
+    for (name, value) in src {
+        if HOP_BY_HOP.contains(name)
+            || name == header::HOST
+            || name == header::CONTENT_LENGTH
+            || name.as_str() == "proxy-connection"
+            || named_in_connection.iter().any(|n| n == name.as_str())
+        {
+            continue;
+        }
+        out.append(name, value.clone());
+    }
+    out
+}
+
+impl Upstream {
+    pub fn new(name: &str, uri: Uri, client: HttpClient, timeout: Duration) -> Upstream {
+        Upstream {
+            name: name.into(),
+            uri,
+            client,
+            timeout,
+        }
+    }
+
+    /// Sends one request with the client's end-to-end headers and waits (bounded) for the
+    /// response head; the body streams afterwards.
+    pub async fn send(&self, method: Method, headers: &HeaderMap, body: Bytes) -> Result<Response<Incoming>, UpstreamError> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(self.uri.clone())
+            .body(Full::new(body))
+            .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+        let mut h = end_to_end(headers);
+        h.remove(header::ACCEPT_ENCODING);
+        *req.headers_mut() = h;
+        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(UpstreamError::Unreachable(error_chain(&e))),
+            Err(_) => Err(UpstreamError::Timeout(self.timeout)),
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A body read whole up to a limit. Over the limit, the bytes read so far and the rest of
+/// the body come back, so the caller can still pass everything through.
+pub enum Collected<B> {
+    Whole(Bytes),
+    TooLarge(B),
+}
+
+/// Why a request body could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    TooLarge,
+    Broken(String),
+}
+
+/// Reads a request body whole, refusing more than `limit` bytes.
+pub async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, ReadError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ReadError::TooLarge),
+        Err(e) => Err(ReadError::Broken(e.to_string())),
+    }
+}
+
+/// Reads an upstream body whole when it fits in `limit`; otherwise hands back a body that
+/// replays what was read and streams the rest.
+pub async fn collect_upstream(mut body: Incoming, limit: usize) -> Result<Collected<axum::body::Body>, hyper::Error> {
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame?;
+        if let Ok(data) = frame.into_data() {
+            buf.extend_from_slice(&data);
+            if buf.len() > limit {
+                let head = futures_util::stream::once(async move { Ok::<_, hyper::Error>(buf.freeze()) });
+                let rest = body.into_data_stream();
+                use futures_util::StreamExt;
+                return Ok(Collected::TooLarge(axum::body::Body::from_stream(head.chain(rest))));
+            }
+        }
+    }
+    Ok(Collected::Whole(buf.freeze()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_stay_behind() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, "keep-alive, x-secret-hop".parse().unwrap());
+        h.insert("x-secret-hop", "1".parse().unwrap());
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        h.insert(header::HOST, "gateway".parse().unwrap());
+        h.insert("mcp-session-id", "abc".parse().unwrap());
+        h.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
+        h.insert("last-event-id", "7".parse().unwrap());
+        let out = end_to_end(&h);
+        let names: Vec<_> = out.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(out.contains_key("mcp-session-id") && out.contains_key("authorization") && out.contains_key("last-event-id"));
+    }
+}

@@ -1,0 +1,146 @@
+//! The input boundary: one `tools/call`'s arguments against the tool's schema.
+//!
+//! The cheap path is `is_valid` alone; error details are computed only for calls that fail.
+//! Coercion is guided by the validator's own type errors, so it reaches properties behind
+//! `$ref`, `allOf` and nested arrays without a second schema walker.
+
+mod report;
+
+pub use report::{Report, Violation, closest};
+
+use crate::catalog::Schema;
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{JsonType, Validator};
+use serde_json::{Map, Value};
+
+/// Most validation errors examined for one call; a hostile schema can make the list grow
+/// exponentially with the instance's depth.
+const MAX_ERRORS: usize = 32;
+/// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
+const MAX_COERCE_ROUNDS: usize = 4;
+
+#[derive(Debug)]
+pub enum Verdict {
+    Valid,
+    /// Valid once these strings were converted; forward these arguments instead.
+    Coerced(Value),
+    Invalid(Report),
+}
+
+/// Checks arguments and, with `coerce`, repairs strings the schema wants as another type.
+pub fn check(tool: &str, schema: &Schema, validator: &Validator, args: Map<String, Value>, coerce: bool) -> Verdict {
+    let mut args = Value::Object(args);
+    if validator.is_valid(&args) {
+        return Verdict::Valid;
+    }
+    if coerce {
+        for _ in 0..MAX_COERCE_ROUNDS {
+            let fixes: Vec<(String, Value)> = validator
+                .iter_errors(&args)
+                .take(MAX_ERRORS)
+                .filter_map(|e| match (e.kind(), e.instance().as_ref()) {
+                    (ValidationErrorKind::Type { kind }, Value::String(s)) => {
+                        convert(s, kind).map(|v| (e.instance_path().as_str().to_owned(), v))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if fixes.is_empty() {
+                break;
+            }
+            for (pointer, v) in fixes {
+                if let Some(slot) = args.pointer_mut(&pointer) {
+                    *slot = v;
+                }
+            }
+            if validator.is_valid(&args) {
+                return Verdict::Coerced(args);
+            }
+        }
+    }
+    Verdict::Invalid(Report::build(tool, &schema.value, validator, &args, MAX_ERRORS))
+}
+
+/// Converts a string to a value of one of the wanted types, when it reads as one exactly.
+fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
+    let wants = |t: JsonType| match kind {
+        TypeKind::Single(k) => *k == t,
+        TypeKind::Multiple(set) => set.contains(t),
+    };
+    let t = s.trim();
+    if wants(JsonType::Integer) || wants(JsonType::Number) {
+        if let Ok(i) = t.parse::<i64>() {
+            return Some(Value::from(i));
+        }
+        if let Ok(u) = t.parse::<u64>() {
+            return Some(Value::from(u));
+        }
+    }
+    if wants(JsonType::Number) {
+        if let Some(n) = t.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+            return Some(Value::Number(n));
+        }
+    }
+    if wants(JsonType::Boolean) {
+        match t {
+            "true" => return Some(Value::Bool(true)),
+            "false" => return Some(Value::Bool(false)),
+            _ => {}
+        }
+    }
+    if wants(JsonType::Array) || wants(JsonType::Object) {
+        match serde_json::from_str::<Value>(t) {
+            Ok(v @ Value::Array(_)) if wants(JsonType::Array) => return Some(v),
+            Ok(v @ Value::Object(_)) if wants(JsonType::Object) => return Some(v),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{CompileSettings, compile};
+    use crate::config::UnknownDialect;
+    use serde_json::json;
+
+    fn schema(v: Value) -> Schema {
+        compile(
+            &v.to_string(),
+            &CompileSettings { max_schema_bytes: 1 << 20, validate_formats: true, unknown_dialect: UnknownDialect::Reject },
+        )
+    }
+
+    fn run(s: &Schema, args: Value, coerce: bool) -> Verdict {
+        let Value::Object(m) = args else { panic!() };
+        check("t", s, s.validator.as_ref().unwrap(), m, coerce)
+    }
+
+    #[test]
+    fn strings_become_what_the_schema_wants() {
+        let s = schema(json!({
+            "type": "object",
+            "$defs": {"n": {"type": "integer"}},
+            "properties": {
+                "a": {"$ref": "#/$defs/n"},
+                "flag": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "integer"}},
+                "ratio": {"type": "number"}
+            }
+        }));
+        match run(&s, json!({"a": "10", "flag": "true", "tags": "[\"1\", 2]", "ratio": "0.5"}), true) {
+            Verdict::Coerced(v) => assert_eq!(v, json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn strict_mode_and_unconvertible_values_are_violations() {
+        let s = schema(json!({"type": "object", "properties": {"a": {"type": "integer"}}}));
+        assert!(matches!(run(&s, json!({"a": "10"}), false), Verdict::Invalid(_)));
+        assert!(matches!(run(&s, json!({"a": "abc"}), true), Verdict::Invalid(_)));
+        assert!(matches!(run(&s, json!({"a": "1.5"}), true), Verdict::Invalid(_)));
+        assert!(matches!(run(&s, json!({"a": 3}), true), Verdict::Valid));
+    }
+}

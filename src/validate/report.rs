@@ -1,0 +1,415 @@
+//! Turns validation errors into what a model can act on: every violation with its argument
+//! path, what was expected, what came, and the property's own `description`; for an
+//! unexpected argument, the closest allowed name. The same facts go out machine-readable as
+//! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
+
+use jsonschema::Validator;
+use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
+use serde_json::{Map, Value, json};
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// RFC 6901 pointer into `arguments`.
+    pub pointer: String,
+    pub keyword: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub tool: String,
+    pub violations: Vec<Violation>,
+    /// Property descriptions by pointer, where the schema has one.
+    descriptions: Vec<Option<String>>,
+}
+
+const PREVIEW_CHARS: usize = 60;
+
+impl Report {
+    pub fn build(tool: &str, schema: &Value, validator: &Validator, args: &Value, max: usize) -> Report {
+        let mut violations = Vec::new();
+        for e in validator.iter_errors(args).take(max) {
+            violations.extend(describe(&e, schema));
+        }
+        if violations.is_empty() {
+            // is_valid and iter_errors disagree only on engine failures; still say something.
+            violations.push(Violation {
+                pointer: String::new(),
+                keyword: "schema".into(),
+                message: "do not satisfy the tool's input schema".into(),
+            });
+        }
+        Report::from_violations(tool, schema, violations)
+    }
+
+    pub fn from_violations(tool: &str, schema: &Value, violations: Vec<Violation>) -> Report {
+        let descriptions = violations
+            .iter()
+            .map(|v| subschema(schema, &v.pointer).and_then(description))
+            .collect();
+        Report {
+            tool: tool.to_owned(),
+            violations,
+            descriptions,
+        }
+    }
+
+    /// The `arguments` object repeats a key: the server may read either value.
+    pub fn duplicate_key(tool: &str, schema: &Value, pointer: String) -> Report {
+        Report::from_violations(
+            tool,
+            schema,
+            vec![Violation {
+                pointer,
+                keyword: "duplicateKey".into(),
+                message: "appears more than once; send each argument once".into(),
+            }],
+        )
+    }
+
+    /// The text block the model reads.
+    pub fn text(&self) -> String {
+        let n = self.violations.len();
+        let mut out = format!(
+            "Invalid arguments for tool \"{}\" ({} problem{}):",
+            self.tool,
+            n,
+            if n == 1 { "" } else { "s" }
+        );
+        for (v, d) in self.violations.iter().zip(&self.descriptions) {
+            let _ = write!(out, "\n- {}: {}", display_path(&v.pointer), v.message);
+            if let Some(d) = d {
+                let _ = write!(out, " (parameter description: {})", d.trim());
+            }
+        }
+        out.push_str("\nCorrect the arguments and call the tool again.");
+        out
+    }
+
+    /// Machine-readable details, for `_meta["toolgate/validation"]` or an error's `data`.
+    pub fn details(&self) -> Value {
+        let mut errors = Map::new();
+        for v in &self.violations {
+            match errors.get_mut(&v.pointer) {
+                Some(Value::String(s)) => {
+                    s.push_str("; ");
+                    s.push_str(&v.message);
+                }
+                _ => {
+                    errors.insert(v.pointer.clone(), Value::String(v.message.clone()));
+                }
+            }
+        }
+        json!({
+            "code": "invalid_arguments",
+            "tool": self.tool,
+            "parameter_errors": errors,
+        })
+    }
+
+    /// Schema keywords that failed, for logs and metrics (never the values).
+    pub fn keywords(&self) -> impl Iterator<Item = &str> {
+        self.violations.iter().map(|v| v.keyword.as_str())
+    }
+}
+
+fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
+    let at = e.instance_path().as_str();
+    let got = preview(e.instance());
+    let one = |message: String| {
+        vec![Violation {
+            pointer: at.to_owned(),
+            keyword: e.kind().keyword().to_owned(),
+            message,
+        }]
+    };
+    match e.kind() {
+        ValidationErrorKind::Type { kind } => one(format!(
+            "expected {}, got {} {}",
+            type_names(kind),
+            type_of(e.instance()),
+            got
+        )),
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+            vec![Violation {
+                pointer: format!("{at}/{}", escape(&name)),
+                keyword: "required".into(),
+                message: "is required but missing".into(),
+            }]
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+            let allowed = allowed_names(schema, at);
+            unexpected
+                .iter()
+                .map(|name| {
+                    let mut message = "is not an accepted argument".to_owned();
+                    if let Some(close) = closest(name, &allowed) {
+                        let _ = write!(message, "; did you mean \"{close}\"?");
+                    } else if !allowed.is_empty() {
+                        let _ = write!(message, "; accepted: {}", allowed.join(", "));
+                    }
+                    Violation {
+                        pointer: format!("{at}/{}", escape(name)),
+                        keyword: e.kind().keyword().to_owned(),
+                        message,
+                    }
+                })
+                .collect()
+        }
+        ValidationErrorKind::Pattern { pattern } => {
+            one(format!("must match the pattern {pattern}, got {got}"))
+        }
+        ValidationErrorKind::Enum { options } => one(format!("must be one of {options}, got {got}")),
+        ValidationErrorKind::Constant { expected_value } => {
+            one(format!("must be exactly {expected_value}, got {got}"))
+        }
+        ValidationErrorKind::Minimum { limit } => one(format!("must be at least {limit}, got {got}")),
+        ValidationErrorKind::Maximum { limit } => one(format!("must be at most {limit}, got {got}")),
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            one(format!("must be greater than {limit}, got {got}"))
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            one(format!("must be less than {limit}, got {got}"))
+        }
+        ValidationErrorKind::MultipleOf { multiple_of } => {
+            one(format!("must be a multiple of {multiple_of}, got {got}"))
+        }
+        ValidationErrorKind::MinLength { limit } => {
+            one(format!("must be at least {limit} characters long, got {got}"))
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            one(format!("must be at most {limit} characters long, got {got}"))
+        }
+        ValidationErrorKind::MinItems { limit } => one(format!("must have at least {limit} items")),
+        ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
+        ValidationErrorKind::UniqueItems => one("must not repeat items".into()),
+        ValidationErrorKind::Format { format } => {
+            one(format!("must be a valid {format}, got {got}"))
+        }
+        ValidationErrorKind::FalseSchema => one("is not accepted here".into()),
+        ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
+            one(format!("does not match any of the accepted forms, got {got}"))
+        }
+        ValidationErrorKind::OneOfMultipleValid { .. } => {
+            one(format!("matches more than one of the accepted forms, got {got}"))
+        }
+        _ => one(e.masked().to_string()),
+    }
+}
+
+fn type_names(kind: &TypeKind) -> String {
+    let with_article = |t: jsonschema::JsonType| {
+        let n = t.as_str();
+        match n {
+            "integer" | "array" | "object" => format!("an {n}"),
+            "null" => n.to_owned(),
+            _ => format!("a {n}"),
+        }
+    };
+    match kind {
+        TypeKind::Single(t) => with_article(*t),
+        TypeKind::Multiple(set) => set.iter().map(with_article).collect::<Vec<_>>().join(" or "),
+    }
+}
+
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A short rendering of what came, so the model sees its mistake. Cut at a fixed length:
+/// the point is recognition, not an echo of a large value.
+fn preview(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= PREVIEW_CHARS {
+        s
+    } else {
+        let cut: String = s.chars().take(PREVIEW_CHARS).collect();
+        format!("{cut}…")
+    }
+}
+
+fn escape(seg: &str) -> String {
+    seg.replace('~', "~0").replace('/', "~1")
+}
+
+fn segments(pointer: &str) -> impl Iterator<Item = String> + '_ {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+}
+
+/// `/passengers/0/name` → `passengers[0].name`; the root is "arguments".
+fn display_path(pointer: &str) -> String {
+    let mut out = String::new();
+    for seg in segments(pointer) {
+        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) && !out.is_empty() {
+            let _ = write!(out, "[{seg}]");
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&seg);
+        }
+    }
+    if out.is_empty() { "arguments".into() } else { out }
+}
+
+/// Follows local `$ref`s (`#/...`), a bounded number of hops.
+fn resolve<'a>(root: &'a Value, mut s: &'a Value) -> &'a Value {
+    for _ in 0..16 {
+        match s.get("$ref").and_then(Value::as_str) {
+            Some(r) if r == "#" => s = root,
+            Some(r) if r.starts_with("#/") => match root.pointer(&r[1..]) {
+                Some(next) => s = next,
+                None => break,
+            },
+            _ => break,
+        }
+    }
+    s
+}
+
+/// The subschema that describes the value at an instance pointer, for the common shapes:
+/// `properties`, `items`, `prefixItems`, local `$ref`s and composition branches.
+fn subschema<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
+    let mut cur = root;
+    for seg in segments(pointer) {
+        cur = child(root, cur, &seg, 0)?;
+    }
+    Some(cur)
+}
+
+fn child<'a>(root: &'a Value, s: &'a Value, seg: &str, depth: usize) -> Option<&'a Value> {
+    if depth > 8 {
+        return None;
+    }
+    let s = resolve(root, s);
+    if let Some(p) = s.get("properties").and_then(|p| p.get(seg)) {
+        return Some(p);
+    }
+    if let Ok(i) = seg.parse::<usize>() {
+        if let Some(p) = s.get("prefixItems").and_then(|p| p.get(i)) {
+            return Some(p);
+        }
+        if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+            return Some(items);
+        }
+    }
+    ["allOf", "anyOf", "oneOf"]
+        .iter()
+        .filter_map(|k| s.get(*k).and_then(Value::as_array))
+        .flatten()
+        .find_map(|branch| child(root, branch, seg, depth + 1))
+}
+
+fn description(s: &Value) -> Option<String> {
+    s.get("description")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+fn allowed_names(root: &Value, at: &str) -> Vec<String> {
+    let Some(s) = subschema(root, at).map(|s| resolve(root, s)) else {
+        return Vec::new();
+    };
+    s.get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The allowed name nearest to what came, when it is near enough to be a likely typo.
+pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
+    let lower = name.to_lowercase();
+    candidates
+        .iter()
+        .map(|c| (edit_distance(&lower, &c.to_lowercase()), c))
+        .filter(|(d, c)| *d <= (c.chars().count() / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c.as_str())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{CompileSettings, compile};
+    use crate::config::UnknownDialect;
+
+    fn report(schema: Value, args: Value) -> Report {
+        let s = compile(
+            &schema.to_string(),
+            &CompileSettings { max_schema_bytes: 1 << 20, validate_formats: true, unknown_dialect: UnknownDialect::Reject },
+        );
+        Report::build("t", &s.value, s.validator.as_ref().unwrap(), &args, 32)
+    }
+
+    #[test]
+    fn every_violation_is_listed_with_its_description() {
+        let r = report(
+            json!({
+                "type": "object",
+                "properties": {
+                    "departureDate": {"type": "string", "pattern": "^\\d{2}/\\d{2}/\\d{4}$", "description": "Date in dd/mm/yyyy"},
+                    "passengers": {"type": "integer", "minimum": 1, "maximum": 9}
+                },
+                "required": ["departureDate", "origin"],
+                "additionalProperties": false
+            }),
+            json!({"departureDate": "2025-08-08", "passengers": 12, "pasengers": 1}),
+        );
+        let text = r.text();
+        assert!(text.contains("- departureDate: must match the pattern ^\\d{2}/\\d{2}/\\d{4}$, got \"2025-08-08\" (parameter description: Date in dd/mm/yyyy)"), "{text}");
+        assert!(text.contains("- passengers: must be at most 9, got 12"), "{text}");
+        assert!(text.contains("- origin: is required but missing"), "{text}");
+        assert!(text.contains("- pasengers: is not an accepted argument; did you mean \"passengers\"?"), "{text}");
+        let d = r.details();
+        assert_eq!(d["parameter_errors"]["/passengers"], "must be at most 9, got 12");
+        assert_eq!(d["code"], "invalid_arguments");
+    }
+
+    #[test]
+    fn nested_paths_read_naturally_and_follow_refs() {
+        let r = report(
+            json!({
+                "type": "object",
+                "$defs": {"t": {"type": "object", "properties": {"age": {"type": "integer", "description": "Age in years"}}}},
+                "properties": {"travellers": {"type": "array", "items": {"$ref": "#/$defs/t"}}}
+            }),
+            json!({"travellers": [{"age": 3}, {"age": "old"}]}),
+        );
+        assert!(r.text().contains("- travellers[1].age: expected an integer, got string \"old\" (parameter description: Age in years)"), "{}", r.text());
+    }
+
+    #[test]
+    fn closest_name_only_when_near() {
+        let c = vec!["departureDate".to_string(), "origin".to_string()];
+        assert_eq!(closest("departure_date", &c), Some("departureDate"));
+        assert_eq!(closest("zzz", &c), None);
+    }
+}
