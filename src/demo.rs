@@ -34,6 +34,9 @@ pub struct Options {
     pub page_size: usize,
     /// Answer every request as an SSE stream (as server-everything does).
     pub sse: bool,
+    /// More tools to list, as given (tests use this for hostile or broken schemas). Calls
+    /// to them answer with their arguments echoed.
+    pub extra_tools: Vec<Value>,
 }
 
 /// One request as the server saw it.
@@ -41,6 +44,9 @@ pub struct Options {
 pub struct Seen {
     pub http_method: String,
     pub session: Option<String>,
+    pub headers: HeaderMap,
+    /// The body exactly as it arrived.
+    pub raw: Bytes,
     pub body: Value,
 }
 
@@ -217,6 +223,8 @@ async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMa
     demo.seen.lock().unwrap_or_else(|p| p.into_inner()).push(Seen {
         http_method: method.to_string(),
         session: session.clone(),
+        headers: headers.clone(),
+        raw: body.clone(),
         body: msg.clone(),
     });
     let known = |s: &str| demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(s);
@@ -266,6 +274,7 @@ async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMa
         "ping" => rpc_result(&id, json!({})),
         "tools/list" => {
             let mut all = tools();
+            all.extend(demo.options.extra_tools.iter().cloned());
             if extra {
                 all.push(extra_tool());
             }
@@ -317,6 +326,9 @@ async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMa
                     }
                     let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
                     return sse_response(vec![(Duration::ZERO, note), (Duration::ZERO, rpc_result(&id, text_result("extra_tool is now available.", false)))]);
+                }
+                n if demo.options.extra_tools.iter().any(|t| t["name"] == n) => {
+                    rpc_result(&id, text_result(format!("{n} got {args}"), false))
                 }
                 "extra_tool" if extra => rpc_result(&id, text_result(format!("level {}", args["level"]), false)),
                 _ => rpc_result(&id, text_result(format!("Unknown tool: {name}"), true)),

@@ -114,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::DemoServer { listen, page_size, sse } => {
             init_logs(&Config::default());
-            let (addr, _) = demo::spawn(listen, demo::Options { page_size, sse }).await?;
+            let (addr, _) = demo::spawn(listen, demo::Options { page_size, sse, ..Default::default() }).await?;
             tracing::info!("listening on http://{addr}/mcp");
         }
     }

@@ -1,0 +1,220 @@
+//! The black-box harness: the real `toolgate` binary on `127.0.0.1:0`, real HTTP, and
+//! upstreams in this process or in child processes. Every process is killed on drop.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use toolgate::demo;
+
+pub const ACCEPT: &str = "application/json, text/event-stream";
+
+/// A running `toolgate` process.
+pub struct Toolgate {
+    child: Child,
+    pub addr: SocketAddr,
+    pub logs: Arc<Mutex<Vec<String>>>,
+    _config: Option<tempfile_lite::TempFile>,
+}
+
+impl Toolgate {
+    /// Starts `toolgate serve --upstream URL` with an optional config file body.
+    pub async fn serve(upstream: &str, config: Option<&str>) -> Toolgate {
+        let mut args = vec!["serve".to_string(), "--upstream".into(), upstream.into()];
+        Self::start(&mut args, config).await
+    }
+
+    pub async fn start(args: &mut Vec<String>, config: Option<&str>) -> Toolgate {
+        let file = config.map(tempfile_lite::TempFile::new);
+        if let Some(f) = &file {
+            args.push("--config".into());
+            args.push(f.path.display().to_string());
+        }
+        args.push("--listen".into());
+        args.push("127.0.0.1:0".into());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args.iter())
+            .env("RUST_LOG", "toolgate=debug,info")
+            .env_remove("TOOLGATE_UPSTREAM")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the toolgate binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let addr = rest.split('/').next().unwrap_or_default().to_string();
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(addr);
+                    }
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(20), rx)
+            .await
+            .unwrap_or_else(|_| panic!("toolgate did not start; logs: {:?}", logs.lock().unwrap()))
+            .expect("toolgate printed its address")
+            .parse()
+            .expect("the address parses");
+        Toolgate { child, addr, logs, _config: file }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Toolgate {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A tiny temp-file helper, so tests need no extra crate.
+pub mod tempfile_lite {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub struct TempFile {
+        pub path: PathBuf,
+    }
+
+    impl TempFile {
+        pub fn new(contents: &str) -> TempFile {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let path = std::env::temp_dir().join(format!("toolgate-test-{}-{}.toml", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+            std::fs::write(&path, contents).expect("temp file writes");
+            TempFile { path }
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// An HTTP answer, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text()))
+    }
+
+    /// The JSON-RPC messages in the answer, whether it came as JSON or as SSE.
+    pub fn messages(&self) -> Vec<Value> {
+        let ct = self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+        if ct.starts_with("text/event-stream") {
+            sse_messages(&self.text())
+        } else {
+            vec![self.json()]
+        }
+    }
+
+    /// The one message that answers a request (the last one).
+    pub fn answer(&self) -> Value {
+        self.messages().pop().unwrap_or_else(|| panic!("no message in {}", self.text()))
+    }
+}
+
+pub fn sse_messages(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|ev| {
+            let data: Vec<&str> = ev.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+            let data = data.join("\n");
+            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).expect("SSE data is JSON"))
+        })
+        .collect()
+}
+
+pub fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+pub async fn request(method: Method, url: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
+    let mut req = Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(body.into())).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(30), client().request(req))
+        .await
+        .expect("an answer within 30 s")
+        .expect("the request goes through");
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.expect("the body reads").to_bytes();
+    Reply { status: parts.status.as_u16(), headers: parts.headers, body }
+}
+
+/// POSTs a JSON-RPC body the way MCP clients do.
+pub async fn post(url: &str, session: Option<&str>, body: impl Into<Bytes>) -> Reply {
+    let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
+    if let Some(s) = session {
+        headers.push(("mcp-session-id", s));
+    }
+    request(Method::POST, url, &headers, body).await
+}
+
+/// Opens a legacy session: `initialize`, then `notifications/initialized`.
+pub async fn open_session(url: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate-tests", "version": "1"}}});
+    let r = post(url, None, init.to_string()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let session = r.headers.get("mcp-session-id").expect("a session id").to_str().unwrap().to_string();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = post(url, Some(&session), note.to_string()).await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    session
+}
+
+pub fn call(id: i64, tool: &str, args: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}).to_string()
+}
+
+/// The demo server in this process, and toolgate in front of it.
+pub async fn demo_behind_toolgate(options: demo::Options, config: Option<&str>) -> (Arc<demo::Demo>, Toolgate, String) {
+    let (addr, demo) = demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), options).await.expect("demo server starts");
+    let upstream = format!("http://{addr}/mcp");
+    let tg = Toolgate::serve(&upstream, config).await;
+    (demo, tg, upstream)
+}
+
+/// The text of a tool result's first content block.
+pub fn result_text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {answer}")).to_string()
+}
