@@ -17,6 +17,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use toolgate::demo;
 
+pub mod peers;
+
 pub const ACCEPT: &str = "application/json, text/event-stream";
 
 /// A running `toolgate` process.
