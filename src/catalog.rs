@@ -43,7 +43,9 @@ pub struct Schema {
 
 impl std::fmt::Debug for Schema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Schema").field("raw", &self.raw).finish_non_exhaustive()
+        f.debug_struct("Schema")
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
     }
 }
 
@@ -59,7 +61,9 @@ struct ScopeCatalog {
 pub enum Lookup {
     Found(Arc<Schema>),
     /// Not known; `relist` says whether listing again may change that.
-    Missing { relist: bool },
+    Missing {
+        relist: bool,
+    },
 }
 
 /// Which settings compile a schema; part of the dedup key so a config change recompiles.
@@ -149,7 +153,8 @@ impl Catalog {
             Some(cat) => match cat.tools.get(tool) {
                 Some(s) => Lookup::Found(s.clone()),
                 None => Lookup::Missing {
-                    relist: !cat.complete || cat.listed_at.is_none_or(|t| t.elapsed() >= RELIST_AFTER),
+                    relist: !cat.complete
+                        || cat.listed_at.is_none_or(|t| t.elapsed() >= RELIST_AFTER),
                 },
             },
             None => Lookup::Missing { relist: true },
@@ -202,7 +207,10 @@ impl Catalog {
 
     pub fn listed_since(&self, key: &ScopeKey, t: Instant) -> bool {
         let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
-        scopes.get(key).and_then(|c| c.listed_at).is_some_and(|l| l >= t)
+        scopes
+            .get(key)
+            .and_then(|c| c.listed_at)
+            .is_some_and(|l| l >= t)
     }
 
     pub fn forget(&self, key: &ScopeKey) {
@@ -217,7 +225,11 @@ impl Catalog {
     /// Distinct compiled schemas still in use.
     pub fn schema_count(&self) -> usize {
         let schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
-        schemas.values().flatten().filter(|w| w.strong_count() > 0).count()
+        schemas
+            .values()
+            .flatten()
+            .filter(|w| w.strong_count() > 0)
+            .count()
     }
 
     /// One lock per scope, so concurrent calls that miss wait for one listing instead of
@@ -278,8 +290,11 @@ impl Catalog {
 
 /// A catalog is a cache: dropping the least recently used tenth costs at most a re-listing.
 fn evict_least_recent(scopes: &mut HashMap<ScopeKey, ScopeCatalog>) {
-    let mut ages: Vec<_> = scopes.iter().map(|(k, c)| (c.last_used, k.clone())).collect();
-    ages.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut ages: Vec<_> = scopes
+        .iter()
+        .map(|(k, c)| (c.last_used, k.clone()))
+        .collect();
+    ages.sort_by_key(|a| a.0);
     for (_, k) in ages.into_iter().take(scopes.len() / 10 + 1) {
         scopes.remove(&k);
     }
@@ -317,7 +332,11 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     if raw.len() > settings.max_schema_bytes {
         return fail(
             Value::Null,
-            format!("schema is {} bytes, over the {} byte limit", raw.len(), settings.max_schema_bytes),
+            format!(
+                "schema is {} bytes, over the {} byte limit",
+                raw.len(),
+                settings.max_schema_bytes
+            ),
         );
     }
     let value: Value = match serde_json::from_str(raw) {
@@ -335,7 +354,11 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         .with_draft(draft)
         .offline()
         .should_validate_formats(settings.validate_formats)
-        .with_pattern_options(PatternOptions::regex().size_limit(1 << 20).dfa_size_limit(1 << 20))
+        .with_pattern_options(
+            PatternOptions::regex()
+                .size_limit(1 << 20)
+                .dfa_size_limit(1 << 20),
+        )
         .build(&value);
     match built {
         Ok(v) => Schema {
@@ -363,7 +386,10 @@ mod tests {
     }
 
     fn key(s: &str) -> ScopeKey {
-        ScopeKey { upstream: "u".into(), context: s.into() }
+        ScopeKey {
+            upstream: "u".into(),
+            context: s.into(),
+        }
     }
 
     const ADD: &str = r#"{"type":"object","properties":{"a":{"type":"integer"}}}"#;
@@ -372,7 +398,10 @@ mod tests {
     fn identical_schemas_compile_once() {
         let cat = Catalog::new(settings(), 100);
         for i in 0..50 {
-            let page = Page { tools: vec![("add".into(), ADD.into())], next_cursor: None };
+            let page = Page {
+                tools: vec![("add".into(), ADD.into())],
+                next_cursor: None,
+            };
             cat.learn_page(&key(&i.to_string()), &page, true);
         }
         assert_eq!(cat.scope_count(), 50);
@@ -388,13 +417,27 @@ mod tests {
         ] {
             assert!(compile(schema, &settings()).validator.is_err(), "{schema}");
         }
-        assert!(compile(r##"{"$defs":{"a":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a"}}}"##, &settings()).validator.is_ok());
+        assert!(
+            compile(
+                r##"{"$defs":{"a":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a"}}}"##,
+                &settings()
+            )
+            .validator
+            .is_ok()
+        );
     }
 
     #[test]
     fn backtracking_patterns_are_refused() {
         // Lookaround needs a backtracking engine; the linear-time one refuses it at compile.
-        assert!(compile(r#"{"properties":{"x":{"type":"string","pattern":"^(?=a)a$"}}}"#, &settings()).validator.is_err());
+        assert!(
+            compile(
+                r#"{"properties":{"x":{"type":"string","pattern":"^(?=a)a$"}}}"#,
+                &settings()
+            )
+            .validator
+            .is_err()
+        );
     }
 
     #[test]
@@ -407,10 +450,16 @@ mod tests {
     #[test]
     fn missing_tool_relists_only_when_stale() {
         let cat = Catalog::new(settings(), 100);
-        assert!(matches!(cat.lookup(&key("s"), "x"), Lookup::Missing { relist: true }));
+        assert!(matches!(
+            cat.lookup(&key("s"), "x"),
+            Lookup::Missing { relist: true }
+        ));
         cat.learn_all(&key("s"), vec![("add".into(), ADD.into())]);
         assert!(matches!(cat.lookup(&key("s"), "add"), Lookup::Found(_)));
-        assert!(matches!(cat.lookup(&key("s"), "x"), Lookup::Missing { relist: false }));
+        assert!(matches!(
+            cat.lookup(&key("s"), "x"),
+            Lookup::Missing { relist: false }
+        ));
     }
 
     #[test]

@@ -196,7 +196,10 @@ impl Config {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(path) = file {
             if !path.exists() {
-                return Err(ConfigError(format!("config file {} does not exist", path.display())));
+                return Err(ConfigError(format!(
+                    "config file {} does not exist",
+                    path.display()
+                )));
             }
             fig = fig.merge(Toml::file(path));
         }
@@ -217,7 +220,10 @@ impl Config {
         let mut seen = std::collections::HashSet::new();
         for u in &self.upstreams {
             if u.name.is_empty()
-                || !u.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                || !u
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             {
                 return Err(ConfigError(format!(
                     "upstream name {:?} must be non-empty and use only A-Z a-z 0-9 - _",
@@ -225,7 +231,10 @@ impl Config {
                 )));
             }
             if !seen.insert(u.name.as_str()) {
-                return Err(ConfigError(format!("upstream name {:?} is used twice", u.name)));
+                return Err(ConfigError(format!(
+                    "upstream name {:?} is used twice",
+                    u.name
+                )));
             }
             parse_upstream_url(&u.url)?;
         }
@@ -250,7 +259,9 @@ pub fn parse_upstream_url(url: &str) -> Result<http::Uri, ConfigError> {
         Some("https") => Err(ConfigError(format!(
             "upstream URL {url:?}: https upstreams are not supported yet; run toolgate beside the server over http"
         ))),
-        _ => Err(ConfigError(format!("upstream URL {url:?} must look like http://host:port/mcp"))),
+        _ => Err(ConfigError(format!(
+            "upstream URL {url:?} must look like http://host:port/mcp"
+        ))),
     }
 }
 
@@ -274,14 +285,25 @@ mod tests {
     #[test]
     fn tool_overrides_fall_back_to_global() {
         let mut v = Validation::default();
-        v.tools.insert("x".into(), ToolPolicy { mode: Some(Mode::Audit), coerce: None });
+        v.tools.insert(
+            "x".into(),
+            ToolPolicy {
+                mode: Some(Mode::Audit),
+                coerce: None,
+            },
+        );
         assert_eq!(v.policy_for("x"), (Mode::Audit, true));
         assert_eq!(v.policy_for("y"), (Mode::Enforce, true));
     }
 
     #[test]
     fn bad_urls_are_explained() {
-        assert!(parse_upstream_url("https://x/mcp").unwrap_err().0.contains("https"));
+        assert!(
+            parse_upstream_url("https://x/mcp")
+                .unwrap_err()
+                .0
+                .contains("https")
+        );
         assert!(parse_upstream_url("localhost:3000").is_err());
         assert!(parse_upstream_url("http://127.0.0.1:3000/mcp").is_ok());
     }

@@ -78,7 +78,9 @@ pub fn app(options: Options) -> (Router, Arc<Demo>) {
         options,
         ..Demo::default()
     });
-    let router = Router::new().route("/mcp", any(handle)).with_state(demo.clone());
+    let router = Router::new()
+        .route("/mcp", any(handle))
+        .with_state(demo.clone());
     (router, demo)
 }
 
@@ -217,58 +219,111 @@ fn sse_response(events: Vec<(Duration, Value)>) -> Response {
         .expect("valid response")
 }
 
-async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMap, body: Bytes) -> Response {
-    let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+async fn handle(
+    State(demo): State<Arc<Demo>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    demo.seen.lock().unwrap_or_else(|p| p.into_inner()).push(Seen {
-        http_method: method.to_string(),
-        session: session.clone(),
-        headers: headers.clone(),
-        raw: body.clone(),
-        body: msg.clone(),
-    });
-    let known = |s: &str| demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(s);
+    demo.seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Seen {
+            http_method: method.to_string(),
+            session: session.clone(),
+            headers: headers.clone(),
+            raw: body.clone(),
+            body: msg.clone(),
+        });
+    let known = |s: &str| {
+        demo.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(s)
+    };
     match method {
         Method::DELETE => {
-            let removed = session.is_some_and(|s| demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&s).is_some());
+            let removed = session.is_some_and(|s| {
+                demo.sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&s)
+                    .is_some()
+            });
             return Response::builder()
-                .status(if removed { StatusCode::OK } else { StatusCode::NOT_FOUND })
+                .status(if removed {
+                    StatusCode::OK
+                } else {
+                    StatusCode::NOT_FOUND
+                })
                 .body(Body::empty())
                 .expect("valid response");
         }
         Method::POST => {}
-        _ => return Response::builder().status(StatusCode::METHOD_NOT_ALLOWED).body(Body::empty()).expect("valid response"),
-    }
-    if let Some(s) = &session {
-        if !known(s) {
-            return json_response(StatusCode::NOT_FOUND, &json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not found"}}));
+        _ => {
+            return Response::builder()
+                .status(StatusCode::METHOD_NOT_ALLOWED)
+                .body(Body::empty())
+                .expect("valid response");
         }
+    }
+    if let Some(s) = &session
+        && !known(s)
+    {
+        return json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not found"}}),
+        );
     }
     let Some(method_name) = msg.get("method").and_then(Value::as_str) else {
         // A response or garbage: accepted, as servers do for client responses.
-        return Response::builder().status(StatusCode::ACCEPTED).body(Body::empty()).expect("valid response");
+        return Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(Body::empty())
+            .expect("valid response");
     };
     let Some(id) = msg.get("id").cloned() else {
-        return Response::builder().status(StatusCode::ACCEPTED).body(Body::empty()).expect("valid response");
+        return Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(Body::empty())
+            .expect("valid response");
     };
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let extra = session
-        .as_ref()
-        .is_some_and(|s| demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(s).is_some_and(|t| t.contains("extra_tool")));
+    let extra = session.as_ref().is_some_and(|s| {
+        demo.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(s)
+            .is_some_and(|t| t.contains("extra_tool"))
+    });
 
     let answer = match method_name {
         "initialize" => {
             let rs = std::collections::hash_map::RandomState::new();
             let sid = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
-            demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(sid.clone(), HashSet::new());
-            let version = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
+            demo.sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(sid.clone(), HashSet::new());
+            let version = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("2025-11-25");
             let result = json!({
                 "protocolVersion": version,
                 "capabilities": {"tools": {"listChanged": true}, "resources": {}},
                 "serverInfo": {"name": "toolgate-demo", "version": env!("CARGO_PKG_VERSION")}
             });
             let mut r = json_response(StatusCode::OK, &rpc_result(&id, result));
-            r.headers_mut().insert("mcp-session-id", sid.parse().expect("hex is a valid header"));
+            r.headers_mut().insert(
+                "mcp-session-id",
+                sid.parse().expect("hex is a valid header"),
+            );
             return r;
         }
         "ping" => rpc_result(&id, json!({})),
@@ -278,8 +333,16 @@ async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMa
             if extra {
                 all.push(extra_tool());
             }
-            let start: usize = params.get("cursor").and_then(Value::as_str).and_then(|c| c.parse().ok()).unwrap_or(0);
-            let size = if demo.options.page_size == 0 { all.len() } else { demo.options.page_size };
+            let start: usize = params
+                .get("cursor")
+                .and_then(Value::as_str)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let size = if demo.options.page_size == 0 {
+                all.len()
+            } else {
+                demo.options.page_size
+            };
             let page: Vec<Value> = all.iter().skip(start).take(size).cloned().collect();
             let mut result = json!({"tools": page});
             if start + size < all.len() {
@@ -294,19 +357,39 @@ async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMa
                 "add" => match (args["a"].as_i64(), args["b"].as_i64()) {
                     (Some(a), Some(b)) => {
                         let sum = a + b;
-                        rpc_result(&id, json!({"content": [{"type": "text", "text": sum.to_string()}], "structuredContent": {"result": sum}}))
+                        rpc_result(
+                            &id,
+                            json!({"content": [{"type": "text", "text": sum.to_string()}], "structuredContent": {"result": sum}}),
+                        )
                     }
                     _ => rpc_result(&id, text_result("add needs two integers", true)),
                 },
                 "book_flight" => rpc_result(&id, book(&args)),
                 "plan_trip" => {
                     let n = args["travellers"].as_array().map_or(0, Vec::len);
-                    rpc_result(&id, text_result(format!("Planned a {} trip for {n} traveller(s).", args["mode"].as_str().unwrap_or("?")), false))
+                    rpc_result(
+                        &id,
+                        text_result(
+                            format!(
+                                "Planned a {} trip for {n} traveller(s).",
+                                args["mode"].as_str().unwrap_or("?")
+                            ),
+                            false,
+                        ),
+                    )
                 }
-                "lookup_order" => rpc_error(&id, -32602, &format!("Order {} not found", args["orderId"].as_str().unwrap_or("?"))),
+                "lookup_order" => rpc_error(
+                    &id,
+                    -32602,
+                    &format!(
+                        "Order {} not found",
+                        args["orderId"].as_str().unwrap_or("?")
+                    ),
+                ),
                 "countdown" => {
                     let steps = args["steps"].as_u64().unwrap_or(1);
-                    let interval = Duration::from_millis(args["intervalMs"].as_u64().unwrap_or(100));
+                    let interval =
+                        Duration::from_millis(args["intervalMs"].as_u64().unwrap_or(100));
                     let token = params.pointer("/_meta/progressToken").cloned();
                     let mut events = Vec::new();
                     for i in 1..=steps {
@@ -319,25 +402,46 @@ async fn handle(State(demo): State<Arc<Demo>>, method: Method, headers: HeaderMa
                     return sse_response(events);
                 }
                 "enable_extra" => {
-                    if let Some(s) = &session {
-                        if let Some(t) = demo.sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(s) {
-                            t.insert("extra_tool".into());
-                        }
+                    if let Some(s) = &session
+                        && let Some(t) = demo
+                            .sessions
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_mut(s)
+                    {
+                        t.insert("extra_tool".into());
                     }
-                    let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-                    return sse_response(vec![(Duration::ZERO, note), (Duration::ZERO, rpc_result(&id, text_result("extra_tool is now available.", false)))]);
+                    let note =
+                        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                    return sse_response(vec![
+                        (Duration::ZERO, note),
+                        (
+                            Duration::ZERO,
+                            rpc_result(&id, text_result("extra_tool is now available.", false)),
+                        ),
+                    ]);
                 }
                 n if demo.options.extra_tools.iter().any(|t| t["name"] == n) => {
                     rpc_result(&id, text_result(format!("{n} got {args}"), false))
                 }
-                "extra_tool" if extra => rpc_result(&id, text_result(format!("level {}", args["level"]), false)),
+                "extra_tool" if extra => {
+                    rpc_result(&id, text_result(format!("level {}", args["level"]), false))
+                }
                 _ => rpc_result(&id, text_result(format!("Unknown tool: {name}"), true)),
             }
         }
-        "resources/list" => rpc_result(&id, json!({"resources": [{"uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain"}]})),
+        "resources/list" => rpc_result(
+            &id,
+            json!({"resources": [{"uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain"}]}),
+        ),
         "resources/read" => match params.get("uri").and_then(Value::as_str) {
-            Some("demo://greeting") => rpc_result(&id, json!({"contents": [{"uri": "demo://greeting", "mimeType": "text/plain", "text": "Hello from the demo server"}]})),
-            Some(uri) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "Resource not found", "data": {"uri": uri}}}),
+            Some("demo://greeting") => rpc_result(
+                &id,
+                json!({"contents": [{"uri": "demo://greeting", "mimeType": "text/plain", "text": "Hello from the demo server"}]}),
+            ),
+            Some(uri) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "Resource not found", "data": {"uri": uri}}})
+            }
             None => rpc_error(&id, -32602, "uri is required"),
         },
         _ => rpc_error(&id, -32601, "Method not found"),
@@ -354,14 +458,23 @@ fn book(args: &Value) -> Value {
     let date = args["departureDate"].as_str().unwrap_or("");
     let parts: Vec<u32> = date.split('/').filter_map(|p| p.parse().ok()).collect();
     let [d, m, y] = parts[..] else {
-        return text_result(format!("Invalid departure date {date:?}: use dd/mm/yyyy."), true);
+        return text_result(
+            format!("Invalid departure date {date:?}: use dd/mm/yyyy."),
+            true,
+        );
     };
     let today = days_since_epoch(std::time::SystemTime::now());
     let Some(when) = civil_to_days(y, m, d) else {
-        return text_result(format!("Invalid departure date {date:?}: no such day."), true);
+        return text_result(
+            format!("Invalid departure date {date:?}: no such day."),
+            true,
+        );
     };
     if when <= today {
-        return text_result(format!("Invalid departure date: must be in the future. {date} has passed."), true);
+        return text_result(
+            format!("Invalid departure date: must be in the future. {date} has passed."),
+            true,
+        );
     }
     let n = args["passengers"].as_u64().unwrap_or(1);
     text_result(
@@ -375,7 +488,9 @@ fn book(args: &Value) -> Value {
 }
 
 fn days_since_epoch(t: std::time::SystemTime) -> i64 {
-    (t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) / 86_400) as i64
+    (t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        / 86_400) as i64
 }
 
 /// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -400,9 +515,12 @@ mod tests {
     #[test]
     fn dates_in_the_past_are_refused_by_the_server() {
         assert_eq!(civil_to_days(1970, 1, 1), Some(0));
-        let r = book(&json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2000"}));
+        let r =
+            book(&json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2000"}));
         assert_eq!(r["isError"], true);
-        let r = book(&json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2999", "passengers": 2}));
+        let r = book(
+            &json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2999", "passengers": 2}),
+        );
         assert_eq!(r["isError"], false);
     }
 

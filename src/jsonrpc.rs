@@ -93,7 +93,9 @@ struct Envelope<'a> {
 
 /// Keeps `null` as a present value: `Option<&RawValue>` alone would turn `"id": null` into
 /// "no id", and a request would silently become a notification.
-pub(crate) fn present<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+pub(crate) fn present<'de, D: de::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
 
@@ -187,11 +189,20 @@ struct ResultResponse<'a, R: serde::Serialize> {
 
 /// An error response. Without an id the member is left out, as the spec asks for errors
 /// about messages whose id could not be read (`"id": null` fails the 2026-07-28 schema).
-pub fn error_response(id: Option<&RawValue>, code: i64, message: &str, data: Option<&Value>) -> Vec<u8> {
+pub fn error_response(
+    id: Option<&RawValue>,
+    code: i64,
+    message: &str,
+    data: Option<&Value>,
+) -> Vec<u8> {
     serde_json::to_vec(&ErrorResponse {
         jsonrpc: "2.0",
         id,
-        error: ErrorObject { code, message, data },
+        error: ErrorObject {
+            code,
+            message,
+            data,
+        },
     })
     .expect("serializing an error response cannot fail")
 }
@@ -325,7 +336,9 @@ mod tests {
 
     #[test]
     fn request_keeps_raw_members() {
-        let m = single(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a" : 1},"x":[]}"#).unwrap();
+        let m =
+            single(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a" : 1},"x":[]}"#)
+                .unwrap();
         assert!(m.is_request());
         assert_eq!(m.id.unwrap().get(), "7");
         assert_eq!(m.params.unwrap().get(), r#"{"a" : 1}"#);
@@ -345,23 +358,42 @@ mod tests {
 
     #[test]
     fn json_that_is_not_jsonrpc_is_invalid() {
-        for body in [r#""hello""#, "42", r#"{"id":1,"method":"x"}"#, r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, r#"{"jsonrpc":"2.0","id":1}"#, "[]"] {
-            assert_eq!(parse(body.as_bytes()).unwrap_err().code(), INVALID_REQUEST, "{body}");
+        for body in [
+            r#""hello""#,
+            "42",
+            r#"{"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            "[]",
+        ] {
+            assert_eq!(
+                parse(body.as_bytes()).unwrap_err().code(),
+                INVALID_REQUEST,
+                "{body}"
+            );
         }
     }
 
     #[test]
     fn duplicate_method_is_invalid() {
-        let r = single(r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}"#).unwrap_err();
+        let r = single(r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}"#)
+            .unwrap_err();
         assert_eq!(r.code(), INVALID_REQUEST);
     }
 
     #[test]
     fn deep_nesting_is_refused_without_overflow() {
-        let deep = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{}{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
         let m = single(&deep).unwrap();
         let args = RawValue::from_string(m.params.unwrap().get().to_string()).unwrap();
-        assert!(matches!(parse_arguments(&args), Err(ArgumentsError::Unreadable(_))));
+        assert!(matches!(
+            parse_arguments(&args),
+            Err(ArgumentsError::Unreadable(_))
+        ));
     }
 
     #[test]
@@ -369,13 +401,18 @@ mod tests {
         let raw = RawValue::from_string(r#"{"a":{"list":[{"p":1,"p":2}]}}"#.into()).unwrap();
         assert_eq!(
             parse_arguments(&raw),
-            Err(ArgumentsError::Duplicate { pointer: "/a/list/0/p".into() })
+            Err(ArgumentsError::Duplicate {
+                pointer: "/a/list/0/p".into()
+            })
         );
     }
 
     #[test]
     fn error_without_id_has_no_id_member() {
         let body = error_response(None, PARSE_ERROR, "Parse error", None);
-        assert_eq!(body, br#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#);
+        assert_eq!(
+            body,
+            br#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#
+        );
     }
 }

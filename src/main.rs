@@ -11,7 +11,11 @@ use toolgate::{Gateway, demo};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "toolgate", version, about = "A validating gateway in front of MCP tool servers")]
+#[command(
+    name = "toolgate",
+    version,
+    about = "A validating gateway in front of MCP tool servers"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -55,8 +59,11 @@ struct Common {
 }
 
 fn init_logs(cfg: &Config) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.log.level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match cfg.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
@@ -67,7 +74,8 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler installs");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler installs");
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -79,7 +87,9 @@ async fn shutdown_signal() {
 }
 
 async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen).await.with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
     let gw = Gateway::new(cfg)?;
     for path in gw.paths() {
@@ -99,22 +109,50 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Serve { upstream, common } => {
-            let cfg = Config::load(common.config.as_deref(), &Overrides { listen: common.listen, upstream })?;
+            let cfg = Config::load(
+                common.config.as_deref(),
+                &Overrides {
+                    listen: common.listen,
+                    upstream,
+                },
+            )?;
             init_logs(&cfg);
             run_gateway(cfg).await?;
         }
         Cmd::Demo { common } => {
-            let mut cfg = Config::load(common.config.as_deref(), &Overrides { listen: common.listen, upstream: None })?;
+            let mut cfg = Config::load(
+                common.config.as_deref(),
+                &Overrides {
+                    listen: common.listen,
+                    upstream: None,
+                },
+            )?;
             init_logs(&cfg);
-            let (up, _) = demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), demo::Options::default()).await?;
+            let (up, _) = demo::spawn(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                demo::Options::default(),
+            )
+            .await?;
             cfg.upstream = Some(format!("http://{up}/mcp"));
             tracing::info!("example tool server on http://{up}/mcp");
             let addr = run_gateway(cfg).await?;
             print_demo_help(addr);
         }
-        Cmd::DemoServer { listen, page_size, sse } => {
+        Cmd::DemoServer {
+            listen,
+            page_size,
+            sse,
+        } => {
             init_logs(&Config::default());
-            let (addr, _) = demo::spawn(listen, demo::Options { page_size, sse, ..Default::default() }).await?;
+            let (addr, _) = demo::spawn(
+                listen,
+                demo::Options {
+                    page_size,
+                    sse,
+                    ..Default::default()
+                },
+            )
+            .await?;
             tracing::info!("listening on http://{addr}/mcp");
         }
     }

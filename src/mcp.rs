@@ -31,7 +31,11 @@ impl Era {
     /// request's `_meta` envelope.
     pub fn detect(version_header: Option<&str>, meta: Option<&RawValue>) -> Era {
         if let Some(v) = version_header {
-            return if v >= MODERN_VERSION { Era::Modern } else { Era::Legacy };
+            return if v >= MODERN_VERSION {
+                Era::Modern
+            } else {
+                Era::Legacy
+            };
         }
         match meta {
             Some(m) if m.get().contains(META_PROTOCOL_VERSION) => Era::Modern,
@@ -78,7 +82,10 @@ mod tests {
     fn era_from_header_or_meta() {
         assert_eq!(Era::detect(Some("2025-11-25"), None), Era::Legacy);
         assert_eq!(Era::detect(Some("2026-07-28"), None), Era::Modern);
-        let meta = RawValue::from_string(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#.into()).unwrap();
+        let meta = RawValue::from_string(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#.into(),
+        )
+        .unwrap();
         assert_eq!(Era::detect(None, Some(&meta)), Era::Modern);
         assert_eq!(Era::detect(None, None), Era::Legacy);
     }
@@ -87,6 +94,9 @@ mod tests {
     fn modern_tool_errors_carry_result_type() {
         let r = tool_error(Era::Modern, "x".into(), None);
         assert_eq!(r["resultType"], "complete");
-        assert_eq!(tool_error(Era::Legacy, "x".into(), None).get("resultType"), None);
+        assert_eq!(
+            tool_error(Era::Legacy, "x".into(), None).get("resultType"),
+            None
+        );
     }
 }

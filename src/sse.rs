@@ -42,7 +42,7 @@ impl Splitter {
     }
 
     /// The next complete event, if the bytes pushed so far hold one.
-    pub fn next(&mut self) -> Option<Split> {
+    pub fn next_event(&mut self) -> Option<Split> {
         let b = &self.buf[..];
         let mut i = self.scan;
         while i < b.len() {
@@ -125,7 +125,7 @@ mod tests {
         let mut out = Vec::new();
         for c in chunks {
             s.push(c);
-            while let Some(Split::Event(e)) = s.next() {
+            while let Some(Split::Event(e)) = s.next_event() {
                 out.push(e);
             }
         }
@@ -159,6 +159,9 @@ mod tests {
     fn an_endless_event_overflows() {
         let mut s = Splitter::new(8);
         s.push(b"data: 0123456789");
-        assert_eq!(s.next(), Some(Split::Overflow(Bytes::from_static(b"data: 0123456789"))));
+        assert_eq!(
+            s.next_event(),
+            Some(Split::Overflow(Bytes::from_static(b"data: 0123456789")))
+        );
     }
 }

@@ -92,7 +92,12 @@ impl Upstream {
 
     /// Sends one request with the client's end-to-end headers and waits (bounded) for the
     /// response head; the body streams afterwards.
-    pub async fn send(&self, method: Method, headers: &HeaderMap, body: Bytes) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send(
+        &self,
+        method: Method,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let mut req = Request::builder()
             .method(method)
             .uri(self.uri.clone())
@@ -149,17 +154,23 @@ where
 
 /// Reads an upstream body whole when it fits in `limit`; otherwise hands back a body that
 /// replays what was read and streams the rest.
-pub async fn collect_upstream(mut body: Incoming, limit: usize) -> Result<Collected<axum::body::Body>, hyper::Error> {
+pub async fn collect_upstream(
+    mut body: Incoming,
+    limit: usize,
+) -> Result<Collected<axum::body::Body>, hyper::Error> {
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
         let frame = frame?;
         if let Ok(data) = frame.into_data() {
             buf.extend_from_slice(&data);
             if buf.len() > limit {
-                let head = futures_util::stream::once(async move { Ok::<_, hyper::Error>(buf.freeze()) });
+                let head =
+                    futures_util::stream::once(async move { Ok::<_, hyper::Error>(buf.freeze()) });
                 let rest = body.into_data_stream();
                 use futures_util::StreamExt;
-                return Ok(Collected::TooLarge(axum::body::Body::from_stream(head.chain(rest))));
+                return Ok(Collected::TooLarge(axum::body::Body::from_stream(
+                    head.chain(rest),
+                )));
             }
         }
     }
@@ -173,7 +184,10 @@ mod tests {
     #[test]
     fn hop_by_hop_headers_stay_behind() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, "keep-alive, x-secret-hop".parse().unwrap());
+        h.insert(
+            header::CONNECTION,
+            "keep-alive, x-secret-hop".parse().unwrap(),
+        );
         h.insert("x-secret-hop", "1".parse().unwrap());
         h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
         h.insert(header::HOST, "gateway".parse().unwrap());
@@ -183,6 +197,10 @@ mod tests {
         let out = end_to_end(&h);
         let names: Vec<_> = out.keys().map(|k| k.as_str()).collect();
         assert_eq!(names.len(), 3, "{names:?}");
-        assert!(out.contains_key("mcp-session-id") && out.contains_key("authorization") && out.contains_key("last-event-id"));
+        assert!(
+            out.contains_key("mcp-session-id")
+                && out.contains_key("authorization")
+                && out.contains_key("last-event-id")
+        );
     }
 }

@@ -24,11 +24,18 @@ async fn valid_call_is_forwarded_as_the_original_bytes() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
     // Odd spacing and member order: a re-serializing proxy would change these bytes.
-    let body = format!(r#"{{ "params" : {{"arguments":{{"b":2 , "a":40}},"name":"add"}}, "method":"tools/call","id":"req-7","jsonrpc":"2.0" }}"#);
+    let body = r#"{ "params" : {"arguments":{"b":2 , "a":40},"name":"add"}, "method":"tools/call","id":"req-7","jsonrpc":"2.0" }"#.to_string();
     let r = post(&tg.url(), Some(&s), body.clone()).await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.json(), json!({"jsonrpc":"2.0","id":"req-7","result":{"content":[{"type":"text","text":"42"}],"structuredContent":{"result":42}}}));
-    let seen = demo.seen().into_iter().find(|s| s.body["method"] == "tools/call").expect("the call reached the server");
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc":"2.0","id":"req-7","result":{"content":[{"type":"text","text":"42"}],"structuredContent":{"result":42}}})
+    );
+    let seen = demo
+        .seen()
+        .into_iter()
+        .find(|s| s.body["method"] == "tools/call")
+        .expect("the call reached the server");
     assert_eq!(seen.raw, body.as_bytes());
 }
 
@@ -42,11 +49,11 @@ async fn invalid_call_is_answered_by_toolgate_and_never_reaches_the_server() {
         r.json(),
         json!({"jsonrpc": "2.0", "id": 3, "result": {
             "content": [{"type": "text", "text": "Invalid arguments for tool \"book_flight\" (4 problems):\n\
-- departureDate: must match the pattern ^\\d{2}/\\d{2}/\\d{4}$, got \"2031-08-08\" (parameter description: Departure date in dd/mm/yyyy format, in the future)\n\
-- destination: must match the pattern ^[A-Z]{3}$, got \"jfk\" (parameter description: IATA code of the arrival airport, e.g. JFK)\n\
-- passengers: must be at most 9, got 12 (parameter description: Number of passengers, 1 to 9)\n\
-- pasengers: is not an accepted argument; did you mean \"passengers\"?\n\
-Correct the arguments and call the tool again."}],
+        - departureDate: must match the pattern ^\\d{2}/\\d{2}/\\d{4}$, got \"2031-08-08\" (parameter description: Departure date in dd/mm/yyyy format, in the future)\n\
+        - destination: must match the pattern ^[A-Z]{3}$, got \"jfk\" (parameter description: IATA code of the arrival airport, e.g. JFK)\n\
+        - passengers: must be at most 9, got 12 (parameter description: Number of passengers, 1 to 9)\n\
+        - pasengers: is not an accepted argument; did you mean \"passengers\"?\n\
+        Correct the arguments and call the tool again."}],
             "isError": true,
             "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "book_flight", "parameter_errors": {
                 "/pasengers": "is not an accepted argument; did you mean \"passengers\"?",
@@ -59,8 +66,14 @@ Correct the arguments and call the tool again."}],
     assert!(demo.calls().is_empty(), "the server saw {:?}", demo.calls());
     // Logs name the tool and the keywords, never the values.
     let logs = tg.logs();
-    assert!(logs.contains("outcome=\"rejected\"") || logs.contains("outcome=rejected"), "{logs}");
-    assert!(!logs.contains("2031-08-08"), "argument values leaked into logs: {logs}");
+    assert!(
+        logs.contains("outcome=\"rejected\"") || logs.contains("outcome=rejected"),
+        "{logs}"
+    );
+    assert!(
+        !logs.contains("2031-08-08"),
+        "argument values leaked into logs: {logs}"
+    );
 }
 
 #[tokio::test]
@@ -68,7 +81,9 @@ async fn nested_refs_enums_and_arrays_are_checked_with_paths() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
     let args = json!({"mode": "boat", "travellers": [{"name": "Ada", "age": 36}, {"name": "", "age": -1, "class": "cargo"}]});
-    let a = post(&tg.url(), Some(&s), call(1, "plan_trip", args)).await.json();
+    let a = post(&tg.url(), Some(&s), call(1, "plan_trip", args))
+        .await
+        .json();
     assert_eq!(a["result"]["isError"], true);
     assert_eq!(
         a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
@@ -79,7 +94,13 @@ async fn nested_refs_enums_and_arrays_are_checked_with_paths() {
             "/travellers/1/class": "must be one of [\"economy\",\"business\",\"first\"], got \"cargo\""
         })
     );
-    assert!(result_text(&a).contains("- travellers[1].age: must be at least 0, got -1 (parameter description: Age in years)"), "{}", result_text(&a));
+    assert!(
+        result_text(&a).contains(
+            "- travellers[1].age: must be at least 0, got -1 (parameter description: Age in years)"
+        ),
+        "{}",
+        result_text(&a)
+    );
     assert!(demo.calls().is_empty());
 }
 
@@ -87,7 +108,8 @@ async fn nested_refs_enums_and_arrays_are_checked_with_paths() {
 async fn omitted_arguments_are_validated_as_an_empty_object() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "add"}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "add"}});
     let a = post(&tg.url(), Some(&s), body.to_string()).await.json();
     assert_eq!(
         a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
@@ -100,17 +122,39 @@ async fn omitted_arguments_are_validated_as_an_empty_object() {
 async fn strings_are_coerced_and_the_server_gets_numbers() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&s), call(4, "add", json!({"a": "10", "b": 2}))).await.json();
-    assert_eq!(a, json!({"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"12"}],"structuredContent":{"result":12}}}));
-    assert_eq!(demo.calls()[0]["params"]["arguments"], json!({"a": 10, "b": 2}));
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(4, "add", json!({"a": "10", "b": 2})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"12"}],"structuredContent":{"result":12}}})
+    );
+    assert_eq!(
+        demo.calls()[0]["params"]["arguments"],
+        json!({"a": 10, "b": 2})
+    );
 }
 
 #[tokio::test]
 async fn strict_mode_refuses_strings_for_integers() {
-    let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some("[validation]\ncoerce = false\n")).await;
+    let (demo, tg, _) =
+        demo_behind_toolgate(Options::default(), Some("[validation]\ncoerce = false\n")).await;
     let s = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&s), call(4, "add", json!({"a": "10", "b": 2}))).await.json();
-    assert_eq!(a["result"]["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/a": "expected an integer, got string \"10\""}));
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(4, "add", json!({"a": "10", "b": 2})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected an integer, got string \"10\""})
+    );
     assert!(demo.calls().is_empty());
 }
 
@@ -118,9 +162,18 @@ async fn strict_mode_refuses_strings_for_integers() {
 async fn unconvertible_strings_are_violations_in_coerce_mode() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&s), call(4, "add", json!({"a": "abc", "b": "2"}))).await.json();
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(4, "add", json!({"a": "abc", "b": "2"})),
+    )
+    .await
+    .json();
     // "2" converts; "abc" cannot, so the call is refused and only "abc" is reported.
-    assert_eq!(a["result"]["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/a": "expected an integer, got string \"abc\""}));
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected an integer, got string \"abc\""})
+    );
     assert!(demo.calls().is_empty());
 }
 
@@ -128,13 +181,20 @@ async fn unconvertible_strings_are_violations_in_coerce_mode() {
 async fn unknown_tool_is_invalid_params_with_a_suggestion() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&s), call(9, "book_flite", json!({}))).await.json();
+    let a = post(&tg.url(), Some(&s), call(9, "book_flite", json!({})))
+        .await
+        .json();
     assert_eq!(
         a,
         json!({"jsonrpc":"2.0","id":9,"error":{"code":-32602,"message":"Unknown tool: book_flite. Did you mean \"book_flight\"?","data":{"tool":"book_flite","suggestions":["book_flight"]}}})
     );
-    let a = post(&tg.url(), Some(&s), call(10, "zzz", json!({}))).await.json();
-    assert_eq!(a, json!({"jsonrpc":"2.0","id":10,"error":{"code":-32602,"message":"Unknown tool: zzz","data":{"tool":"zzz","suggestions":[]}}}));
+    let a = post(&tg.url(), Some(&s), call(10, "zzz", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc":"2.0","id":10,"error":{"code":-32602,"message":"Unknown tool: zzz","data":{"tool":"zzz","suggestions":[]}}})
+    );
     assert!(demo.calls().is_empty());
 }
 
@@ -142,16 +202,30 @@ async fn unknown_tool_is_invalid_params_with_a_suggestion() {
 async fn malformed_tools_call_params_are_invalid_params() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    let no_name = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}});
+    let no_name =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}});
     let a = post(&tg.url(), Some(&s), no_name.to_string()).await.json();
     assert_eq!(a["error"]["code"], -32602);
     assert_eq!(a["id"], 1);
-    assert!(a["error"]["message"].as_str().unwrap().starts_with("Invalid params for tools/call: missing field `name`"), "{a}");
+    assert!(
+        a["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid params for tools/call: missing field `name`"),
+        "{a}"
+    );
     let not_object = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": [1, 2]}});
-    let a = post(&tg.url(), Some(&s), not_object.to_string()).await.json();
-    assert_eq!(a, json!({"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params for tools/call: \"arguments\" must be an object"}}));
+    let a = post(&tg.url(), Some(&s), not_object.to_string())
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params for tools/call: \"arguments\" must be an object"}})
+    );
     let no_params = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call"});
-    let a = post(&tg.url(), Some(&s), no_params.to_string()).await.json();
+    let a = post(&tg.url(), Some(&s), no_params.to_string())
+        .await
+        .json();
     assert_eq!(a["error"]["code"], -32602);
     assert!(demo.calls().is_empty());
 }
@@ -163,7 +237,10 @@ async fn duplicate_argument_keys_are_a_violation() {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2,"a":3}}}"#;
     let a = post(&tg.url(), Some(&s), body).await.json();
     assert_eq!(a["result"]["isError"], true);
-    assert_eq!(a["result"]["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/a": "appears more than once; send each argument once"}));
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "appears more than once; send each argument once"})
+    );
     assert!(demo.calls().is_empty());
 }
 
@@ -179,27 +256,60 @@ fn hostile_tools() -> Vec<Value> {
 
 #[tokio::test]
 async fn schemas_that_do_not_compile_are_forwarded_by_default() {
-    let (demo, tg, _) = demo_behind_toolgate(Options { extra_tools: hostile_tools(), ..Options::default() }, None).await;
+    let (demo, tg, _) = demo_behind_toolgate(
+        Options {
+            extra_tools: hostile_tools(),
+            ..Options::default()
+        },
+        None,
+    )
+    .await;
     let s = open_session(&tg.url()).await;
     for tool in ["remote_ref", "file_ref", "lookaround", "odd_dialect"] {
-        let a = post(&tg.url(), Some(&s), call(1, tool, json!({"x": "a"}))).await.json();
+        let a = post(&tg.url(), Some(&s), call(1, tool, json!({"x": "a"})))
+            .await
+            .json();
         assert_eq!(result_text(&a), format!("{tool} got {{\"x\":\"a\"}}"));
     }
     assert_eq!(demo.calls().len(), 4);
     // A known older dialect is honoured, not refused.
-    let a = post(&tg.url(), Some(&s), call(2, "draft7", json!({}))).await.json();
-    assert_eq!(a["result"]["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/n": "is required but missing"}));
+    let a = post(&tg.url(), Some(&s), call(2, "draft7", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/n": "is required but missing"})
+    );
 }
 
 #[tokio::test]
 async fn schemas_that_do_not_compile_can_be_rejected() {
     let cfg = "[validation]\non_compile_error = \"reject\"\n";
-    let (demo, tg, _) = demo_behind_toolgate(Options { extra_tools: hostile_tools(), ..Options::default() }, Some(cfg)).await;
+    let (demo, tg, _) = demo_behind_toolgate(
+        Options {
+            extra_tools: hostile_tools(),
+            ..Options::default()
+        },
+        Some(cfg),
+    )
+    .await;
     let s = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&s), call(1, "remote_ref", json!({"x": "a"}))).await.json();
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(1, "remote_ref", json!({"x": "a"})),
+    )
+    .await
+    .json();
     assert_eq!(a["result"]["isError"], true);
-    assert_eq!(a["result"]["_meta"]["toolgate/validation"]["code"], "schema_unusable");
-    assert!(result_text(&a).starts_with("The input schema of tool \"remote_ref\" is not usable"), "{a}");
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["code"],
+        "schema_unusable"
+    );
+    assert!(
+        result_text(&a).starts_with("The input schema of tool \"remote_ref\" is not usable"),
+        "{a}"
+    );
     assert!(demo.calls().is_empty());
 }
 
@@ -208,24 +318,49 @@ async fn unknown_schemas_are_listed_once_inside_the_session() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
     // No tools/list from the client: toolgate lists by itself, in this session.
-    let a = post(&tg.url(), Some(&s), call(1, "add", json!({"a": 1, "b": "x"}))).await.json();
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(1, "add", json!({"a": 1, "b": "x"})),
+    )
+    .await
+    .json();
     assert_eq!(a["result"]["isError"], true);
-    let a = post(&tg.url(), Some(&s), call(2, "add", json!({"a": 1, "b": 1}))).await.json();
+    let a = post(&tg.url(), Some(&s), call(2, "add", json!({"a": 1, "b": 1})))
+        .await
+        .json();
     assert_eq!(result_text(&a), "2");
-    let lists: Vec<_> = demo.seen().into_iter().filter(|x| x.body["method"] == "tools/list").collect();
+    let lists: Vec<_> = demo
+        .seen()
+        .into_iter()
+        .filter(|x| x.body["method"] == "tools/list")
+        .collect();
     assert_eq!(lists.len(), 1, "one listing for two calls");
     assert_eq!(lists[0].session.as_deref(), Some(s.as_str()));
-    let id = lists[0].body["id"].as_str().expect("toolgate's ids are strings");
+    let id = lists[0].body["id"]
+        .as_str()
+        .expect("toolgate's ids are strings");
     assert!(id.starts_with("toolgate-"), "{id}");
 }
 
 #[tokio::test]
 async fn audit_mode_forwards_invalid_calls_and_logs_them() {
-    let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some("[validation]\nmode = \"audit\"\n")).await;
+    let (demo, tg, _) =
+        demo_behind_toolgate(Options::default(), Some("[validation]\nmode = \"audit\"\n")).await;
     let s = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&s), call(1, "book_flight", booking("2031-08-08", 2))).await.json();
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(1, "book_flight", booking("2031-08-08", 2)),
+    )
+    .await
+    .json();
     assert_eq!(a["result"]["isError"], true);
-    assert_eq!(result_text(&a), "Invalid departure date \"2031-08-08\": use dd/mm/yyyy.", "the server's own answer");
+    assert_eq!(
+        result_text(&a),
+        "Invalid departure date \"2031-08-08\": use dd/mm/yyyy.",
+        "the server's own answer"
+    );
     assert_eq!(demo.calls().len(), 1);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(tg.logs().contains("audited"), "{}", tg.logs());
@@ -236,9 +371,17 @@ async fn per_tool_mode_overrides_the_global_one() {
     let cfg = "[validation.tools.add]\nmode = \"off\"\n";
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some(cfg)).await;
     let s = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&s), call(1, "add", json!({"a": "x"}))).await.json();
-    assert_eq!(result_text(&a), "add needs two integers", "forwarded unchecked");
-    let a = post(&tg.url(), Some(&s), call(2, "book_flight", json!({}))).await.json();
+    let a = post(&tg.url(), Some(&s), call(1, "add", json!({"a": "x"})))
+        .await
+        .json();
+    assert_eq!(
+        result_text(&a),
+        "add needs two integers",
+        "forwarded unchecked"
+    );
+    let a = post(&tg.url(), Some(&s), call(2, "book_flight", json!({})))
+        .await
+        .json();
     assert!(result_text(&a).starts_with("Invalid arguments for tool \"book_flight\""));
     assert_eq!(demo.calls().len(), 1);
 }
@@ -248,8 +391,13 @@ async fn valid_booking_gets_the_servers_own_answer() {
     let (_demo, tg, upstream) = demo_behind_toolgate(Options::default(), None).await;
     for url in [tg.url(), upstream] {
         let s = open_session(&url).await;
-        let a = post(&url, Some(&s), call(1, "book_flight", booking(FUTURE, 2))).await.json();
-        assert_eq!(a, json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Booked 2 seat(s) from LHR to JFK on 01/02/2999."}],"isError":false}}));
+        let a = post(&url, Some(&s), call(1, "book_flight", booking(FUTURE, 2)))
+            .await
+            .json();
+        assert_eq!(
+            a,
+            json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Booked 2 seat(s) from LHR to JFK on 01/02/2999."}],"isError":false}})
+        );
     }
 }
 
@@ -258,7 +406,12 @@ async fn valid_booking_gets_the_servers_own_answer() {
 #[tokio::test]
 async fn malformed_json_is_a_parse_error_without_id() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
-    let r = post(&tg.url(), None, r#"{"jsonrpc":"2.0","id":99,"method":"tools/list""#).await;
+    let r = post(
+        &tg.url(),
+        None,
+        r#"{"jsonrpc":"2.0","id":99,"method":"tools/list""#,
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.headers["content-type"], "application/json");
     let a = r.json();
@@ -270,7 +423,12 @@ async fn malformed_json_is_a_parse_error_without_id() {
 #[tokio::test]
 async fn json_that_is_not_jsonrpc_is_an_invalid_request() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
-    for body in [r#"{"id":1,"method":"tools/list"}"#, r#""hello""#, "[]", r#"{"jsonrpc":"2.0","id":1}"#] {
+    for body in [
+        r#"{"id":1,"method":"tools/list"}"#,
+        r#""hello""#,
+        "[]",
+        r#"{"jsonrpc":"2.0","id":1}"#,
+    ] {
         let r = post(&tg.url(), None, body).await;
         assert_eq!(r.status, 400, "{body}");
         let a = r.json();
@@ -282,11 +440,18 @@ async fn json_that_is_not_jsonrpc_is_an_invalid_request() {
 
 #[tokio::test]
 async fn oversized_bodies_get_413_with_a_jsonrpc_body() {
-    let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some("[limits]\nmax_body_bytes = 1000\n")).await;
+    let (demo, tg, _) = demo_behind_toolgate(
+        Options::default(),
+        Some("[limits]\nmax_body_bytes = 1000\n"),
+    )
+    .await;
     let big = call(1, "add", json!({"a": 1, "b": 2, "pad": "x".repeat(2000)}));
     let r = post(&tg.url(), None, big).await;
     assert_eq!(r.status, 413);
-    assert_eq!(r.json(), json!({"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request: the body is over the 1000-byte limit"}}));
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request: the body is over the 1000-byte limit"}})
+    );
     assert!(demo.seen().is_empty());
 }
 
@@ -294,14 +459,20 @@ async fn oversized_bodies_get_413_with_a_jsonrpc_body() {
 async fn deep_nesting_is_refused_without_crashing() {
     let (_demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    let deep = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add","arguments":{{"a":{}1{}}}}}}}"#, "[".repeat(50_000), "]".repeat(50_000));
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add","arguments":{{"a":{}1{}}}}}}}"#,
+        "[".repeat(50_000),
+        "]".repeat(50_000)
+    );
     let r = post(&tg.url(), Some(&s), deep).await;
     assert_eq!(r.status, 200);
     let a = r.json();
     assert_eq!(a["error"]["code"], -32600);
     assert_eq!(a["id"], 1);
     // Still serving.
-    let a = post(&tg.url(), Some(&s), call(2, "add", json!({"a": 1, "b": 1}))).await.json();
+    let a = post(&tg.url(), Some(&s), call(2, "add", json!({"a": 1, "b": 1})))
+        .await
+        .json();
     assert_eq!(result_text(&a), "2");
 }
 
@@ -309,13 +480,46 @@ async fn deep_nesting_is_refused_without_crashing() {
 async fn foreign_origins_and_hosts_are_forbidden() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
-    let r = request(Method::POST, &tg.url(), &[("content-type", "application/json"), ("accept", ACCEPT), ("origin", "http://evil.example.com")], body.clone()).await;
+    let r = request(
+        Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("origin", "http://evil.example.com"),
+        ],
+        body.clone(),
+    )
+    .await;
     assert_eq!(r.status, 403);
-    assert_eq!(r.json(), json!({"jsonrpc":"2.0","error":{"code":-32600,"message":"Forbidden: Origin not allowed"}}));
-    let r = request(Method::POST, &tg.url(), &[("content-type", "application/json"), ("accept", ACCEPT), ("host", "evil.example.com")], body.clone()).await;
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc":"2.0","error":{"code":-32600,"message":"Forbidden: Origin not allowed"}})
+    );
+    let r = request(
+        Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("host", "evil.example.com"),
+        ],
+        body.clone(),
+    )
+    .await;
     assert_eq!(r.status, 403);
     assert!(demo.seen().is_empty());
-    let r = request(Method::POST, &tg.url(), &[("content-type", "application/json"), ("accept", ACCEPT), ("origin", "http://localhost:5173")], body).await;
+    let r = request(
+        Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("origin", "http://localhost:5173"),
+        ],
+        body,
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), json!({"jsonrpc":"2.0","id":1,"result":{}}));
 }
@@ -323,7 +527,12 @@ async fn foreign_origins_and_hosts_are_forbidden() {
 #[tokio::test]
 async fn batches_pass_through_but_not_with_tool_calls() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
-    let r = post(&tg.url(), None, format!("[{}]", call(1, "add", json!({"a": 1, "b": 2})))).await;
+    let r = post(
+        &tg.url(),
+        None,
+        format!("[{}]", call(1, "add", json!({"a": 1, "b": 2}))),
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["code"], -32600);
     assert!(demo.seen().is_empty());
@@ -343,7 +552,10 @@ async fn unknown_methods_and_discover_probes_pass_through_byte_for_byte() {
     let direct = post(&upstream, None, probe).await;
     assert_eq!(through.status, direct.status);
     assert_eq!(through.body, direct.body);
-    assert_eq!(through.json(), json!({"jsonrpc":"2.0","id":"d1","error":{"code":-32601,"message":"Method not found"}}));
+    assert_eq!(
+        through.json(),
+        json!({"jsonrpc":"2.0","id":"d1","error":{"code":-32601,"message":"Method not found"}})
+    );
     assert_eq!(demo.seen()[0].raw, probe.as_bytes());
 }
 
@@ -370,8 +582,18 @@ async fn end_to_end_headers_pass_and_hop_by_hop_ones_do_not() {
     .await;
     assert_eq!(r.status, 200);
     let seen = &demo.seen()[0];
-    for (k, v) in [("authorization", "Bearer secret-token"), ("mcp-protocol-version", "2025-11-25"), ("last-event-id", "41"), ("x-custom", "kept"), ("mcp-param-region", "eu")] {
-        assert_eq!(seen.headers.get(k).map(|v| v.to_str().unwrap()), Some(v), "{k}");
+    for (k, v) in [
+        ("authorization", "Bearer secret-token"),
+        ("mcp-protocol-version", "2025-11-25"),
+        ("last-event-id", "41"),
+        ("x-custom", "kept"),
+        ("mcp-param-region", "eu"),
+    ] {
+        assert_eq!(
+            seen.headers.get(k).map(|v| v.to_str().unwrap()),
+            Some(v),
+            "{k}"
+        );
     }
     assert!(seen.headers.get("x-hop").is_none());
     assert!(!tg.logs().contains("secret-token"));
@@ -405,11 +627,18 @@ async fn progress_notifications_stream_through_as_they_are_sent() {
         }
     }
     let msgs = sse_messages(&text);
-    let progress: Vec<_> = msgs.iter().filter(|m| m["method"] == "notifications/progress").map(|m| m["params"]["progress"].clone()).collect();
+    let progress: Vec<_> = msgs
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["progress"].clone())
+        .collect();
     assert_eq!(progress, vec![json!(1), json!(2), json!(3)], "in order");
     assert_eq!(msgs.last().unwrap()["id"], 8, "the answer comes last");
     // The server spaces the events 400 ms apart; a buffering proxy would deliver them together.
-    assert!(arrivals[3] - arrivals[0] >= Duration::from_millis(800), "arrivals {arrivals:?}");
+    assert!(
+        arrivals[3] - arrivals[0] >= Duration::from_millis(800),
+        "arrivals {arrivals:?}"
+    );
     // Byte for byte the same as calling the server directly (no delays this time).
     let quick = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "countdown", "arguments": {"steps": 2, "intervalMs": 0}, "_meta": {"progressToken": 1}}}).to_string();
     let through = post(&tg.url(), Some(&s), quick.clone()).await;
@@ -420,52 +649,117 @@ async fn progress_notifications_stream_through_as_they_are_sent() {
 
 #[tokio::test]
 async fn sse_answers_teach_the_catalog_too() {
-    let (demo, tg, _) = demo_behind_toolgate(Options { sse: true, ..Options::default() }, None).await;
+    let (demo, tg, _) = demo_behind_toolgate(
+        Options {
+            sse: true,
+            ..Options::default()
+        },
+        None,
+    )
+    .await;
     let s = open_session(&tg.url()).await;
-    let r = post(&tg.url(), Some(&s), json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string()).await;
+    let r = post(
+        &tg.url(),
+        Some(&s),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    )
+    .await;
     assert_eq!(r.answer()["result"]["tools"].as_array().unwrap().len(), 6);
-    let a = post(&tg.url(), Some(&s), call(2, "add", json!({"a": 1}))).await.json();
+    let a = post(&tg.url(), Some(&s), call(2, "add", json!({"a": 1})))
+        .await
+        .json();
     assert_eq!(a["result"]["isError"], true);
-    let lists = demo.seen().into_iter().filter(|x| x.body["method"] == "tools/list").count();
+    let lists = demo
+        .seen()
+        .into_iter()
+        .filter(|x| x.body["method"] == "tools/list")
+        .count();
     assert_eq!(lists, 1, "learned from the client's own listing");
 }
 
 #[tokio::test]
 async fn every_page_of_tools_list_is_learned() {
-    let (demo, tg, _) = demo_behind_toolgate(Options { page_size: 2, ..Options::default() }, None).await;
+    let (demo, tg, _) = demo_behind_toolgate(
+        Options {
+            page_size: 2,
+            ..Options::default()
+        },
+        None,
+    )
+    .await;
     let s = open_session(&tg.url()).await;
     // The client reads only the first page; countdown is on the third.
-    let r = post(&tg.url(), Some(&s), json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string()).await;
+    let r = post(
+        &tg.url(),
+        Some(&s),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    )
+    .await;
     assert_eq!(r.json()["result"]["nextCursor"], "2");
-    let a = post(&tg.url(), Some(&s), call(2, "countdown", json!({"steps": 99}))).await.json();
-    assert_eq!(a["result"]["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/steps": "must be at most 20, got 99"}));
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(2, "countdown", json!({"steps": 99})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/steps": "must be at most 20, got 99"})
+    );
     let own: Vec<_> = demo
         .seen()
         .into_iter()
         .filter(|x| x.body["method"] == "tools/list" && x.body["id"].is_string())
         .map(|x| x.body["params"]["cursor"].clone())
         .collect();
-    assert_eq!(own, vec![Value::Null, json!("2"), json!("4")], "toolgate read all three pages");
+    assert_eq!(
+        own,
+        vec![Value::Null, json!("2"), json!("4")],
+        "toolgate read all three pages"
+    );
 }
 
 #[tokio::test]
 async fn list_changed_drops_the_catalog() {
     let (_demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    post(&tg.url(), Some(&s), json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string()).await;
+    post(
+        &tg.url(),
+        Some(&s),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    )
+    .await;
     // The answer's stream carries notifications/tools/list_changed, then the result.
     let r = post(&tg.url(), Some(&s), call(2, "enable_extra", json!({}))).await;
-    assert_eq!(r.messages()[0]["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        r.messages()[0]["method"],
+        "notifications/tools/list_changed"
+    );
     // Without invalidation, the fresh complete catalog would call extra_tool unknown.
-    let a = post(&tg.url(), Some(&s), call(3, "extra_tool", json!({"level": 9}))).await.json();
-    assert_eq!(a["result"]["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/level": "must be at most 3, got 9"}));
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(3, "extra_tool", json!({"level": 9})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/level": "must be at most 3, got 9"})
+    );
 }
 
 #[tokio::test]
 async fn ending_a_session_drops_its_catalog() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
-    post(&tg.url(), Some(&s), json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string()).await;
+    post(
+        &tg.url(),
+        Some(&s),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    )
+    .await;
     let r = request(Method::DELETE, &tg.url(), &[("mcp-session-id", &s)], "").await;
     assert_eq!(r.status, 200);
     assert!(demo.seen().iter().any(|x| x.http_method == "DELETE"));
@@ -487,13 +781,27 @@ async fn an_unreachable_upstream_gets_a_clear_answer() {
     assert_eq!(a.status, 200);
     let a = a.json();
     assert_eq!(a["result"]["isError"], true);
-    assert!(result_text(&a).starts_with("The tool server is unavailable: could not reach the tool server"), "{a}");
-    let r = post(&tg.url(), None, json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string()).await;
+    assert!(
+        result_text(&a)
+            .starts_with("The tool server is unavailable: could not reach the tool server"),
+        "{a}"
+    );
+    let r = post(
+        &tg.url(),
+        None,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string(),
+    )
+    .await;
     assert_eq!(r.status, 200);
     let a = r.json();
     assert_eq!(a["error"]["code"], -32603);
     assert_eq!(a["id"], 2);
-    let r = post(&tg.url(), None, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()).await;
+    let r = post(
+        &tg.url(),
+        None,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+    )
+    .await;
     assert_eq!(r.status, 502);
     assert_eq!(r.json()["error"]["code"], -32603);
 }

@@ -21,12 +21,19 @@ struct Peer {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 async fn wait_for_port(port: u16) {
     for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -48,7 +55,10 @@ async fn server_everything() -> Peer {
         .spawn()
         .expect("server-everything starts");
     wait_for_port(port).await;
-    Peer { _child: child, url: format!("http://127.0.0.1:{port}/mcp") }
+    Peer {
+        _child: child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
 }
 
 /// The Python SDK fixture server (`mcpserver` or `lowlevel`).
@@ -73,7 +83,10 @@ async fn python_server(flavour: &str) -> Peer {
         .parse()
         .unwrap();
     wait_for_port(port).await;
-    Peer { _child: child, url: format!("http://127.0.0.1:{port}/mcp") }
+    Peer {
+        _child: child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
 }
 
 /// Runs the Python SDK client against `url`; returns its JSON report.
@@ -84,12 +97,20 @@ async fn python_client(url: &str, mode: &str, calls: &[(&str, Value)]) -> Value 
     for (tool, args) in calls {
         cmd.arg(tool).arg(args.to_string());
     }
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.stdin(Stdio::null()).kill_on_drop(true).output())
-        .await
-        .expect("the client finishes")
-        .unwrap();
-    assert!(out.status.success(), "client failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        cmd.stdin(Stdio::null()).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("the client finishes")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn parameter_errors(answer: &Value) -> Value {
@@ -104,39 +125,86 @@ async fn server_everything_behind_toolgate() {
     let direct = open_session(&se.url).await;
 
     // Invalid: answered by toolgate, with the exact violation.
-    let a = post(&tg.url(), Some(&via), call(1, "get-sum", json!({"a": "abc", "b": 2}))).await;
+    let a = post(
+        &tg.url(),
+        Some(&via),
+        call(1, "get-sum", json!({"a": "abc", "b": 2})),
+    )
+    .await;
     assert_eq!(a.status, 200);
     let a = a.json();
     assert_eq!(a["result"]["isError"], true);
-    assert_eq!(parameter_errors(&a), json!({"/a": "expected a number, got string \"abc\""}));
-    assert!(result_text(&a).starts_with("Invalid arguments for tool \"get-sum\" (1 problem):\n- a: expected a number"), "{a}");
+    assert_eq!(
+        parameter_errors(&a),
+        json!({"/a": "expected a number, got string \"abc\""})
+    );
+    assert!(
+        result_text(&a).starts_with(
+            "Invalid arguments for tool \"get-sum\" (1 problem):\n- a: expected a number"
+        ),
+        "{a}"
+    );
 
     // Valid: the server's own answer, the same as calling it directly.
     let body = call(2, "get-sum", json!({"a": 1, "b": 2}));
     let through = post(&tg.url(), Some(&via), body.clone()).await.answer();
     let straight = post(&se.url, Some(&direct), body).await.answer();
     assert_eq!(through, straight);
-    assert_eq!(through["result"]["content"][0]["text"], "The sum of 1 and 2 is 3.");
+    assert_eq!(
+        through["result"]["content"][0]["text"],
+        "The sum of 1 and 2 is 3."
+    );
 
     // "10" for a number: server-everything itself refuses it; through toolgate it works.
-    let refused = post(&se.url, Some(&direct), call(3, "get-sum", json!({"a": "10", "b": 2}))).await.answer();
+    let refused = post(
+        &se.url,
+        Some(&direct),
+        call(3, "get-sum", json!({"a": "10", "b": 2})),
+    )
+    .await
+    .answer();
     assert_eq!(refused["result"]["isError"], true);
-    let coerced = post(&tg.url(), Some(&via), call(3, "get-sum", json!({"a": "10", "b": 2}))).await.answer();
-    assert_eq!(coerced["result"]["content"][0]["text"], "The sum of 10 and 2 is 12.");
+    let coerced = post(
+        &tg.url(),
+        Some(&via),
+        call(3, "get-sum", json!({"a": "10", "b": 2})),
+    )
+    .await
+    .answer();
+    assert_eq!(
+        coerced["result"]["content"][0]["text"],
+        "The sum of 10 and 2 is 12."
+    );
 
     // Unknown tool: the spec's -32602, where server-everything says isError.
-    let a = post(&tg.url(), Some(&via), call(4, "get-summ", json!({}))).await.json();
+    let a = post(&tg.url(), Some(&via), call(4, "get-summ", json!({})))
+        .await
+        .json();
     assert_eq!(a["error"]["code"], -32602);
-    assert_eq!(a["error"]["message"], "Unknown tool: get-summ. Did you mean \"get-sum\"?");
+    assert_eq!(
+        a["error"]["message"],
+        "Unknown tool: get-summ. Did you mean \"get-sum\"?"
+    );
 
     // Pass-through of the server's SSE answer, event ids included.
-    let r = post(&tg.url(), Some(&via), json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}).to_string()).await;
+    let r = post(
+        &tg.url(),
+        Some(&via),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}).to_string(),
+    )
+    .await;
     assert_eq!(r.headers["content-type"], "text/event-stream");
     assert!(r.text().starts_with("event: message\nid: "), "{}", r.text());
     assert_eq!(r.answer(), json!({"jsonrpc": "2.0", "id": 5, "result": {}}));
 
     // DELETE ends the session through toolgate.
-    let r = request(http::Method::DELETE, &tg.url(), &[("mcp-session-id", &via)], "").await;
+    let r = request(
+        http::Method::DELETE,
+        &tg.url(),
+        &[("mcp-session-id", &via)],
+        "",
+    )
+    .await;
     assert_eq!(r.status, 200);
 }
 
@@ -147,9 +215,21 @@ async fn python_sdk_server_behind_toolgate() {
     let via = open_session(&tg.url()).await;
     let direct = open_session(&py.url).await;
 
-    let a = post(&tg.url(), Some(&via), call(1, "book", json!({"date": "tomorrow"}))).await.answer();
-    assert_eq!(parameter_errors(&a), json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""}));
-    assert!(result_text(&a).contains("(parameter description: Travel date as yyyy-mm-dd)"), "{a}");
+    let a = post(
+        &tg.url(),
+        Some(&via),
+        call(1, "book", json!({"date": "tomorrow"})),
+    )
+    .await
+    .answer();
+    assert_eq!(
+        parameter_errors(&a),
+        json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""})
+    );
+    assert!(
+        result_text(&a).contains("(parameter description: Travel date as yyyy-mm-dd)"),
+        "{a}"
+    );
 
     for (id, args) in [(2, json!({"a": 1, "b": 2})), (3, json!({"a": 40, "b": 2}))] {
         let body = call(id, "add", args);
@@ -157,7 +237,13 @@ async fn python_sdk_server_behind_toolgate() {
         let straight = post(&py.url, Some(&direct), body).await.answer();
         assert_eq!(through, straight);
     }
-    let a = post(&tg.url(), Some(&via), call(4, "add", json!({"a": "10", "b": 2}))).await.answer();
+    let a = post(
+        &tg.url(),
+        Some(&via),
+        call(4, "add", json!({"a": "10", "b": 2})),
+    )
+    .await
+    .answer();
     assert_eq!(a["result"]["structuredContent"], json!({"result": 12}));
 }
 
@@ -167,12 +253,33 @@ async fn python_sdk_lowlevel_server_is_guarded() {
     let py = python_server("lowlevel").await;
     let tg = Toolgate::serve(&py.url, None).await;
     let direct = open_session(&py.url).await;
-    let crashed = post(&py.url, Some(&direct), call(1, "add", json!({"a": "x", "b": 2}))).await.answer();
+    let crashed = post(
+        &py.url,
+        Some(&direct),
+        call(1, "add", json!({"a": "x", "b": 2})),
+    )
+    .await
+    .answer();
     assert_eq!(crashed["error"]["code"], 0, "{crashed}");
     let via = open_session(&tg.url()).await;
-    let a = post(&tg.url(), Some(&via), call(1, "add", json!({"a": "x", "b": 2}))).await.answer();
-    assert_eq!(parameter_errors(&a), json!({"/a": "expected an integer, got string \"x\""}));
-    let a = post(&tg.url(), Some(&via), call(2, "add", json!({"a": 1, "b": 2}))).await.answer();
+    let a = post(
+        &tg.url(),
+        Some(&via),
+        call(1, "add", json!({"a": "x", "b": 2})),
+    )
+    .await
+    .answer();
+    assert_eq!(
+        parameter_errors(&a),
+        json!({"/a": "expected an integer, got string \"x\""})
+    );
+    let a = post(
+        &tg.url(),
+        Some(&via),
+        call(2, "add", json!({"a": 1, "b": 2})),
+    )
+    .await
+    .answer();
     assert_eq!(result_text(&a), "3");
 }
 
@@ -181,14 +288,29 @@ async fn python_sdk_client_through_toolgate() {
     let py = python_server("mcpserver").await;
     let tg = Toolgate::serve(&py.url, None).await;
     for mode in ["legacy", "auto"] {
-        let out = python_client(&tg.url(), mode, &[("add", json!({"a": 1, "b": 2})), ("book", json!({"date": "tomorrow"}))]).await;
+        let out = python_client(
+            &tg.url(),
+            mode,
+            &[
+                ("add", json!({"a": 1, "b": 2})),
+                ("book", json!({"date": "tomorrow"})),
+            ],
+        )
+        .await;
         assert_eq!(out["tools"], json!(["add", "book"]), "{mode}");
         let ok = &out["calls"][0];
-        assert_eq!(ok["content"], json!([{"type": "text", "text": "3"}]), "{mode}");
+        assert_eq!(
+            ok["content"],
+            json!([{"type": "text", "text": "3"}]),
+            "{mode}"
+        );
         assert_eq!(ok["isError"], false);
         let bad = &out["calls"][1];
         assert_eq!(bad["isError"], true, "{mode}");
-        assert_eq!(bad["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""}));
+        assert_eq!(
+            bad["_meta"]["toolgate/validation"]["parameter_errors"],
+            json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""})
+        );
     }
 }
 
@@ -198,9 +320,26 @@ async fn python_sdk_client_falls_back_to_legacy_through_toolgate() {
     // probe passes through toolgate untouched, and the client falls back to initialize.
     let se = server_everything().await;
     let tg = Toolgate::serve(&se.url, None).await;
-    let out = python_client(&tg.url(), "auto", &[("get-sum", json!({"a": 1, "b": 2})), ("get-sum", json!({"a": "one", "b": 2}))]).await;
-    assert!(out["tools"].as_array().unwrap().contains(&json!("get-sum")), "{out}");
-    assert_eq!(out["calls"][0]["content"][0]["text"], "The sum of 1 and 2 is 3.");
+    let out = python_client(
+        &tg.url(),
+        "auto",
+        &[
+            ("get-sum", json!({"a": 1, "b": 2})),
+            ("get-sum", json!({"a": "one", "b": 2})),
+        ],
+    )
+    .await;
+    assert!(
+        out["tools"].as_array().unwrap().contains(&json!("get-sum")),
+        "{out}"
+    );
+    assert_eq!(
+        out["calls"][0]["content"][0]["text"],
+        "The sum of 1 and 2 is 3."
+    );
     assert_eq!(out["calls"][1]["isError"], true);
-    assert_eq!(out["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"], json!({"/a": "expected a number, got string \"one\""}));
+    assert_eq!(
+        out["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected a number, got string \"one\""})
+    );
 }

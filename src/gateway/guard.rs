@@ -43,24 +43,45 @@ struct CallParams<'a> {
 enum ListFailed {
     /// The upstream refused at the HTTP level (a gone session, missing credentials): the
     /// client gets that answer as it is, so it can act on it.
-    Relay(Response),
+    Relay(Box<Response>),
     Unavailable(UpstreamError),
     /// The upstream answered the listing with an error or with something unreadable.
     Refused(String),
 }
 
-pub async fn call(rt: &Route, parts: Parts, bytes: Bytes, m: &Message<'_>, key: ScopeKey) -> Response {
+pub async fn call(
+    rt: &Route,
+    parts: Parts,
+    bytes: Bytes,
+    m: &Message<'_>,
+    key: ScopeKey,
+) -> Response {
     let id = m.id.expect("a request has an id");
-    let version = parts.headers.get(mcp::PROTOCOL_VERSION).and_then(|v| v.to_str().ok());
+    let version = parts
+        .headers
+        .get(mcp::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok());
     let params: CallParams<'_> = match m.params.map(|p| serde_json::from_str(p.get())) {
         Some(Ok(p)) => p,
         Some(Err(e)) => {
             let era = Era::detect(version, None);
-            return reply::rpc_error(era, Some(id), jsonrpc::INVALID_PARAMS, &format!("Invalid params for tools/call: {e}"), None);
+            return reply::rpc_error(
+                era,
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                &format!("Invalid params for tools/call: {e}"),
+                None,
+            );
         }
         None => {
             let era = Era::detect(version, None);
-            return reply::rpc_error(era, Some(id), jsonrpc::INVALID_PARAMS, "Invalid params for tools/call: missing params with a \"name\"", None);
+            return reply::rpc_error(
+                era,
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "Invalid params for tools/call: missing params with a \"name\"",
+                None,
+            );
         }
     };
     let era = Era::detect(version, params.meta);
@@ -83,10 +104,22 @@ pub async fn call(rt: &Route, parts: Parts, bytes: Bytes, m: &Message<'_>, key: 
     };
     let args = match args {
         Err(ArgumentsError::NotObject) => {
-            return reply::rpc_error(era, Some(id), jsonrpc::INVALID_PARAMS, "Invalid params for tools/call: \"arguments\" must be an object", None);
+            return reply::rpc_error(
+                era,
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "Invalid params for tools/call: \"arguments\" must be an object",
+                None,
+            );
         }
         Err(ArgumentsError::Unreadable(e)) => {
-            return reply::rpc_error(era, Some(id), jsonrpc::INVALID_REQUEST, &format!("Invalid Request: unreadable arguments: {e}"), None);
+            return reply::rpc_error(
+                era,
+                Some(id),
+                jsonrpc::INVALID_REQUEST,
+                &format!("Invalid Request: unreadable arguments: {e}"),
+                None,
+            );
         }
         other => other,
     };
@@ -94,15 +127,24 @@ pub async fn call(rt: &Route, parts: Parts, bytes: Bytes, m: &Message<'_>, key: 
     let schema = match schema_for(rt, &key, tool, &parts.headers, params.meta, era).await {
         Ok(Some(s)) => s,
         Ok(None) => return unknown_tool(rt, &key, era, id, tool),
-        Err(ListFailed::Relay(resp)) => return resp,
+        Err(ListFailed::Relay(resp)) => return *resp,
         Err(ListFailed::Unavailable(e)) => {
             tracing::warn!(upstream = %rt.up.name, tool, error = %e, "tools/call: could not list tools");
             return reply::upstream_failed(era, Some(id), true, &e);
         }
         Err(ListFailed::Refused(why)) => {
             tracing::warn!(upstream = %rt.up.name, tool, error = %why, "tools/call: tools/list failed");
-            let text = format!("The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}");
-            return reply::result(id, &mcp::tool_error(era, text, Some(("toolgate/upstream", json!({"code": "tools_list_failed"})))));
+            let text = format!(
+                "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
+            );
+            return reply::result(
+                id,
+                &mcp::tool_error(
+                    era,
+                    text,
+                    Some(("toolgate/upstream", json!({"code": "tools_list_failed"}))),
+                ),
+            );
         }
     };
     let validator = match &schema.validator {
@@ -114,15 +156,26 @@ pub async fn call(rt: &Route, parts: Parts, bytes: Bytes, m: &Message<'_>, key: 
                     super::forward(rt, &parts, bytes, pending(Kind::Call)).await
                 }
                 OnCompileError::Reject => {
-                    let text = format!("The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem.");
-                    reply::result(id, &mcp::tool_error(era, text, Some(("toolgate/validation", json!({"code": "schema_unusable"})))))
+                    let text = format!(
+                        "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
+                    );
+                    reply::result(
+                        id,
+                        &mcp::tool_error(
+                            era,
+                            text,
+                            Some(("toolgate/validation", json!({"code": "schema_unusable"}))),
+                        ),
+                    )
                 }
             };
         }
     };
     let verdict = match args {
         Ok(args) => validate::check(tool, &schema, validator, args, coerce),
-        Err(ArgumentsError::Duplicate { pointer }) => Verdict::Invalid(Report::duplicate_key(tool, &schema.value, pointer)),
+        Err(ArgumentsError::Duplicate { pointer }) => {
+            Verdict::Invalid(Report::duplicate_key(tool, &schema.value, pointer))
+        }
         Err(_) => unreachable!("handled above"),
     };
     match verdict {
@@ -141,7 +194,14 @@ pub async fn call(rt: &Route, parts: Parts, bytes: Bytes, m: &Message<'_>, key: 
                 return super::forward(rt, &parts, bytes, pending(Kind::Call)).await;
             }
             tracing::info!(upstream = %rt.up.name, tool, outcome = "rejected", violations = report.violations.len(), ?keywords, "tools/call");
-            reply::result(id, &mcp::tool_error(era, report.text(), Some(("toolgate/validation", report.details()))))
+            reply::result(
+                id,
+                &mcp::tool_error(
+                    era,
+                    report.text(),
+                    Some(("toolgate/validation", report.details())),
+                ),
+            )
         }
     }
 }
@@ -155,11 +215,24 @@ fn unknown_tool(rt: &Route, key: &ScopeKey, era: Era, id: &RawValue, tool: &str)
     }
     tracing::info!(upstream = %rt.up.name, tool, outcome = "unknown", "tools/call");
     let data = json!({"tool": tool, "suggestions": close.into_iter().collect::<Vec<_>>()});
-    reply::rpc_error(era, Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data))
+    reply::rpc_error(
+        era,
+        Some(id),
+        jsonrpc::INVALID_PARAMS,
+        &message,
+        Some(&data),
+    )
 }
 
 /// The schema for a tool, listing the scope's tools first when they are not known.
-async fn schema_for(rt: &Route, key: &ScopeKey, tool: &str, headers: &HeaderMap, meta: Option<&RawValue>, era: Era) -> Result<Option<Arc<Schema>>, ListFailed> {
+async fn schema_for(
+    rt: &Route,
+    key: &ScopeKey,
+    tool: &str,
+    headers: &HeaderMap,
+    meta: Option<&RawValue>,
+    era: Era,
+) -> Result<Option<Arc<Schema>>, ListFailed> {
     match rt.gw.catalog.lookup(key, tool) {
         Lookup::Found(s) => return Ok(Some(s)),
         Lookup::Missing { relist: false } => return Ok(None),
@@ -178,13 +251,25 @@ async fn schema_for(rt: &Route, key: &ScopeKey, tool: &str, headers: &HeaderMap,
 }
 
 /// Lists every page of the scope's tools and replaces its catalog.
-async fn list_all(rt: &Route, key: &ScopeKey, client_headers: &HeaderMap, meta: Option<&RawValue>, era: Era) -> Result<(), ListFailed> {
+async fn list_all(
+    rt: &Route,
+    key: &ScopeKey,
+    client_headers: &HeaderMap,
+    meta: Option<&RawValue>,
+    era: Era,
+) -> Result<(), ListFailed> {
     let mut headers = client_headers.clone();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
     headers.remove(mcp::NAME_HEADER);
     if era == Era::Modern {
-        headers.insert(mcp::METHOD_HEADER, HeaderValue::from_static(mcp::TOOLS_LIST));
+        headers.insert(
+            mcp::METHOD_HEADER,
+            HeaderValue::from_static(mcp::TOOLS_LIST),
+        );
     } else {
         headers.remove(mcp::METHOD_HEADER);
     }
@@ -201,11 +286,18 @@ async fn list_all(rt: &Route, key: &ScopeKey, client_headers: &HeaderMap, meta: 
         }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": mcp::TOOLS_LIST, "params": params});
         let body = Bytes::from(serde_json::to_vec(&body).expect("a listing request serializes"));
-        let resp = rt.up.send(Method::POST, &headers, body).await.map_err(ListFailed::Unavailable)?;
+        let resp = rt
+            .up
+            .send(Method::POST, &headers, body)
+            .await
+            .map_err(ListFailed::Unavailable)?;
         if !resp.status().is_success() {
             let (mut parts, body) = resp.into_parts();
             parts.headers = upstream::end_to_end(&parts.headers);
-            return Err(ListFailed::Relay(Response::from_parts(parts, axum::body::Body::new(body))));
+            return Err(ListFailed::Relay(Box::new(Response::from_parts(
+                parts,
+                axum::body::Body::new(body),
+            ))));
         }
         let result = answer(rt, resp, &id).await?;
         let page = Page::parse(&result).map_err(ListFailed::Refused)?;
@@ -221,40 +313,65 @@ async fn list_all(rt: &Route, key: &ScopeKey, client_headers: &HeaderMap, meta: 
 }
 
 /// Reads the answer to toolgate's own request from a JSON body or an SSE stream.
-async fn answer(rt: &Route, resp: http::Response<hyper::body::Incoming>, id: &str) -> Result<Box<RawValue>, ListFailed> {
+async fn answer(
+    rt: &Route,
+    resp: http::Response<hyper::body::Incoming>,
+    id: &str,
+) -> Result<Box<RawValue>, ListFailed> {
     let is_sse = resp
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
     let limits = &rt.gw.config.limits;
-    let broke = |e: hyper::Error| ListFailed::Unavailable(UpstreamError::Unreachable(format!("the answer broke off: {e}")));
+    let broke = |e: hyper::Error| {
+        ListFailed::Unavailable(UpstreamError::Unreachable(format!(
+            "the answer broke off: {e}"
+        )))
+    };
     let mut body = resp.into_body();
     if !is_sse {
-        return match upstream::collect_upstream(body, limits.max_response_bytes).await.map_err(broke)? {
-            Collected::Whole(bytes) => match_answer(&bytes, id).unwrap_or_else(|| Err(ListFailed::Refused("the answer is not a JSON-RPC response to the listing".into()))),
-            Collected::TooLarge(_) => Err(ListFailed::Refused("the tools/list answer is over max_response_bytes".into())),
+        return match upstream::collect_upstream(body, limits.max_response_bytes)
+            .await
+            .map_err(broke)?
+        {
+            Collected::Whole(bytes) => match_answer(&bytes, id).unwrap_or_else(|| {
+                Err(ListFailed::Refused(
+                    "the answer is not a JSON-RPC response to the listing".into(),
+                ))
+            }),
+            Collected::TooLarge(_) => Err(ListFailed::Refused(
+                "the tools/list answer is over max_response_bytes".into(),
+            )),
         };
     }
     let mut splitter = Splitter::new(limits.max_sse_event_bytes);
     while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(broke)?.into_data() else { continue };
+        let Ok(data) = frame.map_err(broke)?.into_data() else {
+            continue;
+        };
         splitter.push(&data);
-        while let Some(split) = splitter.next() {
+        while let Some(split) = splitter.next_event() {
             let Split::Event(ev) = split else {
-                return Err(ListFailed::Refused("an SSE event of the tools/list answer is over max_sse_event_bytes".into()));
+                return Err(ListFailed::Refused(
+                    "an SSE event of the tools/list answer is over max_sse_event_bytes".into(),
+                ));
             };
             if let Some(found) = sse::data(&ev).and_then(|d| match_answer(d.as_bytes(), id)) {
                 return found;
             }
         }
     }
-    Err(ListFailed::Unavailable(UpstreamError::Unreachable("the stream ended without answering tools/list".into())))
+    Err(ListFailed::Unavailable(UpstreamError::Unreachable(
+        "the stream ended without answering tools/list".into(),
+    )))
 }
 
 /// `Some` when the message answers request `id`.
 fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, ListFailed>> {
-    let Ok(Parsed::Single(m)) = jsonrpc::parse(bytes) else { return None };
+    let Ok(Parsed::Single(m)) = jsonrpc::parse(bytes) else {
+        return None;
+    };
     let theirs: String = m.id.and_then(|i| serde_json::from_str(i.get()).ok())?;
     if m.method.is_some() || theirs != id {
         return None;
@@ -273,9 +390,16 @@ fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, ListFail
 /// The original message with `params.arguments` replaced. Only coerced calls pay for this.
 fn with_arguments(bytes: &[u8], args: &Value) -> Option<Bytes> {
     let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
-    let mut params: BTreeMap<String, Box<RawValue>> = serde_json::from_str(top.get("params")?.get()).ok()?;
-    params.insert("arguments".into(), serde_json::value::to_raw_value(args).ok()?);
-    top.insert("params".into(), serde_json::value::to_raw_value(&params).ok()?);
+    let mut params: BTreeMap<String, Box<RawValue>> =
+        serde_json::from_str(top.get("params")?.get()).ok()?;
+    params.insert(
+        "arguments".into(),
+        serde_json::value::to_raw_value(args).ok()?,
+    );
+    top.insert(
+        "params".into(),
+        serde_json::value::to_raw_value(&params).ok()?,
+    );
     serde_json::to_vec(&top).ok().map(Bytes::from)
 }
 
@@ -288,13 +412,28 @@ mod tests {
         let body = br#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":"10","b":2},"_meta":{"progressToken":5}}}"#;
         let out = with_arguments(body, &json!({"a": 10, "b": 2})).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v, json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":10,"b":2},"_meta":{"progressToken":5}}}));
+        assert_eq!(
+            v,
+            json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":10,"b":2},"_meta":{"progressToken":5}}})
+        );
     }
 
     #[test]
     fn only_our_answer_matches() {
-        assert!(match_answer(br#"{"jsonrpc":"2.0","id":"ours","result":{"tools":[]}}"#, "ours").is_some());
+        assert!(
+            match_answer(
+                br#"{"jsonrpc":"2.0","id":"ours","result":{"tools":[]}}"#,
+                "ours"
+            )
+            .is_some()
+        );
         assert!(match_answer(br#"{"jsonrpc":"2.0","id":"theirs","result":{}}"#, "ours").is_none());
-        assert!(match_answer(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#, "ours").is_none());
+        assert!(
+            match_answer(
+                br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+                "ours"
+            )
+            .is_none()
+        );
     }
 }

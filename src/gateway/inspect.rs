@@ -20,8 +20,8 @@ use crate::upstream::{self, Collected, UpstreamError};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
 use http::StatusCode;
+use http::header::CONTENT_TYPE;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::value::RawValue;
@@ -45,7 +45,11 @@ pub struct Pending {
     pub has_session: bool,
 }
 
-pub async fn response(gw: &Arc<Gateway>, pending: Pending, resp: http::Response<Incoming>) -> Response {
+pub async fn response(
+    gw: &Arc<Gateway>,
+    pending: Pending,
+    resp: http::Response<Incoming>,
+) -> Response {
     if resp.status() == StatusCode::NOT_FOUND && pending.has_session {
         // The session is gone upstream; so is what its tools were.
         gw.catalog.forget(&pending.key);
@@ -56,11 +60,20 @@ pub async fn response(gw: &Arc<Gateway>, pending: Pending, resp: http::Response<
         .headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default();
     let body = if media == "text/event-stream" {
         sse_stream(SseInspector::new(gw.clone(), pending), body)
-    } else if media == "application/json" && matches!(pending.kind, Kind::List { .. }) && parts.status.is_success() {
+    } else if media == "application/json"
+        && matches!(pending.kind, Kind::List { .. })
+        && parts.status.is_success()
+    {
         match upstream::collect_upstream(body, gw.config.limits.max_response_bytes).await {
             Ok(Collected::Whole(bytes)) => {
                 learn_list_answer(gw, &pending, &bytes);
@@ -95,7 +108,9 @@ fn learn_list_answer(gw: &Gateway, pending: &Pending, bytes: &[u8]) -> bool {
     if let Some(result) = m.result {
         match Page::parse(result) {
             Ok(page) => gw.catalog.learn_page(&pending.key, &page, first_page),
-            Err(e) => tracing::warn!(upstream = %pending.key.upstream, error = %e, "could not read a tools/list answer"),
+            Err(e) => {
+                tracing::warn!(upstream = %pending.key.upstream, error = %e, "could not read a tools/list answer")
+            }
         }
     }
     true
@@ -133,7 +148,7 @@ impl SseInspector {
             return;
         }
         self.splitter.push(&chunk);
-        while let Some(split) = self.splitter.next() {
+        while let Some(split) = self.splitter.next_event() {
             match split {
                 Split::Event(ev) => {
                     self.on_event(&ev);
@@ -157,25 +172,24 @@ impl SseInspector {
         if data.is_empty() {
             return;
         }
-        if data.contains(mcp::TOOLS_LIST_CHANGED) {
-            if let Ok(Parsed::Single(m)) = jsonrpc::parse(data.as_bytes()) {
-                if m.method() == Some(mcp::TOOLS_LIST_CHANGED) {
-                    tracing::debug!(upstream = %self.pending.key.upstream, "tools/list_changed: catalog dropped");
-                    self.gw.catalog.forget(&self.pending.key);
-                }
-            }
+        if data.contains(mcp::TOOLS_LIST_CHANGED)
+            && let Ok(Parsed::Single(m)) = jsonrpc::parse(data.as_bytes())
+            && m.method() == Some(mcp::TOOLS_LIST_CHANGED)
+        {
+            tracing::debug!(upstream = %self.pending.key.upstream, "tools/list_changed: catalog dropped");
+            self.gw.catalog.forget(&self.pending.key);
         }
         if self.answered {
             return;
         }
-        if let Some(id) = &self.pending.id {
-            if data.contains(id.get()) {
-                if matches!(self.pending.kind, Kind::List { .. }) {
-                    self.answered = learn_list_answer(&self.gw, &self.pending, data.as_bytes());
-                } else if let Ok(Parsed::Single(m)) = jsonrpc::parse(data.as_bytes()) {
-                    self.answered = m.method.is_none() && m.id.map(RawValue::get) == Some(id.get());
-                }
-            }
+        let Some(id) = &self.pending.id else { return };
+        if !data.contains(id.get()) {
+            return;
+        }
+        if matches!(self.pending.kind, Kind::List { .. }) {
+            self.answered = learn_list_answer(&self.gw, &self.pending, data.as_bytes());
+        } else if let Ok(Parsed::Single(m)) = jsonrpc::parse(data.as_bytes()) {
+            self.answered = m.method.is_none() && m.id.map(RawValue::get) == Some(id.get());
         }
     }
 
@@ -192,11 +206,21 @@ impl SseInspector {
             None => "the stream ended without an answer".into(),
         });
         let body = if self.pending.kind == Kind::Call {
-            let details = serde_json::json!({"code": "upstream_unavailable", "reason": why.to_string()});
-            let result = mcp::tool_error(self.pending.era, reply::unavailable_text(&why), Some(("toolgate/upstream", details)));
+            let details =
+                serde_json::json!({"code": "upstream_unavailable", "reason": why.to_string()});
+            let result = mcp::tool_error(
+                self.pending.era,
+                reply::unavailable_text(&why),
+                Some(("toolgate/upstream", details)),
+            );
             jsonrpc::result_response(id, &result)
         } else {
-            jsonrpc::error_response(Some(id), jsonrpc::INTERNAL_ERROR, &format!("Upstream MCP server unavailable: {why}"), None)
+            jsonrpc::error_response(
+                Some(id),
+                jsonrpc::INTERNAL_ERROR,
+                &format!("Upstream MCP server unavailable: {why}"),
+                None,
+            )
         };
         self.out.push_back(sse::event(&body));
     }
@@ -210,7 +234,11 @@ fn sse_stream(inspector: SseInspector, body: Incoming) -> Body {
         done: bool,
     }
     let stream = futures_util::stream::unfold(
-        State { insp: inspector, body, done: false },
+        State {
+            insp: inspector,
+            body,
+            done: false,
+        },
         |mut st| async move {
             loop {
                 if let Some(b) = st.insp.out.pop_front() {

@@ -62,19 +62,37 @@ impl Gateway {
         let timeout = config.limits.upstream_timeout;
         let mut upstreams = Vec::new();
         if let Some(url) = &config.upstream {
-            upstreams.push(("/mcp".to_string(), Arc::new(Upstream::new("default", parse_upstream_url(url)?, client.clone(), timeout))));
+            upstreams.push((
+                "/mcp".to_string(),
+                Arc::new(Upstream::new(
+                    "default",
+                    parse_upstream_url(url)?,
+                    client.clone(),
+                    timeout,
+                )),
+            ));
         }
         for u in &config.upstreams {
-            let up = Upstream::new(&u.name, parse_upstream_url(&u.url)?, client.clone(), timeout);
+            let up = Upstream::new(
+                &u.name,
+                parse_upstream_url(&u.url)?,
+                client.clone(),
+                timeout,
+            );
             upstreams.push((format!("/{}/mcp", u.name), Arc::new(up)));
         }
         if upstreams.is_empty() {
-            return Err(ConfigError("no upstream: give --upstream URL or [[upstreams]] in the config file".into()));
+            return Err(ConfigError(
+                "no upstream: give --upstream URL or [[upstreams]] in the config file".into(),
+            ));
         }
         let hasher = RandomState::new();
         let id_prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
         Ok(Arc::new(Gateway {
-            catalog: Catalog::new(CompileSettings::from_config(&config.limits, &config.validation), config.limits.max_scopes),
+            catalog: Catalog::new(
+                CompileSettings::from_config(&config.limits, &config.validation),
+                config.limits.max_scopes,
+            ),
             origins: OriginPolicy::new(&config.allowed_origins, config.listen.ip().is_loopback()),
             upstreams,
             hasher,
@@ -86,7 +104,11 @@ impl Gateway {
 
     /// A fresh id for a request toolgate sends on its own behalf.
     pub fn next_request_id(&self) -> String {
-        format!("{}-{}", self.id_prefix, self.id_seq.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "{}-{}",
+            self.id_prefix,
+            self.id_seq.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     /// Which catalog a request reads: its session's, or (stateless) its credentials'.
@@ -120,7 +142,11 @@ pub fn app(gw: &Arc<Gateway>) -> Router {
         router = router.route(path, any(handle).with_state(route));
     }
     router.fallback(|| async {
-        reply::transport(StatusCode::NOT_FOUND, jsonrpc::INVALID_REQUEST, "Not found: no MCP endpoint at this path")
+        reply::transport(
+            StatusCode::NOT_FOUND,
+            jsonrpc::INVALID_REQUEST,
+            "Not found: no MCP endpoint at this path",
+        )
     })
 }
 
@@ -132,8 +158,15 @@ async fn handle(State(rt): State<Route>, req: Request) -> Response {
         Method::POST => post(rt, req).await,
         Method::GET | Method::DELETE => bodiless(rt, req).await,
         _ => {
-            let mut r = reply::transport(StatusCode::METHOD_NOT_ALLOWED, jsonrpc::INVALID_REQUEST, "Method not allowed: use POST, GET or DELETE");
-            r.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST, DELETE"));
+            let mut r = reply::transport(
+                StatusCode::METHOD_NOT_ALLOWED,
+                jsonrpc::INVALID_REQUEST,
+                "Method not allowed: use POST, GET or DELETE",
+            );
+            r.headers_mut().insert(
+                http::header::ALLOW,
+                http::HeaderValue::from_static("GET, POST, DELETE"),
+            );
             r
         }
     }
@@ -149,9 +182,17 @@ async fn post(rt: Route, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
     let too_large = || {
-        reply::transport(StatusCode::PAYLOAD_TOO_LARGE, jsonrpc::INVALID_REQUEST, &format!("Invalid Request: the body is over the {limit}-byte limit"))
+        reply::transport(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            jsonrpc::INVALID_REQUEST,
+            &format!("Invalid Request: the body is over the {limit}-byte limit"),
+        )
     };
-    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return too_large();
     }
@@ -159,40 +200,82 @@ async fn post(rt: Route, req: Request) -> Response {
         Ok(b) => b,
         Err(ReadError::TooLarge) => return too_large(),
         Err(ReadError::Broken(e)) => {
-            return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, &format!("Parse error: the body could not be read: {e}"));
+            return reply::transport(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::PARSE_ERROR,
+                &format!("Parse error: the body could not be read: {e}"),
+            );
         }
     };
     let parsed = match jsonrpc::parse(&bytes) {
         Ok(p) => p,
-        Err(rejection) => return reply::transport(StatusCode::BAD_REQUEST, rejection.code(), &rejection.message()),
+        Err(rejection) => {
+            return reply::transport(
+                StatusCode::BAD_REQUEST,
+                rejection.code(),
+                &rejection.message(),
+            );
+        }
     };
     let key = rt.gw.scope(&rt.up, &parts.headers);
-    let era = Era::detect(parts.headers.get(mcp::PROTOCOL_VERSION).and_then(|v| v.to_str().ok()), None);
+    let era = Era::detect(
+        parts
+            .headers
+            .get(mcp::PROTOCOL_VERSION)
+            .and_then(|v| v.to_str().ok()),
+        None,
+    );
     let has_session = parts.headers.contains_key(mcp::SESSION_ID);
     let m = match parsed {
         Parsed::Batch(msgs) => {
-            if msgs.iter().any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL)) {
+            if msgs
+                .iter()
+                .any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL))
+            {
                 return reply::transport(
                     StatusCode::BAD_REQUEST,
                     jsonrpc::INVALID_REQUEST,
                     "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own",
                 );
             }
-            let pending = Pending { id: None, kind: Kind::Other, era, key, has_session };
+            let pending = Pending {
+                id: None,
+                kind: Kind::Other,
+                era,
+                key,
+                has_session,
+            };
             return forward(&rt, &parts, bytes.clone(), pending).await;
         }
         Parsed::Single(m) => m,
     };
     let kind = match (m.is_request(), m.method()) {
-        (true, Some(mcp::TOOLS_CALL)) => return guard::call(&rt, parts, bytes.clone(), &m, key).await,
+        (true, Some(mcp::TOOLS_CALL)) => {
+            return guard::call(&rt, parts, bytes.clone(), &m, key).await;
+        }
         (true, Some(mcp::TOOLS_LIST)) => {
-            let cursor = m.params.and_then(|p| serde_json::from_str::<ListParams<'_>>(p.get()).ok()).and_then(|p| p.cursor);
-            Kind::List { first_page: cursor.is_none_or(|c| c.get() == "null") }
+            let cursor = m
+                .params
+                .and_then(|p| serde_json::from_str::<ListParams<'_>>(p.get()).ok())
+                .and_then(|p| p.cursor);
+            Kind::List {
+                first_page: cursor.is_none_or(|c| c.get() == "null"),
+            }
         }
         _ => Kind::Other,
     };
-    let id = if m.is_request() { m.id.map(|i| i.to_owned()) } else { None };
-    let pending = Pending { id, kind, era, key, has_session };
+    let id = if m.is_request() {
+        m.id.map(|i| i.to_owned())
+    } else {
+        None
+    };
+    let pending = Pending {
+        id,
+        kind,
+        era,
+        key,
+        has_session,
+    };
     forward(&rt, &parts, bytes.clone(), pending).await
 }
 
@@ -200,8 +283,20 @@ async fn bodiless(rt: Route, req: Request) -> Response {
     let (parts, _) = req.into_parts();
     let key = rt.gw.scope(&rt.up, &parts.headers);
     let has_session = parts.headers.contains_key(mcp::SESSION_ID);
-    let era = Era::detect(parts.headers.get(mcp::PROTOCOL_VERSION).and_then(|v| v.to_str().ok()), None);
-    let pending = Pending { id: None, kind: Kind::Other, era, key: key.clone(), has_session };
+    let era = Era::detect(
+        parts
+            .headers
+            .get(mcp::PROTOCOL_VERSION)
+            .and_then(|v| v.to_str().ok()),
+        None,
+    );
+    let pending = Pending {
+        id: None,
+        kind: Kind::Other,
+        era,
+        key: key.clone(),
+        has_session,
+    };
     let resp = forward(&rt, &parts, Bytes::new(), pending).await;
     if parts.method == Method::DELETE && resp.status().is_success() && has_session {
         rt.gw.catalog.forget(&key);
@@ -215,13 +310,23 @@ async fn forward(rt: &Route, parts: &Parts, body: Bytes, pending: Pending) -> Re
         Ok(resp) => inspect::response(&rt.gw, pending, resp).await,
         Err(e) => {
             tracing::warn!(upstream = %rt.up.name, error = %e, "upstream unavailable");
-            reply::upstream_failed(pending.era, pending.id.as_deref(), pending.kind == Kind::Call, &e)
+            reply::upstream_failed(
+                pending.era,
+                pending.id.as_deref(),
+                pending.kind == Kind::Call,
+                &e,
+            )
         }
     }
 }
 
 /// Serves the gateway until `shutdown` resolves, finishing in-flight requests.
-pub async fn serve(listener: tokio::net::TcpListener, gw: Arc<Gateway>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-    axum::serve(listener, app(&gw)).with_graceful_shutdown(shutdown).await
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    gw: Arc<Gateway>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(&gw))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
-

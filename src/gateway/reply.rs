@@ -28,8 +28,17 @@ pub fn transport(status: StatusCode, code: i64, message: &str) -> Response {
 }
 
 /// A JSON-RPC error answering a request, with the HTTP status its era asks for.
-pub fn rpc_error(era: Era, id: Option<&RawValue>, code: i64, message: &str, data: Option<&Value>) -> Response {
-    json(era.status_for(code), jsonrpc::error_response(id, code, message, data))
+pub fn rpc_error(
+    era: Era,
+    id: Option<&RawValue>,
+    code: i64,
+    message: &str,
+    data: Option<&Value>,
+) -> Response {
+    json(
+        era.status_for(code),
+        jsonrpc::error_response(id, code, message, data),
+    )
 }
 
 /// A result toolgate produced for a request (a tool error the model reads).
@@ -40,21 +49,48 @@ pub fn result(id: &RawValue, result: &Value) -> Response {
 /// The text a model reads when the tool server itself could not be reached.
 pub fn unavailable_text(e: &UpstreamError) -> String {
     let retry = match e {
-        UpstreamError::Timeout(_) => "It may still be working or overloaded; retrying later may help.",
-        UpstreamError::Unreachable(_) => "Retrying in a moment may help if the server is restarting.",
+        UpstreamError::Timeout(_) => {
+            "It may still be working or overloaded; retrying later may help."
+        }
+        UpstreamError::Unreachable(_) => {
+            "Retrying in a moment may help if the server is restarting."
+        }
     };
     format!("The tool server is unavailable: {e}. {retry}")
 }
 
 /// The upstream gave no answer. A `tools/call` gets a tool error the model can act on;
 /// any other request gets `-32603`; a message without an id gets a 502 with a JSON-RPC body.
-pub fn upstream_failed(era: Era, id: Option<&RawValue>, is_tool_call: bool, e: &UpstreamError) -> Response {
+pub fn upstream_failed(
+    era: Era,
+    id: Option<&RawValue>,
+    is_tool_call: bool,
+    e: &UpstreamError,
+) -> Response {
     match id {
         Some(id) if is_tool_call => {
-            let details = serde_json::json!({"code": "upstream_unavailable", "reason": e.to_string()});
-            result(id, &mcp::tool_error(era, unavailable_text(e), Some(("toolgate/upstream", details))))
+            let details =
+                serde_json::json!({"code": "upstream_unavailable", "reason": e.to_string()});
+            result(
+                id,
+                &mcp::tool_error(
+                    era,
+                    unavailable_text(e),
+                    Some(("toolgate/upstream", details)),
+                ),
+            )
         }
-        Some(id) => rpc_error(era, Some(id), jsonrpc::INTERNAL_ERROR, &format!("Upstream MCP server unavailable: {e}"), None),
-        None => transport(StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, &format!("Upstream MCP server unavailable: {e}")),
+        Some(id) => rpc_error(
+            era,
+            Some(id),
+            jsonrpc::INTERNAL_ERROR,
+            &format!("Upstream MCP server unavailable: {e}"),
+            None,
+        ),
+        None => transport(
+            StatusCode::BAD_GATEWAY,
+            jsonrpc::INTERNAL_ERROR,
+            &format!("Upstream MCP server unavailable: {e}"),
+        ),
     }
 }

@@ -28,7 +28,13 @@ pub enum Verdict {
 }
 
 /// Checks arguments and, with `coerce`, repairs strings the schema wants as another type.
-pub fn check(tool: &str, schema: &Schema, validator: &Validator, args: Map<String, Value>, coerce: bool) -> Verdict {
+pub fn check(
+    tool: &str,
+    schema: &Schema,
+    validator: &Validator,
+    args: Map<String, Value>,
+    coerce: bool,
+) -> Verdict {
     let mut args = Value::Object(args);
     if validator.is_valid(&args) {
         return Verdict::Valid;
@@ -58,7 +64,13 @@ pub fn check(tool: &str, schema: &Schema, validator: &Validator, args: Map<Strin
             }
         }
     }
-    Verdict::Invalid(Report::build(tool, &schema.value, validator, &args, MAX_ERRORS))
+    Verdict::Invalid(Report::build(
+        tool,
+        &schema.value,
+        validator,
+        &args,
+        MAX_ERRORS,
+    ))
 }
 
 /// Converts a string to a value of one of the wanted types, when it reads as one exactly.
@@ -76,10 +88,10 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
             return Some(Value::from(u));
         }
     }
-    if wants(JsonType::Number) {
-        if let Some(n) = t.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
-            return Some(Value::Number(n));
-        }
+    if wants(JsonType::Number)
+        && let Some(n) = t.parse::<f64>().ok().and_then(serde_json::Number::from_f64)
+    {
+        return Some(Value::Number(n));
     }
     if wants(JsonType::Boolean) {
         match t {
@@ -108,7 +120,11 @@ mod tests {
     fn schema(v: Value) -> Schema {
         compile(
             &v.to_string(),
-            &CompileSettings { max_schema_bytes: 1 << 20, validate_formats: true, unknown_dialect: UnknownDialect::Reject },
+            &CompileSettings {
+                max_schema_bytes: 1 << 20,
+                validate_formats: true,
+                unknown_dialect: UnknownDialect::Reject,
+            },
         )
     }
 
@@ -129,8 +145,15 @@ mod tests {
                 "ratio": {"type": "number"}
             }
         }));
-        match run(&s, json!({"a": "10", "flag": "true", "tags": "[\"1\", 2]", "ratio": "0.5"}), true) {
-            Verdict::Coerced(v) => assert_eq!(v, json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})),
+        match run(
+            &s,
+            json!({"a": "10", "flag": "true", "tags": "[\"1\", 2]", "ratio": "0.5"}),
+            true,
+        ) {
+            Verdict::Coerced(v) => assert_eq!(
+                v,
+                json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
+            ),
             other => panic!("{other:?}"),
         }
     }
@@ -138,9 +161,18 @@ mod tests {
     #[test]
     fn strict_mode_and_unconvertible_values_are_violations() {
         let s = schema(json!({"type": "object", "properties": {"a": {"type": "integer"}}}));
-        assert!(matches!(run(&s, json!({"a": "10"}), false), Verdict::Invalid(_)));
-        assert!(matches!(run(&s, json!({"a": "abc"}), true), Verdict::Invalid(_)));
-        assert!(matches!(run(&s, json!({"a": "1.5"}), true), Verdict::Invalid(_)));
+        assert!(matches!(
+            run(&s, json!({"a": "10"}), false),
+            Verdict::Invalid(_)
+        ));
+        assert!(matches!(
+            run(&s, json!({"a": "abc"}), true),
+            Verdict::Invalid(_)
+        ));
+        assert!(matches!(
+            run(&s, json!({"a": "1.5"}), true),
+            Verdict::Invalid(_)
+        ));
         assert!(matches!(run(&s, json!({"a": 3}), true), Verdict::Valid));
     }
 }

@@ -27,7 +27,13 @@ pub struct Report {
 const PREVIEW_CHARS: usize = 60;
 
 impl Report {
-    pub fn build(tool: &str, schema: &Value, validator: &Validator, args: &Value, max: usize) -> Report {
+    pub fn build(
+        tool: &str,
+        schema: &Value,
+        validator: &Validator,
+        args: &Value,
+        max: usize,
+    ) -> Report {
         let mut violations = Vec::new();
         for e in validator.iter_errors(args).take(max) {
             violations.extend(describe(&e, schema));
@@ -132,7 +138,9 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
             got
         )),
         ValidationErrorKind::Required { property } => {
-            let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_owned);
             vec![Violation {
                 pointer: format!("{at}/{}", escape(&name)),
                 keyword: "required".into(),
@@ -162,12 +170,18 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
         ValidationErrorKind::Pattern { pattern } => {
             one(format!("must match the pattern {pattern}, got {got}"))
         }
-        ValidationErrorKind::Enum { options } => one(format!("must be one of {options}, got {got}")),
+        ValidationErrorKind::Enum { options } => {
+            one(format!("must be one of {options}, got {got}"))
+        }
         ValidationErrorKind::Constant { expected_value } => {
             one(format!("must be exactly {expected_value}, got {got}"))
         }
-        ValidationErrorKind::Minimum { limit } => one(format!("must be at least {limit}, got {got}")),
-        ValidationErrorKind::Maximum { limit } => one(format!("must be at most {limit}, got {got}")),
+        ValidationErrorKind::Minimum { limit } => {
+            one(format!("must be at least {limit}, got {got}"))
+        }
+        ValidationErrorKind::Maximum { limit } => {
+            one(format!("must be at most {limit}, got {got}"))
+        }
         ValidationErrorKind::ExclusiveMinimum { limit } => {
             one(format!("must be greater than {limit}, got {got}"))
         }
@@ -177,12 +191,12 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
         ValidationErrorKind::MultipleOf { multiple_of } => {
             one(format!("must be a multiple of {multiple_of}, got {got}"))
         }
-        ValidationErrorKind::MinLength { limit } => {
-            one(format!("must be at least {limit} characters long, got {got}"))
-        }
-        ValidationErrorKind::MaxLength { limit } => {
-            one(format!("must be at most {limit} characters long, got {got}"))
-        }
+        ValidationErrorKind::MinLength { limit } => one(format!(
+            "must be at least {limit} characters long, got {got}"
+        )),
+        ValidationErrorKind::MaxLength { limit } => one(format!(
+            "must be at most {limit} characters long, got {got}"
+        )),
         ValidationErrorKind::MinItems { limit } => one(format!("must have at least {limit} items")),
         ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
         ValidationErrorKind::UniqueItems => one("must not repeat items".into()),
@@ -190,12 +204,12 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
             one(format!("must be a valid {format}, got {got}"))
         }
         ValidationErrorKind::FalseSchema => one("is not accepted here".into()),
-        ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
-            one(format!("does not match any of the accepted forms, got {got}"))
-        }
-        ValidationErrorKind::OneOfMultipleValid { .. } => {
-            one(format!("matches more than one of the accepted forms, got {got}"))
-        }
+        ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => one(
+            format!("does not match any of the accepted forms, got {got}"),
+        ),
+        ValidationErrorKind::OneOfMultipleValid { .. } => one(format!(
+            "matches more than one of the accepted forms, got {got}"
+        )),
         _ => one(e.masked().to_string()),
     }
 }
@@ -211,7 +225,11 @@ fn type_names(kind: &TypeKind) -> String {
     };
     match kind {
         TypeKind::Single(t) => with_article(*t),
-        TypeKind::Multiple(set) => set.iter().map(with_article).collect::<Vec<_>>().join(" or "),
+        TypeKind::Multiple(set) => set
+            .iter()
+            .map(with_article)
+            .collect::<Vec<_>>()
+            .join(" or "),
     }
 }
 
@@ -263,14 +281,18 @@ fn display_path(pointer: &str) -> String {
             out.push_str(&seg);
         }
     }
-    if out.is_empty() { "arguments".into() } else { out }
+    if out.is_empty() {
+        "arguments".into()
+    } else {
+        out
+    }
 }
 
 /// Follows local `$ref`s (`#/...`), a bounded number of hops.
 fn resolve<'a>(root: &'a Value, mut s: &'a Value) -> &'a Value {
     for _ in 0..16 {
         match s.get("$ref").and_then(Value::as_str) {
-            Some(r) if r == "#" => s = root,
+            Some("#") => s = root,
             Some(r) if r.starts_with("#/") => match root.pointer(&r[1..]) {
                 Some(next) => s = next,
                 None => break,
@@ -364,7 +386,11 @@ mod tests {
     fn report(schema: Value, args: Value) -> Report {
         let s = compile(
             &schema.to_string(),
-            &CompileSettings { max_schema_bytes: 1 << 20, validate_formats: true, unknown_dialect: UnknownDialect::Reject },
+            &CompileSettings {
+                max_schema_bytes: 1 << 20,
+                validate_formats: true,
+                unknown_dialect: UnknownDialect::Reject,
+            },
         );
         Report::build("t", &s.value, s.validator.as_ref().unwrap(), &args, 32)
     }
@@ -385,11 +411,20 @@ mod tests {
         );
         let text = r.text();
         assert!(text.contains("- departureDate: must match the pattern ^\\d{2}/\\d{2}/\\d{4}$, got \"2025-08-08\" (parameter description: Date in dd/mm/yyyy)"), "{text}");
-        assert!(text.contains("- passengers: must be at most 9, got 12"), "{text}");
+        assert!(
+            text.contains("- passengers: must be at most 9, got 12"),
+            "{text}"
+        );
         assert!(text.contains("- origin: is required but missing"), "{text}");
-        assert!(text.contains("- pasengers: is not an accepted argument; did you mean \"passengers\"?"), "{text}");
+        assert!(
+            text.contains("- pasengers: is not an accepted argument; did you mean \"passengers\"?"),
+            "{text}"
+        );
         let d = r.details();
-        assert_eq!(d["parameter_errors"]["/passengers"], "must be at most 9, got 12");
+        assert_eq!(
+            d["parameter_errors"]["/passengers"],
+            "must be at most 9, got 12"
+        );
         assert_eq!(d["code"], "invalid_arguments");
     }
 

@@ -77,7 +77,12 @@ impl Toolgate {
             .expect("toolgate printed its address")
             .parse()
             .expect("the address parses");
-        Toolgate { child, addr, logs, _config: file }
+        Toolgate {
+            child,
+            addr,
+            logs,
+            _config: file,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -107,7 +112,11 @@ pub mod tempfile_lite {
     impl TempFile {
         pub fn new(contents: &str) -> TempFile {
             static N: AtomicU64 = AtomicU64::new(0);
-            let path = std::env::temp_dir().join(format!("toolgate-test-{}-{}.toml", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+            let path = std::env::temp_dir().join(format!(
+                "toolgate-test-{}-{}.toml",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
             std::fs::write(&path, contents).expect("temp file writes");
             TempFile { path }
         }
@@ -134,12 +143,17 @@ impl Reply {
     }
 
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text()))
     }
 
     /// The JSON-RPC messages in the answer, whether it came as JSON or as SSE.
     pub fn messages(&self) -> Vec<Value> {
-        let ct = self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let ct = self
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
         if ct.starts_with("text/event-stream") {
             sse_messages(&self.text())
         } else {
@@ -149,16 +163,23 @@ impl Reply {
 
     /// The one message that answers a request (the last one).
     pub fn answer(&self) -> Value {
-        self.messages().pop().unwrap_or_else(|| panic!("no message in {}", self.text()))
+        self.messages()
+            .pop()
+            .unwrap_or_else(|| panic!("no message in {}", self.text()))
     }
 }
 
 pub fn sse_messages(text: &str) -> Vec<Value> {
     text.split("\n\n")
         .filter_map(|ev| {
-            let data: Vec<&str> = ev.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+            let data: Vec<&str> = ev
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
             let data = data.join("\n");
-            (!data.trim().is_empty()).then(|| serde_json::from_str(&data).expect("SSE data is JSON"))
+            (!data.trim().is_empty())
+                .then(|| serde_json::from_str(&data).expect("SSE data is JSON"))
         })
         .collect()
 }
@@ -167,7 +188,12 @@ pub fn client() -> Client<HttpConnector, Full<Bytes>> {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
-pub async fn request(method: Method, url: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
+pub async fn request(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Reply {
     let mut req = Request::builder().method(method).uri(url);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -179,7 +205,11 @@ pub async fn request(method: Method, url: &str, headers: &[(&str, &str)], body: 
         .expect("the request goes through");
     let (parts, body) = resp.into_parts();
     let body = body.collect().await.expect("the body reads").to_bytes();
-    Reply { status: parts.status.as_u16(), headers: parts.headers, body }
+    Reply {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body,
+    }
 }
 
 /// POSTs a JSON-RPC body the way MCP clients do.
@@ -197,7 +227,13 @@ pub async fn open_session(url: &str) -> String {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate-tests", "version": "1"}}});
     let r = post(url, None, init.to_string()).await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let session = r.headers.get("mcp-session-id").expect("a session id").to_str().unwrap().to_string();
+    let session = r
+        .headers
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_string();
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let r = post(url, Some(&session), note.to_string()).await;
     assert_eq!(r.status, 202, "{}", r.text());
@@ -209,8 +245,13 @@ pub fn call(id: i64, tool: &str, args: Value) -> String {
 }
 
 /// The demo server in this process, and toolgate in front of it.
-pub async fn demo_behind_toolgate(options: demo::Options, config: Option<&str>) -> (Arc<demo::Demo>, Toolgate, String) {
-    let (addr, demo) = demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), options).await.expect("demo server starts");
+pub async fn demo_behind_toolgate(
+    options: demo::Options,
+    config: Option<&str>,
+) -> (Arc<demo::Demo>, Toolgate, String) {
+    let (addr, demo) = demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), options)
+        .await
+        .expect("demo server starts");
     let upstream = format!("http://{addr}/mcp");
     let tg = Toolgate::serve(&upstream, config).await;
     (demo, tg, upstream)
@@ -218,5 +259,8 @@ pub async fn demo_behind_toolgate(options: demo::Options, config: Option<&str>) 
 
 /// The text of a tool result's first content block.
 pub fn result_text(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {answer}")).to_string()
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {answer}"))
+        .to_string()
 }

@@ -25,9 +25,17 @@ pub fn peers() -> &'static Peers {
 }
 
 fn run(what: &str, cmd: &mut Command) {
-    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("{what}: cannot start ({e}); is it installed?"));
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); is it installed?"));
     if !out.status.success() {
-        panic!("{what} failed ({}):\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        panic!(
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -43,7 +51,10 @@ impl DirLock {
                 Err(_) => {
                     let stale = std::fs::metadata(&path)
                         .and_then(|m| m.modified())
-                        .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() > Duration::from_secs(600));
+                        .is_ok_and(|t| {
+                            SystemTime::now().duration_since(t).unwrap_or_default()
+                                > Duration::from_secs(600)
+                        });
                     if stale {
                         let _ = std::fs::remove_file(&path);
                     }
@@ -73,7 +84,16 @@ fn install() -> Peers {
         std::fs::create_dir_all(&node).unwrap();
         run(
             "npm install server-everything",
-            Command::new("npm").args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"]).arg(&node).arg(SERVER_EVERYTHING),
+            Command::new("npm")
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    "--prefix",
+                ])
+                .arg(&node)
+                .arg(SERVER_EVERYTHING),
         );
         std::fs::write(&stamp, SERVER_EVERYTHING).unwrap();
     }
@@ -83,11 +103,21 @@ fn install() -> Peers {
     let stamp = venv.join(".installed");
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(PYTHON_MCP) {
         if !python.exists() {
-            run("python3 -m venv", Command::new("python3").args(["-m", "venv"]).arg(&venv));
+            run(
+                "python3 -m venv",
+                Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            );
         }
         run(
             "pip install mcp",
-            Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", PYTHON_MCP]),
+            Command::new(&python).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                PYTHON_MCP,
+            ]),
         );
         std::fs::write(&stamp, PYTHON_MCP).unwrap();
     }
