@@ -49,9 +49,16 @@ impl std::fmt::Debug for Schema {
     }
 }
 
+/// What the catalog knows of one tool.
+#[derive(Clone, Debug)]
+pub struct Tool {
+    pub input: Arc<Schema>,
+    pub output: Option<Arc<Schema>>,
+}
+
 #[derive(Default)]
 struct ScopeCatalog {
-    tools: HashMap<Box<str>, Arc<Schema>>,
+    tools: HashMap<Box<str>, Tool>,
     /// The tools came from a full listing, so a name not here is unknown.
     complete: bool,
     listed_at: Option<Instant>,
@@ -59,7 +66,7 @@ struct ScopeCatalog {
 }
 
 pub enum Lookup {
-    Found(Arc<Schema>),
+    Found(Tool),
     /// Not known; `relist` says whether listing again may change that.
     Missing {
         relist: bool,
@@ -106,11 +113,20 @@ struct ToolDef<'a> {
     name: Cow<'a, str>,
     #[serde(borrow, rename = "inputSchema")]
     input_schema: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "outputSchema")]
+    output_schema: Option<&'a RawValue>,
+}
+
+/// One tool of a listing, with its schemas as raw JSON text.
+pub struct Listed {
+    pub name: Box<str>,
+    pub input: Box<str>,
+    pub output: Option<Box<str>>,
 }
 
 /// One page of a `tools/list` result, read for what the catalog needs.
 pub struct Page {
-    pub tools: Vec<(Box<str>, Box<str>)>,
+    pub tools: Vec<Listed>,
     /// The raw `nextCursor`, when there is one (and it is not null).
     pub next_cursor: Option<Box<RawValue>>,
 }
@@ -123,9 +139,13 @@ impl Page {
             tools: r
                 .tools
                 .into_iter()
-                .map(|t| {
-                    let schema = t.input_schema.map_or("{}", RawValue::get);
-                    (Box::from(t.name.as_ref()), Box::from(schema))
+                .map(|t| Listed {
+                    name: t.name.as_ref().into(),
+                    input: t.input_schema.map_or("{}", RawValue::get).into(),
+                    output: t
+                        .output_schema
+                        .filter(|o| o.get() != "null")
+                        .map(|o| o.get().into()),
                 })
                 .collect(),
             next_cursor: r
@@ -176,7 +196,7 @@ impl Catalog {
         let compiled: Vec<_> = page
             .tools
             .iter()
-            .map(|(name, raw)| (name.clone(), self.schema(raw)))
+            .map(|t| (t.name.clone(), self.tool(t)))
             .collect();
         let whole = first_page && page.next_cursor.is_none();
         self.update(key, |cat| {
@@ -190,13 +210,10 @@ impl Catalog {
     }
 
     /// Replaces a scope's tools with a full listing toolgate fetched itself.
-    pub fn learn_all(&self, key: &ScopeKey, tools: Vec<(Box<str>, Box<str>)>) {
+    pub fn learn_all(&self, key: &ScopeKey, tools: Vec<Listed>) {
         let compiled: HashMap<_, _> = tools
             .into_iter()
-            .map(|(name, raw)| {
-                let s = self.schema(&raw);
-                (name, s)
-            })
+            .map(|t| (t.name.clone(), self.tool(&t)))
             .collect();
         self.update(key, |cat| {
             cat.tools = compiled;
@@ -255,8 +272,15 @@ impl Catalog {
         f(cat);
     }
 
+    fn tool(&self, t: &Listed) -> Tool {
+        Tool {
+            input: self.schema(&t.input),
+            output: t.output.as_deref().map(|o| self.schema(o)),
+        }
+    }
+
     /// The compiled schema for these bytes, shared with every scope that listed the same.
-    fn schema(&self, raw: &str) -> Arc<Schema> {
+    pub fn schema(&self, raw: &str) -> Arc<Schema> {
         let mut h = DefaultHasher::new();
         raw.hash(&mut h);
         let hash = h.finish();
@@ -392,6 +416,14 @@ mod tests {
         }
     }
 
+    fn listed(name: &str, input: &str) -> Listed {
+        Listed {
+            name: name.into(),
+            input: input.into(),
+            output: None,
+        }
+    }
+
     const ADD: &str = r#"{"type":"object","properties":{"a":{"type":"integer"}}}"#;
 
     #[test]
@@ -399,7 +431,7 @@ mod tests {
         let cat = Catalog::new(settings(), 100);
         for i in 0..50 {
             let page = Page {
-                tools: vec![("add".into(), ADD.into())],
+                tools: vec![listed("add", ADD)],
                 next_cursor: None,
             };
             cat.learn_page(&key(&i.to_string()), &page, true);
@@ -454,7 +486,7 @@ mod tests {
             cat.lookup(&key("s"), "x"),
             Lookup::Missing { relist: true }
         ));
-        cat.learn_all(&key("s"), vec![("add".into(), ADD.into())]);
+        cat.learn_all(&key("s"), vec![listed("add", ADD)]);
         assert!(matches!(cat.lookup(&key("s"), "add"), Lookup::Found(_)));
         assert!(matches!(
             cat.lookup(&key("s"), "x"),
@@ -466,7 +498,7 @@ mod tests {
     fn scopes_are_bounded() {
         let cat = Catalog::new(settings(), 10);
         for i in 0..100 {
-            cat.learn_all(&key(&i.to_string()), vec![("add".into(), ADD.into())]);
+            cat.learn_all(&key(&i.to_string()), vec![listed("add", ADD)]);
         }
         assert!(cat.scope_count() <= 10);
     }

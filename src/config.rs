@@ -27,6 +27,7 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     pub limits: Limits,
     pub validation: Validation,
+    pub errors: Errors,
     pub log: Log,
 }
 
@@ -35,6 +36,9 @@ pub struct Config {
 pub struct NamedUpstream {
     pub name: String,
     pub url: String,
+    /// Overrides of the global `[validation]` for this upstream only.
+    #[serde(default)]
+    pub validation: ValidationOverride,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,17 +92,47 @@ pub enum UnknownDialect {
     Draft202012,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerShape {
+    /// SEP-1303: an `isError` result the model reads and acts on.
+    ToolError,
+    /// `-32602` with the violations in `data`, for clients built on the older behaviour.
+    ProtocolError,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    Off,
+    /// Log and count `structuredContent` that breaks `outputSchema`.
+    Audit,
+    /// Replace it by an `isError` result that says what is wrong.
+    Enforce,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Validation {
     pub mode: Mode,
     /// Convert `"10"` to `10` (and the like) where the schema wants it, then forward.
     pub coerce: bool,
+    /// How an invalid call is answered.
+    pub answer: AnswerShape,
     pub on_compile_error: OnCompileError,
     pub unknown_dialect: UnknownDialect,
     /// Check `format` (date, email, uri, ...). Tool authors write it expecting enforcement.
     pub validate_formats: bool,
-    /// Per-tool overrides, by tool name.
+    /// Most validation errors examined and reported for one call: a bound on the cost of
+    /// a hostile schema whose errors multiply.
+    pub max_errors: usize,
+    /// Check `structuredContent` against the tool's `outputSchema`.
+    pub output: OutputMode,
+    /// Only these tools are reachable (`*` at the end matches a prefix); empty allows all.
+    pub allow_tools: Vec<String>,
+    /// These tools are not reachable, and not listed.
+    pub deny_tools: Vec<String>,
+    /// Per-tool settings, by tool name.
     pub tools: HashMap<String, ToolPolicy>,
 }
 
@@ -107,6 +141,54 @@ pub struct Validation {
 pub struct ToolPolicy {
     pub mode: Option<Mode>,
     pub coerce: Option<bool>,
+    /// A JSON Schema (as JSON text) the arguments must also satisfy, beyond the advertised one.
+    pub extra_schema: Option<String>,
+    /// Arguments holding filesystem paths that must stay inside a root after normalization.
+    pub paths: Vec<PathRule>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathRule {
+    /// The argument: a top-level name (`path`) or a JSON pointer (`/options/dir`). An array
+    /// of strings there is checked item by item.
+    pub argument: String,
+    /// The directory the path must stay inside. Relative paths are taken relative to it.
+    pub root: String,
+}
+
+/// Per-upstream overrides: any key left out keeps the global value.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValidationOverride {
+    pub mode: Option<Mode>,
+    pub coerce: Option<bool>,
+    pub answer: Option<AnswerShape>,
+    pub on_compile_error: Option<OnCompileError>,
+    pub output: Option<OutputMode>,
+    pub allow_tools: Option<Vec<String>>,
+    pub deny_tools: Option<Vec<String>>,
+    /// Merged over the global per-tool settings, tool by tool.
+    pub tools: HashMap<String, ToolPolicy>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Errors {
+    /// Rewrite upstream errors into the shapes the current spec asks for (DESIGN.md 1.2).
+    pub rewrite: bool,
+    /// Replace upstream error text that is not a validation message by a generic message
+    /// with a correlation id; the original is logged under that id.
+    pub mask_internal: bool,
+}
+
+impl Default for Errors {
+    fn default() -> Self {
+        Errors {
+            rewrite: true,
+            mask_internal: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +215,7 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             limits: Limits::default(),
             validation: Validation::default(),
+            errors: Errors::default(),
             log: Log::default(),
         }
     }
@@ -157,9 +240,14 @@ impl Default for Validation {
         Validation {
             mode: Mode::Enforce,
             coerce: true,
+            answer: AnswerShape::ToolError,
             on_compile_error: OnCompileError::Forward,
             unknown_dialect: UnknownDialect::Reject,
             validate_formats: true,
+            max_errors: 32,
+            output: OutputMode::Off,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
             tools: HashMap::new(),
         }
     }
@@ -181,6 +269,37 @@ impl Validation {
             Some(p) => (p.mode.unwrap_or(self.mode), p.coerce.unwrap_or(self.coerce)),
             None => (self.mode, self.coerce),
         }
+    }
+
+    /// This validation with an upstream's overrides applied.
+    pub fn with(&self, o: &ValidationOverride) -> Validation {
+        let mut v = self.clone();
+        v.mode = o.mode.unwrap_or(v.mode);
+        v.coerce = o.coerce.unwrap_or(v.coerce);
+        v.answer = o.answer.unwrap_or(v.answer);
+        v.on_compile_error = o.on_compile_error.unwrap_or(v.on_compile_error);
+        v.output = o.output.unwrap_or(v.output);
+        if let Some(a) = &o.allow_tools {
+            v.allow_tools = a.clone();
+        }
+        if let Some(d) = &o.deny_tools {
+            v.deny_tools = d.clone();
+        }
+        for (name, p) in &o.tools {
+            v.tools.insert(name.clone(), p.clone());
+        }
+        v
+    }
+
+    /// Whether policy lets a tool be listed and called.
+    pub fn allows(&self, tool: &str) -> bool {
+        let hit = |pats: &[String]| {
+            pats.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => tool.starts_with(prefix),
+                None => p == tool,
+            })
+        };
+        (self.allow_tools.is_empty() || hit(&self.allow_tools)) && !hit(&self.deny_tools)
     }
 }
 
@@ -290,10 +409,50 @@ mod tests {
             ToolPolicy {
                 mode: Some(Mode::Audit),
                 coerce: None,
+                ..Default::default()
             },
         );
         assert_eq!(v.policy_for("x"), (Mode::Audit, true));
         assert_eq!(v.policy_for("y"), (Mode::Enforce, true));
+    }
+
+    #[test]
+    fn upstream_overrides_merge_over_global() {
+        let mut g = Validation::default();
+        g.tools.insert(
+            "a".into(),
+            ToolPolicy {
+                mode: Some(Mode::Off),
+                ..Default::default()
+            },
+        );
+        let mut o = ValidationOverride {
+            mode: Some(Mode::Audit),
+            ..Default::default()
+        };
+        o.tools.insert(
+            "b".into(),
+            ToolPolicy {
+                coerce: Some(false),
+                ..Default::default()
+            },
+        );
+        let v = g.with(&o);
+        assert_eq!(v.policy_for("a"), (Mode::Off, true));
+        assert_eq!(v.policy_for("b"), (Mode::Audit, false));
+        assert_eq!(v.policy_for("c"), (Mode::Audit, true));
+    }
+
+    #[test]
+    fn allow_and_deny_lists() {
+        let v = Validation {
+            allow_tools: vec!["fs_*".into(), "add".into()],
+            deny_tools: vec!["fs_delete".into()],
+            ..Default::default()
+        };
+        assert!(v.allows("add") && v.allows("fs_read"));
+        assert!(!v.allows("fs_delete") && !v.allows("book"));
+        assert!(Validation::default().allows("anything"));
     }
 
     #[test]

@@ -11,8 +11,9 @@ pub mod demo;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod mcp;
-pub mod sse;
-pub mod upstream;
+pub mod pipeline;
+pub mod transport;
 pub mod validate;
 
-pub use gateway::{Gateway, app, serve};
+pub use gateway::Gateway;
+pub use transport::http::{app, serve};

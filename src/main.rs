@@ -92,7 +92,7 @@ async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
     let gw = Gateway::new(cfg)?;
-    for path in gw.paths() {
+    for path in gw.targets.iter().map(|t| t.path.clone()) {
         tracing::info!("listening on http://{addr}{path}");
     }
     tokio::spawn(async move {

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 pub const TOOLS_CALL: &str = "tools/call";
 pub const TOOLS_LIST: &str = "tools/list";
 pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+pub const RESOURCES_READ: &str = "resources/read";
 
 pub const SESSION_ID: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";

@@ -6,44 +6,44 @@
 
 mod report;
 
-pub use report::{Report, Violation, closest};
+pub use report::{Report, Violation, closest, violations};
 
 use crate::catalog::Schema;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, Validator};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// Most validation errors examined for one call; a hostile schema can make the list grow
-/// exponentially with the instance's depth.
-const MAX_ERRORS: usize = 32;
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
 const MAX_COERCE_ROUNDS: usize = 4;
 
 #[derive(Debug)]
 pub enum Verdict {
     Valid,
-    /// Valid once these strings were converted; forward these arguments instead.
-    Coerced(Value),
+    /// Valid once some strings were converted; forward the converted arguments instead.
+    Coerced,
     Invalid(Report),
 }
 
 /// Checks arguments and, with `coerce`, repairs strings the schema wants as another type.
+/// The repair happens in place, so the caller forwards (or checks further) exactly what was
+/// validated. At most `max_errors` errors are examined: a hostile schema can make them grow
+/// exponentially with the instance's depth.
 pub fn check(
     tool: &str,
     schema: &Schema,
     validator: &Validator,
-    args: Map<String, Value>,
+    args: &mut Value,
     coerce: bool,
+    max_errors: usize,
 ) -> Verdict {
-    let mut args = Value::Object(args);
-    if validator.is_valid(&args) {
+    if validator.is_valid(args) {
         return Verdict::Valid;
     }
     if coerce {
         for _ in 0..MAX_COERCE_ROUNDS {
             let fixes: Vec<(String, Value)> = validator
-                .iter_errors(&args)
-                .take(MAX_ERRORS)
+                .iter_errors(args)
+                .take(max_errors)
                 .filter_map(|e| match (e.kind(), e.instance().as_ref()) {
                     (ValidationErrorKind::Type { kind }, Value::String(s)) => {
                         convert(s, kind).map(|v| (e.instance_path().as_str().to_owned(), v))
@@ -59,8 +59,8 @@ pub fn check(
                     *slot = v;
                 }
             }
-            if validator.is_valid(&args) {
-                return Verdict::Coerced(args);
+            if validator.is_valid(args) {
+                return Verdict::Coerced;
             }
         }
     }
@@ -68,8 +68,8 @@ pub fn check(
         tool,
         &schema.value,
         validator,
-        &args,
-        MAX_ERRORS,
+        args,
+        max_errors,
     ))
 }
 
@@ -128,9 +128,9 @@ mod tests {
         )
     }
 
-    fn run(s: &Schema, args: Value, coerce: bool) -> Verdict {
-        let Value::Object(m) = args else { panic!() };
-        check("t", s, s.validator.as_ref().unwrap(), m, coerce)
+    fn run(s: &Schema, mut args: Value, coerce: bool) -> (Verdict, Value) {
+        let v = check("t", s, s.validator.as_ref().unwrap(), &mut args, coerce, 32);
+        (v, args)
     }
 
     #[test]
@@ -145,34 +145,33 @@ mod tests {
                 "ratio": {"type": "number"}
             }
         }));
-        match run(
+        let (v, args) = run(
             &s,
             json!({"a": "10", "flag": "true", "tags": "[\"1\", 2]", "ratio": "0.5"}),
             true,
-        ) {
-            Verdict::Coerced(v) => assert_eq!(
-                v,
-                json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
-            ),
-            other => panic!("{other:?}"),
-        }
+        );
+        assert!(matches!(v, Verdict::Coerced), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
+        );
     }
 
     #[test]
     fn strict_mode_and_unconvertible_values_are_violations() {
         let s = schema(json!({"type": "object", "properties": {"a": {"type": "integer"}}}));
         assert!(matches!(
-            run(&s, json!({"a": "10"}), false),
+            run(&s, json!({"a": "10"}), false).0,
             Verdict::Invalid(_)
         ));
         assert!(matches!(
-            run(&s, json!({"a": "abc"}), true),
+            run(&s, json!({"a": "abc"}), true).0,
             Verdict::Invalid(_)
         ));
         assert!(matches!(
-            run(&s, json!({"a": "1.5"}), true),
+            run(&s, json!({"a": "1.5"}), true).0,
             Verdict::Invalid(_)
         ));
-        assert!(matches!(run(&s, json!({"a": 3}), true), Verdict::Valid));
+        assert!(matches!(run(&s, json!({"a": 3}), true).0, Verdict::Valid));
     }
 }

@@ -34,10 +34,7 @@ impl Report {
         args: &Value,
         max: usize,
     ) -> Report {
-        let mut violations = Vec::new();
-        for e in validator.iter_errors(args).take(max) {
-            violations.extend(describe(&e, schema));
-        }
+        let mut violations = violations(schema, validator, args, max);
         if violations.is_empty() {
             // is_valid and iter_errors disagree only on engine failures; still say something.
             violations.push(Violation {
@@ -58,6 +55,16 @@ impl Report {
             tool: tool.to_owned(),
             violations,
             descriptions,
+        }
+    }
+
+    /// Adds violations found against another schema (an operator's extra rules), with
+    /// descriptions looked up there.
+    pub fn extend(&mut self, schema: &Value, more: Vec<Violation>) {
+        for v in more {
+            self.descriptions
+                .push(subschema(schema, &v.pointer).and_then(description));
+            self.violations.push(v);
         }
     }
 
@@ -118,6 +125,20 @@ impl Report {
     pub fn keywords(&self) -> impl Iterator<Item = &str> {
         self.violations.iter().map(|v| v.keyword.as_str())
     }
+}
+
+/// Every violation of `schema` by `args`, at most `max` validation errors examined.
+pub fn violations(
+    schema: &Value,
+    validator: &Validator,
+    args: &Value,
+    max: usize,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for e in validator.iter_errors(args).take(max) {
+        out.extend(describe(&e, schema));
+    }
+    out
 }
 
 fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {

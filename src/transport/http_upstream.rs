@@ -5,6 +5,7 @@
 //! ones named in `Connection` do not. `Accept-Encoding` is dropped on the way up so that
 //! answers toolgate may need to read arrive uncompressed.
 
+use crate::pipeline::UpstreamError;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Request, Response, Uri};
@@ -13,7 +14,6 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use std::sync::Arc;
 use std::time::Duration;
 
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -28,21 +28,11 @@ pub fn client() -> HttpClient {
         .build(connector)
 }
 
-/// One upstream MCP endpoint.
-pub struct Upstream {
-    pub name: Arc<str>,
+/// One upstream MCP endpoint over HTTP.
+pub struct HttpUpstream {
     pub uri: Uri,
     client: HttpClient,
     timeout: Duration,
-}
-
-/// Why no answer came from the upstream. `retry` tells the model whether trying again may help.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("could not reach the tool server: {0}")]
-    Unreachable(String),
-    #[error("the tool server did not answer within {0:?}")]
-    Timeout(Duration),
 }
 
 const HOP_BY_HOP: [HeaderName; 8] = [
@@ -80,10 +70,9 @@ pub fn end_to_end(src: &HeaderMap) -> HeaderMap {
     out
 }
 
-impl Upstream {
-    pub fn new(name: &str, uri: Uri, client: HttpClient, timeout: Duration) -> Upstream {
-        Upstream {
-            name: name.into(),
+impl HttpUpstream {
+    pub fn new(uri: Uri, client: HttpClient, timeout: Duration) -> HttpUpstream {
+        HttpUpstream {
             uri,
             client,
             timeout,

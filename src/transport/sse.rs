@@ -107,6 +107,30 @@ pub fn data(event: &[u8]) -> Option<Cow<'_, str>> {
     out
 }
 
+/// Whether the event carries an `id:` field (the stream is resumable).
+pub fn has_id(event: &[u8]) -> bool {
+    event.starts_with(b"id:") || event.windows(4).any(|w| w == b"\nid:" || w == b"\rid:")
+}
+
+/// The same event with its data replaced: `id:`, `event:` and other fields are kept, so a
+/// rewritten event keeps its place in a resumable stream.
+pub fn with_data(event: &[u8], json: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(json.len() + 64);
+    if let Ok(text) = std::str::from_utf8(event) {
+        for line in text.split(['\n', '\r']) {
+            if line.is_empty() || line.starts_with("data") {
+                continue;
+            }
+            out.extend_from_slice(line.as_bytes());
+            out.extend_from_slice(b"\n");
+        }
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
 /// An SSE event carrying one JSON-RPC message, as toolgate writes its own.
 pub fn event(json: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(json.len() + 20);
@@ -153,6 +177,17 @@ mod tests {
         assert_eq!(data(&evs[1]), None);
         assert_eq!(data(&evs[2]).as_deref(), Some("{\"a\":1}"));
         assert_eq!(data(&evs[3]).as_deref(), Some("x\ny"));
+    }
+
+    #[test]
+    fn rewritten_events_keep_their_fields() {
+        let ev = b"event: message\r\nid: 42\r\ndata: {\"old\":1}\r\n\r\n";
+        assert!(has_id(ev));
+        assert_eq!(
+            &with_data(ev, b"{\"new\":2}")[..],
+            b"event: message\nid: 42\ndata: {\"new\":2}\n\n"
+        );
+        assert!(!has_id(b"data: x\n\n"));
     }
 
     #[test]

@@ -1,0 +1,65 @@
+//! The messages toolgate writes itself, as complete JSON-RPC bytes. Transports decide only
+//! how to carry them (an HTTP status, an SSE event, a line).
+
+use super::UpstreamError;
+use crate::jsonrpc;
+use crate::mcp::{self, Era};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+#[derive(Debug)]
+pub struct Answer {
+    pub body: Vec<u8>,
+    /// The JSON-RPC error code, when the answer is an error (the modern era maps it to an
+    /// HTTP status).
+    pub error_code: Option<i64>,
+}
+
+impl Answer {
+    pub fn error(id: Option<&RawValue>, code: i64, message: &str, data: Option<&Value>) -> Answer {
+        Answer {
+            body: jsonrpc::error_response(id, code, message, data),
+            error_code: Some(code),
+        }
+    }
+
+    pub fn result(id: &RawValue, result: &Value) -> Answer {
+        Answer {
+            body: jsonrpc::result_response(id, result),
+            error_code: None,
+        }
+    }
+
+    /// An `isError` result: the model reads `text`; `details` go under `_meta[key]`.
+    pub fn tool_error(era: Era, id: &RawValue, text: String, key: &str, details: Value) -> Answer {
+        Answer::result(id, &mcp::tool_error(era, text, Some((key, details))))
+    }
+
+    /// No usable answer came from the upstream. A `tools/call` gets a tool error the model
+    /// can act on; any other request gets `-32603`.
+    pub fn upstream_failed(
+        era: Era,
+        id: Option<&RawValue>,
+        is_call: bool,
+        e: &UpstreamError,
+    ) -> Answer {
+        match id {
+            Some(id) if is_call => {
+                let text = format!("The tool server is unavailable: {e}. {}", e.retry_hint());
+                Answer::tool_error(
+                    era,
+                    id,
+                    text,
+                    "toolgate/upstream",
+                    json!({"code": "upstream_unavailable", "reason": e.to_string()}),
+                )
+            }
+            _ => Answer::error(
+                id,
+                jsonrpc::INTERNAL_ERROR,
+                &format!("Upstream MCP server unavailable: {e}"),
+                None,
+            ),
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The output boundary: DESIGN.md table 1.2. Upstreams built on different SDKs report the
+//! same failure in different shapes; this rewrites them into the one the current spec asks
+//! for, and leaves alone what clients must act on themselves.
+//!
+//! | upstream answer | becomes |
+//! |---|---|
+//! | `tools/call` error reporting a tool failure (`-32602` other than unknown tool, `-32603`, `0`, positive, `-32000..-32019`) | `isError` result with the upstream message; code and message under `_meta` |
+//! | `tools/call` error saying the tool is unknown | `-32602 Unknown tool: <name>` |
+//! | `-32042`, `-32020..-32022`, `-32601`, `-32600`, `-32700` | untouched: protocol signals |
+//! | `isError` result | untouched, never output-validated |
+//! | `structuredContent` against `outputSchema` (when on) | audit: logged; enforce: `isError` result |
+//! | `resources/read` not found (`-32002`; `0`/`-32603`/`-32602` with a not-found message; `-32602` without `data`; an empty `contents`) | `-32602 Resource not found: <uri>`, `data.uri` |
+
+use super::Pending;
+use super::answer::Answer;
+use crate::catalog::Lookup;
+use crate::config::OutputMode;
+use crate::gateway::Gateway;
+use crate::jsonrpc::{self, Message};
+use crate::validate;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::fmt::Write;
+
+#[derive(Deserialize)]
+struct ErrorObject {
+    code: i64,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+/// Codes the spec gives a meaning clients act on: never rewritten.
+fn is_protocol_signal(code: i64) -> bool {
+    matches!(code, -32042 | -32022..=-32020 | -32601 | -32600 | -32700)
+}
+
+fn is_tool_failure(code: i64) -> bool {
+    matches!(code, -32602 | -32603 | 0) || code > 0 || (-32019..=-32000).contains(&code)
+}
+
+fn says_unknown_tool(message: &str, tool: &str) -> bool {
+    let m = message.to_lowercase();
+    m.contains(&tool.to_lowercase())
+        && (m.contains("unknown tool")
+            || m.contains("no such tool")
+            || (m.contains("tool") && m.contains("not found")))
+}
+
+fn says_not_found(message: &str) -> bool {
+    let m = message.to_lowercase();
+    [
+        "not found",
+        "unknown resource",
+        "no such",
+        "does not exist",
+        "doesn't exist",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
+}
+
+/// The answer to a forwarded `tools/call`.
+pub fn call_answer(gw: &Gateway, pending: &Pending, tool: &str, m: &Message<'_>) -> Option<Answer> {
+    let id = m.id?;
+    match (m.error, m.result) {
+        (Some(err), _) if gw.config.errors.rewrite => call_error(gw, pending, tool, id, err),
+        (None, Some(result)) if pending.target.validation.output != OutputMode::Off => {
+            check_output(gw, pending, tool, id, result)
+        }
+        _ => None,
+    }
+}
+
+fn call_error(
+    gw: &Gateway,
+    pending: &Pending,
+    tool: &str,
+    id: &RawValue,
+    err: &RawValue,
+) -> Option<Answer> {
+    let e: ErrorObject = serde_json::from_str(err.get()).ok()?;
+    if is_protocol_signal(e.code) {
+        return None;
+    }
+    if matches!(e.code, -32602 | -32603 | 0) && says_unknown_tool(&e.message, tool) {
+        let canonical = format!("Unknown tool: {tool}");
+        if e.code == jsonrpc::INVALID_PARAMS && e.message == canonical {
+            return None;
+        }
+        tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind = "unknown_tool", "rewrote an upstream error");
+        return Some(Answer::error(
+            Some(id),
+            jsonrpc::INVALID_PARAMS,
+            &canonical,
+            Some(&json!({"tool": tool})),
+        ));
+    }
+    if !is_tool_failure(e.code) {
+        return None;
+    }
+    let (text, details) = if gw.config.errors.mask_internal && e.code != jsonrpc::INVALID_PARAMS {
+        let reference = gw.next_id();
+        tracing::warn!(upstream = %pending.target.name, tool, code = e.code, reference, upstream_message = %e.message, "masked an upstream error");
+        (
+            format!("The tool \"{tool}\" failed with an internal error (reference {reference})."),
+            json!({"code": e.code, "reference": reference}),
+        )
+    } else {
+        let mut d = json!({"code": e.code, "message": e.message});
+        if let Some(data) = e.data {
+            d["data"] = data;
+        }
+        (e.message, d)
+    };
+    tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind = "tool_error", "rewrote an upstream error");
+    Some(Answer::tool_error(
+        pending.era,
+        id,
+        text,
+        "toolgate/upstream_error",
+        details,
+    ))
+}
+
+#[derive(Deserialize)]
+struct ResultView<'a> {
+    #[serde(default, rename = "isError")]
+    is_error: Option<bool>,
+    #[serde(borrow, default, rename = "structuredContent")]
+    structured: Option<&'a RawValue>,
+}
+
+fn check_output(
+    gw: &Gateway,
+    pending: &Pending,
+    tool: &str,
+    id: &RawValue,
+    result: &RawValue,
+) -> Option<Answer> {
+    let r: ResultView<'_> = serde_json::from_str(result.get()).ok()?;
+    if r.is_error == Some(true) {
+        return None;
+    }
+    let Lookup::Found(t) = gw.catalog.lookup(&pending.key, tool) else {
+        return None;
+    };
+    let out = t.output?;
+    let validator = out.validator.as_ref().ok()?;
+    let content: Value = match r.structured {
+        Some(s) => serde_json::from_str(s.get()).ok()?,
+        None => {
+            // A tool that declares an outputSchema must return structured content.
+            Value::Null
+        }
+    };
+    if r.structured.is_some() && validator.is_valid(&content) {
+        return None;
+    }
+    let found = if r.structured.is_none() {
+        vec![validate::Violation {
+            pointer: String::new(),
+            keyword: "structuredContent".into(),
+            message: "is missing, though the tool declares an outputSchema".into(),
+        }]
+    } else {
+        validate::violations(
+            &out.value,
+            validator,
+            &content,
+            pending.target.validation.max_errors,
+        )
+    };
+    let keywords: Vec<&str> = found.iter().map(|v| v.keyword.as_str()).collect();
+    if pending.target.validation.output == OutputMode::Audit {
+        tracing::info!(upstream = %pending.target.name, tool, outcome = "output_audited", ?keywords, "tools/call");
+        return None;
+    }
+    tracing::info!(upstream = %pending.target.name, tool, outcome = "output_rejected", ?keywords, "tools/call");
+    let mut text = format!(
+        "The tool \"{tool}\" returned a result that does not match its declared outputSchema:"
+    );
+    let mut errors = serde_json::Map::new();
+    for v in &found {
+        let path = if v.pointer.is_empty() {
+            "structuredContent".to_string()
+        } else {
+            format!("structuredContent{}", v.pointer)
+        };
+        let _ = write!(text, "\n- {path}: {}", v.message);
+        errors.insert(v.pointer.clone(), Value::String(v.message.clone()));
+    }
+    text.push_str("\nThis is a fault of the tool server, not of the call.");
+    Some(Answer::tool_error(
+        pending.era,
+        id,
+        text,
+        "toolgate/output_validation",
+        json!({"code": "invalid_output", "errors": errors}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct ReadView<'a> {
+    #[serde(borrow, default)]
+    contents: Option<&'a RawValue>,
+}
+
+/// The answer to a forwarded `resources/read`: every "not found" becomes SEP-2164's shape.
+pub fn read_answer(
+    gw: &Gateway,
+    pending: &Pending,
+    uri: Option<&str>,
+    m: &Message<'_>,
+) -> Option<Answer> {
+    if !gw.config.errors.rewrite {
+        return None;
+    }
+    let (id, uri) = (m.id?, uri?);
+    let canonical = format!("Resource not found: {uri}");
+    let not_found = match (m.error, m.result) {
+        (Some(err), _) => {
+            let e: ErrorObject = serde_json::from_str(err.get()).ok()?;
+            let already = e.code == jsonrpc::INVALID_PARAMS
+                && e.message == canonical
+                && e.data.as_ref().and_then(|d| d.get("uri")) == Some(&json!(uri));
+            !already
+                && match e.code {
+                    -32002 => true,
+                    0 | -32603 => says_not_found(&e.message),
+                    -32602 => e.data.is_none() || says_not_found(&e.message),
+                    _ => false,
+                }
+        }
+        (None, Some(result)) => serde_json::from_str::<ReadView<'_>>(result.get())
+            .ok()
+            .and_then(|r| r.contents)
+            .is_some_and(|c| {
+                serde_json::from_str::<Vec<&RawValue>>(c.get()).is_ok_and(|v| v.is_empty())
+            }),
+        _ => false,
+    };
+    if !not_found {
+        return None;
+    }
+    tracing::info!(upstream = %pending.target.name, kind = "resource_not_found", "rewrote an upstream answer");
+    Some(Answer::error(
+        Some(id),
+        jsonrpc::INVALID_PARAMS,
+        &canonical,
+        Some(&json!({"uri": uri})),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_signals_and_failures_are_told_apart() {
+        for c in [-32042, -32020, -32021, -32022, -32601, -32600, -32700] {
+            assert!(is_protocol_signal(c), "{c}");
+            assert!(!is_tool_failure(c), "{c}");
+        }
+        for c in [-32602, -32603, 0, 1, 42, -32000, -32019] {
+            assert!(is_tool_failure(c), "{c}");
+        }
+        assert!(!is_tool_failure(-32099) && !is_tool_failure(-32050));
+    }
+
+    #[test]
+    fn unknown_tool_messages_of_every_sdk() {
+        for m in [
+            "MCP error -32602: Tool no_such_tool not found",
+            "Unknown tool: 'no_such_tool'",
+            "Unknown tool: no_such_tool",
+        ] {
+            assert!(says_unknown_tool(m, "no_such_tool"), "{m}");
+        }
+        assert!(!says_unknown_tool("Order 7 not found", "lookup_order"));
+        assert!(!says_unknown_tool(
+            "Tool hammer not found in the shed",
+            "find_tool"
+        ));
+    }
+}

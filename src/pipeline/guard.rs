@@ -1,0 +1,408 @@
+//! The request side of `tools/call`: DESIGN.md table 1.1, row by row, for any transport.
+//!
+//! A call is answered here when it is malformed, names an unknown or denied tool, or breaks
+//! the tool's contract (in `enforce` mode); otherwise it goes upstream, as the original bytes
+//! unless coercion changed the arguments. When the scope's schemas are not known yet, they are
+//! listed once through the transport's [`Lister`], with a request id the client cannot have
+//! used; that answer never reaches the client.
+
+use super::answer::Answer;
+use super::{Kind, UpstreamError};
+use crate::catalog::{Lookup, Page, ScopeKey, Tool};
+use crate::config::{AnswerShape, Mode, OnCompileError};
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, ArgumentsError};
+use crate::mcp::{self, Era};
+use crate::validate::{self, Report, Verdict};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Instant;
+
+/// How a transport sends toolgate's own `tools/list` and reads the answer to it.
+pub trait Lister {
+    /// A refusal to hand to the client as it came (an HTTP 404 for a gone session, a 401).
+    type Relay: Send;
+    /// Sends `request` (a complete JSON-RPC request with id `id`) and returns the result.
+    fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> impl Future<Output = Result<Box<RawValue>, ListFailed<Self::Relay>>> + Send;
+}
+
+/// Why the scope's tools could not be listed.
+pub enum ListFailed<R> {
+    Relay(R),
+    Unavailable(UpstreamError),
+    /// The upstream answered the listing with an error or something unreadable.
+    Refused(String),
+}
+
+pub enum Decision<R> {
+    /// Send these bytes upstream (the original, or with corrected arguments).
+    Forward(Bytes, Kind),
+    /// toolgate answers the call itself.
+    Answer(Answer),
+    /// Hand the upstream's refusal of the listing to the client.
+    Relay(R),
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default, deserialize_with = "jsonrpc::present")]
+    arguments: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+/// One `tools/call` as it arrived.
+pub struct Call<'a> {
+    pub target: &'a Target,
+    pub key: &'a ScopeKey,
+    pub era: Era,
+    pub id: &'a RawValue,
+    pub params: Option<&'a RawValue>,
+    /// The whole message, forwarded as is when nothing changes.
+    pub bytes: &'a Bytes,
+}
+
+pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> Decision<L::Relay> {
+    let (era, id) = (call.era, call.id);
+    let malformed = |why: String| {
+        Decision::Answer(Answer::error(
+            Some(id),
+            jsonrpc::INVALID_PARAMS,
+            &format!("Invalid params for tools/call: {why}"),
+            None,
+        ))
+    };
+    let params: CallParams<'_> = match call.params.map(|p| serde_json::from_str(p.get())) {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => return malformed(e.to_string()),
+        None => return malformed("missing params with a \"name\"".into()),
+    };
+    let tool = params.name.as_ref();
+    let target = call.target;
+    let v = &target.validation;
+    let forward = |bytes: Bytes| Decision::Forward(bytes, Kind::Call { tool: tool.into() });
+
+    if !v.allows(tool) {
+        tracing::info!(upstream = %target.name, tool, outcome = "denied", "tools/call");
+        let text = format!(
+            "The tool \"{tool}\" is not available: this gateway's policy does not allow it. Use another tool."
+        );
+        return Decision::Answer(Answer::tool_error(
+            era,
+            id,
+            text,
+            "toolgate/policy",
+            json!({"code": "tool_denied", "tool": tool}),
+        ));
+    }
+    let (mode, coerce) = v.policy_for(tool);
+    if mode == Mode::Off {
+        return forward(call.bytes.clone());
+    }
+    let mut args = match params.arguments.map(jsonrpc::parse_arguments) {
+        None => Ok(Value::Object(Default::default())),
+        Some(Ok(map)) => Ok(Value::Object(map)),
+        Some(Err(ArgumentsError::NotObject)) => {
+            return malformed("\"arguments\" must be an object".into());
+        }
+        Some(Err(ArgumentsError::Unreadable(e))) => {
+            return Decision::Answer(Answer::error(
+                Some(id),
+                jsonrpc::INVALID_REQUEST,
+                &format!("Invalid Request: unreadable arguments: {e}"),
+                None,
+            ));
+        }
+        Some(Err(ArgumentsError::Duplicate { pointer })) => Err(pointer),
+    };
+
+    let entry = match schema_for(gw, &call, tool, params.meta, lister).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return unknown_tool(gw, call.key, target, id, tool),
+        Err(ListFailed::Relay(r)) => return Decision::Relay(r),
+        Err(ListFailed::Unavailable(e)) => {
+            tracing::warn!(upstream = %target.name, tool, error = %e, "tools/call: could not list tools");
+            return Decision::Answer(Answer::upstream_failed(era, Some(id), true, &e));
+        }
+        Err(ListFailed::Refused(why)) => {
+            tracing::warn!(upstream = %target.name, tool, error = %why, "tools/call: tools/list failed");
+            let text = format!(
+                "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
+            );
+            return Decision::Answer(Answer::tool_error(
+                era,
+                id,
+                text,
+                "toolgate/upstream",
+                json!({"code": "tools_list_failed"}),
+            ));
+        }
+    };
+    let schema = &entry.input;
+    let validator = match &schema.validator {
+        Ok(v) => v,
+        Err(why) => {
+            return match v.on_compile_error {
+                OnCompileError::Forward => {
+                    tracing::debug!(upstream = %target.name, tool, "schema does not compile: forwarded unvalidated");
+                    forward(call.bytes.clone())
+                }
+                OnCompileError::Reject => {
+                    let text = format!(
+                        "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
+                    );
+                    Decision::Answer(Answer::tool_error(
+                        era,
+                        id,
+                        text,
+                        "toolgate/validation",
+                        json!({"code": "schema_unusable"}),
+                    ))
+                }
+            };
+        }
+    };
+
+    let mut report = None;
+    let mut coerced = false;
+    match &mut args {
+        Err(pointer) => {
+            report = Some(Report::duplicate_key(
+                tool,
+                &schema.value,
+                std::mem::take(pointer),
+            ))
+        }
+        Ok(args) => match validate::check(tool, schema, validator, args, coerce, v.max_errors) {
+            Verdict::Valid => {}
+            Verdict::Coerced => coerced = true,
+            Verdict::Invalid(r) => report = Some(r),
+        },
+    }
+    if let (Ok(args), Some(rules)) = (&args, target.rules(tool)) {
+        let mut more = Vec::new();
+        if let Some(extra) = &rules.extra
+            && let Ok(ev) = &extra.validator
+            && !ev.is_valid(args)
+        {
+            let found = validate::violations(&extra.value, ev, args, v.max_errors);
+            report
+                .get_or_insert_with(|| Report::from_violations(tool, &schema.value, Vec::new()))
+                .extend(&extra.value, found);
+        }
+        more.extend(rules.path_violations(args));
+        if !more.is_empty() {
+            report
+                .get_or_insert_with(|| Report::from_violations(tool, &schema.value, Vec::new()))
+                .extend(&schema.value, more);
+        }
+    }
+
+    let Some(report) = report else {
+        if !coerced {
+            return forward(call.bytes.clone());
+        }
+        tracing::debug!(upstream = %target.name, tool, "arguments coerced");
+        let args = args.as_ref().expect("coerced arguments parsed");
+        return forward(with_arguments(call.bytes, args).unwrap_or_else(|| call.bytes.clone()));
+    };
+    let keywords: Vec<&str> = report.keywords().collect();
+    if mode == Mode::Audit {
+        tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.violations.len(), ?keywords, "tools/call");
+        return forward(call.bytes.clone());
+    }
+    tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.violations.len(), ?keywords, "tools/call");
+    Decision::Answer(match v.answer {
+        AnswerShape::ToolError => Answer::tool_error(
+            era,
+            id,
+            report.text(),
+            "toolgate/validation",
+            report.details(),
+        ),
+        AnswerShape::ProtocolError => {
+            let message = format!("Invalid arguments for tool {tool}");
+            let mut data = report.details();
+            data["text"] = Value::String(report.text());
+            Answer::error(Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data))
+        }
+    })
+}
+
+fn unknown_tool<R>(
+    gw: &Gateway,
+    key: &ScopeKey,
+    target: &Target,
+    id: &RawValue,
+    tool: &str,
+) -> Decision<R> {
+    let names: Vec<String> = gw
+        .catalog
+        .tool_names(key)
+        .into_iter()
+        .filter(|n| target.validation.allows(n))
+        .collect();
+    let mut message = format!("Unknown tool: {tool}");
+    let close = validate::closest(tool, &names);
+    if let Some(c) = close {
+        message.push_str(&format!(". Did you mean \"{c}\"?"));
+    }
+    tracing::info!(upstream = %target.name, tool, outcome = "unknown", "tools/call");
+    let data = json!({"tool": tool, "suggestions": close.into_iter().collect::<Vec<_>>()});
+    Decision::Answer(Answer::error(
+        Some(id),
+        jsonrpc::INVALID_PARAMS,
+        &message,
+        Some(&data),
+    ))
+}
+
+/// The tool's schemas, listing the scope's tools first when they are not known.
+async fn schema_for<L: Lister>(
+    gw: &Gateway,
+    call: &Call<'_>,
+    tool: &str,
+    meta: Option<&RawValue>,
+    lister: &L,
+) -> Result<Option<Tool>, ListFailed<L::Relay>> {
+    match gw.catalog.lookup(call.key, tool) {
+        Lookup::Found(t) => return Ok(Some(t)),
+        Lookup::Missing { relist: false } => return Ok(None),
+        Lookup::Missing { relist: true } => {}
+    }
+    let asked = Instant::now();
+    let lock = gw.catalog.refresh_lock(call.key);
+    let _one_listing_at_a_time = lock.lock().await;
+    if !gw.catalog.listed_since(call.key, asked) {
+        list_all(gw, call.key, meta, lister).await?;
+    }
+    Ok(match gw.catalog.lookup(call.key, tool) {
+        Lookup::Found(t) => Some(t),
+        Lookup::Missing { .. } => None,
+    })
+}
+
+/// Lists every page of the scope's tools and replaces its catalog. The client's `_meta`
+/// (protocol version, capabilities in the modern era) goes with each page request.
+pub async fn list_all<L: Lister>(
+    gw: &Gateway,
+    key: &ScopeKey,
+    meta: Option<&RawValue>,
+    lister: &L,
+) -> Result<(), ListFailed<L::Relay>> {
+    let mut cursor: Option<Box<RawValue>> = None;
+    let mut tools = Vec::new();
+    for _ in 0..gw.config.limits.max_list_pages.max(1) {
+        let id = gw.next_id();
+        let mut params = BTreeMap::new();
+        if let Some(c) = &cursor {
+            params.insert("cursor", c.as_ref());
+        }
+        if let Some(m) = meta {
+            params.insert("_meta", m);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": mcp::TOOLS_LIST, "params": params});
+        let body = Bytes::from(serde_json::to_vec(&body).expect("a listing request serializes"));
+        let result = lister.list(body, &id).await?;
+        let page = Page::parse(&result).map_err(ListFailed::Refused)?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    tracing::debug!(upstream = %key.upstream, tools = tools.len(), "listed tools for a scope");
+    gw.catalog.learn_all(key, tools);
+    Ok(())
+}
+
+/// The answer to request `id` in one message, if it is one: its result, or why it failed.
+pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, String>> {
+    let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(bytes) else {
+        return None;
+    };
+    let theirs: String = m.id.and_then(|i| serde_json::from_str(i.get()).ok())?;
+    if m.method.is_some() || theirs != id {
+        return None;
+    }
+    if let Some(r) = m.result {
+        return Some(Ok(r.to_owned()));
+    }
+    let message = m
+        .error
+        .and_then(|e| serde_json::from_str::<Value>(e.get()).ok())
+        .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "an error without a message".into());
+    Some(Err(message))
+}
+
+/// The original message with `params.arguments` replaced. Only coerced calls pay for this.
+fn with_arguments(bytes: &[u8], args: &Value) -> Option<Bytes> {
+    let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
+    let mut params: BTreeMap<String, Box<RawValue>> =
+        serde_json::from_str(top.get("params")?.get()).ok()?;
+    params.insert(
+        "arguments".into(),
+        serde_json::value::to_raw_value(args).ok()?,
+    );
+    top.insert(
+        "params".into(),
+        serde_json::value::to_raw_value(&params).ok()?,
+    );
+    serde_json::to_vec(&top).ok().map(Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coerced_arguments_replace_only_arguments() {
+        let body = br#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":"10","b":2},"_meta":{"progressToken":5}}}"#;
+        let out = with_arguments(body, &json!({"a": 10, "b": 2})).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":10,"b":2},"_meta":{"progressToken":5}}})
+        );
+    }
+
+    #[test]
+    fn only_our_answer_matches() {
+        assert!(
+            match_answer(
+                br#"{"jsonrpc":"2.0","id":"ours","result":{"tools":[]}}"#,
+                "ours"
+            )
+            .is_some()
+        );
+        assert!(match_answer(br#"{"jsonrpc":"2.0","id":"theirs","result":{}}"#, "ours").is_none());
+        assert!(
+            match_answer(
+                br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+                "ours"
+            )
+            .is_none()
+        );
+        assert_eq!(
+            match_answer(
+                br#"{"jsonrpc":"2.0","id":"ours","error":{"code":-32601,"message":"nope"}}"#,
+                "ours"
+            )
+            .unwrap()
+            .unwrap_err(),
+            "nope"
+        );
+    }
+}

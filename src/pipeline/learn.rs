@@ -1,0 +1,72 @@
+//! What toolgate learns from answers flowing through it: each scope's tools from
+//! `tools/list` (every page, JSON or SSE), and that they changed (`list_changed`).
+//! With allow/deny lists, denied tools are also taken out of the listing the client sees.
+
+use super::Pending;
+use super::answer::Answer;
+use crate::catalog::{Page, ScopeKey};
+use crate::config::Validation;
+use crate::gateway::Gateway;
+use crate::jsonrpc::{self, Message};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+pub fn list_changed(gw: &Gateway, key: &ScopeKey) {
+    tracing::debug!(upstream = %key.upstream, "tools/list_changed: catalog dropped");
+    gw.catalog.forget(key);
+}
+
+/// Learns one `tools/list` answer; returns a replacement when policy hides some tools.
+pub fn list_answer(
+    gw: &Gateway,
+    pending: &Pending,
+    first_page: bool,
+    m: &Message<'_>,
+) -> Option<Answer> {
+    let result = m.result?;
+    let mut page = match Page::parse(result) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(upstream = %pending.key.upstream, error = %e, "could not read a tools/list answer");
+            return None;
+        }
+    };
+    let v = &pending.target.validation;
+    let filtering = !v.allow_tools.is_empty() || !v.deny_tools.is_empty();
+    if filtering {
+        page.tools.retain(|t| v.allows(&t.name));
+    }
+    gw.catalog.learn_page(&pending.key, &page, first_page);
+    if filtering {
+        without_denied(m.id?, result, v)
+    } else {
+        None
+    }
+}
+
+#[derive(Deserialize)]
+struct Named<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+}
+
+/// The listing without denied tools; every other member kept as it came.
+fn without_denied(id: &RawValue, result: &RawValue, v: &Validation) -> Option<Answer> {
+    let mut r: BTreeMap<String, Box<RawValue>> = serde_json::from_str(result.get()).ok()?;
+    let tools: Vec<Box<RawValue>> = serde_json::from_str(r.get("tools")?.get()).ok()?;
+    let before = tools.len();
+    let kept: Vec<_> = tools
+        .into_iter()
+        .filter(|t| serde_json::from_str::<Named<'_>>(t.get()).is_ok_and(|n| v.allows(&n.name)))
+        .collect();
+    if kept.len() == before {
+        return None;
+    }
+    r.insert("tools".into(), serde_json::value::to_raw_value(&kept).ok()?);
+    Some(Answer {
+        body: jsonrpc::result_response(id, &r),
+        error_code: None,
+    })
+}

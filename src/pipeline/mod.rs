@@ -1,0 +1,148 @@
+//! The rules, independent of any transport.
+//!
+//! Every transport turns its traffic into single JSON-RPC messages and asks the pipeline
+//! what to do:
+//! - [`guard`] decides a `tools/call` before it goes upstream (DESIGN.md 1.1);
+//! - [`observe`] looks at each message coming back: [`learn`] takes schemas from
+//!   `tools/list` answers and drops catalogs on `list_changed`, [`canon`] rewrites upstream
+//!   errors into the shapes the spec asks for (DESIGN.md 1.2).
+//!
+//! Each rule lives in exactly one of these modules, so HTTP and stdio answer alike.
+
+pub mod answer;
+pub mod canon;
+pub mod guard;
+pub mod learn;
+pub mod rules;
+
+use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, Body as Parsed, Message};
+use crate::mcp::{self, Era};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What kind of request is waiting for an answer, with what the rules need to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Call { tool: Box<str> },
+    List { first_page: bool },
+    Read { uri: Option<Box<str>> },
+    Other,
+}
+
+/// A forwarded request, as the rules need to see its answer.
+pub struct Pending {
+    /// The request's id; `None` for notifications, responses and bodiless HTTP methods.
+    pub id: Option<Box<RawValue>>,
+    pub kind: Kind,
+    pub era: Era,
+    pub key: ScopeKey,
+    pub target: Arc<Target>,
+}
+
+/// Why no answer came from the upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("could not reach the tool server: {0}")]
+    Unreachable(String),
+    #[error("the tool server did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the tool server answered with something that is not JSON-RPC: {0}")]
+    NotJsonRpc(String),
+}
+
+impl UpstreamError {
+    /// Whether the same request may succeed later.
+    pub fn retry_hint(&self) -> &'static str {
+        match self {
+            UpstreamError::Timeout(_) => {
+                "It may still be working or overloaded; retrying later may help."
+            }
+            UpstreamError::Unreachable(_) => {
+                "Retrying in a moment may help if the server is restarting."
+            }
+            UpstreamError::NotJsonRpc(_) => {
+                "This is a server-side fault; retrying is unlikely to help until it is fixed."
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ListParams<'a> {
+    #[serde(borrow, default)]
+    cursor: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ReadParams<'a> {
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+}
+
+/// The kind of a request other than `tools/call` (which [`guard`] classifies as it decides).
+pub fn classify(m: &Message<'_>) -> Kind {
+    if !m.is_request() {
+        return Kind::Other;
+    }
+    match m.method() {
+        Some(mcp::TOOLS_LIST) => {
+            let cursor = m
+                .params
+                .and_then(|p| serde_json::from_str::<ListParams<'_>>(p.get()).ok())
+                .and_then(|p| p.cursor);
+            Kind::List {
+                first_page: cursor.is_none_or(|c| c.get() == "null"),
+            }
+        }
+        Some(mcp::RESOURCES_READ) => Kind::Read {
+            uri: m
+                .params
+                .and_then(|p| serde_json::from_str::<ReadParams<'_>>(p.get()).ok())
+                .and_then(|p| p.uri)
+                .map(|u| u.as_ref().into()),
+        },
+        _ => Kind::Other,
+    }
+}
+
+/// What the rules made of one message from the upstream.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// The message is the answer the pending request waits for.
+    pub answers: bool,
+    /// Send this instead of the message.
+    pub replacement: Option<answer::Answer>,
+}
+
+/// Looks at one message coming back from the upstream for `pending`.
+pub fn observe(gw: &Gateway, pending: &Pending, bytes: &[u8]) -> Observed {
+    let Ok(Parsed::Single(m)) = jsonrpc::parse(bytes) else {
+        return Observed::default();
+    };
+    if let Some(method) = m.method() {
+        if method == mcp::TOOLS_LIST_CHANGED {
+            learn::list_changed(gw, &pending.key);
+        }
+        return Observed::default();
+    }
+    let answers =
+        matches!((&pending.id, m.id), (Some(ours), Some(theirs)) if ours.get() == theirs.get());
+    if !answers {
+        return Observed::default();
+    }
+    let replacement = match &pending.kind {
+        Kind::List { first_page } => learn::list_answer(gw, pending, *first_page, &m),
+        Kind::Call { tool } => canon::call_answer(gw, pending, tool, &m),
+        Kind::Read { uri } => canon::read_answer(gw, pending, uri.as_deref(), &m),
+        Kind::Other => None,
+    };
+    Observed {
+        answers,
+        replacement,
+    }
+}

@@ -1,0 +1,157 @@
+//! Operator rules beyond the advertised schema, per tool: an extra JSON Schema the arguments
+//! must also satisfy, and path confinement, a rule JSON Schema cannot state: after lexical
+//! normalization, a path argument must stay inside a root (`../../etc/passwd` must not
+//! reach `/etc/passwd`).
+//!
+//! Security note: normalization is lexical. Symbolic links inside the root are the server's
+//! to refuse; toolgate cannot see the server's filesystem.
+
+use crate::catalog::{Catalog, Schema};
+use crate::config::{PathRule, ToolPolicy};
+use crate::validate::Violation;
+use serde_json::Value;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+pub struct ToolRules {
+    pub extra: Option<Arc<Schema>>,
+    paths: Vec<(String, PathBuf)>,
+}
+
+impl ToolRules {
+    /// Compiles a tool's rules from configuration; `None` when it has none.
+    pub fn from_policy(p: &ToolPolicy, catalog: &Catalog) -> Result<Option<ToolRules>, String> {
+        if p.extra_schema.is_none() && p.paths.is_empty() {
+            return Ok(None);
+        }
+        let extra = match &p.extra_schema {
+            Some(text) => {
+                let s = catalog.schema(text);
+                if let Err(e) = &s.validator {
+                    return Err(format!("extra_schema does not compile: {e}"));
+                }
+                Some(s)
+            }
+            None => None,
+        };
+        let paths = p.paths.iter().map(rule).collect::<Result<_, _>>()?;
+        Ok(Some(ToolRules { extra, paths }))
+    }
+
+    /// Path violations in arguments.
+    pub fn path_violations(&self, args: &Value) -> Vec<Violation> {
+        let mut out = Vec::new();
+        for (pointer, root) in &self.paths {
+            let Some(v) = args.pointer(pointer) else {
+                continue;
+            };
+            let items: Vec<(String, &Value)> = match v {
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("{pointer}/{i}"), v))
+                    .collect(),
+                v => vec![(pointer.clone(), v)],
+            };
+            for (at, v) in items {
+                let Some(p) = v.as_str() else { continue };
+                if let Err(why) = confine(root, p) {
+                    out.push(Violation {
+                        pointer: at,
+                        keyword: "pathConfinement".into(),
+                        message: why,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+fn rule(r: &PathRule) -> Result<(String, PathBuf), String> {
+    let pointer = if r.argument.starts_with('/') {
+        r.argument.clone()
+    } else {
+        format!("/{}", r.argument.replace('~', "~0").replace('/', "~1"))
+    };
+    if !Path::new(&r.root).is_absolute() {
+        return Err(format!("path rule root {:?} must be absolute", r.root));
+    }
+    Ok((pointer, normalize(Path::new("/"), &r.root)))
+}
+
+/// `Err` says where the path really leads.
+fn confine(root: &Path, value: &str) -> Result<(), String> {
+    if value.contains('\0') {
+        return Err("must not contain a NUL character".into());
+    }
+    let value = value.strip_prefix("file://").unwrap_or(value);
+    let resolved = normalize(root, value);
+    if resolved.starts_with(root) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must stay inside {}, but {value:?} resolves to {}",
+            root.display(),
+            resolved.display()
+        ))
+    }
+}
+
+/// Resolves `.` and `..` without touching the filesystem; relative paths start at `base`.
+fn normalize(base: &Path, p: &str) -> PathBuf {
+    let mut out = base.to_path_buf();
+    for c in Path::new(p).components() {
+        match c {
+            Component::RootDir => out = PathBuf::from("/"),
+            Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_inside_the_root() {
+        let root = Path::new("/workspace");
+        assert!(confine(root, "notes/today.md").is_ok());
+        assert!(confine(root, "/workspace/a/../b").is_ok());
+        assert!(confine(root, "./a/./b").is_ok());
+        assert_eq!(
+            confine(root, "../../etc/passwd").unwrap_err(),
+            "must stay inside /workspace, but \"../../etc/passwd\" resolves to /etc/passwd"
+        );
+        assert!(confine(root, "/etc/passwd").is_err());
+        assert!(
+            confine(root, "/workspace-evil/x").is_err(),
+            "a sibling with the root as prefix is outside"
+        );
+        assert!(confine(root, "a/../../workspace/ok").is_ok());
+        assert!(confine(root, "file:///etc/shadow").is_err());
+        assert!(confine(root, "a\0b").is_err());
+    }
+
+    #[test]
+    fn arrays_of_paths_are_checked_item_by_item() {
+        let rules = ToolRules {
+            extra: None,
+            paths: vec![
+                rule(&PathRule {
+                    argument: "files".into(),
+                    root: "/srv".into(),
+                })
+                .unwrap(),
+            ],
+        };
+        let v = rules.path_violations(&serde_json::json!({"files": ["a", "../b", "c"]}));
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].pointer, "/files/1");
+    }
+}

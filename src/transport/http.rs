@@ -1,0 +1,386 @@
+//! The Streamable HTTP transport: one route per upstream.
+//!
+//! Processing phases, in order, for a POST:
+//! 1. `origin`: DNS-rebinding protection (403).
+//! 2. body read under the size limit (413); envelope parse (`-32700` / `-32600`, 400).
+//! 3. `pipeline::guard` for `tools/call`: answered here or forwarded (DESIGN.md 1.1).
+//! 4. forward; the answer goes back through `http_answers` (learn, rewrite, never hang).
+//!
+//! GET (the server's stream) and DELETE (end of session) are forwarded; their answers are
+//! inspected the same way.
+
+use super::http_answers;
+use super::http_upstream::{self, Collected, HttpClient, HttpUpstream, ReadError};
+use super::origin::OriginPolicy;
+use super::reply;
+use super::sse::{self, Split, Splitter};
+use crate::config::parse_upstream_url;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, Body as Parsed};
+use crate::mcp::{self, Era};
+use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
+use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use axum::routing::any;
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http::request::Parts;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+
+#[derive(Clone)]
+struct Route {
+    gw: Arc<Gateway>,
+    target: Arc<Target>,
+    up: Arc<HttpUpstream>,
+    origins: Arc<OriginPolicy>,
+}
+
+/// The gateway's router; tests and `main` serve it on any listener.
+pub fn app(gw: &Arc<Gateway>) -> Router {
+    let client: HttpClient = http_upstream::client();
+    let origins = Arc::new(OriginPolicy::new(
+        &gw.config.allowed_origins,
+        gw.config.listen.ip().is_loopback(),
+    ));
+    let mut router = Router::new();
+    for target in &gw.targets {
+        let uri = parse_upstream_url(&target.url)
+            .expect("upstream URLs are checked with the configuration");
+        let route = Route {
+            gw: gw.clone(),
+            target: target.clone(),
+            up: Arc::new(HttpUpstream::new(
+                uri,
+                client.clone(),
+                gw.config.limits.upstream_timeout,
+            )),
+            origins: origins.clone(),
+        };
+        router = router.route(&target.path, any(handle).with_state(route));
+    }
+    router.fallback(|| async {
+        reply::transport(
+            StatusCode::NOT_FOUND,
+            jsonrpc::INVALID_REQUEST,
+            "Not found: no MCP endpoint at this path",
+        )
+    })
+}
+
+/// Serves the gateway until `shutdown` resolves, finishing in-flight requests.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    gw: Arc<Gateway>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(&gw))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn handle(State(rt): State<Route>, req: Request) -> Response {
+    if let Err(why) = rt.origins.check(req.headers()) {
+        return reply::transport(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, why);
+    }
+    match *req.method() {
+        Method::POST => post(rt, req).await,
+        Method::GET | Method::DELETE => bodiless(rt, req).await,
+        _ => {
+            let mut r = reply::transport(
+                StatusCode::METHOD_NOT_ALLOWED,
+                jsonrpc::INVALID_REQUEST,
+                "Method not allowed: use POST, GET or DELETE",
+            );
+            r.headers_mut().insert(
+                http::header::ALLOW,
+                HeaderValue::from_static("GET, POST, DELETE"),
+            );
+            r
+        }
+    }
+}
+
+/// What every request needs from its headers.
+struct Context {
+    key: crate::catalog::ScopeKey,
+    version: Option<String>,
+    has_session: bool,
+}
+
+impl Context {
+    fn of(rt: &Route, headers: &HeaderMap) -> Context {
+        let session = headers.get(mcp::SESSION_ID);
+        Context {
+            key: rt.gw.scope(
+                &rt.target,
+                session.map(|s| s.as_bytes()),
+                headers.get(AUTHORIZATION).map(|a| a.as_bytes()),
+            ),
+            version: headers
+                .get(mcp::PROTOCOL_VERSION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            has_session: session.is_some(),
+        }
+    }
+
+    fn era(&self, params: Option<&RawValue>) -> Era {
+        Era::detect(self.version.as_deref(), params)
+    }
+}
+
+async fn post(rt: Route, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let limit = rt.gw.config.limits.max_body_bytes;
+    let too_large = || {
+        reply::transport(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            jsonrpc::INVALID_REQUEST,
+            &format!("Invalid Request: the body is over the {limit}-byte limit"),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large();
+    }
+    let bytes = match http_upstream::read_limited(body, limit).await {
+        Ok(b) => b,
+        Err(ReadError::TooLarge) => return too_large(),
+        Err(ReadError::Broken(e)) => {
+            return reply::transport(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::PARSE_ERROR,
+                &format!("Parse error: the body could not be read: {e}"),
+            );
+        }
+    };
+    let parsed = match jsonrpc::parse(&bytes) {
+        Ok(p) => p,
+        Err(rejection) => {
+            return reply::transport(
+                StatusCode::BAD_REQUEST,
+                rejection.code(),
+                &rejection.message(),
+            );
+        }
+    };
+    let ctx = Context::of(&rt, &parts.headers);
+    let m = match parsed {
+        Parsed::Batch(msgs) => {
+            if msgs
+                .iter()
+                .any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL))
+            {
+                return reply::transport(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_REQUEST,
+                    "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own",
+                );
+            }
+            let pending = pending(&rt, &ctx, None, Kind::Other, Era::Legacy);
+            return forward(&rt, &parts, bytes.clone(), pending, ctx.has_session).await;
+        }
+        Parsed::Single(m) => m,
+    };
+    let era = ctx.era(m.params);
+    let id = if m.is_request() { m.id } else { None };
+    if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
+        let lister = HttpLister::new(&rt, &parts.headers, era);
+        let call = Call {
+            target: &rt.target,
+            key: &ctx.key,
+            era,
+            id: m.id.expect("a request has an id"),
+            params: m.params,
+            bytes: &bytes,
+        };
+        return match guard::tools_call(&rt.gw, call, &lister).await {
+            Decision::Forward(body, kind) => {
+                forward(
+                    &rt,
+                    &parts,
+                    body,
+                    pending(&rt, &ctx, id, kind, era),
+                    ctx.has_session,
+                )
+                .await
+            }
+            Decision::Answer(a) => reply::answer(era, a),
+            Decision::Relay(resp) => resp,
+        };
+    }
+    let kind = pipeline::classify(&m);
+    let pending = pending(&rt, &ctx, id, kind, era);
+    forward(&rt, &parts, bytes.clone(), pending, ctx.has_session).await
+}
+
+fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
+    Pending {
+        id: id.map(RawValue::to_owned),
+        kind,
+        era,
+        key: ctx.key.clone(),
+        target: rt.target.clone(),
+    }
+}
+
+async fn bodiless(rt: Route, req: Request) -> Response {
+    let (parts, _) = req.into_parts();
+    let ctx = Context::of(&rt, &parts.headers);
+    let era = ctx.era(None);
+    let resp = forward(
+        &rt,
+        &parts,
+        Bytes::new(),
+        pending(&rt, &ctx, None, Kind::Other, era),
+        ctx.has_session,
+    )
+    .await;
+    if parts.method == Method::DELETE && resp.status().is_success() && ctx.has_session {
+        rt.gw.catalog.forget(&ctx.key);
+    }
+    resp
+}
+
+/// Sends a message upstream; its answer goes back through the rules.
+async fn forward(
+    rt: &Route,
+    parts: &Parts,
+    body: Bytes,
+    pending: Pending,
+    has_session: bool,
+) -> Response {
+    match rt.up.send(parts.method.clone(), &parts.headers, body).await {
+        Ok(resp) => http_answers::response(&rt.gw, pending, has_session, resp).await,
+        Err(e) => {
+            tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
+            if pending.id.is_none() {
+                return reply::transport(
+                    StatusCode::BAD_GATEWAY,
+                    jsonrpc::INTERNAL_ERROR,
+                    &format!("Upstream MCP server unavailable: {e}"),
+                );
+            }
+            let is_call = matches!(pending.kind, Kind::Call { .. });
+            reply::answer(
+                pending.era,
+                pipeline::answer::Answer::upstream_failed(
+                    pending.era,
+                    pending.id.as_deref(),
+                    is_call,
+                    &e,
+                ),
+            )
+        }
+    }
+}
+
+/// toolgate's own `tools/list`, sent with the client's headers inside its session (or with
+/// its credentials, statelessly).
+struct HttpLister<'a> {
+    rt: &'a Route,
+    headers: HeaderMap,
+}
+
+impl<'a> HttpLister<'a> {
+    fn new(rt: &'a Route, client_headers: &HeaderMap, era: Era) -> HttpLister<'a> {
+        let mut headers = client_headers.clone();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.remove(mcp::NAME_HEADER);
+        if era == Era::Modern {
+            headers.insert(
+                mcp::METHOD_HEADER,
+                HeaderValue::from_static(mcp::TOOLS_LIST),
+            );
+        } else {
+            headers.remove(mcp::METHOD_HEADER);
+        }
+        HttpLister { rt, headers }
+    }
+}
+
+impl Lister for HttpLister<'_> {
+    type Relay = Response;
+
+    async fn list(&self, request: Bytes, id: &str) -> Result<Box<RawValue>, ListFailed<Response>> {
+        let resp = self
+            .rt
+            .up
+            .send(Method::POST, &self.headers, request)
+            .await
+            .map_err(ListFailed::Unavailable)?;
+        if !resp.status().is_success() {
+            let (mut parts, body) = resp.into_parts();
+            parts.headers = http_upstream::end_to_end(&parts.headers);
+            return Err(ListFailed::Relay(Response::from_parts(
+                parts,
+                axum::body::Body::new(body),
+            )));
+        }
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        let limits = &self.rt.gw.config.limits;
+        let broke = |e: hyper::Error| {
+            ListFailed::Unavailable(UpstreamError::Unreachable(format!(
+                "the answer broke off: {e}"
+            )))
+        };
+        let found = |r: Result<Box<RawValue>, String>| r.map_err(ListFailed::Refused);
+        let mut body = resp.into_body();
+        if !is_sse {
+            return match http_upstream::collect_upstream(body, limits.max_response_bytes)
+                .await
+                .map_err(broke)?
+            {
+                Collected::Whole(bytes) => guard::match_answer(&bytes, id).map_or_else(
+                    || {
+                        Err(ListFailed::Refused(
+                            "the answer is not a JSON-RPC response to the listing".into(),
+                        ))
+                    },
+                    found,
+                ),
+                Collected::TooLarge(_) => Err(ListFailed::Refused(
+                    "the tools/list answer is over max_response_bytes".into(),
+                )),
+            };
+        }
+        let mut splitter = Splitter::new(limits.max_sse_event_bytes);
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame.map_err(broke)?.into_data() else {
+                continue;
+            };
+            splitter.push(&data);
+            while let Some(split) = splitter.next_event() {
+                let Split::Event(ev) = split else {
+                    return Err(ListFailed::Refused(
+                        "an SSE event of the tools/list answer is over max_sse_event_bytes".into(),
+                    ));
+                };
+                if let Some(r) = sse::data(&ev).and_then(|d| guard::match_answer(d.as_bytes(), id))
+                {
+                    return found(r);
+                }
+            }
+        }
+        Err(ListFailed::Unavailable(UpstreamError::Unreachable(
+            "the stream ended without answering tools/list".into(),
+        )))
+    }
+}

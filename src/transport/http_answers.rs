@@ -1,0 +1,279 @@
+//! The answer to a forwarded HTTP request, on its way back to the client.
+//!
+//! Every JSON-RPC message in it goes past [`pipeline::observe`]: a JSON body when the rules
+//! may need it (answers to `tools/call`, `tools/list`, `resources/read`), and every event of an
+//! SSE stream, split as it arrives and forwarded byte for byte unless a rule rewrote it.
+//! A request answered with something that is not JSON-RPC (an HTML error page), or whose
+//! stream breaks before its answer, gets an answer toolgate writes, so the client never waits
+//! forever. A stream that ends cleanly after numbering its events is left alone: the client
+//! may resume it (SEP-1699).
+
+use super::reply;
+use super::sse::{self, Split, Splitter};
+use crate::gateway::Gateway;
+use crate::jsonrpc::{self, Body as Parsed};
+use crate::mcp;
+use crate::pipeline::answer::Answer;
+use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::transport::http_upstream::{self, Collected};
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Statuses whose body the client must see as it came: authentication challenges, and a
+/// session the server ended (the client re-initializes on that 404).
+fn relayed_as_is(status: StatusCode, has_session: bool) -> bool {
+    status == StatusCode::UNAUTHORIZED
+        || status == StatusCode::FORBIDDEN
+        || (status == StatusCode::NOT_FOUND && has_session)
+}
+
+pub async fn response(
+    gw: &Arc<Gateway>,
+    pending: Pending,
+    has_session: bool,
+    resp: http::Response<Incoming>,
+) -> Response {
+    let status = resp.status();
+    if status == StatusCode::NOT_FOUND && has_session {
+        // The session is gone upstream; so is what its tools were.
+        gw.catalog.forget(&pending.key);
+    }
+    let (mut parts, body) = resp.into_parts();
+    parts.headers = http_upstream::end_to_end(&parts.headers);
+    let media = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let is_call = matches!(pending.kind, Kind::Call { .. });
+
+    if media == "text/event-stream" {
+        let body = sse_stream(SseInspector::new(gw.clone(), pending), body);
+        return Response::from_parts(parts, body);
+    }
+    let Some(id) = pending.id.as_deref() else {
+        // A notification's or a response's acknowledgement: nothing to answer.
+        return Response::from_parts(parts, Body::new(body));
+    };
+    if relayed_as_is(status, has_session) {
+        return Response::from_parts(parts, Body::new(body));
+    }
+    if media != "application/json" {
+        let what = format!(
+            "HTTP {} with {}",
+            status.as_u16(),
+            if media.is_empty() {
+                "no content type".to_string()
+            } else {
+                media
+            }
+        );
+        tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
+        return reply::answer(
+            pending.era,
+            Answer::upstream_failed(
+                pending.era,
+                Some(id),
+                is_call,
+                &UpstreamError::NotJsonRpc(what),
+            ),
+        );
+    }
+    if pending.kind == Kind::Other && status.is_success() {
+        // Pass-through methods: streamed, never read.
+        return Response::from_parts(parts, Body::new(body));
+    }
+    let bytes = match http_upstream::collect_upstream(body, gw.config.limits.max_response_bytes)
+        .await
+    {
+        Ok(Collected::Whole(bytes)) => bytes,
+        Ok(Collected::TooLarge(rest)) => {
+            tracing::warn!(upstream = %pending.target.name, "answer over max_response_bytes: passed through unread");
+            return Response::from_parts(parts, rest);
+        }
+        Err(e) => {
+            let e = UpstreamError::Unreachable(format!("the answer broke off: {e}"));
+            return reply::answer(
+                pending.era,
+                Answer::upstream_failed(pending.era, Some(id), is_call, &e),
+            );
+        }
+    };
+    if !matches!(jsonrpc::parse(&bytes), Ok(Parsed::Single(_))) {
+        let what = format!(
+            "HTTP {} with a body that is not a JSON-RPC message",
+            status.as_u16()
+        );
+        tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
+        return reply::answer(
+            pending.era,
+            Answer::upstream_failed(
+                pending.era,
+                Some(id),
+                is_call,
+                &UpstreamError::NotJsonRpc(what),
+            ),
+        );
+    }
+    match pipeline::observe(gw, &pending, &bytes).replacement {
+        None => Response::from_parts(parts, Body::from(bytes)),
+        Some(a) => {
+            parts.status = a
+                .error_code
+                .map_or(StatusCode::OK, |c| pending.era.status_for(c));
+            parts.headers.remove(CONTENT_LENGTH);
+            parts
+                .headers
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            Response::from_parts(parts, Body::from(a.body))
+        }
+    }
+}
+
+struct SseInspector {
+    gw: Arc<Gateway>,
+    pending: Pending,
+    splitter: Splitter,
+    /// Past an oversized event, the stream passes through uninspected.
+    raw: bool,
+    answered: bool,
+    /// The upstream numbers its events, so a clean end may be resumed by the client.
+    resumable: bool,
+    out: VecDeque<Bytes>,
+}
+
+impl SseInspector {
+    fn new(gw: Arc<Gateway>, pending: Pending) -> SseInspector {
+        let max = gw.config.limits.max_sse_event_bytes;
+        SseInspector {
+            gw,
+            pending,
+            splitter: Splitter::new(max),
+            raw: false,
+            answered: false,
+            resumable: false,
+            out: VecDeque::new(),
+        }
+    }
+
+    fn feed(&mut self, chunk: Bytes) {
+        if self.raw {
+            self.out.push_back(chunk);
+            return;
+        }
+        self.splitter.push(&chunk);
+        while let Some(split) = self.splitter.next_event() {
+            match split {
+                Split::Event(ev) => {
+                    let ev = self.on_event(ev);
+                    self.out.push_back(ev);
+                }
+                Split::Overflow(held) => {
+                    tracing::warn!(upstream = %self.pending.target.name, "SSE event over max_sse_event_bytes: rest of the stream passed through uninspected");
+                    self.raw = true;
+                    self.out.push_back(held);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Runs the rules on an event that may matter; cheap substring checks first, so events
+    /// no rule cares about are never parsed.
+    fn on_event(&mut self, ev: Bytes) -> Bytes {
+        if !self.resumable && sse::has_id(&ev) {
+            self.resumable = true;
+        }
+        let Some(data) = sse::data(&ev) else {
+            return ev;
+        };
+        let about_us = !self.answered
+            && self
+                .pending
+                .id
+                .as_ref()
+                .is_some_and(|id| data.contains(id.get()));
+        if !about_us && !data.contains(mcp::TOOLS_LIST_CHANGED) {
+            return ev;
+        }
+        let seen = pipeline::observe(&self.gw, &self.pending, data.as_bytes());
+        self.answered |= seen.answers;
+        match seen.replacement {
+            Some(a) => sse::with_data(&ev, &a.body),
+            None => ev,
+        }
+    }
+
+    fn end(&mut self, broke: Option<String>) {
+        if let Some(rest) = self.splitter.finish() {
+            self.out.push_back(rest);
+        }
+        let Some(id) = &self.pending.id else { return };
+        if self.answered || self.raw || (broke.is_none() && self.resumable) {
+            return;
+        }
+        let why = UpstreamError::Unreachable(match broke {
+            Some(e) => format!("the stream broke before the answer: {e}"),
+            None => "the stream ended without an answer".into(),
+        });
+        let is_call = matches!(self.pending.kind, Kind::Call { .. });
+        let a = Answer::upstream_failed(self.pending.era, Some(id), is_call, &why);
+        self.out.push_back(sse::event(&a.body));
+    }
+}
+
+/// Streams the upstream body through the inspector, one event at a time.
+fn sse_stream(inspector: SseInspector, body: Incoming) -> Body {
+    struct State {
+        insp: SseInspector,
+        body: Incoming,
+        done: bool,
+    }
+    let stream = futures_util::stream::unfold(
+        State {
+            insp: inspector,
+            body,
+            done: false,
+        },
+        |mut st| async move {
+            loop {
+                if let Some(b) = st.insp.out.pop_front() {
+                    return Some((Ok::<_, std::convert::Infallible>(b), st));
+                }
+                if st.done {
+                    return None;
+                }
+                match st.body.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            st.insp.feed(data);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        st.done = true;
+                        st.insp.end(Some(e.to_string()));
+                    }
+                    None => {
+                        st.done = true;
+                        st.insp.end(None);
+                    }
+                }
+            }
+        },
+    );
+    Body::from_stream(stream)
+}
