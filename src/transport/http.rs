@@ -215,7 +215,7 @@ async fn post(rt: Route, req: Request) -> Response {
                 .await
             }
             Decision::Answer(a) => reply::answer(era, a),
-            Decision::Relay(resp) => resp,
+            Decision::Relay(resp) => *resp,
         };
     }
     let kind = pipeline::classify(&m);
@@ -313,9 +313,14 @@ impl<'a> HttpLister<'a> {
 }
 
 impl Lister for HttpLister<'_> {
-    type Relay = Response;
+    /// Boxed: a response is large next to the other failures.
+    type Relay = Box<Response>;
 
-    async fn list(&self, request: Bytes, id: &str) -> Result<Box<RawValue>, ListFailed<Response>> {
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Box<Response>>> {
         let resp = self
             .rt
             .up
