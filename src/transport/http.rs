@@ -330,10 +330,8 @@ impl Lister for HttpLister<'_> {
         if !resp.status().is_success() {
             let (mut parts, body) = resp.into_parts();
             parts.headers = http_upstream::end_to_end(&parts.headers);
-            return Err(ListFailed::Relay(Response::from_parts(
-                parts,
-                axum::body::Body::new(body),
-            )));
+            let relay = Response::from_parts(parts, axum::body::Body::new(body));
+            return Err(ListFailed::Relay(Box::new(relay)));
         }
         let is_sse = resp
             .headers()
