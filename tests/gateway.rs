@@ -51,8 +51,8 @@ async fn invalid_call_is_answered_by_toolgate_and_never_reaches_the_server() {
             "content": [{"type": "text", "text": "Invalid arguments for tool \"book_flight\" (4 problems):\n\
         - departureDate: must match the pattern ^\\d{2}/\\d{2}/\\d{4}$, got \"2031-08-08\" (parameter description: Departure date in dd/mm/yyyy format, in the future)\n\
         - destination: must match the pattern ^[A-Z]{3}$, got \"jfk\" (parameter description: IATA code of the arrival airport, e.g. JFK)\n\
-        - passengers: must be at most 9, got 12 (parameter description: Number of passengers, 1 to 9)\n\
         - pasengers: is not an accepted argument; did you mean \"passengers\"?\n\
+        - passengers: must be at most 9, got 12 (parameter description: Number of passengers, 1 to 9)\n\
         Correct the arguments and call the tool again."}],
             "isError": true,
             "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "book_flight", "parameter_errors": {

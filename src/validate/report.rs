@@ -46,7 +46,10 @@ impl Report {
         Report::from_violations(tool, schema, violations)
     }
 
-    pub fn from_violations(tool: &str, schema: &Value, violations: Vec<Violation>) -> Report {
+    /// Violations are listed in argument order (by path), which reads better than the
+    /// order in which the validator met the keywords.
+    pub fn from_violations(tool: &str, schema: &Value, mut violations: Vec<Violation>) -> Report {
+        violations.sort_by(|a, b| a.pointer.cmp(&b.pointer));
         let descriptions = violations
             .iter()
             .map(|v| subschema(schema, &v.pointer).and_then(description))
@@ -66,6 +69,13 @@ impl Report {
                 .push(subschema(schema, &v.pointer).and_then(description));
             self.violations.push(v);
         }
+        let mut both: Vec<_> = self
+            .violations
+            .drain(..)
+            .zip(self.descriptions.drain(..))
+            .collect();
+        both.sort_by(|a, b| a.0.pointer.cmp(&b.0.pointer));
+        (self.violations, self.descriptions) = both.into_iter().unzip();
     }
 
     /// The `arguments` object repeats a key: the server may read either value.

@@ -18,6 +18,7 @@ use tokio::process::{Child, Command};
 use toolgate::demo;
 
 pub mod peers;
+pub mod scripted;
 
 pub const ACCEPT: &str = "application/json, text/event-stream";
 

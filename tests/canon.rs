@@ -1,0 +1,616 @@
+//! DESIGN.md table 1.2 and the validation policies, black-box: the real binary in front of
+//! a scripted upstream that answers each case exactly as some real SDK does (see
+//! `shared/reference/upstream-behaviour.md`).
+
+mod common;
+
+use common::scripted::{Script, Scripted, open_tool};
+use common::*;
+use serde_json::{Value, json};
+
+fn read(id: i64, uri: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": uri}})
+        .to_string()
+}
+
+async fn gateway(scripted: Scripted, config: Option<&str>) -> (Toolgate, std::sync::Arc<Scripted>) {
+    let (url, state) = scripted.spawn().await;
+    (Toolgate::serve(&url, config).await, state)
+}
+
+#[tokio::test]
+async fn tool_failures_reported_as_errors_become_tool_errors() {
+    let cases = [
+        (
+            "pydantic",
+            json!({"code": -32602, "message": "Order 7 not found"}),
+        ),
+        (
+            "internal",
+            json!({"code": -32603, "message": "database unavailable"}),
+        ),
+        (
+            "python_zero",
+            json!({"code": 0, "message": "can only concatenate str (not \"int\") to str"}),
+        ),
+        (
+            "positive",
+            json!({"code": 7, "message": "quota exceeded", "data": {"retryAfter": 30}}),
+        ),
+        (
+            "impl_defined",
+            json!({"code": -32000, "message": "backend timeout"}),
+        ),
+        (
+            "impl_defined_top",
+            json!({"code": -32019, "message": "rate limited"}),
+        ),
+    ];
+    let mut s = Scripted::new(cases.iter().map(|(n, _)| open_tool(n)).collect());
+    for (n, e) in &cases {
+        s = s.script(n, Script::Error(e.clone()));
+    }
+    let (tg, _) = gateway(s, None).await;
+    for (i, (name, e)) in cases.iter().enumerate() {
+        let a = post(&tg.url(), None, call(i as i64, name, json!({}))).await;
+        assert_eq!(a.status, 200);
+        let mut details = json!({"code": e["code"], "message": e["message"]});
+        if let Some(d) = e.get("data") {
+            details["data"] = d.clone();
+        }
+        assert_eq!(
+            a.json(),
+            json!({"jsonrpc": "2.0", "id": i, "result": {
+                "content": [{"type": "text", "text": e["message"]}],
+                "isError": true,
+                "_meta": {"toolgate/upstream_error": details}
+            }}),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn protocol_signals_and_tool_errors_pass_untouched() {
+    let signals = [
+        (
+            "url_elicitation",
+            json!({"code": -32042, "message": "URL elicitation required", "data": {"elicitations": [{"mode": "url", "elicitationId": "e1", "url": "https://example.com/consent", "message": "Consent"}]}}),
+        ),
+        (
+            "header_mismatch",
+            json!({"code": -32020, "message": "Header mismatch"}),
+        ),
+        (
+            "missing_capability",
+            json!({"code": -32021, "message": "Missing capability", "data": {"requiredCapabilities": {}}}),
+        ),
+        (
+            "unsupported_version",
+            json!({"code": -32022, "message": "Unsupported protocol version", "data": {"supported": ["2026-07-28"], "requested": "1999-01-01"}}),
+        ),
+        (
+            "not_found",
+            json!({"code": -32601, "message": "Method not found"}),
+        ),
+        (
+            "invalid",
+            json!({"code": -32600, "message": "Invalid Request"}),
+        ),
+        ("parse", json!({"code": -32700, "message": "Parse error"})),
+        (
+            "reserved",
+            json!({"code": -32050, "message": "something reserved"}),
+        ),
+    ];
+    let mut s = Scripted::new(
+        signals
+            .iter()
+            .map(|(n, _)| open_tool(n))
+            .chain([open_tool("failed")])
+            .collect(),
+    );
+    for (n, e) in &signals {
+        s = s.script(n, Script::Error(e.clone()));
+    }
+    let tool_error = json!({"content": [{"type": "text", "text": "MCP error -32602: Input validation error"}], "isError": true});
+    s = s.script("failed", Script::Result(tool_error.clone()));
+    let (tg, _) = gateway(s, None).await;
+    for (i, (name, e)) in signals.iter().enumerate() {
+        let a = post(&tg.url(), None, call(i as i64, name, json!({}))).await;
+        assert_eq!(
+            a.text(),
+            json!({"jsonrpc": "2.0", "id": i, "error": e}).to_string(),
+            "{name}: byte for byte"
+        );
+    }
+    let a = post(&tg.url(), None, call(99, "failed", json!({}))).await;
+    assert_eq!(
+        a.text(),
+        json!({"jsonrpc": "2.0", "id": 99, "result": tool_error}).to_string()
+    );
+}
+
+#[tokio::test]
+async fn upstream_unknown_tool_errors_become_the_spec_shape() {
+    // Listed, so toolgate forwards; the server then says it does not know it.
+    let s = Scripted::new(vec![open_tool("ghost"), open_tool("ghost2")])
+        .script(
+            "ghost",
+            Script::Error(json!({"code": 0, "message": "Unknown tool: ghost"})),
+        )
+        .script(
+            "ghost2",
+            Script::Error(
+                json!({"code": -32602, "message": "MCP error -32602: Tool ghost2 not found"}),
+            ),
+        );
+    let (tg, _) = gateway(s, None).await;
+    let a = post(&tg.url(), None, call(1, "ghost", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Unknown tool: ghost", "data": {"tool": "ghost"}}})
+    );
+    let a = post(&tg.url(), None, call(2, "ghost2", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "Unknown tool: ghost2", "data": {"tool": "ghost2"}}})
+    );
+}
+
+#[tokio::test]
+async fn errors_inside_sse_streams_are_rewritten_in_place() {
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}});
+    let failure = json!({"jsonrpc": "2.0", "id": "$id", "error": {"code": 0, "message": "boom"}});
+    let s = Scripted::new(vec![open_tool("streamy")]).script(
+        "streamy",
+        Script::Sse {
+            messages: vec![progress.clone(), failure],
+            numbered: true,
+        },
+    );
+    let (tg, _) = gateway(s, None).await;
+    let r = post(&tg.url(), None, call(5, "streamy", json!({}))).await;
+    let result = json!({"content": [{"type": "text", "text": "boom"}], "isError": true, "_meta": {"toolgate/upstream_error": {"code": 0, "message": "boom"}}});
+    let rewritten = format!(r#"{{"jsonrpc":"2.0","id":5,"result":{result}}}"#);
+    assert_eq!(
+        r.text(),
+        format!(
+            "id: ev-0\nevent: message\ndata: {progress}\n\nid: ev-1\nevent: message\ndata: {rewritten}\n\n"
+        ),
+        "the progress event untouched, the error rewritten with its id: kept"
+    );
+}
+
+#[tokio::test]
+async fn every_resource_not_found_variant_becomes_sep_2164() {
+    let s = Scripted::new(vec![])
+        .script("legacy://a", Script::Error(json!({"code": -32002, "message": "Resource not found", "data": {"uri": "legacy://a"}})))
+        .script("python1://b", Script::Error(json!({"code": 0, "message": "Unknown resource: python1://b"})))
+        .script("kotlin://c", Script::Error(json!({"code": -32603, "message": "Resource kotlin://c not found"})))
+        .script("ts://d", Script::Error(json!({"code": -32602, "message": "MCP error -32602: Resource ts://d not found"})))
+        .script("fastmcp://e", Script::Error(json!({"code": -32602, "message": "Resource not found: 'fastmcp://e'", "data": {"uri": "fastmcp://e"}})))
+        .script("empty://f", Script::Result(json!({"contents": []})));
+    let (tg, _) = gateway(s, None).await;
+    for (i, uri) in [
+        "legacy://a",
+        "python1://b",
+        "kotlin://c",
+        "ts://d",
+        "fastmcp://e",
+        "empty://f",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let a = post(&tg.url(), None, read(i as i64, uri)).await;
+        assert_eq!(a.status, 200, "{uri}");
+        assert_eq!(
+            a.json(),
+            json!({"jsonrpc": "2.0", "id": i, "error": {"code": -32602, "message": format!("Resource not found: {uri}"), "data": {"uri": uri}}}),
+            "{uri}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn other_resource_answers_pass_untouched() {
+    let ok = json!({"contents": [{"uri": "ok://x", "text": "hello"}]});
+    let canonical = json!({"code": -32602, "message": "Resource not found: done://z", "data": {"uri": "done://z"}});
+    let s = Scripted::new(vec![])
+        .script("ok://x", Script::Result(ok.clone()))
+        .script(
+            "down://y",
+            Script::Error(json!({"code": -32603, "message": "database unavailable"})),
+        )
+        .script("done://z", Script::Error(canonical.clone()));
+    let (tg, _) = gateway(s, None).await;
+    assert_eq!(
+        post(&tg.url(), None, read(1, "ok://x")).await.text(),
+        json!({"jsonrpc": "2.0", "id": 1, "result": ok}).to_string()
+    );
+    assert_eq!(post(&tg.url(), None, read(2, "down://y")).await.text(), json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32603, "message": "database unavailable"}}).to_string());
+    assert_eq!(
+        post(&tg.url(), None, read(3, "done://z")).await.text(),
+        json!({"jsonrpc": "2.0", "id": 3, "error": canonical}).to_string()
+    );
+}
+
+#[tokio::test]
+async fn answers_that_are_not_jsonrpc_get_a_clear_answer() {
+    let s = Scripted::new(vec![open_tool("html"), open_tool("truncated")])
+        .script(
+            "html",
+            Script::Raw {
+                status: 500,
+                content_type: "text/html",
+                body: "<html><pre>TypeError at line 3</pre></html>",
+            },
+        )
+        .script(
+            "truncated",
+            Script::Raw {
+                status: 200,
+                content_type: "application/json",
+                body: "{\"jsonrpc\":\"2.0\",\"id\":1,\"res",
+            },
+        )
+        .script(
+            "html://r",
+            Script::Raw {
+                status: 502,
+                content_type: "text/html",
+                body: "<h1>Bad Gateway</h1>",
+            },
+        );
+    let (tg, _) = gateway(s, None).await;
+    let a = post(&tg.url(), None, call(1, "html", json!({}))).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.json(),
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "The tool server is unavailable: the tool server answered with something that is not JSON-RPC: HTTP 500 with text/html. This is a server-side fault; retrying is unlikely to help until it is fixed."}],
+            "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": "the tool server answered with something that is not JSON-RPC: HTTP 500 with text/html"}}
+        }})
+    );
+    let a = post(&tg.url(), None, call(2, "truncated", json!({})))
+        .await
+        .json();
+    assert_eq!(a["result"]["isError"], true);
+    assert!(
+        result_text(&a).contains("HTTP 200 with a body that is not a JSON-RPC message"),
+        "{a}"
+    );
+    let a = post(&tg.url(), None, read(3, "html://r")).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.json(),
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "Upstream MCP server unavailable: the tool server answered with something that is not JSON-RPC: HTTP 502 with text/html"}})
+    );
+}
+
+#[tokio::test]
+async fn slow_and_broken_upstreams_never_hang_the_client() {
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}});
+    let s = Scripted::new(vec![open_tool("slow"), open_tool("reset")])
+        .script("slow", Script::Hang)
+        .script("reset", Script::SseThenReset(vec![progress.clone()]));
+    let (tg, _) = gateway(s, Some("[limits]\nupstream_timeout = \"300ms\"\n")).await;
+    let a = post(&tg.url(), None, call(1, "slow", json!({})))
+        .await
+        .json();
+    assert_eq!(a["result"]["isError"], true);
+    assert_eq!(
+        result_text(&a),
+        "The tool server is unavailable: the tool server did not answer within 300ms. It may still be working or overloaded; retrying later may help."
+    );
+    let r = post(&tg.url(), None, call(2, "reset", json!({}))).await;
+    let msgs = r.messages();
+    assert_eq!(msgs[0], progress, "what came before the break is delivered");
+    assert_eq!(msgs[1]["id"], 2);
+    assert_eq!(msgs[1]["result"]["isError"], true);
+    assert!(
+        result_text(&msgs[1]).contains("the stream broke before the answer"),
+        "{}",
+        msgs[1]
+    );
+    // Still serving.
+    let a = post(
+        &tg.url(),
+        None,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}).to_string(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "Method not found"}})
+    );
+}
+
+fn typed_tool() -> Value {
+    json!({"name": "weather", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]}})
+}
+
+#[tokio::test]
+async fn output_validation_enforce_audit_and_never_on_tool_errors() {
+    let bad = json!({"content": [{"type": "text", "text": "{\"celsius\":\"warm\"}"}], "structuredContent": {"celsius": "warm"}});
+    let failed = json!({"content": [{"type": "text", "text": "sensor offline"}], "structuredContent": {"oops": 1}, "isError": true});
+    let make = || {
+        Scripted::new(vec![typed_tool(), {
+            let mut t = typed_tool();
+            t["name"] = json!("weather_failing");
+            t
+        }])
+        .script("weather", Script::Result(bad.clone()))
+        .script("weather_failing", Script::Result(failed.clone()))
+    };
+    let (tg, _) = gateway(make(), Some("[validation]\noutput = \"enforce\"\n")).await;
+    let a = post(&tg.url(), None, call(1, "weather", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "The tool \"weather\" returned a result that does not match its declared outputSchema:\n- structuredContent/celsius: expected a number, got string \"warm\"\nThis is a fault of the tool server, not of the call."}],
+            "isError": true,
+            "_meta": {"toolgate/output_validation": {"code": "invalid_output", "errors": {"/celsius": "expected a number, got string \"warm\""}}}
+        }})
+    );
+    let a = post(&tg.url(), None, call(2, "weather_failing", json!({}))).await;
+    assert_eq!(
+        a.text(),
+        json!({"jsonrpc": "2.0", "id": 2, "result": failed}).to_string(),
+        "isError results are never output-validated"
+    );
+
+    let (tg, _) = gateway(make(), Some("[validation]\noutput = \"audit\"\n")).await;
+    let a = post(&tg.url(), None, call(1, "weather", json!({}))).await;
+    assert_eq!(
+        a.text(),
+        json!({"jsonrpc": "2.0", "id": 1, "result": bad}).to_string()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(tg.logs().contains("output_audited"), "{}", tg.logs());
+
+    let (tg, _) = gateway(make(), None).await;
+    let a = post(&tg.url(), None, call(1, "weather", json!({}))).await;
+    assert_eq!(
+        a.text(),
+        json!({"jsonrpc": "2.0", "id": 1, "result": bad}).to_string(),
+        "off by default"
+    );
+}
+
+fn add_tool() -> Value {
+    json!({"name": "add", "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}})
+}
+
+#[tokio::test]
+async fn protocol_error_answer_shape_for_older_clients() {
+    let (tg, state) = gateway(
+        Scripted::new(vec![add_tool()]),
+        Some("[validation]\nanswer = \"protocol_error\"\n"),
+    )
+    .await;
+    let a = post(&tg.url(), None, call(1, "add", json!({"a": "x"})))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Invalid arguments for tool add", "data": {
+            "code": "invalid_arguments", "tool": "add",
+            "parameter_errors": {"/a": "expected an integer, got string \"x\"", "/b": "is required but missing"},
+            "text": "Invalid arguments for tool \"add\" (2 problems):\n- a: expected an integer, got string \"x\"\n- b: is required but missing\nCorrect the arguments and call the tool again."
+        }}})
+    );
+    assert!(
+        state
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|m| m["method"] != "tools/call")
+    );
+}
+
+#[tokio::test]
+async fn modes_per_upstream_and_per_tool() {
+    let (strict_url, strict_seen) = Scripted::new(vec![add_tool()]).spawn().await;
+    let (lax_url, lax_seen) = Scripted::new(vec![add_tool()]).spawn().await;
+    let cfg = format!(
+        "[validation]\ncoerce = false\n\n[[upstreams]]\nname = \"strict\"\nurl = \"{strict_url}\"\n\n[[upstreams]]\nname = \"lax\"\nurl = \"{lax_url}\"\n[upstreams.validation]\nmode = \"audit\"\n"
+    );
+    let tg = Toolgate::start(&mut vec!["serve".to_string()], Some(&cfg)).await;
+    let base = format!("http://{}", tg.addr);
+    let a = post(
+        &format!("{base}/strict/mcp"),
+        None,
+        call(1, "add", json!({"a": "1", "b": 2})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["isError"], true,
+        "strict upstream: enforce, no coercion"
+    );
+    assert!(
+        strict_seen
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|m| m["method"] != "tools/call")
+    );
+    let a = post(
+        &format!("{base}/lax/mcp"),
+        None,
+        call(2, "add", json!({"a": "1", "b": 2})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        result_text(&a),
+        "no script for add",
+        "lax upstream: audit forwards"
+    );
+    assert_eq!(
+        lax_seen
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "tools/call")
+            .count(),
+        1
+    );
+    let r = post(&format!("{base}/mcp"), None, call(3, "add", json!({}))).await;
+    assert_eq!(r.status, 404, "no default upstream configured");
+}
+
+fn fs_tools() -> Vec<Value> {
+    vec![
+        json!({"name": "read_file", "inputSchema": {"type": "object", "properties": {"path": {"type": "string", "description": "File to read"}}, "required": ["path"]}}),
+        json!({"name": "delete_file", "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}),
+        json!({"name": "write_file", "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "text": {"type": "string"}}}}),
+    ]
+}
+
+#[tokio::test]
+async fn path_confinement_and_extra_schemas() {
+    let cfg = r#"
+[validation.tools.read_file]
+paths = [{ argument = "path", root = "/workspace" }]
+extra_schema = '{"properties": {"path": {"pattern": "\\.(md|txt)$", "description": "Markdown or text files only"}}}'
+"#;
+    let (tg, state) = gateway(Scripted::new(fs_tools()), Some(cfg)).await;
+    let a = post(
+        &tg.url(),
+        None,
+        call(1, "read_file", json!({"path": "../../etc/passwd"})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/path": "must match the pattern \\.(md|txt)$, got \"../../etc/passwd\"; must stay inside /workspace, but \"../../etc/passwd\" resolves to /etc/passwd"})
+    );
+    assert!(result_text(&a).contains("- path: must stay inside /workspace, but \"../../etc/passwd\" resolves to /etc/passwd (parameter description: File to read)"), "{a}");
+    let a = post(
+        &tg.url(),
+        None,
+        call(2, "read_file", json!({"path": "notes/../todo.md"})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        result_text(&a),
+        "no script for read_file",
+        "inside the root: forwarded"
+    );
+    assert_eq!(
+        state
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "tools/call")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn allow_and_deny_lists_filter_listings_and_calls() {
+    let cfg = "[validation]\ndeny_tools = [\"delete_file\"]\n";
+    let (tg, state) = gateway(Scripted::new(fs_tools()), Some(cfg)).await;
+    let r = post(
+        &tg.url(),
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    )
+    .await
+    .json();
+    let names: Vec<&str> = r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["read_file", "write_file"]);
+    let a = post(
+        &tg.url(),
+        None,
+        call(2, "delete_file", json!({"path": "x"})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": "The tool \"delete_file\" is not available: this gateway's policy does not allow it. Use another tool."}],
+            "isError": true,
+            "_meta": {"toolgate/policy": {"code": "tool_denied", "tool": "delete_file"}}
+        }})
+    );
+    let a = post(&tg.url(), None, call(3, "delete_fil", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a["error"]["code"], -32602,
+        "unknown stays distinct from denied: {a}"
+    );
+    assert_eq!(
+        a["error"]["message"], "Unknown tool: delete_fil",
+        "no suggestion of a denied tool"
+    );
+    assert!(
+        state
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|m| m["method"] != "tools/call")
+    );
+}
+
+#[tokio::test]
+async fn internal_errors_can_be_masked_with_a_reference() {
+    let s = Scripted::new(vec![open_tool("leaky"), open_tool("picky")])
+        .script("leaky", Script::Error(json!({"code": -32603, "message": "psycopg2.OperationalError: password authentication failed for user admin"})))
+        .script("picky", Script::Error(json!({"code": -32602, "message": "date must be in the future"})));
+    let (tg, _) = gateway(s, Some("[errors]\nmask_internal = true\n")).await;
+    let a = post(&tg.url(), None, call(1, "leaky", json!({})))
+        .await
+        .json();
+    let text = result_text(&a);
+    assert!(
+        text.starts_with("The tool \"leaky\" failed with an internal error (reference toolgate-"),
+        "{text}"
+    );
+    assert!(!a.to_string().contains("psycopg2"), "{a}");
+    let reference = a["result"]["_meta"]["toolgate/upstream_error"]["reference"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let logs = tg.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains(&reference) && l.contains("psycopg2")),
+        "the original is logged under the reference: {logs}"
+    );
+    let a = post(&tg.url(), None, call(2, "picky", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        result_text(&a),
+        "date must be in the future",
+        "validation messages stay readable"
+    );
+}

@@ -1,0 +1,189 @@
+//! An in-process MCP server that answers each tool (or resource URI) exactly as a test
+//! scripts it: any JSON-RPC error or result, over JSON or SSE, an HTML page, truncated JSON,
+//! silence, or a stream that breaks. It is the upstream for the rewrite table's exotic rows
+//! and for fault injection.
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Clone)]
+pub enum Script {
+    /// `{"jsonrpc":"2.0","id":<id>,"error":<this>}` as JSON.
+    Error(Value),
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<this>}` as JSON.
+    Result(Value),
+    /// SSE: these messages as events (ids replaced: `"$id"` stands for the request's id),
+    /// each event with an `id:` line when `numbered`.
+    Sse {
+        messages: Vec<Value>,
+        numbered: bool,
+    },
+    /// Any HTTP answer.
+    Raw {
+        status: u16,
+        content_type: &'static str,
+        body: &'static str,
+    },
+    /// SSE that sends these messages, then breaks the connection.
+    SseThenReset(Vec<Value>),
+    /// Never answers.
+    Hang,
+}
+
+#[derive(Default)]
+pub struct Scripted {
+    pub tools: Vec<Value>,
+    pub scripts: HashMap<String, Script>,
+    /// Every body received, in order.
+    pub seen: Mutex<Vec<Value>>,
+}
+
+fn with_id(v: &Value, id: &Value) -> Value {
+    match v {
+        Value::String(s) if s == "$id" => id.clone(),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), with_id(v, id))).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|v| with_id(v, id)).collect()),
+        other => other.clone(),
+    }
+}
+
+pub fn json_response(status: u16, body: String) -> Response {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .unwrap()
+}
+
+async fn handle(State(s): State<Arc<Scripted>>, _headers: HeaderMap, body: Bytes) -> Response {
+    let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    s.seen.lock().unwrap().push(msg.clone());
+    let Some(id) = msg.get("id").cloned() else {
+        return Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(Body::empty())
+            .unwrap();
+    };
+    let method = msg["method"].as_str().unwrap_or("");
+    let key = match method {
+        "initialize" => {
+            let r = json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}});
+            let mut resp = json_response(200, r.to_string());
+            resp.headers_mut().insert("mcp-session-id", "scripted-session".parse().unwrap());
+            return resp;
+        }
+        "tools/list" => return json_response(200, json!({"jsonrpc": "2.0", "id": id, "result": {"tools": s.tools}}).to_string()),
+        "tools/call" => msg["params"]["name"].as_str().unwrap_or("").to_string(),
+        "resources/read" => msg["params"]["uri"].as_str().unwrap_or("").to_string(),
+        _ => return json_response(200, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}).to_string()),
+    };
+    let Some(script) = s.scripts.get(&key).cloned() else {
+        return json_response(200, json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": format!("no script for {key}")}]}}).to_string());
+    };
+    match script {
+        Script::Error(e) => json_response(
+            200,
+            json!({"jsonrpc": "2.0", "id": id, "error": e}).to_string(),
+        ),
+        Script::Result(r) => json_response(
+            200,
+            json!({"jsonrpc": "2.0", "id": id, "result": r}).to_string(),
+        ),
+        Script::Sse { messages, numbered } => {
+            let mut text = String::new();
+            for (i, m) in messages.iter().enumerate() {
+                if numbered {
+                    text.push_str(&format!("id: ev-{i}\n"));
+                }
+                text.push_str(&format!("event: message\ndata: {}\n\n", with_id(m, &id)));
+            }
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from(text))
+                .unwrap()
+        }
+        Script::Raw {
+            status,
+            content_type,
+            body,
+        } => Response::builder()
+            .status(status)
+            .header(header::CONTENT_TYPE, content_type)
+            .body(Body::from(body))
+            .unwrap(),
+        Script::SseThenReset(messages) => {
+            let events: Vec<Bytes> = messages
+                .iter()
+                .map(|m| Bytes::from(format!("event: message\ndata: {}\n\n", with_id(m, &id))))
+                .collect();
+            // The events go out first; the break comes after a pause, mid-stream.
+            let stream = futures_util::stream::unfold(
+                (events.into_iter(), false),
+                |(mut it, broke)| async move {
+                    match it.next() {
+                        Some(b) => Some((Ok(b), (it, broke))),
+                        None if !broke => {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            Some((Err(std::io::Error::other("reset")), (it, true)))
+                        }
+                        None => None,
+                    }
+                },
+            );
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Script::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            json_response(200, "{}".into())
+        }
+    }
+}
+
+impl Scripted {
+    pub fn new(tools: Vec<Value>) -> Scripted {
+        Scripted {
+            tools,
+            ..Default::default()
+        }
+    }
+
+    pub fn script(mut self, key: &str, s: Script) -> Scripted {
+        self.scripts.insert(key.to_string(), s);
+        self
+    }
+
+    /// Serves on `127.0.0.1:0`; returns the MCP URL.
+    pub async fn spawn(self) -> (String, Arc<Scripted>) {
+        let state = Arc::new(self);
+        let app = Router::new()
+            .route("/mcp", post(handle))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (format!("http://{addr}/mcp"), state)
+    }
+}
+
+/// A tool with an open schema: any arguments pass, so calls reach the script.
+pub fn open_tool(name: &str) -> Value {
+    json!({"name": name, "inputSchema": {"type": "object"}})
+}
