@@ -197,6 +197,14 @@ async fn server_everything_behind_toolgate() {
     assert!(r.text().starts_with("event: message\nid: "), "{}", r.text());
     assert_eq!(r.answer(), json!({"jsonrpc": "2.0", "id": 5, "result": {}}));
 
+    // Its resource "not found" is -32602 without data; toolgate adds the SEP-2164 shape.
+    let read = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {"uri": "nosuch://nope"}}).to_string();
+    let raw = post(&se.url, Some(&direct), read.clone()).await.answer();
+    assert_eq!(raw["error"]["code"], -32602);
+    assert!(raw["error"].get("data").is_none(), "{raw}");
+    let a = post(&tg.url(), Some(&via), read).await.answer();
+    assert_eq!(a, json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32602, "message": "Resource not found: nosuch://nope", "data": {"uri": "nosuch://nope"}}}));
+
     // DELETE ends the session through toolgate.
     let r = request(
         http::Method::DELETE,
