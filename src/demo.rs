@@ -161,8 +161,8 @@ fn tools() -> Vec<Value> {
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "steps": {"type": "integer", "minimum": 1, "maximum": 20},
-                    "intervalMs": {"type": "integer", "minimum": 0, "maximum": 2000}
+                    "steps": {"type": "integer", "minimum": 1, "maximum": 20, "description": "How many steps, 1 to 20"},
+                    "intervalMs": {"type": "integer", "minimum": 0, "maximum": 2000, "description": "Pause between steps in milliseconds"}
                 },
                 "required": ["steps"]
             }

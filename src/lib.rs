@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod check;
 pub mod config;
 pub mod demo;
 pub mod gateway;

@@ -36,6 +36,19 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// List a server's tools, compile every schema as the gateway would, report problems.
+    /// Exits 1 when something would fail at runtime, 2 when the server cannot be listed.
+    Check {
+        /// The MCP endpoint to check.
+        #[arg(long)]
+        upstream: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// A configuration file whose limits and validation settings apply.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Run only the example tool server (for benchmarks and experiments).
     #[command(hide = true)]
     DemoServer {
@@ -46,6 +59,12 @@ enum Cmd {
         #[arg(long)]
         sse: bool,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
 }
 
 #[derive(clap::Args)]
@@ -137,6 +156,25 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("example tool server on http://{up}/mcp");
             let addr = run_gateway(cfg).await?;
             print_demo_help(addr);
+        }
+        Cmd::Check {
+            upstream,
+            format,
+            config,
+        } => {
+            let cfg = Config::load(config.as_deref(), &Overrides::default())?;
+            let report = match toolgate::check::check_http(&upstream, &cfg).await {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("toolgate check: cannot list the tools of {upstream}: {e}");
+                    std::process::exit(2);
+                }
+            };
+            match format {
+                Format::Text => print!("{}", report.text()),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+            std::process::exit(if report.errors > 0 { 1 } else { 0 });
         }
         Cmd::DemoServer {
             listen,

@@ -63,3 +63,99 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
         "{err}"
     );
 }
+
+async fn check(url: &str, format: &str) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--upstream", url, "--format", format])
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn check_passes_a_clean_server() {
+    let (addr, _) = toolgate::demo::spawn(
+        ([127, 0, 0, 1], 0).into(),
+        toolgate::demo::Options {
+            page_size: 2,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let (code, out, _) = check(&format!("http://{addr}/mcp"), "text").await;
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        format!("toolgate check http://{addr}/mcp: 6 tools, 0 errors, 0 warnings\n")
+    );
+}
+
+#[tokio::test]
+async fn check_reports_what_would_fail_at_runtime() {
+    let extra = vec![
+        json!({"name": "bad name", "description": "d", "inputSchema": {"type": "object"}}),
+        json!({"name": "remote", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json", "description": "x"}}}}),
+        json!({"name": "listy", "description": "d", "inputSchema": {"type": "array"}}),
+        json!({"name": "quiet", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}),
+    ];
+    let (addr, _) = toolgate::demo::spawn(
+        ([127, 0, 0, 1], 0).into(),
+        toolgate::demo::Options {
+            extra_tools: extra,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{addr}/mcp");
+    let (code, out, _) = check(&url, "json").await;
+    assert_eq!(code, 1, "{out}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["errors"], 3);
+    assert_eq!(r["warnings"], 2);
+    let problems: Vec<(String, String, String)> = r["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["tool"].as_str().unwrap().into(),
+                p["severity"].as_str().unwrap().into(),
+                p["kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("bad name", "error", "name"),
+        ("remote", "error", "input_schema"),
+        ("listy", "error", "input_schema"),
+        ("quiet", "warning", "description"),
+        ("quiet", "warning", "description"),
+    ];
+    assert_eq!(
+        problems,
+        expected
+            .iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        r["problems"][1]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("inputSchema does not compile"),
+        "{r}"
+    );
+    let (code, _, err) = check("http://127.0.0.1:1/mcp", "text").await;
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("cannot list the tools of http://127.0.0.1:1/mcp"),
+        "{err}"
+    );
+}

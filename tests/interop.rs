@@ -203,7 +203,10 @@ async fn server_everything_behind_toolgate() {
     assert_eq!(raw["error"]["code"], -32602);
     assert!(raw["error"].get("data").is_none(), "{raw}");
     let a = post(&tg.url(), Some(&via), read).await.answer();
-    assert_eq!(a, json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32602, "message": "Resource not found: nosuch://nope", "data": {"uri": "nosuch://nope"}}}));
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32602, "message": "Resource not found: nosuch://nope", "data": {"uri": "nosuch://nope"}}})
+    );
 
     // DELETE ends the session through toolgate.
     let r = request(

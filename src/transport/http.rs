@@ -14,7 +14,7 @@ use super::http_upstream::{self, Collected, HttpClient, HttpUpstream, ReadError}
 use super::origin::OriginPolicy;
 use super::reply;
 use super::sse::{self, Split, Splitter};
-use crate::config::parse_upstream_url;
+use crate::config::{Limits, parse_upstream_url};
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
@@ -321,69 +321,84 @@ impl Lister for HttpLister<'_> {
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Box<Response>>> {
-        let resp = self
-            .rt
-            .up
-            .send(Method::POST, &self.headers, request)
-            .await
-            .map_err(ListFailed::Unavailable)?;
-        if !resp.status().is_success() {
-            let (mut parts, body) = resp.into_parts();
-            parts.headers = http_upstream::end_to_end(&parts.headers);
-            let relay = Response::from_parts(parts, axum::body::Body::new(body));
-            return Err(ListFailed::Relay(Box::new(relay)));
-        }
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         let limits = &self.rt.gw.config.limits;
-        let broke = |e: hyper::Error| {
-            ListFailed::Unavailable(UpstreamError::Unreachable(format!(
-                "the answer broke off: {e}"
-            )))
+        exchange(&self.rt.up, &self.headers, request, id, limits)
+            .await
+            .map(|(_, result)| result)
+    }
+}
+
+/// Sends one request toolgate wrote and reads the answer to it, from a JSON body or from
+/// an SSE stream (other messages on the stream are skipped). Returns the answer's headers
+/// (a session id, for `initialize`) and its result.
+pub(crate) async fn exchange(
+    up: &HttpUpstream,
+    headers: &HeaderMap,
+    request: Bytes,
+    id: &str,
+    limits: &Limits,
+) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<Response>>> {
+    let resp = up
+        .send(Method::POST, headers, request)
+        .await
+        .map_err(ListFailed::Unavailable)?;
+    if !resp.status().is_success() {
+        let (mut parts, body) = resp.into_parts();
+        parts.headers = http_upstream::end_to_end(&parts.headers);
+        let relay = Response::from_parts(parts, axum::body::Body::new(body));
+        return Err(ListFailed::Relay(Box::new(relay)));
+    }
+    let (parts, mut body) = resp.into_parts();
+    let is_sse = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+    let broke = |e: hyper::Error| {
+        ListFailed::Unavailable(UpstreamError::Unreachable(format!(
+            "the answer broke off: {e}"
+        )))
+    };
+    let found = |r: Result<Box<RawValue>, String>| {
+        r.map(|result| (parts.headers.clone(), result))
+            .map_err(ListFailed::Refused)
+    };
+    if !is_sse {
+        return match http_upstream::collect_upstream(body, limits.max_response_bytes)
+            .await
+            .map_err(broke)?
+        {
+            Collected::Whole(bytes) => guard::match_answer(&bytes, id).map_or_else(
+                || {
+                    Err(ListFailed::Refused(
+                        "the answer is not a JSON-RPC response to the request".into(),
+                    ))
+                },
+                found,
+            ),
+            Collected::TooLarge(_) => Err(ListFailed::Refused(
+                "the answer is over max_response_bytes".into(),
+            )),
         };
-        let found = |r: Result<Box<RawValue>, String>| r.map_err(ListFailed::Refused);
-        let mut body = resp.into_body();
-        if !is_sse {
-            return match http_upstream::collect_upstream(body, limits.max_response_bytes)
-                .await
-                .map_err(broke)?
-            {
-                Collected::Whole(bytes) => guard::match_answer(&bytes, id).map_or_else(
-                    || {
-                        Err(ListFailed::Refused(
-                            "the answer is not a JSON-RPC response to the listing".into(),
-                        ))
-                    },
-                    found,
-                ),
-                Collected::TooLarge(_) => Err(ListFailed::Refused(
-                    "the tools/list answer is over max_response_bytes".into(),
-                )),
+    }
+    let mut splitter = Splitter::new(limits.max_sse_event_bytes);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(broke)?.into_data() else {
+            continue;
+        };
+        splitter.push(&data);
+        while let Some(split) = splitter.next_event() {
+            let Split::Event(ev) = split else {
+                return Err(ListFailed::Refused(
+                    "an SSE event of the answer is over max_sse_event_bytes".into(),
+                ));
             };
-        }
-        let mut splitter = Splitter::new(limits.max_sse_event_bytes);
-        while let Some(frame) = body.frame().await {
-            let Ok(data) = frame.map_err(broke)?.into_data() else {
-                continue;
-            };
-            splitter.push(&data);
-            while let Some(split) = splitter.next_event() {
-                let Split::Event(ev) = split else {
-                    return Err(ListFailed::Refused(
-                        "an SSE event of the tools/list answer is over max_sse_event_bytes".into(),
-                    ));
-                };
-                if let Some(r) = sse::data(&ev).and_then(|d| guard::match_answer(d.as_bytes(), id))
-                {
-                    return found(r);
-                }
+            if let Some(r) = sse::data(&ev).and_then(|d| guard::match_answer(d.as_bytes(), id)) {
+                return found(r);
             }
         }
-        Err(ListFailed::Unavailable(UpstreamError::Unreachable(
-            "the stream ended without answering tools/list".into(),
-        )))
     }
+    Err(ListFailed::Unavailable(UpstreamError::Unreachable(
+        "the stream ended without the answer".into(),
+    )))
 }

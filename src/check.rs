@@ -1,0 +1,345 @@
+//! `toolgate check`: lists a server's tools the way the gateway would and reports what will
+//! go wrong at runtime, for a server author's CI.
+//!
+//! Errors (exit status 1): a schema that does not compile with the gateway's settings, an
+//! `inputSchema` that is not `{"type": "object"}` at its root, a tool name the spec forbids,
+//! a name listed twice. Warnings: names some clients refuse (over 64 characters, or with
+//! `/`), tools and properties without a description (the model reads them).
+
+use crate::catalog::{CompileSettings, compile};
+use crate::config::Config;
+use crate::pipeline::guard::ListFailed;
+use crate::transport::http::exchange;
+use crate::transport::http_upstream::{self, HttpUpstream};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, Method};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    pub tool: String,
+    pub severity: Severity,
+    pub kind: &'static str,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub upstream: String,
+    pub tools: Vec<String>,
+    pub errors: usize,
+    pub warnings: usize,
+    pub problems: Vec<Problem>,
+}
+
+/// Lists the tools of the server at `url` (a legacy session: initialize, list every page,
+/// end the session) and checks them.
+pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
+    let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
+    let up = HttpUpstream::new(uri, http_upstream::client(), cfg.limits.upstream_timeout);
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    let failed = |what: &str, e: ListFailed<Box<axum::response::Response>>| match e {
+        ListFailed::Relay(r) => format!("{what}: the server answered HTTP {}", r.status()),
+        ListFailed::Unavailable(e) => format!("{what}: {e}"),
+        ListFailed::Refused(m) => format!("{what}: {m}"),
+    };
+    let init = json!({"jsonrpc": "2.0", "id": "toolgate-check-0", "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate-check", "version": env!("CARGO_PKG_VERSION")}}});
+    let (answer_headers, result) = exchange(
+        &up,
+        &headers,
+        Bytes::from(init.to_string()),
+        "toolgate-check-0",
+        &cfg.limits,
+    )
+    .await
+    .map_err(|e| failed("initialize", e))?;
+    if let Some(v) = serde_json::from_str::<Value>(result.get())
+        .ok()
+        .and_then(|r| r.get("protocolVersion").cloned())
+        .and_then(|v| v.as_str().map(str::to_owned))
+        && let Ok(v) = HeaderValue::from_str(&v)
+    {
+        headers.insert(crate::mcp::PROTOCOL_VERSION, v);
+    }
+    if let Some(s) = answer_headers.get(crate::mcp::SESSION_ID) {
+        headers.insert(crate::mcp::SESSION_ID, s.clone());
+    }
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = up
+        .send(Method::POST, &headers, Bytes::from(note.to_string()))
+        .await;
+    let mut tools: Vec<Value> = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for page in 0..cfg.limits.max_list_pages.max(1) {
+        let id = format!("toolgate-check-list-{page}");
+        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+        if let Some(c) = &cursor {
+            req["params"] = json!({"cursor": c});
+        }
+        let (_, result) = exchange(
+            &up,
+            &headers,
+            Bytes::from(req.to_string()),
+            &id,
+            &cfg.limits,
+        )
+        .await
+        .map_err(|e| failed("tools/list", e))?;
+        let result: Value =
+            serde_json::from_str(result.get()).map_err(|e| format!("tools/list: {e}"))?;
+        tools.extend(
+            result
+                .get("tools")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
+        if cursor.is_none() {
+            break;
+        }
+    }
+    if headers.contains_key(crate::mcp::SESSION_ID) {
+        let _ = up.send(Method::DELETE, &headers, Bytes::new()).await;
+    }
+    Ok(check_tools(
+        url,
+        &tools,
+        &CompileSettings::from_config(&cfg.limits, &cfg.validation),
+    ))
+}
+
+/// Checks listed tool definitions with the gateway's compile settings.
+pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) -> Report {
+    let mut problems = Vec::new();
+    let mut names = Vec::new();
+    let mut seen = HashSet::new();
+    for t in tools {
+        let name = t
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut say = |severity, kind, message: String| {
+            problems.push(Problem {
+                tool: name.clone(),
+                severity,
+                kind,
+                message,
+            })
+        };
+        if let Some(why) = name_error(&name) {
+            say(Severity::Error, "name", why);
+        } else if name.len() > 64 || name.contains('/') {
+            say(
+                Severity::Warning,
+                "name",
+                format!(
+                    "tool name {name:?} is refused by some clients and the conformance suite: keep it to 64 characters from A-Z a-z 0-9 _ - ."
+                ),
+            );
+        }
+        if !seen.insert(name.clone()) {
+            say(
+                Severity::Error,
+                "duplicate",
+                format!("tool name {name:?} is listed more than once"),
+            );
+        }
+        if t.get("description")
+            .and_then(Value::as_str)
+            .is_none_or(|d| d.trim().is_empty())
+        {
+            say(
+                Severity::Warning,
+                "description",
+                "the tool has no description".into(),
+            );
+        }
+        match t.get("inputSchema") {
+            None => say(
+                Severity::Error,
+                "input_schema",
+                "the tool has no inputSchema".into(),
+            ),
+            Some(schema) => {
+                if schema.get("type").and_then(Value::as_str) != Some("object") {
+                    say(
+                        Severity::Error,
+                        "input_schema",
+                        "inputSchema must have \"type\": \"object\" at its root".into(),
+                    );
+                }
+                if let Err(why) = compile(&schema.to_string(), settings).validator {
+                    say(
+                        Severity::Error,
+                        "input_schema",
+                        format!("inputSchema does not compile: {why}"),
+                    );
+                }
+                let mut undocumented = Vec::new();
+                undescribed(schema, schema, "", 0, &mut undocumented);
+                for p in undocumented {
+                    say(
+                        Severity::Warning,
+                        "description",
+                        format!("property {p:?} has no description"),
+                    );
+                }
+            }
+        }
+        if let Some(out) = t.get("outputSchema")
+            && let Err(why) = compile(&out.to_string(), settings).validator
+        {
+            say(
+                Severity::Error,
+                "output_schema",
+                format!("outputSchema does not compile: {why}"),
+            );
+        }
+        names.push(name);
+    }
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+    Report {
+        upstream: upstream.to_string(),
+        tools: names,
+        errors,
+        warnings: problems.len() - errors,
+        problems,
+    }
+}
+
+/// The spec's tool-name rule (2025-11-25): 1 to 128 characters from A-Z a-z 0-9 _ - . (SEP-986
+/// also allows `/`, so that is only a warning).
+fn name_error(name: &str) -> Option<String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'));
+    if name.is_empty() || name.len() > 128 || !ok_chars {
+        Some(format!(
+            "tool name {name:?} breaks the spec's rule: 1 to 128 characters from A-Z a-z 0-9 _ - ."
+        ))
+    } else {
+        None
+    }
+}
+
+/// Properties (at any depth, through local `$ref`s) without a `description`.
+fn undescribed(root: &Value, s: &Value, at: &str, depth: usize, out: &mut Vec<String>) {
+    if depth > 6 {
+        return;
+    }
+    let s = match s
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix('#'))
+    {
+        Some(ptr) => root.pointer(ptr).unwrap_or(s),
+        None => s,
+    };
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
+        for (name, p) in props {
+            let path = if at.is_empty() {
+                name.clone()
+            } else {
+                format!("{at}.{name}")
+            };
+            let resolved = match p
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix('#'))
+            {
+                Some(ptr) => root.pointer(ptr).unwrap_or(p),
+                None => p,
+            };
+            if p.get("description").is_none() && resolved.get("description").is_none() {
+                out.push(path.clone());
+            }
+            undescribed(root, resolved, &path, depth + 1, out);
+        }
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        undescribed(root, items, &format!("{at}[]"), depth + 1, out);
+    }
+}
+
+impl Report {
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "toolgate check {}: {} tools, {} error{}, {} warning{}\n",
+            self.upstream,
+            self.tools.len(),
+            self.errors,
+            if self.errors == 1 { "" } else { "s" },
+            self.warnings,
+            if self.warnings == 1 { "" } else { "s" }
+        );
+        for p in &self.problems {
+            let sev = match p.severity {
+                Severity::Error => "error  ",
+                Severity::Warning => "warning",
+            };
+            out.push_str(&format!("{sev}  {}: {}\n", p.tool, p.message));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::UnknownDialect;
+
+    #[test]
+    fn problems_are_found_and_graded() {
+        let settings = CompileSettings {
+            max_schema_bytes: 1 << 20,
+            validate_formats: true,
+            unknown_dialect: UnknownDialect::Reject,
+        };
+        let tools = vec![
+            json!({"name": "good", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x"}}}}),
+            json!({"name": "bad name", "description": "d", "inputSchema": {"type": "object"}}),
+            json!({"name": "arr", "description": "d", "inputSchema": {"type": "array"}}),
+            json!({"name": "remote", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json", "description": "x"}}}}),
+            json!({"name": "good", "inputSchema": {"type": "object", "properties": {"y": {"type": "string"}}}}),
+        ];
+        let r = check_tools("u", &tools, &settings);
+        let kinds: Vec<_> = r
+            .problems
+            .iter()
+            .map(|p| (p.tool.as_str(), p.severity, p.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("bad name", Severity::Error, "name"),
+                ("arr", Severity::Error, "input_schema"),
+                ("remote", Severity::Error, "input_schema"),
+                ("good", Severity::Error, "duplicate"),
+                ("good", Severity::Warning, "description"),
+                ("good", Severity::Warning, "description"),
+            ]
+        );
+        assert_eq!((r.errors, r.warnings), (4, 2));
+    }
+}
