@@ -28,10 +28,12 @@ use std::time::{Duration, Instant};
 /// when the last full listing is older than this, which bounds refresh storms.
 const RELIST_AFTER: Duration = Duration::from_secs(1);
 
+/// A catalog's scope: an upstream, and a keyed hash of the session id or credentials (so
+/// no token is held as it came, and the key is cheap to copy on every request).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ScopeKey {
     pub upstream: Arc<str>,
-    pub context: Box<str>,
+    pub context: u64,
 }
 
 /// One tool input schema, compiled (or not) once per distinct content.
@@ -410,9 +412,10 @@ mod tests {
     }
 
     fn key(s: &str) -> ScopeKey {
+        use std::hash::BuildHasher;
         ScopeKey {
             upstream: "u".into(),
-            context: s.into(),
+            context: std::hash::BuildHasherDefault::<DefaultHasher>::default().hash_one(s),
         }
     }
 

@@ -82,7 +82,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     }
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let _ = up
-        .send(Method::POST, &headers, Bytes::from(note.to_string()))
+        .send(Method::POST, headers.clone(), Bytes::from(note.to_string()))
         .await;
     let mut tools: Vec<Value> = Vec::new();
     let mut cursor: Option<Value> = None;
@@ -116,7 +116,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
         }
     }
     if headers.contains_key(crate::mcp::SESSION_ID) {
-        let _ = up.send(Method::DELETE, &headers, Bytes::new()).await;
+        let _ = up.send(Method::DELETE, headers.clone(), Bytes::new()).await;
     }
     Ok(check_tools(
         url,

@@ -124,16 +124,14 @@ impl Gateway {
         session: Option<&[u8]>,
         authorization: Option<&[u8]>,
     ) -> ScopeKey {
-        let context = if let Some(s) = session {
-            format!("s:{}", String::from_utf8_lossy(s))
-        } else if let Some(a) = authorization {
-            format!("a:{:016x}", self.hasher.hash_one(a))
-        } else {
-            "-".to_string()
+        let context = match (session, authorization) {
+            (Some(s), _) => self.hasher.hash_one((b's', s)),
+            (None, Some(a)) => self.hasher.hash_one((b'a', a)),
+            (None, None) => 0,
         };
         ScopeKey {
             upstream: target.name.clone(),
-            context: context.into(),
+            context,
         }
     }
 }

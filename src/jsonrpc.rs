@@ -13,7 +13,6 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::fmt;
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -230,20 +229,20 @@ pub enum ArgumentsError {
 /// Parses `arguments` and refuses duplicate keys at any depth. `serde_json::Value` keeps the
 /// last of two equal keys while some servers keep the first, so validating a parsed value with
 /// duplicates would let the server act on a value nobody checked.
+///
+/// The hot path keeps no path bookkeeping: a duplicate's JSON pointer is assembled only on the
+/// way out of the error, each enclosing object or array prefixing its own segment.
 pub fn parse_arguments(raw: &RawValue) -> Result<Map<String, Value>, ArgumentsError> {
-    let path = RefCell::new(Vec::new());
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    let value = StrictSeed { path: &path }
-        .deserialize(&mut de)
-        .map_err(|e| {
-            let msg = e.to_string();
-            match msg.strip_prefix(DUPLICATE_MARK) {
-                Some(rest) => ArgumentsError::Duplicate {
-                    pointer: rest.split(" at line").next().unwrap_or(rest).to_string(),
-                },
-                None => ArgumentsError::Unreadable(msg),
-            }
-        })?;
+    let value = Strict.deserialize(&mut de).map_err(|e| {
+        let msg = e.to_string();
+        match msg.strip_prefix(DUPLICATE_MARK) {
+            Some(rest) => ArgumentsError::Duplicate {
+                pointer: rest.split(POINTER_END).next().unwrap_or(rest).to_string(),
+            },
+            None => ArgumentsError::Unreadable(msg),
+        }
+    })?;
     match value {
         Value::Object(map) => Ok(map),
         _ => Err(ArgumentsError::NotObject),
@@ -251,20 +250,33 @@ pub fn parse_arguments(raw: &RawValue) -> Result<Map<String, Value>, ArgumentsEr
 }
 
 const DUPLICATE_MARK: &str = "toolgate:duplicate-key:";
+/// Ends the pointer inside the error text (serde_json appends a position after it).
+const POINTER_END: char = '\u{1}';
 
-#[derive(Clone, Copy)]
-struct StrictSeed<'p> {
-    path: &'p RefCell<Vec<String>>,
+/// Re-raises a child's duplicate-key error with this level's segment in front.
+fn prefixed<E: de::Error>(e: E, segment: &str) -> E {
+    let msg = e.to_string();
+    match msg.strip_prefix(DUPLICATE_MARK) {
+        Some(rest) => {
+            let inner = rest.split(POINTER_END).next().unwrap_or(rest);
+            let seg = segment.replace('~', "~0").replace('/', "~1");
+            E::custom(format_args!("{DUPLICATE_MARK}/{seg}{inner}{POINTER_END}"))
+        }
+        None => e,
+    }
 }
 
-impl<'de> DeserializeSeed<'de> for StrictSeed<'_> {
+#[derive(Clone, Copy)]
+struct Strict;
+
+impl<'de> DeserializeSeed<'de> for Strict {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for StrictSeed<'_> {
+impl<'de> Visitor<'de> for Strict {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -294,12 +306,10 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::new();
         loop {
-            self.path.borrow_mut().push(out.len().to_string());
-            let next = seq.next_element_seed(self);
-            self.path.borrow_mut().pop();
-            match next? {
-                Some(v) => out.push(v),
-                None => return Ok(Value::Array(out)),
+            match seq.next_element_seed(self) {
+                Ok(Some(v)) => out.push(v),
+                Ok(None) => return Ok(Value::Array(out)),
+                Err(e) => return Err(prefixed(e, &out.len().to_string())),
             }
         }
     }
@@ -307,17 +317,17 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if out.contains_key(&key) {
-                let mut pointer = String::new();
-                for seg in self.path.borrow().iter().chain(std::iter::once(&key)) {
-                    pointer.push('/');
-                    pointer.push_str(&seg.replace('~', "~0").replace('/', "~1"));
-                }
-                return Err(de::Error::custom(format_args!("{DUPLICATE_MARK}{pointer}")));
+                let seg = key.replace('~', "~0").replace('/', "~1");
+                return Err(de::Error::custom(format_args!(
+                    "{DUPLICATE_MARK}/{seg}{POINTER_END}"
+                )));
             }
-            self.path.borrow_mut().push(key.clone());
-            let value = map.next_value_seed(self);
-            self.path.borrow_mut().pop();
-            out.insert(key, value?);
+            match map.next_value_seed(self) {
+                Ok(v) => {
+                    out.insert(key, v);
+                }
+                Err(e) => return Err(prefixed(e, &key)),
+            }
         }
         Ok(Value::Object(out))
     }

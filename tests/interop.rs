@@ -358,10 +358,17 @@ async fn python_sdk_client_falls_back_to_legacy_through_toolgate() {
 #[tokio::test]
 async fn check_grades_server_everything() {
     let se = server_everything().await;
-    let out = Command::new(env!("CARGO_BIN_EXE_toolgate")).args(["check", "--upstream", &se.url]).output().await.unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--upstream", &se.url])
+        .output()
+        .await
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("toolgate check {}: 13 tools, 0 errors, 1 warning\nwarning  get-resource-reference: property \"resourceType\" has no description\n", se.url)
+        format!(
+            "toolgate check {}: 13 tools, 0 errors, 1 warning\nwarning  get-resource-reference: property \"resourceType\" has no description\n",
+            se.url
+        )
     );
 }

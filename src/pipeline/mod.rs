@@ -120,10 +120,7 @@ pub struct Observed {
 }
 
 /// Looks at one message coming back from the upstream for `pending`.
-pub fn observe(gw: &Gateway, pending: &Pending, bytes: &[u8]) -> Observed {
-    let Ok(Parsed::Single(m)) = jsonrpc::parse(bytes) else {
-        return Observed::default();
-    };
+pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
     if let Some(method) = m.method() {
         if method == mcp::TOOLS_LIST_CHANGED {
             learn::list_changed(gw, &pending.key);
@@ -136,13 +133,22 @@ pub fn observe(gw: &Gateway, pending: &Pending, bytes: &[u8]) -> Observed {
         return Observed::default();
     }
     let replacement = match &pending.kind {
-        Kind::List { first_page } => learn::list_answer(gw, pending, *first_page, &m),
-        Kind::Call { tool } => canon::call_answer(gw, pending, tool, &m),
-        Kind::Read { uri } => canon::read_answer(gw, pending, uri.as_deref(), &m),
+        Kind::List { first_page } => learn::list_answer(gw, pending, *first_page, m),
+        Kind::Call { tool } => canon::call_answer(gw, pending, tool, m),
+        Kind::Read { uri } => canon::read_answer(gw, pending, uri.as_deref(), m),
         Kind::Other => None,
     };
     Observed {
         answers,
         replacement,
+    }
+}
+
+/// [`observe`] for raw bytes (an SSE event's data, a stdio line); anything that is not one
+/// JSON-RPC message is left alone.
+pub fn observe_bytes(gw: &Gateway, pending: &Pending, bytes: &[u8]) -> Observed {
+    match jsonrpc::parse(bytes) {
+        Ok(Parsed::Single(m)) => observe(gw, pending, &m),
+        _ => Observed::default(),
     }
 }

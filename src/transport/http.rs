@@ -187,14 +187,18 @@ async fn post(rt: Route, req: Request) -> Response {
                 );
             }
             let pending = pending(&rt, &ctx, None, Kind::Other, Era::Legacy);
-            return forward(&rt, &parts, bytes.clone(), pending, ctx.has_session).await;
+            return forward(&rt, parts, bytes.clone(), pending, ctx.has_session).await;
         }
         Parsed::Single(m) => m,
     };
     let era = ctx.era(m.params);
     let id = if m.is_request() { m.id } else { None };
-    if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
-        let lister = HttpLister::new(&rt, &parts.headers, era);
+    let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
+        let lister = HttpLister {
+            rt: &rt,
+            client_headers: &parts.headers,
+            era,
+        };
         let call = Call {
             target: &rt.target,
             key: &ctx.key,
@@ -203,24 +207,16 @@ async fn post(rt: Route, req: Request) -> Response {
             params: m.params,
             bytes: &bytes,
         };
-        return match guard::tools_call(&rt.gw, call, &lister).await {
-            Decision::Forward(body, kind) => {
-                forward(
-                    &rt,
-                    &parts,
-                    body,
-                    pending(&rt, &ctx, id, kind, era),
-                    ctx.has_session,
-                )
-                .await
-            }
-            Decision::Answer(a) => reply::answer(era, a),
-            Decision::Relay(resp) => *resp,
-        };
-    }
-    let kind = pipeline::classify(&m);
+        match guard::tools_call(&rt.gw, call, &lister).await {
+            Decision::Forward(body, kind) => (body, kind),
+            Decision::Answer(a) => return reply::answer(era, a),
+            Decision::Relay(resp) => return *resp,
+        }
+    } else {
+        (bytes.clone(), pipeline::classify(&m))
+    };
     let pending = pending(&rt, &ctx, id, kind, era);
-    forward(&rt, &parts, bytes.clone(), pending, ctx.has_session).await
+    forward(&rt, parts, body, pending, ctx.has_session).await
 }
 
 fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
@@ -237,15 +233,16 @@ async fn bodiless(rt: Route, req: Request) -> Response {
     let (parts, _) = req.into_parts();
     let ctx = Context::of(&rt, &parts.headers);
     let era = ctx.era(None);
+    let is_delete = parts.method == Method::DELETE;
     let resp = forward(
         &rt,
-        &parts,
+        parts,
         Bytes::new(),
         pending(&rt, &ctx, None, Kind::Other, era),
         ctx.has_session,
     )
     .await;
-    if parts.method == Method::DELETE && resp.status().is_success() && ctx.has_session {
+    if is_delete && resp.status().is_success() && ctx.has_session {
         rt.gw.catalog.forget(&ctx.key);
     }
     resp
@@ -254,12 +251,12 @@ async fn bodiless(rt: Route, req: Request) -> Response {
 /// Sends a message upstream; its answer goes back through the rules.
 async fn forward(
     rt: &Route,
-    parts: &Parts,
+    parts: Parts,
     body: Bytes,
     pending: Pending,
     has_session: bool,
 ) -> Response {
-    match rt.up.send(parts.method.clone(), &parts.headers, body).await {
+    match rt.up.send(parts.method, parts.headers, body).await {
         Ok(resp) => http_answers::response(&rt.gw, pending, has_session, resp).await,
         Err(e) => {
             tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
@@ -285,31 +282,11 @@ async fn forward(
 }
 
 /// toolgate's own `tools/list`, sent with the client's headers inside its session (or with
-/// its credentials, statelessly).
+/// its credentials, statelessly). The headers are copied only when a listing is needed.
 struct HttpLister<'a> {
     rt: &'a Route,
-    headers: HeaderMap,
-}
-
-impl<'a> HttpLister<'a> {
-    fn new(rt: &'a Route, client_headers: &HeaderMap, era: Era) -> HttpLister<'a> {
-        let mut headers = client_headers.clone();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        headers.remove(mcp::NAME_HEADER);
-        if era == Era::Modern {
-            headers.insert(
-                mcp::METHOD_HEADER,
-                HeaderValue::from_static(mcp::TOOLS_LIST),
-            );
-        } else {
-            headers.remove(mcp::METHOD_HEADER);
-        }
-        HttpLister { rt, headers }
-    }
+    client_headers: &'a HeaderMap,
+    era: Era,
 }
 
 impl Lister for HttpLister<'_> {
@@ -321,8 +298,23 @@ impl Lister for HttpLister<'_> {
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Box<Response>>> {
+        let mut headers = self.client_headers.clone();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.remove(mcp::NAME_HEADER);
+        if self.era == Era::Modern {
+            headers.insert(
+                mcp::METHOD_HEADER,
+                HeaderValue::from_static(mcp::TOOLS_LIST),
+            );
+        } else {
+            headers.remove(mcp::METHOD_HEADER);
+        }
         let limits = &self.rt.gw.config.limits;
-        exchange(&self.rt.up, &self.headers, request, id, limits)
+        exchange(&self.rt.up, &headers, request, id, limits)
             .await
             .map(|(_, result)| result)
     }
@@ -339,12 +331,12 @@ pub(crate) async fn exchange(
     limits: &Limits,
 ) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<Response>>> {
     let resp = up
-        .send(Method::POST, headers, request)
+        .send(Method::POST, headers.clone(), request)
         .await
         .map_err(ListFailed::Unavailable)?;
     if !resp.status().is_success() {
         let (mut parts, body) = resp.into_parts();
-        parts.headers = http_upstream::end_to_end(&parts.headers);
+        http_upstream::strip_hop_by_hop(&mut parts.headers);
         let relay = Response::from_parts(parts, axum::body::Body::new(body));
         return Err(ListFailed::Relay(Box::new(relay)));
     }

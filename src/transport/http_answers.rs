@@ -46,7 +46,7 @@ pub async fn response(
         gw.catalog.forget(&pending.key);
     }
     let (mut parts, body) = resp.into_parts();
-    parts.headers = http_upstream::end_to_end(&parts.headers);
+    http_upstream::strip_hop_by_hop(&mut parts.headers);
     let media = parts
         .headers
         .get(CONTENT_TYPE)
@@ -113,23 +113,26 @@ pub async fn response(
             );
         }
     };
-    if !matches!(jsonrpc::parse(&bytes), Ok(Parsed::Single(_))) {
-        let what = format!(
-            "HTTP {} with a body that is not a JSON-RPC message",
-            status.as_u16()
-        );
-        tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
-        return reply::answer(
-            pending.era,
-            Answer::upstream_failed(
+    let replacement = match jsonrpc::parse(&bytes) {
+        Ok(Parsed::Single(m)) => pipeline::observe(gw, &pending, &m).replacement,
+        _ => {
+            let what = format!(
+                "HTTP {} with a body that is not a JSON-RPC message",
+                status.as_u16()
+            );
+            tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
+            return reply::answer(
                 pending.era,
-                Some(id),
-                is_call,
-                &UpstreamError::NotJsonRpc(what),
-            ),
-        );
-    }
-    match pipeline::observe(gw, &pending, &bytes).replacement {
+                Answer::upstream_failed(
+                    pending.era,
+                    Some(id),
+                    is_call,
+                    &UpstreamError::NotJsonRpc(what),
+                ),
+            );
+        }
+    };
+    match replacement {
         None => Response::from_parts(parts, Body::from(bytes)),
         Some(a) => {
             parts.status = a
@@ -210,7 +213,7 @@ impl SseInspector {
         if !about_us && !data.contains(mcp::TOOLS_LIST_CHANGED) {
             return ev;
         }
-        let seen = pipeline::observe(&self.gw, &self.pending, data.as_bytes());
+        let seen = pipeline::observe_bytes(&self.gw, &self.pending, data.as_bytes());
         self.answered |= seen.answers;
         match seen.replacement {
             Some(a) => sse::with_data(&ev, &a.body),

@@ -46,28 +46,22 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::UPGRADE,
 ];
 
-/// Copies the headers that belong to the end-to-end exchange.
-pub fn end_to_end(src: &HeaderMap) -> HeaderMap {
-    let named_in_connection: Vec<String> = src
+/// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
+/// what is left is the end-to-end exchange.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|s| s.trim().to_ascii_lowercase())
+        .filter_map(|s| HeaderName::from_bytes(s.trim().as_bytes()).ok())
         .collect();
-    let mut out = HeaderMap::with_capacity(src.len());
-    for (name, value) in src {
-        if HOP_BY_HOP.contains(name)
-            || name == header::HOST
-            || name == header::CONTENT_LENGTH
-            || name.as_str() == "proxy-connection"
-            || named_in_connection.iter().any(|n| n == name.as_str())
-        {
-            continue;
-        }
-        out.append(name, value.clone());
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
     }
-    out
+    headers.remove(header::HOST);
+    headers.remove(header::CONTENT_LENGTH);
+    headers.remove("proxy-connection");
 }
 
 impl HttpUpstream {
@@ -84,7 +78,7 @@ impl HttpUpstream {
     pub async fn send(
         &self,
         method: Method,
-        headers: &HeaderMap,
+        mut headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let mut req = Request::builder()
@@ -92,9 +86,9 @@ impl HttpUpstream {
             .uri(self.uri.clone())
             .body(Full::new(body))
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
-        let mut h = end_to_end(headers);
-        h.remove(header::ACCEPT_ENCODING);
-        *req.headers_mut() = h;
+        strip_hop_by_hop(&mut headers);
+        headers.remove(header::ACCEPT_ENCODING);
+        *req.headers_mut() = headers;
         match tokio::time::timeout(self.timeout, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(UpstreamError::Unreachable(error_chain(&e))),
@@ -147,23 +141,34 @@ pub async fn collect_upstream(
     mut body: Incoming,
     limit: usize,
 ) -> Result<Collected<axum::body::Body>, hyper::Error> {
+    // Most answers arrive in one frame: keep it without copying.
+    let mut first: Option<Bytes> = None;
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame?;
-        if let Ok(data) = frame.into_data() {
-            buf.extend_from_slice(&data);
-            if buf.len() > limit {
-                let head =
-                    futures_util::stream::once(async move { Ok::<_, hyper::Error>(buf.freeze()) });
-                let rest = body.into_data_stream();
-                use futures_util::StreamExt;
-                return Ok(Collected::TooLarge(axum::body::Body::from_stream(
-                    head.chain(rest),
-                )));
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        match first.take() {
+            None if buf.is_empty() => first = Some(data),
+            held => {
+                if let Some(h) = held {
+                    buf.extend_from_slice(&h);
+                }
+                buf.extend_from_slice(&data);
             }
         }
+        let held = first.as_ref().map_or(buf.len(), Bytes::len);
+        if held > limit {
+            let head = first.take().unwrap_or_else(|| buf.split().freeze());
+            let head = futures_util::stream::once(async move { Ok::<_, hyper::Error>(head) });
+            let rest = body.into_data_stream();
+            use futures_util::StreamExt;
+            return Ok(Collected::TooLarge(axum::body::Body::from_stream(
+                head.chain(rest),
+            )));
+        }
     }
-    Ok(Collected::Whole(buf.freeze()))
+    Ok(Collected::Whole(first.unwrap_or_else(|| buf.freeze())))
 }
 
 #[cfg(test)]
@@ -183,7 +188,8 @@ mod tests {
         h.insert("mcp-session-id", "abc".parse().unwrap());
         h.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
         h.insert("last-event-id", "7".parse().unwrap());
-        let out = end_to_end(&h);
+        let mut out = h;
+        strip_hop_by_hop(&mut out);
         let names: Vec<_> = out.keys().map(|k| k.as_str()).collect();
         assert_eq!(names.len(), 3, "{names:?}");
         assert!(

@@ -1,0 +1,310 @@
+//! End-to-end overhead: `tools/call` through toolgate against the same upstream called
+//! directly and through a bare forwarding proxy (hyper server to hyper client, no MCP logic),
+//! in one run, at concurrency 1, 8 and 64; then memory with 1, 1,000 and 10,000 sessions.
+//!
+//! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run). Each process is
+//! separate, so the CPU time of each proxy is read from /proc; on a 2-core machine the load
+//! generator, the proxy and the upstream share the CPU, so compare ratios, not absolutes.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::server::conn::http1 as server_http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BODY_VALID: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_flight","arguments":{"origin":"LHR","destination":"JFK","departureDate":"01/02/2999","passengers":2}}}"#;
+const BODY_INVALID: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_flight","arguments":{"origin":"LHR","destination":"JFK","departureDate":"2999-02-01","passengers":12}}}"#;
+const BODY_PASS: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
+struct Proc {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a process that prints "listening on http://ADDR/mcp" on stderr.
+fn start(mut cmd: Command) -> Proc {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("process starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1)
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(rest.trim().to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the process reports its address");
+    Proc { child, url }
+}
+
+/// CPU seconds (user + system) the process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// The bare forwarder: every request to the upstream as it came, every answer back.
+async fn forwarder(upstream: String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    eprintln!("listening on http://{}/mcp", listener.local_addr().unwrap());
+    let client: Client<_, hyper::body::Incoming> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let upstream: hyper::Uri = upstream.parse().unwrap();
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        let _ = stream.set_nodelay(true);
+        let (client, upstream) = (client.clone(), upstream.clone());
+        tokio::spawn(async move {
+            let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                let client = client.clone();
+                *req.uri_mut() = upstream.clone();
+                req.headers_mut().remove(hyper::header::HOST);
+                async move { client.request(req).await }
+            });
+            let _ = server_http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+struct Run {
+    requests: usize,
+    secs: f64,
+    p50_us: f64,
+    p99_us: f64,
+    cpu_us_per_req: f64,
+}
+
+/// `concurrency` workers, each on its own keep-alive connection, for `dur`.
+async fn load(
+    url: &str,
+    body: &'static str,
+    concurrency: usize,
+    dur: Duration,
+    pid: Option<u32>,
+) -> Run {
+    let uri: hyper::Uri = url.parse().unwrap();
+    let addr: SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
+    let cpu0 = pid.map(cpu_seconds);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let uri = uri.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            stream.set_nodelay(true).unwrap();
+            let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            let mut lat = Vec::with_capacity(100_000);
+            while start.elapsed() < dur {
+                let req = hyper::Request::post(uri.clone())
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .header("host", uri.authority().unwrap().as_str())
+                    .body(Full::new(Bytes::from_static(body.as_bytes())))
+                    .unwrap();
+                let t = Instant::now();
+                let resp = send.send_request(req).await.expect("an answer");
+                let status = resp.status();
+                let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+                assert!(
+                    status.is_success() && !bytes.is_empty(),
+                    "bad answer {status}"
+                );
+                lat.push(t.elapsed().as_nanos() as u64);
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = match (pid, cpu0) {
+        (Some(p), Some(c0)) => cpu_seconds(p) - c0,
+        _ => 0.0,
+    };
+    all.sort_unstable();
+    let pct = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)] as f64 / 1000.0;
+    Run {
+        requests: all.len(),
+        secs,
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+        cpu_us_per_req: cpu * 1e6 / all.len() as f64,
+    }
+}
+
+async fn post(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    url: &str,
+    session: Option<&str>,
+    body: String,
+) -> (Option<String>, Bytes) {
+    let mut req = hyper::Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let resp = client
+        .request(req.body(Full::new(Bytes::from(body))).unwrap())
+        .await
+        .unwrap();
+    let sid = resp
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_string());
+    (sid, resp.into_body().collect().await.unwrap().to_bytes())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--forwarder") {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(forwarder(args[i + 1].clone()));
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let dur = Duration::from_millis(if quick { 500 } else { 3000 });
+    let toolgate = env!("CARGO_BIN_EXE_toolgate");
+
+    let mut up_cmd = Command::new(toolgate);
+    up_cmd
+        .args(["demo-server", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn,toolgate=info");
+    let upstream = start(up_cmd);
+    let mut fwd_cmd = Command::new(std::env::current_exe().unwrap());
+    fwd_cmd.args(["--forwarder", &upstream.url]);
+    let fwd = start(fwd_cmd);
+    let mut tg_cmd = Command::new(toolgate);
+    tg_cmd
+        .args([
+            "serve",
+            "--upstream",
+            &upstream.url,
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "info");
+    let tg = start(tg_cmd);
+    std::thread::sleep(Duration::from_millis(300));
+    let idle_rss = rss_mib(tg.child.id());
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        // Warm: toolgate learns the tools once (stateless scope).
+        post(&client, &tg.url, None, r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#.into()).await;
+
+        println!("toolgate end-to-end benchmark, {} s per run", dur.as_secs_f64());
+        println!("machine: {} cores, {}", std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model());
+        println!();
+        println!("{:<12} {:<9} {:>4} {:>10} {:>9} {:>9} {:>12}", "scenario", "via", "conc", "req/s", "p50 µs", "p99 µs", "proxy CPU µs");
+        let mut summary = Vec::new();
+        for (scenario, body) in [("valid call", BODY_VALID), ("invalid", BODY_INVALID), ("ping", BODY_PASS)] {
+            for conc in [1, 8, 64] {
+                let mut row = Vec::new();
+                for (via, url, pid) in [("direct", &upstream.url, None), ("forwarder", &fwd.url, Some(fwd.child.id())), ("toolgate", &tg.url, Some(tg.child.id()))] {
+                    let r = load(url, body, conc, dur, pid).await;
+                    let rps = r.requests as f64 / r.secs;
+                    println!("{scenario:<12} {via:<9} {conc:>4} {rps:>10.0} {:>9.1} {:>9.1} {:>12}", r.p50_us, r.p99_us, if pid.is_some() { format!("{:.1}", r.cpu_us_per_req) } else { "-".into() });
+                    row.push((rps, r.p50_us, r.cpu_us_per_req));
+                }
+                summary.push((scenario, conc, row));
+            }
+        }
+        println!();
+        println!("ratios (toolgate vs bare forwarder; added p50 vs direct):");
+        for (scenario, conc, row) in &summary {
+            let (d, f, t) = (row[0], row[1], row[2]);
+            println!(
+                "  {scenario:<11} c={conc:<3} throughput {:.2}x forwarder, {:.2}x direct; CPU/req {:.2}x forwarder; p50 +{:.0} µs vs direct (forwarder +{:.0} µs)",
+                t.0 / f.0,
+                t.0 / d.0,
+                t.2 / f.2,
+                t.1 - d.1,
+                f.1 - d.1
+            );
+        }
+
+        println!();
+        println!("memory (toolgate RSS): idle {idle_rss:.1} MiB");
+        let mut done = 0;
+        for target in [1usize, 1_000, 10_000] {
+            let mut handles = Vec::new();
+            let per = (target - done).div_ceil(16);
+            for w in 0..16 {
+                let (client, url) = (client.clone(), tg.url.clone());
+                let n = per.min((target - done).saturating_sub(w * per));
+                handles.push(tokio::spawn(async move {
+                    for _ in 0..n {
+                        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+                        let (sid, _) = post(&client, &url, None, init.into()).await;
+                        let sid = sid.expect("a session");
+                        post(&client, &url, Some(&sid), r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.into()).await;
+                    }
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+            done = target;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            println!("  {target:>6} sessions with identical tool lists: {:.1} MiB", rss_mib(tg.child.id()));
+        }
+    });
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or_else(|| "unknown CPU".into(), |s| s.trim().to_string())
+}

@@ -1,0 +1,105 @@
+//! Validation cost per call: the schemas of the demo server (small, typical, with refs and
+//! arrays) and a large generated one, valid and invalid arguments, plus the argument parse
+//! that guards against duplicate keys. Run with `cargo bench --bench validation`.
+
+use serde_json::{Value, json};
+use std::hint::black_box;
+use std::time::Instant;
+use toolgate::catalog::{CompileSettings, compile};
+use toolgate::config::UnknownDialect;
+use toolgate::jsonrpc::parse_arguments;
+use toolgate::validate::{self, Verdict};
+
+fn per_op(iters: u32, mut f: impl FnMut()) -> f64 {
+    for _ in 0..iters / 10 {
+        f();
+    }
+    let t = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    t.elapsed().as_nanos() as f64 / iters as f64
+}
+
+fn main() {
+    let settings = CompileSettings {
+        max_schema_bytes: 1 << 24,
+        validate_formats: true,
+        unknown_dialect: UnknownDialect::Reject,
+    };
+    let mut large_props = serde_json::Map::new();
+    let mut large_args = serde_json::Map::new();
+    for i in 0..50 {
+        large_props.insert(
+            format!("field{i}"),
+            json!({"type": "string", "maxLength": 64, "description": "a field"}),
+        );
+        large_args.insert(format!("field{i}"), json!("value"));
+    }
+    let cases: Vec<(&str, Value, Value, Value)> = vec![
+        (
+            "small (add)",
+            json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}),
+            json!({"a": 1, "b": 2}),
+            json!({"a": "x", "b": 2}),
+        ),
+        (
+            "typical (book_flight)",
+            json!({"type": "object", "properties": {
+                "origin": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                "destination": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                "departureDate": {"type": "string", "pattern": "^\\d{2}/\\d{2}/\\d{4}$"},
+                "passengers": {"type": "integer", "minimum": 1, "maximum": 9}},
+                "required": ["origin", "destination", "departureDate"], "additionalProperties": false}),
+            json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/02/2999", "passengers": 2}),
+            json!({"origin": "LHR", "destination": "jfk", "departureDate": "2999-02-01", "passengers": 12}),
+        ),
+        (
+            "refs+arrays (plan_trip)",
+            json!({"type": "object", "$defs": {"t": {"type": "object", "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer", "minimum": 0}, "class": {"enum": ["economy", "business", "first"]}}, "required": ["name", "age"], "additionalProperties": false}},
+                "properties": {"travellers": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/t"}}, "mode": {"enum": ["air", "rail", "road"]}}, "required": ["travellers", "mode"]}),
+            json!({"mode": "air", "travellers": [{"name": "Ada", "age": 36, "class": "first"}, {"name": "Alan", "age": 41}]}),
+            json!({"mode": "boat", "travellers": [{"name": "", "age": -1}]}),
+        ),
+        (
+            "large (50 properties)",
+            json!({"type": "object", "properties": large_props, "additionalProperties": false}),
+            Value::Object(large_args.clone()),
+            {
+                let mut a = large_args.clone();
+                a.insert("field7".into(), json!(7));
+                Value::Object(a)
+            },
+        ),
+    ];
+    println!(
+        "{:<24} {:>12} {:>14} {:>16} {:>14}",
+        "schema", "compile µs", "is_valid ns", "parse args ns", "invalid+report µs"
+    );
+    for (name, schema, valid, invalid) in cases {
+        let raw = schema.to_string();
+        let t = Instant::now();
+        let compiled = compile(&raw, &settings);
+        let compile_us = t.elapsed().as_nanos() as f64 / 1000.0;
+        let v = compiled.validator.as_ref().expect("compiles");
+        let is_valid = per_op(200_000, || {
+            black_box(v.is_valid(black_box(&valid)));
+        });
+        let valid_raw = serde_json::value::RawValue::from_string(valid.to_string()).unwrap();
+        let parse = per_op(100_000, || {
+            black_box(parse_arguments(black_box(&valid_raw)).unwrap());
+        });
+        let report = per_op(20_000, || {
+            let mut args = invalid.clone();
+            let verdict = validate::check(name, &compiled, v, &mut args, true, 32);
+            assert!(matches!(verdict, Verdict::Invalid(_)));
+            if let Verdict::Invalid(r) = verdict {
+                black_box(r.text());
+            }
+        });
+        println!(
+            "{name:<24} {compile_us:>12.1} {is_valid:>14.0} {parse:>16.0} {:>14.1}",
+            report / 1000.0
+        );
+    }
+}
