@@ -17,6 +17,10 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The same allocator as toolgate, so the bare forwarder is compared like for like.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const BODY_VALID: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_flight","arguments":{"origin":"LHR","destination":"JFK","departureDate":"01/02/2999","passengers":2}}}"#;
 const BODY_INVALID: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_flight","arguments":{"origin":"LHR","destination":"JFK","departureDate":"2999-02-01","passengers":12}}}"#;
 const BODY_PASS: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
@@ -206,7 +210,7 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let dur = Duration::from_millis(if quick { 500 } else { 3000 });
+    let dur = Duration::from_millis(if quick { 500 } else { 2000 });
     let toolgate = env!("CARGO_BIN_EXE_toolgate");
 
     let mut up_cmd = Command::new(toolgate);
@@ -241,19 +245,32 @@ fn main() {
         // Warm: toolgate learns the tools once (stateless scope).
         post(&client, &tg.url, None, r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#.into()).await;
 
-        println!("toolgate end-to-end benchmark, {} s per run", dur.as_secs_f64());
+        println!("toolgate end-to-end benchmark: {} s per run, medians of {} interleaved rounds", dur.as_secs_f64(), if quick { 1 } else { 3 });
         println!("machine: {} cores, {}", std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model());
         println!();
         println!("{:<12} {:<9} {:>4} {:>10} {:>9} {:>9} {:>12}", "scenario", "via", "conc", "req/s", "p50 µs", "p99 µs", "proxy CPU µs");
         let mut summary = Vec::new();
+        let rounds = if quick { 1 } else { 3 };
         for (scenario, body) in [("valid call", BODY_VALID), ("invalid", BODY_INVALID), ("ping", BODY_PASS)] {
             for conc in [1, 8, 64] {
+                // Interleaved rounds, medians: the machine's noise hits all three alike.
+                let vias = [("direct", &upstream.url, None), ("forwarder", &fwd.url, Some(fwd.child.id())), ("toolgate", &tg.url, Some(tg.child.id()))];
+                let mut runs: Vec<Vec<Run>> = vec![Vec::new(), Vec::new(), Vec::new()];
+                for _ in 0..rounds {
+                    for (i, (_, url, pid)) in vias.iter().enumerate() {
+                        runs[i].push(load(url, body, conc, dur, *pid).await);
+                    }
+                }
                 let mut row = Vec::new();
-                for (via, url, pid) in [("direct", &upstream.url, None), ("forwarder", &fwd.url, Some(fwd.child.id())), ("toolgate", &tg.url, Some(tg.child.id()))] {
-                    let r = load(url, body, conc, dur, pid).await;
-                    let rps = r.requests as f64 / r.secs;
-                    println!("{scenario:<12} {via:<9} {conc:>4} {rps:>10.0} {:>9.1} {:>9.1} {:>12}", r.p50_us, r.p99_us, if pid.is_some() { format!("{:.1}", r.cpu_us_per_req) } else { "-".into() });
-                    row.push((rps, r.p50_us, r.cpu_us_per_req));
+                for (i, (via, _, pid)) in vias.iter().enumerate() {
+                    let med = |f: &dyn Fn(&Run) -> f64| {
+                        let mut v: Vec<f64> = runs[i].iter().map(f).collect();
+                        v.sort_by(|a, b| a.total_cmp(b));
+                        v[v.len() / 2]
+                    };
+                    let (rps, p50, p99, cpu) = (med(&|r| r.requests as f64 / r.secs), med(&|r| r.p50_us), med(&|r| r.p99_us), med(&|r| r.cpu_us_per_req));
+                    println!("{scenario:<12} {via:<9} {conc:>4} {rps:>10.0} {p50:>9.1} {p99:>9.1} {:>12}", if pid.is_some() { format!("{cpu:.1}") } else { "-".into() });
+                    row.push((rps, p50, cpu));
                 }
                 summary.push((scenario, conc, row));
             }

@@ -107,31 +107,30 @@ fn classify(e: serde_json::Error) -> Rejection {
 
 /// Parses a body into messages without copying any member it does not need.
 pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    // UTF-8 is checked once for the whole body; parsing from `&str` then borrows raw
+    // members without validating them again.
+    let text = std::str::from_utf8(body).map_err(|e| Rejection::Parse(format!("the body is not UTF-8: {e}")))?;
+    let first = text.bytes().find(|b| !b.is_ascii_whitespace());
     match first {
         None => Err(Rejection::Parse("empty body".into())),
         Some(b'[') => {
-            let items: Vec<&RawValue> = serde_json::from_slice(body).map_err(classify)?;
+            let items: Vec<&RawValue> = serde_json::from_str(text).map_err(classify)?;
             if items.is_empty() {
                 return Err(Rejection::Invalid("empty batch".into()));
             }
-            items
-                .into_iter()
-                .map(|raw| message(raw.get().as_bytes()))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Body::Batch)
+            items.into_iter().map(|raw| message(raw.get())).collect::<Result<Vec<_>, _>>().map(Body::Batch)
         }
-        Some(_) => message(body).map(Body::Single),
+        Some(_) => message(text).map(Body::Single),
     }
 }
 
-fn message(bytes: &[u8]) -> Result<Message<'_>, Rejection> {
-    let env: Envelope<'_> = match serde_json::from_slice(bytes) {
+fn message(text: &str) -> Result<Message<'_>, Rejection> {
+    let env: Envelope<'_> = match serde_json::from_str(text) {
         Ok(env) => env,
         Err(e) if e.classify() == serde_json::error::Category::Data => {
             // Valid JSON of the wrong shape (a string, a number, duplicate members) is an
             // invalid request; anything else is a parse error.
-            return match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            return match serde_json::from_str::<serde::de::IgnoredAny>(text) {
                 Ok(_) => Err(Rejection::Invalid(e.to_string())),
                 Err(e) => Err(classify(e)),
             };

@@ -47,21 +47,11 @@ pub async fn response(
     }
     let (mut parts, body) = resp.into_parts();
     http_upstream::strip_hop_by_hop(&mut parts.headers);
-    let media = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
+    let media = parts.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map_or("", |v| v.split(';').next().unwrap_or("").trim());
+    let is_json = media.eq_ignore_ascii_case("application/json");
     let is_call = matches!(pending.kind, Kind::Call { .. });
 
-    if media == "text/event-stream" {
+    if media.eq_ignore_ascii_case("text/event-stream") {
         let body = sse_stream(SseInspector::new(gw.clone(), pending), body);
         return Response::from_parts(parts, body);
     }
@@ -72,15 +62,11 @@ pub async fn response(
     if relayed_as_is(status, has_session) {
         return Response::from_parts(parts, Body::new(body));
     }
-    if media != "application/json" {
+    if !is_json {
         let what = format!(
             "HTTP {} with {}",
             status.as_u16(),
-            if media.is_empty() {
-                "no content type".to_string()
-            } else {
-                media
-            }
+            if media.is_empty() { "no content type" } else { media }
         );
         tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
         return reply::answer(

@@ -49,19 +49,31 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
 /// what is left is the end-to-end exchange.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|s| HeaderName::from_bytes(s.trim().as_bytes()).ok())
+    // One pass over what is there: most requests carry none of these, and removing absent
+    // names one by one costs a hash lookup each.
+    let named_in_connection = |name: &HeaderName, headers: &HeaderMap| {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|s| s.trim().eq_ignore_ascii_case(name.as_str()))
+    };
+    let has_connection = headers.contains_key(header::CONNECTION);
+    let doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            HOP_BY_HOP.contains(name)
+                || *name == header::HOST
+                || *name == header::CONTENT_LENGTH
+                || name.as_str() == "proxy-connection"
+                || (has_connection && named_in_connection(name, headers))
+        })
+        .cloned()
         .collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+    for name in doomed {
         headers.remove(name);
     }
-    headers.remove(header::HOST);
-    headers.remove(header::CONTENT_LENGTH);
-    headers.remove("proxy-connection");
 }
 
 impl HttpUpstream {

@@ -2,6 +2,8 @@
 //! server through toolgate. `Origin`, when present, must be a localhost origin or one the
 //! operator allowed; on a loopback listener the `Host` must name loopback too, since a
 //! rebound DNS name arrives as a foreign `Host`.
+//!
+//! Runs on every request, so it compares in place and allocates nothing.
 
 use http::HeaderMap;
 use http::header::{HOST, ORIGIN};
@@ -16,33 +18,29 @@ impl OriginPolicy {
     pub fn new(allowed: &[String], loopback_listener: bool) -> OriginPolicy {
         OriginPolicy {
             any: allowed.iter().any(|o| o == "*"),
-            allowed: allowed
-                .iter()
-                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
-                .collect(),
+            allowed: allowed.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
             check_host: loopback_listener,
         }
     }
 
     /// `Err` carries the reason for the 403.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), &'static str> {
+        if self.any {
+            return Ok(());
+        }
         if let Some(origin) = headers.get(ORIGIN) {
-            let o = origin.to_str().unwrap_or("").to_ascii_lowercase();
-            let ok = self.any || self.allowed.contains(&o) || is_local_origin(&o);
+            let o = origin.to_str().unwrap_or("");
+            let ok = is_local_origin(o) || self.allowed.iter().any(|a| a.eq_ignore_ascii_case(o));
             if !ok {
                 return Err("Forbidden: Origin not allowed");
             }
         }
         if self.check_host
-            && !self.any
             && let Some(host) = headers.get(HOST)
         {
-            let h = host.to_str().unwrap_or("").to_ascii_lowercase();
-            let allowed_host = self
-                .allowed
-                .iter()
-                .any(|a| a.split_once("://").is_some_and(|(_, rest)| rest == h));
-            if !is_local_host(&h) && !allowed_host {
+            let h = host.to_str().unwrap_or("");
+            let allowed_host = || self.allowed.iter().any(|a| a.split_once("://").is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(h)));
+            if !is_local_host(h) && !allowed_host() {
                 return Err("Forbidden: Host not allowed");
             }
         }
@@ -52,33 +50,25 @@ impl OriginPolicy {
 
 fn is_local_origin(origin: &str) -> bool {
     match origin.split_once("://") {
-        Some(("http" | "https", rest)) => is_local_host(rest),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => is_local_host(rest),
         _ => false,
     }
 }
 
 fn is_local_host(host_port: &str) -> bool {
-    let host = if let Some(rest) = host_port.strip_prefix('[') {
+    let (host, port) = if let Some(rest) = host_port.strip_prefix('[') {
         match rest.split_once(']') {
-            Some((h, port)) if port.is_empty() || port.starts_with(':') => {
-                return h == "::1" && valid_port(port);
-            }
-            _ => return false,
+            Some((h, port)) => (h, port),
+            None => return false,
         }
     } else {
-        match host_port.split_once(':') {
-            Some((h, port)) if valid_port(&format!(":{port}")) => h,
-            Some(_) => return false,
-            None => host_port,
+        match host_port.rfind(':') {
+            Some(i) => (&host_port[..i], &host_port[i..]),
+            None => (host_port, ""),
         }
     };
-    host == "localhost" || host == "127.0.0.1"
-}
-
-fn valid_port(p: &str) -> bool {
-    p.is_empty()
-        || p.strip_prefix(':')
-            .is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()))
+    let port_ok = port.is_empty() || port.strip_prefix(':').is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()));
+    port_ok && (host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "::1")
 }
 
 #[cfg(test)]
@@ -88,10 +78,7 @@ mod tests {
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(
-                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.parse().unwrap(),
-            );
+            h.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
         }
         h
     }
@@ -99,32 +86,22 @@ mod tests {
     #[test]
     fn localhost_origins_pass_and_foreign_ones_do_not() {
         let p = OriginPolicy::new(&[], true);
-        for ok in [
-            "http://localhost:3000",
-            "http://127.0.0.1",
-            "https://[::1]:8443",
-        ] {
+        for ok in ["http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443", "HTTP://LOCALHOST:1"] {
             assert!(p.check(&headers(&[("origin", ok)])).is_ok(), "{ok}");
         }
-        for bad in [
-            "http://evil.example",
-            "http://localhost.evil.example",
-            "http://127.0.0.1.nip.io:80",
-            "null",
-        ] {
+        for bad in ["http://evil.example", "http://localhost.evil.example", "http://127.0.0.1.nip.io:80", "null", "http://127.0.0.1:80:80", "http://[::1]x"] {
             assert!(p.check(&headers(&[("origin", bad)])).is_err(), "{bad}");
         }
         assert!(p.check(&headers(&[("host", "evil.example.com")])).is_err());
         assert!(p.check(&headers(&[("host", "127.0.0.1:8080")])).is_ok());
+        assert!(p.check(&headers(&[("host", "localhost")])).is_ok());
     }
 
     #[test]
     fn operators_can_allow_more() {
         let p = OriginPolicy::new(&["https://app.example.com".into()], true);
-        assert!(
-            p.check(&headers(&[("origin", "https://app.example.com")]))
-                .is_ok()
-        );
+        assert!(p.check(&headers(&[("origin", "https://app.example.com")])).is_ok());
         assert!(p.check(&headers(&[("host", "app.example.com")])).is_ok());
+        assert!(OriginPolicy::new(&["*".into()], true).check(&headers(&[("origin", "http://x"), ("host", "x")])).is_ok());
     }
 }
