@@ -109,7 +109,8 @@ fn classify(e: serde_json::Error) -> Rejection {
 pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
     // UTF-8 is checked once for the whole body; parsing from `&str` then borrows raw
     // members without validating them again.
-    let text = std::str::from_utf8(body).map_err(|e| Rejection::Parse(format!("the body is not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(body)
+        .map_err(|e| Rejection::Parse(format!("the body is not UTF-8: {e}")))?;
     let first = text.bytes().find(|b| !b.is_ascii_whitespace());
     match first {
         None => Err(Rejection::Parse("empty body".into())),
@@ -118,7 +119,11 @@ pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
             if items.is_empty() {
                 return Err(Rejection::Invalid("empty batch".into()));
             }
-            items.into_iter().map(|raw| message(raw.get())).collect::<Result<Vec<_>, _>>().map(Body::Batch)
+            items
+                .into_iter()
+                .map(|raw| message(raw.get()))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Body::Batch)
         }
         Some(_) => message(text).map(Body::Single),
     }

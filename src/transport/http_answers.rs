@@ -47,7 +47,11 @@ pub async fn response(
     }
     let (mut parts, body) = resp.into_parts();
     http_upstream::strip_hop_by_hop(&mut parts.headers);
-    let media = parts.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map_or("", |v| v.split(';').next().unwrap_or("").trim());
+    let media = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map_or("", |v| v.split(';').next().unwrap_or("").trim());
     let is_json = media.eq_ignore_ascii_case("application/json");
     let is_call = matches!(pending.kind, Kind::Call { .. });
 
@@ -66,7 +70,11 @@ pub async fn response(
         let what = format!(
             "HTTP {} with {}",
             status.as_u16(),
-            if media.is_empty() { "no content type" } else { media }
+            if media.is_empty() {
+                "no content type"
+            } else {
+                media
+            }
         );
         tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
         return reply::answer(
@@ -99,6 +107,9 @@ pub async fn response(
             );
         }
     };
+    if status.is_success() && !needs_reading(&pending, &bytes) {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
     let replacement = match jsonrpc::parse(&bytes) {
         Ok(Parsed::Single(m)) => pipeline::observe(gw, &pending, &m).replacement,
         _ => {
@@ -131,6 +142,21 @@ pub async fn response(
             Response::from_parts(parts, Body::from(a.body))
         }
     }
+}
+
+/// Whether a JSON answer must be parsed. A successful `tools/call` answer is rewritten only
+/// when it is an error, or when its output is checked; a body that holds no `"error"` and is
+/// one whole JSON object cannot be either, so the common case skips the parse. Anything that
+/// is not plainly one object is still read, so a truncated or foreign body is caught.
+fn needs_reading(pending: &Pending, body: &[u8]) -> bool {
+    if !matches!(pending.kind, Kind::Call { .. })
+        || pending.target.validation.output != crate::config::OutputMode::Off
+    {
+        return true;
+    }
+    let trimmed = body.trim_ascii();
+    let one_object = trimmed.first() == Some(&b'{') && trimmed.last() == Some(&b'}');
+    !one_object || memchr::memmem::find(body, b"\"error\"").is_some()
 }
 
 struct SseInspector {

@@ -18,7 +18,10 @@ impl OriginPolicy {
     pub fn new(allowed: &[String], loopback_listener: bool) -> OriginPolicy {
         OriginPolicy {
             any: allowed.iter().any(|o| o == "*"),
-            allowed: allowed.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
+            allowed: allowed
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
             check_host: loopback_listener,
         }
     }
@@ -39,7 +42,12 @@ impl OriginPolicy {
             && let Some(host) = headers.get(HOST)
         {
             let h = host.to_str().unwrap_or("");
-            let allowed_host = || self.allowed.iter().any(|a| a.split_once("://").is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(h)));
+            let allowed_host = || {
+                self.allowed.iter().any(|a| {
+                    a.split_once("://")
+                        .is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(h))
+                })
+            };
             if !is_local_host(h) && !allowed_host() {
                 return Err("Forbidden: Host not allowed");
             }
@@ -50,7 +58,11 @@ impl OriginPolicy {
 
 fn is_local_origin(origin: &str) -> bool {
     match origin.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => is_local_host(rest),
+        Some((scheme, rest))
+            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
+        {
+            is_local_host(rest)
+        }
         _ => false,
     }
 }
@@ -67,7 +79,10 @@ fn is_local_host(host_port: &str) -> bool {
             None => (host_port, ""),
         }
     };
-    let port_ok = port.is_empty() || port.strip_prefix(':').is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()));
+    let port_ok = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|d| {
+            !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit())
+        });
     port_ok && (host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "::1")
 }
 
@@ -78,7 +93,10 @@ mod tests {
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         h
     }
@@ -86,10 +104,22 @@ mod tests {
     #[test]
     fn localhost_origins_pass_and_foreign_ones_do_not() {
         let p = OriginPolicy::new(&[], true);
-        for ok in ["http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443", "HTTP://LOCALHOST:1"] {
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+            "HTTP://LOCALHOST:1",
+        ] {
             assert!(p.check(&headers(&[("origin", ok)])).is_ok(), "{ok}");
         }
-        for bad in ["http://evil.example", "http://localhost.evil.example", "http://127.0.0.1.nip.io:80", "null", "http://127.0.0.1:80:80", "http://[::1]x"] {
+        for bad in [
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io:80",
+            "null",
+            "http://127.0.0.1:80:80",
+            "http://[::1]x",
+        ] {
             assert!(p.check(&headers(&[("origin", bad)])).is_err(), "{bad}");
         }
         assert!(p.check(&headers(&[("host", "evil.example.com")])).is_err());
@@ -100,8 +130,15 @@ mod tests {
     #[test]
     fn operators_can_allow_more() {
         let p = OriginPolicy::new(&["https://app.example.com".into()], true);
-        assert!(p.check(&headers(&[("origin", "https://app.example.com")])).is_ok());
+        assert!(
+            p.check(&headers(&[("origin", "https://app.example.com")]))
+                .is_ok()
+        );
         assert!(p.check(&headers(&[("host", "app.example.com")])).is_ok());
-        assert!(OriginPolicy::new(&["*".into()], true).check(&headers(&[("origin", "http://x"), ("host", "x")])).is_ok());
+        assert!(
+            OriginPolicy::new(&["*".into()], true)
+                .check(&headers(&[("origin", "http://x"), ("host", "x")]))
+                .is_ok()
+        );
     }
 }
