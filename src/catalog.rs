@@ -275,14 +275,24 @@ impl Catalog {
     }
 
     fn tool(&self, t: &Listed) -> Tool {
+        let (input, fresh) = self.shared(&t.input);
+        if fresh && let Err(why) = &input.validator {
+            // Once per distinct schema: the operator learns which tools go unchecked.
+            tracing::warn!(tool = %t.name, error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
+        }
         Tool {
-            input: self.schema(&t.input),
-            output: t.output.as_deref().map(|o| self.schema(o)),
+            input,
+            output: t.output.as_deref().map(|o| self.shared(o).0),
         }
     }
 
     /// The compiled schema for these bytes, shared with every scope that listed the same.
     pub fn schema(&self, raw: &str) -> Arc<Schema> {
+        self.shared(raw).0
+    }
+
+    /// Like [`Catalog::schema`]; also says whether this call compiled it.
+    fn shared(&self, raw: &str) -> (Arc<Schema>, bool) {
         let mut h = DefaultHasher::new();
         raw.hash(&mut h);
         let hash = h.finish();
@@ -295,7 +305,7 @@ impl Catalog {
                 .filter_map(Weak::upgrade)
                 .find(|s| &*s.raw == raw)
             {
-                return found;
+                return (found, false);
             }
         }
         // Compiled outside the lock: a slow schema must not stall other scopes' learning.
@@ -310,7 +320,7 @@ impl Catalog {
                 !v.is_empty()
             });
         }
-        compiled
+        (compiled, true)
     }
 }
 

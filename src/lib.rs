@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod demo;
+pub mod fuzzing;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod mcp;

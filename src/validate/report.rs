@@ -201,9 +201,10 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
         ValidationErrorKind::Pattern { pattern } => {
             one(format!("must match the pattern {pattern}, got {got}"))
         }
-        ValidationErrorKind::Enum { options } => {
-            one(format!("must be one of {options}, got {got}"))
-        }
+        ValidationErrorKind::Enum { options } => one(format!(
+            "must be one of {}, got {got}",
+            options_preview(options)
+        )),
         ValidationErrorKind::Constant { expected_value } => {
             one(format!("must be exactly {expected_value}, got {got}"))
         }
@@ -242,6 +243,18 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
             "matches more than one of the accepted forms, got {got}"
         )),
         _ => one(e.masked().to_string()),
+    }
+}
+
+/// The allowed values, cut after a few: a huge `enum` must not become a huge answer.
+fn options_preview(options: &Value) -> String {
+    const SHOWN: usize = 12;
+    match options.as_array() {
+        Some(all) if all.len() > SHOWN => {
+            let head: Vec<String> = all.iter().take(SHOWN).map(Value::to_string).collect();
+            format!("[{}, … ({} more)]", head.join(","), all.len() - SHOWN)
+        }
+        _ => options.to_string(),
     }
 }
 

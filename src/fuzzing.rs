@@ -1,0 +1,142 @@
+//! Entry points for the fuzz targets in `fuzz/`, shared with their replay in `cargo test`
+//! (`tests/fuzz_replay.rs`), so CI exercises the same code without a nightly toolchain.
+//! Each function must never panic, whatever the bytes; the SSE one also checks the splitter's
+//! invariant (the events are the input, byte for byte).
+#![doc(hidden)]
+
+use crate::catalog::{CompileSettings, compile};
+use crate::config::{Config, OutputMode, UnknownDialect};
+use crate::gateway::Gateway;
+use crate::jsonrpc::{self, Body};
+use crate::mcp::Era;
+use crate::pipeline::{self, Kind, Pending};
+use crate::transport::sse::{self, Split, Splitter};
+use crate::validate;
+use std::sync::{Arc, OnceLock};
+
+/// The envelope parser and the duplicate-safe argument parser.
+pub fn envelope(data: &[u8]) {
+    if let Ok(Body::Single(m)) = jsonrpc::parse(data) {
+        let _ = pipeline::classify(&m);
+        if let Some(p) = m.params {
+            let _ = jsonrpc::parse_arguments(p);
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(raw) = serde_json::value::RawValue::from_string(text.to_string())
+    {
+        let _ = jsonrpc::parse_arguments(&raw);
+    }
+}
+
+/// The SSE splitter under the chunking the input's first byte chooses: the events and the
+/// remainder must be the input, byte for byte.
+pub fn sse(data: &[u8]) {
+    let Some((&step, rest)) = data.split_first() else {
+        return;
+    };
+    let step = usize::from(step % 17) + 1;
+    let mut s = Splitter::new(4096);
+    let mut out = Vec::with_capacity(rest.len());
+    for chunk in rest.chunks(step) {
+        s.push(chunk);
+        while let Some(split) = s.next_event() {
+            let bytes = match split {
+                Split::Event(e) => {
+                    let _ = sse::data(&e);
+                    let _ = sse::has_id(&e);
+                    let _ = sse::with_data(&e, b"{}");
+                    e
+                }
+                Split::Overflow(b) => b,
+            };
+            out.extend_from_slice(&bytes);
+        }
+    }
+    out.extend_from_slice(&s.finish().unwrap_or_default());
+    assert_eq!(
+        out, rest,
+        "the splitter must give back exactly what it was given"
+    );
+}
+
+/// Schema compilation and validation with report: `schema NUL arguments`.
+pub fn validate(data: &[u8]) {
+    let Some(nul) = data.iter().position(|b| *b == 0) else {
+        return;
+    };
+    let (Ok(schema), Ok(args)) = (
+        std::str::from_utf8(&data[..nul]),
+        std::str::from_utf8(&data[nul + 1..]),
+    ) else {
+        return;
+    };
+    let settings = CompileSettings {
+        max_schema_bytes: 64 * 1024,
+        validate_formats: true,
+        unknown_dialect: UnknownDialect::Reject,
+    };
+    let compiled = compile(schema, &settings);
+    let Ok(v) = &compiled.validator else { return };
+    let Ok(raw) = serde_json::value::RawValue::from_string(args.to_string()) else {
+        return;
+    };
+    let Ok(map) = jsonrpc::parse_arguments(&raw) else {
+        return;
+    };
+    let mut args = serde_json::Value::Object(map);
+    if let validate::Verdict::Invalid(r) =
+        validate::check("fuzz", &compiled, v, &mut args, true, 32)
+    {
+        let _ = r.text();
+        let _ = r.details();
+    }
+}
+
+fn gateway() -> &'static Arc<Gateway> {
+    static GW: OnceLock<Arc<Gateway>> = OnceLock::new();
+    GW.get_or_init(|| {
+        let mut cfg = Config {
+            upstream: Some("http://127.0.0.1:9/mcp".into()),
+            ..Config::default()
+        };
+        cfg.validation.output = OutputMode::Enforce;
+        cfg.validation.deny_tools = vec!["denied".into()];
+        Gateway::new(cfg).expect("a fixed configuration is valid")
+    })
+}
+
+/// The answer rules (learn, rewrite) on one upstream message, for every kind of request.
+pub fn canon(data: &[u8]) {
+    let gw = gateway();
+    let target = gw.targets[0].clone();
+    let key = gw.scope(&target, Some(b"fuzz"), None);
+    for (id, kind) in [
+        ("1", Kind::Call { tool: "t".into() }),
+        ("\"a\"", Kind::List { first_page: true }),
+        ("2", Kind::List { first_page: false }),
+        (
+            "3",
+            Kind::Read {
+                uri: Some("x://y".into()),
+            },
+        ),
+        ("4", Kind::Other),
+    ] {
+        for era in [Era::Legacy, Era::Modern] {
+            let pending = Pending {
+                id: serde_json::value::RawValue::from_string(id.into()).ok(),
+                kind: kind.clone(),
+                era,
+                key: key.clone(),
+                target: target.clone(),
+            };
+            if let Some(a) = pipeline::observe_bytes(gw, &pending, data).replacement {
+                assert!(
+                    matches!(jsonrpc::parse(&a.body), Ok(Body::Single(_))),
+                    "a rewrite must be one JSON-RPC message"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Hostile schemas and bodies from upstreams and clients: toolgate stays responsive and
+//! bounded, says in its logs what it refused, and answers every request.
+
+mod common;
+
+use common::scripted::{Scripted, open_tool};
+use common::*;
+use serde_json::{Value, json};
+
+fn nested_schema(depth: usize) -> Value {
+    let mut s = json!({"type": "string"});
+    for _ in 0..depth {
+        s = json!({"type": "object", "properties": {"a": s}});
+    }
+    s
+}
+
+#[tokio::test]
+async fn hostile_schemas_are_refused_or_bounded() {
+    let huge_enum: Vec<Value> = (0..100_000).map(|i| json!(format!("v{i}"))).collect();
+    let big_props: serde_json::Map<String, Value> = (0..40_000)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "string", "description": "x".repeat(40)}),
+            )
+        })
+        .collect();
+    let tools = vec![
+        // Deeper than the JSON parser's nesting limit: does not compile, forwarded by policy.
+        json!({"name": "deep", "inputSchema": nested_schema(300)}),
+        json!({"name": "huge_enum", "inputSchema": {"type": "object", "properties": {"v": {"enum": huge_enum}}}}),
+        json!({"name": "redos", "inputSchema": {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}}),
+        json!({"name": "cycle", "inputSchema": {"type": "object", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "properties": {"x": {"$ref": "#/$defs/a"}}}}),
+        json!({"name": "self_ref", "inputSchema": {"type": "object", "properties": {"next": {"$ref": "#"}}, "additionalProperties": false}}),
+        // Several megabytes: over max_schema_bytes, refused before any parse.
+        json!({"name": "megabytes", "inputSchema": {"type": "object", "properties": big_props}}),
+    ];
+    let (url, state) = Scripted::new(tools).spawn().await;
+    let tg = Toolgate::serve(&url, None).await;
+
+    let a = post(&tg.url(), None, call(1, "deep", json!({"a": 1})))
+        .await
+        .json();
+    assert_eq!(
+        result_text(&a),
+        "no script for deep",
+        "forwarded unvalidated by the default policy"
+    );
+
+    let a = post(&tg.url(), None, call(2, "huge_enum", json!({"v": "nope"})))
+        .await
+        .json();
+    let text = result_text(&a);
+    assert!(text.contains("must be one of [\"v0\",\"v1\","), "{text}");
+    assert!(text.contains("… (99988 more)]"), "{text}");
+    assert!(
+        text.len() < 2_000,
+        "the answer stays small: {} bytes",
+        text.len()
+    );
+    let a = post(
+        &tg.url(),
+        None,
+        call(3, "huge_enum", json!({"v": "v99999"})),
+    )
+    .await
+    .json();
+    assert_eq!(result_text(&a), "no script for huge_enum");
+
+    let evil = format!("{}!", "a".repeat(50_000));
+    let a = post(&tg.url(), None, call(4, "redos", json!({"s": evil})))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/s"]
+            .as_str()
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap(),
+        "must match the pattern ^(a+)+$"
+    );
+
+    let a = post(&tg.url(), None, call(5, "cycle", json!({"x": 1})))
+        .await
+        .json();
+    assert_eq!(a["id"], 5);
+    assert!(
+        a.get("result").is_some(),
+        "a $ref cycle neither hangs nor crashes: {a}"
+    );
+    let a = post(
+        &tg.url(),
+        None,
+        call(
+            6,
+            "self_ref",
+            json!({"next": {"next": {"next": {"oops": 1}}}}),
+        ),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/next/next/next/oops": "is not an accepted argument; accepted: next"}),
+        "recursion through \"$ref\": \"#\" is followed"
+    );
+
+    let a = post(&tg.url(), None, call(7, "megabytes", json!({"p1": 5})))
+        .await
+        .json();
+    assert_eq!(
+        result_text(&a),
+        "no script for megabytes",
+        "over the size limit: forwarded unvalidated"
+    );
+
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = tg.logs();
+    for tool in ["deep", "megabytes"] {
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("does not compile") && l.contains(tool)),
+            "the refusal of {tool} is logged: {logs}"
+        );
+    }
+    assert!(logs.contains("byte limit"), "{logs}");
+    let calls = state
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .count();
+    assert_eq!(
+        calls, 4,
+        "deep (unchecked), huge_enum (valid), cycle, megabytes (unchecked)"
+    );
+}
+
+#[tokio::test]
+async fn ten_thousand_tools_are_learned_and_checked() {
+    let mut tools: Vec<Value> = (0..10_000)
+        .map(|i| open_tool(&format!("tool_{i}")))
+        .collect();
+    tools.push(json!({"name": "last", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}));
+    let (url, _) = Scripted::new(tools).spawn().await;
+    let tg = Toolgate::serve(&url, None).await;
+    let r = post(
+        &tg.url(),
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+    )
+    .await
+    .json();
+    assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 10_001);
+    let a = post(&tg.url(), None, call(2, "last", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/n": "is required but missing"})
+    );
+    let a = post(&tg.url(), None, call(3, "tool_9999", json!({"x": 1})))
+        .await
+        .json();
+    assert_eq!(result_text(&a), "no script for tool_9999");
+}
+
+#[tokio::test]
+async fn a_client_that_gives_up_leaves_toolgate_serving() {
+    let (url, _) = Scripted::new(vec![open_tool("slow")])
+        .script("slow", common::scripted::Script::Hang)
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, None).await;
+    // The client disconnects long before the upstream would answer.
+    let gave_up = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        post(&tg.url(), None, call(1, "slow", json!({}))),
+    )
+    .await;
+    assert!(gave_up.is_err());
+    for id in 2..20 {
+        let a = post(
+            &tg.url(),
+            None,
+            json!({"jsonrpc": "2.0", "id": id, "method": "ping"}).to_string(),
+        )
+        .await
+        .json();
+        assert_eq!(a["id"], id);
+    }
+}
