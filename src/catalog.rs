@@ -99,6 +99,7 @@ pub struct Catalog {
     refresh_locks: Mutex<HashMap<ScopeKey, Weak<tokio::sync::Mutex<()>>>>,
     settings: CompileSettings,
     max_scopes: usize,
+    compile_failures: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Deserialize)]
@@ -166,6 +167,7 @@ impl Catalog {
             refresh_locks: Mutex::new(HashMap::new()),
             settings,
             max_scopes: max_scopes.max(1),
+            compile_failures: Default::default(),
         }
     }
 
@@ -237,6 +239,12 @@ impl Catalog {
         scopes.remove(key);
     }
 
+    /// Distinct input schemas that did not compile, since start.
+    pub fn compile_failures(&self) -> u64 {
+        self.compile_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn scope_count(&self) -> usize {
         self.scopes.read().unwrap_or_else(|p| p.into_inner()).len()
     }
@@ -277,6 +285,8 @@ impl Catalog {
     fn tool(&self, t: &Listed) -> Tool {
         let (input, fresh) = self.shared(&t.input);
         if fresh && let Err(why) = &input.validator {
+            self.compile_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Once per distinct schema: the operator learns which tools go unchecked.
             tracing::warn!(tool = %t.name, error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
         }

@@ -22,6 +22,9 @@ pub struct Config {
     pub upstream: Option<String>,
     /// Further upstreams, each served on `/<name>/mcp`.
     pub upstreams: Vec<NamedUpstream>,
+    /// The admin listener (`/healthz`, `/readyz`, `/metrics`), or `"off"`. Kept apart from
+    /// `listen` so probes and scrapes never share the clients' port or policy.
+    pub admin_listen: String,
     /// Origins allowed besides localhost ones (`http://localhost:*`, `http://127.0.0.1:*`,
     /// `http://[::1]:*`). `"*"` allows any.
     pub allowed_origins: Vec<String>,
@@ -61,6 +64,9 @@ pub struct Limits {
     pub max_scopes: usize,
     /// Most `tools/list` pages toolgate fetches in one refresh.
     pub max_list_pages: usize,
+    /// On SIGTERM/SIGINT, how long in-flight requests and streams may take to finish.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,6 +210,9 @@ pub struct Log {
     pub format: LogFormat,
     /// An `EnvFilter` directive; `RUST_LOG` wins when set.
     pub level: String,
+    /// One line per request (request id, upstream, method, tool, outcome, status, latency),
+    /// at info level. Never argument values, tokens or cookies.
+    pub access: bool,
 }
 
 impl Default for Config {
@@ -212,6 +221,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             upstream: None,
             upstreams: Vec::new(),
+            admin_listen: "127.0.0.1:9090".into(),
             allowed_origins: Vec::new(),
             limits: Limits::default(),
             validation: Validation::default(),
@@ -231,6 +241,7 @@ impl Default for Limits {
             upstream_timeout: Duration::from_secs(120),
             max_scopes: 10_000,
             max_list_pages: 100,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -258,6 +269,7 @@ impl Default for Log {
         Log {
             format: LogFormat::Human,
             level: "info".into(),
+            access: true,
         }
     }
 }
@@ -308,6 +320,7 @@ impl Validation {
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub upstream: Option<String>,
+    pub admin_listen: Option<String>,
 }
 
 impl Config {
@@ -329,6 +342,9 @@ impl Config {
         }
         if let Some(u) = &overrides.upstream {
             cfg.upstream = Some(u.clone());
+        }
+        if let Some(a) = &overrides.admin_listen {
+            cfg.admin_listen = a.clone();
         }
         cfg.check()?;
         Ok(cfg)
@@ -360,10 +376,25 @@ impl Config {
         if let Some(u) = &self.upstream {
             parse_upstream_url(u)?;
         }
+        self.admin_addr()?;
         if self.limits.max_body_bytes == 0 {
             return Err(ConfigError("limits.max_body_bytes must be above 0".into()));
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The admin address, or `None` when it is `"off"`.
+    pub fn admin_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        match self.admin_listen.as_str() {
+            "off" | "" => Ok(None),
+            a => a.parse().map(Some).map_err(|e| {
+                ConfigError(format!(
+                    "admin_listen {a:?}: {e} (use host:port or \"off\")"
+                ))
+            }),
+        }
     }
 }
 

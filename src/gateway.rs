@@ -55,6 +55,7 @@ impl Target {
 pub struct Gateway {
     pub config: Config,
     pub catalog: Catalog,
+    pub metrics: crate::metrics::Metrics,
     pub targets: Vec<Arc<Target>>,
     /// Keys scope hashes of credentials, so catalogs never hold a token as it came.
     hasher: RandomState,
@@ -100,6 +101,7 @@ impl Gateway {
         let id_prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
         Ok(Arc::new(Gateway {
             catalog,
+            metrics: Default::default(),
             targets,
             hasher,
             id_prefix,

@@ -5,6 +5,7 @@
 //! untouched. See DESIGN.md for the contracts; each module names the rule it owns.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod catalog;
 pub mod check;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod metrics;
 pub mod pipeline;
 pub mod transport;
 pub mod validate;

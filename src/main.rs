@@ -80,6 +80,9 @@ struct Common {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Admin address for /healthz, /readyz and /metrics, or "off" [default: 127.0.0.1:9090].
+    #[arg(long)]
+    admin_listen: Option<String>,
 }
 
 fn init_logs(cfg: &Config) {
@@ -115,13 +118,45 @@ async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
+    let admin = match cfg.admin_addr()? {
+        Some(a) => Some(
+            tokio::net::TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot listen on {a} (admin_listen)"))?,
+        ),
+        None => None,
+    };
+    let grace = cfg.limits.shutdown_grace;
     let gw = Gateway::new(cfg)?;
-    for path in gw.targets.iter().map(|t| t.path.clone()) {
-        tracing::info!("listening on http://{addr}{path}");
+    for t in &gw.targets {
+        tracing::info!("listening on http://{addr}{}", t.path);
+    }
+    if let Some(admin) = admin {
+        tracing::info!("admin listening on http://{}", admin.local_addr()?);
+        let router = toolgate::admin::router(gw.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(admin, router).await;
+        });
     }
     tokio::spawn(async move {
-        if let Err(e) = toolgate::serve(listener, gw, shutdown_signal()).await {
-            tracing::error!(error = %e, "server stopped");
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(toolgate::serve(listener, gw, async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(());
+        }));
+        // In-flight requests and streams get the grace period, then the process ends anyway.
+        let finished = async {
+            let _ = stop_rx.await;
+            tokio::time::sleep(grace).await;
+            tracing::warn!("grace period of {grace:?} over: closing the remaining connections");
+        };
+        tokio::select! {
+            r = server => {
+                if let Ok(Err(e)) = r {
+                    tracing::error!(error = %e, "server stopped");
+                }
+            }
+            _ = finished => {}
         }
         std::process::exit(0);
     });
@@ -138,6 +173,7 @@ async fn main() -> anyhow::Result<()> {
                 &Overrides {
                     listen: common.listen,
                     upstream,
+                    admin_listen: common.admin_listen,
                 },
             )?;
             init_logs(&cfg);
@@ -149,6 +185,7 @@ async fn main() -> anyhow::Result<()> {
                 &Overrides {
                     listen: common.listen,
                     upstream: None,
+                    admin_listen: common.admin_listen,
                 },
             )?;
             init_logs(&cfg);

@@ -91,6 +91,9 @@ fn call_error(
             return None;
         }
         tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind = "unknown_tool", "rewrote an upstream error");
+        gw.metrics
+            .rewrites
+            .inc(&[&pending.target.name, "unknown_tool"]);
         return Some(Answer::error(
             Some(id),
             jsonrpc::INVALID_PARAMS,
@@ -116,6 +119,12 @@ fn call_error(
         (e.message, d)
     };
     tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind = "tool_error", "rewrote an upstream error");
+    gw.metrics
+        .rewrites
+        .inc(&[&pending.target.name, "tool_error"]);
+    gw.metrics
+        .tool_calls
+        .inc(&[&pending.target.name, tool, "rewritten"]);
     Some(Answer::tool_error(
         pending.era,
         id,
@@ -179,6 +188,9 @@ fn check_output(
         return None;
     }
     tracing::info!(upstream = %pending.target.name, tool, outcome = "output_rejected", ?keywords, "tools/call");
+    gw.metrics
+        .rewrites
+        .inc(&[&pending.target.name, "invalid_output"]);
     let mut text = format!(
         "The tool \"{tool}\" returned a result that does not match its declared outputSchema:"
     );
@@ -246,6 +258,9 @@ pub fn read_answer(
         return None;
     }
     tracing::info!(upstream = %pending.target.name, kind = "resource_not_found", "rewrote an upstream answer");
+    gw.metrics
+        .rewrites
+        .inc(&[&pending.target.name, "resource_not_found"]);
     Some(Answer::error(
         Some(id),
         jsonrpc::INVALID_PARAMS,

@@ -73,6 +73,17 @@ pub struct Call<'a> {
     pub bytes: &'a Bytes,
 }
 
+/// Counts one `tools/call` outcome. Unknown tools count under one label: their names come
+/// from clients.
+fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
+    let tool = if outcome == "unknown" {
+        "(unknown)"
+    } else {
+        tool
+    };
+    gw.metrics.tool_calls.inc(&[&target.name, tool, outcome]);
+}
+
 pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> Decision<L::Relay> {
     let (era, id) = (call.era, call.id);
     let malformed = |why: String| {
@@ -95,6 +106,7 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
 
     if !v.allows(tool) {
         tracing::info!(upstream = %target.name, tool, outcome = "denied", "tools/call");
+        count(gw, target, tool, "denied");
         let text = format!(
             "The tool \"{tool}\" is not available: this gateway's policy does not allow it. Use another tool."
         );
@@ -108,6 +120,7 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
     }
     let (mode, coerce) = v.policy_for(tool);
     if mode == Mode::Off {
+        count(gw, target, tool, "forwarded");
         return forward(call.bytes.clone());
     }
     let mut args = match params.arguments.map(jsonrpc::parse_arguments) {
@@ -132,10 +145,12 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
         Ok(None) => return unknown_tool(gw, call.key, target, id, tool),
         Err(ListFailed::Relay(r)) => return Decision::Relay(r),
         Err(ListFailed::Unavailable(e)) => {
+            count(gw, target, tool, "upstream_error");
             tracing::warn!(upstream = %target.name, tool, error = %e, "tools/call: could not list tools");
             return Decision::Answer(Answer::upstream_failed(era, Some(id), true, &e));
         }
         Err(ListFailed::Refused(why)) => {
+            count(gw, target, tool, "upstream_error");
             tracing::warn!(upstream = %target.name, tool, error = %why, "tools/call: tools/list failed");
             let text = format!(
                 "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
@@ -155,10 +170,12 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
         Err(why) => {
             return match v.on_compile_error {
                 OnCompileError::Forward => {
+                    count(gw, target, tool, "forwarded");
                     tracing::debug!(upstream = %target.name, tool, "schema does not compile: forwarded unvalidated");
                     forward(call.bytes.clone())
                 }
                 OnCompileError::Reject => {
+                    count(gw, target, tool, "schema_unusable");
                     let text = format!(
                         "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
                     );
@@ -211,18 +228,25 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
 
     let Some(report) = report else {
         if !coerced {
+            count(gw, target, tool, "forwarded");
             return forward(call.bytes.clone());
         }
+        count(gw, target, tool, "coerced");
         tracing::debug!(upstream = %target.name, tool, "arguments coerced");
         let args = args.as_ref().expect("coerced arguments parsed");
         return forward(with_arguments(call.bytes, args).unwrap_or_else(|| call.bytes.clone()));
     };
     let keywords: Vec<&str> = report.keywords().collect();
+    for k in &keywords {
+        gw.metrics.violations.inc(&[&target.name, tool, k]);
+    }
     if mode == Mode::Audit {
+        count(gw, target, tool, "audited");
         tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.violations.len(), ?keywords, "tools/call");
         return forward(call.bytes.clone());
     }
     tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.violations.len(), ?keywords, "tools/call");
+    count(gw, target, tool, "rejected_invalid");
     Decision::Answer(match v.answer {
         AnswerShape::ToolError => Answer::tool_error(
             era,
@@ -259,6 +283,7 @@ fn unknown_tool<R>(
         message.push_str(&format!(". Did you mean \"{c}\"?"));
     }
     tracing::info!(upstream = %target.name, tool, outcome = "unknown", "tools/call");
+    count(gw, target, tool, "unknown");
     let data = json!({"tool": tool, "suggestions": close.into_iter().collect::<Vec<_>>()});
     Decision::Answer(Answer::error(
         Some(id),

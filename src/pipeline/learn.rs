@@ -39,11 +39,16 @@ pub fn list_answer(
         page.tools.retain(|t| v.allows(&t.name));
     }
     gw.catalog.learn_page(&pending.key, &page, first_page);
-    if filtering {
-        without_denied(m.id?, result, v)
-    } else {
-        None
+    if !filtering {
+        return None;
     }
+    let hidden = without_denied(m.id?, result, v);
+    if hidden.is_some() {
+        gw.metrics
+            .rewrites
+            .inc(&[&pending.target.name, "tools_hidden_by_policy"]);
+    }
+    hidden
 }
 
 #[derive(Deserialize)]

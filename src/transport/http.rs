@@ -18,6 +18,7 @@ use crate::config::{Limits, parse_upstream_url};
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
+use crate::metrics;
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use axum::Router;
@@ -31,6 +32,7 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::sync::Arc;
+use std::time::Instant;
 
 #[derive(Clone)]
 struct Route {
@@ -83,13 +85,70 @@ pub async fn serve(
         .await
 }
 
-async fn handle(State(rt): State<Route>, req: Request) -> Response {
+async fn handle(State(rt): State<Route>, mut req: Request) -> Response {
+    let started = Instant::now();
+    let request_id = request_id(&rt.gw, req.headers_mut());
+    let mut note = Note {
+        method: "-",
+        tool: None,
+        outcome: "rejected",
+    };
+    let mut resp = route(&rt, req, &mut note).await;
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert(REQUEST_ID, v);
+    }
+    rt.gw
+        .metrics
+        .requests
+        .inc(&[&rt.target.name, note.method, note.outcome]);
+    if rt.gw.config.log.access {
+        tracing::info!(
+            target: "toolgate::access",
+            request_id = %request_id,
+            upstream = %rt.target.name,
+            method = note.method,
+            tool = note.tool.as_deref().unwrap_or("-"),
+            outcome = note.outcome,
+            status = resp.status().as_u16(),
+            latency_us = started.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
+    resp
+}
+
+/// What the access log and the request metrics say about one request.
+struct Note {
+    method: &'static str,
+    tool: Option<Box<str>>,
+    outcome: &'static str,
+}
+
+const REQUEST_ID: &str = "x-request-id";
+
+/// The client's `X-Request-Id` when it is a sane token, else a fresh one; either way it goes
+/// upstream too, so one id follows the request through every log.
+fn request_id(gw: &Gateway, headers: &mut HeaderMap) -> String {
+    if let Some(v) = headers.get(REQUEST_ID).and_then(|v| v.to_str().ok())
+        && (1..=128).contains(&v.len())
+        && v.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return v.to_string();
+    }
+    let id = gw.next_id();
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        headers.insert(REQUEST_ID, v);
+    }
+    id
+}
+
+async fn route(rt: &Route, req: Request, note: &mut Note) -> Response {
     if let Err(why) = rt.origins.check(req.headers()) {
         return reply::transport(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, why);
     }
     match *req.method() {
-        Method::POST => post(rt, req).await,
-        Method::GET | Method::DELETE => bodiless(rt, req).await,
+        Method::POST => post(rt, req, note).await,
+        Method::GET | Method::DELETE => bodiless(rt, req, note).await,
         _ => {
             let mut r = reply::transport(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -134,7 +193,7 @@ impl Context {
     }
 }
 
-async fn post(rt: Route, req: Request) -> Response {
+async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
     let too_large = || {
@@ -173,7 +232,7 @@ async fn post(rt: Route, req: Request) -> Response {
             );
         }
     };
-    let ctx = Context::of(&rt, &parts.headers);
+    let ctx = Context::of(rt, &parts.headers);
     let m = match parsed {
         Parsed::Batch(msgs) => {
             if msgs
@@ -186,16 +245,18 @@ async fn post(rt: Route, req: Request) -> Response {
                     "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own",
                 );
             }
-            let pending = pending(&rt, &ctx, None, Kind::Other, Era::Legacy);
-            return forward(&rt, parts, bytes.clone(), pending, ctx.has_session).await;
+            note.method = "batch";
+            let pending = pending(rt, &ctx, None, Kind::Other, Era::Legacy);
+            return forward(rt, parts, bytes.clone(), pending, ctx.has_session, note).await;
         }
         Parsed::Single(m) => m,
     };
     let era = ctx.era(m.params);
     let id = if m.is_request() { m.id } else { None };
+    note.method = metrics::method_label(m.method());
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let lister = HttpLister {
-            rt: &rt,
+            rt,
             client_headers: &parts.headers,
             era,
         };
@@ -209,14 +270,24 @@ async fn post(rt: Route, req: Request) -> Response {
         };
         match guard::tools_call(&rt.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
-            Decision::Answer(a) => return reply::answer(era, a),
-            Decision::Relay(resp) => return *resp,
+            Decision::Answer(a) => {
+                note.outcome = "answered";
+                note.tool = tool_name(m.params);
+                return reply::answer(era, a);
+            }
+            Decision::Relay(resp) => {
+                note.outcome = "relayed";
+                return *resp;
+            }
         }
     } else {
         (bytes.clone(), pipeline::classify(&m))
     };
-    let pending = pending(&rt, &ctx, id, kind, era);
-    forward(&rt, parts, body, pending, ctx.has_session).await
+    if let Kind::Call { tool } = &kind {
+        note.tool = Some(tool.clone());
+    }
+    let pending = pending(rt, &ctx, id, kind, era);
+    forward(rt, parts, body, pending, ctx.has_session, note).await
 }
 
 fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
@@ -229,17 +300,19 @@ fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Er
     }
 }
 
-async fn bodiless(rt: Route, req: Request) -> Response {
+async fn bodiless(rt: &Route, req: Request, note: &mut Note) -> Response {
     let (parts, _) = req.into_parts();
-    let ctx = Context::of(&rt, &parts.headers);
+    let ctx = Context::of(rt, &parts.headers);
     let era = ctx.era(None);
     let is_delete = parts.method == Method::DELETE;
+    note.method = if is_delete { "DELETE" } else { "GET" };
     let resp = forward(
-        &rt,
+        rt,
         parts,
         Bytes::new(),
-        pending(&rt, &ctx, None, Kind::Other, era),
+        pending(rt, &ctx, None, Kind::Other, era),
         ctx.has_session,
+        note,
     )
     .await;
     if is_delete && resp.status().is_success() && ctx.has_session {
@@ -255,10 +328,21 @@ async fn forward(
     body: Bytes,
     pending: Pending,
     has_session: bool,
+    note: &mut Note,
 ) -> Response {
-    match rt.up.send(parts.method, parts.headers, body).await {
-        Ok(resp) => http_answers::response(&rt.gw, pending, has_session, resp).await,
+    let started = Instant::now();
+    let sent = rt.up.send(parts.method, parts.headers, body).await;
+    rt.gw
+        .metrics
+        .upstream_latency
+        .observe(&rt.target.name, started.elapsed());
+    match sent {
+        Ok(resp) => {
+            note.outcome = "forwarded";
+            http_answers::response(&rt.gw, pending, has_session, resp).await
+        }
         Err(e) => {
+            note.outcome = "upstream_error";
             tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
             if pending.id.is_none() {
                 return reply::transport(
@@ -267,7 +351,7 @@ async fn forward(
                     &format!("Upstream MCP server unavailable: {e}"),
                 );
             }
-            let is_call = matches!(pending.kind, Kind::Call { .. });
+            let is_call = matches!(&pending.kind, Kind::Call { tool } if { rt.gw.metrics.tool_calls.inc(&[&rt.target.name, tool, "upstream_error"]); true });
             reply::answer(
                 pending.era,
                 pipeline::answer::Answer::upstream_failed(
@@ -279,6 +363,17 @@ async fn forward(
             )
         }
     }
+}
+
+/// The tool a `tools/call` named, for the access log of calls toolgate answered itself.
+fn tool_name(params: Option<&RawValue>) -> Option<Box<str>> {
+    #[derive(serde::Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        name: std::borrow::Cow<'a, str>,
+    }
+    let p: Named<'_> = serde_json::from_str(params?.get()).ok()?;
+    Some(p.name.as_ref().into())
 }
 
 /// toolgate's own `tools/list`, sent with the client's headers inside its session (or with

@@ -26,6 +26,7 @@ pub const ACCEPT: &str = "application/json, text/event-stream";
 pub struct Toolgate {
     child: Child,
     pub addr: SocketAddr,
+    pub admin: SocketAddr,
     pub logs: Arc<Mutex<Vec<String>>>,
     _config: Option<tempfile_lite::TempFile>,
 }
@@ -43,8 +44,7 @@ impl Toolgate {
             args.push("--config".into());
             args.push(f.path.display().to_string());
         }
-        args.push("--listen".into());
-        args.push("127.0.0.1:0".into());
+        args.extend(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from));
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(args.iter())
             .env("RUST_LOG", "toolgate=debug,info")
@@ -60,30 +60,55 @@ impl Toolgate {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sink = logs.clone();
         tokio::spawn(async move {
-            let mut tx = Some(tx);
+            let (mut gateway, mut admin, mut tx) = (None, None, Some(tx));
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(rest) = line.split("listening on http://").nth(1) {
                     let addr = rest.split('/').next().unwrap_or_default().to_string();
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(addr);
+                    if line.contains("admin listening") {
+                        admin.get_or_insert(addr);
+                    } else {
+                        gateway.get_or_insert(addr);
+                    }
+                    if let (Some(g), Some(a)) = (&gateway, &admin)
+                        && let Some(tx) = tx.take()
+                    {
+                        let _ = tx.send((g.clone(), a.clone()));
                     }
                 }
                 sink.lock().unwrap().push(line);
             }
         });
-        let addr = tokio::time::timeout(Duration::from_secs(20), rx)
+        let (addr, admin) = tokio::time::timeout(Duration::from_secs(20), rx)
             .await
             .unwrap_or_else(|_| panic!("toolgate did not start; logs: {:?}", logs.lock().unwrap()))
-            .expect("toolgate printed its address")
-            .parse()
-            .expect("the address parses");
+            .expect("toolgate printed its addresses");
         Toolgate {
             child,
-            addr,
+            addr: addr.parse().expect("the address parses"),
+            admin: admin.parse().expect("the admin address parses"),
             logs,
             _config: file,
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("still running")
+    }
+
+    pub async fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().await.expect("toolgate can be waited for")
+    }
+
+    /// GET on the admin listener.
+    pub async fn admin_get(&self, path: &str) -> Reply {
+        request(
+            http::Method::GET,
+            &format!("http://{}{path}", self.admin),
+            &[],
+            "",
+        )
+        .await
     }
 
     pub fn url(&self) -> String {

@@ -1,0 +1,85 @@
+//! The admin listener: `/healthz` (the process is alive), `/readyz` (each upstream is
+//! reachable), `/metrics` (Prometheus text). It runs on its own address so that orchestrator
+//! probes and scrapes never share the clients' port, limits or origin policy.
+
+use crate::gateway::Gateway;
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{StatusCode, header};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn router(gw: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(gw)
+}
+
+async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    let body = gw.metrics.render(
+        gw.catalog.scope_count(),
+        gw.catalog.schema_count(),
+        gw.catalog.compile_failures(),
+    );
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// Ready when every upstream accepts a TCP connection within a second; the body says which
+/// one is not, so a failing probe explains itself.
+async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
+    let mut upstreams = serde_json::Map::new();
+    let mut ready = true;
+    for t in &gw.targets {
+        let state = match reachable(&t.url).await {
+            Ok(()) => json!({"ready": true}),
+            Err(e) => {
+                ready = false;
+                json!({"ready": false, "error": e})
+            }
+        };
+        upstreams.insert(t.name.to_string(), state);
+    }
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        axum::Json(json!({"ready": ready, "upstreams": upstreams})),
+    )
+        .into_response()
+}
+
+async fn reachable(url: &str) -> Result<(), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let host = uri
+        .host()
+        .ok_or("no host")?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(80);
+    match tokio::time::timeout(
+        Duration::from_secs(1),
+        tokio::net::TcpStream::connect((host.as_str(), port)),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("cannot connect to {host}:{port}: {e}")),
+        Err(_) => Err(format!("no connection to {host}:{port} within 1s")),
+    }
+}

@@ -1,0 +1,368 @@
+//! Prometheus metrics, hand-rolled: a few counter families and one histogram family.
+//!
+//! No global registry (tests stay isolated) and no dependency. An increment hashes its label
+//! values, takes a read lock for a hash lookup, and adds atomically; a new label set takes
+//! the write lock once. Each family keeps at most [`MAX_SERIES`] label sets, past which new
+//! ones count under `other`: label values can come from clients (a tool name), and a scrape
+//! must not grow without bound.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+const MAX_SERIES: usize = 5_000;
+
+struct Series {
+    labels: Box<[Box<str>]>,
+    value: AtomicU64,
+}
+
+/// Counters sharing a name, one per label set.
+pub struct Counter {
+    name: &'static str,
+    help: &'static str,
+    label_names: &'static [&'static str],
+    series: RwLock<HashMap<u64, Series>>,
+}
+
+fn key(labels: &[&str]) -> u64 {
+    let mut h =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .build_hasher();
+    for l in labels {
+        l.hash(&mut h);
+    }
+    h.finish()
+}
+
+impl Counter {
+    pub fn new(
+        name: &'static str,
+        help: &'static str,
+        label_names: &'static [&'static str],
+    ) -> Counter {
+        Counter {
+            name,
+            help,
+            label_names,
+            series: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn inc(&self, labels: &[&str]) {
+        self.add(labels, 1);
+    }
+
+    pub fn add(&self, labels: &[&str], n: u64) {
+        let k = key(labels);
+        {
+            let series = self.series.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(s) = series.get(&k) {
+                s.value.fetch_add(n, Ordering::Relaxed);
+                return;
+            }
+        }
+        let mut series = self.series.write().unwrap_or_else(|p| p.into_inner());
+        let (k, labels): (u64, Vec<&str>) =
+            if series.len() >= MAX_SERIES && !series.contains_key(&k) {
+                let other: Vec<&str> = labels.iter().map(|_| "other").collect();
+                (key(&other), other)
+            } else {
+                (k, labels.to_vec())
+            };
+        series
+            .entry(k)
+            .or_insert_with(|| Series {
+                labels: labels.iter().map(|l| Box::from(*l)).collect(),
+                value: AtomicU64::new(0),
+            })
+            .value
+            .fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP {} {}\n# TYPE {} counter",
+            self.name, self.help, self.name
+        );
+        let series = self.series.read().unwrap_or_else(|p| p.into_inner());
+        let mut lines: Vec<String> = series
+            .values()
+            .map(|s| {
+                format!(
+                    "{}{{{}}} {}",
+                    self.name,
+                    label_text(self.label_names, &s.labels),
+                    s.value.load(Ordering::Relaxed)
+                )
+            })
+            .collect();
+        lines.sort();
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+}
+
+fn label_text(names: &[&str], values: &[Box<str>]) -> String {
+    names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| {
+            format!(
+                "{n}=\"{}\"",
+                v.replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+const BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+struct Buckets {
+    counts: [AtomicU64; BUCKETS.len()],
+    sum_micros: AtomicU64,
+    count: AtomicU64,
+}
+
+/// Latency histograms, one per upstream.
+pub struct Histogram {
+    name: &'static str,
+    help: &'static str,
+    series: RwLock<HashMap<Box<str>, Buckets>>,
+}
+
+impl Histogram {
+    pub fn new(name: &'static str, help: &'static str) -> Histogram {
+        Histogram {
+            name,
+            help,
+            series: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn observe(&self, upstream: &str, d: Duration) {
+        let secs = d.as_secs_f64();
+        let record = |b: &Buckets| {
+            for (i, le) in BUCKETS.iter().enumerate() {
+                if secs <= *le {
+                    b.counts[i].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            b.sum_micros
+                .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+            b.count.fetch_add(1, Ordering::Relaxed);
+        };
+        if let Some(b) = self
+            .series
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(upstream)
+        {
+            return record(b);
+        }
+        let mut series = self.series.write().unwrap_or_else(|p| p.into_inner());
+        let b = series.entry(upstream.into()).or_insert_with(|| Buckets {
+            counts: Default::default(),
+            sum_micros: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        });
+        record(b);
+    }
+
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP {} {}\n# TYPE {} histogram",
+            self.name, self.help, self.name
+        );
+        let series = self.series.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<&Box<str>> = series.keys().collect();
+        names.sort();
+        for up in names {
+            let b = &series[up];
+            for (i, le) in BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{}_bucket{{upstream=\"{up}\",le=\"{le}\"}} {}",
+                    self.name,
+                    b.counts[i].load(Ordering::Relaxed)
+                );
+            }
+            let count = b.count.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{}_bucket{{upstream=\"{up}\",le=\"+Inf\"}} {count}",
+                self.name
+            );
+            let _ = writeln!(
+                out,
+                "{}_sum{{upstream=\"{up}\"}} {}",
+                self.name,
+                b.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+            );
+            let _ = writeln!(out, "{}_count{{upstream=\"{up}\"}} {count}", self.name);
+        }
+    }
+}
+
+/// Every metric toolgate exports.
+pub struct Metrics {
+    /// `{upstream, method, outcome}`; `outcome` is `forwarded`, `answered` (toolgate wrote the
+    /// answer), `rejected` (a transport rejection) or `upstream_error`.
+    pub requests: Counter,
+    /// `{upstream, tool, outcome}`: `forwarded`, `coerced`, `rejected_invalid`, `audited`,
+    /// `unknown`, `denied`, `rewritten`, `upstream_error`, `schema_unusable`.
+    pub tool_calls: Counter,
+    /// `{upstream, tool, keyword}`: schema keywords that failed, counted in enforce and audit.
+    pub violations: Counter,
+    /// `{upstream, kind}`: upstream answers toolgate rewrote.
+    pub rewrites: Counter,
+    /// Time to the upstream's response head.
+    pub upstream_latency: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: Counter::new(
+                "toolgate_requests_total",
+                "JSON-RPC messages received, by upstream, method and outcome.",
+                &["upstream", "method", "outcome"],
+            ),
+            tool_calls: Counter::new(
+                "toolgate_tool_calls_total",
+                "tools/call requests, by upstream, tool and outcome.",
+                &["upstream", "tool", "outcome"],
+            ),
+            violations: Counter::new(
+                "toolgate_violations_total",
+                "Argument violations, by upstream, tool and schema keyword.",
+                &["upstream", "tool", "keyword"],
+            ),
+            rewrites: Counter::new(
+                "toolgate_rewrites_total",
+                "Upstream answers rewritten, by upstream and kind.",
+                &["upstream", "kind"],
+            ),
+            upstream_latency: Histogram::new(
+                "toolgate_upstream_latency_seconds",
+                "Time from forwarding a request to the upstream's response head.",
+            ),
+        }
+    }
+}
+
+/// Method names as metric labels: the MCP ones as they are, anything else as `other`, so a
+/// client cannot mint series.
+pub fn method_label(method: Option<&str>) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "server/discover",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+        "tasks/update",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    ];
+    match method {
+        None => "(response)",
+        Some(m) => KNOWN.iter().find(|k| **k == m).copied().unwrap_or("other"),
+    }
+}
+
+impl Metrics {
+    /// The Prometheus text exposition, with the catalog gauges read at scrape time.
+    pub fn render(&self, scopes: usize, schemas: usize, compile_failures: u64) -> String {
+        let mut out = String::new();
+        for c in [
+            &self.requests,
+            &self.tool_calls,
+            &self.violations,
+            &self.rewrites,
+        ] {
+            c.render(&mut out);
+        }
+        self.upstream_latency.render(&mut out);
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_catalog_scopes Sessions and credentials whose tool catalogs are cached.\n# TYPE toolgate_catalog_scopes gauge\ntoolgate_catalog_scopes {scopes}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_schema_compile_failures_total Distinct tool schemas that did not compile.\n# TYPE toolgate_schema_compile_failures_total counter\ntoolgate_schema_compile_failures_total {compile_failures}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_catalog_schemas Distinct compiled schemas in use.\n# TYPE toolgate_catalog_schemas gauge\ntoolgate_catalog_schemas {schemas}"
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_and_cap_their_series() {
+        let c = Counter::new("t_total", "help", &["a", "b"]);
+        c.inc(&["x", "y\"z"]);
+        c.inc(&["x", "y\"z"]);
+        for i in 0..MAX_SERIES + 10 {
+            c.inc(&["n", &i.to_string()]);
+        }
+        let mut out = String::new();
+        c.render(&mut out);
+        assert!(out.contains("t_total{a=\"x\",b=\"y\\\"z\"} 2\n"), "{out}");
+        assert!(
+            out.contains("t_total{a=\"other\",b=\"other\"} 11\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn histograms_are_cumulative() {
+        let h = Histogram::new("lat", "help");
+        h.observe("u", Duration::from_millis(3));
+        h.observe("u", Duration::from_secs(2));
+        let mut out = String::new();
+        h.render(&mut out);
+        assert!(
+            out.contains("lat_bucket{upstream=\"u\",le=\"0.005\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("lat_bucket{upstream=\"u\",le=\"2.5\"} 2\n"),
+            "{out}"
+        );
+        assert!(out.contains("lat_count{upstream=\"u\"} 2\n"), "{out}");
+    }
+}

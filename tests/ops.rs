@@ -1,0 +1,203 @@
+//! Operating toolgate: the admin endpoints, every metric family, the access log and its
+//! request id, and a graceful shutdown that lets in-flight streams finish.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use toolgate::demo::Options;
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let (_demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
+    let r = tg.admin_get("/healthz").await;
+    assert_eq!((r.status, r.text()), (200, "ok\n".to_string()));
+    let r = tg.admin_get("/readyz").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json(),
+        json!({"ready": true, "upstreams": {"default": {"ready": true}}})
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = Toolgate::serve(&format!("http://127.0.0.1:{port}/mcp"), None).await;
+    let r = down.admin_get("/readyz").await;
+    assert_eq!(r.status, 503);
+    let body = r.json();
+    assert_eq!(body["ready"], false);
+    assert!(
+        body["upstreams"]["default"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("cannot connect to 127.0.0.1:{port}")),
+        "{body}"
+    );
+    assert_eq!(
+        down.admin_get("/healthz").await.status,
+        200,
+        "alive even when not ready"
+    );
+}
+
+#[tokio::test]
+async fn every_metric_family_counts() {
+    let (_demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
+    let s = open_session(&tg.url()).await;
+    post(&tg.url(), Some(&s), call(1, "add", json!({"a": 1, "b": 2}))).await;
+    post(
+        &tg.url(),
+        Some(&s),
+        call(2, "add", json!({"a": "1", "b": 2})),
+    )
+    .await;
+    post(
+        &tg.url(),
+        Some(&s),
+        call(
+            3,
+            "book_flight",
+            json!({"origin": "lhr", "destination": "JFK", "departureDate": "01/01/2999"}),
+        ),
+    )
+    .await;
+    post(&tg.url(), Some(&s), call(4, "no_such_tool", json!({}))).await;
+    post(
+        &tg.url(),
+        Some(&s),
+        call(5, "lookup_order", json!({"orderId": "7"})),
+    )
+    .await;
+    post(&tg.url(), Some(&s), json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {"uri": "demo://nope"}}).to_string()).await;
+    post(&tg.url(), None, "{not json").await;
+    let m = tg.admin_get("/metrics").await;
+    assert_eq!(
+        m.headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let text = m.text();
+    for line in [
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"add\",outcome=\"forwarded\"} 1",
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"add\",outcome=\"coerced\"} 1",
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"book_flight\",outcome=\"rejected_invalid\"} 1",
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"(unknown)\",outcome=\"unknown\"} 1",
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"lookup_order\",outcome=\"rewritten\"} 1",
+        "toolgate_violations_total{upstream=\"default\",tool=\"book_flight\",keyword=\"pattern\"} 1",
+        "toolgate_rewrites_total{upstream=\"default\",kind=\"tool_error\"} 1",
+        "toolgate_rewrites_total{upstream=\"default\",kind=\"resource_not_found\"} 1",
+        "toolgate_requests_total{upstream=\"default\",method=\"tools/call\",outcome=\"answered\"} 2",
+        "toolgate_requests_total{upstream=\"default\",method=\"tools/call\",outcome=\"forwarded\"} 3",
+        "toolgate_requests_total{upstream=\"default\",method=\"initialize\",outcome=\"forwarded\"} 1",
+        "toolgate_requests_total{upstream=\"default\",method=\"-\",outcome=\"rejected\"} 1",
+        "toolgate_catalog_scopes 1",
+        "toolgate_schema_compile_failures_total 0",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    assert!(
+        text.contains("toolgate_upstream_latency_seconds_count{upstream=\"default\"} "),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("toolgate_catalog_schemas ") && l != "toolgate_catalog_schemas 0"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn access_log_and_request_ids() {
+    let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
+    let secret_args =
+        json!({"origin": "LHR", "destination": "JFK", "departureDate": "SECRET-VALUE-1"});
+    let r = request(
+        http::Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("x-request-id", "req-abc-123"),
+            ("authorization", "Bearer TOKEN-XYZ"),
+            ("cookie", "sid=COOKIE-QQQ"),
+        ],
+        call(1, "book_flight", secret_args),
+    )
+    .await;
+    assert_eq!(r.headers["x-request-id"], "req-abc-123");
+    let r = post(&tg.url(), None, call(2, "add", json!({"a": 1, "b": 2}))).await;
+    let minted = r.headers["x-request-id"].to_str().unwrap().to_string();
+    assert!(minted.starts_with("toolgate-"), "{minted}");
+    let upstream_saw = demo
+        .seen()
+        .into_iter()
+        .find(|x| x.body["method"] == "tools/call")
+        .unwrap();
+    assert_eq!(
+        upstream_saw.headers["x-request-id"],
+        minted.as_str(),
+        "the id goes upstream too"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let logs = tg.logs();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("req-abc-123"))
+        .unwrap_or_else(|| panic!("{logs}"));
+    for part in [
+        "method=\"tools/call\"",
+        "tool=\"book_flight\"",
+        "outcome=\"answered\"",
+        "status=200",
+        "latency_us=",
+    ] {
+        assert!(line.contains(part), "{part} in {line}");
+    }
+    for secret in ["SECRET-VALUE-1", "TOKEN-XYZ", "COOKIE-QQQ"] {
+        assert!(
+            !logs.contains(secret),
+            "{secret} leaked into the logs:\n{logs}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn shutdown_lets_in_flight_streams_finish() {
+    let (_demo, mut tg, _) = demo_behind_toolgate(
+        Options::default(),
+        Some("[limits]\nshutdown_grace = \"10s\"\n"),
+    )
+    .await;
+    let s = open_session(&tg.url()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "countdown", "arguments": {"steps": 3, "intervalMs": 300}, "_meta": {"progressToken": 1}}}).to_string();
+    let url = tg.url();
+    let stream = tokio::spawn(async move { post(&url, Some(&s), body).await });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let started = Instant::now();
+    std::process::Command::new("kill")
+        .args(["-TERM", &tg.pid().to_string()])
+        .status()
+        .unwrap();
+    let r = stream.await.unwrap();
+    let msgs = r.messages();
+    assert_eq!(
+        msgs.len(),
+        4,
+        "three progress notifications and the answer: {msgs:?}"
+    );
+    assert_eq!(msgs[3]["result"]["content"][0]["text"], "Lift-off!");
+    let status = tg.wait().await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "exited once the stream was done, before the grace period"
+    );
+    assert!(tg.logs().contains("shutting down"), "{}", tg.logs());
+}
