@@ -20,6 +20,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The default upstream, served on `/mcp`.
     pub upstream: Option<String>,
+    /// Or: a stdio server to launch (program and arguments), the default upstream.
+    pub command: Vec<String>,
     /// Further upstreams, each served on `/<name>/mcp`.
     pub upstreams: Vec<NamedUpstream>,
     /// The admin listener (`/healthz`, `/readyz`, `/metrics`), or `"off"`. Kept apart from
@@ -220,6 +222,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             upstream: None,
+            command: Vec::new(),
             upstreams: Vec::new(),
             admin_listen: "127.0.0.1:9090".into(),
             allowed_origins: Vec::new(),
@@ -321,6 +324,7 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub upstream: Option<String>,
     pub admin_listen: Option<String>,
+    pub command: Vec<String>,
 }
 
 impl Config {
@@ -342,6 +346,9 @@ impl Config {
         }
         if let Some(u) = &overrides.upstream {
             cfg.upstream = Some(u.clone());
+        }
+        if !overrides.command.is_empty() {
+            cfg.command = overrides.command.clone();
         }
         if let Some(a) = &overrides.admin_listen {
             cfg.admin_listen = a.clone();
@@ -375,6 +382,11 @@ impl Config {
         }
         if let Some(u) = &self.upstream {
             parse_upstream_url(u)?;
+            if !self.command.is_empty() {
+                return Err(ConfigError(
+                    "give either an upstream URL or a command (-- CMD), not both".into(),
+                ));
+            }
         }
         self.admin_addr()?;
         if self.limits.max_body_bytes == 0 {

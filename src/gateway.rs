@@ -16,7 +16,10 @@ pub struct Target {
     pub name: Arc<str>,
     /// The path clients use (`/mcp` or `/<name>/mcp`).
     pub path: String,
+    /// Empty for a stdio upstream.
     pub url: String,
+    /// The stdio server to launch, when there is no URL.
+    pub command: Vec<String>,
     pub validation: Validation,
     rules: HashMap<String, ToolRules>,
 }
@@ -41,6 +44,7 @@ impl Target {
             name: name.into(),
             path,
             url,
+            command: Vec::new(),
             validation,
             rules,
         })
@@ -91,6 +95,17 @@ impl Gateway {
                 v,
                 &catalog,
             )?));
+        }
+        if config.upstream.is_none() && !config.command.is_empty() {
+            let mut t = Target::new(
+                "default",
+                "/mcp".into(),
+                String::new(),
+                config.validation.clone(),
+                &catalog,
+            )?;
+            t.command = config.command.clone();
+            targets.insert(0, Arc::new(t));
         }
         if targets.is_empty() {
             return Err(ConfigError(

@@ -35,6 +35,22 @@ enum Cmd {
         upstream: Option<String>,
         #[command(flatten)]
         common: Common,
+        /// Or a stdio server to launch per session: `toolgate serve -- npx -y some-server`.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Speak MCP over stdin/stdout (for desktop clients) in front of a stdio server:
+    /// `toolgate stdio -- python my_server.py`.
+    Stdio {
+        /// A configuration file (see config/toolgate.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A Streamable HTTP upstream instead of a command (not supported yet).
+        #[arg(long)]
+        upstream: Option<String>,
+        /// The server to launch, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
     },
     /// Run toolgate in front of its built-in example tool server; needs nothing else.
     Demo {
@@ -167,13 +183,46 @@ async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Serve { upstream, common } => {
+        Cmd::Stdio {
+            config,
+            upstream,
+            command,
+        } => {
+            let mut cfg = Config::load(
+                config.as_deref(),
+                &Overrides {
+                    command,
+                    ..Default::default()
+                },
+            )?;
+            init_logs(&cfg);
+            if upstream.is_some() {
+                anyhow::bail!(
+                    "toolgate stdio --upstream URL is not supported yet: run `toolgate stdio -- CMD`, or `toolgate serve --upstream URL` for HTTP clients"
+                );
+            }
+            if cfg.command.is_empty() {
+                anyhow::bail!(
+                    "toolgate stdio needs the server to launch after `--`, e.g. `toolgate stdio -- python server.py`"
+                );
+            }
+            cfg.upstream = None;
+            let command = cfg.command.clone();
+            let gw = Gateway::new(cfg)?;
+            std::process::exit(toolgate::transport::stdio::run(gw, &command).await);
+        }
+        Cmd::Serve {
+            upstream,
+            common,
+            command,
+        } => {
             let cfg = Config::load(
                 common.config.as_deref(),
                 &Overrides {
                     listen: common.listen,
                     upstream,
                     admin_listen: common.admin_listen,
+                    command,
                 },
             )?;
             init_logs(&cfg);
@@ -184,8 +233,8 @@ async fn main() -> anyhow::Result<()> {
                 common.config.as_deref(),
                 &Overrides {
                     listen: common.listen,
-                    upstream: None,
                     admin_listen: common.admin_listen,
+                    ..Default::default()
                 },
             )?;
             init_logs(&cfg);

@@ -1,8 +1,10 @@
 //! Transports: wire traffic in, single JSON-RPC messages to the pipeline, answers out.
 
+pub mod child;
 pub mod http;
 mod http_answers;
 pub mod http_upstream;
 mod origin;
 mod reply;
 pub mod sse;
+pub mod stdio;

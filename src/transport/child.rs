@@ -1,0 +1,310 @@
+//! A stdio MCP server as a child process: newline-delimited JSON-RPC on its stdin and
+//! stdout, its stderr turned into log lines.
+//!
+//! Messages toolgate waits for itself (its own requests, by id) are handed to their waiter;
+//! everything else the child writes goes to the transport's receiver in order. When the child
+//! exits, every waiter fails and the receiver gets [`FromChild::Exited`], so nothing waits
+//! forever. Shutdown closes stdin, then sends SIGTERM to the child's process group, then
+//! SIGKILL, each after a grace period: `npx` and `uvx` servers run as grandchildren.
+
+use crate::jsonrpc::{self, Body as Parsed};
+use crate::pipeline::UpstreamError;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+pub enum FromChild {
+    /// One line the child wrote that no waiter claimed.
+    Message(Bytes),
+    /// The child is gone; says how.
+    Exited(String),
+}
+
+pub struct ChildProcess {
+    to_child: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
+    waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Bytes>>>>,
+    process: tokio::sync::Mutex<Option<tokio::process::Child>>,
+    pid: Option<u32>,
+    command: String,
+}
+
+/// One line from a reader, bounded.
+pub enum Line {
+    Line(Vec<u8>),
+    /// Longer than the limit; the rest of it was skipped.
+    TooLong,
+    Eof,
+}
+
+/// Reads up to the next newline without holding more than `max` bytes of it.
+pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Line> {
+    let mut buf = Vec::new();
+    let mut too_long = false;
+    loop {
+        let available = r.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => Line::TooLong,
+                (false, true) => Line::Eof,
+                (false, false) => Line::Line(buf),
+            });
+        }
+        match memchr::memchr(b'\n', available) {
+            Some(i) => {
+                if !too_long {
+                    buf.extend_from_slice(&available[..i]);
+                }
+                r.consume(i + 1);
+                if too_long || buf.len() > max {
+                    return Ok(Line::TooLong);
+                }
+                if buf.last() == Some(&b'\r') {
+                    buf.pop();
+                }
+                return Ok(Line::Line(buf));
+            }
+            None => {
+                let n = available.len();
+                if !too_long {
+                    buf.extend_from_slice(available);
+                    if buf.len() > max {
+                        too_long = true;
+                        buf = Vec::new();
+                    }
+                }
+                r.consume(n);
+            }
+        }
+    }
+}
+
+/// The id of a response, as its raw JSON text (`None` for anything else).
+fn response_id(line: &[u8]) -> Option<String> {
+    match jsonrpc::parse(line) {
+        Ok(Parsed::Single(m)) if m.method.is_none() => m.id.map(|i| i.get().to_string()),
+        _ => None,
+    }
+}
+
+impl ChildProcess {
+    /// Starts `command` (program and arguments) in its own process group.
+    pub fn spawn(
+        command: &[String],
+        max_line: usize,
+    ) -> std::io::Result<(Arc<ChildProcess>, mpsc::UnboundedReceiver<FromChild>)> {
+        let (program, args) = command
+            .split_first()
+            .ok_or_else(|| std::io::Error::other("no command to run"))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| std::io::Error::other(format!("cannot start {program:?}: {e}")))?;
+        let pid = child.id();
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let label = command.join(" ");
+
+        let (to_child, mut lines) = mpsc::unbounded_channel::<Bytes>();
+        tokio::spawn(async move {
+            while let Some(line) = lines.recv().await {
+                let ok = stdin.write_all(&line).await.is_ok()
+                    && stdin.write_all(b"\n").await.is_ok()
+                    && stdin.flush().await.is_ok();
+                if !ok {
+                    break;
+                }
+            }
+            // Dropping stdin closes it: the child's signal to finish.
+        });
+
+        let name = label.clone();
+        tokio::spawn(async move {
+            let mut r = BufReader::new(stderr);
+            while let Ok(line) = read_line(&mut r, 16 * 1024).await {
+                match line {
+                    Line::Line(l) => {
+                        tracing::info!(target: "toolgate::upstream", server = %name, "{}", String::from_utf8_lossy(&l))
+                    }
+                    Line::TooLong => {
+                        tracing::info!(target: "toolgate::upstream", server = %name, "(a stderr line over 16 KiB, not shown)")
+                    }
+                    Line::Eof => break,
+                }
+            }
+        });
+
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Bytes>>>> = Arc::default();
+        let me = Arc::new(ChildProcess {
+            to_child: Mutex::new(Some(to_child)),
+            waiters: waiters.clone(),
+            process: tokio::sync::Mutex::new(Some(child)),
+            pid,
+            command: label,
+        });
+        let weak = Arc::downgrade(&me);
+        tokio::spawn(async move {
+            let mut r = BufReader::new(stdout);
+            loop {
+                match read_line(&mut r, max_line).await {
+                    Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
+                    Ok(Line::Line(l)) => {
+                        let line = Bytes::from(l);
+                        let waiter = response_id(&line).and_then(|id| {
+                            waiters
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(&id)
+                        });
+                        match waiter {
+                            Some(w) => {
+                                let _ = w.send(line);
+                            }
+                            None => {
+                                let _ = events_tx.send(FromChild::Message(line));
+                            }
+                        }
+                    }
+                    Ok(Line::TooLong) => tracing::warn!(
+                        "the tool server wrote a line over {max_line} bytes; dropped"
+                    ),
+                    Ok(Line::Eof) | Err(_) => break,
+                }
+            }
+            waiters.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            let how = match weak.upgrade() {
+                Some(me) => me.exit_status().await,
+                None => "stopped".into(),
+            };
+            let _ = events_tx.send(FromChild::Exited(how));
+        });
+        Ok((me, events))
+    }
+
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    async fn exit_status(&self) -> String {
+        let mut p = self.process.lock().await;
+        match p.as_mut() {
+            Some(c) => match tokio::time::timeout(Duration::from_secs(5), c.wait()).await {
+                Ok(Ok(s)) => format!("exited with {s}"),
+                _ => "closed its output".into(),
+            },
+            None => "stopped".into(),
+        }
+    }
+
+    /// Writes one message (a line) to the child.
+    pub fn send(&self, line: Bytes) -> Result<(), UpstreamError> {
+        let to = self.to_child.lock().unwrap_or_else(|p| p.into_inner());
+        match to.as_ref().map(|t| t.send(line)) {
+            Some(Ok(())) => Ok(()),
+            _ => Err(UpstreamError::Unreachable(
+                "the tool server has exited".into(),
+            )),
+        }
+    }
+
+    /// Sends a request with id `id` (raw JSON text) and waits for the answer to it.
+    pub async fn request(
+        &self,
+        line: Bytes,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Bytes, UpstreamError> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), tx);
+        if let Err(e) = self.send(line) {
+            self.waiters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(id);
+            return Err(e);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(UpstreamError::Unreachable(
+                "the tool server exited before answering".into(),
+            )),
+            Err(_) => {
+                self.waiters
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(id);
+                Err(UpstreamError::Timeout(timeout))
+            }
+        }
+    }
+
+    /// Stops the child: close its stdin and wait, then SIGTERM its process group and wait,
+    /// then SIGKILL. Returns how it ended.
+    pub async fn shutdown(&self, grace: Duration) -> String {
+        self.to_child
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let mut guard = self.process.lock().await;
+        let Some(child) = guard.as_mut() else {
+            return "already stopped".into();
+        };
+        if let Ok(Ok(s)) = tokio::time::timeout(grace, child.wait()).await {
+            return format!("exited with {s} after its stdin closed");
+        }
+        #[cfg(unix)]
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        if let Ok(Ok(s)) = tokio::time::timeout(grace, child.wait()).await {
+            return format!("exited with {s} after SIGTERM");
+        }
+        #[cfg(unix)]
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = child.kill().await;
+        "killed with SIGKILL after ignoring SIGTERM".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_are_bounded() {
+        let data = b"short\r\nthis one is far too long\nok\nlast-without-newline".to_vec();
+        let mut r = BufReader::with_capacity(4, &data[..]);
+        let mut got = Vec::new();
+        loop {
+            match read_line(&mut r, 10).await.unwrap() {
+                Line::Line(l) => got.push(String::from_utf8(l).unwrap()),
+                Line::TooLong => got.push("<too long>".into()),
+                Line::Eof => break,
+            }
+        }
+        assert_eq!(got, ["short", "<too long>", "ok", "last-without-newline"]);
+    }
+}

@@ -1,0 +1,297 @@
+//! `toolgate stdio -- CMD`: a desktop client launches toolgate, toolgate launches the server.
+//! Both sides speak newline-delimited JSON-RPC; the rules are the pipeline's, as over HTTP.
+//!
+//! stdout carries only JSON-RPC (toolgate's logs go to stderr). stdio servers stay silent on
+//! malformed input, so toolgate answers malformed lines, non-JSON-RPC messages and over-long
+//! lines itself. When the server exits, every pending request gets an error and toolgate exits
+//! with status 1; when the client closes stdin, the server is shut down cleanly and toolgate
+//! exits with status 0.
+
+use super::child::{ChildProcess, FromChild, Line, read_line};
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, Body as Parsed};
+use crate::mcp::{self, Era};
+use crate::pipeline::answer::Answer;
+use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
+use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// How long the server gets after its stdin closes, and again after SIGTERM.
+const GRACE: Duration = Duration::from_secs(2);
+
+enum Out {
+    Line(Vec<u8>),
+    /// Flush what was written and end the process with this status.
+    Exit(i32),
+}
+
+/// toolgate's own `tools/list`, written to the child with an id of its own.
+struct ChildLister<'a> {
+    child: &'a ChildProcess,
+    timeout: Duration,
+}
+
+impl Lister for ChildLister<'_> {
+    type Relay = std::convert::Infallible;
+
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        let raw_id = serde_json::to_string(id).expect("a string serializes");
+        let answer = self
+            .child
+            .request(request, &raw_id, self.timeout)
+            .await
+            .map_err(ListFailed::Unavailable)?;
+        match guard::match_answer(&answer, id) {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(m)) => Err(ListFailed::Refused(m)),
+            None => Err(ListFailed::Refused(
+                "the answer is not a JSON-RPC response to the listing".into(),
+            )),
+        }
+    }
+}
+
+/// Runs until the client or the server goes away; returns the process exit status.
+pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
+    let target = gw.targets[0].clone();
+    let limits = gw.config.limits.clone();
+    let (child, mut events) = match ChildProcess::spawn(command, limits.max_response_bytes) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
+    tracing::info!(server = %child.command(), "started the tool server");
+
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(o) = out_rx.recv().await {
+            match o {
+                Out::Line(l) => {
+                    if stdout.write_all(&l).await.is_err()
+                        || stdout.write_all(b"\n").await.is_err()
+                        || stdout.flush().await.is_err()
+                    {
+                        return 0;
+                    }
+                }
+                Out::Exit(code) => {
+                    let _ = stdout.flush().await;
+                    return code;
+                }
+            }
+        }
+        0
+    });
+
+    // Requests forwarded to the server, by raw id, waiting for their answers.
+    let pending: Arc<Mutex<HashMap<String, Pending>>> = Arc::default();
+    let key = gw.scope(&target, Some(b"stdio"), None);
+
+    let mut from_server = {
+        let (gw, out, pending, key, target) = (
+            gw.clone(),
+            out.clone(),
+            pending.clone(),
+            key.clone(),
+            target.clone(),
+        );
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                match ev {
+                    FromChild::Message(line) => {
+                        let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
+                            tracing::warn!(
+                                "the tool server wrote a line that is not one JSON-RPC message; dropped"
+                            );
+                            continue;
+                        };
+                        let waiting = match (m.method.is_none(), m.id) {
+                            (true, Some(id)) => pending
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(id.get()),
+                            _ => None,
+                        };
+                        let replacement = match &waiting {
+                            Some(p) => pipeline::observe(&gw, p, &m).replacement,
+                            None => {
+                                // Notifications and server requests: learn from them, pass them on.
+                                let any = Pending {
+                                    id: None,
+                                    kind: Kind::Other,
+                                    era: Era::Legacy,
+                                    key: key.clone(),
+                                    target: target.clone(),
+                                };
+                                pipeline::observe(&gw, &any, &m).replacement
+                            }
+                        };
+                        let _ = out.send(Out::Line(
+                            replacement.map_or_else(|| line.to_vec(), |a| a.body),
+                        ));
+                    }
+                    FromChild::Exited(how) => {
+                        let orphans: Vec<Pending> = pending
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .drain()
+                            .map(|(_, p)| p)
+                            .collect();
+                        let why = UpstreamError::Unreachable(format!("the tool server {how}"));
+                        for p in orphans {
+                            let is_call = matches!(p.kind, Kind::Call { .. });
+                            let _ = out.send(Out::Line(
+                                Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &why).body,
+                            ));
+                        }
+                        tracing::error!("the tool server {how}; toolgate stops");
+                        let _ = out.send(Out::Exit(1));
+                        return;
+                    }
+                }
+            }
+        })
+    };
+
+    let lister = ChildLister {
+        child: &child,
+        timeout: limits.upstream_timeout,
+    };
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut server_gone = false;
+    loop {
+        let read = tokio::select! {
+            // When the server is gone, stop reading: its pending requests have their answers.
+            _ = &mut from_server => {
+                server_gone = true;
+                break;
+            }
+            r = read_line(&mut stdin, limits.max_body_bytes) => r,
+        };
+        let line = match read {
+            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Line::Line(l)) => Bytes::from(l),
+            Ok(Line::TooLong) => {
+                let msg = format!(
+                    "Invalid Request: the message is over the {}-byte limit",
+                    limits.max_body_bytes
+                );
+                let _ = out.send(Out::Line(jsonrpc::error_response(
+                    None,
+                    jsonrpc::INVALID_REQUEST,
+                    &msg,
+                    None,
+                )));
+                continue;
+            }
+            Ok(Line::Eof) | Err(_) => break,
+        };
+        if let Some(answer) = from_client(&gw, &target, &key, &child, &lister, &pending, line).await
+        {
+            let _ = out.send(Out::Line(answer));
+        }
+    }
+    if !server_gone {
+        let how = child.shutdown(GRACE).await;
+        tracing::info!("the client closed stdin; the tool server {how}");
+        let _ = out.send(Out::Exit(0));
+    }
+    drop(out);
+    writer.await.unwrap_or(1)
+}
+
+/// Handles one line from the client: forwards it, or returns toolgate's own answer.
+async fn from_client(
+    gw: &Gateway,
+    target: &Arc<Target>,
+    key: &crate::catalog::ScopeKey,
+    child: &ChildProcess,
+    lister: &ChildLister<'_>,
+    pending: &Mutex<HashMap<String, Pending>>,
+    line: Bytes,
+) -> Option<Vec<u8>> {
+    let m = match jsonrpc::parse(&line) {
+        Ok(Parsed::Single(m)) => m,
+        Ok(Parsed::Batch(msgs)) => {
+            if msgs
+                .iter()
+                .any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL))
+            {
+                let msg = "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own";
+                return Some(jsonrpc::error_response(
+                    None,
+                    jsonrpc::INVALID_REQUEST,
+                    msg,
+                    None,
+                ));
+            }
+            return child.send(line).err().map(|e| {
+                jsonrpc::error_response(None, jsonrpc::INTERNAL_ERROR, &e.to_string(), None)
+            });
+        }
+        Err(rejection) => {
+            return Some(jsonrpc::error_response(
+                None,
+                rejection.code(),
+                &rejection.message(),
+                None,
+            ));
+        }
+    };
+    let era = Era::detect(None, m.params);
+    let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
+        let call = Call {
+            target,
+            key,
+            era,
+            id: m.id.expect("a request has an id"),
+            params: m.params,
+            bytes: &line,
+        };
+        match guard::tools_call(gw, call, lister).await {
+            Decision::Forward(body, kind) => (body, kind),
+            Decision::Answer(a) => return Some(a.body),
+            Decision::Relay(never) => match never {},
+        }
+    } else {
+        (line.clone(), pipeline::classify(&m))
+    };
+    let id = if m.is_request() { m.id } else { None };
+    if let Some(id) = id {
+        let p = Pending {
+            id: Some(id.to_owned()),
+            kind,
+            era,
+            key: key.clone(),
+            target: target.clone(),
+        };
+        pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.get().to_string(), p);
+    }
+    if let Err(e) = child.send(body) {
+        let p = id.and_then(|id| {
+            pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(id.get())
+        })?;
+        let is_call = matches!(p.kind, Kind::Call { .. });
+        return Some(Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &e).body);
+    }
+    None
+}

@@ -1,0 +1,340 @@
+//! `toolgate stdio -- CMD`: real child processes on both sides. toolgate's stdin and stdout
+//! are driven line by line; the servers are a dependency-free fixture, the Python SDK server
+//! and server-everything in stdio mode; the Python SDK client drives toolgate too.
+
+mod common;
+
+use common::peers::peers;
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// toolgate in stdio mode, its stdin and stdout in the test's hands.
+struct StdioGate {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl StdioGate {
+    fn start(
+        command: &[String],
+        config: Option<&str>,
+    ) -> (StdioGate, Option<common::tempfile_lite::TempFile>) {
+        let file = config.map(common::tempfile_lite::TempFile::new);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.arg("stdio");
+        if let Some(f) = &file {
+            cmd.arg("--config").arg(&f.path);
+        }
+        let mut child = cmd
+            .arg("--")
+            .args(command)
+            .env("RUST_LOG", "toolgate=debug,info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = err.next_line().await {
+                sink.lock().unwrap().push(l);
+            }
+        });
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        (
+            StdioGate {
+                child,
+                stdin,
+                stdout,
+                logs,
+            },
+            file,
+        )
+    }
+
+    async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(30), self.stdout.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("a line");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC ({e}): {line}"))
+    }
+
+    async fn ask(&mut self, msg: Value) -> Value {
+        self.send(&msg.to_string()).await;
+        self.recv().await
+    }
+
+    async fn initialize(&mut self) {
+        let a = self.ask(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).await;
+        assert!(a["result"]["serverInfo"].is_object(), "{a}");
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+            .await;
+    }
+
+    fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+}
+
+fn fixture(extra: &[&str]) -> Vec<String> {
+    let p = peers();
+    let mut v = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+    ];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn call(id: i64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[tokio::test]
+async fn guards_calls_and_answers_malformed_input() {
+    let (mut g, _) = StdioGate::start(
+        &tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap(),
+        None,
+    );
+    g.initialize().await;
+    let a = g.ask(call(1, "add", json!({"a": 2, "b": "3"}))).await;
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "5"}]}}),
+        "coerced, then the server's answer"
+    );
+    let a = g.ask(call(2, "add", json!({"a": "x"}))).await;
+    assert_eq!(a["result"]["isError"], true);
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected an integer, got string \"x\"", "/b": "is required but missing"})
+    );
+    let a = g.ask(call(3, "ad", json!({}))).await;
+    assert_eq!(
+        a["error"]["message"],
+        "Unknown tool: ad. Did you mean \"add\"?"
+    );
+    let a = g.ask(call(4, "fail", json!({}))).await;
+    assert_eq!(
+        a["result"],
+        json!({"content": [{"type": "text", "text": "boom"}], "isError": true, "_meta": {"toolgate/upstream_error": {"code": 0, "message": "boom"}}})
+    );
+
+    // What a stdio server would leave unanswered, toolgate answers.
+    g.send("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":").await;
+    let a = g.recv().await;
+    assert_eq!(a["error"]["code"], -32700);
+    assert!(a.get("id").is_none());
+    g.send("[1, 2]").await;
+    assert_eq!(g.recv().await["error"]["code"], -32600);
+    g.send(&format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(5_000_000)
+    ))
+    .await;
+    let a = g.recv().await;
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: the message is over the 4194304-byte limit"}})
+    );
+    let a = g
+        .ask(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}))
+        .await;
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 7, "result": {}}),
+        "still serving"
+    );
+    assert!(!g.logs().contains("\"x\""), "no argument values in logs");
+}
+
+#[tokio::test]
+async fn a_crash_answers_every_pending_request_and_stops_toolgate() {
+    let (mut g, _) = StdioGate::start(
+        &tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap(),
+        None,
+    );
+    g.initialize().await;
+    // The fixture reads one line at a time: the crash comes first, so the slow call is still
+    // pending when the process dies.
+    g.send(&call(2, "crash", json!({})).to_string()).await;
+    g.send(&call(1, "slow", json!({})).to_string()).await;
+    let mut answers = [g.recv().await, g.recv().await];
+    answers.sort_by_key(|a| a["id"].as_i64());
+    for (a, id) in answers.iter().zip([1, 2]) {
+        assert_eq!(a["id"], id);
+        assert_eq!(a["result"]["isError"], true, "{a}");
+        assert!(
+            a["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("the tool server exited with exit status: 3"),
+            "{a}"
+        );
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), g.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        g.logs()
+            .contains("the tool server exited with exit status: 3; toolgate stops"),
+        "{}",
+        g.logs()
+    );
+}
+
+#[tokio::test]
+async fn closing_stdin_stops_even_a_server_that_ignores_sigterm() {
+    let (mut g, _) = StdioGate::start(
+        &tokio::task::spawn_blocking(|| fixture(&["--ignore-sigterm"]))
+            .await
+            .unwrap(),
+        None,
+    );
+    g.initialize().await;
+    let pid: u32 = loop {
+        let logs = g.logs();
+        if let Some(p) = logs.split("fixture pid ").nth(1) {
+            break p.split_whitespace().next().unwrap().parse().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(pid_alive(pid));
+    g.stdin.take();
+    let status = tokio::time::timeout(Duration::from_secs(15), g.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        g.logs()
+            .contains("killed with SIGKILL after ignoring SIGTERM"),
+        "{}",
+        g.logs()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!pid_alive(pid), "no orphan left behind");
+}
+
+#[tokio::test]
+async fn server_stderr_becomes_log_lines() {
+    let (mut g, _) = StdioGate::start(
+        &tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap(),
+        None,
+    );
+    g.initialize().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        g.logs()
+            .lines()
+            .any(|l| l.contains("toolgate::upstream") && l.contains("fixture pid")),
+        "{}",
+        g.logs()
+    );
+}
+
+#[tokio::test]
+async fn server_everything_over_stdio() {
+    let se = tokio::task::spawn_blocking(|| peers().server_everything.display().to_string())
+        .await
+        .unwrap();
+    let (mut g, _) = StdioGate::start(&[se, "stdio".into()], None);
+    g.initialize().await;
+    g.send(&call(1, "get-sum", json!({"a": "one", "b": 2})).to_string())
+        .await;
+    let a = loop {
+        let m = g.recv().await;
+        if m["id"] == 1 {
+            break m;
+        }
+    };
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected a number, got string \"one\""})
+    );
+    // server-everything may interleave notifications; read until our answer.
+    g.send(&call(2, "get-sum", json!({"a": 40, "b": 2})).to_string())
+        .await;
+    let a = loop {
+        let m = g.recv().await;
+        if m["id"] == 2 {
+            break m;
+        }
+    };
+    assert_eq!(
+        a["result"]["content"][0]["text"],
+        "The sum of 40 and 2 is 42."
+    );
+}
+
+#[tokio::test]
+async fn python_sdk_client_and_server_through_toolgate_stdio() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = json!([
+        env!("CARGO_BIN_EXE_toolgate"),
+        "stdio",
+        "--",
+        p.python.display().to_string(),
+        p.fixtures.join("py_server.py").display().to_string(),
+        "stdio"
+    ]);
+    let out = Command::new(&p.python)
+        .arg(p.fixtures.join("py_client.py"))
+        .arg(format!("stdio:{command}"))
+        .arg("legacy")
+        .args([
+            "add",
+            "{\"a\": 1, \"b\": 2}",
+            "book",
+            "{\"date\": \"tomorrow\"}",
+        ])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["tools"], json!(["add", "book"]));
+    assert_eq!(
+        r["calls"][0]["content"],
+        json!([{"type": "text", "text": "3"}])
+    );
+    assert_eq!(r["calls"][1]["isError"], true);
+    assert_eq!(
+        r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""})
+    );
+}
