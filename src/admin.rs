@@ -42,7 +42,12 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
     let mut upstreams = serde_json::Map::new();
     let mut ready = true;
     for t in &gw.targets {
-        let state = match reachable(&t.url).await {
+        let check = if t.command.is_empty() {
+            reachable(&t.url).await
+        } else {
+            startable(&t.command)
+        };
+        let state = match check {
             Ok(()) => json!({"ready": true}),
             Err(e) => {
                 ready = false;
@@ -61,6 +66,22 @@ async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
         axum::Json(json!({"ready": ready, "upstreams": upstreams})),
     )
         .into_response()
+}
+
+/// A stdio upstream is ready when its program can be found (each session starts its own).
+fn startable(command: &[String]) -> Result<(), String> {
+    let program = command.first().ok_or("no command")?;
+    let found = if program.contains('/') {
+        std::path::Path::new(program).is_file()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(format!("cannot find the program {program:?}"))
+    }
 }
 
 async fn reachable(url: &str) -> Result<(), String> {

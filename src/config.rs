@@ -31,6 +31,8 @@ pub struct Config {
     /// `http://[::1]:*`). `"*"` allows any.
     pub allowed_origins: Vec<String>,
     pub limits: Limits,
+    /// Children of a stdio upstream (`toolgate serve -- CMD`).
+    pub stdio: StdioLimits,
     pub validation: Validation,
     pub errors: Errors,
     pub log: Log,
@@ -69,6 +71,29 @@ pub struct Limits {
     /// On SIGTERM/SIGINT, how long in-flight requests and streams may take to finish.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StdioLimits {
+    /// Most sessions (each with its own child) at once; more get HTTP 503.
+    pub max_sessions: usize,
+    /// A session unused this long is ended and its child stopped.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// How long a child gets after its stdin closes, and again after SIGTERM.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for StdioLimits {
+    fn default() -> Self {
+        StdioLimits {
+            max_sessions: 100,
+            idle_timeout: Duration::from_secs(600),
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,6 +252,7 @@ impl Default for Config {
             admin_listen: "127.0.0.1:9090".into(),
             allowed_origins: Vec::new(),
             limits: Limits::default(),
+            stdio: StdioLimits::default(),
             validation: Validation::default(),
             errors: Errors::default(),
             log: Log::default(),

@@ -295,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn lines_are_bounded() {
-        let data = b"short\r\nthis one is far too long\nok\nlast-without-newline".to_vec();
+        let data = b"short\r\nthis one is far too long\nok\nno-newline".to_vec();
         let mut r = BufReader::with_capacity(4, &data[..]);
         let mut got = Vec::new();
         loop {
@@ -305,6 +305,6 @@ mod tests {
                 Line::Eof => break,
             }
         }
-        assert_eq!(got, ["short", "<too long>", "ok", "last-without-newline"]);
+        assert_eq!(got, ["short", "<too long>", "ok", "no-newline"]);
     }
 }

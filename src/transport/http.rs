@@ -14,6 +14,7 @@ use super::http_upstream::{self, Collected, HttpClient, HttpUpstream, ReadError}
 use super::origin::OriginPolicy;
 use super::reply;
 use super::sse::{self, Split, Splitter};
+use super::stdio_pool::StdioPool;
 use crate::config::{Limits, parse_upstream_url};
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
@@ -35,43 +36,57 @@ use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Clone)]
-struct Route {
-    gw: Arc<Gateway>,
-    target: Arc<Target>,
-    up: Arc<HttpUpstream>,
+pub(super) struct Route {
+    pub(super) gw: Arc<Gateway>,
+    pub(super) target: Arc<Target>,
+    up: Upstream,
     origins: Arc<OriginPolicy>,
 }
 
 /// The gateway's router; tests and `main` serve it on any listener.
 pub fn app(gw: &Arc<Gateway>) -> Router {
+    app_with_pools(gw).0
+}
+
+/// The router, and the stdio pools behind it (so shutdown can stop their children).
+pub fn app_with_pools(gw: &Arc<Gateway>) -> (Router, Vec<Arc<StdioPool>>) {
     let client: HttpClient = http_upstream::client();
     let origins = Arc::new(OriginPolicy::new(
         &gw.config.allowed_origins,
         gw.config.listen.ip().is_loopback(),
     ));
     let mut router = Router::new();
+    let mut pools = Vec::new();
     for target in &gw.targets {
-        let uri = parse_upstream_url(&target.url)
-            .expect("upstream URLs are checked with the configuration");
-        let route = Route {
-            gw: gw.clone(),
-            target: target.clone(),
-            up: Arc::new(HttpUpstream::new(
+        let up = if target.command.is_empty() {
+            let uri = parse_upstream_url(&target.url)
+                .expect("upstream URLs are checked with the configuration");
+            Upstream::Http(Arc::new(HttpUpstream::new(
                 uri,
                 client.clone(),
                 gw.config.limits.upstream_timeout,
-            )),
+            )))
+        } else {
+            let pool = StdioPool::new(gw.clone(), target.clone());
+            pools.push(pool.clone());
+            Upstream::Stdio(pool)
+        };
+        let route = Route {
+            gw: gw.clone(),
+            target: target.clone(),
+            up,
             origins: origins.clone(),
         };
         router = router.route(&target.path, any(handle).with_state(route));
     }
-    router.fallback(|| async {
+    let router = router.fallback(|| async {
         reply::transport(
             StatusCode::NOT_FOUND,
             jsonrpc::INVALID_REQUEST,
             "Not found: no MCP endpoint at this path",
         )
-    })
+    });
+    (router, pools)
 }
 
 /// Serves the gateway until `shutdown` resolves, finishing in-flight requests.
@@ -80,9 +95,14 @@ pub async fn serve(
     gw: Arc<Gateway>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(&gw))
+    let (router, pools) = app_with_pools(&gw);
+    let served = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    for p in pools {
+        p.close_all().await;
+    }
+    served
 }
 
 async fn handle(State(rt): State<Route>, mut req: Request) -> Response {
@@ -117,11 +137,18 @@ async fn handle(State(rt): State<Route>, mut req: Request) -> Response {
     resp
 }
 
+/// Where a route's messages go.
+#[derive(Clone)]
+enum Upstream {
+    Http(Arc<HttpUpstream>),
+    Stdio(Arc<StdioPool>),
+}
+
 /// What the access log and the request metrics say about one request.
-struct Note {
-    method: &'static str,
-    tool: Option<Box<str>>,
-    outcome: &'static str,
+pub(super) struct Note {
+    pub(super) method: &'static str,
+    pub(super) tool: Option<Box<str>>,
+    pub(super) outcome: &'static str,
 }
 
 const REQUEST_ID: &str = "x-request-id";
@@ -165,8 +192,8 @@ async fn route(rt: &Route, req: Request, note: &mut Note) -> Response {
 }
 
 /// What every request needs from its headers.
-struct Context {
-    key: crate::catalog::ScopeKey,
+pub(super) struct Context {
+    pub(super) key: crate::catalog::ScopeKey,
     version: Option<String>,
     has_session: bool,
 }
@@ -188,7 +215,7 @@ impl Context {
         }
     }
 
-    fn era(&self, params: Option<&RawValue>) -> Era {
+    pub(super) fn era(&self, params: Option<&RawValue>) -> Era {
         Era::detect(self.version.as_deref(), params)
     }
 }
@@ -246,6 +273,13 @@ async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
                 );
             }
             note.method = "batch";
+            if matches!(rt.up, Upstream::Stdio(_)) {
+                return reply::transport(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_REQUEST,
+                    "Invalid Request: batches are not supported in front of a stdio server",
+                );
+            }
             let pending = pending(rt, &ctx, None, Kind::Other, Era::Legacy);
             return forward(rt, parts, bytes.clone(), pending, ctx.has_session, note).await;
         }
@@ -254,9 +288,17 @@ async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
     let era = ctx.era(m.params);
     let id = if m.is_request() { m.id } else { None };
     note.method = metrics::method_label(m.method());
+    if let Upstream::Stdio(pool) = &rt.up {
+        return super::http_stdio::post(rt, pool, &parts.headers, bytes.clone(), &m, &ctx, note)
+            .await;
+    }
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
+        let Upstream::Http(up) = &rt.up else {
+            unreachable!("stdio routes are served by http_stdio")
+        };
         let lister = HttpLister {
             rt,
+            up,
             client_headers: &parts.headers,
             era,
         };
@@ -302,6 +344,14 @@ fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Er
 
 async fn bodiless(rt: &Route, req: Request, note: &mut Note) -> Response {
     let (parts, _) = req.into_parts();
+    if let Upstream::Stdio(pool) = &rt.up {
+        note.method = if parts.method == Method::DELETE {
+            "DELETE"
+        } else {
+            "GET"
+        };
+        return super::http_stdio::bodiless(pool, &parts.method, &parts.headers, note).await;
+    }
     let ctx = Context::of(rt, &parts.headers);
     let era = ctx.era(None);
     let is_delete = parts.method == Method::DELETE;
@@ -330,8 +380,11 @@ async fn forward(
     has_session: bool,
     note: &mut Note,
 ) -> Response {
+    let Upstream::Http(up) = &rt.up else {
+        unreachable!("stdio routes are served by http_stdio");
+    };
     let started = Instant::now();
-    let sent = rt.up.send(parts.method, parts.headers, body).await;
+    let sent = up.send(parts.method, parts.headers, body).await;
     rt.gw
         .metrics
         .upstream_latency
@@ -380,6 +433,7 @@ fn tool_name(params: Option<&RawValue>) -> Option<Box<str>> {
 /// its credentials, statelessly). The headers are copied only when a listing is needed.
 struct HttpLister<'a> {
     rt: &'a Route,
+    up: &'a HttpUpstream,
     client_headers: &'a HeaderMap,
     era: Era,
 }
@@ -409,7 +463,7 @@ impl Lister for HttpLister<'_> {
             headers.remove(mcp::METHOD_HEADER);
         }
         let limits = &self.rt.gw.config.limits;
-        exchange(&self.rt.up, &headers, request, id, limits)
+        exchange(self.up, &headers, request, id, limits)
             .await
             .map(|(_, result)| result)
     }

@@ -3,8 +3,10 @@
 pub mod child;
 pub mod http;
 mod http_answers;
+mod http_stdio;
 pub mod http_upstream;
 mod origin;
 mod reply;
 pub mod sse;
 pub mod stdio;
+pub mod stdio_pool;

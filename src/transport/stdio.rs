@@ -32,9 +32,9 @@ enum Out {
 }
 
 /// toolgate's own `tools/list`, written to the child with an id of its own.
-struct ChildLister<'a> {
-    child: &'a ChildProcess,
-    timeout: Duration,
+pub(crate) struct ChildLister<'a> {
+    pub(crate) child: &'a ChildProcess,
+    pub(crate) timeout: Duration,
 }
 
 impl Lister for ChildLister<'_> {

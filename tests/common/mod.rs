@@ -45,6 +45,14 @@ impl Toolgate {
             args.push(f.path.display().to_string());
         }
         args.extend(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from));
+        let mut tg = Toolgate::start_raw(args.clone()).await;
+        tg._config = file;
+        tg
+    }
+
+    /// Starts toolgate with exactly these arguments (they must include the listen flags).
+    pub async fn start_raw(args: Vec<String>) -> Toolgate {
+        let file: Option<tempfile_lite::TempFile> = None;
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(args.iter())
             .env("RUST_LOG", "toolgate=debug,info")
@@ -90,6 +98,11 @@ impl Toolgate {
             logs,
             _config: file,
         }
+    }
+
+    /// Keeps a temporary config file alive as long as toolgate runs.
+    pub fn keep(&mut self, file: Option<tempfile_lite::TempFile>) {
+        self._config = file;
     }
 
     pub fn pid(&self) -> u32 {

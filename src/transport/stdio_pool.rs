@@ -1,0 +1,249 @@
+//! The children behind `toolgate serve -- CMD`: one per legacy session, plus one shared
+//! child for stateless (modern) requests, which toolgate initializes itself.
+//!
+//! A session's child is started by its `initialize` and ended by DELETE, by idling past
+//! `stdio.idle_timeout`, or by its own exit; a crash ends that session only (its next request
+//! gets 404, so the client starts a new one with a fresh child). What a child sends on its own
+//! (notifications, server requests) goes to its session's GET stream.
+
+use super::child::{ChildProcess, FromChild};
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, Body as Parsed};
+use crate::mcp::Era;
+use crate::pipeline::{self, Kind, Pending};
+use bytes::Bytes;
+use serde_json::json;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+
+type Sessions = Arc<Mutex<HashMap<String, Arc<SessionChild>>>>;
+
+pub struct SessionChild {
+    pub child: Arc<ChildProcess>,
+    last_used: Mutex<Instant>,
+    alive: AtomicBool,
+    /// What the child sends on its own, for the session's GET stream.
+    pub unsolicited: broadcast::Sender<Bytes>,
+}
+
+impl SessionChild {
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+}
+
+pub struct StdioPool {
+    command: Vec<String>,
+    sessions: Sessions,
+    shared: tokio::sync::Mutex<Option<Arc<SessionChild>>>,
+    gw: Arc<Gateway>,
+    target: Arc<Target>,
+}
+
+/// Why no child could serve a request.
+pub enum NoChild {
+    UnknownSession,
+    TooMany,
+    Failed(String),
+}
+
+impl StdioPool {
+    pub fn new(gw: Arc<Gateway>, target: Arc<Target>) -> Arc<StdioPool> {
+        let pool = Arc::new(StdioPool {
+            command: target.command.clone(),
+            sessions: Sessions::default(),
+            shared: Default::default(),
+            gw,
+            target,
+        });
+        let weak = Arc::downgrade(&pool);
+        let every = (pool.gw.config.stdio.idle_timeout / 2)
+            .clamp(Duration::from_millis(100), Duration::from_secs(5));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(pool) = weak.upgrade() else { return };
+                pool.reap_idle().await;
+            }
+        });
+        pool
+    }
+
+    fn spawn(&self, label: String) -> Result<Arc<SessionChild>, NoChild> {
+        let limits = &self.gw.config.limits;
+        let (child, mut events) = ChildProcess::spawn(&self.command, limits.max_response_bytes)
+            .map_err(|e| NoChild::Failed(e.to_string()))?;
+        let (unsolicited, _) = broadcast::channel(256);
+        let sc = Arc::new(SessionChild {
+            child,
+            last_used: Mutex::new(Instant::now()),
+            alive: AtomicBool::new(true),
+            unsolicited: unsolicited.clone(),
+        });
+        let (gw, target, sessions, me) = (
+            self.gw.clone(),
+            self.target.clone(),
+            Arc::downgrade(&self.sessions),
+            Arc::downgrade(&sc),
+        );
+        let key = gw.scope(&target, Some(label.as_bytes()), None);
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                match ev {
+                    FromChild::Message(line) => {
+                        if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
+                            let any = Pending {
+                                id: None,
+                                kind: Kind::Other,
+                                era: Era::Legacy,
+                                key: key.clone(),
+                                target: target.clone(),
+                            };
+                            pipeline::observe(&gw, &any, &m);
+                        }
+                        let _ = unsolicited.send(line);
+                    }
+                    FromChild::Exited(how) => {
+                        tracing::warn!(session = %label, "the tool server {how}; its session ends");
+                        if let Some(me) = me.upgrade() {
+                            me.alive.store(false, Ordering::Relaxed);
+                        }
+                        gw.catalog.forget(&key);
+                        if let Some(s) = sessions.upgrade() {
+                            s.lock().unwrap_or_else(|p| p.into_inner()).remove(&label);
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(sc)
+    }
+
+    /// A new session's child, with the session id toolgate minted for it.
+    pub fn open(&self) -> Result<(String, Arc<SessionChild>), NoChild> {
+        if self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+            >= self.gw.config.stdio.max_sessions
+        {
+            return Err(NoChild::TooMany);
+        }
+        let rs = std::collections::hash_map::RandomState::new();
+        let id = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
+        let sc = self.spawn(id.clone())?;
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), sc.clone());
+        Ok((id, sc))
+    }
+
+    pub fn session(&self, id: &str) -> Result<Arc<SessionChild>, NoChild> {
+        let sc = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or(NoChild::UnknownSession)?;
+        sc.touch();
+        Ok(sc)
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    /// Ends a session; `false` when there was none.
+    pub async fn close(&self, id: &str) -> bool {
+        let sc = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        let Some(sc) = sc else { return false };
+        let how = sc.child.shutdown(self.gw.config.stdio.shutdown_grace).await;
+        tracing::info!(session = %id, "session ended; the tool server {how}");
+        true
+    }
+
+    /// Stops every child (shutdown of toolgate).
+    pub async fn close_all(&self) {
+        let ids: Vec<String> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            self.close(&id).await;
+        }
+        if let Some(sc) = self.shared.lock().await.take() {
+            sc.child.shutdown(self.gw.config.stdio.shutdown_grace).await;
+        }
+    }
+
+    /// The child for requests without a session, started and initialized on first use (and
+    /// again after it exits).
+    pub async fn shared(&self) -> Result<Arc<SessionChild>, NoChild> {
+        let mut shared = self.shared.lock().await;
+        if let Some(sc) = shared.as_ref()
+            && sc.alive.load(Ordering::Relaxed)
+        {
+            sc.touch();
+            return Ok(sc.clone());
+        }
+        let sc = self.spawn("shared".into())?;
+        let id = self.gw.next_id();
+        let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")}}});
+        let raw_id = serde_json::to_string(&id).expect("a string serializes");
+        sc.child
+            .request(
+                Bytes::from(init.to_string()),
+                &raw_id,
+                self.gw.config.limits.upstream_timeout,
+            )
+            .await
+            .map_err(|e| NoChild::Failed(format!("initializing the shared server: {e}")))?;
+        let _ = sc.child.send(Bytes::from(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        ));
+        *shared = Some(sc.clone());
+        Ok(sc)
+    }
+
+    async fn reap_idle(&self) {
+        let idle = self.gw.config.stdio.idle_timeout;
+        let stale: Vec<String> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, sc)| {
+                sc.last_used
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .elapsed()
+                    >= idle
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            tracing::info!(session = %id, "session idle for {idle:?}: ending it");
+            self.close(&id).await;
+        }
+    }
+}

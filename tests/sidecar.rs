@@ -1,0 +1,290 @@
+//! `toolgate serve -- CMD`: HTTP clients in front of a stdio server, one child per session.
+//! Real child processes; every test checks that no child outlives what it belongs to.
+
+mod common;
+
+use common::peers::peers;
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+
+fn marker() -> String {
+    format!(
+        "--marker=t{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// Live (non-zombie) processes whose command line carries the marker.
+fn children_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            // The servers, not toolgate (whose own command line names them too).
+            cmdline.contains(marker)
+                && cmdline
+                    .split('\0')
+                    .next()
+                    .is_some_and(|argv0| argv0.contains("python"))
+                && !stat.contains(") Z ")
+        })
+        .count()
+}
+
+async fn sidecar(marker: &str, config: Option<&str>) -> Toolgate {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut args = vec!["serve".to_string()];
+    let file = config.map(tempfile_lite::TempFile::new);
+    if let Some(f) = &file {
+        args.push("--config".into());
+        args.push(f.path.display().to_string());
+    }
+    args.extend(
+        [
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--",
+        ]
+        .map(String::from),
+    );
+    args.extend([
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+        marker.to_string(),
+    ]);
+    let mut tg = Toolgate::start_raw(args).await;
+    tg.keep(file);
+    tg
+}
+
+async fn wait_for(cond: impl Fn() -> bool) -> bool {
+    for _ in 0..100 {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cond()
+}
+
+#[tokio::test]
+async fn fifty_sessions_each_with_its_own_child_and_no_cross_talk() {
+    let m = marker();
+    let tg = sidecar(&m, None).await;
+    let url = tg.url();
+    let mut tasks = Vec::new();
+    for n in 0..50i64 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let s = open_session(&url).await;
+            let who = post(&url, Some(&s), call(1, "whoami", json!({}))).await.json();
+            for k in 0..3 {
+                let a = post(&url, Some(&s), call(2 + k, "add", json!({"a": n, "b": k}))).await.json();
+                assert_eq!(a, json!({"jsonrpc": "2.0", "id": 2 + k, "result": {"content": [{"type": "text", "text": (n + k).to_string()}]}}));
+            }
+            let bad = post(&url, Some(&s), call(9, "add", json!({"a": "x", "b": 1}))).await.json();
+            assert_eq!(bad["result"]["isError"], true);
+            (s, result_text(&who))
+        }));
+    }
+    let mut sessions = Vec::new();
+    let mut pids = std::collections::HashSet::new();
+    for t in tasks {
+        let (s, pid) = t.await.unwrap();
+        sessions.push(s);
+        pids.insert(pid);
+    }
+    assert_eq!(pids.len(), 50, "one child per session");
+    assert_eq!(children_with(&m), 50);
+    for s in &sessions {
+        let r = request(http::Method::DELETE, &url, &[("mcp-session-id", s)], "").await;
+        assert_eq!(r.status, 200);
+    }
+    assert!(
+        wait_for(|| children_with(&m) == 0).await,
+        "every child stopped after DELETE"
+    );
+    let r = post(
+        &url,
+        Some(&sessions[0]),
+        call(1, "add", json!({"a": 1, "b": 1})),
+    )
+    .await;
+    assert_eq!(r.status, 404, "an ended session is gone");
+}
+
+#[tokio::test]
+async fn a_crash_ends_one_session_and_spares_the_others() {
+    let m = marker();
+    let tg = sidecar(&m, None).await;
+    let (a, b) = (open_session(&tg.url()).await, open_session(&tg.url()).await);
+    let r = post(&tg.url(), Some(&a), call(1, "crash", json!({})))
+        .await
+        .json();
+    assert_eq!(r["result"]["isError"], true);
+    assert!(
+        result_text(&r).contains("the tool server exited before answering"),
+        "{r}"
+    );
+    let r = post(&tg.url(), Some(&b), call(2, "add", json!({"a": 1, "b": 2})))
+        .await
+        .json();
+    assert_eq!(result_text(&r), "3");
+    assert!(wait_for(|| children_with(&m) == 1).await);
+    let r = post(&tg.url(), Some(&a), call(3, "add", json!({"a": 1, "b": 2}))).await;
+    assert_eq!(
+        r.status, 404,
+        "the crashed session is over; the client starts a new one"
+    );
+    let c = open_session(&tg.url()).await;
+    let r = post(&tg.url(), Some(&c), call(4, "add", json!({"a": 2, "b": 2})))
+        .await
+        .json();
+    assert_eq!(result_text(&r), "4", "a fresh child for the next session");
+}
+
+#[tokio::test]
+async fn stateless_requests_share_one_child_with_ids_remapped() {
+    let m = marker();
+    let tg = sidecar(&m, None).await;
+    let url = tg.url();
+    let mut tasks = Vec::new();
+    for n in 0..20i64 {
+        let url = url.clone();
+        // Every client uses id 1: without remapping, the answers would cross.
+        tasks.push(tokio::spawn(async move {
+            (
+                n,
+                post(&url, None, call(1, "add", json!({"a": n, "b": 100})))
+                    .await
+                    .json(),
+            )
+        }));
+    }
+    for t in tasks {
+        let (n, a) = t.await.unwrap();
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": (n + 100).to_string()}]}})
+        );
+    }
+    assert_eq!(children_with(&m), 1, "one shared child");
+}
+
+#[tokio::test]
+async fn limits_idle_reaping_and_the_get_stream() {
+    let m = marker();
+    let tg = sidecar(
+        &m,
+        Some("[stdio]\nmax_sessions = 2\nidle_timeout = \"1500ms\"\n"),
+    )
+    .await;
+    let a = open_session(&tg.url()).await;
+    let _b = open_session(&tg.url()).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post(&tg.url(), None, init.to_string()).await;
+    assert_eq!(r.status, 503);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Too many sessions")
+    );
+
+    // What the child sends on its own arrives on the session's GET stream.
+    let req = http::Request::get(tg.url())
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &a)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = client().request(req).await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let r = post(&tg.url(), Some(&a), call(1, "notify", json!({})))
+        .await
+        .json();
+    assert_eq!(result_text(&r), "notified");
+    use http_body_util::BodyExt;
+    let mut body = resp.into_body();
+    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+    assert_eq!(
+        sse_messages(&text),
+        vec![
+            json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hello from the server"}})
+        ]
+    );
+    drop(body);
+
+    // Idle sessions end and their children stop.
+    assert!(
+        wait_for(|| children_with(&m) == 0).await,
+        "idle children reaped"
+    );
+    let r = post(&tg.url(), Some(&a), call(2, "add", json!({"a": 1, "b": 1}))).await;
+    assert_eq!(r.status, 404);
+    assert!(tg.logs().contains("idle for"), "{}", tg.logs());
+}
+
+#[tokio::test]
+async fn server_everything_over_stdio_behind_http() {
+    let se = tokio::task::spawn_blocking(|| peers().server_everything.display().to_string())
+        .await
+        .unwrap();
+    let tg = Toolgate::start_raw(
+        [
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--",
+            &se,
+            "stdio",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    let s = open_session(&tg.url()).await;
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(1, "get-sum", json!({"a": "x", "b": 2})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected a number, got string \"x\""})
+    );
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(2, "get-sum", json!({"a": 2, "b": 2})),
+    )
+    .await
+    .json();
+    assert_eq!(result_text(&a), "The sum of 2 and 2 is 4.");
+    let r = tg.admin_get("/readyz").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
