@@ -65,6 +65,21 @@ struct ScopeCatalog {
     complete: bool,
     listed_at: Option<Instant>,
     last_used: Option<Instant>,
+    /// `ttlMs` from the listing (2026-07-28): past this, the entry reads as absent.
+    expires_at: Option<Instant>,
+}
+
+/// The scope of listings a server marked `cacheScope: "public"`: one per upstream, read by
+/// every credential. Private listings stay in their own credential's scope.
+const PUBLIC: u64 = u64::MAX;
+
+impl ScopeKey {
+    pub fn public_of(&self) -> ScopeKey {
+        ScopeKey {
+            upstream: self.upstream.clone(),
+            context: PUBLIC,
+        }
+    }
 }
 
 pub enum Lookup {
@@ -108,6 +123,10 @@ struct ListResult<'a> {
     tools: Vec<ToolDef<'a>>,
     #[serde(borrow, default, rename = "nextCursor")]
     next_cursor: Option<&'a RawValue>,
+    #[serde(default, rename = "ttlMs")]
+    ttl_ms: Option<u64>,
+    #[serde(borrow, default, rename = "cacheScope")]
+    cache_scope: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -132,6 +151,10 @@ pub struct Page {
     pub tools: Vec<Listed>,
     /// The raw `nextCursor`, when there is one (and it is not null).
     pub next_cursor: Option<Box<RawValue>>,
+    /// How long the listing may be cached (`ttlMs`, 2026-07-28).
+    pub ttl: Option<Duration>,
+    /// `cacheScope: "public"`: the same for every credential.
+    pub public: bool,
 }
 
 impl Page {
@@ -151,6 +174,13 @@ impl Page {
                         .map(|o| o.get().into()),
                 })
                 .collect(),
+            // Under a second (`ttlMs: 0` says "do not cache") counts as one: the listing must
+            // still decide the call that fetched it, and a listing per call would double the
+            // upstream's load.
+            ttl: r
+                .ttl_ms
+                .map(|ms| Duration::from_millis(ms).max(RELIST_AFTER)),
+            public: r.cache_scope.as_deref() == Some("public"),
             next_cursor: r
                 .next_cursor
                 .filter(|c| c.get() != "null")
@@ -173,25 +203,33 @@ impl Catalog {
 
     pub fn lookup(&self, key: &ScopeKey, tool: &str) -> Lookup {
         let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
-        match scopes.get(key) {
-            Some(cat) => match cat.tools.get(tool) {
-                Some(s) => Lookup::Found(s.clone()),
-                None => Lookup::Missing {
-                    relist: !cat.complete
-                        || cat.listed_at.is_none_or(|t| t.elapsed() >= RELIST_AFTER),
-                },
-            },
-            None => Lookup::Missing { relist: true },
+        let now = Instant::now();
+        let mut relist = true;
+        for k in [key, &key.public_of()] {
+            let Some(cat) = scopes
+                .get(k)
+                .filter(|c| c.expires_at.is_none_or(|e| now < e))
+            else {
+                continue;
+            };
+            if let Some(t) = cat.tools.get(tool) {
+                return Lookup::Found(t.clone());
+            }
+            if cat.complete && cat.listed_at.is_some_and(|t| t.elapsed() < RELIST_AFTER) {
+                relist = false;
+            }
         }
+        Lookup::Missing { relist }
     }
 
     /// Names known in a scope, for "did you mean" suggestions.
     pub fn tool_names(&self, key: &ScopeKey) -> Vec<String> {
         let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
-        scopes
-            .get(key)
-            .map(|c| c.tools.keys().map(|k| k.to_string()).collect())
-            .unwrap_or_default()
+        [key, &key.public_of()]
+            .into_iter()
+            .filter_map(|k| scopes.get(k))
+            .flat_map(|c| c.tools.keys().map(|k| k.to_string()))
+            .collect()
     }
 
     /// Learns one page that a client listed. A first page without `nextCursor` is the
@@ -203,40 +241,58 @@ impl Catalog {
             .map(|t| (t.name.clone(), self.tool(t)))
             .collect();
         let whole = first_page && page.next_cursor.is_none();
-        self.update(key, |cat| {
+        let key = if page.public {
+            key.public_of()
+        } else {
+            key.clone()
+        };
+        let expires = page.ttl.map(|t| Instant::now() + t);
+        self.update(&key, |cat| {
             if whole {
                 cat.tools.clear();
                 cat.complete = true;
                 cat.listed_at = Some(Instant::now());
             }
+            cat.expires_at = expires.or(cat.expires_at);
             cat.tools.extend(compiled);
         });
     }
 
     /// Replaces a scope's tools with a full listing toolgate fetched itself.
-    pub fn learn_all(&self, key: &ScopeKey, tools: Vec<Listed>) {
+    pub fn learn_all(
+        &self,
+        key: &ScopeKey,
+        tools: Vec<Listed>,
+        ttl: Option<Duration>,
+        public: bool,
+    ) {
         let compiled: HashMap<_, _> = tools
             .into_iter()
             .map(|t| (t.name.clone(), self.tool(&t)))
             .collect();
-        self.update(key, |cat| {
+        let key = if public { key.public_of() } else { key.clone() };
+        self.update(&key, |cat| {
             cat.tools = compiled;
             cat.complete = true;
             cat.listed_at = Some(Instant::now());
+            cat.expires_at = ttl.map(|t| Instant::now() + t);
         });
     }
 
     pub fn listed_since(&self, key: &ScopeKey, t: Instant) -> bool {
         let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
-        scopes
-            .get(key)
-            .and_then(|c| c.listed_at)
-            .is_some_and(|l| l >= t)
+        [key, &key.public_of()]
+            .into_iter()
+            .filter_map(|k| scopes.get(k))
+            .filter_map(|c| c.listed_at)
+            .any(|l| l >= t)
     }
 
+    /// Drops a scope's catalog, and the upstream's public one: a change may concern both.
     pub fn forget(&self, key: &ScopeKey) {
         let mut scopes = self.scopes.write().unwrap_or_else(|p| p.into_inner());
         scopes.remove(key);
+        scopes.remove(&key.public_of());
     }
 
     /// Distinct input schemas that did not compile, since start.
@@ -456,6 +512,8 @@ mod tests {
             let page = Page {
                 tools: vec![listed("add", ADD)],
                 next_cursor: None,
+                ttl: None,
+                public: false,
             };
             cat.learn_page(&key(&i.to_string()), &page, true);
         }
@@ -509,7 +567,7 @@ mod tests {
             cat.lookup(&key("s"), "x"),
             Lookup::Missing { relist: true }
         ));
-        cat.learn_all(&key("s"), vec![listed("add", ADD)]);
+        cat.learn_all(&key("s"), vec![listed("add", ADD)], None, false);
         assert!(matches!(cat.lookup(&key("s"), "add"), Lookup::Found(_)));
         assert!(matches!(
             cat.lookup(&key("s"), "x"),
@@ -521,7 +579,7 @@ mod tests {
     fn scopes_are_bounded() {
         let cat = Catalog::new(settings(), 10);
         for i in 0..100 {
-            cat.learn_all(&key(&i.to_string()), vec![listed("add", ADD)]);
+            cat.learn_all(&key(&i.to_string()), vec![listed("add", ADD)], None, false);
         }
         assert!(cat.scope_count() <= 10);
     }

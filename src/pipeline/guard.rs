@@ -328,6 +328,7 @@ pub async fn list_all<L: Lister>(
 ) -> Result<(), ListFailed<L::Relay>> {
     let mut cursor: Option<Box<RawValue>> = None;
     let mut tools = Vec::new();
+    let (mut ttl, mut public) = (None, false);
     for _ in 0..gw.config.limits.max_list_pages.max(1) {
         let id = gw.next_id();
         let mut params = BTreeMap::new();
@@ -342,13 +343,18 @@ pub async fn list_all<L: Lister>(
         let result = lister.list(body, &id).await?;
         let page = Page::parse(&result).map_err(ListFailed::Refused)?;
         tools.extend(page.tools);
+        ttl = match (ttl, page.ttl) {
+            (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+            (a, b) => a.or(b),
+        };
+        public = page.public;
         cursor = page.next_cursor;
         if cursor.is_none() {
             break;
         }
     }
     tracing::debug!(upstream = %key.upstream, tools = tools.len(), "listed tools for a scope");
-    gw.catalog.learn_all(key, tools);
+    gw.catalog.learn_all(key, tools, ttl, public);
     Ok(())
 }
 

@@ -288,6 +288,16 @@ async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
     let era = ctx.era(m.params);
     let id = if m.is_request() { m.id } else { None };
     note.method = metrics::method_label(m.method());
+    if era == Era::Modern
+        && ctx.version.is_some()
+        && let Err(why) = super::modern::check(&parts.headers, &m)
+    {
+        let message = format!("Header mismatch: {why}");
+        return reply::json(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::error_response(id, super::modern::HEADER_MISMATCH, &message, None),
+        );
+    }
     if let Upstream::Stdio(pool) = &rt.up {
         return super::http_stdio::post(rt, pool, &parts.headers, bytes.clone(), &m, &ctx, note)
             .await;

@@ -5,6 +5,7 @@ pub mod http;
 mod http_answers;
 mod http_stdio;
 pub mod http_upstream;
+mod modern;
 mod origin;
 mod reply;
 pub mod sse;

@@ -45,6 +45,10 @@ pub struct Scripted {
     pub scripts: HashMap<String, Script>,
     /// Every body received, in order.
     pub seen: Mutex<Vec<Value>>,
+    /// The headers of every request, in order.
+    pub seen_headers: Mutex<Vec<HeaderMap>>,
+    /// Members merged into every `tools/list` result (`ttlMs`, `cacheScope`).
+    pub list_extra: Value,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -66,9 +70,10 @@ pub fn json_response(status: u16, body: String) -> Response {
         .unwrap()
 }
 
-async fn handle(State(s): State<Arc<Scripted>>, _headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(State(s): State<Arc<Scripted>>, headers: HeaderMap, body: Bytes) -> Response {
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     s.seen.lock().unwrap().push(msg.clone());
+    s.seen_headers.lock().unwrap().push(headers);
     let Some(id) = msg.get("id").cloned() else {
         return Response::builder()
             .status(StatusCode::ACCEPTED)
@@ -83,7 +88,13 @@ async fn handle(State(s): State<Arc<Scripted>>, _headers: HeaderMap, body: Bytes
             resp.headers_mut().insert("mcp-session-id", "scripted-session".parse().unwrap());
             return resp;
         }
-        "tools/list" => return json_response(200, json!({"jsonrpc": "2.0", "id": id, "result": {"tools": s.tools}}).to_string()),
+        "tools/list" => {
+            let mut result = json!({"tools": s.tools});
+            if let (Some(r), Some(extra)) = (result.as_object_mut(), s.list_extra.as_object()) {
+                r.extend(extra.clone());
+            }
+            return json_response(200, json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string());
+        }
         "tools/call" => msg["params"]["name"].as_str().unwrap_or("").to_string(),
         "resources/read" => msg["params"]["uri"].as_str().unwrap_or("").to_string(),
         _ => return json_response(200, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}).to_string()),
@@ -159,6 +170,21 @@ impl Scripted {
             tools,
             ..Default::default()
         }
+    }
+
+    pub fn list_extra(mut self, extra: Value) -> Scripted {
+        self.list_extra = extra;
+        self
+    }
+
+    /// How many `tools/list` requests arrived.
+    pub fn listings(&self) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "tools/list")
+            .count()
     }
 
     pub fn script(mut self, key: &str, s: Script) -> Scripted {

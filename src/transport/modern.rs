@@ -1,0 +1,179 @@
+//! The 2026-07-28 header rules, for modern requests over HTTP: `MCP-Protocol-Version`,
+//! `Mcp-Method` and `Mcp-Name` mirror the body and must match it (HTTP 400, `-32020`). An
+//! intermediary that routes or filters on headers must not trust them unchecked; toolgate
+//! decides on the body, and refuses a request whose headers say something else.
+
+use crate::jsonrpc::Message;
+use crate::mcp;
+use http::HeaderMap;
+use serde::Deserialize;
+use std::borrow::Cow;
+
+pub const HEADER_MISMATCH: i64 = -32020;
+
+#[derive(Deserialize)]
+struct Named<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<Meta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
+    version: Option<Cow<'a, str>>,
+}
+
+/// `Err` says which header does not match, for the `-32020` message.
+pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(decode);
+    let params: Named<'_> = m
+        .params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Named {
+            name: None,
+            uri: None,
+            meta: None,
+        });
+    if let (Some(h), Some(b)) = (
+        header(mcp::PROTOCOL_VERSION),
+        params.meta.as_ref().and_then(|m| m.version.as_deref()),
+    ) && h != b
+    {
+        return Err(format!(
+            "MCP-Protocol-Version header {h:?} does not match _meta protocolVersion {b:?}"
+        ));
+    }
+    let Some(method) = m.method() else {
+        return Ok(());
+    };
+    match header(mcp::METHOD_HEADER) {
+        None => return Err("the Mcp-Method header is missing".into()),
+        Some(h) if h != method => {
+            return Err(format!(
+                "Mcp-Method header {h:?} does not match the method {method:?}"
+            ));
+        }
+        Some(_) => {}
+    }
+    let named = match method {
+        "tools/call" | "prompts/get" => params.name.as_deref(),
+        "resources/read" => params.uri.as_deref(),
+        _ => return Ok(()),
+    };
+    match (header(mcp::NAME_HEADER), named) {
+        (None, _) => Err(format!("the Mcp-Name header is missing for {method}")),
+        (Some(h), Some(b)) if h != b => Err(format!("Mcp-Name header {h:?} does not match {b:?}")),
+        _ => Ok(()),
+    }
+}
+
+/// Header values that are not plain visible ASCII travel as `=?base64?...?=` (2026-07-28).
+fn decode(v: &str) -> String {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        Some(b64) => base64_decode(b64)
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_else(|| v.to_string()),
+        None => v.to_string(),
+    }
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' | b'-' => Some(62),
+        b'/' | b'_' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=') {
+        acc = (acc << 6) | u32::from(val(c)?);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::{Body, parse};
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"café","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+
+    #[test]
+    fn headers_must_mirror_the_body() {
+        let Ok(Body::Single(m)) = parse(CALL.as_bytes()) else {
+            panic!()
+        };
+        let ok = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?Y2Fmw6k=?="),
+        ];
+        assert_eq!(check(&headers(&ok), &m), Ok(()));
+        let wrong_name = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "cafe"),
+        ];
+        assert!(
+            check(&headers(&wrong_name), &m)
+                .unwrap_err()
+                .contains("Mcp-Name")
+        );
+        let wrong_method = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+            ("mcp-name", "=?base64?Y2Fmw6k=?="),
+        ];
+        assert!(
+            check(&headers(&wrong_method), &m)
+                .unwrap_err()
+                .contains("Mcp-Method")
+        );
+        let wrong_version = [
+            ("mcp-protocol-version", "2026-08-01"),
+            ("mcp-method", "tools/call"),
+        ];
+        assert!(
+            check(&headers(&wrong_version), &m)
+                .unwrap_err()
+                .contains("MCP-Protocol-Version")
+        );
+        assert!(
+            check(&headers(&[("mcp-protocol-version", "2026-07-28")]), &m)
+                .unwrap_err()
+                .contains("missing")
+        );
+    }
+
+    #[test]
+    fn base64_decodes() {
+        assert_eq!(base64_decode("aGVsbG8gd29ybGQ=").unwrap(), b"hello world");
+        assert_eq!(decode("plain"), "plain");
+    }
+}
