@@ -45,7 +45,7 @@ enum Cmd {
         /// A configuration file (see config/toolgate.toml).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// A Streamable HTTP upstream instead of a command (not supported yet).
+        /// A Streamable HTTP upstream instead of a command.
         #[arg(long)]
         upstream: Option<String>,
         /// The server to launch, after `--`.
@@ -196,10 +196,15 @@ async fn main() -> anyhow::Result<()> {
                 },
             )?;
             init_logs(&cfg);
-            if upstream.is_some() {
-                anyhow::bail!(
-                    "toolgate stdio --upstream URL is not supported yet: run `toolgate stdio -- CMD`, or `toolgate serve --upstream URL` for HTTP clients"
-                );
+            if let Some(url) = upstream {
+                if !cfg.command.is_empty() {
+                    anyhow::bail!(
+                        "toolgate stdio takes either --upstream URL or a command after `--`, not both"
+                    );
+                }
+                cfg.upstream = Some(url.clone());
+                let gw = Gateway::new(cfg)?;
+                std::process::exit(toolgate::transport::stdio_http::run(gw, &url).await);
             }
             if cfg.command.is_empty() {
                 anyhow::bail!(

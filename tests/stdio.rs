@@ -26,14 +26,18 @@ impl StdioGate {
         config: Option<&str>,
     ) -> (StdioGate, Option<common::tempfile_lite::TempFile>) {
         let file = config.map(common::tempfile_lite::TempFile::new);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-        cmd.arg("stdio");
+        let mut args = vec!["stdio".to_string()];
         if let Some(f) = &file {
-            cmd.arg("--config").arg(&f.path);
+            args.extend(["--config".to_string(), f.path.display().to_string()]);
         }
-        let mut child = cmd
-            .arg("--")
-            .args(command)
+        args.push("--".into());
+        args.extend(command.iter().cloned());
+        (StdioGate::start_args(args), file)
+    }
+
+    fn start_args(args: Vec<String>) -> StdioGate {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
             .env("RUST_LOG", "toolgate=debug,info")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -51,15 +55,12 @@ impl StdioGate {
         });
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        (
-            StdioGate {
-                child,
-                stdin,
-                stdout,
-                logs,
-            },
-            file,
-        )
+        StdioGate {
+            child,
+            stdin,
+            stdout,
+            logs,
+        }
     }
 
     async fn send(&mut self, line: &str) {
@@ -336,5 +337,126 @@ async fn python_sdk_client_and_server_through_toolgate_stdio() {
     assert_eq!(
         r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
         json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""})
+    );
+}
+
+#[tokio::test]
+async fn stdio_client_in_front_of_an_http_server() {
+    let (addr, demo) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
+        .await
+        .unwrap();
+    let mut g = StdioGate::start_args(vec![
+        "stdio".into(),
+        "--upstream".into(),
+        format!("http://{addr}/mcp"),
+    ]);
+    g.initialize().await;
+    let a = g.ask(call(1, "add", json!({"a": "40", "b": 2}))).await;
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 42}}})
+    );
+    let a = g
+        .ask(call(2, "book_flight", json!({"origin": "LHR"})))
+        .await;
+    assert_eq!(a["result"]["isError"], true);
+    assert_eq!(
+        demo.calls().len(),
+        1,
+        "only the valid call reached the server"
+    );
+    // An SSE answer streams out line by line: progress first, then the answer.
+    g.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "countdown", "arguments": {"steps": 2, "intervalMs": 10}, "_meta": {"progressToken": "p"}}}).to_string()).await;
+    let (p1, p2, done) = (g.recv().await, g.recv().await, g.recv().await);
+    assert_eq!(
+        (p1["method"].as_str(), p2["method"].as_str()),
+        (
+            Some("notifications/progress"),
+            Some("notifications/progress")
+        )
+    );
+    assert_eq!(done["result"]["content"][0]["text"], "Lift-off!");
+    // The session toolgate holds is the one the server gave.
+    let sessions: std::collections::HashSet<_> = demo
+        .seen()
+        .iter()
+        .filter_map(|x| x.session.clone())
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    g.stdin.take();
+    let status = tokio::time::timeout(Duration::from_secs(10), g.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        demo.seen().iter().any(|x| x.http_method == "DELETE"),
+        "the session is ended when the client leaves"
+    );
+}
+
+#[tokio::test]
+async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_http() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _se = Command::new(&p.server_everything)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let command = json!([
+        env!("CARGO_BIN_EXE_toolgate"),
+        "stdio",
+        "--upstream",
+        format!("http://127.0.0.1:{port}/mcp")
+    ]);
+    let out = Command::new(&p.python)
+        .arg(p.fixtures.join("py_client.py"))
+        .arg(format!("stdio:{command}"))
+        .arg("legacy")
+        .args([
+            "get-sum",
+            "{\"a\": 1, \"b\": 2}",
+            "get-sum",
+            "{\"a\": \"one\", \"b\": 2}",
+        ])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        r["tools"].as_array().unwrap().contains(&json!("get-sum")),
+        "{r}"
+    );
+    assert_eq!(
+        r["calls"][0]["content"][0]["text"],
+        "The sum of 1 and 2 is 3."
+    );
+    assert_eq!(
+        r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected a number, got string \"one\""})
     );
 }

@@ -10,4 +10,5 @@ mod origin;
 mod reply;
 pub mod sse;
 pub mod stdio;
+pub mod stdio_http;
 pub mod stdio_pool;

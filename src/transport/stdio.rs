@@ -25,10 +25,36 @@ use tokio::sync::mpsc;
 /// How long the server gets after its stdin closes, and again after SIGTERM.
 const GRACE: Duration = Duration::from_secs(2);
 
-enum Out {
+pub(crate) enum Out {
     Line(Vec<u8>),
     /// Flush what was written and end the process with this status.
     Exit(i32),
+}
+
+/// The one writer of stdout: lines from every task, never interleaved.
+pub(crate) fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) {
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(o) = out_rx.recv().await {
+            match o {
+                Out::Line(l) => {
+                    if stdout.write_all(&l).await.is_err()
+                        || stdout.write_all(b"\n").await.is_err()
+                        || stdout.flush().await.is_err()
+                    {
+                        return 0;
+                    }
+                }
+                Out::Exit(code) => {
+                    let _ = stdout.flush().await;
+                    return code;
+                }
+            }
+        }
+        0
+    });
+    (out, writer)
 }
 
 /// toolgate's own `tools/list`, written to the child with an id of its own.
@@ -74,27 +100,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     };
     tracing::info!(server = %child.command(), "started the tool server");
 
-    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(o) = out_rx.recv().await {
-            match o {
-                Out::Line(l) => {
-                    if stdout.write_all(&l).await.is_err()
-                        || stdout.write_all(b"\n").await.is_err()
-                        || stdout.flush().await.is_err()
-                    {
-                        return 0;
-                    }
-                }
-                Out::Exit(code) => {
-                    let _ = stdout.flush().await;
-                    return code;
-                }
-            }
-        }
-        0
-    });
+    let (out, writer) = spawn_writer();
 
     // Requests forwarded to the server, by raw id, waiting for their answers.
     let pending: Arc<Mutex<HashMap<String, Pending>>> = Arc::default();

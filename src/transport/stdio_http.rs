@@ -1,0 +1,331 @@
+//! `toolgate stdio --upstream URL`: a desktop client on stdin/stdout, a Streamable HTTP server
+//! upstream. toolgate is the HTTP client: it keeps the session (`Mcp-Session-Id` and the
+//! protocol version from `initialize`), sends each message as a POST, streams SSE answers out
+//! line by line as they arrive, and opens the session's GET stream for what the server sends
+//! on its own. The rules are the pipeline's, as everywhere.
+
+use super::child::{Line, read_line};
+use super::http::exchange;
+use super::http_upstream::{self, Collected, HttpUpstream};
+use super::sse::{self, Split, Splitter};
+use super::stdio::{Out, spawn_writer};
+use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, Body as Parsed};
+use crate::mcp::{self, Era};
+use crate::pipeline::answer::Answer;
+use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
+use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, Method};
+use http_body_util::BodyExt;
+use serde_json::value::RawValue;
+use std::sync::{Arc, Mutex};
+use tokio::io::BufReader;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The session toolgate holds with the upstream for its one client.
+#[derive(Default)]
+struct Session {
+    id: Option<HeaderValue>,
+    version: Option<HeaderValue>,
+}
+
+struct Ctx {
+    gw: Arc<Gateway>,
+    target: Arc<Target>,
+    up: HttpUpstream,
+    session: Mutex<Session>,
+    out: UnboundedSender<Out>,
+}
+
+impl Ctx {
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        let s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = &s.id {
+            h.insert(mcp::SESSION_ID, id.clone());
+        }
+        if let Some(v) = &s.version {
+            h.insert(mcp::PROTOCOL_VERSION, v.clone());
+        }
+        h
+    }
+
+    fn key(&self) -> ScopeKey {
+        let s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        self.gw
+            .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), None)
+    }
+
+    fn write(&self, line: Vec<u8>) {
+        let _ = self.out.send(Out::Line(line));
+    }
+}
+
+struct UpLister<'a> {
+    ctx: &'a Ctx,
+}
+
+impl Lister for UpLister<'_> {
+    type Relay = Box<axum::response::Response>;
+
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        exchange(
+            &self.ctx.up,
+            &self.ctx.headers(),
+            request,
+            id,
+            &self.ctx.gw.config.limits,
+        )
+        .await
+        .map(|(_, r)| r)
+    }
+}
+
+pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
+    let uri = match crate::config::parse_upstream_url(url) {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
+    let target = gw.targets[0].clone();
+    let up = HttpUpstream::new(
+        uri,
+        http_upstream::client(),
+        gw.config.limits.upstream_timeout,
+    );
+    let (out, writer) = spawn_writer();
+    let ctx = Arc::new(Ctx {
+        gw: gw.clone(),
+        target,
+        up,
+        session: Mutex::default(),
+        out: out.clone(),
+    });
+    let limits = gw.config.limits.clone();
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        let line = match read_line(&mut stdin, limits.max_body_bytes).await {
+            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Line::Line(l)) => Bytes::from(l),
+            Ok(Line::TooLong) => {
+                let msg = format!(
+                    "Invalid Request: the message is over the {}-byte limit",
+                    limits.max_body_bytes
+                );
+                ctx.write(jsonrpc::error_response(
+                    None,
+                    jsonrpc::INVALID_REQUEST,
+                    &msg,
+                    None,
+                ));
+                continue;
+            }
+            Ok(Line::Eof) | Err(_) => break,
+        };
+        // `initialize` must finish first: its answer carries the session the rest need.
+        let is_initialize = matches!(jsonrpc::parse(&line), Ok(Parsed::Single(ref m)) if m.method() == Some("initialize"));
+        let c = ctx.clone();
+        if is_initialize {
+            from_client(&c, line).await;
+            let get = ctx.clone();
+            tasks.spawn(async move { server_stream(&get).await });
+        } else {
+            tasks.spawn(async move { from_client(&c, line).await });
+        }
+        while tasks.try_join_next().is_some() {}
+    }
+    // The client is gone: let in-flight requests finish, then end the session.
+    tasks.abort_all();
+    let headers = ctx.headers();
+    if headers.contains_key(mcp::SESSION_ID) {
+        let _ = ctx.up.send(Method::DELETE, headers, Bytes::new()).await;
+    }
+    let _ = out.send(Out::Exit(0));
+    drop(out);
+    drop(ctx);
+    writer.await.unwrap_or(1)
+}
+
+async fn from_client(ctx: &Ctx, line: Bytes) {
+    let m = match jsonrpc::parse(&line) {
+        Ok(Parsed::Single(m)) => m,
+        Ok(Parsed::Batch(_)) => {
+            let msg = "Invalid Request: batches are not supported by toolgate stdio; send one message per line";
+            return ctx.write(jsonrpc::error_response(
+                None,
+                jsonrpc::INVALID_REQUEST,
+                msg,
+                None,
+            ));
+        }
+        Err(rejection) => {
+            return ctx.write(jsonrpc::error_response(
+                None,
+                rejection.code(),
+                &rejection.message(),
+                None,
+            ));
+        }
+    };
+    let era = Era::detect(None, m.params);
+    let key = ctx.key();
+    let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
+        let call = Call {
+            target: &ctx.target,
+            key: &key,
+            era,
+            id: m.id.expect("a request has an id"),
+            params: m.params,
+            bytes: &line,
+        };
+        match guard::tools_call(&ctx.gw, call, &UpLister { ctx }).await {
+            Decision::Forward(body, kind) => (body, kind),
+            Decision::Answer(a) => return ctx.write(a.body),
+            Decision::Relay(resp) => {
+                let e = UpstreamError::Unreachable(format!(
+                    "the server refused the listing with HTTP {}",
+                    resp.status()
+                ));
+                return ctx.write(Answer::upstream_failed(era, m.id, true, &e).body);
+            }
+        }
+    } else {
+        (line.clone(), pipeline::classify(&m))
+    };
+    let id = if m.is_request() {
+        m.id.map(RawValue::to_owned)
+    } else {
+        None
+    };
+    let is_initialize = m.method() == Some("initialize");
+    let pending = Pending {
+        id,
+        kind,
+        era,
+        key,
+        target: ctx.target.clone(),
+    };
+    let is_call = matches!(pending.kind, Kind::Call { .. });
+    let resp = match ctx.up.send(Method::POST, ctx.headers(), body).await {
+        Ok(r) => r,
+        Err(e) => {
+            if pending.id.is_some() {
+                ctx.write(Answer::upstream_failed(era, pending.id.as_deref(), is_call, &e).body);
+            }
+            return;
+        }
+    };
+    if is_initialize && let Some(sid) = resp.headers().get(mcp::SESSION_ID) {
+        ctx.session.lock().unwrap_or_else(|p| p.into_inner()).id = Some(sid.clone());
+    }
+    let status = resp.status();
+    let is_sse = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut answered = false;
+    let deliver = |bytes: &[u8], answered: &mut bool| {
+        let Ok(Parsed::Single(am)) = jsonrpc::parse(bytes) else {
+            return;
+        };
+        if is_initialize
+            && let Some(v) = am
+                .result
+                .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+                .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
+            && let Ok(v) = HeaderValue::from_str(&v)
+        {
+            ctx.session
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .version = Some(v);
+        }
+        let seen = pipeline::observe(&ctx.gw, &pending, &am);
+        *answered |= seen.answers;
+        ctx.write(seen.replacement.map_or_else(|| bytes.to_vec(), |a| a.body));
+    };
+    let mut body = resp.into_body();
+    if is_sse {
+        let mut splitter = Splitter::new(ctx.gw.config.limits.max_sse_event_bytes);
+        while let Some(Ok(frame)) = body.frame().await {
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            splitter.push(&data);
+            while let Some(Split::Event(ev)) = splitter.next_event() {
+                if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) {
+                    deliver(d.as_bytes(), &mut answered);
+                }
+            }
+        }
+    } else if let Ok(Collected::Whole(bytes)) =
+        http_upstream::collect_upstream(body, ctx.gw.config.limits.max_response_bytes).await
+        && !bytes.is_empty()
+    {
+        deliver(&bytes, &mut answered);
+    }
+    if !answered && pending.id.is_some() {
+        let e = UpstreamError::NotJsonRpc(format!(
+            "HTTP {} without an answer to the request",
+            status.as_u16()
+        ));
+        ctx.write(Answer::upstream_failed(era, pending.id.as_deref(), is_call, &e).body);
+    }
+}
+
+/// The session's GET stream: what the server sends on its own (a 405 means it has none).
+async fn server_stream(ctx: &Ctx) {
+    let mut headers = ctx.headers();
+    if !headers.contains_key(mcp::SESSION_ID) {
+        return;
+    }
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let Ok(resp) = ctx.up.send(Method::GET, headers, Bytes::new()).await else {
+        return;
+    };
+    if !resp.status().is_success() {
+        return;
+    }
+    let any = Pending {
+        id: None,
+        kind: Kind::Other,
+        era: Era::Legacy,
+        key: ctx.key(),
+        target: ctx.target.clone(),
+    };
+    let mut splitter = Splitter::new(ctx.gw.config.limits.max_sse_event_bytes);
+    let mut body = resp.into_body();
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        splitter.push(&data);
+        while let Some(Split::Event(ev)) = splitter.next_event() {
+            if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty())
+                && let Ok(Parsed::Single(m)) = jsonrpc::parse(d.as_bytes())
+            {
+                let seen = pipeline::observe(&ctx.gw, &any, &m);
+                ctx.write(
+                    seen.replacement
+                        .map_or_else(|| d.as_bytes().to_vec(), |a| a.body),
+                );
+            }
+        }
+    }
+}
