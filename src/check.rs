@@ -125,6 +125,62 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     ))
 }
 
+/// Launches a stdio server, lists its tools (initialize, every page) and checks them.
+pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, String> {
+    use crate::transport::child::ChildProcess;
+    let (child, _events) =
+        ChildProcess::spawn(command, cfg.limits.max_response_bytes).map_err(|e| e.to_string())?;
+    let timeout = cfg.limits.upstream_timeout;
+    let ask = |id: &str, req: Value| {
+        let child = child.clone();
+        let raw = serde_json::to_string(id).expect("a string serializes");
+        async move {
+            let answer = child
+                .request(Bytes::from(req.to_string()), &raw, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            let v: Value = serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
+            match v.get("result") {
+                Some(r) => Ok(r.clone()),
+                None => Err(format!(
+                    "the server answered {}",
+                    v.get("error").unwrap_or(&v)
+                )),
+            }
+        }
+    };
+    let listed = async {
+        let init = json!({"jsonrpc": "2.0", "id": "toolgate-check-0", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate-check", "version": env!("CARGO_PKG_VERSION")}}});
+        ask("toolgate-check-0", init).await.map_err(|e| format!("initialize: {e}"))?;
+        let _ = child.send(Bytes::from(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()));
+        let mut tools: Vec<Value> = Vec::new();
+        let mut cursor: Option<Value> = None;
+        for page in 0..cfg.limits.max_list_pages.max(1) {
+            let id = format!("toolgate-check-list-{page}");
+            let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+            if let Some(c) = &cursor {
+                req["params"] = json!({"cursor": c});
+            }
+            let result = ask(&id, req).await.map_err(|e| format!("tools/list: {e}"))?;
+            tools.extend(result.get("tools").and_then(Value::as_array).cloned().unwrap_or_default());
+            cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Ok::<_, String>(tools)
+    }
+    .await;
+    child.shutdown(cfg.stdio.shutdown_grace).await;
+    let tools = listed?;
+    Ok(check_tools(
+        &command.join(" "),
+        &tools,
+        &CompileSettings::from_config(&cfg.limits, &cfg.validation),
+    ))
+}
+
 /// Checks listed tool definitions with the gateway's compile settings.
 pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) -> Report {
     let mut problems = Vec::new();

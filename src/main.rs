@@ -62,14 +62,18 @@ enum Cmd {
     Check {
         /// The MCP endpoint to check.
         #[arg(long)]
-        upstream: String,
+        upstream: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// A configuration file whose limits and validation settings apply.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Or a stdio server to launch and check, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
     },
+
     /// Run only the example tool server (for benchmarks and experiments).
     #[command(hide = true)]
     DemoServer {
@@ -257,12 +261,21 @@ async fn main() -> anyhow::Result<()> {
             upstream,
             format,
             config,
+            command,
         } => {
             let cfg = Config::load(config.as_deref(), &Overrides::default())?;
-            let report = match toolgate::check::check_http(&upstream, &cfg).await {
+            let (what, listed) = match (upstream, command.is_empty()) {
+                (Some(url), true) => (url.clone(), toolgate::check::check_http(&url, &cfg).await),
+                (None, false) => (
+                    command.join(" "),
+                    toolgate::check::check_stdio(&command, &cfg).await,
+                ),
+                _ => anyhow::bail!("toolgate check takes --upstream URL or a command after `--`"),
+            };
+            let report = match listed {
                 Ok(r) => r,
                 Err(e) => {
-                    eprintln!("toolgate check: cannot list the tools of {upstream}: {e}");
+                    eprintln!("toolgate check: cannot list the tools of {what}: {e}");
                     std::process::exit(2);
                 }
             };

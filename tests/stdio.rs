@@ -460,3 +460,28 @@ async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_http
         json!({"/a": "expected a number, got string \"one\""})
     );
 }
+
+#[tokio::test]
+async fn check_a_stdio_server() {
+    let cmd = tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("check")
+        .arg("--")
+        .args(&cmd)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "toolgate check {}: 6 tools, 0 errors, 0 warnings\n",
+            cmd.join(" ")
+        )
+    );
+}
