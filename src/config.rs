@@ -238,7 +238,8 @@ pub struct Log {
     /// An `EnvFilter` directive; `RUST_LOG` wins when set.
     pub level: String,
     /// One line per request (request id, upstream, method, tool, outcome, status, latency),
-    /// at info level. Never argument values, tokens or cookies.
+    /// at info level. Never argument values, tokens or cookies. Off by default: measured, it
+    /// costs about a third of a forwarded call's CPU; the metrics count every request anyway.
     pub access: bool,
 }
 
@@ -298,7 +299,7 @@ impl Default for Log {
         Log {
             format: LogFormat::Human,
             level: "info".into(),
-            access: true,
+            access: false,
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod fuzzing;
 pub mod gateway;
 pub mod jsonrpc;
+pub mod logwriter;
 pub mod mcp;
 pub mod metrics;
 pub mod pipeline;

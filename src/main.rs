@@ -105,12 +105,18 @@ struct Common {
     admin_listen: Option<String>,
 }
 
+/// Ends the process once the queued log lines are written.
+fn exit(code: i32) -> ! {
+    toolgate::logwriter::drain();
+    std::process::exit(code)
+}
+
 fn init_logs(cfg: &Config) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.log.level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(toolgate::logwriter::NonBlocking::stderr());
     match cfg.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
@@ -178,7 +184,7 @@ async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
             }
             _ = finished => {}
         }
-        std::process::exit(0);
+        exit(0);
     });
     Ok(addr)
 }
@@ -208,7 +214,7 @@ async fn main() -> anyhow::Result<()> {
                 }
                 cfg.upstream = Some(url.clone());
                 let gw = Gateway::new(cfg)?;
-                std::process::exit(toolgate::transport::stdio_http::run(gw, &url).await);
+                exit(toolgate::transport::stdio_http::run(gw, &url).await);
             }
             if cfg.command.is_empty() {
                 anyhow::bail!(
@@ -218,7 +224,7 @@ async fn main() -> anyhow::Result<()> {
             cfg.upstream = None;
             let command = cfg.command.clone();
             let gw = Gateway::new(cfg)?;
-            std::process::exit(toolgate::transport::stdio::run(gw, &command).await);
+            exit(toolgate::transport::stdio::run(gw, &command).await);
         }
         Cmd::Serve {
             upstream,
@@ -276,14 +282,14 @@ async fn main() -> anyhow::Result<()> {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("toolgate check: cannot list the tools of {what}: {e}");
-                    std::process::exit(2);
+                    exit(2);
                 }
             };
             match format {
                 Format::Text => print!("{}", report.text()),
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
-            std::process::exit(if report.errors > 0 { 1 } else { 0 });
+            exit(if report.errors > 0 { 1 } else { 0 });
         }
         Cmd::DemoServer {
             listen,

@@ -153,11 +153,10 @@ impl Histogram {
 
     pub fn observe(&self, upstream: &str, d: Duration) {
         let secs = d.as_secs_f64();
+        // One bucket per observation; the cumulative counts are summed at scrape time.
         let record = |b: &Buckets| {
-            for (i, le) in BUCKETS.iter().enumerate() {
-                if secs <= *le {
-                    b.counts[i].fetch_add(1, Ordering::Relaxed);
-                }
+            if let Some(i) = BUCKETS.iter().position(|le| secs <= *le) {
+                b.counts[i].fetch_add(1, Ordering::Relaxed);
             }
             b.sum_micros
                 .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
@@ -191,13 +190,10 @@ impl Histogram {
         names.sort();
         for up in names {
             let b = &series[up];
+            let mut cumulative = 0;
             for (i, le) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "{}_bucket{{upstream=\"{up}\",le=\"{le}\"}} {}",
-                    self.name,
-                    b.counts[i].load(Ordering::Relaxed)
-                );
+                cumulative += b.counts[i].load(Ordering::Relaxed);
+                let _ = writeln!(out, "{}_bucket{{upstream=\"{up}\",le=\"{le}\"}} {cumulative}", self.name);
             }
             let count = b.count.load(Ordering::Relaxed);
             let _ = writeln!(
