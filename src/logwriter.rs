@@ -34,7 +34,10 @@ impl NonBlocking {
         let (tx, rx) = sync_channel::<Vec<u8>>(10_000);
         let dropped = Arc::new(AtomicU64::new(0));
         let d = dropped.clone();
-        let handle = std::thread::Builder::new().name("toolgate-log".into()).spawn(move || write_all(rx, d)).expect("the log thread starts");
+        let handle = std::thread::Builder::new()
+            .name("toolgate-log".into())
+            .spawn(move || write_all(rx, d))
+            .expect("the log thread starts");
         let _ = WRITER_THREAD.set(Mutex::new(Some(handle)));
         NonBlocking { tx, dropped }
     }
@@ -52,7 +55,10 @@ fn write_all(rx: Receiver<Vec<u8>>, dropped: Arc<AtomicU64>) {
         }
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
-            let _ = writeln!(err, "toolgate: {lost} log lines dropped while the log writer was behind");
+            let _ = writeln!(
+                err,
+                "toolgate: {lost} log lines dropped while the log writer was behind"
+            );
         }
         let _ = err.flush();
         QUEUED.fetch_sub(written, Ordering::AcqRel);
@@ -93,6 +99,9 @@ impl Drop for Line {
 impl<'a> MakeWriter<'a> for NonBlocking {
     type Writer = Line;
     fn make_writer(&'a self) -> Line {
-        Line { buf: Vec::with_capacity(256), w: self.clone() }
+        Line {
+            buf: Vec::with_capacity(256),
+            w: self.clone(),
+        }
     }
 }

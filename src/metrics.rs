@@ -193,7 +193,11 @@ impl Histogram {
             let mut cumulative = 0;
             for (i, le) in BUCKETS.iter().enumerate() {
                 cumulative += b.counts[i].load(Ordering::Relaxed);
-                let _ = writeln!(out, "{}_bucket{{upstream=\"{up}\",le=\"{le}\"}} {cumulative}", self.name);
+                let _ = writeln!(
+                    out,
+                    "{}_bucket{{upstream=\"{up}\",le=\"{le}\"}} {cumulative}",
+                    self.name
+                );
             }
             let count = b.count.load(Ordering::Relaxed);
             let _ = writeln!(

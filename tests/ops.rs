@@ -115,7 +115,8 @@ async fn every_metric_family_counts() {
 
 #[tokio::test]
 async fn access_log_and_request_ids() {
-    let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some("[log]\naccess = true\n")).await;
+    let (demo, tg, _) =
+        demo_behind_toolgate(Options::default(), Some("[log]\naccess = true\n")).await;
     let secret_args =
         json!({"origin": "LHR", "destination": "JFK", "departureDate": "SECRET-VALUE-1"});
     let r = request(

@@ -485,3 +485,48 @@ async fn check_a_stdio_server() {
         )
     );
 }
+
+#[tokio::test]
+async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_stdio() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = json!([
+        env!("CARGO_BIN_EXE_toolgate"),
+        "stdio",
+        "--",
+        p.server_everything.display().to_string(),
+        "stdio"
+    ]);
+    let out = Command::new(&p.python)
+        .arg(p.fixtures.join("py_client.py"))
+        .arg(format!("stdio:{command}"))
+        .arg("legacy")
+        .args([
+            "get-sum",
+            "{\"a\": 20, \"b\": 22}",
+            "get-sum",
+            "{\"a\": [1], \"b\": 2}",
+        ])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        r["tools"].as_array().unwrap().contains(&json!("get-sum")),
+        "{r}"
+    );
+    assert_eq!(
+        r["calls"][0]["content"][0]["text"],
+        "The sum of 20 and 22 is 42."
+    );
+    assert_eq!(r["calls"][1]["isError"], true);
+    assert_eq!(
+        r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/a": "expected a number, got array [1]"})
+    );
+}

