@@ -84,37 +84,16 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     let _ = up
         .send(Method::POST, headers.clone(), Bytes::from(note.to_string()))
         .await;
-    let mut tools: Vec<Value> = Vec::new();
-    let mut cursor: Option<Value> = None;
-    for page in 0..cfg.limits.max_list_pages.max(1) {
-        let id = format!("toolgate-check-list-{page}");
-        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
-        if let Some(c) = &cursor {
-            req["params"] = json!({"cursor": c});
+    let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
+        let (up, headers, limits) = (&up, &headers, &cfg.limits);
+        async move {
+            let (_, result) = exchange(up, headers, Bytes::from(req.to_string()), &id, limits)
+                .await
+                .map_err(|e| failed("tools/list", e))?;
+            serde_json::from_str::<Value>(result.get()).map_err(|e| format!("tools/list: {e}"))
         }
-        let (_, result) = exchange(
-            &up,
-            &headers,
-            Bytes::from(req.to_string()),
-            &id,
-            &cfg.limits,
-        )
-        .await
-        .map_err(|e| failed("tools/list", e))?;
-        let result: Value =
-            serde_json::from_str(result.get()).map_err(|e| format!("tools/list: {e}"))?;
-        tools.extend(
-            result
-                .get("tools")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-        );
-        cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
-        if cursor.is_none() {
-            break;
-        }
-    }
+    })
+    .await?;
     if headers.contains_key(crate::mcp::SESSION_ID) {
         let _ = up.send(Method::DELETE, headers.clone(), Bytes::new()).await;
     }
@@ -154,21 +133,11 @@ pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, Str
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate-check", "version": env!("CARGO_PKG_VERSION")}}});
         ask("toolgate-check-0", init).await.map_err(|e| format!("initialize: {e}"))?;
         let _ = child.send(Bytes::from(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()));
-        let mut tools: Vec<Value> = Vec::new();
-        let mut cursor: Option<Value> = None;
-        for page in 0..cfg.limits.max_list_pages.max(1) {
-            let id = format!("toolgate-check-list-{page}");
-            let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
-            if let Some(c) = &cursor {
-                req["params"] = json!({"cursor": c});
-            }
-            let result = ask(&id, req).await.map_err(|e| format!("tools/list: {e}"))?;
-            tools.extend(result.get("tools").and_then(Value::as_array).cloned().unwrap_or_default());
-            cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
-            if cursor.is_none() {
-                break;
-            }
-        }
+        let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
+            let ask = &ask;
+            async move { ask(&id, req).await.map_err(|e| format!("tools/list: {e}")) }
+        })
+        .await?;
         Ok::<_, String>(tools)
     }
     .await;
@@ -179,6 +148,36 @@ pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, Str
         &tools,
         &CompileSettings::from_config(&cfg.limits, &cfg.validation),
     ))
+}
+
+/// Every page of `tools/list`, each request sent through `ask(id, request)`.
+async fn list_pages<F, Fut>(max_pages: usize, mut ask: F) -> Result<Vec<Value>, String>
+where
+    F: FnMut(String, Value) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, String>>,
+{
+    let mut tools = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for page in 0..max_pages.max(1) {
+        let id = format!("toolgate-check-list-{page}");
+        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+        if let Some(c) = &cursor {
+            req["params"] = json!({"cursor": c});
+        }
+        let result = ask(id, req).await?;
+        tools.extend(
+            result
+                .get("tools")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(tools)
 }
 
 /// Checks listed tool definitions with the gateway's compile settings.

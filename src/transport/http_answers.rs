@@ -76,16 +76,7 @@ pub async fn response(
                 media
             }
         );
-        tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
-        return reply::answer(
-            pending.era,
-            Answer::upstream_failed(
-                pending.era,
-                Some(id),
-                is_call,
-                &UpstreamError::NotJsonRpc(what),
-            ),
-        );
+        return not_jsonrpc(&pending, id, is_call, what);
     }
     if pending.kind == Kind::Other && status.is_success() {
         // Pass-through methods: streamed, never read.
@@ -117,16 +108,7 @@ pub async fn response(
                 "HTTP {} with a body that is not a JSON-RPC message",
                 status.as_u16()
             );
-            tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
-            return reply::answer(
-                pending.era,
-                Answer::upstream_failed(
-                    pending.era,
-                    Some(id),
-                    is_call,
-                    &UpstreamError::NotJsonRpc(what),
-                ),
-            );
+            return not_jsonrpc(&pending, id, is_call, what);
         }
     };
     match replacement {
@@ -142,6 +124,25 @@ pub async fn response(
             Response::from_parts(parts, Body::from(a.body))
         }
     }
+}
+
+/// The answer to a request whose upstream answered something that is not JSON-RPC.
+fn not_jsonrpc(
+    pending: &Pending,
+    id: &serde_json::value::RawValue,
+    is_call: bool,
+    what: String,
+) -> Response {
+    tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
+    reply::answer(
+        pending.era,
+        Answer::upstream_failed(
+            pending.era,
+            Some(id),
+            is_call,
+            &UpstreamError::NotJsonRpc(what),
+        ),
+    )
 }
 
 /// Whether a JSON answer must be parsed. A successful `tools/call` answer is rewritten only

@@ -31,6 +31,31 @@ pub(crate) enum Out {
     Exit(i32),
 }
 
+/// The client's next message line, skipping blank lines and answering over-long ones itself
+/// (stdio servers would stay silent); `None` when the client is gone.
+pub(crate) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    out: &mpsc::UnboundedSender<Out>,
+) -> Option<Bytes> {
+    loop {
+        match read_line(r, max).await {
+            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Line::Line(l)) => return Some(Bytes::from(l)),
+            Ok(Line::TooLong) => {
+                let msg = format!("Invalid Request: the message is over the {max}-byte limit");
+                let _ = out.send(Out::Line(jsonrpc::error_response(
+                    None,
+                    jsonrpc::INVALID_REQUEST,
+                    &msg,
+                    None,
+                )));
+            }
+            Ok(Line::Eof) | Err(_) => return None,
+        }
+    }
+}
+
 /// The one writer of stdout: lines from every task, never interleaved.
 pub(crate) fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) {
     let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
@@ -179,32 +204,15 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut server_gone = false;
     loop {
-        let read = tokio::select! {
+        let next = tokio::select! {
             // When the server is gone, stop reading: its pending requests have their answers.
             _ = &mut from_server => {
                 server_gone = true;
                 break;
             }
-            r = read_line(&mut stdin, limits.max_body_bytes) => r,
+            m = next_message(&mut stdin, limits.max_body_bytes, &out) => m,
         };
-        let line = match read {
-            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(Line::Line(l)) => Bytes::from(l),
-            Ok(Line::TooLong) => {
-                let msg = format!(
-                    "Invalid Request: the message is over the {}-byte limit",
-                    limits.max_body_bytes
-                );
-                let _ = out.send(Out::Line(jsonrpc::error_response(
-                    None,
-                    jsonrpc::INVALID_REQUEST,
-                    &msg,
-                    None,
-                )));
-                continue;
-            }
-            Ok(Line::Eof) | Err(_) => break,
-        };
+        let Some(line) = next else { break };
         if let Some(answer) = from_client(&gw, &target, &key, &child, &lister, &pending, line).await
         {
             let _ = out.send(Out::Line(answer));

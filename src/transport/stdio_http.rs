@@ -4,11 +4,10 @@
 //! line by line as they arrive, and opens the session's GET stream for what the server sends
 //! on its own. The rules are the pipeline's, as everywhere.
 
-use super::child::{Line, read_line};
 use super::http::exchange;
 use super::http_upstream::{self, Collected, HttpUpstream};
 use super::sse::{self, Split, Splitter};
-use super::stdio::{Out, spawn_writer};
+use super::stdio::{Out, next_message, spawn_writer};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
@@ -119,23 +118,8 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
     loop {
-        let line = match read_line(&mut stdin, limits.max_body_bytes).await {
-            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(Line::Line(l)) => Bytes::from(l),
-            Ok(Line::TooLong) => {
-                let msg = format!(
-                    "Invalid Request: the message is over the {}-byte limit",
-                    limits.max_body_bytes
-                );
-                ctx.write(jsonrpc::error_response(
-                    None,
-                    jsonrpc::INVALID_REQUEST,
-                    &msg,
-                    None,
-                ));
-                continue;
-            }
-            Ok(Line::Eof) | Err(_) => break,
+        let Some(line) = next_message(&mut stdin, limits.max_body_bytes, &out).await else {
+            break;
         };
         // `initialize` must finish first: its answer carries the session the rest need.
         let is_initialize = matches!(jsonrpc::parse(&line), Ok(Parsed::Single(ref m)) if m.method() == Some("initialize"));
