@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::peers::peers;
+use common::peers::{peers, python_client};
 use common::*;
 use serde_json::{Value, json};
 use std::process::Stdio;
@@ -87,30 +87,6 @@ async fn python_server(flavour: &str) -> Peer {
         _child: child,
         url: format!("http://127.0.0.1:{port}/mcp"),
     }
-}
-
-/// Runs the Python SDK client against `url`; returns its JSON report.
-async fn python_client(url: &str, mode: &str, calls: &[(&str, Value)]) -> Value {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut cmd = Command::new(&p.python);
-    cmd.arg(p.fixtures.join("py_client.py")).arg(url).arg(mode);
-    for (tool, args) in calls {
-        cmd.arg(tool).arg(args.to_string());
-    }
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        cmd.stdin(Stdio::null()).kill_on_drop(true).output(),
-    )
-    .await
-    .expect("the client finishes")
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn parameter_errors(answer: &Value) -> Value {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::peers::peers;
+use common::peers::{peers, python_client};
 use common::scripted::{Script, Scripted};
 use common::*;
 use http::Method;
@@ -255,26 +255,15 @@ async fn python_sdk_client_in_modern_mode() {
         .unwrap()
         .unwrap();
     let tg = Toolgate::serve(&format!("http://127.0.0.1:{}/mcp", port.trim()), None).await;
-    let out = tokio::process::Command::new(&p.python)
-        .arg(p.fixtures.join("py_client.py"))
-        .arg(tg.url())
-        .arg(V)
-        .args([
-            "add",
-            "{\"a\": 1, \"b\": 2}",
-            "book",
-            "{\"date\": \"tomorrow\"}",
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = python_client(
+        &tg.url(),
+        V,
+        &[
+            ("add", json!({"a": 1, "b": 2})),
+            ("book", json!({"date": "tomorrow"})),
+        ],
+    )
+    .await;
     assert_eq!(
         r["calls"][0]["content"],
         json!([{"type": "text", "text": "3"}])

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::peers::peers;
+use common::peers::{peers, python_client};
 use serde_json::{Value, json};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -308,26 +308,15 @@ async fn python_sdk_client_and_server_through_toolgate_stdio() {
         p.fixtures.join("py_server.py").display().to_string(),
         "stdio"
     ]);
-    let out = Command::new(&p.python)
-        .arg(p.fixtures.join("py_client.py"))
-        .arg(format!("stdio:{command}"))
-        .arg("legacy")
-        .args([
-            "add",
-            "{\"a\": 1, \"b\": 2}",
-            "book",
-            "{\"date\": \"tomorrow\"}",
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = python_client(
+        &format!("stdio:{command}"),
+        "legacy",
+        &[
+            ("add", json!({"a": 1, "b": 2})),
+            ("book", json!({"date": "tomorrow"})),
+        ],
+    )
+    .await;
     assert_eq!(r["tools"], json!(["add", "book"]));
     assert_eq!(
         r["calls"][0]["content"],
@@ -427,26 +416,15 @@ async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_http
         "--upstream",
         format!("http://127.0.0.1:{port}/mcp")
     ]);
-    let out = Command::new(&p.python)
-        .arg(p.fixtures.join("py_client.py"))
-        .arg(format!("stdio:{command}"))
-        .arg("legacy")
-        .args([
-            "get-sum",
-            "{\"a\": 1, \"b\": 2}",
-            "get-sum",
-            "{\"a\": \"one\", \"b\": 2}",
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = python_client(
+        &format!("stdio:{command}"),
+        "legacy",
+        &[
+            ("get-sum", json!({"a": 1, "b": 2})),
+            ("get-sum", json!({"a": "one", "b": 2})),
+        ],
+    )
+    .await;
     assert!(
         r["tools"].as_array().unwrap().contains(&json!("get-sum")),
         "{r}"
@@ -496,26 +474,15 @@ async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_stdi
         p.server_everything.display().to_string(),
         "stdio"
     ]);
-    let out = Command::new(&p.python)
-        .arg(p.fixtures.join("py_client.py"))
-        .arg(format!("stdio:{command}"))
-        .arg("legacy")
-        .args([
-            "get-sum",
-            "{\"a\": 20, \"b\": 22}",
-            "get-sum",
-            "{\"a\": [1], \"b\": 2}",
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = python_client(
+        &format!("stdio:{command}"),
+        "legacy",
+        &[
+            ("get-sum", json!({"a": 20, "b": 22})),
+            ("get-sum", json!({"a": [1], "b": 2})),
+        ],
+    )
+    .await;
     assert!(
         r["tools"].as_array().unwrap().contains(&json!("get-sum")),
         "{r}"

@@ -73,6 +73,14 @@ pub struct Call<'a> {
     pub bytes: &'a Bytes,
 }
 
+/// Why a batch (2025-03-26) is refused: one holding a `tools/call` cannot be part-answered by
+/// toolgate and part-forwarded without reordering it. `None`: forward it as it came.
+pub fn refuse_batch(msgs: &[jsonrpc::Message<'_>]) -> Option<&'static str> {
+    msgs.iter()
+        .any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL))
+        .then_some("Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own")
+}
+
 /// Counts one `tools/call` outcome. Unknown tools count under one label: their names come
 /// from clients.
 fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {

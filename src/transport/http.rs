@@ -262,15 +262,8 @@ async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
     let ctx = Context::of(rt, &parts.headers);
     let m = match parsed {
         Parsed::Batch(msgs) => {
-            if msgs
-                .iter()
-                .any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL))
-            {
-                return reply::transport(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own",
-                );
+            if let Some(why) = guard::refuse_batch(&msgs) {
+                return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
             }
             note.method = "batch";
             if matches!(rt.up, Upstream::Stdio(_)) {

@@ -240,15 +240,11 @@ async fn from_client(
     let m = match jsonrpc::parse(&line) {
         Ok(Parsed::Single(m)) => m,
         Ok(Parsed::Batch(msgs)) => {
-            if msgs
-                .iter()
-                .any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL))
-            {
-                let msg = "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own";
+            if let Some(why) = guard::refuse_batch(&msgs) {
                 return Some(jsonrpc::error_response(
                     None,
                     jsonrpc::INVALID_REQUEST,
-                    msg,
+                    why,
                     None,
                 ));
             }

@@ -143,3 +143,35 @@ fn install() -> Peers {
         fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
     }
 }
+
+/// Runs the Python SDK client (`fixtures/py_client.py`) against `server` (a URL, or `stdio:`
+/// and a JSON array holding a command) in connect `mode`, calling each tool in turn; returns
+/// its JSON report. Bounded: a client that hangs fails the test.
+pub async fn python_client(
+    server: &str,
+    mode: &str,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut cmd = tokio::process::Command::new(&p.python);
+    cmd.arg(p.fixtures.join("py_client.py"))
+        .arg(server)
+        .arg(mode);
+    for (tool, args) in calls {
+        cmd.arg(tool).arg(args.to_string());
+    }
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        cmd.stdin(Stdio::null()).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("the client finishes within 60 s")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
