@@ -2,25 +2,26 @@
 //! reachable), `/metrics` (Prometheus text). It runs on its own address so that orchestrator
 //! probes and scrapes never share the clients' port, limits or origin policy.
 
-use crate::gateway::Gateway;
+use crate::gateway::Live;
 use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{StatusCode, header};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
-pub fn router(gw: Arc<Gateway>) -> Router {
+/// Each request reads the gateway in force, so `/readyz` and `/metrics` follow reloads.
+pub fn router(live: Live) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(gw)
+        .with_state(live)
 }
 
-async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+async fn metrics(State(live): State<Live>) -> Response {
+    let gw = live.load();
     let body = gw.metrics.render(
         gw.catalog.scope_count(),
         gw.catalog.schema_count(),
@@ -38,7 +39,8 @@ async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
 
 /// Ready when every upstream accepts a TCP connection within a second; the body says which
 /// one is not, so a failing probe explains itself.
-async fn readyz(State(gw): State<Arc<Gateway>>) -> Response {
+async fn readyz(State(live): State<Live>) -> Response {
+    let gw = live.load();
     let mut upstreams = serde_json::Map::new();
     let mut ready = true;
     for t in &gw.targets {

@@ -91,7 +91,7 @@ pub enum Lookup {
 }
 
 /// Which settings compile a schema; part of the dedup key so a config change recompiles.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct CompileSettings {
     pub max_schema_bytes: usize,
     pub validate_formats: bool,
@@ -199,6 +199,10 @@ impl Catalog {
             max_scopes: max_scopes.max(1),
             compile_failures: Default::default(),
         }
+    }
+
+    pub fn settings(&self) -> &CompileSettings {
+        &self.settings
     }
 
     pub fn lookup(&self, key: &ScopeKey, tool: &str) -> Lookup {

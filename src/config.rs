@@ -36,6 +36,147 @@ pub struct Config {
     pub validation: Validation,
     pub errors: Errors,
     pub log: Log,
+    pub reload: ReloadSettings,
+    /// Authentication at the edge; off unless tokens or a JWT issuer are configured.
+    pub auth: Auth,
+    /// Tool policy and rate limits per client identity (a token's name or a JWT claim);
+    /// `"*"` applies to every client not named, including unauthenticated ones.
+    pub clients: HashMap<String, ClientPolicy>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReloadSettings {
+    /// Reload when the configuration file's content changes (SIGHUP always reloads).
+    pub watch: bool,
+    /// How often the file is read to see whether it changed.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+impl Default for ReloadSettings {
+    fn default() -> Self {
+        ReloadSettings {
+            watch: true,
+            interval: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Auth {
+    /// Static bearer tokens, each named for policy and logs.
+    pub tokens: Vec<StaticToken>,
+    pub jwt: Option<Jwt>,
+    /// Where clients reach toolgate (`https://mcp.example.com`). With it, toolgate serves
+    /// RFC 9728 metadata for each endpoint and points `WWW-Authenticate` at it.
+    pub public_url: Option<String>,
+    /// Authorization servers named in the metadata.
+    pub authorization_servers: Vec<String>,
+    /// Scopes every token must carry (`scope` or `scp` claim of a JWT); else 403.
+    pub required_scopes: Vec<String>,
+    /// The credential the upstream gets in place of the client's token.
+    pub upstream_header: Option<UpstreamHeader>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticToken {
+    /// The client identity this token stands for.
+    pub name: String,
+    /// The environment variable holding the token.
+    pub env: Option<String>,
+    /// Or a file holding it (surrounding whitespace ignored).
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Jwt {
+    /// A JWKS document on disk, re-read on reload.
+    pub jwks_file: Option<String>,
+    /// Or fetched (https, or http to loopback), refreshed every `refresh` and when a token
+    /// names a key id it does not hold.
+    pub jwks_url: Option<String>,
+    /// The `iss` every token must carry.
+    pub issuer: String,
+    /// Accepted `aud` values. Empty: each endpoint's own URL under `public_url`.
+    #[serde(default)]
+    pub audience: Vec<String>,
+    /// The claim that names the client for `[clients]` policy.
+    #[serde(default = "default_identity_claim")]
+    pub identity_claim: String,
+    #[serde(default = "default_jwks_refresh", with = "humantime_serde")]
+    pub refresh: Duration,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    #[serde(default = "default_leeway", with = "humantime_serde")]
+    pub leeway: Duration,
+}
+
+fn default_identity_claim() -> String {
+    "sub".into()
+}
+fn default_jwks_refresh() -> Duration {
+    Duration::from_secs(600)
+}
+fn default_leeway() -> Duration {
+    Duration::from_secs(30)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamHeader {
+    #[serde(default = "default_upstream_header")]
+    pub name: String,
+    /// The environment variable holding the value (e.g. `Bearer abc`).
+    pub env: Option<String>,
+    /// Or a file holding it.
+    pub file: Option<String>,
+}
+
+fn default_upstream_header() -> String {
+    "authorization".into()
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientPolicy {
+    /// Only these tools (`*` at the end matches a prefix); empty allows all. Applies on top
+    /// of `[validation]`'s lists.
+    pub allow_tools: Vec<String>,
+    pub deny_tools: Vec<String>,
+    /// Calls per tool this client may make, as `N/second`, `N/minute` or `N/hour`.
+    pub rate_limit: Option<String>,
+    /// Per-tool rates that replace `rate_limit` for those tools.
+    pub tool_rate_limits: HashMap<String, String>,
+}
+
+impl Auth {
+    pub fn enabled(&self) -> bool {
+        !self.tokens.is_empty() || self.jwt.is_some()
+    }
+}
+
+/// The value of a secret from an environment variable or a file, named in errors by where
+/// it was looked for, never by what it holds.
+pub fn secret(what: &str, env: Option<&str>, file: Option<&str>) -> Result<String, ConfigError> {
+    let value = match (env, file) {
+        (Some(var), None) => std::env::var(var)
+            .map_err(|_| ConfigError(format!("{what}: environment variable {var} is not set")))?,
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{what}: cannot read {path}: {e}")))?,
+        _ => {
+            return Err(ConfigError(format!(
+                "{what}: give exactly one of env or file"
+            )));
+        }
+    };
+    let value = value.trim().to_string();
+    if value.is_empty() {
+        return Err(ConfigError(format!("{what} is empty")));
+    }
+    Ok(value)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -257,6 +398,9 @@ impl Default for Config {
             validation: Validation::default(),
             errors: Errors::default(),
             log: Log::default(),
+            reload: ReloadSettings::default(),
+            auth: Auth::default(),
+            clients: HashMap::new(),
         }
     }
 }
@@ -304,6 +448,18 @@ impl Default for Log {
     }
 }
 
+/// Allow and deny lists: a name must match `allow` (when it is not empty) and not `deny`;
+/// `*` at the end of a pattern matches a prefix.
+pub fn allows(allow: &[String], deny: &[String], tool: &str) -> bool {
+    let hit = |pats: &[String]| {
+        pats.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => tool.starts_with(prefix),
+            None => p == tool,
+        })
+    };
+    (allow.is_empty() || hit(allow)) && !hit(deny)
+}
+
 impl Validation {
     /// The mode and coercion that apply to one tool.
     pub fn policy_for(&self, tool: &str) -> (Mode, bool) {
@@ -335,13 +491,7 @@ impl Validation {
 
     /// Whether policy lets a tool be listed and called.
     pub fn allows(&self, tool: &str) -> bool {
-        let hit = |pats: &[String]| {
-            pats.iter().any(|p| match p.strip_suffix('*') {
-                Some(prefix) => tool.starts_with(prefix),
-                None => p == tool,
-            })
-        };
-        (self.allow_tools.is_empty() || hit(&self.allow_tools)) && !hit(&self.deny_tools)
+        allows(&self.allow_tools, &self.deny_tools, tool)
     }
 }
 

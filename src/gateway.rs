@@ -4,7 +4,10 @@
 
 use crate::catalog::{Catalog, CompileSettings, ScopeKey};
 use crate::config::{Config, ConfigError, Validation};
+use crate::metrics::Metrics;
 use crate::pipeline::rules::ToolRules;
+use crate::transport::origin::OriginPolicy;
+use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -58,24 +61,75 @@ impl Target {
 
 pub struct Gateway {
     pub config: Config,
-    pub catalog: Catalog,
-    pub metrics: crate::metrics::Metrics,
+    pub catalog: Arc<Catalog>,
+    pub metrics: Arc<Metrics>,
     pub targets: Vec<Arc<Target>>,
+    pub origins: OriginPolicy,
     /// Keys scope hashes of credentials, so catalogs never hold a token as it came.
     hasher: RandomState,
-    /// Ids toolgate mints carry a random per-process prefix, so they cannot collide with a
-    /// client's.
-    id_prefix: String,
-    id_seq: AtomicU64,
+    ids: Arc<Ids>,
+}
+
+/// Ids toolgate mints carry a random per-process prefix, so they cannot collide with a
+/// client's; a reload keeps the sequence going.
+struct Ids {
+    prefix: String,
+    seq: AtomicU64,
 }
 
 impl Gateway {
     pub fn new(config: Config) -> Result<Arc<Gateway>, ConfigError> {
+        Gateway::build(config, None)
+    }
+
+    /// The gateway a reload installs: the new rules, with the counters, ids, scope keys and
+    /// (unless schema compilation changed) the learned catalogs of this one, so no session
+    /// notices. What cannot change without a restart is refused, and this one stays.
+    pub fn reloaded(&self, config: Config) -> Result<Arc<Gateway>, ConfigError> {
+        let old = &self.config;
+        let mut fixed = Vec::new();
+        if old.listen != config.listen {
+            fixed.push("listen");
+        }
+        if old.admin_listen != config.admin_listen {
+            fixed.push("admin_listen");
+        }
+        if old.upstream != config.upstream || old.command != config.command {
+            fixed.push("upstream/command");
+        }
+        let names = |c: &Config| -> Vec<(String, String)> {
+            c.upstreams
+                .iter()
+                .map(|u| (u.name.clone(), u.url.clone()))
+                .collect()
+        };
+        if names(old) != names(&config) {
+            fixed.push("upstreams (names and URLs)");
+        }
+        if old.log.level != config.log.level || old.log.format != config.log.format {
+            fixed.push("log.level/log.format");
+        }
+        if !fixed.is_empty() {
+            return Err(ConfigError(format!(
+                "{} changed; these take effect only on a restart",
+                fixed.join(", ")
+            )));
+        }
+        Gateway::build(config, Some(self))
+    }
+
+    fn build(config: Config, previous: Option<&Gateway>) -> Result<Arc<Gateway>, ConfigError> {
         config.check()?;
-        let catalog = Catalog::new(
-            CompileSettings::from_config(&config.limits, &config.validation),
-            config.limits.max_scopes,
-        );
+        let settings = CompileSettings::from_config(&config.limits, &config.validation);
+        let catalog = match previous {
+            Some(p)
+                if p.catalog.settings() == &settings
+                    && p.config.limits.max_scopes == config.limits.max_scopes =>
+            {
+                p.catalog.clone()
+            }
+            _ => Arc::new(Catalog::new(settings, config.limits.max_scopes)),
+        };
         let mut targets = Vec::new();
         if let Some(url) = &config.upstream {
             targets.push(Arc::new(Target::new(
@@ -112,15 +166,25 @@ impl Gateway {
                 "no upstream: give --upstream URL or [[upstreams]] in the config file".into(),
             ));
         }
-        let hasher = RandomState::new();
-        let id_prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
+        let (hasher, ids, metrics) = match previous {
+            Some(p) => (p.hasher.clone(), p.ids.clone(), p.metrics.clone()),
+            None => {
+                let hasher = RandomState::new();
+                let prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
+                let ids = Arc::new(Ids {
+                    prefix,
+                    seq: AtomicU64::new(0),
+                });
+                (hasher, ids, Arc::default())
+            }
+        };
         Ok(Arc::new(Gateway {
             catalog,
-            metrics: Default::default(),
+            metrics,
             targets,
+            origins: OriginPolicy::new(&config.allowed_origins, config.listen.ip().is_loopback()),
             hasher,
-            id_prefix,
-            id_seq: AtomicU64::new(0),
+            ids,
             config,
         }))
     }
@@ -129,8 +193,8 @@ impl Gateway {
     pub fn next_id(&self) -> String {
         format!(
             "{}-{}",
-            self.id_prefix,
-            self.id_seq.fetch_add(1, Ordering::Relaxed)
+            self.ids.prefix,
+            self.ids.seq.fetch_add(1, Ordering::Relaxed)
         )
     }
 
@@ -150,5 +214,28 @@ impl Gateway {
             upstream: target.name.clone(),
             context,
         }
+    }
+}
+
+/// The gateway in force. A reload swaps it whole; a request keeps the one it started with,
+/// so a change never applies to half a request and nothing in flight is dropped.
+#[derive(Clone)]
+pub struct Live(Arc<ArcSwap<Gateway>>);
+
+impl Live {
+    pub fn new(gw: Arc<Gateway>) -> Live {
+        Live(Arc::new(ArcSwap::new(gw)))
+    }
+
+    pub fn load(&self) -> Arc<Gateway> {
+        self.0.load_full()
+    }
+
+    /// Installs `config` if it is valid and changes nothing that needs a restart; otherwise
+    /// the gateway in force stays and the error says why.
+    pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
+        let next = self.load().reloaded(config)?;
+        self.0.store(next);
+        Ok(())
     }
 }

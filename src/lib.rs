@@ -21,4 +21,4 @@ pub mod transport;
 pub mod validate;
 
 pub use gateway::Gateway;
-pub use transport::http::{app, serve};
+pub use transport::http::{App, serve};

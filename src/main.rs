@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use toolgate::config::{Config, LogFormat, Overrides};
+use toolgate::gateway::Live;
 use toolgate::{Gateway, demo};
 use tracing_subscriber::EnvFilter;
 
@@ -139,7 +140,7 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
-async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
+async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
@@ -157,16 +158,18 @@ async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
     for t in &gw.targets {
         tracing::info!("listening on http://{addr}{}", t.path);
     }
+    let live = Live::new(gw);
+    tokio::spawn(reloads(live.clone(), source));
     if let Some(admin) = admin {
         tracing::info!("admin listening on http://{}", admin.local_addr()?);
-        let router = toolgate::admin::router(gw.clone());
+        let router = toolgate::admin::router(live.clone());
         tokio::spawn(async move {
             let _ = axum::serve(admin, router).await;
         });
     }
     tokio::spawn(async move {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(toolgate::serve(listener, gw, async move {
+        let server = tokio::spawn(toolgate::serve(listener, live, async move {
             shutdown_signal().await;
             let _ = stop_tx.send(());
         }));
@@ -187,6 +190,66 @@ async fn run_gateway(cfg: Config) -> anyhow::Result<SocketAddr> {
         exit(0);
     });
     Ok(addr)
+}
+
+/// Where a reload reads the configuration again: the same file, environment and flags.
+struct Reload {
+    file: Option<PathBuf>,
+    overrides: Overrides,
+    /// Applied after loading, as at startup (the demo's built-in upstream).
+    upstream: Option<String>,
+}
+
+impl Reload {
+    fn load(&self) -> anyhow::Result<Config> {
+        let mut cfg = Config::load(self.file.as_deref(), &self.overrides)?;
+        if let Some(u) = &self.upstream {
+            cfg.upstream = Some(u.clone());
+        }
+        Ok(cfg)
+    }
+}
+
+/// Reloads on SIGHUP, and when the configuration file's content changes (polled, which also
+/// sees a Kubernetes ConfigMap's symlink swap). A config that does not load or is refused
+/// is logged and the one in force stays.
+async fn reloads(live: Live, source: Reload) {
+    let interval = live.load().config.reload.interval;
+    let watch = source.file.is_some() && live.load().config.reload.watch;
+    let read = |f: &Option<PathBuf>| f.as_ref().and_then(|p| std::fs::read(p).ok());
+    let mut seen = read(&source.file);
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "no SIGHUP handler: reload on signal is off");
+            return;
+        }
+    };
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let why = tokio::select! {
+            _ = hup.recv() => "SIGHUP",
+            _ = tick.tick(), if watch => {
+                let now = read(&source.file);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                "the configuration file changed"
+            }
+        };
+        match source
+            .load()
+            .map_err(anyhow::Error::from)
+            .and_then(|c| Ok(live.reload(c)?))
+        {
+            Ok(()) => tracing::info!("configuration reloaded ({why})"),
+            Err(e) => tracing::error!(
+                "configuration not reloaded ({why}): {e:#}; the previous configuration stays in force"
+            ),
+        }
+    }
 }
 
 #[tokio::main]
@@ -231,36 +294,40 @@ async fn main() -> anyhow::Result<()> {
             common,
             command,
         } => {
-            let cfg = Config::load(
-                common.config.as_deref(),
-                &Overrides {
+            let source = Reload {
+                file: common.config,
+                overrides: Overrides {
                     listen: common.listen,
                     upstream,
                     admin_listen: common.admin_listen,
                     command,
                 },
-            )?;
+                upstream: None,
+            };
+            let cfg = source.load()?;
             init_logs(&cfg);
-            run_gateway(cfg).await?;
+            run_gateway(cfg, source).await?;
         }
         Cmd::Demo { common } => {
-            let mut cfg = Config::load(
-                common.config.as_deref(),
-                &Overrides {
+            let mut source = Reload {
+                file: common.config,
+                overrides: Overrides {
                     listen: common.listen,
                     admin_listen: common.admin_listen,
                     ..Default::default()
                 },
-            )?;
+                upstream: None,
+            };
+            let cfg = source.load()?;
             init_logs(&cfg);
             let (up, _) = demo::spawn(
                 SocketAddr::from(([127, 0, 0, 1], 0)),
                 demo::Options::default(),
             )
             .await?;
-            cfg.upstream = Some(format!("http://{up}/mcp"));
+            source.upstream = Some(format!("http://{up}/mcp"));
             tracing::info!("example tool server on http://{up}/mcp");
-            let addr = run_gateway(cfg).await?;
+            let addr = run_gateway(source.load()?, source).await?;
             print_demo_help(addr);
         }
         Cmd::Check {

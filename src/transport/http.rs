@@ -11,21 +11,17 @@
 
 use super::http_answers;
 use super::http_upstream::{self, Collected, HttpClient, HttpUpstream, ReadError};
-use super::origin::OriginPolicy;
 use super::reply;
 use super::sse::{self, Split, Splitter};
 use super::stdio_pool::StdioPool;
 use crate::config::{Limits, parse_upstream_url};
-use crate::gateway::{Gateway, Target};
+use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::metrics;
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
-use axum::Router;
-use axum::extract::{Request, State};
 use axum::response::Response;
-use axum::routing::any;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
@@ -35,77 +31,139 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 use std::time::Instant;
 
-#[derive(Clone)]
+type Request = http::Request<hyper::body::Incoming>;
+
+/// What one request is served with: the gateway in force when it arrived, its upstream's
+/// target in that gateway, and where its messages go.
 pub(super) struct Route {
     pub(super) gw: Arc<Gateway>,
     pub(super) target: Arc<Target>,
     up: Upstream,
-    origins: Arc<OriginPolicy>,
 }
 
-/// The gateway's router; tests and `main` serve it on any listener.
-pub fn app(gw: &Arc<Gateway>) -> Router {
-    app_with_pools(gw).0
+/// One upstream's endpoint. It names its target by position: a reload rebuilds the targets'
+/// rules, never the set of upstreams, so positions are stable while connections and stdio
+/// children live on.
+struct Endpoint {
+    path: String,
+    index: usize,
+    up: Upstream,
 }
 
-/// The router, and the stdio pools behind it (so shutdown can stop their children).
-pub fn app_with_pools(gw: &Arc<Gateway>) -> (Router, Vec<Arc<StdioPool>>) {
-    let client: HttpClient = http_upstream::client();
-    let origins = Arc::new(OriginPolicy::new(
-        &gw.config.allowed_origins,
-        gw.config.listen.ip().is_loopback(),
-    ));
-    let mut router = Router::new();
-    let mut pools = Vec::new();
-    for target in &gw.targets {
-        let up = if target.command.is_empty() {
-            let uri = parse_upstream_url(&target.url)
-                .expect("upstream URLs are checked with the configuration");
-            Upstream::Http(Arc::new(HttpUpstream::new(
-                uri,
-                client.clone(),
-                gw.config.limits.upstream_timeout,
-            )))
-        } else {
-            let pool = StdioPool::new(gw.clone(), target.clone());
-            pools.push(pool.clone());
-            Upstream::Stdio(pool)
-        };
-        let route = Route {
-            gw: gw.clone(),
-            target: target.clone(),
-            up,
-            origins: origins.clone(),
-        };
-        router = router.route(&target.path, any(handle).with_state(route));
+/// The gateway's HTTP service, a plain hyper service: a path match over a handful of
+/// endpoints costs less than a general router, and this runs on every message.
+#[derive(Clone)]
+pub struct App {
+    live: Live,
+    endpoints: Arc<[Endpoint]>,
+    pools: Arc<[Arc<StdioPool>]>,
+}
+
+impl App {
+    pub fn new(live: &Live) -> App {
+        let gw = live.load();
+        let client: HttpClient = http_upstream::client();
+        let mut endpoints = Vec::new();
+        let mut pools = Vec::new();
+        for (index, target) in gw.targets.iter().enumerate() {
+            let up = if target.command.is_empty() {
+                let uri = parse_upstream_url(&target.url)
+                    .expect("upstream URLs are checked with the configuration");
+                Upstream::Http(Arc::new(HttpUpstream::new(
+                    uri,
+                    client.clone(),
+                    gw.config.limits.upstream_timeout,
+                )))
+            } else {
+                let pool = StdioPool::new(live.clone(), index);
+                pools.push(pool.clone());
+                Upstream::Stdio(pool)
+            };
+            endpoints.push(Endpoint {
+                path: target.path.clone(),
+                index,
+                up,
+            });
+        }
+        App {
+            live: live.clone(),
+            endpoints: endpoints.into(),
+            pools: pools.into(),
+        }
     }
-    let router = router.fallback(|| async {
-        reply::transport(
-            StatusCode::NOT_FOUND,
-            jsonrpc::INVALID_REQUEST,
-            "Not found: no MCP endpoint at this path",
-        )
-    });
-    (router, pools)
+
+    pub async fn call(&self, req: Request) -> Response {
+        let path = req.uri().path();
+        let Some(ep) = self.endpoints.iter().find(|e| e.path == path) else {
+            return reply::transport(
+                StatusCode::NOT_FOUND,
+                jsonrpc::INVALID_REQUEST,
+                "Not found: no MCP endpoint at this path",
+            );
+        };
+        let gw = self.live.load();
+        let rt = Route {
+            target: gw.targets[ep.index].clone(),
+            gw,
+            up: ep.up.clone(),
+        };
+        handle(&rt, req).await
+    }
+
+    /// Stops every stdio child (at shutdown).
+    pub async fn close(&self) {
+        for p in self.pools.iter() {
+            p.close_all().await;
+        }
+    }
 }
 
-/// Serves the gateway until `shutdown` resolves, finishing in-flight requests.
+/// Serves the gateway until `shutdown` resolves, then lets in-flight requests and streams
+/// finish (the caller bounds how long) and stops the stdio children.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    gw: Arc<Gateway>,
+    live: Live,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (router, pools) = app_with_pools(&gw);
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await;
-    for p in pools {
-        p.close_all().await;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let app = App::new(&live);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors or the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req: Request| {
+            let app = app.clone();
+            async move { Ok::<_, std::convert::Infallible>(app.call(req).await) }
+        });
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
     }
-    served
+    drop(listener);
+    graceful.shutdown().await;
+    app.close().await;
+    Ok(())
 }
 
-async fn handle(State(rt): State<Route>, mut req: Request) -> Response {
+async fn handle(rt: &Route, mut req: Request) -> Response {
     let started = Instant::now();
     let request_id = request_id(&rt.gw, req.headers_mut());
     let mut note = Note {
@@ -113,7 +171,7 @@ async fn handle(State(rt): State<Route>, mut req: Request) -> Response {
         tool: None,
         outcome: "rejected",
     };
-    let mut resp = route(&rt, req, &mut note).await;
+    let mut resp = route(rt, req, &mut note).await;
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert(REQUEST_ID, v);
     }
@@ -170,7 +228,7 @@ fn request_id(gw: &Gateway, headers: &mut HeaderMap) -> String {
 }
 
 async fn route(rt: &Route, req: Request, note: &mut Note) -> Response {
-    if let Err(why) = rt.origins.check(req.headers()) {
+    if let Err(why) = rt.gw.origins.check(req.headers()) {
         return reply::transport(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, why);
     }
     match *req.method() {

@@ -6,7 +6,7 @@ mod http_answers;
 mod http_stdio;
 pub mod http_upstream;
 mod modern;
-mod origin;
+pub(crate) mod origin;
 mod reply;
 pub mod sse;
 pub mod stdio;

@@ -7,7 +7,7 @@
 //! (notifications, server requests) goes to its session's GET stream.
 
 use super::child::{ChildProcess, FromChild};
-use crate::gateway::{Gateway, Target};
+use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::Era;
 use crate::pipeline::{self, Kind, Pending};
@@ -40,8 +40,10 @@ pub struct StdioPool {
     command: Vec<String>,
     sessions: Sessions,
     shared: tokio::sync::Mutex<Option<Arc<SessionChild>>>,
-    gw: Arc<Gateway>,
-    target: Arc<Target>,
+    /// Read anew at each use, so a reload's limits reach running sessions too.
+    live: Live,
+    /// The upstream's position in the gateway's targets (stable across reloads).
+    index: usize,
 }
 
 /// Why no child could serve a request.
@@ -52,16 +54,16 @@ pub enum NoChild {
 }
 
 impl StdioPool {
-    pub fn new(gw: Arc<Gateway>, target: Arc<Target>) -> Arc<StdioPool> {
+    pub fn new(live: Live, index: usize) -> Arc<StdioPool> {
         let pool = Arc::new(StdioPool {
-            command: target.command.clone(),
+            command: live.load().targets[index].command.clone(),
             sessions: Sessions::default(),
             shared: Default::default(),
-            gw,
-            target,
+            live,
+            index,
         });
         let weak = Arc::downgrade(&pool);
-        let every = (pool.gw.config.stdio.idle_timeout / 2)
+        let every = (pool.gw().config.stdio.idle_timeout / 2)
             .clamp(Duration::from_millis(100), Duration::from_secs(5));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
@@ -74,8 +76,17 @@ impl StdioPool {
         pool
     }
 
+    fn gw(&self) -> Arc<Gateway> {
+        self.live.load()
+    }
+
+    fn target(gw: &Gateway, index: usize) -> Arc<Target> {
+        gw.targets[index].clone()
+    }
+
     fn spawn(&self, label: String) -> Result<Arc<SessionChild>, NoChild> {
-        let limits = &self.gw.config.limits;
+        let gw = self.gw();
+        let limits = &gw.config.limits;
         let (child, mut events) = ChildProcess::spawn(&self.command, limits.max_response_bytes)
             .map_err(|e| NoChild::Failed(e.to_string()))?;
         let (unsolicited, _) = broadcast::channel(256);
@@ -85,24 +96,25 @@ impl StdioPool {
             alive: AtomicBool::new(true),
             unsolicited: unsolicited.clone(),
         });
-        let (gw, target, sessions, me) = (
-            self.gw.clone(),
-            self.target.clone(),
+        let (live, index, sessions, me) = (
+            self.live.clone(),
+            self.index,
             Arc::downgrade(&self.sessions),
             Arc::downgrade(&sc),
         );
-        let key = gw.scope(&target, Some(label.as_bytes()), None);
+        let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), None);
         tokio::spawn(async move {
             while let Some(ev) = events.recv().await {
                 match ev {
                     FromChild::Message(line) => {
                         if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
+                            let gw = live.load();
                             let any = Pending {
                                 id: None,
                                 kind: Kind::Other,
                                 era: Era::Legacy,
                                 key: key.clone(),
-                                target: target.clone(),
+                                target: Self::target(&gw, index),
                             };
                             pipeline::observe(&gw, &any, &m);
                         }
@@ -113,7 +125,7 @@ impl StdioPool {
                         if let Some(me) = me.upgrade() {
                             me.alive.store(false, Ordering::Relaxed);
                         }
-                        gw.catalog.forget(&key);
+                        live.load().catalog.forget(&key);
                         if let Some(s) = sessions.upgrade() {
                             s.lock().unwrap_or_else(|p| p.into_inner()).remove(&label);
                         }
@@ -132,7 +144,7 @@ impl StdioPool {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .len()
-            >= self.gw.config.stdio.max_sessions
+            >= self.gw().config.stdio.max_sessions
         {
             return Err(NoChild::TooMany);
         }
@@ -173,7 +185,10 @@ impl StdioPool {
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
         let Some(sc) = sc else { return false };
-        let how = sc.child.shutdown(self.gw.config.stdio.shutdown_grace).await;
+        let how = sc
+            .child
+            .shutdown(self.gw().config.stdio.shutdown_grace)
+            .await;
         tracing::info!(session = %id, "session ended; the tool server {how}");
         true
     }
@@ -191,7 +206,9 @@ impl StdioPool {
             self.close(&id).await;
         }
         if let Some(sc) = self.shared.lock().await.take() {
-            sc.child.shutdown(self.gw.config.stdio.shutdown_grace).await;
+            sc.child
+                .shutdown(self.gw().config.stdio.shutdown_grace)
+                .await;
         }
     }
 
@@ -206,7 +223,7 @@ impl StdioPool {
             return Ok(sc.clone());
         }
         let sc = self.spawn("shared".into())?;
-        let id = self.gw.next_id();
+        let id = self.gw().next_id();
         let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")}}});
         let raw_id = serde_json::to_string(&id).expect("a string serializes");
@@ -214,7 +231,7 @@ impl StdioPool {
             .request(
                 Bytes::from(init.to_string()),
                 &raw_id,
-                self.gw.config.limits.upstream_timeout,
+                self.gw().config.limits.upstream_timeout,
             )
             .await
             .map_err(|e| NoChild::Failed(format!("initializing the shared server: {e}")))?;
@@ -226,7 +243,7 @@ impl StdioPool {
     }
 
     async fn reap_idle(&self) {
-        let idle = self.gw.config.stdio.idle_timeout;
+        let idle = self.gw().config.stdio.idle_timeout;
         let stale: Vec<String> = self
             .sessions
             .lock()
