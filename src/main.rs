@@ -239,11 +239,7 @@ async fn reloads(live: Live, source: Reload) {
                 "the configuration file changed"
             }
         };
-        match source
-            .load()
-            .map_err(anyhow::Error::from)
-            .and_then(|c| Ok(live.reload(c)?))
-        {
+        match source.load().and_then(|c| Ok(live.reload(c)?)) {
             Ok(()) => tracing::info!("configuration reloaded ({why})"),
             Err(e) => tracing::error!(
                 "configuration not reloaded ({why}): {e:#}; the previous configuration stays in force"
