@@ -130,6 +130,7 @@ pub fn canon(data: &[u8]) {
                 era,
                 key: key.clone(),
                 target: target.clone(),
+                client: None,
             };
             if let Some(a) = pipeline::observe_bytes(gw, &pending, data).replacement {
                 assert!(

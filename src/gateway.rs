@@ -2,9 +2,11 @@
 //! resolved policies, and the ids toolgate mints. Holds nothing another replica would need:
 //! losing it loses a cache.
 
+use crate::auth::Authenticator;
 use crate::catalog::{Catalog, CompileSettings, ScopeKey};
 use crate::config::{Config, ConfigError, Validation};
 use crate::metrics::Metrics;
+use crate::pipeline::policy::{Client, ClientRules, RateLimiter};
 use crate::pipeline::rules::ToolRules;
 use crate::transport::origin::OriginPolicy;
 use arc_swap::ArcSwap;
@@ -65,6 +67,13 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub targets: Vec<Arc<Target>>,
     pub origins: OriginPolicy,
+    /// `None`: authentication is off and credentials pass through untouched.
+    pub auth: Option<Authenticator>,
+    /// `[clients]`, by identity; `"*"` for any other.
+    clients: HashMap<String, Arc<ClientRules>>,
+    /// Kept across reloads, so a reload does not refill every bucket.
+    pub limiter: Arc<RateLimiter>,
+    anonymous: Arc<str>,
     /// Keys scope hashes of credentials, so catalogs never hold a token as it came.
     hasher: RandomState,
     ids: Arc<Ids>,
@@ -166,8 +175,26 @@ impl Gateway {
                 "no upstream: give --upstream URL or [[upstreams]] in the config file".into(),
             ));
         }
-        let (hasher, ids, metrics) = match previous {
-            Some(p) => (p.hasher.clone(), p.ids.clone(), p.metrics.clone()),
+        let auth = Authenticator::from_config(&config, previous.and_then(|p| p.auth.as_ref()))?;
+        let mut clients = HashMap::new();
+        for (name, policy) in &config.clients {
+            if auth.is_none() && name != "*" {
+                return Err(ConfigError(format!(
+                    "clients.{name:?} names a client, but no authentication is configured to tell clients apart; only \"*\" applies without it"
+                )));
+            }
+            clients.insert(
+                name.clone(),
+                Arc::new(ClientRules::from_policy(name, policy)?),
+            );
+        }
+        let (hasher, ids, metrics, limiter) = match previous {
+            Some(p) => (
+                p.hasher.clone(),
+                p.ids.clone(),
+                p.metrics.clone(),
+                p.limiter.clone(),
+            ),
             None => {
                 let hasher = RandomState::new();
                 let prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
@@ -175,7 +202,7 @@ impl Gateway {
                     prefix,
                     seq: AtomicU64::new(0),
                 });
-                (hasher, ids, Arc::default())
+                (hasher, ids, Arc::default(), Arc::default())
             }
         };
         Ok(Arc::new(Gateway {
@@ -183,10 +210,31 @@ impl Gateway {
             metrics,
             targets,
             origins: OriginPolicy::new(&config.allowed_origins, config.listen.ip().is_loopback()),
+            auth,
+            clients,
+            limiter,
+            anonymous: Arc::from("(anonymous)"),
             hasher,
             ids,
             config,
         }))
+    }
+
+    /// The client a request comes from, with the rules that apply to it; `None` when there
+    /// is neither an identity nor a rule for anyone.
+    pub fn client(&self, identity: Option<Arc<str>>) -> Option<Client> {
+        let rules = identity
+            .as_deref()
+            .and_then(|n| self.clients.get(n))
+            .or_else(|| self.clients.get("*"))
+            .cloned();
+        if rules.is_none() && identity.is_none() {
+            return None;
+        }
+        Some(Client {
+            name: identity.unwrap_or_else(|| self.anonymous.clone()),
+            rules,
+        })
     }
 
     /// A fresh id for a message toolgate sends or writes on its own behalf.

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod auth;
 pub mod catalog;
 pub mod check;
 pub mod config;

@@ -71,6 +71,8 @@ pub struct Call<'a> {
     pub params: Option<&'a RawValue>,
     /// The whole message, forwarded as is when nothing changes.
     pub bytes: &'a Bytes,
+    /// Who calls, when `[auth]` or `[clients]` says anything about it.
+    pub client: Option<&'a super::policy::Client>,
 }
 
 /// Why a batch (2025-03-26) is refused: one holding a `tools/call` cannot be part-answered by
@@ -110,13 +112,19 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
     let tool = params.name.as_ref();
     let target = call.target;
     let v = &target.validation;
-    let forward = |bytes: Bytes| Decision::Forward(bytes, Kind::Call { tool: tool.into() });
+    let forward = |outcome, bytes: Bytes| admit(gw, &call, tool, outcome, bytes);
 
-    if !v.allows(tool) {
-        tracing::info!(upstream = %target.name, tool, outcome = "denied", "tools/call");
+    let for_client = call.client.is_some_and(|c| !c.allows(tool));
+    if !v.allows(tool) || for_client {
+        tracing::info!(upstream = %target.name, tool, outcome = "denied", client = call.client.map(|c| &*c.name), "tools/call");
         count(gw, target, tool, "denied");
+        let whose = if for_client {
+            "this client's policy"
+        } else {
+            "this gateway's policy"
+        };
         let text = format!(
-            "The tool \"{tool}\" is not available: this gateway's policy does not allow it. Use another tool."
+            "The tool \"{tool}\" is not available: {whose} does not allow it. Use another tool."
         );
         return Decision::Answer(Answer::tool_error(
             era,
@@ -128,8 +136,7 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
     }
     let (mode, coerce) = v.policy_for(tool);
     if mode == Mode::Off {
-        count(gw, target, tool, "forwarded");
-        return forward(call.bytes.clone());
+        return forward("forwarded", call.bytes.clone());
     }
     let mut args = match params.arguments.map(jsonrpc::parse_arguments) {
         None => Ok(Value::Object(Default::default())),
@@ -150,7 +157,7 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
 
     let entry = match schema_for(gw, &call, tool, params.meta, lister).await {
         Ok(Some(t)) => t,
-        Ok(None) => return unknown_tool(gw, call.key, target, id, tool),
+        Ok(None) => return unknown_tool(gw, &call, tool),
         Err(ListFailed::Relay(r)) => return Decision::Relay(r),
         Err(ListFailed::Unavailable(e)) => {
             count(gw, target, tool, "upstream_error");
@@ -178,9 +185,8 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
         Err(why) => {
             return match v.on_compile_error {
                 OnCompileError::Forward => {
-                    count(gw, target, tool, "forwarded");
                     tracing::debug!(upstream = %target.name, tool, "schema does not compile: forwarded unvalidated");
-                    forward(call.bytes.clone())
+                    forward("forwarded", call.bytes.clone())
                 }
                 OnCompileError::Reject => {
                     count(gw, target, tool, "schema_unusable");
@@ -236,22 +242,20 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
 
     let Some(report) = report else {
         if !coerced {
-            count(gw, target, tool, "forwarded");
-            return forward(call.bytes.clone());
+            return forward("forwarded", call.bytes.clone());
         }
-        count(gw, target, tool, "coerced");
         tracing::debug!(upstream = %target.name, tool, "arguments coerced");
         let args = args.as_ref().expect("coerced arguments parsed");
-        return forward(with_arguments(call.bytes, args).unwrap_or_else(|| call.bytes.clone()));
+        let bytes = with_arguments(call.bytes, args).unwrap_or_else(|| call.bytes.clone());
+        return forward("coerced", bytes);
     };
     let keywords: Vec<&str> = report.keywords().collect();
     for k in &keywords {
         gw.metrics.violations.inc(&[&target.name, tool, k]);
     }
     if mode == Mode::Audit {
-        count(gw, target, tool, "audited");
         tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.violations.len(), ?keywords, "tools/call");
-        return forward(call.bytes.clone());
+        return forward("audited", call.bytes.clone());
     }
     tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.violations.len(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
@@ -272,18 +276,47 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
     })
 }
 
-fn unknown_tool<R>(
+/// The last gate before a call goes upstream: the client's rate for the tool. Calls toolgate
+/// answers itself (invalid, unknown, denied) never count against it.
+fn admit<R>(
     gw: &Gateway,
-    key: &ScopeKey,
-    target: &Target,
-    id: &RawValue,
+    call: &Call<'_>,
     tool: &str,
+    outcome: &'static str,
+    bytes: Bytes,
 ) -> Decision<R> {
+    if let Some(client) = call.client
+        && let Some(rate) = client.rules.as_ref().and_then(|r| r.rate_for(tool))
+        && let Err(limited) = gw
+            .limiter
+            .admit(&client.name, &call.target.name, tool, rate)
+    {
+        count(gw, call.target, tool, "rate_limited");
+        tracing::info!(upstream = %call.target.name, tool, outcome = "rate_limited", client = %client.name, "tools/call");
+        let secs = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        let text = format!(
+            "Rate limit reached: this client may call the tool \"{tool}\" {}. Retry in {secs} s; calls before then are refused the same way.",
+            limited.rate
+        );
+        return Decision::Answer(Answer::tool_error(
+            call.era,
+            call.id,
+            text,
+            "toolgate/rate_limit",
+            json!({"code": "rate_limited", "tool": tool, "retryAfterSeconds": secs, "limit": limited.rate}),
+        ));
+    }
+    count(gw, call.target, tool, outcome);
+    Decision::Forward(bytes, Kind::Call { tool: tool.into() })
+}
+
+fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
+    let (target, id) = (call.target, call.id);
     let names: Vec<String> = gw
         .catalog
-        .tool_names(key)
+        .tool_names(call.key)
         .into_iter()
-        .filter(|n| target.validation.allows(n))
+        .filter(|n| target.validation.allows(n) && call.client.is_none_or(|c| c.allows(n)))
         .collect();
     let mut message = format!("Unknown tool: {tool}");
     let close = validate::closest(tool, &names);

@@ -5,7 +5,6 @@
 use super::Pending;
 use super::answer::Answer;
 use crate::catalog::{Page, ScopeKey};
-use crate::config::Validation;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
 use serde::Deserialize;
@@ -34,15 +33,18 @@ pub fn list_answer(
         }
     };
     let v = &pending.target.validation;
-    let filtering = !v.allow_tools.is_empty() || !v.deny_tools.is_empty();
-    if filtering {
+    let globally = !v.allow_tools.is_empty() || !v.deny_tools.is_empty();
+    if globally {
         page.tools.retain(|t| v.allows(&t.name));
     }
     gw.catalog.learn_page(&pending.key, &page, first_page);
-    if !filtering {
+    // The catalog is the scope's, shared by its clients; a client's own rules only hide.
+    let client = pending.client.as_ref().filter(|c| c.rules.is_some());
+    if !globally && client.is_none() {
         return None;
     }
-    let hidden = without_denied(m.id?, result, v);
+    let visible = |name: &str| v.allows(name) && client.is_none_or(|c| c.allows(name));
+    let hidden = without_denied(m.id?, result, visible);
     if hidden.is_some() {
         gw.metrics
             .rewrites
@@ -58,13 +60,17 @@ struct Named<'a> {
 }
 
 /// The listing without denied tools; every other member kept as it came.
-fn without_denied(id: &RawValue, result: &RawValue, v: &Validation) -> Option<Answer> {
+fn without_denied(
+    id: &RawValue,
+    result: &RawValue,
+    visible: impl Fn(&str) -> bool,
+) -> Option<Answer> {
     let mut r: BTreeMap<String, Box<RawValue>> = serde_json::from_str(result.get()).ok()?;
     let tools: Vec<Box<RawValue>> = serde_json::from_str(r.get("tools")?.get()).ok()?;
     let before = tools.len();
     let kept: Vec<_> = tools
         .into_iter()
-        .filter(|t| serde_json::from_str::<Named<'_>>(t.get()).is_ok_and(|n| v.allows(&n.name)))
+        .filter(|t| serde_json::from_str::<Named<'_>>(t.get()).is_ok_and(|n| visible(&n.name)))
         .collect();
     if kept.len() == before {
         return None;

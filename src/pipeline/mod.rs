@@ -13,6 +13,7 @@ pub mod answer;
 pub mod canon;
 pub mod guard;
 pub mod learn;
+pub mod policy;
 pub mod rules;
 
 use crate::catalog::ScopeKey;
@@ -42,6 +43,8 @@ pub struct Pending {
     pub era: Era,
     pub key: ScopeKey,
     pub target: Arc<Target>,
+    /// Whose request it is, for per-client listings.
+    pub client: Option<policy::Client>,
 }
 
 /// Why no answer came from the upstream.

@@ -14,16 +14,20 @@ use super::http_upstream::{self, Collected, HttpClient, HttpUpstream, ReadError}
 use super::reply;
 use super::sse::{self, Split, Splitter};
 use super::stdio_pool::StdioPool;
+use crate::auth::Refusal;
 use crate::config::{Limits, parse_upstream_url};
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::metrics;
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
+use crate::pipeline::policy::Client;
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE,
+};
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
@@ -44,10 +48,10 @@ pub(super) struct Route {
 /// One upstream's endpoint. It names its target by position: a reload rebuilds the targets'
 /// rules, never the set of upstreams, so positions are stable while connections and stdio
 /// children live on.
-struct Endpoint {
-    path: String,
-    index: usize,
-    up: Upstream,
+pub(super) struct Endpoint {
+    pub(super) path: String,
+    pub(super) index: usize,
+    pub(super) up: Upstream,
 }
 
 /// The gateway's HTTP service, a plain hyper service: a path match over a handful of
@@ -94,6 +98,19 @@ impl App {
 
     pub async fn call(&self, req: Request) -> Response {
         let path = req.uri().path();
+        if path.starts_with("/.well-known/") {
+            let gw = self.live.load();
+            let (parts, _) = req.into_parts();
+            return super::well_known::serve(
+                &gw,
+                &self.endpoints,
+                &parts.method,
+                parts.uri.path(),
+                parts.uri.query(),
+                parts.headers,
+            )
+            .await;
+        }
         let Some(ep) = self.endpoints.iter().find(|e| e.path == path) else {
             return reply::transport(
                 StatusCode::NOT_FOUND,
@@ -167,6 +184,7 @@ async fn handle(rt: &Route, mut req: Request) -> Response {
     let started = Instant::now();
     let request_id = request_id(&rt.gw, req.headers_mut());
     let mut note = Note {
+        client: None,
         method: "-",
         tool: None,
         outcome: "rejected",
@@ -184,6 +202,7 @@ async fn handle(rt: &Route, mut req: Request) -> Response {
             target: "toolgate::access",
             request_id = %request_id,
             upstream = %rt.target.name,
+            client = note.client.as_deref().unwrap_or("-"),
             method = note.method,
             tool = note.tool.as_deref().unwrap_or("-"),
             outcome = note.outcome,
@@ -197,13 +216,14 @@ async fn handle(rt: &Route, mut req: Request) -> Response {
 
 /// Where a route's messages go.
 #[derive(Clone)]
-enum Upstream {
+pub(super) enum Upstream {
     Http(Arc<HttpUpstream>),
     Stdio(Arc<StdioPool>),
 }
 
 /// What the access log and the request metrics say about one request.
 pub(super) struct Note {
+    pub(super) client: Option<Arc<str>>,
     pub(super) method: &'static str,
     pub(super) tool: Option<Box<str>>,
     pub(super) outcome: &'static str,
@@ -227,13 +247,37 @@ fn request_id(gw: &Gateway, headers: &mut HeaderMap) -> String {
     id
 }
 
-async fn route(rt: &Route, req: Request, note: &mut Note) -> Response {
+async fn route(rt: &Route, mut req: Request, note: &mut Note) -> Response {
     if let Err(why) = rt.gw.origins.check(req.headers()) {
         return reply::transport(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, why);
     }
+    let identity = match &rt.gw.auth {
+        None => None,
+        Some(auth) => match auth.authenticate(req.headers()).await {
+            Ok(identity) => {
+                auth.to_upstream(req.headers_mut());
+                Some(identity.name)
+            }
+            Err(refusal) => {
+                note.outcome = if matches!(refusal, Refusal::InsufficientScope) {
+                    "forbidden"
+                } else {
+                    "unauthorized"
+                };
+                let (status, challenge, message) = auth.challenge(&refusal, &rt.target);
+                let mut r = reply::transport(status, jsonrpc::INVALID_REQUEST, &message);
+                if let Ok(v) = HeaderValue::from_str(&challenge) {
+                    r.headers_mut().insert(WWW_AUTHENTICATE, v);
+                }
+                return r;
+            }
+        },
+    };
+    note.client = identity.clone();
+    let client = rt.gw.client(identity);
     match *req.method() {
-        Method::POST => post(rt, req, note).await,
-        Method::GET | Method::DELETE => bodiless(rt, req, note).await,
+        Method::POST => post(rt, req, client, note).await,
+        Method::GET | Method::DELETE => bodiless(rt, req, client, note).await,
         _ => {
             let mut r = reply::transport(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -254,12 +298,14 @@ pub(super) struct Context {
     pub(super) key: crate::catalog::ScopeKey,
     version: Option<String>,
     has_session: bool,
+    pub(super) client: Option<Client>,
 }
 
 impl Context {
-    fn of(rt: &Route, headers: &HeaderMap) -> Context {
+    fn of(rt: &Route, headers: &HeaderMap, client: Option<Client>) -> Context {
         let session = headers.get(mcp::SESSION_ID);
         Context {
+            client,
             key: rt.gw.scope(
                 &rt.target,
                 session.map(|s| s.as_bytes()),
@@ -278,7 +324,7 @@ impl Context {
     }
 }
 
-async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
+async fn post(rt: &Route, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
     let too_large = || {
@@ -317,7 +363,7 @@ async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
             );
         }
     };
-    let ctx = Context::of(rt, &parts.headers);
+    let ctx = Context::of(rt, &parts.headers, client);
     let m = match parsed {
         Parsed::Batch(msgs) => {
             if let Some(why) = guard::refuse_batch(&msgs) {
@@ -370,6 +416,7 @@ async fn post(rt: &Route, req: Request, note: &mut Note) -> Response {
             id: m.id.expect("a request has an id"),
             params: m.params,
             bytes: &bytes,
+            client: ctx.client.as_ref(),
         };
         match guard::tools_call(&rt.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
@@ -400,10 +447,11 @@ fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Er
         era,
         key: ctx.key.clone(),
         target: rt.target.clone(),
+        client: ctx.client.clone(),
     }
 }
 
-async fn bodiless(rt: &Route, req: Request, note: &mut Note) -> Response {
+async fn bodiless(rt: &Route, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, _) = req.into_parts();
     if let Upstream::Stdio(pool) = &rt.up {
         note.method = if parts.method == Method::DELETE {
@@ -413,7 +461,7 @@ async fn bodiless(rt: &Route, req: Request, note: &mut Note) -> Response {
         };
         return super::http_stdio::bodiless(pool, &parts.method, &parts.headers, note).await;
     }
-    let ctx = Context::of(rt, &parts.headers);
+    let ctx = Context::of(rt, &parts.headers, client);
     let era = ctx.era(None);
     let is_delete = parts.method == Method::DELETE;
     note.method = if is_delete { "DELETE" } else { "GET" };

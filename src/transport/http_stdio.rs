@@ -113,6 +113,7 @@ pub(super) async fn post(
             id: client_id,
             params: m.params,
             bytes: &bytes,
+            client: ctx.client.as_ref(),
         };
         match guard::tools_call(&rt.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
@@ -169,6 +170,7 @@ pub(super) async fn post(
         era,
         key,
         target: rt.target.clone(),
+        client: ctx.client.clone(),
     };
     let (status, body) = match jsonrpc::parse(&answer) {
         Ok(jsonrpc::Body::Single(am)) => match pipeline::observe(&rt.gw, &pending, &am).replacement

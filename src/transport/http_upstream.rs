@@ -90,12 +90,39 @@ impl HttpUpstream {
     pub async fn send(
         &self,
         method: Method,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        self.send_to(self.uri.clone(), method, headers, body).await
+    }
+
+    /// The same, to another path on the upstream's origin (its `/.well-known/` documents).
+    pub async fn send_to_path(
+        &self,
+        path_and_query: &str,
+        method: Method,
+        headers: HeaderMap,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let mut parts = self.uri.clone().into_parts();
+        parts.path_and_query = Some(
+            path_and_query
+                .parse()
+                .map_err(|e: http::uri::InvalidUri| UpstreamError::Unreachable(e.to_string()))?,
+        );
+        let uri = Uri::from_parts(parts).map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+        self.send_to(uri, method, headers, Bytes::new()).await
+    }
+
+    async fn send_to(
+        &self,
+        uri: Uri,
+        method: Method,
         mut headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let mut req = Request::builder()
             .method(method)
-            .uri(self.uri.clone())
+            .uri(uri)
             .body(Full::new(body))
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
         strip_hop_by_hop(&mut headers);

@@ -12,3 +12,4 @@ pub mod sse;
 pub mod stdio;
 pub mod stdio_http;
 pub mod stdio_pool;
+mod well_known;

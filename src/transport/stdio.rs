@@ -166,6 +166,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
                                     era: Era::Legacy,
                                     key: key.clone(),
                                     target: target.clone(),
+                                    client: None,
                                 };
                                 pipeline::observe(&gw, &any, &m).replacement
                             }
@@ -262,6 +263,7 @@ async fn from_client(
         }
     };
     let era = Era::detect(None, m.params);
+    let client = gw.client(None);
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let call = Call {
             target,
@@ -270,6 +272,7 @@ async fn from_client(
             id: m.id.expect("a request has an id"),
             params: m.params,
             bytes: &line,
+            client: client.as_ref(),
         };
         match guard::tools_call(gw, call, lister).await {
             Decision::Forward(body, kind) => (body, kind),
@@ -287,6 +290,7 @@ async fn from_client(
             era,
             key: key.clone(),
             target: target.clone(),
+            client,
         };
         pending
             .lock()

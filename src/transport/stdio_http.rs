@@ -168,6 +168,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
     };
     let era = Era::detect(None, m.params);
     let key = ctx.key();
+    let client = ctx.gw.client(None);
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let call = Call {
             target: &ctx.target,
@@ -176,6 +177,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             id: m.id.expect("a request has an id"),
             params: m.params,
             bytes: &line,
+            client: client.as_ref(),
         };
         match guard::tools_call(&ctx.gw, call, &UpLister { ctx }).await {
             Decision::Forward(body, kind) => (body, kind),
@@ -203,6 +205,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         era,
         key,
         target: ctx.target.clone(),
+        client,
     };
     let is_call = matches!(pending.kind, Kind::Call { .. });
     let resp = match ctx.up.send(Method::POST, ctx.headers(), body).await {
@@ -292,6 +295,7 @@ async fn server_stream(ctx: &Ctx) {
         era: Era::Legacy,
         key: ctx.key(),
         target: ctx.target.clone(),
+        client: None,
     };
     let mut splitter = Splitter::new(ctx.gw.config.limits.max_sse_event_bytes);
     let mut body = resp.into_body();

@@ -115,6 +115,7 @@ impl StdioPool {
                                 era: Era::Legacy,
                                 key: key.clone(),
                                 target: Self::target(&gw, index),
+                                client: None,
                             };
                             pipeline::observe(&gw, &any, &m);
                         }

@@ -37,6 +37,8 @@ pub enum Script {
     SseThenReset(Vec<Value>),
     /// Never answers.
     Hang,
+    /// 401 with this `WWW-Authenticate`, as a server doing its own OAuth answers.
+    Unauthorized(&'static str),
 }
 
 #[derive(Default)]
@@ -161,7 +163,21 @@ async fn handle(State(s): State<Arc<Scripted>>, headers: HeaderMap, body: Bytes)
             tokio::time::sleep(Duration::from_secs(3600)).await;
             json_response(200, "{}".into())
         }
+        Script::Unauthorized(challenge) => Response::builder()
+            .status(401)
+            .header(header::WWW_AUTHENTICATE, challenge)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"error":"invalid_token"}"#))
+            .unwrap(),
     }
+}
+
+/// The upstream's own RFC 9728 document, for pass-through tests.
+async fn metadata(uri: axum::http::Uri) -> Response {
+    json_response(
+        200,
+        json!({"resource": "http://scripted/mcp", "authorization_servers": ["http://as.scripted"], "served_path": uri.path()}).to_string(),
+    )
 }
 
 impl Scripted {
@@ -197,6 +213,10 @@ impl Scripted {
         let state = Arc::new(self);
         let app = Router::new()
             .route("/mcp", post(handle))
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                axum::routing::get(metadata),
+            )
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await

@@ -1,0 +1,312 @@
+//! JWT bearer tokens checked against an issuer's JWKS: signature, `iss`, `aud`, `exp` (and
+//! `nbf` when present). Only asymmetric algorithms are accepted, and a key's own `alg`, when
+//! it names one, must match the token's, so a public key can never be used as an HMAC secret.
+//!
+//! Keys come from a file (read at load and reload) or a URL: fetched on first use, again
+//! every `refresh`, and early (at most every 30 s) when a token names a key id the set lacks,
+//! which is how issuers rotate. A failed refresh keeps the keys already held.
+
+use super::Refusal;
+use crate::config::{ConfigError, Jwt};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
+use serde_json::{Map, Value};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+const ACCEPTED: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+const MAX_JWKS_BYTES: usize = 1024 * 1024;
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+const UNKNOWN_KID_REFETCH: Duration = Duration::from_secs(30);
+/// After a failed fetch, how long requests wait before asking the issuer again.
+const FAILED_FETCH_PAUSE: Duration = Duration::from_secs(2);
+
+type JwksClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Empty<Bytes>,
+>;
+
+pub struct Verifier {
+    keys: Arc<Keys>,
+    validation: Validation,
+    identity_claim: String,
+}
+
+struct Keys {
+    url: Option<http::Uri>,
+    client: Option<JwksClient>,
+    refresh: Duration,
+    /// The key set and when it was fetched.
+    held: RwLock<Option<(Arc<JwkSet>, Instant)>>,
+    /// One fetch at a time.
+    fetching: tokio::sync::Mutex<Fetches>,
+}
+
+#[derive(Default)]
+struct Fetches {
+    failed: Option<Instant>,
+    unknown_key: Option<Instant>,
+}
+
+impl Verifier {
+    pub fn new(
+        j: &Jwt,
+        audience: Vec<String>,
+        previous: Option<&Verifier>,
+    ) -> Result<Verifier, ConfigError> {
+        let keys = match (&j.jwks_file, &j.jwks_url) {
+            (Some(path), None) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ConfigError(format!("auth.jwt.jwks_file {path}: {e}")))?;
+                let set: JwkSet = serde_json::from_str(&text).map_err(|e| {
+                    ConfigError(format!("auth.jwt.jwks_file {path}: not a JWKS: {e}"))
+                })?;
+                Arc::new(Keys {
+                    url: None,
+                    client: None,
+                    refresh: j.refresh,
+                    held: RwLock::new(Some((Arc::new(set), Instant::now()))),
+                    fetching: Default::default(),
+                })
+            }
+            (None, Some(url)) => {
+                let uri = jwks_uri(url)?;
+                match previous
+                    .filter(|p| p.keys.url.as_ref() == Some(&uri) && p.keys.refresh == j.refresh)
+                {
+                    Some(p) => p.keys.clone(),
+                    None => Arc::new(Keys {
+                        url: Some(uri),
+                        client: Some(client()?),
+                        refresh: j.refresh,
+                        held: RwLock::new(None),
+                        fetching: Default::default(),
+                    }),
+                }
+            }
+            _ => {
+                return Err(ConfigError(
+                    "auth.jwt: give exactly one of jwks_file or jwks_url".into(),
+                ));
+            }
+        };
+        if j.issuer.is_empty() {
+            return Err(ConfigError("auth.jwt.issuer is required".into()));
+        }
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.algorithms = ACCEPTED.to_vec();
+        validation.set_issuer(&[&j.issuer]);
+        validation.set_audience(&audience);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        validation.leeway = j.leeway.as_secs();
+        Ok(Verifier {
+            keys,
+            validation,
+            identity_claim: j.identity_claim.clone(),
+        })
+    }
+
+    pub fn identity_claim(&self) -> &str {
+        &self.identity_claim
+    }
+
+    /// The client's name: the identity claim, when it is a string.
+    pub fn identity<'c>(&self, claims: &'c Map<String, Value>) -> Option<&'c str> {
+        claims
+            .get(&self.identity_claim)?
+            .as_str()
+            .filter(|s| !s.is_empty())
+    }
+
+    pub async fn verify(&self, token: &str) -> Result<Map<String, Value>, Refusal> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| Refusal::Invalid("the token is not a readable JWT".into()))?;
+        if !ACCEPTED.contains(&header.alg) {
+            return Err(Refusal::Invalid(format!(
+                "tokens signed with {:?} are not accepted",
+                header.alg
+            )));
+        }
+        let kid = header.kid.as_deref();
+        let mut set = self.keys.current().await?;
+        if find(&set, kid).is_none() && self.keys.url.is_some() {
+            set = self.keys.refetch_for_unknown_key().await?;
+        }
+        let jwk = find(&set, kid).ok_or_else(|| {
+            Refusal::Invalid("the token's signing key is not one of the issuer's keys".into())
+        })?;
+        if let Some(alg) = jwk.common.key_algorithm
+            && format!("{alg:?}") != format!("{:?}", header.alg)
+        {
+            return Err(Refusal::Invalid(
+                "the token's algorithm does not match its key".into(),
+            ));
+        }
+        let key = DecodingKey::from_jwk(jwk)
+            .map_err(|_| Refusal::Invalid("the token's key cannot be used".into()))?;
+        let mut validation = self.validation.clone();
+        validation.algorithms = vec![header.alg];
+        jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+            .map(|d| d.claims)
+            .map_err(|e| Refusal::Invalid(describe(e.kind()).into()))
+    }
+}
+
+/// The key a token names; without a `kid`, the set's only key.
+fn find<'s>(set: &'s JwkSet, kid: Option<&str>) -> Option<&'s Jwk> {
+    match kid {
+        Some(k) => set.find(k),
+        None if set.keys.len() == 1 => set.keys.first(),
+        None => None,
+    }
+}
+
+fn describe(kind: &ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::ExpiredSignature => "the token has expired",
+        ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)",
+        ErrorKind::InvalidIssuer => "the token was issued by another issuer (iss)",
+        ErrorKind::InvalidAudience => "the token is meant for another audience (aud)",
+        ErrorKind::InvalidSignature => "the token's signature does not verify",
+        ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (exp, iss or aud)",
+        ErrorKind::InvalidAlgorithm => "the token's algorithm does not match its key",
+        _ => "the token is malformed",
+    }
+}
+
+impl Keys {
+    /// The held set, fetched first when there is none or it is older than `refresh`.
+    async fn current(&self) -> Result<Arc<JwkSet>, Refusal> {
+        match self.held() {
+            Some((set, at)) if self.url.is_none() || at.elapsed() < self.refresh => Ok(set),
+            _ => self.fetch().await,
+        }
+    }
+
+    /// A token names a key id the set lacks: the issuer may have rotated. Asked at most every
+    /// 30 s, so made-up key ids cannot turn into a stream of fetches.
+    async fn refetch_for_unknown_key(&self) -> Result<Arc<JwkSet>, Refusal> {
+        let mut fetches = self.fetching.lock().await;
+        if let (Some(at), Some((set, _))) = (fetches.unknown_key, self.held())
+            && at.elapsed() < UNKNOWN_KID_REFETCH
+        {
+            return Ok(set);
+        }
+        fetches.unknown_key = Some(Instant::now());
+        self.download_into(&mut fetches).await
+    }
+
+    fn held(&self) -> Option<(Arc<JwkSet>, Instant)> {
+        self.held.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Fetches, unless another request refreshed the set while this one waited, or a fetch
+    /// failed moments ago (then what is held, if anything, stands).
+    async fn fetch(&self) -> Result<Arc<JwkSet>, Refusal> {
+        let mut fetches = self.fetching.lock().await;
+        let failed_recently = fetches
+            .failed
+            .is_some_and(|t| t.elapsed() < FAILED_FETCH_PAUSE);
+        match self.held() {
+            Some((set, at)) if at.elapsed() < self.refresh || failed_recently => Ok(set),
+            None if failed_recently => Err(Refusal::Unavailable(
+                "the issuer's key set could not be fetched; retrying shortly".into(),
+            )),
+            _ => self.download_into(&mut fetches).await,
+        }
+    }
+
+    /// A failure keeps what is held, and is an error only when nothing is.
+    async fn download_into(&self, fetches: &mut Fetches) -> Result<Arc<JwkSet>, Refusal> {
+        match self.download().await {
+            Ok(set) => {
+                fetches.failed = None;
+                let set = Arc::new(set);
+                *self.held.write().unwrap_or_else(|p| p.into_inner()) =
+                    Some((set.clone(), Instant::now()));
+                Ok(set)
+            }
+            Err(e) => {
+                fetches.failed = Some(Instant::now());
+                tracing::warn!(error = %e, "auth: could not fetch the JWKS");
+                self.held().map(|(s, _)| s).ok_or(Refusal::Unavailable(e))
+            }
+        }
+    }
+
+    async fn download(&self) -> Result<JwkSet, String> {
+        let (Some(uri), Some(client)) = (&self.url, &self.client) else {
+            return Err("no JWKS URL".into());
+        };
+        let req = http::Request::get(uri.clone())
+            .header(http::header::ACCEPT, "application/json")
+            .body(Empty::new())
+            .map_err(|e| e.to_string())?;
+        let resp = tokio::time::timeout(FETCH_TIMEOUT, client.request(req))
+            .await
+            .map_err(|_| format!("no answer from {uri} within {FETCH_TIMEOUT:?}"))?
+            .map_err(|e| format!("{uri}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("{uri} answered {}", resp.status()));
+        }
+        let body = tokio::time::timeout(
+            FETCH_TIMEOUT,
+            Limited::new(resp.into_body(), MAX_JWKS_BYTES).collect(),
+        )
+        .await
+        .map_err(|_| format!("{uri}: the key set did not arrive within {FETCH_TIMEOUT:?}"))?
+        .map_err(|e| format!("{uri}: {e}"))?
+        .to_bytes();
+        serde_json::from_slice(&body).map_err(|e| format!("{uri}: not a JWKS: {e}"))
+    }
+}
+
+/// HTTPS, or plain HTTP to a loopback address (a local issuer, tests): keys fetched in the
+/// clear from elsewhere could be swapped on the way.
+fn jwks_uri(url: &str) -> Result<http::Uri, ConfigError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| ConfigError(format!("auth.jwt.jwks_url {url:?}: {e}")))?;
+    let host = uri.host().unwrap_or("");
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") => Ok(uri),
+        Some("http") if loopback => Ok(uri),
+        _ => Err(ConfigError(format!(
+            "auth.jwt.jwks_url {url:?} must be https (plain http only to a loopback address)"
+        ))),
+    }
+}
+
+fn client() -> Result<JwksClient, ConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider)
+        .map_err(|e| ConfigError(format!("auth.jwt: no TLS roots for fetching the JWKS: {e}")))?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https),
+    )
+}

@@ -1,0 +1,89 @@
+//! The `/.well-known/` paths. When toolgate authenticates, it is the protected resource and
+//! serves its own RFC 9728 metadata (`oauth-protected-resource`, with each endpoint's path
+//! appended, and bare for the first endpoint). When it does not, these documents are the
+//! upstream's business, so they are fetched from the upstream's origin with the endpoint
+//! path mapped to the upstream's, and passed back untouched.
+
+use super::http::{Endpoint, Upstream};
+use super::http_upstream;
+use super::reply;
+use crate::auth::METADATA_PATH;
+use crate::gateway::Gateway;
+use crate::jsonrpc;
+use axum::body::Body;
+use axum::response::Response;
+use http::{Method, StatusCode, header};
+
+pub(super) async fn serve(
+    gw: &Gateway,
+    endpoints: &[Endpoint],
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: http::HeaderMap,
+) -> Response {
+    let not_found = || {
+        reply::transport(
+            StatusCode::NOT_FOUND,
+            jsonrpc::INVALID_REQUEST,
+            "Not found: no document at this path",
+        )
+    };
+    if let Some(auth) = &gw.auth {
+        let Some(rest) = path.strip_prefix(METADATA_PATH) else {
+            return not_found();
+        };
+        let index = match rest {
+            "" | "/" => 0,
+            p => match endpoints.iter().find(|e| e.path == p) {
+                Some(e) => e.index,
+                None => return not_found(),
+            },
+        };
+        let Some(doc) = auth.metadata(&gw.targets[index]) else {
+            return not_found();
+        };
+        let mut r = reply::json(StatusCode::OK, doc.to_string().into_bytes());
+        r.headers_mut().insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            header::HeaderValue::from_static("*"),
+        );
+        return r;
+    }
+    // Pass-through: `/.well-known/<doc><endpoint path>` becomes the same document for the
+    // upstream's path; anything else goes to the first HTTP upstream as it came.
+    let http = |e: &Endpoint| match &e.up {
+        Upstream::Http(up) => Some(up.clone()),
+        Upstream::Stdio(_) => None,
+    };
+    let mapped = endpoints.iter().find_map(|e| {
+        let prefix = path.strip_suffix(e.path.as_str())?;
+        let up = http(e)?;
+        let upstream_path = up.uri.path().trim_end_matches('/').to_string();
+        Some((up, format!("{prefix}{upstream_path}")))
+    });
+    let Some((up, upstream_path)) = mapped.or_else(|| {
+        endpoints
+            .iter()
+            .find_map(http)
+            .map(|up| (up, path.to_string()))
+    }) else {
+        return not_found();
+    };
+    let target = match query {
+        Some(q) => format!("{upstream_path}?{q}"),
+        None => upstream_path,
+    };
+    match up.send_to_path(&target, method.clone(), headers).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            http_upstream::strip_hop_by_hop(&mut parts.headers);
+            Response::from_parts(parts, Body::new(body))
+        }
+        Err(e) => reply::transport(
+            StatusCode::BAD_GATEWAY,
+            jsonrpc::INTERNAL_ERROR,
+            &format!("Upstream unavailable: {e}"),
+        ),
+    }
+}

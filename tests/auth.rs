@@ -1,0 +1,563 @@
+//! Authentication at the edge, per-client policy and rate limits, against the real binary.
+//! Tokens are signed here with the test-only keys in `tests/fixtures/jwt/`; the upstream is
+//! the scripted server, which records what reached it.
+
+mod common;
+
+use common::scripted::{Script, Scripted, open_tool};
+use common::{ACCEPT, Reply, Toolgate, call, request, tempfile_lite::TempFile};
+use http::Method;
+use jsonwebtoken::jwk::Jwk;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const ISSUER: &str = "https://issuer.test";
+const PUBLIC: &str = "https://gw.test";
+const CLIENT_TOKEN: &str = "ci-bot-secret-token-0123456789";
+const UPSTREAM_CREDENTIAL: &str = "Bearer upstream-credential-42";
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/tests/fixtures/jwt/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+struct Key {
+    enc: EncodingKey,
+    alg: Algorithm,
+    kid: &'static str,
+}
+
+impl Key {
+    fn rsa(file: &str, kid: &'static str) -> Key {
+        Key {
+            enc: EncodingKey::from_rsa_pem(&fixture(file)).unwrap(),
+            alg: Algorithm::RS256,
+            kid,
+        }
+    }
+
+    fn ec(kid: &'static str) -> Key {
+        Key {
+            enc: EncodingKey::from_ec_pem(&fixture("issuer-ec.pem")).unwrap(),
+            alg: Algorithm::ES256,
+            kid,
+        }
+    }
+
+    /// The public half, as an issuer publishes it.
+    fn jwk(&self) -> Value {
+        let mut jwk =
+            serde_json::to_value(Jwk::from_encoding_key(&self.enc, self.alg).unwrap()).unwrap();
+        jwk["kid"] = json!(self.kid);
+        jwk
+    }
+
+    fn sign(&self, claims: &Value) -> String {
+        let mut header = Header::new(self.alg);
+        header.kid = Some(self.kid.into());
+        jsonwebtoken::encode(&header, claims, &self.enc).unwrap()
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Claims toolgate accepts; tests spoil one at a time.
+fn good_claims(sub: &str) -> Value {
+    json!({"iss": ISSUER, "aud": format!("{PUBLIC}/mcp"), "sub": sub, "exp": now() + 300,
+           "iat": now(), "scope": "mcp:tools profile"})
+}
+
+fn jwks(keys: &[&Key]) -> String {
+    json!({"keys": keys.iter().map(|k| k.jwk()).collect::<Vec<_>>()}).to_string()
+}
+
+async fn scripted() -> (String, Arc<Scripted>) {
+    Scripted::new(vec![
+        open_tool("echo"),
+        open_tool("secret"),
+        open_tool("other"),
+    ])
+    .script(
+        "echo",
+        Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+    )
+    .spawn()
+    .await
+}
+
+/// Toolgate with static tokens, a JWT issuer (`jwks` is a file's content or a URL), an
+/// upstream credential and per-client rules; the files live as long as the gateway.
+async fn gateway(upstream: &str, jwks_source: &str, extra: &str) -> Toolgate {
+    let token_file = TempFile::new(CLIENT_TOKEN);
+    let cred_file = TempFile::new(UPSTREAM_CREDENTIAL);
+    let (jwks_line, jwks_file) = if jwks_source.starts_with("http") {
+        (format!("jwks_url = \"{jwks_source}\""), None)
+    } else {
+        let f = TempFile::new(jwks_source);
+        (format!("jwks_file = \"{}\"", f.path.display()), Some(f))
+    };
+    let config = format!(
+        r#"
+[auth]
+public_url = "{PUBLIC}"
+authorization_servers = ["{ISSUER}"]
+required_scopes = ["mcp:tools"]
+
+[[auth.tokens]]
+name = "ci-bot"
+file = "{token}"
+
+[auth.jwt]
+{jwks_line}
+issuer = "{ISSUER}"
+
+[auth.upstream_header]
+file = "{cred}"
+{extra}
+"#,
+        token = token_file.path.display(),
+        cred = cred_file.path.display(),
+    );
+    let tg = Toolgate::serve(upstream, Some(&config)).await;
+    // The secrets are read at load; the files may go once toolgate runs, but keeping them
+    // lets a reload read them again.
+    std::mem::forget((token_file, cred_file, jwks_file));
+    tg
+}
+
+async fn post_as(tg: &Toolgate, token: Option<&str>, body: String) -> Reply {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
+    if let Some(a) = &auth {
+        headers.push(("authorization", a));
+    }
+    request(Method::POST, &tg.url(), &headers, body).await
+}
+
+fn list() -> String {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string()
+}
+
+fn challenge(r: &Reply) -> String {
+    r.headers
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+const METADATA: &str =
+    "resource_metadata=\"https://gw.test/.well-known/oauth-protected-resource/mcp\"";
+
+#[tokio::test]
+async fn static_tokens_let_in_their_client_and_the_upstream_gets_its_own_credential() {
+    let (up, seen) = scripted().await;
+    let rsa = Key::rsa("issuer-rsa.pem", "k1");
+    let tg = gateway(&up, &jwks(&[&rsa]), "").await;
+
+    let missing = post_as(&tg, None, list()).await;
+    assert_eq!(missing.status, 401, "{}", missing.text());
+    assert_eq!(challenge(&missing), format!("Bearer {METADATA}"));
+
+    let wrong = post_as(&tg, Some("ci-bot-secret-token-0123456788"), list()).await;
+    assert_eq!(wrong.status, 401);
+    assert!(
+        challenge(&wrong).contains("error=\"invalid_token\""),
+        "{}",
+        challenge(&wrong)
+    );
+    assert!(
+        seen.seen.lock().unwrap().is_empty(),
+        "refused requests never reach the upstream"
+    );
+
+    let ok = post_as(&tg, Some(CLIENT_TOKEN), call(1, "echo", json!({}))).await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(ok.answer()["result"]["content"][0]["text"], "echoed");
+    let headers = seen.seen_headers.lock().unwrap();
+    assert!(!headers.is_empty());
+    for h in headers.iter() {
+        let sent: Vec<_> = h.get_all("authorization").iter().collect();
+        assert_eq!(
+            sent,
+            vec![UPSTREAM_CREDENTIAL],
+            "the client's token stays at the edge"
+        );
+    }
+    assert!(
+        !tg.logs().contains(CLIENT_TOKEN) && !tg.logs().contains("upstream-credential-42"),
+        "no secret in the logs"
+    );
+}
+
+#[tokio::test]
+async fn jwts_are_checked_for_signature_issuer_audience_expiry_and_scope() {
+    let (up, seen) = scripted().await;
+    let (rsa, ec) = (Key::rsa("issuer-rsa.pem", "k1"), Key::ec("k2"));
+    let tg = gateway(&up, &jwks(&[&rsa, &ec]), "").await;
+
+    for (key, name) in [(&rsa, "RS256"), (&ec, "ES256")] {
+        let r = post_as(
+            &tg,
+            Some(&key.sign(&good_claims("alice"))),
+            call(1, "echo", json!({})),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{name}: {}", r.text());
+        assert_eq!(r.answer()["result"]["content"][0]["text"], "echoed");
+    }
+    let calls_before = seen.seen.lock().unwrap().len();
+
+    let spoil = |k: &str, v: Value| {
+        let mut c = good_claims("alice");
+        c[k] = v;
+        c
+    };
+    let rogue = Key::rsa("rogue-rsa.pem", "k1");
+    let hs = jsonwebtoken::encode(
+        &Header {
+            kid: Some("k1".into()),
+            ..Header::new(Algorithm::HS256)
+        },
+        &good_claims("alice"),
+        &EncodingKey::from_secret(b"guess"),
+    )
+    .unwrap();
+    let cases = [
+        (
+            "expired",
+            rsa.sign(&spoil("exp", json!(now() - 600))),
+            "has expired",
+        ),
+        (
+            "wrong audience",
+            rsa.sign(&spoil("aud", json!("https://elsewhere.test/mcp"))),
+            "another audience",
+        ),
+        (
+            "wrong issuer",
+            rsa.sign(&spoil("iss", json!("https://evil.test"))),
+            "another issuer",
+        ),
+        (
+            "bad signature",
+            rogue.sign(&good_claims("alice")),
+            "signature does not verify",
+        ),
+        ("symmetric algorithm", hs, "not accepted"),
+        (
+            "not yet valid",
+            rsa.sign(&spoil("nbf", json!(now() + 600))),
+            "not valid yet",
+        ),
+        ("garbage", "a.b.c".to_string(), "not a readable JWT"),
+    ];
+    for (case, token, says) in cases {
+        let r = post_as(&tg, Some(&token), call(2, "echo", json!({}))).await;
+        assert_eq!(r.status, 401, "{case}: {}", r.text());
+        let c = challenge(&r);
+        assert!(
+            c.starts_with("Bearer ") && c.contains(METADATA),
+            "{case}: {c}"
+        );
+        assert!(c.contains("error=\"invalid_token\""), "{case}: {c}");
+        assert!(
+            c.contains(says) && r.text().contains(says),
+            "{case}: {c} / {}",
+            r.text()
+        );
+    }
+
+    let no_scope = rsa.sign(&spoil("scope", json!("profile")));
+    let r = post_as(&tg, Some(&no_scope), call(3, "echo", json!({}))).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let c = challenge(&r);
+    assert!(
+        c.contains("error=\"insufficient_scope\"") && c.contains("scope=\"mcp:tools\""),
+        "{c}"
+    );
+
+    assert_eq!(
+        seen.seen.lock().unwrap().len(),
+        calls_before,
+        "no refused token reached the upstream"
+    );
+    let metrics = tg.admin_get("/metrics").await.text();
+    assert!(
+        metrics.contains("outcome=\"unauthorized\"") && metrics.contains("outcome=\"forbidden\"")
+    );
+}
+
+#[tokio::test]
+async fn protected_resource_metadata_is_served_per_endpoint() {
+    let (up, _) = scripted().await;
+    let rsa = Key::rsa("issuer-rsa.pem", "k1");
+    let tg = gateway(&up, &jwks(&[&rsa]), "").await;
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let r = request(Method::GET, &format!("http://{}{path}", tg.addr), &[], "").await;
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(
+            r.json(),
+            json!({"resource": "https://gw.test/mcp", "authorization_servers": [ISSUER],
+                   "bearer_methods_supported": ["header"], "scopes_supported": ["mcp:tools"]})
+        );
+    }
+    let other = request(
+        Method::GET,
+        &format!("http://{}/.well-known/oauth-authorization-server", tg.addr),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(other.status, 404, "toolgate is not an authorization server");
+}
+
+#[tokio::test]
+async fn each_client_sees_and_calls_only_its_tools_within_its_rate() {
+    let (up, seen) = scripted().await;
+    let rsa = Key::rsa("issuer-rsa.pem", "k1");
+    let rules = r#"
+[clients.ci-bot]
+allow_tools = ["echo"]
+
+[clients.alice]
+deny_tools = ["secret"]
+tool_rate_limits = { echo = "2/minute" }
+"#;
+    let tg = gateway(&up, &jwks(&[&rsa]), rules).await;
+    let alice = rsa.sign(&good_claims("alice"));
+    let bob = rsa.sign(&good_claims("bob"));
+
+    let names = |r: &Reply| -> Vec<String> {
+        r.answer()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&post_as(&tg, Some(CLIENT_TOKEN), list()).await),
+        ["echo"]
+    );
+    assert_eq!(
+        names(&post_as(&tg, Some(&alice), list()).await),
+        ["echo", "other"]
+    );
+    assert_eq!(
+        names(&post_as(&tg, Some(&bob), list()).await),
+        ["echo", "secret", "other"]
+    );
+
+    // Denied for this client: a tool error that says so, not "unknown".
+    let denied = post_as(&tg, Some(CLIENT_TOKEN), call(4, "secret", json!({}))).await;
+    let a = denied.answer();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/policy"]["code"],
+        "tool_denied"
+    );
+    assert!(common::result_text(&a).contains("this client's policy"));
+    // Unknown is another answer; its suggestions never name a tool the client cannot see.
+    let unknown = post_as(&tg, Some(&alice), call(5, "secrets", json!({}))).await;
+    let a = unknown.answer();
+    assert_eq!(a["error"]["code"], -32602, "{a}");
+    assert_eq!(a["error"]["data"]["suggestions"], json!([]), "{a}");
+    let unknown = post_as(&tg, Some(&bob), call(5, "secrets", json!({}))).await;
+    assert_eq!(
+        unknown.answer()["error"]["data"]["suggestions"],
+        json!(["secret"])
+    );
+    // Bob has no rules: the same tool goes through.
+    let r = post_as(&tg, Some(&bob), call(6, "secret", json!({}))).await;
+    assert!(r.answer()["result"]["isError"].is_null(), "{}", r.text());
+
+    // Alice: two calls a minute to echo, then a tool error with the wait.
+    for id in [10, 11] {
+        let r = post_as(&tg, Some(&alice), call(id, "echo", json!({}))).await;
+        assert_eq!(common::result_text(&r.answer()), "echoed");
+    }
+    let limited = post_as(&tg, Some(&alice), call(12, "echo", json!({}))).await;
+    assert_eq!(limited.status, 200);
+    let a = limited.answer();
+    assert_eq!(a["id"], 12);
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    let details = &a["result"]["_meta"]["toolgate/rate_limit"];
+    assert_eq!(details["code"], "rate_limited");
+    let wait = details["retryAfterSeconds"].as_u64().unwrap();
+    assert!((1..=30).contains(&wait), "{details}");
+    assert!(common::result_text(&a).contains(&format!("Retry in {wait} s")));
+    // Other clients and other tools keep their own budgets.
+    let r = post_as(&tg, Some(CLIENT_TOKEN), call(13, "echo", json!({}))).await;
+    assert_eq!(common::result_text(&r.answer()), "echoed");
+    let alice_echoes = seen
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["params"]["name"] == "echo")
+        .count();
+    assert_eq!(
+        alice_echoes, 3,
+        "two from alice, one from ci-bot; the limited one stayed here"
+    );
+    let metrics = tg.admin_get("/metrics").await.text();
+    assert!(
+        metrics.contains("tool=\"echo\",outcome=\"rate_limited\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// An issuer serving its JWKS on loopback, counting fetches; its keys can be rotated.
+async fn issuer(keys: String) -> (String, Arc<Mutex<String>>, Arc<AtomicUsize>) {
+    let doc = Arc::new(Mutex::new(keys));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let (d, f) = (doc.clone(), fetches.clone());
+    let app = axum::Router::new().route(
+        "/jwks",
+        axum::routing::get(move || {
+            let (d, f) = (d.clone(), f.clone());
+            async move {
+                f.fetch_add(1, Ordering::SeqCst);
+                d.lock().unwrap().clone()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, doc, fetches)
+}
+
+#[tokio::test]
+async fn a_jwks_url_is_fetched_once_and_again_when_the_issuer_rotates_keys() {
+    let (up, _) = scripted().await;
+    let (k1, k2) = (Key::rsa("issuer-rsa.pem", "k1"), Key::ec("k2"));
+    let (url, doc, fetches) = issuer(jwks(&[&k1])).await;
+    let tg = gateway(&up, &url, "").await;
+
+    for id in 1..=3 {
+        let r = post_as(
+            &tg,
+            Some(&k1.sign(&good_claims("alice"))),
+            call(id, "echo", json!({})),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "the key set is cached");
+
+    // Rotation: the issuer adds k2 and signs with it; toolgate fetches again on the new kid.
+    *doc.lock().unwrap() = jwks(&[&k1, &k2]);
+    let r = post_as(
+        &tg,
+        Some(&k2.sign(&good_claims("alice"))),
+        call(4, "echo", json!({})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
+
+    // A token naming a key nobody published: refused, and no fetch storm.
+    let unknown = Key::rsa("rogue-rsa.pem", "k9");
+    for id in 5..=7 {
+        let r = post_as(
+            &tg,
+            Some(&unknown.sign(&good_claims("alice"))),
+            call(id, "echo", json!({})),
+        )
+        .await;
+        assert_eq!(r.status, 401);
+        assert!(
+            challenge(&r).contains("not one of the issuer's keys"),
+            "{}",
+            challenge(&r)
+        );
+    }
+    assert_eq!(
+        fetches.load(Ordering::SeqCst),
+        2,
+        "unknown key ids refetch at most every 30 s"
+    );
+}
+
+#[tokio::test]
+async fn without_auth_credentials_and_discovery_pass_through_untouched() {
+    let (up, seen) = Scripted::new(vec![open_tool("echo"), open_tool("guarded")])
+        .script(
+            "guarded",
+            Script::Unauthorized("Bearer resource_metadata=\"http://scripted/.well-known/oauth-protected-resource/mcp\""),
+        )
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&up, None).await;
+
+    let r = post_as(
+        &tg,
+        Some("client-token-for-upstream"),
+        call(1, "echo", json!({})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let last = seen.seen_headers.lock().unwrap().last().unwrap().clone();
+    assert_eq!(last["authorization"], "Bearer client-token-for-upstream");
+
+    let r = post_as(
+        &tg,
+        Some("client-token-for-upstream"),
+        call(2, "guarded", json!({})),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(
+        challenge(&r),
+        "Bearer resource_metadata=\"http://scripted/.well-known/oauth-protected-resource/mcp\""
+    );
+
+    let doc = request(
+        Method::GET,
+        &format!(
+            "http://{}/.well-known/oauth-protected-resource/mcp",
+            tg.addr
+        ),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(doc.status, 200, "{}", doc.text());
+    assert_eq!(doc.json()["resource"], "http://scripted/mcp");
+    assert_eq!(
+        doc.json()["served_path"],
+        "/.well-known/oauth-protected-resource/mcp"
+    );
+}
+
+#[tokio::test]
+async fn rules_for_named_clients_without_authentication_are_refused_at_startup() {
+    let cfg = TempFile::new("[clients.alice]\ndeny_tools = [\"x\"]\n");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--upstream", "http://127.0.0.1:9/mcp", "--config"])
+        .arg(&cfg.path)
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "off"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no authentication is configured"), "{err}");
+}
