@@ -239,11 +239,23 @@ impl Gateway {
 
     /// A fresh id for a message toolgate sends or writes on its own behalf.
     pub fn next_id(&self) -> String {
-        format!(
-            "{}-{}",
-            self.ids.prefix,
-            self.ids.seq.fetch_add(1, Ordering::Relaxed)
-        )
+        // Written by hand: `format!` costs more than the rest of minting a request id.
+        let mut n = self.ids.seq.fetch_add(1, Ordering::Relaxed);
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let mut id = String::with_capacity(self.ids.prefix.len() + 1 + digits.len() - at);
+        id.push_str(&self.ids.prefix);
+        id.push('-');
+        id.extend(digits[at..].iter().map(|d| char::from(*d)));
+        id
     }
 
     /// Which catalog a request reads: its session's, or (stateless) its credentials'.

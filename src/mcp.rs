@@ -17,6 +17,9 @@ pub const NAME_HEADER: &str = "mcp-name";
 /// The first stateless revision. Versions sort as strings.
 pub const MODERN_VERSION: &str = "2026-07-28";
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// Every message's params are searched for it: a prebuilt SIMD searcher, not `str::contains`.
+static META_FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(META_PROTOCOL_VERSION));
 
 /// Which rules a request follows; decided per request, because one endpoint serves both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +42,7 @@ impl Era {
             };
         }
         match meta {
-            Some(m) if m.get().contains(META_PROTOCOL_VERSION) => Era::Modern,
+            Some(m) if META_FINDER.find(m.get().as_bytes()).is_some() => Era::Modern,
             _ => Era::Legacy,
         }
     }

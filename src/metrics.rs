@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -25,17 +25,46 @@ pub struct Counter {
     name: &'static str,
     help: &'static str,
     label_names: &'static [&'static str],
-    series: RwLock<HashMap<u64, Series>>,
+    series: RwLock<ByKey>,
 }
 
+/// FNV-1a over the label values: a few short strings per increment, where SipHash would cost
+/// several times more. A collision is caught by comparing labels on every hit.
 fn key(labels: &[&str]) -> u64 {
-    let mut h =
-        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-            .build_hasher();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for l in labels {
-        l.hash(&mut h);
+        for b in l.bytes().chain(std::iter::once(0xff)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
     }
-    h.finish()
+    h
+}
+
+/// The map's keys are already hashes.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type ByKey = HashMap<u64, Series, BuildHasherDefault<Prehashed>>;
+
+impl Series {
+    fn is(&self, labels: &[&str]) -> bool {
+        self.labels.len() == labels.len() && self.labels.iter().zip(labels).all(|(a, b)| **a == **b)
+    }
 }
 
 impl Counter {
@@ -48,7 +77,7 @@ impl Counter {
             name,
             help,
             label_names,
-            series: RwLock::new(HashMap::new()),
+            series: RwLock::new(ByKey::default()),
         }
     }
 
@@ -60,14 +89,17 @@ impl Counter {
         let k = key(labels);
         {
             let series = self.series.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(s) = series.get(&k) {
+            if let Some(s) = series.get(&k)
+                && s.is(labels)
+            {
                 s.value.fetch_add(n, Ordering::Relaxed);
                 return;
             }
         }
         let mut series = self.series.write().unwrap_or_else(|p| p.into_inner());
+        let collides = series.get(&k).is_some_and(|s| !s.is(labels));
         let (k, labels): (u64, Vec<&str>) =
-            if series.len() >= MAX_SERIES && !series.contains_key(&k) {
+            if collides || (series.len() >= MAX_SERIES && !series.contains_key(&k)) {
                 let other: Vec<&str> = labels.iter().map(|_| "other").collect();
                 (key(&other), other)
             } else {

@@ -17,7 +17,7 @@ use crate::validate::{self, Report, Verdict};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -52,14 +52,38 @@ pub enum Decision<R> {
     Relay(R),
 }
 
+/// `params` of a `tools/call`, `arguments` included, read in one pass.
 #[derive(Deserialize)]
 struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default, deserialize_with = "jsonrpc::arguments")]
+    arguments: Option<Result<Map<String, Value>, ArgumentsError>>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+/// The same with `arguments` left raw: the slow path, taken only when the one pass fails, to
+/// tell a duplicate key (and where), unreadable arguments and a malformed call apart.
+#[derive(Deserialize)]
+struct RawCallParams<'a> {
     #[serde(borrow)]
     name: Cow<'a, str>,
     #[serde(borrow, default, deserialize_with = "jsonrpc::present")]
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "_meta")]
     meta: Option<&'a RawValue>,
+}
+
+fn read_params(raw: &RawValue) -> Result<CallParams<'_>, serde_json::Error> {
+    serde_json::from_str::<CallParams<'_>>(raw.get()).or_else(|_| {
+        let r: RawCallParams<'_> = serde_json::from_str(raw.get())?;
+        Ok(CallParams {
+            name: r.name,
+            arguments: r.arguments.map(jsonrpc::parse_arguments),
+            meta: r.meta,
+        })
+    })
 }
 
 /// One `tools/call` as it arrived.
@@ -104,7 +128,7 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
             None,
         ))
     };
-    let params: CallParams<'_> = match call.params.map(|p| serde_json::from_str(p.get())) {
+    let params = match call.params.map(read_params) {
         Some(Ok(p)) => p,
         Some(Err(e)) => return malformed(e.to_string()),
         None => return malformed("missing params with a \"name\"".into()),
@@ -138,7 +162,7 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
     if mode == Mode::Off {
         return forward("forwarded", call.bytes.clone());
     }
-    let mut args = match params.arguments.map(jsonrpc::parse_arguments) {
+    let mut args = match params.arguments {
         None => Ok(Value::Object(Default::default())),
         Some(Ok(map)) => Ok(Value::Object(map)),
         Some(Err(ArgumentsError::NotObject)) => {

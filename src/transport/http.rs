@@ -26,7 +26,7 @@ use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE,
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
 };
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
@@ -190,9 +190,7 @@ async fn handle(rt: &Route, mut req: Request) -> Response {
         outcome: "rejected",
     };
     let mut resp = route(rt, req, &mut note).await;
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
-        resp.headers_mut().insert(REQUEST_ID, v);
-    }
+    resp.headers_mut().insert(REQUEST_ID, request_id.clone());
     rt.gw
         .metrics
         .requests
@@ -200,7 +198,7 @@ async fn handle(rt: &Route, mut req: Request) -> Response {
     if rt.gw.config.log.access {
         tracing::info!(
             target: "toolgate::access",
-            request_id = %request_id,
+            request_id = request_id.to_str().unwrap_or("-"),
             upstream = %rt.target.name,
             client = note.client.as_deref().unwrap_or("-"),
             method = note.method,
@@ -229,21 +227,21 @@ pub(super) struct Note {
     pub(super) outcome: &'static str,
 }
 
-const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The client's `X-Request-Id` when it is a sane token, else a fresh one; either way it goes
-/// upstream too, so one id follows the request through every log.
-fn request_id(gw: &Gateway, headers: &mut HeaderMap) -> String {
-    if let Some(v) = headers.get(REQUEST_ID).and_then(|v| v.to_str().ok())
+/// upstream too, so one id follows the request through every log. One header value serves
+/// the request, the response and the log.
+fn request_id(gw: &Gateway, headers: &mut HeaderMap) -> HeaderValue {
+    if let Some(v) = headers.get(&REQUEST_ID)
         && (1..=128).contains(&v.len())
-        && v.bytes().all(|b| b.is_ascii_graphic())
+        && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
     {
-        return v.to_string();
+        return v.clone();
     }
-    let id = gw.next_id();
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        headers.insert(REQUEST_ID, v);
-    }
+    let id = HeaderValue::from_maybe_shared(Bytes::from(gw.next_id()))
+        .expect("minted ids are visible ASCII");
+    headers.insert(REQUEST_ID, id.clone());
     id
 }
 

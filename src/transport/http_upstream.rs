@@ -49,8 +49,17 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
 /// what is left is the end-to-end exchange.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over what is there: most requests carry none of these, and removing absent
-    // names one by one costs a hash lookup each.
+    // Nearly every message carries Host and Content-Length and nothing else of the kind:
+    // those two go directly, and the full pass runs only when something else is there.
+    headers.remove(header::HOST);
+    headers.remove(header::CONTENT_LENGTH);
+    if !headers.contains_key(header::CONNECTION)
+        && !headers
+            .keys()
+            .any(|name| HOP_BY_HOP.contains(name) || name.as_str() == "proxy-connection")
+    {
+        return;
+    }
     let named_in_connection = |name: &HeaderName, headers: &HeaderMap| {
         headers
             .get_all(header::CONNECTION)
