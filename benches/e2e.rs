@@ -210,6 +210,15 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    // `--only "valid call"` and `--conc 8` narrow a run while working on one number.
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only = flag("--only");
+    let only_conc: Option<usize> = flag("--conc").and_then(|c| c.parse().ok());
     let dur = Duration::from_millis(if quick { 500 } else { 2000 });
     let toolgate = env!("CARGO_BIN_EXE_toolgate");
 
@@ -252,7 +261,13 @@ fn main() {
         let mut summary = Vec::new();
         let rounds = if quick { 1 } else { 3 };
         for (scenario, body) in [("valid call", BODY_VALID), ("invalid", BODY_INVALID), ("ping", BODY_PASS)] {
+            if only.as_deref().is_some_and(|o| o != scenario) {
+                continue;
+            }
             for conc in [1, 8, 64] {
+                if only_conc.is_some_and(|c| c != conc) {
+                    continue;
+                }
                 // Interleaved rounds, medians: the machine's noise hits all three alike.
                 let vias = [("direct", &upstream.url, None), ("forwarder", &fwd.url, Some(fwd.child.id())), ("toolgate", &tg.url, Some(tg.child.id()))];
                 let mut runs: Vec<Vec<Run>> = vec![Vec::new(), Vec::new(), Vec::new()];
@@ -289,6 +304,9 @@ fn main() {
             );
         }
 
+        if only.is_some() || only_conc.is_some() {
+            return;
+        }
         println!();
         println!("memory (toolgate RSS): idle {idle_rss:.1} MiB");
         let mut done = 0;

@@ -253,12 +253,15 @@ pub fn parse_arguments(raw: &RawValue) -> Result<Map<String, Value>, ArgumentsEr
     }
 }
 
+/// `arguments` as an object, or why not.
+pub type Arguments = Result<Map<String, Value>, ArgumentsError>;
+
 /// `arguments` read in the same pass as the rest of the params, with the same refusal of
 /// duplicate keys as [`parse_arguments`]; any failure aborts that pass, and the caller takes
 /// the slow path to say what went wrong.
 pub(crate) fn arguments<'de, D: de::Deserializer<'de>>(
     d: D,
-) -> Result<Option<Result<Map<String, Value>, ArgumentsError>>, D::Error> {
+) -> Result<Option<Arguments>, D::Error> {
     Ok(Some(match Strict.deserialize(d)? {
         Value::Object(map) => Ok(map),
         _ => Err(ArgumentsError::NotObject),

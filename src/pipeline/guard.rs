@@ -17,7 +17,7 @@ use crate::validate::{self, Report, Verdict};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -58,7 +58,7 @@ struct CallParams<'a> {
     #[serde(borrow)]
     name: Cow<'a, str>,
     #[serde(default, deserialize_with = "jsonrpc::arguments")]
-    arguments: Option<Result<Map<String, Value>, ArgumentsError>>,
+    arguments: Option<jsonrpc::Arguments>,
     #[serde(borrow, default, rename = "_meta")]
     meta: Option<&'a RawValue>,
 }
