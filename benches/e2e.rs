@@ -2,7 +2,8 @@
 //! directly and through a bare forwarding proxy (hyper server to hyper client, no MCP logic),
 //! in one run, at concurrency 1, 8 and 64; then memory with 1, 1,000 and 10,000 sessions.
 //!
-//! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run). Each process is
+//! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run, `-- --only "valid
+//! call" --conc 8` for one row, `-- --only memory` for the sessions alone). Each process is
 //! separate, so the CPU time of each proxy is read from /proc; on a 2-core machine the load
 //! generator, the proxy and the upstream share the CPU, so compare ratios, not absolutes.
 
@@ -304,7 +305,7 @@ fn main() {
             );
         }
 
-        if only.is_some() || only_conc.is_some() {
+        if only.as_deref().is_some_and(|o| o != "memory") || only_conc.is_some() {
             return;
         }
         println!();

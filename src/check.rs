@@ -46,7 +46,7 @@ pub struct Report {
 /// end the session) and checks them.
 pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
-    let up = HttpUpstream::new(uri, http_upstream::client(), cfg.limits.upstream_timeout);
+    let up = HttpUpstream::new(uri, http_upstream::client());
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
@@ -82,7 +82,12 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     }
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let _ = up
-        .send(Method::POST, headers.clone(), Bytes::from(note.to_string()))
+        .send(
+            Method::POST,
+            headers.clone(),
+            Bytes::from(note.to_string()),
+            cfg.limits.upstream_timeout,
+        )
         .await;
     let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
         let (up, headers, limits) = (&up, &headers, &cfg.limits);
@@ -95,7 +100,14 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     })
     .await?;
     if headers.contains_key(crate::mcp::SESSION_ID) {
-        let _ = up.send(Method::DELETE, headers.clone(), Bytes::new()).await;
+        let _ = up
+            .send(
+                Method::DELETE,
+                headers.clone(),
+                Bytes::new(),
+                cfg.limits.upstream_timeout,
+            )
+            .await;
     }
     Ok(check_tools(
         url,

@@ -73,11 +73,7 @@ impl App {
             let up = if target.command.is_empty() {
                 let uri = parse_upstream_url(&target.url)
                     .expect("upstream URLs are checked with the configuration");
-                Upstream::Http(Arc::new(HttpUpstream::new(
-                    uri,
-                    client.clone(),
-                    gw.config.limits.upstream_timeout,
-                )))
+                Upstream::Http(Arc::new(HttpUpstream::new(uri, client.clone())))
             } else {
                 let pool = StdioPool::new(live.clone(), index);
                 pools.push(pool.clone());
@@ -492,7 +488,8 @@ async fn forward(
         unreachable!("stdio routes are served by http_stdio");
     };
     let started = Instant::now();
-    let sent = up.send(parts.method, parts.headers, body).await;
+    let timeout = rt.gw.config.limits.upstream_timeout;
+    let sent = up.send(parts.method, parts.headers, body, timeout).await;
     rt.gw
         .metrics
         .upstream_latency
@@ -588,7 +585,12 @@ pub(crate) async fn exchange(
     limits: &Limits,
 ) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<Response>>> {
     let resp = up
-        .send(Method::POST, headers.clone(), request)
+        .send(
+            Method::POST,
+            headers.clone(),
+            request,
+            limits.upstream_timeout,
+        )
         .await
         .map_err(ListFailed::Unavailable)?;
     if !resp.status().is_success() {

@@ -28,11 +28,11 @@ pub fn client() -> HttpClient {
         .build(connector)
 }
 
-/// One upstream MCP endpoint over HTTP.
+/// One upstream MCP endpoint over HTTP. The wait for an answer is the caller's: the gateway
+/// passes the one in force, so a reload changes it for the next request.
 pub struct HttpUpstream {
     pub uri: Uri,
     client: HttpClient,
-    timeout: Duration,
 }
 
 const HOP_BY_HOP: [HeaderName; 8] = [
@@ -98,12 +98,8 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 impl HttpUpstream {
-    pub fn new(uri: Uri, client: HttpClient, timeout: Duration) -> HttpUpstream {
-        HttpUpstream {
-            uri,
-            client,
-            timeout,
-        }
+    pub fn new(uri: Uri, client: HttpClient) -> HttpUpstream {
+        HttpUpstream { uri, client }
     }
 
     /// Sends one request with the client's end-to-end headers and waits (bounded) for the
@@ -113,8 +109,10 @@ impl HttpUpstream {
         method: Method,
         headers: HeaderMap,
         body: Bytes,
+        timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        self.send_to(self.uri.clone(), method, headers, body).await
+        self.send_to(self.uri.clone(), method, headers, body, timeout)
+            .await
     }
 
     /// The same, to another path on the upstream's origin (its `/.well-known/` documents).
@@ -123,6 +121,7 @@ impl HttpUpstream {
         path_and_query: &str,
         method: Method,
         headers: HeaderMap,
+        timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let mut parts = self.uri.clone().into_parts();
         parts.path_and_query = Some(
@@ -131,7 +130,8 @@ impl HttpUpstream {
                 .map_err(|e: http::uri::InvalidUri| UpstreamError::Unreachable(e.to_string()))?,
         );
         let uri = Uri::from_parts(parts).map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
-        self.send_to(uri, method, headers, Bytes::new()).await
+        self.send_to(uri, method, headers, Bytes::new(), timeout)
+            .await
     }
 
     async fn send_to(
@@ -140,6 +140,7 @@ impl HttpUpstream {
         method: Method,
         mut headers: HeaderMap,
         body: Bytes,
+        timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let mut req = Request::builder()
             .method(method)
@@ -149,10 +150,10 @@ impl HttpUpstream {
         strip_hop_by_hop(&mut headers);
         headers.remove(header::ACCEPT_ENCODING);
         *req.headers_mut() = headers;
-        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+        match tokio::time::timeout(timeout, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(UpstreamError::Unreachable(error_chain(&e))),
-            Err(_) => Err(UpstreamError::Timeout(self.timeout)),
+            Err(_) => Err(UpstreamError::Timeout(timeout)),
         }
     }
 }

@@ -40,6 +40,10 @@ struct Ctx {
 }
 
 impl Ctx {
+    fn timeout(&self) -> std::time::Duration {
+        self.gw.config.limits.upstream_timeout
+    }
+
     fn headers(&self) -> HeaderMap {
         let mut h = HeaderMap::new();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -101,11 +105,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
         }
     };
     let target = gw.targets[0].clone();
-    let up = HttpUpstream::new(
-        uri,
-        http_upstream::client(),
-        gw.config.limits.upstream_timeout,
-    );
+    let up = HttpUpstream::new(uri, http_upstream::client());
     let (out, writer) = spawn_writer();
     let ctx = Arc::new(Ctx {
         gw: gw.clone(),
@@ -137,7 +137,10 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     tasks.abort_all();
     let headers = ctx.headers();
     if headers.contains_key(mcp::SESSION_ID) {
-        let _ = ctx.up.send(Method::DELETE, headers, Bytes::new()).await;
+        let _ = ctx
+            .up
+            .send(Method::DELETE, headers, Bytes::new(), ctx.timeout())
+            .await;
     }
     let _ = out.send(Out::Exit(0));
     drop(out);
@@ -208,7 +211,11 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         client,
     };
     let is_call = matches!(pending.kind, Kind::Call { .. });
-    let resp = match ctx.up.send(Method::POST, ctx.headers(), body).await {
+    let resp = match ctx
+        .up
+        .send(Method::POST, ctx.headers(), body, ctx.timeout())
+        .await
+    {
         Ok(r) => r,
         Err(e) => {
             if pending.id.is_some() {
@@ -283,7 +290,11 @@ async fn server_stream(ctx: &Ctx) {
         return;
     }
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-    let Ok(resp) = ctx.up.send(Method::GET, headers, Bytes::new()).await else {
+    let Ok(resp) = ctx
+        .up
+        .send(Method::GET, headers, Bytes::new(), ctx.timeout())
+        .await
+    else {
         return;
     };
     if !resp.status().is_success() {

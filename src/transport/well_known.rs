@@ -74,7 +74,11 @@ pub(super) async fn serve(
         Some(q) => format!("{upstream_path}?{q}"),
         None => upstream_path,
     };
-    match up.send_to_path(&target, method.clone(), headers).await {
+    let timeout = gw.config.limits.upstream_timeout;
+    match up
+        .send_to_path(&target, method.clone(), headers, timeout)
+        .await
+    {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             http_upstream::strip_hop_by_hop(&mut parts.headers);
