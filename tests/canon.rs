@@ -375,8 +375,8 @@ async fn output_validation_enforce_audit_and_never_on_tool_errors() {
         a.text(),
         json!({"jsonrpc": "2.0", "id": 1, "result": bad}).to_string()
     );
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert!(tg.logs().contains("output_audited"), "{}", tg.logs());
+    let logs = tg.logs_when(|l| l.contains("output_audited")).await;
+    assert!(logs.contains("output_audited"), "{logs}");
 
     let (tg, _) = gateway(make(), None).await;
     let a = post(&tg.url(), None, call(1, "weather", json!({}))).await;
@@ -598,11 +598,13 @@ async fn internal_errors_can_be_masked_with_a_reference() {
         .as_str()
         .unwrap()
         .to_string();
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let logs = tg.logs();
-    assert!(
+    let logged = |logs: &str| {
         logs.lines()
-            .any(|l| l.contains(&reference) && l.contains("psycopg2")),
+            .any(|l| l.contains(&reference) && l.contains("psycopg2"))
+    };
+    let logs = tg.logs_when(logged).await;
+    assert!(
+        logged(&logs),
         "the original is logged under the reference: {logs}"
     );
     let a = post(&tg.url(), None, call(2, "picky", json!({})))

@@ -116,8 +116,13 @@ async fn hostile_schemas_are_refused_or_bounded() {
         "over the size limit: forwarded unvalidated"
     );
 
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let logs = tg.logs();
+    let refused = |logs: &str, tool: &str| {
+        logs.lines()
+            .any(|l| l.contains("does not compile") && l.contains(tool))
+    };
+    let logs = tg
+        .logs_when(|l| refused(l, "deep") && refused(l, "megabytes"))
+        .await;
     for tool in ["deep", "megabytes"] {
         assert!(
             logs.lines()

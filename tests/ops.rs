@@ -146,8 +146,7 @@ async fn access_log_and_request_ids() {
         minted.as_str(),
         "the id goes upstream too"
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let logs = tg.logs();
+    let logs = tg.logs_when(|l| l.contains("req-abc-123")).await;
     let line = logs
         .lines()
         .find(|l| l.contains("req-abc-123"))
@@ -200,5 +199,6 @@ async fn shutdown_lets_in_flight_streams_finish() {
         started.elapsed() < Duration::from_secs(10),
         "exited once the stream was done, before the grace period"
     );
-    assert!(tg.logs().contains("shutting down"), "{}", tg.logs());
+    let logs = tg.logs_when(|l| l.contains("shutting down")).await;
+    assert!(logs.contains("shutting down"), "{logs}");
 }

@@ -12,7 +12,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// One keep-alive HTTP/1.1 connection to toolgate, kept across reloads.
 async fn connect(tg: &Toolgate) -> SendRequest<Full<Bytes>> {
@@ -45,13 +44,11 @@ fn denied(answer: &Value) -> bool {
 }
 
 async fn wait_for_log(tg: &Toolgate, needle: &str, count: usize) {
-    for _ in 0..100 {
-        if tg.logs().matches(needle).count() >= count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no {count}x {needle:?} in the logs:\n{}", tg.logs());
+    let logs = tg.logs_when(|l| l.matches(needle).count() >= count).await;
+    assert!(
+        logs.matches(needle).count() >= count,
+        "no {count}x {needle:?} in the logs:\n{logs}"
+    );
 }
 
 async fn start(config: &str) -> (Toolgate, TempFile, std::sync::Arc<Scripted>) {

@@ -242,7 +242,8 @@ async fn limits_idle_reaping_and_the_get_stream() {
     );
     let r = post(&tg.url(), Some(&a), call(2, "add", json!({"a": 1, "b": 1}))).await;
     assert_eq!(r.status, 404);
-    assert!(tg.logs().contains("idle for"), "{}", tg.logs());
+    let logs = tg.logs_when(|l| l.contains("idle for")).await;
+    assert!(logs.contains("idle for"), "{logs}");
 }
 
 #[tokio::test]

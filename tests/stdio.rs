@@ -95,6 +95,18 @@ impl StdioGate {
     fn logs(&self) -> String {
         self.logs.lock().unwrap().join("\n")
     }
+
+    /// The logs once `ready` holds for them, or after 10 s (see `Toolgate::logs_when`).
+    async fn logs_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        for _ in 0..200 {
+            let logs = self.logs();
+            if ready(&logs) {
+                return logs;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.logs()
+    }
 }
 
 fn fixture(extra: &[&str]) -> Vec<String> {
@@ -205,12 +217,9 @@ async fn a_crash_answers_every_pending_request_and_stops_toolgate() {
         .unwrap()
         .unwrap();
     assert_eq!(status.code(), Some(1));
-    assert!(
-        g.logs()
-            .contains("the tool server exited with exit status: 3; toolgate stops"),
-        "{}",
-        g.logs()
-    );
+    let said = "the tool server exited with exit status: 3; toolgate stops";
+    let logs = g.logs_when(|l| l.contains(said)).await;
+    assert!(logs.contains(said), "{logs}");
 }
 
 #[tokio::test]
@@ -236,12 +245,9 @@ async fn closing_stdin_stops_even_a_server_that_ignores_sigterm() {
         .unwrap()
         .unwrap();
     assert_eq!(status.code(), Some(0));
-    assert!(
-        g.logs()
-            .contains("killed with SIGKILL after ignoring SIGTERM"),
-        "{}",
-        g.logs()
-    );
+    let said = "killed with SIGKILL after ignoring SIGTERM";
+    let logs = g.logs_when(|l| l.contains(said)).await;
+    assert!(logs.contains(said), "{logs}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!pid_alive(pid), "no orphan left behind");
 }
@@ -253,14 +259,12 @@ async fn server_stderr_becomes_log_lines() {
         None,
     );
     g.initialize().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        g.logs()
-            .lines()
-            .any(|l| l.contains("toolgate::upstream") && l.contains("fixture pid")),
-        "{}",
-        g.logs()
-    );
+    let relayed = |logs: &str| {
+        logs.lines()
+            .any(|l| l.contains("toolgate::upstream") && l.contains("fixture pid"))
+    };
+    let logs = g.logs_when(relayed).await;
+    assert!(relayed(&logs), "{logs}");
 }
 
 #[tokio::test]

@@ -131,6 +131,20 @@ impl Toolgate {
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().join("\n")
     }
+
+    /// The logs once `ready` holds for them, or after 10 s (the caller's assertion then says
+    /// what is missing). A line reaches the test through toolgate's log thread and a pipe, a
+    /// moment after the answer it belongs to.
+    pub async fn logs_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        for _ in 0..200 {
+            let logs = self.logs();
+            if ready(&logs) {
+                return logs;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.logs()
+    }
 }
 
 impl Drop for Toolgate {
