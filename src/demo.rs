@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::any;
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -54,13 +54,23 @@ pub struct Seen {
 pub struct Demo {
     options: Options,
     sessions: Mutex<HashMap<String, HashSet<String>>>,
-    seen: Mutex<Vec<Seen>>,
+    /// The most recent requests, for tests; bounded, because the benchmark sends millions
+    /// (unbounded, this grew to 23 GiB and stalled the machine).
+    seen: Mutex<VecDeque<Seen>>,
 }
+
+/// Requests kept for [`Demo::seen`].
+const SEEN_KEPT: usize = 10_000;
 
 impl Demo {
     /// Every request that reached the server, in order.
     pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// The `tools/call` requests that reached the server.
@@ -230,16 +240,18 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    demo.seen
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Seen {
-            http_method: method.to_string(),
-            session: session.clone(),
-            headers: headers.clone(),
-            raw: body.clone(),
-            body: msg.clone(),
-        });
+    let mut seen = demo.seen.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.len() == SEEN_KEPT {
+        seen.pop_front();
+    }
+    seen.push_back(Seen {
+        http_method: method.to_string(),
+        session: session.clone(),
+        headers: headers.clone(),
+        raw: body.clone(),
+        body: msg.clone(),
+    });
+    drop(seen);
     let known = |s: &str| {
         demo.sessions
             .lock()
