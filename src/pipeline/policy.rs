@@ -146,10 +146,12 @@ impl RateLimiter {
         }
         let key = (client.clone(), upstream.clone(), Box::from(tool));
         let tat = buckets.get(&key).copied().unwrap_or(now).max(now);
-        let allowed_from = tat.checked_sub(tolerance).unwrap_or(now);
-        if allowed_from > now {
+        // Compared as durations ahead of now: `Instant` minus an hour can underflow on a
+        // machine booted less than an hour ago.
+        let ahead = tat - now;
+        if ahead > tolerance {
             return Err(Limited {
-                retry_after: allowed_from - now,
+                retry_after: ahead - tolerance,
                 rate: rate.describe(),
             });
         }
@@ -192,6 +194,10 @@ mod tests {
         // Another tool, another client: their own buckets.
         assert!(l.admit_at(&c, &u, "other", rate, t0).is_ok());
         assert!(l.admit_at(&"ci".into(), &u, "search", rate, t0).is_ok());
+        // An hourly rate right after boot (an `Instant` near its origin) still limits.
+        let hourly = Rate::parse("1/hour").unwrap();
+        assert!(l.admit_at(&c, &u, "rare", hourly, t0).is_ok());
+        assert!(l.admit_at(&c, &u, "rare", hourly, t0).is_err());
         // One interval later, exactly one more.
         let t1 = t0 + Duration::from_secs(20);
         assert!(l.admit_at(&c, &u, "search", rate, t1).is_ok());
