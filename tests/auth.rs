@@ -561,3 +561,34 @@ async fn rules_for_named_clients_without_authentication_are_refused_at_startup()
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no authentication is configured"), "{err}");
 }
+
+#[tokio::test]
+async fn discovery_documents_go_to_the_upstream_whose_endpoint_they_name() {
+    let (a, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let (b, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let config = format!("[[upstreams]]\nname = \"b\"\nurl = \"{b}\"\n");
+    let tg = Toolgate::serve(&a, Some(&config)).await;
+    let host = |url: &str| {
+        url.trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
+    };
+    for (path, upstream) in [("/mcp", &a), ("/b/mcp", &b)] {
+        let doc = request(
+            Method::GET,
+            &format!(
+                "http://{}/.well-known/oauth-protected-resource{path}",
+                tg.addr
+            ),
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(doc.status, 200, "{path}: {}", doc.text());
+        assert_eq!(doc.json()["served_by"], host(upstream), "{path}");
+        assert_eq!(
+            doc.json()["served_path"],
+            "/.well-known/oauth-protected-resource/mcp"
+        );
+    }
+}

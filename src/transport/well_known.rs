@@ -56,12 +56,17 @@ pub(super) async fn serve(
         Upstream::Http(up) => Some(up.clone()),
         Upstream::Stdio(_) => None,
     };
-    let mapped = endpoints.iter().find_map(|e| {
-        let prefix = path.strip_suffix(e.path.as_str())?;
-        let up = http(e)?;
-        let upstream_path = up.uri.path().trim_end_matches('/').to_string();
-        Some((up, format!("{prefix}{upstream_path}")))
-    });
+    // The longest endpoint path that ends the request's: `/a/mcp` before `/mcp`.
+    let mapped = endpoints
+        .iter()
+        .filter(|e| path.ends_with(e.path.as_str()))
+        .max_by_key(|e| e.path.len())
+        .and_then(|e| {
+            let prefix = &path[..path.len() - e.path.len()];
+            let up = http(e)?;
+            let mapped = format!("{prefix}{}", up.uri.path().trim_end_matches('/'));
+            Some((up, mapped))
+        });
     let Some((up, upstream_path)) = mapped.or_else(|| {
         endpoints
             .iter()

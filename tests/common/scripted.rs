@@ -173,10 +173,16 @@ async fn handle(State(s): State<Arc<Scripted>>, headers: HeaderMap, body: Bytes)
 }
 
 /// The upstream's own RFC 9728 document, for pass-through tests.
-async fn metadata(uri: axum::http::Uri) -> Response {
+async fn metadata(uri: axum::http::Uri, headers: HeaderMap) -> Response {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
     json_response(
         200,
-        json!({"resource": "http://scripted/mcp", "authorization_servers": ["http://as.scripted"], "served_path": uri.path()}).to_string(),
+        json!({"resource": "http://scripted/mcp", "authorization_servers": ["http://as.scripted"],
+               "served_path": uri.path(), "served_by": host})
+        .to_string(),
     )
 }
 
