@@ -190,11 +190,11 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
                             ));
                         }
                         tracing::error!("the tool server {how}; toolgate stops");
-                        let _ = out.send(Out::Exit(1));
-                        return;
+                        return Some(how.to_string());
                     }
                 }
             }
+            None
         })
     };
 
@@ -203,12 +203,12 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         timeout: limits.upstream_timeout,
     };
     let mut stdin = BufReader::new(tokio::io::stdin());
-    let mut server_gone = false;
+    let mut server_gone = None;
     loop {
         let next = tokio::select! {
             // When the server is gone, stop reading: its pending requests have their answers.
-            _ = &mut from_server => {
-                server_gone = true;
+            how = &mut from_server => {
+                server_gone = Some(how.ok().flatten().unwrap_or_else(|| "exited".into()));
                 break;
             }
             m = next_message(&mut stdin, limits.max_body_bytes, &out) => m,
@@ -219,13 +219,55 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
             let _ = out.send(Out::Line(answer));
         }
     }
-    if !server_gone {
+    if let Some(how) = server_gone {
+        // A request forwarded while the server was dying may have joined `pending` after the
+        // server's task answered the orphans: answer it here.
+        let why = UpstreamError::Unreachable(format!("the tool server {how}"));
+        let late: Vec<Pending> = pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in late {
+            let is_call = matches!(p.kind, Kind::Call { .. });
+            let _ = out.send(Out::Line(
+                Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &why).body,
+            ));
+        }
+        answer_stragglers(&mut stdin, limits.max_body_bytes, &out, &how).await;
+        let _ = out.send(Out::Exit(1));
+    } else {
         let how = child.shutdown(GRACE).await;
         tracing::info!("the client closed stdin; the tool server {how}");
         let _ = out.send(Out::Exit(0));
     }
     drop(out);
     writer.await.unwrap_or(1)
+}
+
+/// After the server died: requests the client sent before it could know (already in the pipe,
+/// or arriving within a moment) each get an error instead of no answer at all.
+async fn answer_stragglers<R: tokio::io::AsyncBufRead + Unpin>(
+    stdin: &mut R,
+    max: usize,
+    out: &mpsc::UnboundedSender<Out>,
+    how: &str,
+) {
+    let why = UpstreamError::Unreachable(format!("the tool server {how}"));
+    while let Ok(Some(line)) =
+        tokio::time::timeout(Duration::from_millis(200), next_message(stdin, max, out)).await
+    {
+        if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line)
+            && m.is_request()
+        {
+            let is_call = m.method() == Some(mcp::TOOLS_CALL);
+            let era = Era::detect(None, m.params);
+            let _ = out.send(Out::Line(
+                Answer::upstream_failed(era, m.id, is_call, &why).body,
+            ));
+        }
+    }
 }
 
 /// Handles one line from the client: forwards it, or returns toolgate's own answer.
