@@ -96,16 +96,8 @@ impl StdioGate {
         self.logs.lock().unwrap().join("\n")
     }
 
-    /// The logs once `ready` holds for them, or after 10 s (see `Toolgate::logs_when`).
     async fn logs_when(&self, ready: impl Fn(&str) -> bool) -> String {
-        for _ in 0..200 {
-            let logs = self.logs();
-            if ready(&logs) {
-                return logs;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        self.logs()
+        common::logs_when(&self.logs, ready).await
     }
 }
 

@@ -40,7 +40,8 @@ type JwksClient = hyper_util::client::legacy::Client<
 
 pub struct Verifier {
     keys: Arc<Keys>,
-    validation: Validation,
+    /// The checks, one set per accepted algorithm.
+    validations: Vec<Validation>,
     identity_claim: String,
 }
 
@@ -105,16 +106,21 @@ impl Verifier {
         if j.issuer.is_empty() {
             return Err(ConfigError("auth.jwt.issuer is required".into()));
         }
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.algorithms = ACCEPTED.to_vec();
-        validation.set_issuer(&[&j.issuer]);
-        validation.set_audience(&audience);
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        validation.validate_nbf = true;
-        validation.leeway = j.leeway.as_secs();
+        let validations = ACCEPTED
+            .iter()
+            .map(|alg| {
+                let mut v = Validation::new(*alg);
+                v.set_issuer(&[&j.issuer]);
+                v.set_audience(&audience);
+                v.set_required_spec_claims(&["exp", "iss", "aud"]);
+                v.validate_nbf = true;
+                v.leeway = j.leeway.as_secs();
+                v
+            })
+            .collect();
         Ok(Verifier {
             keys,
-            validation,
+            validations,
             identity_claim: j.identity_claim.clone(),
         })
     }
@@ -157,9 +163,14 @@ impl Verifier {
         }
         let key = DecodingKey::from_jwk(jwk)
             .map_err(|_| Refusal::Invalid("the token's key cannot be used".into()))?;
-        let mut validation = self.validation.clone();
-        validation.algorithms = vec![header.alg];
-        jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+        // One accepted algorithm per set of checks: the library wants every listed algorithm
+        // in the key's family. Built once, not per token.
+        let validation = self
+            .validations
+            .iter()
+            .find(|v| v.algorithms == [header.alg])
+            .expect("one per accepted algorithm");
+        jsonwebtoken::decode::<Map<String, Value>>(token, &key, validation)
             .map(|d| d.claims)
             .map_err(|e| Refusal::Invalid(describe(e.kind()).into()))
     }

@@ -176,19 +176,6 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
                         ));
                     }
                     FromChild::Exited(how) => {
-                        let orphans: Vec<Pending> = pending
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .drain()
-                            .map(|(_, p)| p)
-                            .collect();
-                        let why = UpstreamError::Unreachable(format!("the tool server {how}"));
-                        for p in orphans {
-                            let is_call = matches!(p.kind, Kind::Call { .. });
-                            let _ = out.send(Out::Line(
-                                Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &why).body,
-                            ));
-                        }
                         tracing::error!("the tool server {how}; toolgate stops");
                         return Some(how.to_string());
                     }
@@ -206,7 +193,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     let mut server_gone = None;
     loop {
         let next = tokio::select! {
-            // When the server is gone, stop reading: its pending requests have their answers.
+            // When the server is gone, stop forwarding; what is left is answered below.
             how = &mut from_server => {
                 server_gone = Some(how.ok().flatten().unwrap_or_else(|| "exited".into()));
                 break;
@@ -220,22 +207,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         }
     }
     if let Some(how) = server_gone {
-        // A request forwarded while the server was dying may have joined `pending` after the
-        // server's task answered the orphans: answer it here.
-        let why = UpstreamError::Unreachable(format!("the tool server {how}"));
-        let late: Vec<Pending> = pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, p)| p)
-            .collect();
-        for p in late {
-            let is_call = matches!(p.kind, Kind::Call { .. });
-            let _ = out.send(Out::Line(
-                Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &why).body,
-            ));
-        }
-        answer_stragglers(&mut stdin, limits.max_body_bytes, &out, &how).await;
+        answer_unanswered(&pending, &mut stdin, limits.max_body_bytes, &out, &how).await;
         let _ = out.send(Out::Exit(1));
     } else {
         let how = child.shutdown(GRACE).await;
@@ -246,15 +218,30 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     writer.await.unwrap_or(1)
 }
 
-/// After the server died: requests the client sent before it could know (already in the pipe,
-/// or arriving within a moment) each get an error instead of no answer at all.
-async fn answer_stragglers<R: tokio::io::AsyncBufRead + Unpin>(
+/// After the server died, every request gets an error instead of no answer: those it was
+/// working on, and those the client sent before it could know (already in the pipe, or
+/// arriving within a moment). The main loop does this once it has stopped forwarding, so a
+/// request forwarded while the server was dying cannot slip past.
+async fn answer_unanswered<R: tokio::io::AsyncBufRead + Unpin>(
+    pending: &Mutex<HashMap<String, Pending>>,
     stdin: &mut R,
     max: usize,
     out: &mpsc::UnboundedSender<Out>,
     how: &str,
 ) {
     let why = UpstreamError::Unreachable(format!("the tool server {how}"));
+    let orphans: Vec<Pending> = pending
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain()
+        .map(|(_, p)| p)
+        .collect();
+    for p in orphans {
+        let is_call = matches!(p.kind, Kind::Call { .. });
+        let _ = out.send(Out::Line(
+            Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &why).body,
+        ));
+    }
     while let Ok(Some(line)) =
         tokio::time::timeout(Duration::from_millis(200), next_message(stdin, max, out)).await
     {

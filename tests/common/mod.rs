@@ -132,19 +132,25 @@ impl Toolgate {
         self.logs.lock().unwrap().join("\n")
     }
 
-    /// The logs once `ready` holds for them, or after 10 s (the caller's assertion then says
-    /// what is missing). A line reaches the test through toolgate's log thread and a pipe, a
-    /// moment after the answer it belongs to.
+    /// The logs once `ready` holds for them (see [`logs_when`]).
     pub async fn logs_when(&self, ready: impl Fn(&str) -> bool) -> String {
-        for _ in 0..200 {
-            let logs = self.logs();
-            if ready(&logs) {
-                return logs;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        self.logs()
+        logs_when(&self.logs, ready).await
     }
+}
+
+/// Collected log lines once `ready` holds for them, or after 10 s (the caller's assertion then
+/// says what is missing). A line reaches the test through toolgate's log thread and a pipe, a
+/// moment after the answer it belongs to.
+pub async fn logs_when(logs: &Mutex<Vec<String>>, ready: impl Fn(&str) -> bool) -> String {
+    let text = || logs.lock().unwrap().join("\n");
+    for _ in 0..200 {
+        let t = text();
+        if ready(&t) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    text()
 }
 
 impl Drop for Toolgate {
