@@ -3,7 +3,8 @@
 //! in one run, at concurrency 1, 8 and 64; then memory with 1, 1,000 and 10,000 sessions.
 //!
 //! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run, `-- --only "valid
-//! call" --conc 8` for one row, `-- --only memory` for the sessions alone). Each process is
+//! call" --conc 8` for one row, `-- --only memory` for the sessions alone; `--load URL CONC
+//! SECS` drives a proxy started by hand, to profile it with strace or perf). Each process is
 //! separate, so the CPU time of each proxy is read from /proc; on a 2-core machine the load
 //! generator, the proxy and the upstream share the CPU, so compare ratios, not absolutes.
 
@@ -208,6 +209,29 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--forwarder") {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(forwarder(args[i + 1].clone()));
+        return;
+    }
+    // `--load URL CONC SECS` drives one proxy alone, for profiling it with strace or perf.
+    if let Some(i) = args.iter().position(|a| a == "--load") {
+        let (url, conc, secs) = (&args[i + 1], &args[i + 2], &args[i + 3]);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let run = rt.block_on(load(
+            url,
+            BODY_VALID,
+            conc.parse().unwrap(),
+            Duration::from_secs(secs.parse().unwrap()),
+            None,
+        ));
+        println!(
+            "{} requests, {:.0} req/s, p50 {:.1} µs",
+            run.requests,
+            run.requests as f64 / run.secs,
+            run.p50_us
+        );
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");

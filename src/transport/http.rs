@@ -166,9 +166,10 @@ pub async fn serve(
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
         let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        // Re-polled in place when it wakes itself: see `repoll`.
+        tokio::spawn(super::repoll::Repoll::new(async move {
             let _ = conn.await;
-        });
+        }));
     }
     drop(listener);
     graceful.shutdown().await;

@@ -8,6 +8,7 @@ pub mod http_upstream;
 mod modern;
 pub(crate) mod origin;
 mod reply;
+mod repoll;
 pub mod sse;
 pub mod stdio;
 pub mod stdio_http;
