@@ -209,21 +209,29 @@ impl Catalog {
         let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let mut relist = true;
-        for k in [key, &key.public_of()] {
-            let Some(cat) = scopes
+        let mut find = |k: &ScopeKey| {
+            let cat = scopes
                 .get(k)
-                .filter(|c| c.expires_at.is_none_or(|e| now < e))
-            else {
-                continue;
-            };
+                .filter(|c| c.expires_at.is_none_or(|e| now < e))?;
             if let Some(t) = cat.tools.get(tool) {
-                return Lookup::Found(t.clone());
+                return Some(t.clone());
             }
             if cat.complete && cat.listed_at.is_some_and(|t| t.elapsed() < RELIST_AFTER) {
                 relist = false;
             }
+            None
+        };
+        // The public catalog's key is built only when the scope's own has not answered:
+        // this runs on every call.
+        let found = find(key).or_else(|| {
+            (key.context != PUBLIC)
+                .then(|| find(&key.public_of()))
+                .flatten()
+        });
+        match found {
+            Some(t) => Lookup::Found(t),
+            None => Lookup::Missing { relist },
         }
-        Lookup::Missing { relist }
     }
 
     /// Names known in a scope, for "did you mean" suggestions.

@@ -1,16 +1,18 @@
 //! Prometheus metrics, hand-rolled: a few counter families and one histogram family.
 //!
-//! No global registry (tests stay isolated) and no dependency. An increment hashes its label
-//! values, takes a read lock for a hash lookup, and adds atomically; a new label set takes
-//! the write lock once. Each family keeps at most [`MAX_SERIES`] label sets, past which new
+//! No global registry (tests stay isolated) and no dependency beyond `arc-swap`. An increment
+//! hashes its label values, looks them up in the current map and adds atomically; a new label
+//! set installs a copy of the map once. The lookup takes no lock: a read lock's count is a
+//! cache line that every request on every worker thread would write. Each family keeps at most [`MAX_SERIES`] label sets, past which new
 //! ones count under `other`: label values can come from clients (a tool name), and a scrape
 //! must not grow without bound.
 
+use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const MAX_SERIES: usize = 5_000;
@@ -25,7 +27,9 @@ pub struct Counter {
     name: &'static str,
     help: &'static str,
     label_names: &'static [&'static str],
-    series: RwLock<ByKey>,
+    series: ArcSwap<ByKey>,
+    /// Serializes the installs of new label sets.
+    grow: Mutex<()>,
 }
 
 /// FNV-1a over the label values: a few short strings per increment, where SipHash would cost
@@ -59,7 +63,7 @@ impl Hasher for Prehashed {
     }
 }
 
-type ByKey = HashMap<u64, Series, BuildHasherDefault<Prehashed>>;
+type ByKey = HashMap<u64, Arc<Series>, BuildHasherDefault<Prehashed>>;
 
 impl Series {
     fn is(&self, labels: &[&str]) -> bool {
@@ -77,7 +81,8 @@ impl Counter {
             name,
             help,
             label_names,
-            series: RwLock::new(ByKey::default()),
+            series: ArcSwap::from_pointee(ByKey::default()),
+            grow: Mutex::new(()),
         }
     }
 
@@ -87,16 +92,14 @@ impl Counter {
 
     pub fn add(&self, labels: &[&str], n: u64) {
         let k = key(labels);
+        if let Some(s) = self.series.load().get(&k)
+            && s.is(labels)
         {
-            let series = self.series.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(s) = series.get(&k)
-                && s.is(labels)
-            {
-                s.value.fetch_add(n, Ordering::Relaxed);
-                return;
-            }
+            s.value.fetch_add(n, Ordering::Relaxed);
+            return;
         }
-        let mut series = self.series.write().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = self.grow.lock().unwrap_or_else(|p| p.into_inner());
+        let series = self.series.load_full();
         let collides = series.get(&k).is_some_and(|s| !s.is(labels));
         let (k, labels): (u64, Vec<&str>) =
             if collides || (series.len() >= MAX_SERIES && !series.contains_key(&k)) {
@@ -105,14 +108,20 @@ impl Counter {
             } else {
                 (k, labels.to_vec())
             };
-        series
-            .entry(k)
-            .or_insert_with(|| Series {
+        // Another thread may have installed it meanwhile.
+        if let Some(s) = series.get(&k) {
+            s.value.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        let mut grown = (*series).clone();
+        grown.insert(
+            k,
+            Arc::new(Series {
                 labels: labels.iter().map(|l| Box::from(*l)).collect(),
-                value: AtomicU64::new(0),
-            })
-            .value
-            .fetch_add(n, Ordering::Relaxed);
+                value: AtomicU64::new(n),
+            }),
+        );
+        self.series.store(Arc::new(grown));
     }
 
     fn render(&self, out: &mut String) {
@@ -121,7 +130,7 @@ impl Counter {
             "# HELP {} {}\n# TYPE {} counter",
             self.name, self.help, self.name
         );
-        let series = self.series.read().unwrap_or_else(|p| p.into_inner());
+        let series = self.series.load();
         let mut lines: Vec<String> = series
             .values()
             .map(|s| {
@@ -171,7 +180,8 @@ struct Buckets {
 pub struct Histogram {
     name: &'static str,
     help: &'static str,
-    series: RwLock<HashMap<Box<str>, Buckets>>,
+    series: ArcSwap<HashMap<Box<str>, Arc<Buckets>>>,
+    grow: Mutex<()>,
 }
 
 impl Histogram {
@@ -179,7 +189,8 @@ impl Histogram {
         Histogram {
             name,
             help,
-            series: RwLock::new(HashMap::new()),
+            series: ArcSwap::from_pointee(HashMap::new()),
+            grow: Mutex::new(()),
         }
     }
 
@@ -194,21 +205,23 @@ impl Histogram {
                 .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
             b.count.fetch_add(1, Ordering::Relaxed);
         };
-        if let Some(b) = self
-            .series
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(upstream)
-        {
+        if let Some(b) = self.series.load().get(upstream) {
             return record(b);
         }
-        let mut series = self.series.write().unwrap_or_else(|p| p.into_inner());
-        let b = series.entry(upstream.into()).or_insert_with(|| Buckets {
+        let _one_at_a_time = self.grow.lock().unwrap_or_else(|p| p.into_inner());
+        let series = self.series.load_full();
+        if let Some(b) = series.get(upstream) {
+            return record(b);
+        }
+        let b = Arc::new(Buckets {
             counts: Default::default(),
             sum_micros: AtomicU64::new(0),
             count: AtomicU64::new(0),
         });
-        record(b);
+        record(&b);
+        let mut grown = (*series).clone();
+        grown.insert(upstream.into(), b);
+        self.series.store(Arc::new(grown));
     }
 
     fn render(&self, out: &mut String) {
@@ -217,7 +230,7 @@ impl Histogram {
             "# HELP {} {}\n# TYPE {} histogram",
             self.name, self.help, self.name
         );
-        let series = self.series.read().unwrap_or_else(|p| p.into_inner());
+        let series = self.series.load();
         let mut names: Vec<&Box<str>> = series.keys().collect();
         names.sort();
         for up in names {

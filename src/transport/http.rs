@@ -39,10 +39,13 @@ type Request = http::Request<hyper::body::Incoming>;
 
 /// What one request is served with: the gateway in force when it arrived, its upstream's
 /// target in that gateway, and where its messages go.
-pub(super) struct Route {
-    pub(super) gw: Arc<Gateway>,
-    pub(super) target: Arc<Target>,
-    up: Upstream,
+///
+/// Borrowed for the request's lifetime: cloning three `Arc`s per request would move their
+/// counts' cache lines between the worker threads on every call.
+pub(super) struct Route<'a> {
+    pub(super) gw: &'a Arc<Gateway>,
+    pub(super) target: &'a Arc<Target>,
+    up: &'a Upstream,
 }
 
 /// One upstream's endpoint. It names its target by position: a reload rebuilds the targets'
@@ -116,9 +119,9 @@ impl App {
         };
         let gw = self.live.load();
         let rt = Route {
-            target: gw.targets[ep.index].clone(),
-            gw,
-            up: ep.up.clone(),
+            target: &gw.targets[ep.index],
+            gw: &gw,
+            up: &ep.up,
         };
         handle(&rt, req).await
     }
@@ -177,10 +180,10 @@ pub async fn serve(
     Ok(())
 }
 
-async fn handle(rt: &Route, mut req: Request) -> Response {
+async fn handle(rt: &Route<'_>, mut req: Request) -> Response {
     // The clock is read only for the access log; the metrics time the upstream alone.
     let started = rt.gw.config.log.access.then(Instant::now);
-    let request_id = request_id(&rt.gw, req.headers_mut());
+    let request_id = request_id(rt.gw, req.headers_mut());
     let mut note = Note {
         client: None,
         method: "-",
@@ -243,7 +246,7 @@ fn request_id(gw: &Gateway, headers: &mut HeaderMap) -> HeaderValue {
     id
 }
 
-async fn route(rt: &Route, mut req: Request, note: &mut Note) -> Response {
+async fn route(rt: &Route<'_>, mut req: Request, note: &mut Note) -> Response {
     if let Err(why) = rt.gw.origins.check(req.headers()) {
         return reply::transport(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, why);
     }
@@ -260,7 +263,7 @@ async fn route(rt: &Route, mut req: Request, note: &mut Note) -> Response {
                 } else {
                     "unauthorized"
                 };
-                let (status, challenge, message) = auth.challenge(&refusal, &rt.target);
+                let (status, challenge, message) = auth.challenge(&refusal, rt.target);
                 let mut r = reply::transport(status, jsonrpc::INVALID_REQUEST, &message);
                 if let Ok(v) = HeaderValue::from_str(&challenge) {
                     r.headers_mut().insert(WWW_AUTHENTICATE, v);
@@ -298,12 +301,12 @@ pub(super) struct Context {
 }
 
 impl Context {
-    fn of(rt: &Route, headers: &HeaderMap, client: Option<Client>) -> Context {
+    fn of(rt: &Route<'_>, headers: &HeaderMap, client: Option<Client>) -> Context {
         let session = headers.get(mcp::SESSION_ID);
         Context {
             client,
             key: rt.gw.scope(
-                &rt.target,
+                rt.target,
                 session.map(|s| s.as_bytes()),
                 headers.get(AUTHORIZATION).map(|a| a.as_bytes()),
             ),
@@ -320,7 +323,7 @@ impl Context {
     }
 }
 
-async fn post(rt: &Route, req: Request, client: Option<Client>, note: &mut Note) -> Response {
+async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
     let too_large = || {
@@ -406,7 +409,7 @@ async fn post(rt: &Route, req: Request, client: Option<Client>, note: &mut Note)
             era,
         };
         let call = Call {
-            target: &rt.target,
+            target: rt.target,
             key: &ctx.key,
             era,
             id: m.id.expect("a request has an id"),
@@ -414,7 +417,7 @@ async fn post(rt: &Route, req: Request, client: Option<Client>, note: &mut Note)
             bytes: &bytes,
             client: ctx.client.as_ref(),
         };
-        match guard::tools_call(&rt.gw, call, &lister).await {
+        match guard::tools_call(rt.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => {
                 note.outcome = "answered";
@@ -436,7 +439,7 @@ async fn post(rt: &Route, req: Request, client: Option<Client>, note: &mut Note)
     forward(rt, parts, body, pending, ctx.has_session, note).await
 }
 
-fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
+fn pending(rt: &Route<'_>, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
     Pending {
         id: id.map(RawValue::to_owned),
         kind,
@@ -447,7 +450,12 @@ fn pending(rt: &Route, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Er
     }
 }
 
-async fn bodiless(rt: &Route, req: Request, client: Option<Client>, note: &mut Note) -> Response {
+async fn bodiless(
+    rt: &Route<'_>,
+    req: Request,
+    client: Option<Client>,
+    note: &mut Note,
+) -> Response {
     let (parts, _) = req.into_parts();
     if let Upstream::Stdio(pool) = &rt.up {
         note.method = if parts.method == Method::DELETE {
@@ -478,7 +486,7 @@ async fn bodiless(rt: &Route, req: Request, client: Option<Client>, note: &mut N
 
 /// Sends a message upstream; its answer goes back through the rules.
 async fn forward(
-    rt: &Route,
+    rt: &Route<'_>,
     parts: Parts,
     body: Bytes,
     pending: Pending,
@@ -498,7 +506,7 @@ async fn forward(
     match sent {
         Ok(resp) => {
             note.outcome = "forwarded";
-            http_answers::response(&rt.gw, pending, has_session, resp).await
+            http_answers::response(rt.gw, pending, has_session, resp).await
         }
         Err(e) => {
             note.outcome = "upstream_error";
@@ -538,7 +546,7 @@ fn tool_name(params: Option<&RawValue>) -> Option<Box<str>> {
 /// toolgate's own `tools/list`, sent with the client's headers inside its session (or with
 /// its credentials, statelessly). The headers are copied only when a listing is needed.
 struct HttpLister<'a> {
-    rt: &'a Route,
+    rt: &'a Route<'a>,
     up: &'a HttpUpstream,
     client_headers: &'a HeaderMap,
     era: Era,

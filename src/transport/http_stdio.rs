@@ -55,7 +55,7 @@ fn with_id(bytes: &[u8], id: &RawValue) -> Option<Bytes> {
 }
 
 pub(super) async fn post(
-    rt: &Route,
+    rt: &Route<'_>,
     pool: &StdioPool,
     headers: &HeaderMap,
     bytes: Bytes,
@@ -82,7 +82,7 @@ pub(super) async fn post(
             },
         };
     let key = match &new_session {
-        Some(id) => rt.gw.scope(&rt.target, Some(id.as_bytes()), None),
+        Some(id) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
         None => ctx.key.clone(),
     };
     let Some(client_id) = m.id.filter(|_| m.is_request()) else {
@@ -107,7 +107,7 @@ pub(super) async fn post(
             timeout,
         };
         let call = Call {
-            target: &rt.target,
+            target: rt.target,
             key: &key,
             era,
             id: client_id,
@@ -115,7 +115,7 @@ pub(super) async fn post(
             bytes: &bytes,
             client: ctx.client.as_ref(),
         };
-        match guard::tools_call(&rt.gw, call, &lister).await {
+        match guard::tools_call(rt.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => {
                 note.outcome = "answered";
@@ -173,14 +173,15 @@ pub(super) async fn post(
         client: ctx.client.clone(),
     };
     let (status, body) = match jsonrpc::parse(&answer) {
-        Ok(jsonrpc::Body::Single(am)) => match pipeline::observe(&rt.gw, &pending, &am).replacement
-        {
-            Some(a) => (
-                a.error_code.map_or(StatusCode::OK, |c| era.status_for(c)),
-                a.body,
-            ),
-            None => (StatusCode::OK, answer.to_vec()),
-        },
+        Ok(jsonrpc::Body::Single(am)) => {
+            match pipeline::observe(rt.gw, &pending, &am).replacement {
+                Some(a) => (
+                    a.error_code.map_or(StatusCode::OK, |c| era.status_for(c)),
+                    a.body,
+                ),
+                None => (StatusCode::OK, answer.to_vec()),
+            }
+        }
         _ => (StatusCode::OK, answer.to_vec()),
     };
     let mut resp = reply::json(status, body);
