@@ -11,15 +11,47 @@ use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const MAX_SERIES: usize = 5_000;
 
+/// Slots a value is spread over. Each thread adds to its own slot's cache line and a scrape
+/// sums them: two workers adding to one counter would pass its line between cores on every
+/// request.
+const SLOTS: usize = 8;
+
+/// This thread's slot.
+fn slot() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
+    }
+    SLOT.with(|s| *s)
+}
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot(AtomicU64);
+
+/// A counter value, one slot per thread.
+#[derive(Default)]
+struct Spread([Slot; SLOTS]);
+
+impl Spread {
+    fn add(&self, n: u64) {
+        self.0[slot()].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
 struct Series {
     labels: Box<[Box<str>]>,
-    value: AtomicU64,
+    value: Spread,
 }
 
 /// Counters sharing a name, one per label set.
@@ -95,7 +127,7 @@ impl Counter {
         if let Some(s) = self.series.load().get(&k)
             && s.is(labels)
         {
-            s.value.fetch_add(n, Ordering::Relaxed);
+            s.value.add(n);
             return;
         }
         let _one_at_a_time = self.grow.lock().unwrap_or_else(|p| p.into_inner());
@@ -110,17 +142,16 @@ impl Counter {
             };
         // Another thread may have installed it meanwhile.
         if let Some(s) = series.get(&k) {
-            s.value.fetch_add(n, Ordering::Relaxed);
+            s.value.add(n);
             return;
         }
+        let fresh = Series {
+            labels: labels.iter().map(|l| Box::from(*l)).collect(),
+            value: Spread::default(),
+        };
+        fresh.value.add(n);
         let mut grown = (*series).clone();
-        grown.insert(
-            k,
-            Arc::new(Series {
-                labels: labels.iter().map(|l| Box::from(*l)).collect(),
-                value: AtomicU64::new(n),
-            }),
-        );
+        grown.insert(k, Arc::new(fresh));
         self.series.store(Arc::new(grown));
     }
 
@@ -138,7 +169,7 @@ impl Counter {
                     "{}{{{}}} {}",
                     self.name,
                     label_text(self.label_names, &s.labels),
-                    s.value.load(Ordering::Relaxed)
+                    s.value.get()
                 )
             })
             .collect();
@@ -170,10 +201,22 @@ const BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-struct Buckets {
+/// One thread's share of a histogram (see [`SLOTS`]).
+#[repr(align(64))]
+#[derive(Default)]
+struct Lane {
     counts: [AtomicU64; BUCKETS.len()],
     sum_micros: AtomicU64,
     count: AtomicU64,
+}
+
+#[derive(Default)]
+struct Buckets([Lane; SLOTS]);
+
+impl Buckets {
+    fn total(&self, f: impl Fn(&Lane) -> &AtomicU64) -> u64 {
+        self.0.iter().map(|l| f(l).load(Ordering::Relaxed)).sum()
+    }
 }
 
 /// Latency histograms, one per upstream.
@@ -198,12 +241,13 @@ impl Histogram {
         let secs = d.as_secs_f64();
         // One bucket per observation; the cumulative counts are summed at scrape time.
         let record = |b: &Buckets| {
+            let lane = &b.0[slot()];
             if let Some(i) = BUCKETS.iter().position(|le| secs <= *le) {
-                b.counts[i].fetch_add(1, Ordering::Relaxed);
+                lane.counts[i].fetch_add(1, Ordering::Relaxed);
             }
-            b.sum_micros
+            lane.sum_micros
                 .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
-            b.count.fetch_add(1, Ordering::Relaxed);
+            lane.count.fetch_add(1, Ordering::Relaxed);
         };
         if let Some(b) = self.series.load().get(upstream) {
             return record(b);
@@ -213,11 +257,7 @@ impl Histogram {
         if let Some(b) = series.get(upstream) {
             return record(b);
         }
-        let b = Arc::new(Buckets {
-            counts: Default::default(),
-            sum_micros: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        });
+        let b = Arc::new(Buckets::default());
         record(&b);
         let mut grown = (*series).clone();
         grown.insert(upstream.into(), b);
@@ -237,14 +277,14 @@ impl Histogram {
             let b = &series[up];
             let mut cumulative = 0;
             for (i, le) in BUCKETS.iter().enumerate() {
-                cumulative += b.counts[i].load(Ordering::Relaxed);
+                cumulative += b.total(|l| &l.counts[i]);
                 let _ = writeln!(
                     out,
                     "{}_bucket{{upstream=\"{up}\",le=\"{le}\"}} {cumulative}",
                     self.name
                 );
             }
-            let count = b.count.load(Ordering::Relaxed);
+            let count = b.total(|l| &l.count);
             let _ = writeln!(
                 out,
                 "{}_bucket{{upstream=\"{up}\",le=\"+Inf\"}} {count}",
@@ -254,7 +294,7 @@ impl Histogram {
                 out,
                 "{}_sum{{upstream=\"{up}\"}} {}",
                 self.name,
-                b.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+                b.total(|l| &l.sum_micros) as f64 / 1e6
             );
             let _ = writeln!(out, "{}_count{{upstream=\"{up}\"}} {count}", self.name);
         }

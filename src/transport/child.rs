@@ -17,6 +17,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
+/// Requests waiting for their answers, by id; `None` once the child's output has ended.
+type Waiters = Option<HashMap<String, oneshot::Sender<Bytes>>>;
+
 pub enum FromChild {
     /// One line the child wrote that no waiter claimed.
     Message(Bytes),
@@ -26,7 +29,7 @@ pub enum FromChild {
 
 pub struct ChildProcess {
     to_child: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
-    waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Bytes>>>>,
+    waiters: Arc<Mutex<Waiters>>,
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
     command: String,
@@ -146,7 +149,7 @@ impl ChildProcess {
         });
 
         let (events_tx, events) = mpsc::unbounded_channel();
-        let waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Bytes>>>> = Arc::default();
+        let waiters: Arc<Mutex<Waiters>> = Arc::new(Mutex::new(Some(HashMap::new())));
         let me = Arc::new(ChildProcess {
             to_child: Mutex::new(Some(to_child)),
             waiters: waiters.clone(),
@@ -166,6 +169,7 @@ impl ChildProcess {
                             waiters
                                 .lock()
                                 .unwrap_or_else(|p| p.into_inner())
+                                .as_mut()?
                                 .remove(&id)
                         });
                         match waiter {
@@ -183,7 +187,9 @@ impl ChildProcess {
                     Ok(Line::Eof) | Err(_) => break,
                 }
             }
-            waiters.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            // Closed, not just emptied: a request that comes after this is refused at once
+            // instead of waiting for an answer nothing will read.
+            *waiters.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let how = match weak.upgrade() {
                 Some(me) => me.exit_status().await,
                 None => "stopped".into(),
@@ -227,15 +233,21 @@ impl ChildProcess {
         timeout: Duration,
     ) -> Result<Bytes, UpstreamError> {
         let (tx, rx) = oneshot::channel();
-        self.waiters
+        match self
+            .waiters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), tx);
+            .as_mut()
+        {
+            Some(w) => w.insert(id.to_string(), tx),
+            None => {
+                return Err(UpstreamError::Unreachable(
+                    "the tool server has exited".into(),
+                ));
+            }
+        };
         if let Err(e) = self.send(line) {
-            self.waiters
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(id);
+            self.forget(id);
             return Err(e);
         }
         match tokio::time::timeout(timeout, rx).await {
@@ -244,12 +256,29 @@ impl ChildProcess {
                 "the tool server exited before answering".into(),
             )),
             Err(_) => {
-                self.waiters
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(id);
+                self.forget(id);
                 Err(UpstreamError::Timeout(timeout))
             }
+        }
+    }
+
+    /// Whether the child's output has ended: it will answer nothing more, even if its
+    /// exit has not been reaped yet.
+    pub fn has_ended(&self) -> bool {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+
+    fn forget(&self, id: &str) {
+        if let Some(w) = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            w.remove(id);
         }
     }
 
@@ -306,5 +335,25 @@ mod tests {
             }
         }
         assert_eq!(got, ["short", "<too long>", "ok", "no-newline"]);
+    }
+
+    #[tokio::test]
+    async fn a_request_after_the_output_ended_is_refused_at_once() {
+        // A server that reads nothing and exits: its output ends before toolgate has reaped
+        // it. A request sent in that window used to wait for the whole upstream timeout.
+        let cmd = ["sh".to_string(), "-c".to_string(), "exit 3".to_string()];
+        let (child, mut events) = ChildProcess::spawn(&cmd, 1024).unwrap();
+        assert!(matches!(events.recv().await, Some(FromChild::Exited(_))));
+        assert!(child.has_ended());
+        let answer = tokio::time::timeout(
+            Duration::from_secs(20),
+            child.request(Bytes::from_static(b"{}"), "1", Duration::from_secs(600)),
+        )
+        .await
+        .expect("an answer, not the upstream timeout");
+        assert!(
+            matches!(answer, Err(UpstreamError::Unreachable(ref m)) if m == "the tool server has exited"),
+            "{answer:?}"
+        );
     }
 }

@@ -15,7 +15,6 @@ use bytes::Bytes;
 use serde_json::json;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
@@ -25,7 +24,6 @@ type Sessions = Arc<Mutex<HashMap<String, Arc<SessionChild>>>>;
 pub struct SessionChild {
     pub child: Arc<ChildProcess>,
     last_used: Mutex<Instant>,
-    alive: AtomicBool,
     /// What the child sends on its own, for the session's GET stream.
     pub unsolicited: broadcast::Sender<Bytes>,
 }
@@ -33,6 +31,13 @@ pub struct SessionChild {
 impl SessionChild {
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Read from the child's output, which ends before its exit is reaped and reported:
+    /// a session is over from that moment, so no request is sent to a child that will
+    /// not answer.
+    fn alive(&self) -> bool {
+        !self.child.has_ended()
     }
 }
 
@@ -93,14 +98,12 @@ impl StdioPool {
         let sc = Arc::new(SessionChild {
             child,
             last_used: Mutex::new(Instant::now()),
-            alive: AtomicBool::new(true),
             unsolicited: unsolicited.clone(),
         });
-        let (live, index, sessions, me) = (
+        let (live, index, sessions) = (
             self.live.clone(),
             self.index,
             Arc::downgrade(&self.sessions),
-            Arc::downgrade(&sc),
         );
         let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), None);
         tokio::spawn(async move {
@@ -123,9 +126,6 @@ impl StdioPool {
                     }
                     FromChild::Exited(how) => {
                         tracing::warn!(session = %label, "the tool server {how}; its session ends");
-                        if let Some(me) = me.upgrade() {
-                            me.alive.store(false, Ordering::Relaxed);
-                        }
                         live.load().catalog.forget(&key);
                         if let Some(s) = sessions.upgrade() {
                             s.lock().unwrap_or_else(|p| p.into_inner()).remove(&label);
@@ -165,6 +165,7 @@ impl StdioPool {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
+            .filter(|sc| sc.alive())
             .cloned()
             .ok_or(NoChild::UnknownSession)?;
         sc.touch();
@@ -218,7 +219,7 @@ impl StdioPool {
     pub async fn shared(&self) -> Result<Arc<SessionChild>, NoChild> {
         let mut shared = self.shared.lock().await;
         if let Some(sc) = shared.as_ref()
-            && sc.alive.load(Ordering::Relaxed)
+            && sc.alive()
         {
             sc.touch();
             return Ok(sc.clone());
