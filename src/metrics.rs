@@ -1,11 +1,14 @@
 //! Prometheus metrics, hand-rolled: a few counter families and one histogram family.
 //!
 //! No global registry (tests stay isolated) and no dependency beyond `arc-swap`. An increment
-//! hashes its label values, looks them up in the current map and adds atomically; a new label
-//! set installs a copy of the map once. The lookup takes no lock: a read lock's count is a
-//! cache line that every request on every worker thread would write. Each family keeps at most [`MAX_SERIES`] label sets, past which new
-//! ones count under `other`: label values can come from clients (a tool name), and a scrape
-//! must not grow without bound.
+//! hashes its label values, looks them up in the current map, and adds to this thread's slot
+//! of the value; a new label set installs a copy of the map once. Nothing on that path is
+//! written by two threads: a read lock's count, or one shared atomic per value, would be a
+//! cache line passed between the worker threads on every request.
+//!
+//! Each family keeps at most [`MAX_SERIES`] label sets, past which new ones count under
+//! `other`: label values can come from clients (a tool name), and a scrape must not grow
+//! without bound.
 
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
