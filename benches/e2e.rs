@@ -279,12 +279,12 @@ fn main() {
         // Warm: toolgate learns the tools once (stateless scope).
         post(&client, &tg.url, None, r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#.into()).await;
 
-        println!("toolgate end-to-end benchmark: {} s per run, medians of {} interleaved rounds", dur.as_secs_f64(), if quick { 1 } else { 5 });
+        let rounds = if quick { 1 } else { 5 };
+        println!("toolgate end-to-end benchmark: {} s per run, medians of {rounds} interleaved rounds", dur.as_secs_f64());
         println!("machine: {} cores, {}", std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model());
         println!();
         println!("{:<12} {:<9} {:>4} {:>10} {:>9} {:>9} {:>12}", "scenario", "via", "conc", "req/s", "p50 µs", "p99 µs", "proxy CPU µs");
         let mut summary = Vec::new();
-        let rounds = if quick { 1 } else { 5 };
         for (scenario, body) in [("valid call", BODY_VALID), ("invalid", BODY_INVALID), ("ping", BODY_PASS)] {
             if only.as_deref().is_some_and(|o| o != scenario) {
                 continue;

@@ -57,14 +57,56 @@ struct Series {
     value: Spread,
 }
 
+/// A map read without a lock and grown by installing a copy, one writer at a time: new
+/// entries are rare (a new label set), reads happen on every request.
+struct Grown<K, V, S = std::hash::RandomState> {
+    map: ArcSwap<HashMap<K, Arc<V>, S>>,
+    writer: Mutex<()>,
+}
+
+impl<K, V, S> Default for Grown<K, V, S>
+where
+    S: Default,
+{
+    fn default() -> Self {
+        Grown {
+            map: ArcSwap::from_pointee(HashMap::default()),
+            writer: Mutex::new(()),
+        }
+    }
+}
+
+impl<K: Eq + std::hash::Hash + Clone, V, S: std::hash::BuildHasher + Clone> Grown<K, V, S> {
+    fn current(&self) -> arc_swap::Guard<Arc<HashMap<K, Arc<V>, S>>> {
+        self.map.load()
+    }
+
+    /// Under the writers' lock, `pick` looks at the current map and names the entry to use,
+    /// or the one to add.
+    fn grow(
+        &self,
+        pick: impl FnOnce(&HashMap<K, Arc<V>, S>) -> Result<Arc<V>, (K, Arc<V>)>,
+    ) -> Arc<V> {
+        let _one_at_a_time = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.map.load_full();
+        match pick(&map) {
+            Ok(v) => v,
+            Err((k, v)) => {
+                let mut grown = (*map).clone();
+                grown.insert(k, v.clone());
+                self.map.store(Arc::new(grown));
+                v
+            }
+        }
+    }
+}
+
 /// Counters sharing a name, one per label set.
 pub struct Counter {
     name: &'static str,
     help: &'static str,
     label_names: &'static [&'static str],
-    series: ArcSwap<ByKey>,
-    /// Serializes the installs of new label sets.
-    grow: Mutex<()>,
+    series: Grown<u64, Series, BuildHasherDefault<Prehashed>>,
 }
 
 /// FNV-1a over the label values: a few short strings per increment, where SipHash would cost
@@ -98,8 +140,6 @@ impl Hasher for Prehashed {
     }
 }
 
-type ByKey = HashMap<u64, Arc<Series>, BuildHasherDefault<Prehashed>>;
-
 impl Series {
     fn is(&self, labels: &[&str]) -> bool {
         self.labels.len() == labels.len() && self.labels.iter().zip(labels).all(|(a, b)| **a == **b)
@@ -116,8 +156,7 @@ impl Counter {
             name,
             help,
             label_names,
-            series: ArcSwap::from_pointee(ByKey::default()),
-            grow: Mutex::new(()),
+            series: Grown::default(),
         }
     }
 
@@ -127,35 +166,29 @@ impl Counter {
 
     pub fn add(&self, labels: &[&str], n: u64) {
         let k = key(labels);
-        if let Some(s) = self.series.load().get(&k)
+        if let Some(s) = self.series.current().get(&k)
             && s.is(labels)
         {
             s.value.add(n);
             return;
         }
-        let _one_at_a_time = self.grow.lock().unwrap_or_else(|p| p.into_inner());
-        let series = self.series.load_full();
-        let collides = series.get(&k).is_some_and(|s| !s.is(labels));
-        let (k, labels): (u64, Vec<&str>) =
-            if collides || (series.len() >= MAX_SERIES && !series.contains_key(&k)) {
-                let other: Vec<&str> = labels.iter().map(|_| "other").collect();
-                (key(&other), other)
-            } else {
-                (k, labels.to_vec())
-            };
-        // Another thread may have installed it meanwhile.
-        if let Some(s) = series.get(&k) {
-            s.value.add(n);
-            return;
-        }
-        let fresh = Series {
-            labels: labels.iter().map(|l| Box::from(*l)).collect(),
-            value: Spread::default(),
-        };
-        fresh.value.add(n);
-        let mut grown = (*series).clone();
-        grown.insert(k, Arc::new(fresh));
-        self.series.store(Arc::new(grown));
+        let s = self.series.grow(|series| {
+            let collides = series.get(&k).is_some_and(|s| !s.is(labels));
+            let (k, labels): (u64, Vec<&str>) =
+                if collides || (series.len() >= MAX_SERIES && !series.contains_key(&k)) {
+                    let other: Vec<&str> = labels.iter().map(|_| "other").collect();
+                    (key(&other), other)
+                } else {
+                    (k, labels.to_vec())
+                };
+            // Another thread may have installed it meanwhile.
+            series.get(&k).cloned().ok_or_else(|| {
+                let labels = labels.iter().map(|l| Box::from(*l)).collect();
+                let value = Spread::default();
+                (k, Arc::new(Series { labels, value }))
+            })
+        });
+        s.value.add(n);
     }
 
     fn render(&self, out: &mut String) {
@@ -164,7 +197,7 @@ impl Counter {
             "# HELP {} {}\n# TYPE {} counter",
             self.name, self.help, self.name
         );
-        let series = self.series.load();
+        let series = self.series.current();
         let mut lines: Vec<String> = series
             .values()
             .map(|s| {
@@ -226,8 +259,7 @@ impl Buckets {
 pub struct Histogram {
     name: &'static str,
     help: &'static str,
-    series: ArcSwap<HashMap<Box<str>, Arc<Buckets>>>,
-    grow: Mutex<()>,
+    series: Grown<Box<str>, Buckets>,
 }
 
 impl Histogram {
@@ -235,8 +267,7 @@ impl Histogram {
         Histogram {
             name,
             help,
-            series: ArcSwap::from_pointee(HashMap::new()),
-            grow: Mutex::new(()),
+            series: Grown::default(),
         }
     }
 
@@ -252,19 +283,16 @@ impl Histogram {
                 .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
             lane.count.fetch_add(1, Ordering::Relaxed);
         };
-        if let Some(b) = self.series.load().get(upstream) {
+        if let Some(b) = self.series.current().get(upstream) {
             return record(b);
         }
-        let _one_at_a_time = self.grow.lock().unwrap_or_else(|p| p.into_inner());
-        let series = self.series.load_full();
-        if let Some(b) = series.get(upstream) {
-            return record(b);
-        }
-        let b = Arc::new(Buckets::default());
+        let b = self.series.grow(|series| {
+            series
+                .get(upstream)
+                .cloned()
+                .ok_or_else(|| (upstream.into(), Arc::default()))
+        });
         record(&b);
-        let mut grown = (*series).clone();
-        grown.insert(upstream.into(), b);
-        self.series.store(Arc::new(grown));
     }
 
     fn render(&self, out: &mut String) {
@@ -273,7 +301,7 @@ impl Histogram {
             "# HELP {} {}\n# TYPE {} histogram",
             self.name, self.help, self.name
         );
-        let series = self.series.load();
+        let series = self.series.current();
         let mut names: Vec<&Box<str>> = series.keys().collect();
         names.sort();
         for up in names {

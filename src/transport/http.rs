@@ -26,7 +26,7 @@ use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
 };
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
@@ -326,24 +326,16 @@ impl Context {
 async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
-    let too_large = || {
-        reply::transport(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            jsonrpc::INVALID_REQUEST,
-            &format!("Invalid Request: the body is over the {limit}-byte limit"),
-        )
-    };
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return too_large();
-    }
+    // A declared length over the limit is refused before any of the body is read.
     let bytes = match http_upstream::read_limited(body, limit).await {
         Ok(b) => b,
-        Err(ReadError::TooLarge) => return too_large(),
+        Err(ReadError::TooLarge) => {
+            return reply::transport(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                jsonrpc::INVALID_REQUEST,
+                &format!("Invalid Request: the body is over the {limit}-byte limit"),
+            );
+        }
         Err(ReadError::Broken(e)) => {
             return reply::transport(
                 StatusCode::BAD_REQUEST,

@@ -36,16 +36,23 @@ pub struct HttpUpstream {
     client: HttpClient,
 }
 
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
+/// Whether a header belongs to one hop (RFC 9110 section 7.6.1, and the common
+/// `Proxy-Connection`). A match on the name compiles to a length switch: cheaper than
+/// comparing each header with a list of names.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "proxy-connection"
+    )
+}
 
 /// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
 /// what is left is the end-to-end exchange.
@@ -54,23 +61,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // those two go directly, and the full pass runs only when something else is there.
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
-    // A match on the name compiles to a length switch: cheaper than comparing each header
-    // with each hop-by-hop name.
-    let hop = |name: &HeaderName| {
-        matches!(
-            name.as_str(),
-            "connection"
-                | "keep-alive"
-                | "proxy-authenticate"
-                | "proxy-authorization"
-                | "te"
-                | "trailer"
-                | "transfer-encoding"
-                | "upgrade"
-                | "proxy-connection"
-        )
-    };
-    if !headers.keys().any(hop) {
+    if !headers.keys().any(hop_by_hop) {
         return;
     }
     let named_in_connection = |name: &HeaderName, headers: &HeaderMap| {
@@ -84,13 +75,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let has_connection = headers.contains_key(header::CONNECTION);
     let doomed: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| {
-            HOP_BY_HOP.contains(name)
-                || *name == header::HOST
-                || *name == header::CONTENT_LENGTH
-                || name.as_str() == "proxy-connection"
-                || (has_connection && named_in_connection(name, headers))
-        })
+        .filter(|name| hop_by_hop(name) || (has_connection && named_in_connection(name, headers)))
         .cloned()
         .collect();
     for name in doomed {
@@ -214,34 +199,47 @@ impl Gathered {
     }
 }
 
-/// Reads a request body whole, refusing more than `limit` bytes.
+/// Reads a body until its end or until more than `limit` bytes have come; `Ok(false)`
+/// means over the limit, with what was read in `got`.
 ///
 /// It stops at the length the body declared rather than polling once more for its end: on
 /// hyper's HTTP/1 server that last poll is answered by the connection task that is running
 /// it, a self-wake that costs a requeue per request (and, on a work-stealing scheduler, a
 /// futex wake of another thread).
+async fn gather<B>(body: &mut B, limit: usize, got: &mut Gathered) -> Result<bool, B::Error>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    while !body.is_end_stream() {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        if let Ok(data) = frame?.into_data() {
+            got.push(data);
+            if got.len() > limit {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Reads a request body whole, refusing more than `limit` bytes.
 pub async fn read_limited<B>(mut body: B, limit: usize) -> Result<Bytes, ReadError>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
+    // A declared length (Content-Length) over the limit is refused before reading.
     if body.size_hint().lower() > limit as u64 {
         return Err(ReadError::TooLarge);
     }
     let mut got = Gathered::default();
-    while !body.is_end_stream() {
-        let Some(frame) = body.frame().await else {
-            break;
-        };
-        let frame = frame.map_err(|e| ReadError::Broken(e.to_string()))?;
-        if let Ok(data) = frame.into_data() {
-            got.push(data);
-            if got.len() > limit {
-                return Err(ReadError::TooLarge);
-            }
-        }
+    match gather(&mut body, limit, &mut got).await {
+        Ok(true) => Ok(got.into_bytes()),
+        Ok(false) => Err(ReadError::TooLarge),
+        Err(e) => Err(ReadError::Broken(e.to_string())),
     }
-    Ok(got.into_bytes())
 }
 
 /// Reads an upstream body whole when it fits in `limit`; otherwise hands back a body that
@@ -251,25 +249,15 @@ pub async fn collect_upstream(
     limit: usize,
 ) -> Result<Collected<axum::body::Body>, hyper::Error> {
     let mut got = Gathered::default();
-    while !body.is_end_stream() {
-        let Some(frame) = body.frame().await else {
-            break;
-        };
-        let Ok(data) = frame?.into_data() else {
-            continue;
-        };
-        got.push(data);
-        if got.len() > limit {
-            let head = got.into_bytes();
-            let head = futures_util::stream::once(async move { Ok::<_, hyper::Error>(head) });
-            let rest = body.into_data_stream();
-            use futures_util::StreamExt;
-            return Ok(Collected::TooLarge(axum::body::Body::from_stream(
-                head.chain(rest),
-            )));
-        }
+    if gather(&mut body, limit, &mut got).await? {
+        return Ok(Collected::Whole(got.into_bytes()));
     }
-    Ok(Collected::Whole(got.into_bytes()))
+    let head = got.into_bytes();
+    let head = futures_util::stream::once(async move { Ok::<_, hyper::Error>(head) });
+    use futures_util::StreamExt;
+    Ok(Collected::TooLarge(axum::body::Body::from_stream(
+        head.chain(body.into_data_stream()),
+    )))
 }
 
 #[cfg(test)]
