@@ -10,7 +10,7 @@ use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
 use crate::pipeline::guard::ListFailed;
 use crate::transport::http::exchange;
-use crate::transport::http_upstream::{self, HttpUpstream};
+use crate::transport::http_upstream::HttpUpstream;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -46,7 +46,7 @@ pub struct Report {
 /// end the session) and checks them.
 pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
-    let up = HttpUpstream::new(uri, http_upstream::client());
+    let up = HttpUpstream::new(uri);
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 pub fn envelope(data: &[u8]) {
     if let Ok(Body::Single(m)) = jsonrpc::parse(data) {
         let _ = pipeline::classify(&m);
-        if let Some(p) = m.params {
+        if let Some(p) = m.raw_params() {
             let _ = jsonrpc::parse_arguments(p);
         }
     }

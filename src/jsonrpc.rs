@@ -2,14 +2,18 @@
 //!
 //! toolgate forwards what it did not change byte for byte, so the envelope borrows `id`,
 //! `params`, `result` and `error` as [`RawValue`]s and never re-serializes them. Only the
-//! members a rule needs are looked at; unknown members stay in the bytes.
+//! members a rule needs are looked at; unknown members stay in the bytes. The one exception
+//! is a `tools/call`'s `params`, which the guard needs typed: they are read so in the same
+//! pass ([`Params::Call`]).
 //!
-//! Security note: duplicate members are rejected here (serde's derive refuses a repeated
-//! known field), because an upstream with first-wins parsing would otherwise read a
+//! Security note: duplicate members are rejected here (each known member may appear once,
+//! `null` or not), because an upstream with first-wins parsing would otherwise read a
 //! different `method` or `params` than the one toolgate checked.
 
+use crate::mcp::TOOLS_CALL;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -27,18 +31,74 @@ pub struct Message<'a> {
     /// `Some` even for `"id": null`, so a null id is echoed rather than dropped.
     pub id: Option<&'a RawValue>,
     pub method: Option<Cow<'a, str>>,
-    pub params: Option<&'a RawValue>,
+    pub params: Option<Params<'a>>,
     pub result: Option<&'a RawValue>,
     pub error: Option<&'a RawValue>,
 }
 
-impl Message<'_> {
+/// `params` as the envelope read them.
+#[derive(Debug)]
+pub enum Params<'a> {
+    /// Left as text: every method but `tools/call`, and a `tools/call` whose params came
+    /// before its method or do not read in one pass (the guard then says why).
+    Raw(&'a RawValue),
+    /// A `tools/call`'s params, read in the same pass as the envelope: this runs on every
+    /// call, and reading them as text first and typed after doubled the parsing.
+    Call(CallParams<'a>),
+}
+
+/// `params` of a `tools/call`, `arguments` included.
+#[derive(Debug, Deserialize)]
+pub struct CallParams<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(default, deserialize_with = "arguments")]
+    pub arguments: Option<Arguments>,
+    #[serde(borrow, default, rename = "_meta")]
+    pub meta: Option<&'a RawValue>,
+}
+
+impl<'a> Message<'a> {
     pub fn is_request(&self) -> bool {
         self.method.is_some() && self.id.is_some()
     }
 
     pub fn method(&self) -> Option<&str> {
         self.method.as_deref()
+    }
+
+    /// `params` as text, when the envelope left them so.
+    pub fn raw_params(&self) -> Option<&'a RawValue> {
+        match self.params {
+            Some(Params::Raw(raw)) => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// Where the request's protocol version may be written (`_meta`, 2026-07-28): a call's
+    /// `_meta`, or params left as text, searched whole.
+    pub fn version_text(&self) -> Option<&'a RawValue> {
+        match &self.params {
+            Some(Params::Raw(raw)) => Some(raw),
+            Some(Params::Call(call)) => call.meta,
+            None => None,
+        }
+    }
+
+    /// The `name` in `params`, for logs and header checks.
+    pub fn params_name(&self) -> Option<Cow<'a, str>> {
+        #[derive(Deserialize)]
+        struct Named<'a> {
+            #[serde(borrow)]
+            name: Cow<'a, str>,
+        }
+        match &self.params {
+            Some(Params::Call(call)) => Some(call.name.clone()),
+            Some(Params::Raw(raw)) => serde_json::from_str::<Named<'a>>(raw.get())
+                .ok()
+                .map(|n| n.name),
+            None => None,
+        }
     }
 }
 
@@ -74,20 +134,112 @@ impl Rejection {
     }
 }
 
-#[derive(Deserialize)]
+/// The members of an envelope; unknown ones stay in the bytes, unread.
+#[derive(Default)]
 struct Envelope<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
     jsonrpc: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     method: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<Params<'a>>,
     result: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
     error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Field {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+/// A string, borrowed from the body unless it has escapes.
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+/// Reads an envelope; with `typed_call`, a `tools/call`'s params are read typed in the same
+/// pass when `method` came first.
+#[derive(Clone, Copy)]
+struct EnvelopeSeed {
+    typed_call: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for EnvelopeSeed {
+    type Value = Envelope<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Envelope<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EnvelopeSeed {
+    type Value = Envelope<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
+        let mut env = Envelope::default();
+        // One bit per member seen: a repeated member is refused, `null` ones included.
+        let mut seen = 0u8;
+        let mut once = |bit: u8, name: &'static str| {
+            if seen & bit != 0 {
+                return Err(de::Error::duplicate_field(name));
+            }
+            seen |= bit;
+            Ok(())
+        };
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Jsonrpc => {
+                    once(1, "jsonrpc")?;
+                    env.jsonrpc = Some(map.next_value()?);
+                }
+                Field::Id => {
+                    once(2, "id")?;
+                    env.id = Some(map.next_value()?);
+                }
+                Field::Method => {
+                    once(4, "method")?;
+                    env.method = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
+                }
+                Field::Params => {
+                    once(8, "params")?;
+                    let call = self.typed_call && env.method.as_deref() == Some(TOOLS_CALL);
+                    env.params = Some(if call {
+                        Params::Call(map.next_value()?)
+                    } else {
+                        Params::Raw(map.next_value()?)
+                    });
+                }
+                Field::Result => {
+                    once(16, "result")?;
+                    env.result = Some(map.next_value()?);
+                }
+                Field::Error => {
+                    once(32, "error")?;
+                    env.error = Some(map.next_value()?);
+                }
+                Field::Other => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(env)
+    }
+}
+
+fn envelope(text: &str, typed_call: bool) -> Result<Envelope<'_>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let env = EnvelopeSeed { typed_call }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(env)
 }
 
 /// Keeps `null` as a present value: `Option<&RawValue>` alone would turn `"id": null` into
@@ -130,7 +282,9 @@ pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
 }
 
 fn message(text: &str) -> Result<Message<'_>, Rejection> {
-    let env: Envelope<'_> = match serde_json::from_str(text) {
+    // A `tools/call` whose params do not read in one pass is read again with them as text:
+    // the guard then says what is wrong with them, or the envelope's own error comes out.
+    let env = match envelope(text, true).or_else(|_| envelope(text, false)) {
         Ok(env) => env,
         Err(e) if e.classify() == serde_json::error::Category::Data => {
             // Valid JSON of the wrong shape (a string, a number, duplicate members) is an
@@ -335,17 +489,21 @@ impl<'de> Visitor<'de> for Strict {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                let seg = key.replace('~', "~0").replace('/', "~1");
-                return Err(de::Error::custom(format_args!(
-                    "{DUPLICATE_MARK}/{seg}{POINTER_END}"
-                )));
-            }
+            // One search of the map per key: the slot found is the one filled.
+            let slot = match out.entry(key) {
+                Entry::Vacant(slot) => slot,
+                Entry::Occupied(seen) => {
+                    let seg = seen.key().replace('~', "~0").replace('/', "~1");
+                    return Err(de::Error::custom(format_args!(
+                        "{DUPLICATE_MARK}/{seg}{POINTER_END}"
+                    )));
+                }
+            };
             match map.next_value_seed(self) {
                 Ok(v) => {
-                    out.insert(key, v);
+                    slot.insert(v);
                 }
-                Err(e) => return Err(prefixed(e, &key)),
+                Err(e) => return Err(prefixed(e, slot.key())),
             }
         }
         Ok(Value::Object(out))
@@ -366,11 +524,59 @@ mod tests {
     #[test]
     fn request_keeps_raw_members() {
         let m =
-            single(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a" : 1},"x":[]}"#)
-                .unwrap();
+            single(r#"{"jsonrpc":"2.0","id":7,"method":"x/y","params":{"a" : 1},"x":[]}"#).unwrap();
         assert!(m.is_request());
         assert_eq!(m.id.unwrap().get(), "7");
-        assert_eq!(m.params.unwrap().get(), r#"{"a" : 1}"#);
+        assert_eq!(m.raw_params().unwrap().get(), r#"{"a" : 1}"#);
+    }
+
+    #[test]
+    fn call_params_are_read_in_the_same_pass() {
+        let m = single(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t\u0041","arguments":{"n":1},"_meta":{"k":2}}}"#,
+        )
+        .unwrap();
+        let Some(Params::Call(call)) = &m.params else {
+            panic!("not read typed: {:?}", m.params)
+        };
+        assert_eq!(call.name, "tA");
+        assert_eq!(call.arguments.as_ref().unwrap().as_ref().unwrap()["n"], 1);
+        assert_eq!(m.version_text().unwrap().get(), r#"{"k":2}"#);
+        assert_eq!(m.params_name().as_deref(), Some("tA"));
+    }
+
+    #[test]
+    fn call_params_left_as_text_when_they_come_first_or_do_not_read() {
+        for body in [
+            // Params before the method: the method is not known yet.
+            r#"{"jsonrpc":"2.0","id":1,"params":{"name":"t"},"method":"tools/call"}"#,
+            // A duplicate argument key, no name: the guard reads them again to say which.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"a":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+        ] {
+            let m = single(body).unwrap();
+            assert!(m.raw_params().is_some(), "{body}");
+        }
+    }
+
+    #[test]
+    fn envelope_members_are_refused_twice_even_when_null() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":null,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"params":{"name":"b"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+        ] {
+            assert_eq!(single(body).unwrap_err().code(), INVALID_REQUEST, "{body}");
+        }
+        // A null method is no method: with a result, a response.
+        let m = single(r#"{"jsonrpc":"2.0","id":1,"method":null,"result":{}}"#).unwrap();
+        assert!(m.method.is_none());
+    }
+
+    #[test]
+    fn an_array_is_not_an_envelope() {
+        let r = single(r#"[["2.0", 1, "ping"]]"#);
+        assert!(matches!(r, Err(Rejection::Invalid(_))), "{r:?}");
     }
 
     #[test]
@@ -418,7 +624,7 @@ mod tests {
             "]".repeat(100_000)
         );
         let m = single(&deep).unwrap();
-        let args = RawValue::from_string(m.params.unwrap().get().to_string()).unwrap();
+        let args = RawValue::from_string(m.raw_params().unwrap().get().to_string()).unwrap();
         assert!(matches!(
             parse_arguments(&args),
             Err(ArgumentsError::Unreadable(_))

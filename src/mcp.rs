@@ -1,6 +1,7 @@
 //! MCP vocabulary: method and header names, the two protocol eras, and the results toolgate
 //! writes itself.
 
+use http::HeaderName;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -9,10 +10,11 @@ pub const TOOLS_LIST: &str = "tools/list";
 pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
 pub const RESOURCES_READ: &str = "resources/read";
 
-pub const SESSION_ID: &str = "mcp-session-id";
-pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
-pub const METHOD_HEADER: &str = "mcp-method";
-pub const NAME_HEADER: &str = "mcp-name";
+// Header names as `HeaderName`s: looking a header up by `&str` parses the name every time.
+pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+pub const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The first stateless revision. Versions sort as strings.
 pub const MODERN_VERSION: &str = "2026-07-28";

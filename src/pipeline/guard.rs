@@ -11,7 +11,7 @@ use super::{Kind, UpstreamError};
 use crate::catalog::{Lookup, Page, ScopeKey, Tool};
 use crate::config::{AnswerShape, Mode, OnCompileError};
 use crate::gateway::{Gateway, Target};
-use crate::jsonrpc::{self, ArgumentsError};
+use crate::jsonrpc::{self, ArgumentsError, CallParams, Params};
 use crate::mcp::{self, Era};
 use crate::validate::{self, Report, Verdict};
 use bytes::Bytes;
@@ -52,18 +52,7 @@ pub enum Decision<R> {
     Relay(R),
 }
 
-/// `params` of a `tools/call`, `arguments` included, read in one pass.
-#[derive(Deserialize)]
-struct CallParams<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(default, deserialize_with = "jsonrpc::arguments")]
-    arguments: Option<jsonrpc::Arguments>,
-    #[serde(borrow, default, rename = "_meta")]
-    meta: Option<&'a RawValue>,
-}
-
-/// The same with `arguments` left raw: the slow path, taken only when the one pass fails, to
+/// `params` with `arguments` left raw: the slow path, taken only when the one pass fails, to
 /// tell a duplicate key (and where), unreadable arguments and a malformed call apart.
 #[derive(Deserialize)]
 struct RawCallParams<'a> {
@@ -75,6 +64,7 @@ struct RawCallParams<'a> {
     meta: Option<&'a RawValue>,
 }
 
+/// Params the envelope left as text: read in one pass, or failing that with the slow path.
 fn read_params(raw: &RawValue) -> Result<CallParams<'_>, serde_json::Error> {
     serde_json::from_str::<CallParams<'_>>(raw.get()).or_else(|_| {
         let r: RawCallParams<'_> = serde_json::from_str(raw.get())?;
@@ -92,7 +82,8 @@ pub struct Call<'a> {
     pub key: &'a ScopeKey,
     pub era: Era,
     pub id: &'a RawValue,
-    pub params: Option<&'a RawValue>,
+    /// Taken from the message: the arguments are validated (and coerced) in place.
+    pub params: Option<Params<'a>>,
     /// The whole message, forwarded as is when nothing changes.
     pub bytes: &'a Bytes,
     /// Who calls, when `[auth]` or `[clients]` says anything about it.
@@ -118,7 +109,11 @@ fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
     gw.metrics.tool_calls.inc(&[&target.name, tool, outcome]);
 }
 
-pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> Decision<L::Relay> {
+pub async fn tools_call<L: Lister>(
+    gw: &Gateway,
+    mut call: Call<'_>,
+    lister: &L,
+) -> Decision<L::Relay> {
     let (era, id) = (call.era, call.id);
     let malformed = |why: String| {
         Decision::Answer(Answer::error(
@@ -128,9 +123,12 @@ pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> 
             None,
         ))
     };
-    let params = match call.params.map(read_params) {
-        Some(Ok(p)) => p,
-        Some(Err(e)) => return malformed(e.to_string()),
+    let params = match call.params.take() {
+        Some(Params::Call(p)) => p,
+        Some(Params::Raw(raw)) => match read_params(raw) {
+            Ok(p) => p,
+            Err(e) => return malformed(e.to_string()),
+        },
         None => return malformed("missing params with a \"name\"".into()),
     };
     let tool = params.name.as_ref();

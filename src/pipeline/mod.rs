@@ -95,7 +95,7 @@ pub fn classify(m: &Message<'_>) -> Kind {
     match m.method() {
         Some(mcp::TOOLS_LIST) => {
             let cursor = m
-                .params
+                .raw_params()
                 .and_then(|p| serde_json::from_str::<ListParams<'_>>(p.get()).ok())
                 .and_then(|p| p.cursor);
             Kind::List {
@@ -104,7 +104,7 @@ pub fn classify(m: &Message<'_>) -> Kind {
         }
         Some(mcp::RESOURCES_READ) => Kind::Read {
             uri: m
-                .params
+                .raw_params()
                 .and_then(|p| serde_json::from_str::<ReadParams<'_>>(p.get()).ok())
                 .and_then(|p| p.uri)
                 .map(|u| u.as_ref().into()),

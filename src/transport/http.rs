@@ -10,7 +10,7 @@
 //! inspected the same way.
 
 use super::http_answers;
-use super::http_upstream::{self, Collected, HttpClient, HttpUpstream, ReadError};
+use super::http_upstream::{self, Collected, HttpUpstream, ReadError};
 use super::reply;
 use super::sse::{self, Split, Splitter};
 use super::stdio_pool::StdioPool;
@@ -69,14 +69,13 @@ pub struct App {
 impl App {
     pub fn new(live: &Live) -> App {
         let gw = live.load();
-        let client: HttpClient = http_upstream::client();
         let mut endpoints = Vec::new();
         let mut pools = Vec::new();
         for (index, target) in gw.targets.iter().enumerate() {
             let up = if target.command.is_empty() {
                 let uri = parse_upstream_url(&target.url)
                     .expect("upstream URLs are checked with the configuration");
-                Upstream::Http(Arc::new(HttpUpstream::new(uri, client.clone())))
+                Upstream::Http(Arc::new(HttpUpstream::new(uri)))
             } else {
                 let pool = StdioPool::new(live.clone(), index);
                 pools.push(pool.clone());
@@ -160,7 +159,9 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
+        // One handle per connection: cloning the shared `App` for each request would write
+        // the reference counts that every connection's requests share.
+        let app = Arc::new(app.clone());
         let service = hyper::service::service_fn(move |req: Request| {
             let app = app.clone();
             async move { Ok::<_, std::convert::Infallible>(app.call(req).await) }
@@ -355,7 +356,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         }
     };
     let ctx = Context::of(rt, &parts.headers, client);
-    let m = match parsed {
+    let mut m = match parsed {
         Parsed::Batch(msgs) => {
             if let Some(why) = guard::refuse_batch(&msgs) {
                 return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
@@ -373,7 +374,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         }
         Parsed::Single(m) => m,
     };
-    let era = ctx.era(m.params);
+    let era = ctx.era(m.version_text());
     let id = if m.is_request() { m.id } else { None };
     note.method = metrics::method_label(m.method());
     if era == Era::Modern
@@ -387,8 +388,16 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         );
     }
     if let Upstream::Stdio(pool) = &rt.up {
-        return super::http_stdio::post(rt, pool, &parts.headers, bytes.clone(), &m, &ctx, note)
-            .await;
+        return super::http_stdio::post(
+            rt,
+            pool,
+            &parts.headers,
+            bytes.clone(),
+            &mut m,
+            &ctx,
+            note,
+        )
+        .await;
     }
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let Upstream::Http(up) = &rt.up else {
@@ -400,12 +409,14 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
             client_headers: &parts.headers,
             era,
         };
+        // For the access log when toolgate answers: the guard takes the params.
+        let name = rt.gw.config.log.access.then(|| m.params_name()).flatten();
         let call = Call {
             target: rt.target,
             key: &ctx.key,
             era,
             id: m.id.expect("a request has an id"),
-            params: m.params,
+            params: m.params.take(),
             bytes: &bytes,
             client: ctx.client.as_ref(),
         };
@@ -413,7 +424,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => {
                 note.outcome = "answered";
-                note.tool = tool_name(m.params);
+                note.tool = name.map(Into::into);
                 return reply::answer(era, a);
             }
             Decision::Relay(resp) => {
@@ -424,7 +435,10 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     } else {
         (bytes.clone(), pipeline::classify(&m))
     };
-    if let Kind::Call { tool } = &kind {
+    // The tool's name is only for the access log.
+    if rt.gw.config.log.access
+        && let Kind::Call { tool } = &kind
+    {
         note.tool = Some(tool.clone());
     }
     let pending = pending(rt, &ctx, id, kind, era);
@@ -522,17 +536,6 @@ async fn forward(
             )
         }
     }
-}
-
-/// The tool a `tools/call` named, for the access log of calls toolgate answered itself.
-fn tool_name(params: Option<&RawValue>) -> Option<Box<str>> {
-    #[derive(serde::Deserialize)]
-    struct Named<'a> {
-        #[serde(borrow)]
-        name: std::borrow::Cow<'a, str>,
-    }
-    let p: Named<'_> = serde_json::from_str(params?.get()).ok()?;
-    Some(p.name.as_ref().into())
 }
 
 /// toolgate's own `tools/list`, sent with the client's headers inside its session (or with

@@ -59,11 +59,11 @@ pub(super) async fn post(
     pool: &StdioPool,
     headers: &HeaderMap,
     bytes: Bytes,
-    m: &Message<'_>,
+    m: &mut Message<'_>,
     ctx: &Context,
     note: &mut Note,
 ) -> Response {
-    let era = ctx.era(m.params);
+    let era = ctx.era(m.version_text());
     let max = rt.gw.config.stdio.max_sessions;
     let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
     let (sc, new_session, shared): (Arc<SessionChild>, Option<String>, bool) =
@@ -111,7 +111,7 @@ pub(super) async fn post(
             key: &key,
             era,
             id: client_id,
-            params: m.params,
+            params: m.params.take(),
             bytes: &bytes,
             client: ctx.client.as_ref(),
         };
@@ -126,7 +126,10 @@ pub(super) async fn post(
     } else {
         (bytes.clone(), pipeline::classify(m))
     };
-    if let Kind::Call { tool } = &kind {
+    // The tool's name is only for the access log.
+    if rt.gw.config.log.access
+        && let Kind::Call { tool } = &kind
+    {
         note.tool = Some(tool.clone());
     }
     let is_call = matches!(kind, Kind::Call { .. });

@@ -5,35 +5,40 @@
 //! ones named in `Connection` do not. `Accept-Encoding` is dropped on the way up so that
 //! answers toolgate may need to read arrive uncompressed.
 
+use super::upstream_pool::Pool;
 use crate::pipeline::UpstreamError;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
-
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-pub fn client() -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(Duration::from_secs(10)));
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(Duration::from_secs(60))
-        .build(connector)
-}
 
 /// One upstream MCP endpoint over HTTP. The wait for an answer is the caller's: the gateway
 /// passes the one in force, so a reload changes it for the next request.
 pub struct HttpUpstream {
     pub uri: Uri,
-    client: HttpClient,
+    /// The endpoint's path, as a request line carries it.
+    path: Uri,
+    pool: Pool,
+    /// The `Host` every request carries, built once.
+    host: Option<HeaderValue>,
+}
+
+/// `Host` for a request to `uri`: its host, with the port when it is not the scheme's own.
+fn host_header(uri: &Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let default = if uri.scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    };
+    let text = match uri.port_u16() {
+        Some(port) if port != default => format!("{host}:{port}"),
+        _ => host.to_string(),
+    };
+    HeaderValue::from_str(&text).ok()
 }
 
 /// Whether a header belongs to one hop (RFC 9110 section 7.6.1, and the common
@@ -84,8 +89,18 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 impl HttpUpstream {
-    pub fn new(uri: Uri, client: HttpClient) -> HttpUpstream {
-        HttpUpstream { uri, client }
+    pub fn new(uri: Uri) -> HttpUpstream {
+        let port = uri.port_u16().unwrap_or(80);
+        let addr = format!("{}:{port}", uri.host().unwrap_or("localhost"));
+        HttpUpstream {
+            host: host_header(&uri),
+            path: uri
+                .path_and_query()
+                .cloned()
+                .map_or_else(|| Uri::from_static("/"), Uri::from),
+            pool: Pool::new(addr),
+            uri,
+        }
     }
 
     /// Sends one request with the client's end-to-end headers and waits (bounded) for the
@@ -97,7 +112,7 @@ impl HttpUpstream {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        self.send_to(self.uri.clone(), method, headers, body, timeout)
+        self.send_to(self.path.clone(), method, headers, body, timeout)
             .await
     }
 
@@ -109,20 +124,16 @@ impl HttpUpstream {
         headers: HeaderMap,
         timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let mut parts = self.uri.clone().into_parts();
-        parts.path_and_query = Some(
-            path_and_query
-                .parse()
-                .map_err(|e: http::uri::InvalidUri| UpstreamError::Unreachable(e.to_string()))?,
-        );
-        let uri = Uri::from_parts(parts).map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
-        self.send_to(uri, method, headers, Bytes::new(), timeout)
+        let path = path_and_query
+            .parse::<Uri>()
+            .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+        self.send_to(path, method, headers, Bytes::new(), timeout)
             .await
     }
 
     async fn send_to(
         &self,
-        uri: Uri,
+        path: Uri,
         method: Method,
         mut headers: HeaderMap,
         body: Bytes,
@@ -130,29 +141,21 @@ impl HttpUpstream {
     ) -> Result<Response<Incoming>, UpstreamError> {
         let mut req = Request::builder()
             .method(method)
-            .uri(uri)
+            .uri(path)
             .body(Full::new(body))
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
         strip_hop_by_hop(&mut headers);
         headers.remove(header::ACCEPT_ENCODING);
+        if let Some(host) = &self.host {
+            headers.insert(header::HOST, host.clone());
+        }
         *req.headers_mut() = headers;
-        match tokio::time::timeout(timeout, self.client.request(req)).await {
+        match tokio::time::timeout(timeout, self.pool.send(req)).await {
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(UpstreamError::Unreachable(error_chain(&e))),
+            Ok(Err(e)) => Err(UpstreamError::Unreachable(e.to_string())),
             Err(_) => Err(UpstreamError::Timeout(timeout)),
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// A body read whole up to a limit. Over the limit, the bytes read so far and the rest of
@@ -263,6 +266,20 @@ pub async fn collect_upstream(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_is_the_authority_without_a_default_port() {
+        for (uri, host) in [
+            ("http://127.0.0.1:8080/mcp", "127.0.0.1:8080"),
+            ("http://example.com:80/mcp", "example.com"),
+            ("https://example.com:443/", "example.com"),
+            ("https://example.com:80/", "example.com:80"),
+            ("http://[::1]:9/mcp", "[::1]:9"),
+        ] {
+            let got = host_header(&uri.parse().unwrap()).unwrap();
+            assert_eq!(got, host, "{uri}");
+        }
+    }
 
     #[test]
     fn hop_by_hop_headers_stay_behind() {

@@ -13,4 +13,5 @@ pub mod sse;
 pub mod stdio;
 pub mod stdio_http;
 pub mod stdio_pool;
+mod upstream_pool;
 mod well_known;

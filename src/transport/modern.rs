@@ -3,7 +3,7 @@
 //! intermediary that routes or filters on headers must not trust them unchecked; toolgate
 //! decides on the body, and refuses a request whose headers say something else.
 
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Message, Params};
 use crate::mcp;
 use http::HeaderMap;
 use serde::Deserialize;
@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 pub const HEADER_MISMATCH: i64 = -32020;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Named<'a> {
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
@@ -29,15 +29,17 @@ struct Meta<'a> {
 
 /// `Err` says which header does not match, for the `-32020` message.
 pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), String> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(decode);
-    let params: Named<'_> = m
-        .params
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or(Named {
-            name: None,
+    let header =
+        |name: http::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(decode);
+    let params = match &m.params {
+        Some(Params::Call(call)) => Named {
+            name: Some(call.name.clone()),
             uri: None,
-            meta: None,
-        });
+            meta: call.meta.and_then(|r| serde_json::from_str(r.get()).ok()),
+        },
+        Some(Params::Raw(raw)) => serde_json::from_str(raw.get()).unwrap_or_default(),
+        None => Named::default(),
+    };
     if let (Some(h), Some(b)) = (
         header(mcp::PROTOCOL_VERSION),
         params.meta.as_ref().and_then(|m| m.version.as_deref()),

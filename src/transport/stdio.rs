@@ -249,7 +249,7 @@ async fn answer_unanswered<R: tokio::io::AsyncBufRead + Unpin>(
             && m.is_request()
         {
             let is_call = m.method() == Some(mcp::TOOLS_CALL);
-            let era = Era::detect(None, m.params);
+            let era = Era::detect(None, m.version_text());
             let _ = out.send(Out::Line(
                 Answer::upstream_failed(era, m.id, is_call, &why).body,
             ));
@@ -267,7 +267,7 @@ async fn from_client(
     pending: &Mutex<HashMap<String, Pending>>,
     line: Bytes,
 ) -> Option<Vec<u8>> {
-    let m = match jsonrpc::parse(&line) {
+    let mut m = match jsonrpc::parse(&line) {
         Ok(Parsed::Single(m)) => m,
         Ok(Parsed::Batch(msgs)) => {
             if let Some(why) = guard::refuse_batch(&msgs) {
@@ -291,7 +291,7 @@ async fn from_client(
             ));
         }
     };
-    let era = Era::detect(None, m.params);
+    let era = Era::detect(None, m.version_text());
     let client = gw.client(None);
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let call = Call {
@@ -299,7 +299,7 @@ async fn from_client(
             key,
             era,
             id: m.id.expect("a request has an id"),
-            params: m.params,
+            params: m.params.take(),
             bytes: &line,
             client: client.as_ref(),
         };

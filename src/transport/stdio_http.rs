@@ -105,7 +105,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
         }
     };
     let target = gw.targets[0].clone();
-    let up = HttpUpstream::new(uri, http_upstream::client());
+    let up = HttpUpstream::new(uri);
     let (out, writer) = spawn_writer();
     let ctx = Arc::new(Ctx {
         gw: gw.clone(),
@@ -149,7 +149,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
 }
 
 async fn from_client(ctx: &Ctx, line: Bytes) {
-    let m = match jsonrpc::parse(&line) {
+    let mut m = match jsonrpc::parse(&line) {
         Ok(Parsed::Single(m)) => m,
         Ok(Parsed::Batch(_)) => {
             let msg = "Invalid Request: batches are not supported by toolgate stdio; send one message per line";
@@ -169,7 +169,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             ));
         }
     };
-    let era = Era::detect(None, m.params);
+    let era = Era::detect(None, m.version_text());
     let key = ctx.key();
     let client = ctx.gw.client(None);
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
@@ -178,7 +178,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             key: &key,
             era,
             id: m.id.expect("a request has an id"),
-            params: m.params,
+            params: m.params.take(),
             bytes: &line,
             client: client.as_ref(),
         };

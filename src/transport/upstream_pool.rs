@@ -1,0 +1,306 @@
+//! Connections to one HTTP upstream, kept open between requests.
+//!
+//! toolgate talks to one origin per upstream, over HTTP/1, so a pool needs no key, no
+//! connector stack and no race between a checkout and a connect. hyper-util's general pool
+//! did all three on every request (three SipHash passes over the key, a `select` of two
+//! futures, moves of large futures), and on a validated `tools/call` that was the largest
+//! part of toolgate's own work after parsing.
+//!
+//! A connection is a hyper `SendRequest` in a short list. A request takes one that is ready,
+//! sends on it and puts it back as soon as the answer's head arrives: the connection becomes
+//! ready again once that answer's body is read, and a connection still streaming is skipped.
+//! Closed connections are dropped when seen; idle ones close after [`IDLE_FOR`], found by the
+//! next request or by a sweep. A request that finds nothing ready opens a connection, so the
+//! list grows to the peak concurrency.
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+/// How long an unused connection is kept.
+const IDLE_FOR: Duration = Duration::from_secs(60);
+/// A connect that takes longer is given up, whatever the request's own deadline.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// At most this many connections are kept; past it, a connection closes after its answer.
+const MAX_KEPT: usize = 1024;
+
+type Sender = SendRequest<Full<Bytes>>;
+
+struct Kept {
+    tx: Sender,
+    since: Instant,
+}
+
+impl Kept {
+    /// Closed, or idle for longer than `idle_for`. A connection still streaming an answer is
+    /// not idle, however long ago it was taken.
+    fn spent(&self, idle_for: Duration) -> bool {
+        self.tx.is_closed() || (self.tx.is_ready() && self.since.elapsed() > idle_for)
+    }
+}
+
+pub struct Pool {
+    /// `host:port`, as a connect resolves it.
+    addr: String,
+    kept: Arc<Mutex<Vec<Kept>>>,
+    idle_for: Duration,
+    /// The sweep starts with the first connection (a runtime is there by then).
+    sweeping: Once,
+}
+
+/// Why a request got no answer head. Texts only: the caller reports them.
+#[derive(Debug)]
+pub enum SendError {
+    Connect(String),
+    Http(hyper::Error),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Connect(why) => f.write_str(why),
+            SendError::Http(e) => {
+                write!(f, "{e}")?;
+                let mut cur = std::error::Error::source(e);
+                while let Some(c) = cur {
+                    write!(f, ": {c}")?;
+                    cur = c.source();
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Pool {
+    pub fn new(addr: String) -> Pool {
+        Pool::with_idle(addr, IDLE_FOR)
+    }
+
+    fn with_idle(addr: String, idle_for: Duration) -> Pool {
+        Pool {
+            addr,
+            kept: Arc::default(),
+            idle_for,
+            sweeping: Once::new(),
+        }
+    }
+
+    /// Sends `req` (origin-form URI, `Host` set) and waits for the answer's head.
+    pub async fn send(
+        &self,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, SendError> {
+        loop {
+            let (mut tx, reused) = match self.take() {
+                Some(tx) => (tx, true),
+                None => (self.connect().await?, false),
+            };
+            match tx.try_send_request(req).await {
+                Ok(resp) => {
+                    self.put(tx);
+                    return Ok(resp);
+                }
+                Err(mut e) => match e.take_message() {
+                    // A kept connection the server closed just now: nothing was sent, so the
+                    // request goes again, on another connection or a new one.
+                    Some(back) if reused => req = back,
+                    _ => return Err(SendError::Http(e.into_error())),
+                },
+            }
+        }
+    }
+
+    /// The most recently used connection that is ready; closed and expired ones go.
+    fn take(&self) -> Option<Sender> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let mut i = kept.len();
+        while i > 0 {
+            i -= 1;
+            let k = &kept[i];
+            if k.spent(self.idle_for) {
+                kept.swap_remove(i);
+            } else if k.tx.is_ready() {
+                return Some(kept.swap_remove(i).tx);
+            }
+        }
+        None
+    }
+
+    fn put(&self, tx: Sender) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() < MAX_KEPT {
+            kept.push(Kept {
+                tx,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    async fn connect(&self) -> Result<Sender, SendError> {
+        let fail = |why: String| SendError::Connect(format!("connecting to {}: {why}", self.addr));
+        let stream =
+            tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.addr))
+                .await
+                .map_err(|_| fail(format!("no connection within {CONNECT_TIMEOUT:?}")))?
+                .map_err(|e| fail(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (tx, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "upstream connection ended");
+            }
+        });
+        self.sweeping.call_once(|| self.sweep());
+        Ok(tx)
+    }
+
+    /// Closes idle connections when no request comes to find them; ends with the pool.
+    fn sweep(&self) {
+        let kept = Arc::downgrade(&self.kept);
+        let idle_for = self.idle_for;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(idle_for / 2).await;
+                let Some(kept) = kept.upgrade() else { return };
+                let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+                kept.retain(|k| !k.spent(idle_for));
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn request() -> Request<Full<Bytes>> {
+        Request::builder()
+            .uri("/mcp")
+            .header(http::header::HOST, "x")
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .unwrap()
+    }
+
+    /// A server answering each request on a connection, then closing it after `per_conn`
+    /// answers; with `slow`, the last byte of each body on the first connection comes 300 ms
+    /// after the rest.
+    /// Returns its address and a count of the connections it accepted.
+    async fn server(
+        per_conn: usize,
+        slow: bool,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let first = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+                let slow = slow && first;
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    for _ in 0..per_conn {
+                        let mut got = Vec::new();
+                        // Head and the two-byte body.
+                        while !got.windows(6).any(|w| w == b"\r\n\r\n{}") {
+                            match s.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => got.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        let (now, later) = answer.split_at(answer.len() - usize::from(slow));
+                        if s.write_all(now).await.is_err() {
+                            return;
+                        }
+                        if slow {
+                            tokio::time::sleep(Duration::from_millis(300)).await;
+                        }
+                        if s.write_all(later).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    async fn body(resp: Response<Incoming>) -> Bytes {
+        use http_body_util::BodyExt;
+        resp.into_body().collect().await.unwrap().to_bytes()
+    }
+
+    #[tokio::test]
+    async fn one_connection_serves_calls_in_turn() {
+        let (addr, accepted) = server(usize::MAX, false).await;
+        let pool = Pool::new(addr);
+        for _ in 0..20 {
+            let resp = pool.send(request()).await.unwrap();
+            assert_eq!(body(resp).await, "ok");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_still_streaming_is_not_shared() {
+        let (addr, accepted) = server(usize::MAX, true).await;
+        let pool = Pool::new(addr);
+        let first = pool.send(request()).await.unwrap();
+        // The first answer's body is still coming: its connection is busy.
+        let second = pool.send(request()).await.unwrap();
+        assert_eq!(body(second).await, "ok");
+        assert_eq!(body(first).await, "ok");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_is_replaced() {
+        let (addr, accepted) = server(1, false).await;
+        let pool = Pool::new(addr);
+        for _ in 0..5 {
+            let resp = pool.send(request()).await.unwrap();
+            assert_eq!(body(resp).await, "ok");
+            // Let the connection see the server's close.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 5);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_close_and_busy_ones_stay() {
+        let (addr, accepted) = server(usize::MAX, true).await;
+        let pool = Pool::with_idle(addr, Duration::from_millis(50));
+        let streaming = pool.send(request()).await.unwrap();
+        let idle = pool.send(request()).await.unwrap();
+        assert_eq!(body(idle).await, "ok");
+        // Past two sweeps: the idle connection is gone, the one mid-answer is kept.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(pool.kept.lock().unwrap().len(), 1);
+        assert_eq!(body(streaming).await, "ok");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connect_says_where() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let err = Pool::new(addr.clone()).send(request()).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("connecting to {addr}: ")),
+            "{err}"
+        );
+    }
+}
