@@ -28,11 +28,12 @@ use std::time::{Duration, Instant};
 /// when the last full listing is older than this, which bounds refresh storms.
 const RELIST_AFTER: Duration = Duration::from_secs(1);
 
-/// A catalog's scope: an upstream, and a keyed hash of the session id or credentials (so
-/// no token is held as it came, and the key is cheap to copy on every request).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A catalog's scope: an upstream (its position among the gateway's targets), and a keyed
+/// hash of the session id or credentials. No token is held as it came, and the key is plain
+/// data: copying it on every request writes no reference count that other threads share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ScopeKey {
-    pub upstream: Arc<str>,
+    pub upstream: u32,
     pub context: u64,
 }
 
@@ -76,7 +77,7 @@ const PUBLIC: u64 = u64::MAX;
 impl ScopeKey {
     pub fn public_of(&self) -> ScopeKey {
         ScopeKey {
-            upstream: self.upstream.clone(),
+            upstream: self.upstream,
             context: PUBLIC,
         }
     }
@@ -253,11 +254,7 @@ impl Catalog {
             .map(|t| (t.name.clone(), self.tool(t)))
             .collect();
         let whole = first_page && page.next_cursor.is_none();
-        let key = if page.public {
-            key.public_of()
-        } else {
-            key.clone()
-        };
+        let key = if page.public { key.public_of() } else { *key };
         let expires = page.ttl.map(|t| Instant::now() + t);
         self.update(&key, |cat| {
             if whole {
@@ -282,7 +279,7 @@ impl Catalog {
             .into_iter()
             .map(|t| (t.name.clone(), self.tool(&t)))
             .collect();
-        let key = if public { key.public_of() } else { key.clone() };
+        let key = if public { key.public_of() } else { *key };
         self.update(&key, |cat| {
             cat.tools = compiled;
             cat.complete = true;
@@ -336,7 +333,7 @@ impl Catalog {
         }
         locks.retain(|_, w| w.strong_count() > 0);
         let l = Arc::new(tokio::sync::Mutex::new(()));
-        locks.insert(key.clone(), Arc::downgrade(&l));
+        locks.insert(*key, Arc::downgrade(&l));
         l
     }
 
@@ -345,7 +342,7 @@ impl Catalog {
         if !scopes.contains_key(key) && scopes.len() >= self.max_scopes {
             evict_least_recent(&mut scopes);
         }
-        let cat = scopes.entry(key.clone()).or_default();
+        let cat = scopes.entry(*key).or_default();
         cat.last_used = Some(Instant::now());
         f(cat);
     }
@@ -404,10 +401,7 @@ impl Catalog {
 
 /// A catalog is a cache: dropping the least recently used tenth costs at most a re-listing.
 fn evict_least_recent(scopes: &mut HashMap<ScopeKey, ScopeCatalog>) {
-    let mut ages: Vec<_> = scopes
-        .iter()
-        .map(|(k, c)| (c.last_used, k.clone()))
-        .collect();
+    let mut ages: Vec<_> = scopes.iter().map(|(k, c)| (c.last_used, *k)).collect();
     ages.sort_by_key(|a| a.0);
     for (_, k) in ages.into_iter().take(scopes.len() / 10 + 1) {
         scopes.remove(&k);
@@ -502,7 +496,7 @@ mod tests {
     fn key(s: &str) -> ScopeKey {
         use std::hash::BuildHasher;
         ScopeKey {
-            upstream: "u".into(),
+            upstream: 0,
             context: std::hash::BuildHasherDefault::<DefaultHasher>::default().hash_one(s),
         }
     }

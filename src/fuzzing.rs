@@ -128,7 +128,7 @@ pub fn canon(data: &[u8]) {
                 id: serde_json::value::RawValue::from_string(id.into()).ok(),
                 kind: kind.clone(),
                 era,
-                key: key.clone(),
+                key,
                 target: target.clone(),
                 client: None,
             };

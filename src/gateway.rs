@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// One upstream as the rules see it: its name, where it is, and its resolved policy.
 pub struct Target {
     pub name: Arc<str>,
+    /// Its position among the gateway's targets: the upstream part of its catalog keys.
+    pub index: u32,
     /// The path clients use (`/mcp` or `/<name>/mcp`).
     pub path: String,
     /// Empty for a stdio upstream.
@@ -47,6 +49,7 @@ impl Target {
         }
         Ok(Target {
             name: name.into(),
+            index: 0,
             path,
             url,
             command: Vec::new(),
@@ -177,23 +180,23 @@ impl Gateway {
         };
         let mut targets = Vec::new();
         if let Some(url) = &config.upstream {
-            targets.push(Arc::new(Target::new(
+            targets.push(Target::new(
                 "default",
                 "/mcp".into(),
                 url.clone(),
                 config.validation.clone(),
                 &catalog,
-            )?));
+            )?);
         }
         for u in &config.upstreams {
             let v = config.validation.with(&u.validation);
-            targets.push(Arc::new(Target::new(
+            targets.push(Target::new(
                 &u.name,
                 format!("/{}/mcp", u.name),
                 u.url.clone(),
                 v,
                 &catalog,
-            )?));
+            )?);
         }
         if config.upstream.is_none() && !config.command.is_empty() {
             let mut t = Target::new(
@@ -204,8 +207,18 @@ impl Gateway {
                 &catalog,
             )?;
             t.command = config.command.clone();
-            targets.insert(0, Arc::new(t));
+            targets.insert(0, t);
         }
+        // Positions are stable across reloads (the set of upstreams cannot change without a
+        // restart), so a position names an upstream in catalog keys.
+        let targets: Vec<Arc<Target>> = targets
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut t)| {
+                t.index = i as u32;
+                Arc::new(t)
+            })
+            .collect();
         if targets.is_empty() {
             return Err(ConfigError(
                 "no upstream: give --upstream URL or [[upstreams]] in the config file".into(),
@@ -292,6 +305,13 @@ impl Gateway {
     }
 
     /// Which catalog a request reads: its session's, or (stateless) its credentials'.
+    /// The name of the upstream a catalog key belongs to, for logs.
+    pub fn upstream_name(&self, key: &ScopeKey) -> &str {
+        self.targets
+            .get(key.upstream as usize)
+            .map_or("?", |t| &t.name)
+    }
+
     pub fn scope(
         &self,
         target: &Target,
@@ -304,7 +324,7 @@ impl Gateway {
             (None, None) => 0,
         };
         ScopeKey {
-            upstream: target.name.clone(),
+            upstream: target.index,
             context,
         }
     }

@@ -416,7 +416,11 @@ pub async fn list_all<L: Lister>(
             break;
         }
     }
-    tracing::debug!(upstream = %key.upstream, tools = tools.len(), "listed tools for a scope");
+    tracing::debug!(
+        upstream = gw.upstream_name(key),
+        tools = tools.len(),
+        "listed tools for a scope"
+    );
     gw.catalog.learn_all(key, tools, ttl, public);
     Ok(())
 }

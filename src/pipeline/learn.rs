@@ -13,7 +13,10 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 pub fn list_changed(gw: &Gateway, key: &ScopeKey) {
-    tracing::debug!(upstream = %key.upstream, "tools/list_changed: catalog dropped");
+    tracing::debug!(
+        upstream = gw.upstream_name(key),
+        "tools/list_changed: catalog dropped"
+    );
     gw.catalog.forget(key);
 }
 
@@ -28,7 +31,7 @@ pub fn list_answer(
     let mut page = match Page::parse(result) {
         Ok(p) => p,
         Err(e) => {
-            tracing::warn!(upstream = %pending.key.upstream, error = %e, "could not read a tools/list answer");
+            tracing::warn!(upstream = %pending.target.name, error = %e, "could not read a tools/list answer");
             return None;
         }
     };

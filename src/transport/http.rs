@@ -450,7 +450,7 @@ fn pending(rt: &Route<'_>, ctx: &Context, id: Option<&RawValue>, kind: Kind, era
         id: id.map(RawValue::to_owned),
         kind,
         era,
-        key: ctx.key.clone(),
+        key: ctx.key,
         target: rt.target.clone(),
         client: ctx.client.clone(),
     }

@@ -83,7 +83,7 @@ pub(super) async fn post(
         };
     let key = match &new_session {
         Some(id) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
-        None => ctx.key.clone(),
+        None => ctx.key,
     };
     let Some(client_id) = m.id.filter(|_| m.is_request()) else {
         // Notifications and the client's answers to server requests.

@@ -136,7 +136,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
             gw.clone(),
             out.clone(),
             pending.clone(),
-            key.clone(),
+            key,
             target.clone(),
         );
         tokio::spawn(async move {
@@ -164,7 +164,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
                                     id: None,
                                     kind: Kind::Other,
                                     era: Era::Legacy,
-                                    key: key.clone(),
+                                    key,
                                     target: target.clone(),
                                     client: None,
                                 };
@@ -317,7 +317,7 @@ async fn from_client(
             id: Some(id.to_owned()),
             kind,
             era,
-            key: key.clone(),
+            key: *key,
             target: target.clone(),
             client,
         };

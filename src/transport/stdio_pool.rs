@@ -116,7 +116,7 @@ impl StdioPool {
                                 id: None,
                                 kind: Kind::Other,
                                 era: Era::Legacy,
-                                key: key.clone(),
+                                key,
                                 target: Self::target(&gw, index),
                                 client: None,
                             };
