@@ -10,29 +10,16 @@
 //! `other`: label values can come from clients (a tool name), and a scrape must not grow
 //! without bound.
 
+use crate::thread_slot::{SLOTS, slot};
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const MAX_SERIES: usize = 5_000;
-
-/// Slots a value is spread over. Each thread adds to its own slot's cache line and a scrape
-/// sums them: two workers adding to one counter would pass its line between cores on every
-/// request.
-const SLOTS: usize = 8;
-
-/// This thread's slot.
-fn slot() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;
-    }
-    SLOT.with(|s| *s)
-}
 
 #[repr(align(64))]
 #[derive(Default)]

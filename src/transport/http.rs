@@ -142,7 +142,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     let app = App::new(&live);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let drain = super::drain::Drain::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     tokio::pin!(shutdown);
     loop {
@@ -169,14 +169,14 @@ pub async fn serve(
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
-        let conn = graceful.watch(conn);
+        let conn = drain.watch(conn);
         // Re-polled in place when it wakes itself: see `repoll`.
         tokio::spawn(super::repoll::Repoll::new(async move {
             let _ = conn.await;
         }));
     }
     drop(listener);
-    graceful.shutdown().await;
+    drain.shutdown().await;
     app.close().await;
     Ok(())
 }

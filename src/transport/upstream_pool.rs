@@ -12,7 +12,13 @@
 //! Closed connections are dropped when seen; idle ones close after [`IDLE_FOR`], found by the
 //! next request or by a sweep. A request that finds nothing ready opens a connection, so the
 //! list grows to the peak concurrency.
+//!
+//! The list is kept per thread slot ([`crate::thread_slot`]): a request takes from and puts
+//! back to its own thread's list, and looks at the others' only when its own has nothing
+//! ready. One list behind one lock would pass that lock's cache line between the worker
+//! threads twice per request.
 
+use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
@@ -26,8 +32,9 @@ use std::time::{Duration, Instant};
 const IDLE_FOR: Duration = Duration::from_secs(60);
 /// A connect that takes longer is given up, whatever the request's own deadline.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// At most this many connections are kept; past it, a connection closes after its answer.
-const MAX_KEPT: usize = 1024;
+/// At most this many connections are kept per thread slot; past it, a connection closes
+/// after its answer.
+const MAX_KEPT: usize = 128;
 
 type Sender = SendRequest<Full<Bytes>>;
 
@@ -44,10 +51,23 @@ impl Kept {
     }
 }
 
+/// One thread slot's connections, on a cache line of its own.
+#[repr(align(64))]
+#[derive(Default)]
+struct Shard(Mutex<Vec<Kept>>);
+
+impl Shard {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+type Shards = [Shard; SLOTS];
+
 pub struct Pool {
     /// `host:port`, as a connect resolves it.
     addr: String,
-    kept: Arc<Mutex<Vec<Kept>>>,
+    kept: Arc<Shards>,
     idle_for: Duration,
     /// The sweep starts with the first connection (a runtime is there by then).
     sweeping: Once,
@@ -116,9 +136,15 @@ impl Pool {
         }
     }
 
-    /// The most recently used connection that is ready; closed and expired ones go.
+    /// A ready connection, this thread's first; closed and expired ones go.
     fn take(&self) -> Option<Sender> {
-        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let me = slot();
+        (0..SLOTS).find_map(|i| self.take_from(&self.kept[(me + i) % SLOTS]))
+    }
+
+    /// The most recently used ready connection of one list.
+    fn take_from(&self, shard: &Shard) -> Option<Sender> {
+        let mut kept = shard.lock();
         let mut i = kept.len();
         while i > 0 {
             i -= 1;
@@ -133,7 +159,7 @@ impl Pool {
     }
 
     fn put(&self, tx: Sender) {
-        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = self.kept[slot()].lock();
         if kept.len() < MAX_KEPT {
             kept.push(Kept {
                 tx,
@@ -170,8 +196,9 @@ impl Pool {
             loop {
                 tokio::time::sleep(idle_for / 2).await;
                 let Some(kept) = kept.upgrade() else { return };
-                let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
-                kept.retain(|k| !k.spent(idle_for));
+                for shard in kept.iter() {
+                    shard.lock().retain(|k| !k.spent(idle_for));
+                }
             }
         });
     }
@@ -286,7 +313,7 @@ mod tests {
         assert_eq!(body(idle).await, "ok");
         // Past two sweeps: the idle connection is gone, the one mid-answer is kept.
         tokio::time::sleep(Duration::from_millis(150)).await;
-        assert_eq!(pool.kept.lock().unwrap().len(), 1);
+        assert_eq!(pool.kept.iter().map(|s| s.lock().len()).sum::<usize>(), 1);
         assert_eq!(body(streaming).await, "ok");
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
