@@ -304,7 +304,6 @@ impl Gateway {
         id
     }
 
-    /// Which catalog a request reads: its session's, or (stateless) its credentials'.
     /// The name of the upstream a catalog key belongs to, for logs.
     pub fn upstream_name(&self, key: &ScopeKey) -> &str {
         self.targets
@@ -312,6 +311,7 @@ impl Gateway {
             .map_or("?", |t| &t.name)
     }
 
+    /// Which catalog a request reads: its session's, or (stateless) its credentials'.
     pub fn scope(
         &self,
         target: &Target,

@@ -125,7 +125,8 @@ impl HttpUpstream {
         timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let path = path_and_query
-            .parse::<Uri>()
+            .parse::<http::uri::PathAndQuery>()
+            .map(Uri::from)
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
         self.send_to(path, method, headers, Bytes::new(), timeout)
             .await
