@@ -62,9 +62,9 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 /// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
 /// what is left is the end-to-end exchange.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Nearly every message carries Host and Content-Length and nothing else of the kind:
-    // those two go directly, and the full pass runs only when something else is there.
-    headers.remove(header::HOST);
+    // Nearly every message carries Content-Length and nothing else of the kind: it goes
+    // directly, and the full pass runs only when something else is there. (`Host` names the
+    // request's target: `send_to` sets the upstream's.)
     headers.remove(header::CONTENT_LENGTH);
     if !headers.keys().any(hop_by_hop) {
         return;
@@ -147,13 +147,14 @@ impl HttpUpstream {
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
         strip_hop_by_hop(&mut headers);
         headers.remove(header::ACCEPT_ENCODING);
-        if let Some(host) = &self.host {
-            headers.insert(header::HOST, host.clone());
-        }
+        match &self.host {
+            Some(host) => headers.insert(header::HOST, host.clone()),
+            None => headers.remove(header::HOST),
+        };
         *req.headers_mut() = headers;
         match tokio::time::timeout(timeout, self.pool.send(req)).await {
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(UpstreamError::Unreachable(e.to_string())),
+            Ok(Err(why)) => Err(UpstreamError::Unreachable(why)),
             Err(_) => Err(UpstreamError::Timeout(timeout)),
         }
     }
@@ -291,7 +292,6 @@ mod tests {
         );
         h.insert("x-secret-hop", "1".parse().unwrap());
         h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
-        h.insert(header::HOST, "gateway".parse().unwrap());
         h.insert("mcp-session-id", "abc".parse().unwrap());
         h.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
         h.insert("last-event-id", "7".parse().unwrap());

@@ -73,28 +73,16 @@ pub struct Pool {
     sweeping: Once,
 }
 
-/// Why a request got no answer head. Texts only: the caller reports them.
-#[derive(Debug)]
-pub enum SendError {
-    Connect(String),
-    Http(hyper::Error),
-}
-
-impl std::fmt::Display for SendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SendError::Connect(why) => f.write_str(why),
-            SendError::Http(e) => {
-                write!(f, "{e}")?;
-                let mut cur = std::error::Error::source(e);
-                while let Some(c) = cur {
-                    write!(f, ": {c}")?;
-                    cur = c.source();
-                }
-                Ok(())
-            }
-        }
+/// A hyper error with its causes, as one line for the client's error message.
+fn chain(e: &hyper::Error) -> String {
+    let mut text = e.to_string();
+    let mut cur = std::error::Error::source(e);
+    while let Some(c) = cur {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cur = c.source();
     }
+    text
 }
 
 impl Pool {
@@ -111,11 +99,9 @@ impl Pool {
         }
     }
 
-    /// Sends `req` (origin-form URI, `Host` set) and waits for the answer's head.
-    pub async fn send(
-        &self,
-        mut req: Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, SendError> {
+    /// Sends `req` (origin-form URI, `Host` set) and waits for the answer's head; `Err` says
+    /// why there is none.
+    pub async fn send(&self, mut req: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
         loop {
             let (mut tx, reused) = match self.take() {
                 Some(tx) => (tx, true),
@@ -130,7 +116,7 @@ impl Pool {
                     // A kept connection the server closed just now: nothing was sent, so the
                     // request goes again, on another connection or a new one.
                     Some(back) if reused => req = back,
-                    _ => return Err(SendError::Http(e.into_error())),
+                    _ => return Err(chain(&e.into_error())),
                 },
             }
         }
@@ -168,8 +154,8 @@ impl Pool {
         }
     }
 
-    async fn connect(&self) -> Result<Sender, SendError> {
-        let fail = |why: String| SendError::Connect(format!("connecting to {}: {why}", self.addr));
+    async fn connect(&self) -> Result<Sender, String> {
+        let fail = |why: String| format!("connecting to {}: {why}", self.addr);
         let stream =
             tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.addr))
                 .await
