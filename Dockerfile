@@ -9,14 +9,14 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY benches ./benches
 RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
-    && cargo build --release --locked --bin toolgate \
+    && cargo build --profile dist --locked --bin toolgate \
     && rm -rf src
 COPY src ./src
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin toolgate
+RUN touch src/main.rs src/lib.rs && cargo build --profile dist --locked --bin toolgate
 
 # distroless/cc: glibc and libgcc only, no shell, no package manager; runs as uid 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/toolgate /usr/local/bin/toolgate
+COPY --from=build /src/target/dist/toolgate /usr/local/bin/toolgate
 COPY config/toolgate.toml /etc/toolgate/toolgate.toml
 USER nonroot
 EXPOSE 8080 9090

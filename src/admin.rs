@@ -17,7 +17,20 @@ pub fn router(live: Live) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(live.clone(), origin))
         .with_state(live)
+}
+
+/// The Origin/Host rules of the client listener, on the admin listener's own address.
+async fn origin(
+    State(live): State<Live>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Err(why) = live.load().admin_origins.check(req.headers()) {
+        return (StatusCode::FORBIDDEN, format!("{why}\n")).into_response();
+    }
+    next.run(req).await
 }
 
 async fn metrics(State(live): State<Live>) -> Response {

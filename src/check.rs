@@ -86,7 +86,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
             Method::POST,
             headers.clone(),
             Bytes::from(note.to_string()),
-            cfg.limits.upstream_timeout,
+            (&cfg.limits).into(),
         )
         .await;
     let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
@@ -105,7 +105,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
                 Method::DELETE,
                 headers.clone(),
                 Bytes::new(),
-                cfg.limits.upstream_timeout,
+                (&cfg.limits).into(),
             )
             .await;
     }

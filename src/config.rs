@@ -202,9 +202,24 @@ pub struct Limits {
     pub max_sse_event_bytes: usize,
     /// Largest `inputSchema` toolgate compiles; larger ones count as not compiling.
     pub max_schema_bytes: usize,
-    /// How long to wait for an upstream's response headers.
+    /// How long an upstream may take to answer: its response headers, and then the whole of
+    /// a JSON answer.
     #[serde(with = "humantime_serde")]
     pub upstream_timeout: Duration,
+    /// The longest silence between two events of an upstream's SSE answer to a request (the
+    /// stream a client opens with GET is not bounded: it may be quiet for hours).
+    #[serde(with = "humantime_serde")]
+    pub stream_gap_timeout: Duration,
+    /// How long a client connection may take to send a request's head, from its first byte.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// How long a client connection may stay open with no request in progress.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Most client connections open at once; further ones wait in the listen queue. Kept
+    /// well under the descriptor limit (which toolgate raises to its hard limit at start), so
+    /// that upstream connections, children and the admin listener always find descriptors.
+    pub max_connections: usize,
     /// Most scopes (sessions, authorization contexts) whose catalogs are kept.
     pub max_scopes: usize,
     /// Most `tools/list` pages toolgate fetches in one refresh.
@@ -219,6 +234,9 @@ pub struct Limits {
 pub struct StdioLimits {
     /// Most sessions (each with its own child) at once; more get HTTP 503.
     pub max_sessions: usize,
+    /// Most of those one client may hold (its authenticated name, or its address without
+    /// authentication), so that one client cannot take every slot.
+    pub max_sessions_per_client: usize,
     /// A session unused this long is ended and its child stopped.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
@@ -231,6 +249,7 @@ impl Default for StdioLimits {
     fn default() -> Self {
         StdioLimits {
             max_sessions: 100,
+            max_sessions_per_client: 10,
             idle_timeout: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(2),
         }
@@ -413,6 +432,10 @@ impl Default for Limits {
             max_sse_event_bytes: 16 * 1024 * 1024,
             max_schema_bytes: 1024 * 1024,
             upstream_timeout: Duration::from_secs(120),
+            stream_gap_timeout: Duration::from_secs(300),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 4096,
             max_scopes: 10_000,
             max_list_pages: 100,
             shutdown_grace: Duration::from_secs(30),
@@ -504,6 +527,26 @@ pub struct Overrides {
     pub command: Vec<String>,
 }
 
+/// Variables the command line reads itself (`clap`'s `env`), not configuration keys.
+const FLAG_VARIABLES: &[&str] = &["TOOLGATE_UPSTREAM"];
+
+fn env() -> Env {
+    Env::prefixed("TOOLGATE_").split("__")
+}
+
+/// Whether `key` (`limits.max_body_bytes`, or only its first part) starts with a top-level key
+/// of [`Config`].
+fn is_config_key(key: &str) -> bool {
+    static KEYS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        match serde_json::to_value(Config::default()) {
+            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    });
+    let top = key.split('.').next().unwrap_or_default();
+    KEYS.iter().any(|k| k.eq_ignore_ascii_case(top))
+}
+
 impl Config {
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
@@ -516,7 +559,7 @@ impl Config {
             }
             fig = fig.merge(Toml::file(path));
         }
-        fig = fig.merge(Env::prefixed("TOOLGATE_").split("__"));
+        fig = fig.merge(env().filter(|k| is_config_key(k.as_str())));
         let mut cfg: Config = fig.extract().map_err(|e| ConfigError(e.to_string()))?;
         if let Some(l) = overrides.listen {
             cfg.listen = l;
@@ -532,6 +575,24 @@ impl Config {
         }
         cfg.check()?;
         Ok(cfg)
+    }
+
+    /// `TOOLGATE_*` variables that are not configuration, for a warning. They are skipped, not
+    /// refused: Kubernetes gives every pod `TOOLGATE_SERVICE_HOST`, `TOOLGATE_PORT` and the
+    /// like when a Service named `toolgate` exists, and a gateway must not crash-loop on
+    /// them. Keys in a file stay strict: a typo there is the operator's own.
+    pub fn ignored_env_keys() -> Vec<String> {
+        let mut keys: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .filter(|k| {
+                k.strip_prefix("TOOLGATE_").is_some_and(|rest| {
+                    let top = rest.split("__").next().unwrap_or_default();
+                    !is_config_key(&top.to_ascii_lowercase()) && !FLAG_VARIABLES.contains(&k.as_str())
+                })
+            })
+            .collect();
+        keys.sort();
+        keys
     }
 
     /// Checks what serde cannot: URLs that parse, names that can be a path segment.

@@ -70,6 +70,9 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub targets: Vec<Arc<Target>>,
     pub origins: OriginPolicy,
+    /// The same rules for the admin listener: `/metrics` read through DNS rebinding would
+    /// tell a foreign page every tool name and client.
+    pub admin_origins: OriginPolicy,
     /// `None`: authentication is off and credentials pass through untouched.
     pub auth: Option<Authenticator>,
     /// `[clients]`, by identity; `"*"` for any other.
@@ -256,6 +259,14 @@ impl Gateway {
             metrics,
             targets,
             origins: OriginPolicy::new(&config.allowed_origins, config.listen.ip().is_loopback()),
+            admin_origins: OriginPolicy::new(
+                &config.allowed_origins,
+                config
+                    .admin_addr()
+                    .ok()
+                    .flatten()
+                    .is_some_and(|a| a.ip().is_loopback()),
+            ),
             auth,
             clients,
             limiter,

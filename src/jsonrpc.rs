@@ -373,6 +373,43 @@ pub fn result_response<R: serde::Serialize>(id: &RawValue, result: &R) -> Vec<u8
     .expect("serializing a result response cannot fail")
 }
 
+/// An id's value, spelled one way: the key under which a request waits for its answer.
+///
+/// A peer may re-serialise the id it echoes (`"\u0037"` comes back as `"7"`, `7E0` as `7.0`),
+/// and an answer matched by spelling would then match nothing and escape the answer-side
+/// rules. Strings compare by their decoded text, numbers by value. The common spellings (a
+/// plain string, a plain integer) are their own key and cost one copy.
+pub fn id_key(raw: &str) -> Cow<'_, str> {
+    let plain_string = raw.len() >= 2
+        && raw.starts_with('"')
+        && raw.ends_with('"')
+        && !raw[1..raw.len() - 1].contains(['\\', '"']);
+    let plain_integer = {
+        let digits = raw.strip_prefix('-').unwrap_or(raw);
+        !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'))
+            && raw != "-0"
+    };
+    if plain_string || plain_integer {
+        return Cow::Borrowed(raw);
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::String(s)) => Cow::Owned(Value::String(s).to_string()),
+        Ok(Value::Number(n)) => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Cow::Owned((f as i64).to_string()),
+            Some(f) => Cow::Owned(format!("{f:e}")),
+            None => Cow::Owned(n.to_string()),
+        },
+        _ => Cow::Borrowed(raw),
+    }
+}
+
+/// Whether two ids are the same value, however spelled.
+pub fn same_id(a: &RawValue, b: &RawValue) -> bool {
+    a.get() == b.get() || id_key(a.get()) == id_key(b.get())
+}
+
 /// Why an `arguments` object could not be read.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ArgumentsError {
@@ -512,6 +549,24 @@ impl<'de> Visitor<'de> for Strict {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn ids_match_by_value_not_spelling() {
+        for (a, b) in [
+            (r#""\u0037""#, r#""7""#),
+            ("7E0", "7"),
+            ("7.0", "7"),
+            ("-0", "0"),
+            ("7e0", "7.0"),
+            (r#""a\/b""#, r#""a/b""#),
+        ] {
+            assert_eq!(id_key(a), id_key(b), "{a} ~ {b}");
+        }
+        for (a, b) in [(r#""7""#, "7"), ("7", "8"), ("7.5", "7"), ("null", r#""null""#)] {
+            assert_ne!(id_key(a), id_key(b), "{a} !~ {b}");
+        }
+    }
+
     use super::*;
 
     fn single(body: &str) -> Result<Message<'_>, Rejection> {

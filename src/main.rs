@@ -112,6 +112,22 @@ fn exit(code: i32) -> ! {
     std::process::exit(code)
 }
 
+/// Raises the soft descriptor limit to the hard one: every client connection, upstream
+/// connection and child pipe takes descriptors, and `limits.max_connections` is sized
+/// against this limit.
+fn raise_descriptor_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(error = %e, soft, hard, "could not raise the descriptor limit");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "could not read the descriptor limit"),
+    }
+}
+
 fn init_logs(cfg: &Config) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.log.level));
@@ -121,6 +137,14 @@ fn init_logs(cfg: &Config) {
     match cfg.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+    raise_descriptor_limit();
+    let ignored = Config::ignored_env_keys();
+    if !ignored.is_empty() {
+        tracing::warn!(
+            variables = ignored.join(", "),
+            "ignored TOOLGATE_* environment variables that are not configuration keys"
+        );
     }
 }
 

@@ -99,14 +99,14 @@ fn dockerfile_copies_what_exists_and_builds_like_ci() {
             );
         }
     }
-    assert!(text.contains("cargo build --release --locked --bin toolgate"));
+    assert!(text.contains("cargo build --profile dist --locked --bin toolgate"));
     assert!(
         text.contains("USER nonroot") && text.contains("distroless"),
         "a non-root image without a shell"
     );
     let ci = std::fs::read_to_string(Path::new(ROOT).join(".ci/run")).unwrap();
     assert!(
-        ci.contains("cargo build --release --locked --bin toolgate"),
+        ci.contains("cargo build --profile dist --locked --bin toolgate"),
         "CI runs the image's build step"
     );
 }

@@ -24,6 +24,10 @@ pub struct Authenticator {
     tokens: Vec<(Box<[u8]>, Arc<str>)>,
     #[cfg(feature = "auth")]
     jwt: Option<jwt::Verifier>,
+    /// The audiences were derived from `public_url`, one per endpoint: a token is then good
+    /// only at the endpoint its `aud` names, not at every endpoint of the gateway.
+    #[cfg(feature = "auth")]
+    audience_per_endpoint: bool,
     public_url: Option<String>,
     authorization_servers: Vec<String>,
     required_scopes: Vec<String>,
@@ -135,6 +139,8 @@ impl Authenticator {
         Ok(Some(Authenticator {
             tokens,
             #[cfg(feature = "auth")]
+            audience_per_endpoint: a.jwt.as_ref().is_some_and(|j| j.audience.is_empty()),
+            #[cfg(feature = "auth")]
             jwt,
             public_url,
             authorization_servers: a.authorization_servers.clone(),
@@ -143,7 +149,10 @@ impl Authenticator {
         }))
     }
 
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, Refusal> {
+    /// Checks the request's credentials for the endpoint at `path` (`/mcp`, `/name/mcp`).
+    pub async fn authenticate(&self, headers: &HeaderMap, path: &str) -> Result<Identity, Refusal> {
+        #[cfg(not(feature = "auth"))]
+        let _ = path;
         let token = bearer(headers).ok_or(Refusal::Missing)?;
         if let Some(name) = self.static_token(token.as_bytes()) {
             return Ok(Identity { name });
@@ -153,6 +162,14 @@ impl Authenticator {
             && token.bytes().filter(|b| *b == b'.').count() == 2
         {
             let claims = v.verify(token).await?;
+            if self.audience_per_endpoint
+                && let Some(base) = &self.public_url
+                && !audiences(&claims).any(|a| a.strip_prefix(base.as_str()) == Some(path))
+            {
+                return Err(Refusal::Invalid(
+                    "the token is meant for another endpoint of this gateway (aud)".into(),
+                ));
+            }
             if !self.required_scopes.is_empty() {
                 let granted = scopes(&claims);
                 if !self
@@ -265,6 +282,18 @@ fn endpoint_urls(base: &str, cfg: &Config) -> Vec<String> {
     paths.into_iter().map(|p| format!("{base}{p}")).collect()
 }
 
+/// The token's `aud`: one string or a list of them.
+#[cfg(feature = "auth")]
+fn audiences(claims: &serde_json::Map<String, serde_json::Value>) -> impl Iterator<Item = &str> {
+    use serde_json::Value;
+    let (one, many) = match claims.get("aud") {
+        Some(Value::String(s)) => (Some(s.as_str()), None),
+        Some(Value::Array(a)) => (None, Some(a.iter().filter_map(Value::as_str))),
+        _ => (None, None),
+    };
+    one.into_iter().chain(many.into_iter().flatten())
+}
+
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let v = headers.get(AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
@@ -306,6 +335,8 @@ mod tests {
                 .collect(),
             #[cfg(feature = "auth")]
             jwt: None,
+            #[cfg(feature = "auth")]
+            audience_per_endpoint: false,
             public_url: None,
             authorization_servers: Vec::new(),
             required_scopes: Vec::new(),

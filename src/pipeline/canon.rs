@@ -169,11 +169,14 @@ fn check_output(
         return None;
     }
     let found = if r.structured.is_none() {
-        vec![validate::Violation {
-            pointer: String::new(),
-            keyword: "structuredContent".into(),
-            message: "is missing, though the tool declares an outputSchema".into(),
-        }]
+        validate::Found {
+            list: vec![validate::Violation {
+                pointer: String::new(),
+                keyword: "structuredContent".into(),
+                message: "is missing, though the tool declares an outputSchema".into(),
+            }],
+            omitted: 0,
+        }
     } else {
         validate::violations(
             &out.value,
@@ -182,7 +185,7 @@ fn check_output(
             pending.target.validation.max_errors,
         )
     };
-    let keywords: Vec<&str> = found.iter().map(|v| v.keyword.as_str()).collect();
+    let keywords: Vec<&str> = found.list.iter().map(|v| v.keyword.as_str()).collect();
     if pending.target.validation.output == OutputMode::Audit {
         tracing::info!(upstream = %pending.target.name, tool, outcome = "output_audited", ?keywords, "tools/call");
         return None;
@@ -195,7 +198,12 @@ fn check_output(
         "The tool \"{tool}\" returned a result that does not match its declared outputSchema:"
     );
     let mut errors = serde_json::Map::new();
-    for v in &found {
+    let mut shown = 0;
+    for v in &found.list {
+        if text.len() > validate::MAX_TEXT_BYTES {
+            break;
+        }
+        shown += 1;
         let path = if v.pointer.is_empty() {
             "structuredContent".to_string()
         } else {
@@ -203,6 +211,10 @@ fn check_output(
         };
         let _ = write!(text, "\n- {path}: {}", v.message);
         errors.insert(v.pointer.clone(), Value::String(v.message.clone()));
+    }
+    let omitted = found.list.len() - shown + found.omitted;
+    if omitted > 0 {
+        let _ = write!(text, "\n- …and {omitted} more");
     }
     text.push_str("\nThis is a fault of the tool server, not of the call.");
     Some(Answer::tool_error(

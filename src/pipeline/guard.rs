@@ -91,18 +91,39 @@ pub struct Call<'a> {
 }
 
 /// Why a batch (2025-03-26) is refused: one holding a `tools/call` cannot be part-answered by
-/// toolgate and part-forwarded without reordering it. `None`: forward it as it came.
+/// toolgate and part-forwarded without reordering it, and one sent as a notification must
+/// not go at all. `None`: forward it as it came.
 pub fn refuse_batch(msgs: &[jsonrpc::Message<'_>]) -> Option<&'static str> {
     msgs.iter()
-        .any(|m| m.is_request() && m.method() == Some(mcp::TOOLS_CALL))
+        .any(|m| m.method() == Some(mcp::TOOLS_CALL))
         .then_some("Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own")
 }
 
-/// Counts one `tools/call` outcome. Unknown tools count under one label: their names come
-/// from clients.
+/// The metric label for tools whose names came from a client and that no server listed:
+/// made-up names must not each make a series.
+pub const UNLISTED: &str = "(unlisted)";
+
+/// A `tools/call` without an id is a notification: nothing would answer it, so it could run
+/// the tool with no check at all (a generic JSON-RPC server does). It never goes upstream;
+/// it is counted, and the transport answers with the reason where it can.
+pub fn refuse_call_notification(
+    gw: &Gateway,
+    target: &Target,
+    m: &jsonrpc::Message<'_>,
+) -> Option<&'static str> {
+    if m.id.is_some() || m.method() != Some(mcp::TOOLS_CALL) {
+        return None;
+    }
+    tracing::info!(upstream = %target.name, outcome = "refused_notification", "tools/call");
+    count(gw, target, UNLISTED, "refused_notification");
+    Some("Invalid Request: tools/call must be a request with an id; toolgate does not forward it as a notification")
+}
+
+/// Counts one `tools/call` outcome. Calls toolgate refuses before it knows the tool (unknown,
+/// denied) count under one label: their names come from clients.
 fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
-    let tool = if outcome == "unknown" {
-        "(unknown)"
+    let tool = if matches!(outcome, "unknown" | "denied") {
+        UNLISTED
     } else {
         tool
     };
@@ -134,7 +155,7 @@ pub async fn tools_call<L: Lister>(
     let tool = params.name.as_ref();
     let target = call.target;
     let v = &target.validation;
-    let forward = |outcome, bytes: Bytes| admit(gw, &call, tool, outcome, bytes);
+    let forward = |outcome, bytes: Bytes| admit(gw, &call, tool, tool, outcome, bytes);
 
     let for_client = call.client.is_some_and(|c| !c.allows(tool));
     if !v.allows(tool) || for_client {
@@ -158,7 +179,12 @@ pub async fn tools_call<L: Lister>(
     }
     let (mode, coerce) = v.policy_for(tool);
     if mode == Mode::Off {
-        return forward("forwarded", call.bytes.clone());
+        // Unchecked, so perhaps made up: its name labels metrics only once a server listed it.
+        let label = match gw.catalog.lookup(call.key, tool) {
+            Lookup::Found(_) => tool,
+            Lookup::Missing { .. } => UNLISTED,
+        };
+        return admit(gw, &call, tool, label, "forwarded", call.bytes.clone());
     }
     let mut args = match params.arguments {
         None => Ok(Value::Object(Default::default())),
@@ -235,6 +261,7 @@ pub async fn tools_call<L: Lister>(
                 tool,
                 &schema.value,
                 std::mem::take(pointer),
+                v.max_errors,
             ))
         }
         Ok(args) => match validate::check(tool, schema, validator, args, coerce, v.max_errors) {
@@ -244,21 +271,18 @@ pub async fn tools_call<L: Lister>(
         },
     }
     if let (Ok(args), Some(rules)) = (&args, target.rules(tool)) {
-        let mut more = Vec::new();
+        let empty = || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
         if let Some(extra) = &rules.extra
             && let Ok(ev) = &extra.validator
             && !ev.is_valid(args)
         {
             let found = validate::violations(&extra.value, ev, args, v.max_errors);
-            report
-                .get_or_insert_with(|| Report::from_violations(tool, &schema.value, Vec::new()))
-                .extend(&extra.value, found);
+            report.get_or_insert_with(empty).extend(&extra.value, found);
         }
-        more.extend(rules.path_violations(args));
+        let more = rules.path_violations(args);
         if !more.is_empty() {
-            report
-                .get_or_insert_with(|| Report::from_violations(tool, &schema.value, Vec::new()))
-                .extend(&schema.value, more);
+            let found = validate::Found { list: more, omitted: 0 };
+            report.get_or_insert_with(empty).extend(&schema.value, found);
         }
     }
 
@@ -276,10 +300,10 @@ pub async fn tools_call<L: Lister>(
         gw.metrics.violations.inc(&[&target.name, tool, k]);
     }
     if mode == Mode::Audit {
-        tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.violations.len(), ?keywords, "tools/call");
+        tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.problems(), ?keywords, "tools/call");
         return forward("audited", call.bytes.clone());
     }
-    tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.violations.len(), ?keywords, "tools/call");
+    tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
     Decision::Answer(match v.answer {
         AnswerShape::ToolError => Answer::tool_error(
@@ -299,11 +323,13 @@ pub async fn tools_call<L: Lister>(
 }
 
 /// The last gate before a call goes upstream: the client's rate for the tool. Calls toolgate
-/// answers itself (invalid, unknown, denied) never count against it.
+/// answers itself (invalid, unknown, denied) never count against it. `label` names the tool
+/// in metrics (see [`UNLISTED`]).
 fn admit<R>(
     gw: &Gateway,
     call: &Call<'_>,
     tool: &str,
+    label: &str,
     outcome: &'static str,
     bytes: Bytes,
 ) -> Decision<R> {
@@ -313,7 +339,7 @@ fn admit<R>(
             .limiter
             .admit(&client.name, &call.target.name, tool, rate)
     {
-        count(gw, call.target, tool, "rate_limited");
+        count(gw, call.target, label, "rate_limited");
         tracing::info!(upstream = %call.target.name, tool, outcome = "rate_limited", client = %client.name, "tools/call");
         let secs = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
         let text = format!(
@@ -328,8 +354,8 @@ fn admit<R>(
             json!({"code": "rate_limited", "tool": tool, "retryAfterSeconds": secs, "limit": limited.rate}),
         ));
     }
-    count(gw, call.target, tool, outcome);
-    Decision::Forward(bytes, Kind::Call { tool: tool.into() })
+    count(gw, call.target, label, outcome);
+    Decision::Forward(bytes, Kind::Call { tool: label.into() })
 }
 
 fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {

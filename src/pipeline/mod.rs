@@ -130,8 +130,11 @@ pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
         }
         return Observed::default();
     }
-    let answers =
-        matches!((&pending.id, m.id), (Some(ours), Some(theirs)) if ours.get() == theirs.get());
+    // A response that reaches a pending request answers it, whatever its id says: the transport
+    // has already matched it (by value, through `jsonrpc::id_key`), or it came back on the
+    // request's own exchange. Letting a differently spelled id skip the rules below would
+    // give an upstream's answer the most lenient treatment instead of the strictest.
+    let answers = pending.id.is_some() && (m.result.is_some() || m.error.is_some());
     if !answers {
         return Observed::default();
     }

@@ -85,7 +85,11 @@ fn confine(root: &Path, value: &str) -> Result<(), String> {
     if value.contains('\0') {
         return Err("must not contain a NUL character".into());
     }
-    let value = value.strip_prefix("file://").unwrap_or(value);
+    let path = file_uri_path(value)?;
+    let value = path.as_deref().unwrap_or(value);
+    if value.contains('\0') {
+        return Err("must not contain a NUL character".into());
+    }
     let resolved = normalize(root, value);
     if resolved.starts_with(root) {
         Ok(())
@@ -96,6 +100,53 @@ fn confine(root: &Path, value: &str) -> Result<(), String> {
             resolved.display()
         ))
     }
+}
+
+/// The path a `file:` URI names, read as a URL parser reads it (the scheme in any case;
+/// `file:/p`, `file:///p` and `file://localhost/p`; `\` as `/`; percent-decoded before `..` is
+/// resolved), so that no spelling of a URI reaches a path the plain form could not. Any other
+/// host is refused: the file is not on this machine. `Ok(None)`: not a `file:` URI.
+fn file_uri_path(value: &str) -> Result<Option<String>, String> {
+    let Some(rest) = value
+        .get(..5)
+        .filter(|s| s.eq_ignore_ascii_case("file:"))
+        .map(|_| &value[5..])
+    else {
+        return Ok(None);
+    };
+    let rest = rest.replace('\\', "/");
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let path = match rest.strip_prefix("//") {
+        Some(after) => {
+            let (host, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+            if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
+                return Err(format!(
+                    "must be a local file, but the URI names the host {host:?}"
+                ));
+            }
+            path
+        }
+        None => rest,
+    };
+    let decoded = percent_decode(path).ok_or("is not a readable file URI (bad percent-encoding)")?;
+    Ok(Some(format!("/{}", decoded.trim_start_matches('/'))))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Resolves `.` and `..` without touching the filesystem; relative paths start at `base`.
@@ -135,6 +186,28 @@ mod tests {
         );
         assert!(confine(root, "a/../../workspace/ok").is_ok());
         assert!(confine(root, "file:///etc/shadow").is_err());
+        for uri in [
+            "FILE:///etc/passwd",
+            "file:/etc/passwd",
+            "file://localhost/etc/passwd",
+            "file:///workspace/%2e%2e/etc/passwd",
+            "file:///workspace/%2E%2E%2Fetc/passwd",
+            "file://evil.example/workspace/a",
+            "file:///workspace/..\\..\\etc",
+            "File:etc/passwd",
+            "file:///workspace/%zz",
+            "file:///workspace/a%00b",
+        ] {
+            assert!(confine(root, uri).is_err(), "{uri}");
+        }
+        for uri in [
+            "file:///workspace/a",
+            "file://LOCALHOST/workspace/a",
+            "FILE:/workspace/a%20b",
+            "file:///workspace/a?x=../../etc",
+        ] {
+            assert!(confine(root, uri).is_ok(), "{uri}");
+        }
         assert!(confine(root, "a\0b").is_err());
     }
 

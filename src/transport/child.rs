@@ -38,57 +38,156 @@ pub struct ChildProcess {
 /// One line from a reader, bounded.
 pub enum Line {
     Line(Vec<u8>),
-    /// Longer than the limit; the rest of it was skipped.
-    TooLong,
+    /// Longer than the limit; the rest of it was skipped. Carries the message's top-level
+    /// `id` (raw JSON) when it has one, so that what it answers, or asks, still gets an answer.
+    TooLong(Option<String>),
     Eof,
 }
 
 /// Reads up to the next newline without holding more than `max` bytes of it.
 pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Line> {
     let mut buf = Vec::new();
-    let mut too_long = false;
+    // Only once the line is over the limit: normal lines pay nothing for it.
+    let mut too_long: Option<IdScanner> = None;
     loop {
         let available = r.fill_buf().await?;
         if available.is_empty() {
             return Ok(match (too_long, buf.is_empty()) {
-                (true, _) => Line::TooLong,
-                (false, true) => Line::Eof,
-                (false, false) => Line::Line(buf),
+                (Some(scan), _) => Line::TooLong(scan.found()),
+                (None, true) => Line::Eof,
+                (None, false) => Line::Line(buf),
             });
         }
-        match memchr::memchr(b'\n', available) {
-            Some(i) => {
-                if !too_long {
-                    buf.extend_from_slice(&available[..i]);
-                }
-                r.consume(i + 1);
-                if too_long || buf.len() > max {
-                    return Ok(Line::TooLong);
-                }
-                if buf.last() == Some(&b'\r') {
-                    buf.pop();
-                }
-                return Ok(Line::Line(buf));
-            }
+        let (chunk, end) = match memchr::memchr(b'\n', available) {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        match &mut too_long {
+            Some(scan) => scan.push(chunk),
             None => {
-                let n = available.len();
-                if !too_long {
-                    buf.extend_from_slice(available);
-                    if buf.len() > max {
-                        too_long = true;
-                        buf = Vec::new();
+                buf.extend_from_slice(chunk);
+                if buf.len() > max {
+                    let mut scan = IdScanner::default();
+                    scan.push(&buf);
+                    too_long = Some(scan);
+                    buf = Vec::new();
+                }
+            }
+        }
+        let used = end.unwrap_or(chunk.len());
+        r.consume(used);
+        if end.is_some() {
+            if let Some(scan) = too_long {
+                return Ok(Line::TooLong(scan.found()));
+            }
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(Line::Line(buf));
+        }
+    }
+}
+
+/// Finds the top-level `"id"` of a JSON object read in pieces, in bounded memory: the id of a
+/// line too long to keep. Strings, escapes and nesting are followed, so an `"id"` inside a
+/// result or inside a string is never taken for the message's.
+#[derive(Default)]
+pub struct IdScanner {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    /// At the top level, the next string is a member name.
+    expect_key: bool,
+    /// The member name read so far, while it can still be `id`.
+    key: Vec<u8>,
+    key_is_id: bool,
+    value: Option<Vec<u8>>,
+    found: Option<String>,
+    gave_up: bool,
+}
+
+/// The longest id kept; a longer one is not worth answering by.
+const MAX_ID_BYTES: usize = 256;
+
+impl IdScanner {
+    pub fn push(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if self.found.is_some() || self.gave_up {
+                return;
+            }
+            let top = self.depth == 1 && !self.in_string;
+            if let Some(v) = &mut self.value {
+                if top && (b == b',' || b == b'}') {
+                    self.found = std::str::from_utf8(v.trim_ascii()).ok().map(str::to_owned);
+                    return;
+                }
+                if v.len() >= MAX_ID_BYTES {
+                    self.gave_up = true;
+                    return;
+                }
+                v.push(b);
+            }
+            if self.in_string {
+                let naming = self.depth == 1 && self.expect_key;
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    if naming {
+                        self.key_is_id = self.key == b"id";
+                        self.expect_key = false;
+                    }
+                    continue;
+                }
+                if naming && self.key.len() <= 2 {
+                    self.key.push(b);
+                }
+                continue;
+            }
+            match b {
+                b'"' => {
+                    self.in_string = true;
+                    self.key.clear();
+                }
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth == 1 {
+                        self.expect_key = b == b'{';
                     }
                 }
-                r.consume(n);
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                b':' if top && self.key_is_id && self.value.is_none() => {
+                    self.value = Some(Vec::new());
+                }
+                b',' if top => {
+                    self.expect_key = true;
+                    self.key_is_id = false;
+                }
+                _ => {}
             }
         }
     }
+
+    pub fn found(self) -> Option<String> {
+        self.found
+    }
+}
+
+/// An error answer to the message with id `id` (raw JSON) that could not be read whole.
+pub fn over_limit_error(id: &str, max: usize, whose: &str) -> Option<Vec<u8>> {
+    let id = serde_json::value::RawValue::from_string(id.to_owned()).ok()?;
+    let msg = format!("{whose} is over the {max}-byte line limit");
+    Some(jsonrpc::error_response(Some(&id), jsonrpc::INTERNAL_ERROR, &msg, None))
 }
 
 /// The id of a response, as its raw JSON text (`None` for anything else).
 fn response_id(line: &[u8]) -> Option<String> {
     match jsonrpc::parse(line) {
-        Ok(Parsed::Single(m)) if m.method.is_none() => m.id.map(|i| i.get().to_string()),
+        Ok(Parsed::Single(m)) if m.method.is_none() => {
+            m.id.map(|i| jsonrpc::id_key(i.get()).into_owned())
+        }
         _ => None,
     }
 }
@@ -140,7 +239,7 @@ impl ChildProcess {
                     Line::Line(l) => {
                         tracing::info!(target: "toolgate::upstream", server = %name, "{}", String::from_utf8_lossy(&l))
                     }
-                    Line::TooLong => {
+                    Line::TooLong(_) => {
                         tracing::info!(target: "toolgate::upstream", server = %name, "(a stderr line over 16 KiB, not shown)")
                     }
                     Line::Eof => break,
@@ -163,8 +262,20 @@ impl ChildProcess {
             loop {
                 match read_line(&mut r, max_line).await {
                     Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
-                    Ok(Line::Line(l)) => {
-                        let line = Bytes::from(l);
+                    Ok(line @ (Line::Line(_) | Line::TooLong(Some(_)))) => {
+                        let line = match line {
+                            Line::Line(l) => Bytes::from(l),
+                            Line::TooLong(id) => {
+                                // Answered all the same, as an error in the answer's place.
+                                tracing::warn!("the tool server wrote a line over {max_line} bytes; it is answered as an error");
+                                let id = id.unwrap_or_default();
+                                match over_limit_error(&id, max_line, "the tool server's answer") {
+                                    Some(e) => Bytes::from(e),
+                                    None => continue,
+                                }
+                            }
+                            Line::Eof => unreachable!(),
+                        };
                         let waiter = response_id(&line).and_then(|id| {
                             waiters
                                 .lock()
@@ -181,8 +292,8 @@ impl ChildProcess {
                             }
                         }
                     }
-                    Ok(Line::TooLong) => tracing::warn!(
-                        "the tool server wrote a line over {max_line} bytes; dropped"
+                    Ok(Line::TooLong(None)) => tracing::warn!(
+                        "the tool server wrote a line over {max_line} bytes without an id; dropped"
                     ),
                     Ok(Line::Eof) | Err(_) => break,
                 }
@@ -239,7 +350,7 @@ impl ChildProcess {
             .unwrap_or_else(|p| p.into_inner())
             .as_mut()
         {
-            Some(w) => w.insert(id.to_string(), tx),
+            Some(w) => w.insert(jsonrpc::id_key(id).into_owned(), tx),
             None => {
                 return Err(UpstreamError::Unreachable(
                     "the tool server has exited".into(),
@@ -278,7 +389,7 @@ impl ChildProcess {
             .unwrap_or_else(|p| p.into_inner())
             .as_mut()
         {
-            w.remove(id);
+            w.remove(jsonrpc::id_key(id).as_ref());
         }
     }
 
@@ -320,6 +431,26 @@ impl ChildProcess {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_id_of_an_overlong_line_is_found_wherever_it_stands() {
+        let scan = |parts: &[&str]| {
+            let mut s = IdScanner::default();
+            for p in parts {
+                s.push(p.as_bytes());
+            }
+            s.found()
+        };
+        assert_eq!(scan(&[r#"{"jsonrpc":"2.0","id":7,"result":{"x":"#, "\"y\"}}"]).as_deref(), Some("7"));
+        assert_eq!(
+            scan(&[r#"{"result":{"id":1,"t":"\"id\":2"},"jsonrpc":"2.0","id""#, r#":"a\"b"}"#]).as_deref(),
+            Some(r#""a\"b""#)
+        );
+        assert_eq!(scan(&[r#"{"result":[{"id":3}],"jsonrpc":"2.0"}"#]), None);
+        assert_eq!(scan(&[r#"{"ids":1,"i":2,"id" : 9 }"#]).as_deref(), Some("9"));
+        let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(1000));
+        assert_eq!(scan(&[&long]), None);
+    }
     use super::*;
 
     #[tokio::test]
@@ -330,7 +461,7 @@ mod tests {
         loop {
             match read_line(&mut r, 10).await.unwrap() {
                 Line::Line(l) => got.push(String::from_utf8(l).unwrap()),
-                Line::TooLong => got.push("<too long>".into()),
+                Line::TooLong(_) => got.push("<too long>".into()),
                 Line::Eof => break,
             }
         }

@@ -9,6 +9,7 @@
 //! GET (the server's stream) and DELETE (end of session) are forwarded; their answers are
 //! inspected the same way.
 
+use super::conn_timers::{ConnTimers, InService};
 use super::http_answers;
 use super::http_upstream::{self, Collected, HttpUpstream, ReadError};
 use super::reply;
@@ -46,6 +47,8 @@ pub(super) struct Route<'a> {
     pub(super) gw: &'a Arc<Gateway>,
     pub(super) target: &'a Arc<Target>,
     up: &'a Upstream,
+    /// The client's address, for limits per client when it has no authenticated name.
+    pub(super) peer: std::net::IpAddr,
 }
 
 /// One upstream's endpoint. It names its target by position: a reload rebuilds the targets'
@@ -94,10 +97,18 @@ impl App {
         }
     }
 
-    pub async fn call(&self, req: Request) -> Response {
+    pub async fn call(&self, req: Request, peer: std::net::IpAddr) -> Response {
         let path = req.uri().path();
+        // Before any routing decision, on every path: a request that may not reach toolgate
+        // may not reach what lies behind it either.
+        if let Err(why) = plain_path(path) {
+            return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
+        }
+        let gw = self.live.load();
+        if let Err(why) = gw.origins.check(req.headers()) {
+            return reply::transport(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, why);
+        }
         if path.starts_with("/.well-known/") {
-            let gw = self.live.load();
             let (parts, _) = req.into_parts();
             return super::well_known::serve(
                 &gw,
@@ -116,11 +127,11 @@ impl App {
                 "Not found: no MCP endpoint at this path",
             );
         };
-        let gw = self.live.load();
         let rt = Route {
             target: &gw.targets[ep.index],
             gw: &gw,
             up: &ep.up,
+            peer,
         };
         handle(&rt, req).await
     }
@@ -144,11 +155,23 @@ pub async fn serve(
     let app = App::new(&live);
     let drain = super::drain::Drain::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // A connection holds a permit for its life; past the cap, clients wait in the listen
+    // queue while the admin listener (its own accept loop) keeps answering.
+    let permits = Arc::new(tokio::sync::Semaphore::new(
+        live.load().config.limits.max_connections.max(1),
+    ));
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, addr)) => (stream, addr.ip()),
                 Err(e) => {
                     // Out of descriptors or the like: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -159,26 +182,62 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let limits = &live.load().config.limits;
+        let timers = ConnTimers::new(limits.header_timeout, limits.idle_timeout);
+        let io = TokioIo::new(timers.io(stream));
         // One handle per connection: cloning the shared `App` for each request would write
         // the reference counts that every connection's requests share.
         let app = Arc::new(app.clone());
         let service = hyper::service::service_fn(move |req: Request| {
             let app = app.clone();
-            async move { Ok::<_, std::convert::Infallible>(app.call(req).await) }
+            let in_service = timers.in_service();
+            async move {
+                let resp = app.call(req, peer).await;
+                Ok::<_, std::convert::Infallible>(resp.map(|body| InServiceBody {
+                    body,
+                    _in_service: in_service,
+                }))
+            }
         });
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
+        let conn = builder.serve_connection(io, service).into_owned();
         let conn = drain.watch(conn);
         // Re-polled in place when it wakes itself: see `repoll`.
         tokio::spawn(super::repoll::Repoll::new(async move {
             let _ = conn.await;
+            drop(permit);
         }));
     }
     drop(listener);
     drain.shutdown().await;
     app.close().await;
     Ok(())
+}
+
+/// A response body that keeps its request "in service" (see `conn_timers`) until it has
+/// been sent or dropped, so a quiet stream is never taken for an idle connection.
+struct InServiceBody {
+    body: axum::body::Body,
+    _in_service: InService,
+}
+
+impl http_body::Body for InServiceBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 async fn handle(rt: &Route<'_>, mut req: Request) -> Response {
@@ -247,13 +306,28 @@ fn request_id(gw: &Gateway, headers: &mut HeaderMap) -> HeaderValue {
     id
 }
 
-async fn route(rt: &Route<'_>, mut req: Request, note: &mut Note) -> Response {
-    if let Err(why) = rt.gw.origins.check(req.headers()) {
-        return reply::transport(StatusCode::FORBIDDEN, jsonrpc::INVALID_REQUEST, why);
+/// Refuses a path that a server or proxy further on could read as another path: a `.` or
+/// `..` segment, plain or percent-encoded, and an encoded `/` or `\` inside a segment.
+/// Refused rather than normalised: no MCP client sends them, and a refusal cannot be
+/// normalised differently by the next hop.
+fn plain_path(path: &str) -> Result<(), &'static str> {
+    for seg in path.split('/') {
+        let lower = seg.to_ascii_lowercase();
+        let decoded = lower.replace("%2e", ".");
+        if decoded == "." || decoded == ".." || lower.contains("%2f") || lower.contains("%5c") {
+            return Err("Bad Request: the path has a dot segment or an encoded separator");
+        }
+        if seg.contains('\\') {
+            return Err("Bad Request: the path has a backslash");
+        }
     }
+    Ok(())
+}
+
+async fn route(rt: &Route<'_>, mut req: Request, note: &mut Note) -> Response {
     let identity = match &rt.gw.auth {
         None => None,
-        Some(auth) => match auth.authenticate(req.headers()).await {
+        Some(auth) => match auth.authenticate(req.headers(), &rt.target.path).await {
             Ok(identity) => {
                 auth.to_upstream(req.headers_mut());
                 Some(identity.name)
@@ -377,8 +451,10 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let era = ctx.era(m.version_text());
     let id = if m.is_request() { m.id } else { None };
     note.method = metrics::method_label(m.method());
-    if era == Era::Modern
-        && ctx.version.is_some()
+    // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
+    // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
+    let body_era = Era::detect(None, m.version_text());
+    if (era == Era::Modern || body_era == Era::Modern)
         && let Err(why) = super::modern::check(&parts.headers, &m)
     {
         let message = format!("Header mismatch: {why}");
@@ -386,6 +462,10 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
             StatusCode::BAD_REQUEST,
             jsonrpc::error_response(id, super::modern::HEADER_MISMATCH, &message, None),
         );
+    }
+    if let Some(why) = guard::refuse_call_notification(rt.gw, rt.target, &m) {
+        note.outcome = "answered";
+        return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
     }
     if let Upstream::Stdio(pool) = &rt.up {
         return super::http_stdio::post(
@@ -503,8 +583,8 @@ async fn forward(
         unreachable!("stdio routes are served by http_stdio");
     };
     let started = Instant::now();
-    let timeout = rt.gw.config.limits.upstream_timeout;
-    let sent = up.send(parts.method, parts.headers, body, timeout).await;
+    let wait = (&rt.gw.config.limits).into();
+    let sent = up.send(parts.method, parts.headers, body, wait).await;
     rt.gw
         .metrics
         .upstream_latency
@@ -593,7 +673,7 @@ pub(crate) async fn exchange(
             Method::POST,
             headers.clone(),
             request,
-            limits.upstream_timeout,
+            limits.into(),
         )
         .await
         .map_err(ListFailed::Unavailable)?;
@@ -609,7 +689,7 @@ pub(crate) async fn exchange(
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-    let broke = |e: hyper::Error| {
+    let broke = |e: http_upstream::BodyError| {
         ListFailed::Unavailable(UpstreamError::Unreachable(format!(
             "the answer broke off: {e}"
         )))

@@ -22,7 +22,6 @@ use bytes::Bytes;
 use http::StatusCode;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -38,7 +37,7 @@ pub async fn response(
     gw: &Arc<Gateway>,
     pending: Pending,
     has_session: bool,
-    resp: http::Response<Incoming>,
+    resp: http::Response<http_upstream::UpstreamBody>,
 ) -> Response {
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -208,8 +207,9 @@ impl SseInspector {
         }
     }
 
-    /// Runs the rules on an event that may matter; cheap substring checks first, so events
-    /// no rule cares about are never parsed.
+    /// Runs the rules on an event that may matter. Until the answer has passed, every event
+    /// is read: the answer's id may be spelled differently from the request's, so no text
+    /// search can tell which event it is. After it, only `list_changed` needs the rules.
     fn on_event(&mut self, ev: Bytes) -> Bytes {
         if !self.resumable && sse::has_id(&ev) {
             self.resumable = true;
@@ -217,12 +217,7 @@ impl SseInspector {
         let Some(data) = sse::data(&ev) else {
             return ev;
         };
-        let about_us = !self.answered
-            && self
-                .pending
-                .id
-                .as_ref()
-                .is_some_and(|id| data.contains(id.get()));
+        let about_us = !self.answered && self.pending.id.is_some();
         if !about_us && !data.contains(mcp::TOOLS_LIST_CHANGED) {
             return ev;
         }
@@ -253,10 +248,10 @@ impl SseInspector {
 }
 
 /// Streams the upstream body through the inspector, one event at a time.
-fn sse_stream(inspector: SseInspector, body: Incoming) -> Body {
+fn sse_stream(inspector: SseInspector, body: http_upstream::UpstreamBody) -> Body {
     struct State {
         insp: SseInspector,
-        body: Incoming,
+        body: http_upstream::UpstreamBody,
         done: bool,
     }
     let stream = futures_util::stream::unfold(

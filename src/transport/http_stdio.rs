@@ -39,11 +39,28 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
                 jsonrpc::error_response(m.id, jsonrpc::INTERNAL_ERROR, &msg, None),
             )
         }
+        NoChild::TooManyForClient(n) => {
+            let msg = format!(
+                "Too many sessions: this client already holds {n}, the most one client may; end one (DELETE) or try again later"
+            );
+            reply::json(
+                StatusCode::TOO_MANY_REQUESTS,
+                jsonrpc::error_response(m.id, jsonrpc::INTERNAL_ERROR, &msg, None),
+            )
+        }
         NoChild::Failed(why) => {
             let is_call = m.method() == Some(mcp::TOOLS_CALL);
             let e = crate::pipeline::UpstreamError::Unreachable(why);
             reply::answer(era, Answer::upstream_failed(era, m.id, is_call, &e))
         }
+    }
+}
+
+/// Who a session belongs to: the authenticated name, else the client's address.
+fn owner(rt: &Route<'_>, ctx: &Context) -> String {
+    match &ctx.client {
+        Some(c) => format!("client:{}", c.name),
+        None => format!("addr:{}", rt.peer),
     }
 }
 
@@ -68,7 +85,7 @@ pub(super) async fn post(
     let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
     let (sc, new_session, shared): (Arc<SessionChild>, Option<String>, bool) =
         match (session, m.method()) {
-            (None, Some("initialize")) => match pool.open() {
+            (None, Some("initialize")) => match pool.open(&owner(rt, ctx)) {
                 Ok((id, sc)) => (sc, Some(id), false),
                 Err(e) => return no_child(era, m, e, max),
             },

@@ -15,6 +15,102 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::time::Duration;
 
+/// How long an upstream may take: `answer` bounds the response head and then a JSON body
+/// whole; `stream_gap` bounds the silence between frames of an SSE answer to a request. The
+/// stream a GET opens is bounded by neither after its head.
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    pub answer: Duration,
+    pub stream_gap: Duration,
+}
+
+impl From<&crate::config::Limits> for Wait {
+    fn from(l: &crate::config::Limits) -> Wait {
+        Wait {
+            answer: l.upstream_timeout,
+            stream_gap: l.stream_gap_timeout,
+        }
+    }
+}
+
+/// An upstream's response body, under the [`Wait`] in force when it was asked for. An
+/// upstream that sends its head and then stalls fails the body with [`BodyError::Stalled`],
+/// which every reader already turns into an answer for the client.
+///
+/// The timer is made only when the body first has to wait: an answer that arrives with its
+/// head (the common case) costs no allocation and no timer registration.
+pub struct UpstreamBody {
+    inner: Incoming,
+    timer: Option<Timer>,
+    started: tokio::time::Instant,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// A frame came since the timer was last set (gap timers only).
+    restart: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Timer {
+    /// One deadline for the whole body, counted from the request.
+    Whole(Duration),
+    /// The longest wait for the next frame.
+    Gap(Duration),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("{0}")]
+    Upstream(#[from] hyper::Error),
+    #[error("the tool server sent nothing more for {0:?}")]
+    Stalled(Duration),
+}
+
+impl http_body::Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BodyError>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if let Poll::Ready(frame) = std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            this.restart = true;
+            return Poll::Ready(frame.map(|f| f.map_err(BodyError::from)));
+        }
+        let Some(timer) = this.timer else {
+            return Poll::Pending;
+        };
+        let now = tokio::time::Instant::now;
+        let sleep = match (&mut this.sleep, timer) {
+            (Some(sleep), Timer::Gap(d)) if this.restart => {
+                sleep.as_mut().reset(now() + d);
+                sleep
+            }
+            (Some(sleep), _) => sleep,
+            (slot @ None, t) => slot.insert(Box::pin(tokio::time::sleep_until(match t {
+                Timer::Whole(d) => this.started + d,
+                Timer::Gap(d) => now() + d,
+            }))),
+        };
+        this.restart = false;
+        if sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        this.timer = None;
+        let (Timer::Whole(d) | Timer::Gap(d)) = timer;
+        Poll::Ready(Some(Err(BodyError::Stalled(d))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// One upstream MCP endpoint over HTTP. The wait for an answer is the caller's: the gateway
 /// passes the one in force, so a reload changes it for the next request.
 pub struct HttpUpstream {
@@ -110,9 +206,9 @@ impl HttpUpstream {
         method: Method,
         headers: HeaderMap,
         body: Bytes,
-        timeout: Duration,
-    ) -> Result<Response<Incoming>, UpstreamError> {
-        self.send_to(self.path.clone(), method, headers, body, timeout)
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        self.send_to(self.path.clone(), method, headers, body, wait)
             .await
     }
 
@@ -122,13 +218,13 @@ impl HttpUpstream {
         path_and_query: &str,
         method: Method,
         headers: HeaderMap,
-        timeout: Duration,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let path = path_and_query
             .parse::<http::uri::PathAndQuery>()
             .map(Uri::from)
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
-        self.send_to(path, method, headers, Bytes::new(), timeout)
+        self.send_to(path, method, headers, Bytes::new(), wait)
             .await
     }
 
@@ -138,8 +234,8 @@ impl HttpUpstream {
         method: Method,
         mut headers: HeaderMap,
         body: Bytes,
-        timeout: Duration,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let mut req = Request::builder()
             .method(method)
             .uri(path)
@@ -152,10 +248,30 @@ impl HttpUpstream {
             None => headers.remove(header::HOST),
         };
         *req.headers_mut() = headers;
-        match tokio::time::timeout(timeout, self.pool.send(req)).await {
-            Ok(Ok(resp)) => Ok(resp),
+        let started = tokio::time::Instant::now();
+        let is_get = req.method() == Method::GET;
+        match tokio::time::timeout(wait.answer, self.pool.send(req)).await {
+            Ok(Ok(resp)) => {
+                let is_sse = resp
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+                let timer = match (is_sse, is_get) {
+                    (false, _) => Some(Timer::Whole(wait.answer)),
+                    (true, false) => Some(Timer::Gap(wait.stream_gap)),
+                    (true, true) => None,
+                };
+                Ok(resp.map(|inner| UpstreamBody {
+                    inner,
+                    timer,
+                    started,
+                    sleep: None,
+                    restart: false,
+                }))
+            }
             Ok(Err(why)) => Err(UpstreamError::Unreachable(why)),
-            Err(_) => Err(UpstreamError::Timeout(timeout)),
+            Err(_) => Err(UpstreamError::Timeout(wait.answer)),
         }
     }
 }
@@ -250,15 +366,15 @@ where
 /// Reads an upstream body whole when it fits in `limit`; otherwise hands back a body that
 /// replays what was read and streams the rest.
 pub async fn collect_upstream(
-    mut body: Incoming,
+    mut body: UpstreamBody,
     limit: usize,
-) -> Result<Collected<axum::body::Body>, hyper::Error> {
+) -> Result<Collected<axum::body::Body>, BodyError> {
     let mut got = Gathered::default();
     if gather(&mut body, limit, &mut got).await? {
         return Ok(Collected::Whole(got.into_bytes()));
     }
     let head = got.into_bytes();
-    let head = futures_util::stream::once(async move { Ok::<_, hyper::Error>(head) });
+    let head = futures_util::stream::once(async move { Ok::<_, BodyError>(head) });
     use futures_util::StreamExt;
     Ok(Collected::TooLarge(axum::body::Body::from_stream(
         head.chain(body.into_data_stream()),

@@ -1,6 +1,7 @@
 //! Transports: wire traffic in, single JSON-RPC messages to the pipeline, answers out.
 
 pub mod child;
+pub mod conn_timers;
 mod drain;
 pub mod http;
 mod http_answers;

@@ -40,14 +40,17 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), String> {
         Some(Params::Raw(raw)) => serde_json::from_str(raw.get()).unwrap_or_default(),
         None => Named::default(),
     };
-    if let (Some(h), Some(b)) = (
+    match (
         header(mcp::PROTOCOL_VERSION),
         params.meta.as_ref().and_then(|m| m.version.as_deref()),
-    ) && h != b
-    {
-        return Err(format!(
-            "MCP-Protocol-Version header {h:?} does not match _meta protocolVersion {b:?}"
-        ));
+    ) {
+        (Some(h), Some(b)) if h != b => {
+            return Err(format!(
+                "MCP-Protocol-Version header {h:?} does not match _meta protocolVersion {b:?}"
+            ));
+        }
+        (None, Some(_)) => return Err("the MCP-Protocol-Version header is missing".into()),
+        _ => {}
     }
     let Some(method) = m.method() else {
         return Ok(());

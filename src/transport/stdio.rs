@@ -42,10 +42,11 @@ pub(crate) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
         match read_line(r, max).await {
             Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
             Ok(Line::Line(l)) => return Some(Bytes::from(l)),
-            Ok(Line::TooLong) => {
+            Ok(Line::TooLong(id)) => {
                 let msg = format!("Invalid Request: the message is over the {max}-byte limit");
+                let id = id.and_then(|i| RawValue::from_string(i).ok());
                 let _ = out.send(Out::Line(jsonrpc::error_response(
-                    None,
+                    id.as_deref(),
                     jsonrpc::INVALID_REQUEST,
                     &msg,
                     None,
@@ -153,11 +154,19 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
                             (true, Some(id)) => pending
                                 .lock()
                                 .unwrap_or_else(|p| p.into_inner())
-                                .remove(id.get()),
+                                .remove(jsonrpc::id_key(id.get()).as_ref()),
                             _ => None,
                         };
                         let replacement = match &waiting {
                             Some(p) => pipeline::observe(&gw, p, &m).replacement,
+                            None if m.method.is_none() => {
+                                // An answer to nothing the client is waiting for: it would
+                                // skip every answer-side rule, so it goes no further.
+                                tracing::warn!(
+                                    "the tool server answered a request that is not pending; dropped"
+                                );
+                                continue;
+                            }
                             None => {
                                 // Notifications and server requests: learn from them, pass them on.
                                 let any = Pending {
@@ -175,10 +184,9 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
                             replacement.map_or_else(|| line.to_vec(), |a| a.body),
                         ));
                     }
-                    FromChild::Exited(how) => {
-                        tracing::error!("the tool server {how}; toolgate stops");
-                        return Some(how.to_string());
-                    }
+                    // Logged by the main loop, which knows whether the client had asked
+                    // for it (by closing stdin) or not.
+                    FromChild::Exited(how) => return Some(how.to_string()),
                 }
             }
             None
@@ -207,11 +215,19 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         }
     }
     if let Some(how) = server_gone {
+        tracing::error!("the tool server {how} while the client was connected; toolgate stops");
         answer_unanswered(&pending, &mut stdin, limits.max_body_bytes, &out, &how).await;
         let _ = out.send(Out::Exit(1));
     } else {
         let how = child.shutdown(GRACE).await;
         tracing::info!("the client closed stdin; the tool server {how}");
+        // What the server wrote before it exited still goes out; what it left unanswered
+        // gets an error rather than silence.
+        let _ = tokio::time::timeout(GRACE, &mut from_server).await;
+        let why = UpstreamError::Unreachable(format!(
+            "the tool server {how} before answering, after the client closed stdin"
+        ));
+        answer_pending(&pending, &out, &why);
         let _ = out.send(Out::Exit(0));
     }
     drop(out);
@@ -230,18 +246,7 @@ async fn answer_unanswered<R: tokio::io::AsyncBufRead + Unpin>(
     how: &str,
 ) {
     let why = UpstreamError::Unreachable(format!("the tool server {how}"));
-    let orphans: Vec<Pending> = pending
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .drain()
-        .map(|(_, p)| p)
-        .collect();
-    for p in orphans {
-        let is_call = matches!(p.kind, Kind::Call { .. });
-        let _ = out.send(Out::Line(
-            Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &why).body,
-        ));
-    }
+    answer_pending(pending, out, &why);
     while let Ok(Some(line)) =
         tokio::time::timeout(Duration::from_millis(200), next_message(stdin, max, out)).await
     {
@@ -254,6 +259,26 @@ async fn answer_unanswered<R: tokio::io::AsyncBufRead + Unpin>(
                 Answer::upstream_failed(era, m.id, is_call, &why).body,
             ));
         }
+    }
+}
+
+/// Every request still waiting gets an error answer.
+fn answer_pending(
+    pending: &Mutex<HashMap<String, Pending>>,
+    out: &mpsc::UnboundedSender<Out>,
+    why: &UpstreamError,
+) {
+    let orphans: Vec<Pending> = pending
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain()
+        .map(|(_, p)| p)
+        .collect();
+    for p in orphans {
+        let is_call = matches!(p.kind, Kind::Call { .. });
+        let _ = out.send(Out::Line(
+            Answer::upstream_failed(p.era, p.id.as_deref(), is_call, why).body,
+        ));
     }
 }
 
@@ -291,6 +316,10 @@ async fn from_client(
             ));
         }
     };
+    if guard::refuse_call_notification(gw, target, &m).is_some() {
+        // A notification gets no answer on stdio; it is counted and goes no further.
+        return None;
+    }
     let era = Era::detect(None, m.version_text());
     let client = gw.client(None);
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
@@ -324,14 +353,14 @@ async fn from_client(
         pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.get().to_string(), p);
+            .insert(jsonrpc::id_key(id.get()).into_owned(), p);
     }
     if let Err(e) = child.send(body) {
         let p = id.and_then(|id| {
             pending
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .remove(id.get())
+                .remove(jsonrpc::id_key(id.get()).as_ref())
         })?;
         let is_call = matches!(p.kind, Kind::Call { .. });
         return Some(Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &e).body);

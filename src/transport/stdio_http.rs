@@ -40,8 +40,8 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn timeout(&self) -> std::time::Duration {
-        self.gw.config.limits.upstream_timeout
+    fn timeout(&self) -> super::http_upstream::Wait {
+        (&self.gw.config.limits).into()
     }
 
     fn headers(&self) -> HeaderMap {
@@ -117,6 +117,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let limits = gw.config.limits.clone();
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
+    let mut stream: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         let Some(line) = next_message(&mut stdin, limits.max_body_bytes, &out).await else {
             break;
@@ -127,14 +128,20 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
         if is_initialize {
             from_client(&c, line).await;
             let get = ctx.clone();
-            tasks.spawn(async move { server_stream(&get).await });
+            if let Some(old) = stream.replace(tokio::spawn(async move { server_stream(&get).await })) {
+                old.abort();
+            }
         } else {
             tasks.spawn(async move { from_client(&c, line).await });
         }
         while tasks.try_join_next().is_some() {}
     }
-    // The client is gone: let in-flight requests finish, then end the session.
-    tasks.abort_all();
+    // The client is gone: requests in flight still get their answers (each is bounded by the
+    // upstream timeout), then the session ends.
+    if let Some(s) = stream {
+        s.abort();
+    }
+    while tasks.join_next().await.is_some() {}
     let headers = ctx.headers();
     if headers.contains_key(mcp::SESSION_ID) {
         let _ = ctx
@@ -169,6 +176,10 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             ));
         }
     };
+    if guard::refuse_call_notification(&ctx.gw, &ctx.target, &m).is_some() {
+        // A notification gets no answer on stdio; it is counted and goes no further.
+        return;
+    }
     let era = Era::detect(None, m.version_text());
     let key = ctx.key();
     let client = ctx.gw.client(None);
@@ -249,6 +260,12 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .version = Some(v);
+        }
+        if *answered && am.method.is_none() {
+            // One answer per request: a second response (an `id: null` error next to the
+            // real answer) would answer it twice.
+            tracing::warn!(upstream = %ctx.target.name, "a second answer to one request; dropped");
+            return;
         }
         let seen = pipeline::observe(&ctx.gw, &pending, &am);
         *answered |= seen.answers;

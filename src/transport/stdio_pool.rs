@@ -23,6 +23,8 @@ type Sessions = Arc<Mutex<HashMap<String, Arc<SessionChild>>>>;
 
 pub struct SessionChild {
     pub child: Arc<ChildProcess>,
+    /// Who opened the session (see `stdio.max_sessions_per_client`).
+    owner: Box<str>,
     last_used: Mutex<Instant>,
     /// What the child sends on its own, for the session's GET stream.
     pub unsolicited: broadcast::Sender<Bytes>,
@@ -55,6 +57,7 @@ pub struct StdioPool {
 pub enum NoChild {
     UnknownSession,
     TooMany,
+    TooManyForClient(usize),
     Failed(String),
 }
 
@@ -89,7 +92,7 @@ impl StdioPool {
         gw.targets[index].clone()
     }
 
-    fn spawn(&self, label: String) -> Result<Arc<SessionChild>, NoChild> {
+    fn spawn(&self, label: String, owner: &str) -> Result<Arc<SessionChild>, NoChild> {
         let gw = self.gw();
         let limits = &gw.config.limits;
         let (child, mut events) = ChildProcess::spawn(&self.command, limits.max_response_bytes)
@@ -97,6 +100,7 @@ impl StdioPool {
         let (unsolicited, _) = broadcast::channel(256);
         let sc = Arc::new(SessionChild {
             child,
+            owner: owner.into(),
             last_used: Mutex::new(Instant::now()),
             unsolicited: unsolicited.clone(),
         });
@@ -125,10 +129,19 @@ impl StdioPool {
                         let _ = unsolicited.send(line);
                     }
                     FromChild::Exited(how) => {
-                        tracing::warn!(session = %label, "the tool server {how}; its session ends");
                         live.load().catalog.forget(&key);
-                        if let Some(s) = sessions.upgrade() {
-                            s.lock().unwrap_or_else(|p| p.into_inner()).remove(&label);
+                        // Still registered: it exited on its own, a fault. Otherwise toolgate
+                        // ended the session (DELETE, idle, shutdown), and `close` says so.
+                        let on_its_own = sessions.upgrade().is_some_and(|s| {
+                            s.lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(&label)
+                                .is_some()
+                        });
+                        if on_its_own {
+                            tracing::warn!(session = %label, "the tool server {how}; its session ends");
+                        } else {
+                            tracing::debug!(session = %label, "the tool server {how}");
                         }
                         return;
                     }
@@ -138,20 +151,22 @@ impl StdioPool {
         Ok(sc)
     }
 
-    /// A new session's child, with the session id toolgate minted for it.
-    pub fn open(&self) -> Result<(String, Arc<SessionChild>), NoChild> {
-        if self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-            >= self.gw().config.stdio.max_sessions
+    /// A new session's child for `owner`, with the session id toolgate minted for it.
+    pub fn open(&self, owner: &str) -> Result<(String, Arc<SessionChild>), NoChild> {
+        let limits = &self.gw().config.stdio;
         {
-            return Err(NoChild::TooMany);
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            if sessions.len() >= limits.max_sessions {
+                return Err(NoChild::TooMany);
+            }
+            let held = sessions.values().filter(|s| &*s.owner == owner).count();
+            if held >= limits.max_sessions_per_client {
+                return Err(NoChild::TooManyForClient(limits.max_sessions_per_client));
+            }
         }
         let rs = std::collections::hash_map::RandomState::new();
         let id = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
-        let sc = self.spawn(id.clone())?;
+        let sc = self.spawn(id.clone(), owner)?;
         self.sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -224,7 +239,7 @@ impl StdioPool {
             sc.touch();
             return Ok(sc.clone());
         }
-        let sc = self.spawn("shared".into())?;
+        let sc = self.spawn("shared".into(), "")?;
         let id = self.gw().next_id();
         let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")}}});

@@ -79,9 +79,8 @@ pub(super) async fn serve(
         Some(q) => format!("{upstream_path}?{q}"),
         None => upstream_path,
     };
-    let timeout = gw.config.limits.upstream_timeout;
     match up
-        .send_to_path(&target, method.clone(), headers, timeout)
+        .send_to_path(&target, method.clone(), headers, (&gw.config.limits).into())
         .await
     {
         Ok(resp) => {

@@ -6,7 +6,7 @@
 
 mod report;
 
-pub use report::{Report, Violation, closest, violations};
+pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
 
 use crate::catalog::Schema;
 use jsonschema::error::{TypeKind, ValidationErrorKind};

@@ -19,12 +19,33 @@ pub struct Violation {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub tool: String,
+    /// At most `max` of them: the rest are only counted in `omitted`.
     pub violations: Vec<Violation>,
     /// Property descriptions by pointer, where the schema has one.
     descriptions: Vec<Option<String>>,
+    /// Violations found but not described, past `max`.
+    pub omitted: usize,
+    max: usize,
+}
+
+/// Every violation a call can produce, at most `max` described, the rest counted: one
+/// unexpected key is one violation, so a body of a million keys must not become a million
+/// messages (nor a million edit-distance searches).
+#[derive(Debug, Default)]
+pub struct Found {
+    pub list: Vec<Violation>,
+    pub omitted: usize,
 }
 
 const PREVIEW_CHARS: usize = 60;
+/// The longest argument path shown: the client chooses key names, and an answer must not
+/// echo a megabyte-long one.
+const PATH_CHARS: usize = 120;
+/// The longest parameter description shown (the server wrote it, but once per violation).
+const DESCRIPTION_CHARS: usize = 400;
+/// The most text one report produces, whatever the schema and the arguments: past it the
+/// rest is summarised as "…and N more".
+pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 
 impl Report {
     pub fn build(
@@ -34,37 +55,41 @@ impl Report {
         args: &Value,
         max: usize,
     ) -> Report {
-        let mut violations = violations(schema, validator, args, max);
-        if violations.is_empty() {
+        let mut found = violations(schema, validator, args, max);
+        if found.list.is_empty() && found.omitted == 0 {
             // is_valid and iter_errors disagree only on engine failures; still say something.
-            violations.push(Violation {
+            found.list.push(Violation {
                 pointer: String::new(),
                 keyword: "schema".into(),
                 message: "do not satisfy the tool's input schema".into(),
             });
         }
-        Report::from_violations(tool, schema, violations)
+        Report::from_violations(tool, schema, found, max)
     }
 
     /// Violations are listed in argument order (by path), which reads better than the
     /// order in which the validator met the keywords.
-    pub fn from_violations(tool: &str, schema: &Value, mut violations: Vec<Violation>) -> Report {
-        violations.sort_by(|a, b| a.pointer.cmp(&b.pointer));
-        let descriptions = violations
-            .iter()
-            .map(|v| subschema(schema, &v.pointer).and_then(description))
-            .collect();
-        Report {
+    pub fn from_violations(tool: &str, schema: &Value, found: Found, max: usize) -> Report {
+        let mut r = Report {
             tool: tool.to_owned(),
-            violations,
-            descriptions,
-        }
+            violations: Vec::new(),
+            descriptions: Vec::new(),
+            omitted: 0,
+            max: max.max(1),
+        };
+        r.extend(schema, found);
+        r
     }
 
     /// Adds violations found against another schema (an operator's extra rules), with
-    /// descriptions looked up there.
-    pub fn extend(&mut self, schema: &Value, more: Vec<Violation>) {
-        for v in more {
+    /// descriptions looked up there; past `max`, they are only counted.
+    pub fn extend(&mut self, schema: &Value, more: Found) {
+        self.omitted += more.omitted;
+        for v in more.list {
+            if self.violations.len() >= self.max {
+                self.omitted += 1;
+                continue;
+            }
             self.descriptions
                 .push(subschema(schema, &v.pointer).and_then(description));
             self.violations.push(v);
@@ -79,56 +104,87 @@ impl Report {
     }
 
     /// The `arguments` object repeats a key: the server may read either value.
-    pub fn duplicate_key(tool: &str, schema: &Value, pointer: String) -> Report {
-        Report::from_violations(
-            tool,
-            schema,
-            vec![Violation {
+    pub fn duplicate_key(tool: &str, schema: &Value, pointer: String, max: usize) -> Report {
+        let found = Found {
+            list: vec![Violation {
                 pointer,
                 keyword: "duplicateKey".into(),
                 message: "appears more than once; send each argument once".into(),
             }],
-        )
+            omitted: 0,
+        };
+        Report::from_violations(tool, schema, found, max)
     }
 
-    /// The text block the model reads.
+    /// Every problem found, described or not.
+    pub fn problems(&self) -> usize {
+        self.violations.len() + self.omitted
+    }
+
+    /// The text block the model reads, at most [`MAX_TEXT_BYTES`] long.
     pub fn text(&self) -> String {
-        let n = self.violations.len();
+        let n = self.problems();
         let mut out = format!(
             "Invalid arguments for tool \"{}\" ({} problem{}):",
-            self.tool,
+            cut(&self.tool, PATH_CHARS),
             n,
             if n == 1 { "" } else { "s" }
         );
+        let mut shown = 0;
         for (v, d) in self.violations.iter().zip(&self.descriptions) {
-            let _ = write!(out, "\n- {}: {}", display_path(&v.pointer), v.message);
+            let mut line = format!("\n- {}: {}", display_path(&v.pointer), v.message);
             if let Some(d) = d {
-                let _ = write!(out, " (parameter description: {})", d.trim());
+                let _ = write!(
+                    line,
+                    " (parameter description: {})",
+                    cut(d.trim(), DESCRIPTION_CHARS)
+                );
             }
+            if out.len() + line.len() > MAX_TEXT_BYTES - 200 {
+                break;
+            }
+            out.push_str(&line);
+            shown += 1;
+        }
+        if shown < n {
+            let _ = write!(out, "\n- …and {} more", n - shown);
         }
         out.push_str("\nCorrect the arguments and call the tool again.");
         out
     }
 
-    /// Machine-readable details, for `_meta["toolgate/validation"]` or an error's `data`.
+    /// Machine-readable details, for `_meta["toolgate/validation"]` or an error's `data`;
+    /// bounded like [`Report::text`], with the problems left out counted in `omitted`.
     pub fn details(&self) -> Value {
         let mut errors = Map::new();
+        let (mut size, mut shown) = (0, 0);
         for v in &self.violations {
-            match errors.get_mut(&v.pointer) {
+            let pointer = cut(&v.pointer, PATH_CHARS);
+            size += pointer.len() + v.message.len();
+            if size > MAX_TEXT_BYTES {
+                break;
+            }
+            shown += 1;
+            match errors.get_mut(pointer.as_ref()) {
                 Some(Value::String(s)) => {
                     s.push_str("; ");
                     s.push_str(&v.message);
                 }
                 _ => {
-                    errors.insert(v.pointer.clone(), Value::String(v.message.clone()));
+                    errors.insert(pointer.into_owned(), Value::String(v.message.clone()));
                 }
             }
         }
-        json!({
+        let mut d = json!({
             "code": "invalid_arguments",
-            "tool": self.tool,
+            "tool": cut(&self.tool, PATH_CHARS),
             "parameter_errors": errors,
-        })
+        });
+        let omitted = self.problems() - shown;
+        if omitted > 0 {
+            d["omitted"] = Value::from(omitted);
+        }
+        d
     }
 
     /// Schema keywords that failed, for logs and metrics (never the values).
@@ -137,29 +193,68 @@ impl Report {
     }
 }
 
-/// Every violation of `schema` by `args`, at most `max` validation errors examined.
-pub fn violations(
-    schema: &Value,
-    validator: &Validator,
-    args: &Value,
-    max: usize,
-) -> Vec<Violation> {
-    let mut out = Vec::new();
+/// Every violation of `schema` by `args`: at most `max` validation errors examined and at most
+/// `max` violations described, whatever the keyword (one `additionalProperties` error names
+/// every unexpected key).
+pub fn violations(schema: &Value, validator: &Validator, args: &Value, max: usize) -> Found {
+    let mut found = Found::default();
     for e in validator.iter_errors(args).take(max) {
-        out.extend(describe(&e, schema));
+        let room = max.saturating_sub(found.list.len());
+        found.omitted += describe(&e, schema, room, &mut found.list);
     }
-    out
+    found
 }
 
-fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
+/// `s` cut to `chars` characters, marked when cut.
+fn cut(s: &str, chars: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(chars) {
+        None => s.into(),
+        Some((i, _)) => format!("{}…", &s[..i]).into(),
+    }
+}
+
+/// Describes one validation error into `out`, at most `room` violations; returns how many
+/// more it holds.
+fn describe(
+    e: &ValidationError<'_>,
+    schema: &Value,
+    room: usize,
+    out: &mut Vec<Violation>,
+) -> usize {
+    if let ValidationErrorKind::AdditionalProperties { unexpected }
+    | ValidationErrorKind::UnevaluatedProperties { unexpected } = e.kind()
+    {
+        let at = e.instance_path().as_str();
+        let allowed = allowed_names(schema, at);
+        for name in unexpected.iter().take(room) {
+            let mut message = "is not an accepted argument".to_owned();
+            if let Some(close) = closest(name, &allowed) {
+                let _ = write!(message, "; did you mean \"{close}\"?");
+            } else if !allowed.is_empty() {
+                let _ = write!(message, "; accepted: {}", cut(&allowed.join(", "), 400));
+            }
+            out.push(Violation {
+                pointer: format!("{at}/{}", escape(name)),
+                keyword: e.kind().keyword().to_owned(),
+                message,
+            });
+        }
+        return unexpected.len().saturating_sub(room);
+    }
+    if room == 0 {
+        return 1;
+    }
+    out.push(describe_one(e));
+    0
+}
+
+fn describe_one(e: &ValidationError<'_>) -> Violation {
     let at = e.instance_path().as_str();
     let got = preview(e.instance());
-    let one = |message: String| {
-        vec![Violation {
-            pointer: at.to_owned(),
-            keyword: e.kind().keyword().to_owned(),
-            message,
-        }]
+    let one = |message: String| Violation {
+        pointer: at.to_owned(),
+        keyword: e.kind().keyword().to_owned(),
+        message,
     };
     match e.kind() {
         ValidationErrorKind::Type { kind } => one(format!(
@@ -172,31 +267,11 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Vec<Violation> {
             let name = property
                 .as_str()
                 .map_or_else(|| property.to_string(), str::to_owned);
-            vec![Violation {
+            Violation {
                 pointer: format!("{at}/{}", escape(&name)),
                 keyword: "required".into(),
                 message: "is required but missing".into(),
-            }]
-        }
-        ValidationErrorKind::AdditionalProperties { unexpected }
-        | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
-            let allowed = allowed_names(schema, at);
-            unexpected
-                .iter()
-                .map(|name| {
-                    let mut message = "is not an accepted argument".to_owned();
-                    if let Some(close) = closest(name, &allowed) {
-                        let _ = write!(message, "; did you mean \"{close}\"?");
-                    } else if !allowed.is_empty() {
-                        let _ = write!(message, "; accepted: {}", allowed.join(", "));
-                    }
-                    Violation {
-                        pointer: format!("{at}/{}", escape(name)),
-                        keyword: e.kind().keyword().to_owned(),
-                        message,
-                    }
-                })
-                .collect()
+            }
         }
         ValidationErrorKind::Pattern { pattern } => {
             one(format!("must match the pattern {pattern}, got {got}"))
@@ -314,6 +389,8 @@ fn segments(pointer: &str) -> impl Iterator<Item = String> + '_ {
 
 /// `/passengers/0/name` → `passengers[0].name`; the root is "arguments".
 fn display_path(pointer: &str) -> String {
+    let pointer = cut(pointer, PATH_CHARS);
+    let pointer = pointer.as_ref();
     let mut out = String::new();
     for seg in segments(pointer) {
         if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) && !out.is_empty() {

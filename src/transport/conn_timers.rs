@@ -1,0 +1,209 @@
+//! Per-connection timers for the client side: a connection that is slow to send a request's
+//! head, or that sits idle between requests, is closed.
+//!
+//! hyper's own `header_read_timeout` starts whenever the connection waits for a head, idle
+//! keep-alive included, so it cannot tell "half a head for 10 s" (an attack) from "no request
+//! for 10 s" (a client between calls). Here the connection knows whether a request is in
+//! service (from the service call until its response body is dropped, so a quiet SSE stream
+//! is never idle) and whether bytes of the next head have come:
+//! - no request in service, no byte since the last one ended: closed after `idle`;
+//! - no request in service, a byte has come: closed `head` after that byte.
+//!
+//! The timer lives in the connection's reads: hyper reads whenever it waits for a head, so
+//! an expired timer surfaces as a read error (`TimedOut`) and hyper closes the connection.
+//! Caveat: bytes that arrive while a request is in service (a pipelined head) are not
+//! timed as a head; the idle timer covers them once the request ends.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+struct State {
+    in_service: usize,
+    idle_since: Instant,
+    head_started: Option<Instant>,
+}
+
+/// The shared state of one connection: its IO and its requests hold it.
+#[derive(Clone)]
+pub struct ConnTimers {
+    state: Arc<Mutex<State>>,
+    head: Duration,
+    idle: Duration,
+}
+
+impl ConnTimers {
+    pub fn new(head: Duration, idle: Duration) -> ConnTimers {
+        ConnTimers {
+            state: Arc::new(Mutex::new(State {
+                in_service: 0,
+                idle_since: Instant::now(),
+                head_started: None,
+            })),
+            head,
+            idle,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A request is in service until the returned guard is dropped (with its response body).
+    pub fn in_service(&self) -> InService {
+        self.lock().in_service += 1;
+        InService(self.clone())
+    }
+
+    /// The connection's IO, timed.
+    pub fn io<T>(&self, io: T) -> TimedIo<T> {
+        TimedIo {
+            io,
+            timers: self.clone(),
+            sleep: None,
+        }
+    }
+
+    /// When the connection must close if nothing changes; `None` while a request is in
+    /// service.
+    fn deadline(&self) -> Option<Instant> {
+        let s = self.lock();
+        (s.in_service == 0).then(|| match s.head_started {
+            Some(t) => t + self.head,
+            None => s.idle_since + self.idle,
+        })
+    }
+}
+
+/// Marks a request in service; see [`ConnTimers::in_service`].
+pub struct InService(ConnTimers);
+
+impl Drop for InService {
+    fn drop(&mut self) {
+        let mut s = self.0.lock();
+        s.in_service -= 1;
+        if s.in_service == 0 {
+            s.idle_since = Instant::now();
+            s.head_started = None;
+        }
+    }
+}
+
+/// A connection's IO under [`ConnTimers`].
+pub struct TimedIo<T> {
+    io: T,
+    timers: ConnTimers,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                if buf.filled().len() > before {
+                    let mut s = this.timers.lock();
+                    if s.in_service == 0 && s.head_started.is_none() {
+                        s.head_started = Some(Instant::now());
+                    }
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                let Some(deadline) = this.timers.deadline() else {
+                    return Poll::Pending;
+                };
+                let sleep = match &mut this.sleep {
+                    Some(s) => {
+                        if s.deadline() != deadline {
+                            s.as_mut().reset(deadline);
+                        }
+                        s
+                    }
+                    slot @ None => slot.insert(Box::pin(tokio::time::sleep_until(deadline))),
+                };
+                match sleep.as_mut().poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the connection was idle or slow to send a request head",
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_and_slow_heads_are_closed_but_requests_in_service_are_not() {
+        let (client, server) = tokio::io::duplex(64);
+        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let mut io = timers.io(server);
+        let mut buf = [0u8; 8];
+        // In service: no timer, however long.
+        let guard = timers.in_service();
+        let read = tokio::time::timeout(Duration::from_secs(600), io.read(&mut buf)).await;
+        assert!(read.is_err(), "still waiting after 600 s in service");
+        drop(guard);
+        // Idle: closed after 60 s.
+        let started = Instant::now();
+        let e = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+        // A head that starts and stalls: closed 10 s after its first byte.
+        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let (mut client2, server2) = tokio::io::duplex(64);
+        let mut io = timers.io(server2);
+        client2.write_all(b"GET").await.unwrap();
+        assert_eq!(io.read(&mut buf).await.unwrap(), 3);
+        let started = Instant::now();
+        let e = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        drop(client);
+    }
+}
