@@ -537,12 +537,11 @@ fn env() -> Env {
 /// Whether `key` (`limits.max_body_bytes`, or only its first part) starts with a top-level key
 /// of [`Config`].
 fn is_config_key(key: &str) -> bool {
-    static KEYS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-        match serde_json::to_value(Config::default()) {
+    static KEYS: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| match serde_json::to_value(Config::default()) {
             Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
             _ => Vec::new(),
-        }
-    });
+        });
     let top = key.split('.').next().unwrap_or_default();
     KEYS.iter().any(|k| k.eq_ignore_ascii_case(top))
 }
@@ -587,7 +586,8 @@ impl Config {
             .filter(|k| {
                 k.strip_prefix("TOOLGATE_").is_some_and(|rest| {
                     let top = rest.split("__").next().unwrap_or_default();
-                    !is_config_key(&top.to_ascii_lowercase()) && !FLAG_VARIABLES.contains(&k.as_str())
+                    !is_config_key(&top.to_ascii_lowercase())
+                        && !FLAG_VARIABLES.contains(&k.as_str())
                 })
             })
             .collect();

@@ -562,7 +562,12 @@ mod tests {
         ] {
             assert_eq!(id_key(a), id_key(b), "{a} ~ {b}");
         }
-        for (a, b) in [(r#""7""#, "7"), ("7", "8"), ("7.5", "7"), ("null", r#""null""#)] {
+        for (a, b) in [
+            (r#""7""#, "7"),
+            ("7", "8"),
+            ("7.5", "7"),
+            ("null", r#""null""#),
+        ] {
             assert_ne!(id_key(a), id_key(b), "{a} !~ {b}");
         }
     }

@@ -602,3 +602,47 @@ async fn discovery_documents_go_to_the_upstream_whose_endpoint_they_name() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_jwt_for_one_endpoint_is_refused_at_another() {
+    let (up, seen) = scripted().await;
+    let rsa = Key::rsa("issuer-rsa.pem", "k1");
+    let second = format!("\n[[upstreams]]\nname = \"b\"\nurl = \"{up}\"\n");
+    let tg = gateway(&up, &jwks(&[&rsa]), &second).await;
+    let for_b = {
+        let mut c = good_claims("alice");
+        c["aud"] = json!(format!("{PUBLIC}/b/mcp"));
+        rsa.sign(&c)
+    };
+    let headers = |token: &str| {
+        vec![
+            ("content-type", "application/json".to_string()),
+            ("accept", ACCEPT.to_string()),
+            ("authorization", format!("Bearer {token}")),
+        ]
+    };
+    let at = |path: &str, token: &str| {
+        let url = format!("http://{}{path}", tg.addr);
+        let h = headers(token);
+        async move {
+            let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            request(Method::POST, &url, &h, call(1, "echo", json!({}))).await
+        }
+    };
+    let r = at("/mcp", &for_b).await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(
+        challenge(&r).contains("error=\"invalid_token\""),
+        "{}",
+        challenge(&r)
+    );
+    assert!(seen.seen.lock().unwrap().is_empty(), "nothing forwarded");
+    let r = at("/b/mcp", &for_b).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A token naming both endpoints is good at both.
+    let mut c = good_claims("alice");
+    c["aud"] = json!([format!("{PUBLIC}/mcp"), format!("{PUBLIC}/b/mcp")]);
+    let both = rsa.sign(&c);
+    assert_eq!(at("/mcp", &both).await.status, 200);
+    assert_eq!(at("/b/mcp", &both).await.status, 200);
+}

@@ -110,3 +110,30 @@ fn dockerfile_copies_what_exists_and_builds_like_ci() {
         "CI runs the image's build step"
     );
 }
+
+#[test]
+fn the_shipped_binary_is_stripped_and_pods_get_no_service_links() {
+    // The image builds with the `dist` profile, which strips symbols and debug information
+    // (`.ci/run` builds it too and prints its size).
+    let cargo = std::fs::read_to_string(Path::new(ROOT).join("Cargo.toml")).unwrap();
+    let dist = cargo
+        .split("[profile.dist]")
+        .nth(1)
+        .expect("a dist profile")
+        .split("\n[")
+        .next()
+        .unwrap();
+    assert!(
+        dist.contains("strip = true") && dist.contains("debug = false"),
+        "{dist}"
+    );
+    let docker = std::fs::read_to_string(Path::new(ROOT).join("Dockerfile")).unwrap();
+    assert!(docker.contains("--profile dist") && docker.contains("target/dist/toolgate"));
+    for manifest in [
+        "deploy/kubernetes/gateway/deployment.yaml",
+        "deploy/kubernetes/sidecar/deployment.yaml",
+    ] {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(manifest)).unwrap();
+        assert!(text.contains("enableServiceLinks: false"), "{manifest}");
+    }
+}

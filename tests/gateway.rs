@@ -550,8 +550,16 @@ async fn batches_pass_through_but_not_with_tool_calls() {
 async fn unknown_methods_and_discover_probes_pass_through_byte_for_byte() {
     let (demo, tg, upstream) = demo_behind_toolgate(Options::default(), None).await;
     let probe = r#"{"jsonrpc":"2.0","id":"d1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}},"x-vendor":{"keep":true}}"#;
-    let through = post(&tg.url(), None, probe).await;
-    let direct = post(&upstream, None, probe).await;
+    // A modern body travels with the modern headers; without them toolgate refuses it
+    // (see `hardening.rs`).
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", ACCEPT),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "server/discover"),
+    ];
+    let through = request(Method::POST, &tg.url(), &headers, probe).await;
+    let direct = request(Method::POST, &upstream, &headers, probe).await;
     assert_eq!(through.status, direct.status);
     assert_eq!(through.body, direct.body);
     assert_eq!(

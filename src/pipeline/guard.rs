@@ -116,7 +116,9 @@ pub fn refuse_call_notification(
     }
     tracing::info!(upstream = %target.name, outcome = "refused_notification", "tools/call");
     count(gw, target, UNLISTED, "refused_notification");
-    Some("Invalid Request: tools/call must be a request with an id; toolgate does not forward it as a notification")
+    Some(
+        "Invalid Request: tools/call must be a request with an id; toolgate does not forward it as a notification",
+    )
 }
 
 /// Counts one `tools/call` outcome. Calls toolgate refuses before it knows the tool (unknown,
@@ -271,7 +273,8 @@ pub async fn tools_call<L: Lister>(
         },
     }
     if let (Ok(args), Some(rules)) = (&args, target.rules(tool)) {
-        let empty = || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
+        let empty =
+            || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
         if let Some(extra) = &rules.extra
             && let Ok(ev) = &extra.validator
             && !ev.is_valid(args)
@@ -281,8 +284,13 @@ pub async fn tools_call<L: Lister>(
         }
         let more = rules.path_violations(args);
         if !more.is_empty() {
-            let found = validate::Found { list: more, omitted: 0 };
-            report.get_or_insert_with(empty).extend(&schema.value, found);
+            let found = validate::Found {
+                list: more,
+                omitted: 0,
+            };
+            report
+                .get_or_insert_with(empty)
+                .extend(&schema.value, found);
         }
     }
 

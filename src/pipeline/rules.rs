@@ -128,7 +128,9 @@ fn file_uri_path(value: &str) -> Result<Option<String>, String> {
         }
         None => rest,
     };
-    let decoded = percent_decode(path).ok_or("is not a readable file URI (bad percent-encoding)")?;
+    let decoded = percent_decode(path)
+        .ok_or("is not a readable file URI (bad percent-encoding)")?
+        .replace('\\', "/");
     Ok(Some(format!("/{}", decoded.trim_start_matches('/'))))
 }
 

@@ -179,7 +179,12 @@ impl IdScanner {
 pub fn over_limit_error(id: &str, max: usize, whose: &str) -> Option<Vec<u8>> {
     let id = serde_json::value::RawValue::from_string(id.to_owned()).ok()?;
     let msg = format!("{whose} is over the {max}-byte line limit");
-    Some(jsonrpc::error_response(Some(&id), jsonrpc::INTERNAL_ERROR, &msg, None))
+    Some(jsonrpc::error_response(
+        Some(&id),
+        jsonrpc::INTERNAL_ERROR,
+        &msg,
+        None,
+    ))
 }
 
 /// The id of a response, as its raw JSON text (`None` for anything else).
@@ -267,7 +272,9 @@ impl ChildProcess {
                             Line::Line(l) => Bytes::from(l),
                             Line::TooLong(id) => {
                                 // Answered all the same, as an error in the answer's place.
-                                tracing::warn!("the tool server wrote a line over {max_line} bytes; it is answered as an error");
+                                tracing::warn!(
+                                    "the tool server wrote a line over {max_line} bytes; it is answered as an error"
+                                );
                                 let id = id.unwrap_or_default();
                                 match over_limit_error(&id, max_line, "the tool server's answer") {
                                     Some(e) => Bytes::from(e),
@@ -441,13 +448,23 @@ mod tests {
             }
             s.found()
         };
-        assert_eq!(scan(&[r#"{"jsonrpc":"2.0","id":7,"result":{"x":"#, "\"y\"}}"]).as_deref(), Some("7"));
         assert_eq!(
-            scan(&[r#"{"result":{"id":1,"t":"\"id\":2"},"jsonrpc":"2.0","id""#, r#":"a\"b"}"#]).as_deref(),
+            scan(&[r#"{"jsonrpc":"2.0","id":7,"result":{"x":"#, "\"y\"}}"]).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            scan(&[
+                r#"{"result":{"id":1,"t":"\"id\":2"},"jsonrpc":"2.0","id""#,
+                r#":"a\"b"}"#
+            ])
+            .as_deref(),
             Some(r#""a\"b""#)
         );
         assert_eq!(scan(&[r#"{"result":[{"id":3}],"jsonrpc":"2.0"}"#]), None);
-        assert_eq!(scan(&[r#"{"ids":1,"i":2,"id" : 9 }"#]).as_deref(), Some("9"));
+        assert_eq!(
+            scan(&[r#"{"ids":1,"i":2,"id" : 9 }"#]).as_deref(),
+            Some("9")
+        );
         let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(1000));
         assert_eq!(scan(&[&long]), None);
     }

@@ -669,12 +669,7 @@ pub(crate) async fn exchange(
     limits: &Limits,
 ) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<Response>>> {
     let resp = up
-        .send(
-            Method::POST,
-            headers.clone(),
-            request,
-            limits.into(),
-        )
+        .send(Method::POST, headers.clone(), request, limits.into())
         .await
         .map_err(ListFailed::Unavailable)?;
     if !resp.status().is_success() {

@@ -128,7 +128,9 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
         if is_initialize {
             from_client(&c, line).await;
             let get = ctx.clone();
-            if let Some(old) = stream.replace(tokio::spawn(async move { server_stream(&get).await })) {
+            if let Some(old) =
+                stream.replace(tokio::spawn(async move { server_stream(&get).await }))
+            {
                 old.abort();
             }
         } else {

@@ -19,6 +19,7 @@ use toolgate::demo;
 
 pub mod peers;
 pub mod scripted;
+pub mod stdio_gate;
 
 pub const ACCEPT: &str = "application/json, text/event-stream";
 

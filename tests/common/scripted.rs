@@ -37,6 +37,10 @@ pub enum Script {
     SseThenReset(Vec<Value>),
     /// Never answers.
     Hang,
+    /// Sends its head (JSON, or SSE when `sse`), then nothing more, never ending the body.
+    HeadThenStall { sse: bool },
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<this>}` after a pause.
+    Slow(Duration, Value),
     /// 401 with this `WWW-Authenticate`, as a server doing its own OAuth answers.
     Unauthorized(&'static str),
 }
@@ -162,6 +166,40 @@ async fn handle(State(s): State<Arc<Scripted>>, headers: HeaderMap, body: Bytes)
         Script::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             json_response(200, "{}".into())
+        }
+        Script::HeadThenStall { sse } => {
+            let first = if sse {
+                Bytes::from(": the answer follows\n\n")
+            } else {
+                Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},"))
+            };
+            let stream = futures_util::stream::unfold(Some(first), |first| async move {
+                match first {
+                    Some(b) => Some((Ok::<_, std::io::Error>(b), None)),
+                    None => {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        None
+                    }
+                }
+            });
+            Response::builder()
+                .header(
+                    header::CONTENT_TYPE,
+                    if sse {
+                        "text/event-stream"
+                    } else {
+                        "application/json"
+                    },
+                )
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Script::Slow(pause, r) => {
+            tokio::time::sleep(pause).await;
+            json_response(
+                200,
+                json!({"jsonrpc": "2.0", "id": id, "result": r}).to_string(),
+            )
         }
         Script::Unauthorized(challenge) => Response::builder()
             .status(401)

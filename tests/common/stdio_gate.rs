@@ -1,0 +1,97 @@
+//! `toolgate stdio`: the real binary with its stdin and stdout in the test's hands.
+
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// toolgate in stdio mode, its stdin and stdout in the test's hands.
+pub struct StdioGate {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl StdioGate {
+    pub fn start(
+        command: &[String],
+        config: Option<&str>,
+    ) -> (StdioGate, Option<super::tempfile_lite::TempFile>) {
+        let file = config.map(super::tempfile_lite::TempFile::new);
+        let mut args = vec!["stdio".to_string()];
+        if let Some(f) = &file {
+            args.extend(["--config".to_string(), f.path.display().to_string()]);
+        }
+        args.push("--".into());
+        args.extend(command.iter().cloned());
+        (StdioGate::start_args(args), file)
+    }
+
+    pub fn start_args(args: Vec<String>) -> StdioGate {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
+            .env("RUST_LOG", "toolgate=debug,info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = err.next_line().await {
+                sink.lock().unwrap().push(l);
+            }
+        });
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        StdioGate {
+            child,
+            stdin,
+            stdout,
+            logs,
+        }
+    }
+
+    pub async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    pub async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(30), self.stdout.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("a line");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC ({e}): {line}"))
+    }
+
+    pub async fn ask(&mut self, msg: Value) -> Value {
+        self.send(&msg.to_string()).await;
+        self.recv().await
+    }
+
+    pub async fn initialize(&mut self) {
+        let a = self.ask(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).await;
+        assert!(a["result"]["serverInfo"].is_object(), "{a}");
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+            .await;
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+
+    pub async fn logs_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        super::logs_when(&self.logs, ready).await
+    }
+}

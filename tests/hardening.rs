@@ -1,0 +1,874 @@
+//! The attacks and bad days toolgate must survive, one test per property (docs/security.md
+//! lists them), each against the real binary in every mode the property applies to:
+//! `serve --upstream` (HTTP in front of HTTP), `serve -- CMD` (HTTP in front of a stdio
+//! child), `stdio -- CMD` and `stdio --upstream`. The last tests keep trying whole classes
+//! of inputs (id spellings, URI forms, path forms, error-set sizes) so they stay closed.
+
+mod common;
+
+use common::peers::peers;
+use common::scripted::{Script, Scripted, open_tool};
+use common::stdio_gate::StdioGate;
+use common::*;
+use http::Method;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The dependency-free stdio fixture, as a command.
+async fn fixture() -> Vec<String> {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    vec![
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+    ]
+}
+
+/// `toolgate serve -- <fixture>` with an optional config.
+async fn sidecar(config: Option<&str>) -> Toolgate {
+    let mut args = vec!["serve".to_string()];
+    let file = config.map(tempfile_lite::TempFile::new);
+    if let Some(f) = &file {
+        args.extend(["--config".into(), f.path.display().to_string()]);
+    }
+    args.extend(
+        [
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--",
+        ]
+        .map(String::from),
+    );
+    args.extend(fixture().await);
+    let mut tg = Toolgate::start_raw(args).await;
+    tg.keep(file);
+    tg
+}
+
+fn call_id(id: &str, tool: &str, args: Value) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
+    )
+}
+
+/// The text of a stdio fixture's `seen` tool: every method it received.
+fn seen_methods(answer: &Value) -> Vec<String> {
+    serde_json::from_str(&result_text(answer)).unwrap()
+}
+
+async fn metrics(tg: &Toolgate) -> String {
+    tg.admin_get("/metrics").await.text()
+}
+
+// ---- 1. one request cannot take the process down ----
+
+fn wide_tool(properties: usize) -> Value {
+    let props: serde_json::Map<String, Value> = (0..properties)
+        .map(|i| {
+            (
+                format!("field_{i}"),
+                json!({"type": "string", "description": "x".repeat(200)}),
+            )
+        })
+        .collect();
+    json!({"name": "wide", "inputSchema": {"type": "object", "properties": props, "additionalProperties": false}})
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM is readable on Linux")
+}
+
+#[tokio::test]
+async fn one_request_cannot_take_the_process_down() {
+    for properties in [50, 1] {
+        let (up, seen) = Scripted::new(vec![wide_tool(properties)]).spawn().await;
+        let config = "[limits]\nmax_body_bytes = 8388608\n";
+        let tg = Toolgate::serve(&up, Some(config)).await;
+        // 3.8 MB of unexpected keys: each one a violation of additionalProperties.
+        let args: serde_json::Map<String, Value> = (0..300_000)
+            .map(|i| (format!("k{i:07}"), json!(1)))
+            .collect();
+        let body = call(1, "wide", Value::Object(args));
+        assert!(body.len() > 3_800_000, "{}", body.len());
+        let started = Instant::now();
+        let r = post(&tg.url(), None, body).await;
+        let answer = r.json();
+        assert!(r.body.len() < 64 * 1024, "answer of {} bytes", r.body.len());
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        let text = result_text(&answer);
+        assert!(
+            text.starts_with("Invalid arguments for tool \"wide\" (300000 problems):"),
+            "{}",
+            &text[..200]
+        );
+        assert!(
+            text.contains("…and 299968 more"),
+            "max_errors (32) are described"
+        );
+        let details = &answer["result"]["_meta"]["toolgate/validation"];
+        assert_eq!(details["parameter_errors"].as_object().unwrap().len(), 32);
+        assert_eq!(details["omitted"], 299_968);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "bounded work: {:?}",
+            started.elapsed()
+        );
+        let hwm = vm_hwm_kib(tg.pid());
+        assert!(
+            hwm < 200 * 1024,
+            "peak RSS {hwm} KiB, under the gateway Deployment's 256 Mi"
+        );
+        assert!(
+            !seen
+                .seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|m| m["method"] == "tools/call")
+        );
+    }
+}
+
+// ---- 2. tools/call as a notification never reaches a server ----
+
+#[tokio::test]
+async fn tools_call_notifications_never_reach_the_upstream() {
+    let notification =
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","arguments":{}}}"#;
+    let refused = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: tools/call must be a request with an id; toolgate does not forward it as a notification"}});
+
+    // serve --upstream, alone and inside a batch.
+    let (up, seen) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let r = post(&tg.url(), None, notification).await;
+    assert_eq!((r.status, r.json()), (400, refused.clone()));
+    let r = post(
+        &tg.url(),
+        None,
+        format!(r#"[{notification},{{"jsonrpc":"2.0","method":"notifications/initialized"}}]"#),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["code"], -32600);
+    assert!(seen.seen.lock().unwrap().is_empty(), "nothing forwarded");
+    assert!(
+        metrics(&tg)
+            .await
+            .contains(r#"toolgate_tool_calls_total{upstream="default",tool="(unlisted)",outcome="refused_notification"} 1"#),
+        "{}",
+        metrics(&tg).await
+    );
+
+    // serve -- CMD.
+    let tg = sidecar(None).await;
+    let session = open_session(&tg.url()).await;
+    let r = post(&tg.url(), Some(&session), notification).await;
+    assert_eq!((r.status, r.json()), (400, refused.clone()));
+    let a = post(&tg.url(), Some(&session), call(2, "seen", json!({}))).await;
+    assert!(
+        !seen_methods(&a.json())
+            .iter()
+            .any(|m| m.starts_with("tools/call (")),
+        "{}",
+        a.text()
+    );
+
+    // stdio -- CMD: nothing to answer a notification with; it is dropped and counted.
+    let (mut g, _) = StdioGate::start(&fixture().await, None);
+    g.initialize().await;
+    g.send(notification).await;
+    let a = g.ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "seen", "arguments": {}}})).await;
+    assert_eq!(
+        seen_methods(&a),
+        [
+            "initialize",
+            "notifications/initialized (notification)",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+
+    // stdio --upstream.
+    let (up, seen) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
+    g.initialize().await;
+    g.send(notification).await;
+    let a = g
+        .ask(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}))
+        .await;
+    assert_eq!(a["id"], 4);
+    assert!(
+        !seen
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m["method"] == "tools/call"),
+        "nothing forwarded"
+    );
+}
+
+// ---- 3. /.well-known/ and every other path: plain paths, origin rules ----
+
+#[tokio::test]
+async fn well_known_dot_segments_and_foreign_origins_are_refused() {
+    let (up, _) = Scripted::new(vec![]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let base = format!("http://{}", tg.addr);
+    for (method, path) in [
+        (Method::GET, "/.well-known/../admin/secret"),
+        (Method::GET, "/.well-known/%2e%2e/admin/secret"),
+        (Method::GET, "/.well-known/.%2E/admin"),
+        (Method::DELETE, "/.well-known/../mcp"),
+        (
+            Method::GET,
+            "/.well-known/oauth-protected-resource/..%2fmcp",
+        ),
+        (Method::POST, "/./mcp"),
+    ] {
+        let r = request(method.clone(), &format!("{base}{path}"), &[], "").await;
+        assert_eq!(r.status, 400, "{method} {path}: {}", r.text());
+        assert_eq!(r.json()["error"]["code"], -32600);
+    }
+    let doc = format!("{base}/.well-known/oauth-protected-resource/mcp");
+    let r = request(Method::GET, &doc, &[("origin", "http://evil.example")], "").await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = request(Method::GET, &doc, &[("host", "evil.example")], "").await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = request(Method::GET, &doc, &[], "").await;
+    assert_eq!(r.status, 200, "the plain path still passes: {}", r.text());
+}
+
+// ---- 4. file URIs are read as a URL parser reads them ----
+
+#[tokio::test]
+async fn file_uri_variants_stay_confined() {
+    let (up, seen) = Scripted::new(vec![open_tool("read")])
+        .script("read", Script::Result(json!({"content": []})))
+        .spawn()
+        .await;
+    let config = r#"
+[[validation.tools.read.paths]]
+argument = "path"
+root = "/workspace"
+"#;
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    for (i, uri) in [
+        "FILE:///etc/passwd",
+        "file:/etc/passwd",
+        "file://localhost/etc/passwd",
+        "file:///workspace/%2e%2e/etc/passwd",
+        "file://evil.example/workspace/notes",
+        "file:///workspace/..%5C..%5Cetc/passwd",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let a = post(
+            &tg.url(),
+            None,
+            call(i as i64, "read", json!({"path": uri})),
+        )
+        .await
+        .json();
+        assert_eq!(a["result"]["isError"], true, "{uri}: {a}");
+        assert!(
+            result_text(&a).contains("- path: must"),
+            "{uri}: {}",
+            result_text(&a)
+        );
+    }
+    let a = post(
+        &tg.url(),
+        None,
+        call(9, "read", json!({"path": "file:///workspace/notes.md"})),
+    )
+    .await
+    .json();
+    assert_eq!(a["result"]["content"], json!([]), "{a}");
+    let forwarded = seen
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .count();
+    assert_eq!(forwarded, 1, "only the confined path went upstream");
+}
+
+// ---- 5. answers are matched by the id's value ----
+
+#[tokio::test]
+async fn answers_match_requests_by_id_value_in_every_mode() {
+    let config = "[errors]\nmask_internal = true\n[validation]\ndeny_tools = [\"fail\"]\n";
+    let respelled = [r#""\u0037""#, "7E0", "7.0"];
+
+    // serve --upstream: the scripted server re-serialises the ids it echoes.
+    let (up, _) = Scripted::new(vec![open_tool("internal"), open_tool("fail")])
+        .script(
+            "internal",
+            Script::Error(json!({"code": -32603, "message": "db password=hunter2"})),
+        )
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    for id in respelled {
+        let r = post(&tg.url(), None, call_id(id, "internal", json!({}))).await;
+        assert!(!r.text().contains("hunter2"), "{id}: {}", r.text());
+        let list = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+        let r = post(&tg.url(), None, list).await;
+        assert!(!r.text().contains("\"fail\""), "{id}: {}", r.text());
+    }
+
+    // stdio -- CMD and serve -- CMD: the Python fixture re-serialises them too.
+    let (mut g, _f) = StdioGate::start(&fixture().await, Some(config));
+    g.initialize().await;
+    for id in respelled {
+        g.send(&call_id(id, "internal", json!({}))).await;
+        let a = g.recv().await;
+        assert!(!a.to_string().contains("hunter2"), "{id}: {a}");
+        assert_eq!(a["result"]["isError"], true, "{id}: {a}");
+    }
+    let tg = sidecar(Some(config)).await;
+    let session = open_session(&tg.url()).await;
+    for id in respelled {
+        let r = post(
+            &tg.url(),
+            Some(&session),
+            call_id(id, "internal", json!({})),
+        )
+        .await;
+        assert!(!r.text().contains("hunter2"), "{id}: {}", r.text());
+        assert_eq!(r.answer()["result"]["isError"], true, "{id}: {}", r.text());
+    }
+
+    // An answer to nothing pending goes no further (stdio -- CMD): the fixture answers
+    // `seen` normally, so the only line out is that answer.
+    let a = g.ask(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "seen", "arguments": {}}})).await;
+    assert_eq!(a["id"], 99);
+}
+
+// ---- 6. slow heads, idle connections, and too many connections ----
+
+async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> Duration {
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(limit, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return started.elapsed(),
+            Ok(Ok(_)) => continue,
+            Err(_) => panic!("still open after {limit:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
+    let (up, _) = Scripted::new(vec![]).spawn().await;
+    let config = "[limits]\nheader_timeout = \"1s\"\nidle_timeout = \"3s\"\nmax_connections = 3\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+
+    // Half a head: closed after header_timeout.
+    let mut slow = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let t = closed_within(&mut slow, Duration::from_secs(10)).await;
+    assert!(t < Duration::from_millis(2500), "{t:?}");
+
+    // Nothing at all: closed after idle_timeout.
+    let mut idle = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let t = closed_within(&mut idle, Duration::from_secs(10)).await;
+    assert!(
+        t > Duration::from_millis(2500) && t < Duration::from_secs(6),
+        "{t:?}"
+    );
+
+    // At the cap, a fourth client waits; the admin listener answers all the while.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+        s.write_all(b"GET /healthz-not-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 404"));
+        held.push(s);
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let url = tg.url();
+    let waiting = tokio::spawn(async move { post(&url, None, ping).await });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!waiting.is_finished(), "a fourth connection is not served");
+    assert_eq!(tg.admin_get("/healthz").await.status, 200);
+    drop(held.pop());
+    let r = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("served once a connection ended")
+        .unwrap();
+    assert_eq!(r.status, 200);
+}
+
+// ---- 7. an upstream that stalls after its head ----
+
+#[tokio::test]
+async fn an_upstream_that_stalls_after_its_head_is_bounded() {
+    let (up, _) = Scripted::new(vec![open_tool("json"), open_tool("sse")])
+        .script("json", Script::HeadThenStall { sse: false })
+        .script("sse", Script::HeadThenStall { sse: true })
+        .spawn()
+        .await;
+    let config = "[limits]\nupstream_timeout = \"2s\"\nstream_gap_timeout = \"1s\"\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    for tool in ["json", "sse"] {
+        let started = Instant::now();
+        let r = post(&tg.url(), None, call(1, tool, json!({}))).await;
+        let a = r.answer();
+        assert_eq!(a["id"], 1, "{tool}: {}", r.text());
+        assert_eq!(a["result"]["isError"], true, "{tool}: {}", r.text());
+        assert!(
+            result_text(&a).contains("sent nothing more"),
+            "{tool}: {}",
+            result_text(&a)
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{tool}: {:?}",
+            started.elapsed()
+        );
+    }
+    // The same through `stdio --upstream`.
+    let mut g = StdioGate::start_args(vec![
+        "stdio".into(),
+        "--upstream".into(),
+        up.clone(),
+        "--config".into(),
+        {
+            let f = tempfile_lite::TempFile::new(config);
+            let p = f.path.display().to_string();
+            std::mem::forget(f);
+            p
+        },
+    ]);
+    g.initialize().await;
+    let a = g
+        .ask(serde_json::from_str(&call(5, "json", json!({}))).unwrap())
+        .await;
+    assert_eq!(a["id"], 5);
+    assert_eq!(a["result"]["isError"], true, "{a}");
+}
+
+// ---- 9. the 2026-07-28 header rules hold without MCP-Protocol-Version ----
+
+#[tokio::test]
+async fn modern_bodies_get_the_header_rules_without_the_version_header() {
+    let (up, seen) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+    .to_string();
+    for (version, method, name) in [
+        (None, Some("tools/call"), Some("echo")),
+        (Some("2025-11-25"), Some("tools/call"), Some("echo")),
+        (None, None, None),
+        (Some("2026-07-28"), Some("tools/call"), Some("other")),
+    ] {
+        let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
+        headers.extend(version.map(|v| ("mcp-protocol-version", v)));
+        headers.extend(method.map(|v| ("mcp-method", v)));
+        headers.extend(name.map(|v| ("mcp-name", v)));
+        let r = request(Method::POST, &tg.url(), &headers, body.clone()).await;
+        assert_eq!(
+            r.status,
+            400,
+            "{version:?} {method:?} {name:?}: {}",
+            r.text()
+        );
+        assert_eq!(r.json()["error"]["code"], -32020, "{}", r.text());
+    }
+    assert!(seen.seen.lock().unwrap().is_empty());
+}
+
+// ---- 10. metric series are bounded ----
+
+#[tokio::test]
+async fn made_up_tool_names_share_one_metric_series() {
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let config = "[validation]\ndeny_tools = [\"forbidden-*\"]\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    for i in 0..40 {
+        post(&tg.url(), None, call(i, &format!("made-up-{i}"), json!({}))).await;
+        post(
+            &tg.url(),
+            None,
+            call(i, &format!("forbidden-{i}"), json!({})),
+        )
+        .await;
+    }
+    let m = metrics(&tg).await;
+    assert!(!m.contains("made-up-"), "{m}");
+    assert!(!m.contains("forbidden-"), "{m}");
+    assert!(
+        m.contains(r#"tool="(unlisted)",outcome="unknown"} 40"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"tool="(unlisted)",outcome="denied"} 40"#),
+        "{m}"
+    );
+    // Unchecked calls are named only once a server listed the name.
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let tg = Toolgate::serve(&up, Some("[validation]\nmode = \"off\"\n")).await;
+    for i in 0..10 {
+        post(&tg.url(), None, call(i, &format!("made-up-{i}"), json!({}))).await;
+    }
+    let m = metrics(&tg).await;
+    assert!(!m.contains("made-up-"), "{m}");
+    assert!(
+        m.contains(r#"tool="(unlisted)",outcome="forwarded"} 10"#),
+        "{m}"
+    );
+}
+
+// ---- 11. toolgate stdio answers what it cannot pass, and what is in flight at the end ----
+
+#[tokio::test]
+async fn stdio_overlong_answers_and_stdin_close_still_answer() {
+    let config = "[limits]\nmax_response_bytes = 20000\n";
+    let (mut g, _f) = StdioGate::start(&fixture().await, Some(config));
+    g.initialize().await;
+    let a = g
+        .ask(serde_json::from_str(&call(1, "big", json!({"size": 50000}))).unwrap())
+        .await;
+    assert_eq!(a["id"], 1, "{a}");
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert!(
+        a.to_string().contains("over the 20000-byte line limit"),
+        "{a}"
+    );
+    let a = g
+        .ask(serde_json::from_str(&call(2, "big", json!({"size": 10}))).unwrap())
+        .await;
+    assert_eq!(result_text(&a), "x".repeat(10), "the next answer is whole");
+    // The same in `serve -- CMD`.
+    let tg = sidecar(Some(config)).await;
+    let session = open_session(&tg.url()).await;
+    let r = post(
+        &tg.url(),
+        Some(&session),
+        call(3, "big", json!({"size": 50000})),
+    )
+    .await;
+    assert_eq!(r.answer()["id"], 3);
+    assert_eq!(r.answer()["result"]["isError"], true, "{}", r.text());
+
+    // stdio --upstream: the client closes stdin with a call in flight; it is answered.
+    let (up, _) = Scripted::new(vec![open_tool("slow")])
+        .script(
+            "slow",
+            Script::Slow(
+                Duration::from_millis(800),
+                json!({"content": [{"type": "text", "text": "late but here"}]}),
+            ),
+        )
+        .spawn()
+        .await;
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
+    g.initialize().await;
+    g.send(&call(4, "slow", json!({}))).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    g.stdin.take();
+    let a = g.recv().await;
+    assert_eq!(a["id"], 4);
+    assert_eq!(result_text(&a), "late but here");
+    // stdio -- CMD: a call in flight when stdin closes gets its answer or an error.
+    let (mut g, _) = StdioGate::start(&fixture().await, None);
+    g.initialize().await;
+    g.send(&call(5, "slow", json!({}))).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    g.stdin.take();
+    let a = g.recv().await;
+    assert_eq!(a["id"], 5, "{a}");
+    let status = tokio::time::timeout(Duration::from_secs(15), g.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+// ---- 12. the admin listener's Host, and one client's share of the stdio children ----
+
+#[tokio::test]
+async fn admin_host_check_and_per_client_session_cap() {
+    let tg = sidecar(Some("[stdio]\nmax_sessions_per_client = 2\n")).await;
+    let metrics_url = format!("http://{}/metrics", tg.admin);
+    let r = request(
+        Method::GET,
+        &metrics_url,
+        &[("host", "evil.example:9090")],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = request(
+        Method::GET,
+        &metrics_url,
+        &[("origin", "http://evil.example")],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(tg.admin_get("/metrics").await.status, 200);
+
+    let first = open_session(&tg.url()).await;
+    let _second = open_session(&tg.url()).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post(&tg.url(), None, init.to_string()).await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(
+        r.text().contains("this client already holds 2"),
+        "{}",
+        r.text()
+    );
+    let r = request(Method::DELETE, &tg.url(), &[("mcp-session-id", &first)], "").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(post(&tg.url(), None, init.to_string()).await.status, 200);
+}
+
+// ---- 13. Kubernetes' service variables do not stop toolgate ----
+
+#[tokio::test]
+async fn unknown_toolgate_environment_variables_are_skipped_with_a_warning() {
+    let (up, _) = Scripted::new(vec![]).spawn().await;
+    let serve = |config: Option<&std::path::Path>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.args(["serve", "--upstream", &up, "--listen", "127.0.0.1:0"])
+            .args(["--admin-listen", "127.0.0.1:0"])
+            // What Kubernetes injects for a Service named `toolgate`.
+            .env("TOOLGATE_SERVICE_HOST", "10.96.0.12")
+            .env("TOOLGATE_SERVICE_PORT", "8080")
+            .env("TOOLGATE_PORT", "tcp://10.96.0.12:8080")
+            .env("TOOLGATE_PORT_8080_TCP_PROTO", "tcp")
+            .env("TOOLGATE_LOG__LEVEL", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        cmd
+    };
+    let mut child = serve(None).spawn().unwrap();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap());
+    let mut text = String::new();
+    while !text.contains("admin listening") {
+        use tokio::io::AsyncBufReadExt;
+        let n = tokio::time::timeout(Duration::from_secs(20), err.read_line(&mut text))
+            .await
+            .expect("toolgate starts")
+            .unwrap();
+        assert!(n > 0, "toolgate exited: {text}");
+    }
+    assert!(
+        text.contains("ignored TOOLGATE_* environment variables that are not configuration keys")
+            && text.contains(
+                "TOOLGATE_PORT, TOOLGATE_PORT_8080_TCP_PROTO, TOOLGATE_SERVICE_HOST, TOOLGATE_SERVICE_PORT"
+            ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("TOOLGATE_LOG__LEVEL"),
+        "a real key is read: {text}"
+    );
+    let _ = child.kill().await;
+    // Keys in a file stay strict.
+    let file = tempfile_lite::TempFile::new("[limits]\nmax_errorz = 3\n");
+    let out = serve(Some(&file.path)).output().await.unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("max_errorz"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// ---- 14. a normal end is not a failure ----
+
+#[tokio::test]
+async fn normal_ends_do_not_log_as_failures() {
+    let (mut g, _) = StdioGate::start(&fixture().await, None);
+    g.initialize().await;
+    g.stdin.take();
+    let status = tokio::time::timeout(Duration::from_secs(15), g.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let logs = g.logs_when(|l| l.contains("the client closed stdin")).await;
+    assert!(logs.contains("the client closed stdin"), "{logs}");
+    assert!(!logs.contains("ERROR") && !logs.contains("WARN"), "{logs}");
+
+    let tg = sidecar(None).await;
+    let session = open_session(&tg.url()).await;
+    let r = request(
+        Method::DELETE,
+        &tg.url(),
+        &[("mcp-session-id", &session)],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let logs = tg.logs_when(|l| l.contains("session ended")).await;
+    assert!(logs.contains("session ended"), "{logs}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!tg.logs().contains("WARN"), "{}", tg.logs());
+}
+
+// ---- whole classes, kept closed ----
+
+/// A small deterministic generator (xorshift), so a failure names a reproducible case.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+}
+
+/// `s` as a JSON string with some characters spelled as `\uXXXX`.
+fn escaped(g: &mut Gen, s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        if g.next().is_multiple_of(2) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[tokio::test]
+async fn classes_of_hostile_input_stay_closed() {
+    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    let (up, seen) = Scripted::new(vec![
+        open_tool("internal"),
+        open_tool("read"),
+        wide_tool(20),
+    ])
+    .script(
+        "internal",
+        Script::Error(json!({"code": -32603, "message": "db password=hunter2"})),
+    )
+    .spawn()
+    .await;
+    let config = r#"
+[errors]
+mask_internal = true
+
+[[validation.tools.read.paths]]
+argument = "path"
+root = "/workspace"
+"#;
+    let tg = Toolgate::serve(&up, Some(config)).await;
+
+    // Id spellings: every one is the same value to the server, so every answer is masked.
+    for _ in 0..60 {
+        let n = g.next() % 100_000;
+        let id = match g.next() % 4 {
+            0 => format!("{n}E0"),
+            1 => format!("{n}.0"),
+            2 => format!("{}e-2", n * 100),
+            _ => escaped(&mut g, &format!("id-{n}")),
+        };
+        let r = post(&tg.url(), None, call_id(&id, "internal", json!({}))).await;
+        assert!(!r.text().contains("hunter2"), "id {id}: {}", r.text());
+        assert_eq!(
+            r.answer()["result"]["isError"],
+            true,
+            "id {id}: {}",
+            r.text()
+        );
+    }
+
+    // File URI forms that lead out of the root.
+    let before = seen.seen.lock().unwrap().len();
+    for _ in 0..80 {
+        let scheme = g.pick(&["file:", "FILE:", "File:", "fIlE:"]);
+        let authority = g.pick(&["", "//", "//localhost", "//LocalHost"]);
+        let mut path = String::from("/workspace");
+        for _ in 0..=(g.next() % 3) {
+            let dot = g.pick(&[".", "%2e", "%2E"]);
+            let dot2 = g.pick(&[".", "%2e", "%2E"]);
+            let sep = g.pick(&["/", "%2f", "%2F", "\\", "%5c", "%5C"]);
+            path.push_str(&format!("{sep}{dot}{dot2}"));
+        }
+        path.push_str("/etc/passwd");
+        let uri = format!("{scheme}{authority}{path}");
+        let a = post(&tg.url(), None, call(1, "read", json!({"path": uri})))
+            .await
+            .json();
+        assert_eq!(a["result"]["isError"], true, "{uri}: {a}");
+    }
+    let forwarded: Vec<Value> = seen.seen.lock().unwrap()[before..].to_vec();
+    assert!(
+        !forwarded.iter().any(|m| m["params"]["name"] == "read"),
+        "no escaping path went upstream: {forwarded:?}"
+    );
+
+    // Path forms that a next hop could read as another path.
+    let base = format!("http://{}", tg.addr);
+    for _ in 0..60 {
+        let dots = g.pick(&["..", ".", "%2e%2e", "%2E.", ".%2e", "%2e"]);
+        let sep = g.pick(&["/", "%2f", "%5C"]);
+        let prefix = g.pick(&["/.well-known", "", "/mcp"]);
+        let path = format!("{prefix}/{dots}{sep}admin");
+        let method = if g.next().is_multiple_of(2) {
+            Method::GET
+        } else {
+            Method::DELETE
+        };
+        let r = request(method.clone(), &format!("{base}{path}"), &[], "").await;
+        assert_eq!(r.status, 400, "{method} {path}: {}", r.text());
+    }
+
+    // Error sets of any size: described up to max_errors, the answer bounded.
+    for _ in 0..10 {
+        let keys = 33 + (g.next() % 5000) as usize;
+        let width = (g.next() % 400) as usize;
+        let args: serde_json::Map<String, Value> = (0..keys)
+            .map(|i| (format!("{}{i}", "k".repeat(width)), json!(i)))
+            .collect();
+        let r = post(&tg.url(), None, call(1, "wide", Value::Object(args))).await;
+        assert!(
+            r.body.len() < 64 * 1024,
+            "{keys} keys of {width}: {} bytes",
+            r.body.len()
+        );
+        let text = result_text(&r.json());
+        assert!(
+            text.contains(&format!("({keys} problems)")),
+            "{}",
+            &text[..100]
+        );
+    }
+}
