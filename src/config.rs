@@ -249,7 +249,7 @@ impl Default for StdioLimits {
     fn default() -> Self {
         StdioLimits {
             max_sessions: 100,
-            max_sessions_per_client: 10,
+            max_sessions_per_client: 50,
             idle_timeout: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(2),
         }
@@ -368,7 +368,7 @@ pub struct ValidationOverride {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Errors {
-    /// Rewrite upstream errors into the shapes the current spec asks for (DESIGN.md 1.2).
+    /// Rewrite upstream errors into the shapes the current spec asks for (docs/contract.md §3).
     pub rewrite: bool,
     /// Replace upstream error text that is not a validation message by a generic message
     /// with a correlation id; the original is logged under that id.

@@ -2,7 +2,7 @@
 //!
 //! It checks every `tools/call` against the schema the server advertised, answers bad calls
 //! itself with an error a model can act on (SEP-1303), and passes everything else through
-//! untouched. See DESIGN.md for the contracts; each module names the rule it owns.
+//! untouched. `docs/contract.md` is the contract; each module names the rule it owns.
 #![forbid(unsafe_code)]
 
 pub mod admin;

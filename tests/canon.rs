@@ -1,6 +1,6 @@
-//! DESIGN.md table 1.2 and the validation policies, black-box: the real binary in front of
-//! a scripted upstream that answers each case exactly as some real SDK does (see
-//! `shared/reference/upstream-behaviour.md`).
+//! docs/contract.md §3 and the validation policies, black-box: the real binary in front of
+//! a scripted upstream that answers each case exactly as some real SDK does (the Python SDK's
+//! code `0`, the TypeScript SDK's `-32603`, `-32002` for a missing resource, and so on).
 
 mod common;
 

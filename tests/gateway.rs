@@ -1,6 +1,6 @@
 //! Black-box tests of the validating gateway: the real binary on `127.0.0.1:0` in front of
 //! the demo server (in this process), real HTTP, exact JSON-RPC asserted.
-//! One test per row of DESIGN.md tables 1.1 and 1.3, plus streaming, paging, invalidation
+//! One test per row of docs/contract.md §1 and §2, plus streaming, paging, invalidation
 //! and sessions.
 
 mod common;
@@ -17,7 +17,7 @@ fn booking(date: &str, passengers: i64) -> Value {
     json!({"origin": "LHR", "destination": "JFK", "departureDate": date, "passengers": passengers})
 }
 
-// ---- DESIGN.md 1.1: tools/call requests ----
+// ---- docs/contract.md §1: tools/call requests ----
 
 #[tokio::test]
 async fn valid_call_is_forwarded_as_the_original_bytes() {
@@ -403,7 +403,7 @@ async fn valid_booking_gets_the_servers_own_answer() {
     }
 }
 
-// ---- DESIGN.md 1.3: the transport ----
+// ---- docs/contract.md §2: the transport ----
 
 #[tokio::test]
 async fn malformed_json_is_a_parse_error_without_id() {

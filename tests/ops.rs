@@ -84,7 +84,7 @@ async fn every_metric_family_counts() {
         "toolgate_tool_calls_total{upstream=\"default\",tool=\"add\",outcome=\"forwarded\"} 1",
         "toolgate_tool_calls_total{upstream=\"default\",tool=\"add\",outcome=\"coerced\"} 1",
         "toolgate_tool_calls_total{upstream=\"default\",tool=\"book_flight\",outcome=\"rejected_invalid\"} 1",
-        "toolgate_tool_calls_total{upstream=\"default\",tool=\"(unknown)\",outcome=\"unknown\"} 1",
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"(unlisted)\",outcome=\"unknown\"} 1",
         "toolgate_tool_calls_total{upstream=\"default\",tool=\"lookup_order\",outcome=\"rewritten\"} 1",
         "toolgate_violations_total{upstream=\"default\",tool=\"book_flight\",keyword=\"pattern\"} 1",
         "toolgate_rewrites_total{upstream=\"default\",kind=\"tool_error\"} 1",

@@ -1,4 +1,4 @@
-//! The output boundary: DESIGN.md table 1.2. Upstreams built on different SDKs report the
+//! The output boundary: docs/contract.md §3. Upstreams built on different SDKs report the
 //! same failure in different shapes; this rewrites them into the one the current spec asks
 //! for, and leaves alone what clients must act on themselves.
 //!

@@ -1,4 +1,4 @@
-//! The request side of `tools/call`: DESIGN.md table 1.1, row by row, for any transport.
+//! The request side of `tools/call`: docs/contract.md §1, row by row, for any transport.
 //!
 //! A call is answered here when it is malformed, names an unknown or denied tool, or breaks
 //! the tool's contract (in `enforce` mode); otherwise it goes upstream, as the original bytes
@@ -121,14 +121,19 @@ pub fn refuse_call_notification(
     )
 }
 
-/// Counts one `tools/call` outcome. Calls toolgate refuses before it knows the tool (unknown,
-/// denied) count under one label: their names come from clients.
+/// The metric label for a tool decided on before its schema was looked up (denied, or not
+/// checked): its name once a server listed it, else [`UNLISTED`], since it may be made up.
+fn listed_label<'a>(gw: &Gateway, key: &ScopeKey, tool: &'a str) -> &'a str {
+    match gw.catalog.lookup(key, tool) {
+        Lookup::Found(_) => tool,
+        Lookup::Missing { .. } => UNLISTED,
+    }
+}
+
+/// Counts one `tools/call` outcome. An unknown tool's name came from a client: it counts
+/// under [`UNLISTED`].
 fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
-    let tool = if matches!(outcome, "unknown" | "denied") {
-        UNLISTED
-    } else {
-        tool
-    };
+    let tool = if outcome == "unknown" { UNLISTED } else { tool };
     gw.metrics.tool_calls.inc(&[&target.name, tool, outcome]);
 }
 
@@ -162,7 +167,7 @@ pub async fn tools_call<L: Lister>(
     let for_client = call.client.is_some_and(|c| !c.allows(tool));
     if !v.allows(tool) || for_client {
         tracing::info!(upstream = %target.name, tool, outcome = "denied", client = call.client.map(|c| &*c.name), "tools/call");
-        count(gw, target, tool, "denied");
+        count(gw, target, listed_label(gw, call.key, tool), "denied");
         let whose = if for_client {
             "this client's policy"
         } else {
@@ -181,11 +186,7 @@ pub async fn tools_call<L: Lister>(
     }
     let (mode, coerce) = v.policy_for(tool);
     if mode == Mode::Off {
-        // Unchecked, so perhaps made up: its name labels metrics only once a server listed it.
-        let label = match gw.catalog.lookup(call.key, tool) {
-            Lookup::Found(_) => tool,
-            Lookup::Missing { .. } => UNLISTED,
-        };
+        let label = listed_label(gw, call.key, tool);
         return admit(gw, &call, tool, label, "forwarded", call.bytes.clone());
     }
     let mut args = match params.arguments {

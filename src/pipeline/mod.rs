@@ -2,10 +2,10 @@
 //!
 //! Every transport turns its traffic into single JSON-RPC messages and asks the pipeline
 //! what to do:
-//! - [`guard`] decides a `tools/call` before it goes upstream (DESIGN.md 1.1);
+//! - [`guard`] decides a `tools/call` before it goes upstream (docs/contract.md §1);
 //! - [`observe`] looks at each message coming back: [`learn`] takes schemas from
 //!   `tools/list` answers and drops catalogs on `list_changed`, [`canon`] rewrites upstream
-//!   errors into the shapes the spec asks for (DESIGN.md 1.2).
+//!   errors into the shapes the spec asks for (docs/contract.md §3).
 //!
 //! Each rule lives in exactly one of these modules, so HTTP and stdio answer alike.
 

@@ -122,21 +122,29 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 let Some(deadline) = this.timers.deadline() else {
                     return Poll::Pending;
                 };
+                // The timer is moved only when the deadline comes earlier (a head started).
+                // A later one (each request ends a new idle period) is left for the timer to
+                // find when it fires: no timer is re-armed per request.
                 let sleep = match &mut this.sleep {
                     Some(s) => {
-                        if s.deadline() != deadline {
+                        if deadline < s.deadline() {
                             s.as_mut().reset(deadline);
                         }
                         s
                     }
                     slot @ None => slot.insert(Box::pin(tokio::time::sleep_until(deadline))),
                 };
-                match sleep.as_mut().poll(cx) {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the connection was idle or slow to send a request head",
-                    ))),
+                loop {
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    if Instant::now() >= deadline {
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the connection was idle or slow to send a request head",
+                        )));
+                    }
+                    sleep.as_mut().reset(deadline);
                 }
             }
         }

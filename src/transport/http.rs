@@ -3,7 +3,7 @@
 //! Processing phases, in order, for a POST:
 //! 1. `origin`: DNS-rebinding protection (403).
 //! 2. body read under the size limit (413); envelope parse (`-32700` / `-32600`, 400).
-//! 3. `pipeline::guard` for `tools/call`: answered here or forwarded (DESIGN.md 1.1).
+//! 3. `pipeline::guard` for `tools/call`: answered here or forwarded (docs/contract.md §1).
 //! 4. forward; the answer goes back through `http_answers` (learn, rewrite, never hang).
 //!
 //! GET (the server's stream) and DELETE (end of session) are forwarded; their answers are
