@@ -13,6 +13,7 @@
 //! linear-time regex engine, and refuses schemas over a size limit.
 
 use crate::config::{Limits, UnknownDialect, Validation};
+use crate::validate::Shape;
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
 use serde_json::Value;
@@ -42,6 +43,17 @@ pub struct Schema {
     raw: Box<str>,
     pub value: Value,
     pub validator: Result<Validator, String>,
+    /// Why no client can use this schema, and where: it is not a JSON Schema of the dialect
+    /// it declares, or its root is not an object schema as MCP requires. A schema that is
+    /// valid but that toolgate cannot compile (a lookbehind pattern) is not invalid.
+    pub invalid: Option<String>,
+    /// What the schema declares at each place, for undeclared arguments.
+    pub shape: Option<Shape>,
+    /// The schema with `additionalProperties: false` at every place that declares
+    /// properties, when that says exactly what the undeclared-argument walk would: then one
+    /// `is_valid` answers both questions on the common path (a valid call with every argument
+    /// declared), and the walk runs only for calls it refuses.
+    pub closed: Option<Validator>,
 }
 
 impl std::fmt::Debug for Schema {
@@ -50,6 +62,14 @@ impl std::fmt::Debug for Schema {
             .field("raw", &self.raw)
             .finish_non_exhaustive()
     }
+}
+
+/// A listed tool whose input schema no client can use.
+pub struct Invalid {
+    pub name: Box<str>,
+    pub why: String,
+    /// The scope's catalog did not hold it with this schema before: log it.
+    pub new_here: bool,
 }
 
 /// What the catalog knows of one tool.
@@ -236,18 +256,22 @@ impl Catalog {
     }
 
     /// Names known in a scope, for "did you mean" suggestions.
-    pub fn tool_names(&self, key: &ScopeKey) -> Vec<String> {
+    /// The names of the scope's tools that `keep` keeps.
+    pub fn tool_names(&self, key: &ScopeKey, keep: impl Fn(&str, &Tool) -> bool) -> Vec<String> {
         let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
         [key, &key.public_of()]
             .into_iter()
             .filter_map(|k| scopes.get(k))
-            .flat_map(|c| c.tools.keys().map(|k| k.to_string()))
+            .flat_map(|c| c.tools.iter())
+            .filter(|(k, t)| keep(k, t))
+            .map(|(k, _)| k.to_string())
             .collect()
     }
 
     /// Learns one page that a client listed. A first page without `nextCursor` is the
-    /// whole list; otherwise pages add to what is known.
-    pub fn learn_page(&self, key: &ScopeKey, page: &Page, first_page: bool) {
+    /// whole list; otherwise pages add to what is known. Returns the page's tools whose
+    /// schema no client can use, each marked when this scope had not seen it so.
+    pub fn learn_page(&self, key: &ScopeKey, page: &Page, first_page: bool) -> Vec<Invalid> {
         let compiled: Vec<_> = page
             .tools
             .iter()
@@ -256,7 +280,21 @@ impl Catalog {
         let whole = first_page && page.next_cursor.is_none();
         let key = if page.public { key.public_of() } else { *key };
         let expires = page.ttl.map(|t| Instant::now() + t);
+        let mut invalid = Vec::new();
         self.update(&key, |cat| {
+            for (name, tool) in &compiled {
+                if let Some(why) = &tool.input.invalid {
+                    let known = cat
+                        .tools
+                        .get(name)
+                        .is_some_and(|t| Arc::ptr_eq(&t.input, &tool.input));
+                    invalid.push(Invalid {
+                        name: name.clone(),
+                        why: why.clone(),
+                        new_here: !known,
+                    });
+                }
+            }
             if whole {
                 cat.tools.clear();
                 cat.complete = true;
@@ -265,6 +303,7 @@ impl Catalog {
             cat.expires_at = expires.or(cat.expires_at);
             cat.tools.extend(compiled);
         });
+        invalid
     }
 
     /// Replaces a scope's tools with a full listing toolgate fetched itself.
@@ -436,6 +475,9 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         raw: raw.into(),
         value,
         validator: Err(why),
+        invalid: None,
+        shape: None,
+        closed: None,
     };
     if raw.len() > settings.max_schema_bytes {
         return fail(
@@ -449,6 +491,8 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     }
     let value: Value = match serde_json::from_str(raw) {
         Ok(v) => v,
+        // The text came out of a parsed listing, so it is JSON: what fails here is toolgate's
+        // own nesting limit, which says nothing of the schema's validity for clients.
         Err(e) => return fail(Value::Null, format!("schema is not readable JSON: {e}")),
     };
     let draft = match dialect(&value) {
@@ -458,26 +502,168 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         }
         Err(why) => return fail(value, why.unwrap_or_default()),
     };
-    let built = jsonschema::options()
-        .with_draft(draft)
-        .offline()
-        .should_validate_formats(settings.validate_formats)
-        .with_pattern_options(
-            PatternOptions::regex()
-                .size_limit(1 << 20)
-                .dfa_size_limit(1 << 20),
-        )
-        .build(&value);
-    match built {
-        Ok(v) => Schema {
-            raw: raw.into(),
-            value,
-            validator: Ok(v),
-        },
-        Err(e) => {
-            let why = e.masked().to_string();
-            fail(value, why)
+    let invalid = invalid_for_clients(&value, draft);
+    let shape = Shape::of(&value);
+    let build = |v: &Value| {
+        jsonschema::options()
+            .with_draft(draft)
+            .offline()
+            .should_validate_formats(settings.validate_formats)
+            .with_pattern_options(
+                PatternOptions::regex()
+                    .size_limit(1 << 20)
+                    .dfa_size_limit(1 << 20),
+            )
+            .build(v)
+    };
+    let validator = build(&value).map_err(|e| e.masked().to_string());
+    let closed = match (&validator, &shape) {
+        (Ok(_), Some(_)) => {
+            let mut c = value.clone();
+            close(&mut c, true).then(|| build(&c).ok()).flatten()
         }
+        _ => None,
+    };
+    Schema {
+        raw: raw.into(),
+        value,
+        validator,
+        invalid,
+        shape,
+        closed,
+    }
+}
+
+/// Adds `additionalProperties: false` where the undeclared-argument walk judges (the root, and
+/// each place reached through `properties` or `items` that declares properties) and the
+/// schema says nothing. `false` when any such place is composed (`$ref`, `allOf`, …): there,
+/// `additionalProperties` would not see the names the other schemas declare, so only the
+/// walk is exact.
+fn close(s: &mut Value, root: bool) -> bool {
+    const COMPOSED: [&str; 9] = [
+        "$ref",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "dependencies",
+    ];
+    let Some(obj) = s.as_object_mut() else {
+        return true;
+    };
+    let mut exact = true;
+    if let Some(Value::Object(props)) = obj.get_mut("properties") {
+        for sub in props.values_mut() {
+            exact &= close(sub, false);
+        }
+    }
+    for key in ["items", "additionalItems", "prefixItems"] {
+        match obj.get_mut(key) {
+            Some(items @ Value::Object(_)) => exact &= close(items, false),
+            Some(Value::Array(list)) => {
+                for items in list {
+                    exact &= close(items, false);
+                }
+            }
+            _ => {}
+        }
+    }
+    if COMPOSED.iter().any(|k| obj.contains_key(*k)) {
+        return false;
+    }
+    let judged = root || obj.contains_key("properties") || obj.contains_key("patternProperties");
+    let ruled =
+        obj.contains_key("additionalProperties") || obj.contains_key("unevaluatedProperties");
+    if judged && !ruled {
+        obj.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    exact
+}
+
+/// Why a listed `inputSchema` is one no client can use, with where in the schema: model APIs
+/// refuse a whole request whose tool list holds one (docs/contract.md §5).
+fn invalid_for_clients(value: &Value, draft: Draft) -> Option<String> {
+    let object_root = match value.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => !ts.is_empty() && ts.iter().all(|t| t == "object"),
+        _ => false,
+    };
+    if !object_root {
+        return Some(
+            "its root is not an object schema (\"type\": \"object\"), as MCP requires".into(),
+        );
+    }
+    let meta = match draft {
+        Draft::Draft4 => jsonschema::draft4::meta::validator(),
+        Draft::Draft6 => jsonschema::draft6::meta::validator(),
+        Draft::Draft7 => jsonschema::draft7::meta::validator(),
+        Draft::Draft201909 => jsonschema::draft201909::meta::validator(),
+        _ => jsonschema::draft202012::meta::validator(),
+    };
+    if let Some(e) = meta.iter_errors(value).next() {
+        return Some(format!(
+            "at {}: {}",
+            location(e.instance_path().as_str()),
+            e.masked()
+        ));
+    }
+    bad_pattern(value, String::new(), 0).map(|(at, p)| {
+        format!(
+            "at {}: the pattern {p:?} is not a regular expression",
+            location(&at)
+        )
+    })
+}
+
+fn location(pointer: &str) -> String {
+    if pointer.is_empty() {
+        "the root".into()
+    } else {
+        format!("#{pointer}")
+    }
+}
+
+/// The first `pattern` (or `patternProperties` name) that no regular-expression dialect
+/// reads. Patterns that need backtracking still parse here: those are valid, only not
+/// compiled by toolgate's linear-time engine.
+fn bad_pattern(s: &Value, at: String, depth: usize) -> Option<(String, String)> {
+    if depth > 64 {
+        return None;
+    }
+    match s {
+        Value::Object(m) => {
+            for (k, v) in m {
+                // Data, not schemas: a "pattern" member there is a value.
+                if matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
+                    continue;
+                }
+                let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                if k == "pattern"
+                    && let Value::String(p) = v
+                    && fancy_regex::Regex::new(p).is_err()
+                {
+                    return Some((here, p.clone()));
+                }
+                if k == "patternProperties"
+                    && let Value::Object(ps) = v
+                    && let Some(p) = ps.keys().find(|p| fancy_regex::Regex::new(p).is_err())
+                {
+                    return Some((here, p.clone()));
+                }
+                if let Some(found) = bad_pattern(v, here, depth + 1) {
+                    return Some(found);
+                }
+            }
+            None
+        }
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| bad_pattern(v, format!("{at}/{i}"), depth + 1)),
+        _ => None,
     }
 }
 
@@ -557,6 +743,55 @@ mod tests {
             .validator
             .is_err()
         );
+    }
+
+    #[test]
+    fn the_closed_form_is_kept_only_where_it_says_what_the_walk_says() {
+        let flat = compile(
+            r#"{"type":"object","properties":{"a":{"type":"object","properties":{"b":{}}}}}"#,
+            &settings(),
+        );
+        let closed = flat
+            .closed
+            .as_ref()
+            .expect("a flat schema has a closed form");
+        assert!(closed.is_valid(&serde_json::json!({"a": {"b": 1}})));
+        assert!(!closed.is_valid(&serde_json::json!({"a": {"c": 1}})));
+        assert!(!closed.is_valid(&serde_json::json!({"x": 1})));
+        for composed in [
+            r##"{"type":"object","$defs":{"t":{"type":"object","properties":{"n":{}}}},"properties":{"l":{"type":"array","items":{"$ref":"#/$defs/t"}}}}"##,
+            r#"{"type":"object","allOf":[{"properties":{"a":{}}},{"properties":{"b":{}}}]}"#,
+        ] {
+            assert!(
+                compile(composed, &settings()).closed.is_none(),
+                "{composed}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_schemas_say_what_and_where() {
+        for (schema, why) in [
+            (r#"{"type":"array"}"#, "its root is not an object schema"),
+            (r#"{"properties":{}}"#, "its root is not an object schema"),
+            (
+                r#"{"type":"object","properties":{"x":{"type":"strin"}}}"#,
+                "at #/properties/x/type",
+            ),
+            (
+                r#"{"type":"object","properties":{"x":{"type":"string","pattern":"(a"}}}"#,
+                "at #/properties/x/pattern: the pattern",
+            ),
+        ] {
+            let got = compile(schema, &settings()).invalid.unwrap_or_default();
+            assert!(got.contains(why), "{schema}: {got}");
+        }
+        // Valid, though toolgate's engine cannot compile it: not invalid for clients.
+        let lookbehind = compile(
+            r#"{"type":"object","properties":{"x":{"type":"string","pattern":"(?<=a)b"}}}"#,
+            &settings(),
+        );
+        assert!(lookbehind.invalid.is_none() && lookbehind.validator.is_err());
     }
 
     #[test]

@@ -23,6 +23,8 @@ use std::collections::HashSet;
 pub enum Severity {
     Error,
     Warning,
+    /// Worth knowing, not wrong: counted apart, never fails the check.
+    Note,
 }
 
 #[derive(Debug, Serialize)]
@@ -39,6 +41,7 @@ pub struct Report {
     pub tools: Vec<String>,
     pub errors: usize,
     pub warnings: usize,
+    pub notes: usize,
     pub problems: Vec<Problem>,
 }
 
@@ -246,19 +249,40 @@ pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) 
                 "the tool has no inputSchema".into(),
             ),
             Some(schema) => {
-                if schema.get("type").and_then(Value::as_str) != Some("object") {
+                let compiled = compile(&schema.to_string(), settings);
+                if let Some(why) = &compiled.invalid {
+                    say(
+                        Severity::Error,
+                        "invalid_schema",
+                        format!(
+                            "inputSchema is invalid: {why}; toolgate hides this tool from tools/list (validation.invalid_tool_schemas = \"hide\")"
+                        ),
+                    );
+                } else if let Err(why) = &compiled.validator {
                     say(
                         Severity::Error,
                         "input_schema",
-                        "inputSchema must have \"type\": \"object\" at its root".into(),
+                        format!(
+                            "inputSchema does not compile: {why}; calls to it follow validation.on_compile_error"
+                        ),
                     );
                 }
-                if let Err(why) = compile(&schema.to_string(), settings).validator {
-                    say(
-                        Severity::Error,
-                        "input_schema",
-                        format!("inputSchema does not compile: {why}"),
-                    );
+                if let Some(shape) = compiled
+                    .shape
+                    .as_ref()
+                    .filter(|_| compiled.invalid.is_none())
+                {
+                    let open = shape.open_places();
+                    if !open.is_empty() {
+                        say(
+                            Severity::Note,
+                            "open_properties",
+                            format!(
+                                "properties left open at {} (no \"additionalProperties\"): an argument not declared there passes the schema, and toolgate refuses it only when it looks like a misspelt one",
+                                open.join(", ")
+                            ),
+                        );
+                    }
                 }
                 let mut undocumented = Vec::new();
                 undescribed(schema, schema, "", 0, &mut undocumented);
@@ -282,15 +306,13 @@ pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) 
         }
         names.push(name);
     }
-    let errors = problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .count();
+    let count = |s| problems.iter().filter(|p| p.severity == s).count();
     Report {
         upstream: upstream.to_string(),
         tools: names,
-        errors,
-        warnings: problems.len() - errors,
+        errors: count(Severity::Error),
+        warnings: count(Severity::Warning),
+        notes: count(Severity::Note),
         problems,
     }
 }
@@ -351,19 +373,25 @@ fn undescribed(root: &Value, s: &Value, at: &str, depth: usize, out: &mut Vec<St
 
 impl Report {
     pub fn text(&self) -> String {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         let mut out = format!(
-            "toolgate check {}: {} tools, {} error{}, {} warning{}\n",
+            "toolgate check {}: {} tools, {} error{}, {} warning{}",
             self.upstream,
             self.tools.len(),
             self.errors,
-            if self.errors == 1 { "" } else { "s" },
+            plural(self.errors),
             self.warnings,
-            if self.warnings == 1 { "" } else { "s" }
+            plural(self.warnings),
         );
+        if self.notes > 0 {
+            out.push_str(&format!(", {} note{}", self.notes, plural(self.notes)));
+        }
+        out.push('\n');
         for p in &self.problems {
             let sev = match p.severity {
                 Severity::Error => "error  ",
                 Severity::Warning => "warning",
+                Severity::Note => "note   ",
             };
             out.push_str(&format!("{sev}  {}: {}\n", p.tool, p.message));
         }
@@ -384,11 +412,13 @@ mod tests {
             unknown_dialect: UnknownDialect::Reject,
         };
         let tools = vec![
-            json!({"name": "good", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x"}}}}),
+            json!({"name": "good", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x"}}, "additionalProperties": false}}),
             json!({"name": "bad name", "description": "d", "inputSchema": {"type": "object"}}),
             json!({"name": "arr", "description": "d", "inputSchema": {"type": "array"}}),
             json!({"name": "remote", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json", "description": "x"}}}}),
             json!({"name": "good", "inputSchema": {"type": "object", "properties": {"y": {"type": "string"}}}}),
+            json!({"name": "typo", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "strin", "description": "x"}}, "additionalProperties": false}}),
+            json!({"name": "lookbehind", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x", "pattern": "(?<=a)b"}}, "additionalProperties": false}}),
         ];
         let r = check_tools("u", &tools, &settings);
         let kinds: Vec<_> = r
@@ -400,13 +430,18 @@ mod tests {
             kinds,
             vec![
                 ("bad name", Severity::Error, "name"),
-                ("arr", Severity::Error, "input_schema"),
+                ("bad name", Severity::Note, "open_properties"),
+                ("arr", Severity::Error, "invalid_schema"),
                 ("remote", Severity::Error, "input_schema"),
+                ("remote", Severity::Note, "open_properties"),
                 ("good", Severity::Error, "duplicate"),
                 ("good", Severity::Warning, "description"),
+                ("good", Severity::Note, "open_properties"),
                 ("good", Severity::Warning, "description"),
+                ("typo", Severity::Error, "invalid_schema"),
+                ("lookbehind", Severity::Error, "input_schema"),
             ]
         );
-        assert_eq!((r.errors, r.warnings), (4, 2));
+        assert_eq!((r.errors, r.warnings, r.notes), (6, 2, 3));
     }
 }

@@ -267,6 +267,32 @@ pub enum Mode {
     Off,
 }
 
+/// What a property the schema neither declares nor rules on (no `additionalProperties`) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Undeclared {
+    /// A violation when its name is close to a declared one at the same place: a misspelt
+    /// argument the server would ignore, running the tool with its default.
+    RejectTypos,
+    /// Always a violation.
+    Reject,
+    /// Plain JSON Schema: accepted.
+    Allow,
+}
+
+/// What becomes of a listed tool whose `inputSchema` is not a valid JSON Schema (or whose
+/// root is not an object schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InvalidSchemas {
+    /// Removed from `tools/list`; a call to it is answered as for an unknown tool. Model APIs
+    /// refuse a whole request whose tool list holds one invalid schema, so one broken tool
+    /// would take every tool away from the model.
+    Hide,
+    /// Listed as the server listed it.
+    Forward,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnCompileError {
@@ -321,6 +347,10 @@ pub struct Validation {
     pub max_errors: usize,
     /// Check `structuredContent` against the tool's `outputSchema`.
     pub output: OutputMode,
+    /// Arguments the schema does not declare (see [`Undeclared`]).
+    pub undeclared_properties: Undeclared,
+    /// Tools whose input schema is invalid (see [`InvalidSchemas`]).
+    pub invalid_tool_schemas: InvalidSchemas,
     /// Only these tools are reachable (`*` at the end matches a prefix); empty allows all.
     pub allow_tools: Vec<String>,
     /// These tools are not reachable, and not listed.
@@ -334,6 +364,8 @@ pub struct Validation {
 pub struct ToolPolicy {
     pub mode: Option<Mode>,
     pub coerce: Option<bool>,
+    pub undeclared_properties: Option<Undeclared>,
+    pub invalid_tool_schemas: Option<InvalidSchemas>,
     /// A JSON Schema (as JSON text) the arguments must also satisfy, beyond the advertised one.
     pub extra_schema: Option<String>,
     /// Arguments holding filesystem paths that must stay inside a root after normalization.
@@ -359,6 +391,8 @@ pub struct ValidationOverride {
     pub answer: Option<AnswerShape>,
     pub on_compile_error: Option<OnCompileError>,
     pub output: Option<OutputMode>,
+    pub undeclared_properties: Option<Undeclared>,
+    pub invalid_tool_schemas: Option<InvalidSchemas>,
     pub allow_tools: Option<Vec<String>>,
     pub deny_tools: Option<Vec<String>>,
     /// Merged over the global per-tool settings, tool by tool.
@@ -454,6 +488,8 @@ impl Default for Validation {
             validate_formats: true,
             max_errors: 32,
             output: OutputMode::Off,
+            undeclared_properties: Undeclared::RejectTypos,
+            invalid_tool_schemas: InvalidSchemas::Hide,
             allow_tools: Vec::new(),
             deny_tools: Vec::new(),
             tools: HashMap::new(),
@@ -483,13 +519,38 @@ pub fn allows(allow: &[String], deny: &[String], tool: &str) -> bool {
     (allow.is_empty() || hit(allow)) && !hit(deny)
 }
 
+/// What applies to one tool's calls: the global (or upstream's) settings with the tool's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolSettings {
+    pub mode: Mode,
+    pub coerce: bool,
+    pub undeclared: Undeclared,
+}
+
 impl Validation {
-    /// The mode and coercion that apply to one tool.
-    pub fn policy_for(&self, tool: &str) -> (Mode, bool) {
-        match self.tools.get(tool) {
-            Some(p) => (p.mode.unwrap_or(self.mode), p.coerce.unwrap_or(self.coerce)),
-            None => (self.mode, self.coerce),
+    /// What applies to one tool's calls (one map lookup, on every call).
+    pub fn policy_for(&self, tool: &str) -> ToolSettings {
+        let mut s = ToolSettings {
+            mode: self.mode,
+            coerce: self.coerce,
+            undeclared: self.undeclared_properties,
+        };
+        if let Some(p) = self.tools.get(tool) {
+            s.mode = p.mode.unwrap_or(s.mode);
+            s.coerce = p.coerce.unwrap_or(s.coerce);
+            s.undeclared = p.undeclared_properties.unwrap_or(s.undeclared);
         }
+        s
+    }
+
+    /// Whether a listed tool with an invalid input schema is hidden.
+    pub fn hides_invalid(&self, tool: &str) -> bool {
+        let policy = self
+            .tools
+            .get(tool)
+            .and_then(|p| p.invalid_tool_schemas)
+            .unwrap_or(self.invalid_tool_schemas);
+        policy == InvalidSchemas::Hide
     }
 
     /// This validation with an upstream's overrides applied.
@@ -500,6 +561,8 @@ impl Validation {
         v.answer = o.answer.unwrap_or(v.answer);
         v.on_compile_error = o.on_compile_error.unwrap_or(v.on_compile_error);
         v.output = o.output.unwrap_or(v.output);
+        v.undeclared_properties = o.undeclared_properties.unwrap_or(v.undeclared_properties);
+        v.invalid_tool_schemas = o.invalid_tool_schemas.unwrap_or(v.invalid_tool_schemas);
         if let Some(a) = &o.allow_tools {
             v.allow_tools = a.clone();
         }
@@ -693,8 +756,14 @@ mod tests {
                 ..Default::default()
             },
         );
-        assert_eq!(v.policy_for("x"), (Mode::Audit, true));
-        assert_eq!(v.policy_for("y"), (Mode::Enforce, true));
+        assert_eq!(
+            (v.policy_for("x").mode, v.policy_for("x").coerce),
+            (Mode::Audit, true)
+        );
+        assert_eq!(
+            (v.policy_for("y").mode, v.policy_for("y").coerce),
+            (Mode::Enforce, true)
+        );
     }
 
     #[test]
@@ -719,9 +788,18 @@ mod tests {
             },
         );
         let v = g.with(&o);
-        assert_eq!(v.policy_for("a"), (Mode::Off, true));
-        assert_eq!(v.policy_for("b"), (Mode::Audit, false));
-        assert_eq!(v.policy_for("c"), (Mode::Audit, true));
+        assert_eq!(
+            (v.policy_for("a").mode, v.policy_for("a").coerce),
+            (Mode::Off, true)
+        );
+        assert_eq!(
+            (v.policy_for("b").mode, v.policy_for("b").coerce),
+            (Mode::Audit, false)
+        );
+        assert_eq!(
+            (v.policy_for("c").mode, v.policy_for("c").coerce),
+            (Mode::Audit, true)
+        );
     }
 
     #[test]

@@ -90,10 +90,13 @@ async fn check_passes_a_clean_server() {
     .unwrap();
     let (code, out, _) = check(&format!("http://{addr}/mcp"), "text").await;
     assert_eq!(code, 0, "{out}");
+    let (summary, problems, open) = check_output(&out);
     assert_eq!(
-        out,
-        format!("toolgate check http://{addr}/mcp: 6 tools, 0 errors, 0 warnings\n")
+        summary,
+        format!("toolgate check http://{addr}/mcp: 6 tools, 0 errors, 0 warnings, 4 notes")
     );
+    assert!(problems.is_empty(), "{out}");
+    assert_eq!(open, ["add", "plan_trip", "lookup_order", "countdown"]);
 }
 
 #[tokio::test]
@@ -119,10 +122,18 @@ async fn check_reports_what_would_fail_at_runtime() {
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["errors"], 3);
     assert_eq!(r["warnings"], 2);
+    assert_eq!(
+        r["notes"], 7,
+        "the demo's four open tools and three of these"
+    );
     let problems: Vec<(String, String, String)> = r["problems"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|p| {
+            !["add", "plan_trip", "lookup_order", "countdown"]
+                .contains(&p["tool"].as_str().unwrap())
+        })
         .map(|p| {
             (
                 p["tool"].as_str().unwrap().into(),
@@ -133,9 +144,12 @@ async fn check_reports_what_would_fail_at_runtime() {
         .collect();
     let expected = [
         ("bad name", "error", "name"),
+        ("bad name", "note", "open_properties"),
         ("remote", "error", "input_schema"),
-        ("listy", "error", "input_schema"),
+        ("remote", "note", "open_properties"),
+        ("listy", "error", "invalid_schema"),
         ("quiet", "warning", "description"),
+        ("quiet", "note", "open_properties"),
         ("quiet", "warning", "description"),
     ];
     assert_eq!(
@@ -146,11 +160,15 @@ async fn check_reports_what_would_fail_at_runtime() {
             .collect::<Vec<_>>()
     );
     assert!(
-        r["problems"][1]["message"]
+        r["problems"][6]["message"]
             .as_str()
             .unwrap()
             .starts_with("inputSchema does not compile"),
         "{r}"
+    );
+    assert_eq!(
+        r["problems"][8]["message"],
+        "inputSchema is invalid: its root is not an object schema (\"type\": \"object\"), as MCP requires; toolgate hides this tool from tools/list (validation.invalid_tool_schemas = \"hide\")"
     );
     let (code, _, err) = check("http://127.0.0.1:1/mcp", "text").await;
     assert_eq!(code, 2);

@@ -284,7 +284,7 @@ async fn python_sdk_client_through_toolgate() {
             ],
         )
         .await;
-        assert_eq!(out["tools"], json!(["add", "book"]), "{mode}");
+        assert_eq!(out["tools"], json!(["add", "book", "list_files"]), "{mode}");
         let ok = &out["calls"][0];
         assert_eq!(
             ok["content"],
@@ -340,11 +340,22 @@ async fn check_grades_server_everything() {
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&out.stdout);
+    let (summary, problems, open) = check_output(&out);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        summary,
         format!(
-            "toolgate check {}: 13 tools, 0 errors, 1 warning\nwarning  get-resource-reference: property \"resourceType\" has no description\n",
+            "toolgate check {}: 13 tools, 0 errors, 1 warning, 13 notes",
             se.url
         )
+    );
+    assert_eq!(
+        problems,
+        ["warning  get-resource-reference: property \"resourceType\" has no description"]
+    );
+    assert_eq!(
+        open.len(),
+        13,
+        "server-everything leaves every tool's properties open"
     );
 }

@@ -226,7 +226,7 @@ async fn python_sdk_client_and_server_through_toolgate_stdio() {
         ],
     )
     .await;
-    assert_eq!(r["tools"], json!(["add", "book"]));
+    assert_eq!(r["tools"], json!(["add", "book", "list_files"]));
     assert_eq!(
         r["calls"][0]["content"],
         json!([{"type": "text", "text": "3"}])
@@ -364,10 +364,13 @@ async fn check_a_stdio_server() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let (summary, problems, open) = common::check_output(&String::from_utf8_lossy(&out.stdout));
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(open.len(), 9);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        summary,
         format!(
-            "toolgate check {}: 9 tools, 0 errors, 0 warnings\n",
+            "toolgate check {}: 9 tools, 0 errors, 0 warnings, 9 notes",
             cmd.join(" ")
         )
     );

@@ -9,11 +9,11 @@
 use super::answer::Answer;
 use super::{Kind, UpstreamError};
 use crate::catalog::{Lookup, Page, ScopeKey, Tool};
-use crate::config::{AnswerShape, Mode, OnCompileError};
+use crate::config::{AnswerShape, Mode, OnCompileError, ToolSettings, Undeclared};
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, ArgumentsError, CallParams, Params};
 use crate::mcp::{self, Era};
-use crate::validate::{self, Report, Verdict};
+use crate::validate::{self, Judge, Report, Verdict};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -184,7 +184,11 @@ pub async fn tools_call<L: Lister>(
             json!({"code": "tool_denied", "tool": tool}),
         ));
     }
-    let (mode, coerce) = v.policy_for(tool);
+    let ToolSettings {
+        mode,
+        coerce,
+        undeclared,
+    } = v.policy_for(tool);
     if mode == Mode::Off {
         let label = listed_label(gw, call.key, tool);
         return admit(gw, &call, tool, label, "forwarded", call.bytes.clone());
@@ -231,6 +235,10 @@ pub async fn tools_call<L: Lister>(
         }
     };
     let schema = &entry.input;
+    if schema.invalid.is_some() && v.hides_invalid(tool) {
+        // Hidden from every listing: the client cannot know it, so it is unknown here too.
+        return unknown_tool(gw, &call, tool);
+    }
     let validator = match &schema.validator {
         Ok(v) => v,
         Err(why) => {
@@ -258,6 +266,7 @@ pub async fn tools_call<L: Lister>(
 
     let mut report = None;
     let mut coerced = false;
+    let mut all_declared = false;
     match &mut args {
         Err(pointer) => {
             report = Some(Report::duplicate_key(
@@ -268,14 +277,28 @@ pub async fn tools_call<L: Lister>(
             ))
         }
         Ok(args) => match validate::check(tool, schema, validator, args, coerce, v.max_errors) {
-            Verdict::Valid => {}
+            Verdict::Valid { all_declared: a } => all_declared = a,
             Verdict::Coerced => coerced = true,
             Verdict::Invalid(r) => report = Some(r),
         },
     }
+    let empty = || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
+    if let (Ok(args), Some(shape)) = (&args, &schema.shape) {
+        let judge = match undeclared {
+            Undeclared::RejectTypos => Some(Judge::Typos),
+            Undeclared::Reject => Some(Judge::All),
+            Undeclared::Allow => None,
+        };
+        if let Some(judge) = judge.filter(|_| !all_declared) {
+            let found = shape.undeclared(args, judge, v.max_errors);
+            if !found.list.is_empty() || found.omitted > 0 {
+                report
+                    .get_or_insert_with(empty)
+                    .extend(&schema.value, found);
+            }
+        }
+    }
     if let (Ok(args), Some(rules)) = (&args, target.rules(tool)) {
-        let empty =
-            || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
         if let Some(extra) = &rules.extra
             && let Ok(ev) = &extra.validator
             && !ev.is_valid(args)
@@ -369,12 +392,12 @@ fn admit<R>(
 
 fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
     let (target, id) = (call.target, call.id);
-    let names: Vec<String> = gw
-        .catalog
-        .tool_names(call.key)
-        .into_iter()
-        .filter(|n| target.validation.allows(n) && call.client.is_none_or(|c| c.allows(n)))
-        .collect();
+    let v = &target.validation;
+    let names: Vec<String> = gw.catalog.tool_names(call.key, |n, t| {
+        v.allows(n)
+            && call.client.is_none_or(|c| c.allows(n))
+            && !(t.input.invalid.is_some() && v.hides_invalid(n))
+    });
     let mut message = format!("Unknown tool: {tool}");
     let close = validate::closest(tool, &names);
     if let Some(c) = close {

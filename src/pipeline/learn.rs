@@ -40,18 +40,34 @@ pub fn list_answer(
     if globally {
         page.tools.retain(|t| v.allows(&t.name));
     }
-    gw.catalog.learn_page(&pending.key, &page, first_page);
+    let mut unusable: Vec<Box<str>> = Vec::new();
+    for bad in gw.catalog.learn_page(&pending.key, &page, first_page) {
+        if !v.hides_invalid(&bad.name) {
+            continue;
+        }
+        if bad.new_here {
+            tracing::warn!(upstream = %pending.target.name, tool = %bad.name, problem = %bad.why, "a tool's input schema is invalid: hidden from tools/list, and calls to it are refused as unknown");
+        }
+        unusable.push(bad.name);
+    }
     // The catalog is the scope's, shared by its clients; a client's own rules only hide.
     let client = pending.client.as_ref().filter(|c| c.rules.is_some());
-    if !globally && client.is_none() {
+    if !globally && client.is_none() && unusable.is_empty() {
         return None;
     }
-    let visible = |name: &str| v.allows(name) && client.is_none_or(|c| c.allows(name));
+    let visible = |name: &str| {
+        v.allows(name)
+            && client.is_none_or(|c| c.allows(name))
+            && !unusable.iter().any(|u| &**u == name)
+    };
     let hidden = without_denied(m.id?, result, visible);
     if hidden.is_some() {
-        gw.metrics
-            .rewrites
-            .inc(&[&pending.target.name, "tools_hidden_by_policy"]);
+        let kind = if unusable.is_empty() {
+            "tools_hidden_by_policy"
+        } else {
+            "tools_hidden_invalid_schema"
+        };
+        gw.metrics.rewrites.inc(&[&pending.target.name, kind]);
     }
     hidden
 }

@@ -5,8 +5,10 @@
 //! `$ref`, `allOf` and nested arrays without a second schema walker.
 
 mod report;
+mod undeclared;
 
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
+pub use undeclared::{Judge, Shape};
 
 use crate::catalog::Schema;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -18,7 +20,11 @@ const MAX_COERCE_ROUNDS: usize = 4;
 
 #[derive(Debug)]
 pub enum Verdict {
-    Valid,
+    /// `all_declared`: the schema's closed form accepted the call too, so no argument is
+    /// undeclared and the walk for them can be skipped.
+    Valid {
+        all_declared: bool,
+    },
     /// Valid once some strings were converted; forward the converted arguments instead.
     Coerced,
     Invalid(Report),
@@ -36,8 +42,17 @@ pub fn check(
     coerce: bool,
     max_errors: usize,
 ) -> Verdict {
+    // The closed form first: on the common path (valid, every argument declared) it is the
+    // only check, and it costs what the plain one does.
+    if let Some(closed) = &schema.closed
+        && closed.is_valid(args)
+    {
+        return Verdict::Valid { all_declared: true };
+    }
     if validator.is_valid(args) {
-        return Verdict::Valid;
+        return Verdict::Valid {
+            all_declared: false,
+        };
     }
     if coerce {
         for _ in 0..MAX_COERCE_ROUNDS {
@@ -172,6 +187,9 @@ mod tests {
             run(&s, json!({"a": "1.5"}), true).0,
             Verdict::Invalid(_)
         ));
-        assert!(matches!(run(&s, json!({"a": 3}), true).0, Verdict::Valid));
+        assert!(matches!(
+            run(&s, json!({"a": 3}), true).0,
+            Verdict::Valid { .. }
+        ));
     }
 }

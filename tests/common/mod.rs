@@ -317,6 +317,25 @@ pub async fn demo_behind_toolgate(
     (demo, tg, upstream)
 }
 
+/// `toolgate check`'s text output: its summary line, its error and warning lines, and the
+/// tools it notes as leaving properties open.
+pub fn check_output(out: &str) -> (String, Vec<String>, Vec<String>) {
+    let mut lines = out.lines();
+    let summary = lines.next().unwrap_or_default().to_string();
+    let (notes, rest): (Vec<&str>, Vec<&str>) = lines.partition(|l| l.starts_with("note"));
+    let noted = notes
+        .iter()
+        .map(|l| {
+            let tool = l.trim_start_matches("note").trim_start();
+            tool.split(": properties left open")
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    (summary, rest.into_iter().map(String::from).collect(), noted)
+}
+
 /// The text of a tool result's first content block.
 pub fn result_text(answer: &Value) -> String {
     answer["result"]["content"][0]["text"]

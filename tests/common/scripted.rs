@@ -55,6 +55,8 @@ pub struct Scripted {
     pub seen_headers: Mutex<Vec<HeaderMap>>,
     /// Members merged into every `tools/list` result (`ttlMs`, `cacheScope`).
     pub list_extra: Value,
+    /// Tools per `tools/list` page (all on one page when unset).
+    pub page_size: Option<usize>,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -95,7 +97,16 @@ async fn handle(State(s): State<Arc<Scripted>>, headers: HeaderMap, body: Bytes)
             return resp;
         }
         "tools/list" => {
-            let mut result = json!({"tools": s.tools});
+            let start: usize = msg["params"]["cursor"]
+                .as_str()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let size = s.page_size.unwrap_or(s.tools.len().max(1));
+            let page: Vec<&Value> = s.tools.iter().skip(start).take(size).collect();
+            let mut result = json!({"tools": page});
+            if start + size < s.tools.len() {
+                result["nextCursor"] = json!((start + size).to_string());
+            }
             if let (Some(r), Some(extra)) = (result.as_object_mut(), s.list_extra.as_object()) {
                 r.extend(extra.clone());
             }
@@ -230,6 +241,11 @@ impl Scripted {
             tools,
             ..Default::default()
         }
+    }
+
+    pub fn pages_of(mut self, size: usize) -> Scripted {
+        self.page_size = Some(size);
+        self
     }
 
     pub fn list_extra(mut self, extra: Value) -> Scripted {

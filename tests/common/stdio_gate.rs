@@ -75,6 +75,19 @@ impl StdioGate {
             .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC ({e}): {line}"))
     }
 
+    /// Sends a request and reads until its answer, passing over what the server sends on
+    /// its own meanwhile (notifications, its own requests).
+    pub async fn ask_past_notifications(&mut self, msg: Value) -> Value {
+        let id = msg["id"].clone();
+        self.send(&msg.to_string()).await;
+        loop {
+            let m = self.recv().await;
+            if m.get("method").is_none() && m["id"] == id {
+                return m;
+            }
+        }
+    }
+
     pub async fn ask(&mut self, msg: Value) -> Value {
         self.send(&msg.to_string()).await;
         self.recv().await

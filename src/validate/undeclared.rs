@@ -1,0 +1,527 @@
+//! Undeclared arguments: properties a schema neither declares nor rules on.
+//!
+//! JSON Schema accepts any property a schema does not mention unless it says
+//! `additionalProperties`, and the schemas MCP servers generate rarely say it. Their SDKs then
+//! drop the unknown key (zod strips it, pydantic ignores it), so a misspelt optional argument
+//! runs the tool with its default and the model never learns why. toolgate finds such
+//! properties with a map of what each place of the schema declares, built once per distinct
+//! schema when it is listed, and walked beside the arguments on each call.
+//!
+//! A place is judged only when it declares something (`properties` or `patternProperties`),
+//! or is the root: a free-form `{"type": "object"}` deeper down means "any keys". A place whose
+//! schema says `additionalProperties` or `unevaluatedProperties` (any value) is left to the
+//! validator: the schema's word wins.
+
+use super::report::{Found, Violation, edit_distance};
+use serde_json::Value;
+use std::fmt::Write;
+
+/// How deep the map follows nested objects and arrays; a recursive schema stops here.
+const MAX_DEPTH: usize = 8;
+/// Local `$ref` hops followed from one place.
+const MAX_REF_HOPS: usize = 16;
+/// Schemas (places and composition branches) read for one map: a recursive schema with many
+/// branches would otherwise grow it exponentially. Past it, deeper places are not checked.
+const MAX_NODES: usize = 4096;
+/// Undeclared properties examined for a near name in one call: a typo check is for models,
+/// and a call with more undeclared keys than this is not a typo.
+const MAX_EXAMINED: usize = 128;
+
+/// What a schema declares at each place of an instance.
+#[derive(Debug, Default)]
+pub struct Shape {
+    /// Declared names, sorted, with what each holds.
+    props: Vec<Prop>,
+    patterns: Vec<regex::Regex>,
+    /// `additionalProperties` or `unevaluatedProperties` is given here.
+    ruled: bool,
+    /// This place declares something, so an undeclared key here means something.
+    judged: bool,
+    items: Option<Box<Shape>>,
+}
+
+#[derive(Debug)]
+struct Prop {
+    name: Box<str>,
+    description: Option<Box<str>>,
+    shape: Option<Box<Shape>>,
+}
+
+/// Which undeclared properties are violations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judge {
+    /// Only those whose name is close to a declared one at the same place.
+    Typos,
+    /// Every one.
+    All,
+}
+
+impl Shape {
+    /// The map of `schema` (its root is always judged); `None` when no place could ever
+    /// hold an undeclared property.
+    pub fn of(schema: &Value) -> Option<Shape> {
+        let mut s = Shape::default();
+        let mut b = Builder {
+            root: schema,
+            nodes_left: MAX_NODES,
+        };
+        b.gather(schema, 0, 0, &mut s);
+        s.judged |= !s.ruled;
+        s.checks_anything().then_some(s)
+    }
+
+    fn checks_anything(&self) -> bool {
+        (self.judged && !self.ruled)
+            || self.props.iter().any(|p| p.shape.is_some())
+            || self.items.is_some()
+    }
+
+    /// Undeclared properties of `args` that `judge` makes violations, at most `max` described
+    /// and the rest counted.
+    pub fn undeclared(&self, args: &Value, judge: Judge, max: usize) -> Found {
+        let mut walk = Walk {
+            judge,
+            max,
+            examined: 0,
+            found: Found::default(),
+            path: String::new(),
+        };
+        walk.visit(self, args, 0);
+        walk.found
+    }
+
+    /// Places of the schema that leave properties open (for `toolgate check`): the pointers,
+    /// in the instance, of objects whose keys are not ruled on.
+    pub fn open_places(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.collect_open("", &mut out);
+        out
+    }
+
+    fn collect_open(&self, at: &str, out: &mut Vec<String>) {
+        if self.judged && !self.ruled {
+            out.push(if at.is_empty() { "/".into() } else { at.into() });
+        }
+        for p in &self.props {
+            if let Some(s) = &p.shape {
+                s.collect_open(&format!("{at}/{}", p.name), out);
+            }
+        }
+        if let Some(items) = &self.items {
+            items.collect_open(&format!("{at}/*"), out);
+        }
+    }
+
+    fn find(&self, name: &str) -> Option<&Prop> {
+        self.props
+            .binary_search_by(|p| (*p.name).cmp(name))
+            .ok()
+            .map(|i| &self.props[i])
+    }
+}
+
+struct Walk {
+    judge: Judge,
+    max: usize,
+    examined: usize,
+    found: Found,
+    path: String,
+}
+
+impl Walk {
+    fn visit(&mut self, shape: &Shape, v: &Value, depth: usize) {
+        match v {
+            Value::Object(map) => {
+                // The arguments' keys come sorted (serde_json's map), and so are the declared
+                // names: one pass over both finds each key's declaration without a search.
+                let mut next = 0;
+                let mut last: Option<&str> = None;
+                for (k, child) in map {
+                    let declared = if last.is_none_or(|l| l < k.as_str()) {
+                        last = Some(k);
+                        while next < shape.props.len() && *shape.props[next].name < **k {
+                            next += 1;
+                        }
+                        shape.props.get(next).filter(|p| *p.name == **k)
+                    } else {
+                        shape.find(k)
+                    };
+                    match declared {
+                        Some(p) => {
+                            if let Some(s) = &p.shape
+                                && depth < MAX_DEPTH
+                            {
+                                let len = self.path.len();
+                                let _ = write!(self.path, "/{}", escape(k));
+                                self.visit(s, child, depth + 1);
+                                self.path.truncate(len);
+                            }
+                        }
+                        None if shape.ruled || !shape.judged => {}
+                        None if shape.patterns.iter().any(|r| r.is_match(k)) => {}
+                        None => self.undeclared(shape, k),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(s) = &shape.items
+                    && depth < MAX_DEPTH
+                {
+                    for (i, item) in items.iter().enumerate() {
+                        let len = self.path.len();
+                        let _ = write!(self.path, "/{i}");
+                        self.visit(s, item, depth + 1);
+                        self.path.truncate(len);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn undeclared(&mut self, shape: &Shape, name: &str) {
+        if self.examined >= MAX_EXAMINED {
+            return;
+        }
+        self.examined += 1;
+        let near = typo_of(name, &shape.props);
+        let mut message = "is not a parameter of this tool".to_owned();
+        match (near, self.judge) {
+            (Some(p), _) => {
+                let _ = write!(message, "; did you mean \"{}\"?", p.name);
+                if let Some(d) = &p.description {
+                    let d: String = d.trim().chars().take(200).collect();
+                    let _ = write!(message, " ({}: {d})", p.name);
+                }
+            }
+            (None, Judge::Typos) => return,
+            (None, Judge::All) => {
+                let names: Vec<&str> = shape.props.iter().map(|p| &*p.name).collect();
+                if !names.is_empty() {
+                    let list: String = names.join(", ").chars().take(400).collect();
+                    let _ = write!(message, "; accepted: {list}");
+                }
+            }
+        }
+        if self.found.list.len() >= self.max {
+            self.found.omitted += 1;
+            return;
+        }
+        self.found.list.push(Violation {
+            pointer: format!("{}/{}", self.path, escape(name)),
+            keyword: "undeclared".into(),
+            message,
+        });
+    }
+}
+
+/// The declared property `name` is most likely a misspelling of: equal once case, `_` and `-`
+/// are ignored (camel and snake spellings of one name), or within an edit distance that is
+/// small for the longer name's length (none up to 2 characters, 1 up to 5, 2 beyond).
+fn typo_of<'a>(name: &str, declared: &'a [Prop]) -> Option<&'a Prop> {
+    let norm = |s: &str| -> String {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let n = norm(name);
+    let n_len = n.chars().count();
+    declared
+        .iter()
+        .filter_map(|p| {
+            let d_name = norm(&p.name);
+            let longer = n_len.max(d_name.chars().count());
+            let allowed = match longer {
+                0..=2 => 0,
+                3..=5 => 1,
+                _ => 2,
+            };
+            if n_len.abs_diff(d_name.chars().count()) > allowed {
+                return None;
+            }
+            let d = edit_distance(&n, &d_name);
+            (d <= allowed).then_some((d, p))
+        })
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, p)| p)
+}
+
+fn escape(seg: &str) -> String {
+    seg.replace('~', "~0").replace('/', "~1")
+}
+
+/// Follows local `$ref`s from `s`.
+fn resolve<'a>(root: &'a Value, mut s: &'a Value) -> &'a Value {
+    for _ in 0..MAX_REF_HOPS {
+        match s.get("$ref").and_then(Value::as_str) {
+            Some("#") => s = root,
+            Some(r) if r.starts_with("#/") => match root.pointer(&r[1..]) {
+                Some(next) => s = next,
+                None => break,
+            },
+            _ => break,
+        }
+    }
+    s
+}
+
+struct Builder<'a> {
+    root: &'a Value,
+    nodes_left: usize,
+}
+
+impl Builder<'_> {
+    /// Adds what `s` declares, through `$ref`s and composition, into `into`. `depth` counts
+    /// places (properties, items), `hops` the references and branches taken to reach `s`.
+    fn gather(&mut self, s: &Value, depth: usize, hops: usize, into: &mut Shape) {
+        if self.nodes_left == 0 || hops > MAX_REF_HOPS {
+            // Not read: whatever it declares, nothing here is judged undeclared.
+            into.ruled = true;
+            return;
+        }
+        self.nodes_left -= 1;
+        // 2020-12 lets `$ref` stand beside other keywords: both count.
+        if s.get("$ref").is_some() {
+            let target = resolve(self.root, s);
+            if !std::ptr::eq(target, s) {
+                self.gather(target, depth, hops + 1, into);
+            }
+        }
+        let Some(obj) = s.as_object() else { return };
+        if obj.contains_key("additionalProperties") || obj.contains_key("unevaluatedProperties") {
+            into.ruled = true;
+        }
+        if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+            into.judged = true;
+            for (name, sub) in props {
+                let child = self.child_shape(sub, depth + 1);
+                let description = resolve(self.root, sub)
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(Box::from);
+                add_prop(into, name, description, child);
+            }
+        }
+        if let Some(patterns) = obj.get("patternProperties").and_then(Value::as_object) {
+            into.judged = true;
+            for p in patterns.keys() {
+                match regex::RegexBuilder::new(p).size_limit(1 << 20).build() {
+                    Ok(r) => into.patterns.push(r),
+                    // A pattern toolgate cannot read: every key might match it.
+                    Err(_) => into.ruled = true,
+                }
+            }
+        }
+        let mut items: Vec<&Value> = Vec::new();
+        for key in ["items", "additionalItems", "prefixItems"] {
+            match obj.get(key) {
+                Some(i @ Value::Object(_)) => items.push(i),
+                Some(Value::Array(list)) => items.extend(list),
+                _ => {}
+            }
+        }
+        for i in items {
+            if let Some(s) = self.child_shape(i, depth + 1) {
+                match &mut into.items {
+                    Some(existing) => merge(existing, *s),
+                    None => into.items = Some(s),
+                }
+            }
+        }
+        for key in ["allOf", "anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = obj.get(key) {
+                for b in branches {
+                    self.gather(b, depth, hops + 1, into);
+                }
+            }
+        }
+        for key in ["then", "else"] {
+            if let Some(b) = obj.get(key) {
+                self.gather(b, depth, hops + 1, into);
+            }
+        }
+    }
+
+    /// The map of a property's or an item's schema, when it has anything to check.
+    fn child_shape(&mut self, s: &Value, depth: usize) -> Option<Box<Shape>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut shape = Shape::default();
+        self.gather(s, depth, 0, &mut shape);
+        shape.checks_anything().then(|| Box::new(shape))
+    }
+}
+
+fn add_prop(
+    into: &mut Shape,
+    name: &str,
+    description: Option<Box<str>>,
+    shape: Option<Box<Shape>>,
+) {
+    match into.props.binary_search_by(|p| (*p.name).cmp(name)) {
+        Ok(i) => {
+            let p = &mut into.props[i];
+            p.description = p.description.take().or(description);
+            match (&mut p.shape, shape) {
+                (Some(a), Some(b)) => merge(a, *b),
+                (slot @ None, b) => *slot = b,
+                (Some(_), None) => {}
+            }
+        }
+        Err(i) => into.props.insert(
+            i,
+            Prop {
+                name: name.into(),
+                description,
+                shape,
+            },
+        ),
+    }
+}
+
+/// One place declared by several branches: what any of them declares is declared.
+fn merge(a: &mut Shape, b: Shape) {
+    a.ruled |= b.ruled;
+    a.judged |= b.judged;
+    a.patterns.extend(b.patterns);
+    for p in b.props {
+        add_prop(a, &p.name, p.description, p.shape);
+    }
+    match (&mut a.items, b.items) {
+        (Some(x), Some(y)) => merge(x, *y),
+        (slot @ None, y) => *slot = y,
+        (Some(_), None) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn names(found: &Found) -> Vec<(&str, &str)> {
+        found
+            .list
+            .iter()
+            .map(|v| (v.pointer.as_str(), v.message.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn misspelt_names_are_found_at_every_depth_and_through_refs() {
+        let schema = json!({
+            "type": "object",
+            "$defs": {"opts": {"type": "object", "properties": {"recursive": {"type": "boolean", "description": "Descend into folders"}}}},
+            "properties": {
+                "path": {"type": "string"},
+                "options": {"$ref": "#/$defs/opts"},
+                "filters": {"type": "array", "items": {"type": "object", "properties": {"glob": {"type": "string"}}}}
+            },
+            "allOf": [{"properties": {"maxDepth": {"type": "integer"}}}]
+        });
+        let shape = Shape::of(&schema).unwrap();
+        let args = json!({"path": "/n", "max_depth": 2, "options": {"recursiv": true},
+                          "filters": [{"glob": "*"}, {"globb": "*"}], "colour": "red"});
+        let found = shape.undeclared(&args, Judge::Typos, 32);
+        assert_eq!(
+            names(&found),
+            [
+                (
+                    "/filters/1/globb",
+                    "is not a parameter of this tool; did you mean \"glob\"?"
+                ),
+                (
+                    "/max_depth",
+                    "is not a parameter of this tool; did you mean \"maxDepth\"?"
+                ),
+                (
+                    "/options/recursiv",
+                    "is not a parameter of this tool; did you mean \"recursive\"? (recursive: Descend into folders)"
+                ),
+            ]
+        );
+        let all = shape.undeclared(&args, Judge::All, 32);
+        assert_eq!(all.list.len(), 4, "{:?}", names(&all));
+        assert!(
+            all.list[0]
+                .message
+                .contains("accepted: filters, maxDepth, options, path")
+        );
+    }
+
+    #[test]
+    fn the_schema_s_own_word_wins() {
+        for schema in [
+            json!({"type": "object", "properties": {"a": {}}, "additionalProperties": true}),
+            json!({"type": "object", "properties": {"a": {}}, "additionalProperties": false}),
+            json!({"type": "object", "properties": {"a": {}}, "unevaluatedProperties": {"type": "string"}}),
+            json!({"type": "object", "patternProperties": {"^x-": {}}, "additionalProperties": {}}),
+        ] {
+            let found = Shape::of(&schema)
+                .map(|s| s.undeclared(&json!({"b": 1, "aa": 2}), Judge::All, 32))
+                .unwrap_or_default();
+            assert!(found.list.is_empty(), "{schema}: {:?}", names(&found));
+        }
+        let s =
+            Shape::of(&json!({"properties": {"a": {}}, "patternProperties": {"^x-": {}}})).unwrap();
+        assert_eq!(
+            s.undeclared(&json!({"x-trace": 1, "b": 2}), Judge::All, 32)
+                .list
+                .len(),
+            1
+        );
+        // A free-form object deeper down is not judged; the root always is.
+        let s = Shape::of(&json!({"properties": {"meta": {"type": "object"}}})).unwrap();
+        assert!(
+            s.undeclared(&json!({"meta": {"anything": 1}}), Judge::All, 32)
+                .list
+                .is_empty()
+        );
+        let s = Shape::of(&json!({"type": "object"})).unwrap();
+        assert_eq!(s.undeclared(&json!({"x": 1}), Judge::All, 32).list.len(), 1);
+    }
+
+    #[test]
+    fn far_names_are_not_typos_and_the_work_is_bounded() {
+        let s = Shape::of(&json!({"properties": {"path": {}, "recursive": {}, "id": {}}})).unwrap();
+        for far in ["verbose", "pathology", "x", "ids2", "xyz"] {
+            assert!(
+                s.undeclared(&json!({far: 1}), Judge::Typos, 32)
+                    .list
+                    .is_empty(),
+                "{far}"
+            );
+        }
+        for near in ["Path", "recurse", "RECURSIVE", "pth", "ID"] {
+            assert_eq!(
+                s.undeclared(&json!({near: 1}), Judge::Typos, 32).list.len(),
+                1,
+                "{near}"
+            );
+        }
+        let many: serde_json::Map<String, Value> = (0..100_000)
+            .map(|i| (format!("pathx{i}"), json!(1)))
+            .collect();
+        let found = s.undeclared(&Value::Object(many), Judge::All, 32);
+        assert_eq!(found.list.len(), 32);
+        assert_eq!(found.list.len() + found.omitted, MAX_EXAMINED);
+    }
+
+    #[test]
+    fn recursive_schemas_end() {
+        let schema = json!({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {}}}},
+                            "$ref": "#/$defs/node"});
+        let s = Shape::of(&schema).unwrap();
+        let args = json!({"next": {"next": {"nxet": 1, "next": {"v": 2}}}});
+        let found = s.undeclared(&args, Judge::Typos, 32);
+        assert_eq!(
+            names(&found),
+            [(
+                "/next/next/nxet",
+                "is not a parameter of this tool; did you mean \"next\"?"
+            )]
+        );
+    }
+}

@@ -1,0 +1,528 @@
+//! What the schema lets through and what it cannot say, in front of real servers:
+//! misspelt and undeclared arguments (`validation.undeclared_properties`), and tools whose
+//! schemas no client can use (`validation.invalid_tool_schemas`). docs/contract.md §1 and §5.
+
+mod common;
+
+use common::peers::peers;
+use common::scripted::{Script, Scripted, open_tool};
+use common::stdio_gate::StdioGate;
+use common::*;
+use http::Method;
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn tool_call(id: i64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+}
+
+/// The Python SDK's high-level server (the FastMCP line) over HTTP, on a free port.
+async fn python_sdk_server() -> (String, tokio::process::Child) {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut child = tokio::process::Command::new(&p.python)
+        .arg(p.fixtures.join("py_server.py"))
+        .arg("mcpserver")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port: u16 = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the Python fixture prints its port")
+        .unwrap()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (format!("http://127.0.0.1:{port}/mcp"), child)
+}
+
+// ---- misspelt and undeclared arguments ----
+
+#[tokio::test]
+async fn a_misspelt_optional_argument_never_reaches_a_python_sdk_server() {
+    let (url, _server) = python_sdk_server().await;
+    for (policy, verbose_passes) in [("reject_typos", true), ("reject", false)] {
+        let config = format!("[validation]\nundeclared_properties = \"{policy}\"\n");
+        let tg = Toolgate::serve(&url, Some(&config)).await;
+        let session = open_session(&tg.url()).await;
+        let ask = |id, args: Value| {
+            let (url, session) = (tg.url(), session.clone());
+            async move {
+                post(
+                    &url,
+                    Some(&session),
+                    tool_call(id, "list_files", args).to_string(),
+                )
+                .await
+                .answer()
+            }
+        };
+        let a = ask(1, json!({"path": "/notes", "recursiv": true})).await;
+        assert_eq!(a["result"]["isError"], true, "{policy}: {a}");
+        assert_eq!(
+            result_text(&a),
+            "Invalid arguments for tool \"list_files\" (1 problem):\n- recursiv: is not a parameter of this tool; did you mean \"recursive\"? (recursive: Descend into subfolders too)\nCorrect the arguments and call the tool again."
+        );
+        assert_eq!(
+            a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+            json!({"/recursiv": "is not a parameter of this tool; did you mean \"recursive\"? (recursive: Descend into subfolders too)"})
+        );
+        // The SDK would have run the tool with its default; spelt right, it is honoured.
+        let a = ask(2, json!({"path": "/notes", "recursive": true})).await;
+        assert_eq!(
+            a["result"]["content"][0]["text"], "listed /notes recursive=True",
+            "{a}"
+        );
+        // A name far from every parameter is the schema's business in reject_typos.
+        let a = ask(3, json!({"path": "/notes", "verbose": true})).await;
+        if verbose_passes {
+            assert_eq!(
+                a["result"]["content"][0]["text"], "listed /notes recursive=False",
+                "{a}"
+            );
+        } else {
+            assert_eq!(a["result"]["isError"], true, "{a}");
+            assert!(
+                result_text(&a).contains(
+                    "- verbose: is not a parameter of this tool; accepted: path, recursive"
+                ),
+                "{}",
+                result_text(&a)
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = vec![p.server_everything.display().to_string(), "stdio".into()];
+    let (mut g, _f) = StdioGate::start(&command, None);
+    g.initialize().await;
+    let a = g
+        .ask_past_notifications(tool_call(
+            1,
+            "get-annotated-message",
+            json!({"messageType": "success", "includImage": true}),
+        ))
+        .await;
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    let text = result_text(&a);
+    assert!(
+        text.contains(
+            "- includImage: is not a parameter of this tool; did you mean \"includeImage\"?"
+        ),
+        "{text}"
+    );
+    let a = g
+        .ask_past_notifications(tool_call(
+            2,
+            "get-annotated-message",
+            json!({"messageType": "success", "verbose": true}),
+        ))
+        .await;
+    assert!(a["result"]["isError"].is_null(), "the server answered: {a}");
+    let a = g
+        .ask_past_notifications(tool_call(
+            3,
+            "get-annotated-message",
+            json!({"messageType": "success", "includeImage": true}),
+        ))
+        .await;
+    let kinds: Vec<&str> = a["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"image"), "the image, as asked: {a}");
+}
+
+#[tokio::test]
+async fn the_schema_s_own_additional_properties_wins_in_every_mode() {
+    let tools = vec![
+        json!({"name": "open", "inputSchema": {"type": "object", "properties": {"recursive": {"type": "boolean"}}, "additionalProperties": true}}),
+        json!({"name": "closed", "inputSchema": {"type": "object", "properties": {"recursive": {"type": "boolean"}}, "additionalProperties": false}}),
+    ];
+    let ok = Script::Result(json!({"content": [{"type": "text", "text": "ran"}]}));
+    for policy in ["reject_typos", "reject", "allow"] {
+        let (up, seen) = Scripted::new(tools.clone())
+            .script("open", ok.clone())
+            .spawn()
+            .await;
+        let config = format!("[validation]\nundeclared_properties = \"{policy}\"\n");
+        let tg = Toolgate::serve(&up, Some(&config)).await;
+        let a = post(
+            &tg.url(),
+            None,
+            call(1, "open", json!({"recursiv": true, "x": 1})),
+        )
+        .await
+        .json();
+        assert_eq!(result_text(&a), "ran", "{policy}: {a}");
+        let a = post(
+            &tg.url(),
+            None,
+            call(2, "closed", json!({"recursiv": true})),
+        )
+        .await
+        .json();
+        assert_eq!(
+            a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+            json!({"/recursiv": "is not an accepted argument; did you mean \"recursive\"?"}),
+            "{policy}: {a}"
+        );
+        let forwarded = seen
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "tools/call")
+            .count();
+        assert_eq!(forwarded, 1, "{policy}");
+    }
+}
+
+#[tokio::test]
+async fn undeclared_arguments_in_every_answer_shape_and_in_audit() {
+    let tools = vec![
+        json!({"name": "find", "inputSchema": {"type": "object", "properties": {
+        "query": {"type": "string"}, "maxResults": {"type": "integer", "description": "At most this many"}}}}),
+    ];
+    let ok = Script::Result(json!({"content": [{"type": "text", "text": "found"}]}));
+    // protocol_error: -32602 with the same finding in data.
+    let (up, _) = Scripted::new(tools.clone())
+        .script("find", ok.clone())
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&up, Some("[validation]\nanswer = \"protocol_error\"\n")).await;
+    let a = post(
+        &tg.url(),
+        None,
+        call(1, "find", json!({"query": "q", "max_results": 3})),
+    )
+    .await
+    .json();
+    assert_eq!(a["error"]["code"], -32602, "{a}");
+    assert_eq!(
+        a["error"]["data"]["parameter_errors"],
+        json!({"/max_results": "is not a parameter of this tool; did you mean \"maxResults\"? (maxResults: At most this many)"})
+    );
+    // audit: forwarded, logged and counted under the keyword `undeclared`.
+    let (up, seen) = Scripted::new(tools).script("find", ok).spawn().await;
+    let tg = Toolgate::serve(&up, Some("[validation]\nmode = \"audit\"\n")).await;
+    let a = post(
+        &tg.url(),
+        None,
+        call(2, "find", json!({"query": "q", "maxResult": 3})),
+    )
+    .await
+    .json();
+    assert_eq!(result_text(&a), "found");
+    assert_eq!(seen.seen.lock().unwrap().len(), 2, "listed, then forwarded");
+    let logs = tg.logs_when(|l| l.contains("outcome=\"audited\"")).await;
+    assert!(logs.contains("keywords=[\"undeclared\"]"), "{logs}");
+    assert!(
+        !logs.contains("maxResult\""),
+        "argument names stay out of the logs: {logs}"
+    );
+    let m = tg.admin_get("/metrics").await.text();
+    assert!(
+        m.contains(
+            r#"toolgate_violations_total{upstream="default",tool="find",keyword="undeclared"} 1"#
+        ),
+        "{m}"
+    );
+}
+
+// ---- tools whose schema no client can use ----
+
+fn mixed_tools() -> Vec<Value> {
+    vec![
+        open_tool("ok"),
+        json!({"name": "broken_type", "inputSchema": {"type": "object", "properties": {"x": {"type": "strin"}}}}),
+        json!({"name": "lookbehind", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}}),
+        json!({"name": "not_object", "inputSchema": {"type": "array"}}),
+        json!({"name": "bad_pattern", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "pattern": "(unclosed"}}}}),
+        open_tool("also_ok"),
+    ]
+}
+
+const HIDDEN: [&str; 3] = ["broken_type", "not_object", "bad_pattern"];
+
+/// Every page of `tools/list`, through one `ask` per page.
+async fn list_every_page<F, Fut>(mut ask: F) -> Vec<String>
+where
+    F: FnMut(Value) -> Fut,
+    Fut: std::future::Future<Output = Value>,
+{
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    for id in 100.. {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let a = ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))
+            .await;
+        for t in a["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{a}"))
+        {
+            names.push(t["name"].as_str().unwrap().to_string());
+        }
+        match a["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    names
+}
+
+fn assert_hidden_and_refused(names: &[String], valid: &[&str], refusal: &Value, mode: &str) {
+    for h in HIDDEN {
+        assert!(
+            !names.iter().any(|n| n == h),
+            "{mode}: {h} listed in {names:?}"
+        );
+    }
+    for v in valid {
+        assert!(
+            names.iter().any(|n| n == v),
+            "{mode}: {v} missing from {names:?}"
+        );
+    }
+    assert_eq!(refusal["error"]["code"], -32602, "{mode}: {refusal}");
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown tool: broken_type"),
+        "{mode}: {refusal}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_schemas_are_hidden_over_http_on_every_page_and_in_both_eras() {
+    let ok = Script::Result(json!({"content": [{"type": "text", "text": "ran"}]}));
+    let (up, seen) = Scripted::new(mixed_tools())
+        .pages_of(2)
+        .script("ok", ok.clone())
+        .script("lookbehind", ok.clone())
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&up, None).await;
+    let session = open_session(&tg.url()).await;
+    let url = tg.url();
+    let names = list_every_page(|m| {
+        let (url, session) = (url.clone(), session.clone());
+        async move { post(&url, Some(&session), m.to_string()).await.answer() }
+    })
+    .await;
+    let refusal = post(
+        &url,
+        Some(&session),
+        call(1, "broken_type", json!({"x": "y"})),
+    )
+    .await
+    .answer();
+    assert_hidden_and_refused(
+        &names,
+        &["ok", "lookbehind", "also_ok"],
+        &refusal,
+        "serve --upstream",
+    );
+    // The valid ones work, the one toolgate cannot compile included (forwarded unchecked).
+    for (i, t) in ["ok", "lookbehind"].iter().enumerate() {
+        let a = post(
+            &url,
+            Some(&session),
+            call(2 + i as i64, t, json!({"x": "ab"})),
+        )
+        .await;
+        assert_eq!(result_text(&a.answer()), "ran", "{t}");
+    }
+    let called: Vec<Value> = seen
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .map(|m| m["params"]["name"].clone())
+        .collect();
+    assert_eq!(
+        called,
+        [json!("ok"), json!("lookbehind")],
+        "no hidden tool was called"
+    );
+    // The modern era: the same listing, stateless, with the 2026-07-28 envelope.
+    let modern = |id: i64, cursor: Option<&str>| {
+        let mut params =
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+        if let Some(c) = cursor {
+            params["cursor"] = json!(c);
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}).to_string()
+    };
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", ACCEPT),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/list"),
+    ];
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    for id in 0..10 {
+        let r = request(Method::POST, &url, &headers, modern(id, cursor.as_deref())).await;
+        let a = r.answer();
+        for t in a["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{a}"))
+        {
+            names.push(t["name"].as_str().unwrap().to_string());
+        }
+        match a["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.into()),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["ok", "lookbehind", "also_ok"]);
+    // Logged once for this catalog, with what is wrong and where; counted.
+    let logs = tg
+        .logs_when(|l| l.matches("input schema is invalid").count() >= 3)
+        .await;
+    assert!(
+        logs.contains("tool=broken_type problem=at #/properties/x/type:"),
+        "{logs}"
+    );
+    assert!(logs.contains("tool=bad_pattern problem=at #/properties/x/pattern: the pattern \"(unclosed\" is not a regular expression"), "{logs}");
+    let m = tg.admin_get("/metrics").await.text();
+    assert!(m.contains(r#"kind="tools_hidden_invalid_schema"}"#), "{m}");
+    // "forward" lists everything, and calls go through.
+    let (up, _) = Scripted::new(mixed_tools()).pages_of(2).spawn().await;
+    let tg = Toolgate::serve(
+        &up,
+        Some("[validation]\ninvalid_tool_schemas = \"forward\"\n"),
+    )
+    .await;
+    let url = tg.url();
+    let names = list_every_page(|m| {
+        let url = url.clone();
+        async move { post(&url, None, m.to_string()).await.answer() }
+    })
+    .await;
+    assert_eq!(names.len(), 6, "{names:?}");
+}
+
+#[tokio::test]
+async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let fixture = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+        "--invalid-tools".into(),
+        "--page-size".into(),
+        "3".into(),
+    ];
+    // stdio -- CMD.
+    let (mut g, _) = StdioGate::start(&fixture, None);
+    g.initialize().await;
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    for id in 100..120 {
+        let mut params = json!({});
+        if let Some(c) = &cursor {
+            params["cursor"] = json!(c);
+        }
+        let a = g
+            .ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))
+            .await;
+        for t in a["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{a}"))
+        {
+            names.push(t["name"].as_str().unwrap().to_string());
+        }
+        match a["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.into()),
+            None => break,
+        }
+    }
+    let refusal = g.ask(tool_call(1, "broken_type", json!({"x": "y"}))).await;
+    assert_hidden_and_refused(
+        &names,
+        &["add", "seen", "lookbehind"],
+        &refusal,
+        "stdio -- CMD",
+    );
+    let a = g.ask(tool_call(2, "lookbehind", json!({"x": "ab"}))).await;
+    assert_eq!(result_text(&a), "called lookbehind");
+    let a = g.ask(tool_call(3, "seen", json!({}))).await;
+    assert!(!result_text(&a).contains("broken"), "{a}");
+    let seen: Vec<String> = serde_json::from_str(&result_text(&a)).unwrap();
+    assert_eq!(
+        seen.iter().filter(|m| *m == "tools/call").count(),
+        2,
+        "only lookbehind and seen were called: {seen:?}"
+    );
+
+    // serve -- CMD.
+    let mut args: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(fixture.iter().cloned());
+    let tg = Toolgate::start_raw(args).await;
+    let session = open_session(&tg.url()).await;
+    let url = tg.url();
+    let names = list_every_page(|m| {
+        let (url, session) = (url.clone(), session.clone());
+        async move { post(&url, Some(&session), m.to_string()).await.answer() }
+    })
+    .await;
+    let refusal = post(&url, Some(&session), call(1, "broken_type", json!({})))
+        .await
+        .answer();
+    assert_hidden_and_refused(
+        &names,
+        &["add", "seen", "lookbehind"],
+        &refusal,
+        "serve -- CMD",
+    );
+
+    // "forward" lists every tool.
+    let (mut g, _f) = StdioGate::start(
+        &fixture,
+        Some("[validation]\ninvalid_tool_schemas = \"forward\"\n"),
+    );
+    g.initialize().await;
+    let mut count = 0;
+    let mut cursor: Option<String> = None;
+    for id in 100..120 {
+        let mut params = json!({});
+        if let Some(c) = &cursor {
+            params["cursor"] = json!(c);
+        }
+        let a = g
+            .ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))
+            .await;
+        count += a["result"]["tools"].as_array().unwrap().len();
+        match a["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.into()),
+            None => break,
+        }
+    }
+    assert_eq!(count, 13);
+}
