@@ -49,7 +49,7 @@ pub struct Report {
 /// end the session) and checks them.
 pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
     let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
-    let up = HttpUpstream::new(uri);
+    let up = HttpUpstream::new(uri, &cfg.upstream_tls)?;
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(

@@ -31,6 +31,8 @@ pub struct Config {
     /// `http://[::1]:*`). `"*"` allows any.
     pub allowed_origins: Vec<String>,
     pub limits: Limits,
+    /// TLS to `https://` upstreams (each `[[upstreams]]` may give its own `tls`).
+    pub upstream_tls: UpstreamTls,
     /// Children of a stdio upstream (`toolgate serve -- CMD`).
     pub stdio: StdioLimits,
     pub validation: Validation,
@@ -184,9 +186,28 @@ pub fn secret(what: &str, env: Option<&str>, file: Option<&str>) -> Result<Strin
 pub struct NamedUpstream {
     pub name: String,
     pub url: String,
+    /// TLS to this upstream, instead of the global `[upstream_tls]`.
+    #[serde(default)]
+    pub tls: Option<UpstreamTls>,
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,
+}
+
+/// TLS to `https://` upstreams. The files are read again when they change, so a rotated
+/// certificate takes effect on the next connection without a restart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamTls {
+    /// PEM CA certificates to trust, besides the system's roots.
+    pub ca_file: Option<String>,
+    /// Trust only `ca_file`, not the system's roots.
+    pub only_ca_file: bool,
+    /// A PEM certificate chain and its key, for upstreams that require client certificates.
+    pub client_cert_file: Option<String>,
+    pub client_key_file: Option<String>,
+    /// The name the upstream's certificate must carry, when it is not the URL's host.
+    pub server_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -447,6 +468,7 @@ impl Default for Config {
             admin_listen: "127.0.0.1:9090".into(),
             allowed_origins: Vec::new(),
             limits: Limits::default(),
+            upstream_tls: UpstreamTls::default(),
             stdio: StdioLimits::default(),
             validation: Validation::default(),
             errors: Errors::default(),
@@ -718,12 +740,9 @@ pub fn parse_upstream_url(url: &str) -> Result<http::Uri, ConfigError> {
         .parse()
         .map_err(|e| ConfigError(format!("upstream URL {url:?} does not parse: {e}")))?;
     match uri.scheme_str() {
-        Some("http") if uri.authority().is_some() => Ok(uri),
-        Some("https") => Err(ConfigError(format!(
-            "upstream URL {url:?}: https upstreams are not supported yet; run toolgate beside the server over http"
-        ))),
+        Some("http" | "https") if uri.authority().is_some() => Ok(uri),
         _ => Err(ConfigError(format!(
-            "upstream URL {url:?} must look like http://host:port/mcp"
+            "upstream URL {url:?} must look like http://host:port/mcp or https://host/mcp"
         ))),
     }
 }
@@ -816,11 +835,12 @@ mod tests {
 
     #[test]
     fn bad_urls_are_explained() {
+        assert!(parse_upstream_url("https://x/mcp").is_ok());
         assert!(
-            parse_upstream_url("https://x/mcp")
+            parse_upstream_url("ftp://x/mcp")
                 .unwrap_err()
                 .0
-                .contains("https")
+                .contains("https://host/mcp")
         );
         assert!(parse_upstream_url("localhost:3000").is_err());
         assert!(parse_upstream_url("http://127.0.0.1:3000/mcp").is_ok());

@@ -27,6 +27,8 @@ pub struct Target {
     pub url: String,
     /// The stdio server to launch, when there is no URL.
     pub command: Vec<String>,
+    /// TLS to an `https://` URL.
+    pub tls: crate::config::UpstreamTls,
     pub validation: Validation,
     rules: HashMap<String, ToolRules>,
 }
@@ -53,6 +55,7 @@ impl Target {
             path,
             url,
             command: Vec::new(),
+            tls: Default::default(),
             validation,
             rules,
         })
@@ -157,6 +160,13 @@ impl Gateway {
         if names(old) != names(&config) {
             fixed.push("upstreams (names and URLs)");
         }
+        // The files they name are read again when they change; which files, only at start.
+        let tls = |c: &Config| -> Vec<Option<crate::config::UpstreamTls>> {
+            c.upstreams.iter().map(|u| u.tls.clone()).collect()
+        };
+        if old.upstream_tls != config.upstream_tls || tls(old) != tls(&config) {
+            fixed.push("upstream_tls / upstreams' tls");
+        }
         if old.log.level != config.log.level || old.log.format != config.log.format {
             fixed.push("log.level/log.format");
         }
@@ -183,23 +193,21 @@ impl Gateway {
         };
         let mut targets = Vec::new();
         if let Some(url) = &config.upstream {
-            targets.push(Target::new(
+            let mut t = Target::new(
                 "default",
                 "/mcp".into(),
                 url.clone(),
                 config.validation.clone(),
                 &catalog,
-            )?);
+            )?;
+            t.tls = config.upstream_tls.clone();
+            targets.push(t);
         }
         for u in &config.upstreams {
             let v = config.validation.with(&u.validation);
-            targets.push(Target::new(
-                &u.name,
-                format!("/{}/mcp", u.name),
-                u.url.clone(),
-                v,
-                &catalog,
-            )?);
+            let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), u.url.clone(), v, &catalog)?;
+            t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
+            targets.push(t);
         }
         if config.upstream.is_none() && !config.command.is_empty() {
             let mut t = Target::new(

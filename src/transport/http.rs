@@ -70,15 +70,18 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(live: &Live) -> App {
+    /// The service for the gateway in force; `Err` when an upstream's TLS settings are
+    /// unusable (a server name no certificate can carry).
+    pub fn new(live: &Live) -> Result<App, String> {
         let gw = live.load();
         let mut endpoints = Vec::new();
         let mut pools = Vec::new();
         for (index, target) in gw.targets.iter().enumerate() {
             let up = if target.command.is_empty() {
-                let uri = parse_upstream_url(&target.url)
-                    .expect("upstream URLs are checked with the configuration");
-                Upstream::Http(Arc::new(HttpUpstream::new(uri)))
+                let uri = parse_upstream_url(&target.url).map_err(|e| e.0)?;
+                let up = HttpUpstream::new(uri, &target.tls)
+                    .map_err(|e| format!("upstream {}: {e}", target.name))?;
+                Upstream::Http(Arc::new(up))
             } else {
                 let pool = StdioPool::new(live.clone(), index);
                 pools.push(pool.clone());
@@ -90,11 +93,11 @@ impl App {
                 up,
             });
         }
-        App {
+        Ok(App {
             live: live.clone(),
             endpoints: endpoints.into(),
             pools: pools.into(),
-        }
+        })
     }
 
     pub async fn call(&self, req: Request, peer: std::net::IpAddr) -> Response {
@@ -152,7 +155,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
-    let app = App::new(&live);
+    let app = App::new(&live).map_err(std::io::Error::other)?;
     let drain = super::drain::Drain::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     // A connection holds a permit for its life; past the cap, clients wait in the listen

@@ -185,18 +185,30 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 impl HttpUpstream {
-    pub fn new(uri: Uri) -> HttpUpstream {
-        let port = uri.port_u16().unwrap_or(80);
-        let addr = format!("{}:{port}", uri.host().unwrap_or("localhost"));
-        HttpUpstream {
+    /// An upstream at `uri`; `tls` applies to an `https://` one.
+    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpUpstream, String> {
+        let https = uri.scheme_str() == Some("https");
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let host = uri.host().unwrap_or("localhost");
+        let addr = format!("{host}:{port}");
+        let tls = if https {
+            let connect = super::upstream_tls::TlsConnect::new(tls, host)?;
+            let authority = host_header(&uri)
+                .and_then(|h| h.to_str().ok().map(str::to_owned))
+                .unwrap_or_else(|| addr.clone());
+            Some((connect, format!("https://{authority}")))
+        } else {
+            None
+        };
+        Ok(HttpUpstream {
             host: host_header(&uri),
             path: uri
                 .path_and_query()
                 .cloned()
                 .map_or_else(|| Uri::from_static("/"), Uri::from),
-            pool: Pool::new(addr),
+            pool: Pool::new(addr, tls),
             uri,
-        }
+        })
     }
 
     /// Sends one request with the client's end-to-end headers and waits (bounded) for the
@@ -270,7 +282,7 @@ impl HttpUpstream {
                     restart: false,
                 }))
             }
-            Ok(Err(why)) => Err(UpstreamError::Unreachable(why)),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(UpstreamError::Timeout(wait.answer)),
         }
     }

@@ -16,4 +16,5 @@ pub mod stdio;
 pub mod stdio_http;
 pub mod stdio_pool;
 mod upstream_pool;
+pub mod upstream_tls;
 mod well_known;

@@ -105,7 +105,13 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
         }
     };
     let target = gw.targets[0].clone();
-    let up = HttpUpstream::new(uri);
+    let up = match HttpUpstream::new(uri, &gw.config.upstream_tls) {
+        Ok(up) => up,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
     let (out, writer) = spawn_writer();
     let ctx = Arc::new(Ctx {
         gw: gw.clone(),

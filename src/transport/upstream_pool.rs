@@ -17,14 +17,20 @@
 //! back to its own thread's list, and looks at the others' only when its own has nothing
 //! ready. One list behind one lock would pass that lock's cache line between the worker
 //! threads twice per request.
+//!
+//! Over TLS (`https://`, see [`super::upstream_tls`]) the server may choose HTTP/2 by ALPN.
+//! An HTTP/2 connection carries every request at once, so it stays in the list while used:
+//! a request takes a handle on it rather than the connection itself.
 
 use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use super::upstream_tls::TlsConnect;
+use crate::pipeline::UpstreamError;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -36,7 +42,28 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// after its answer.
 const MAX_KEPT: usize = 128;
 
-type Sender = SendRequest<Full<Bytes>>;
+/// One connection's request handle.
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    /// Shared by every request while it is open.
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    fn is_ready(&self) -> bool {
+        match self {
+            Sender::H1(tx) => tx.is_ready(),
+            Sender::H2(tx) => tx.is_ready(),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(tx) => tx.is_closed(),
+            Sender::H2(tx) => tx.is_closed(),
+        }
+    }
+}
 
 struct Kept {
     tx: Sender,
@@ -67,6 +94,8 @@ type Shards = [Shard; SLOTS];
 pub struct Pool {
     /// `host:port`, as a connect resolves it.
     addr: String,
+    /// For `https://` upstreams, and the origin HTTP/2 requests name (`https://host:port`).
+    tls: Option<(TlsConnect, String)>,
     kept: Arc<Shards>,
     idle_for: Duration,
     /// The sweep starts with the first connection (a runtime is there by then).
@@ -86,37 +115,62 @@ fn chain(e: &hyper::Error) -> String {
 }
 
 impl Pool {
-    pub fn new(addr: String) -> Pool {
-        Pool::with_idle(addr, IDLE_FOR)
-    }
-
-    fn with_idle(addr: String, idle_for: Duration) -> Pool {
+    /// A pool for `addr`; with `tls`, every connection is TLS to `origin`.
+    pub fn new(addr: String, tls: Option<(TlsConnect, String)>) -> Pool {
         Pool {
             addr,
+            tls,
             kept: Arc::default(),
-            idle_for,
+            idle_for: IDLE_FOR,
             sweeping: Once::new(),
+        }
+    }
+
+    #[cfg(test)]
+    fn with_idle(addr: String, idle_for: Duration) -> Pool {
+        Pool {
+            idle_for,
+            ..Pool::new(addr, None)
         }
     }
 
     /// Sends `req` (origin-form URI, `Host` set) and waits for the answer's head; `Err` says
     /// why there is none.
-    pub async fn send(&self, mut req: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
+    pub async fn send(
+        &self,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         loop {
-            let (mut tx, reused) = match self.take() {
+            let (tx, reused) = match self.take() {
                 Some(tx) => (tx, true),
                 None => (self.connect().await?, false),
             };
-            match tx.try_send_request(req).await {
+            let (sent, tx) = match tx {
+                Sender::H1(mut h1) => (h1.try_send_request(req).await, Some(Sender::H1(h1))),
+                Sender::H2(mut h2) => {
+                    // HTTP/2 names the origin in the request (`:authority`), not in `Host`.
+                    if let Some((_, origin)) = &self.tls {
+                        let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                        if let Ok(uri) = format!("{origin}{path}").parse() {
+                            *req.uri_mut() = uri;
+                        }
+                        req.headers_mut().remove(http::header::HOST);
+                    }
+                    (h2.try_send_request(req).await, None)
+                }
+            };
+            match sent {
                 Ok(resp) => {
-                    self.put(tx);
+                    if let Some(tx) = tx {
+                        self.put(tx);
+                    }
                     return Ok(resp);
                 }
                 Err(mut e) => match e.take_message() {
                     // A kept connection the server closed just now: nothing was sent, so the
                     // request goes again, on another connection or a new one.
                     Some(back) if reused => req = back,
-                    _ => return Err(chain(&e.into_error())),
+                    _ => return Err(UpstreamError::Unreachable(chain(&e.into_error()))),
                 },
             }
         }
@@ -128,15 +182,20 @@ impl Pool {
         (0..SLOTS).find_map(|i| self.take_from(&self.kept[(me + i) % SLOTS]))
     }
 
-    /// The most recently used ready connection of one list.
+    /// The most recently used ready connection of one list (a handle on it, for HTTP/2).
     fn take_from(&self, shard: &Shard) -> Option<Sender> {
         let mut kept = shard.lock();
         let mut i = kept.len();
         while i > 0 {
             i -= 1;
-            let k = &kept[i];
+            let k = &mut kept[i];
             if k.spent(self.idle_for) {
                 kept.swap_remove(i);
+            } else if let Sender::H2(h2) = &k.tx
+                && h2.is_ready()
+            {
+                k.since = Instant::now();
+                return Some(Sender::H2(h2.clone()));
             } else if k.tx.is_ready() {
                 return Some(kept.swap_remove(i).tx);
             }
@@ -154,22 +213,38 @@ impl Pool {
         }
     }
 
-    async fn connect(&self) -> Result<Sender, String> {
-        let fail = |why: String| format!("connecting to {}: {why}", self.addr);
+    async fn connect(&self) -> Result<Sender, UpstreamError> {
+        let fail = |why: String| UpstreamError::Unreachable(format!("connecting to {}: {why}", self.addr));
         let stream =
             tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.addr))
                 .await
                 .map_err(|_| fail(format!("no connection within {CONNECT_TIMEOUT:?}")))?
                 .map_err(|e| fail(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        let (tx, conn) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "upstream connection ended");
+        let tx = match &self.tls {
+            None => Sender::H1(handshake_h1(TokioIo::new(stream)).await.map_err(fail)?),
+            Some((tls, _)) => {
+                let c = tls.connect(stream).await.map_err(|why| {
+                    UpstreamError::Untrusted(format!("connecting to {}: {why}", self.addr))
+                })?;
+                let io = TokioIo::new(c.stream);
+                if c.h2 {
+                    let (tx, conn) = http2::handshake(TokioExecutor::new(), io)
+                        .await
+                        .map_err(|e| fail(e.to_string()))?;
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, "upstream connection ended");
+                        }
+                    });
+                    // Shared from the start: other requests may use it while this one does.
+                    self.put(Sender::H2(tx.clone()));
+                    Sender::H2(tx)
+                } else {
+                    Sender::H1(handshake_h1(io).await.map_err(fail)?)
+                }
             }
-        });
+        };
         self.sweeping.call_once(|| self.sweep());
         Ok(tx)
     }
@@ -188,6 +263,19 @@ impl Pool {
             }
         });
     }
+}
+
+async fn handshake_h1<T>(io: T) -> Result<http1::SendRequest<Full<Bytes>>, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (tx, conn) = http1::handshake(io).await.map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "upstream connection ended");
+        }
+    });
+    Ok(tx)
 }
 
 #[cfg(test)]
@@ -257,7 +345,7 @@ mod tests {
     #[tokio::test]
     async fn one_connection_serves_calls_in_turn() {
         let (addr, accepted) = server(usize::MAX, false).await;
-        let pool = Pool::new(addr);
+        let pool = Pool::new(addr, None);
         for _ in 0..20 {
             let resp = pool.send(request()).await.unwrap();
             assert_eq!(body(resp).await, "ok");
@@ -268,7 +356,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_still_streaming_is_not_shared() {
         let (addr, accepted) = server(usize::MAX, true).await;
-        let pool = Pool::new(addr);
+        let pool = Pool::new(addr, None);
         let first = pool.send(request()).await.unwrap();
         // The first answer's body is still coming: its connection is busy.
         let second = pool.send(request()).await.unwrap();
@@ -280,7 +368,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_server_closed_is_replaced() {
         let (addr, accepted) = server(1, false).await;
-        let pool = Pool::new(addr);
+        let pool = Pool::new(addr, None);
         for _ in 0..5 {
             let resp = pool.send(request()).await.unwrap();
             assert_eq!(body(resp).await, "ok");
@@ -309,7 +397,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         drop(listener);
-        let err = Pool::new(addr.clone()).send(request()).await.unwrap_err();
+        let err = Pool::new(addr.clone(), None).send(request()).await.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with(&format!("connecting to {addr}: ")),

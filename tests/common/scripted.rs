@@ -53,6 +53,8 @@ pub struct Scripted {
     pub seen: Mutex<Vec<Value>>,
     /// The headers of every request, in order.
     pub seen_headers: Mutex<Vec<HeaderMap>>,
+    /// The HTTP version of every request, in order.
+    pub seen_versions: Mutex<Vec<axum::http::Version>>,
     /// Members merged into every `tools/list` result (`ttlMs`, `cacheScope`).
     pub list_extra: Value,
     /// Tools per `tools/list` page (all on one page when unset).
@@ -78,9 +80,15 @@ pub fn json_response(status: u16, body: String) -> Response {
         .unwrap()
 }
 
-async fn handle(State(s): State<Arc<Scripted>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(s): State<Arc<Scripted>>,
+    version: axum::http::Version,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     s.seen.lock().unwrap().push(msg.clone());
+    s.seen_versions.lock().unwrap().push(version);
     s.seen_headers.lock().unwrap().push(headers);
     let Some(id) = msg.get("id").cloned() else {
         return Response::builder()
@@ -268,8 +276,8 @@ impl Scripted {
         self
     }
 
-    /// Serves on `127.0.0.1:0`; returns the MCP URL.
-    pub async fn spawn(self) -> (String, Arc<Scripted>) {
+    /// The server as a router, for a test that serves it itself (over TLS, say).
+    pub fn router(self) -> (Router, Arc<Scripted>) {
         let state = Arc::new(self);
         let app = Router::new()
             .route("/mcp", post(handle))
@@ -278,6 +286,12 @@ impl Scripted {
                 axum::routing::get(metadata),
             )
             .with_state(state.clone());
+        (app, state)
+    }
+
+    /// Serves on `127.0.0.1:0`; returns the MCP URL.
+    pub async fn spawn(self) -> (String, Arc<Scripted>) {
+        let (app, state) = self.router();
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .unwrap();

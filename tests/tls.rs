@@ -1,0 +1,211 @@
+//! `https://` upstreams: a real TLS server started here, with a CA made here. A trusted
+//! certificate works (over HTTP/2 when the server offers it, HTTP/1.1 otherwise); an unknown
+//! CA and a wrong name are refused with a clear error; mutual TLS presents the client
+//! certificate; a rotated CA file takes effect without a restart.
+
+mod common;
+
+use common::scripted::{Script, Scripted, open_tool};
+use common::tempfile_lite::TempFile;
+use common::*;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::json;
+use std::sync::Arc;
+
+/// A certificate authority made for one test.
+struct Ca {
+    cert_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let cert = params.self_signed(&key).unwrap();
+        Ca {
+            cert_pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A leaf certificate for `names`: its PEM chain and key.
+    fn leaf(&self, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// Serves the scripted upstream over TLS on `127.0.0.1:0`; with `client_ca`, clients must
+/// present a certificate from it. Returns the port.
+async fn tls_upstream(
+    server: &Ca,
+    alpn: &[&[u8]],
+    client_ca: Option<&Ca>,
+) -> (u16, Arc<Scripted>) {
+    let (chain, key) = server.leaf(&["localhost"]);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).unwrap())
+                .unwrap();
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(chain.as_bytes())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let mut config = builder.with_single_cert(chain, key).unwrap();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (router, state) = Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "over tls"}]})),
+        )
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let service = hyper_util::service::TowerToHyperService::new(router);
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (port, state)
+}
+
+async fn call_echo(tg: &Toolgate) -> serde_json::Value {
+    post(&tg.url(), None, call(1, "echo", json!({}))).await.answer()
+}
+
+fn tls_config(lines: &[String]) -> String {
+    format!("[upstream_tls]\n{}\n", lines.join("\n"))
+}
+
+#[tokio::test]
+async fn a_trusted_upstream_answers_over_http2_and_http1() {
+    let ca = Ca::new("toolgate test CA");
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let both: &[&[u8]] = &[b"h2", b"http/1.1"];
+    let one: &[&[u8]] = &[b"http/1.1"];
+    for alpn in [both, one] {
+        let (port, seen) = tls_upstream(&ca, alpn, None).await;
+        let config = tls_config(&[format!("ca_file = \"{}\"", ca_file.path.display())]);
+        let tg = Toolgate::serve(&format!("https://localhost:{port}/mcp"), Some(&config)).await;
+        for _ in 0..3 {
+            let a = call_echo(&tg).await;
+            assert_eq!(result_text(&a), "over tls", "{alpn:?}: {a}");
+        }
+        let version = seen.seen_versions.lock().unwrap()[0];
+        if alpn.contains(&b"h2".as_slice()) {
+            assert_eq!(version, http::Version::HTTP_2, "chosen by ALPN");
+        } else {
+            assert_eq!(version, http::Version::HTTP_11);
+            let host = seen.seen_headers.lock().unwrap()[0]
+                .get("host")
+                .map(|h| h.to_str().unwrap().to_string());
+            assert_eq!(host.as_deref(), Some(&*format!("localhost:{port}")));
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_ca_and_a_wrong_name_are_refused_clearly() {
+    let ca = Ca::new("toolgate test CA");
+    let (port, seen) = tls_upstream(&ca, &[b"http/1.1"], None).await;
+    let url = format!("https://localhost:{port}/mcp");
+    // Only the system's roots: the test CA is unknown.
+    let tg = Toolgate::serve(&url, None).await;
+    let a = call_echo(&tg).await;
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    let text = result_text(&a);
+    assert!(
+        text.contains("TLS handshake with") && text.contains("invalid peer certificate: UnknownIssuer"),
+        "{text}"
+    );
+    // The right CA, the wrong name.
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let config = tls_config(&[
+        format!("ca_file = \"{}\"", ca_file.path.display()),
+        "only_ca_file = true".into(),
+        "server_name = \"mcp.example.com\"".into(),
+    ]);
+    let tg = Toolgate::serve(&url, Some(&config)).await;
+    let text = result_text(&call_echo(&tg).await);
+    assert!(
+        text.contains("certificate not valid for name \"mcp.example.com\"")
+            && text.contains("retrying will not help"),
+        "{text}"
+    );
+    assert!(seen.seen.lock().unwrap().is_empty(), "nothing was sent in clear");
+}
+
+#[tokio::test]
+async fn mutual_tls_presents_the_client_certificate() {
+    let server_ca = Ca::new("server CA");
+    let client_ca = Ca::new("client CA");
+    let (port, _) = tls_upstream(&server_ca, &[b"h2", b"http/1.1"], Some(&client_ca)).await;
+    let url = format!("https://localhost:{port}/mcp");
+    let ca_file = TempFile::new(&server_ca.cert_pem);
+    let without = tls_config(&[format!("ca_file = \"{}\"", ca_file.path.display())]);
+    let tg = Toolgate::serve(&url, Some(&without)).await;
+    let a = call_echo(&tg).await;
+    assert_eq!(a["result"]["isError"], true, "no client certificate: {a}");
+    let (chain, key) = client_ca.leaf(&["toolgate"]);
+    let (chain, key) = (TempFile::new(&chain), TempFile::new(&key));
+    let with = tls_config(&[
+        format!("ca_file = \"{}\"", ca_file.path.display()),
+        format!("client_cert_file = \"{}\"", chain.path.display()),
+        format!("client_key_file = \"{}\"", key.path.display()),
+    ]);
+    let tg = Toolgate::serve(&url, Some(&with)).await;
+    assert_eq!(result_text(&call_echo(&tg).await), "over tls");
+}
+
+#[tokio::test]
+async fn a_rotated_ca_file_is_read_again_without_a_restart() {
+    let old_ca = Ca::new("old CA");
+    let new_ca = Ca::new("new CA");
+    let (port, _) = tls_upstream(&new_ca, &[b"http/1.1"], None).await;
+    let ca_file = TempFile::new(&old_ca.cert_pem);
+    let config = tls_config(&[
+        format!("ca_file = \"{}\"", ca_file.path.display()),
+        "only_ca_file = true".into(),
+    ]);
+    let tg = Toolgate::serve(&format!("https://localhost:{port}/mcp"), Some(&config)).await;
+    let a = call_echo(&tg).await;
+    assert_eq!(a["result"]["isError"], true, "the old CA does not vouch for it: {a}");
+    // Rotated in place (a different size, so the change is seen whatever the clock).
+    std::fs::write(&ca_file.path, format!("{}\n", new_ca.cert_pem)).unwrap();
+    assert_eq!(result_text(&call_echo(&tg).await), "over tls");
+}
