@@ -16,7 +16,11 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 #[test]
 fn kustomizations_render_and_validate() {
     let p = peers();
-    for dir in ["deploy/kubernetes/gateway", "deploy/kubernetes/sidecar"] {
+    for dir in [
+        "deploy/kubernetes/gateway",
+        "deploy/kubernetes/sidecar",
+        "deploy/kubernetes/stdio-server",
+    ] {
         let out = Command::new(&p.kustomize)
             .arg("build")
             .arg(Path::new(ROOT).join(dir))
@@ -56,9 +60,14 @@ fn kustomizations_render_and_validate() {
                     assert!(kinds.contains(&k), "{dir} renders a {k}: {kinds:?}");
                 }
             }
-            _ => assert!(
+            "deploy/kubernetes/sidecar" => assert!(
                 rendered.contains("name: mcp-server") && rendered.contains("name: toolgate"),
                 "two containers in one pod"
+            ),
+            _ => assert!(
+                rendered.contains("\"--\", \"mcp-server-everything\", \"stdio\"")
+                    || rendered.contains("- mcp-server-everything"),
+                "toolgate launches the stdio server in its own container: {rendered}"
             ),
         }
         assert!(
@@ -78,6 +87,7 @@ fn shipped_configurations_load() {
         "config/toolgate.toml",
         "deploy/kubernetes/gateway/toolgate.toml",
         "deploy/kubernetes/sidecar/toolgate.toml",
+        "deploy/kubernetes/stdio-server/toolgate.toml",
     ] {
         let cfg = Config::load(Some(&Path::new(ROOT).join(f)), &Overrides::default());
         assert!(cfg.is_ok(), "{f}: {:?}", cfg.err());
@@ -132,8 +142,21 @@ fn the_shipped_binary_is_stripped_and_pods_get_no_service_links() {
     for manifest in [
         "deploy/kubernetes/gateway/deployment.yaml",
         "deploy/kubernetes/sidecar/deployment.yaml",
+        "deploy/kubernetes/stdio-server/deployment.yaml",
     ] {
         let text = std::fs::read_to_string(Path::new(ROOT).join(manifest)).unwrap();
         assert!(text.contains("enableServiceLinks: false"), "{manifest}");
     }
+}
+
+#[test]
+fn the_stdio_server_image_adds_toolgate_to_the_server_s_runtime() {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("deploy/images/stdio-server/Dockerfile"))
+        .unwrap();
+    assert!(text.contains("COPY --from=toolgate /usr/local/bin/toolgate /usr/local/bin/toolgate"));
+    assert!(text.contains("FROM ${TOOLGATE_IMAGE} AS toolgate"));
+    assert!(text.contains("\"serve\"") && text.contains("\"--\", \"mcp-server-everything\", \"stdio\""));
+    // The toolgate image keeps its binary where this one copies it from.
+    let main = std::fs::read_to_string(Path::new(ROOT).join("Dockerfile")).unwrap();
+    assert!(main.contains("/usr/local/bin/toolgate"));
 }
