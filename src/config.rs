@@ -33,6 +33,8 @@ pub struct Config {
     pub limits: Limits,
     /// TLS to `https://` upstreams (each `[[upstreams]]` may give its own `tls`).
     pub upstream_tls: UpstreamTls,
+    /// State shared by replicas (rate limits).
+    pub shared_state: SharedState,
     /// Children of a stdio upstream (`toolgate serve -- CMD`).
     pub stdio: StdioLimits,
     pub validation: Validation,
@@ -192,6 +194,26 @@ pub struct NamedUpstream {
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,
+}
+
+/// Rate-limit buckets in Redis (or Valkey), so that replicas together enforce each limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SharedState {
+    /// `redis://HOST:PORT/DB` or `rediss://…`; unset, each replica keeps its own buckets.
+    pub redis_url: Option<String>,
+    pub on_unavailable: OnUnavailable,
+}
+
+/// What a call is decided by when Redis does not answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnavailable {
+    /// This replica's own buckets (logged and counted).
+    #[default]
+    Local,
+    /// Refused, as over the limit would be.
+    Deny,
 }
 
 /// TLS to `https://` upstreams. The files are read again when they change, so a rotated
@@ -469,6 +491,7 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             limits: Limits::default(),
             upstream_tls: UpstreamTls::default(),
+            shared_state: SharedState::default(),
             stdio: StdioLimits::default(),
             validation: Validation::default(),
             errors: Errors::default(),

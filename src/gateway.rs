@@ -82,6 +82,8 @@ pub struct Gateway {
     clients: HashMap<String, Arc<ClientRules>>,
     /// Kept across reloads, so a reload does not refill every bucket.
     pub limiter: Arc<RateLimiter>,
+    /// The replicas' shared buckets, when `[shared_state]` names a Redis.
+    pub shared: Option<Arc<crate::pipeline::shared::SharedLimiter>>,
     anonymous: Arc<str>,
     /// Keys scope hashes of credentials, so catalogs never hold a token as it came.
     hasher: RandomState,
@@ -262,7 +264,21 @@ impl Gateway {
                 (hasher, ids, Arc::default(), Arc::default())
             }
         };
+        // Kept across reloads while the URL stays: its connection lives on.
+        let shared = match &config.shared_state.redis_url {
+            None => None,
+            Some(url) => match previous
+                .and_then(|p| p.shared.clone())
+                .filter(|s| s.url() == url)
+            {
+                Some(s) => Some(s),
+                None => Some(Arc::new(
+                    crate::pipeline::shared::SharedLimiter::new(url).map_err(ConfigError)?,
+                )),
+            },
+        };
         Ok(Arc::new(Gateway {
+            shared,
             catalog,
             metrics,
             targets,

@@ -331,6 +331,8 @@ pub struct Metrics {
     pub violations: Counter,
     /// `{upstream, kind}`: upstream answers toolgate rewrote.
     pub rewrites: Counter,
+    /// `{decided}`: calls whose shared rate limit could not be read (`local` or `deny`).
+    pub shared_state_unavailable: Counter,
     /// Time to the upstream's response head.
     pub upstream_latency: Histogram,
 }
@@ -357,6 +359,11 @@ impl Default for Metrics {
                 "toolgate_rewrites_total",
                 "Upstream answers rewritten, by upstream and kind.",
                 &["upstream", "kind"],
+            ),
+            shared_state_unavailable: Counter::new(
+                "toolgate_shared_state_unavailable_total",
+                "Calls whose shared rate limit could not be read, by how they were decided.",
+                &["decided"],
             ),
             upstream_latency: Histogram::new(
                 "toolgate_upstream_latency_seconds",
@@ -410,6 +417,7 @@ impl Metrics {
             &self.tool_calls,
             &self.violations,
             &self.rewrites,
+            &self.shared_state_unavailable,
         ] {
             c.render(&mut out);
         }

@@ -7,9 +7,11 @@
 //! used; that answer never reaches the client.
 
 use super::answer::Answer;
+use super::policy::{Limited, Rate};
 use super::{Kind, UpstreamError};
+use std::sync::Arc;
 use crate::catalog::{Lookup, Page, ScopeKey, Tool};
-use crate::config::{AnswerShape, Mode, OnCompileError, ToolSettings, Undeclared};
+use crate::config::{AnswerShape, Mode, OnCompileError, OnUnavailable, ToolSettings, Undeclared};
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, ArgumentsError, CallParams, Params};
 use crate::mcp::{self, Era};
@@ -162,7 +164,7 @@ pub async fn tools_call<L: Lister>(
     let tool = params.name.as_ref();
     let target = call.target;
     let v = &target.validation;
-    let forward = |outcome, bytes: Bytes| admit(gw, &call, tool, tool, outcome, bytes);
+    let forward = async |outcome, bytes: Bytes| admit(gw, &call, tool, tool, outcome, bytes).await;
 
     let for_client = call.client.is_some_and(|c| !c.allows(tool));
     if !v.allows(tool) || for_client {
@@ -191,7 +193,7 @@ pub async fn tools_call<L: Lister>(
     } = v.policy_for(tool);
     if mode == Mode::Off {
         let label = listed_label(gw, call.key, tool);
-        return admit(gw, &call, tool, label, "forwarded", call.bytes.clone());
+        return admit(gw, &call, tool, label, "forwarded", call.bytes.clone()).await;
     }
     let mut args = match params.arguments {
         None => Ok(Value::Object(Default::default())),
@@ -245,7 +247,7 @@ pub async fn tools_call<L: Lister>(
             return match v.on_compile_error {
                 OnCompileError::Forward => {
                     tracing::debug!(upstream = %target.name, tool, "schema does not compile: forwarded unvalidated");
-                    forward("forwarded", call.bytes.clone())
+                    forward("forwarded", call.bytes.clone()).await
                 }
                 OnCompileError::Reject => {
                     count(gw, target, tool, "schema_unusable");
@@ -320,12 +322,12 @@ pub async fn tools_call<L: Lister>(
 
     let Some(report) = report else {
         if !coerced {
-            return forward("forwarded", call.bytes.clone());
+            return forward("forwarded", call.bytes.clone()).await;
         }
         tracing::debug!(upstream = %target.name, tool, "arguments coerced");
         let args = args.as_ref().expect("coerced arguments parsed");
         let bytes = with_arguments(call.bytes, args).unwrap_or_else(|| call.bytes.clone());
-        return forward("coerced", bytes);
+        return forward("coerced", bytes).await;
     };
     let keywords: Vec<&str> = report.keywords().collect();
     for k in &keywords {
@@ -333,7 +335,7 @@ pub async fn tools_call<L: Lister>(
     }
     if mode == Mode::Audit {
         tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.problems(), ?keywords, "tools/call");
-        return forward("audited", call.bytes.clone());
+        return forward("audited", call.bytes.clone()).await;
     }
     tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
@@ -357,7 +359,7 @@ pub async fn tools_call<L: Lister>(
 /// The last gate before a call goes upstream: the client's rate for the tool. Calls toolgate
 /// answers itself (invalid, unknown, denied) never count against it. `label` names the tool
 /// in metrics (see [`UNLISTED`]).
-fn admit<R>(
+async fn admit<R>(
     gw: &Gateway,
     call: &Call<'_>,
     tool: &str,
@@ -365,29 +367,94 @@ fn admit<R>(
     outcome: &'static str,
     bytes: Bytes,
 ) -> Decision<R> {
-    if let Some(client) = call.client
-        && let Some(rate) = client.rules.as_ref().and_then(|r| r.rate_for(tool))
-        && let Err(limited) = gw
-            .limiter
-            .admit(&client.name, &call.target.name, tool, rate)
+    let verdict = match call.client {
+        Some(client) => match client.rules.as_ref().and_then(|r| r.rate_for(tool)) {
+            Some(rate) => Some((client, rate_verdict(gw, call, &client.name, tool, rate).await)),
+            None => None,
+        },
+        None => None,
+    };
+    if let Some((client, verdict)) = verdict {
+        let limited = match verdict {
+            Ok(Ok(())) => None,
+            Ok(Err(limited)) => Some(limited),
+            Err(refusal) => return Decision::Answer(refusal),
+        };
+        if let Some(limited) = limited {
+            return rate_limited(gw, call, tool, label, &client.name, limited);
+        }
+    }
+    count(gw, call.target, label, outcome);
+    Decision::Forward(bytes, Kind::Call { tool: label.into() })
+}
+
+/// The bucket's verdict: the replicas' shared one when there is one, else this replica's.
+/// `Err` is toolgate's answer when the shared one cannot be read and policy says to refuse.
+async fn rate_verdict(
+    gw: &Gateway,
+    call: &Call<'_>,
+    client: &Arc<str>,
+    tool: &str,
+    rate: Rate,
+) -> Result<Result<(), Limited>, Answer> {
+    let target = &call.target.name;
+    let Some(shared) = &gw.shared else {
+        return Ok(gw.limiter.admit(client, target, tool, rate));
+    };
+    match shared.admit(client, target, tool, rate).await {
+        Ok(verdict) => Ok(verdict),
+        Err(why) => {
+            let policy = gw.config.shared_state.on_unavailable;
+            let decided = match policy {
+                OnUnavailable::Local => "local",
+                OnUnavailable::Deny => "deny",
+            };
+            gw.metrics.shared_state_unavailable.inc(&[decided]);
+            tracing::warn!(upstream = %target, tool, error = %why, decided, "shared rate limits unavailable");
+            match policy {
+                OnUnavailable::Local => Ok(gw.limiter.admit(client, target, tool, rate)),
+                OnUnavailable::Deny => {
+                    count(gw, call.target, tool, "rate_limited");
+                    let text = format!(
+                        "The call to \"{tool}\" was not made: its rate limit cannot be checked right now. Retry in a few seconds."
+                    );
+                    Err(Answer::tool_error(
+                        call.era,
+                        call.id,
+                        text,
+                        "toolgate/rate_limit",
+                        json!({"code": "rate_limit_unavailable", "tool": tool, "retryAfterSeconds": 5}),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn rate_limited<R>(
+    gw: &Gateway,
+    call: &Call<'_>,
+    tool: &str,
+    label: &str,
+    client: &str,
+    limited: Limited,
+) -> Decision<R> {
     {
         count(gw, call.target, label, "rate_limited");
-        tracing::info!(upstream = %call.target.name, tool, outcome = "rate_limited", client = %client.name, "tools/call");
+        tracing::info!(upstream = %call.target.name, tool, outcome = "rate_limited", client, "tools/call");
         let secs = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
         let text = format!(
             "Rate limit reached: this client may call the tool \"{tool}\" {}. Retry in {secs} s; calls before then are refused the same way.",
             limited.rate
         );
-        return Decision::Answer(Answer::tool_error(
+        Decision::Answer(Answer::tool_error(
             call.era,
             call.id,
             text,
             "toolgate/rate_limit",
             json!({"code": "rate_limited", "tool": tool, "retryAfterSeconds": secs, "limit": limited.rate}),
-        ));
+        ))
     }
-    count(gw, call.target, label, outcome);
-    Decision::Forward(bytes, Kind::Call { tool: label.into() })
 }
 
 fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {

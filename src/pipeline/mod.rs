@@ -15,6 +15,7 @@ pub mod guard;
 pub mod learn;
 pub mod policy;
 pub mod rules;
+pub mod shared;
 
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};

@@ -89,7 +89,7 @@ impl Rate {
         Ok(Rate { count, per })
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let unit = match self.per.as_secs() {
             1 => "second",
             60 => "minute",

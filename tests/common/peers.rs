@@ -175,3 +175,66 @@ pub async fn python_client(
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
+
+/// A `redis-server` to run: the one on the PATH, or Debian's, downloaded (`apt-get download`,
+/// no root needed once the package lists are there) and unpacked into `.cache/peers/redis`.
+/// Returns the program and the directory its libraries are in.
+pub fn redis_server() -> &'static (PathBuf, Option<PathBuf>) {
+    static REDIS: OnceLock<(PathBuf, Option<PathBuf>)> = OnceLock::new();
+    REDIS.get_or_init(|| {
+        if let Ok(found) = std::env::var("TOOLGATE_REDIS_SERVER") {
+            return (PathBuf::from(found), None);
+        }
+        if let Some(on_path) = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("redis-server"))
+                .find(|p| p.is_file())
+        }) {
+            return (on_path, None);
+        }
+        let dir = std::env::var_os("TOOLGATE_PEERS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/peers"))
+            .join("redis");
+        std::fs::create_dir_all(&dir).unwrap();
+        let _lock = DirLock::take(&dir);
+        let root = dir.join("root");
+        let program = dir.join("redis-server");
+        let libs = root.join("usr/lib/x86_64-linux-gnu");
+        if !program.exists() {
+            let packages = ["redis-tools", "libjemalloc2", "liblzf1"];
+            let download = || {
+                Command::new("apt-get")
+                    .arg("download")
+                    .args(packages)
+                    .current_dir(&dir)
+                    .stdin(Stdio::null())
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            };
+            if !download() {
+                // A fresh machine has no package lists yet.
+                run("apt-get update", Command::new("apt-get").arg("update"));
+                run(
+                    "apt-get download redis-tools",
+                    Command::new("apt-get")
+                        .arg("download")
+                        .args(packages)
+                        .current_dir(&dir),
+                );
+            }
+            for deb in std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()) {
+                if deb.path().extension().is_some_and(|e| e == "deb") {
+                    run(
+                        "dpkg-deb -x",
+                        Command::new("dpkg-deb").arg("-x").arg(deb.path()).arg(&root),
+                    );
+                }
+            }
+            // Debian's redis-server is redis-check-rdb under another name.
+            std::fs::copy(root.join("usr/bin/redis-check-rdb"), &program)
+                .expect("redis-tools holds the server binary");
+        }
+        (program, Some(libs))
+    })
+}

@@ -1,0 +1,96 @@
+//! Rate-limit buckets shared by every replica, in Redis (or Valkey).
+//!
+//! With a HorizontalPodAutoscaler, per-replica buckets give a client N times its limit. Here
+//! each (client, upstream, tool) bucket is one Redis key holding the same instant the local
+//! limiter keeps (generic cell rate algorithm), updated by one script in one round trip, with
+//! the server's clock, so replicas whose clocks differ still agree. Keys expire once their
+//! bucket has refilled: Redis holds only buckets in use.
+//!
+//! The connection is made on first use and made again by itself after a failure. A call that
+//! cannot reach Redis within [`WAIT`] is decided by `shared_state.on_unavailable`.
+
+use super::policy::{Limited, Rate};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::time::Duration;
+
+/// How long a call waits for Redis before it is decided without it.
+const WAIT: Duration = Duration::from_millis(250);
+
+/// GCRA in one step. KEYS[1]: the bucket. ARGV: the emission interval and the burst
+/// tolerance, in microseconds. Returns 0 when admitted, else how many microseconds until the
+/// next call would be.
+const SCRIPT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local ahead = tat - now
+if ahead > tolerance then return ahead - tolerance end
+local full_at = tat + interval
+redis.call('SET', KEYS[1], full_at, 'PX', math.floor((full_at - now) / 1000) + 1000)
+return 0
+";
+
+pub struct SharedLimiter {
+    url: String,
+    conn: ConnectionManager,
+    script: redis::Script,
+}
+
+impl SharedLimiter {
+    /// A limiter on the Redis at `url` (`redis://` or `rediss://`); nothing is sent yet.
+    pub fn new(url: &str) -> Result<SharedLimiter, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("shared_state.redis_url: {e}"))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(WAIT))
+            .set_response_timeout(Some(WAIT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("shared_state.redis_url: {e}"))?;
+        Ok(SharedLimiter {
+            url: url.to_owned(),
+            conn,
+            script: redis::Script::new(SCRIPT),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The shared bucket's verdict; `Err` when Redis did not answer in time.
+    pub async fn admit(
+        &self,
+        client: &str,
+        upstream: &str,
+        tool: &str,
+        rate: Rate,
+    ) -> Result<Result<(), Limited>, String> {
+        let interval = rate.per / rate.count;
+        let tolerance = rate.per - interval;
+        // Length-prefixed parts: no name can make two buckets share a key.
+        let key = format!(
+            "toolgate:rl:{}:{client}:{}:{upstream}:{tool}",
+            client.len(),
+            upstream.len()
+        );
+        let mut conn = self.conn.clone();
+        let mut invocation = self.script.key(key);
+        invocation
+            .arg(interval.as_micros() as u64)
+            .arg(tolerance.as_micros() as u64);
+        let call = invocation.invoke_async::<u64>(&mut conn);
+        match tokio::time::timeout(WAIT, call).await {
+            Ok(Ok(0)) => Ok(Ok(())),
+            Ok(Ok(wait_us)) => Ok(Err(Limited {
+                retry_after: Duration::from_micros(wait_us),
+                rate: rate.describe(),
+            })),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {WAIT:?}")),
+        }
+    }
+}

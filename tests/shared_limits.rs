@@ -1,0 +1,171 @@
+//! Rate limits shared by replicas: two toolgate processes and a real `redis-server` (found on
+//! the PATH, or Debian's, brought by the test itself). A client limited to 10 calls a minute
+//! gets exactly 10 across both; with Redis gone, `on_unavailable` decides and every request
+//! still gets an answer; Redis back, the shared limit holds again without a restart.
+
+mod common;
+
+use common::peers::redis_server;
+use common::scripted::{Script, Scripted, open_tool};
+use common::*;
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// A `redis-server` on a free loopback port; killed on drop.
+struct Redis {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl Redis {
+    async fn start(port: Option<u16>) -> Redis {
+        let (program, libs) = tokio::task::spawn_blocking(redis_server).await.unwrap();
+        let port = port.unwrap_or_else(|| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        });
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        if let Some(libs) = libs {
+            cmd.env("LD_LIBRARY_PATH", libs);
+        }
+        let child = cmd.spawn().expect("redis-server starts");
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return Redis { child, port };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("redis-server did not listen on {port}");
+    }
+
+    async fn stop(mut self) -> u16 {
+        let _ = self.child.kill().await;
+        let _ = self.child.wait().await;
+        self.port
+    }
+}
+
+async fn two_replicas(up: &str, redis_port: u16, on_unavailable: &str) -> (Toolgate, Toolgate) {
+    let config = format!(
+        r#"
+[shared_state]
+redis_url = "redis://127.0.0.1:{redis_port}/0"
+on_unavailable = "{on_unavailable}"
+
+[clients."*"]
+rate_limit = "10/minute"
+"#
+    );
+    (
+        Toolgate::serve(up, Some(&config)).await,
+        Toolgate::serve(up, Some(&config)).await,
+    )
+}
+
+/// Calls `echo` through each replica in turn; returns how many were forwarded and the
+/// refusals' codes.
+async fn calls(replicas: [&Toolgate; 2], n: usize) -> (usize, Vec<String>) {
+    let mut forwarded = 0;
+    let mut refused = Vec::new();
+    for i in 0..n {
+        let tg = replicas[i % 2];
+        let a = post(&tg.url(), None, call(i as i64, "echo", json!({}))).await.answer();
+        match a["result"]["_meta"].get("toolgate/rate_limit") {
+            Some(r) => refused.push(r["code"].as_str().unwrap().to_string()),
+            None => {
+                assert_eq!(result_text(&a), "echoed", "{a}");
+                forwarded += 1;
+            }
+        }
+    }
+    (forwarded, refused)
+}
+
+fn upstream() -> Scripted {
+    Scripted::new(vec![open_tool("echo")]).script(
+        "echo",
+        Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+    )
+}
+
+#[tokio::test]
+async fn two_replicas_enforce_one_limit_and_survive_redis_going_away() {
+    let redis = Redis::start(None).await;
+    let (up, seen) = upstream().spawn().await;
+    let (a, b) = two_replicas(&up, redis.port, "local").await;
+    let (forwarded, refused) = calls([&a, &b], 16).await;
+    assert_eq!(forwarded, 10, "10 a minute across both replicas");
+    assert_eq!(refused, vec!["rate_limited".to_string(); 6]);
+    let upstream_calls = |seen: &Scripted| {
+        seen.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m: &&Value| m["method"] == "tools/call")
+            .count()
+    };
+    assert_eq!(upstream_calls(&seen), 10);
+
+    // Redis goes away: each replica decides with its own buckets, and says so.
+    let port = redis.stop().await;
+    let (forwarded, _) = calls([&a, &b], 4).await;
+    assert_eq!(forwarded, 4, "local buckets, fresh on each replica");
+    let m = a.admin_get("/metrics").await.text();
+    assert!(
+        m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 2"#),
+        "{m}"
+    );
+    let logs = a.logs_when(|l| l.contains("shared rate limits unavailable")).await;
+    assert!(logs.contains("shared rate limits unavailable"), "{logs}");
+
+    // Back on the same port, empty: shared again, without a restart.
+    let redis = Redis::start(Some(port)).await;
+    let mut forwarded = 0;
+    for _ in 0..40 {
+        let (f, refused) = calls([&a, &b], 2).await;
+        forwarded += f;
+        if refused.iter().any(|r| r == "rate_limited") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(forwarded >= 10, "Redis was read again: {forwarded}");
+    drop(redis);
+}
+
+#[tokio::test]
+async fn deny_refuses_calls_while_redis_is_away_but_still_answers_them() {
+    let redis = Redis::start(None).await;
+    let (up, seen) = upstream().spawn().await;
+    let (a, b) = two_replicas(&up, redis.port, "deny").await;
+    let (forwarded, _) = calls([&a, &b], 2).await;
+    assert_eq!(forwarded, 2);
+    redis.stop().await;
+    let (forwarded, refused) = calls([&a, &b], 4).await;
+    assert_eq!(forwarded, 0);
+    assert_eq!(refused, vec!["rate_limit_unavailable".to_string(); 4]);
+    assert_eq!(
+        seen.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "tools/call")
+            .count(),
+        2
+    );
+    let m = b.admin_get("/metrics").await.text();
+    assert!(
+        m.contains(r#"toolgate_shared_state_unavailable_total{decided="deny"} 2"#),
+        "{m}"
+    );
+}
