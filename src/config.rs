@@ -31,6 +31,8 @@ pub struct Config {
     /// `http://[::1]:*`). `"*"` allows any.
     pub allowed_origins: Vec<String>,
     pub limits: Limits,
+    /// TLS at the client listener; off unless given. The admin listener stays plain HTTP.
+    pub tls: Option<ListenerTls>,
     /// TLS to `https://` upstreams (each `[[upstreams]]` may give its own `tls`).
     pub upstream_tls: UpstreamTls,
     /// State shared by replicas (rate limits).
@@ -214,6 +216,17 @@ pub enum OnUnavailable {
     Local,
     /// Refused, as over the limit would be.
     Deny,
+}
+
+/// The client listener's certificate (PEM), read again when the files change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerTls {
+    pub cert_file: String,
+    pub key_file: String,
+    /// Clients must present a certificate from this CA (PEM).
+    #[serde(default)]
+    pub client_ca_file: Option<String>,
 }
 
 /// TLS to `https://` upstreams. The files are read again when they change, so a rotated
@@ -490,6 +503,7 @@ impl Default for Config {
             admin_listen: "127.0.0.1:9090".into(),
             allowed_origins: Vec::new(),
             limits: Limits::default(),
+            tls: None,
             upstream_tls: UpstreamTls::default(),
             shared_state: SharedState::default(),
             stdio: StdioLimits::default(),

@@ -169,6 +169,9 @@ impl Gateway {
         if old.upstream_tls != config.upstream_tls || tls(old) != tls(&config) {
             fixed.push("upstream_tls / upstreams' tls");
         }
+        if old.tls != config.tls {
+            fixed.push("tls (which files; their contents are read again when they change)");
+        }
         if old.log.level != config.log.level || old.log.format != config.log.format {
             fixed.push("log.level/log.format");
         }
@@ -207,7 +210,13 @@ impl Gateway {
         }
         for u in &config.upstreams {
             let v = config.validation.with(&u.validation);
-            let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), u.url.clone(), v, &catalog)?;
+            let mut t = Target::new(
+                &u.name,
+                format!("/{}/mcp", u.name),
+                u.url.clone(),
+                v,
+                &catalog,
+            )?;
             t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
             targets.push(t);
         }

@@ -179,8 +179,13 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     };
     let grace = cfg.limits.shutdown_grace;
     let gw = Gateway::new(cfg)?;
+    let scheme = if gw.config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     for t in &gw.targets {
-        tracing::info!("listening on http://{addr}{}", t.path);
+        tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
     let live = Live::new(gw);
     tokio::spawn(reloads(live.clone(), source));

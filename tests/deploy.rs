@@ -151,11 +151,14 @@ fn the_shipped_binary_is_stripped_and_pods_get_no_service_links() {
 
 #[test]
 fn the_stdio_server_image_adds_toolgate_to_the_server_s_runtime() {
-    let text = std::fs::read_to_string(Path::new(ROOT).join("deploy/images/stdio-server/Dockerfile"))
-        .unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(ROOT).join("deploy/images/stdio-server/Dockerfile"))
+            .unwrap();
     assert!(text.contains("COPY --from=toolgate /usr/local/bin/toolgate /usr/local/bin/toolgate"));
     assert!(text.contains("FROM ${TOOLGATE_IMAGE} AS toolgate"));
-    assert!(text.contains("\"serve\"") && text.contains("\"--\", \"mcp-server-everything\", \"stdio\""));
+    assert!(
+        text.contains("\"serve\"") && text.contains("\"--\", \"mcp-server-everything\", \"stdio\"")
+    );
     // The toolgate image keeps its binary where this one copies it from.
     let main = std::fs::read_to_string(Path::new(ROOT).join("Dockerfile")).unwrap();
     assert!(main.contains("/usr/local/bin/toolgate"));

@@ -40,7 +40,10 @@ impl Redis {
         }
         let child = cmd.spawn().expect("redis-server starts");
         for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 return Redis { child, port };
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -79,7 +82,9 @@ async fn calls(replicas: [&Toolgate; 2], n: usize) -> (usize, Vec<String>) {
     let mut refused = Vec::new();
     for i in 0..n {
         let tg = replicas[i % 2];
-        let a = post(&tg.url(), None, call(i as i64, "echo", json!({}))).await.answer();
+        let a = post(&tg.url(), None, call(i as i64, "echo", json!({})))
+            .await
+            .answer();
         match a["result"]["_meta"].get("toolgate/rate_limit") {
             Some(r) => refused.push(r["code"].as_str().unwrap().to_string()),
             None => {
@@ -125,7 +130,9 @@ async fn two_replicas_enforce_one_limit_and_survive_redis_going_away() {
         m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 2"#),
         "{m}"
     );
-    let logs = a.logs_when(|l| l.contains("shared rate limits unavailable")).await;
+    let logs = a
+        .logs_when(|l| l.contains("shared rate limits unavailable"))
+        .await;
     assert!(logs.contains("shared rate limits unavailable"), "{logs}");
 
     // Back on the same port, empty: shared again, without a restart.

@@ -49,11 +49,7 @@ impl Ca {
 
 /// Serves the scripted upstream over TLS on `127.0.0.1:0`; with `client_ca`, clients must
 /// present a certificate from it. Returns the port.
-async fn tls_upstream(
-    server: &Ca,
-    alpn: &[&[u8]],
-    client_ca: Option<&Ca>,
-) -> (u16, Arc<Scripted>) {
+async fn tls_upstream(server: &Ca, alpn: &[&[u8]], client_ca: Option<&Ca>) -> (u16, Arc<Scripted>) {
     let (chain, key) = server.leaf(&["localhost"]);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
@@ -90,10 +86,14 @@ async fn tls_upstream(
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
             let (acceptor, router) = (acceptor.clone(), router.clone());
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
                 let service = hyper_util::service::TowerToHyperService::new(router);
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(tls), service)
@@ -105,7 +105,9 @@ async fn tls_upstream(
 }
 
 async fn call_echo(tg: &Toolgate) -> serde_json::Value {
-    post(&tg.url(), None, call(1, "echo", json!({}))).await.answer()
+    post(&tg.url(), None, call(1, "echo", json!({})))
+        .await
+        .answer()
 }
 
 fn tls_config(lines: &[String]) -> String {
@@ -150,7 +152,8 @@ async fn an_unknown_ca_and_a_wrong_name_are_refused_clearly() {
     assert_eq!(a["result"]["isError"], true, "{a}");
     let text = result_text(&a);
     assert!(
-        text.contains("TLS handshake with") && text.contains("invalid peer certificate: UnknownIssuer"),
+        text.contains("TLS handshake with")
+            && text.contains("invalid peer certificate: UnknownIssuer"),
         "{text}"
     );
     // The right CA, the wrong name.
@@ -167,7 +170,10 @@ async fn an_unknown_ca_and_a_wrong_name_are_refused_clearly() {
             && text.contains("retrying will not help"),
         "{text}"
     );
-    assert!(seen.seen.lock().unwrap().is_empty(), "nothing was sent in clear");
+    assert!(
+        seen.seen.lock().unwrap().is_empty(),
+        "nothing was sent in clear"
+    );
 }
 
 #[tokio::test]
@@ -204,8 +210,166 @@ async fn a_rotated_ca_file_is_read_again_without_a_restart() {
     ]);
     let tg = Toolgate::serve(&format!("https://localhost:{port}/mcp"), Some(&config)).await;
     let a = call_echo(&tg).await;
-    assert_eq!(a["result"]["isError"], true, "the old CA does not vouch for it: {a}");
+    assert_eq!(
+        a["result"]["isError"], true,
+        "the old CA does not vouch for it: {a}"
+    );
     // Rotated in place (a different size, so the change is seen whatever the clock).
     std::fs::write(&ca_file.path, format!("{}\n", new_ca.cert_pem)).unwrap();
     assert_eq!(result_text(&call_echo(&tg).await), "over tls");
+}
+
+// ---- TLS at toolgate's own listener ----
+
+/// One client connection to toolgate over TLS, trusting `ca`, optionally with a client
+/// certificate; requests go one after another on it (keep-alive).
+struct TlsClient {
+    send: hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
+}
+
+impl TlsClient {
+    async fn connect(
+        addr: std::net::SocketAddr,
+        ca: &Ca,
+        client: Option<(&str, &str)>,
+    ) -> Result<TlsClient, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).unwrap())
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+        let mut config = match client {
+            Some((chain, key)) => builder
+                .with_client_auth_cert(
+                    CertificateDer::pem_slice_iter(chain.as_bytes())
+                        .collect::<Result<_, _>>()
+                        .unwrap(),
+                    PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+                )
+                .unwrap(),
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect("localhost".try_into().unwrap(), tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        Ok(TlsClient { send })
+    }
+
+    /// A `ping` on this connection; the status, or why there is none.
+    async fn ping(&mut self) -> Result<u16, String> {
+        use http_body_util::BodyExt;
+        let req = http::Request::post("/mcp")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
+            )))
+            .unwrap();
+        let resp = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        resp.into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(status)
+    }
+}
+
+async fn tls_gateway(config: &str) -> Toolgate {
+    let (up, _) = Scripted::new(vec![]).spawn().await;
+    Toolgate::serve(&up, Some(config)).await
+}
+
+#[tokio::test]
+async fn the_listener_serves_tls_and_takes_a_rotated_certificate_without_dropping_connections() {
+    let (old_ca, new_ca) = (Ca::new("old listener CA"), Ca::new("new listener CA"));
+    let (chain, key) = old_ca.leaf(&["localhost"]);
+    let (cert_file, key_file) = (TempFile::new(&chain), TempFile::new(&key));
+    let config = format!(
+        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        cert_file.path.display(),
+        key_file.path.display()
+    );
+    let tg = tls_gateway(&config).await;
+    assert!(tg.logs().contains("listening on https://"), "{}", tg.logs());
+    let mut kept = TlsClient::connect(tg.addr, &old_ca, None).await.unwrap();
+    assert_eq!(kept.ping().await, Ok(200));
+    // Plain HTTP on the TLS port gets nothing.
+    let plain = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        common::client().request(
+            http::Request::post(format!("http://{}/mcp", tg.addr))
+                .body(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")))
+                .unwrap(),
+        ),
+    )
+    .await;
+    assert!(!matches!(plain, Ok(Ok(_))), "no answer in clear");
+
+    // cert-manager writes the new pair in place.
+    let (chain, key) = new_ca.leaf(&["localhost"]);
+    std::fs::write(&key_file.path, &key).unwrap();
+    std::fs::write(&cert_file.path, &chain).unwrap();
+    let mut rotated = false;
+    for _ in 0..40 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if let Ok(mut c) = TlsClient::connect(tg.addr, &new_ca, None).await {
+            assert_eq!(c.ping().await, Ok(200));
+            rotated = true;
+            break;
+        }
+    }
+    assert!(rotated, "new connections get the new certificate");
+    assert!(
+        TlsClient::connect(tg.addr, &old_ca, None).await.is_err(),
+        "the old certificate is gone"
+    );
+    assert_eq!(
+        kept.ping().await,
+        Ok(200),
+        "the kept connection still works"
+    );
+    let logs = tg.logs_when(|l| l.contains("TLS files changed")).await;
+    assert!(logs.contains("the listener's TLS files changed"), "{logs}");
+}
+
+#[tokio::test]
+async fn the_listener_can_require_client_certificates() {
+    let (server_ca, client_ca) = (Ca::new("listener CA"), Ca::new("clients' CA"));
+    let (chain, key) = server_ca.leaf(&["localhost"]);
+    let (cert_file, key_file) = (TempFile::new(&chain), TempFile::new(&key));
+    let client_ca_file = TempFile::new(&client_ca.cert_pem);
+    let config = format!(
+        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nclient_ca_file = \"{}\"\n",
+        cert_file.path.display(),
+        key_file.path.display(),
+        client_ca_file.path.display()
+    );
+    let tg = tls_gateway(&config).await;
+    let refused = match TlsClient::connect(tg.addr, &server_ca, None).await {
+        Err(_) => true,
+        Ok(mut c) => c.ping().await.is_err(),
+    };
+    assert!(refused, "no client certificate, no request");
+    let (chain, key) = client_ca.leaf(&["ci-bot"]);
+    let mut c = TlsClient::connect(tg.addr, &server_ca, Some((&chain, &key)))
+        .await
+        .unwrap();
+    assert_eq!(c.ping().await, Ok(200));
 }

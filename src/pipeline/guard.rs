@@ -9,7 +9,6 @@
 use super::answer::Answer;
 use super::policy::{Limited, Rate};
 use super::{Kind, UpstreamError};
-use std::sync::Arc;
 use crate::catalog::{Lookup, Page, ScopeKey, Tool};
 use crate::config::{AnswerShape, Mode, OnCompileError, OnUnavailable, ToolSettings, Undeclared};
 use crate::gateway::{Gateway, Target};
@@ -23,6 +22,7 @@ use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How a transport sends toolgate's own `tools/list` and reads the answer to it.
@@ -369,7 +369,10 @@ async fn admit<R>(
 ) -> Decision<R> {
     let verdict = match call.client {
         Some(client) => match client.rules.as_ref().and_then(|r| r.rate_for(tool)) {
-            Some(rate) => Some((client, rate_verdict(gw, call, &client.name, tool, rate).await)),
+            Some(rate) => Some((
+                client,
+                rate_verdict(gw, call, &client.name, tool, rate).await,
+            )),
             None => None,
         },
         None => None,

@@ -42,7 +42,8 @@ pub struct SharedLimiter {
 impl SharedLimiter {
     /// A limiter on the Redis at `url` (`redis://` or `rediss://`); nothing is sent yet.
     pub fn new(url: &str) -> Result<SharedLimiter, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("shared_state.redis_url: {e}"))?;
+        let client =
+            redis::Client::open(url).map_err(|e| format!("shared_state.redis_url: {e}"))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(WAIT))
             .set_response_timeout(Some(WAIT))

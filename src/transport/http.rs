@@ -156,6 +156,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     let app = App::new(&live).map_err(std::io::Error::other)?;
+    let tls = match &live.load().config.tls {
+        Some(t) => Some(super::listener_tls::Acceptor::new(t).map_err(std::io::Error::other)?),
+        None => None,
+    };
     let drain = super::drain::Drain::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     // A connection holds a permit for its life; past the cap, clients wait in the listen
@@ -187,7 +191,8 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let limits = &live.load().config.limits;
         let timers = ConnTimers::new(limits.header_timeout, limits.idle_timeout);
-        let io = TokioIo::new(timers.io(stream));
+        // Under TLS too: the handshake is timed like a request head.
+        let io = timers.io(stream);
         // One handle per connection: cloning the shared `App` for each request would write
         // the reference counts that every connection's requests share.
         let app = Arc::new(app.clone());
@@ -202,13 +207,34 @@ pub async fn serve(
                 }))
             }
         });
-        let conn = builder.serve_connection(io, service).into_owned();
-        let conn = drain.watch(conn);
-        // Re-polled in place when it wakes itself: see `repoll`.
-        tokio::spawn(super::repoll::Repoll::new(async move {
-            let _ = conn.await;
-            drop(permit);
-        }));
+        match &tls {
+            None => {
+                let conn = builder
+                    .serve_connection(TokioIo::new(io), service)
+                    .into_owned();
+                let conn = drain.watch(conn);
+                // Re-polled in place when it wakes itself: see `repoll`.
+                tokio::spawn(super::repoll::Repoll::new(async move {
+                    let _ = conn.await;
+                    drop(permit);
+                }));
+            }
+            Some(tls) => {
+                let (acceptor, builder, drain) = (tls.current(), builder.clone(), drain.clone());
+                tokio::spawn(super::repoll::Repoll::new(async move {
+                    match acceptor.accept(io).await {
+                        Ok(stream) => {
+                            let conn = builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .into_owned();
+                            let _ = drain.watch(conn).await;
+                        }
+                        Err(e) => tracing::debug!(error = %e, "TLS handshake with a client failed"),
+                    }
+                    drop(permit);
+                }));
+            }
+        }
     }
     drop(listener);
     drain.shutdown().await;

@@ -7,6 +7,7 @@ pub mod http;
 mod http_answers;
 mod http_stdio;
 pub mod http_upstream;
+pub mod listener_tls;
 mod modern;
 pub(crate) mod origin;
 mod reply;

@@ -22,13 +22,13 @@
 //! An HTTP/2 connection carries every request at once, so it stays in the list while used:
 //! a request takes a handle on it rather than the connection itself.
 
+use super::upstream_tls::TlsConnect;
+use crate::pipeline::UpstreamError;
 use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use super::upstream_tls::TlsConnect;
-use crate::pipeline::UpstreamError;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::sync::{Arc, Mutex, Once};
@@ -214,7 +214,8 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<Sender, UpstreamError> {
-        let fail = |why: String| UpstreamError::Unreachable(format!("connecting to {}: {why}", self.addr));
+        let fail =
+            |why: String| UpstreamError::Unreachable(format!("connecting to {}: {why}", self.addr));
         let stream =
             tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.addr))
                 .await
@@ -397,7 +398,10 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         drop(listener);
-        let err = Pool::new(addr.clone(), None).send(request()).await.unwrap_err();
+        let err = Pool::new(addr.clone(), None)
+            .send(request())
+            .await
+            .unwrap_err();
         assert!(
             err.to_string()
                 .starts_with(&format!("connecting to {addr}: ")),

@@ -103,7 +103,9 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, String> {
     if let Some(path) = &s.ca_file {
         let certs = certificates(path)?;
         if certs.is_empty() {
-            return Err(format!("upstream_tls.ca_file {path}: no PEM certificate in it"));
+            return Err(format!(
+                "upstream_tls.ca_file {path}: no PEM certificate in it"
+            ));
         }
         for c in certs {
             roots

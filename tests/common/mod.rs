@@ -72,7 +72,11 @@ impl Toolgate {
             let (mut gateway, mut admin, mut tx) = (None, None, Some(tx));
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.split("listening on http://").nth(1) {
+                if let Some(rest) = line
+                    .split("listening on http://")
+                    .nth(1)
+                    .or_else(|| line.split("listening on https://").nth(1))
+                {
                     let addr = rest.split('/').next().unwrap_or_default().to_string();
                     if line.contains("admin listening") {
                         admin.get_or_insert(addr);

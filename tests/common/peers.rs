@@ -227,7 +227,10 @@ pub fn redis_server() -> &'static (PathBuf, Option<PathBuf>) {
                 if deb.path().extension().is_some_and(|e| e == "deb") {
                     run(
                         "dpkg-deb -x",
-                        Command::new("dpkg-deb").arg("-x").arg(deb.path()).arg(&root),
+                        Command::new("dpkg-deb")
+                            .arg("-x")
+                            .arg(deb.path())
+                            .arg(&root),
                     );
                 }
             }

@@ -1,0 +1,130 @@
+//! TLS at the client listener, off unless `[tls]` names a certificate.
+//!
+//! The server configuration is built from the files at start and built again when one of them
+//! changes (size or modification time, looked at when a connection arrives, at most once a
+//! second): cert-manager rotating a Secret's files reaches new connections without a restart,
+//! and connections already open keep the session they negotiated. A rotation caught half
+//! written (a certificate without its new key) keeps the configuration in force and is
+//! logged; the next look tries again. With `client_ca_file`, clients must present a
+//! certificate from that CA. ALPN offers `h2` and `http/1.1`.
+
+use crate::config::ListenerTls;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio_rustls::TlsAcceptor;
+
+/// How often the files are looked at, at most.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+type Stamp = Vec<Option<(u64, SystemTime)>>;
+
+pub struct Acceptor {
+    settings: ListenerTls,
+    state: Mutex<State>,
+}
+
+struct State {
+    stamp: Stamp,
+    looked: Instant,
+    acceptor: TlsAcceptor,
+}
+
+impl Acceptor {
+    /// Reads the files once; `Err` says which one is wrong, so toolgate does not start with
+    /// a listener nobody can connect to.
+    pub fn new(settings: &ListenerTls) -> Result<Acceptor, String> {
+        let stamp = stamp(settings);
+        let acceptor = TlsAcceptor::from(Arc::new(build(settings)?));
+        Ok(Acceptor {
+            settings: settings.clone(),
+            state: Mutex::new(State {
+                stamp,
+                looked: Instant::now(),
+                acceptor,
+            }),
+        })
+    }
+
+    /// The acceptor for the files as they are now.
+    pub fn current(&self) -> TlsAcceptor {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.looked.elapsed() >= LOOK_EVERY {
+            s.looked = Instant::now();
+            let now = stamp(&self.settings);
+            if now != s.stamp {
+                match build(&self.settings) {
+                    Ok(config) => {
+                        tracing::info!(
+                            "the listener's TLS files changed: new connections use them"
+                        );
+                        s.acceptor = TlsAcceptor::from(Arc::new(config));
+                        s.stamp = now;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the listener's TLS files changed but do not load; the previous ones stay in use");
+                    }
+                }
+            }
+        }
+        s.acceptor.clone()
+    }
+}
+
+fn stamp(s: &ListenerTls) -> Stamp {
+    [
+        Some(s.cert_file.as_str()),
+        Some(s.key_file.as_str()),
+        s.client_ca_file.as_deref(),
+    ]
+    .iter()
+    .map(|f| {
+        let m = std::fs::metadata((*f)?).ok()?;
+        Some((m.len(), m.modified().ok()?))
+    })
+    .collect()
+}
+
+fn build(s: &ListenerTls) -> Result<ServerConfig, String> {
+    let chain = CertificateDer::pem_file_iter(&s.cert_file)
+        .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("tls.cert_file {}: {e}", s.cert_file))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "tls.cert_file {}: no PEM certificate in it",
+            s.cert_file
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(&s.key_file)
+        .map_err(|e| format!("tls.key_file {}: {e}", s.key_file))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match &s.client_ca_file {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("tls.client_ca_file {path}: {e}"))?;
+            for c in certs {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("tls.client_ca_file {path}: {e}"))?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .map_err(|e| format!("tls.client_ca_file {path}: {e}"))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("tls.cert_file and tls.key_file do not go together: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
