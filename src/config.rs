@@ -37,6 +37,8 @@ pub struct Config {
     pub upstream_tls: UpstreamTls,
     /// State shared by replicas (rate limits).
     pub shared_state: SharedState,
+    /// OpenTelemetry traces; off unless an endpoint is given here or in `OTEL_*`.
+    pub telemetry: TelemetryConfig,
     /// Children of a stdio upstream (`toolgate serve -- CMD`).
     pub stdio: StdioLimits,
     pub validation: Validation,
@@ -196,6 +198,17 @@ pub struct NamedUpstream {
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,
+}
+
+/// Trace export over OTLP/HTTP (protobuf).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The collector's base URL (`/v1/traces` is added) or its traces URL. Unset, the
+    /// standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is used.
+    pub otlp_endpoint: Option<String>,
+    /// TLS to an `https://` collector.
+    pub tls: UpstreamTls,
 }
 
 /// Rate-limit buckets in Redis (or Valkey), so that replicas together enforce each limit.
@@ -506,6 +519,7 @@ impl Default for Config {
             tls: None,
             upstream_tls: UpstreamTls::default(),
             shared_state: SharedState::default(),
+            telemetry: TelemetryConfig::default(),
             stdio: StdioLimits::default(),
             validation: Validation::default(),
             errors: Errors::default(),

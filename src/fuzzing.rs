@@ -112,7 +112,13 @@ pub fn canon(data: &[u8]) {
     let target = gw.targets[0].clone();
     let key = gw.scope(&target, Some(b"fuzz"), None);
     for (id, kind) in [
-        ("1", Kind::Call { tool: "t".into() }),
+        (
+            "1",
+            Kind::Call {
+                tool: "t".into(),
+                outcome: "forwarded",
+            },
+        ),
         ("\"a\"", Kind::List { first_page: true }),
         ("2", Kind::List { first_page: false }),
         (

@@ -82,6 +82,8 @@ pub struct Gateway {
     clients: HashMap<String, Arc<ClientRules>>,
     /// Kept across reloads, so a reload does not refill every bucket.
     pub limiter: Arc<RateLimiter>,
+    /// Trace export, when an OTLP endpoint is configured; made once per process.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// The replicas' shared buckets, when `[shared_state]` names a Redis.
     pub shared: Option<Arc<crate::pipeline::shared::SharedLimiter>>,
     anonymous: Arc<str>,
@@ -168,6 +170,9 @@ impl Gateway {
         };
         if old.upstream_tls != config.upstream_tls || tls(old) != tls(&config) {
             fixed.push("upstream_tls / upstreams' tls");
+        }
+        if old.telemetry != config.telemetry {
+            fixed.push("telemetry");
         }
         if old.tls != config.tls {
             fixed.push("tls (which files; their contents are read again when they change)");
@@ -286,7 +291,12 @@ impl Gateway {
                 )),
             },
         };
+        let telemetry = match previous {
+            Some(p) => p.telemetry.clone(),
+            None => crate::telemetry::Telemetry::start(&config.telemetry).map_err(ConfigError)?,
+        };
         Ok(Arc::new(Gateway {
+            telemetry,
             shared,
             catalog,
             metrics,

@@ -18,6 +18,7 @@ pub mod logwriter;
 pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
+pub mod telemetry;
 pub(crate) mod thread_slot;
 pub mod transport;
 pub mod validate;

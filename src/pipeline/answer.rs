@@ -13,13 +13,23 @@ pub struct Answer {
     /// The JSON-RPC error code, when the answer is an error (the modern era maps it to an
     /// HTTP status).
     pub error_code: Option<i64>,
+    /// Why the guard answered a call itself (`rejected_invalid`, `unknown`, `denied`, …), for
+    /// traces; `None` for other answers.
+    pub outcome: Option<&'static str>,
 }
 
 impl Answer {
+    /// The same answer, marked with the guard's outcome.
+    pub fn because(mut self, outcome: &'static str) -> Answer {
+        self.outcome = Some(outcome);
+        self
+    }
+
     pub fn error(id: Option<&RawValue>, code: i64, message: &str, data: Option<&Value>) -> Answer {
         Answer {
             body: jsonrpc::error_response(id, code, message, data),
             error_code: Some(code),
+            outcome: None,
         }
     }
 
@@ -27,6 +37,7 @@ impl Answer {
         Answer {
             body: jsonrpc::result_response(id, result),
             error_code: None,
+            outcome: None,
         }
     }
 

@@ -132,6 +132,11 @@ fn listed_label<'a>(gw: &Gateway, key: &ScopeKey, tool: &'a str) -> &'a str {
     }
 }
 
+/// toolgate's own answer to a call, marked with why (for traces).
+fn answered<R>(outcome: &'static str, answer: Answer) -> Decision<R> {
+    Decision::Answer(answer.because(outcome))
+}
+
 /// Counts one `tools/call` outcome. An unknown tool's name came from a client: it counts
 /// under [`UNLISTED`].
 fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
@@ -146,12 +151,15 @@ pub async fn tools_call<L: Lister>(
 ) -> Decision<L::Relay> {
     let (era, id) = (call.era, call.id);
     let malformed = |why: String| {
-        Decision::Answer(Answer::error(
-            Some(id),
-            jsonrpc::INVALID_PARAMS,
-            &format!("Invalid params for tools/call: {why}"),
-            None,
-        ))
+        answered(
+            "malformed",
+            Answer::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                &format!("Invalid params for tools/call: {why}"),
+                None,
+            ),
+        )
     };
     let params = match call.params.take() {
         Some(Params::Call(p)) => p,
@@ -178,13 +186,16 @@ pub async fn tools_call<L: Lister>(
         let text = format!(
             "The tool \"{tool}\" is not available: {whose} does not allow it. Use another tool."
         );
-        return Decision::Answer(Answer::tool_error(
-            era,
-            id,
-            text,
-            "toolgate/policy",
-            json!({"code": "tool_denied", "tool": tool}),
-        ));
+        return answered(
+            "denied",
+            Answer::tool_error(
+                era,
+                id,
+                text,
+                "toolgate/policy",
+                json!({"code": "tool_denied", "tool": tool}),
+            ),
+        );
     }
     let ToolSettings {
         mode,
@@ -202,12 +213,15 @@ pub async fn tools_call<L: Lister>(
             return malformed("\"arguments\" must be an object".into());
         }
         Some(Err(ArgumentsError::Unreadable(e))) => {
-            return Decision::Answer(Answer::error(
-                Some(id),
-                jsonrpc::INVALID_REQUEST,
-                &format!("Invalid Request: unreadable arguments: {e}"),
-                None,
-            ));
+            return answered(
+                "malformed",
+                Answer::error(
+                    Some(id),
+                    jsonrpc::INVALID_REQUEST,
+                    &format!("Invalid Request: unreadable arguments: {e}"),
+                    None,
+                ),
+            );
         }
         Some(Err(ArgumentsError::Duplicate { pointer })) => Err(pointer),
     };
@@ -219,7 +233,10 @@ pub async fn tools_call<L: Lister>(
         Err(ListFailed::Unavailable(e)) => {
             count(gw, target, tool, "upstream_error");
             tracing::warn!(upstream = %target.name, tool, error = %e, "tools/call: could not list tools");
-            return Decision::Answer(Answer::upstream_failed(era, Some(id), true, &e));
+            return answered(
+                "upstream_error",
+                Answer::upstream_failed(era, Some(id), true, &e),
+            );
         }
         Err(ListFailed::Refused(why)) => {
             count(gw, target, tool, "upstream_error");
@@ -227,13 +244,16 @@ pub async fn tools_call<L: Lister>(
             let text = format!(
                 "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
             );
-            return Decision::Answer(Answer::tool_error(
-                era,
-                id,
-                text,
-                "toolgate/upstream",
-                json!({"code": "tools_list_failed"}),
-            ));
+            return answered(
+                "upstream_error",
+                Answer::tool_error(
+                    era,
+                    id,
+                    text,
+                    "toolgate/upstream",
+                    json!({"code": "tools_list_failed"}),
+                ),
+            );
         }
     };
     let schema = &entry.input;
@@ -254,13 +274,16 @@ pub async fn tools_call<L: Lister>(
                     let text = format!(
                         "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
                     );
-                    Decision::Answer(Answer::tool_error(
-                        era,
-                        id,
-                        text,
-                        "toolgate/validation",
-                        json!({"code": "schema_unusable"}),
-                    ))
+                    answered(
+                        "schema_unusable",
+                        Answer::tool_error(
+                            era,
+                            id,
+                            text,
+                            "toolgate/validation",
+                            json!({"code": "schema_unusable"}),
+                        ),
+                    )
                 }
             };
         }
@@ -339,21 +362,24 @@ pub async fn tools_call<L: Lister>(
     }
     tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
-    Decision::Answer(match v.answer {
-        AnswerShape::ToolError => Answer::tool_error(
-            era,
-            id,
-            report.text(),
-            "toolgate/validation",
-            report.details(),
-        ),
-        AnswerShape::ProtocolError => {
-            let message = format!("Invalid arguments for tool {tool}");
-            let mut data = report.details();
-            data["text"] = Value::String(report.text());
-            Answer::error(Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data))
-        }
-    })
+    answered(
+        "rejected_invalid",
+        match v.answer {
+            AnswerShape::ToolError => Answer::tool_error(
+                era,
+                id,
+                report.text(),
+                "toolgate/validation",
+                report.details(),
+            ),
+            AnswerShape::ProtocolError => {
+                let message = format!("Invalid arguments for tool {tool}");
+                let mut data = report.details();
+                data["text"] = Value::String(report.text());
+                Answer::error(Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data))
+            }
+        },
+    )
 }
 
 /// The last gate before a call goes upstream: the client's rate for the tool. Calls toolgate
@@ -381,14 +407,20 @@ async fn admit<R>(
         let limited = match verdict {
             Ok(Ok(())) => None,
             Ok(Err(limited)) => Some(limited),
-            Err(refusal) => return Decision::Answer(refusal),
+            Err(refusal) => return answered("rate_limited", refusal),
         };
         if let Some(limited) = limited {
             return rate_limited(gw, call, tool, label, &client.name, limited);
         }
     }
     count(gw, call.target, label, outcome);
-    Decision::Forward(bytes, Kind::Call { tool: label.into() })
+    Decision::Forward(
+        bytes,
+        Kind::Call {
+            tool: label.into(),
+            outcome,
+        },
+    )
 }
 
 /// The bucket's verdict: the replicas' shared one when there is one, else this replica's.
@@ -450,13 +482,16 @@ fn rate_limited<R>(
             "Rate limit reached: this client may call the tool \"{tool}\" {}. Retry in {secs} s; calls before then are refused the same way.",
             limited.rate
         );
-        Decision::Answer(Answer::tool_error(
-            call.era,
-            call.id,
-            text,
-            "toolgate/rate_limit",
-            json!({"code": "rate_limited", "tool": tool, "retryAfterSeconds": secs, "limit": limited.rate}),
-        ))
+        answered(
+            "rate_limited",
+            Answer::tool_error(
+                call.era,
+                call.id,
+                text,
+                "toolgate/rate_limit",
+                json!({"code": "rate_limited", "tool": tool, "retryAfterSeconds": secs, "limit": limited.rate}),
+            ),
+        )
     }
 }
 
@@ -476,12 +511,10 @@ fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
     tracing::info!(upstream = %target.name, tool, outcome = "unknown", "tools/call");
     count(gw, target, tool, "unknown");
     let data = json!({"tool": tool, "suggestions": close.into_iter().collect::<Vec<_>>()});
-    Decision::Answer(Answer::error(
-        Some(id),
-        jsonrpc::INVALID_PARAMS,
-        &message,
-        Some(&data),
-    ))
+    answered(
+        "unknown",
+        Answer::error(Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data)),
+    )
 }
 
 /// The tool's schemas, listing the scope's tools first when they are not known.

@@ -98,5 +98,6 @@ fn without_denied(
     Some(Answer {
         body: jsonrpc::result_response(id, &r),
         error_code: None,
+        outcome: None,
     })
 }

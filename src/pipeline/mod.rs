@@ -30,9 +30,17 @@ use std::time::Duration;
 /// What kind of request is waiting for an answer, with what the rules need to know.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    Call { tool: Box<str> },
-    List { first_page: bool },
-    Read { uri: Option<Box<str>> },
+    /// `outcome`: what the guard made of it (`forwarded`, `coerced`, `audited`), for traces.
+    Call {
+        tool: Box<str>,
+        outcome: &'static str,
+    },
+    List {
+        first_page: bool,
+    },
+    Read {
+        uri: Option<Box<str>>,
+    },
     Other,
 }
 
@@ -148,7 +156,7 @@ pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
     }
     let replacement = match &pending.kind {
         Kind::List { first_page } => learn::list_answer(gw, pending, *first_page, m),
-        Kind::Call { tool } => canon::call_answer(gw, pending, tool, m),
+        Kind::Call { tool, .. } => canon::call_answer(gw, pending, tool, m),
         Kind::Read { uri } => canon::read_answer(gw, pending, uri.as_deref(), m),
         Kind::Other => None,
     };

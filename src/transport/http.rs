@@ -24,6 +24,7 @@ use crate::metrics;
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::policy::Client;
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::telemetry;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{
@@ -273,14 +274,32 @@ async fn handle(rt: &Route<'_>, mut req: Request) -> Response {
     // The clock is read only for the access log; the metrics time the upstream alone.
     let started = rt.gw.config.log.access.then(Instant::now);
     let request_id = request_id(rt.gw, req.headers_mut());
+    let trace = rt.gw.telemetry.as_ref().map(|t| {
+        let h = req.headers();
+        let header = |name| h.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+        let parent =
+            header(TRACEPARENT).and_then(|p| telemetry::Context::parse(p, header(TRACESTATE)));
+        Box::new(telemetry::RequestTrace::begin(t, parent))
+    });
+    let session = trace
+        .as_ref()
+        .and_then(|_| req.headers().get(mcp::SESSION_ID).cloned());
+    let version = trace
+        .as_ref()
+        .and_then(|_| req.headers().get(mcp::PROTOCOL_VERSION).cloned());
     let mut note = Note {
         client: None,
         method: "-",
         tool: None,
         outcome: "rejected",
+        trace,
+        validation: None,
     };
     let mut resp = route(rt, req, &mut note).await;
     resp.headers_mut().insert(REQUEST_ID, request_id.clone());
+    if let Some(trace) = note.trace.take() {
+        end_trace(rt, &note, *trace, resp.status(), session, version);
+    }
     rt.gw
         .metrics
         .requests
@@ -309,12 +328,84 @@ pub(super) enum Upstream {
     Stdio(Arc<StdioPool>),
 }
 
-/// What the access log and the request metrics say about one request.
+/// What the access log, the request metrics and the trace say about one request.
 pub(super) struct Note {
     pub(super) client: Option<Arc<str>>,
     pub(super) method: &'static str,
     pub(super) tool: Option<Box<str>>,
     pub(super) outcome: &'static str,
+    /// The request's spans, when traces are exported.
+    pub(super) trace: Option<Box<telemetry::RequestTrace>>,
+    /// What the guard made of a `tools/call` (`forwarded`, `rejected_invalid`, …).
+    pub(super) validation: Option<&'static str>,
+}
+
+impl Note {
+    /// Whether the tool's name is wanted (by the access log or a span): only then is it kept.
+    pub(super) fn wants_names(&self, gw: &Gateway) -> bool {
+        gw.config.log.access || self.trace.is_some()
+    }
+}
+
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
+/// The server span of one request: named `{mcp.method.name} {target}` and carrying the
+/// attributes of the OpenTelemetry conventions for MCP, toolgate's outcome, and never an
+/// argument value.
+fn end_trace(
+    rt: &Route<'_>,
+    note: &Note,
+    trace: telemetry::RequestTrace,
+    status: StatusCode,
+    session: Option<HeaderValue>,
+    version: Option<HeaderValue>,
+) {
+    use telemetry::Attr;
+    let text = |v: &Option<HeaderValue>| {
+        v.as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(|s| Attr::Str(s.to_owned()))
+    };
+    let mut attrs = vec![
+        ("mcp.method.name", Attr::Str(note.method.to_owned())),
+        ("toolgate.upstream", Attr::Str(rt.target.name.to_string())),
+        ("toolgate.outcome", Attr::Str(note.outcome.to_owned())),
+        (
+            "http.response.status_code",
+            Attr::Int(i64::from(status.as_u16())),
+        ),
+    ];
+    if let Some(tool) = &note.tool {
+        attrs.push(("gen_ai.tool.name", Attr::Str(tool.to_string())));
+        attrs.push(("gen_ai.operation.name", Attr::Str("execute_tool".into())));
+    }
+    if let Some(v) = note.validation {
+        attrs.push(("toolgate.validation", Attr::Str(v.to_owned())));
+    }
+    if let Some(id) = &trace.request_id {
+        attrs.push(("jsonrpc.request.id", Attr::Str(id.clone())));
+    }
+    if let Some(s) = text(&session) {
+        attrs.push(("mcp.session.id", s));
+    }
+    if let Some(v) = text(&version) {
+        attrs.push(("mcp.protocol.version", v));
+    }
+    let failed = !matches!(note.outcome, "forwarded");
+    if failed {
+        // For a call toolgate refused, why: `rejected_invalid`, `unknown`, `denied`, ….
+        let why = note
+            .validation
+            .filter(|_| note.outcome == "answered")
+            .unwrap_or(note.outcome);
+        attrs.push(("error.type", Attr::Str(why.to_owned())));
+    }
+    let name = match &note.tool {
+        Some(tool) => format!("{} {tool}", note.method),
+        None => note.method.to_owned(),
+    };
+    trace.finish(name, attrs, failed);
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -427,6 +518,27 @@ impl Context {
     }
 }
 
+/// A trace context the client put in `params._meta` (`traceparent`, `tracestate`), as the
+/// spec allows where there are no headers to carry it.
+fn meta_trace(m: &jsonrpc::Message<'_>) -> Option<telemetry::Context> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        traceparent: Option<String>,
+        tracestate: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct WithMeta {
+        #[serde(rename = "_meta")]
+        meta: Option<Meta>,
+    }
+    let meta: Meta = match &m.params {
+        Some(jsonrpc::Params::Call(c)) => serde_json::from_str(c.meta?.get()).ok()?,
+        Some(jsonrpc::Params::Raw(raw)) => serde_json::from_str::<WithMeta>(raw.get()).ok()?.meta?,
+        None => return None,
+    };
+    telemetry::Context::parse(meta.traceparent.as_deref()?, meta.tracestate.as_deref())
+}
+
 async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
@@ -480,6 +592,15 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let era = ctx.era(m.version_text());
     let id = if m.is_request() { m.id } else { None };
     note.method = metrics::method_label(m.method());
+    if let Some(trace) = &mut note.trace {
+        trace.request_id = id.map(|i| i.get().trim_matches('"').to_owned());
+        if !trace.has_parent()
+            && memchr::memmem::find(&bytes, b"traceparent").is_some()
+            && let Some(parent) = meta_trace(&m)
+        {
+            trace.adopt(parent);
+        }
+    }
     // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
     // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
     let body_era = Era::detect(None, m.version_text());
@@ -519,7 +640,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
             era,
         };
         // For the access log when toolgate answers: the guard takes the params.
-        let name = rt.gw.config.log.access.then(|| m.params_name()).flatten();
+        let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
         let call = Call {
             target: rt.target,
             key: &ctx.key,
@@ -533,6 +654,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => {
                 note.outcome = "answered";
+                note.validation = a.outcome;
                 note.tool = name.map(Into::into);
                 return reply::answer(era, a);
             }
@@ -544,11 +666,12 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     } else {
         (bytes.clone(), pipeline::classify(&m))
     };
-    // The tool's name is only for the access log.
-    if rt.gw.config.log.access
-        && let Kind::Call { tool } = &kind
+    // The tool's name is only for the access log and the trace.
+    if note.wants_names(rt.gw)
+        && let Kind::Call { tool, outcome } = &kind
     {
         note.tool = Some(tool.clone());
+        note.validation = Some(outcome);
     }
     let pending = pending(rt, &ctx, id, kind, era);
     forward(rt, parts, body, pending, ctx.has_session, note).await
@@ -613,7 +736,44 @@ async fn forward(
     };
     let started = Instant::now();
     let wait = (&rt.gw.config.limits).into();
+    let mut parts = parts;
+    let hop = note.trace.as_ref().map(|t| {
+        let (hop, parent, state) = t.hop();
+        parts.headers.insert(TRACEPARENT, parent);
+        match state {
+            Some(s) => parts.headers.insert(TRACESTATE, s),
+            None => parts.headers.remove(TRACESTATE),
+        };
+        hop
+    });
     let sent = up.send(parts.method, parts.headers, body, wait).await;
+    if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
+        use telemetry::Attr;
+        let mut attrs = vec![
+            ("mcp.method.name", Attr::Str(note.method.to_owned())),
+            (
+                "server.address",
+                Attr::Str(up.uri.host().unwrap_or_default().to_owned()),
+            ),
+        ];
+        if let Some(port) = up.uri.port_u16() {
+            attrs.push(("server.port", Attr::Int(i64::from(port))));
+        }
+        let failed = match &sent {
+            Ok(r) => {
+                attrs.push((
+                    "http.response.status_code",
+                    Attr::Int(i64::from(r.status().as_u16())),
+                ));
+                !r.status().is_success()
+            }
+            Err(_) => {
+                attrs.push(("error.type", Attr::Str("upstream_unavailable".into())));
+                true
+            }
+        };
+        trace.end_hop(hop, note.method.to_owned(), attrs, failed);
+    }
     rt.gw
         .metrics
         .upstream_latency
@@ -633,7 +793,7 @@ async fn forward(
                     &format!("Upstream MCP server unavailable: {e}"),
                 );
             }
-            let is_call = matches!(&pending.kind, Kind::Call { tool } if { rt.gw.metrics.tool_calls.inc(&[&rt.target.name, tool, "upstream_error"]); true });
+            let is_call = matches!(&pending.kind, Kind::Call { tool, .. } if { rt.gw.metrics.tool_calls.inc(&[&rt.target.name, tool, "upstream_error"]); true });
             reply::answer(
                 pending.era,
                 pipeline::answer::Answer::upstream_failed(

@@ -136,6 +136,7 @@ pub(super) async fn post(
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => {
                 note.outcome = "answered";
+                note.validation = a.outcome;
                 return reply::answer(era, a);
             }
             Decision::Relay(never) => match never {},
@@ -144,10 +145,11 @@ pub(super) async fn post(
         (bytes.clone(), pipeline::classify(m))
     };
     // The tool's name is only for the access log.
-    if rt.gw.config.log.access
-        && let Kind::Call { tool } = &kind
+    if note.wants_names(rt.gw)
+        && let Kind::Call { tool, outcome } = &kind
     {
         note.tool = Some(tool.clone());
+        note.validation = Some(outcome);
     }
     let is_call = matches!(kind, Kind::Call { .. });
     let (body, wire_id) = if shared {
@@ -166,7 +168,7 @@ pub(super) async fn post(
         Ok(a) => a,
         Err(e) => {
             note.outcome = "upstream_error";
-            if let Kind::Call { tool } = &kind {
+            if let Kind::Call { tool, .. } = &kind {
                 rt.gw
                     .metrics
                     .tool_calls

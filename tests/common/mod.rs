@@ -53,9 +53,15 @@ impl Toolgate {
 
     /// Starts toolgate with exactly these arguments (they must include the listen flags).
     pub async fn start_raw(args: Vec<String>) -> Toolgate {
+        Toolgate::start_raw_env(args, &[]).await
+    }
+
+    /// The same, with these environment variables besides.
+    pub async fn start_raw_env(args: Vec<String>, env: &[(&str, &str)]) -> Toolgate {
         let file: Option<tempfile_lite::TempFile> = None;
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(args.iter())
+            .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")
             .env_remove("TOOLGATE_UPSTREAM")
             .stdin(Stdio::null())

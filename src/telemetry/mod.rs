@@ -1,0 +1,431 @@
+//! OpenTelemetry traces, exported over OTLP/HTTP (protobuf); off unless an endpoint is given
+//! (`[telemetry] otlp_endpoint`, or the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` /
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`).
+//!
+//! A request's spans are built on the request path as plain data and handed to a bounded
+//! queue; one task batches them (up to 512, or every second) and posts them to the collector.
+//! A full queue drops spans, and a collector that does not answer costs a batch, never a
+//! request. Spans carry names and identifiers, never argument values.
+
+mod otlp;
+
+use crate::config::TelemetryConfig;
+use crate::transport::http_upstream::{HttpUpstream, Wait};
+use bytes::Bytes;
+use http::HeaderValue;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+use tokio::sync::mpsc;
+
+/// Spans waiting for export; past it, new ones are dropped (and counted).
+const QUEUE: usize = 4096;
+const BATCH: usize = 512;
+const EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanKind {
+    Server,
+    Client,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attr {
+    Str(String),
+    Int(i64),
+}
+
+/// One finished span.
+#[derive(Debug, Clone)]
+pub struct Span {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent: Option<[u8; 8]>,
+    pub trace_state: Option<String>,
+    pub name: String,
+    pub kind: SpanKind,
+    /// Nanoseconds since the Unix epoch.
+    pub start: u64,
+    pub end: u64,
+    pub attrs: Vec<(&'static str, Attr)>,
+    pub error: bool,
+}
+
+/// A W3C trace context (`traceparent`, `tracestate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub flags: u8,
+    pub state: Option<String>,
+}
+
+impl Context {
+    /// `00-<32 hex>-<16 hex>-<2 hex>`; anything else (or all-zero ids) is no context.
+    pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<Context> {
+        let mut parts = traceparent.trim().split('-');
+        let (version, trace, span, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if version.len() != 2 || version == "ff" || (version == "00" && parts.next().is_some()) {
+            return None;
+        }
+        let mut trace_id = [0u8; 16];
+        let mut span_id = [0u8; 8];
+        hex(trace, &mut trace_id)?;
+        hex(span, &mut span_id)?;
+        let mut f = [0u8; 1];
+        hex(flags, &mut f)?;
+        if trace_id == [0; 16] || span_id == [0; 8] {
+            return None;
+        }
+        Some(Context {
+            trace_id,
+            span_id,
+            flags: f[0],
+            state: tracestate
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && s.len() <= 512)
+                .map(str::to_owned),
+        })
+    }
+
+    /// The `traceparent` value for a child whose span is `span_id`.
+    pub fn header_for(&self, span_id: &[u8; 8]) -> HeaderValue {
+        let text = format!(
+            "00-{}-{}-{:02x}",
+            to_hex(&self.trace_id),
+            to_hex(span_id),
+            self.flags
+        );
+        HeaderValue::from_str(&text).expect("hex is a valid header value")
+    }
+}
+
+fn hex(s: &str, out: &mut [u8]) -> Option<()> {
+    if s.len() != out.len() * 2 {
+        return None;
+    }
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(i * 2..i * 2 + 2)?, 16).ok()?;
+    }
+    Some(())
+}
+
+pub fn to_hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The exporter's handle: where spans go, and fresh ids.
+pub struct Telemetry {
+    tx: mpsc::Sender<Span>,
+    ids: RandomState,
+    next: AtomicU64,
+    pub dropped: AtomicU64,
+}
+
+impl Telemetry {
+    /// Starts the exporter when an endpoint is configured (`None` otherwise). Needs a runtime.
+    pub fn start(cfg: &TelemetryConfig) -> Result<Option<Arc<Telemetry>>, String> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let endpoint = match (
+            cfg.otlp_endpoint.clone(),
+            env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            env("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ) {
+            (Some(base), _, _) | (None, None, Some(base)) => {
+                let base = base.trim_end_matches('/');
+                if base.ends_with("/v1/traces") {
+                    base.to_owned()
+                } else {
+                    format!("{base}/v1/traces")
+                }
+            }
+            (None, Some(full), _) => full,
+            (None, None, None) => return Ok(None),
+        };
+        let uri = crate::config::parse_upstream_url(&endpoint)
+            .map_err(|e| format!("telemetry endpoint: {}", e.0))?;
+        let up = HttpUpstream::new(uri, &cfg.tls)?;
+        let mut resource = vec![(
+            "service.name".to_owned(),
+            env("OTEL_SERVICE_NAME").unwrap_or_else(|| "toolgate".into()),
+        )];
+        resource.push(("service.version".into(), env!("CARGO_PKG_VERSION").into()));
+        if let Some(attrs) = env("OTEL_RESOURCE_ATTRIBUTES") {
+            for pair in attrs.split(',') {
+                if let Some((k, v)) = pair.split_once('=') {
+                    let (k, v) = (k.trim(), decode(v.trim()));
+                    if !k.is_empty() && k != "service.name" {
+                        resource.push((k.to_owned(), v));
+                    }
+                }
+            }
+        }
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(export(rx, up, resource));
+        tracing::info!(endpoint = %endpoint, "exporting traces over OTLP/HTTP");
+        Ok(Some(Arc::new(Telemetry {
+            tx,
+            ids: RandomState::new(),
+            next: AtomicU64::new(1),
+            dropped: AtomicU64::new(0),
+        })))
+    }
+
+    fn id64(&self) -> u64 {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.ids.hash_one(n).max(1)
+    }
+
+    pub fn span_id(&self) -> [u8; 8] {
+        self.id64().to_be_bytes()
+    }
+
+    pub fn trace_id(&self) -> [u8; 16] {
+        let mut t = [0u8; 16];
+        t[..8].copy_from_slice(&self.id64().to_be_bytes());
+        t[8..].copy_from_slice(&self.id64().to_be_bytes());
+        t
+    }
+
+    /// Hands a finished span to the exporter; dropped when the queue is full.
+    pub fn record(&self, span: Span) {
+        if self.tx.try_send(span).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One request's server span, and the client spans of its upstream hops, until it ends.
+pub struct RequestTrace {
+    tel: Arc<Telemetry>,
+    trace_id: [u8; 16],
+    parent: Option<[u8; 8]>,
+    state: Option<String>,
+    flags: u8,
+    span_id: [u8; 8],
+    start: u64,
+    /// The request's JSON-RPC id, as text.
+    pub request_id: Option<String>,
+    children: Vec<Span>,
+}
+
+/// An upstream hop in progress.
+pub struct Hop {
+    span_id: [u8; 8],
+    start: u64,
+}
+
+impl RequestTrace {
+    /// A server span, continuing the client's trace when it sent one.
+    pub fn begin(tel: &Arc<Telemetry>, parent: Option<Context>) -> RequestTrace {
+        let (trace_id, parent_id, state, flags) = match parent {
+            Some(c) => (c.trace_id, Some(c.span_id), c.state, c.flags),
+            None => (tel.trace_id(), None, None, 1),
+        };
+        RequestTrace {
+            tel: tel.clone(),
+            trace_id,
+            parent: parent_id,
+            state,
+            flags,
+            span_id: tel.span_id(),
+            start: now_ns(),
+            request_id: None,
+            children: Vec::new(),
+        }
+    }
+
+    pub fn has_parent(&self) -> bool {
+        self.parent.is_some()
+    }
+
+    /// Continues the trace a client named in `params._meta` rather than in its headers.
+    pub fn adopt(&mut self, parent: Context) {
+        self.trace_id = parent.trace_id;
+        self.parent = Some(parent.span_id);
+        self.flags = parent.flags;
+        self.state = parent.state;
+    }
+
+    /// Starts a client span for the upstream hop; returns the `traceparent` (and
+    /// `tracestate`) the upstream gets.
+    pub fn hop(&self) -> (Hop, HeaderValue, Option<HeaderValue>) {
+        let span_id = self.tel.span_id();
+        let ctx = Context {
+            trace_id: self.trace_id,
+            span_id,
+            flags: self.flags,
+            state: None,
+        };
+        let state = self
+            .state
+            .as_deref()
+            .and_then(|s| HeaderValue::from_str(s).ok());
+        (
+            Hop {
+                span_id,
+                start: now_ns(),
+            },
+            ctx.header_for(&span_id),
+            state,
+        )
+    }
+
+    pub fn end_hop(
+        &mut self,
+        hop: Hop,
+        name: String,
+        attrs: Vec<(&'static str, Attr)>,
+        error: bool,
+    ) {
+        self.children.push(Span {
+            trace_id: self.trace_id,
+            span_id: hop.span_id,
+            parent: Some(self.span_id),
+            trace_state: self.state.clone(),
+            name,
+            kind: SpanKind::Client,
+            start: hop.start,
+            end: now_ns(),
+            attrs,
+            error,
+        });
+    }
+
+    /// Ends the server span and hands it, with its hops, to the exporter.
+    pub fn finish(self, name: String, attrs: Vec<(&'static str, Attr)>, error: bool) {
+        let span = Span {
+            trace_id: self.trace_id,
+            span_id: self.span_id,
+            parent: self.parent,
+            trace_state: self.state,
+            name,
+            kind: SpanKind::Server,
+            start: self.start,
+            end: now_ns(),
+            attrs,
+            error,
+        };
+        for child in self.children {
+            self.tel.record(child);
+        }
+        self.tel.record(span);
+    }
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES` values are percent-encoded.
+fn decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (
+            b[i],
+            v.get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok()),
+        ) {
+            (b'%', Some(x)) => {
+                out.push(x);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn export(mut rx: mpsc::Receiver<Span>, up: HttpUpstream, resource: Vec<(String, String)>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut tick = tokio::time::interval(EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let flush = tokio::select! {
+            span = rx.recv() => match span {
+                Some(s) => {
+                    batch.push(s);
+                    batch.len() >= BATCH
+                }
+                None => true,
+            },
+            _ = tick.tick() => !batch.is_empty(),
+        };
+        if flush && !batch.is_empty() {
+            send(&up, &resource, &batch).await;
+            batch.clear();
+        }
+        if rx.is_closed() && rx.is_empty() && batch.is_empty() {
+            return;
+        }
+    }
+}
+
+async fn send(up: &HttpUpstream, resource: &[(String, String)], spans: &[Span]) {
+    let body = Bytes::from(otlp::encode(resource, spans));
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-protobuf"),
+    );
+    let wait = Wait {
+        answer: Duration::from_secs(5),
+        stream_gap: Duration::from_secs(5),
+    };
+    match up.send(http::Method::POST, headers, body, wait).await {
+        Ok(resp) if resp.status().is_success() => {
+            // Read to the end, so the connection is kept.
+            use http_body_util::BodyExt;
+            let _ = resp.into_body().collect().await;
+        }
+        Ok(resp) => {
+            tracing::debug!(
+                status = resp.status().as_u16(),
+                spans = spans.len(),
+                "the collector refused a batch of spans"
+            )
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, spans = spans.len(), "a batch of spans was lost: no collector")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_reads_and_writes() {
+        let c = Context::parse(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            Some("vendor=x"),
+        )
+        .unwrap();
+        assert_eq!(to_hex(&c.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(c.state.as_deref(), Some("vendor=x"));
+        assert_eq!(
+            c.header_for(&[1, 2, 3, 4, 5, 6, 7, 8]),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0102030405060708-01"
+        );
+        for bad in [
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "garbage",
+        ] {
+            assert!(Context::parse(bad, None).is_none(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! OpenTelemetry traces against a real OTLP/HTTP receiver started here, which decodes the
+//! protobuf with the OpenTelemetry project's own generated types: span names and attributes,
+//! the client's `traceparent` (header or `params._meta`) continued, the upstream given the
+//! hop's `traceparent`, the resource from the standard variables, and no argument value
+//! anywhere. A collector that is not there costs requests nothing.
+
+mod common;
+
+use common::scripted::{Script, Scripted, open_tool};
+use common::*;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A collector on `127.0.0.1:0` keeping every request it decodes.
+async fn collector() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequest>>>) {
+    let got: Arc<Mutex<Vec<ExportTraceServiceRequest>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |headers: http::HeaderMap, body: axum::body::Bytes| {
+            let sink = sink.clone();
+            async move {
+                assert_eq!(
+                    headers.get("content-type").unwrap(),
+                    "application/x-protobuf"
+                );
+                let req = ExportTraceServiceRequest::decode(body).expect("valid OTLP protobuf");
+                sink.lock().unwrap().push(req);
+                ""
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), got)
+}
+
+fn text(v: &Option<AnyValue>) -> String {
+    match v.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn attrs(kv: &[KeyValue]) -> Vec<(String, String)> {
+    kv.iter().map(|a| (a.key.clone(), text(&a.value))).collect()
+}
+
+fn attr(span: &Span, key: &str) -> Option<String> {
+    attrs(&span.attributes)
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Every span received so far, once at least `n` are there (or after 10 s).
+async fn spans(got: &Mutex<Vec<ExportTraceServiceRequest>>, n: usize) -> Vec<Span> {
+    let all = || -> Vec<Span> {
+        got.lock()
+            .unwrap()
+            .iter()
+            .flat_map(|r| &r.resource_spans)
+            .flat_map(|rs| &rs.scope_spans)
+            .flat_map(|ss| ss.spans.clone())
+            .collect()
+    };
+    for _ in 0..100 {
+        if all().len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    all()
+}
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+#[tokio::test]
+async fn requests_become_spans_that_continue_the_client_s_trace() {
+    let (endpoint, got) = collector().await;
+    let (up, seen) = Scripted::new(vec![
+        json!({"name": "echo", "inputSchema": {"type": "object",
+        "properties": {"secret": {"type": "string"}, "n": {"type": "integer"}}}}),
+    ])
+    .script(
+        "echo",
+        Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+    )
+    .spawn()
+    .await;
+    let args = vec![
+        "serve".to_string(),
+        "--upstream".into(),
+        up,
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--admin-listen".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let tg = Toolgate::start_raw_env(
+        args,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_SERVICE_NAME", "gateway-under-test"),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "deployment.environment=test,team=a%20b",
+            ),
+        ],
+    )
+    .await;
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", ACCEPT),
+        ("traceparent", traceparent.as_str()),
+        ("tracestate", "vendor=1"),
+    ];
+    // A valid call, with a secret among its arguments.
+    let body = call(7, "echo", json!({"secret": "hunter2-argument", "n": 1}));
+    let r = request(http::Method::POST, &tg.url(), &headers, body).await;
+    assert_eq!(result_text(&r.answer()), "echoed");
+    // An invalid one, refused by toolgate.
+    let body = call(
+        8,
+        "echo",
+        json!({"secret": "hunter2-argument", "n": "many"}),
+    );
+    let r = request(http::Method::POST, &tg.url(), &headers, body).await;
+    assert_eq!(r.answer()["result"]["isError"], true);
+    // A trace context in params._meta, no header.
+    let in_meta = json!({"jsonrpc": "2.0", "id": "m1", "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"n": 2},
+        "_meta": {"traceparent": format!("00-{TRACE}-aaaaaaaaaaaaaaaa-01")}}});
+    let r = post(&tg.url(), None, in_meta.to_string()).await;
+    assert_eq!(result_text(&r.answer()), "echoed");
+
+    // Three server spans, and a client span for each of the two forwarded calls.
+    let spans = spans(&got, 5).await;
+    let servers: Vec<&Span> = spans.iter().filter(|s| s.kind == 2).collect();
+    let clients: Vec<&Span> = spans.iter().filter(|s| s.kind == 3).collect();
+    let valid = servers
+        .iter()
+        .find(|s| attr(s, "jsonrpc.request.id").as_deref() == Some("7"))
+        .expect("a server span for request 7");
+    assert_eq!(valid.name, "tools/call echo");
+    assert_eq!(hex(&valid.trace_id), TRACE);
+    assert_eq!(
+        hex(&valid.parent_span_id),
+        PARENT,
+        "continues the client's span"
+    );
+    assert_eq!(valid.trace_state, "vendor=1");
+    for (k, v) in [
+        ("mcp.method.name", "tools/call"),
+        ("gen_ai.tool.name", "echo"),
+        ("toolgate.outcome", "forwarded"),
+        ("toolgate.validation", "forwarded"),
+    ] {
+        assert_eq!(attr(valid, k).as_deref(), Some(v), "{k}");
+    }
+    assert!(attr(valid, "error.type").is_none());
+    // The upstream hop: a client span under the server span, and the upstream got it.
+    let hop = clients
+        .iter()
+        .find(|c| c.parent_span_id == valid.span_id)
+        .expect("a client span for the hop");
+    assert_eq!(hop.trace_id, valid.trace_id);
+    let sent: Vec<String> = seen
+        .seen_headers
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|h| {
+            h.get("traceparent")
+                .map(|v| v.to_str().unwrap().to_string())
+        })
+        .collect();
+    assert!(
+        sent.contains(&format!("00-{TRACE}-{}-01", hex(&hop.span_id))),
+        "{sent:?}"
+    );
+    // The refused call: no hop, and why.
+    let refused = servers
+        .iter()
+        .find(|s| attr(s, "jsonrpc.request.id").as_deref() == Some("8"))
+        .unwrap();
+    assert_eq!(
+        attr(refused, "error.type").as_deref(),
+        Some("rejected_invalid")
+    );
+    assert_eq!(refused.status.as_ref().map(|s| s.code), Some(2));
+    assert!(!clients.iter().any(|c| c.parent_span_id == refused.span_id));
+    // The context from _meta.
+    let meta = servers
+        .iter()
+        .find(|s| attr(s, "jsonrpc.request.id").as_deref() == Some("m1"))
+        .unwrap();
+    assert_eq!(hex(&meta.trace_id), TRACE);
+    assert_eq!(hex(&meta.parent_span_id), "aaaaaaaaaaaaaaaa");
+    // The resource, and no argument value anywhere.
+    let resource = attrs(
+        &got.lock().unwrap()[0].resource_spans[0]
+            .resource
+            .as_ref()
+            .unwrap()
+            .attributes,
+    );
+    for (k, v) in [
+        ("service.name", "gateway-under-test"),
+        ("deployment.environment", "test"),
+        ("team", "a b"),
+    ] {
+        assert!(
+            resource.contains(&(k.to_string(), v.to_string())),
+            "{resource:?}"
+        );
+    }
+    let everything = format!("{:?}", got.lock().unwrap());
+    assert!(
+        !everything.contains("hunter2"),
+        "argument values never leave"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_collector_costs_requests_nothing() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (up, _) = Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+        )
+        .spawn()
+        .await;
+    let config = format!("[telemetry]\notlp_endpoint = \"http://{closed}\"\n");
+    let tg = Toolgate::serve(&up, Some(&config)).await;
+    for i in 0..50 {
+        let r = post(&tg.url(), None, call(i, "echo", json!({}))).await;
+        assert_eq!(result_text(&r.answer()), "echoed");
+    }
+    assert!(
+        tg.logs().contains("exporting traces over OTLP/HTTP"),
+        "{}",
+        tg.logs()
+    );
+}
