@@ -3,8 +3,9 @@
 //! in one run, at concurrency 1, 8 and 64; then memory with 1, 1,000 and 10,000 sessions.
 //!
 //! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run, `-- --only "valid
-//! call" --conc 8` for one row, `-- --only memory` for the sessions alone; `--load URL CONC
-//! SECS` drives a proxy started by hand, to profile it with strace or perf). Each process is
+//! call" --conc 8` for one row, `-- --only memory` for the sessions alone, `-- --only
+//! features` for what TLS to the upstream, tracing and shared rate limits cost; `--load URL
+//! CONC SECS` drives a proxy started by hand, to profile it with strace or perf). Each process is
 //! separate, so the CPU time of each proxy is read from /proc; on a 2-core machine the load
 //! generator, the proxy and the upstream share the CPU, so compare ratios, not absolutes.
 
@@ -110,6 +111,7 @@ async fn forwarder(upstream: String) {
     }
 }
 
+#[derive(Clone)]
 struct Run {
     requests: usize,
     secs: f64,
@@ -329,6 +331,9 @@ fn main() {
             );
         }
 
+        if only.is_none() || only.as_deref() == Some("features") {
+            features(&upstream.url, dur, rounds).await;
+        }
         if only.as_deref().is_some_and(|o| o != "memory") || only_conc.is_some() {
             return;
         }
@@ -367,4 +372,227 @@ fn cpu_model() -> String {
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split(':').nth(1))
         .map_or_else(|| "unknown CPU".into(), |s| s.trim().to_string())
+}
+
+/// A scratch directory for this run's configuration files.
+fn scratch() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolgate-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// toolgate with a configuration file, in front of `upstream`.
+fn toolgate_with(upstream: &str, name: &str, config: &str) -> Proc {
+    let path = scratch().join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.args([
+        "serve",
+        "--upstream",
+        upstream,
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "off",
+    ])
+    .arg("--config")
+    .arg(&path)
+    .env("RUST_LOG", "info");
+    let mut p = start(cmd);
+    // The TLS listener's address is reached by the name on its certificate.
+    p.url = p.url.replace("https://127.0.0.1", "https://localhost");
+    p
+}
+
+/// A `redis-server`: on the PATH, or the one the tests unpack into `.cache/peers/redis`.
+fn redis() -> Option<(Proc, String)> {
+    let cached = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/peers/redis");
+    let (program, libs) = match std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("redis-server"))
+            .find(|p| p.is_file())
+    }) {
+        Some(p) => (p, None),
+        None if cached.join("redis-server").is_file() => (
+            cached.join("redis-server"),
+            Some(cached.join("root/usr/lib/x86_64-linux-gnu")),
+        ),
+        None => return None,
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let mut cmd = Command::new(program);
+    cmd.args([
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if let Some(l) = libs {
+        cmd.env("LD_LIBRARY_PATH", l);
+    }
+    let child = cmd.spawn().ok()?;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some((
+                Proc {
+                    child,
+                    url: String::new(),
+                },
+                format!("redis://127.0.0.1:{port}/0"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// A collector that takes every batch and answers 200, on this benchmark's runtime.
+async fn collector() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                    let _ = req.into_body().collect().await;
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::new())))
+                });
+                let _ = server_http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// What optional features cost per validated call at c=8, each against plain toolgate in the
+/// same interleaved rounds: TLS to the upstream (through a TLS-terminating toolgate in front of
+/// the same server), trace export to a collector, and rate limits in Redis against the same
+/// limits kept locally.
+async fn features(upstream: &str, dur: Duration, rounds: usize) {
+    let dir = scratch();
+    // A CA and a certificate for the TLS hop.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    for (name, text) in [
+        ("ca.pem", ca_cert.pem()),
+        ("cert.pem", leaf.pem()),
+        ("key.pem", leaf_key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let d = dir.display();
+    let limits = "[clients.\"*\"]\nrate_limit = \"1000000/second\"\n";
+    let terminator = toolgate_with(
+        upstream,
+        "terminator",
+        &format!(
+            "[tls]\ncert_file = \"{d}/cert.pem\"\nkey_file = \"{d}/key.pem\"\n[validation]\nmode = \"off\"\n"
+        ),
+    );
+    let plain = toolgate_with(upstream, "plain", "");
+    let over_tls = toolgate_with(
+        &terminator.url,
+        "over-tls",
+        &format!("[upstream_tls]\nca_file = \"{d}/ca.pem\"\n"),
+    );
+    let sink = collector().await;
+    let traced = toolgate_with(
+        upstream,
+        "traced",
+        &format!("[telemetry]\notlp_endpoint = \"{sink}\"\n"),
+    );
+    let local = toolgate_with(upstream, "local-limits", limits);
+    let redis = redis();
+    let shared = redis.as_ref().map(|(_, url)| {
+        toolgate_with(
+            upstream,
+            "shared-limits",
+            &format!("[shared_state]\nredis_url = \"{url}\"\n{limits}"),
+        )
+    });
+    let mut vias: Vec<(&str, &Proc)> = vec![
+        ("plain", &plain),
+        ("upstream over TLS", &over_tls),
+        ("traces exported", &traced),
+        ("local limits", &local),
+    ];
+    if let Some(s) = &shared {
+        vias.push(("shared limits", s));
+    }
+    let client = Client::builder(TokioExecutor::new()).build_http();
+    for (_, p) in &vias {
+        post(
+            &client,
+            &p.url,
+            None,
+            r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#.into(),
+        )
+        .await;
+    }
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); vias.len()];
+    for _ in 0..rounds {
+        for (i, (_, p)) in vias.iter().enumerate() {
+            runs[i].push(load(&p.url, BODY_VALID, 8, dur, Some(p.child.id())).await);
+        }
+    }
+    println!();
+    println!("features (validated calls, c=8, medians of {rounds} interleaved rounds):");
+    let med = |i: usize, f: &dyn Fn(&Run) -> f64| {
+        let mut v: Vec<f64> = runs[i].iter().map(f).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let base = (
+        med(0, &|r| r.requests as f64 / r.secs),
+        med(0, &|r| r.cpu_us_per_req),
+    );
+    let local_cpu = med(3, &|r| r.cpu_us_per_req);
+    for (i, (name, _)) in vias.iter().enumerate() {
+        let (rps, cpu, p50) = (
+            med(i, &|r| r.requests as f64 / r.secs),
+            med(i, &|r| r.cpu_us_per_req),
+            med(i, &|r| r.p50_us),
+        );
+        let against = if *name == "shared limits" {
+            format!(", {:.2}x local limits", cpu / local_cpu)
+        } else {
+            String::new()
+        };
+        println!(
+            "  {name:<18} {rps:>8.0} req/s  p50 {p50:>7.1} µs  CPU {cpu:>5.1} µs/req  ({:.2}x plain CPU, {:.2}x plain throughput{against})",
+            cpu / base.1,
+            rps / base.0
+        );
+    }
+    if shared.is_none() {
+        println!(
+            "  shared limits: not measured, no redis-server (run the tests once: they fetch one)"
+        );
+    }
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
 }

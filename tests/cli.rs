@@ -35,9 +35,11 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
         .args([
             "serve",
             "--upstream",
-            "https://example.com/mcp",
+            "ftp://example.com/mcp",
             "--listen",
             "127.0.0.1:0",
+            "--admin-listen",
+            "off",
         ])
         .output()
         .await
@@ -45,7 +47,7 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("https upstreams are not supported yet"),
+        err.contains("must look like http://host:port/mcp or https://host/mcp"),
         "{err}"
     );
 

@@ -290,7 +290,7 @@ pub async fn tools_call<L: Lister>(
     };
 
     let mut report = None;
-    let mut coerced = false;
+    let mut coerced: Option<Vec<String>> = None;
     let mut all_declared = false;
     match &mut args {
         Err(pointer) => {
@@ -303,7 +303,7 @@ pub async fn tools_call<L: Lister>(
         }
         Ok(args) => match validate::check(tool, schema, validator, args, coerce, v.max_errors) {
             Verdict::Valid { all_declared: a } => all_declared = a,
-            Verdict::Coerced => coerced = true,
+            Verdict::Coerced { changed } => coerced = Some(changed),
             Verdict::Invalid(r) => report = Some(r),
         },
     }
@@ -344,12 +344,12 @@ pub async fn tools_call<L: Lister>(
     }
 
     let Some(report) = report else {
-        if !coerced {
+        let (Some(changed), Ok(args)) = (coerced, &args) else {
             return forward("forwarded", call.bytes.clone()).await;
-        }
+        };
         tracing::debug!(upstream = %target.name, tool, "arguments coerced");
-        let args = args.as_ref().expect("coerced arguments parsed");
-        let bytes = with_arguments(call.bytes, args).unwrap_or_else(|| call.bytes.clone());
+        let bytes =
+            with_arguments(call.bytes, args, &changed).unwrap_or_else(|| call.bytes.clone());
         return forward("coerced", bytes).await;
     };
     let keywords: Vec<&str> = report.keywords().collect();
@@ -606,14 +606,26 @@ pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, Stri
     Some(Err(message))
 }
 
-/// The original message with `params.arguments` replaced. Only coerced calls pay for this.
-fn with_arguments(bytes: &[u8], args: &Value) -> Option<Bytes> {
+/// The original message with the `changed` arguments replaced by their coerced values; every
+/// other member, of the arguments and of the message, goes as it came (a number too large for
+/// a float keeps its digits). Only coerced calls pay for this.
+fn with_arguments(bytes: &[u8], args: &Value, changed: &[String]) -> Option<Bytes> {
     let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
     let mut params: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(top.get("params")?.get()).ok()?;
+    let mut raw_args: BTreeMap<String, Box<RawValue>> = match params.get("arguments") {
+        Some(a) => serde_json::from_str(a.get()).ok()?,
+        None => BTreeMap::new(),
+    };
+    for name in changed {
+        raw_args.insert(
+            name.clone(),
+            serde_json::value::to_raw_value(args.get(name)?).ok()?,
+        );
+    }
     params.insert(
         "arguments".into(),
-        serde_json::value::to_raw_value(args).ok()?,
+        serde_json::value::to_raw_value(&raw_args).ok()?,
     );
     top.insert(
         "params".into(),
@@ -629,11 +641,27 @@ mod tests {
     #[test]
     fn coerced_arguments_replace_only_arguments() {
         let body = br#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":"10","b":2},"_meta":{"progressToken":5}}}"#;
-        let out = with_arguments(body, &json!({"a": 10, "b": 2})).unwrap();
+        let out = with_arguments(body, &json!({"a": 10, "b": 2}), &["a".into()]).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             v,
             json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":10,"b":2},"_meta":{"progressToken":5}}})
+        );
+    }
+
+    #[test]
+    fn only_coerced_arguments_are_written_again() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#;
+        let out = with_arguments(
+            body,
+            &json!({"a": 1.2345678901234568e29, "b": 1, "c": 1.5}),
+            &["b".into()],
+        )
+        .unwrap();
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert!(
+            text.contains(r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#),
+            "{text}"
         );
     }
 

@@ -402,6 +402,18 @@ impl ChildProcess {
 
     /// Stops the child: close its stdin and wait, then SIGTERM its process group and wait,
     /// then SIGKILL. Returns how it ended.
+    /// Kills the child's process group at once (SIGKILL): the last resort when toolgate must
+    /// end now and a shutdown in progress would take too long.
+    pub fn kill_group(&self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+
     pub async fn shutdown(&self, grace: Duration) -> String {
         self.to_child
             .lock()

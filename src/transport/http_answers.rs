@@ -101,6 +101,16 @@ pub async fn response(
         return Response::from_parts(parts, Body::from(bytes));
     }
     let replacement = match jsonrpc::parse(&bytes) {
+        // A refusal of the request itself (a 4xx whose error names no request: "No valid
+        // session ID", "Bad Request") is the transport's word, not the tool's answer: the
+        // client must see it as it came to recover (re-initialize, fix its headers).
+        Ok(Parsed::Single(m))
+            if status.is_client_error()
+                && m.error.is_some()
+                && m.id.is_none_or(|i| i.get() == "null") =>
+        {
+            return Response::from_parts(parts, Body::from(bytes));
+        }
         Ok(Parsed::Single(m)) => pipeline::observe(gw, &pending, &m).replacement,
         _ => {
             let what = format!(

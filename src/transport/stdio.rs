@@ -24,6 +24,26 @@ use tokio::sync::mpsc;
 
 /// How long the server gets after its stdin closes, and again after SIGTERM.
 const GRACE: Duration = Duration::from_secs(2);
+/// The same when toolgate itself was told to stop.
+const SHORT_GRACE: Duration = Duration::from_millis(300);
+
+/// SIGTERM as a future; never ready where it cannot be caught.
+pub(crate) struct Terminate(Option<tokio::signal::unix::Signal>);
+
+impl Terminate {
+    pub(crate) fn new() -> Terminate {
+        Terminate(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok())
+    }
+
+    pub(crate) async fn recv(&mut self) {
+        match &mut self.0 {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
 
 pub(crate) enum Out {
     Line(Vec<u8>),
@@ -199,11 +219,20 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     };
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut server_gone = None;
+    // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs close
+    // stdin, wait two seconds, then send it, and a toolgate that died at once would leave its
+    // server (in a process group of its own) running.
+    let mut term = Terminate::new();
+    let mut terminated = false;
     loop {
         let next = tokio::select! {
             // When the server is gone, stop forwarding; what is left is answered below.
             how = &mut from_server => {
                 server_gone = Some(how.ok().flatten().unwrap_or_else(|| "exited".into()));
+                break;
+            }
+            () = term.recv() => {
+                terminated = true;
                 break;
             }
             m = next_message(&mut stdin, limits.max_body_bytes, &out) => m,
@@ -219,8 +248,20 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         answer_unanswered(&pending, &mut stdin, limits.max_body_bytes, &out, &how).await;
         let _ = out.send(Out::Exit(1));
     } else {
-        let how = child.shutdown(GRACE).await;
-        tracing::info!("the client closed stdin; the tool server {how}");
+        // A SIGTERM (first, or while the server takes its time) cuts the wait short.
+        let grace = if terminated { SHORT_GRACE } else { GRACE };
+        let how = tokio::select! {
+            how = child.shutdown(grace) => how,
+            () = term.recv() => {
+                child.kill_group();
+                "was killed: toolgate was told to stop".to_string()
+            }
+        };
+        if terminated {
+            tracing::info!("SIGTERM: the tool server {how}");
+        } else {
+            tracing::info!("the client closed stdin; the tool server {how}");
+        }
         // What the server wrote before it exited still goes out; what it left unanswered
         // gets an error rather than silence.
         let _ = tokio::time::timeout(GRACE, &mut from_server).await;

@@ -124,8 +124,14 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
     let mut stream: Option<tokio::task::JoinHandle<()>> = None;
+    // SIGTERM ends the session as stdin's end does (see `stdio::Terminate`).
+    let mut term = super::stdio::Terminate::new();
     loop {
-        let Some(line) = next_message(&mut stdin, limits.max_body_bytes, &out).await else {
+        let next = tokio::select! {
+            () = term.recv() => break,
+            m = next_message(&mut stdin, limits.max_body_bytes, &out) => m,
+        };
+        let Some(line) = next else {
             break;
         };
         // `initialize` must finish first: its answer carries the session the rest need.

@@ -403,8 +403,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with(&format!("connecting to {addr}: ")),
+            matches!(&err, UpstreamError::Unreachable(why) if why.starts_with(&format!("connecting to {addr}: "))),
             "{err}"
         );
     }

@@ -26,7 +26,11 @@ pub enum Verdict {
         all_declared: bool,
     },
     /// Valid once some strings were converted; forward the converted arguments instead.
-    Coerced,
+    /// `changed`: the arguments (top-level names) that hold a converted value; the others go
+    /// upstream as they came, byte for byte.
+    Coerced {
+        changed: Vec<String>,
+    },
     Invalid(Report),
 }
 
@@ -55,6 +59,7 @@ pub fn check(
         };
     }
     if coerce {
+        let mut changed: Vec<String> = Vec::new();
         for _ in 0..MAX_COERCE_ROUNDS {
             let fixes: Vec<(String, Value)> = validator
                 .iter_errors(args)
@@ -72,10 +77,15 @@ pub fn check(
             for (pointer, v) in fixes {
                 if let Some(slot) = args.pointer_mut(&pointer) {
                     *slot = v;
+                    let top = pointer.split('/').nth(1).unwrap_or_default();
+                    let top = top.replace("~1", "/").replace("~0", "~");
+                    if !changed.contains(&top) {
+                        changed.push(top);
+                    }
                 }
             }
             if validator.is_valid(args) {
-                return Verdict::Coerced;
+                return Verdict::Coerced { changed };
             }
         }
     }
@@ -165,7 +175,7 @@ mod tests {
             json!({"a": "10", "flag": "true", "tags": "[\"1\", 2]", "ratio": "0.5"}),
             true,
         );
-        assert!(matches!(v, Verdict::Coerced), "{v:?}");
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
         assert_eq!(
             args,
             json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})

@@ -55,6 +55,8 @@ pub struct Scripted {
     pub seen_headers: Mutex<Vec<HeaderMap>>,
     /// The HTTP version of every request, in order.
     pub seen_versions: Mutex<Vec<axum::http::Version>>,
+    /// Every body as it came, byte for byte.
+    pub seen_raw: Mutex<Vec<Bytes>>,
     /// Members merged into every `tools/list` result (`ttlMs`, `cacheScope`).
     pub list_extra: Value,
     /// Tools per `tools/list` page (all on one page when unset).
@@ -89,6 +91,7 @@ async fn handle(
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     s.seen.lock().unwrap().push(msg.clone());
     s.seen_versions.lock().unwrap().push(version);
+    s.seen_raw.lock().unwrap().push(body.clone());
     s.seen_headers.lock().unwrap().push(headers);
     let Some(id) = msg.get("id").cloned() else {
         return Response::builder()
