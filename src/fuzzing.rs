@@ -117,6 +117,7 @@ pub fn canon(data: &[u8]) {
             Kind::Call {
                 tool: "t".into(),
                 outcome: "forwarded",
+                retry: false,
             },
         ),
         ("\"a\"", Kind::List { first_page: true }),

@@ -56,6 +56,9 @@ pub struct CallParams<'a> {
     pub arguments: Option<Arguments>,
     #[serde(borrow, default, rename = "_meta")]
     pub meta: Option<&'a RawValue>,
+    /// A retry after an input-required result (2026-07-28) carries the server's state back.
+    #[serde(borrow, default, rename = "requestState")]
+    pub request_state: Option<&'a RawValue>,
 }
 
 impl<'a> Message<'a> {

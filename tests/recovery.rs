@@ -121,3 +121,100 @@ async fn toolgate_stdio_stops_its_server_on_sigterm() {
         assert!(!alive(server), "{extra:?}: the server is gone too");
     }
 }
+
+#[tokio::test]
+async fn a_refused_request_state_stays_a_json_rpc_error() {
+    let refusal = json!({"code": -32602, "message": "requestState integrity check failed"});
+    let (up, _) = Scripted::new(vec![open_tool("book")])
+        .script("book", Script::Error(refusal.clone()))
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&up, None).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", ACCEPT),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "book"),
+    ];
+    // The retry after an input-required result (SEP-2322).
+    let retry = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "book", "arguments": {}, "requestState": "opaque-state", "_meta": meta}});
+    let r = request(http::Method::POST, &tg.url(), &headers, retry.to_string()).await;
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc": "2.0", "id": 2, "error": refusal})
+    );
+    // The same error to a first call is a tool failure, rewritten for the model.
+    let first = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "book", "arguments": {}, "_meta": meta}});
+    let r = request(http::Method::POST, &tg.url(), &headers, first.to_string()).await;
+    assert_eq!(r.answer()["result"]["isError"], true, "{}", r.text());
+}
+
+#[tokio::test]
+async fn what_a_stdio_server_asks_before_the_get_stream_opens_still_reaches_the_client() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("toolgate-roots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut args: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend([
+        p.server_filesystem.display().to_string(),
+        dir.display().to_string(),
+    ]);
+    let tg = Toolgate::start_raw(args).await;
+    // A client that has roots: server-filesystem asks for them right after `initialized`.
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": true}},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post(&tg.url(), None, init.to_string()).await;
+    let session = r.headers["mcp-session-id"].to_str().unwrap().to_string();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        post(&tg.url(), Some(&session), note.to_string())
+            .await
+            .status,
+        202
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The GET stream opens only now; the request is waiting for it.
+    let req = http::Request::get(tg.url())
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = common::client().request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut text = String::new();
+    use http_body_util::BodyExt;
+    while !text.contains("roots/list") {
+        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+            .await
+            .expect("the stream carries the server's request")
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            text.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    let asked = sse_messages(&text)
+        .into_iter()
+        .find(|m| m["method"] == "roots/list")
+        .unwrap();
+    assert!(
+        asked.get("id").is_some(),
+        "a request the client must answer: {asked}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -64,6 +64,8 @@ struct RawCallParams<'a> {
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "_meta")]
     meta: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "requestState")]
+    request_state: Option<&'a RawValue>,
 }
 
 /// Params the envelope left as text: read in one pass, or failing that with the slow path.
@@ -74,6 +76,7 @@ fn read_params(raw: &RawValue) -> Result<CallParams<'_>, serde_json::Error> {
             name: r.name,
             arguments: r.arguments.map(jsonrpc::parse_arguments),
             meta: r.meta,
+            request_state: r.request_state,
         })
     })
 }
@@ -90,6 +93,8 @@ pub struct Call<'a> {
     pub bytes: &'a Bytes,
     /// Who calls, when `[auth]` or `[clients]` says anything about it.
     pub client: Option<&'a super::policy::Client>,
+    /// It carries a `requestState` (set by the guard once it has read the params).
+    pub retry: bool,
 }
 
 /// Why a batch (2025-03-26) is refused: one holding a `tools/call` cannot be part-answered by
@@ -169,6 +174,7 @@ pub async fn tools_call<L: Lister>(
         },
         None => return malformed("missing params with a \"name\"".into()),
     };
+    call.retry = params.request_state.is_some();
     let tool = params.name.as_ref();
     let target = call.target;
     let v = &target.validation;
@@ -419,6 +425,7 @@ async fn admit<R>(
         Kind::Call {
             tool: label.into(),
             outcome,
+            retry: call.retry,
         },
     )
 }

@@ -31,9 +31,12 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
     /// `outcome`: what the guard made of it (`forwarded`, `coerced`, `audited`), for traces.
+    /// `retry`: it carried a `requestState` (2026-07-28, SEP-2322), so a `-32602` answer is
+    /// the server refusing that state, a protocol error the client must see as such.
     Call {
         tool: Box<str>,
         outcome: &'static str,
+        retry: bool,
     },
     List {
         first_page: bool,
@@ -156,7 +159,7 @@ pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
     }
     let replacement = match &pending.kind {
         Kind::List { first_page } => learn::list_answer(gw, pending, *first_page, m),
-        Kind::Call { tool, .. } => canon::call_answer(gw, pending, tool, m),
+        Kind::Call { tool, retry, .. } => canon::call_answer(gw, pending, tool, *retry, m),
         Kind::Read { uri } => canon::read_answer(gw, pending, uri.as_deref(), m),
         Kind::Other => None,
     };

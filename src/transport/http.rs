@@ -649,6 +649,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
             params: m.params.take(),
             bytes: &bytes,
             client: ctx.client.as_ref(),
+            retry: false,
         };
         match guard::tools_call(rt.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
@@ -668,7 +669,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     };
     // The tool's name is only for the access log and the trace.
     if note.wants_names(rt.gw)
-        && let Kind::Call { tool, outcome } = &kind
+        && let Kind::Call { tool, outcome, .. } = &kind
     {
         note.tool = Some(tool.clone());
         note.validation = Some(outcome);

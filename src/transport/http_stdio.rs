@@ -131,6 +131,7 @@ pub(super) async fn post(
             params: m.params.take(),
             bytes: &bytes,
             client: ctx.client.as_ref(),
+            retry: false,
         };
         match guard::tools_call(rt.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
@@ -146,7 +147,7 @@ pub(super) async fn post(
     };
     // The tool's name is only for the access log.
     if note.wants_names(rt.gw)
-        && let Kind::Call { tool, outcome } = &kind
+        && let Kind::Call { tool, outcome, .. } = &kind
     {
         note.tool = Some(tool.clone());
         note.validation = Some(outcome);
@@ -262,8 +263,13 @@ pub(super) async fn bodiless(
             );
         }
     };
-    let rx = sc.unsolicited.subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let (earlier, rx) = sc.subscribe();
+    let earlier = futures_util::stream::iter(
+        earlier
+            .into_iter()
+            .map(|line| Ok::<_, std::convert::Infallible>(super::sse::event(&line))),
+    );
+    let live = futures_util::stream::unfold(rx, |mut rx| async move {
         loop {
             match rx.recv().await {
                 Ok(line) => {
@@ -279,6 +285,8 @@ pub(super) async fn bodiless(
             }
         }
     });
+    use futures_util::StreamExt;
+    let stream = earlier.chain(live);
     Response::builder()
         .header(CONTENT_TYPE, "text/event-stream")
         .header(CACHE_CONTROL, "no-cache")

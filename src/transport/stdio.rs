@@ -372,6 +372,7 @@ async fn from_client(
             params: m.params.take(),
             bytes: &line,
             client: client.as_ref(),
+            retry: false,
         };
         match guard::tools_call(gw, call, lister).await {
             Decision::Forward(body, kind) => (body, kind),

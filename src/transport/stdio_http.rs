@@ -206,6 +206,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             params: m.params.take(),
             bytes: &line,
             client: client.as_ref(),
+            retry: false,
         };
         match guard::tools_call(&ctx.gw, call, &UpLister { ctx }).await {
             Decision::Forward(body, kind) => (body, kind),

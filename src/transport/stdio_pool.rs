@@ -13,7 +13,7 @@ use crate::mcp::Era;
 use crate::pipeline::{self, Kind, Pending};
 use bytes::Bytes;
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,10 +27,41 @@ pub struct SessionChild {
     owner: Box<str>,
     last_used: Mutex<Instant>,
     /// What the child sends on its own, for the session's GET stream.
-    pub unsolicited: broadcast::Sender<Bytes>,
+    unsolicited: broadcast::Sender<Bytes>,
+    /// What it sent while no GET stream was open (a server asks `roots/list` right after
+    /// `notifications/initialized`, before the client has opened one): handed to the next
+    /// stream first. Bounded; its lock also orders a subscription against a message.
+    backlog: Mutex<VecDeque<Bytes>>,
 }
 
+/// Messages kept for a GET stream that is not open yet.
+const BACKLOG: usize = 256;
+
 impl SessionChild {
+    /// A GET stream's receiver, and what was sent before it opened.
+    pub fn subscribe(&self) -> (Vec<Bytes>, broadcast::Receiver<Bytes>) {
+        let mut backlog = self.backlog.lock().unwrap_or_else(|p| p.into_inner());
+        let rx = self.unsolicited.subscribe();
+        (backlog.drain(..).collect(), rx)
+    }
+
+    /// Passes a message the child sent on its own to the open GET streams, or keeps it for
+    /// the next one.
+    fn deliver(&self, line: Bytes) {
+        let mut backlog = self.backlog.lock().unwrap_or_else(|p| p.into_inner());
+        if self.unsolicited.receiver_count() > 0 {
+            let _ = self.unsolicited.send(line);
+        } else {
+            if backlog.len() >= BACKLOG {
+                backlog.pop_front();
+                tracing::warn!(
+                    "no GET stream for {BACKLOG} messages of a stdio server: the oldest is dropped"
+                );
+            }
+            backlog.push_back(line);
+        }
+    }
+
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
@@ -102,8 +133,10 @@ impl StdioPool {
             child,
             owner: owner.into(),
             last_used: Mutex::new(Instant::now()),
-            unsolicited: unsolicited.clone(),
+            unsolicited,
+            backlog: Mutex::default(),
         });
+        let deliver_to = Arc::downgrade(&sc);
         let (live, index, sessions) = (
             self.live.clone(),
             self.index,
@@ -126,7 +159,9 @@ impl StdioPool {
                             };
                             pipeline::observe(&gw, &any, &m);
                         }
-                        let _ = unsolicited.send(line);
+                        if let Some(sc) = deliver_to.upgrade() {
+                            sc.deliver(line);
+                        }
                     }
                     FromChild::Exited(how) => {
                         live.load().catalog.forget(&key);

