@@ -218,3 +218,52 @@ async fn what_a_stdio_server_asks_before_the_get_stream_opens_still_reaches_the_
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The Python SDK's server over HTTP on `port` (0: a free one); returns it and its port.
+async fn python_http_server(port: u16) -> (tokio::process::Child, u16) {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut child = tokio::process::Command::new(&p.python)
+        .arg(p.fixtures.join("py_server.py"))
+        .args(["mcpserver", "--port", &port.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (child, port)
+}
+
+#[tokio::test]
+async fn toolgate_stdio_opens_a_new_session_when_the_server_lost_its_own() {
+    let (mut server, port) = python_http_server(0).await;
+    let mut g = StdioGate::start_args(vec![
+        "stdio".into(),
+        "--upstream".into(),
+        format!("http://127.0.0.1:{port}/mcp"),
+    ]);
+    g.initialize().await;
+    let add = |id: i64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "add", "arguments": {"a": id, "b": 1}}});
+    let a = g.ask_past_notifications(add(1)).await;
+    assert_eq!(result_text(&a), "2");
+    // The server restarts: its sessions are gone, and it answers the old one with 404.
+    server.kill().await.unwrap();
+    let _ = server.wait().await;
+    let (_server, _) = python_http_server(port).await;
+    let a = g.ask_past_notifications(add(2)).await;
+    assert_eq!(result_text(&a), "3", "answered in a new session: {a}");
+    let a = g.ask_past_notifications(add(3)).await;
+    assert_eq!(result_text(&a), "4");
+    let logs = g.logs_when(|l| l.contains("a new one is open")).await;
+    assert!(logs.contains("the server lost the session; a new one is open"), "{logs}");
+}

@@ -29,6 +29,9 @@ use tokio::sync::mpsc::UnboundedSender;
 struct Session {
     id: Option<HeaderValue>,
     version: Option<HeaderValue>,
+    /// The client's `initialize` params, to open a new session with when the server has
+    /// lost this one (restarted, or expired it).
+    init_params: Option<Box<RawValue>>,
 }
 
 struct Ctx {
@@ -69,6 +72,39 @@ impl Ctx {
 
     fn write(&self, line: Vec<u8>) {
         let _ = self.out.send(Out::Line(line));
+    }
+
+    /// A 404 on a session means the server no longer knows it. The client of a stdio pipe
+    /// cannot see that status, so toolgate opens a new session itself, with the client's
+    /// own `initialize` params; the answer to that stays here. `false`: no new session.
+    async fn reinitialize(&self) -> bool {
+        let (params, lost) = {
+            let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            (s.init_params.clone(), s.id.take())
+        };
+        let (Some(params), Some(_)) = (params, lost) else {
+            return false;
+        };
+        let id = self.gw.next_id();
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params});
+        let body = Bytes::from(request.to_string());
+        let mut headers = self.headers();
+        headers.remove(mcp::PROTOCOL_VERSION);
+        let limits = &self.gw.config.limits;
+        let Ok((answer_headers, _)) = exchange(&self.up, &headers, body, &id, limits).await else {
+            return false;
+        };
+        let Some(sid) = answer_headers.get(mcp::SESSION_ID).cloned() else {
+            return false;
+        };
+        self.session.lock().unwrap_or_else(|p| p.into_inner()).id = Some(sid);
+        let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let _ = self
+            .up
+            .send(Method::POST, self.headers(), Bytes::from(note.to_string()), self.timeout())
+            .await;
+        tracing::info!(upstream = %self.target.name, "the server lost the session; a new one is open");
+        true
     }
 }
 
@@ -237,11 +273,24 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         client,
     };
     let is_call = matches!(pending.kind, Kind::Call { .. });
-    let resp = match ctx
+    if is_initialize && let Some(p) = m.raw_params() {
+        ctx.session.lock().unwrap_or_else(|p| p.into_inner()).init_params = Some(p.to_owned());
+    }
+    let mut sent = ctx
         .up
-        .send(Method::POST, ctx.headers(), body, ctx.timeout())
-        .await
+        .send(Method::POST, ctx.headers(), body.clone(), ctx.timeout())
+        .await;
+    // The session is gone upstream: a new one, and the message once more.
+    if !is_initialize
+        && matches!(&sent, Ok(r) if r.status() == http::StatusCode::NOT_FOUND)
+        && ctx.reinitialize().await
     {
+        sent = ctx
+            .up
+            .send(Method::POST, ctx.headers(), body, ctx.timeout())
+            .await;
+    }
+    let resp = match sent {
         Ok(r) => r,
         Err(e) => {
             if pending.id.is_some() {
