@@ -265,5 +265,55 @@ async fn toolgate_stdio_opens_a_new_session_when_the_server_lost_its_own() {
     let a = g.ask_past_notifications(add(3)).await;
     assert_eq!(result_text(&a), "4");
     let logs = g.logs_when(|l| l.contains("a new one is open")).await;
-    assert!(logs.contains("the server lost the session; a new one is open"), "{logs}");
+    assert!(
+        logs.contains("the server lost the session; a new one is open"),
+        "{logs}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_request_ends_its_post_in_front_of_a_stdio_server() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut args: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend([
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+    ]);
+    let tg = Toolgate::start_raw(args).await;
+    let session = open_session(&tg.url()).await;
+    let (url, s) = (tg.url(), session.clone());
+    // `slow` answers after two seconds; the client gives up on it first.
+    let waiting =
+        tokio::spawn(async move { post(&url, Some(&s), call(5, "slow", json!({}))).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "user gave up"}});
+    assert_eq!(
+        post(&tg.url(), Some(&session), cancel.to_string())
+            .await
+            .status,
+        202
+    );
+    let r = waiting.await.unwrap();
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32800, "message": "Request cancelled"}}),
+        "ended at once, not with the server's late answer"
+    );
+    // The session goes on.
+    let a = post(
+        &tg.url(),
+        Some(&session),
+        call(6, "add", json!({"a": 1, "b": 2})),
+    )
+    .await;
+    assert_eq!(result_text(&a.answer()), "3");
 }

@@ -17,6 +17,10 @@ use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
+/// The answer to a request its client cancelled (the code LSP gave it; outside JSON-RPC's
+/// reserved range).
+const REQUEST_CANCELLED: i64 = -32800;
+
 /// Requests waiting for their answers, by id; `None` once the child's output has ended.
 type Waiters = Option<HashMap<String, oneshot::Sender<Bytes>>>;
 
@@ -387,6 +391,26 @@ impl ChildProcess {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_none()
+    }
+
+    /// The client cancelled request `id` (raw JSON): whoever waits for its answer gets a
+    /// `-32800 Request cancelled` now instead of waiting for an answer the server need not
+    /// send. `false` when nothing waited for it.
+    pub fn cancel(&self, id: &str) -> bool {
+        let waiter = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+            .and_then(|w| w.remove(jsonrpc::id_key(id).as_ref()));
+        let Some(waiter) = waiter else { return false };
+        let Ok(raw) = serde_json::value::RawValue::from_string(id.to_owned()) else {
+            return false;
+        };
+        let answer =
+            jsonrpc::error_response(Some(&raw), REQUEST_CANCELLED, "Request cancelled", None);
+        let _ = waiter.send(Bytes::from(answer));
+        true
     }
 
     fn forget(&self, id: &str) {

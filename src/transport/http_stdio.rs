@@ -56,6 +56,18 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
     }
 }
 
+/// The `requestId` a `notifications/cancelled` names.
+fn cancelled_id<'a>(m: &Message<'a>) -> Option<&'a RawValue> {
+    #[derive(serde::Deserialize)]
+    struct Cancelled<'a> {
+        #[serde(borrow, rename = "requestId")]
+        request_id: &'a RawValue,
+    }
+    serde_json::from_str::<Cancelled<'a>>(m.raw_params()?.get())
+        .ok()
+        .map(|c| c.request_id)
+}
+
 /// Who a session belongs to: the authenticated name, else the client's address.
 fn owner(rt: &Route<'_>, ctx: &Context) -> String {
     match &ctx.client {
@@ -103,7 +115,15 @@ pub(super) async fn post(
         None => ctx.key,
     };
     let Some(client_id) = m.id.filter(|_| m.is_request()) else {
-        // Notifications and the client's answers to server requests.
+        // Notifications and the client's answers to server requests. A cancellation also
+        // ends the POST still waiting for that request (in a session, where ids are the
+        // client's own; the shared child's are remapped).
+        if !shared
+            && m.method() == Some("notifications/cancelled")
+            && let Some(id) = cancelled_id(m)
+        {
+            sc.child.cancel(id.get());
+        }
         note.outcome = "forwarded";
         return match sc.child.send(bytes) {
             Ok(()) => Response::builder()

@@ -101,7 +101,12 @@ impl Ctx {
         let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let _ = self
             .up
-            .send(Method::POST, self.headers(), Bytes::from(note.to_string()), self.timeout())
+            .send(
+                Method::POST,
+                self.headers(),
+                Bytes::from(note.to_string()),
+                self.timeout(),
+            )
             .await;
         tracing::info!(upstream = %self.target.name, "the server lost the session; a new one is open");
         true
@@ -274,7 +279,10 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
     };
     let is_call = matches!(pending.kind, Kind::Call { .. });
     if is_initialize && let Some(p) = m.raw_params() {
-        ctx.session.lock().unwrap_or_else(|p| p.into_inner()).init_params = Some(p.to_owned());
+        ctx.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .init_params = Some(p.to_owned());
     }
     let mut sent = ctx
         .up
