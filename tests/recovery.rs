@@ -317,3 +317,41 @@ async fn a_cancelled_request_ends_its_post_in_front_of_a_stdio_server() {
     .await;
     assert_eq!(result_text(&a.answer()), "3");
 }
+
+#[tokio::test]
+async fn a_2026_client_reaches_a_stdio_server_without_a_handshake_in_its_way() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut args: Vec<String> = ["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--"]
+        .map(String::from)
+        .to_vec();
+    args.extend([
+        p.python.display().to_string(),
+        p.fixtures.join("py_server.py").display().to_string(),
+        "stdio".into(),
+    ]);
+    let tg = Toolgate::start_raw(args).await;
+    let modern = |id: i64, a: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "add", "arguments": {"a": a, "b": 1},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}})
+        .to_string()
+    };
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", ACCEPT),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "add"),
+    ];
+    // A legacy stateless request first: the legacy shared child is initialized.
+    let legacy = post(&tg.url(), None, call(1, "add", json!({"a": 1, "b": 1}))).await;
+    assert_eq!(result_text(&legacy.answer()), "2", "{}", legacy.text());
+    // A 2026-07-28 request goes to a child that never had a handshake.
+    for i in 2..4 {
+        let r = request(http::Method::POST, &tg.url(), &headers, modern(i, i)).await;
+        let a = r.answer();
+        assert_eq!(a["id"], i, "{}", r.text());
+        assert!(a.get("error").is_none(), "{}", r.text());
+        assert_eq!(result_text(&a), (i + 1).to_string(), "{}", r.text());
+    }
+}

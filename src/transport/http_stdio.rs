@@ -105,7 +105,7 @@ pub(super) async fn post(
                 Ok(sc) => (sc, None, false),
                 Err(e) => return no_child(era, m, e, max),
             },
-            (None, _) => match pool.shared().await {
+            (None, _) => match pool.shared(era).await {
                 Ok(sc) => (sc, None, true),
                 Err(e) => return no_child(era, m, e, max),
             },

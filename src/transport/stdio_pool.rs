@@ -77,7 +77,10 @@ impl SessionChild {
 pub struct StdioPool {
     command: Vec<String>,
     sessions: Sessions,
-    shared: tokio::sync::Mutex<Option<Arc<SessionChild>>>,
+    /// The children for requests without a session, one per era: a 2026-07-28 server refuses
+    /// stateless requests on a process that was initialized, and a legacy one needs the
+    /// handshake. Index: `Era::Legacy` 0, `Era::Modern` 1.
+    shared: [tokio::sync::Mutex<Option<Arc<SessionChild>>>; 2],
     /// Read anew at each use, so a reload's limits reach running sessions too.
     live: Live,
     /// The upstream's position in the gateway's targets (stable across reloads).
@@ -257,24 +260,35 @@ impl StdioPool {
         for id in ids {
             self.close(&id).await;
         }
-        if let Some(sc) = self.shared.lock().await.take() {
-            sc.child
-                .shutdown(self.gw().config.stdio.shutdown_grace)
-                .await;
+        for shared in &self.shared {
+            if let Some(sc) = shared.lock().await.take() {
+                sc.child
+                    .shutdown(self.gw().config.stdio.shutdown_grace)
+                    .await;
+            }
         }
     }
 
-    /// The child for requests without a session, started and initialized on first use (and
-    /// again after it exits).
-    pub async fn shared(&self) -> Result<Arc<SessionChild>, NoChild> {
-        let mut shared = self.shared.lock().await;
+    /// The child for requests without a session in `era`, started on first use (and again
+    /// after it exits). A legacy one is initialized first; a 2026-07-28 one is asked nothing:
+    /// every request carries what the handshake would have said.
+    pub async fn shared(&self, era: Era) -> Result<Arc<SessionChild>, NoChild> {
+        let mut shared = self.shared[usize::from(era == Era::Modern)].lock().await;
         if let Some(sc) = shared.as_ref()
             && sc.alive()
         {
             sc.touch();
             return Ok(sc.clone());
         }
-        let sc = self.spawn("shared".into(), "")?;
+        let label = match era {
+            Era::Legacy => "shared",
+            Era::Modern => "shared-2026-07-28",
+        };
+        let sc = self.spawn(label.into(), "")?;
+        if era == Era::Modern {
+            *shared = Some(sc.clone());
+            return Ok(sc);
+        }
         let id = self.gw().next_id();
         let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")}}});
