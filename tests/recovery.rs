@@ -321,9 +321,16 @@ async fn a_cancelled_request_ends_its_post_in_front_of_a_stdio_server() {
 #[tokio::test]
 async fn a_2026_client_reaches_a_stdio_server_without_a_handshake_in_its_way() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut args: Vec<String> = ["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--"]
-        .map(String::from)
-        .to_vec();
+    let mut args: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
     args.extend([
         p.python.display().to_string(),
         p.fixtures.join("py_server.py").display().to_string(),
@@ -354,4 +361,30 @@ async fn a_2026_client_reaches_a_stdio_server_without_a_handshake_in_its_way() {
         assert!(a.get("error").is_none(), "{}", r.text());
         assert_eq!(result_text(&a), (i + 1).to_string(), "{}", r.text());
     }
+}
+
+#[tokio::test]
+async fn a_2026_client_on_stdio_reaches_an_http_server_with_the_headers_its_era_needs() {
+    let (_server, port) = python_http_server(0).await;
+    let mut g = StdioGate::start_args(vec![
+        "stdio".into(),
+        "--upstream".into(),
+        format!("http://127.0.0.1:{port}/mcp"),
+    ]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    // No initialize: a 2026-07-28 client is stateless.
+    for (i, a) in [(1, 2), (2, 5)] {
+        let msg = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": "add", "arguments": {"a": a, "b": 1}, "_meta": meta}});
+        let r = g.ask_past_notifications(msg).await;
+        assert!(r.get("error").is_none(), "{r}");
+        assert_eq!(result_text(&r), (a + 1).to_string(), "{r}");
+    }
+    // Invalid arguments are still answered by toolgate, from a listing in the same era.
+    let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": "x", "b": 1}, "_meta": meta}});
+    let r = g.ask_past_notifications(msg).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
 }

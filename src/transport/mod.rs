@@ -8,7 +8,7 @@ mod http_answers;
 mod http_stdio;
 pub mod http_upstream;
 pub mod listener_tls;
-mod modern;
+pub(crate) mod modern;
 pub(crate) mod origin;
 mod reply;
 mod repoll;

@@ -5,7 +5,7 @@
 
 use crate::jsonrpc::{Message, Params};
 use crate::mcp;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -25,6 +25,36 @@ struct Named<'a> {
 struct Meta<'a> {
     #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
     version: Option<Cow<'a, str>>,
+}
+
+/// Sets the headers a 2026-07-28 request mirrors from its body, for a message toolgate
+/// sends upstream itself (from a stdio client, which has no headers): the version, the method
+/// and, for the methods that name something, that name.
+pub fn mirror(headers: &mut HeaderMap, m: &Message<'_>) {
+    let mut set = |name: http::HeaderName, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(&encode(value)) {
+            headers.insert(name, v);
+        }
+    };
+    set(mcp::PROTOCOL_VERSION, mcp::MODERN_VERSION);
+    let Some(method) = m.method() else { return };
+    set(mcp::METHOD_HEADER, method);
+    let params = match &m.params {
+        Some(Params::Call(call)) => Named {
+            name: Some(call.name.clone()),
+            ..Named::default()
+        },
+        Some(Params::Raw(raw)) => serde_json::from_str(raw.get()).unwrap_or_default(),
+        None => Named::default(),
+    };
+    let named = match method {
+        "tools/call" | "prompts/get" => params.name.as_deref(),
+        "resources/read" => params.uri.as_deref(),
+        _ => None,
+    };
+    if let Some(n) = named {
+        set(mcp::NAME_HEADER, n);
+    }
 }
 
 /// `Err` says which header does not match, for the `-32020` message.
@@ -89,6 +119,31 @@ fn decode(v: &str) -> String {
     }
 }
 
+/// A header value as 2026-07-28 carries it: as it is when it is plain visible ASCII,
+/// `=?base64?…?=` otherwise.
+fn encode(v: &str) -> String {
+    if v.bytes().all(|b| b.is_ascii_graphic() || b == b' ') && !v.starts_with("=?base64?") {
+        return v.to_owned();
+    }
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::from("=?base64?");
+    for chunk in v.as_bytes().chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out.push_str("?=");
+    out
+}
+
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
     let val = |c: u8| match c {
         b'A'..=b'Z' => Some(c - b'A'),
@@ -113,6 +168,15 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn values_that_are_not_plain_ascii_travel_in_base64() {
+        for v in ["weather", "café ☕", "a\nb", "=?base64?x?="] {
+            assert_eq!(decode(&encode(v)), v, "{v}");
+        }
+        assert_eq!(encode("weather"), "weather");
+        assert_eq!(encode("é"), "=?base64?w6k=?=");
+    }
     use super::*;
     use crate::jsonrpc::{Body, parse};
 

@@ -64,6 +64,17 @@ impl Ctx {
         h
     }
 
+    /// The headers for one message: the session's, or in the 2026-07-28 era (a body in its
+    /// envelope) no session and the headers that era mirrors from the body.
+    fn headers_for(&self, m: &jsonrpc::Message<'_>, era: Era) -> HeaderMap {
+        let mut h = self.headers();
+        if era == Era::Modern {
+            h.remove(mcp::SESSION_ID);
+            super::modern::mirror(&mut h, m);
+        }
+        h
+    }
+
     fn key(&self) -> ScopeKey {
         let s = self.session.lock().unwrap_or_else(|p| p.into_inner());
         self.gw
@@ -115,6 +126,9 @@ impl Ctx {
 
 struct UpLister<'a> {
     ctx: &'a Ctx,
+    /// The era of the call it lists for: a 2026-07-28 listing has no session and the
+    /// mirrored headers.
+    era: Era,
 }
 
 impl Lister for UpLister<'_> {
@@ -125,9 +139,21 @@ impl Lister for UpLister<'_> {
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        let mut headers = self.ctx.headers();
+        if self.era == Era::Modern {
+            headers.remove(mcp::SESSION_ID);
+            headers.insert(
+                mcp::PROTOCOL_VERSION,
+                HeaderValue::from_static(mcp::MODERN_VERSION),
+            );
+            headers.insert(
+                mcp::METHOD_HEADER,
+                HeaderValue::from_static(mcp::TOOLS_LIST),
+            );
+        }
         exchange(
             &self.ctx.up,
-            &self.ctx.headers(),
+            &headers,
             request,
             id,
             &self.ctx.gw.config.limits,
@@ -236,6 +262,8 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         return;
     }
     let era = Era::detect(None, m.version_text());
+    // Before the guard takes the params: the 2026-07-28 headers mirror them.
+    let headers = ctx.headers_for(&m, era);
     let key = ctx.key();
     let client = ctx.gw.client(None);
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
@@ -249,7 +277,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             client: client.as_ref(),
             retry: false,
         };
-        match guard::tools_call(&ctx.gw, call, &UpLister { ctx }).await {
+        match guard::tools_call(&ctx.gw, call, &UpLister { ctx, era }).await {
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => return ctx.write(a.body),
             Decision::Relay(resp) => {
@@ -286,7 +314,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
     }
     let mut sent = ctx
         .up
-        .send(Method::POST, ctx.headers(), body.clone(), ctx.timeout())
+        .send(Method::POST, headers.clone(), body.clone(), ctx.timeout())
         .await;
     // The session is gone upstream: a new one, and the message once more.
     if !is_initialize
@@ -295,7 +323,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
     {
         sent = ctx
             .up
-            .send(Method::POST, ctx.headers(), body, ctx.timeout())
+            .send(Method::POST, ctx.headers_for(&m, era), body, ctx.timeout())
             .await;
     }
     let resp = match sent {
