@@ -59,6 +59,9 @@ pub struct CallParams<'a> {
     /// A retry after an input-required result (2026-07-28) carries the server's state back.
     #[serde(borrow, default, rename = "requestState")]
     pub request_state: Option<&'a RawValue>,
+    /// Task augmentation (2025-11-25, SEP-1686): the caller waits for a task, not a result.
+    #[serde(borrow, default)]
+    pub task: Option<&'a RawValue>,
 }
 
 impl<'a> Message<'a> {

@@ -388,3 +388,35 @@ async fn a_2026_client_on_stdio_reaches_an_http_server_with_the_headers_its_era_
     let r = g.ask_past_notifications(msg).await;
     assert_eq!(r["result"]["isError"], true, "{r}");
 }
+
+#[tokio::test]
+async fn a_task_augmented_call_with_bad_arguments_gets_an_error_it_can_read() {
+    let tool = json!({"name": "render", "inputSchema": {"type": "object",
+        "properties": {"pages": {"type": "integer"}}, "required": ["pages"]}});
+    let (up, seen) = Scripted::new(vec![tool]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let session = open_session(&tg.url()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "render", "arguments": {"pages": "many"}, "task": {"ttl": 60000}}});
+    let a = post(&tg.url(), Some(&session), body.to_string())
+        .await
+        .answer();
+    assert_eq!(
+        a["error"]["code"], -32602,
+        "a JSON-RPC error, not a tool result: {a}"
+    );
+    assert_eq!(
+        a["error"]["data"]["parameter_errors"],
+        json!({"/pages": "expected an integer, got string \"many\""})
+    );
+    assert!(a.get("result").is_none());
+    assert!(
+        !seen
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m["method"] == "tools/call"),
+        "never forwarded"
+    );
+}

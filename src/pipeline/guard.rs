@@ -66,6 +66,8 @@ struct RawCallParams<'a> {
     meta: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "requestState")]
     request_state: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    task: Option<&'a RawValue>,
 }
 
 /// Params the envelope left as text: read in one pass, or failing that with the slow path.
@@ -77,6 +79,7 @@ fn read_params(raw: &RawValue) -> Result<CallParams<'_>, serde_json::Error> {
             arguments: r.arguments.map(jsonrpc::parse_arguments),
             meta: r.meta,
             request_state: r.request_state,
+            task: r.task,
         })
     })
 }
@@ -149,10 +152,54 @@ fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
     gw.metrics.tool_calls.inc(&[&target.name, tool, outcome]);
 }
 
-pub async fn tools_call<L: Lister>(
+/// Decides one `tools/call` (docs/contract.md §1).
+pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> Decision<L::Relay> {
+    let (id, mut task) = (call.id, false);
+    let decision = decide(gw, call, lister, &mut task).await;
+    match decision {
+        // A task-augmented call (SEP-1686) waits for a `CreateTaskResult` or an error: a tool
+        // result is neither, so toolgate's refusal goes as a JSON-RPC error.
+        Decision::Answer(a) if task && a.error_code.is_none() => {
+            Decision::Answer(as_protocol_error(id, a))
+        }
+        d => d,
+    }
+}
+
+/// toolgate's tool-error answer as the JSON-RPC error a task-augmented caller reads: `-32602`
+/// with the same text and details, or `-32603` when the server was the problem.
+fn as_protocol_error(id: &RawValue, a: Answer) -> Answer {
+    let outcome = a.outcome;
+    let result: Value = serde_json::from_slice::<Value>(&a.body)
+        .ok()
+        .and_then(|v| v.get("result").cloned())
+        .unwrap_or_default();
+    let text = result["content"][0]["text"].as_str().unwrap_or("refused");
+    let details = result["_meta"]
+        .as_object()
+        .and_then(|m| m.values().next().cloned());
+    let code = if outcome == Some("upstream_error") {
+        jsonrpc::INTERNAL_ERROR
+    } else {
+        jsonrpc::INVALID_PARAMS
+    };
+    let mut data = details.unwrap_or_else(|| json!({}));
+    data["text"] = Value::String(text.to_owned());
+    let mut e = Answer::error(
+        Some(id),
+        code,
+        text.lines().next().unwrap_or(text),
+        Some(&data),
+    );
+    e.outcome = outcome;
+    e
+}
+
+async fn decide<L: Lister>(
     gw: &Gateway,
     mut call: Call<'_>,
     lister: &L,
+    task: &mut bool,
 ) -> Decision<L::Relay> {
     let (era, id) = (call.era, call.id);
     let malformed = |why: String| {
@@ -175,6 +222,7 @@ pub async fn tools_call<L: Lister>(
         None => return malformed("missing params with a \"name\"".into()),
     };
     call.retry = params.request_state.is_some();
+    *task = params.task.is_some();
     let tool = params.name.as_ref();
     let target = call.target;
     let v = &target.validation;
