@@ -26,25 +26,7 @@ async fn fixture() -> Vec<String> {
 
 /// `toolgate serve -- <fixture>` with an optional config.
 async fn sidecar(config: Option<&str>) -> Toolgate {
-    let mut args = vec!["serve".to_string()];
-    let file = config.map(tempfile_lite::TempFile::new);
-    if let Some(f) = &file {
-        args.extend(["--config".into(), f.path.display().to_string()]);
-    }
-    args.extend(
-        [
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--",
-        ]
-        .map(String::from),
-    );
-    args.extend(fixture().await);
-    let mut tg = Toolgate::start_raw(args).await;
-    tg.keep(file);
-    tg
+    Toolgate::in_front_of(&fixture().await, config).await
 }
 
 fn call_id(id: &str, tool: &str, args: Value) -> String {

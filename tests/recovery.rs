@@ -158,21 +158,11 @@ async fn what_a_stdio_server_asks_before_the_get_stream_opens_still_reaches_the_
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let dir = std::env::temp_dir().join(format!("toolgate-roots-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut args: Vec<String> = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend([
+    let command = [
         p.server_filesystem.display().to_string(),
         dir.display().to_string(),
-    ]);
-    let tg = Toolgate::start_raw(args).await;
+    ];
+    let tg = Toolgate::in_front_of(&command, None).await;
     // A client that has roots: server-filesystem asks for them right after `initialized`.
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": true}},
@@ -219,31 +209,6 @@ async fn what_a_stdio_server_asks_before_the_get_stream_opens_still_reaches_the_
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The Python SDK's server over HTTP on `port` (0: a free one); returns it and its port.
-async fn python_http_server(port: u16) -> (tokio::process::Child, u16) {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut child = tokio::process::Command::new(&p.python)
-        .arg(p.fixtures.join("py_server.py"))
-        .args(["mcpserver", "--port", &port.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let port = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (child, port)
-}
-
 #[tokio::test]
 async fn toolgate_stdio_opens_a_new_session_when_the_server_lost_its_own() {
     let (mut server, port) = python_http_server(0).await;
@@ -274,21 +239,11 @@ async fn toolgate_stdio_opens_a_new_session_when_the_server_lost_its_own() {
 #[tokio::test]
 async fn a_cancelled_request_ends_its_post_in_front_of_a_stdio_server() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut args: Vec<String> = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend([
+    let command = [
         p.python.display().to_string(),
         p.fixtures.join("stdio_server.py").display().to_string(),
-    ]);
-    let tg = Toolgate::start_raw(args).await;
+    ];
+    let tg = Toolgate::in_front_of(&command, None).await;
     let session = open_session(&tg.url()).await;
     let (url, s) = (tg.url(), session.clone());
     // `slow` answers after two seconds; the client gives up on it first.
@@ -321,22 +276,12 @@ async fn a_cancelled_request_ends_its_post_in_front_of_a_stdio_server() {
 #[tokio::test]
 async fn a_2026_client_reaches_a_stdio_server_without_a_handshake_in_its_way() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut args: Vec<String> = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend([
+    let command = [
         p.python.display().to_string(),
         p.fixtures.join("py_server.py").display().to_string(),
         "stdio".into(),
-    ]);
-    let tg = Toolgate::start_raw(args).await;
+    ];
+    let tg = Toolgate::in_front_of(&command, None).await;
     let modern = |id: i64, a: i64| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "add", "arguments": {"a": a, "b": 1},
             "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},

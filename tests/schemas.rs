@@ -10,43 +10,17 @@ use common::stdio_gate::StdioGate;
 use common::*;
 use http::Method;
 use serde_json::{Value, json};
-use std::process::Stdio;
-use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn tool_call(id: i64, tool: &str, args: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
-}
-
-/// The Python SDK's high-level server (the FastMCP line) over HTTP, on a free port.
-async fn python_sdk_server() -> (String, tokio::process::Child) {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut child = tokio::process::Command::new(&p.python)
-        .arg(p.fixtures.join("py_server.py"))
-        .arg("mcpserver")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let port: u16 = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("the Python fixture prints its port")
-        .unwrap()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (format!("http://127.0.0.1:{port}/mcp"), child)
 }
 
 // ---- misspelt and undeclared arguments ----
 
 #[tokio::test]
 async fn a_misspelt_optional_argument_never_reaches_a_python_sdk_server() {
-    let (url, _server) = python_sdk_server().await;
+    let (_server, port) = python_http_server(0).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
     for (policy, verbose_passes) in [("reject_typos", true), ("reject", false)] {
         let config = format!("[validation]\nundeclared_properties = \"{policy}\"\n");
         let tg = Toolgate::serve(&url, Some(&config)).await;
@@ -285,6 +259,32 @@ where
     names
 }
 
+/// Every page of `tools/list`, over toolgate's stdio.
+async fn list_every_page_on(g: &mut StdioGate) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    for id in 100..120 {
+        let mut params = json!({});
+        if let Some(c) = &cursor {
+            params["cursor"] = json!(c);
+        }
+        let a = g
+            .ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))
+            .await;
+        for t in a["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{a}"))
+        {
+            names.push(t["name"].as_str().unwrap().to_string());
+        }
+        match a["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.into()),
+            None => break,
+        }
+    }
+    names
+}
+
 fn assert_hidden_and_refused(names: &[String], valid: &[&str], refusal: &Value, mode: &str) {
     for h in HIDDEN {
         assert!(
@@ -433,27 +433,7 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
     // stdio -- CMD.
     let (mut g, _) = StdioGate::start(&fixture, None);
     g.initialize().await;
-    let mut names = Vec::new();
-    let mut cursor: Option<String> = None;
-    for id in 100..120 {
-        let mut params = json!({});
-        if let Some(c) = &cursor {
-            params["cursor"] = json!(c);
-        }
-        let a = g
-            .ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))
-            .await;
-        for t in a["result"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{a}"))
-        {
-            names.push(t["name"].as_str().unwrap().to_string());
-        }
-        match a["result"]["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.into()),
-            None => break,
-        }
-    }
+    let names = list_every_page_on(&mut g).await;
     let refusal = g.ask(tool_call(1, "broken_type", json!({"x": "y"}))).await;
     assert_hidden_and_refused(
         &names,
@@ -473,18 +453,7 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
     );
 
     // serve -- CMD.
-    let mut args: Vec<String> = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(fixture.iter().cloned());
-    let tg = Toolgate::start_raw(args).await;
+    let tg = Toolgate::in_front_of(&fixture, None).await;
     let session = open_session(&tg.url()).await;
     let url = tg.url();
     let names = list_every_page(|m| {
@@ -508,21 +477,6 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
         Some("[validation]\ninvalid_tool_schemas = \"forward\"\n"),
     );
     g.initialize().await;
-    let mut count = 0;
-    let mut cursor: Option<String> = None;
-    for id in 100..120 {
-        let mut params = json!({});
-        if let Some(c) = &cursor {
-            params["cursor"] = json!(c);
-        }
-        let a = g
-            .ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))
-            .await;
-        count += a["result"]["tools"].as_array().unwrap().len();
-        match a["result"]["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.into()),
-            None => break,
-        }
-    }
+    let count = list_every_page_on(&mut g).await.len();
     assert_eq!(count, 13);
 }

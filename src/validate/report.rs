@@ -376,7 +376,7 @@ fn preview(v: &Value) -> String {
     }
 }
 
-fn escape(seg: &str) -> String {
+pub(super) fn escape(seg: &str) -> String {
     seg.replace('~', "~0").replace('/', "~1")
 }
 
@@ -410,7 +410,7 @@ fn display_path(pointer: &str) -> String {
 }
 
 /// Follows local `$ref`s (`#/...`), a bounded number of hops.
-fn resolve<'a>(root: &'a Value, mut s: &'a Value) -> &'a Value {
+pub(super) fn resolve<'a>(root: &'a Value, mut s: &'a Value) -> &'a Value {
     for _ in 0..16 {
         match s.get("$ref").and_then(Value::as_str) {
             Some("#") => s = root,

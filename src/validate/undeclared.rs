@@ -12,13 +12,13 @@
 //! schema says `additionalProperties` or `unevaluatedProperties` (any value) is left to the
 //! validator: the schema's word wins.
 
-use super::report::{Found, Violation, edit_distance};
+use super::report::{Found, Violation, edit_distance, escape, resolve};
 use serde_json::Value;
 use std::fmt::Write;
 
 /// How deep the map follows nested objects and arrays; a recursive schema stops here.
 const MAX_DEPTH: usize = 8;
-/// Local `$ref` hops followed from one place.
+/// References and composition branches followed from one place.
 const MAX_REF_HOPS: usize = 16;
 /// Schemas (places and composition branches) read for one map: a recursive schema with many
 /// branches would otherwise grow it exponentially. Past it, deeper places are not checked.
@@ -245,25 +245,6 @@ fn typo_of<'a>(name: &str, declared: &'a [Prop]) -> Option<&'a Prop> {
         })
         .min_by_key(|(d, _)| *d)
         .map(|(_, p)| p)
-}
-
-fn escape(seg: &str) -> String {
-    seg.replace('~', "~0").replace('/', "~1")
-}
-
-/// Follows local `$ref`s from `s`.
-fn resolve<'a>(root: &'a Value, mut s: &'a Value) -> &'a Value {
-    for _ in 0..MAX_REF_HOPS {
-        match s.get("$ref").and_then(Value::as_str) {
-            Some("#") => s = root,
-            Some(r) if r.starts_with("#/") => match root.pointer(&r[1..]) {
-                Some(next) => s = next,
-                None => break,
-            },
-            _ => break,
-        }
-    }
-    s
 }
 
 struct Builder<'a> {

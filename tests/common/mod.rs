@@ -111,6 +111,30 @@ impl Toolgate {
         }
     }
 
+    /// Starts `toolgate serve -- COMMAND` (HTTP in front of a stdio server) with an optional
+    /// config file body.
+    pub async fn in_front_of(command: &[String], config: Option<&str>) -> Toolgate {
+        let mut args = vec!["serve".to_string()];
+        let file = config.map(tempfile_lite::TempFile::new);
+        if let Some(f) = &file {
+            args.extend(["--config".into(), f.path.display().to_string()]);
+        }
+        args.extend(
+            [
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--",
+            ]
+            .map(String::from),
+        );
+        args.extend(command.iter().cloned());
+        let mut tg = Toolgate::start_raw(args).await;
+        tg.keep(file);
+        tg
+    }
+
     /// Keeps a temporary config file alive as long as toolgate runs.
     pub fn keep(&mut self, file: Option<tempfile_lite::TempFile>) {
         self._config = file;
@@ -344,6 +368,31 @@ pub fn check_output(out: &str) -> (String, Vec<String>, Vec<String>) {
         })
         .collect();
     (summary, rest.into_iter().map(String::from).collect(), noted)
+}
+
+/// The Python SDK's high-level server (`fixtures/py_server.py mcpserver`) over HTTP on `port`
+/// (0: a free one); killed on drop. Returns it and its port.
+pub async fn python_http_server(port: u16) -> (Child, u16) {
+    let p = tokio::task::spawn_blocking(peers::peers).await.unwrap();
+    let mut child = Command::new(&p.python)
+        .arg(p.fixtures.join("py_server.py"))
+        .args(["mcpserver", "--port", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the Python fixture prints its port")
+        .unwrap()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (child, port)
 }
 
 /// The text of a tool result's first content block.
