@@ -365,3 +365,32 @@ async fn a_task_augmented_call_with_bad_arguments_gets_an_error_it_can_read() {
         "never forwarded"
     );
 }
+
+#[tokio::test]
+async fn toolgate_stdio_answers_a_request_the_server_refused_without_an_id_once_and_by_its_id() {
+    let refusal = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
+    let (up, _) = Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Raw {
+                status: 400,
+                content_type: "application/json",
+                body: refusal,
+            },
+        )
+        .spawn()
+        .await;
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
+    g.initialize().await;
+    g.send(&call(9, "echo", json!({}))).await;
+    let a = g.recv().await;
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}})
+    );
+    // Nothing more for that request: the next line answers the next request.
+    let a = g
+        .ask(json!({"jsonrpc": "2.0", "id": 10, "method": "ping"}))
+        .await;
+    assert_eq!(a["id"], 10, "{a}");
+}

@@ -367,6 +367,25 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             tracing::warn!(upstream = %ctx.target.name, "a second answer to one request; dropped");
             return;
         }
+        // An error that names no request (a 4xx refusal of the POST itself) is this
+        // request's answer: a stdio client matches answers by id, so it gets the request's.
+        if let (Some(err), Some(id)) = (am.error, pending.id.as_deref())
+            && am.method.is_none()
+            && am.id.is_none_or(|i| i.get() == "null")
+        {
+            *answered = true;
+            let e: serde_json::Value = serde_json::from_str(err.get()).unwrap_or_default();
+            let code = e["code"].as_i64().unwrap_or(jsonrpc::INTERNAL_ERROR);
+            let message = e["message"]
+                .as_str()
+                .unwrap_or("the server refused the request");
+            return ctx.write(jsonrpc::error_response(
+                Some(id),
+                code,
+                message,
+                e.get("data"),
+            ));
+        }
         let seen = pipeline::observe(&ctx.gw, &pending, &am);
         *answered |= seen.answers;
         ctx.write(seen.replacement.map_or_else(|| bytes.to_vec(), |a| a.body));
