@@ -165,9 +165,9 @@ pub async fn serve(
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     // A connection holds a permit for its life; past the cap, clients wait in the listen
     // queue while the admin listener (its own accept loop) keeps answering.
-    let permits = Arc::new(tokio::sync::Semaphore::new(
-        live.load().config.limits.max_connections.max(1),
-    ));
+    let permits = Arc::new(tokio::sync::Semaphore::new(connection_cap(
+        live.load().config.limits.max_connections,
+    )));
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -241,6 +241,25 @@ pub async fn serve(
     drain.shutdown().await;
     app.close().await;
     Ok(())
+}
+
+/// `limits.max_connections`, but never more than half the descriptor limit: upstream
+/// connections, stdio children's pipes and the admin listener need descriptors too, and a
+/// listener out of them stops answering everyone.
+fn connection_cap(configured: usize) -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    let budget = getrlimit(Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| usize::try_from(soft / 2).unwrap_or(usize::MAX))
+        .unwrap_or(usize::MAX)
+        .max(16);
+    if configured > budget {
+        tracing::info!(
+            configured,
+            cap = budget,
+            "limits.max_connections is over half the descriptor limit: capped"
+        );
+    }
+    configured.min(budget).max(1)
 }
 
 /// A response body that keeps its request "in service" (see `conn_timers`) until it has
