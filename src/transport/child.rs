@@ -268,39 +268,40 @@ impl ChildProcess {
         let weak = Arc::downgrade(&me);
         tokio::spawn(async move {
             let mut r = BufReader::new(stdout);
+            // A line goes to whoever waits for its id, or else to the transport.
+            let deliver = |id: Option<String>, line: Bytes| {
+                let waiter = id.and_then(|id| {
+                    waiters
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .as_mut()?
+                        .remove(&id)
+                });
+                match waiter {
+                    Some(w) => {
+                        let _ = w.send(line);
+                    }
+                    None => {
+                        let _ = events_tx.send(FromChild::Message(line));
+                    }
+                }
+            };
             loop {
                 match read_line(&mut r, max_line).await {
                     Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
-                    Ok(line @ (Line::Line(_) | Line::TooLong(Some(_)))) => {
-                        let line = match line {
-                            Line::Line(l) => Bytes::from(l),
-                            Line::TooLong(id) => {
-                                // Answered all the same, as an error in the answer's place.
-                                tracing::warn!(
-                                    "the tool server wrote a line over {max_line} bytes; it is answered as an error"
-                                );
-                                let id = id.unwrap_or_default();
-                                match over_limit_error(&id, max_line, "the tool server's answer") {
-                                    Some(e) => Bytes::from(e),
-                                    None => continue,
-                                }
-                            }
-                            Line::Eof => unreachable!(),
-                        };
-                        let waiter = response_id(&line).and_then(|id| {
-                            waiters
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .as_mut()?
-                                .remove(&id)
-                        });
-                        match waiter {
-                            Some(w) => {
-                                let _ = w.send(line);
-                            }
-                            None => {
-                                let _ = events_tx.send(FromChild::Message(line));
-                            }
+                    Ok(Line::Line(l)) => {
+                        let line = Bytes::from(l);
+                        deliver(response_id(&line), line);
+                    }
+                    // Answered all the same, as an error in the answer's place: whoever waits
+                    // for that id gets it, as a line the child could have written.
+                    Ok(Line::TooLong(Some(id))) => {
+                        tracing::warn!(
+                            "the tool server wrote a line over {max_line} bytes; it is answered as an error"
+                        );
+                        if let Some(e) = over_limit_error(&id, max_line, "the tool server's answer")
+                        {
+                            deliver(Some(jsonrpc::id_key(&id).into_owned()), Bytes::from(e));
                         }
                     }
                     Ok(Line::TooLong(None)) => tracing::warn!(
