@@ -25,3 +25,4 @@ pub mod validate;
 
 pub use gateway::Gateway;
 pub use transport::http::{App, serve};
+pub use transport::layer::{Validate, ValidateLayer};

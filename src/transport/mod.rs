@@ -7,6 +7,7 @@ pub mod http;
 mod http_answers;
 mod http_stdio;
 pub mod http_upstream;
+pub mod layer;
 pub mod listener_tls;
 pub(crate) mod modern;
 pub(crate) mod origin;
