@@ -9,8 +9,8 @@
 use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
 use crate::pipeline::guard::ListFailed;
-use crate::transport::http::exchange;
 use crate::transport::http_upstream::HttpUpstream;
+use crate::transport::http_upstream::exchange;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};

@@ -11,7 +11,6 @@
 mod jwt;
 
 use crate::config::{self, Config, ConfigError};
-use crate::gateway::Target;
 use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
@@ -213,14 +212,11 @@ impl Authenticator {
         }
     }
 
-    /// The status and `WWW-Authenticate` value for a refusal at one endpoint.
-    pub fn challenge(&self, refusal: &Refusal, target: &Target) -> (StatusCode, String, String) {
+    /// The status and `WWW-Authenticate` value for a refusal at the endpoint at `path`.
+    pub fn challenge(&self, refusal: &Refusal, path: &str) -> (StatusCode, String, String) {
         let mut params = Vec::new();
         if let Some(base) = &self.public_url {
-            params.push(format!(
-                "resource_metadata=\"{base}{METADATA_PATH}{}\"",
-                target.path
-            ));
+            params.push(format!("resource_metadata=\"{base}{METADATA_PATH}{path}\""));
         }
         let (status, message) = match refusal {
             Refusal::Missing => (
@@ -256,11 +252,11 @@ impl Authenticator {
         (status, header, message)
     }
 
-    /// The RFC 9728 document for one endpoint, when `public_url` says where it is.
-    pub fn metadata(&self, target: &Target) -> Option<Value> {
+    /// The RFC 9728 document for the endpoint at `path`, when `public_url` says where it is.
+    pub fn metadata(&self, path: &str) -> Option<Value> {
         let base = self.public_url.as_ref()?;
         let mut doc = json!({
-            "resource": format!("{base}{}", target.path),
+            "resource": format!("{base}{path}"),
             "authorization_servers": self.authorization_servers,
             "bearer_methods_supported": ["header"],
         });

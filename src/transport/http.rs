@@ -11,55 +11,30 @@
 
 use super::conn_timers::{ConnTimers, InService};
 use super::http_answers;
-use super::http_upstream::{self, Collected, HttpUpstream, ReadError};
+use super::http_request::{Context, Endpoint, Note, Route, Upstream};
+use super::http_upstream::{self, HttpUpstream, ReadError};
 use super::reply;
-use super::sse::{self, Split, Splitter};
 use super::stdio_pool::StdioPool;
 use crate::auth::Refusal;
-use crate::config::{Limits, parse_upstream_url};
-use crate::gateway::{Gateway, Live, Target};
+use crate::config::parse_upstream_url;
+use crate::gateway::{Gateway, Live};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::metrics;
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::policy::Client;
-use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
-};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
-use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use std::time::Instant;
 
 type Request = http::Request<hyper::body::Incoming>;
-
-/// What one request is served with: the gateway in force when it arrived, its upstream's
-/// target in that gateway, and where its messages go.
-///
-/// Borrowed for the request's lifetime: cloning three `Arc`s per request would move their
-/// counts' cache lines between the worker threads on every call.
-pub(super) struct Route<'a> {
-    pub(super) gw: &'a Arc<Gateway>,
-    pub(super) target: &'a Arc<Target>,
-    up: &'a Upstream,
-    /// The client's address, for limits per client when it has no authenticated name.
-    pub(super) peer: std::net::IpAddr,
-}
-
-/// One upstream's endpoint. It names its target by position: a reload rebuilds the targets'
-/// rules, never the set of upstreams, so positions are stable while connections and stdio
-/// children live on.
-pub(super) struct Endpoint {
-    pub(super) path: String,
-    pub(super) index: usize,
-    pub(super) up: Upstream,
-}
 
 /// The gateway's HTTP service, a plain hyper service: a path match over a handful of
 /// endpoints costs less than a general router, and this runs on every message.
@@ -340,32 +315,6 @@ async fn handle(rt: &Route<'_>, mut req: Request) -> Response {
     resp
 }
 
-/// Where a route's messages go.
-#[derive(Clone)]
-pub(super) enum Upstream {
-    Http(Arc<HttpUpstream>),
-    Stdio(Arc<StdioPool>),
-}
-
-/// What the access log, the request metrics and the trace say about one request.
-pub(super) struct Note {
-    pub(super) client: Option<Arc<str>>,
-    pub(super) method: &'static str,
-    pub(super) tool: Option<Box<str>>,
-    pub(super) outcome: &'static str,
-    /// The request's spans, when traces are exported.
-    pub(super) trace: Option<Box<telemetry::RequestTrace>>,
-    /// What the guard made of a `tools/call` (`forwarded`, `rejected_invalid`, …).
-    pub(super) validation: Option<&'static str>,
-}
-
-impl Note {
-    /// Whether the tool's name is wanted (by the access log or a span): only then is it kept.
-    pub(super) fn wants_names(&self, gw: &Gateway) -> bool {
-        gw.config.log.access || self.trace.is_some()
-    }
-}
-
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
@@ -477,7 +426,7 @@ async fn route(rt: &Route<'_>, mut req: Request, note: &mut Note) -> Response {
                 } else {
                     "unauthorized"
                 };
-                let (status, challenge, message) = auth.challenge(&refusal, rt.target);
+                let (status, challenge, message) = auth.challenge(&refusal, &rt.target.path);
                 let mut r = reply::transport(status, jsonrpc::INVALID_REQUEST, &message);
                 if let Ok(v) = HeaderValue::from_str(&challenge) {
                     r.headers_mut().insert(WWW_AUTHENTICATE, v);
@@ -503,37 +452,6 @@ async fn route(rt: &Route<'_>, mut req: Request, note: &mut Note) -> Response {
             );
             r
         }
-    }
-}
-
-/// What every request needs from its headers.
-pub(super) struct Context {
-    pub(super) key: crate::catalog::ScopeKey,
-    version: Option<String>,
-    has_session: bool,
-    pub(super) client: Option<Client>,
-}
-
-impl Context {
-    fn of(rt: &Route<'_>, headers: &HeaderMap, client: Option<Client>) -> Context {
-        let session = headers.get(mcp::SESSION_ID);
-        Context {
-            client,
-            key: rt.gw.scope(
-                rt.target,
-                session.map(|s| s.as_bytes()),
-                headers.get(AUTHORIZATION).map(|a| a.as_bytes()),
-            ),
-            version: headers
-                .get(mcp::PROTOCOL_VERSION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
-            has_session: session.is_some(),
-        }
-    }
-
-    pub(super) fn era(&self, params: Option<&RawValue>) -> Era {
-        Era::detect(self.version.as_deref(), params)
     }
 }
 
@@ -861,83 +779,8 @@ impl Lister for HttpLister<'_> {
             headers.remove(mcp::METHOD_HEADER);
         }
         let limits = &self.rt.gw.config.limits;
-        exchange(self.up, &headers, request, id, limits)
+        http_upstream::exchange(self.up, &headers, request, id, limits)
             .await
             .map(|(_, result)| result)
     }
-}
-
-/// Sends one request toolgate wrote and reads the answer to it, from a JSON body or from
-/// an SSE stream (other messages on the stream are skipped). Returns the answer's headers
-/// (a session id, for `initialize`) and its result.
-pub(crate) async fn exchange(
-    up: &HttpUpstream,
-    headers: &HeaderMap,
-    request: Bytes,
-    id: &str,
-    limits: &Limits,
-) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<Response>>> {
-    let resp = up
-        .send(Method::POST, headers.clone(), request, limits.into())
-        .await
-        .map_err(ListFailed::Unavailable)?;
-    if !resp.status().is_success() {
-        let (mut parts, body) = resp.into_parts();
-        http_upstream::strip_hop_by_hop(&mut parts.headers);
-        let relay = Response::from_parts(parts, axum::body::Body::new(body));
-        return Err(ListFailed::Relay(Box::new(relay)));
-    }
-    let (parts, mut body) = resp.into_parts();
-    let is_sse = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-    let broke = |e: http_upstream::BodyError| {
-        ListFailed::Unavailable(UpstreamError::Unreachable(format!(
-            "the answer broke off: {e}"
-        )))
-    };
-    let found = |r: Result<Box<RawValue>, String>| {
-        r.map(|result| (parts.headers.clone(), result))
-            .map_err(ListFailed::Refused)
-    };
-    if !is_sse {
-        return match http_upstream::collect_upstream(body, limits.max_response_bytes)
-            .await
-            .map_err(broke)?
-        {
-            Collected::Whole(bytes) => guard::match_answer(&bytes, id).map_or_else(
-                || {
-                    Err(ListFailed::Refused(
-                        "the answer is not a JSON-RPC response to the request".into(),
-                    ))
-                },
-                found,
-            ),
-            Collected::TooLarge(_) => Err(ListFailed::Refused(
-                "the answer is over max_response_bytes".into(),
-            )),
-        };
-    }
-    let mut splitter = Splitter::new(limits.max_sse_event_bytes);
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(broke)?.into_data() else {
-            continue;
-        };
-        splitter.push(&data);
-        while let Some(split) = splitter.next_event() {
-            let Split::Event(ev) = split else {
-                return Err(ListFailed::Refused(
-                    "an SSE event of the answer is over max_sse_event_bytes".into(),
-                ));
-            };
-            if let Some(r) = sse::data(&ev).and_then(|d| guard::match_answer(d.as_bytes(), id)) {
-                return found(r);
-            }
-        }
-    }
-    Err(ListFailed::Unavailable(UpstreamError::Unreachable(
-        "the stream ended without the answer".into(),
-    )))
 }

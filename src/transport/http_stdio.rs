@@ -6,7 +6,7 @@
 //! remapped, so concurrent stateless clients cannot collide. A session's GET is an SSE stream
 //! of what its child sends on its own.
 
-use super::http::{Context, Note, Route};
+use super::http_request::{Context, Note, Route};
 use super::reply;
 use super::stdio::ChildLister;
 use super::stdio_pool::{NoChild, SessionChild, StdioPool};

@@ -5,14 +5,18 @@
 //! ones named in `Connection` do not. `Accept-Encoding` is dropped on the way up so that
 //! answers toolgate may need to read arrive uncompressed.
 
+use super::sse::{self, Split, Splitter};
 use super::upstream_pool::Pool;
+use crate::config::Limits;
 use crate::pipeline::UpstreamError;
+use crate::pipeline::guard::{self, ListFailed};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use serde_json::value::RawValue;
 use std::time::Duration;
 
 /// How long an upstream may take: `answer` bounds the response head and then a JSON body
@@ -390,6 +394,81 @@ pub async fn collect_upstream(
     use futures_util::StreamExt;
     Ok(Collected::TooLarge(axum::body::Body::from_stream(
         head.chain(body.into_data_stream()),
+    )))
+}
+
+/// Sends one request toolgate wrote and reads the answer to it, from a JSON body or from
+/// an SSE stream (other messages on the stream are skipped). Returns the answer's headers
+/// (a session id, for `initialize`) and its result.
+pub(crate) async fn exchange(
+    up: &HttpUpstream,
+    headers: &HeaderMap,
+    request: Bytes,
+    id: &str,
+    limits: &Limits,
+) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<axum::response::Response>>> {
+    let resp = up
+        .send(Method::POST, headers.clone(), request, limits.into())
+        .await
+        .map_err(ListFailed::Unavailable)?;
+    if !resp.status().is_success() {
+        let (mut parts, body) = resp.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        let relay = axum::response::Response::from_parts(parts, axum::body::Body::new(body));
+        return Err(ListFailed::Relay(Box::new(relay)));
+    }
+    let (parts, mut body) = resp.into_parts();
+    let is_sse = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+    let broke = |e: BodyError| {
+        ListFailed::Unavailable(UpstreamError::Unreachable(format!(
+            "the answer broke off: {e}"
+        )))
+    };
+    let found = |r: Result<Box<RawValue>, String>| {
+        r.map(|result| (parts.headers.clone(), result))
+            .map_err(ListFailed::Refused)
+    };
+    if !is_sse {
+        return match collect_upstream(body, limits.max_response_bytes)
+            .await
+            .map_err(broke)?
+        {
+            Collected::Whole(bytes) => guard::match_answer(&bytes, id).map_or_else(
+                || {
+                    Err(ListFailed::Refused(
+                        "the answer is not a JSON-RPC response to the request".into(),
+                    ))
+                },
+                found,
+            ),
+            Collected::TooLarge(_) => Err(ListFailed::Refused(
+                "the answer is over max_response_bytes".into(),
+            )),
+        };
+    }
+    let mut splitter = Splitter::new(limits.max_sse_event_bytes);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(broke)?.into_data() else {
+            continue;
+        };
+        splitter.push(&data);
+        while let Some(split) = splitter.next_event() {
+            let Split::Event(ev) = split else {
+                return Err(ListFailed::Refused(
+                    "an SSE event of the answer is over max_sse_event_bytes".into(),
+                ));
+            };
+            if let Some(r) = sse::data(&ev).and_then(|d| guard::match_answer(d.as_bytes(), id)) {
+                return found(r);
+            }
+        }
+    }
+    Err(ListFailed::Unavailable(UpstreamError::Unreachable(
+        "the stream ended without the answer".into(),
     )))
 }
 

@@ -5,6 +5,7 @@ pub mod conn_timers;
 mod drain;
 pub mod http;
 mod http_answers;
+mod http_request;
 mod http_stdio;
 pub mod http_upstream;
 pub mod layer;

@@ -4,7 +4,7 @@
 //! line by line as they arrive, and opens the session's GET stream for what the server sends
 //! on its own. The rules are the pipeline's, as everywhere.
 
-use super::http::exchange;
+use super::http_upstream::exchange;
 use super::http_upstream::{self, Collected, HttpUpstream};
 use super::sse::{self, Split, Splitter};
 use super::stdio::{Out, next_message, spawn_writer};

@@ -4,7 +4,7 @@
 //! upstream's business, so they are fetched from the upstream's origin with the endpoint
 //! path mapped to the upstream's, and passed back untouched.
 
-use super::http::{Endpoint, Upstream};
+use super::http_request::{Endpoint, Upstream};
 use super::http_upstream;
 use super::reply;
 use crate::auth::METADATA_PATH;
@@ -40,7 +40,7 @@ pub(super) async fn serve(
                 None => return not_found(),
             },
         };
-        let Some(doc) = auth.metadata(&gw.targets[index]) else {
+        let Some(doc) = auth.metadata(&gw.targets[index].path) else {
             return not_found();
         };
         let mut r = reply::json(StatusCode::OK, doc.to_string().into_bytes());

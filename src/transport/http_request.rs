@@ -1,0 +1,94 @@
+//! What one request on the HTTP edge is served with and carries along: its route (the
+//! gateway in force, its target, where its messages go), what its headers say, and what the
+//! access log, metrics and trace will say of it. Shared by the edge's handlers, so none of
+//! them imports another for its types.
+
+use super::http_upstream::HttpUpstream;
+use super::stdio_pool::StdioPool;
+use crate::gateway::{Gateway, Target};
+use crate::mcp::{self, Era};
+use crate::pipeline::policy::Client;
+use crate::telemetry;
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+
+/// What one request is served with: the gateway in force when it arrived, its upstream's
+/// target in that gateway, and where its messages go.
+///
+/// Borrowed for the request's lifetime: cloning three `Arc`s per request would move their
+/// counts' cache lines between the worker threads on every call.
+pub(super) struct Route<'a> {
+    pub(super) gw: &'a Arc<Gateway>,
+    pub(super) target: &'a Arc<Target>,
+    pub(super) up: &'a Upstream,
+    /// The client's address, for limits per client when it has no authenticated name.
+    pub(super) peer: std::net::IpAddr,
+}
+
+/// One upstream's endpoint. It names its target by position: a reload rebuilds the targets'
+/// rules, never the set of upstreams, so positions are stable while connections and stdio
+/// children live on.
+pub(super) struct Endpoint {
+    pub(super) path: String,
+    pub(super) index: usize,
+    pub(super) up: Upstream,
+}
+
+/// Where a route's messages go.
+#[derive(Clone)]
+pub(super) enum Upstream {
+    Http(Arc<HttpUpstream>),
+    Stdio(Arc<StdioPool>),
+}
+
+/// What the access log, the request metrics and the trace say about one request.
+pub(super) struct Note {
+    pub(super) client: Option<Arc<str>>,
+    pub(super) method: &'static str,
+    pub(super) tool: Option<Box<str>>,
+    pub(super) outcome: &'static str,
+    /// The request's spans, when traces are exported.
+    pub(super) trace: Option<Box<telemetry::RequestTrace>>,
+    /// What the guard made of a `tools/call` (`forwarded`, `rejected_invalid`, …).
+    pub(super) validation: Option<&'static str>,
+}
+
+impl Note {
+    /// Whether the tool's name is wanted (by the access log or a span): only then is it kept.
+    pub(super) fn wants_names(&self, gw: &Gateway) -> bool {
+        gw.config.log.access || self.trace.is_some()
+    }
+}
+
+/// What every request needs from its headers.
+pub(super) struct Context {
+    pub(super) key: crate::catalog::ScopeKey,
+    pub(super) version: Option<String>,
+    pub(super) has_session: bool,
+    pub(super) client: Option<Client>,
+}
+
+impl Context {
+    pub(super) fn of(rt: &Route<'_>, headers: &HeaderMap, client: Option<Client>) -> Context {
+        let session = headers.get(mcp::SESSION_ID);
+        Context {
+            client,
+            key: rt.gw.scope(
+                rt.target,
+                session.map(|s| s.as_bytes()),
+                headers.get(AUTHORIZATION).map(|a| a.as_bytes()),
+            ),
+            version: headers
+                .get(mcp::PROTOCOL_VERSION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            has_session: session.is_some(),
+        }
+    }
+
+    pub(super) fn era(&self, params: Option<&RawValue>) -> Era {
+        Era::detect(self.version.as_deref(), params)
+    }
+}
