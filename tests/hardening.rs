@@ -276,13 +276,7 @@ root = "/workspace"
     .await
     .json();
     assert_eq!(a["result"]["content"], json!([]), "{a}");
-    let forwarded = seen
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|m| m["method"] == "tools/call")
-        .count();
+    let forwarded = seen.tool_calls().len();
     assert_eq!(forwarded, 1, "only the confined path went upstream");
 }
 

@@ -152,13 +152,7 @@ async fn the_schema_s_own_additional_properties_wins_in_every_mode() {
             json!({"/recursiv": "is not an accepted argument; did you mean \"recursive\"?"}),
             "{policy}: {a}"
         );
-        let forwarded = seen
-            .seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|m| m["method"] == "tools/call")
-            .count();
+        let forwarded = seen.tool_calls().len();
         assert_eq!(forwarded, 1, "{policy}");
     }
 }

@@ -264,6 +264,17 @@ impl Scripted {
         self
     }
 
+    /// The `tools/call` requests that arrived, in order.
+    pub fn tool_calls(&self) -> Vec<Value> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["method"] == "tools/call")
+            .cloned()
+            .collect()
+    }
+
     /// How many `tools/list` requests arrived.
     pub fn listings(&self) -> usize {
         self.seen
