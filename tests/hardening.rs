@@ -368,7 +368,11 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
         "{t:?}"
     );
 
-    // At the cap, a fourth client waits; the admin listener answers all the while.
+    // At the cap, a fourth client waits; the admin listener answers all the while. (Another
+    // gateway, whose idle timer cannot free a slot while the test looks.)
+    let (up, _) = Scripted::new(vec![]).spawn().await;
+    let config = "[limits]\nidle_timeout = \"60s\"\nmax_connections = 3\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         let mut s = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
