@@ -64,6 +64,9 @@ impl Toolgate {
             .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")
             .env_remove("TOOLGATE_UPSTREAM")
+            // The test harness's own variables are no configuration of toolgate's.
+            .env_remove("TOOLGATE_PEERS_DIR")
+            .env_remove("TOOLGATE_REDIS_SERVER")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

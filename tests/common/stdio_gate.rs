@@ -34,6 +34,8 @@ impl StdioGate {
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(args)
             .env("RUST_LOG", "toolgate=debug,info")
+            .env_remove("TOOLGATE_PEERS_DIR")
+            .env_remove("TOOLGATE_REDIS_SERVER")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
