@@ -640,7 +640,7 @@ fn bad_pattern(s: &Value, at: String, depth: usize) -> Option<(String, String)> 
                 if matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
                     continue;
                 }
-                let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                let here = format!("{at}/{}", crate::text::pointer_token(k));
                 if k == "pattern"
                     && let Value::String(p) = v
                     && fancy_regex::Regex::new(p).is_err()

@@ -475,7 +475,7 @@ fn prefixed<E: de::Error>(e: E, segment: &str) -> E {
     match msg.strip_prefix(DUPLICATE_MARK) {
         Some(rest) => {
             let inner = rest.split(POINTER_END).next().unwrap_or(rest);
-            let seg = segment.replace('~', "~0").replace('/', "~1");
+            let seg = crate::text::pointer_token(segment);
             E::custom(format_args!("{DUPLICATE_MARK}/{seg}{inner}{POINTER_END}"))
         }
         None => e,
@@ -536,7 +536,7 @@ impl<'de> Visitor<'de> for Strict {
             let slot = match out.entry(key) {
                 Entry::Vacant(slot) => slot,
                 Entry::Occupied(seen) => {
-                    let seg = seen.key().replace('~', "~0").replace('/', "~1");
+                    let seg = crate::text::pointer_token(seen.key());
                     return Err(de::Error::custom(format_args!(
                         "{DUPLICATE_MARK}/{seg}{POINTER_END}"
                     )));

@@ -19,6 +19,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
 pub mod telemetry;
+pub mod text;
 pub(crate) mod thread_slot;
 pub mod transport;
 pub mod validate;

@@ -44,9 +44,9 @@ async fn coercion_rewrites_only_the_arguments_it_coerced() {
     }
 }
 
-#[tokio::test]
-async fn an_upstream_refusing_the_request_itself_is_relayed_as_it_came() {
-    // The TypeScript SDK's answer to a request without a valid session.
+/// An upstream that refuses every call the way the TypeScript SDK refuses a request without a
+/// valid session: HTTP 400, an error that names no request. Returns its URL and that body.
+async fn refusing_upstream() -> (String, &'static str) {
     let refusal = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
     let (up, _) = Scripted::new(vec![open_tool("echo")])
         .script(
@@ -59,6 +59,12 @@ async fn an_upstream_refusing_the_request_itself_is_relayed_as_it_came() {
         )
         .spawn()
         .await;
+    (up, refusal)
+}
+
+#[tokio::test]
+async fn an_upstream_refusing_the_request_itself_is_relayed_as_it_came() {
+    let (up, refusal) = refusing_upstream().await;
     let tg = Toolgate::serve(&up, None).await;
     let r = post(&tg.url(), None, call(1, "echo", json!({}))).await;
     assert_eq!(r.status, 400);
@@ -355,31 +361,12 @@ async fn a_task_augmented_call_with_bad_arguments_gets_an_error_it_can_read() {
         json!({"/pages": "expected an integer, got string \"many\""})
     );
     assert!(a.get("result").is_none());
-    assert!(
-        !seen
-            .seen
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| m["method"] == "tools/call"),
-        "never forwarded"
-    );
+    assert!(seen.tool_calls().is_empty(), "never forwarded");
 }
 
 #[tokio::test]
 async fn toolgate_stdio_answers_a_request_the_server_refused_without_an_id_once_and_by_its_id() {
-    let refusal = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
-    let (up, _) = Scripted::new(vec![open_tool("echo")])
-        .script(
-            "echo",
-            Script::Raw {
-                status: 400,
-                content_type: "application/json",
-                body: refusal,
-            },
-        )
-        .spawn()
-        .await;
+    let (up, _) = refusing_upstream().await;
     let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
     g.initialize().await;
     g.send(&call(9, "echo", json!({}))).await;

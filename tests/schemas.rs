@@ -343,11 +343,8 @@ async fn invalid_schemas_are_hidden_over_http_on_every_page_and_in_both_eras() {
         assert_eq!(result_text(&a.answer()), "ran", "{t}");
     }
     let called: Vec<Value> = seen
-        .seen
-        .lock()
-        .unwrap()
+        .tool_calls()
         .iter()
-        .filter(|m| m["method"] == "tools/call")
         .map(|m| m["params"]["name"].clone())
         .collect();
     assert_eq!(

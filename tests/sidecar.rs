@@ -47,30 +47,12 @@ fn children_with(marker: &str) -> usize {
 
 async fn sidecar(marker: &str, config: Option<&str>) -> Toolgate {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut args = vec!["serve".to_string()];
-    let file = config.map(tempfile_lite::TempFile::new);
-    if let Some(f) = &file {
-        args.push("--config".into());
-        args.push(f.path.display().to_string());
-    }
-    args.extend(
-        [
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--",
-        ]
-        .map(String::from),
-    );
-    args.extend([
+    let command = [
         p.python.display().to_string(),
         p.fixtures.join("stdio_server.py").display().to_string(),
         marker.to_string(),
-    ]);
-    let mut tg = Toolgate::start_raw(args).await;
-    tg.keep(file);
-    tg
+    ];
+    Toolgate::in_front_of(&command, config).await
 }
 
 async fn wait_for(cond: impl Fn() -> bool) -> bool {

@@ -72,7 +72,7 @@ fn rule(r: &PathRule) -> Result<(String, PathBuf), String> {
     let pointer = if r.argument.starts_with('/') {
         r.argument.clone()
     } else {
-        format!("/{}", r.argument.replace('~', "~0").replace('/', "~1"))
+        format!("/{}", crate::text::pointer_token(&r.argument))
     };
     if !Path::new(&r.root).is_absolute() {
         return Err(format!("path rule root {:?} must be absolute", r.root));
@@ -128,27 +128,10 @@ fn file_uri_path(value: &str) -> Result<Option<String>, String> {
         }
         None => rest,
     };
-    let decoded = percent_decode(path)
+    let decoded = crate::text::percent_decode(path)
         .ok_or("is not a readable file URI (bad percent-encoding)")?
         .replace('\\', "/");
     Ok(Some(format!("/{}", decoded.trim_start_matches('/'))))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Resolves `.` and `..` without touching the filesystem; relative paths start at `base`.

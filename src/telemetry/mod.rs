@@ -162,7 +162,12 @@ impl Telemetry {
         if let Some(attrs) = env("OTEL_RESOURCE_ATTRIBUTES") {
             for pair in attrs.split(',') {
                 if let Some((k, v)) = pair.split_once('=') {
-                    let (k, v) = (k.trim(), decode(v.trim()));
+                    // The values are percent-encoded; a malformed one is taken as it is.
+                    let v = v.trim();
+                    let (k, v) = (
+                        k.trim(),
+                        crate::text::percent_decode(v).unwrap_or_else(|| v.to_owned()),
+                    );
                     if !k.is_empty() && k != "service.name" {
                         resource.push((k.to_owned(), v));
                     }
@@ -320,30 +325,6 @@ impl RequestTrace {
         }
         self.tel.record(span);
     }
-}
-
-/// `OTEL_RESOURCE_ATTRIBUTES` values are percent-encoded.
-fn decode(v: &str) -> String {
-    let b = v.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match (
-            b[i],
-            v.get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok()),
-        ) {
-            (b'%', Some(x)) => {
-                out.push(x);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn export(mut rx: mpsc::Receiver<Span>, up: HttpUpstream, resource: Vec<(String, String)>) {

@@ -540,7 +540,10 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     }
     // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
     // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
-    let body_era = Era::detect(None, m.version_text());
+    let body_era = match ctx.version {
+        None => era,
+        Some(_) => Era::detect(None, m.version_text()),
+    };
     if (era == Era::Modern || body_era == Era::Modern)
         && let Err(why) = super::modern::check(&parts.headers, &m)
     {

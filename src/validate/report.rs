@@ -234,7 +234,7 @@ fn describe(
                 let _ = write!(message, "; accepted: {}", cut(&allowed.join(", "), 400));
             }
             out.push(Violation {
-                pointer: format!("{at}/{}", escape(name)),
+                pointer: format!("{at}/{}", crate::text::pointer_token(name)),
                 keyword: e.kind().keyword().to_owned(),
                 message,
             });
@@ -268,7 +268,7 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
                 .as_str()
                 .map_or_else(|| property.to_string(), str::to_owned);
             Violation {
-                pointer: format!("{at}/{}", escape(&name)),
+                pointer: format!("{at}/{}", crate::text::pointer_token(&name)),
                 keyword: "required".into(),
                 message: "is required but missing".into(),
             }
@@ -374,10 +374,6 @@ fn preview(v: &Value) -> String {
         let cut: String = s.chars().take(PREVIEW_CHARS).collect();
         format!("{cut}…")
     }
-}
-
-pub(super) fn escape(seg: &str) -> String {
-    seg.replace('~', "~0").replace('/', "~1")
 }
 
 fn segments(pointer: &str) -> impl Iterator<Item = String> + '_ {

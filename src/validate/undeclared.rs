@@ -12,7 +12,8 @@
 //! schema says `additionalProperties` or `unevaluatedProperties` (any value) is left to the
 //! validator: the schema's word wins.
 
-use super::report::{Found, Violation, edit_distance, escape, resolve};
+use super::report::{Found, Violation, edit_distance, resolve};
+use crate::text::pointer_token;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -152,7 +153,7 @@ impl Walk {
                                 && depth < MAX_DEPTH
                             {
                                 let len = self.path.len();
-                                let _ = write!(self.path, "/{}", escape(k));
+                                let _ = write!(self.path, "/{}", pointer_token(k));
                                 self.visit(s, child, depth + 1);
                                 self.path.truncate(len);
                             }
@@ -208,7 +209,7 @@ impl Walk {
             return;
         }
         self.found.list.push(Violation {
-            pointer: format!("{}/{}", self.path, escape(name)),
+            pointer: format!("{}/{}", self.path, pointer_token(name)),
             keyword: "undeclared".into(),
             message,
         });
