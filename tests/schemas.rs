@@ -225,11 +225,7 @@ fn mixed_tools() -> Vec<Value> {
 const HIDDEN: [&str; 3] = ["broken_type", "not_object", "bad_pattern"];
 
 /// Every page of `tools/list`, through one `ask` per page.
-async fn list_every_page<F, Fut>(mut ask: F) -> Vec<String>
-where
-    F: FnMut(Value) -> Fut,
-    Fut: std::future::Future<Output = Value>,
-{
+async fn list_every_page(mut ask: impl AsyncFnMut(Value) -> Value) -> Vec<String> {
     let mut names = Vec::new();
     let mut cursor: Option<String> = None;
     for id in 100.. {
@@ -247,32 +243,6 @@ where
         }
         match a["result"]["nextCursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),
-            None => break,
-        }
-    }
-    names
-}
-
-/// Every page of `tools/list`, over toolgate's stdio.
-async fn list_every_page_on(g: &mut StdioGate) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut cursor: Option<String> = None;
-    for id in 100..120 {
-        let mut params = json!({});
-        if let Some(c) = &cursor {
-            params["cursor"] = json!(c);
-        }
-        let a = g
-            .ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))
-            .await;
-        for t in a["result"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{a}"))
-        {
-            names.push(t["name"].as_str().unwrap().to_string());
-        }
-        match a["result"]["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.into()),
             None => break,
         }
     }
@@ -314,11 +284,9 @@ async fn invalid_schemas_are_hidden_over_http_on_every_page_and_in_both_eras() {
     let tg = Toolgate::serve(&up, None).await;
     let session = open_session(&tg.url()).await;
     let url = tg.url();
-    let names = list_every_page(|m| {
-        let (url, session) = (url.clone(), session.clone());
-        async move { post(&url, Some(&session), m.to_string()).await.answer() }
-    })
-    .await;
+    let names =
+        list_every_page(async |m: Value| post(&url, Some(&session), m.to_string()).await.answer())
+            .await;
     let refusal = post(
         &url,
         Some(&session),
@@ -403,11 +371,8 @@ async fn invalid_schemas_are_hidden_over_http_on_every_page_and_in_both_eras() {
     )
     .await;
     let url = tg.url();
-    let names = list_every_page(|m| {
-        let url = url.clone();
-        async move { post(&url, None, m.to_string()).await.answer() }
-    })
-    .await;
+    let names =
+        list_every_page(async |m: Value| post(&url, None, m.to_string()).await.answer()).await;
     assert_eq!(names.len(), 6, "{names:?}");
 }
 
@@ -424,7 +389,7 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
     // stdio -- CMD.
     let (mut g, _) = StdioGate::start(&fixture, None);
     g.initialize().await;
-    let names = list_every_page_on(&mut g).await;
+    let names = list_every_page(async |m| g.ask(m).await).await;
     let refusal = g.ask(tool_call(1, "broken_type", json!({"x": "y"}))).await;
     assert_hidden_and_refused(
         &names,
@@ -447,11 +412,9 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
     let tg = Toolgate::in_front_of(&fixture, None).await;
     let session = open_session(&tg.url()).await;
     let url = tg.url();
-    let names = list_every_page(|m| {
-        let (url, session) = (url.clone(), session.clone());
-        async move { post(&url, Some(&session), m.to_string()).await.answer() }
-    })
-    .await;
+    let names =
+        list_every_page(async |m: Value| post(&url, Some(&session), m.to_string()).await.answer())
+            .await;
     let refusal = post(&url, Some(&session), call(1, "broken_type", json!({})))
         .await
         .answer();
@@ -468,6 +431,6 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
         Some("[validation]\ninvalid_tool_schemas = \"forward\"\n"),
     );
     g.initialize().await;
-    let count = list_every_page_on(&mut g).await.len();
+    let count = list_every_page(async |m| g.ask(m).await).await.len();
     assert_eq!(count, 13);
 }
