@@ -8,6 +8,7 @@
 
 use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
+use crate::mcp;
 use crate::pipeline::guard::ListFailed;
 use crate::transport::http_upstream::HttpUpstream;
 use crate::transport::http_upstream::exchange;
@@ -61,8 +62,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
         ListFailed::Unavailable(e) => format!("{what}: {e}"),
         ListFailed::Refused(m) => format!("{what}: {m}"),
     };
-    let init = json!({"jsonrpc": "2.0", "id": "toolgate-check-0", "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate-check", "version": env!("CARGO_PKG_VERSION")}}});
+    let init = mcp::initialize_request("toolgate-check-0");
     let (answer_headers, result) = exchange(
         &up,
         &headers,
@@ -144,10 +144,13 @@ pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, Str
         }
     };
     let listed = async {
-        let init = json!({"jsonrpc": "2.0", "id": "toolgate-check-0", "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate-check", "version": env!("CARGO_PKG_VERSION")}}});
-        ask("toolgate-check-0", init).await.map_err(|e| format!("initialize: {e}"))?;
-        let _ = child.send(Bytes::from(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()));
+        let init = mcp::initialize_request("toolgate-check-0");
+        ask("toolgate-check-0", init)
+            .await
+            .map_err(|e| format!("initialize: {e}"))?;
+        let _ = child.send(Bytes::from(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        ));
         let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
             let ask = &ask;
             async move { ask(&id, req).await.map_err(|e| format!("tools/list: {e}")) }

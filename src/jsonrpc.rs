@@ -65,6 +65,17 @@ pub struct CallParams<'a> {
 }
 
 impl<'a> Message<'a> {
+    /// An error response's code, when it has a readable one.
+    pub fn error_code(&self) -> Option<i64> {
+        #[derive(Deserialize)]
+        struct Code {
+            code: i64,
+        }
+        serde_json::from_str::<Code>(self.error?.get())
+            .ok()
+            .map(|c| c.code)
+    }
+
     pub fn is_request(&self) -> bool {
         self.method.is_some() && self.id.is_some()
     }
@@ -350,6 +361,27 @@ struct ResultResponse<'a, R: serde::Serialize> {
     result: &'a R,
 }
 
+/// The message with the member at `path` (object keys from the top) set to `value`; every
+/// other member is kept as it was written, numbers included. `None` when the message or a
+/// step on the path is not an object.
+pub fn replace_at(bytes: &[u8], path: &[&str], value: &RawValue) -> Option<Vec<u8>> {
+    fn set(text: &str, path: &[&str], value: &RawValue) -> Option<Box<RawValue>> {
+        let mut map: std::collections::BTreeMap<&str, Box<RawValue>> =
+            serde_json::from_str(text).ok()?;
+        let (first, rest) = path.split_first()?;
+        let new = if rest.is_empty() {
+            value.to_owned()
+        } else {
+            let inner = map.get(first).map_or("{}", |v| v.get());
+            set(inner, rest, value)?
+        };
+        map.insert(first, new);
+        serde_json::value::to_raw_value(&map).ok()
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    set(text, path, value).map(|r| r.get().as_bytes().to_vec())
+}
+
 /// An error response. Without an id the member is left out, as the spec asks for errors
 /// about messages whose id could not be read (`"id": null` fails the 2026-07-28 schema).
 pub fn error_response(
@@ -555,6 +587,27 @@ impl<'de> Visitor<'de> for Strict {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn replace_at_keeps_every_other_member_as_written() {
+        let v = RawValue::from_string("\"t-9\"".into()).unwrap();
+        let out = replace_at(
+            br#"{"jsonrpc":"2.0","id":1,"params":{"a":123456789012345678901234567890,"_meta":{"progressToken":5}}}"#,
+            &["params", "_meta", "progressToken"],
+            &v,
+        )
+        .unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"id":1,"jsonrpc":"2.0","params":{"_meta":{"progressToken":"t-9"},"a":123456789012345678901234567890}}"#
+        );
+        let made = replace_at(br#"{"id":1}"#, &["params", "_meta", "x"], &v).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&made).unwrap(),
+            r#"{"id":1,"params":{"_meta":{"x":"t-9"}}}"#
+        );
+        assert!(replace_at(br#"[1]"#, &["id"], &v).is_none());
+    }
 
     #[test]
     fn ids_match_by_value_not_spelling() {

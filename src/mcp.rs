@@ -18,6 +18,11 @@ pub const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The first stateless revision. Versions sort as strings.
 pub const MODERN_VERSION: &str = "2026-07-28";
+/// The newest handshake revision, the one toolgate speaks when it initializes a server itself.
+pub const LEGACY_VERSION: &str = "2025-11-25";
+/// 2026-07-28: the server does not speak the requested version (`data.supported`,
+/// `data.requested`, HTTP 400).
+pub const UNSUPPORTED_VERSION: i64 = -32022;
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// Every message's params are searched for it: a prebuilt SIMD searcher, not `str::contains`.
 static META_FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
@@ -61,6 +66,28 @@ impl Era {
             (Era::Modern, _) => http::StatusCode::OK,
         }
     }
+}
+
+/// What toolgate says about itself when it opens a conversation with a server.
+fn client_info() -> Value {
+    json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// The legacy handshake's first request, for a connection toolgate opens itself.
+pub fn initialize_request(id: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": client_info()}})
+}
+
+/// `server/discover` in the 2026-07-28 envelope: the question that tells a server of that era
+/// from a legacy-only one (which answers "method not found"), and that settles the era of a
+/// dual-era stdio server, which takes it from the first request it reads.
+pub fn discover_request(id: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": {"_meta": {
+        META_PROTOCOL_VERSION: MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": client_info(),
+    }}})
 }
 
 /// A `CallToolResult` reporting a failure the model should read: `isError` with one text

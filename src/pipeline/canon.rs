@@ -74,19 +74,13 @@ pub fn call_answer(
     match (m.error, m.result) {
         // A refused `requestState` ("integrity check failed") is the protocol's error, which
         // the spec has the client see as one; it is no tool failure to rewrite.
-        (Some(err), _) if retry && error_code(err) == Some(jsonrpc::INVALID_PARAMS) => None,
+        (Some(_), _) if retry && m.error_code() == Some(jsonrpc::INVALID_PARAMS) => None,
         (Some(err), _) if gw.config.errors.rewrite => call_error(gw, pending, tool, id, err),
         (None, Some(result)) if pending.target.validation.output != OutputMode::Off => {
             check_output(gw, pending, tool, id, result)
         }
         _ => None,
     }
-}
-
-fn error_code(err: &RawValue) -> Option<i64> {
-    serde_json::from_str::<ErrorObject>(err.get())
-        .ok()
-        .map(|e| e.code)
 }
 
 fn call_error(

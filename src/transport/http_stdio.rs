@@ -1,10 +1,12 @@
 //! Streamable HTTP in front of a stdio server (`toolgate serve -- CMD`), the sidecar case.
 //!
-//! Every request is answered as one JSON message: the child's answer, through the same
-//! pipeline as any other. Sessions are toolgate's: `initialize` without a session starts a
-//! child and mints the id; requests without a session go to the shared child with their ids
-//! remapped, so concurrent stateless clients cannot collide. A session's GET is an SSE stream
-//! of what its child sends on its own.
+//! Sessions are toolgate's: `initialize` without a session starts a child and mints the id,
+//! and the session's requests are answered as one JSON message each, through the same
+//! pipeline as any other; a session's GET is an SSE stream of what its child sends on its own.
+//! Requests without a session (every 2026-07-28 request) go to a shared child per era with
+//! their ids and progress tokens remapped, so concurrent clients cannot collide; one that will
+//! hear from the child before its answer (a progress token, `subscriptions/listen`) is answered
+//! as an SSE stream of those messages, then the answer (docs/contract.md, section 7).
 
 use super::http_request::{Context, Note, Route};
 use super::reply;
@@ -21,7 +23,6 @@ use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
@@ -46,6 +47,18 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
             reply::json(
                 StatusCode::TOO_MANY_REQUESTS,
                 jsonrpc::error_response(m.id, jsonrpc::INTERNAL_ERROR, &msg, None),
+            )
+        }
+        NoChild::NotModern(why) => {
+            tracing::info!(answer = %why, "the tool server does not speak 2026-07-28");
+            let msg = format!(
+                "Unsupported protocol version: the tool server behind this gateway speaks only the {} handshake (it answered server/discover: {why}); connect with initialize",
+                mcp::LEGACY_VERSION
+            );
+            let data = serde_json::json!({"supported": [mcp::LEGACY_VERSION], "requested": mcp::MODERN_VERSION});
+            reply::json(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::error_response(m.id, mcp::UNSUPPORTED_VERSION, &msg, Some(&data)),
             )
         }
         NoChild::Failed(why) => {
@@ -76,13 +89,6 @@ fn owner(rt: &Route<'_>, ctx: &Context) -> String {
     }
 }
 
-/// The message with its top-level `id` replaced (shared child only).
-fn with_id(bytes: &[u8], id: &RawValue) -> Option<Bytes> {
-    let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
-    top.insert("id".into(), id.to_owned());
-    serde_json::to_vec(&top).ok().map(Bytes::from)
-}
-
 pub(super) async fn post(
     rt: &Route<'_>,
     pool: &StdioPool,
@@ -93,6 +99,20 @@ pub(super) async fn post(
     note: &mut Note,
 ) -> Response {
     let era = ctx.era(m.version_text());
+    if era == Era::Modern && m.method() == Some("initialize") {
+        // What a 2026-07-28 server over HTTP answers; a stdio server of that era answers it
+        // with -32022 instead, which would send the client looking for another version.
+        note.outcome = "answered";
+        return reply::json(
+            StatusCode::NOT_FOUND,
+            jsonrpc::error_response(
+                m.id,
+                jsonrpc::METHOD_NOT_FOUND,
+                "Method not found: initialize is not part of protocol version 2026-07-28",
+                None,
+            ),
+        );
+    }
     let max = rt.gw.config.stdio.max_sessions;
     let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
     let (sc, new_session, shared): (Arc<SessionChild>, Option<String>, bool) =
@@ -173,40 +193,6 @@ pub(super) async fn post(
         note.validation = Some(outcome);
     }
     let is_call = matches!(kind, Kind::Call { .. });
-    let (body, wire_id) = if shared {
-        let ours = RawValue::from_string(
-            serde_json::to_string(&rt.gw.next_id()).expect("a string serializes"),
-        )
-        .expect("a JSON string");
-        (
-            with_id(&body, &ours).unwrap_or(body),
-            ours.get().to_string(),
-        )
-    } else {
-        (body, client_id.get().to_string())
-    };
-    let answer = match sc.child.request(body, &wire_id, timeout).await {
-        Ok(a) => a,
-        Err(e) => {
-            note.outcome = "upstream_error";
-            if let Kind::Call { tool, .. } = &kind {
-                rt.gw
-                    .metrics
-                    .tool_calls
-                    .inc(&[&rt.target.name, tool, "upstream_error"]);
-            }
-            return reply::answer(
-                era,
-                Answer::upstream_failed(era, Some(client_id), is_call, &e),
-            );
-        }
-    };
-    note.outcome = "forwarded";
-    let answer = if shared {
-        with_id(&answer, client_id).unwrap_or(answer)
-    } else {
-        answer
-    };
     let pending = Pending {
         id: Some(client_id.to_owned()),
         kind,
@@ -215,18 +201,15 @@ pub(super) async fn post(
         target: rt.target.clone(),
         client: ctx.client.clone(),
     };
-    let (status, body) = match jsonrpc::parse(&answer) {
-        Ok(jsonrpc::Body::Single(am)) => {
-            match pipeline::observe(rt.gw, &pending, &am).replacement {
-                Some(a) => (
-                    a.error_code.map_or(StatusCode::OK, |c| era.status_for(c)),
-                    a.body,
-                ),
-                None => (StatusCode::OK, answer.to_vec()),
-            }
-        }
-        _ => (StatusCode::OK, answer.to_vec()),
+    if shared {
+        return shared_exchange(rt, &sc, body, m, pending, note).await;
+    }
+    let answer = match sc.child.request(body, client_id.get(), timeout).await {
+        Ok(a) => a,
+        Err(e) => return failed(rt, &pending, is_call, e, note),
     };
+    note.outcome = "forwarded";
+    let (status, body) = finish(rt.gw, &pending, answer);
     let mut resp = reply::json(status, body);
     if let Some(id) = new_session
         && let Ok(v) = HeaderValue::from_str(&id)
@@ -234,6 +217,224 @@ pub(super) async fn post(
         resp.headers_mut().insert(mcp::SESSION_ID, v);
     }
     resp
+}
+
+/// The child could not answer: counted, and answered in the request's era.
+fn failed(
+    rt: &Route<'_>,
+    pending: &Pending,
+    is_call: bool,
+    e: crate::pipeline::UpstreamError,
+    note: &mut Note,
+) -> Response {
+    note.outcome = "upstream_error";
+    if let Kind::Call { tool, .. } = &pending.kind {
+        rt.gw
+            .metrics
+            .tool_calls
+            .inc(&[&rt.target.name, tool, "upstream_error"]);
+    }
+    let era = pending.era;
+    reply::answer(
+        era,
+        Answer::upstream_failed(era, pending.id.as_deref(), is_call, &e),
+    )
+}
+
+/// The child's answer after the pipeline, with the status it is read by: toolgate's
+/// replacement, or the server's own error mapped by the request's era.
+fn finish(gw: &crate::gateway::Gateway, pending: &Pending, answer: Bytes) -> (StatusCode, Vec<u8>) {
+    match jsonrpc::parse(&answer) {
+        Ok(jsonrpc::Body::Single(am)) => match pipeline::observe(gw, pending, &am).replacement {
+            Some(a) => (
+                a.error_code
+                    .map_or(StatusCode::OK, |c| pending.era.status_for(c)),
+                a.body,
+            ),
+            None => (
+                am.error_code()
+                    .map_or(StatusCode::OK, |c| pending.era.status_for(c)),
+                answer.to_vec(),
+            ),
+        },
+        _ => (StatusCode::OK, answer.to_vec()),
+    }
+}
+
+/// Where the client's progress token sits in a request's params.
+const PROGRESS_TOKEN: [&str; 3] = ["params", "_meta", "progressToken"];
+/// How long a `subscriptions/listen` stream may stay open on the shared child.
+const LISTEN_LIMIT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+#[derive(serde::Deserialize)]
+struct Progress<'a> {
+    #[serde(borrow)]
+    params: Option<ProgressParams<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ProgressParams<'a> {
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<ProgressMeta<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ProgressMeta<'a> {
+    #[serde(borrow, rename = "progressToken")]
+    token: Option<&'a RawValue>,
+}
+
+/// A request on the shared child, which serves every client without a session: toolgate
+/// gives it an id of its own (and the same value as its progress token), so that two clients'
+/// ids and tokens cannot collide, and puts the client's back on what comes out. When the
+/// child will send messages about the request first (its progress, a listen request's
+/// notifications), the answer is an SSE stream carrying them, then the answer.
+async fn shared_exchange(
+    rt: &Route<'_>,
+    sc: &Arc<SessionChild>,
+    body: Bytes,
+    m: &Message<'_>,
+    pending: Pending,
+    note: &mut Note,
+) -> Response {
+    let client_id = pending.id.clone().expect("a request has an id");
+    let is_call = matches!(pending.kind, Kind::Call { .. });
+    let ours = RawValue::from_string(
+        serde_json::to_string(&rt.gw.next_id()).expect("a string serializes"),
+    )
+    .expect("a JSON string");
+    // Read from the bytes: a `tools/call`'s params have been taken by the guard.
+    let client_token: Option<Box<RawValue>> = serde_json::from_slice::<Progress<'_>>(&body)
+        .ok()
+        .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned));
+    let listens = m.method() == Some("subscriptions/listen");
+    let mut wire = jsonrpc::replace_at(&body, &["id"], &ours);
+    if client_token.is_some() {
+        wire = wire.and_then(|w| jsonrpc::replace_at(&w, &PROGRESS_TOKEN, &ours));
+    }
+    let wire = wire.map_or(body, Bytes::from);
+    let timeout = if listens {
+        LISTEN_LIMIT
+    } else {
+        rt.gw.config.limits.upstream_timeout
+    };
+    let streams = listens || client_token.is_some();
+    if !streams {
+        let answer = match sc.child.request(wire, ours.get(), timeout).await {
+            Ok(a) => a,
+            Err(e) => return failed(rt, &pending, is_call, e, note),
+        };
+        note.outcome = "forwarded";
+        let answer = jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
+        let (status, body) = finish(rt.gw, &pending, answer);
+        return reply::json(status, body);
+    }
+    note.outcome = "forwarded";
+    let (relation, related) = sc.relate(ours.get());
+    let stream = RelatedStream {
+        gw: rt.gw.clone(),
+        sc: sc.clone(),
+        ours,
+        client_token,
+        pending,
+        answered: false,
+        _relation: relation,
+    };
+    let answer = {
+        let sc = sc.clone();
+        let id = stream.ours.get().to_owned();
+        async move { sc.child.request(wire, &id, timeout).await }
+    };
+    let events = futures_util::stream::unfold(
+        (stream, related, Box::pin(answer)),
+        |(mut s, mut related, mut answer)| async move {
+            if s.answered {
+                return None;
+            }
+            let event = tokio::select! {
+                biased;
+                Some(line) = related.recv() => s.restore(line),
+                a = &mut answer => {
+                    s.answered = true;
+                    s.last(a)
+                }
+            };
+            Some((
+                Ok::<_, std::convert::Infallible>(super::sse::event(&event)),
+                (s, related, answer),
+            ))
+        },
+    );
+    Response::builder()
+        .header(CONTENT_TYPE, "text/event-stream")
+        .header(CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(events))
+        .expect("valid response")
+}
+
+/// The state of one shared-child request answered as a stream.
+struct RelatedStream {
+    gw: Arc<crate::gateway::Gateway>,
+    sc: Arc<SessionChild>,
+    ours: Box<RawValue>,
+    client_token: Option<Box<RawValue>>,
+    pending: Pending,
+    answered: bool,
+    _relation: super::stdio_pool::Relation,
+}
+
+impl RelatedStream {
+    /// A message about the request, with the client's token or id where toolgate's was.
+    fn restore(&self, line: Bytes) -> Bytes {
+        let client_id = self.pending.id.as_deref().expect("a request has an id");
+        let put = |path: &[&str], v: &RawValue| jsonrpc::replace_at(&line, path, v);
+        let restored = match &self.client_token {
+            Some(token) if line_has(&line, "progressToken") => {
+                put(&["params", "progressToken"], token)
+            }
+            _ => put(
+                &["params", "_meta", "io.modelcontextprotocol/subscriptionId"],
+                client_id,
+            ),
+        };
+        restored.map_or(line, Bytes::from)
+    }
+
+    /// The answer (or why there is none), last on the stream.
+    fn last(&self, answer: Result<Bytes, crate::pipeline::UpstreamError>) -> Bytes {
+        let era = self.pending.era;
+        let client_id = self.pending.id.as_deref();
+        match answer {
+            Ok(a) => {
+                let a = client_id
+                    .and_then(|id| jsonrpc::replace_at(&a, &["id"], id))
+                    .map_or(a, Bytes::from);
+                Bytes::from(finish(&self.gw, &self.pending, a).1)
+            }
+            Err(e) => {
+                let is_call = matches!(self.pending.kind, Kind::Call { .. });
+                Bytes::from(Answer::upstream_failed(era, client_id, is_call, &e).body)
+            }
+        }
+    }
+}
+
+impl Drop for RelatedStream {
+    /// The client left before the answer: the child is told, so a listen request (which
+    /// would otherwise stay open for good) ends and nothing waits for it.
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.sc.child.cancel(self.ours.get());
+        let cancelled = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": &*self.ours, "reason": "the client went away"}});
+        let _ = self.sc.child.send(Bytes::from(cancelled.to_string()));
+    }
+}
+
+fn line_has(line: &[u8], what: &str) -> bool {
+    memchr::memmem::find(line, what.as_bytes()).is_some()
 }
 
 /// GET: the session's stream of what its child sends on its own. DELETE: end the session.

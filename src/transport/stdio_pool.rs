@@ -9,15 +9,18 @@
 use super::child::{ChildProcess, FromChild};
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
-use crate::mcp::Era;
+use crate::mcp::{self, Era};
+use crate::pipeline::guard;
 use crate::pipeline::{self, Kind, Pending};
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::json;
+use serde_json::value::RawValue;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 type Sessions = Arc<Mutex<HashMap<String, Arc<SessionChild>>>>;
 
@@ -32,7 +35,56 @@ pub struct SessionChild {
     /// `notifications/initialized`, before the client has opened one): handed to the next
     /// stream first. Bounded; its lock also orders a subscription against a message.
     backlog: Mutex<VecDeque<Bytes>>,
+    /// A shared child's streams waiting for what it sends about one request: that request's
+    /// progress, or a `subscriptions/listen` request's notifications. Keyed by the raw JSON of
+    /// the id toolgate gave the request, which it also gives as the progress token and which
+    /// the server uses as the subscription id.
+    related: Mutex<HashMap<Box<str>, mpsc::Sender<Bytes>>>,
+    /// Serves requests without a session: it has no GET stream to keep messages for.
+    shared: bool,
 }
+
+/// What a notification from the child is about, when it says (see `SessionChild::related`).
+#[derive(Deserialize)]
+struct About<'a> {
+    #[serde(borrow)]
+    params: Option<AboutParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct AboutParams<'a> {
+    #[serde(borrow, rename = "progressToken")]
+    progress_token: Option<&'a RawValue>,
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<AboutMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct AboutMeta<'a> {
+    #[serde(borrow, rename = "io.modelcontextprotocol/subscriptionId")]
+    subscription: Option<&'a RawValue>,
+}
+
+/// Where a shared child's stream for one request is registered; leaving it ends the
+/// registration.
+pub struct Relation {
+    child: Arc<SessionChild>,
+    key: Box<str>,
+}
+
+impl Drop for Relation {
+    fn drop(&mut self) {
+        self.child
+            .related
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.key);
+    }
+}
+
+/// Messages about one request held for its stream; a client that reads slower loses the
+/// oldest progress, never the answer (which does not pass through here).
+const RELATED: usize = 64;
 
 /// Messages kept for a GET stream that is not open yet.
 const BACKLOG: usize = 256;
@@ -48,6 +100,9 @@ impl SessionChild {
     /// Passes a message the child sent on its own to the open GET streams, or keeps it for
     /// the next one.
     fn deliver(&self, line: Bytes) {
+        if self.shared {
+            return self.deliver_related(line);
+        }
         let mut backlog = self.backlog.lock().unwrap_or_else(|p| p.into_inner());
         if self.unsolicited.receiver_count() > 0 {
             let _ = self.unsolicited.send(line);
@@ -60,6 +115,55 @@ impl SessionChild {
             }
             backlog.push_back(line);
         }
+    }
+
+    /// A shared child's message goes to the stream of the request it is about, or nowhere:
+    /// without a session, nothing else could be waiting for it.
+    fn deliver_related(&self, line: Bytes) {
+        let key = serde_json::from_slice::<About<'_>>(&line)
+            .ok()
+            .and_then(|a| a.params)
+            .and_then(|p| {
+                p.progress_token
+                    .or(p.meta.and_then(|m| m.subscription))
+                    .map(|k| jsonrpc::id_key(k.get()).into_owned())
+            });
+        let sink = key.and_then(|k| {
+            self.related
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(k.as_str())
+                .cloned()
+        });
+        match sink {
+            Some(sink) => {
+                if sink.try_send(line).is_err() {
+                    tracing::debug!(
+                        "a request's stream is full or gone: a message about it is dropped"
+                    );
+                }
+            }
+            None => tracing::debug!(
+                "a message from the shared tool server is about no waiting request; dropped"
+            ),
+        }
+    }
+
+    /// Registers a stream for what the child sends about the request with raw id `id`.
+    pub fn relate(self: &Arc<Self>, id: &str) -> (Relation, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(RELATED);
+        let key: Box<str> = jsonrpc::id_key(id).into();
+        self.related
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), tx);
+        (
+            Relation {
+                child: self.clone(),
+                key,
+            },
+            rx,
+        )
     }
 
     fn touch(&self) {
@@ -93,6 +197,8 @@ pub enum NoChild {
     TooMany,
     TooManyForClient(usize),
     Failed(String),
+    /// The server answered `server/discover` with an error: it speaks only the handshake era.
+    NotModern(String),
 }
 
 impl StdioPool {
@@ -126,7 +232,12 @@ impl StdioPool {
         gw.targets[index].clone()
     }
 
-    fn spawn(&self, label: String, owner: &str) -> Result<Arc<SessionChild>, NoChild> {
+    fn spawn(
+        &self,
+        label: String,
+        owner: &str,
+        shared: bool,
+    ) -> Result<Arc<SessionChild>, NoChild> {
         let gw = self.gw();
         let limits = &gw.config.limits;
         let (child, mut events) = ChildProcess::spawn(&self.command, limits.max_response_bytes)
@@ -138,6 +249,8 @@ impl StdioPool {
             last_used: Mutex::new(Instant::now()),
             unsolicited,
             backlog: Mutex::default(),
+            related: Mutex::default(),
+            shared,
         });
         let deliver_to = Arc::downgrade(&sc);
         let (live, index, sessions) = (
@@ -204,7 +317,7 @@ impl StdioPool {
         }
         let rs = std::collections::hash_map::RandomState::new();
         let id = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
-        let sc = self.spawn(id.clone(), owner)?;
+        let sc = self.spawn(id.clone(), owner, false)?;
         self.sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -284,26 +397,44 @@ impl StdioPool {
             Era::Legacy => "shared",
             Era::Modern => "shared-2026-07-28",
         };
-        let sc = self.spawn(label.into(), "")?;
-        if era == Era::Modern {
-            *shared = Some(sc.clone());
-            return Ok(sc);
-        }
-        let id = self.gw().next_id();
-        let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")}}});
+        let sc = self.spawn(label.into(), "", true)?;
+        let gw = self.gw();
+        let id = gw.next_id();
+        let timeout = gw.config.limits.upstream_timeout;
         let raw_id = serde_json::to_string(&id).expect("a string serializes");
-        sc.child
-            .request(
-                Bytes::from(init.to_string()),
-                &raw_id,
-                self.gw().config.limits.upstream_timeout,
-            )
-            .await
-            .map_err(|e| NoChild::Failed(format!("initializing the shared server: {e}")))?;
-        let _ = sc.child.send(Bytes::from(
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
-        ));
+        match era {
+            // Asked first, before any client's request can reach it: a dual-era server takes
+            // its era from the first request it reads, and a client's half-built envelope
+            // would open it in the legacy era for good.
+            Era::Modern => {
+                let answer = sc
+                    .child
+                    .request(
+                        Bytes::from(mcp::discover_request(&id).to_string()),
+                        &raw_id,
+                        timeout,
+                    )
+                    .await
+                    .map_err(|e| NoChild::Failed(format!("asking the server for its era: {e}")))?;
+                if let Some(Err(why)) = guard::match_answer(&answer, &id) {
+                    sc.child.shutdown(gw.config.stdio.shutdown_grace).await;
+                    return Err(NoChild::NotModern(why));
+                }
+            }
+            Era::Legacy => {
+                sc.child
+                    .request(
+                        Bytes::from(mcp::initialize_request(&id).to_string()),
+                        &raw_id,
+                        timeout,
+                    )
+                    .await
+                    .map_err(|e| NoChild::Failed(format!("initializing the shared server: {e}")))?;
+                let _ = sc.child.send(Bytes::from(
+                    json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+                ));
+            }
+        }
         *shared = Some(sc.clone());
         Ok(sc)
     }

