@@ -10,6 +10,7 @@
 //! Each rule lives in exactly one of these modules, so HTTP and stdio answer alike.
 
 pub mod answer;
+pub mod bridge;
 pub mod canon;
 pub mod guard;
 pub mod learn;

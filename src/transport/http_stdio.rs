@@ -15,6 +15,7 @@ use super::stdio_pool::{NoChild, SessionChild, StdioPool};
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
+use crate::pipeline::bridge::{self, Bridged, Completion};
 use crate::pipeline::guard::{self, Call, Decision};
 use crate::pipeline::{self, Kind, Pending};
 use axum::body::Body;
@@ -47,18 +48,6 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
             reply::json(
                 StatusCode::TOO_MANY_REQUESTS,
                 jsonrpc::error_response(m.id, jsonrpc::INTERNAL_ERROR, &msg, None),
-            )
-        }
-        NoChild::NotModern(why) => {
-            tracing::info!(answer = %why, "the tool server does not speak 2026-07-28");
-            let msg = format!(
-                "Unsupported protocol version: the tool server behind this gateway speaks only the {} handshake (it answered server/discover: {why}); connect with initialize",
-                mcp::LEGACY_VERSION
-            );
-            let data = serde_json::json!({"supported": [mcp::LEGACY_VERSION], "requested": mcp::MODERN_VERSION});
-            reply::json(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::error_response(m.id, mcp::UNSUPPORTED_VERSION, &msg, Some(&data)),
             )
         }
         NoChild::Failed(why) => {
@@ -158,10 +147,12 @@ pub(super) async fn post(
         };
     };
     let timeout = rt.gw.config.limits.upstream_timeout;
+    let bridged = sc.bridged().filter(|_| shared && era == Era::Modern);
     let (body, kind) = if m.method() == Some(mcp::TOOLS_CALL) {
         let lister = ChildLister {
             child: &sc.child,
             timeout,
+            bridged: bridged.is_some(),
         };
         let call = Call {
             target: rt.target,
@@ -192,6 +183,16 @@ pub(super) async fn post(
         note.tool = Some(tool.clone());
         note.validation = Some(outcome);
     }
+    let body = match bridged {
+        Some(init) => match bridge::request(m.method().unwrap_or(""), m.id, &body, init) {
+            Bridged::Forward(b) => b,
+            Bridged::Answer(code, answer) => {
+                note.outcome = "answered";
+                return reply::json(code.map_or(StatusCode::OK, |c| era.status_for(c)), answer);
+            }
+        },
+        None => body,
+    };
     let is_call = matches!(kind, Kind::Call { .. });
     let pending = Pending {
         id: Some(client_id.to_owned()),
@@ -202,7 +203,8 @@ pub(super) async fn post(
         client: ctx.client.clone(),
     };
     if shared {
-        return shared_exchange(rt, &sc, body, m, pending, note).await;
+        let completion = bridged.map(|_| Completion::of(m.method().unwrap_or("")));
+        return shared_exchange(rt, &sc, body, m, pending, completion, note).await;
     }
     let answer = match sc.child.request(body, client_id.get(), timeout).await {
         Ok(a) => a,
@@ -295,6 +297,7 @@ async fn shared_exchange(
     body: Bytes,
     m: &Message<'_>,
     pending: Pending,
+    bridged: Option<Completion>,
     note: &mut Note,
 ) -> Response {
     let client_id = pending.id.clone().expect("a request has an id");
@@ -326,6 +329,10 @@ async fn shared_exchange(
         };
         note.outcome = "forwarded";
         let answer = jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
+        let answer = match bridged {
+            Some(c) => bridge::answer(answer, c),
+            None => answer,
+        };
         let (status, body) = finish(rt.gw, &pending, answer);
         return reply::json(status, body);
     }
@@ -337,6 +344,7 @@ async fn shared_exchange(
         ours,
         client_token,
         pending,
+        bridged,
         answered: false,
         _relation: relation,
     };
@@ -379,6 +387,8 @@ struct RelatedStream {
     ours: Box<RawValue>,
     client_token: Option<Box<RawValue>>,
     pending: Pending,
+    /// Served over the handshake era: what the answer must gain.
+    bridged: Option<Completion>,
     answered: bool,
     _relation: super::stdio_pool::Relation,
 }
@@ -409,6 +419,10 @@ impl RelatedStream {
                 let a = client_id
                     .and_then(|id| jsonrpc::replace_at(&a, &["id"], id))
                     .map_or(a, Bytes::from);
+                let a = match self.bridged {
+                    Some(c) => bridge::answer(a, c),
+                    None => a,
+                };
                 Bytes::from(finish(&self.gw, &self.pending, a).1)
             }
             Err(e) => {

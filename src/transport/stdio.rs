@@ -12,6 +12,7 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
+use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use bytes::Bytes;
@@ -107,6 +108,8 @@ pub(crate) fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHa
 pub(crate) struct ChildLister<'a> {
     pub(crate) child: &'a ChildProcess,
     pub(crate) timeout: Duration,
+    /// The child speaks only the handshake era for 2026-07-28 clients (`pipeline::bridge`).
+    pub(crate) bridged: bool,
 }
 
 impl Lister for ChildLister<'_> {
@@ -118,6 +121,11 @@ impl Lister for ChildLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let raw_id = serde_json::to_string(id).expect("a string serializes");
+        let request = if self.bridged {
+            bridge::strip_envelope(request)
+        } else {
+            request
+        };
         let answer = self
             .child
             .request(request, &raw_id, self.timeout)
@@ -216,6 +224,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     let lister = ChildLister {
         child: &child,
         timeout: limits.upstream_timeout,
+        bridged: false,
     };
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut server_gone = None;

@@ -42,6 +42,9 @@ pub struct SessionChild {
     related: Mutex<HashMap<Box<str>, mpsc::Sender<Bytes>>>,
     /// Serves requests without a session: it has no GET stream to keep messages for.
     shared: bool,
+    /// Serves 2026-07-28 requests over the handshake era (`pipeline::bridge`): the server's
+    /// `initialize` result.
+    bridged: std::sync::OnceLock<Box<RawValue>>,
 }
 
 /// What a notification from the child is about, when it says (see `SessionChild::related`).
@@ -166,6 +169,12 @@ impl SessionChild {
         )
     }
 
+    /// The server's `initialize` result when this child serves 2026-07-28 requests over the
+    /// handshake era.
+    pub fn bridged(&self) -> Option<&RawValue> {
+        self.bridged.get().map(|b| &**b)
+    }
+
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
@@ -197,8 +206,6 @@ pub enum NoChild {
     TooMany,
     TooManyForClient(usize),
     Failed(String),
-    /// The server answered `server/discover` with an error: it speaks only the handshake era.
-    NotModern(String),
 }
 
 impl StdioPool {
@@ -251,6 +258,7 @@ impl StdioPool {
             backlog: Mutex::default(),
             related: Mutex::default(),
             shared,
+            bridged: std::sync::OnceLock::new(),
         });
         let deliver_to = Arc::downgrade(&sc);
         let (live, index, sessions) = (
@@ -383,8 +391,10 @@ impl StdioPool {
     }
 
     /// The child for requests without a session in `era`, started on first use (and again
-    /// after it exits). A legacy one is initialized first; a 2026-07-28 one is asked nothing:
-    /// every request carries what the handshake would have said.
+    /// after it exits). A legacy one is opened with the handshake. A 2026-07-28 one is asked
+    /// `server/discover` and then asked nothing more, since every request carries what the
+    /// handshake would have said; when it answers with an error it speaks only the handshake,
+    /// and a fresh one opened with the handshake serves through the bridge.
     pub async fn shared(&self, era: Era) -> Result<Arc<SessionChild>, NoChild> {
         let mut shared = self.shared[usize::from(era == Era::Modern)].lock().await;
         if let Some(sc) = shared.as_ref()
@@ -397,46 +407,75 @@ impl StdioPool {
             Era::Legacy => "shared",
             Era::Modern => "shared-2026-07-28",
         };
-        let sc = self.spawn(label.into(), "", true)?;
         let gw = self.gw();
-        let id = gw.next_id();
-        let timeout = gw.config.limits.upstream_timeout;
-        let raw_id = serde_json::to_string(&id).expect("a string serializes");
-        match era {
-            // Asked first, before any client's request can reach it: a dual-era server takes
-            // its era from the first request it reads, and a client's half-built envelope
-            // would open it in the legacy era for good.
-            Era::Modern => {
-                let answer = sc
-                    .child
-                    .request(
-                        Bytes::from(mcp::discover_request(&id).to_string()),
-                        &raw_id,
-                        timeout,
-                    )
-                    .await
-                    .map_err(|e| NoChild::Failed(format!("asking the server for its era: {e}")))?;
-                if let Some(Err(why)) = guard::match_answer(&answer, &id) {
-                    sc.child.shutdown(gw.config.stdio.shutdown_grace).await;
-                    return Err(NoChild::NotModern(why));
-                }
-            }
-            Era::Legacy => {
-                sc.child
-                    .request(
-                        Bytes::from(mcp::initialize_request(&id).to_string()),
-                        &raw_id,
-                        timeout,
-                    )
-                    .await
-                    .map_err(|e| NoChild::Failed(format!("initializing the shared server: {e}")))?;
-                let _ = sc.child.send(Bytes::from(
-                    json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
-                ));
-            }
+        let sc = self.spawn(label.into(), "", true)?;
+        if era == Era::Legacy {
+            self.initialize(&sc).await?;
+            *shared = Some(sc.clone());
+            return Ok(sc);
         }
+        // Asked first, before any client's request can reach it: a dual-era server takes its
+        // era from the first request it reads, and a client's half-built envelope would open
+        // it in the legacy era for good.
+        let id = gw.next_id();
+        let raw_id = serde_json::to_string(&id).expect("a string serializes");
+        let answer = sc
+            .child
+            .request(
+                Bytes::from(mcp::discover_request(&id).to_string()),
+                &raw_id,
+                gw.config.limits.upstream_timeout,
+            )
+            .await
+            .map_err(|e| NoChild::Failed(format!("asking the server for its era: {e}")))?;
+        let sc = match guard::match_answer(&answer, &id) {
+            Some(Err(why)) => {
+                // A handshake-only server: a fresh process, opened with the handshake, serves
+                // 2026-07-28 requests through the bridge.
+                tracing::info!(answer = %why, "the tool server does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake");
+                sc.child.shutdown(gw.config.stdio.shutdown_grace).await;
+                let sc = self.spawn("shared-bridged".into(), "", true)?;
+                let init = self.initialize(&sc).await?;
+                let _ = sc.bridged.set(init);
+                sc
+            }
+            _ => sc,
+        };
         *shared = Some(sc.clone());
         Ok(sc)
+    }
+
+    /// Opens `sc` with the handshake; returns the server's `initialize` result.
+    async fn initialize(&self, sc: &SessionChild) -> Result<Box<RawValue>, NoChild> {
+        let gw = self.gw();
+        let id = gw.next_id();
+        let raw_id = serde_json::to_string(&id).expect("a string serializes");
+        let answer = sc
+            .child
+            .request(
+                Bytes::from(mcp::initialize_request(&id).to_string()),
+                &raw_id,
+                gw.config.limits.upstream_timeout,
+            )
+            .await
+            .map_err(|e| NoChild::Failed(format!("initializing the shared server: {e}")))?;
+        let result = match guard::match_answer(&answer, &id) {
+            Some(Ok(r)) => r,
+            Some(Err(why)) => {
+                return Err(NoChild::Failed(format!(
+                    "initializing the shared server: {why}"
+                )));
+            }
+            None => {
+                return Err(NoChild::Failed(
+                    "initializing the shared server: the answer is not a JSON-RPC response".into(),
+                ));
+            }
+        };
+        let _ = sc.child.send(Bytes::from(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        ));
+        Ok(result)
     }
 
     async fn reap_idle(&self) {

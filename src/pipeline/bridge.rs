@@ -1,0 +1,391 @@
+//! The era bridge: 2026-07-28 requests served by a server that speaks only the handshake era
+//! (docs/contract.md §5, "Eras bridged").
+//!
+//! toolgate opens the server with `initialize` itself and keeps its answer. From that answer it
+//! writes the `server/discover` result a 2026-07-28 client asks for first. Requests go to the
+//! server without the 2026-07-28 keys in `_meta`, which an older server may refuse or
+//! misread. Results come back with the `resultType: "complete"` that 2026-07-28 requires on
+//! every result and that a handshake-era server never writes. What has no counterpart in the
+//! handshake era is refused here, naming what cannot be bridged.
+
+use crate::jsonrpc;
+use crate::mcp;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// The `_meta` keys that make up the 2026-07-28 envelope; an older server has no use for
+/// them. Every key under this prefix is reserved by the spec.
+const ENVELOPE_PREFIX: &str = "io.modelcontextprotocol/";
+
+/// What the bridge does with one request before it goes to the server.
+pub enum Bridged {
+    /// Send these bytes.
+    Forward(Bytes),
+    /// toolgate answers: `(JSON-RPC error code or none, the whole response)`.
+    Answer(Option<i64>, Vec<u8>),
+}
+
+#[derive(Deserialize)]
+struct Initialized {
+    #[serde(default)]
+    capabilities: Option<Box<RawValue>>,
+    #[serde(default, rename = "serverInfo")]
+    server_info: Option<Box<RawValue>>,
+    #[serde(default)]
+    instructions: Option<String>,
+}
+
+/// The `server/discover` result for a server whose `initialize` result is `init`.
+pub fn discover_result(init: &RawValue) -> Value {
+    let init: Initialized = serde_json::from_str(init.get()).unwrap_or(Initialized {
+        capabilities: None,
+        server_info: None,
+        instructions: None,
+    });
+    let mut result = json!({
+        "supportedVersions": [mcp::MODERN_VERSION],
+        "capabilities": deliverable(init.capabilities.as_deref()),
+        "resultType": "complete",
+        "ttlMs": 0,
+        "cacheScope": "private",
+    });
+    if let Some(text) = init.instructions {
+        result["instructions"] = Value::String(text);
+    }
+    if let Some(info) = init.server_info
+        && let Ok(info) = serde_json::from_str::<Value>(info.get())
+    {
+        result["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": info });
+    }
+    result
+}
+
+/// The server's capabilities less what the bridge cannot deliver: list changes and resource
+/// updates reach a 2026-07-28 client only through `subscriptions/listen`, which has no
+/// handshake-era counterpart over one request.
+fn deliverable(capabilities: Option<&RawValue>) -> Value {
+    let mut c: Value = capabilities
+        .and_then(|c| serde_json::from_str(c.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    if let Some(all) = c.as_object_mut() {
+        for feature in all.values_mut() {
+            if let Some(f) = feature.as_object_mut() {
+                f.remove("listChanged");
+                f.remove("subscribe");
+            }
+        }
+    }
+    c
+}
+
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow)]
+    params: Option<Envelope<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<EnvelopeMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeMeta<'a> {
+    #[serde(borrow, rename = "io.modelcontextprotocol/protocolVersion")]
+    version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, rename = "io.modelcontextprotocol/clientCapabilities")]
+    capabilities: Option<&'a RawValue>,
+}
+
+/// What a 2026-07-28 server checks on every request before it dispatches: the envelope is
+/// whole, and names the version it serves.
+fn envelope_problem(bytes: &[u8]) -> Option<(i64, String, Option<Value>)> {
+    let meta = serde_json::from_slice::<Request<'_>>(bytes)
+        .ok()
+        .and_then(|r| r.params?.meta);
+    let invalid = |what: &str| {
+        Some((
+            jsonrpc::INVALID_PARAMS,
+            format!("Invalid params: _meta must carry io.modelcontextprotocol/{what}"),
+            None,
+        ))
+    };
+    let Some(meta) = meta else {
+        return invalid("protocolVersion");
+    };
+    let Some(version) = meta.version else {
+        return invalid("protocolVersion");
+    };
+    if version != mcp::MODERN_VERSION {
+        return Some((
+            mcp::UNSUPPORTED_VERSION,
+            format!("Unsupported protocol version: {version}"),
+            Some(json!({"supported": [mcp::MODERN_VERSION], "requested": version})),
+        ));
+    }
+    if meta.capabilities.is_none() {
+        return invalid("clientCapabilities");
+    }
+    None
+}
+
+/// Methods 2026-07-28 removed: a 2026-07-28 server answers them "method not found", and so
+/// does the bridge (the handshake is toolgate's, not the client's).
+fn removed(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+    )
+}
+
+/// Decides one 2026-07-28 request (`bytes`, its id `id`) for a server whose `initialize`
+/// result is `init`.
+pub fn request(method: &str, id: Option<&RawValue>, bytes: &[u8], init: &RawValue) -> Bridged {
+    let error = |code: i64, message: &str, data: Option<&Value>| {
+        Bridged::Answer(Some(code), jsonrpc::error_response(id, code, message, data))
+    };
+    // The method first, as a 2026-07-28 server dispatches before it reads the envelope.
+    if removed(method) {
+        return error(
+            jsonrpc::METHOD_NOT_FOUND,
+            &format!("Method not found: {method} is not part of protocol version 2026-07-28"),
+            None,
+        );
+    }
+    if method == "subscriptions/listen" {
+        return error(
+            jsonrpc::METHOD_NOT_FOUND,
+            "subscriptions/listen cannot be bridged: the server behind this gateway speaks only the 2025-11-25 handshake, which has no subscriptions; connect with initialize to receive its notifications",
+            None,
+        );
+    }
+    if let Some((code, message, data)) = envelope_problem(bytes) {
+        return error(code, &message, data.as_ref());
+    }
+    if method == "server/discover" {
+        let result = discover_result(init);
+        return match id {
+            Some(id) => Bridged::Answer(None, jsonrpc::result_response(id, &result)),
+            None => error(
+                jsonrpc::INVALID_REQUEST,
+                "server/discover is a request",
+                None,
+            ),
+        };
+    }
+    Bridged::Forward(strip_envelope(Bytes::copy_from_slice(bytes)))
+}
+
+/// The request without the 2026-07-28 keys in `params._meta` (a listing toolgate sends for a
+/// bridged client carries that client's `_meta`).
+pub fn strip_envelope(bytes: Bytes) -> Bytes {
+    without_envelope(&bytes).map_or(bytes, Bytes::from)
+}
+
+/// The request with the 2026-07-28 keys taken out of `params._meta` (and an emptied `_meta`
+/// removed); `None` when there is nothing to take out.
+fn without_envelope(bytes: &[u8]) -> Option<Vec<u8>> {
+    #[derive(Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        params: Option<BTreeMap<&'a str, &'a RawValue>>,
+    }
+    let top: Top<'_> = serde_json::from_slice(bytes).ok()?;
+    let mut params = top.params?;
+    let meta: BTreeMap<&str, &RawValue> = serde_json::from_str(params.get("_meta")?.get()).ok()?;
+    let kept: BTreeMap<&str, &RawValue> = meta
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with(ENVELOPE_PREFIX))
+        .collect();
+    let kept = serde_json::value::to_raw_value(&kept).ok()?;
+    if kept.get() == "{}" {
+        params.remove("_meta");
+    } else {
+        params.insert("_meta", &kept);
+    }
+    let params = serde_json::value::to_raw_value(&params).ok()?;
+    jsonrpc::replace_at(bytes, &["params"], &params)
+}
+
+/// What a 2026-07-28 result must carry beyond what a handshake-era server writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// `resultType`.
+    Plain,
+    /// `resultType`, and the caching directives (`ttlMs`, `cacheScope`) of a cacheable result.
+    Cacheable,
+}
+
+impl Completion {
+    pub fn of(method: &str) -> Completion {
+        match method {
+            "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read" => Completion::Cacheable,
+            _ => Completion::Plain,
+        }
+    }
+}
+
+/// The server's answer as a 2026-07-28 client reads it: a result gains `resultType:
+/// "complete"`, and a cacheable one `ttlMs: 0` with `cacheScope: "private"`, when it has
+/// none. Nothing may be cached: a handshake-era server says that its lists changed on a
+/// session's stream, which a 2026-07-28 client does not have.
+pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
+    #[derive(Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        result: Option<BTreeMap<&'a str, &'a RawValue>>,
+    }
+    let Ok(Top {
+        result: Some(mut result),
+    }) = serde_json::from_slice::<Top<'_>>(&bytes)
+    else {
+        return bytes;
+    };
+    let complete = RawValue::from_string("\"complete\"".into()).expect("a JSON string");
+    let zero = RawValue::from_string("0".into()).expect("a JSON number");
+    let private = RawValue::from_string("\"private\"".into()).expect("a JSON string");
+    let mut missing = |key, value| {
+        if result.contains_key(key) {
+            false
+        } else {
+            result.insert(key, value);
+            true
+        }
+    };
+    let mut changed = missing("resultType", &*complete);
+    if completion == Completion::Cacheable {
+        changed |= missing("ttlMs", &*zero);
+        changed |= missing("cacheScope", &*private);
+    }
+    if !changed {
+        return bytes;
+    }
+    serde_json::value::to_raw_value(&result)
+        .ok()
+        .and_then(|r| jsonrpc::replace_at(&bytes, &["result"], &r))
+        .map_or(bytes, Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn discover_is_written_from_the_handshake() {
+        let init = raw(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"},"instructions":"be nice"}"#,
+        );
+        let r = discover_result(&init);
+        assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!(r["capabilities"], json!({"tools": {}}));
+        assert_eq!(r["instructions"], "be nice");
+        assert_eq!(
+            r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "s"
+        );
+        assert_eq!(r["resultType"], "complete");
+    }
+
+    #[test]
+    fn the_envelope_stays_behind_and_everything_else_goes() {
+        let req = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"add","arguments":{"a":123456789012345678901234567890},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p"}}}"#;
+        let Bridged::Forward(out) = request("tools/call", Some(&raw("3")), req, &raw("{}")) else {
+            panic!("forwarded")
+        };
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["params"]["_meta"], json!({"progressToken": "p"}));
+        assert!(
+            std::str::from_utf8(&out)
+                .unwrap()
+                .contains("123456789012345678901234567890")
+        );
+        let bare = br#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let Bridged::Forward(out) = request("tools/list", Some(&raw("4")), bare, &raw("{}")) else {
+            panic!("forwarded")
+        };
+        assert_eq!(
+            serde_json::from_slice::<Value>(&out).unwrap()["params"],
+            json!({})
+        );
+    }
+
+    #[test]
+    fn a_broken_envelope_is_answered_as_a_2026_server_would() {
+        let asks = |meta: &str| {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{meta}}}}}"#
+            );
+            match request("tools/list", Some(&raw("1")), body.as_bytes(), &raw("{}")) {
+                Bridged::Answer(code, body) => (code, String::from_utf8(body).unwrap()),
+                Bridged::Forward(_) => (None, "forwarded".into()),
+            }
+        };
+        let (code, body) = asks(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#);
+        assert_eq!(code, Some(jsonrpc::INVALID_PARAMS));
+        assert!(body.contains("clientCapabilities"), "{body}");
+        let (code, body) = asks(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}"#,
+        );
+        assert_eq!(code, Some(mcp::UNSUPPORTED_VERSION));
+        assert!(body.contains(r#""supported":["2026-07-28"]"#), "{body}");
+    }
+
+    #[test]
+    fn capabilities_that_need_subscriptions_are_not_offered() {
+        let init = raw(
+            r#"{"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"logging":{}}}"#,
+        );
+        assert_eq!(
+            discover_result(&init)["capabilities"],
+            json!({"tools": {}, "resources": {}, "logging": {}})
+        );
+    }
+
+    #[test]
+    fn what_has_no_counterpart_is_refused_by_name() {
+        for m in ["ping", "initialize", "subscriptions/listen"] {
+            let Bridged::Answer(Some(code), body) = request(m, Some(&raw("1")), b"{}", &raw("{}"))
+            else {
+                panic!("{m} answered")
+            };
+            assert_eq!(code, jsonrpc::METHOD_NOT_FOUND);
+            assert!(String::from_utf8(body).unwrap().contains(m));
+        }
+    }
+
+    #[test]
+    fn results_gain_what_the_era_requires() {
+        let listed = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#);
+        let v: Value =
+            serde_json::from_slice(&answer(listed.clone(), Completion::of("tools/list"))).unwrap();
+        assert_eq!(
+            v["result"],
+            json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        );
+        let v: Value =
+            serde_json::from_slice(&answer(listed, Completion::of("tools/call"))).unwrap();
+        assert_eq!(v["result"], json!({"tools": [], "resultType": "complete"}));
+        let e =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#);
+        assert_eq!(answer(e.clone(), Completion::Plain), e);
+        let done =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#);
+        assert_eq!(answer(done.clone(), Completion::Plain), done);
+    }
+}

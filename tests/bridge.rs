@@ -1,0 +1,119 @@
+//! Eras bridged (docs/contract.md §5): a 2026-07-28 client through `toolgate serve -- CMD` in
+//! front of a stdio server that speaks only the 2025-11-25 handshake (server-everything), with
+//! the Python SDK 2.3 client pinned to 2026-07-28, negotiating (`auto`), and in legacy mode.
+
+mod common;
+
+use common::Toolgate;
+use common::peers::{peers, python_client};
+use serde_json::{Value, json};
+
+async fn in_front_of_server_everything() -> Toolgate {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = [p.server_everything.display().to_string(), "stdio".into()];
+    Toolgate::in_front_of(&command, None).await
+}
+
+/// The calls every mode makes: one that passes, one the guard answers.
+fn calls() -> [(&'static str, Value); 2] {
+    [
+        ("echo", json!({"message": "across eras"})),
+        ("get-sum", json!({"a": 1, "b": "two"})),
+    ]
+}
+
+fn assert_served(out: &Value, protocol: &str) {
+    assert_eq!(out["protocol"], protocol, "{out}");
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"echo") && tools.contains(&"get-sum"),
+        "{out}"
+    );
+    let echo = &out["calls"][0];
+    assert_eq!(echo["content"][0]["text"], "Echo: across eras", "{out}");
+    assert_eq!(echo["isError"], false);
+    let refused = &out["calls"][1];
+    assert_eq!(refused["isError"], true, "{out}");
+    assert_eq!(
+        refused["_meta"]["toolgate/validation"]["parameter_errors"]["/b"],
+        "expected a number, got string \"two\"",
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_is_served_by_a_handshake_only_stdio_server() {
+    let tg = in_front_of_server_everything().await;
+    for mode in ["2026-07-28", "auto"] {
+        let out = python_client(&tg.url(), mode, &calls()).await;
+        assert_served(&out, "2026-07-28");
+    }
+    let out = python_client(&tg.url(), "legacy", &calls()).await;
+    assert_served(&out, "2025-11-25");
+    let logs = tg.logs_when(|l| l.contains("bridging its clients")).await;
+    assert!(logs.contains("does not speak 2026-07-28"), "{logs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_answers_discover_from_the_handshake_and_names_what_it_cannot_bridge() {
+    let tg = in_front_of_server_everything().await;
+    let envelope = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    });
+    let ask = |id: i64, method: &str| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": envelope}});
+    let url = tg.url();
+    let post = |method: &'static str, body: Value| {
+        let url = url.clone();
+        async move {
+            common::request(
+                http::Method::POST,
+                &url,
+                &[
+                    ("content-type", "application/json"),
+                    ("accept", common::ACCEPT),
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", method),
+                ],
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let r = post("server/discover", ask(1, "server/discover")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let d = r.answer();
+    assert_eq!(d["id"], 1);
+    assert_eq!(d["result"]["supportedVersions"], json!(["2026-07-28"]));
+    assert!(d["result"]["capabilities"]["tools"].is_object(), "{d}");
+    assert_eq!(d["result"]["resultType"], "complete");
+    assert_eq!(d["result"]["ttlMs"], 0);
+    assert_eq!(
+        d["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-servers/everything"
+    );
+
+    let r = post("tools/list", ask(2, "tools/list")).await;
+    let l = r.answer();
+    assert_eq!(l["id"], 2);
+    assert_eq!(l["result"]["resultType"], "complete", "{l}");
+    assert_eq!(l["result"]["cacheScope"], "private");
+    assert!(l["result"]["tools"].as_array().unwrap().len() > 5);
+
+    let r = post("subscriptions/listen", ask(3, "subscriptions/listen")).await;
+    assert_eq!(r.status, 404, "{}", r.text());
+    let e = r.answer();
+    assert_eq!(e["id"], 3);
+    assert_eq!(e["error"]["code"], -32601);
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("subscriptions/listen cannot be bridged"),
+        "{msg}"
+    );
+}
