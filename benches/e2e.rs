@@ -5,7 +5,10 @@
 //! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run, `-- --only "valid
 //! call" --conc 8` for one row, `-- --only memory` for the sessions alone, `-- --only
 //! features` for what TLS to the upstream, tracing and shared rate limits cost; `--load URL
-//! CONC SECS` drives a proxy started by hand, to profile it with strace or perf). Each process is
+//! CONC SECS` drives a proxy started by hand, to profile it with strace or perf; `--pin`
+//! runs both proxies on CPU 1 alone, under `taskset`, so that with the benchmark itself on CPU 0
+//! (`taskset -c 0 target/release/deps/e2e-* --bench --pin --conc 256`) each proxy has exactly
+//! one core, the cell where a proxy's tail shows first). Each process is
 //! separate, so the CPU time of each proxy is read from /proc; on a 2-core machine the load
 //! generator, the proxy and the upstream share the CPU, so compare ratios, not absolutes.
 
@@ -254,10 +257,20 @@ fn main() {
         .args(["demo-server", "--listen", "127.0.0.1:0"])
         .env("RUST_LOG", "warn,toolgate=info");
     let upstream = start(up_cmd);
-    let mut fwd_cmd = Command::new(std::env::current_exe().unwrap());
+    let pin = args.iter().any(|a| a == "--pin");
+    let pinned = |program: &std::ffi::OsStr| {
+        if pin {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "1"]).arg(program);
+            c
+        } else {
+            Command::new(program)
+        }
+    };
+    let mut fwd_cmd = pinned(std::env::current_exe().unwrap().as_os_str());
     fwd_cmd.args(["--forwarder", &upstream.url]);
     let fwd = start(fwd_cmd);
-    let mut tg_cmd = Command::new(toolgate);
+    let mut tg_cmd = pinned(toolgate.as_ref());
     tg_cmd
         .args([
             "serve",
@@ -291,10 +304,9 @@ fn main() {
             if only.as_deref().is_some_and(|o| o != scenario) {
                 continue;
             }
-            for conc in [1, 8, 64] {
-                if only_conc.is_some_and(|c| c != conc) {
-                    continue;
-                }
+            // `--conc N` runs that one concurrency, also one not in the default list.
+            let concs = only_conc.map_or(vec![1, 8, 64], |c| vec![c]);
+            for conc in concs {
                 // Interleaved rounds, medians: the machine's noise hits all three alike.
                 let vias = [("direct", &upstream.url, None), ("forwarder", &fwd.url, Some(fwd.child.id())), ("toolgate", &tg.url, Some(tg.child.id()))];
                 let mut runs: Vec<Vec<Run>> = vec![Vec::new(), Vec::new(), Vec::new()];

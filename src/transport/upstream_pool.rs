@@ -38,9 +38,22 @@ use std::time::{Duration, Instant};
 const IDLE_FOR: Duration = Duration::from_secs(60);
 /// A connect that takes longer is given up, whatever the request's own deadline.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// At most this many connections are kept per thread slot; past it, a connection closes
-/// after its answer.
-const MAX_KEPT: usize = 128;
+/// At most this many connections are kept per upstream; past it, a connection closes after
+/// its answer. Split evenly between the thread slots in use.
+const MAX_KEPT: usize = 1024;
+
+/// The connections one thread slot may keep: [`MAX_KEPT`] over the slots the worker threads
+/// use. A fixed share per slot starved a runtime with fewer threads than slots: on one core
+/// at 256 concurrent requests, a share of 128 closed half the connections after each answer
+/// and opened new ones, and toolgate ran at 0.75x the throughput it reaches when it keeps
+/// them all (docs/performance.md, "One core").
+fn kept_per_slot() -> usize {
+    let threads = tokio::runtime::Handle::try_current().map_or_else(
+        |_| std::thread::available_parallelism().map_or(SLOTS, |n| n.get()),
+        |rt| rt.metrics().num_workers(),
+    );
+    MAX_KEPT / threads.clamp(1, SLOTS)
+}
 
 /// One connection's request handle.
 enum Sender {
@@ -98,6 +111,8 @@ pub struct Pool {
     tls: Option<(TlsConnect, String)>,
     kept: Arc<Shards>,
     idle_for: Duration,
+    /// How many connections one thread slot keeps.
+    per_slot: usize,
     /// The sweep starts with the first connection (a runtime is there by then).
     sweeping: Once,
 }
@@ -122,6 +137,7 @@ impl Pool {
             tls,
             kept: Arc::default(),
             idle_for: IDLE_FOR,
+            per_slot: kept_per_slot(),
             sweeping: Once::new(),
         }
     }
@@ -205,7 +221,7 @@ impl Pool {
 
     fn put(&self, tx: Sender) {
         let mut kept = self.kept[slot()].lock();
-        if kept.len() < MAX_KEPT {
+        if kept.len() < self.per_slot {
             kept.push(Kept {
                 tx,
                 since: Instant::now(),
@@ -364,6 +380,28 @@ mod tests {
         assert_eq!(body(second).await, "ok");
         assert_eq!(body(first).await, "ok");
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// One worker thread (a toolgate on one core) keeps what its peak concurrency needs, up to
+    /// the whole per-upstream allowance, instead of one slot's share of it.
+    #[tokio::test]
+    async fn one_thread_keeps_every_connection_its_concurrency_needs() {
+        let (addr, accepted) = server(usize::MAX, false).await;
+        let pool = Pool::new(addr, None);
+        assert_eq!(
+            pool.per_slot, MAX_KEPT,
+            "a one-thread runtime keeps the whole allowance"
+        );
+        let concurrent = 300;
+        for _ in 0..3 {
+            let answers = (0..concurrent).map(|_| async {
+                let resp = pool.send(request()).await.unwrap();
+                assert_eq!(body(resp).await, "ok");
+            });
+            futures_util::future::join_all(answers).await;
+        }
+        // Each round finds the last round's connections ready: none opened after the first.
+        assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) <= concurrent);
     }
 
     #[tokio::test]
