@@ -10,7 +10,9 @@ pub mod auth;
 pub mod catalog;
 pub mod check;
 pub mod config;
+#[cfg(feature = "demo")]
 pub mod demo;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod gateway;
 pub mod jsonrpc;
