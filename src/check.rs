@@ -10,8 +10,8 @@ use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
 use crate::mcp;
 use crate::pipeline::guard::ListFailed;
-use crate::transport::http_upstream::HttpUpstream;
-use crate::transport::http_upstream::exchange;
+use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::http_client::exchange;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -121,7 +121,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
 
 /// Launches a stdio server, lists its tools (initialize, every page) and checks them.
 pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, String> {
-    use crate::transport::child::ChildProcess;
+    use crate::transport::upstream::child::ChildProcess;
     let (child, _events) =
         ChildProcess::spawn(command, cfg.limits.max_response_bytes).map_err(|e| e.to_string())?;
     let timeout = cfg.limits.upstream_timeout;

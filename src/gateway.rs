@@ -8,7 +8,7 @@ use crate::config::{Config, ConfigError, Validation};
 use crate::metrics::Metrics;
 use crate::pipeline::policy::{Client, ClientRules, RateLimiter};
 use crate::pipeline::rules::ToolRules;
-use crate::transport::origin::OriginPolicy;
+use crate::transport::edge::origin::OriginPolicy;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;

@@ -27,5 +27,5 @@ pub mod transport;
 pub mod validate;
 
 pub use gateway::Gateway;
-pub use transport::http::{App, serve};
-pub use transport::layer::{Validate, ValidateLayer};
+pub use transport::edge::layer::{Validate, ValidateLayer};
+pub use transport::edge::{App, serve};

@@ -6,9 +6,9 @@ use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use toolgate::Gateway;
 use toolgate::config::{Config, LogFormat, Overrides};
 use toolgate::gateway::Live;
-use toolgate::Gateway;
 
 // The example server is the binary's own: the library ships it only to tests (feature `demo`),
 // and what tests read of it (the requests it saw) goes unused here.
@@ -307,7 +307,7 @@ async fn main() -> anyhow::Result<()> {
                 }
                 cfg.upstream = Some(url.clone());
                 let gw = Gateway::new(cfg)?;
-                exit(toolgate::transport::stdio_http::run(gw, &url).await);
+                exit(toolgate::transport::stdio::over_http::run(gw, &url).await);
             }
             if cfg.command.is_empty() {
                 anyhow::bail!(

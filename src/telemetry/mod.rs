@@ -10,7 +10,7 @@
 mod otlp;
 
 use crate::config::TelemetryConfig;
-use crate::transport::http_upstream::{HttpUpstream, Wait};
+use crate::transport::upstream::http_client::{HttpUpstream, Wait};
 use bytes::Bytes;
 use http::HeaderValue;
 use std::collections::hash_map::RandomState;

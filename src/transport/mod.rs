@@ -1,23 +1,17 @@
 //! Transports: wire traffic in, single JSON-RPC messages to the pipeline, answers out.
+//!
+//! - [`edge`]: the HTTP server side (routes, the request's phases, answers through the rules,
+//!   origin and header rules, the in-process [`edge::layer::ValidateLayer`]);
+//! - [`upstream`]: the clients of a tool server (HTTP with its connection list and TLS, and
+//!   stdio child processes);
+//! - [`stdio`]: the front a desktop client launches, over its pipes;
+//! - [`runtime`]: the tricks around client connections, each justified by a measurement in
+//!   docs/performance.md;
+//! - [`sse`]: the event-stream splitter both directions use.
 
-pub mod child;
-pub mod conn_timers;
-mod drain;
-pub mod http;
-mod http_answers;
-mod http_request;
-mod http_stdio;
-pub mod http_upstream;
-pub mod layer;
-pub mod listener_tls;
+pub mod edge;
 pub(crate) mod modern;
-pub(crate) mod origin;
-mod reply;
-mod repoll;
+pub(crate) mod runtime;
 pub mod sse;
 pub mod stdio;
-pub mod stdio_http;
-pub mod stdio_pool;
-mod upstream_pool;
-pub mod upstream_tls;
-mod well_known;
+pub mod upstream;

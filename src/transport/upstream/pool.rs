@@ -18,13 +18,13 @@
 //! ready. One list behind one lock would pass that lock's cache line between the worker
 //! threads twice per request.
 //!
-//! Over TLS (`https://`, see [`super::upstream_tls`]) the server may choose HTTP/2 by ALPN.
+//! Over TLS (`https://`, see [`crate::transport::upstream::tls`]) the server may choose HTTP/2 by ALPN.
 //! An HTTP/2 connection carries every request at once, so it stays in the list while used:
 //! a request takes a handle on it rather than the connection itself.
 
-use super::upstream_tls::TlsConnect;
 use crate::pipeline::UpstreamError;
 use crate::thread_slot::{SLOTS, slot};
+use crate::transport::upstream::tls::TlsConnect;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;

@@ -3,12 +3,12 @@
 //! access log, metrics and trace will say of it. Shared by the edge's handlers, so none of
 //! them imports another for its types.
 
-use super::http_upstream::HttpUpstream;
-use super::stdio_pool::StdioPool;
 use crate::gateway::{Gateway, Target};
 use crate::mcp::{self, Era};
 use crate::pipeline::policy::Client;
 use crate::telemetry;
+use crate::transport::upstream::children::StdioPool;
+use crate::transport::upstream::http_client::HttpUpstream;
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use serde_json::value::RawValue;

@@ -4,17 +4,20 @@
 //! 1. `origin`: DNS-rebinding protection (403).
 //! 2. body read under the size limit (413); envelope parse (`-32700` / `-32600`, 400).
 //! 3. `pipeline::guard` for `tools/call`: answered here or forwarded (docs/contract.md §1).
-//! 4. forward; the answer goes back through `http_answers` (learn, rewrite, never hang).
+//! 4. forward; the answer goes back through `answers` (learn, rewrite, never hang).
 //!
 //! GET (the server's stream) and DELETE (end of session) are forwarded; their answers are
 //! inspected the same way.
 
-use super::conn_timers::{ConnTimers, InService};
-use super::http_answers;
-use super::http_request::{Context, Endpoint, Note, Route, Upstream};
-use super::http_upstream::{self, HttpUpstream, ReadError};
-use super::reply;
-use super::stdio_pool::StdioPool;
+pub(crate) mod answers;
+pub mod layer;
+pub(crate) mod origin;
+mod reply;
+mod request;
+mod stdio_children;
+pub mod tls;
+mod well_known;
+
 use crate::auth::Refusal;
 use crate::config::parse_upstream_url;
 use crate::gateway::{Gateway, Live};
@@ -25,11 +28,15 @@ use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::policy::Client;
 use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
+use crate::transport::runtime::conn_timers::{ConnTimers, InService};
+use crate::transport::upstream::children::StdioPool;
+use crate::transport::upstream::http_client::{self, HttpUpstream, ReadError};
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
+use request::{Context, Endpoint, Note, Route, Upstream};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use std::time::Instant;
@@ -89,7 +96,7 @@ impl App {
         }
         if path.starts_with("/.well-known/") {
             let (parts, _) = req.into_parts();
-            return super::well_known::serve(
+            return crate::transport::edge::well_known::serve(
                 &gw,
                 &self.endpoints,
                 &parts.method,
@@ -133,10 +140,12 @@ pub async fn serve(
     use hyper_util::rt::{TokioExecutor, TokioIo};
     let app = App::new(&live).map_err(std::io::Error::other)?;
     let tls = match &live.load().config.tls {
-        Some(t) => Some(super::listener_tls::Acceptor::new(t).map_err(std::io::Error::other)?),
+        Some(t) => {
+            Some(crate::transport::edge::tls::Acceptor::new(t).map_err(std::io::Error::other)?)
+        }
         None => None,
     };
-    let drain = super::drain::Drain::new();
+    let drain = crate::transport::runtime::drain::Drain::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     // A connection holds a permit for its life; past the cap, clients wait in the listen
     // queue while the admin listener (its own accept loop) keeps answering.
@@ -190,14 +199,14 @@ pub async fn serve(
                     .into_owned();
                 let conn = drain.watch(conn);
                 // Re-polled in place when it wakes itself: see `repoll`.
-                tokio::spawn(super::repoll::Repoll::new(async move {
+                tokio::spawn(crate::transport::runtime::repoll::Repoll::new(async move {
                     let _ = conn.await;
                     drop(permit);
                 }));
             }
             Some(tls) => {
                 let (acceptor, builder, drain) = (tls.current(), builder.clone(), drain.clone());
-                tokio::spawn(super::repoll::Repoll::new(async move {
+                tokio::spawn(crate::transport::runtime::repoll::Repoll::new(async move {
                     match acceptor.accept(io).await {
                         Ok(stream) => {
                             let conn = builder
@@ -480,7 +489,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
     // A declared length over the limit is refused before any of the body is read.
-    let bytes = match http_upstream::read_limited(body, limit).await {
+    let bytes = match http_client::read_limited(body, limit).await {
         Ok(b) => b,
         Err(ReadError::TooLarge) => {
             return reply::transport(
@@ -545,12 +554,17 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         Some(_) => Era::detect(None, m.version_text()),
     };
     if (era == Era::Modern || body_era == Era::Modern)
-        && let Err(why) = super::modern::check(&parts.headers, &m)
+        && let Err(why) = crate::transport::modern::check(&parts.headers, &m)
     {
         let message = format!("Header mismatch: {why}");
         return reply::json(
             StatusCode::BAD_REQUEST,
-            jsonrpc::error_response(id, super::modern::HEADER_MISMATCH, &message, None),
+            jsonrpc::error_response(
+                id,
+                crate::transport::modern::HEADER_MISMATCH,
+                &message,
+                None,
+            ),
         );
     }
     if let Some(why) = guard::refuse_call_notification(rt.gw, rt.target, &m) {
@@ -558,7 +572,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
     }
     if let Upstream::Stdio(pool) = &rt.up {
-        return super::http_stdio::post(
+        return crate::transport::edge::stdio_children::post(
             rt,
             pool,
             &parts.headers,
@@ -571,7 +585,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     }
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let Upstream::Http(up) = &rt.up else {
-            unreachable!("stdio routes are served by http_stdio")
+            unreachable!("stdio routes are served by stdio_children")
         };
         let lister = HttpLister {
             rt,
@@ -642,7 +656,13 @@ async fn bodiless(
         } else {
             "GET"
         };
-        return super::http_stdio::bodiless(pool, &parts.method, &parts.headers, note).await;
+        return crate::transport::edge::stdio_children::bodiless(
+            pool,
+            &parts.method,
+            &parts.headers,
+            note,
+        )
+        .await;
     }
     let ctx = Context::of(rt, &parts.headers, client);
     let era = ctx.era(None);
@@ -673,7 +693,7 @@ async fn forward(
     note: &mut Note,
 ) -> Response {
     let Upstream::Http(up) = &rt.up else {
-        unreachable!("stdio routes are served by http_stdio");
+        unreachable!("stdio routes are served by stdio_children");
     };
     let started = Instant::now();
     let wait = (&rt.gw.config.limits).into();
@@ -722,7 +742,7 @@ async fn forward(
     match sent {
         Ok(resp) => {
             note.outcome = "forwarded";
-            http_answers::response(rt.gw, pending, has_session, resp).await
+            answers::response(rt.gw, pending, has_session, resp).await
         }
         Err(e) => {
             note.outcome = "upstream_error";
@@ -782,7 +802,7 @@ impl Lister for HttpLister<'_> {
             headers.remove(mcp::METHOD_HEADER);
         }
         let limits = &self.rt.gw.config.limits;
-        http_upstream::exchange(self.up, &headers, request, id, limits)
+        http_client::exchange(self.up, &headers, request, id, limits)
             .await
             .map(|(_, result)| result)
     }

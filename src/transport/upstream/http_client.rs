@@ -5,11 +5,11 @@
 //! ones named in `Connection` do not. `Accept-Encoding` is dropped on the way up so that
 //! answers toolgate may need to read arrive uncompressed.
 
-use super::sse::{self, Split, Splitter};
-use super::upstream_pool::Pool;
 use crate::config::Limits;
 use crate::pipeline::UpstreamError;
 use crate::pipeline::guard::{self, ListFailed};
+use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::upstream::pool::Pool;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
@@ -196,7 +196,7 @@ impl HttpUpstream {
         let host = uri.host().unwrap_or("localhost");
         let addr = format!("{host}:{port}");
         let tls = if https {
-            let connect = super::upstream_tls::TlsConnect::new(tls, host)?;
+            let connect = crate::transport::upstream::tls::TlsConnect::new(tls, host)?;
             let authority = host_header(&uri)
                 .and_then(|h| h.to_str().ok().map(str::to_owned))
                 .unwrap_or_else(|| addr.clone());

@@ -8,16 +8,16 @@
 //! hear from the child before its answer (a progress token, `subscriptions/listen`) is answered
 //! as an SSE stream of those messages, then the answer (docs/contract.md, section 7).
 
-use super::http_request::{Context, Note, Route};
-use super::reply;
-use super::stdio::ChildLister;
-use super::stdio_pool::{NoChild, SessionChild, StdioPool};
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge::{self, Bridged, Completion};
 use crate::pipeline::guard::{self, Call, Decision};
 use crate::pipeline::{self, Kind, Pending};
+use crate::transport::edge::reply;
+use crate::transport::edge::request::{Context, Note, Route};
+use crate::transport::upstream::child::ChildLister;
+use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -368,7 +368,7 @@ async fn shared_exchange(
                 }
             };
             Some((
-                Ok::<_, std::convert::Infallible>(super::sse::event(&event)),
+                Ok::<_, std::convert::Infallible>(crate::transport::sse::event(&event)),
                 (s, related, answer),
             ))
         },
@@ -390,7 +390,7 @@ struct RelatedStream {
     /// Served over the handshake era: what the answer must gain.
     bridged: Option<Completion>,
     answered: bool,
-    _relation: super::stdio_pool::Relation,
+    _relation: crate::transport::upstream::children::Relation,
 }
 
 impl RelatedStream {
@@ -502,14 +502,14 @@ pub(super) async fn bodiless(
     let earlier = futures_util::stream::iter(
         earlier
             .into_iter()
-            .map(|line| Ok::<_, std::convert::Infallible>(super::sse::event(&line))),
+            .map(|line| Ok::<_, std::convert::Infallible>(crate::transport::sse::event(&line))),
     );
     let live = futures_util::stream::unfold(rx, |mut rx| async move {
         loop {
             match rx.recv().await {
                 Ok(line) => {
                     return Some((
-                        Ok::<_, std::convert::Infallible>(super::sse::event(&line)),
+                        Ok::<_, std::convert::Infallible>(crate::transport::sse::event(&line)),
                         rx,
                     ));
                 }

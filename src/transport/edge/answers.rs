@@ -8,14 +8,14 @@
 //! forever. A stream that ends cleanly after numbering its events is left alone: the client
 //! may resume it (SEP-1699).
 
-use super::reply;
-use super::sse::{self, Split, Splitter};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::pipeline::answer::Answer;
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
-use crate::transport::http_upstream::{self, Collected};
+use crate::transport::edge::reply;
+use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::upstream::http_client::{self, Collected};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -37,7 +37,7 @@ pub async fn response(
     gw: &Arc<Gateway>,
     pending: Pending,
     has_session: bool,
-    resp: http::Response<http_upstream::UpstreamBody>,
+    resp: http::Response<http_client::UpstreamBody>,
 ) -> Response {
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -45,7 +45,7 @@ pub async fn response(
         gw.catalog.forget(&pending.key);
     }
     let (mut parts, body) = resp.into_parts();
-    http_upstream::strip_hop_by_hop(&mut parts.headers);
+    http_client::strip_hop_by_hop(&mut parts.headers);
     let media = parts
         .headers
         .get(CONTENT_TYPE)
@@ -81,8 +81,7 @@ pub async fn response(
         // Pass-through methods: streamed, never read.
         return Response::from_parts(parts, Body::new(body));
     }
-    let bytes = match http_upstream::collect_upstream(body, gw.config.limits.max_response_bytes)
-        .await
+    let bytes = match http_client::collect_upstream(body, gw.config.limits.max_response_bytes).await
     {
         Ok(Collected::Whole(bytes)) => bytes,
         Ok(Collected::TooLarge(rest)) => {
@@ -258,10 +257,10 @@ impl SseInspector {
 }
 
 /// Streams the upstream body through the inspector, one event at a time.
-fn sse_stream(inspector: SseInspector, body: http_upstream::UpstreamBody) -> Body {
+fn sse_stream(inspector: SseInspector, body: http_client::UpstreamBody) -> Body {
     struct State {
         insp: SseInspector,
-        body: http_upstream::UpstreamBody,
+        body: http_client::UpstreamBody,
         done: bool,
     }
     let stream = futures_util::stream::unfold(

@@ -6,12 +6,12 @@
 //! gets 404, so the client starts a new one with a fresh child). What a child sends on its own
 //! (notifications, server requests) goes to its session's GET stream.
 
-use super::child::{ChildProcess, FromChild};
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::guard;
 use crate::pipeline::{self, Kind, Pending};
+use crate::transport::upstream::child::{ChildProcess, FromChild};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;

@@ -7,14 +7,16 @@
 //! with status 1; when the client closes stdin, the server is shut down cleanly and toolgate
 //! exits with status 0.
 
-use super::child::{ChildProcess, FromChild, Line, read_line};
+pub mod over_http;
+
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge;
-use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
+use crate::pipeline::guard::{self, Call, Decision};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::transport::upstream::child::ChildLister;
+use crate::transport::upstream::child::{ChildProcess, FromChild, Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -102,43 +104,6 @@ pub(crate) fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHa
         0
     });
     (out, writer)
-}
-
-/// toolgate's own `tools/list`, written to the child with an id of its own.
-pub(crate) struct ChildLister<'a> {
-    pub(crate) child: &'a ChildProcess,
-    pub(crate) timeout: Duration,
-    /// The child speaks only the handshake era for 2026-07-28 clients (`pipeline::bridge`).
-    pub(crate) bridged: bool,
-}
-
-impl Lister for ChildLister<'_> {
-    type Relay = std::convert::Infallible;
-
-    async fn list(
-        &self,
-        request: Bytes,
-        id: &str,
-    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
-        let raw_id = serde_json::to_string(id).expect("a string serializes");
-        let request = if self.bridged {
-            bridge::strip_envelope(request)
-        } else {
-            request
-        };
-        let answer = self
-            .child
-            .request(request, &raw_id, self.timeout)
-            .await
-            .map_err(ListFailed::Unavailable)?;
-        match guard::match_answer(&answer, id) {
-            Some(Ok(r)) => Ok(r),
-            Some(Err(m)) => Err(ListFailed::Refused(m)),
-            None => Err(ListFailed::Refused(
-                "the answer is not a JSON-RPC response to the listing".into(),
-            )),
-        }
-    }
 }
 
 /// Runs until the client or the server goes away; returns the process exit status.

@@ -9,7 +9,10 @@
 
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::pipeline::UpstreamError;
+use crate::pipeline::bridge;
+use crate::pipeline::guard::{self, ListFailed, Lister};
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -470,6 +473,43 @@ impl ChildProcess {
         }
         let _ = child.kill().await;
         "killed with SIGKILL after ignoring SIGTERM".into()
+    }
+}
+
+/// toolgate's own `tools/list`, written to the child with an id of its own.
+pub(crate) struct ChildLister<'a> {
+    pub(crate) child: &'a ChildProcess,
+    pub(crate) timeout: Duration,
+    /// The child speaks only the handshake era for 2026-07-28 clients (`pipeline::bridge`).
+    pub(crate) bridged: bool,
+}
+
+impl Lister for ChildLister<'_> {
+    type Relay = std::convert::Infallible;
+
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        let raw_id = serde_json::to_string(id).expect("a string serializes");
+        let request = if self.bridged {
+            bridge::strip_envelope(request)
+        } else {
+            request
+        };
+        let answer = self
+            .child
+            .request(request, &raw_id, self.timeout)
+            .await
+            .map_err(ListFailed::Unavailable)?;
+        match guard::match_answer(&answer, id) {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(m)) => Err(ListFailed::Refused(m)),
+            None => Err(ListFailed::Refused(
+                "the answer is not a JSON-RPC response to the listing".into(),
+            )),
+        }
     }
 }
 

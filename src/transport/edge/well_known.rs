@@ -4,12 +4,12 @@
 //! upstream's business, so they are fetched from the upstream's origin with the endpoint
 //! path mapped to the upstream's, and passed back untouched.
 
-use super::http_request::{Endpoint, Upstream};
-use super::http_upstream;
-use super::reply;
 use crate::auth::METADATA_PATH;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
+use crate::transport::edge::reply;
+use crate::transport::edge::request::{Endpoint, Upstream};
+use crate::transport::upstream::http_client;
 use axum::body::Body;
 use axum::response::Response;
 use http::{Method, StatusCode, header};
@@ -85,7 +85,7 @@ pub(super) async fn serve(
     {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
-            http_upstream::strip_hop_by_hop(&mut parts.headers);
+            http_client::strip_hop_by_hop(&mut parts.headers);
             Response::from_parts(parts, Body::new(body))
         }
         Err(e) => reply::transport(

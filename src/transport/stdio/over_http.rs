@@ -4,10 +4,6 @@
 //! line by line as they arrive, and opens the session's GET stream for what the server sends
 //! on its own. The rules are the pipeline's, as everywhere.
 
-use super::http_upstream::exchange;
-use super::http_upstream::{self, Collected, HttpUpstream};
-use super::sse::{self, Split, Splitter};
-use super::stdio::{Out, next_message, spawn_writer};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
@@ -15,6 +11,10 @@ use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::stdio::{Out, next_message, spawn_writer};
+use crate::transport::upstream::http_client::exchange;
+use crate::transport::upstream::http_client::{self, Collected, HttpUpstream};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -43,7 +43,7 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn timeout(&self) -> super::http_upstream::Wait {
+    fn timeout(&self) -> crate::transport::upstream::http_client::Wait {
         (&self.gw.config.limits).into()
     }
 
@@ -70,7 +70,7 @@ impl Ctx {
         let mut h = self.headers();
         if era == Era::Modern {
             h.remove(mcp::SESSION_ID);
-            super::modern::mirror(&mut h, m);
+            crate::transport::modern::mirror(&mut h, m);
         }
         h
     }
@@ -192,7 +192,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let mut tasks = tokio::task::JoinSet::new();
     let mut stream: Option<tokio::task::JoinHandle<()>> = None;
     // SIGTERM ends the session as stdin's end does (see `stdio::Terminate`).
-    let mut term = super::stdio::Terminate::new();
+    let mut term = crate::transport::stdio::Terminate::new();
     loop {
         let next = tokio::select! {
             () = term.recv() => break,
@@ -405,7 +405,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             }
         }
     } else if let Ok(Collected::Whole(bytes)) =
-        http_upstream::collect_upstream(body, ctx.gw.config.limits.max_response_bytes).await
+        http_client::collect_upstream(body, ctx.gw.config.limits.max_response_bytes).await
         && !bytes.is_empty()
     {
         deliver(&bytes, &mut answered);

@@ -1,0 +1,8 @@
+//! Clients of a tool server: Streamable HTTP (with its kept connections and TLS) and stdio
+//! child processes, one per session or shared.
+
+pub mod child;
+pub mod children;
+pub mod http_client;
+mod pool;
+pub mod tls;
