@@ -138,6 +138,7 @@ pub fn canon(data: &[u8]) {
                 key,
                 target: target.clone(),
                 client: None,
+                bridged: None,
             };
             if let Some(a) = pipeline::observe_bytes(gw, &pending, data).replacement {
                 assert!(

@@ -1,6 +1,7 @@
-//! Eras bridged (docs/contract.md §5): a 2026-07-28 client through `toolgate serve -- CMD` in
-//! front of a stdio server that speaks only the 2025-11-25 handshake (server-everything), with
-//! the Python SDK 2.3 client pinned to 2026-07-28, negotiating (`auto`), and in legacy mode.
+//! Eras bridged (docs/contract.md §5): a 2026-07-28 client through `toolgate serve -- CMD` and
+//! through `toolgate stdio -- CMD`, in front of a stdio server that speaks only the 2025-11-25
+//! handshake (server-everything), with the Python SDK 2.3 client pinned to 2026-07-28,
+//! negotiating (`auto`), and in legacy mode.
 
 mod common;
 
@@ -116,4 +117,25 @@ async fn the_bridge_answers_discover_from_the_handshake_and_names_what_it_cannot
         msg.contains("subscriptions/listen cannot be bridged"),
         "{msg}"
     );
+}
+
+/// The same over `toolgate stdio -- CMD`, the front a desktop client launches: the pipe's
+/// server is asked once, on the client's first 2026-07-28 request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_over_stdio_is_served_by_a_handshake_only_server() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = json!([
+        env!("CARGO_BIN_EXE_toolgate"),
+        "stdio",
+        "--",
+        p.server_everything.display().to_string(),
+        "stdio"
+    ]);
+    let server = format!("stdio:{command}");
+    for mode in ["2026-07-28", "auto"] {
+        let out = python_client(&server, mode, &calls()).await;
+        assert_served(&out, "2026-07-28");
+    }
+    let out = python_client(&server, "legacy", &calls()).await;
+    assert_served(&out, "2025-11-25");
 }

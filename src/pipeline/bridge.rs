@@ -237,6 +237,14 @@ impl Completion {
     }
 }
 
+/// The answer to `pending` as its client reads it: completed when the request was bridged.
+pub fn complete(pending: &super::Pending, answer: Bytes) -> Bytes {
+    match pending.bridged {
+        Some(c) => self::answer(answer, c),
+        None => answer,
+    }
+}
+
 /// The server's answer as a 2026-07-28 client reads it: a result gains `resultType:
 /// "complete"`, and a cacheable one `ttlMs: 0` with `cacheScope: "private"`, when it has
 /// none. Nothing may be cached: a handshake-era server says that its lists changed on a

@@ -58,6 +58,9 @@ pub struct Pending {
     pub target: Arc<Target>,
     /// Whose request it is, for per-client listings.
     pub client: Option<policy::Client>,
+    /// Served over the handshake era for a 2026-07-28 client: what its answer must gain
+    /// ([`bridge::answer`]).
+    pub bridged: Option<bridge::Completion>,
 }
 
 /// Why no answer came from the upstream.

@@ -640,6 +640,7 @@ fn pending(rt: &Route<'_>, ctx: &Context, id: Option<&RawValue>, kind: Kind, era
         key: ctx.key,
         target: rt.target.clone(),
         client: ctx.client.clone(),
+        bridged: None,
     }
 }
 

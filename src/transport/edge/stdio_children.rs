@@ -201,10 +201,10 @@ pub(super) async fn post(
         key,
         target: rt.target.clone(),
         client: ctx.client.clone(),
+        bridged: bridged.map(|_| Completion::of(m.method().unwrap_or(""))),
     };
     if shared {
-        let completion = bridged.map(|_| Completion::of(m.method().unwrap_or("")));
-        return shared_exchange(rt, &sc, body, m, pending, completion, note).await;
+        return shared_exchange(rt, &sc, body, m, pending, note).await;
     }
     let answer = match sc.child.request(body, client_id.get(), timeout).await {
         Ok(a) => a,
@@ -297,7 +297,6 @@ async fn shared_exchange(
     body: Bytes,
     m: &Message<'_>,
     pending: Pending,
-    bridged: Option<Completion>,
     note: &mut Note,
 ) -> Response {
     let client_id = pending.id.clone().expect("a request has an id");
@@ -329,10 +328,7 @@ async fn shared_exchange(
         };
         note.outcome = "forwarded";
         let answer = jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
-        let answer = match bridged {
-            Some(c) => bridge::answer(answer, c),
-            None => answer,
-        };
+        let answer = bridge::complete(&pending, answer);
         let (status, body) = finish(rt.gw, &pending, answer);
         return reply::json(status, body);
     }
@@ -344,7 +340,6 @@ async fn shared_exchange(
         ours,
         client_token,
         pending,
-        bridged,
         answered: false,
         _relation: relation,
     };
@@ -387,8 +382,6 @@ struct RelatedStream {
     ours: Box<RawValue>,
     client_token: Option<Box<RawValue>>,
     pending: Pending,
-    /// Served over the handshake era: what the answer must gain.
-    bridged: Option<Completion>,
     answered: bool,
     _relation: crate::transport::upstream::children::Relation,
 }
@@ -419,10 +412,7 @@ impl RelatedStream {
                 let a = client_id
                     .and_then(|id| jsonrpc::replace_at(&a, &["id"], id))
                     .map_or(a, Bytes::from);
-                let a = match self.bridged {
-                    Some(c) => bridge::answer(a, c),
-                    None => a,
-                };
+                let a = bridge::complete(&self.pending, a);
                 Bytes::from(finish(&self.gw, &self.pending, a).1)
             }
             Err(e) => {

@@ -13,9 +13,10 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
+use crate::pipeline::bridge::{self, Bridged, Completion};
 use crate::pipeline::guard::{self, Call, Decision};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
-use crate::transport::upstream::child::ChildLister;
+use crate::transport::upstream::child::{ChildLister, ServerEra};
 use crate::transport::upstream::child::{ChildProcess, FromChild, Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -169,9 +170,14 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
                                     key,
                                     target: target.clone(),
                                     client: None,
+                                    bridged: None,
                                 };
                                 pipeline::observe(&gw, &any, &m).replacement
                             }
+                        };
+                        let line = match (&replacement, &waiting) {
+                            (None, Some(p)) => bridge::complete(p, line),
+                            _ => line,
                         };
                         let _ = out.send(Out::Line(
                             replacement.map_or_else(|| line.to_vec(), |a| a.body),
@@ -192,6 +198,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         bridged: false,
     };
     let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut server_era = None;
     let mut server_gone = None;
     // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs close
     // stdin, wait two seconds, then send it, and a toolgate that died at once would leave its
@@ -212,8 +219,12 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
             m = next_message(&mut stdin, limits.max_body_bytes, &out) => m,
         };
         let Some(line) = next else { break };
-        if let Some(answer) = from_client(&gw, &target, &key, &child, &lister, &pending, line).await
-        {
+        let to = Server {
+            child: &child,
+            lister: &lister,
+            era: &mut server_era,
+        };
+        if let Some(answer) = from_client(&gw, &target, &key, to, &pending, line).await {
             let _ = out.send(Out::Line(answer));
         }
     }
@@ -297,16 +308,47 @@ fn answer_pending(
     }
 }
 
+/// The server behind the pipe, as a client's line reaches it.
+struct Server<'a> {
+    child: &'a ChildProcess,
+    lister: &'a ChildLister<'a>,
+    /// What it speaks to a 2026-07-28 client, asked on the first such request.
+    era: &'a mut Option<ServerEra>,
+}
+
+impl Server<'_> {
+    /// The server's `initialize` result when a 2026-07-28 client is bridged to it.
+    async fn bridged(&mut self, gw: &Gateway) -> Option<&RawValue> {
+        if self.era.is_none() {
+            let timeout = gw.config.limits.upstream_timeout;
+            *self.era = Some(
+                match self.child.settle_era(|| gw.next_id(), timeout).await {
+                    Ok(era) => era,
+                    Err(why) => {
+                        // Its own answers will tell the client what is wrong.
+                        tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are");
+                        ServerEra::Modern
+                    }
+                },
+            );
+        }
+        match self.era.as_ref() {
+            Some(ServerEra::Bridged(init)) => Some(init),
+            _ => None,
+        }
+    }
+}
+
 /// Handles one line from the client: forwards it, or returns toolgate's own answer.
 async fn from_client(
     gw: &Gateway,
     target: &Arc<Target>,
     key: &crate::catalog::ScopeKey,
-    child: &ChildProcess,
-    lister: &ChildLister<'_>,
+    mut to: Server<'_>,
     pending: &Mutex<HashMap<String, Pending>>,
     line: Bytes,
 ) -> Option<Vec<u8>> {
+    let child = to.child;
     let mut m = match jsonrpc::parse(&line) {
         Ok(Parsed::Single(m)) => m,
         Ok(Parsed::Batch(msgs)) => {
@@ -337,6 +379,22 @@ async fn from_client(
     }
     let era = Era::detect(None, m.version_text());
     let client = gw.client(None);
+    let init = match era == Era::Modern && m.is_request() {
+        true => to.bridged(gw).await.map(ToOwned::to_owned),
+        false => None,
+    };
+    let bridged_lister;
+    let lister = match init {
+        Some(_) => {
+            bridged_lister = ChildLister {
+                child,
+                timeout: to.lister.timeout,
+                bridged: true,
+            };
+            &bridged_lister
+        }
+        None => to.lister,
+    };
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let call = Call {
             target,
@@ -356,6 +414,13 @@ async fn from_client(
     } else {
         (line.clone(), pipeline::classify(&m))
     };
+    let body = match &init {
+        Some(init) => match bridge::request(m.method().unwrap_or(""), m.id, &body, init) {
+            Bridged::Forward(b) => b,
+            Bridged::Answer(_, answer) => return Some(answer),
+        },
+        None => body,
+    };
     let id = if m.is_request() { m.id } else { None };
     if let Some(id) = id {
         let p = Pending {
@@ -365,6 +430,7 @@ async fn from_client(
             key: *key,
             target: target.clone(),
             client,
+            bridged: init.map(|_| Completion::of(m.method().unwrap_or(""))),
         };
         pending
             .lock()

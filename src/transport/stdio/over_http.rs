@@ -304,6 +304,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         key,
         target: ctx.target.clone(),
         client,
+        bridged: None,
     };
     let is_call = matches!(pending.kind, Kind::Call { .. });
     if is_initialize && let Some(p) = m.raw_params() {
@@ -443,6 +444,7 @@ async fn server_stream(ctx: &Ctx) {
         key: ctx.key(),
         target: ctx.target.clone(),
         client: None,
+        bridged: None,
     };
     let mut splitter = Splitter::new(ctx.gw.config.limits.max_sse_event_bytes);
     let mut body = resp.into_body();

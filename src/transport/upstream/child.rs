@@ -8,6 +8,7 @@
 //! SIGKILL, each after a grace period: `npx` and `uvx` servers run as grandchildren.
 
 use crate::jsonrpc::{self, Body as Parsed};
+use crate::mcp;
 use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, ListFailed, Lister};
@@ -473,6 +474,75 @@ impl ChildProcess {
         }
         let _ = child.kill().await;
         "killed with SIGKILL after ignoring SIGTERM".into()
+    }
+}
+
+/// What a stdio server speaks to a 2026-07-28 client.
+pub enum ServerEra {
+    /// It answered `server/discover`: its 2026-07-28 requests go to it as they are.
+    Modern,
+    /// It refused `server/discover` and was opened with the handshake instead: its
+    /// 2026-07-28 clients are served through `pipeline::bridge`. Its `initialize` result.
+    Bridged(Box<RawValue>),
+}
+
+impl ChildProcess {
+    /// Sends one request of toolgate's own (`id`, a string) and reads its result, or why there
+    /// is none.
+    async fn ask(
+        &self,
+        request: serde_json::Value,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, String> {
+        let raw_id = serde_json::to_string(id).expect("a string serializes");
+        let answer = self
+            .request(Bytes::from(request.to_string()), &raw_id, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        guard::match_answer(&answer, id)
+            .unwrap_or_else(|| Err("the answer is not a JSON-RPC response".into()))
+    }
+
+    /// Opens the server with the handshake (2025-11-25); returns its `initialize` result.
+    pub async fn initialize(&self, id: &str, timeout: Duration) -> Result<Box<RawValue>, String> {
+        let result = self
+            .ask(mcp::initialize_request(id), id, timeout)
+            .await
+            .map_err(|e| format!("initializing the tool server: {e}"))?;
+        let initialized =
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let _ = self.send(Bytes::from(initialized.to_string()));
+        Ok(result)
+    }
+
+    /// Asks the server `server/discover` before any client's request reaches it (a dual-era
+    /// server takes its era from the first request it reads, so a client's malformed first
+    /// request could fix it in the wrong one). A server that answers with an error speaks
+    /// only the handshake: it is opened with `initialize`, and bridged. `ids` mints toolgate's
+    /// request ids.
+    pub async fn settle_era(
+        &self,
+        ids: impl Fn() -> String,
+        timeout: Duration,
+    ) -> Result<ServerEra, String> {
+        let id = ids();
+        let raw_id = serde_json::to_string(&id).expect("a string serializes");
+        let answer = self
+            .request(
+                Bytes::from(mcp::discover_request(&id).to_string()),
+                &raw_id,
+                timeout,
+            )
+            .await
+            .map_err(|e| format!("asking the tool server for its era: {e}"))?;
+        match guard::match_answer(&answer, &id) {
+            Some(Err(why)) => {
+                tracing::info!(answer = %why, "the tool server does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake");
+                Ok(ServerEra::Bridged(self.initialize(&ids(), timeout).await?))
+            }
+            _ => Ok(ServerEra::Modern),
+        }
     }
 }
 

@@ -8,13 +8,11 @@
 
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
-use crate::mcp::{self, Era};
-use crate::pipeline::guard;
+use crate::mcp::Era;
 use crate::pipeline::{self, Kind, Pending};
-use crate::transport::upstream::child::{ChildProcess, FromChild};
+use crate::transport::upstream::child::{ChildProcess, FromChild, ServerEra};
 use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -280,6 +278,7 @@ impl StdioPool {
                                 key,
                                 target: Self::target(&gw, index),
                                 client: None,
+                                bridged: None,
                             };
                             pipeline::observe(&gw, &any, &m);
                         }
@@ -394,7 +393,7 @@ impl StdioPool {
     /// after it exits). A legacy one is opened with the handshake. A 2026-07-28 one is asked
     /// `server/discover` and then asked nothing more, since every request carries what the
     /// handshake would have said; when it answers with an error it speaks only the handshake,
-    /// and a fresh one opened with the handshake serves through the bridge.
+    /// and is opened with it to serve through the bridge (`ChildProcess::settle_era`).
     pub async fn shared(&self, era: Era) -> Result<Arc<SessionChild>, NoChild> {
         let mut shared = self.shared[usize::from(era == Era::Modern)].lock().await;
         if let Some(sc) = shared.as_ref()
@@ -410,72 +409,23 @@ impl StdioPool {
         let gw = self.gw();
         let sc = self.spawn(label.into(), "", true)?;
         if era == Era::Legacy {
-            self.initialize(&sc).await?;
+            sc.child
+                .initialize(&gw.next_id(), gw.config.limits.upstream_timeout)
+                .await
+                .map_err(NoChild::Failed)?;
             *shared = Some(sc.clone());
             return Ok(sc);
         }
-        // Asked first, before any client's request can reach it: a dual-era server takes its
-        // era from the first request it reads, and a client's half-built envelope would open
-        // it in the legacy era for good.
-        let id = gw.next_id();
-        let raw_id = serde_json::to_string(&id).expect("a string serializes");
-        let answer = sc
-            .child
-            .request(
-                Bytes::from(mcp::discover_request(&id).to_string()),
-                &raw_id,
-                gw.config.limits.upstream_timeout,
-            )
-            .await
-            .map_err(|e| NoChild::Failed(format!("asking the server for its era: {e}")))?;
-        let sc = match guard::match_answer(&answer, &id) {
-            Some(Err(why)) => {
-                // A handshake-only server: a fresh process, opened with the handshake, serves
-                // 2026-07-28 requests through the bridge.
-                tracing::info!(answer = %why, "the tool server does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake");
-                sc.child.shutdown(gw.config.stdio.shutdown_grace).await;
-                let sc = self.spawn("shared-bridged".into(), "", true)?;
-                let init = self.initialize(&sc).await?;
+        let timeout = gw.config.limits.upstream_timeout;
+        match sc.child.settle_era(|| gw.next_id(), timeout).await {
+            Ok(ServerEra::Modern) => {}
+            Ok(ServerEra::Bridged(init)) => {
                 let _ = sc.bridged.set(init);
-                sc
             }
-            _ => sc,
-        };
+            Err(why) => return Err(NoChild::Failed(why)),
+        }
         *shared = Some(sc.clone());
         Ok(sc)
-    }
-
-    /// Opens `sc` with the handshake; returns the server's `initialize` result.
-    async fn initialize(&self, sc: &SessionChild) -> Result<Box<RawValue>, NoChild> {
-        let gw = self.gw();
-        let id = gw.next_id();
-        let raw_id = serde_json::to_string(&id).expect("a string serializes");
-        let answer = sc
-            .child
-            .request(
-                Bytes::from(mcp::initialize_request(&id).to_string()),
-                &raw_id,
-                gw.config.limits.upstream_timeout,
-            )
-            .await
-            .map_err(|e| NoChild::Failed(format!("initializing the shared server: {e}")))?;
-        let result = match guard::match_answer(&answer, &id) {
-            Some(Ok(r)) => r,
-            Some(Err(why)) => {
-                return Err(NoChild::Failed(format!(
-                    "initializing the shared server: {why}"
-                )));
-            }
-            None => {
-                return Err(NoChild::Failed(
-                    "initializing the shared server: the answer is not a JSON-RPC response".into(),
-                ));
-            }
-        };
-        let _ = sc.child.send(Bytes::from(
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
-        ));
-        Ok(result)
     }
 
     async fn reap_idle(&self) {
