@@ -17,7 +17,7 @@
 mod common;
 
 use common::Toolgate;
-use common::peers::peers;
+use common::peers::{peers, server_everything_http};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -247,29 +247,8 @@ async fn python_sdk_server_passes_through_toolgate_as_it_passes_directly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_passes_through_toolgate_as_it_passes_directly() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let _server = Command::new(&p.server_everything)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("server-everything starts");
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let server = server_everything_http().await;
+    let url = server.url.clone();
     let upstream = Toolgate::serve(&url, None).await;
     let command = [p.server_everything.display().to_string(), "stdio".into()];
     let in_front = Toolgate::in_front_of(&command, None).await;

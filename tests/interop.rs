@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::peers::{peers, python_client};
+use common::peers::{peers, python_client, server_everything_http, wait_for_port};
 use common::*;
 use serde_json::{Value, json};
 use std::process::Stdio;
@@ -18,47 +18,6 @@ use tokio::process::{Child, Command};
 struct Peer {
     _child: Child,
     url: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn wait_for_port(port: u16) {
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("nothing listens on port {port}");
-}
-
-/// `@modelcontextprotocol/server-everything` in Streamable HTTP mode.
-async fn server_everything() -> Peer {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let port = free_port();
-    let child = Command::new(&p.server_everything)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("server-everything starts");
-    wait_for_port(port).await;
-    Peer {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
 }
 
 /// The Python SDK fixture server (`mcpserver` or `lowlevel`).
@@ -95,7 +54,7 @@ fn parameter_errors(answer: &Value) -> Value {
 
 #[tokio::test]
 async fn server_everything_behind_toolgate() {
-    let se = server_everything().await;
+    let se = server_everything_http().await;
     let tg = Toolgate::serve(&se.url, None).await;
     let via = open_session(&tg.url()).await;
     let direct = open_session(&se.url).await;
@@ -305,7 +264,7 @@ async fn python_sdk_client_through_toolgate() {
 async fn python_sdk_client_falls_back_to_legacy_through_toolgate() {
     // The auto client probes server/discover first; server-everything refuses it, the
     // probe passes through toolgate untouched, and the client falls back to initialize.
-    let se = server_everything().await;
+    let se = server_everything_http().await;
     let tg = Toolgate::serve(&se.url, None).await;
     let out = python_client(
         &tg.url(),
@@ -333,7 +292,7 @@ async fn python_sdk_client_falls_back_to_legacy_through_toolgate() {
 
 #[tokio::test]
 async fn check_grades_server_everything() {
-    let se = server_everything().await;
+    let se = server_everything_http().await;
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["check", "--upstream", &se.url])
         .output()

@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::peers::{peers, python_client};
+use common::peers::{peers, python_client, server_everything_http};
 use common::stdio_gate::StdioGate;
 use serde_json::{Value, json};
-use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::Command;
@@ -295,35 +294,12 @@ async fn stdio_client_in_front_of_an_http_server() {
 
 #[tokio::test]
 async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_http() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _se = Command::new(&p.server_everything)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let se = server_everything_http().await;
     let command = json!([
         env!("CARGO_BIN_EXE_toolgate"),
         "stdio",
         "--upstream",
-        format!("http://127.0.0.1:{port}/mcp")
+        se.url
     ]);
     let r = python_client(
         &format!("stdio:{command}"),

@@ -167,6 +167,50 @@ fn install() -> Peers {
     }
 }
 
+/// A peer serving MCP over HTTP, killed with the test.
+pub struct HttpPeer {
+    _child: tokio::process::Child,
+    pub url: String,
+}
+
+/// Waits until something accepts connections on `port` (30 s at most).
+pub async fn wait_for_port(port: u16) {
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("nothing listens on port {port}");
+}
+
+/// `@modelcontextprotocol/server-everything` in Streamable HTTP mode, on a free port.
+pub async fn server_everything_http() -> HttpPeer {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new(&p.server_everything)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("server-everything starts");
+    wait_for_port(port).await;
+    HttpPeer {
+        _child: child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
 /// Runs the Python SDK client (`fixtures/py_client.py`) against `server` (a URL, or `stdio:`
 /// and a JSON array holding a command) in connect `mode`, calling each tool in turn; returns
 /// its JSON report. Bounded: a client that hangs fails the test.
