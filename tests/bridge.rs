@@ -1,12 +1,13 @@
-//! Eras bridged (docs/contract.md §5): a 2026-07-28 client through `toolgate serve -- CMD` and
-//! through `toolgate stdio -- CMD`, in front of a stdio server that speaks only the 2025-11-25
-//! handshake (server-everything), with the Python SDK 2.3 client pinned to 2026-07-28,
-//! negotiating (`auto`), and in legacy mode.
+//! Eras bridged (docs/contract.md §5): a 2026-07-28 client in front of a server that speaks
+//! only the 2025-11-25 handshake (server-everything), in all four modes: over stdio
+//! (`serve -- CMD`, `stdio -- CMD`) and over HTTP (`serve --upstream`, `stdio --upstream`),
+//! with the Python SDK 2.3 client pinned to 2026-07-28, negotiating (`auto`), and in legacy
+//! mode.
 
 mod common;
 
 use common::Toolgate;
-use common::peers::{peers, python_client};
+use common::peers::{peers, python_client, server_everything_http};
 use serde_json::{Value, json};
 
 async fn in_front_of_server_everything() -> Toolgate {
@@ -138,4 +139,31 @@ async fn a_2026_client_over_stdio_is_served_by_a_handshake_only_server() {
     }
     let out = python_client(&server, "legacy", &calls()).await;
     assert_served(&out, "2025-11-25");
+}
+
+/// In front of a handshake-only Streamable HTTP server: `serve --upstream` and
+/// `stdio --upstream`, through the session toolgate opens for the client's credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_is_served_by_a_handshake_only_http_server() {
+    let se = server_everything_http().await;
+    let tg = Toolgate::serve(&se.url, None).await;
+    let over_stdio = json!([
+        env!("CARGO_BIN_EXE_toolgate"),
+        "stdio",
+        "--upstream",
+        se.url
+    ]);
+    for server in [tg.url(), format!("stdio:{over_stdio}")] {
+        for mode in ["2026-07-28", "auto"] {
+            let out = python_client(&server, mode, &calls()).await;
+            assert_served(&out, "2026-07-28");
+        }
+        let out = python_client(&server, "legacy", &calls()).await;
+        assert_served(&out, "2025-11-25");
+    }
+    let logs = tg.logs_when(|l| l.contains("bridging its clients")).await;
+    assert!(
+        logs.contains("the upstream does not speak 2026-07-28"),
+        "{logs}"
+    );
 }

@@ -566,7 +566,17 @@ async fn unknown_methods_and_discover_probes_pass_through_byte_for_byte() {
         through.json(),
         json!({"jsonrpc":"2.0","id":"d1","error":{"code":-32601,"message":"Method not found"}})
     );
-    assert_eq!(demo.seen()[0].raw, probe.as_bytes());
+    // Before the client's, toolgate asked the server's era once with a probe of its own
+    // (docs/contract.md §5); the client's went as it came.
+    let seen = demo.seen();
+    assert_eq!(
+        seen.len(),
+        3,
+        "an era probe, the client's request, the same sent directly"
+    );
+    assert_eq!(seen[0].body["method"], "server/discover");
+    assert_ne!(seen[0].body["id"], "d1");
+    assert_eq!(seen[1].raw, probe.as_bytes());
 }
 
 #[tokio::test]

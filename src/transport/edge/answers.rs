@@ -12,6 +12,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::pipeline::answer::Answer;
+use crate::pipeline::bridge;
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use crate::transport::edge::reply;
 use crate::transport::sse::{self, Split, Splitter};
@@ -77,7 +78,7 @@ pub async fn response(
         );
         return not_jsonrpc(&pending, id, is_call, what);
     }
-    if pending.kind == Kind::Other && status.is_success() {
+    if pending.kind == Kind::Other && status.is_success() && pending.bridged.is_none() {
         // Pass-through methods: streamed, never read.
         return Response::from_parts(parts, Body::new(body));
     }
@@ -96,8 +97,12 @@ pub async fn response(
             );
         }
     };
+    if pending.bridged.is_some() {
+        // Completed below: the upstream's length no longer holds.
+        parts.headers.remove(CONTENT_LENGTH);
+    }
     if status.is_success() && !needs_reading(&pending, &bytes) {
-        return Response::from_parts(parts, Body::from(bytes));
+        return Response::from_parts(parts, Body::from(bridge::complete(&pending, bytes)));
     }
     let replacement = match jsonrpc::parse(&bytes) {
         // A refusal of the request itself (a 4xx whose error names no request: "No valid
@@ -120,7 +125,7 @@ pub async fn response(
         }
     };
     match replacement {
-        None => Response::from_parts(parts, Body::from(bytes)),
+        None => Response::from_parts(parts, Body::from(bridge::complete(&pending, bytes))),
         Some(a) => {
             parts.status = a
                 .error_code
@@ -234,6 +239,10 @@ impl SseInspector {
         self.answered |= seen.answers;
         match seen.replacement {
             Some(a) => sse::with_data(&ev, &a.body),
+            None if seen.answers && self.pending.bridged.is_some() => {
+                let done = bridge::complete(&self.pending, Bytes::from(data.into_owned()));
+                sse::with_data(&ev, &done)
+            }
             None => ev,
         }
     }

@@ -24,12 +24,14 @@ use crate::gateway::{Gateway, Live};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::metrics;
+use crate::pipeline::bridge::{self, Bridged, Completion};
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::policy::Client;
 use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
 use crate::transport::runtime::conn_timers::{ConnTimers, InService};
 use crate::transport::upstream::children::StdioPool;
+use crate::transport::upstream::http_bridge::Session;
 use crate::transport::upstream::http_client::{self, HttpUpstream, ReadError};
 use axum::response::Response;
 use bytes::Bytes;
@@ -583,15 +585,27 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         )
         .await;
     }
+    let Upstream::Http(up) = &rt.up else {
+        unreachable!("stdio routes are served by stdio_children")
+    };
+    // A 2026-07-28 request to a server that speaks only the handshake goes through toolgate's
+    // session with it (docs/contract.md §5, "Eras bridged").
+    let session = match era == Era::Modern && m.is_request() {
+        true => {
+            let limits = &rt.gw.config.limits;
+            up.bridge
+                .session(up, &parts.headers, ctx.key, || rt.gw.next_id(), limits)
+                .await
+        }
+        false => None,
+    };
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
-        let Upstream::Http(up) = &rt.up else {
-            unreachable!("stdio routes are served by stdio_children")
-        };
         let lister = HttpLister {
             rt,
             up,
             client_headers: &parts.headers,
             era,
+            session: session.as_deref(),
         };
         // For the access log when toolgate answers: the guard takes the params.
         let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
@@ -628,8 +642,41 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         note.tool = Some(tool.clone());
         note.validation = Some(outcome);
     }
-    let pending = pending(rt, &ctx, id, kind, era);
-    forward(rt, parts, body, pending, ctx.has_session, note).await
+    let Some(session) = session else {
+        let pending = pending(rt, &ctx, id, kind, era);
+        return forward(rt, parts, body, pending, ctx.has_session, note).await;
+    };
+    let method = m.method().unwrap_or("");
+    let body = match bridge::request(method, id, &body, &session.init) {
+        Bridged::Forward(b) => b,
+        Bridged::Answer(code, answer) => {
+            note.outcome = "answered";
+            return reply::json(code.map_or(StatusCode::OK, |c| era.status_for(c)), answer);
+        }
+    };
+    let mut parts = parts;
+    session.headers(&mut parts.headers);
+    let mut pending = pending(rt, &ctx, id, kind, era);
+    pending.bridged = Some(Completion::of(method));
+    let (is_call, answer_id) = (
+        matches!(pending.kind, Kind::Call { .. }),
+        pending.id.clone(),
+    );
+    let resp = forward(rt, parts, body, pending, false, note).await;
+    if resp.status() != StatusCode::NOT_FOUND {
+        return resp;
+    }
+    // The server ended toolgate's session; the next request opens another. A 2026-07-28
+    // client has no session to lose, so it gets an error it may retry.
+    up.bridge.lost(ctx.key);
+    let e = pipeline::UpstreamError::Unreachable(
+        "the tool server ended the session toolgate bridges this client through; retry the request"
+            .into(),
+    );
+    reply::answer(
+        era,
+        pipeline::answer::Answer::upstream_failed(era, answer_id.as_deref(), is_call, &e),
+    )
 }
 
 fn pending(rt: &Route<'_>, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
@@ -776,6 +823,8 @@ struct HttpLister<'a> {
     up: &'a HttpUpstream,
     client_headers: &'a HeaderMap,
     era: Era,
+    /// toolgate's session for a bridged 2026-07-28 client.
+    session: Option<&'a Session>,
 }
 
 impl Lister for HttpLister<'_> {
@@ -794,6 +843,19 @@ impl Lister for HttpLister<'_> {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         headers.remove(mcp::NAME_HEADER);
+        if let Some(session) = self.session {
+            session.headers(&mut headers);
+            let limits = &self.rt.gw.config.limits;
+            return http_client::exchange(
+                self.up,
+                &headers,
+                bridge::strip_envelope(request),
+                id,
+                limits,
+            )
+            .await
+            .map(|(_, result)| result);
+        }
         if self.era == Era::Modern {
             headers.insert(
                 mcp::METHOD_HEADER,

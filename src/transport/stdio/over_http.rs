@@ -9,10 +9,12 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
+use crate::pipeline::bridge::{self, Bridged, Completion};
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::stdio::{Out, next_message, spawn_writer};
+use crate::transport::upstream::http_bridge::Session as BridgeSession;
 use crate::transport::upstream::http_client::exchange;
 use crate::transport::upstream::http_client::{self, Collected, HttpUpstream};
 use bytes::Bytes;
@@ -129,6 +131,8 @@ struct UpLister<'a> {
     /// The era of the call it lists for: a 2026-07-28 listing has no session and the
     /// mirrored headers.
     era: Era,
+    /// toolgate's session for a bridged 2026-07-28 client.
+    session: Option<&'a BridgeSession>,
 }
 
 impl Lister for UpLister<'_> {
@@ -140,6 +144,19 @@ impl Lister for UpLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let mut headers = self.ctx.headers();
+        if let Some(session) = self.session {
+            session.headers(&mut headers);
+            let limits = &self.ctx.gw.config.limits;
+            return exchange(
+                &self.ctx.up,
+                &headers,
+                bridge::strip_envelope(request),
+                id,
+                limits,
+            )
+            .await
+            .map(|(_, r)| r);
+        }
         if self.era == Era::Modern {
             headers.remove(mcp::SESSION_ID);
             headers.insert(
@@ -263,9 +280,27 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
     }
     let era = Era::detect(None, m.version_text());
     // Before the guard takes the params: the 2026-07-28 headers mirror them.
-    let headers = ctx.headers_for(&m, era);
+    let mut headers = ctx.headers_for(&m, era);
     let key = ctx.key();
     let client = ctx.gw.client(None);
+    // A 2026-07-28 request to a server that speaks only the handshake goes through toolgate's
+    // session with it (docs/contract.md §5, "Eras bridged").
+    let session = match era == Era::Modern && m.is_request() {
+        true => {
+            let limits = &ctx.gw.config.limits;
+            let ids = || ctx.gw.next_id();
+            ctx.up
+                .bridge
+                .session(&ctx.up, &HeaderMap::new(), key, ids, limits)
+                .await
+        }
+        false => None,
+    };
+    let lister = UpLister {
+        ctx,
+        era,
+        session: session.as_deref(),
+    };
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let call = Call {
             target: &ctx.target,
@@ -277,7 +312,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             client: client.as_ref(),
             retry: false,
         };
-        match guard::tools_call(&ctx.gw, call, &UpLister { ctx, era }).await {
+        match guard::tools_call(&ctx.gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => return ctx.write(a.body),
             Decision::Relay(resp) => {
@@ -290,6 +325,18 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         }
     } else {
         (line.clone(), pipeline::classify(&m))
+    };
+    let body = match &session {
+        Some(session) => {
+            match bridge::request(m.method().unwrap_or(""), m.id, &body, &session.init) {
+                Bridged::Forward(b) => {
+                    session.headers(&mut headers);
+                    b
+                }
+                Bridged::Answer(_, answer) => return ctx.write(answer),
+            }
+        }
+        None => body,
     };
     let id = if m.is_request() {
         m.id.map(RawValue::to_owned)
@@ -304,7 +351,9 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         key,
         target: ctx.target.clone(),
         client,
-        bridged: None,
+        bridged: session
+            .as_ref()
+            .map(|_| Completion::of(m.method().unwrap_or(""))),
     };
     let is_call = matches!(pending.kind, Kind::Call { .. });
     if is_initialize && let Some(p) = m.raw_params() {
@@ -317,6 +366,13 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         .up
         .send(Method::POST, headers.clone(), body.clone(), ctx.timeout())
         .await;
+    if session.is_some() && matches!(&sent, Ok(r) if r.status() == http::StatusCode::NOT_FOUND) {
+        // The server ended toolgate's session; the next request opens another.
+        ctx.up.bridge.lost(key);
+        sent = Err(UpstreamError::Unreachable(
+            "the tool server ended the session toolgate bridges this client through; retry the request".into(),
+        ));
+    }
     // The session is gone upstream: a new one, and the message once more.
     if !is_initialize
         && matches!(&sent, Ok(r) if r.status() == http::StatusCode::NOT_FOUND)
@@ -389,7 +445,11 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         }
         let seen = pipeline::observe(&ctx.gw, &pending, &am);
         *answered |= seen.answers;
-        ctx.write(seen.replacement.map_or_else(|| bytes.to_vec(), |a| a.body));
+        ctx.write(match (seen.replacement, pending.bridged) {
+            (Some(a), _) => a.body,
+            (None, Some(c)) => bridge::answer(Bytes::copy_from_slice(bytes), c).to_vec(),
+            (None, None) => bytes.to_vec(),
+        });
     };
     let mut body = resp.into_body();
     if is_sse {

@@ -124,6 +124,8 @@ pub struct HttpUpstream {
     pool: Pool,
     /// The `Host` every request carries, built once.
     host: Option<HeaderValue>,
+    /// Its 2026-07-28 clients' sessions, when it speaks only the handshake.
+    pub bridge: super::http_bridge::HttpBridge,
 }
 
 /// `Host` for a request to `uri`: its host, with the port when it is not the scheme's own.
@@ -212,6 +214,7 @@ impl HttpUpstream {
                 .map_or_else(|| Uri::from_static("/"), Uri::from),
             pool: Pool::new(addr, tls),
             uri,
+            bridge: Default::default(),
         })
     }
 

@@ -3,6 +3,7 @@
 
 pub mod child;
 pub mod children;
+pub mod http_bridge;
 pub mod http_client;
 mod pool;
 pub mod tls;

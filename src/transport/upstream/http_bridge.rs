@@ -1,0 +1,224 @@
+//! The era bridge over HTTP: 2026-07-28 clients in front of a Streamable HTTP server that
+//! speaks only the handshake era (`pipeline::bridge` holds the rules; this holds the sessions).
+//!
+//! The upstream is asked `server/discover` on its first 2026-07-28 request. A server that
+//! refuses the request itself, outside a session (HTTP 400, 404 or 405: a handshake-era
+//! server says "no valid session ID"), is bridged. One that answers it, even with a JSON-RPC
+//! error, serves requests outside a session, and they go to it as they are. A bridged server
+//! gets a session: toolgate opens a session with `initialize`
+//! per credential (the catalog's scope key for a 2026-07-28 request: a keyed hash of its
+//! `Authorization`), so that one client's session never carries another's requests. An answer
+//! that is neither (401, 403, a server that cannot be reached) decides nothing, and the
+//! question is asked again on the next request.
+
+use crate::catalog::ScopeKey;
+use crate::config::Limits;
+use crate::mcp;
+use crate::pipeline::guard::ListFailed;
+use crate::transport::upstream::http_client::{HttpUpstream, exchange};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// toolgate's session with a handshake-era server, for the 2026-07-28 clients of one
+/// credential.
+pub struct Session {
+    /// `None` for a server that keeps no sessions.
+    pub id: Option<HeaderValue>,
+    /// The server's `initialize` result, for `server/discover`.
+    pub init: Box<RawValue>,
+    /// The version the server agreed to, for `MCP-Protocol-Version`.
+    pub version: HeaderValue,
+}
+
+impl Session {
+    /// The client's headers made into a handshake-era request in this session: the
+    /// 2026-07-28 headers go, the session and its version come.
+    pub fn headers(&self, headers: &mut HeaderMap) {
+        headers.remove(mcp::METHOD_HEADER);
+        headers.remove(mcp::NAME_HEADER);
+        match &self.id {
+            Some(id) => headers.insert(mcp::SESSION_ID, id.clone()),
+            None => headers.remove(mcp::SESSION_ID),
+        };
+        headers.insert(mcp::PROTOCOL_VERSION, self.version.clone());
+    }
+}
+
+/// What one HTTP upstream speaks to 2026-07-28 clients.
+#[derive(Default)]
+pub struct HttpBridge {
+    /// `true`: handshake only, bridged. Unset until an answer decided it.
+    bridged: OnceLock<bool>,
+    sessions: Mutex<HashMap<ScopeKey, Arc<Session>>>,
+}
+
+/// The client's headers, as toolgate's own request carries them.
+fn own_request(client: &HeaderMap) -> HeaderMap {
+    let mut headers = client.clone();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.remove(mcp::NAME_HEADER);
+    headers.remove(mcp::SESSION_ID);
+    headers
+}
+
+impl HttpBridge {
+    /// The session a 2026-07-28 request of credential `key` goes through, or `None` when the
+    /// upstream speaks 2026-07-28 itself (or could not be asked: the request then goes as it
+    /// came, and its own answer tells the client what is wrong).
+    pub async fn session(
+        &self,
+        up: &HttpUpstream,
+        client: &HeaderMap,
+        key: ScopeKey,
+        ids: impl Fn() -> String,
+        limits: &Limits,
+    ) -> Option<Arc<Session>> {
+        match self.bridged.get() {
+            Some(false) => return None,
+            Some(true) => {}
+            None => {
+                let decided = self.ask_era(up, client, &ids(), limits).await?;
+                let _ = self.bridged.set(decided);
+                if !decided {
+                    return None;
+                }
+            }
+        }
+        if let Some(s) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Some(s.clone());
+        }
+        let opened = Arc::new(self.open(up, client, &ids(), limits).await?);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        // Bounded by the credentials in use; a credential's session is replaced, not added,
+        // when it is lost.
+        Some(sessions.entry(key).or_insert(opened).clone())
+    }
+
+    /// The server ended the session of credential `key` (HTTP 404): the next request opens
+    /// another.
+    pub fn lost(&self, key: ScopeKey) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+    }
+
+    /// `Some(true)`: handshake only. `None`: the answer decided nothing.
+    async fn ask_era(
+        &self,
+        up: &HttpUpstream,
+        client: &HeaderMap,
+        id: &str,
+        limits: &Limits,
+    ) -> Option<bool> {
+        let mut headers = own_request(client);
+        headers.insert(
+            mcp::PROTOCOL_VERSION,
+            HeaderValue::from_static(mcp::MODERN_VERSION),
+        );
+        headers.insert(
+            mcp::METHOD_HEADER,
+            HeaderValue::from_static("server/discover"),
+        );
+        let request = Bytes::from(mcp::discover_request(id).to_string());
+        match exchange(up, &headers, request, id, limits).await {
+            Ok(_) => Some(false),
+            // It read a request outside any session and answered it: whatever it thinks of
+            // `server/discover`, it serves such requests, and they go to it as they are.
+            Err(ListFailed::Refused(why)) => {
+                tracing::debug!(answer = %why, "server/discover refused inside a JSON-RPC answer; requests go as they are");
+                Some(false)
+            }
+            Err(ListFailed::Relay(r))
+                if matches!(
+                    r.status(),
+                    StatusCode::BAD_REQUEST
+                        | StatusCode::NOT_FOUND
+                        | StatusCode::METHOD_NOT_ALLOWED
+                ) =>
+            {
+                tracing::info!(
+                    status = r.status().as_u16(),
+                    "the upstream does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake"
+                );
+                Some(true)
+            }
+            Err(ListFailed::Relay(r)) => {
+                tracing::debug!(
+                    status = r.status().as_u16(),
+                    "server/discover decided nothing"
+                );
+                None
+            }
+            Err(ListFailed::Unavailable(e)) => {
+                tracing::debug!(error = %e, "server/discover decided nothing");
+                None
+            }
+        }
+    }
+
+    async fn open(
+        &self,
+        up: &HttpUpstream,
+        client: &HeaderMap,
+        id: &str,
+        limits: &Limits,
+    ) -> Option<Session> {
+        let mut headers = own_request(client);
+        headers.remove(mcp::METHOD_HEADER);
+        headers.remove(mcp::PROTOCOL_VERSION);
+        let request = Bytes::from(mcp::initialize_request(id).to_string());
+        let (answer_headers, init) = match exchange(up, &headers, request, id, limits).await {
+            Ok(a) => a,
+            Err(e) => {
+                let why = match e {
+                    ListFailed::Relay(r) => format!("HTTP {}", r.status().as_u16()),
+                    ListFailed::Refused(m) => m,
+                    ListFailed::Unavailable(e) => e.to_string(),
+                };
+                tracing::warn!(error = %why, "could not open a session with the upstream for 2026-07-28 clients");
+                return None;
+            }
+        };
+        #[derive(serde::Deserialize)]
+        struct Agreed {
+            #[serde(rename = "protocolVersion")]
+            version: String,
+        }
+        let version = serde_json::from_str::<Agreed>(init.get())
+            .ok()
+            .and_then(|a| HeaderValue::from_str(&a.version).ok())
+            .unwrap_or_else(|| HeaderValue::from_static(mcp::LEGACY_VERSION));
+        let session = Session {
+            id: answer_headers.get(mcp::SESSION_ID).cloned(),
+            init,
+            version,
+        };
+        let mut headers = own_request(client);
+        session.headers(&mut headers);
+        let initialized =
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let _ = up
+            .send(
+                http::Method::POST,
+                headers,
+                Bytes::from(initialized.to_string()),
+                limits.into(),
+            )
+            .await;
+        Some(session)
+    }
+}
