@@ -23,6 +23,9 @@ use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// The most credentials that hold a bridged session with one upstream at once.
+const MAX_SESSIONS: usize = 1024;
+
 /// toolgate's session with a handshake-era server, for the 2026-07-28 clients of one
 /// credential.
 pub struct Session {
@@ -102,8 +105,14 @@ impl HttpBridge {
         }
         let opened = Arc::new(self.open(up, client, &ids(), limits).await?);
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        // Bounded by the credentials in use; a credential's session is replaced, not added,
-        // when it is lost.
+        // Credentials come from clients: past the bound, one session is forgotten (the
+        // server expires it) to make room, and its credential's next request opens another.
+        if sessions.len() >= MAX_SESSIONS
+            && !sessions.contains_key(&key)
+            && let Some(old) = sessions.keys().next().copied()
+        {
+            sessions.remove(&old);
+        }
         Some(sessions.entry(key).or_insert(opened).clone())
     }
 
