@@ -167,3 +167,167 @@ async fn a_2026_client_is_served_by_a_handshake_only_http_server() {
         "{logs}"
     );
 }
+
+/// A Streamable HTTP server of the handshake era only, in this process: it refuses what
+/// comes outside a session (HTTP 400, as the SDKs do), mints a session per `initialize`
+/// (remembering whose credential opened it), and can be told to forget one (then 404).
+#[derive(Default)]
+struct HandshakeOnly {
+    /// Session id → the `Authorization` that opened it.
+    opened: std::sync::Mutex<Vec<(String, String)>>,
+    ended: std::sync::Mutex<Vec<String>>,
+    /// (session, credential) of every `tools/call`.
+    calls: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+async fn handshake_only(
+    axum::extract::State(s): axum::extract::State<std::sync::Arc<HandshakeOnly>>,
+    headers: http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let m: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let auth = headers
+        .get("authorization")
+        .map_or("", |v| v.to_str().unwrap())
+        .to_string();
+    let session = headers
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_string());
+    let json = |status: u16, v: Value| {
+        (
+            http::StatusCode::from_u16(status).unwrap(),
+            [("content-type", "application/json")],
+            v.to_string(),
+        )
+            .into_response()
+    };
+    if m["method"] == "initialize" {
+        let mut opened = s.opened.lock().unwrap();
+        let id = format!("s{}", opened.len() + 1);
+        opened.push((id.clone(), auth));
+        let mut r = json(
+            200,
+            json!({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {"listChanged": true}}, "serverInfo": {"name": "handshake-only", "version": "1"}}}),
+        );
+        r.headers_mut()
+            .insert("mcp-session-id", id.parse().unwrap());
+        return r;
+    }
+    let Some(session) = session else {
+        return json(
+            400,
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}),
+        );
+    };
+    if s.ended.lock().unwrap().contains(&session) {
+        return json(
+            404,
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": "Session not found"}}),
+        );
+    }
+    match m["method"].as_str() {
+        None | Some("notifications/initialized") => {
+            (http::StatusCode::ACCEPTED, "").into_response()
+        }
+        Some("tools/list") => json(
+            200,
+            json!({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": [{"name": "add",
+                "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}]}}),
+        ),
+        Some("tools/call") => {
+            s.calls.lock().unwrap().push((session, auth));
+            let a = &m["params"]["arguments"];
+            let sum = a["a"].as_i64().unwrap() + a["b"].as_i64().unwrap();
+            json(
+                200,
+                json!({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": sum.to_string()}]}}),
+            )
+        }
+        _ => json(
+            200,
+            json!({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "Method not found"}}),
+        ),
+    }
+}
+
+async fn modern_add(url: &str, id: i64, auth: &str, a: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": a, "b": 2},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    common::request(
+        http::Method::POST,
+        url,
+        &[
+            ("content-type", "application/json"),
+            ("accept", common::ACCEPT),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "add"),
+            ("authorization", auth),
+        ],
+        body.to_string(),
+    )
+    .await
+    .answer()
+}
+
+/// Over HTTP the bridge opens one session per credential, replaces a session the server
+/// ended, and completes what the server's results lack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridged_http_sessions_follow_credentials_and_come_back_after_a_404() {
+    let state = std::sync::Arc::new(HandshakeOnly::default());
+    let app = axum::Router::new()
+        .route("/mcp", axum::routing::post(handshake_only))
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let tg = Toolgate::serve(&url, None).await;
+
+    let r = modern_add(&tg.url(), 1, "Bearer alice", json!(1)).await;
+    assert_eq!(r["id"], 1);
+    assert_eq!(r["result"]["content"][0]["text"], "3", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete");
+    let r = modern_add(&tg.url(), 2, "Bearer bob", json!(40)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "42", "{r}");
+    // Checked against the schema listed through the bridge, never sent.
+    let r = modern_add(&tg.url(), 3, "Bearer bob", json!("forty")).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(r["result"]["resultType"], "complete");
+    {
+        let opened = state.opened.lock().unwrap().clone();
+        assert_eq!(
+            opened,
+            [
+                ("s1".to_string(), "Bearer alice".to_string()),
+                ("s2".to_string(), "Bearer bob".to_string())
+            ]
+        );
+        let calls = state.calls.lock().unwrap().clone();
+        assert_eq!(
+            calls,
+            [
+                ("s1".to_string(), "Bearer alice".to_string()),
+                ("s2".to_string(), "Bearer bob".to_string())
+            ],
+            "each credential's calls go through its own session"
+        );
+    }
+
+    state.ended.lock().unwrap().push("s1".into());
+    let r = modern_add(&tg.url(), 4, "Bearer alice", json!(1)).await;
+    assert_eq!(r["id"], 4);
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("ended the session"), "{r}");
+    let r = modern_add(&tg.url(), 5, "Bearer alice", json!(2)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "4", "{r}");
+    assert_eq!(
+        state.opened.lock().unwrap()[2],
+        ("s3".into(), "Bearer alice".into())
+    );
+}
