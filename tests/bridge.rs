@@ -331,3 +331,59 @@ async fn bridged_http_sessions_follow_credentials_and_come_back_after_a_404() {
         ("s3".into(), "Bearer alice".into())
     );
 }
+
+/// The other way: a handshake-era client in front of a stdio server that speaks only
+/// 2026-07-28 (the Python SDK server behind `fixtures/modern_only.py`, which refuses
+/// `initialize` as such a server does), through `serve -- CMD` and `stdio -- CMD`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_client_is_served_by_a_2026_only_stdio_server() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let python = p.python.display().to_string();
+    let server = [
+        python.clone(),
+        p.fixtures.join("modern_only.py").display().to_string(),
+        python,
+        p.fixtures
+            .join("conformance_server.py")
+            .display()
+            .to_string(),
+        "stdio".into(),
+    ];
+    let tg = Toolgate::in_front_of(&server, None).await;
+    let mut over_stdio = vec![
+        env!("CARGO_BIN_EXE_toolgate").to_string(),
+        "stdio".into(),
+        "--".into(),
+    ];
+    over_stdio.extend(server.iter().cloned());
+    let calls = [
+        ("greet", json!({"name": "across eras"})),
+        ("slow_compute", json!({"seconds": "soon"})),
+    ];
+    for url in [tg.url(), format!("stdio:{}", json!(over_stdio))] {
+        for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+            let out = python_client(&url, mode, &calls).await;
+            assert_eq!(out["protocol"], protocol, "{url} {mode}: {out}");
+            assert!(
+                out["tools"].as_array().unwrap().contains(&json!("greet")),
+                "{out}"
+            );
+            assert_eq!(
+                out["calls"][0]["content"][0]["text"], "Hello, across eras!",
+                "{out}"
+            );
+            let refused = &out["calls"][1];
+            assert_eq!(refused["isError"], true, "{out}");
+            assert!(
+                refused["_meta"]["toolgate/validation"]["parameter_errors"]["/seconds"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("expected a number")),
+                "{out}"
+            );
+        }
+    }
+    let logs = tg
+        .logs_when(|l| l.contains("bridging its handshake-era"))
+        .await;
+    assert!(logs.contains("speaks only 2026-07-28"), "{logs}");
+}

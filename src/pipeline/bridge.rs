@@ -286,6 +286,174 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
         .map_or(bytes, Bytes::from)
 }
 
+/// The other way: a handshake-era client in front of a server that speaks only 2026-07-28.
+///
+/// toolgate answers the client's `initialize` from the server's `server/discover`, and puts
+/// on each of the client's requests the `_meta` envelope its `initialize` said once: the
+/// version, the client's capabilities and who it is, and the log level it asked for.
+/// `ping` and `logging/setLevel` (removed in 2026-07-28) are answered here; resource
+/// subscriptions cannot be bridged and are refused by name. Results reach the client with
+/// the 2026-07-28 members (`resultType`, `ttlMs`, …), which handshake-era clients ignore.
+pub struct Reverse {
+    /// The envelope's members, as JSON text by key.
+    envelope: std::sync::Mutex<BTreeMap<&'static str, Box<RawValue>>>,
+}
+
+/// Handshake-era versions a client may have asked for; another gets the newest.
+const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+#[derive(Deserialize)]
+struct InitializeParams {
+    #[serde(default, rename = "protocolVersion")]
+    version: Option<String>,
+    #[serde(default)]
+    capabilities: Option<Box<RawValue>>,
+    #[serde(default, rename = "clientInfo")]
+    client_info: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct Discovered {
+    #[serde(default)]
+    capabilities: Option<Box<RawValue>>,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<DiscoveredMeta>,
+}
+
+#[derive(Deserialize)]
+struct DiscoveredMeta {
+    #[serde(default, rename = "io.modelcontextprotocol/serverInfo")]
+    server_info: Option<Box<RawValue>>,
+}
+
+impl Reverse {
+    /// From the client's `initialize` params (raw JSON).
+    pub fn new(initialize_params: Option<&RawValue>) -> Reverse {
+        let p: Option<InitializeParams> =
+            initialize_params.and_then(|p| serde_json::from_str(p.get()).ok());
+        let empty = || RawValue::from_string("{}".into()).expect("an object");
+        let mut envelope = BTreeMap::new();
+        envelope.insert(
+            "io.modelcontextprotocol/protocolVersion",
+            RawValue::from_string(format!("\"{}\"", mcp::MODERN_VERSION)).expect("a string"),
+        );
+        let (caps, info) = match p {
+            Some(p) => (p.capabilities, p.client_info),
+            None => (None, None),
+        };
+        envelope.insert(
+            "io.modelcontextprotocol/clientCapabilities",
+            caps.unwrap_or_else(empty),
+        );
+        if let Some(info) = info {
+            envelope.insert("io.modelcontextprotocol/clientInfo", info);
+        }
+        Reverse {
+            envelope: std::sync::Mutex::new(envelope),
+        }
+    }
+
+    /// The `initialize` result for a client that asked with `params`, from the server's
+    /// `server/discover` result.
+    pub fn initialize_result(discover: &RawValue, params: Option<&RawValue>) -> Value {
+        let d: Option<Discovered> = serde_json::from_str(discover.get()).ok();
+        let asked = params
+            .and_then(|p| serde_json::from_str::<InitializeParams>(p.get()).ok())
+            .and_then(|p| p.version);
+        let version = asked
+            .filter(|v| HANDSHAKE_VERSIONS.contains(&v.as_str()))
+            .unwrap_or_else(|| mcp::LEGACY_VERSION.into());
+        let raw = |r: Option<Box<RawValue>>, default: Value| {
+            r.and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+                .unwrap_or(default)
+        };
+        let (caps, instructions, info) = match d {
+            Some(d) => (
+                d.capabilities,
+                d.instructions,
+                d.meta.and_then(|m| m.server_info),
+            ),
+            None => (None, None, None),
+        };
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": raw(caps, json!({})),
+            "serverInfo": raw(info, json!({"name": "unknown", "version": ""})),
+        });
+        if let Some(text) = instructions {
+            result["instructions"] = Value::String(text);
+        }
+        result
+    }
+
+    /// Decides one message of the client's (`bytes`, its id `id`); `None` for a notification
+    /// the server has no use for, which goes no further.
+    pub fn request(&self, method: &str, id: Option<&RawValue>, bytes: &[u8]) -> Option<Bridged> {
+        let empty = || id.map(|id| Bridged::Answer(None, jsonrpc::result_response(id, &json!({}))));
+        match method {
+            // The handshake's end is toolgate's; the server had none.
+            "notifications/initialized" => return None,
+            "ping" => return empty(),
+            "logging/setLevel" => {
+                #[derive(Deserialize)]
+                struct Level<'a> {
+                    #[serde(borrow)]
+                    params: Option<LevelParams<'a>>,
+                }
+                #[derive(Deserialize)]
+                struct LevelParams<'a> {
+                    #[serde(borrow)]
+                    level: Option<&'a RawValue>,
+                }
+                if let Some(level) = serde_json::from_slice::<Level<'_>>(bytes)
+                    .ok()
+                    .and_then(|l| l.params?.level)
+                {
+                    self.envelope
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert("io.modelcontextprotocol/logLevel", level.to_owned());
+                }
+                return empty();
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let message = format!(
+                    "{method} cannot be bridged: the server behind this gateway speaks only 2026-07-28, whose subscriptions take a stream of their own; connect with 2026-07-28 to subscribe"
+                );
+                return Some(Bridged::Answer(
+                    Some(jsonrpc::METHOD_NOT_FOUND),
+                    jsonrpc::error_response(id, jsonrpc::METHOD_NOT_FOUND, &message, None),
+                ));
+            }
+            _ => {}
+        }
+        let bytes = Bytes::copy_from_slice(bytes);
+        Some(Bridged::Forward(match id {
+            Some(_) => self.with_envelope(bytes),
+            None => bytes,
+        }))
+    }
+
+    /// The request with the envelope in `params._meta` (a listing toolgate sends for the
+    /// client, too).
+    pub fn with_envelope(&self, bytes: Bytes) -> Bytes {
+        let envelope = self
+            .envelope
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut out = bytes;
+        for (key, value) in &envelope {
+            if let Some(b) = jsonrpc::replace_at(&out, &["params", "_meta", key], value) {
+                out = Bytes::from(b);
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,5 +563,54 @@ mod tests {
         let done =
             Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#);
         assert_eq!(answer(done.clone(), Completion::Plain), done);
+    }
+
+    #[test]
+    fn a_legacy_client_is_answered_from_discover_and_its_requests_carry_the_envelope() {
+        let params = raw(
+            r#"{"protocolVersion":"2025-06-18","capabilities":{"roots":{}},"clientInfo":{"name":"c","version":"1"}}"#,
+        );
+        let discover = raw(
+            r#"{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"2"}}}"#,
+        );
+        let init = Reverse::initialize_result(&discover, Some(&params));
+        assert_eq!(
+            init,
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "s", "version": "2"}})
+        );
+        let r = Reverse::new(Some(&params));
+        let Some(Bridged::Answer(None, _)) = r.request(
+            "logging/setLevel",
+            Some(&raw("5")),
+            br#"{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+        ) else {
+            panic!("answered here")
+        };
+        let Some(Bridged::Forward(out)) = r.request(
+            "tools/list",
+            Some(&raw("6")),
+            br#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#,
+        ) else {
+            panic!("forwarded")
+        };
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["params"]["_meta"],
+            json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+                   "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+                   "io.modelcontextprotocol/logLevel": "debug"})
+        );
+        assert!(
+            r.request("notifications/initialized", None, b"{}")
+                .is_none()
+        );
+        let Some(Bridged::Answer(Some(code), _)) =
+            r.request("resources/subscribe", Some(&raw("7")), b"{}")
+        else {
+            panic!("refused")
+        };
+        assert_eq!(code, jsonrpc::METHOD_NOT_FOUND);
     }
 }

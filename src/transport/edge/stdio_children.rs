@@ -11,12 +11,12 @@
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged, Completion};
+use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
 use crate::pipeline::guard::{self, Call, Decision};
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::{Context, Note, Route};
-use crate::transport::upstream::child::ChildLister;
+use crate::transport::upstream::child::{ChildLister, Listing, ServerEra};
 use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
 use axum::body::Body;
 use axum::response::Response;
@@ -134,11 +134,16 @@ pub(super) async fn post(
             sc.child.cancel(id.get());
         }
         note.outcome = "forwarded";
+        let bytes = match sc.reverse().filter(|_| era == Era::Legacy) {
+            Some(r) => match r.request(m.method().unwrap_or(""), None, &bytes) {
+                Some(Bridged::Forward(b)) => b,
+                // Answered by toolgate (none is, without an id) or with no use upstream.
+                _ => return accepted(),
+            },
+            None => bytes,
+        };
         return match sc.child.send(bytes) {
-            Ok(()) => Response::builder()
-                .status(StatusCode::ACCEPTED)
-                .body(Body::empty())
-                .expect("valid response"),
+            Ok(()) => accepted(),
             Err(e) => reply::transport(
                 StatusCode::BAD_GATEWAY,
                 jsonrpc::INTERNAL_ERROR,
@@ -148,11 +153,16 @@ pub(super) async fn post(
     };
     let timeout = rt.gw.config.limits.upstream_timeout;
     let bridged = sc.bridged().filter(|_| shared && era == Era::Modern);
+    let reverse = sc.reverse().filter(|_| era == Era::Legacy);
     let (body, kind) = if m.method() == Some(mcp::TOOLS_CALL) {
         let lister = ChildLister {
             child: &sc.child,
             timeout,
-            bridged: bridged.is_some(),
+            listing: match (bridged, reverse) {
+                (Some(_), _) => Listing::WithoutEnvelope,
+                (None, Some(r)) => Listing::WithEnvelope(r),
+                (None, None) => Listing::AsIs,
+            },
         };
         let call = Call {
             target: rt.target,
@@ -183,14 +193,18 @@ pub(super) async fn post(
         note.tool = Some(tool.clone());
         note.validation = Some(outcome);
     }
-    let body = match bridged {
-        Some(init) => match bridge::request(m.method().unwrap_or(""), m.id, &body, init) {
-            Bridged::Forward(b) => b,
-            Bridged::Answer(code, answer) => {
-                note.outcome = "answered";
-                return reply::json(code.map_or(StatusCode::OK, |c| era.status_for(c)), answer);
-            }
-        },
+    let method = m.method().unwrap_or("");
+    let decided = match (bridged, reverse) {
+        (Some(init), _) => Some(bridge::request(method, m.id, &body, init)),
+        (None, Some(r)) => r.request(method, m.id, &body),
+        (None, None) => None,
+    };
+    let body = match decided {
+        Some(Bridged::Forward(b)) => b,
+        Some(Bridged::Answer(code, answer)) => {
+            note.outcome = "answered";
+            return reply::json(code.map_or(StatusCode::OK, |c| era.status_for(c)), answer);
+        }
         None => body,
     };
     let is_call = matches!(kind, Kind::Call { .. });
@@ -201,7 +215,7 @@ pub(super) async fn post(
         key,
         target: rt.target.clone(),
         client: ctx.client.clone(),
-        bridged: bridged.map(|_| Completion::of(m.method().unwrap_or(""))),
+        bridged: bridged.map(|_| Completion::of(method)),
     };
     if shared {
         return shared_exchange(rt, &sc, body, m, pending, note).await;
@@ -211,6 +225,12 @@ pub(super) async fn post(
         Err(e) => return failed(rt, &pending, is_call, e, note),
     };
     note.outcome = "forwarded";
+    // A session's `initialize` the server refused: one that answers `server/discover`
+    // speaks only 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
+    let answer = match new_session {
+        Some(_) => reverse_initialize(rt, &sc, m, client_id, answer).await,
+        None => answer,
+    };
     let (status, body) = finish(rt.gw, &pending, answer);
     let mut resp = reply::json(status, body);
     if let Some(id) = new_session
@@ -219,6 +239,39 @@ pub(super) async fn post(
         resp.headers_mut().insert(mcp::SESSION_ID, v);
     }
     resp
+}
+
+async fn reverse_initialize(
+    rt: &Route<'_>,
+    sc: &SessionChild,
+    m: &Message<'_>,
+    id: &RawValue,
+    answer: Bytes,
+) -> Bytes {
+    let refused =
+        matches!(jsonrpc::parse(&answer), Ok(jsonrpc::Body::Single(a)) if a.error.is_some());
+    if !refused {
+        return answer;
+    }
+    let timeout = rt.gw.config.limits.upstream_timeout;
+    match sc.child.settle_era(|| rt.gw.next_id(), timeout).await {
+        Ok(ServerEra::Modern(discovered)) => {
+            tracing::info!(
+                "the tool server speaks only 2026-07-28; bridging its handshake-era session"
+            );
+            let result = Reverse::initialize_result(&discovered, m.raw_params());
+            sc.set_reverse(Reverse::new(m.raw_params()));
+            Bytes::from(jsonrpc::result_response(id, &result))
+        }
+        _ => answer,
+    }
+}
+
+fn accepted() -> Response {
+    Response::builder()
+        .status(StatusCode::ACCEPTED)
+        .body(Body::empty())
+        .expect("valid response")
 }
 
 /// The child could not answer: counted, and answered in the request's era.

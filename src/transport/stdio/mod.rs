@@ -13,10 +13,10 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged, Completion};
+use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
 use crate::pipeline::guard::{self, Call, Decision};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
-use crate::transport::upstream::child::{ChildLister, ServerEra};
+use crate::transport::upstream::child::{ChildLister, Listing, ServerEra};
 use crate::transport::upstream::child::{ChildProcess, FromChild, Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -192,13 +192,8 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         })
     };
 
-    let lister = ChildLister {
-        child: &child,
-        timeout: limits.upstream_timeout,
-        bridged: false,
-    };
     let mut stdin = BufReader::new(tokio::io::stdin());
-    let mut server_era = None;
+    let (mut server_era, mut reverse) = (None, None);
     let mut server_gone = None;
     // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs close
     // stdin, wait two seconds, then send it, and a toolgate that died at once would leave its
@@ -221,8 +216,9 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         let Some(line) = next else { break };
         let to = Server {
             child: &child,
-            lister: &lister,
+            timeout: limits.upstream_timeout,
             era: &mut server_era,
+            reverse: &mut reverse,
         };
         if let Some(answer) = from_client(&gw, &target, &key, to, &pending, line).await {
             let _ = out.send(Out::Line(answer));
@@ -311,30 +307,57 @@ fn answer_pending(
 /// The server behind the pipe, as a client's line reaches it.
 struct Server<'a> {
     child: &'a ChildProcess,
-    lister: &'a ChildLister<'a>,
+    timeout: Duration,
     /// What it speaks to a 2026-07-28 client, asked on the first such request.
     era: &'a mut Option<ServerEra>,
+    /// Set when it refused a handshake-era client's `initialize` and answered
+    /// `server/discover`: that client is bridged to it (`bridge::Reverse`).
+    reverse: &'a mut Option<Reverse>,
 }
 
 impl Server<'_> {
     /// The server's `initialize` result when a 2026-07-28 client is bridged to it.
     async fn bridged(&mut self, gw: &Gateway) -> Option<&RawValue> {
         if self.era.is_none() {
-            let timeout = gw.config.limits.upstream_timeout;
-            *self.era = Some(
-                match self.child.settle_era(|| gw.next_id(), timeout).await {
-                    Ok(era) => era,
-                    Err(why) => {
-                        // Its own answers will tell the client what is wrong.
-                        tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are");
-                        ServerEra::Modern
-                    }
-                },
-            );
+            *self.era = match self.child.settle_era(|| gw.next_id(), self.timeout).await {
+                Ok(era) => Some(era),
+                Err(why) => {
+                    // Its own answers will tell the client what is wrong; asked again later.
+                    tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are");
+                    None
+                }
+            };
         }
         match self.era.as_ref() {
             Some(ServerEra::Bridged(init)) => Some(init),
             _ => None,
+        }
+    }
+
+    /// A handshake-era client's `initialize`, waited for here: when the server refuses it
+    /// and answers `server/discover`, it speaks only 2026-07-28, and toolgate answers the
+    /// client from that and bridges it.
+    async fn initialize(&mut self, gw: &Gateway, m: &jsonrpc::Message<'_>, line: Bytes) -> Vec<u8> {
+        let id = m.id.expect("a request has an id");
+        let answer = match self.child.request(line, id.get(), self.timeout).await {
+            Ok(a) => a,
+            Err(e) => return Answer::upstream_failed(Era::Legacy, Some(id), false, &e).body,
+        };
+        let refused = matches!(jsonrpc::parse(&answer), Ok(Parsed::Single(a)) if a.error.is_some());
+        if !refused {
+            return answer.to_vec();
+        }
+        match self.child.settle_era(|| gw.next_id(), self.timeout).await {
+            Ok(ServerEra::Modern(discovered)) => {
+                tracing::info!(
+                    "the tool server speaks only 2026-07-28; bridging its handshake-era client"
+                );
+                let result = Reverse::initialize_result(&discovered, m.raw_params());
+                *self.reverse = Some(Reverse::new(m.raw_params()));
+                *self.era = Some(ServerEra::Modern(discovered));
+                jsonrpc::result_response(id, &result)
+            }
+            _ => answer.to_vec(),
         }
     }
 }
@@ -379,21 +402,22 @@ async fn from_client(
     }
     let era = Era::detect(None, m.version_text());
     let client = gw.client(None);
+    if era == Era::Legacy && m.is_request() && m.method() == Some("initialize") {
+        return Some(to.initialize(gw, &m, line.clone()).await);
+    }
     let init = match era == Era::Modern && m.is_request() {
         true => to.bridged(gw).await.map(ToOwned::to_owned),
         false => None,
     };
-    let bridged_lister;
-    let lister = match init {
-        Some(_) => {
-            bridged_lister = ChildLister {
-                child,
-                timeout: to.lister.timeout,
-                bridged: true,
-            };
-            &bridged_lister
-        }
-        None => to.lister,
+    let reverse = to.reverse.as_ref().filter(|_| era == Era::Legacy);
+    let lister = ChildLister {
+        child,
+        timeout: to.timeout,
+        listing: match (&init, reverse) {
+            (Some(_), _) => Listing::WithoutEnvelope,
+            (None, Some(r)) => Listing::WithEnvelope(r),
+            (None, None) => Listing::AsIs,
+        },
     };
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let call = Call {
@@ -406,7 +430,7 @@ async fn from_client(
             client: client.as_ref(),
             retry: false,
         };
-        match guard::tools_call(gw, call, lister).await {
+        match guard::tools_call(gw, call, &lister).await {
             Decision::Forward(body, kind) => (body, kind),
             Decision::Answer(a) => return Some(a.body),
             Decision::Relay(never) => match never {},
@@ -414,11 +438,18 @@ async fn from_client(
     } else {
         (line.clone(), pipeline::classify(&m))
     };
-    let body = match &init {
-        Some(init) => match bridge::request(m.method().unwrap_or(""), m.id, &body, init) {
-            Bridged::Forward(b) => b,
-            Bridged::Answer(_, answer) => return Some(answer),
+    let method = m.method().unwrap_or("");
+    let bridged = match (&init, reverse) {
+        (Some(init), _) => Some(bridge::request(method, m.id, &body, init)),
+        (None, Some(r)) => match r.request(method, m.id, &body) {
+            Some(b) => Some(b),
+            None => return None,
         },
+        (None, None) => None,
+    };
+    let body = match bridged {
+        Some(Bridged::Forward(b)) => b,
+        Some(Bridged::Answer(_, answer)) => return Some(answer),
         None => body,
     };
     let id = if m.is_request() { m.id } else { None };
@@ -430,7 +461,7 @@ async fn from_client(
             key: *key,
             target: target.clone(),
             client,
-            bridged: init.map(|_| Completion::of(m.method().unwrap_or(""))),
+            bridged: init.map(|_| Completion::of(method)),
         };
         pending
             .lock()

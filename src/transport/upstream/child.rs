@@ -479,8 +479,9 @@ impl ChildProcess {
 
 /// What a stdio server speaks to a 2026-07-28 client.
 pub enum ServerEra {
-    /// It answered `server/discover`: its 2026-07-28 requests go to it as they are.
-    Modern,
+    /// It answered `server/discover` (with this result): its 2026-07-28 requests go to it as
+    /// they are.
+    Modern(Box<RawValue>),
     /// It refused `server/discover` and was opened with the handshake instead: its
     /// 2026-07-28 clients are served through `pipeline::bridge`. Its `initialize` result.
     Bridged(Box<RawValue>),
@@ -541,7 +542,10 @@ impl ChildProcess {
                 tracing::info!(answer = %why, "the tool server does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake");
                 Ok(ServerEra::Bridged(self.initialize(&ids(), timeout).await?))
             }
-            _ => Ok(ServerEra::Modern),
+            Some(Ok(discovered)) => Ok(ServerEra::Modern(discovered)),
+            None => Err(
+                "asking the tool server for its era: the answer is not a JSON-RPC response".into(),
+            ),
         }
     }
 }
@@ -550,8 +554,19 @@ impl ChildProcess {
 pub(crate) struct ChildLister<'a> {
     pub(crate) child: &'a ChildProcess,
     pub(crate) timeout: Duration,
-    /// The child speaks only the handshake era for 2026-07-28 clients (`pipeline::bridge`).
-    pub(crate) bridged: bool,
+    /// How the listing is written when the era bridge serves the client.
+    pub(crate) listing: Listing<'a>,
+}
+
+/// toolgate's listing for a client the era bridge serves (`pipeline::bridge`).
+#[derive(Clone, Copy)]
+pub(crate) enum Listing<'a> {
+    /// Client and server share an era: with the client's `_meta`, as it is.
+    AsIs,
+    /// A 2026-07-28 client, a handshake-only server: without the envelope.
+    WithoutEnvelope,
+    /// A handshake-era client, a 2026-07-28-only server: with the envelope it stands for.
+    WithEnvelope(&'a bridge::Reverse),
 }
 
 impl Lister for ChildLister<'_> {
@@ -563,10 +578,10 @@ impl Lister for ChildLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let raw_id = serde_json::to_string(id).expect("a string serializes");
-        let request = if self.bridged {
-            bridge::strip_envelope(request)
-        } else {
-            request
+        let request = match self.listing {
+            Listing::AsIs => request,
+            Listing::WithoutEnvelope => bridge::strip_envelope(request),
+            Listing::WithEnvelope(reverse) => reverse.with_envelope(request),
         };
         let answer = self
             .child

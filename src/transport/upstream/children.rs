@@ -9,6 +9,7 @@
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::Era;
+use crate::pipeline::bridge::Reverse;
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::upstream::child::{ChildProcess, FromChild, ServerEra};
 use bytes::Bytes;
@@ -43,6 +44,9 @@ pub struct SessionChild {
     /// Serves 2026-07-28 requests over the handshake era (`pipeline::bridge`): the server's
     /// `initialize` result.
     bridged: std::sync::OnceLock<Box<RawValue>>,
+    /// Serves a handshake-era session over 2026-07-28 (`pipeline::bridge::Reverse`): set
+    /// when the server refused the session's `initialize` and answered `server/discover`.
+    reverse: std::sync::OnceLock<Reverse>,
 }
 
 /// What a notification from the child is about, when it says (see `SessionChild::related`).
@@ -173,6 +177,15 @@ impl SessionChild {
         self.bridged.get().map(|b| &**b)
     }
 
+    /// How a handshake-era session reaches a server that speaks only 2026-07-28.
+    pub fn reverse(&self) -> Option<&Reverse> {
+        self.reverse.get()
+    }
+
+    pub fn set_reverse(&self, reverse: Reverse) {
+        let _ = self.reverse.set(reverse);
+    }
+
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
@@ -257,6 +270,7 @@ impl StdioPool {
             related: Mutex::default(),
             shared,
             bridged: std::sync::OnceLock::new(),
+            reverse: std::sync::OnceLock::new(),
         });
         let deliver_to = Arc::downgrade(&sc);
         let (live, index, sessions) = (
@@ -418,7 +432,7 @@ impl StdioPool {
         }
         let timeout = gw.config.limits.upstream_timeout;
         match sc.child.settle_era(|| gw.next_id(), timeout).await {
-            Ok(ServerEra::Modern) => {}
+            Ok(ServerEra::Modern(_)) => {}
             Ok(ServerEra::Bridged(init)) => {
                 let _ = sc.bridged.set(init);
             }
