@@ -387,3 +387,127 @@ async fn a_handshake_client_is_served_by_a_2026_only_stdio_server() {
         .await;
     assert!(logs.contains("speaks only 2026-07-28"), "{logs}");
 }
+
+/// A Streamable HTTP server of 2026-07-28 only, in this process: `initialize` is a removed
+/// method (404, -32601), every request must carry the `_meta` envelope (else 400, -32602)
+/// and, for `tools/call`, an `Mcp-Name` that matches.
+async fn modern_only(
+    axum::extract::State(seen): axum::extract::State<std::sync::Arc<std::sync::Mutex<Vec<Value>>>>,
+    headers: http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let m: Value = serde_json::from_slice(&body).unwrap_or_default();
+    seen.lock().unwrap().push(m.clone());
+    let json = |status: u16, v: Value| {
+        (
+            http::StatusCode::from_u16(status).unwrap(),
+            [("content-type", "application/json")],
+            v.to_string(),
+        )
+            .into_response()
+    };
+    let error = |status: u16, code: i64, message: &str| {
+        json(
+            status,
+            json!({"jsonrpc": "2.0", "id": m["id"], "error": {"code": code, "message": message}}),
+        )
+    };
+    if m.get("id").is_none() {
+        return (http::StatusCode::ACCEPTED, "").into_response();
+    }
+    let method = m["method"].as_str().unwrap_or_default();
+    if method == "initialize" {
+        return error(404, -32601, "Method not found");
+    }
+    let meta = &m["params"]["_meta"];
+    if meta["io.modelcontextprotocol/protocolVersion"] != "2026-07-28"
+        || !meta["io.modelcontextprotocol/clientCapabilities"].is_object()
+        || headers.get("mcp-session-id").is_some()
+    {
+        return error(
+            400,
+            -32602,
+            "Invalid params: the 2026-07-28 envelope is missing",
+        );
+    }
+    let result = match method {
+        "server/discover" => {
+            json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-only", "version": "1"}}})
+        }
+        "tools/list" => json!({"tools": [{"name": "add", "inputSchema": {"type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}],
+            "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}),
+        "tools/call" => {
+            if headers.get("mcp-name").is_none_or(|n| n != "add") {
+                return error(400, -32020, "Header mismatch: Mcp-Name");
+            }
+            let a = &m["params"]["arguments"];
+            let sum = a["a"].as_i64().unwrap() + a["b"].as_i64().unwrap();
+            json!({"content": [{"type": "text", "text": sum.to_string()}], "resultType": "complete"})
+        }
+        _ => return error(404, -32601, "Method not found"),
+    };
+    json(
+        200,
+        json!({"jsonrpc": "2.0", "id": m["id"], "result": result}),
+    )
+}
+
+/// The other way over HTTP: a handshake-era client through `serve --upstream` and
+/// `stdio --upstream` in front of a server that speaks only 2026-07-28.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_client_is_served_by_a_2026_only_http_server() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let app = axum::Router::new()
+        .route("/mcp", axum::routing::post(modern_only))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let tg = Toolgate::serve(&url, None).await;
+    let calls = [
+        ("add", json!({"a": 1, "b": 2})),
+        ("add", json!({"a": 1, "b": "two"})),
+    ];
+    let over_stdio = json!([env!("CARGO_BIN_EXE_toolgate"), "stdio", "--upstream", url]);
+    for server in [tg.url(), format!("stdio:{over_stdio}")] {
+        let out = python_client(&server, "legacy", &calls).await;
+        assert_eq!(out["protocol"], "2025-11-25", "{out}");
+        assert_eq!(out["tools"], json!(["add"]));
+        assert_eq!(out["calls"][0]["content"][0]["text"], "3", "{out}");
+        assert_eq!(out["calls"][1]["isError"], true, "{out}");
+        assert_eq!(
+            out["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"]["/b"],
+            "expected an integer, got string \"two\"",
+            "{out}"
+        );
+    }
+    // Every request that reached the server carried the envelope the client's
+    // `initialize` stood for (the server refused any other with 400).
+    let seen = seen.lock().unwrap().clone();
+    let call = seen.iter().find(|m| m["method"] == "tools/call").unwrap();
+    let meta = &call["params"]["_meta"];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert!(
+        meta["io.modelcontextprotocol/clientInfo"]["name"].is_string(),
+        "the client's own clientInfo: {call}"
+    );
+    assert_eq!(
+        seen.iter().filter(|m| m["method"] == "tools/call").count(),
+        2,
+        "one valid call per front; the invalid ones never reached the server"
+    );
+    let logs = tg
+        .logs_when(|l| l.contains("bridging its handshake-era"))
+        .await;
+    assert!(
+        logs.contains("the upstream speaks only 2026-07-28"),
+        "{logs}"
+    );
+}

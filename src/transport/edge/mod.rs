@@ -24,14 +24,14 @@ use crate::gateway::{Gateway, Live};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::metrics;
-use crate::pipeline::bridge::{self, Bridged, Completion};
+use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::policy::Client;
 use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
 use crate::transport::runtime::conn_timers::{ConnTimers, InService};
 use crate::transport::upstream::children::StdioPool;
-use crate::transport::upstream::http_bridge::Session;
+use crate::transport::upstream::http_bridge::{HttpBridge, Session};
 use crate::transport::upstream::http_client::{self, HttpUpstream, ReadError};
 use axum::response::Response;
 use bytes::Bytes;
@@ -599,13 +599,24 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         }
         false => None,
     };
+    // A handshake-era client in the session toolgate keeps for it in front of a server that
+    // speaks only 2026-07-28; its headers are made 2026-07-28 ones while the params are whole.
+    let reversed = match era {
+        Era::Legacy => reversed_session(up, &parts.headers).map(|r| {
+            let mut headers = parts.headers.clone();
+            HttpBridge::modern_headers(&mut headers, &m);
+            (r, headers)
+        }),
+        Era::Modern => None,
+    };
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let lister = HttpLister {
             rt,
             up,
-            client_headers: &parts.headers,
+            client_headers: reversed.as_ref().map_or(&parts.headers, |(_, h)| h),
             era,
             session: session.as_deref(),
+            reverse: reversed.as_ref().map(|(r, _)| &**r),
         };
         // For the access log when toolgate answers: the guard takes the params.
         let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
@@ -642,8 +653,35 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         note.tool = Some(tool.clone());
         note.validation = Some(outcome);
     }
+    if let Some((reverse, headers)) = reversed {
+        let body = match reverse.request(m.method().unwrap_or(""), id, &body) {
+            Some(Bridged::Forward(b)) => b,
+            Some(Bridged::Answer(_, answer)) => {
+                note.outcome = "answered";
+                return reply::json(StatusCode::OK, answer);
+            }
+            None => {
+                note.outcome = "answered";
+                return accepted();
+            }
+        };
+        let mut parts = parts;
+        parts.headers = headers;
+        return forward(
+            rt,
+            parts,
+            body,
+            pending(rt, &ctx, id, kind, era),
+            false,
+            note,
+        )
+        .await;
+    }
     let Some(session) = session else {
         let pending = pending(rt, &ctx, id, kind, era);
+        if era == Era::Legacy && !ctx.has_session && m.method() == Some("initialize") {
+            return initialize(rt, up, parts, body, pending, &m, note).await;
+        }
         return forward(rt, parts, body, pending, ctx.has_session, note).await;
     };
     let method = m.method().unwrap_or("");
@@ -677,6 +715,62 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         era,
         pipeline::answer::Answer::upstream_failed(era, answer_id.as_deref(), is_call, &e),
     )
+}
+
+/// The reverse-bridged session a client's `Mcp-Session-Id` names. Only ids toolgate minted
+/// for one are looked up, so every other request pays a prefix comparison.
+fn reversed_session(up: &HttpUpstream, headers: &HeaderMap) -> Option<Arc<Reverse>> {
+    let session = headers.get(mcp::SESSION_ID)?.to_str().ok()?;
+    session
+        .starts_with(REVERSED_PREFIX)
+        .then(|| up.bridge.reversed(session))
+        .flatten()
+}
+
+const REVERSED_PREFIX: &str = "toolgate-bridged-";
+
+/// A handshake-era client's `initialize`. When the server refuses it (HTTP 4xx) and answers
+/// `server/discover`, it speaks only 2026-07-28: toolgate answers the client itself and keeps
+/// a session for it (docs/contract.md §5, "Eras bridged the other way").
+async fn initialize(
+    rt: &Route<'_>,
+    up: &HttpUpstream,
+    parts: Parts,
+    body: Bytes,
+    pending: Pending,
+    m: &jsonrpc::Message<'_>,
+    note: &mut Note,
+) -> Response {
+    let headers = parts.headers.clone();
+    let resp = forward(rt, parts, body, pending, false, note).await;
+    if !resp.status().is_client_error() {
+        return resp;
+    }
+    let Some(id) = m.id else { return resp };
+    let own_id = rt.gw.next_id();
+    let limits = &rt.gw.config.limits;
+    match up
+        .bridge
+        .reverse(up, &headers, m.raw_params(), &own_id, limits)
+        .await
+    {
+        Some((session, result)) => {
+            note.outcome = "answered";
+            let mut r = reply::json(StatusCode::OK, jsonrpc::result_response(id, &result));
+            if let Ok(v) = HeaderValue::from_str(&session) {
+                r.headers_mut().insert(mcp::SESSION_ID, v);
+            }
+            r
+        }
+        None => resp,
+    }
+}
+
+fn accepted() -> Response {
+    Response::builder()
+        .status(StatusCode::ACCEPTED)
+        .body(axum::body::Body::empty())
+        .expect("valid response")
 }
 
 fn pending(rt: &Route<'_>, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
@@ -716,6 +810,34 @@ async fn bodiless(
     let era = ctx.era(None);
     let is_delete = parts.method == Method::DELETE;
     note.method = if is_delete { "DELETE" } else { "GET" };
+    if let Upstream::Http(up) = &rt.up
+        && reversed_session(up, &parts.headers).is_some()
+    {
+        // toolgate's own session for the client: it ends here, and it has no stream (a
+        // 2026-07-28 server sends nothing outside a request's answer).
+        note.outcome = "answered";
+        if is_delete {
+            let id = parts
+                .headers
+                .get(mcp::SESSION_ID)
+                .and_then(|v| v.to_str().ok());
+            up.bridge.end_reversed(id.unwrap_or_default());
+            return Response::builder()
+                .status(StatusCode::OK)
+                .body(axum::body::Body::empty())
+                .expect("valid response");
+        }
+        let mut r = reply::transport(
+            StatusCode::METHOD_NOT_ALLOWED,
+            jsonrpc::INVALID_REQUEST,
+            "Method not allowed: this session has no stream",
+        );
+        r.headers_mut().insert(
+            http::header::ALLOW,
+            HeaderValue::from_static("POST, DELETE"),
+        );
+        return r;
+    }
     let resp = forward(
         rt,
         parts,
@@ -825,6 +947,9 @@ struct HttpLister<'a> {
     era: Era,
     /// toolgate's session for a bridged 2026-07-28 client.
     session: Option<&'a Session>,
+    /// A handshake-era client bridged to a server that speaks only 2026-07-28 (its
+    /// `client_headers` are then already 2026-07-28 ones).
+    reverse: Option<&'a Reverse>,
 }
 
 impl Lister for HttpLister<'_> {
@@ -843,6 +968,22 @@ impl Lister for HttpLister<'_> {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         headers.remove(mcp::NAME_HEADER);
+        if let Some(reverse) = self.reverse {
+            headers.insert(
+                mcp::METHOD_HEADER,
+                HeaderValue::from_static(mcp::TOOLS_LIST),
+            );
+            let limits = &self.rt.gw.config.limits;
+            return http_client::exchange(
+                self.up,
+                &headers,
+                reverse.with_envelope(request),
+                id,
+                limits,
+            )
+            .await
+            .map(|(_, result)| result);
+        }
         if let Some(session) = self.session {
             session.headers(&mut headers);
             let limits = &self.rt.gw.config.limits;

@@ -9,12 +9,12 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged, Completion};
+use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::stdio::{Out, next_message, spawn_writer};
-use crate::transport::upstream::http_bridge::Session as BridgeSession;
+use crate::transport::upstream::http_bridge::{HttpBridge, Session as BridgeSession};
 use crate::transport::upstream::http_client::exchange;
 use crate::transport::upstream::http_client::{self, Collected, HttpUpstream};
 use bytes::Bytes;
@@ -41,6 +41,9 @@ struct Ctx {
     target: Arc<Target>,
     up: HttpUpstream,
     session: Mutex<Session>,
+    /// Set when the server refused the client's `initialize` and answered
+    /// `server/discover`: it speaks only 2026-07-28, and the client is bridged to it.
+    reverse: Mutex<Option<Arc<Reverse>>>,
     out: UnboundedSender<Out>,
 }
 
@@ -133,6 +136,8 @@ struct UpLister<'a> {
     era: Era,
     /// toolgate's session for a bridged 2026-07-28 client.
     session: Option<&'a BridgeSession>,
+    /// A handshake-era client bridged to a server that speaks only 2026-07-28.
+    reverse: Option<&'a Reverse>,
 }
 
 impl Lister for UpLister<'_> {
@@ -144,6 +149,27 @@ impl Lister for UpLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let mut headers = self.ctx.headers();
+        if let Some(reverse) = self.reverse {
+            headers.remove(mcp::SESSION_ID);
+            headers.insert(
+                mcp::PROTOCOL_VERSION,
+                HeaderValue::from_static(mcp::MODERN_VERSION),
+            );
+            headers.insert(
+                mcp::METHOD_HEADER,
+                HeaderValue::from_static(mcp::TOOLS_LIST),
+            );
+            let limits = &self.ctx.gw.config.limits;
+            return exchange(
+                &self.ctx.up,
+                &headers,
+                reverse.with_envelope(request),
+                id,
+                limits,
+            )
+            .await
+            .map(|(_, r)| r);
+        }
         if let Some(session) = self.session {
             session.headers(&mut headers);
             let limits = &self.ctx.gw.config.limits;
@@ -202,6 +228,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
         target,
         up,
         session: Mutex::default(),
+        reverse: Mutex::default(),
         out: out.clone(),
     });
     let limits = gw.config.limits.clone();
@@ -296,10 +323,22 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         }
         false => None,
     };
+    let reverse = match era {
+        Era::Legacy => ctx
+            .reverse
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
+        Era::Modern => None,
+    };
+    if reverse.is_some() {
+        HttpBridge::modern_headers(&mut headers, &m);
+    }
     let lister = UpLister {
         ctx,
         era,
         session: session.as_deref(),
+        reverse: reverse.as_deref(),
     };
     let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
         let call = Call {
@@ -336,6 +375,14 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
                 Bridged::Answer(_, answer) => return ctx.write(answer),
             }
         }
+        None => body,
+    };
+    let body = match &reverse {
+        Some(r) => match r.request(m.method().unwrap_or(""), m.id, &body) {
+            Some(Bridged::Forward(b)) => b,
+            Some(Bridged::Answer(_, answer)) => return ctx.write(answer),
+            None => return,
+        },
         None => body,
     };
     let id = if m.is_request() {
@@ -392,6 +439,23 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
             return;
         }
     };
+    if is_initialize
+        && resp.status().is_client_error()
+        && let Some(id) = pending.id.as_deref()
+    {
+        // Refused: a server that answers `server/discover` speaks only 2026-07-28, and the
+        // client is bridged to it (docs/contract.md §5, "Eras bridged the other way").
+        let limits = &ctx.gw.config.limits;
+        let own_id = ctx.gw.next_id();
+        let bridge = &ctx.up.bridge;
+        if let Some((session, result)) = bridge
+            .reverse(&ctx.up, &HeaderMap::new(), m.raw_params(), &own_id, limits)
+            .await
+        {
+            *ctx.reverse.lock().unwrap_or_else(|p| p.into_inner()) = bridge.reversed(&session);
+            return ctx.write(jsonrpc::result_response(id, &result));
+        }
+    }
     if is_initialize && let Some(sid) = resp.headers().get(mcp::SESSION_ID) {
         ctx.session.lock().unwrap_or_else(|p| p.into_inner()).id = Some(sid.clone());
     }

@@ -1,5 +1,6 @@
-//! The era bridge over HTTP: 2026-07-28 clients in front of a Streamable HTTP server that
-//! speaks only the handshake era (`pipeline::bridge` holds the rules; this holds the sessions).
+//! The era bridge over HTTP (`pipeline::bridge` holds the rules; this holds the sessions):
+//! 2026-07-28 clients in front of a Streamable HTTP server that speaks only the handshake era,
+//! and handshake-era clients in front of one that speaks only 2026-07-28 (`HttpBridge::reverse`).
 //!
 //! The upstream is asked `server/discover` on its first 2026-07-28 request. A server that
 //! refuses the request itself, outside a session (HTTP 400, 404 or 405: a handshake-era
@@ -14,6 +15,7 @@
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::mcp;
+use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::ListFailed;
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use bytes::Bytes;
@@ -23,7 +25,7 @@ use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The most credentials that hold a bridged session with one upstream at once.
+/// The most bridged sessions one upstream has at once, each way.
 const MAX_SESSIONS: usize = 1024;
 
 /// toolgate's session with a handshake-era server, for the 2026-07-28 clients of one
@@ -51,12 +53,15 @@ impl Session {
     }
 }
 
-/// What one HTTP upstream speaks to 2026-07-28 clients.
+/// What one HTTP upstream speaks to clients of the other era.
 #[derive(Default)]
 pub struct HttpBridge {
     /// `true`: handshake only, bridged. Unset until an answer decided it.
     bridged: OnceLock<bool>,
     sessions: Mutex<HashMap<ScopeKey, Arc<Session>>>,
+    /// The sessions toolgate keeps for handshake-era clients of a server that speaks only
+    /// 2026-07-28 (`pipeline::bridge::Reverse`), by the session id toolgate gave them.
+    reversed: Mutex<HashMap<String, Arc<Reverse>>>,
 }
 
 /// The client's headers, as toolgate's own request carries them.
@@ -114,6 +119,67 @@ impl HttpBridge {
             sessions.remove(&old);
         }
         Some(sessions.entry(key).or_insert(opened).clone())
+    }
+
+    /// After the server refused a handshake-era client's `initialize`: when it answers
+    /// `server/discover`, it speaks only 2026-07-28, and this is the `initialize` result to
+    /// give the client, with the session id toolgate keeps for it.
+    pub async fn reverse(
+        &self,
+        up: &HttpUpstream,
+        client: &HeaderMap,
+        params: Option<&RawValue>,
+        id: &str,
+        limits: &Limits,
+    ) -> Option<(String, serde_json::Value)> {
+        let mut headers = own_request(client);
+        headers.insert(
+            mcp::PROTOCOL_VERSION,
+            HeaderValue::from_static(mcp::MODERN_VERSION),
+        );
+        headers.insert(
+            mcp::METHOD_HEADER,
+            HeaderValue::from_static("server/discover"),
+        );
+        let request = Bytes::from(mcp::discover_request(id).to_string());
+        let (_, discovered) = exchange(up, &headers, request, id, limits).await.ok()?;
+        tracing::info!("the upstream speaks only 2026-07-28; bridging its handshake-era client");
+        let result = Reverse::initialize_result(&discovered, params);
+        // The edge looks sessions up by this prefix only (`edge::reversed_session`).
+        let session = format!("toolgate-bridged-{id}");
+        let mut reversed = self.reversed.lock().unwrap_or_else(|p| p.into_inner());
+        if reversed.len() >= MAX_SESSIONS
+            && let Some(old) = reversed.keys().next().cloned()
+        {
+            reversed.remove(&old);
+        }
+        reversed.insert(session.clone(), Arc::new(Reverse::new(params)));
+        Some((session, result))
+    }
+
+    /// The bridged session a handshake-era client's `Mcp-Session-Id` names, if it is one.
+    pub fn reversed(&self, session: &str) -> Option<Arc<Reverse>> {
+        self.reversed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+            .cloned()
+    }
+
+    /// The client ended its bridged session (DELETE); `false` when it was none.
+    pub fn end_reversed(&self, session: &str) -> bool {
+        self.reversed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session)
+            .is_some()
+    }
+
+    /// A handshake-era client's request made into a 2026-07-28 one: no session, the
+    /// 2026-07-28 version and the headers it mirrors from the body.
+    pub fn modern_headers(headers: &mut HeaderMap, m: &crate::jsonrpc::Message<'_>) {
+        headers.remove(mcp::SESSION_ID);
+        crate::transport::modern::mirror(headers, m);
     }
 
     /// The server ended the session of credential `key` (HTTP 404): the next request opens
