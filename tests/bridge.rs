@@ -511,3 +511,39 @@ async fn a_handshake_client_is_served_by_a_2026_only_http_server() {
         "{logs}"
     );
 }
+
+/// A server that drops requests it does not know (no answer at all) is asked its era once,
+/// for a bounded time, and then served as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_discover_is_asked_once() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let server = [
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+        "--silent-on-unknown".into(),
+    ];
+    let (mut g, _config) = common::stdio_gate::StdioGate::start(
+        &server,
+        Some("[limits]\nupstream_timeout = \"1s\"\n"),
+    );
+    let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = |id: i64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"a": 1, "b": 2}, "_meta": envelope}})
+    };
+    let a = g.ask_past_notifications(call(1, "add")).await;
+    assert_eq!(a["result"]["content"][0]["text"], "3", "{a}");
+    let a = g.ask_past_notifications(call(2, "seen")).await;
+    let seen: Vec<String> =
+        serde_json::from_str(a["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        seen.iter().filter(|m| *m == "server/discover").count(),
+        1,
+        "asked once: {seen:?}"
+    );
+    let logs = g
+        .logs_when(|l| l.contains("did not answer server/discover"))
+        .await;
+    assert!(logs.contains("requests go to it as they are"), "{logs}");
+}

@@ -477,11 +477,18 @@ impl ChildProcess {
     }
 }
 
+/// How long a server has to answer `server/discover`; a server that drops requests it does
+/// not know would otherwise hold the first 2026-07-28 request for the whole upstream timeout.
+const ERA_QUESTION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What a stdio server speaks to a 2026-07-28 client.
 pub enum ServerEra {
     /// It answered `server/discover` (with this result): its 2026-07-28 requests go to it as
     /// they are.
     Modern(Box<RawValue>),
+    /// It did not answer `server/discover` in time (a server that drops requests it does not
+    /// know): its requests go to it as they are, and it is not asked again.
+    Silent,
     /// It refused `server/discover` and was opened with the handshake instead: its
     /// 2026-07-28 clients are served through `pipeline::bridge`. Its `initialize` result.
     Bridged(Box<RawValue>),
@@ -529,14 +536,23 @@ impl ChildProcess {
     ) -> Result<ServerEra, String> {
         let id = ids();
         let raw_id = serde_json::to_string(&id).expect("a string serializes");
-        let answer = self
+        let answer = match self
             .request(
                 Bytes::from(mcp::discover_request(&id).to_string()),
                 &raw_id,
-                timeout,
+                timeout.min(ERA_QUESTION_TIMEOUT),
             )
             .await
-            .map_err(|e| format!("asking the tool server for its era: {e}"))?;
+        {
+            Ok(a) => a,
+            Err(UpstreamError::Timeout(t)) => {
+                tracing::info!(
+                    "the tool server did not answer server/discover within {t:?}; requests go to it as they are"
+                );
+                return Ok(ServerEra::Silent);
+            }
+            Err(e) => return Err(format!("asking the tool server for its era: {e}")),
+        };
         match guard::match_answer(&answer, &id) {
             Some(Err(why)) => {
                 tracing::info!(answer = %why, "the tool server does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake");

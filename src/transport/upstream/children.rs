@@ -432,7 +432,7 @@ impl StdioPool {
         }
         let timeout = gw.config.limits.upstream_timeout;
         match sc.child.settle_era(|| gw.next_id(), timeout).await {
-            Ok(ServerEra::Modern(_)) => {}
+            Ok(ServerEra::Modern(_) | ServerEra::Silent) => {}
             Ok(ServerEra::Bridged(init)) => {
                 let _ = sc.bridged.set(init);
             }
