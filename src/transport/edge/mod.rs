@@ -968,36 +968,17 @@ impl Lister for HttpLister<'_> {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         headers.remove(mcp::NAME_HEADER);
-        if let Some(reverse) = self.reverse {
-            headers.insert(
-                mcp::METHOD_HEADER,
-                HeaderValue::from_static(mcp::TOOLS_LIST),
-            );
-            let limits = &self.rt.gw.config.limits;
-            return http_client::exchange(
-                self.up,
-                &headers,
-                reverse.with_envelope(request),
-                id,
-                limits,
-            )
-            .await
-            .map(|(_, result)| result);
-        }
-        if let Some(session) = self.session {
-            session.headers(&mut headers);
-            let limits = &self.rt.gw.config.limits;
-            return http_client::exchange(
-                self.up,
-                &headers,
-                bridge::strip_envelope(request),
-                id,
-                limits,
-            )
-            .await
-            .map(|(_, result)| result);
-        }
-        if self.era == Era::Modern {
+        // A bridged client's listing is written for the server's era, not the client's (a
+        // reverse-bridged client's headers are 2026-07-28 ones already).
+        let (request, modern) = match (self.reverse, self.session) {
+            (Some(reverse), _) => (reverse.with_envelope(request), true),
+            (None, Some(session)) => {
+                session.headers(&mut headers);
+                (bridge::strip_envelope(request), false)
+            }
+            (None, None) => (request, self.era == Era::Modern),
+        };
+        if modern {
             headers.insert(
                 mcp::METHOD_HEADER,
                 HeaderValue::from_static(mcp::TOOLS_LIST),

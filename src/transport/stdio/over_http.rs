@@ -149,41 +149,16 @@ impl Lister for UpLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let mut headers = self.ctx.headers();
-        if let Some(reverse) = self.reverse {
-            headers.remove(mcp::SESSION_ID);
-            headers.insert(
-                mcp::PROTOCOL_VERSION,
-                HeaderValue::from_static(mcp::MODERN_VERSION),
-            );
-            headers.insert(
-                mcp::METHOD_HEADER,
-                HeaderValue::from_static(mcp::TOOLS_LIST),
-            );
-            let limits = &self.ctx.gw.config.limits;
-            return exchange(
-                &self.ctx.up,
-                &headers,
-                reverse.with_envelope(request),
-                id,
-                limits,
-            )
-            .await
-            .map(|(_, r)| r);
-        }
-        if let Some(session) = self.session {
-            session.headers(&mut headers);
-            let limits = &self.ctx.gw.config.limits;
-            return exchange(
-                &self.ctx.up,
-                &headers,
-                bridge::strip_envelope(request),
-                id,
-                limits,
-            )
-            .await
-            .map(|(_, r)| r);
-        }
-        if self.era == Era::Modern {
+        // A bridged client's listing is written for the server's era, not the client's.
+        let (request, modern) = match (self.reverse, self.session) {
+            (Some(reverse), _) => (reverse.with_envelope(request), true),
+            (None, Some(session)) => {
+                session.headers(&mut headers);
+                (bridge::strip_envelope(request), false)
+            }
+            (None, None) => (request, self.era == Era::Modern),
+        };
+        if modern {
             headers.remove(mcp::SESSION_ID);
             headers.insert(
                 mcp::PROTOCOL_VERSION,

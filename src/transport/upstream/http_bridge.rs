@@ -77,6 +77,26 @@ fn own_request(client: &HeaderMap) -> HeaderMap {
     headers
 }
 
+/// `server/discover` with the client's headers (its credentials) and the 2026-07-28 ones.
+async fn discover(
+    up: &HttpUpstream,
+    client: &HeaderMap,
+    id: &str,
+    limits: &Limits,
+) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<axum::response::Response>>> {
+    let mut headers = own_request(client);
+    headers.insert(
+        mcp::PROTOCOL_VERSION,
+        HeaderValue::from_static(mcp::MODERN_VERSION),
+    );
+    headers.insert(
+        mcp::METHOD_HEADER,
+        HeaderValue::from_static("server/discover"),
+    );
+    let request = Bytes::from(mcp::discover_request(id).to_string());
+    exchange(up, &headers, request, id, limits).await
+}
+
 impl HttpBridge {
     /// The session a 2026-07-28 request of credential `key` goes through, or `None` when the
     /// upstream speaks 2026-07-28 itself (or could not be asked: the request then goes as it
@@ -132,17 +152,7 @@ impl HttpBridge {
         id: &str,
         limits: &Limits,
     ) -> Option<(String, serde_json::Value)> {
-        let mut headers = own_request(client);
-        headers.insert(
-            mcp::PROTOCOL_VERSION,
-            HeaderValue::from_static(mcp::MODERN_VERSION),
-        );
-        headers.insert(
-            mcp::METHOD_HEADER,
-            HeaderValue::from_static("server/discover"),
-        );
-        let request = Bytes::from(mcp::discover_request(id).to_string());
-        let (_, discovered) = exchange(up, &headers, request, id, limits).await.ok()?;
+        let (_, discovered) = discover(up, client, id, limits).await.ok()?;
         tracing::info!("the upstream speaks only 2026-07-28; bridging its handshake-era client");
         let result = Reverse::initialize_result(&discovered, params);
         // The edge looks sessions up by this prefix only (`edge::reversed_session`).
@@ -199,17 +209,7 @@ impl HttpBridge {
         id: &str,
         limits: &Limits,
     ) -> Option<bool> {
-        let mut headers = own_request(client);
-        headers.insert(
-            mcp::PROTOCOL_VERSION,
-            HeaderValue::from_static(mcp::MODERN_VERSION),
-        );
-        headers.insert(
-            mcp::METHOD_HEADER,
-            HeaderValue::from_static("server/discover"),
-        );
-        let request = Bytes::from(mcp::discover_request(id).to_string());
-        match exchange(up, &headers, request, id, limits).await {
+        match discover(up, client, id, limits).await {
             Ok(_) => Some(false),
             // It read a request outside any session and answered it: whatever it thinks of
             // `server/discover`, it serves such requests, and they go to it as they are.
