@@ -23,8 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 const REQUIREMENTS: [&str; 2] = ["2025-11-25", "2026-07-28"];
 
@@ -205,19 +204,6 @@ fn scratch_dir(what: &str) -> PathBuf {
     dir
 }
 
-/// A child that prints its port on its first line of output.
-async fn port_from(child: &mut Child) -> u16 {
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("the server prints its port")
-        .unwrap()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 fn fixture(p: &Path) -> String {
     p.join("conformance_server.py").display().to_string()
 }
@@ -233,7 +219,10 @@ async fn python_sdk_server_passes_through_toolgate_as_it_passes_directly() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let url = format!("http://127.0.0.1:{}/mcp", port_from(&mut server).await);
+    let url = format!(
+        "http://127.0.0.1:{}/mcp",
+        common::port_line(&mut server).await
+    );
     let upstream = Toolgate::serve(&url, None).await;
     let command = [
         p.python.display().to_string(),

@@ -10,8 +10,6 @@ use common::peers::{peers, python_client, server_everything_http, wait_for_port}
 use common::*;
 use serde_json::{Value, json};
 use std::process::Stdio;
-use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// A peer process, killed with the test.
@@ -32,15 +30,7 @@ async fn python_server(flavour: &str) -> Peer {
         .kill_on_drop(true)
         .spawn()
         .expect("the Python fixture starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let port: u16 = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("the fixture prints its port")
-        .unwrap()
-        .expect("a port line")
-        .trim()
-        .parse()
-        .unwrap();
+    let port = port_line(&mut child).await;
     wait_for_port(port).await;
     Peer {
         _child: child,

@@ -146,6 +146,16 @@ fn removed(method: &str) -> bool {
     )
 }
 
+/// The answer to a 2026-07-28 request for a method that era removed (`-32601`, naming it),
+/// when `method` is one.
+pub fn removed_method(method: &str, id: Option<&RawValue>) -> Option<Vec<u8>> {
+    removed(method).then(|| {
+        let message =
+            format!("Method not found: {method} is not part of protocol version 2026-07-28");
+        jsonrpc::error_response(id, jsonrpc::METHOD_NOT_FOUND, &message, None)
+    })
+}
+
 /// Decides one 2026-07-28 request (`bytes`, its id `id`) for a server whose `initialize`
 /// result is `init`.
 pub fn request(method: &str, id: Option<&RawValue>, bytes: &[u8], init: &RawValue) -> Bridged {
@@ -153,12 +163,8 @@ pub fn request(method: &str, id: Option<&RawValue>, bytes: &[u8], init: &RawValu
         Bridged::Answer(Some(code), jsonrpc::error_response(id, code, message, data))
     };
     // The method first, as a 2026-07-28 server dispatches before it reads the envelope.
-    if removed(method) {
-        return error(
-            jsonrpc::METHOD_NOT_FOUND,
-            &format!("Method not found: {method} is not part of protocol version 2026-07-28"),
-            None,
-        );
+    if let Some(answer) = removed_method(method, id) {
+        return Bridged::Answer(Some(jsonrpc::METHOD_NOT_FOUND), answer);
     }
     if method == "subscriptions/listen" {
         return error(

@@ -386,16 +386,21 @@ pub async fn python_http_server(port: u16) -> (Child, u16) {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    let port = port_line(&mut child).await;
+    (child, port)
+}
+
+/// The port a fixture prints on the first line of its stdout (piped), within 60 s.
+pub async fn port_line(child: &mut Child) -> u16 {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let port = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+    tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
-        .expect("the Python fixture prints its port")
+        .expect("the fixture prints its port")
         .unwrap()
-        .unwrap()
+        .expect("a port line")
         .trim()
         .parse()
-        .unwrap();
-    (child, port)
+        .unwrap()
 }
 
 /// The text of a tool result's first content block.

@@ -31,7 +31,7 @@ use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
 use crate::transport::runtime::conn_timers::{ConnTimers, InService};
 use crate::transport::upstream::children::StdioPool;
-use crate::transport::upstream::http_bridge::{HttpBridge, Session};
+use crate::transport::upstream::http_bridge::{self, HttpBridge, Session};
 use crate::transport::upstream::http_client::{self, HttpUpstream, ReadError};
 use axum::response::Response;
 use bytes::Bytes;
@@ -968,16 +968,13 @@ impl Lister for HttpLister<'_> {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         headers.remove(mcp::NAME_HEADER);
-        // A bridged client's listing is written for the server's era, not the client's (a
-        // reverse-bridged client's headers are 2026-07-28 ones already).
-        let (request, modern) = match (self.reverse, self.session) {
-            (Some(reverse), _) => (reverse.with_envelope(request), true),
-            (None, Some(session)) => {
-                session.headers(&mut headers);
-                (bridge::strip_envelope(request), false)
-            }
-            (None, None) => (request, self.era == Era::Modern),
-        };
+        let (request, modern) = http_bridge::listing(
+            request,
+            &mut headers,
+            self.session,
+            self.reverse,
+            self.era == Era::Modern,
+        );
         if modern {
             headers.insert(
                 mcp::METHOD_HEADER,

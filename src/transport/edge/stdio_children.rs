@@ -11,12 +11,12 @@
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
+use crate::pipeline::bridge::{self, Bridged, Completion};
 use crate::pipeline::guard::{self, Call, Decision};
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::{Context, Note, Route};
-use crate::transport::upstream::child::{ChildLister, Listing, ServerEra};
+use crate::transport::upstream::child::{ChildLister, Listing};
 use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
 use axum::body::Body;
 use axum::response::Response;
@@ -88,19 +88,14 @@ pub(super) async fn post(
     note: &mut Note,
 ) -> Response {
     let era = ctx.era(m.version_text());
-    if era == Era::Modern && m.method() == Some("initialize") {
-        // What a 2026-07-28 server over HTTP answers; a stdio server of that era answers it
-        // with -32022 instead, which would send the client looking for another version.
+    // `initialize` in the 2026-07-28 era: what a server of that era answers over HTTP; over
+    // stdio it answers -32022, which would send the client looking for another version.
+    if era == Era::Modern
+        && m.method() == Some("initialize")
+        && let Some(answer) = bridge::removed_method("initialize", m.id)
+    {
         note.outcome = "answered";
-        return reply::json(
-            StatusCode::NOT_FOUND,
-            jsonrpc::error_response(
-                m.id,
-                jsonrpc::METHOD_NOT_FOUND,
-                "Method not found: initialize is not part of protocol version 2026-07-28",
-                None,
-            ),
-        );
+        return reply::json(StatusCode::NOT_FOUND, answer);
     }
     let max = rt.gw.config.stdio.max_sessions;
     let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
@@ -227,8 +222,20 @@ pub(super) async fn post(
     note.outcome = "forwarded";
     // A session's `initialize` the server refused: one that answers `server/discover`
     // speaks only 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
-    let answer = match new_session {
-        Some(_) => reverse_initialize(rt, &sc, m, client_id, answer).await,
+    let reversed = match new_session {
+        Some(_) => {
+            let ids = || rt.gw.next_id();
+            sc.child
+                .reverse_if_refused(ids, timeout, client_id, m.raw_params(), &answer)
+                .await
+        }
+        None => None,
+    };
+    let answer = match reversed {
+        Some((ours, reverse)) => {
+            sc.set_reverse(reverse);
+            Bytes::from(ours)
+        }
         None => answer,
     };
     let (status, body) = finish(rt.gw, &pending, answer);
@@ -239,32 +246,6 @@ pub(super) async fn post(
         resp.headers_mut().insert(mcp::SESSION_ID, v);
     }
     resp
-}
-
-async fn reverse_initialize(
-    rt: &Route<'_>,
-    sc: &SessionChild,
-    m: &Message<'_>,
-    id: &RawValue,
-    answer: Bytes,
-) -> Bytes {
-    let refused =
-        matches!(jsonrpc::parse(&answer), Ok(jsonrpc::Body::Single(a)) if a.error.is_some());
-    if !refused {
-        return answer;
-    }
-    let timeout = rt.gw.config.limits.upstream_timeout;
-    match sc.child.settle_era(|| rt.gw.next_id(), timeout).await {
-        Ok(ServerEra::Modern(discovered)) => {
-            tracing::info!(
-                "the tool server speaks only 2026-07-28; bridging its handshake-era session"
-            );
-            let result = Reverse::initialize_result(&discovered, m.raw_params());
-            sc.set_reverse(Reverse::new(m.raw_params()));
-            Bytes::from(jsonrpc::result_response(id, &result))
-        }
-        _ => answer,
-    }
 }
 
 fn accepted() -> Response {

@@ -343,21 +343,17 @@ impl Server<'_> {
             Ok(a) => a,
             Err(e) => return Answer::upstream_failed(Era::Legacy, Some(id), false, &e).body,
         };
-        let refused = matches!(jsonrpc::parse(&answer), Ok(Parsed::Single(a)) if a.error.is_some());
-        if !refused {
-            return answer.to_vec();
-        }
-        match self.child.settle_era(|| gw.next_id(), self.timeout).await {
-            Ok(ServerEra::Modern(discovered)) => {
-                tracing::info!(
-                    "the tool server speaks only 2026-07-28; bridging its handshake-era client"
-                );
-                let result = Reverse::initialize_result(&discovered, m.raw_params());
-                *self.reverse = Some(Reverse::new(m.raw_params()));
-                *self.era = Some(ServerEra::Modern(discovered));
-                jsonrpc::result_response(id, &result)
+        let ids = || gw.next_id();
+        match self
+            .child
+            .reverse_if_refused(ids, self.timeout, id, m.raw_params(), &answer)
+            .await
+        {
+            Some((ours, reverse)) => {
+                *self.reverse = Some(reverse);
+                ours
             }
-            _ => answer.to_vec(),
+            None => answer.to_vec(),
         }
     }
 }

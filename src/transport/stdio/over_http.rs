@@ -14,7 +14,7 @@ use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::stdio::{Out, next_message, spawn_writer};
-use crate::transport::upstream::http_bridge::{HttpBridge, Session as BridgeSession};
+use crate::transport::upstream::http_bridge::{self, HttpBridge, Session as BridgeSession};
 use crate::transport::upstream::http_client::exchange;
 use crate::transport::upstream::http_client::{self, Collected, HttpUpstream};
 use bytes::Bytes;
@@ -149,15 +149,13 @@ impl Lister for UpLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let mut headers = self.ctx.headers();
-        // A bridged client's listing is written for the server's era, not the client's.
-        let (request, modern) = match (self.reverse, self.session) {
-            (Some(reverse), _) => (reverse.with_envelope(request), true),
-            (None, Some(session)) => {
-                session.headers(&mut headers);
-                (bridge::strip_envelope(request), false)
-            }
-            (None, None) => (request, self.era == Era::Modern),
-        };
+        let (request, modern) = http_bridge::listing(
+            request,
+            &mut headers,
+            self.session,
+            self.reverse,
+            self.era == Era::Modern,
+        );
         if modern {
             headers.remove(mcp::SESSION_ID);
             headers.insert(

@@ -566,6 +566,35 @@ impl ChildProcess {
     }
 }
 
+impl ChildProcess {
+    /// After a handshake-era client's `initialize` (id `id`, params `params`) got `answer`:
+    /// when the server refused it and answers `server/discover`, it speaks only 2026-07-28.
+    /// Then toolgate answers the client from the discover result, and the client is bridged
+    /// with the returned [`bridge::Reverse`]; otherwise `None`, and `answer` stands.
+    pub async fn reverse_if_refused(
+        &self,
+        ids: impl Fn() -> String,
+        timeout: Duration,
+        id: &RawValue,
+        params: Option<&RawValue>,
+        answer: &[u8],
+    ) -> Option<(Vec<u8>, bridge::Reverse)> {
+        let refused = matches!(jsonrpc::parse(answer), Ok(Parsed::Single(a)) if a.error.is_some());
+        if !refused {
+            return None;
+        }
+        let Ok(ServerEra::Modern(discovered)) = self.settle_era(ids, timeout).await else {
+            return None;
+        };
+        tracing::info!("the tool server speaks only 2026-07-28; bridging its handshake-era client");
+        let result = bridge::Reverse::initialize_result(&discovered, params);
+        Some((
+            jsonrpc::result_response(id, &result),
+            bridge::Reverse::new(params),
+        ))
+    }
+}
+
 /// toolgate's own `tools/list`, written to the child with an id of its own.
 pub(crate) struct ChildLister<'a> {
     pub(crate) child: &'a ChildProcess,
