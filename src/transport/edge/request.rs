@@ -9,8 +9,9 @@ use crate::pipeline::policy::Client;
 use crate::telemetry;
 use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
-use http::HeaderMap;
-use http::header::AUTHORIZATION;
+use axum::response::Response;
+use http::header::{AUTHORIZATION, HeaderName};
+use http::{HeaderMap, HeaderValue};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -43,22 +44,73 @@ pub(super) enum Upstream {
     Stdio(Arc<StdioPool>),
 }
 
+/// A request inside the edge's stack, with what the outer layers settled: the gateway in force
+/// when it arrived (loaded once, by `admission`: every load writes a count all threads share)
+/// and the note they read back when the answer comes out.
+pub(crate) struct Inbound<B> {
+    pub(crate) req: http::Request<B>,
+    pub(crate) gw: Arc<Gateway>,
+    pub(crate) note: Note,
+}
+
+/// A request past `routes`: the target it is for. Endpoint `i` serves target `i`.
+pub(crate) struct Routed<B> {
+    pub(crate) inbound: Inbound<B>,
+    pub(crate) target: usize,
+}
+
+/// An answer on its way out through the stack, with the gateway and note its request came in
+/// with.
+pub(crate) struct Outbound {
+    pub(crate) resp: Response,
+    pub(crate) gw: Arc<Gateway>,
+    pub(crate) note: Note,
+}
+
+impl<B> Inbound<B> {
+    /// The answer to this request, for a layer that answers it itself.
+    pub(crate) fn answer(self, resp: Response) -> Outbound {
+        Outbound {
+            resp,
+            gw: self.gw,
+            note: self.note,
+        }
+    }
+}
+
+pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+pub(crate) const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
 /// What the access log, the request metrics and the trace say about one request.
-pub(super) struct Note {
-    pub(super) client: Option<Arc<str>>,
-    pub(super) method: &'static str,
-    pub(super) tool: Option<Box<str>>,
-    pub(super) outcome: &'static str,
+#[derive(Default)]
+pub(crate) struct Note {
+    /// The target the request was routed to; a request for no endpoint is not counted.
+    pub(crate) target: Option<usize>,
+    /// Its `X-Request-Id` (see `request_id`).
+    pub(crate) request_id: Option<HeaderValue>,
+    pub(crate) client: Option<Arc<str>>,
+    pub(crate) method: &'static str,
+    pub(crate) tool: Option<Box<str>>,
+    pub(crate) outcome: &'static str,
     /// The request's spans, when traces are exported.
-    pub(super) trace: Option<Box<telemetry::RequestTrace>>,
+    pub(crate) trace: Option<Box<telemetry::RequestTrace>>,
     /// What the guard made of a `tools/call` (`forwarded`, `rejected_invalid`, …).
-    pub(super) validation: Option<&'static str>,
+    pub(crate) validation: Option<&'static str>,
 }
 
 impl Note {
     /// Whether the tool's name is wanted (by the access log or a span): only then is it kept.
     pub(super) fn wants_names(&self, gw: &Gateway) -> bool {
         gw.config.log.access || self.trace.is_some()
+    }
+
+    /// A request nothing has been learnt of yet: refused unless something says otherwise.
+    pub(crate) fn new() -> Note {
+        Note {
+            method: "-",
+            outcome: "rejected",
+            ..Note::default()
+        }
     }
 }
 
@@ -90,5 +142,14 @@ impl Context {
 
     pub(super) fn era(&self, params: Option<&RawValue>) -> Era {
         Era::detect(self.version.as_deref(), params)
+    }
+}
+
+/// The default rules in front of one upstream that is never dialed, for the layers' tests.
+#[cfg(test)]
+pub(crate) fn test_config() -> crate::config::Config {
+    crate::config::Config {
+        upstream: Some("http://127.0.0.1:9/mcp".into()),
+        ..crate::config::Config::default()
     }
 }

@@ -181,6 +181,108 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 }
 
+/// Applies [`MarkInService`] to a connection's service: the stack's outermost layer, so the
+/// connection counts a request in service from its call until its answer's body is gone.
+#[derive(Clone)]
+pub struct InServiceLayer(ConnTimers);
+
+impl InServiceLayer {
+    pub fn new(timers: ConnTimers) -> InServiceLayer {
+        InServiceLayer(timers)
+    }
+}
+
+impl<S> tower_layer::Layer<S> for InServiceLayer {
+    type Service = MarkInService<S>;
+
+    fn layer(&self, inner: S) -> MarkInService<S> {
+        MarkInService {
+            inner,
+            timers: self.0.clone(),
+        }
+    }
+}
+
+/// Marks each request in service until its answer's body is sent or dropped, so a quiet
+/// stream is never taken for an idle connection.
+#[derive(Clone)]
+pub struct MarkInService<S> {
+    inner: S,
+    timers: ConnTimers,
+}
+
+impl<S, Req, B> tower_service::Service<Req> for MarkInService<S>
+where
+    S: tower_service::Service<Req, Response = http::Response<B>>,
+    S::Future: Unpin,
+{
+    type Response = http::Response<InServiceBody<B>>;
+    type Error = S::Error;
+    type Future = InServiceFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        InServiceFuture {
+            in_service: Some(self.timers.in_service()),
+            inner: self.inner.call(req),
+        }
+    }
+}
+
+/// The inner service's answer, its body holding the request in service.
+pub struct InServiceFuture<F> {
+    inner: F,
+    in_service: Option<InService>,
+}
+
+impl<F, B, E> std::future::Future for InServiceFuture<F>
+where
+    F: std::future::Future<Output = Result<http::Response<B>, E>> + Unpin,
+{
+    type Output = Result<http::Response<InServiceBody<B>>, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let resp = std::task::ready!(Pin::new(&mut self.inner).poll(cx))?;
+        let in_service = self.in_service.take();
+        Poll::Ready(Ok(resp.map(|body| InServiceBody {
+            body,
+            _in_service: in_service,
+        })))
+    }
+}
+
+/// A response body that keeps its request in service until it has been sent or dropped.
+pub struct InServiceBody<B> {
+    body: B,
+    _in_service: Option<InService>,
+}
+
+impl<B> http_body::Body for InServiceBody<B>
+where
+    B: http_body::Body + Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +315,23 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(10));
         drop(client);
+    }
+
+    #[tokio::test]
+    async fn a_request_is_in_service_until_its_answer_body_is_gone() {
+        use tower::{Layer, ServiceExt};
+        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let in_service = || timers.lock().in_service;
+        let inner = tower::service_fn(|_: ()| {
+            std::future::ready(Ok::<_, std::convert::Infallible>(http::Response::new(
+                http_body_util::Empty::<bytes::Bytes>::new(),
+            )))
+        });
+        let svc = InServiceLayer::new(timers.clone()).layer(inner);
+        let answer = svc.oneshot(());
+        let resp = answer.await.unwrap();
+        assert_eq!(in_service(), 1, "the answer's body is still to be sent");
+        drop(resp);
+        assert_eq!(in_service(), 0);
     }
 }

@@ -1,0 +1,250 @@
+//! What each request leaves behind: its count in `toolgate_requests_total`, its access-log line
+//! and its server span. The inner layers fill the request's [`Note`] (the method, the tool,
+//! the client, the outcome); this reads it when the answer comes out.
+//!
+//! The span is begun here, before routing, so that the hops within (the upstream's client
+//! span, the trace context in `params._meta`) hang under it; it continues the client's
+//! `traceparent` when there is one.
+//!
+//! Caveats: a request that reached no endpoint is neither counted, logged nor traced (a
+//! scanner must not grow the metric series); and what a streamed answer sends after its head
+//! is not in the log line, whose latency is the time to the head.
+
+use super::request::{Inbound, Note, Outbound, TRACEPARENT, TRACESTATE};
+use crate::gateway::Gateway;
+use crate::mcp;
+use crate::telemetry::{self, Attr};
+use http::{HeaderValue, StatusCode};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// Applies [`Observe`] to a service.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ObserveLayer;
+
+impl<S> Layer<S> for ObserveLayer {
+    type Service = Observe<S>;
+
+    fn layer(&self, inner: S) -> Observe<S> {
+        Observe { inner }
+    }
+}
+
+/// Counts, logs and traces each request; see the module documentation.
+#[derive(Clone)]
+pub(crate) struct Observe<S> {
+    inner: S,
+}
+
+impl<S, B> Service<Inbound<B>> for Observe<S>
+where
+    S: Service<Inbound<B>, Response = Outbound, Error = Infallible>,
+    S::Future: Unpin,
+{
+    type Response = Outbound;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut inbound: Inbound<B>) -> Self::Future {
+        // The clock is read only for the access log; the metrics time the upstream alone.
+        let started = inbound.gw.config.log.access.then(Instant::now);
+        let mut span = None;
+        if let Some(t) = &inbound.gw.telemetry {
+            let h = inbound.req.headers();
+            let header = |name| h.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+            let parent =
+                header(TRACEPARENT).and_then(|p| telemetry::Context::parse(p, header(TRACESTATE)));
+            inbound.note.trace = Some(Box::new(telemetry::RequestTrace::begin(t, parent)));
+            span = Some(SpanHeaders {
+                session: h.get(mcp::SESSION_ID).cloned(),
+                version: h.get(mcp::PROTOCOL_VERSION).cloned(),
+            });
+        }
+        ResponseFuture {
+            inner: self.inner.call(inbound),
+            started,
+            span,
+        }
+    }
+}
+
+/// What the span says that only the request's headers know.
+struct SpanHeaders {
+    session: Option<HeaderValue>,
+    version: Option<HeaderValue>,
+}
+
+/// The inner service's answer, once it is counted, logged and traced.
+pub(crate) struct ResponseFuture<F> {
+    inner: F,
+    started: Option<Instant>,
+    span: Option<SpanHeaders>,
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Outbound, Infallible>> + Unpin,
+{
+    type Output = Result<Outbound, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Ok(mut out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
+        if let Some(target) = out.note.target {
+            let status = out.resp.status();
+            let span = self.span.take();
+            record(&out.gw, target, &mut out.note, status, self.started, span);
+        }
+        Poll::Ready(Ok(out))
+    }
+}
+
+fn record(
+    gw: &Gateway,
+    target: usize,
+    note: &mut Note,
+    status: StatusCode,
+    started: Option<Instant>,
+    span: Option<SpanHeaders>,
+) {
+    let upstream = &gw.targets[target].name;
+    if let (Some(trace), Some(span)) = (note.trace.take(), span) {
+        end_trace(upstream, note, *trace, status, span);
+    }
+    gw.metrics
+        .requests
+        .inc(&[upstream, note.method, note.outcome]);
+    if let Some(started) = started {
+        let request_id = note.request_id.as_ref().and_then(|v| v.to_str().ok());
+        tracing::info!(
+            target: "toolgate::access",
+            request_id = request_id.unwrap_or("-"),
+            upstream = %upstream,
+            client = note.client.as_deref().unwrap_or("-"),
+            method = note.method,
+            tool = note.tool.as_deref().unwrap_or("-"),
+            outcome = note.outcome,
+            status = status.as_u16(),
+            latency_us = started.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
+}
+
+/// The server span of one request: named `{mcp.method.name} {tool}` and carrying the
+/// attributes of the OpenTelemetry conventions for MCP, toolgate's outcome, and never an
+/// argument value.
+fn end_trace(
+    upstream: &str,
+    note: &Note,
+    trace: telemetry::RequestTrace,
+    status: StatusCode,
+    span: SpanHeaders,
+) {
+    let text = |v: &Option<HeaderValue>| {
+        v.as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(|s| Attr::Str(s.to_owned()))
+    };
+    let mut attrs = vec![
+        ("mcp.method.name", Attr::Str(note.method.to_owned())),
+        ("toolgate.upstream", Attr::Str(upstream.to_owned())),
+        ("toolgate.outcome", Attr::Str(note.outcome.to_owned())),
+        (
+            "http.response.status_code",
+            Attr::Int(i64::from(status.as_u16())),
+        ),
+    ];
+    if let Some(tool) = &note.tool {
+        attrs.push(("gen_ai.tool.name", Attr::Str(tool.to_string())));
+        attrs.push(("gen_ai.operation.name", Attr::Str("execute_tool".into())));
+    }
+    if let Some(v) = note.validation {
+        attrs.push(("toolgate.validation", Attr::Str(v.to_owned())));
+    }
+    if let Some(id) = &trace.request_id {
+        attrs.push(("jsonrpc.request.id", Attr::Str(id.clone())));
+    }
+    if let Some(s) = text(&span.session) {
+        attrs.push(("mcp.session.id", s));
+    }
+    if let Some(v) = text(&span.version) {
+        attrs.push(("mcp.protocol.version", v));
+    }
+    let failed = !matches!(note.outcome, "forwarded");
+    if failed {
+        // For a call toolgate refused, why: `rejected_invalid`, `unknown`, `denied`, ….
+        let why = note
+            .validation
+            .filter(|_| note.outcome == "answered")
+            .unwrap_or(note.outcome);
+        attrs.push(("error.type", Attr::Str(why.to_owned())));
+    }
+    let name = match &note.tool {
+        Some(tool) => format!("{} {tool}", note.method),
+        None => note.method.to_owned(),
+    };
+    trace.finish(name, attrs, failed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::edge::request::test_config;
+    use axum::response::Response;
+    use tower::ServiceExt;
+
+    /// Sends one request through the layer to an inner service that routes it to target 0
+    /// (or to none) and says it was forwarded.
+    async fn observed(gw: &std::sync::Arc<Gateway>, routed: bool) -> Outbound {
+        let inner = tower::service_fn(move |mut inbound: Inbound<()>| {
+            inbound.note.target = routed.then_some(0);
+            inbound.note.method = "tools/call";
+            inbound.note.outcome = "forwarded";
+            let resp = Response::new(axum::body::Body::empty());
+            std::future::ready(Ok::<_, Infallible>(inbound.answer(resp)))
+        });
+        let inbound = Inbound {
+            req: http::Request::new(()),
+            gw: gw.clone(),
+            note: Note::new(),
+        };
+        ObserveLayer.layer(inner).oneshot(inbound).await.unwrap()
+    }
+
+    fn counted(gw: &Gateway) -> String {
+        let text = gw.metrics.render(0, 0, 0);
+        text.lines()
+            .filter(|l| l.starts_with("toolgate_requests_total{"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[tokio::test]
+    async fn a_routed_request_is_counted_under_its_outcome() {
+        let config = test_config();
+        let gw = Gateway::new(config).unwrap();
+        observed(&gw, true).await;
+        observed(&gw, true).await;
+        let line = counted(&gw);
+        assert!(line.contains(r#"method="tools/call""#), "{line}");
+        assert!(line.contains(r#"outcome="forwarded""#), "{line}");
+        assert!(line.ends_with(" 2"), "{line}");
+    }
+
+    #[tokio::test]
+    async fn a_request_for_no_endpoint_is_not_counted() {
+        let config = test_config();
+        let gw = Gateway::new(config).unwrap();
+        observed(&gw, false).await;
+        assert_eq!(counted(&gw), "");
+    }
+}
