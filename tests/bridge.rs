@@ -8,6 +8,7 @@ mod common;
 
 use common::Toolgate;
 use common::peers::{peers, python_client, server_everything_http};
+use common::stdio_gate::StdioGate;
 use serde_json::{Value, json};
 
 async fn in_front_of_server_everything() -> Toolgate {
@@ -446,7 +447,12 @@ async fn modern_only(
             }
             let a = &m["params"]["arguments"];
             let sum = a["a"].as_i64().unwrap() + a["b"].as_i64().unwrap();
-            json!({"content": [{"type": "text", "text": sum.to_string()}], "resultType": "complete"})
+            let mut r = json!({"content": [{"type": "text", "text": sum.to_string()}], "resultType": "complete"});
+            // As a careless 2026-07-28 server might, for `a = 0`.
+            if a["a"] == 0 {
+                r.as_object_mut().unwrap().remove("resultType");
+            }
+            r
         }
         _ => return error(404, -32601, "Method not found"),
     };
@@ -546,4 +552,122 @@ async fn a_server_that_never_answers_discover_is_asked_once() {
         .logs_when(|l| l.contains("did not answer server/discover"))
         .await;
     assert!(logs.contains("requests go to it as they are"), "{logs}");
+}
+
+/// A `tools/call` to the 2026-07-28 Python server in `modern_only.py`, with the envelope.
+fn modern_greet(id: i64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "greet", "arguments": {"name": "careless"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {},
+                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}})
+}
+
+/// A 2026-07-28 server that leaves `resultType` out of a `tools/call` result: a 2026-07-28
+/// client gets it completed (`"complete"`: the result asks for no input), in all four modes.
+/// A result that carries it passes as it came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_servers_call_result_gains_the_result_type_it_left_out() {
+    // Over HTTP: the in-process server answers `a = 0` without `resultType`.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let app = axum::Router::new()
+        .route("/mcp", axum::routing::post(modern_only))
+        .with_state(seen);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let direct = modern_add(&url, 1, "Bearer t", json!(0)).await;
+    assert!(direct["result"].get("resultType").is_none(), "{direct}");
+    let tg = Toolgate::serve(&url, None).await;
+    let r = modern_add(&tg.url(), 1, "Bearer t", json!(0)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "2", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let r = modern_add(&tg.url(), 2, "Bearer t", json!(1)).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), url]);
+    let call = |id: i64, a: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "add", "arguments": {"a": a, "b": 2},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}})
+    };
+    let r = g.ask_past_notifications(call(1, 0)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "2", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+
+    // Over stdio: the Python server behind `modern_only.py --without-result-type`.
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let python = p.python.display().to_string();
+    let server = vec![
+        python.clone(),
+        p.fixtures.join("modern_only.py").display().to_string(),
+        "--without-result-type".into(),
+        python,
+        p.fixtures
+            .join("conformance_server.py")
+            .display()
+            .to_string(),
+        "stdio".into(),
+    ];
+    let direct = ask_directly(&server, modern_greet(1)).await;
+    assert_eq!(
+        direct["result"]["content"][0]["text"], "Hello, careless!",
+        "{direct}"
+    );
+    assert!(direct["result"].get("resultType").is_none(), "{direct}");
+    let tg = Toolgate::in_front_of(&server, None).await;
+    let r = common::request(
+        http::Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", common::ACCEPT),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "greet"),
+        ],
+        modern_greet(1).to_string(),
+    )
+    .await
+    .answer();
+    assert_eq!(r["result"]["content"][0]["text"], "Hello, careless!", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let mut args = vec!["stdio".to_string(), "--".into()];
+    args.extend(server);
+    let mut g = StdioGate::start_args(args);
+    let r = g.ask_past_notifications(modern_greet(1)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "Hello, careless!", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+}
+
+/// The answer a stdio server gives `msg` with no toolgate in between.
+async fn ask_directly(server: &[String], msg: Value) -> Value {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut child = tokio::process::Command::new(&server[0])
+        .args(&server[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{msg}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("an answer");
+            let m: Value = serde_json::from_str(&line).unwrap();
+            if m["id"] == msg["id"] && m.get("method").is_none() {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("an answer in time");
+    drop(stdin);
+    let _ = child.kill().await;
+    answer
 }

@@ -226,6 +226,9 @@ fn without_envelope(bytes: &[u8]) -> Option<Vec<u8>> {
 pub enum Completion {
     /// `resultType`.
     Plain,
+    /// `resultType`, for a server of the 2026-07-28 era that left it out: added only where
+    /// the name appears nowhere in the answer, so a conforming server's answers pass unread.
+    Native,
     /// `resultType`, and the caching directives (`ttlMs`, `cacheScope`) of a cacheable result.
     Cacheable,
 }
@@ -243,9 +246,10 @@ impl Completion {
     }
 }
 
-/// The answer to `pending` as its client reads it: completed when the request was bridged.
+/// The answer to `pending` as its client reads it: completed where it lacks what its era
+/// requires ([`super::Pending::completion`]).
 pub fn complete(pending: &super::Pending, answer: Bytes) -> Bytes {
-    match pending.bridged {
+    match pending.completion() {
         Some(c) => self::answer(answer, c),
         None => answer,
     }
@@ -254,8 +258,13 @@ pub fn complete(pending: &super::Pending, answer: Bytes) -> Bytes {
 /// The server's answer as a 2026-07-28 client reads it: a result gains `resultType:
 /// "complete"`, and a cacheable one `ttlMs: 0` with `cacheScope: "private"`, when it has
 /// none. Nothing may be cached: a handshake-era server says that its lists changed on a
-/// session's stream, which a 2026-07-28 client does not have.
+/// session's stream, which a 2026-07-28 client does not have. A result that asks for input
+/// (`inputRequests`) without saying so is left as it is: its type is not sure.
 pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
+    if completion == Completion::Native && memchr::memmem::find(&bytes, b"\"resultType\"").is_some()
+    {
+        return bytes;
+    }
     #[derive(Deserialize)]
     struct Top<'a> {
         #[serde(borrow)]
@@ -267,6 +276,9 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
     else {
         return bytes;
     };
+    if result.contains_key("inputRequests") && !result.contains_key("resultType") {
+        return bytes;
+    }
     let complete = RawValue::from_string("\"complete\"".into()).expect("a JSON string");
     let zero = RawValue::from_string("0".into()).expect("a JSON number");
     let private = RawValue::from_string("\"private\"".into()).expect("a JSON string");
@@ -466,6 +478,29 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn a_native_result_gains_only_a_result_type_it_surely_has() {
+        let native = |s: &str| {
+            let out = answer(Bytes::from(s.to_owned()), Completion::Native);
+            serde_json::from_slice::<Value>(&out).unwrap()["result"].clone()
+        };
+        let bare = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+        assert_eq!(
+            native(bare),
+            json!({"content": [], "resultType": "complete"})
+        );
+        // Asks for input without saying so: its type is not sure.
+        let asks = r#"{"jsonrpc":"2.0","id":1,"result":{"inputRequests":{}}}"#;
+        assert_eq!(native(asks), json!({"inputRequests": {}}));
+        let typed = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#;
+        assert_eq!(native(typed)["resultType"], "complete");
+        let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}"#;
+        assert_eq!(
+            answer(Bytes::from(error), Completion::Native),
+            error.as_bytes()
+        );
     }
 
     #[test]

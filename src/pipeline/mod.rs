@@ -63,6 +63,18 @@ pub struct Pending {
     pub bridged: Option<bridge::Completion>,
 }
 
+impl Pending {
+    /// What the answer must gain before its client reads it: a bridged request's, the
+    /// 2026-07-28 members its server does not know; a 2026-07-28 `tools/call`'s, the
+    /// `resultType` its server left out.
+    pub fn completion(&self) -> Option<bridge::Completion> {
+        self.bridged.or(match (self.era, &self.kind) {
+            (Era::Modern, Kind::Call { .. }) => Some(bridge::Completion::Native),
+            _ => None,
+        })
+    }
+}
+
 /// Why no answer came from the upstream.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {

@@ -78,7 +78,7 @@ pub async fn response(
         );
         return not_jsonrpc(&pending, id, is_call, what);
     }
-    if pending.kind == Kind::Other && status.is_success() && pending.bridged.is_none() {
+    if pending.kind == Kind::Other && status.is_success() && pending.completion().is_none() {
         // Pass-through methods: streamed, never read.
         return Response::from_parts(parts, Body::new(body));
     }
@@ -97,7 +97,7 @@ pub async fn response(
             );
         }
     };
-    if pending.bridged.is_some() {
+    if pending.completion().is_some() {
         // Completed below: the upstream's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
     }
@@ -239,7 +239,7 @@ impl SseInspector {
         self.answered |= seen.answers;
         match seen.replacement {
             Some(a) => sse::with_data(&ev, &a.body),
-            None if seen.answers && self.pending.bridged.is_some() => {
+            None if seen.answers && self.pending.completion().is_some() => {
                 let done = bridge::complete(&self.pending, Bytes::from(data.into_owned()));
                 sse::with_data(&ev, &done)
             }

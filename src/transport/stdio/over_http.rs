@@ -482,7 +482,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         }
         let seen = pipeline::observe(&ctx.gw, &pending, &am);
         *answered |= seen.answers;
-        ctx.write(match (seen.replacement, pending.bridged) {
+        ctx.write(match (seen.replacement, pending.completion()) {
             (Some(a), _) => a.body,
             (None, Some(c)) => bridge::answer(Bytes::copy_from_slice(bytes), c).to_vec(),
             (None, None) => bytes.to_vec(),
