@@ -1,7 +1,7 @@
 //! Transports: wire traffic in, single JSON-RPC messages to the pipeline, answers out.
 //!
-//! - [`edge`]: the HTTP server side (routes, the request's phases, answers through the rules,
-//!   origin and header rules, the in-process [`edge::layer::ValidateLayer`]);
+//! - [`edge`]: the HTTP server side, a Tower stack of one-job layers around the gate (the MCP
+//!   rules for one endpoint), and the in-process [`edge::layer::ValidateLayer`];
 //! - [`upstream`]: the clients of a tool server (HTTP with its connection list and TLS, and
 //!   stdio child processes);
 //! - [`stdio`]: the front a desktop client launches, over its pipes;
