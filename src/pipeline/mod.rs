@@ -2,7 +2,8 @@
 //!
 //! Every transport turns its traffic into single JSON-RPC messages and asks the pipeline
 //! what to do:
-//! - [`guard`] decides a `tools/call` before it goes upstream (docs/contract.md §1);
+//! - [`step`] decides each message on its way up, the same in every mode: [`guard`] for a
+//!   `tools/call` (docs/contract.md §1), then [`bridge`] between eras;
 //! - [`observe`] looks at each message coming back: [`learn`] takes schemas from
 //!   `tools/list` answers and drops catalogs on `list_changed`, [`canon`] rewrites upstream
 //!   errors into the shapes the spec asks for (docs/contract.md §3).
@@ -17,6 +18,7 @@ pub mod learn;
 pub mod policy;
 pub mod rules;
 pub mod shared;
+pub mod step;
 
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};

@@ -18,9 +18,10 @@ use crate::gateway::Live;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::metrics;
-use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
-use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
+use crate::pipeline::bridge::Reverse;
+use crate::pipeline::guard::{self, ListFailed, Lister};
 use crate::pipeline::policy::Client;
+use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
 use crate::transport::upstream::children::StdioPool;
@@ -301,93 +302,58 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         }),
         Era::Modern => None,
     };
-    let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
-        let lister = HttpLister {
-            rt,
-            up,
-            client_headers: reversed.as_ref().map_or(&parts.headers, |(_, h)| h),
-            era,
-            session: session.as_deref(),
-            reverse: reversed.as_ref().map(|(r, _)| &**r),
-        };
-        // For the access log when toolgate answers: the guard takes the params.
-        let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
-        let call = Call {
-            target: rt.target,
-            key: &ctx.key,
-            era,
-            id: m.id.expect("a request has an id"),
-            params: m.params.take(),
-            bytes: &bytes,
-            client: ctx.client.as_ref(),
-            retry: false,
-        };
-        match guard::tools_call(rt.gw, call, &lister).await {
-            Decision::Forward(body, kind) => (body, kind),
-            Decision::Answer(a) => {
-                note.outcome = "answered";
-                note.validation = a.outcome;
-                note.tool = name.map(Into::into);
-                return reply::answer(era, a);
-            }
-            Decision::Relay(resp) => {
-                note.outcome = "relayed";
-                return *resp;
-            }
-        }
-    } else {
-        (bytes.clone(), pipeline::classify(&m))
+    let lister = HttpLister {
+        rt,
+        up,
+        client_headers: reversed.as_ref().map_or(&parts.headers, |(_, h)| h),
+        era,
+        session: session.as_deref(),
+        reverse: reversed.as_ref().map(|(r, _)| &**r),
     };
-    // The tool's name is only for the access log and the trace.
-    if note.wants_names(rt.gw)
-        && let Kind::Call { tool, outcome, .. } = &kind
-    {
-        note.tool = Some(tool.clone());
-        note.validation = Some(outcome);
-    }
-    if let Some((reverse, headers)) = reversed {
-        let body = match reverse.request(m.method().unwrap_or(""), id, &body) {
-            Some(Bridged::Forward(b)) => b,
-            Some(Bridged::Answer(_, answer)) => {
-                note.outcome = "answered";
-                return reply::json(StatusCode::OK, answer);
-            }
-            None => {
-                note.outcome = "answered";
-                return accepted();
-            }
-        };
+    let bridging = Bridging::of(
+        session.as_ref().map(|s| &*s.init),
+        reversed.as_ref().map(|(r, _)| &**r),
+    );
+    // For the access log when toolgate answers: the guard takes the params.
+    let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
+    let sender = Sender {
+        target: rt.target,
+        key: ctx.key,
+        era,
+        client: ctx.client.clone(),
+    };
+    let step = step::decide(rt.gw, sender, &mut m, &bytes, bridging, &lister).await;
+    let (body, pending) = match step {
+        Step::Forward { body, pending } => (body, pending),
+        Step::Answer(a) => {
+            note.outcome = "answered";
+            note.validation = a.outcome;
+            note.tool = name.map(Into::into);
+            return reply::answer(era, a);
+        }
+        Step::Relay(resp) => {
+            note.outcome = "relayed";
+            return *resp;
+        }
+        Step::Consumed => {
+            note.outcome = "answered";
+            return accepted();
+        }
+    };
+    note.forwarding(rt.gw, &pending.kind);
+    if let Some((_, headers)) = reversed {
         let mut parts = parts;
         parts.headers = headers;
-        return forward(
-            rt,
-            parts,
-            body,
-            pending(rt, &ctx, id, kind, era),
-            false,
-            note,
-        )
-        .await;
+        return forward(rt, parts, body, pending, false, note).await;
     }
     let Some(session) = session else {
-        let pending = pending(rt, &ctx, id, kind, era);
         if era == Era::Legacy && !ctx.has_session && m.method() == Some("initialize") {
             return initialize(rt, up, parts, body, pending, &m, note).await;
         }
         return forward(rt, parts, body, pending, ctx.has_session, note).await;
     };
-    let method = m.method().unwrap_or("");
-    let body = match bridge::request(method, id, &body, &session.init) {
-        Bridged::Forward(b) => b,
-        Bridged::Answer(code, answer) => {
-            note.outcome = "answered";
-            return reply::json(code.map_or(StatusCode::OK, |c| era.status_for(c)), answer);
-        }
-    };
     let mut parts = parts;
     session.headers(&mut parts.headers);
-    let mut pending = pending(rt, &ctx, id, kind, era);
-    pending.bridged = Some(Completion::of(method));
     let (is_call, answer_id) = (
         matches!(pending.kind, Kind::Call { .. }),
         pending.id.clone(),

@@ -104,6 +104,17 @@ impl Note {
         gw.config.log.access || self.trace.is_some()
     }
 
+    /// What the access log and the trace say of a message that goes to the server: for a
+    /// call, its tool and what the guard made of it (kept only when wanted).
+    pub(super) fn forwarding(&mut self, gw: &Gateway, kind: &crate::pipeline::Kind) {
+        if self.wants_names(gw)
+            && let crate::pipeline::Kind::Call { tool, outcome, .. } = kind
+        {
+            self.tool = Some(tool.clone());
+            self.validation = Some(outcome);
+        }
+    }
+
     /// A request nothing has been learnt of yet: refused unless something says otherwise.
     pub(crate) fn new() -> Note {
         Note {

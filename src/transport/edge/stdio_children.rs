@@ -11,12 +11,12 @@
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged, Completion};
-use crate::pipeline::guard::{self, Call, Decision};
+use crate::pipeline::bridge::{self, Bridged};
+use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::{Context, Note, Route};
-use crate::transport::upstream::child::{ChildLister, Listing};
+use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
 use axum::body::Body;
 use axum::response::Response;
@@ -149,69 +149,33 @@ pub(super) async fn post(
     let timeout = rt.gw.config.limits.upstream_timeout;
     let bridged = sc.bridged().filter(|_| shared && era == Era::Modern);
     let reverse = sc.reverse().filter(|_| era == Era::Legacy);
-    let (body, kind) = if m.method() == Some(mcp::TOOLS_CALL) {
-        let lister = ChildLister {
-            child: &sc.child,
-            timeout,
-            listing: match (bridged, reverse) {
-                (Some(_), _) => Listing::WithoutEnvelope,
-                (None, Some(r)) => Listing::WithEnvelope(r),
-                (None, None) => Listing::AsIs,
-            },
-        };
-        let call = Call {
-            target: rt.target,
-            key: &key,
-            era,
-            id: client_id,
-            params: m.params.take(),
-            bytes: &bytes,
-            client: ctx.client.as_ref(),
-            retry: false,
-        };
-        match guard::tools_call(rt.gw, call, &lister).await {
-            Decision::Forward(body, kind) => (body, kind),
-            Decision::Answer(a) => {
-                note.outcome = "answered";
-                note.validation = a.outcome;
-                return reply::answer(era, a);
-            }
-            Decision::Relay(never) => match never {},
-        }
-    } else {
-        (bytes.clone(), pipeline::classify(m))
+    let bridging = Bridging::of(bridged, reverse);
+    let lister = ChildLister {
+        child: &sc.child,
+        timeout,
+        bridging,
     };
-    // The tool's name is only for the access log.
-    if note.wants_names(rt.gw)
-        && let Kind::Call { tool, outcome, .. } = &kind
-    {
-        note.tool = Some(tool.clone());
-        note.validation = Some(outcome);
-    }
-    let method = m.method().unwrap_or("");
-    let decided = match (bridged, reverse) {
-        (Some(init), _) => Some(bridge::request(method, m.id, &body, init)),
-        (None, Some(r)) => r.request(method, m.id, &body),
-        (None, None) => None,
-    };
-    let body = match decided {
-        Some(Bridged::Forward(b)) => b,
-        Some(Bridged::Answer(code, answer)) => {
-            note.outcome = "answered";
-            return reply::json(code.map_or(StatusCode::OK, |c| era.status_for(c)), answer);
-        }
-        None => body,
-    };
-    let is_call = matches!(kind, Kind::Call { .. });
-    let pending = Pending {
-        id: Some(client_id.to_owned()),
-        kind,
-        era,
+    let sender = Sender {
+        target: rt.target,
         key,
-        target: rt.target.clone(),
+        era,
         client: ctx.client.clone(),
-        bridged: bridged.map(|_| Completion::of(method)),
     };
+    let (body, pending) = match step::decide(rt.gw, sender, m, &bytes, bridging, &lister).await {
+        Step::Forward { body, pending } => (body, pending),
+        Step::Answer(a) => {
+            note.outcome = "answered";
+            note.validation = a.outcome;
+            return reply::answer(era, a);
+        }
+        Step::Relay(never) => match never {},
+        Step::Consumed => {
+            note.outcome = "answered";
+            return accepted();
+        }
+    };
+    note.forwarding(rt.gw, &pending.kind);
+    let is_call = matches!(pending.kind, Kind::Call { .. });
     if shared {
         return shared_exchange(rt, &sc, body, m, pending, note).await;
     }

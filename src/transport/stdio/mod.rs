@@ -13,10 +13,11 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
-use crate::pipeline::guard::{self, Call, Decision};
+use crate::pipeline::bridge::{self, Reverse};
+use crate::pipeline::guard;
+use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
-use crate::transport::upstream::child::{ChildLister, Listing, ServerEra};
+use crate::transport::upstream::child::{ChildLister, ServerEra};
 use crate::transport::upstream::child::{ChildProcess, FromChild, Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -406,70 +407,39 @@ async fn from_client(
         false => None,
     };
     let reverse = to.reverse.as_ref().filter(|_| era == Era::Legacy);
+    let bridging = Bridging::of(init.as_deref(), reverse);
     let lister = ChildLister {
         child,
         timeout: to.timeout,
-        listing: match (&init, reverse) {
-            (Some(_), _) => Listing::WithoutEnvelope,
-            (None, Some(r)) => Listing::WithEnvelope(r),
-            (None, None) => Listing::AsIs,
-        },
+        bridging,
     };
-    let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
-        let call = Call {
-            target,
-            key,
-            era,
-            id: m.id.expect("a request has an id"),
-            params: m.params.take(),
-            bytes: &line,
-            client: client.as_ref(),
-            retry: false,
-        };
-        match guard::tools_call(gw, call, &lister).await {
-            Decision::Forward(body, kind) => (body, kind),
-            Decision::Answer(a) => return Some(a.body),
-            Decision::Relay(never) => match never {},
-        }
-    } else {
-        (line.clone(), pipeline::classify(&m))
+    let sender = Sender {
+        target,
+        key: *key,
+        era,
+        client,
     };
-    let method = m.method().unwrap_or("");
-    let bridged = match (&init, reverse) {
-        (Some(init), _) => Some(bridge::request(method, m.id, &body, init)),
-        (None, Some(r)) => match r.request(method, m.id, &body) {
-            Some(b) => Some(b),
-            None => return None,
-        },
-        (None, None) => None,
+    let (body, p) = match step::decide(gw, sender, &mut m, &line, bridging, &lister).await {
+        Step::Forward { body, pending } => (body, pending),
+        Step::Answer(a) => return Some(a.body),
+        Step::Relay(never) => match never {},
+        Step::Consumed => return None,
     };
-    let body = match bridged {
-        Some(Bridged::Forward(b)) => b,
-        Some(Bridged::Answer(_, answer)) => return Some(answer),
-        None => body,
-    };
-    let id = if m.is_request() { m.id } else { None };
-    if let Some(id) = id {
-        let p = Pending {
-            id: Some(id.to_owned()),
-            kind,
-            era,
-            key: *key,
-            target: target.clone(),
-            client,
-            bridged: init.map(|_| Completion::of(method)),
-        };
+    let id =
+        p.id.as_deref()
+            .map(|id| jsonrpc::id_key(id.get()).into_owned());
+    if let Some(id) = &id {
         pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(jsonrpc::id_key(id.get()).into_owned(), p);
+            .insert(id.clone(), p);
     }
     if let Err(e) = child.send(body) {
         let p = id.and_then(|id| {
             pending
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .remove(jsonrpc::id_key(id.get()).as_ref())
+                .remove(&id)
         })?;
         let is_call = matches!(p.kind, Kind::Call { .. });
         return Some(Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &e).body);

@@ -9,8 +9,9 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged, Completion, Reverse};
-use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
+use crate::pipeline::bridge::{self, Reverse};
+use crate::pipeline::guard::{self, ListFailed, Lister};
+use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::stdio::{Out, next_message, spawn_writer};
@@ -313,68 +314,30 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         session: session.as_deref(),
         reverse: reverse.as_deref(),
     };
-    let (body, kind) = if m.is_request() && m.method() == Some(mcp::TOOLS_CALL) {
-        let call = Call {
-            target: &ctx.target,
-            key: &key,
-            era,
-            id: m.id.expect("a request has an id"),
-            params: m.params.take(),
-            bytes: &line,
-            client: client.as_ref(),
-            retry: false,
-        };
-        match guard::tools_call(&ctx.gw, call, &lister).await {
-            Decision::Forward(body, kind) => (body, kind),
-            Decision::Answer(a) => return ctx.write(a.body),
-            Decision::Relay(resp) => {
+    let bridging = Bridging::of(session.as_ref().map(|s| &*s.init), reverse.as_deref());
+    let sender = Sender {
+        target: &ctx.target,
+        key,
+        era,
+        client,
+    };
+    let (body, pending) =
+        match step::decide(&ctx.gw, sender, &mut m, &line, bridging, &lister).await {
+            Step::Forward { body, pending } => (body, pending),
+            Step::Answer(a) => return ctx.write(a.body),
+            Step::Relay(resp) => {
                 let e = UpstreamError::Unreachable(format!(
                     "the server refused the listing with HTTP {}",
                     resp.status()
                 ));
                 return ctx.write(Answer::upstream_failed(era, m.id, true, &e).body);
             }
-        }
-    } else {
-        (line.clone(), pipeline::classify(&m))
-    };
-    let body = match &session {
-        Some(session) => {
-            match bridge::request(m.method().unwrap_or(""), m.id, &body, &session.init) {
-                Bridged::Forward(b) => {
-                    session.headers(&mut headers);
-                    b
-                }
-                Bridged::Answer(_, answer) => return ctx.write(answer),
-            }
-        }
-        None => body,
-    };
-    let body = match &reverse {
-        Some(r) => match r.request(m.method().unwrap_or(""), m.id, &body) {
-            Some(Bridged::Forward(b)) => b,
-            Some(Bridged::Answer(_, answer)) => return ctx.write(answer),
-            None => return,
-        },
-        None => body,
-    };
-    let id = if m.is_request() {
-        m.id.map(RawValue::to_owned)
-    } else {
-        None
-    };
+            Step::Consumed => return,
+        };
+    if let Some(session) = &session {
+        session.headers(&mut headers);
+    }
     let is_initialize = m.method() == Some("initialize");
-    let pending = Pending {
-        id,
-        kind,
-        era,
-        key,
-        target: ctx.target.clone(),
-        client,
-        bridged: session
-            .as_ref()
-            .map(|_| Completion::of(m.method().unwrap_or(""))),
-    };
     let is_call = matches!(pending.kind, Kind::Call { .. });
     if is_initialize && let Some(p) = m.raw_params() {
         ctx.session

@@ -12,6 +12,7 @@ use crate::mcp;
 use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, ListFailed, Lister};
+use crate::pipeline::step::Bridging;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -599,19 +600,10 @@ impl ChildProcess {
 pub(crate) struct ChildLister<'a> {
     pub(crate) child: &'a ChildProcess,
     pub(crate) timeout: Duration,
-    /// How the listing is written when the era bridge serves the client.
-    pub(crate) listing: Listing<'a>,
-}
-
-/// toolgate's listing for a client the era bridge serves (`pipeline::bridge`).
-#[derive(Clone, Copy)]
-pub(crate) enum Listing<'a> {
-    /// Client and server share an era: with the client's `_meta`, as it is.
-    AsIs,
-    /// A 2026-07-28 client, a handshake-only server: without the envelope.
-    WithoutEnvelope,
-    /// A handshake-era client, a 2026-07-28-only server: with the envelope it stands for.
-    WithEnvelope(&'a bridge::Reverse),
+    /// How the client's messages reach the server: the listing is written the same way
+    /// (without the 2026-07-28 envelope for a handshake-only server, with the envelope a
+    /// handshake-era client stands for in front of a 2026-07-28-only one).
+    pub(crate) bridging: Bridging<'a>,
 }
 
 impl Lister for ChildLister<'_> {
@@ -623,10 +615,10 @@ impl Lister for ChildLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let raw_id = serde_json::to_string(id).expect("a string serializes");
-        let request = match self.listing {
-            Listing::AsIs => request,
-            Listing::WithoutEnvelope => bridge::strip_envelope(request),
-            Listing::WithEnvelope(reverse) => reverse.with_envelope(request),
+        let request = match self.bridging {
+            Bridging::Direct => request,
+            Bridging::ToHandshake(_) => bridge::strip_envelope(request),
+            Bridging::ToModern(reverse) => reverse.with_envelope(request),
         };
         let answer = self
             .child

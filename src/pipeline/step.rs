@@ -1,0 +1,277 @@
+//! What toolgate does with one message from a client on its way to the server, written once
+//! for every mode: the guard for a `tools/call`, the era bridge, and the record of what the
+//! answer will be read against ([`Pending`]). The fronts bring the message parsed and what
+//! their transport knows (its era, its scope, its client, how it is bridged, how to list the
+//! server's tools); they carry out the [`Step`] they get back in their transport's terms (an
+//! HTTP status, a line, nothing).
+//!
+//! What stays with the fronts is what only a transport has: reading and parsing its bytes,
+//! the 2026-07-28 header rules (HTTP), finding or opening the server's session, sending, and
+//! mapping the server's transport signals (a 404 for a lost session, EOF, a signal).
+
+use super::Pending;
+use super::answer::Answer;
+use super::bridge::{self, Bridged, Completion, Reverse};
+use super::guard::{self, Call, Decision, Lister};
+use super::policy::Client;
+use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::Message;
+use crate::mcp::{self, Era};
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+
+/// How a client's messages reach its server.
+#[derive(Clone, Copy)]
+pub enum Bridging<'a> {
+    /// As they are: the client and the server share an era.
+    Direct,
+    /// A 2026-07-28 client, through toolgate's handshake with a server that speaks only
+    /// 2025-11-25; the server's `initialize` result.
+    ToHandshake(&'a RawValue),
+    /// A handshake-era client, to a server that speaks only 2026-07-28.
+    ToModern(&'a Reverse),
+}
+
+impl<'a> Bridging<'a> {
+    /// From what the front found: toolgate's handshake with the server, for a 2026-07-28
+    /// client (its `initialize` result), or the bridge of a handshake-era client to a server
+    /// that speaks only 2026-07-28.
+    pub fn of(handshake: Option<&'a RawValue>, reverse: Option<&'a Reverse>) -> Bridging<'a> {
+        match (handshake, reverse) {
+            (Some(init), _) => Bridging::ToHandshake(init),
+            (None, Some(r)) => Bridging::ToModern(r),
+            (None, None) => Bridging::Direct,
+        }
+    }
+}
+
+/// Who sent the message, in which era, and to which target.
+pub struct Sender<'a> {
+    pub target: &'a Arc<Target>,
+    pub key: ScopeKey,
+    pub era: Era,
+    pub client: Option<Client>,
+}
+
+/// What a front does with the message.
+pub enum Step<R> {
+    /// toolgate answers it; the answer's error code, if any, decides a 2026-07-28 status.
+    Answer(Answer),
+    /// The server refused toolgate's listing for a reason the client must see as it came
+    /// (over HTTP: a 401, a lost session).
+    Relay(R),
+    /// Send `body` to the server. A request's answer is read against `pending` (whose `id`
+    /// is `None` for a notification or a client's answer).
+    Forward { body: Bytes, pending: Pending },
+    /// The bridge took it: nothing goes to the server and nothing comes back
+    /// (`notifications/initialized` for a server without the handshake).
+    Consumed,
+}
+
+/// Decides one message. `bytes` is the message as it came, `m` its parse (the guard takes its
+/// params).
+pub async fn decide<L: Lister>(
+    gw: &Gateway,
+    from: Sender<'_>,
+    m: &mut Message<'_>,
+    bytes: &Bytes,
+    bridging: Bridging<'_>,
+    lister: &L,
+) -> Step<L::Relay> {
+    let id = m.id.filter(|_| m.is_request());
+    let (body, kind) = match id {
+        Some(id) if m.method() == Some(mcp::TOOLS_CALL) => {
+            let call = Call {
+                target: from.target,
+                key: &from.key,
+                era: from.era,
+                id,
+                params: m.params.take(),
+                bytes,
+                client: from.client.as_ref(),
+                retry: false,
+            };
+            match guard::tools_call(gw, call, lister).await {
+                Decision::Forward(body, kind) => (body, kind),
+                Decision::Answer(a) => return Step::Answer(a),
+                Decision::Relay(r) => return Step::Relay(r),
+            }
+        }
+        _ => (bytes.clone(), super::classify(m)),
+    };
+    let method = m.method().unwrap_or("");
+    // Only requests cross to a handshake server through the bridge; notifications and the
+    // client's answers go as they are.
+    let bridging = match (bridging, id) {
+        (Bridging::ToHandshake(_), None) => Bridging::Direct,
+        (b, _) => b,
+    };
+    let bridged = match bridging {
+        Bridging::Direct => Some(Bridged::Forward(body)),
+        Bridging::ToHandshake(init) => Some(bridge::request(method, id, &body, init)),
+        Bridging::ToModern(reverse) => reverse.request(method, id, &body),
+    };
+    let body = match bridged {
+        Some(Bridged::Forward(b)) => b,
+        Some(Bridged::Answer(error_code, body)) => {
+            return Step::Answer(Answer {
+                body,
+                error_code,
+                outcome: None,
+            });
+        }
+        None => return Step::Consumed,
+    };
+    let pending = Pending {
+        id: id.map(RawValue::to_owned),
+        kind,
+        era: from.era,
+        key: from.key,
+        target: from.target.clone(),
+        client: from.client,
+        bridged: match bridging {
+            Bridging::ToHandshake(_) => Some(Completion::of(method)),
+            _ => None,
+        },
+    };
+    Step::Forward { body, pending }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::jsonrpc::{self, Body as Parsed};
+    use crate::pipeline::Kind;
+    use crate::pipeline::guard::ListFailed;
+    use serde_json::{Value, json};
+
+    /// The server's tools: `add(a: integer, b: integer)`.
+    struct OneTool;
+
+    impl Lister for OneTool {
+        type Relay = std::convert::Infallible;
+
+        async fn list(
+            &self,
+            _: Bytes,
+            _: &str,
+        ) -> Result<Box<RawValue>, ListFailed<std::convert::Infallible>> {
+            let tools = json!({"tools": [{"name": "add", "inputSchema": {"type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"]}}]});
+            Ok(serde_json::value::to_raw_value(&tools).unwrap())
+        }
+    }
+
+    /// Decides `msg` from a client of `era`, bridged as `bridging`.
+    async fn decide_one(
+        era: Era,
+        msg: Value,
+        bridging: Bridging<'_>,
+    ) -> Step<std::convert::Infallible> {
+        let gw = Gateway::new(Config {
+            upstream: Some("http://127.0.0.1:9/mcp".into()),
+            ..Config::default()
+        })
+        .unwrap();
+        let bytes = Bytes::from(msg.to_string());
+        let Ok(Parsed::Single(mut m)) = jsonrpc::parse(&bytes) else {
+            panic!("one message")
+        };
+        let target = &gw.targets[0];
+        let sender = Sender {
+            target,
+            key: gw.scope(target, Some(b"s"), None),
+            era,
+            client: None,
+        };
+        decide(&gw, sender, &mut m, &bytes, bridging, &OneTool).await
+    }
+
+    fn call(args: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "add", "arguments": args}})
+    }
+
+    fn text(body: &[u8]) -> Value {
+        serde_json::from_slice(body).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_valid_call_goes_up_as_it_came_and_its_answer_is_expected() {
+        let msg = call(json!({"a": 1, "b": 2}));
+        let Step::Forward { body, pending } =
+            decide_one(Era::Legacy, msg.clone(), Bridging::Direct).await
+        else {
+            panic!("forwarded")
+        };
+        assert_eq!(text(&body), msg);
+        assert_eq!(pending.id.as_deref().map(RawValue::get), Some("7"));
+        assert!(matches!(pending.kind, Kind::Call { .. }));
+        assert!(pending.completion().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_invalid_call_is_answered_here() {
+        let msg = call(json!({"a": 1, "b": "two"}));
+        let Step::Answer(a) = decide_one(Era::Legacy, msg, Bridging::Direct).await else {
+            panic!("answered")
+        };
+        let a = text(&a.body);
+        assert_eq!(a["id"], 7);
+        assert_eq!(a["result"]["isError"], true, "{a}");
+    }
+
+    #[tokio::test]
+    async fn a_bridged_2026_client_is_answered_discover_and_its_calls_lose_the_envelope() {
+        let init = RawValue::from_string(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}"#.into(),
+        )
+        .unwrap();
+        let bridging = Bridging::ToHandshake(&init);
+        let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                              "io.modelcontextprotocol/clientCapabilities": {}});
+        let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                              "params": {"_meta": envelope}});
+        let Step::Answer(a) = decide_one(Era::Modern, discover, bridging).await else {
+            panic!("answered")
+        };
+        let info = &text(&a.body)["result"]["_meta"]["io.modelcontextprotocol/serverInfo"];
+        assert_eq!(info["name"], "s");
+        assert_eq!(text(&a.body)["result"]["resultType"], "complete");
+        let mut msg = call(json!({"a": 1, "b": 2}));
+        msg["params"]["_meta"] = envelope;
+        let Step::Forward { body, pending } = decide_one(Era::Modern, msg, bridging).await else {
+            panic!("forwarded")
+        };
+        assert_eq!(text(&body)["params"].get("_meta"), None);
+        assert!(pending.completion().is_some());
+        // A notification is not a request: it goes as it is.
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 3}});
+        let Step::Forward { pending, .. } = decide_one(Era::Modern, note, bridging).await else {
+            panic!("forwarded")
+        };
+        assert!(pending.id.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_handshake_client_bridged_to_a_2026_server_ends_its_handshake_here() {
+        let reverse = Reverse::new(None);
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let step = decide_one(Era::Legacy, initialized, Bridging::ToModern(&reverse)).await;
+        assert!(matches!(step, Step::Consumed));
+        let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+        let Step::Answer(a) = decide_one(Era::Legacy, ping, Bridging::ToModern(&reverse)).await
+        else {
+            panic!("answered")
+        };
+        assert_eq!(
+            text(&a.body),
+            json!({"jsonrpc": "2.0", "id": 2, "result": {}})
+        );
+    }
+}
