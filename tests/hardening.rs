@@ -183,6 +183,56 @@ async fn tools_call_notifications_never_reach_the_upstream() {
     assert!(seen.tool_calls().is_empty(), "nothing forwarded");
 }
 
+/// A batch without a `tools/call` goes whole only from the HTTP front to an HTTP server (see
+/// `gateway.rs`); over stdio, and in front of a stdio server, each line or POST is one
+/// message, so a batch is refused with `-32600` and nothing reaches the server.
+#[tokio::test]
+async fn batches_are_refused_where_they_cannot_go_whole() {
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
+    let refused = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time"}});
+
+    // serve -- CMD.
+    let tg = sidecar(None).await;
+    let session = open_session(&tg.url()).await;
+    let r = post(&tg.url(), Some(&session), batch).await;
+    assert_eq!((r.status, r.json()), (400, refused.clone()));
+
+    // stdio -- CMD: answered on stdout, and the session goes on.
+    let (mut g, _) = StdioGate::start(&fixture().await, None);
+    g.initialize().await;
+    assert_eq!(answer_to_line(&mut g, batch).await, refused);
+    let a = g.ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "seen", "arguments": {}}})).await;
+    assert_eq!(
+        seen_methods(&a),
+        [
+            "initialize",
+            "notifications/initialized (notification)",
+            "tools/list",
+            "tools/call"
+        ],
+        "the batch never reached the server"
+    );
+
+    // stdio --upstream.
+    let (up, seen) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
+    g.initialize().await;
+    assert_eq!(answer_to_line(&mut g, batch).await, refused);
+    let raw = seen.seen_raw.lock().unwrap().clone();
+    assert!(raw.iter().all(|b| !b.starts_with(b"[")), "{raw:?}");
+}
+
+/// Sends `line` and reads until a message that is not the server's own.
+async fn answer_to_line(g: &mut StdioGate, line: &str) -> Value {
+    g.send(line).await;
+    loop {
+        let m = g.recv().await;
+        if m.get("method").is_none() {
+            return m;
+        }
+    }
+}
+
 // ---- 3. /.well-known/ and every other path: plain paths, origin rules ----
 
 #[tokio::test]

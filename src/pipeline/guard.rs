@@ -100,15 +100,6 @@ pub struct Call<'a> {
     pub retry: bool,
 }
 
-/// Why a batch (2025-03-26) is refused: one holding a `tools/call` cannot be part-answered by
-/// toolgate and part-forwarded without reordering it, and one sent as a notification must
-/// not go at all. `None`: forward it as it came.
-pub fn refuse_batch(msgs: &[jsonrpc::Message<'_>]) -> Option<&'static str> {
-    msgs.iter()
-        .any(|m| m.method() == Some(mcp::TOOLS_CALL))
-        .then_some("Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own")
-}
-
 /// The metric label for tools whose names came from a client and that no server listed:
 /// made-up names must not each make a series.
 pub const UNLISTED: &str = "(unlisted)";

@@ -70,6 +70,25 @@ pub enum Step<R> {
     Consumed,
 }
 
+/// Whether a batch (2025-03-26) goes to the server as it came, and if not, why. One holding
+/// a `tools/call` cannot be part-answered by toolgate and part-forwarded without reordering
+/// it, and one sent as a notification must not go at all. Only an HTTP server behind the HTTP
+/// front (`whole`) takes a batch and answers it in one piece; over stdio each line is one
+/// message, and a batch's answer would be one no pending request could take.
+pub fn batch(msgs: &[Message<'_>], whole: bool) -> Result<(), &'static str> {
+    if msgs.iter().any(|m| m.method() == Some(mcp::TOOLS_CALL)) {
+        return Err(
+            "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own",
+        );
+    }
+    match whole {
+        true => Ok(()),
+        false => Err(
+            "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time",
+        ),
+    }
+}
+
 /// Decides one message. `bytes` is the message as it came, `m` its parse (the guard takes its
 /// params).
 pub async fn decide<L: Lister>(

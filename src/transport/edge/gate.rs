@@ -1,7 +1,7 @@
 //! The gate: what toolgate does with each MCP message for an endpoint (docs/contract.md), the
 //! innermost service of the edge's stack. A POST's body is read under the size limit and
 //! parsed (`-32700` / `-32600`, 400); a body in the 2026-07-28 envelope is held to that era's
-//! header rules (`-32001` on a mismatch: they compare headers with the parsed body, so they
+//! header rules (`-32020` on a mismatch: they compare headers with the parsed body, so they
 //! live here and not in a layer of their own); a `tools/call` goes through
 //! `pipeline::guard` and is answered here or forwarded; every answer comes back through
 //! `answers` (learn, rewrite, never hang). GET (the server's stream) and DELETE (the end of a
@@ -214,16 +214,9 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let ctx = Context::of(rt, &parts.headers, client);
     let mut m = match parsed {
         Parsed::Batch(msgs) => {
-            if let Some(why) = guard::refuse_batch(&msgs) {
-                return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
-            }
             note.method = "batch";
-            if matches!(rt.up, Upstream::Stdio(_)) {
-                return reply::transport(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    "Invalid Request: batches are not supported in front of a stdio server",
-                );
+            if let Err(why) = step::batch(&msgs, matches!(rt.up, Upstream::Http(_))) {
+                return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
             }
             let pending = pending(rt, &ctx, None, Kind::Other, Era::Legacy);
             return forward(rt, parts, bytes.clone(), pending, ctx.has_session, note).await;

@@ -372,17 +372,13 @@ async fn from_client(
     let mut m = match jsonrpc::parse(&line) {
         Ok(Parsed::Single(m)) => m,
         Ok(Parsed::Batch(msgs)) => {
-            if let Some(why) = guard::refuse_batch(&msgs) {
-                return Some(jsonrpc::error_response(
-                    None,
-                    jsonrpc::INVALID_REQUEST,
-                    why,
-                    None,
-                ));
-            }
-            return child.send(line).err().map(|e| {
-                jsonrpc::error_response(None, jsonrpc::INTERNAL_ERROR, &e.to_string(), None)
-            });
+            let why = step::batch(&msgs, false).err()?;
+            return Some(jsonrpc::error_response(
+                None,
+                jsonrpc::INVALID_REQUEST,
+                why,
+                None,
+            ));
         }
         Err(rejection) => {
             return Some(jsonrpc::error_response(

@@ -257,14 +257,17 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
 async fn from_client(ctx: &Ctx, line: Bytes) {
     let mut m = match jsonrpc::parse(&line) {
         Ok(Parsed::Single(m)) => m,
-        Ok(Parsed::Batch(_)) => {
-            let msg = "Invalid Request: batches are not supported by toolgate stdio; send one message per line";
-            return ctx.write(jsonrpc::error_response(
-                None,
-                jsonrpc::INVALID_REQUEST,
-                msg,
-                None,
-            ));
+        Ok(Parsed::Batch(msgs)) => {
+            // Always refused here: over stdio each line is one message.
+            if let Err(why) = step::batch(&msgs, false) {
+                ctx.write(jsonrpc::error_response(
+                    None,
+                    jsonrpc::INVALID_REQUEST,
+                    why,
+                    None,
+                ));
+            }
+            return;
         }
         Err(rejection) => {
             return ctx.write(jsonrpc::error_response(
