@@ -619,21 +619,13 @@ impl Lister for HttpLister<'_> {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         headers.remove(mcp::NAME_HEADER);
-        let (request, modern) = http_bridge::listing(
+        let request = http_bridge::listing(
             request,
             &mut headers,
             self.session,
             self.reverse,
             self.era == Era::Modern,
         );
-        if modern {
-            headers.insert(
-                mcp::METHOD_HEADER,
-                HeaderValue::from_static(mcp::TOOLS_LIST),
-            );
-        } else {
-            headers.remove(mcp::METHOD_HEADER);
-        }
         let limits = &self.rt.gw.config.limits;
         http_client::exchange(self.up, &headers, request, id, limits)
             .await

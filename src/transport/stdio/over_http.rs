@@ -150,24 +150,13 @@ impl Lister for UpLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         let mut headers = self.ctx.headers();
-        let (request, modern) = http_bridge::listing(
+        let request = http_bridge::listing(
             request,
             &mut headers,
             self.session,
             self.reverse,
             self.era == Era::Modern,
         );
-        if modern {
-            headers.remove(mcp::SESSION_ID);
-            headers.insert(
-                mcp::PROTOCOL_VERSION,
-                HeaderValue::from_static(mcp::MODERN_VERSION),
-            );
-            headers.insert(
-                mcp::METHOD_HEADER,
-                HeaderValue::from_static(mcp::TOOLS_LIST),
-            );
-        }
         exchange(
             &self.ctx.up,
             &headers,

@@ -55,23 +55,38 @@ impl Session {
 
 /// toolgate's own listing for a client the bridge may serve, written for the server's era:
 /// with the envelope a handshake-era client's `initialize` stood for (`reverse`), in toolgate's
-/// session and without the envelope for a 2026-07-28 client (`session`), or as it is. `true`
-/// when it goes with the 2026-07-28 headers.
+/// session and without the envelope for a 2026-07-28 client (`session`), or as it is. The
+/// headers are set to match: a 2026-07-28 listing goes with that era's headers and no
+/// session, a handshake-era one without `Mcp-Method`.
 pub fn listing(
     request: Bytes,
     headers: &mut HeaderMap,
     session: Option<&Session>,
     reverse: Option<&Reverse>,
     client_is_modern: bool,
-) -> (Bytes, bool) {
-    match (reverse, session) {
+) -> Bytes {
+    let (request, modern) = match (reverse, session) {
         (Some(reverse), _) => (reverse.with_envelope(request), true),
         (None, Some(session)) => {
             session.headers(headers);
             (crate::pipeline::bridge::strip_envelope(request), false)
         }
         (None, None) => (request, client_is_modern),
+    };
+    if modern {
+        headers.remove(mcp::SESSION_ID);
+        headers.insert(
+            mcp::PROTOCOL_VERSION,
+            HeaderValue::from_static(mcp::MODERN_VERSION),
+        );
+        headers.insert(
+            mcp::METHOD_HEADER,
+            HeaderValue::from_static(mcp::TOOLS_LIST),
+        );
+    } else {
+        headers.remove(mcp::METHOD_HEADER);
     }
+    request
 }
 
 /// What one HTTP upstream speaks to clients of the other era.
