@@ -93,7 +93,7 @@ pub fn batch(msgs: &[Message<'_>], whole: bool) -> Result<(), &'static str> {
 /// params).
 pub async fn decide<L: Lister>(
     gw: &Gateway,
-    from: Sender<'_>,
+    sender: Sender<'_>,
     m: &mut Message<'_>,
     bytes: &Bytes,
     bridging: Bridging<'_>,
@@ -103,13 +103,13 @@ pub async fn decide<L: Lister>(
     let (body, kind) = match id {
         Some(id) if m.method() == Some(mcp::TOOLS_CALL) => {
             let call = Call {
-                target: from.target,
-                key: &from.key,
-                era: from.era,
+                target: sender.target,
+                key: &sender.key,
+                era: sender.era,
                 id,
                 params: m.params.take(),
                 bytes,
-                client: from.client.as_ref(),
+                client: sender.client.as_ref(),
                 retry: false,
             };
             match guard::tools_call(gw, call, lister).await {
@@ -146,10 +146,10 @@ pub async fn decide<L: Lister>(
     let pending = Pending {
         id: id.map(RawValue::to_owned),
         kind,
-        era: from.era,
-        key: from.key,
-        target: from.target.clone(),
-        client: from.client,
+        era: sender.era,
+        key: sender.key,
+        target: sender.target.clone(),
+        client: sender.client,
         bridged: match bridging {
             Bridging::ToHandshake(_) => Some(Completion::of(method)),
             _ => None,
