@@ -355,13 +355,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     if resp.status() != StatusCode::NOT_FOUND {
         return resp;
     }
-    // The server ended toolgate's session; the next request opens another. A 2026-07-28
-    // client has no session to lose, so it gets an error it may retry.
-    up.bridge.lost(ctx.key);
-    let e = pipeline::UpstreamError::Unreachable(
-        "the tool server ended the session toolgate bridges this client through; retry the request"
-            .into(),
-    );
+    let e = up.bridge.lost(ctx.key);
     reply::answer(
         era,
         pipeline::answer::Answer::upstream_failed(era, answer_id.as_deref(), is_call, &e),

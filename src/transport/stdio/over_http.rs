@@ -342,11 +342,7 @@ async fn from_client(ctx: &Ctx, line: Bytes) {
         .send(Method::POST, headers.clone(), body.clone(), ctx.timeout())
         .await;
     if session.is_some() && matches!(&sent, Ok(r) if r.status() == http::StatusCode::NOT_FOUND) {
-        // The server ended toolgate's session; the next request opens another.
-        ctx.up.bridge.lost(key);
-        sent = Err(UpstreamError::Unreachable(
-            "the tool server ended the session toolgate bridges this client through; retry the request".into(),
-        ));
+        sent = Err(ctx.up.bridge.lost(key));
     }
     // The session is gone upstream: a new one, and the message once more.
     if !is_initialize

@@ -15,6 +15,7 @@
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::mcp;
+use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::ListFailed;
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
@@ -229,12 +230,17 @@ impl HttpBridge {
     }
 
     /// The server ended the session of credential `key` (HTTP 404): the next request opens
-    /// another.
-    pub fn lost(&self, key: ScopeKey) {
+    /// another. A 2026-07-28 client has no session to lose, so the request that met the 404
+    /// gets the returned error, which says it may retry.
+    pub fn lost(&self, key: ScopeKey) -> UpstreamError {
         self.sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key);
+        UpstreamError::Unreachable(
+            "the tool server ended the session toolgate bridges this client through; retry the request"
+                .into(),
+        )
     }
 
     /// `Some(true)`: handshake only. `None`: the answer decided nothing.
