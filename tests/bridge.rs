@@ -280,12 +280,7 @@ async fn modern_add(url: &str, id: i64, auth: &str, a: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bridged_http_sessions_follow_credentials_and_come_back_after_a_404() {
     let state = std::sync::Arc::new(HandshakeOnly::default());
-    let app = axum::Router::new()
-        .route("/mcp", axum::routing::post(handshake_only))
-        .with_state(state.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = serve_in_process(axum::routing::post(handshake_only).with_state(state.clone())).await;
     let tg = Toolgate::serve(&url, None).await;
 
     let r = modern_add(&tg.url(), 1, "Bearer alice", json!(1)).await;
@@ -467,12 +462,7 @@ async fn modern_only(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_client_is_served_by_a_2026_only_http_server() {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let app = axum::Router::new()
-        .route("/mcp", axum::routing::post(modern_only))
-        .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = serve_in_process(axum::routing::post(modern_only).with_state(seen.clone())).await;
     let tg = Toolgate::serve(&url, None).await;
     let calls = [
         ("add", json!({"a": 1, "b": 2})),
@@ -570,20 +560,26 @@ fn modern_greet(id: i64) -> Value {
 async fn a_2026_servers_call_result_gains_the_result_type_it_left_out() {
     // Over HTTP: the in-process server answers `a = 0` without `resultType`.
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let app = axum::Router::new()
-        .route("/mcp", axum::routing::post(modern_only))
-        .with_state(seen);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = serve_in_process(axum::routing::post(modern_only).with_state(seen)).await;
     let direct = modern_add(&url, 1, "Bearer t", json!(0)).await;
     assert!(direct["result"].get("resultType").is_none(), "{direct}");
     let tg = Toolgate::serve(&url, None).await;
+    // What the client must get: the server's own answer, with `resultType` added.
+    let completed = |mut answer: Value| {
+        answer["result"]["resultType"] = json!("complete");
+        answer
+    };
+    let expected = completed(direct.clone());
     let r = modern_add(&tg.url(), 1, "Bearer t", json!(0)).await;
-    assert_eq!(r["result"]["content"][0]["text"], "2", "{r}");
-    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r, expected);
+    assert_eq!(
+        expected,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "2"}], "resultType": "complete"}})
+    );
+    // One the server completed itself passes as it came.
     let r = modern_add(&tg.url(), 2, "Bearer t", json!(1)).await;
-    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r, modern_add(&url, 2, "Bearer t", json!(1)).await);
     let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), url]);
     let call = |id: i64, a: i64| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
@@ -591,9 +587,7 @@ async fn a_2026_servers_call_result_gains_the_result_type_it_left_out() {
             "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientCapabilities": {}}}})
     };
-    let r = g.ask_past_notifications(call(1, 0)).await;
-    assert_eq!(r["result"]["content"][0]["text"], "2", "{r}");
-    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(g.ask_past_notifications(call(1, 0)).await, expected);
 
     // Over stdio: the Python server behind `modern_only.py --without-result-type`.
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
@@ -630,14 +624,12 @@ async fn a_2026_servers_call_result_gains_the_result_type_it_left_out() {
     )
     .await
     .answer();
-    assert_eq!(r["result"]["content"][0]["text"], "Hello, careless!", "{r}");
-    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let expected = completed(direct);
+    assert_eq!(r, expected);
     let mut args = vec!["stdio".to_string(), "--".into()];
     args.extend(server);
     let mut g = StdioGate::start_args(args);
-    let r = g.ask_past_notifications(modern_greet(1)).await;
-    assert_eq!(r["result"]["content"][0]["text"], "Hello, careless!", "{r}");
-    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(g.ask_past_notifications(modern_greet(1)).await, expected);
 }
 
 /// The answer a stdio server gives `msg` with no toolgate in between.
@@ -670,4 +662,13 @@ async fn ask_directly(server: &[String], msg: Value) -> Value {
     drop(stdin);
     let _ = child.kill().await;
     answer
+}
+
+/// Serves `route` at `/mcp` on a loopback port of its own, in this process; its URL.
+async fn serve_in_process(route: axum::routing::MethodRouter) -> String {
+    let app = axum::Router::new().route("/mcp", route);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
 }
