@@ -317,7 +317,7 @@ async fn main() -> anyhow::Result<()> {
             cfg.upstream = None;
             let command = cfg.command.clone();
             let gw = Gateway::new(cfg)?;
-            exit(toolgate::transport::stdio::run(gw, &command).await);
+            exit(toolgate::transport::stdio::to_child::run(gw, &command).await);
         }
         Cmd::Serve {
             upstream,

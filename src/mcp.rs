@@ -73,6 +73,20 @@ fn client_info() -> Value {
     json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")})
 }
 
+/// The `requestId` a `notifications/cancelled` names.
+pub fn cancelled_id<'a>(
+    m: &crate::jsonrpc::Message<'a>,
+) -> Option<&'a serde_json::value::RawValue> {
+    #[derive(serde::Deserialize)]
+    struct Cancelled<'a> {
+        #[serde(borrow, rename = "requestId")]
+        request_id: &'a serde_json::value::RawValue,
+    }
+    serde_json::from_str::<Cancelled<'a>>(m.raw_params()?.get())
+        .ok()
+        .map(|c| c.request_id)
+}
+
 /// The legacy handshake's first request, for a connection toolgate opens itself.
 pub fn initialize_request(id: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {

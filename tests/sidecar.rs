@@ -121,7 +121,7 @@ async fn a_crash_ends_one_session_and_spares_the_others() {
         .json();
     assert_eq!(r["result"]["isError"], true);
     assert!(
-        result_text(&r).contains("the tool server exited before answering"),
+        result_text(&r).contains("the tool server exited with exit status: 3 before answering"),
         "{r}"
     );
     let r = post(&tg.url(), Some(&b), call(2, "add", json!({"a": 1, "b": 2})))

@@ -5,6 +5,7 @@
 mod common;
 
 use common::peers::{peers, python_client, server_everything_http};
+use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -383,5 +384,95 @@ async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_stdi
     assert_eq!(
         r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
         json!({"/a": "expected a number, got array [1]"})
+    );
+}
+
+/// The rules about an exchange are the stdio front's, whichever server is behind it: a
+/// request waits `limits.upstream_timeout` for its answer, and a request the client cancelled
+/// is no longer answered, not even when the server answers it all the same.
+#[tokio::test]
+async fn timeouts_and_cancellations_hold_in_front_of_either_server() {
+    let config = "[limits]\nupstream_timeout = \"1s\"\n";
+    let file = common::tempfile_lite::TempFile::new(config);
+    let slow = json!({"content": [{"type": "text", "text": "slow done"}]});
+    let (url, scripted) = Scripted::new(vec![open_tool("slow")])
+        .script("slow", Script::Slow(Duration::from_secs(2), slow))
+        .spawn()
+        .await;
+    let command = tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap();
+    let config_args = vec!["--config".to_string(), file.path.display().to_string()];
+    let modes = [
+        (
+            "stdio -- CMD",
+            [
+                vec!["stdio".to_string()],
+                config_args.clone(),
+                vec!["--".into()],
+                command,
+            ]
+            .concat(),
+        ),
+        (
+            "stdio --upstream",
+            [
+                vec!["stdio".to_string()],
+                config_args,
+                vec!["--upstream".into(), url],
+            ]
+            .concat(),
+        ),
+    ];
+    for (mode, args) in modes {
+        let mut g = StdioGate::start_args(args);
+        g.initialize().await;
+        let a = g.ask(call(1, "slow", json!({}))).await;
+        assert_eq!(a["id"], 1, "{mode}: {a}");
+        assert_eq!(a["result"]["isError"], true, "{mode}: {a}");
+        assert!(
+            a["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("the tool server did not answer within 1s"),
+            "{mode}: {a}"
+        );
+        g.send(&call(2, "slow", json!({})).to_string()).await;
+        g.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "the user stopped it"}}).to_string()).await;
+        // Past the moment the server answers the cancelled call.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let a = g
+            .ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}))
+            .await;
+        assert_eq!(
+            a["id"], 3,
+            "{mode}: nothing for the cancelled request comes first: {a}"
+        );
+        if mode == "stdio -- CMD" {
+            let seen = g.ask(call(4, "seen", json!({}))).await;
+            assert!(
+                seen.to_string().contains("notifications/cancelled"),
+                "the cancellation reached the child: {seen}"
+            );
+        }
+        g.stdin.take();
+        let rest = tokio::time::timeout(Duration::from_secs(10), g.next_line())
+            .await
+            .unwrap();
+        assert_eq!(
+            rest, None,
+            "{mode}: nothing more is written, and nothing for the cancelled request"
+        );
+        let status = tokio::time::timeout(Duration::from_secs(10), g.child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "{mode}");
+    }
+    assert!(
+        scripted
+            .methods()
+            .iter()
+            .any(|m| m == "notifications/cancelled"),
+        "the cancellation reached the HTTP server: {:?}",
+        scripted.methods()
     );
 }

@@ -275,6 +275,16 @@ impl Scripted {
             .collect()
     }
 
+    /// The method of every message that arrived, in order.
+    pub fn methods(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["method"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// How many `tools/list` requests arrived.
     pub fn listings(&self) -> usize {
         self.seen

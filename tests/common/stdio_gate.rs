@@ -77,6 +77,11 @@ impl StdioGate {
             .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC ({e}): {line}"))
     }
 
+    /// The next line toolgate writes, or `None` at the end of its output.
+    pub async fn next_line(&mut self) -> Option<String> {
+        self.stdout.next_line().await.unwrap()
+    }
+
     /// Sends a request and reads until its answer, passing over what the server sends on
     /// its own meanwhile (notifications, its own requests).
     pub async fn ask_past_notifications(&mut self, msg: Value) -> Value {

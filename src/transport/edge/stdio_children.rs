@@ -58,18 +58,6 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
     }
 }
 
-/// The `requestId` a `notifications/cancelled` names.
-fn cancelled_id<'a>(m: &Message<'a>) -> Option<&'a RawValue> {
-    #[derive(serde::Deserialize)]
-    struct Cancelled<'a> {
-        #[serde(borrow, rename = "requestId")]
-        request_id: &'a RawValue,
-    }
-    serde_json::from_str::<Cancelled<'a>>(m.raw_params()?.get())
-        .ok()
-        .map(|c| c.request_id)
-}
-
 /// Who a session belongs to: the authenticated name, else the client's address.
 fn owner(rt: &Route<'_>, ctx: &Context) -> String {
     match &ctx.client {
@@ -124,7 +112,7 @@ pub(super) async fn post(
         // client's own; the shared child's are remapped).
         if !shared
             && m.method() == Some("notifications/cancelled")
-            && let Some(id) = cancelled_id(m)
+            && let Some(id) = mcp::cancelled_id(m)
         {
             sc.child.cancel(id.get());
         }

@@ -1,33 +1,44 @@
-//! `toolgate stdio -- CMD`: a desktop client launches toolgate, toolgate launches the server.
-//! Both sides speak newline-delimited JSON-RPC; the rules are the pipeline's, as over HTTP.
+//! `toolgate stdio`: a desktop client launches toolgate and speaks newline-delimited JSON-RPC
+//! on its stdin and stdout. This is the one stdio front; the server behind it is an
+//! [`Upstream`]: a child process (`stdio -- CMD`, [`to_child`]) or a Streamable HTTP server
+//! (`stdio --upstream URL`, [`over_http`]). The rules are the pipeline's, as over HTTP.
 //!
 //! stdout carries only JSON-RPC (toolgate's logs go to stderr). stdio servers stay silent on
 //! malformed input, so toolgate answers malformed lines, non-JSON-RPC messages and over-long
-//! lines itself. When the server exits, every pending request gets an error and toolgate exits
-//! with status 1; when the client closes stdin, the server is shut down cleanly and toolgate
-//! exits with status 0.
+//! lines itself.
+//!
+//! How a run ends is the front's, for both upstreams:
+//! - the client closes stdin, or SIGTERM: what is in flight gets its answers for a grace
+//!   period, then the server is ended (a child: stdin closed, SIGTERM, SIGKILL; an HTTP
+//!   session: DELETE), what is still unanswered gets an error, and toolgate exits with 0;
+//! - the server goes away (a child exits): every request in flight, and every request the
+//!   client sends within a moment, gets an error, and toolgate exits with 1.
 
 pub mod over_http;
+pub mod to_child;
 
+use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
-use crate::jsonrpc::{self, Body as Parsed};
+use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Reverse};
-use crate::pipeline::guard;
+use crate::pipeline::bridge::Reverse;
+use crate::pipeline::guard::{self, Lister};
 use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
-use crate::transport::upstream::child::{ChildLister, ServerEra};
-use crate::transport::upstream::child::{ChildProcess, FromChild, Line, read_line};
+use crate::transport::upstream::child::{Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 
-/// How long the server gets after its stdin closes, and again after SIGTERM.
+/// How long what is in flight gets for its answers once the client has closed stdin, and how
+/// long a child gets after its stdin closes, and again after SIGTERM.
 const GRACE: Duration = Duration::from_secs(2);
 /// The same when toolgate itself was told to stop.
 const SHORT_GRACE: Duration = Duration::from_millis(300);
@@ -51,7 +62,7 @@ impl Terminate {
 }
 
 pub(crate) enum Out {
-    Line(Vec<u8>),
+    Line(Bytes),
     /// Flush what was written and end the process with this status.
     Exit(i32),
 }
@@ -70,12 +81,10 @@ pub(crate) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
             Ok(Line::TooLong(id)) => {
                 let msg = format!("Invalid Request: the message is over the {max}-byte limit");
                 let id = id.and_then(|i| RawValue::from_string(i).ok());
-                let _ = out.send(Out::Line(jsonrpc::error_response(
-                    id.as_deref(),
-                    jsonrpc::INVALID_REQUEST,
-                    &msg,
-                    None,
-                )));
+                let _ = out.send(Out::Line(
+                    jsonrpc::error_response(id.as_deref(), jsonrpc::INVALID_REQUEST, &msg, None)
+                        .into(),
+                ));
             }
             Ok(Line::Eof) | Err(_) => return None,
         }
@@ -108,337 +117,512 @@ pub(crate) fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHa
     (out, writer)
 }
 
-/// Runs until the client or the server goes away; returns the process exit status.
-pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
-    let target = gw.targets[0].clone();
-    let limits = gw.config.limits.clone();
-    let (child, mut events) = match ChildProcess::spawn(command, limits.max_response_bytes) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("{e}");
-            return 1;
-        }
-    };
-    tracing::info!(server = %child.command(), "started the tool server");
+/// The server behind the stdio front. The front reads, parses and decides each message
+/// (`pipeline::step`) and writes every answer; an upstream says how a message reaches its
+/// server and carries it there.
+pub(crate) trait Upstream: Send + Sync + Sized + 'static {
+    /// How one message reaches the server, settled before the guard reads it: the era
+    /// bridge, and over HTTP the headers taken from the message.
+    type Route: Send + 'static;
+    /// A refusal of toolgate's listing that the client must see as it came.
+    type Relay: Send;
+    type Lister<'a>: Lister<Relay = Self::Relay> + Send + Sync
+    where
+        Self: 'a;
 
-    let (out, writer) = spawn_writer();
+    /// Whether each message is sent before the next is read (a child reads its stdin in
+    /// order), or each is decided and sent on a task of its own (an HTTP server takes
+    /// POSTs concurrently).
+    const IN_ORDER: bool;
 
-    // Requests forwarded to the server, by raw id, waiting for their answers.
-    let pending: Arc<Mutex<HashMap<String, Pending>>> = Arc::default();
-    let key = gw.scope(&target, Some(b"stdio"), None);
-
-    let mut from_server = {
-        let (gw, out, pending, key, target) = (
-            gw.clone(),
-            out.clone(),
-            pending.clone(),
-            key,
-            target.clone(),
-        );
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                match ev {
-                    FromChild::Message(line) => {
-                        let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
-                            tracing::warn!(
-                                "the tool server wrote a line that is not one JSON-RPC message; dropped"
-                            );
-                            continue;
-                        };
-                        let waiting = match (m.method.is_none(), m.id) {
-                            (true, Some(id)) => pending
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .remove(jsonrpc::id_key(id.get()).as_ref()),
-                            _ => None,
-                        };
-                        let replacement = match &waiting {
-                            Some(p) => pipeline::observe(&gw, p, &m).replacement,
-                            None if m.method.is_none() => {
-                                // An answer to nothing the client is waiting for: it would
-                                // skip every answer-side rule, so it goes no further.
-                                tracing::warn!(
-                                    "the tool server answered a request that is not pending; dropped"
-                                );
-                                continue;
-                            }
-                            None => {
-                                // Notifications and server requests: learn from them, pass them on.
-                                let any = Pending {
-                                    id: None,
-                                    kind: Kind::Other,
-                                    era: Era::Legacy,
-                                    key,
-                                    target: target.clone(),
-                                    client: None,
-                                    bridged: None,
-                                };
-                                pipeline::observe(&gw, &any, &m).replacement
-                            }
-                        };
-                        let line = match (&replacement, &waiting) {
-                            (None, Some(p)) => bridge::complete(p, line),
-                            _ => line,
-                        };
-                        let _ = out.send(Out::Line(
-                            replacement.map_or_else(|| line.to_vec(), |a| a.body),
-                        ));
-                    }
-                    // Logged by the main loop, which knows whether the client had asked
-                    // for it (by closing stdin) or not.
-                    FromChild::Exited(how) => return Some(how.to_string()),
-                }
-            }
-            None
-        })
-    };
-
-    let mut stdin = BufReader::new(tokio::io::stdin());
-    let (mut server_era, mut reverse) = (None, None);
-    let mut server_gone = None;
-    // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs close
-    // stdin, wait two seconds, then send it, and a toolgate that died at once would leave its
-    // server (in a process group of its own) running.
-    let mut term = Terminate::new();
-    let mut terminated = false;
-    loop {
-        let next = tokio::select! {
-            // When the server is gone, stop forwarding; what is left is answered below.
-            how = &mut from_server => {
-                server_gone = Some(how.ok().flatten().unwrap_or_else(|| "exited".into()));
-                break;
-            }
-            () = term.recv() => {
-                terminated = true;
-                break;
-            }
-            m = next_message(&mut stdin, limits.max_body_bytes, &out) => m,
-        };
-        let Some(line) = next else { break };
-        let to = Server {
-            child: &child,
-            timeout: limits.upstream_timeout,
-            era: &mut server_era,
-            reverse: &mut reverse,
-        };
-        if let Some(answer) = from_client(&gw, &target, &key, to, &pending, line).await {
-            let _ = out.send(Out::Line(answer));
-        }
-    }
-    if let Some(how) = server_gone {
-        tracing::error!("the tool server {how} while the client was connected; toolgate stops");
-        answer_unanswered(&pending, &mut stdin, limits.max_body_bytes, &out, &how).await;
-        let _ = out.send(Out::Exit(1));
-    } else {
-        // A SIGTERM (first, or while the server takes its time) cuts the wait short.
-        let grace = if terminated { SHORT_GRACE } else { GRACE };
-        let how = tokio::select! {
-            how = child.shutdown(grace) => how,
-            () = term.recv() => {
-                child.kill_group();
-                "was killed: toolgate was told to stop".to_string()
-            }
-        };
-        if terminated {
-            tracing::info!("SIGTERM: the tool server {how}");
-        } else {
-            tracing::info!("the client closed stdin; the tool server {how}");
-        }
-        // What the server wrote before it exited still goes out; what it left unanswered
-        // gets an error rather than silence.
-        let _ = tokio::time::timeout(GRACE, &mut from_server).await;
-        let why = UpstreamError::Unreachable(format!(
-            "the tool server {how} before answering, after the client closed stdin"
-        ));
-        answer_pending(&pending, &out, &why);
-        let _ = out.send(Out::Exit(0));
-    }
-    drop(out);
-    writer.await.unwrap_or(1)
+    fn target(&self) -> &Arc<Target>;
+    fn key(&self) -> ScopeKey;
+    fn route(&self, m: &Message<'_>, era: Era) -> impl Future<Output = Self::Route> + Send;
+    fn bridging(route: &Self::Route) -> Bridging<'_>;
+    fn lister<'a>(&'a self, route: &'a Self::Route, era: Era) -> Self::Lister<'a>;
+    fn relayed(relay: Self::Relay) -> UpstreamError;
+    /// Sends a message the pipeline forwards; the returned future writes what the server
+    /// answers, or why there is no answer, through `sent.to`. A child is written to before
+    /// this returns, so messages reach it in the client's order.
+    fn exchange(
+        self: Arc<Self>,
+        route: Self::Route,
+        sent: Forwarded,
+    ) -> impl Future<Output = ()> + Send + 'static;
+    /// Ends the server's side once the client is gone; says how it ended.
+    fn end(&self, grace: Duration) -> impl Future<Output = String> + Send;
+    /// Ends it now, when toolgate is told to stop during [`Upstream::end`].
+    fn kill(&self) {}
 }
 
-/// After the server died, every request gets an error instead of no answer: those it was
-/// working on, and those the client sent before it could know (already in the pipe, or
-/// arriving within a moment). The main loop does this once it has stopped forwarding, so a
-/// request forwarded while the server was dying cannot slip past.
-async fn answer_unanswered<R: tokio::io::AsyncBufRead + Unpin>(
-    pending: &Mutex<HashMap<String, Pending>>,
-    stdin: &mut R,
-    max: usize,
-    out: &mpsc::UnboundedSender<Out>,
-    how: &str,
-) {
-    let why = UpstreamError::Unreachable(format!("the tool server {how}"));
-    answer_pending(pending, out, &why);
-    while let Ok(Some(line)) =
-        tokio::time::timeout(Duration::from_millis(200), next_message(stdin, max, out)).await
-    {
-        if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line)
+/// The bridge of the handshake-era client to a server that refused its `initialize` and
+/// answered `server/discover` (it speaks only 2026-07-28); set by the upstream that found it.
+#[derive(Default)]
+pub(crate) struct Reversed(std::sync::Mutex<Option<Arc<Reverse>>>);
+
+impl Reversed {
+    pub(crate) fn set(&self, reverse: Option<Arc<Reverse>>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = reverse;
+    }
+
+    /// The bridge a message of `era` takes: only the client's handshake-era messages cross.
+    pub(crate) fn for_era(&self, era: Era) -> Option<Arc<Reverse>> {
+        match era {
+            Era::Legacy => self.0.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            Era::Modern => None,
+        }
+    }
+}
+
+/// A message on its way to the server.
+pub(crate) struct Forwarded {
+    pub(crate) body: Bytes,
+    pub(crate) pending: Pending,
+    /// Set when this is the client's `initialize`.
+    pub(crate) handshake: Option<Handshake>,
+    pub(crate) to: ToClient,
+}
+
+/// The client's `initialize`, which an upstream may answer itself (era bridge) or open a
+/// session with.
+pub(crate) struct Handshake {
+    pub(crate) params: Option<Box<RawValue>>,
+}
+
+/// Everything that goes back to the stdio client: toolgate's own answers, the server's
+/// answers read against their requests, and what the server sends on its own.
+#[derive(Clone)]
+pub(crate) struct ToClient {
+    gw: Arc<Gateway>,
+    out: mpsc::UnboundedSender<Out>,
+}
+
+impl ToClient {
+    /// The client's side, and the writer task that ends with toolgate's exit status.
+    pub(crate) fn open(gw: Arc<Gateway>) -> (ToClient, JoinHandle<i32>) {
+        let (out, writer) = spawn_writer();
+        (ToClient { gw, out }, writer)
+    }
+
+    pub(crate) fn write(&self, line: impl Into<Bytes>) {
+        let _ = self.out.send(Out::Line(line.into()));
+    }
+
+    /// The server's answer to `pending`, through the answer-side rules; `false` when it is
+    /// not a JSON-RPC message, or not the answer.
+    pub(crate) fn answer(&self, pending: &Pending, bytes: Bytes) -> bool {
+        match jsonrpc::parse(&bytes) {
+            Ok(Parsed::Single(m)) => self.answer_message(pending, &m, bytes.clone()),
+            _ => false,
+        }
+    }
+
+    /// [`ToClient::answer`] for a message already parsed (`m` is `bytes`).
+    pub(crate) fn answer_message(&self, pending: &Pending, m: &Message<'_>, bytes: Bytes) -> bool {
+        let seen = pipeline::observe(&self.gw, pending, m);
+        match seen.replacement {
+            Some(a) => self.write(a.body),
+            None => self.write(crate::pipeline::bridge::complete(pending, bytes)),
+        }
+        seen.answers
+    }
+
+    /// No answer came to `pending`, for this reason.
+    pub(crate) fn failed(&self, pending: &Pending, why: &UpstreamError) {
+        if pending.id.is_some() {
+            self.fail(&Unanswered::of(pending), why);
+        }
+    }
+
+    fn fail(&self, u: &Unanswered, why: &UpstreamError) {
+        if u.id.is_some() {
+            self.write(Answer::upstream_failed(u.era, u.id.as_deref(), u.is_call, why).body);
+        }
+    }
+
+    /// A request read from the client but never sent gets an error; anything else, nothing.
+    fn refuse(&self, line: &[u8], why: &UpstreamError) {
+        if let Ok(Parsed::Single(m)) = jsonrpc::parse(line)
             && m.is_request()
         {
-            let is_call = m.method() == Some(mcp::TOOLS_CALL);
-            let era = Era::detect(None, m.version_text());
-            let _ = out.send(Out::Line(
-                Answer::upstream_failed(era, m.id, is_call, &why).body,
-            ));
-        }
-    }
-}
-
-/// Every request still waiting gets an error answer.
-fn answer_pending(
-    pending: &Mutex<HashMap<String, Pending>>,
-    out: &mpsc::UnboundedSender<Out>,
-    why: &UpstreamError,
-) {
-    let orphans: Vec<Pending> = pending
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .drain()
-        .map(|(_, p)| p)
-        .collect();
-    for p in orphans {
-        let is_call = matches!(p.kind, Kind::Call { .. });
-        let _ = out.send(Out::Line(
-            Answer::upstream_failed(p.era, p.id.as_deref(), is_call, why).body,
-        ));
-    }
-}
-
-/// The server behind the pipe, as a client's line reaches it.
-struct Server<'a> {
-    child: &'a ChildProcess,
-    timeout: Duration,
-    /// What it speaks to a 2026-07-28 client, asked on the first such request.
-    era: &'a mut Option<ServerEra>,
-    /// Set when it refused a handshake-era client's `initialize` and answered
-    /// `server/discover`: that client is bridged to it (`bridge::Reverse`).
-    reverse: &'a mut Option<Reverse>,
-}
-
-impl Server<'_> {
-    /// The server's `initialize` result when a 2026-07-28 client is bridged to it.
-    async fn bridged(&mut self, gw: &Gateway) -> Option<&RawValue> {
-        if self.era.is_none() {
-            *self.era = match self.child.settle_era(|| gw.next_id(), self.timeout).await {
-                Ok(era) => Some(era),
-                Err(why) => {
-                    // Its own answers will tell the client what is wrong; asked again later.
-                    tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are");
-                    None
-                }
+            let u = Unanswered {
+                id: m.id.map(ToOwned::to_owned),
+                era: Era::detect(None, m.version_text()),
+                is_call: m.method() == Some(mcp::TOOLS_CALL),
             };
-        }
-        match self.era.as_ref() {
-            Some(ServerEra::Bridged(init)) => Some(init),
-            _ => None,
+            self.fail(&u, why);
         }
     }
 
-    /// A handshake-era client's `initialize`, waited for here: when the server refuses it
-    /// and answers `server/discover`, it speaks only 2026-07-28, and toolgate answers the
-    /// client from that and bridges it.
-    async fn initialize(&mut self, gw: &Gateway, m: &jsonrpc::Message<'_>, line: Bytes) -> Vec<u8> {
-        let id = m.id.expect("a request has an id");
-        let answer = match self.child.request(line, id.get(), self.timeout).await {
-            Ok(a) => a,
-            Err(e) => return Answer::upstream_failed(Era::Legacy, Some(id), false, &e).body,
+    /// What the server sent on its own (a notification, a request to the client): learned
+    /// from and passed on. An answer here answers nothing the client waits for, and would
+    /// skip every answer-side rule, so it goes no further.
+    pub(crate) fn unsolicited(&self, key: ScopeKey, target: &Arc<Target>, line: Bytes) {
+        let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
+            tracing::warn!(
+                "the tool server sent something that is not one JSON-RPC message; dropped"
+            );
+            return;
         };
-        let ids = || gw.next_id();
-        match self
-            .child
-            .reverse_if_refused(ids, self.timeout, id, m.raw_params(), &answer)
-            .await
-        {
-            Some((ours, reverse)) => {
-                *self.reverse = Some(reverse);
-                ours
-            }
-            None => answer.to_vec(),
+        if m.method.is_none() {
+            tracing::info!(
+                "the tool server answered a request nothing waits for (withdrawn, timed out, or unknown); dropped"
+            );
+            return;
+        }
+        let any = Pending {
+            id: None,
+            kind: Kind::Other,
+            era: Era::Legacy,
+            key,
+            target: target.clone(),
+            client: None,
+            bridged: None,
+        };
+        match pipeline::observe(&self.gw, &any, &m).replacement {
+            Some(a) => self.write(a.body),
+            None => self.write(line),
         }
     }
 }
 
-/// Handles one line from the client: forwards it, or returns toolgate's own answer.
-async fn from_client(
-    gw: &Gateway,
-    target: &Arc<Target>,
-    key: &crate::catalog::ScopeKey,
-    mut to: Server<'_>,
-    pending: &Mutex<HashMap<String, Pending>>,
+/// A forwarded message's exchange, and what its client is owed if it cannot finish.
+struct Exchange<F> {
+    future: F,
+    owed: Unanswered,
+}
+
+/// Enough of a request to answer it with an error without its exchange.
+struct Unanswered {
+    id: Option<Box<RawValue>>,
+    era: Era,
+    is_call: bool,
+}
+
+impl Unanswered {
+    fn of(p: &Pending) -> Unanswered {
+        Unanswered {
+            id: p.id.clone(),
+            era: p.era,
+            is_call: matches!(p.kind, Kind::Call { .. }),
+        }
+    }
+}
+
+/// One line from the client, as far as the server: toolgate's own answer is written here;
+/// a forwarded message's exchange is returned, already sent when the upstream is in order.
+async fn handle<U: Upstream>(
+    up: &Arc<U>,
+    to: &ToClient,
     line: Bytes,
-) -> Option<Vec<u8>> {
-    let child = to.child;
+) -> Option<Exchange<impl Future<Output = ()> + Send + 'static + use<U>>> {
+    let gw = &to.gw;
     let mut m = match jsonrpc::parse(&line) {
         Ok(Parsed::Single(m)) => m,
         Ok(Parsed::Batch(msgs)) => {
+            // Over stdio each line is one message: always refused.
             let why = step::batch(&msgs, false).err()?;
-            return Some(jsonrpc::error_response(
+            to.write(jsonrpc::error_response(
                 None,
                 jsonrpc::INVALID_REQUEST,
                 why,
                 None,
             ));
+            return None;
         }
         Err(rejection) => {
-            return Some(jsonrpc::error_response(
+            to.write(jsonrpc::error_response(
                 None,
                 rejection.code(),
                 &rejection.message(),
                 None,
             ));
+            return None;
         }
     };
-    if guard::refuse_call_notification(gw, target, &m).is_some() {
+    if guard::refuse_call_notification(gw, up.target(), &m).is_some() {
         // A notification gets no answer on stdio; it is counted and goes no further.
         return None;
     }
     let era = Era::detect(None, m.version_text());
-    let client = gw.client(None);
-    if era == Era::Legacy && m.is_request() && m.method() == Some("initialize") {
-        return Some(to.initialize(gw, &m, line.clone()).await);
-    }
-    let init = match era == Era::Modern && m.is_request() {
-        true => to.bridged(gw).await.map(ToOwned::to_owned),
-        false => None,
-    };
-    let reverse = to.reverse.as_ref().filter(|_| era == Era::Legacy);
-    let bridging = Bridging::of(init.as_deref(), reverse);
-    let lister = ChildLister {
-        child,
-        timeout: to.timeout,
-        bridging,
-    };
+    let route = up.route(&m, era).await;
+    let handshake = (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
+        params: m.raw_params().map(ToOwned::to_owned),
+    });
     let sender = Sender {
-        target,
-        key: *key,
+        target: up.target(),
+        key: up.key(),
         era,
-        client,
+        client: gw.client(None),
     };
-    let (body, p) = match step::decide(gw, sender, &mut m, &line, bridging, &lister).await {
-        Step::Forward { body, pending } => (body, pending),
-        Step::Answer(a) => return Some(a.body),
-        Step::Relay(never) => match never {},
-        Step::Consumed => return None,
+    let step = {
+        let lister = up.lister(&route, era);
+        step::decide(gw, sender, &mut m, &line, U::bridging(&route), &lister).await
     };
-    let id =
-        p.id.as_deref()
-            .map(|id| jsonrpc::id_key(id.get()).into_owned());
-    if let Some(id) = &id {
-        pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), p);
+    match step {
+        Step::Forward { body, pending } => {
+            let owed = Unanswered::of(&pending);
+            let sent = Forwarded {
+                body,
+                pending,
+                handshake,
+                to: to.clone(),
+            };
+            Some(Exchange {
+                future: up.clone().exchange(route, sent),
+                owed,
+            })
+        }
+        Step::Answer(a) => {
+            to.write(a.body);
+            None
+        }
+        Step::Relay(relay) => {
+            to.write(Answer::upstream_failed(era, m.id, true, &U::relayed(relay)).body);
+            None
+        }
+        Step::Consumed => None,
     }
-    if let Err(e) = child.send(body) {
-        let p = id.and_then(|id| {
-            pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id)
-        })?;
-        let is_call = matches!(p.kind, Kind::Call { .. });
-        return Some(Answer::upstream_failed(p.era, p.id.as_deref(), is_call, &e).body);
+}
+
+/// What is in flight: each message's task, and the word that ends them all with an error
+/// (the server went away, or the client did and the grace period is over).
+struct InFlight {
+    tasks: JoinSet<()>,
+    /// The requests' tasks by id (`jsonrpc::id_key`), for the client's cancellations.
+    requests: HashMap<String, AbortHandle>,
+    stop: watch::Sender<Option<Arc<UpstreamError>>>,
+}
+
+impl InFlight {
+    fn new() -> InFlight {
+        InFlight {
+            tasks: JoinSet::new(),
+            requests: HashMap::new(),
+            stop: watch::channel(None).0,
+        }
     }
-    None
+
+    fn track(&mut self, id: Option<String>, task: AbortHandle) {
+        while self.tasks.try_join_next().is_some() {}
+        self.requests.retain(|_, t| !t.is_finished());
+        if let Some(id) = id {
+            self.requests.insert(id, task);
+        }
+    }
+
+    /// The client cancelled request `id`: it reads no answer to it, so its exchange ends
+    /// here, unanswered. An answer the server sends all the same is not passed on.
+    fn withdraw(&mut self, id: &str) {
+        if let Some(task) = self.requests.remove(id) {
+            task.abort();
+        }
+    }
+
+    /// Runs `line` to its end on a task: decided, sent, answered, or refused if the stop
+    /// comes first.
+    fn spawn<U: Upstream>(&mut self, up: &Arc<U>, to: &ToClient, line: Bytes, id: Option<String>) {
+        let (up, to, stop) = (up.clone(), to.clone(), self.stop.subscribe());
+        let task = self.tasks.spawn(async move {
+            let exchange = tokio::select! {
+                ex = handle(&up, &to, line.clone()) => ex,
+                why = stopped(stop.clone()) => return to.refuse(&line, &why),
+            };
+            if let Some(ex) = exchange {
+                until_stopped(ex, to, stop).await;
+            }
+        });
+        self.track(id, task);
+    }
+
+    /// Waits for an exchange already sent on a task, or answers it with the stop's error.
+    fn wait<F: Future<Output = ()> + Send + 'static>(
+        &mut self,
+        exchange: Exchange<F>,
+        to: &ToClient,
+        id: Option<String>,
+    ) {
+        let task = self
+            .tasks
+            .spawn(until_stopped(exchange, to.clone(), self.stop.subscribe()));
+        self.track(id, task);
+    }
+
+    async fn settled(&mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Ends what is left with `why`, and waits until it has been answered.
+    async fn stop(&mut self, why: Arc<UpstreamError>) {
+        let _ = self.stop.send(Some(why));
+        self.settled().await;
+    }
+}
+
+async fn stopped(mut stop: watch::Receiver<Option<Arc<UpstreamError>>>) -> Arc<UpstreamError> {
+    let why = stop.wait_for(Option::is_some).await.map(|w| w.clone());
+    match why {
+        Ok(Some(why)) => why,
+        _ => std::future::pending().await,
+    }
+}
+
+/// The exchange, unless the stop comes first: then it is dropped, and its request answered
+/// with the stop's error. An exchange ends as soon as it has written its answer, so a
+/// request is never answered twice.
+async fn until_stopped<F: Future<Output = ()>>(
+    exchange: Exchange<F>,
+    to: ToClient,
+    stop: watch::Receiver<Option<Arc<UpstreamError>>>,
+) {
+    let Exchange { future, owed } = exchange;
+    tokio::select! {
+        () = future => {}
+        why = stopped(stop) => to.fail(&owed, &why),
+    }
+}
+
+/// What the front reads of a line before it decides where the line is handled.
+#[derive(Default)]
+struct Glance {
+    initialize: bool,
+    /// A request's id (`jsonrpc::id_key`).
+    id: Option<String>,
+    /// The id of the request a `notifications/cancelled` cancels.
+    cancels: Option<String>,
+}
+
+/// The line is parsed again where it is decided (on a task of its own, in front of an HTTP
+/// server); a parse borrows from the line, and costs about what reading it once does.
+fn glance(line: &[u8]) -> Glance {
+    let Ok(Parsed::Single(m)) = jsonrpc::parse(line) else {
+        return Glance::default();
+    };
+    let key = |id: &RawValue| jsonrpc::id_key(id.get()).into_owned();
+    Glance {
+        initialize: m.is_request() && m.method() == Some("initialize"),
+        id: m.id.filter(|_| m.is_request()).map(key),
+        cancels: match m.method() == Some("notifications/cancelled") {
+            true => mcp::cancelled_id(&m).map(key),
+            false => None,
+        },
+    }
+}
+
+enum End {
+    ClientGone,
+    Terminated,
+    ServerGone(String),
+}
+
+/// Runs the front until the client or the server goes away; returns the process exit status.
+/// `gone` ends, with how, when the server goes away on its own (a child's exit).
+pub(crate) async fn serve<U: Upstream>(
+    up: Arc<U>,
+    to: ToClient,
+    writer: JoinHandle<i32>,
+    mut gone: Option<JoinHandle<String>>,
+) -> i32 {
+    let max = to.gw.config.limits.max_body_bytes;
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut in_flight = InFlight::new();
+    // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs close
+    // stdin, wait two seconds, then send it, and a toolgate that died at once would leave its
+    // server (in a process group of its own) running.
+    let mut term = Terminate::new();
+    let end = loop {
+        let next = tokio::select! {
+            how = server_gone(&mut gone) => break End::ServerGone(how),
+            () = term.recv() => break End::Terminated,
+            m = next_message(&mut stdin, max, &to.out) => m,
+        };
+        let Some(line) = next else {
+            break End::ClientGone;
+        };
+        let Glance {
+            initialize,
+            id,
+            cancels,
+        } = glance(&line);
+        if let Some(cancelled) = cancels {
+            in_flight.withdraw(&cancelled);
+        }
+        // `initialize` is answered before the next message is read: its answer carries the
+        // session (and the era) the rest need.
+        if initialize {
+            if let Some(ex) = handle(&up, &to, line).await {
+                ex.future.await;
+            }
+        } else if U::IN_ORDER {
+            if let Some(ex) = handle(&up, &to, line).await {
+                in_flight.wait(ex, &to, id);
+            }
+        } else {
+            in_flight.spawn(&up, &to, line, id);
+        }
+    };
+    let status = match end {
+        End::ServerGone(how) => {
+            tracing::error!("the tool server {how} while the client was connected; toolgate stops");
+            let why = Arc::new(UpstreamError::Unreachable(format!("the tool server {how}")));
+            in_flight.stop(why.clone()).await;
+            // Requests the client sent before it could know (already in the pipe, or
+            // arriving within a moment) get the same error instead of no answer.
+            while let Ok(Some(line)) = tokio::time::timeout(
+                Duration::from_millis(200),
+                next_message(&mut stdin, max, &to.out),
+            )
+            .await
+            {
+                to.refuse(&line, &why);
+            }
+            1
+        }
+        End::ClientGone | End::Terminated => {
+            let mut terminated = matches!(end, End::Terminated);
+            let grace = if terminated { SHORT_GRACE } else { GRACE };
+            tokio::select! {
+                () = in_flight.settled() => {}
+                () = tokio::time::sleep(grace) => {}
+                () = term.recv(), if !terminated => terminated = true,
+            }
+            // A SIGTERM (first, or while the server takes its time) cuts the wait short.
+            let how = tokio::select! {
+                how = up.end(grace) => how,
+                () = term.recv() => {
+                    up.kill();
+                    "was killed: toolgate was told to stop".to_string()
+                }
+            };
+            if terminated {
+                tracing::info!("SIGTERM: the tool server {how}");
+            } else {
+                tracing::info!("the client closed stdin; the tool server {how}");
+            }
+            let why =
+                format!("the tool server {how} before answering, after the client closed stdin");
+            in_flight
+                .stop(Arc::new(UpstreamError::Unreachable(why)))
+                .await;
+            // What the server wrote before it exited still goes out.
+            if let Some(g) = gone {
+                let _ = tokio::time::timeout(GRACE, g).await;
+            }
+            0
+        }
+    };
+    let _ = to.out.send(Out::Exit(status));
+    writer.await.unwrap_or(1)
+}
+
+/// How the server went away on its own; never, for one that cannot.
+async fn server_gone(gone: &mut Option<JoinHandle<String>>) -> String {
+    match gone.as_mut() {
+        Some(g) => {
+            let how = g.await.unwrap_or_else(|_| "exited".into());
+            *gone = None;
+            how
+        }
+        None => std::future::pending().await,
+    }
 }

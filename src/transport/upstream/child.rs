@@ -39,9 +39,53 @@ pub enum FromChild {
 pub struct ChildProcess {
     to_child: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
     waiters: Arc<Mutex<Waiters>>,
+    /// How the child ended, once its output has: what a request still waiting is told.
+    ended: Arc<std::sync::OnceLock<String>>,
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
     command: String,
+}
+
+/// The answer a request written by [`ChildProcess::start`] is owed. Dropped unanswered (its
+/// client cancelled it, or stopped waiting), it takes its place among the waiters with it,
+/// and an answer that comes later is not passed on.
+pub struct Owed {
+    key: String,
+    rx: oneshot::Receiver<Bytes>,
+    waiters: Arc<Mutex<Waiters>>,
+    ended: Arc<std::sync::OnceLock<String>>,
+}
+
+impl Owed {
+    pub async fn answer(mut self, timeout: Duration) -> Result<Bytes, UpstreamError> {
+        match tokio::time::timeout(timeout, &mut self.rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            // Only when the child's output ended: every waiter goes then.
+            Ok(Err(_)) => Err(UpstreamError::Unreachable(format!(
+                "the tool server {} before answering",
+                self.ended.get().map_or("exited", String::as_str)
+            ))),
+            Err(_) => Err(UpstreamError::Timeout(timeout)),
+        }
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        // Still empty: the waiter under the key is this one (answered, or replaced by a
+        // request with the same id, it would be closed).
+        if !matches!(self.rx.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
+            return;
+        }
+        if let Some(w) = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            w.remove(&self.key);
+        }
+    }
 }
 
 /// One line from a reader, bounded.
@@ -263,9 +307,11 @@ impl ChildProcess {
 
         let (events_tx, events) = mpsc::unbounded_channel();
         let waiters: Arc<Mutex<Waiters>> = Arc::new(Mutex::new(Some(HashMap::new())));
+        let ended = Arc::new(std::sync::OnceLock::new());
         let me = Arc::new(ChildProcess {
             to_child: Mutex::new(Some(to_child)),
             waiters: waiters.clone(),
+            ended: ended.clone(),
             process: tokio::sync::Mutex::new(Some(child)),
             pid,
             command: label,
@@ -315,13 +361,15 @@ impl ChildProcess {
                     Ok(Line::Eof) | Err(_) => break,
                 }
             }
-            // Closed, not just emptied: a request that comes after this is refused at once
-            // instead of waiting for an answer nothing will read.
-            *waiters.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let how = match weak.upgrade() {
                 Some(me) => me.exit_status().await,
                 None => "stopped".into(),
             };
+            let _ = ended.set(how.clone());
+            // Closed, not just emptied: a request that comes after this is refused at once
+            // instead of waiting for an answer nothing will read; one still waiting is told
+            // how the child ended.
+            *waiters.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let _ = events_tx.send(FromChild::Exited(how));
         });
         Ok((me, events))
@@ -360,6 +408,14 @@ impl ChildProcess {
         id: &str,
         timeout: Duration,
     ) -> Result<Bytes, UpstreamError> {
+        self.start(line, id)?.answer(timeout).await
+    }
+
+    /// Writes a request with id `id` (raw JSON text) now and returns the answer it is owed.
+    /// Writing and waiting are apart so that a caller can write requests in its client's
+    /// order and wait for their answers concurrently.
+    pub fn start(&self, line: Bytes, id: &str) -> Result<Owed, UpstreamError> {
+        let key = jsonrpc::id_key(id).into_owned();
         let (tx, rx) = oneshot::channel();
         match self
             .waiters
@@ -367,7 +423,7 @@ impl ChildProcess {
             .unwrap_or_else(|p| p.into_inner())
             .as_mut()
         {
-            Some(w) => w.insert(jsonrpc::id_key(id).into_owned(), tx),
+            Some(w) => w.insert(key.clone(), tx),
             None => {
                 return Err(UpstreamError::Unreachable(
                     "the tool server has exited".into(),
@@ -378,16 +434,12 @@ impl ChildProcess {
             self.forget(id);
             return Err(e);
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(UpstreamError::Unreachable(
-                "the tool server exited before answering".into(),
-            )),
-            Err(_) => {
-                self.forget(id);
-                Err(UpstreamError::Timeout(timeout))
-            }
-        }
+        Ok(Owed {
+            key,
+            rx,
+            waiters: self.waiters.clone(),
+            ended: self.ended.clone(),
+        })
     }
 
     /// Whether the child's output has ended: it will answer nothing more, even if its

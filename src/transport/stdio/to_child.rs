@@ -1,0 +1,219 @@
+//! `toolgate stdio -- CMD`: the stdio front in front of a server toolgate starts as its child.
+//!
+//! Messages are written to the child in the client's order; each request waits for its own
+//! answer ([`ChildProcess::start`]), so one slow call holds up nothing else. What the child
+//! sends on its own goes to the client as it comes. The child's era is asked on the first
+//! 2026-07-28 request (`ChildProcess::settle_era`), and a handshake-era client is bridged to
+//! a child that refuses `initialize` and answers `server/discover`.
+
+use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
+use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::Message;
+use crate::mcp::Era;
+use crate::pipeline::UpstreamError;
+use crate::pipeline::bridge::Reverse;
+use crate::pipeline::step::Bridging;
+use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
+use serde_json::value::RawValue;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs until the client or the server goes away; returns the process exit status.
+pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
+    let target = gw.targets[0].clone();
+    let (process, mut events) =
+        match ChildProcess::spawn(command, gw.config.limits.max_response_bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("{e}");
+                return 1;
+            }
+        };
+    tracing::info!(server = %process.command(), "started the tool server");
+    let (to, writer) = ToClient::open(gw.clone());
+    let key = gw.scope(&target, Some(b"stdio"), None);
+    let gone = {
+        let (to, target) = (to.clone(), target.clone());
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                match ev {
+                    FromChild::Message(line) => to.unsolicited(key, &target, line),
+                    // Logged by the front, which knows whether the client had asked for it.
+                    FromChild::Exited(how) => return how,
+                }
+            }
+            "exited".to_string()
+        })
+    };
+    let up = Arc::new(Child {
+        timeout: gw.config.limits.upstream_timeout,
+        gw,
+        target,
+        key,
+        process,
+        era: tokio::sync::Mutex::new(None),
+        reverse: Reversed::default(),
+    });
+    super::serve(up, to, writer, Some(gone)).await
+}
+
+/// The child behind the front.
+pub(crate) struct Child {
+    gw: Arc<Gateway>,
+    target: Arc<Target>,
+    key: ScopeKey,
+    process: Arc<ChildProcess>,
+    timeout: Duration,
+    /// What it speaks to a 2026-07-28 client, asked on the first such request.
+    era: tokio::sync::Mutex<Option<ServerEra>>,
+    reverse: Reversed,
+}
+
+/// How one message reaches the child.
+pub(crate) struct Route {
+    /// The child's `initialize` result, for a 2026-07-28 request bridged to its handshake.
+    handshake: Option<Box<RawValue>>,
+    reverse: Option<Arc<Reverse>>,
+}
+
+impl Child {
+    /// The child's `initialize` result when a 2026-07-28 client is bridged to it.
+    async fn bridged(&self) -> Option<Box<RawValue>> {
+        let mut era = self.era.lock().await;
+        if era.is_none() {
+            *era = match self
+                .process
+                .settle_era(|| self.gw.next_id(), self.timeout)
+                .await
+            {
+                Ok(e) => Some(e),
+                Err(why) => {
+                    // Its own answers will tell the client what is wrong; asked again later.
+                    tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are");
+                    None
+                }
+            };
+        }
+        match era.as_ref() {
+            Some(ServerEra::Bridged(init)) => Some(init.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Upstream for Child {
+    type Route = Route;
+    type Relay = std::convert::Infallible;
+    type Lister<'a> = ChildLister<'a>;
+
+    const IN_ORDER: bool = true;
+
+    fn target(&self) -> &Arc<Target> {
+        &self.target
+    }
+
+    fn key(&self) -> ScopeKey {
+        self.key
+    }
+
+    async fn route(&self, m: &Message<'_>, era: Era) -> Route {
+        let handshake = match era == Era::Modern && m.is_request() {
+            true => self.bridged().await,
+            false => None,
+        };
+        let reverse = self.reverse.for_era(era);
+        Route { handshake, reverse }
+    }
+
+    fn bridging(route: &Route) -> Bridging<'_> {
+        Bridging::of(route.handshake.as_deref(), route.reverse.as_deref())
+    }
+
+    fn lister<'a>(&'a self, route: &'a Route, _era: Era) -> ChildLister<'a> {
+        ChildLister {
+            child: &self.process,
+            timeout: self.timeout,
+            bridging: Self::bridging(route),
+        }
+    }
+
+    fn relayed(relay: Self::Relay) -> UpstreamError {
+        match relay {}
+    }
+
+    fn exchange(
+        self: Arc<Self>,
+        _route: Route,
+        sent: Forwarded,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let Forwarded {
+            body,
+            pending,
+            handshake,
+            to,
+        } = sent;
+        // Written now, in the client's order; only the wait is left to the future.
+        let owed = match pending.id.as_deref() {
+            Some(id) => Some(self.process.start(body, id.get())),
+            None => {
+                let _ = self.process.send(body);
+                None
+            }
+        };
+        let me = self;
+        async move {
+            let answer = match owed {
+                None => return,
+                Some(Err(e)) => return to.failed(&pending, &e),
+                Some(Ok(owed)) => owed.answer(me.timeout).await,
+            };
+            match answer {
+                Ok(answer) => {
+                    if let Some(h) = handshake
+                        && let Some(ours) = me.reverse_if_refused(&pending, h, &answer).await
+                    {
+                        return to.write(ours);
+                    }
+                    to.answer(&pending, answer);
+                }
+                Err(e) => to.failed(&pending, &e),
+            }
+        }
+    }
+
+    async fn end(&self, grace: Duration) -> String {
+        self.process.shutdown(grace).await
+    }
+
+    fn kill(&self) {
+        self.process.kill_group();
+    }
+}
+
+impl Child {
+    /// A handshake-era client's `initialize` the child refused: when it answers
+    /// `server/discover`, it speaks only 2026-07-28, and toolgate answers the client from
+    /// that and bridges it.
+    async fn reverse_if_refused(
+        &self,
+        pending: &crate::pipeline::Pending,
+        handshake: Handshake,
+        answer: &[u8],
+    ) -> Option<Vec<u8>> {
+        let id = pending.id.as_deref()?;
+        let (ours, reverse) = self
+            .process
+            .reverse_if_refused(
+                || self.gw.next_id(),
+                self.timeout,
+                id,
+                handshake.params.as_deref(),
+                answer,
+            )
+            .await?;
+        self.reverse.set(Some(Arc::new(reverse)));
+        Some(ours)
+    }
+}
