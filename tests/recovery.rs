@@ -128,6 +128,95 @@ async fn toolgate_stdio_stops_its_server_on_sigterm() {
     }
 }
 
+/// What the official SDKs do: close stdin, then SIGTERM two seconds later. The SIGTERM cuts
+/// short both the wait for what is in flight and the server's grace, even for a server that
+/// ignores SIGTERM.
+#[tokio::test]
+async fn a_sigterm_after_stdin_closed_cuts_the_graces_short() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let cmd = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+        "--ignore-sigterm".into(),
+    ];
+    let (mut g, _) = StdioGate::start(&cmd, None);
+    g.initialize().await;
+    let slow = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "slow", "arguments": {}}});
+    g.send(&slow.to_string()).await;
+    g.stdin.take();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(g.child.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), g.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let a = g.recv().await;
+    assert_eq!(a["id"], 9, "the call in flight is answered: {a}");
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    // 300 ms for stdin, 300 ms for SIGTERM, then SIGKILL; the full graces take over 4 s.
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "ended {:?} after SIGTERM",
+        sent.elapsed()
+    );
+}
+
+/// The same end in front of an HTTP server: on SIGTERM the call in flight still gets its
+/// answer, then the session is ended with DELETE, and toolgate exits 0.
+#[tokio::test]
+async fn toolgate_stdio_ends_its_http_session_on_sigterm() {
+    let (addr, demo) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
+        .await
+        .unwrap();
+    let mut g = StdioGate::start_args(vec![
+        "stdio".into(),
+        "--upstream".into(),
+        format!("http://{addr}/mcp"),
+    ]);
+    g.initialize().await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "countdown", "arguments": {"steps": 1, "intervalMs": 100}}});
+    g.send(&call.to_string()).await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(g.child.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let answer = loop {
+        let m = g.recv().await;
+        if m.get("method").is_none() {
+            break m;
+        }
+    };
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Lift-off!",
+        "{answer}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(5), g.child.wait())
+        .await
+        .expect("toolgate ends within 5 s of SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        demo.seen().iter().any(|x| x.http_method == "DELETE"),
+        "the session is ended"
+    );
+    let logs = g
+        .logs_when(|l| l.contains("SIGTERM: the tool server"))
+        .await;
+    assert!(
+        logs.contains("SIGTERM: the tool server was asked to end the session (HTTP 200)"),
+        "{logs}"
+    );
+}
+
 #[tokio::test]
 async fn a_refused_request_state_stays_a_json_rpc_error() {
     let refusal = json!({"code": -32602, "message": "requestState integrity check failed"});

@@ -580,13 +580,15 @@ pub(crate) async fn serve<U: Upstream>(
         }
         End::ClientGone | End::Terminated => {
             let mut terminated = matches!(end, End::Terminated);
-            let grace = if terminated { SHORT_GRACE } else { GRACE };
+            let wait = if terminated { SHORT_GRACE } else { GRACE };
             tokio::select! {
                 () = in_flight.settled() => {}
-                () = tokio::time::sleep(grace) => {}
+                () = tokio::time::sleep(wait) => {}
                 () = term.recv(), if !terminated => terminated = true,
             }
-            // A SIGTERM (first, or while the server takes its time) cuts the wait short.
+            // A SIGTERM (first, during the wait above, or while the server takes its time)
+            // cuts the server's grace short.
+            let grace = if terminated { SHORT_GRACE } else { GRACE };
             let how = tokio::select! {
                 how = up.end(grace) => how,
                 () = term.recv() => {
