@@ -122,8 +122,9 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
 /// Launches a stdio server, lists its tools (initialize, every page) and checks them.
 pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, String> {
     use crate::transport::upstream::child::ChildProcess;
-    let (child, _events) =
-        ChildProcess::spawn(command, cfg.limits.max_response_bytes).map_err(|e| e.to_string())?;
+    // Nothing it sends on its own matters to a check.
+    let child = ChildProcess::spawn(command, cfg.limits.max_response_bytes, |_| {})
+        .map_err(|e| e.to_string())?;
     let timeout = cfg.limits.upstream_timeout;
     let ask = |id: &str, req: Value| {
         let child = child.clone();

@@ -1,5 +1,5 @@
 //! Entry points for the fuzz targets in `fuzz/`, shared with their replay in `cargo test`
-//! (`tests/fuzz_replay.rs`), so CI exercises the same code without a nightly toolchain.
+//! (`tests/it/fuzz_replay.rs`), so CI exercises the same code without a nightly toolchain.
 //! Each function must never panic, whatever the bytes; the SSE one also checks the splitter's
 //! invariant (the events are the input, byte for byte).
 #![doc(hidden)]

@@ -34,7 +34,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 
 /// How long what is in flight gets for its answers once the client has closed stdin, and how
@@ -521,7 +521,7 @@ pub(crate) async fn serve<U: Upstream>(
     up: Arc<U>,
     to: ToClient,
     writer: JoinHandle<i32>,
-    mut gone: Option<JoinHandle<String>>,
+    mut gone: Option<oneshot::Receiver<String>>,
 ) -> i32 {
     let max = to.gw.config.limits.max_body_bytes;
     let mut stdin = BufReader::new(tokio::io::stdin());
@@ -606,7 +606,8 @@ pub(crate) async fn serve<U: Upstream>(
             in_flight
                 .stop(Arc::new(UpstreamError::Unreachable(why)))
                 .await;
-            // What the server wrote before it exited still goes out.
+            // What the server wrote before it exited still goes out: its reader hands
+            // everything over before it reports the exit.
             if let Some(g) = gone {
                 let _ = tokio::time::timeout(GRACE, g).await;
             }
@@ -618,7 +619,7 @@ pub(crate) async fn serve<U: Upstream>(
 }
 
 /// How the server went away on its own; never, for one that cannot.
-async fn server_gone(gone: &mut Option<JoinHandle<String>>) -> String {
+async fn server_gone(gone: &mut Option<oneshot::Receiver<String>>) -> String {
     match gone.as_mut() {
         Some(g) => {
             let how = g.await.unwrap_or_else(|_| "exited".into());

@@ -23,30 +23,30 @@ use std::time::Duration;
 /// Runs until the client or the server goes away; returns the process exit status.
 pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     let target = gw.targets[0].clone();
-    let (process, mut events) =
-        match ChildProcess::spawn(command, gw.config.limits.max_response_bytes) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!("{e}");
-                return 1;
-            }
-        };
-    tracing::info!(server = %process.command(), "started the tool server");
     let (to, writer) = ToClient::open(gw.clone());
     let key = gw.scope(&target, Some(b"stdio"), None);
-    let gone = {
+    let (exited, gone) = tokio::sync::oneshot::channel();
+    let handler = {
         let (to, target) = (to.clone(), target.clone());
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                match ev {
-                    FromChild::Message(line) => to.unsolicited(key, &target, line),
-                    // Logged by the front, which knows whether the client had asked for it.
-                    FromChild::Exited(how) => return how,
+        let exited = std::sync::Mutex::new(Some(exited));
+        move |ev| match ev {
+            FromChild::Message(line) => to.unsolicited(key, &target, line),
+            // Logged by the front, which knows whether the client had asked for it.
+            FromChild::Exited(how) => {
+                if let Some(tx) = exited.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    let _ = tx.send(how);
                 }
             }
-            "exited".to_string()
-        })
+        }
     };
+    let process = match ChildProcess::spawn(command, gw.config.limits.max_response_bytes, handler) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
+    tracing::info!(server = %process.command(), "started the tool server");
     let up = Arc::new(Child {
         timeout: gw.config.limits.upstream_timeout,
         gw,

@@ -1,10 +1,11 @@
 //! A stdio MCP server as a child process: newline-delimited JSON-RPC on its stdin and
 //! stdout, its stderr turned into log lines.
 //!
-//! Messages toolgate waits for itself (its own requests, by id) are handed to their waiter;
-//! everything else the child writes goes to the transport's receiver in order. When the child
-//! exits, every waiter fails and the receiver gets [`FromChild::Exited`], so nothing waits
-//! forever. Shutdown closes stdin, then sends SIGTERM to the child's process group, then
+//! Messages toolgate waits for (requests' answers, by id) are handed to their waiter;
+//! everything else the child writes goes to the transport's handler, called on the reader in
+//! the order the child wrote: what the child sent about a request (its progress) is handed
+//! over before that request's answer is. When the child exits, every waiter fails and the
+//! handler gets [`FromChild::Exited`], so nothing waits forever. Shutdown closes stdin, then sends SIGTERM to the child's process group, then
 //! SIGKILL, each after a grace period: `npx` and `uvx` servers run as grandchildren.
 
 use crate::jsonrpc::{self, Body as Parsed};
@@ -251,11 +252,13 @@ fn response_id(line: &[u8]) -> Option<String> {
 }
 
 impl ChildProcess {
-    /// Starts `command` (program and arguments) in its own process group.
+    /// Starts `command` (program and arguments) in its own process group. `handler` gets
+    /// what no waiter claims, on the reader: it must not block.
     pub fn spawn(
         command: &[String],
         max_line: usize,
-    ) -> std::io::Result<(Arc<ChildProcess>, mpsc::UnboundedReceiver<FromChild>)> {
+        handler: impl Fn(FromChild) + Send + Sync + 'static,
+    ) -> std::io::Result<Arc<ChildProcess>> {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command to run"))?;
@@ -305,7 +308,6 @@ impl ChildProcess {
             }
         });
 
-        let (events_tx, events) = mpsc::unbounded_channel();
         let waiters: Arc<Mutex<Waiters>> = Arc::new(Mutex::new(Some(HashMap::new())));
         let ended = Arc::new(std::sync::OnceLock::new());
         let me = Arc::new(ChildProcess {
@@ -333,7 +335,7 @@ impl ChildProcess {
                         let _ = w.send(line);
                     }
                     None => {
-                        let _ = events_tx.send(FromChild::Message(line));
+                        handler(FromChild::Message(line));
                     }
                 }
             };
@@ -361,18 +363,19 @@ impl ChildProcess {
                     Ok(Line::Eof) | Err(_) => break,
                 }
             }
+            // Closed, not just emptied: a request that comes after this is refused at once
+            // instead of waiting for an answer nothing will read. The requests still waiting
+            // are let go once the exit is known, so they can say how the child ended.
+            let orphans = waiters.lock().unwrap_or_else(|p| p.into_inner()).take();
             let how = match weak.upgrade() {
                 Some(me) => me.exit_status().await,
                 None => "stopped".into(),
             };
             let _ = ended.set(how.clone());
-            // Closed, not just emptied: a request that comes after this is refused at once
-            // instead of waiting for an answer nothing will read; one still waiting is told
-            // how the child ended.
-            *waiters.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            let _ = events_tx.send(FromChild::Exited(how));
+            drop(orphans);
+            handler(FromChild::Exited(how));
         });
-        Ok((me, events))
+        Ok(me)
     }
 
     pub fn command(&self) -> &str {
@@ -741,8 +744,15 @@ mod tests {
         // A server that reads nothing and exits: its output ends before toolgate has reaped
         // it. A request sent in that window used to wait for the whole upstream timeout.
         let cmd = ["sh".to_string(), "-c".to_string(), "exit 3".to_string()];
-        let (child, mut events) = ChildProcess::spawn(&cmd, 1024).unwrap();
-        assert!(matches!(events.recv().await, Some(FromChild::Exited(_))));
+        let (tx, rx) = oneshot::channel();
+        let tx = Mutex::new(Some(tx));
+        let child = ChildProcess::spawn(&cmd, 1024, move |ev| {
+            if let (FromChild::Exited(_), Some(tx)) = (ev, tx.lock().unwrap().take()) {
+                let _ = tx.send(());
+            }
+        })
+        .unwrap();
+        rx.await.unwrap();
         assert!(child.has_ended());
         let answer = tokio::time::timeout(
             Duration::from_secs(20),

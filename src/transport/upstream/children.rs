@@ -258,9 +258,57 @@ impl StdioPool {
     ) -> Result<Arc<SessionChild>, NoChild> {
         let gw = self.gw();
         let limits = &gw.config.limits;
-        let (child, mut events) = ChildProcess::spawn(&self.command, limits.max_response_bytes)
-            .map_err(|e| NoChild::Failed(e.to_string()))?;
         let (unsolicited, _) = broadcast::channel(256);
+        // The handler can run before the child is a session: it finds the session here.
+        let deliver_to: Arc<std::sync::OnceLock<std::sync::Weak<SessionChild>>> = Arc::default();
+        let (live, index, sessions) = (
+            self.live.clone(),
+            self.index,
+            Arc::downgrade(&self.sessions),
+        );
+        let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), None);
+        let handler = {
+            let deliver_to = deliver_to.clone();
+            move |ev| match ev {
+                FromChild::Message(line) => {
+                    if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
+                        let gw = live.load();
+                        let any = Pending {
+                            id: None,
+                            kind: Kind::Other,
+                            era: Era::Legacy,
+                            key,
+                            target: Self::target(&gw, index),
+                            client: None,
+                            bridged: None,
+                        };
+                        pipeline::observe(&gw, &any, &m);
+                    }
+                    // Set right after the child starts, with nothing to wait for in between.
+                    if let Some(sc) = deliver_to.wait().upgrade() {
+                        sc.deliver(line);
+                    }
+                }
+                FromChild::Exited(how) => {
+                    live.load().catalog.forget(&key);
+                    // Still registered: it exited on its own, a fault. Otherwise toolgate
+                    // ended the session (DELETE, idle, shutdown), and `close` says so.
+                    let on_its_own = sessions.upgrade().is_some_and(|s| {
+                        s.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&label)
+                            .is_some()
+                    });
+                    if on_its_own {
+                        tracing::warn!(session = %label, "the tool server {how}; its session ends");
+                    } else {
+                        tracing::debug!(session = %label, "the tool server {how}");
+                    }
+                }
+            }
+        };
+        let child = ChildProcess::spawn(&self.command, limits.max_response_bytes, handler)
+            .map_err(|e| NoChild::Failed(e.to_string()))?;
         let sc = Arc::new(SessionChild {
             child,
             owner: owner.into(),
@@ -272,54 +320,7 @@ impl StdioPool {
             bridged: std::sync::OnceLock::new(),
             reverse: std::sync::OnceLock::new(),
         });
-        let deliver_to = Arc::downgrade(&sc);
-        let (live, index, sessions) = (
-            self.live.clone(),
-            self.index,
-            Arc::downgrade(&self.sessions),
-        );
-        let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), None);
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                match ev {
-                    FromChild::Message(line) => {
-                        if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
-                            let gw = live.load();
-                            let any = Pending {
-                                id: None,
-                                kind: Kind::Other,
-                                era: Era::Legacy,
-                                key,
-                                target: Self::target(&gw, index),
-                                client: None,
-                                bridged: None,
-                            };
-                            pipeline::observe(&gw, &any, &m);
-                        }
-                        if let Some(sc) = deliver_to.upgrade() {
-                            sc.deliver(line);
-                        }
-                    }
-                    FromChild::Exited(how) => {
-                        live.load().catalog.forget(&key);
-                        // Still registered: it exited on its own, a fault. Otherwise toolgate
-                        // ended the session (DELETE, idle, shutdown), and `close` says so.
-                        let on_its_own = sessions.upgrade().is_some_and(|s| {
-                            s.lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .remove(&label)
-                                .is_some()
-                        });
-                        if on_its_own {
-                            tracing::warn!(session = %label, "the tool server {how}; its session ends");
-                        } else {
-                            tracing::debug!(session = %label, "the tool server {how}");
-                        }
-                        return;
-                    }
-                }
-            }
-        });
+        let _ = deliver_to.set(Arc::downgrade(&sc));
         Ok(sc)
     }
 

@@ -1,8 +1,7 @@
 //! `toolgate serve -- CMD`: HTTP clients in front of a stdio server, one child per session.
 //! Real child processes; every test checks that no child outlives what it belongs to.
 
-mod common;
-
+use crate::common;
 use common::peers::peers;
 use common::*;
 use serde_json::json;

@@ -1,8 +1,7 @@
 //! Operating toolgate: the admin endpoints, every metric family, the access log and its
 //! request id, and a graceful shutdown that lets in-flight streams finish.
 
-mod common;
-
+use crate::common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

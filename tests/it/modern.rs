@@ -2,8 +2,7 @@
 //! `cacheScope`, a legacy and a modern upstream behind one toolgate, and the Python SDK
 //! client in modern mode.
 
-mod common;
-
+use crate::common;
 use common::peers::{peers, python_client};
 use common::scripted::{Script, Scripted};
 use common::*;

@@ -1,8 +1,7 @@
 //! Hostile schemas and bodies from upstreams and clients: toolgate stays responsive and
 //! bounded, says in its logs what it refused, and answers every request.
 
-mod common;
-
+use crate::common;
 use common::scripted::{Scripted, open_tool};
 use common::*;
 use serde_json::{Value, json};

@@ -4,8 +4,7 @@
 //! child), `stdio -- CMD` and `stdio --upstream`. The last tests keep trying whole classes
 //! of inputs (id spellings, URI forms, path forms, error-set sizes) so they stay closed.
 
-mod common;
-
+use crate::common;
 use common::peers::peers;
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;

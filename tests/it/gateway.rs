@@ -3,8 +3,7 @@
 //! One test per row of docs/contract.md §1 and §2, plus streaming, paging, invalidation
 //! and sessions.
 
-mod common;
-
+use crate::common;
 use common::*;
 use http::Method;
 use serde_json::{Value, json};

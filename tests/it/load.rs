@@ -3,8 +3,7 @@
 //! answer (nothing lost, duplicated or crossed between sessions), the catalogs empty again
 //! when the sessions end, and memory stays bounded. Fixed counts; it stops by itself.
 
-mod common;
-
+use crate::common;
 use common::*;
 use serde_json::json;
 use toolgate::demo::Options;

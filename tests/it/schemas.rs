@@ -2,8 +2,7 @@
 //! misspelt and undeclared arguments (`validation.undeclared_properties`), and tools whose
 //! schemas no client can use (`validation.invalid_tool_schemas`). docs/contract.md §1 and §5.
 
-mod common;
-
+use crate::common;
 use common::peers::peers;
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;

@@ -4,8 +4,7 @@
 //! with the Python SDK 2.3 client pinned to 2026-07-28, negotiating (`auto`), and in legacy
 //! mode.
 
-mod common;
-
+use crate::common;
 use common::Toolgate;
 use common::peers::{peers, python_client, server_everything_http};
 use common::stdio_gate::StdioGate;

@@ -1,8 +1,7 @@
 //! The `toolgate` command itself: `demo` works with nothing else, and bad settings are
 //! refused with a clear message.
 
-mod common;
-
+use crate::common;
 use common::*;
 use serde_json::json;
 

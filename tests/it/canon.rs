@@ -2,8 +2,7 @@
 //! a scripted upstream that answers each case exactly as some real SDK does (the Python SDK's
 //! code `0`, the TypeScript SDK's `-32603`, `-32002` for a missing resource, and so on).
 
-mod common;
-
+use crate::common;
 use common::scripted::{Script, Scripted, open_tool};
 use common::*;
 use serde_json::{Value, json};

@@ -2,8 +2,7 @@
 //! arguments it did not coerce, an upstream's refusal of the request itself hidden as a tool
 //! error, and `toolgate stdio` leaving its server behind on SIGTERM.
 
-mod common;
-
+use crate::common;
 use common::peers::peers;
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;

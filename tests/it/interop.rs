@@ -4,8 +4,7 @@
 //! For each server: an invalid call gets toolgate's `isError` answer; a valid one gets the
 //! server's own answer, identical to calling the server directly.
 
-mod common;
-
+use crate::common;
 use common::peers::{peers, python_client, server_everything_http, wait_for_port};
 use common::*;
 use serde_json::{Value, json};

@@ -3,8 +3,7 @@
 //! gets exactly 10 across both; with Redis gone, `on_unavailable` decides and every request
 //! still gets an answer; Redis back, the shared limit holds again without a restart.
 
-mod common;
-
+use crate::common;
 use common::peers::redis_server;
 use common::scripted::{Script, Scripted, open_tool};
 use common::*;

@@ -3,8 +3,7 @@
 //! CA and a wrong name are refused with a clear error; mutual TLS presents the client
 //! certificate; a rotated CA file takes effect without a restart.
 
-mod common;
-
+use crate::common;
 use common::scripted::{Script, Scripted, open_tool};
 use common::tempfile_lite::TempFile;
 use common::*;

@@ -2,8 +2,7 @@
 //! next request, on connections already open; a configuration that does not load, or that
 //! changes what needs a restart, is refused and the one in force stays.
 
-mod common;
-
+use crate::common;
 use bytes::Bytes;
 use common::scripted::{Scripted, open_tool};
 use common::tempfile_lite::TempFile;

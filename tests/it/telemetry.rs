@@ -4,8 +4,7 @@
 //! hop's `traceparent`, the resource from the standard variables, and no argument value
 //! anywhere. A collector that is not there costs requests nothing.
 
-mod common;
-
+use crate::common;
 use common::scripted::{Script, Scripted, open_tool};
 use common::*;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

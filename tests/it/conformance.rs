@@ -14,8 +14,7 @@
 //!   subscription capabilities it cannot deliver, and the suite skips the checks that need
 //!   them as not applicable.
 
-mod common;
-
+use crate::common;
 use common::Toolgate;
 use common::peers::{peers, server_everything_http};
 use serde_json::Value;

@@ -2,8 +2,7 @@
 //! are driven line by line; the servers are a dependency-free fixture, the Python SDK server
 //! and server-everything in stdio mode; the Python SDK client drives toolgate too.
 
-mod common;
-
+use crate::common;
 use common::peers::{peers, python_client, server_everything_http};
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;

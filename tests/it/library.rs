@@ -2,7 +2,7 @@
 //! itself and adds toolgate's validation with one `.layer(...)`, driven in-process and over
 //! real HTTP.
 
-#[path = "../examples/in_process.rs"]
+#[path = "../../examples/in_process.rs"]
 #[allow(dead_code)]
 mod example;
 

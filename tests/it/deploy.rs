@@ -4,8 +4,7 @@
 //! toolgate's own loader, and the Dockerfile copies only what exists and builds the binary the
 //! way CI does. (No container engine runs here: the image itself is not built.)
 
-mod common;
-
+use crate::common;
 use common::peers::peers;
 use std::path::Path;
 use std::process::Command;

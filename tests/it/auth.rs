@@ -2,8 +2,7 @@
 //! Tokens are signed here with the test-only keys in `tests/fixtures/jwt/`; the upstream is
 //! the scripted server, which records what reached it.
 
-mod common;
-
+use crate::common;
 use common::scripted::{Script, Scripted, open_tool};
 use common::{ACCEPT, Reply, Toolgate, call, request, tempfile_lite::TempFile};
 use http::Method;
