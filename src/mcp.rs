@@ -1,6 +1,7 @@
 //! MCP vocabulary: method and header names, the two protocol eras, and the results toolgate
 //! writes itself.
 
+use crate::jsonrpc::Message;
 use http::HeaderName;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -74,13 +75,11 @@ fn client_info() -> Value {
 }
 
 /// The `requestId` a `notifications/cancelled` names.
-pub fn cancelled_id<'a>(
-    m: &crate::jsonrpc::Message<'a>,
-) -> Option<&'a serde_json::value::RawValue> {
+pub fn cancelled_id<'a>(m: &Message<'a>) -> Option<&'a RawValue> {
     #[derive(serde::Deserialize)]
     struct Cancelled<'a> {
         #[serde(borrow, rename = "requestId")]
-        request_id: &'a serde_json::value::RawValue,
+        request_id: &'a RawValue,
     }
     serde_json::from_str::<Cancelled<'a>>(m.raw_params()?.get())
         .ok()

@@ -14,28 +14,32 @@
 //! - the server goes away (a child exits): every request in flight, and every request the
 //!   client sends within a moment, gets an error, and toolgate exits with 1.
 
+mod client;
+mod in_flight;
 pub mod over_http;
 pub mod to_child;
 
+pub(crate) use client::ToClient;
+use client::{Out, Unanswered, next_message};
+use in_flight::{Exchange, InFlight};
+
 use crate::catalog::ScopeKey;
-use crate::gateway::{Gateway, Target};
+use crate::gateway::Target;
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, Lister};
 use crate::pipeline::step::{self, Bridging, Sender, Step};
-use crate::pipeline::{self, Kind, Pending, UpstreamError};
-use crate::transport::upstream::child::{Line, read_line};
+use crate::pipeline::{Pending, UpstreamError};
 use bytes::Bytes;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+use tokio::io::BufReader;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// How long what is in flight gets for its answers once the client has closed stdin, and how
 /// long a child gets after its stdin closes, and again after SIGTERM.
@@ -59,62 +63,6 @@ impl Terminate {
             None => std::future::pending().await,
         }
     }
-}
-
-pub(crate) enum Out {
-    Line(Bytes),
-    /// Flush what was written and end the process with this status.
-    Exit(i32),
-}
-
-/// The client's next message line, skipping blank lines and answering over-long ones itself
-/// (stdio servers would stay silent); `None` when the client is gone.
-pub(crate) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
-    r: &mut R,
-    max: usize,
-    out: &mpsc::UnboundedSender<Out>,
-) -> Option<Bytes> {
-    loop {
-        match read_line(r, max).await {
-            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(Line::Line(l)) => return Some(Bytes::from(l)),
-            Ok(Line::TooLong(id)) => {
-                let msg = format!("Invalid Request: the message is over the {max}-byte limit");
-                let id = id.and_then(|i| RawValue::from_string(i).ok());
-                let _ = out.send(Out::Line(
-                    jsonrpc::error_response(id.as_deref(), jsonrpc::INVALID_REQUEST, &msg, None)
-                        .into(),
-                ));
-            }
-            Ok(Line::Eof) | Err(_) => return None,
-        }
-    }
-}
-
-/// The one writer of stdout: lines from every task, never interleaved.
-pub(crate) fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) {
-    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(o) = out_rx.recv().await {
-            match o {
-                Out::Line(l) => {
-                    if stdout.write_all(&l).await.is_err()
-                        || stdout.write_all(b"\n").await.is_err()
-                        || stdout.flush().await.is_err()
-                    {
-                        return 0;
-                    }
-                }
-                Out::Exit(code) => {
-                    let _ = stdout.flush().await;
-                    return code;
-                }
-            }
-        }
-        0
-    });
-    (out, writer)
 }
 
 /// The server behind the stdio front. The front reads, parses and decides each message
@@ -187,126 +135,6 @@ pub(crate) struct Forwarded {
 /// session with.
 pub(crate) struct Handshake {
     pub(crate) params: Option<Box<RawValue>>,
-}
-
-/// Everything that goes back to the stdio client: toolgate's own answers, the server's
-/// answers read against their requests, and what the server sends on its own.
-#[derive(Clone)]
-pub(crate) struct ToClient {
-    gw: Arc<Gateway>,
-    out: mpsc::UnboundedSender<Out>,
-}
-
-impl ToClient {
-    /// The client's side, and the writer task that ends with toolgate's exit status.
-    pub(crate) fn open(gw: Arc<Gateway>) -> (ToClient, JoinHandle<i32>) {
-        let (out, writer) = spawn_writer();
-        (ToClient { gw, out }, writer)
-    }
-
-    pub(crate) fn write(&self, line: impl Into<Bytes>) {
-        let _ = self.out.send(Out::Line(line.into()));
-    }
-
-    /// The server's answer to `pending`, through the answer-side rules; `false` when it is
-    /// not a JSON-RPC message, or not the answer.
-    pub(crate) fn answer(&self, pending: &Pending, bytes: Bytes) -> bool {
-        match jsonrpc::parse(&bytes) {
-            Ok(Parsed::Single(m)) => self.answer_message(pending, &m, bytes.clone()),
-            _ => false,
-        }
-    }
-
-    /// [`ToClient::answer`] for a message already parsed (`m` is `bytes`).
-    pub(crate) fn answer_message(&self, pending: &Pending, m: &Message<'_>, bytes: Bytes) -> bool {
-        let seen = pipeline::observe(&self.gw, pending, m);
-        match seen.replacement {
-            Some(a) => self.write(a.body),
-            None => self.write(crate::pipeline::bridge::complete(pending, bytes)),
-        }
-        seen.answers
-    }
-
-    /// No answer came to `pending`, for this reason.
-    pub(crate) fn failed(&self, pending: &Pending, why: &UpstreamError) {
-        if pending.id.is_some() {
-            self.fail(&Unanswered::of(pending), why);
-        }
-    }
-
-    fn fail(&self, u: &Unanswered, why: &UpstreamError) {
-        if u.id.is_some() {
-            self.write(Answer::upstream_failed(u.era, u.id.as_deref(), u.is_call, why).body);
-        }
-    }
-
-    /// A request read from the client but never sent gets an error; anything else, nothing.
-    fn refuse(&self, line: &[u8], why: &UpstreamError) {
-        if let Ok(Parsed::Single(m)) = jsonrpc::parse(line)
-            && m.is_request()
-        {
-            let u = Unanswered {
-                id: m.id.map(ToOwned::to_owned),
-                era: Era::detect(None, m.version_text()),
-                is_call: m.method() == Some(mcp::TOOLS_CALL),
-            };
-            self.fail(&u, why);
-        }
-    }
-
-    /// What the server sent on its own (a notification, a request to the client): learned
-    /// from and passed on. An answer here answers nothing the client waits for, and would
-    /// skip every answer-side rule, so it goes no further.
-    pub(crate) fn unsolicited(&self, key: ScopeKey, target: &Arc<Target>, line: Bytes) {
-        let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
-            tracing::warn!(
-                "the tool server sent something that is not one JSON-RPC message; dropped"
-            );
-            return;
-        };
-        if m.method.is_none() {
-            tracing::info!(
-                "the tool server answered a request nothing waits for (withdrawn, timed out, or unknown); dropped"
-            );
-            return;
-        }
-        let any = Pending {
-            id: None,
-            kind: Kind::Other,
-            era: Era::Legacy,
-            key,
-            target: target.clone(),
-            client: None,
-            bridged: None,
-        };
-        match pipeline::observe(&self.gw, &any, &m).replacement {
-            Some(a) => self.write(a.body),
-            None => self.write(line),
-        }
-    }
-}
-
-/// A forwarded message's exchange, and what its client is owed if it cannot finish.
-struct Exchange<F> {
-    future: F,
-    owed: Unanswered,
-}
-
-/// Enough of a request to answer it with an error without its exchange.
-struct Unanswered {
-    id: Option<Box<RawValue>>,
-    era: Era,
-    is_call: bool,
-}
-
-impl Unanswered {
-    fn of(p: &Pending) -> Unanswered {
-        Unanswered {
-            id: p.id.clone(),
-            era: p.era,
-            is_call: matches!(p.kind, Kind::Call { .. }),
-        }
-    }
 }
 
 /// One line from the client, as far as the server: toolgate's own answer is written here;
@@ -382,103 +210,6 @@ async fn handle<U: Upstream>(
             None
         }
         Step::Consumed => None,
-    }
-}
-
-/// What is in flight: each message's task, and the word that ends them all with an error
-/// (the server went away, or the client did and the grace period is over).
-struct InFlight {
-    tasks: JoinSet<()>,
-    /// The requests' tasks by id (`jsonrpc::id_key`), for the client's cancellations.
-    requests: HashMap<String, AbortHandle>,
-    stop: watch::Sender<Option<Arc<UpstreamError>>>,
-}
-
-impl InFlight {
-    fn new() -> InFlight {
-        InFlight {
-            tasks: JoinSet::new(),
-            requests: HashMap::new(),
-            stop: watch::channel(None).0,
-        }
-    }
-
-    fn track(&mut self, id: Option<String>, task: AbortHandle) {
-        while self.tasks.try_join_next().is_some() {}
-        self.requests.retain(|_, t| !t.is_finished());
-        if let Some(id) = id {
-            self.requests.insert(id, task);
-        }
-    }
-
-    /// The client cancelled request `id`: it reads no answer to it, so its exchange ends
-    /// here, unanswered. An answer the server sends all the same is not passed on.
-    fn withdraw(&mut self, id: &str) {
-        if let Some(task) = self.requests.remove(id) {
-            task.abort();
-        }
-    }
-
-    /// Runs `line` to its end on a task: decided, sent, answered, or refused if the stop
-    /// comes first.
-    fn spawn<U: Upstream>(&mut self, up: &Arc<U>, to: &ToClient, line: Bytes, id: Option<String>) {
-        let (up, to, stop) = (up.clone(), to.clone(), self.stop.subscribe());
-        let task = self.tasks.spawn(async move {
-            let exchange = tokio::select! {
-                ex = handle(&up, &to, line.clone()) => ex,
-                why = stopped(stop.clone()) => return to.refuse(&line, &why),
-            };
-            if let Some(ex) = exchange {
-                until_stopped(ex, to, stop).await;
-            }
-        });
-        self.track(id, task);
-    }
-
-    /// Waits for an exchange already sent on a task, or answers it with the stop's error.
-    fn wait<F: Future<Output = ()> + Send + 'static>(
-        &mut self,
-        exchange: Exchange<F>,
-        to: &ToClient,
-        id: Option<String>,
-    ) {
-        let task = self
-            .tasks
-            .spawn(until_stopped(exchange, to.clone(), self.stop.subscribe()));
-        self.track(id, task);
-    }
-
-    async fn settled(&mut self) {
-        while self.tasks.join_next().await.is_some() {}
-    }
-
-    /// Ends what is left with `why`, and waits until it has been answered.
-    async fn stop(&mut self, why: Arc<UpstreamError>) {
-        let _ = self.stop.send(Some(why));
-        self.settled().await;
-    }
-}
-
-async fn stopped(mut stop: watch::Receiver<Option<Arc<UpstreamError>>>) -> Arc<UpstreamError> {
-    let why = stop.wait_for(Option::is_some).await.map(|w| w.clone());
-    match why {
-        Ok(Some(why)) => why,
-        _ => std::future::pending().await,
-    }
-}
-
-/// The exchange, unless the stop comes first: then it is dropped, and its request answered
-/// with the stop's error. An exchange ends as soon as it has written its answer, so a
-/// request is never answered twice.
-async fn until_stopped<F: Future<Output = ()>>(
-    exchange: Exchange<F>,
-    to: ToClient,
-    stop: watch::Receiver<Option<Arc<UpstreamError>>>,
-) {
-    let Exchange { future, owed } = exchange;
-    tokio::select! {
-        () = future => {}
-        why = stopped(stop) => to.fail(&owed, &why),
     }
 }
 
@@ -558,7 +289,8 @@ pub(crate) async fn serve<U: Upstream>(
                 in_flight.wait(ex, &to, id);
             }
         } else {
-            in_flight.spawn(&up, &to, line, id);
+            let (u, t, l) = (up.clone(), to.clone(), line.clone());
+            in_flight.spawn(&to, line, id, async move { handle(&u, &t, l).await });
         }
     };
     let status = match end {

@@ -5,8 +5,9 @@
 //! everything else the child writes goes to the transport's handler, called on the reader in
 //! the order the child wrote: what the child sent about a request (its progress) is handed
 //! over before that request's answer is. When the child exits, every waiter fails and the
-//! handler gets [`FromChild::Exited`], so nothing waits forever. Shutdown closes stdin, then sends SIGTERM to the child's process group, then
-//! SIGKILL, each after a grace period: `npx` and `uvx` servers run as grandchildren.
+//! handler gets [`FromChild::Exited`], so nothing waits forever. Shutdown closes stdin, then
+//! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
+//! and `uvx` servers run as grandchildren.
 
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;

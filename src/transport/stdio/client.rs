@@ -1,0 +1,187 @@
+//! The client's side of the pipe: its lines in, bounded, and every line back out through one
+//! writer, answers read against their requests on the way.
+
+use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, Body as Parsed, Message};
+use crate::mcp::{self, Era};
+use crate::pipeline::answer::Answer;
+use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::transport::upstream::child::{Line, read_line};
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// What the writer of stdout is given.
+pub(super) enum Out {
+    Line(Bytes),
+    /// Flush what was written and end the process with this status.
+    Exit(i32),
+}
+
+/// The client's next message line, skipping blank lines and answering over-long ones itself
+/// (stdio servers would stay silent); `None` when the client is gone.
+pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    out: &mpsc::UnboundedSender<Out>,
+) -> Option<Bytes> {
+    loop {
+        match read_line(r, max).await {
+            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Line::Line(l)) => return Some(Bytes::from(l)),
+            Ok(Line::TooLong(id)) => {
+                let msg = format!("Invalid Request: the message is over the {max}-byte limit");
+                let id = id.and_then(|i| RawValue::from_string(i).ok());
+                let _ = out.send(Out::Line(
+                    jsonrpc::error_response(id.as_deref(), jsonrpc::INVALID_REQUEST, &msg, None)
+                        .into(),
+                ));
+            }
+            Ok(Line::Eof) | Err(_) => return None,
+        }
+    }
+}
+
+/// The one writer of stdout: lines from every task, never interleaved.
+fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) {
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(o) = out_rx.recv().await {
+            match o {
+                Out::Line(l) => {
+                    if stdout.write_all(&l).await.is_err()
+                        || stdout.write_all(b"\n").await.is_err()
+                        || stdout.flush().await.is_err()
+                    {
+                        return 0;
+                    }
+                }
+                Out::Exit(code) => {
+                    let _ = stdout.flush().await;
+                    return code;
+                }
+            }
+        }
+        0
+    });
+    (out, writer)
+}
+
+/// Everything that goes back to the stdio client: toolgate's own answers, the server's
+/// answers read against their requests, and what the server sends on its own.
+#[derive(Clone)]
+pub(crate) struct ToClient {
+    pub(super) gw: Arc<Gateway>,
+    pub(super) out: mpsc::UnboundedSender<Out>,
+}
+
+impl ToClient {
+    /// The client's side, and the writer task that ends with toolgate's exit status.
+    pub(crate) fn open(gw: Arc<Gateway>) -> (ToClient, JoinHandle<i32>) {
+        let (out, writer) = spawn_writer();
+        (ToClient { gw, out }, writer)
+    }
+
+    pub(crate) fn write(&self, line: impl Into<Bytes>) {
+        let _ = self.out.send(Out::Line(line.into()));
+    }
+
+    /// The server's answer to `pending`, through the answer-side rules; `false` when it is
+    /// not a JSON-RPC message, or not the answer.
+    pub(crate) fn answer(&self, pending: &Pending, bytes: Bytes) -> bool {
+        match jsonrpc::parse(&bytes) {
+            Ok(Parsed::Single(m)) => self.answer_message(pending, &m, bytes.clone()),
+            _ => false,
+        }
+    }
+
+    /// [`ToClient::answer`] for a message already parsed (`m` is `bytes`).
+    pub(crate) fn answer_message(&self, pending: &Pending, m: &Message<'_>, bytes: Bytes) -> bool {
+        let seen = pipeline::observe(&self.gw, pending, m);
+        match seen.replacement {
+            Some(a) => self.write(a.body),
+            None => self.write(crate::pipeline::bridge::complete(pending, bytes)),
+        }
+        seen.answers
+    }
+
+    /// No answer came to `pending`, for this reason.
+    pub(crate) fn failed(&self, pending: &Pending, why: &UpstreamError) {
+        if pending.id.is_some() {
+            self.fail(&Unanswered::of(pending), why);
+        }
+    }
+
+    pub(super) fn fail(&self, u: &Unanswered, why: &UpstreamError) {
+        if u.id.is_some() {
+            self.write(Answer::upstream_failed(u.era, u.id.as_deref(), u.is_call, why).body);
+        }
+    }
+
+    /// A request read from the client but never sent gets an error; anything else, nothing.
+    pub(super) fn refuse(&self, line: &[u8], why: &UpstreamError) {
+        if let Ok(Parsed::Single(m)) = jsonrpc::parse(line)
+            && m.is_request()
+        {
+            let u = Unanswered {
+                id: m.id.map(ToOwned::to_owned),
+                era: Era::detect(None, m.version_text()),
+                is_call: m.method() == Some(mcp::TOOLS_CALL),
+            };
+            self.fail(&u, why);
+        }
+    }
+
+    /// What the server sent on its own (a notification, a request to the client): learned
+    /// from and passed on. An answer here answers nothing the client waits for, and would
+    /// skip every answer-side rule, so it goes no further.
+    pub(crate) fn unsolicited(&self, key: ScopeKey, target: &Arc<Target>, line: Bytes) {
+        let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
+            tracing::warn!(
+                "the tool server sent something that is not one JSON-RPC message; dropped"
+            );
+            return;
+        };
+        if m.method.is_none() {
+            tracing::info!(
+                "the tool server answered a request nothing waits for (withdrawn, timed out, or unknown); dropped"
+            );
+            return;
+        }
+        let any = Pending {
+            id: None,
+            kind: Kind::Other,
+            era: Era::Legacy,
+            key,
+            target: target.clone(),
+            client: None,
+            bridged: None,
+        };
+        match pipeline::observe(&self.gw, &any, &m).replacement {
+            Some(a) => self.write(a.body),
+            None => self.write(line),
+        }
+    }
+}
+
+/// Enough of a request to answer it with an error without its exchange.
+pub(super) struct Unanswered {
+    id: Option<Box<RawValue>>,
+    era: Era,
+    is_call: bool,
+}
+
+impl Unanswered {
+    pub(super) fn of(p: &Pending) -> Unanswered {
+        Unanswered {
+            id: p.id.clone(),
+            era: p.era,
+            is_call: matches!(p.kind, Kind::Call { .. }),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! What is in flight between the stdio client and its server: a task per message, the
+//! requests among them by id (for the client's cancellations), and one stop that answers
+//! whatever is left when the run ends.
+
+use super::client::{ToClient, Unanswered};
+use crate::pipeline::UpstreamError;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+
+/// A forwarded message's exchange, and what its client is owed if it cannot finish.
+pub(super) struct Exchange<F> {
+    pub(super) future: F,
+    pub(super) owed: Unanswered,
+}
+
+/// What is in flight: each message's task, and the word that ends them all with an error
+/// (the server went away, or the client did and the grace period is over).
+pub(super) struct InFlight {
+    tasks: JoinSet<()>,
+    /// The requests' tasks by id (`jsonrpc::id_key`), for the client's cancellations.
+    requests: HashMap<String, AbortHandle>,
+    stop: watch::Sender<Option<Arc<UpstreamError>>>,
+}
+
+impl InFlight {
+    pub(super) fn new() -> InFlight {
+        InFlight {
+            tasks: JoinSet::new(),
+            requests: HashMap::new(),
+            stop: watch::channel(None).0,
+        }
+    }
+
+    fn track(&mut self, id: Option<String>, task: AbortHandle) {
+        while self.tasks.try_join_next().is_some() {}
+        self.requests.retain(|_, t| !t.is_finished());
+        if let Some(id) = id {
+            self.requests.insert(id, task);
+        }
+    }
+
+    /// The client cancelled request `id`: it reads no answer to it, so its exchange ends
+    /// here, unanswered. An answer the server sends all the same is not passed on.
+    pub(super) fn withdraw(&mut self, id: &str) {
+        if let Some(task) = self.requests.remove(id) {
+            task.abort();
+        }
+    }
+
+    /// Runs `decide` (deciding and sending the client's `line`) and then its exchange on a
+    /// task; if the stop comes first, the line is refused with it.
+    pub(super) fn spawn<D, F>(&mut self, to: &ToClient, line: Bytes, id: Option<String>, decide: D)
+    where
+        D: Future<Output = Option<Exchange<F>>> + Send + 'static,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let (to, stop) = (to.clone(), self.stop.subscribe());
+        let task = self.tasks.spawn(async move {
+            let exchange = tokio::select! {
+                ex = decide => ex,
+                why = stopped(stop.clone()) => return to.refuse(&line, &why),
+            };
+            if let Some(ex) = exchange {
+                until_stopped(ex, to, stop).await;
+            }
+        });
+        self.track(id, task);
+    }
+
+    /// Waits for an exchange already sent on a task, or answers it with the stop's error.
+    pub(super) fn wait<F: Future<Output = ()> + Send + 'static>(
+        &mut self,
+        exchange: Exchange<F>,
+        to: &ToClient,
+        id: Option<String>,
+    ) {
+        let task = self
+            .tasks
+            .spawn(until_stopped(exchange, to.clone(), self.stop.subscribe()));
+        self.track(id, task);
+    }
+
+    pub(super) async fn settled(&mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Ends what is left with `why`, and waits until it has been answered.
+    pub(super) async fn stop(&mut self, why: Arc<UpstreamError>) {
+        let _ = self.stop.send(Some(why));
+        self.settled().await;
+    }
+}
+
+async fn stopped(mut stop: watch::Receiver<Option<Arc<UpstreamError>>>) -> Arc<UpstreamError> {
+    let why = stop.wait_for(Option::is_some).await.map(|w| w.clone());
+    match why {
+        Ok(Some(why)) => why,
+        _ => std::future::pending().await,
+    }
+}
+
+/// The exchange, unless the stop comes first: then it is dropped, and its request answered
+/// with the stop's error. An exchange ends as soon as it has written its answer, so a
+/// request is never answered twice.
+async fn until_stopped<F: Future<Output = ()>>(
+    exchange: Exchange<F>,
+    to: ToClient,
+    stop: watch::Receiver<Option<Arc<UpstreamError>>>,
+) {
+    let Exchange { future, owed } = exchange;
+    tokio::select! {
+        () = future => {}
+        why = stopped(stop) => to.fail(&owed, &why),
+    }
+}
