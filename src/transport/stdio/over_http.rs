@@ -5,7 +5,7 @@
 //! own. A 404 on the session opens a new one with the client's own `initialize` params, since
 //! a stdio client cannot see that status.
 
-use super::{Forwarded, Reversed, ToClient, Upstream};
+use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
@@ -17,7 +17,7 @@ use crate::pipeline::{Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session as BridgeSession};
 use crate::transport::upstream::http_client::exchange;
-use crate::transport::upstream::http_client::{self, Collected, HttpUpstream};
+use crate::transport::upstream::http_client::{self, Collected, HttpUpstream, UpstreamBody};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -320,115 +320,28 @@ impl Http {
             to,
             ..
         } = sent;
-        let Route {
-            headers, session, ..
-        } = route;
-        let key = self.key();
         if let Some(h) = &handshake {
             self.session
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .init_params = h.params.clone();
         }
-        let mut sent = self
-            .up
-            .send(Method::POST, headers.clone(), body.clone(), self.timeout())
-            .await;
-        if session.is_some() && matches!(&sent, Ok(r) if r.status() == http::StatusCode::NOT_FOUND)
-        {
-            sent = Err(self.up.bridge.lost(key));
-        }
-        // The session is gone upstream: a new one, and the message once more.
-        if handshake.is_none()
-            && matches!(&sent, Ok(r) if r.status() == http::StatusCode::NOT_FOUND)
-            && self.reinitialize().await
-        {
-            let mut headers = headers;
-            let s = self.headers();
-            if let (true, Some(id)) = (
-                headers.contains_key(mcp::SESSION_ID),
-                s.get(mcp::SESSION_ID),
-            ) {
-                headers.insert(mcp::SESSION_ID, id.clone());
-            }
-            sent = self
-                .up
-                .send(Method::POST, headers, body, self.timeout())
-                .await;
-        }
-        let resp = match sent {
+        let resp = match self.send(route, body, handshake.is_some()).await {
             Ok(r) => r,
             Err(e) => return to.failed(&pending, &e),
         };
         if let Some(h) = &handshake {
-            if resp.status().is_client_error()
-                && let Some(id) = pending.id.as_deref()
+            if let Some(id) = pending.id.as_deref()
+                && let Some(ours) = self.reverse_if_refused(&resp, id, h).await
             {
-                // Refused: a server that answers `server/discover` speaks only 2026-07-28,
-                // and the client is bridged to it (docs/contract.md §5, "Eras bridged the
-                // other way").
-                let limits = &self.gw.config.limits;
-                let own_id = self.gw.next_id();
-                let bridge = &self.up.bridge;
-                if let Some((session, result)) = bridge
-                    .reverse(
-                        &self.up,
-                        &HeaderMap::new(),
-                        h.params.as_deref(),
-                        &own_id,
-                        limits,
-                    )
-                    .await
-                {
-                    self.reverse.set(bridge.reversed(&session));
-                    return to.write(jsonrpc::result_response(id, &result));
-                }
+                return to.write(ours);
             }
             if let Some(sid) = resp.headers().get(mcp::SESSION_ID) {
                 self.session.lock().unwrap_or_else(|p| p.into_inner()).id = Some(sid.clone());
             }
         }
         let status = resp.status();
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut body = resp.into_body();
-        let answered = if is_sse {
-            let mut splitter = Splitter::new(self.gw.config.limits.max_sse_event_bytes);
-            let mut answered = false;
-            'stream: while let Some(Ok(frame)) = body.frame().await {
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                splitter.push(&data);
-                while let Some(Split::Event(ev)) = splitter.next_event() {
-                    if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty())
-                        && self.deliver(
-                            &to,
-                            &pending,
-                            handshake.is_some(),
-                            Bytes::copy_from_slice(d.as_bytes()),
-                        )
-                    {
-                        // One answer per request, and the exchange ends with it.
-                        answered = true;
-                        break 'stream;
-                    }
-                }
-            }
-            answered
-        } else {
-            match http_client::collect_upstream(body, self.gw.config.limits.max_response_bytes)
-                .await
-            {
-                Ok(Collected::Whole(bytes)) if !bytes.is_empty() => {
-                    self.deliver(&to, &pending, handshake.is_some(), bytes)
-                }
-                _ => false,
-            }
-        };
+        let answered = self.read(resp, &to, &pending, handshake.is_some()).await;
         if handshake.is_some() {
             self.open_stream();
         }
@@ -439,6 +352,112 @@ impl Http {
             ));
             to.failed(&pending, &e);
         }
+    }
+
+    /// Sends the POST. A 404 means the server no longer knows the session: toolgate's own
+    /// (era bridge) is forgotten and the request fails with a hint to retry; the client's is
+    /// opened again, and the message sent once more.
+    async fn send(
+        self: &Arc<Self>,
+        route: Route,
+        body: Bytes,
+        handshake: bool,
+    ) -> Result<http::Response<UpstreamBody>, UpstreamError> {
+        let Route {
+            headers, session, ..
+        } = route;
+        let key = self.key();
+        let lost = |r: &Result<http::Response<UpstreamBody>, UpstreamError>| matches!(r, Ok(r) if r.status() == http::StatusCode::NOT_FOUND);
+        let sent = self
+            .up
+            .send(Method::POST, headers.clone(), body.clone(), self.timeout())
+            .await;
+        if !lost(&sent) || handshake {
+            return sent;
+        }
+        if session.is_some() {
+            return Err(self.up.bridge.lost(key));
+        }
+        if !self.reinitialize().await {
+            return sent;
+        }
+        let mut headers = headers;
+        if headers.contains_key(mcp::SESSION_ID)
+            && let Some(id) = self.headers().get(mcp::SESSION_ID)
+        {
+            headers.insert(mcp::SESSION_ID, id.clone());
+        }
+        self.up
+            .send(Method::POST, headers, body, self.timeout())
+            .await
+    }
+
+    /// The client's `initialize`, refused: a server that answers `server/discover` speaks
+    /// only 2026-07-28, and the client is bridged to it (docs/contract.md §5, "Eras bridged
+    /// the other way"). toolgate's answer to the client then.
+    async fn reverse_if_refused(
+        &self,
+        resp: &http::Response<UpstreamBody>,
+        id: &RawValue,
+        handshake: &Handshake,
+    ) -> Option<Vec<u8>> {
+        if !resp.status().is_client_error() {
+            return None;
+        }
+        let own_id = self.gw.next_id();
+        let bridge = &self.up.bridge;
+        let (session, result) = bridge
+            .reverse(
+                &self.up,
+                &HeaderMap::new(),
+                handshake.params.as_deref(),
+                &own_id,
+                &self.gw.config.limits,
+            )
+            .await?;
+        self.reverse.set(bridge.reversed(&session));
+        Some(jsonrpc::result_response(id, &result))
+    }
+
+    /// Reads the answer, JSON or SSE, out to the client; `true` once the request's answer
+    /// has gone out (an SSE stream is left then: one answer per request).
+    async fn read(
+        &self,
+        resp: http::Response<UpstreamBody>,
+        to: &ToClient,
+        pending: &Pending,
+        handshake: bool,
+    ) -> bool {
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = resp.into_body();
+        if !is_sse {
+            let limit = self.gw.config.limits.max_response_bytes;
+            return match http_client::collect_upstream(body, limit).await {
+                Ok(Collected::Whole(bytes)) if !bytes.is_empty() => {
+                    self.deliver(to, pending, handshake, bytes)
+                }
+                _ => false,
+            };
+        }
+        let mut splitter = Splitter::new(self.gw.config.limits.max_sse_event_bytes);
+        while let Some(Ok(frame)) = body.frame().await {
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            splitter.push(&data);
+            while let Some(Split::Event(ev)) = splitter.next_event() {
+                if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty())
+                    && self.deliver(to, pending, handshake, Bytes::copy_from_slice(d.as_bytes()))
+                {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// One message the server sent about the request; `true` when it is the answer.
