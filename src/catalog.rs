@@ -13,6 +13,7 @@
 //! linear-time regex engine, and refuses schemas over a size limit.
 
 use crate::config::{Limits, UnknownDialect, Validation};
+use crate::locks::{MutexExt, RwLockExt};
 use crate::validate::Shape;
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
@@ -227,7 +228,7 @@ impl Catalog {
     }
 
     pub fn lookup(&self, key: &ScopeKey, tool: &str) -> Lookup {
-        let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
+        let scopes = self.scopes.reading();
         let now = Instant::now();
         let mut relist = true;
         let mut find = |k: &ScopeKey| {
@@ -258,7 +259,7 @@ impl Catalog {
     /// Names known in a scope, for "did you mean" suggestions.
     /// The names of the scope's tools that `keep` keeps.
     pub fn tool_names(&self, key: &ScopeKey, keep: impl Fn(&str, &Tool) -> bool) -> Vec<String> {
-        let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
+        let scopes = self.scopes.reading();
         [key, &key.public_of()]
             .into_iter()
             .filter_map(|k| scopes.get(k))
@@ -328,7 +329,7 @@ impl Catalog {
     }
 
     pub fn listed_since(&self, key: &ScopeKey, t: Instant) -> bool {
-        let scopes = self.scopes.read().unwrap_or_else(|p| p.into_inner());
+        let scopes = self.scopes.reading();
         [key, &key.public_of()]
             .into_iter()
             .filter_map(|k| scopes.get(k))
@@ -338,7 +339,7 @@ impl Catalog {
 
     /// Drops a scope's catalog, and the upstream's public one: a change may concern both.
     pub fn forget(&self, key: &ScopeKey) {
-        let mut scopes = self.scopes.write().unwrap_or_else(|p| p.into_inner());
+        let mut scopes = self.scopes.writing();
         scopes.remove(key);
         scopes.remove(&key.public_of());
     }
@@ -350,12 +351,12 @@ impl Catalog {
     }
 
     pub fn scope_count(&self) -> usize {
-        self.scopes.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.scopes.reading().len()
     }
 
     /// Distinct compiled schemas still in use.
     pub fn schema_count(&self) -> usize {
-        let schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        let schemas = self.schemas.locked();
         schemas
             .values()
             .flatten()
@@ -366,7 +367,7 @@ impl Catalog {
     /// One lock per scope, so concurrent calls that miss wait for one listing instead of
     /// each sending their own.
     pub fn refresh_lock(&self, key: &ScopeKey) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.refresh_locks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut locks = self.refresh_locks.locked();
         if let Some(l) = locks.get(key).and_then(Weak::upgrade) {
             return l;
         }
@@ -377,7 +378,7 @@ impl Catalog {
     }
 
     fn update(&self, key: &ScopeKey, f: impl FnOnce(&mut ScopeCatalog)) {
-        let mut scopes = self.scopes.write().unwrap_or_else(|p| p.into_inner());
+        let mut scopes = self.scopes.writing();
         if !scopes.contains_key(key) && scopes.len() >= self.max_scopes {
             evict_least_recent(&mut scopes);
         }
@@ -411,7 +412,7 @@ impl Catalog {
         raw.hash(&mut h);
         let hash = h.finish();
         {
-            let schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+            let schemas = self.schemas.locked();
             if let Some(found) = schemas
                 .get(&hash)
                 .into_iter()
@@ -424,7 +425,7 @@ impl Catalog {
         }
         // Compiled outside the lock: a slow schema must not stall other scopes' learning.
         let compiled = Arc::new(compile(raw, &self.settings));
-        let mut schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        let mut schemas = self.schemas.locked();
         let slot = schemas.entry(hash).or_default();
         slot.retain(|w| w.strong_count() > 0);
         slot.push(Arc::downgrade(&compiled));

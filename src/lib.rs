@@ -16,6 +16,7 @@ pub mod demo;
 pub mod fuzzing;
 pub mod gateway;
 pub mod jsonrpc;
+mod locks;
 pub mod logwriter;
 pub mod mcp;
 pub mod metrics;

@@ -10,6 +10,7 @@
 //! `other`: label values can come from clients (a tool name), and a scrape must not grow
 //! without bound.
 
+use crate::locks::MutexExt;
 use crate::thread_slot::{SLOTS, slot};
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
@@ -74,7 +75,7 @@ impl<K: Eq + std::hash::Hash + Clone, V, S: std::hash::BuildHasher + Clone> Grow
         &self,
         pick: impl FnOnce(&HashMap<K, Arc<V>, S>) -> Result<Arc<V>, (K, Arc<V>)>,
     ) -> Arc<V> {
-        let _one_at_a_time = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = self.writer.locked();
         let map = self.map.load_full();
         match pick(&map) {
             Ok(v) => v,

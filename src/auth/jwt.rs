@@ -8,6 +8,7 @@
 
 use super::Refusal;
 use crate::config::{ConfigError, Jwt};
+use crate::locks::RwLockExt;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use jsonwebtoken::jwk::{Jwk, JwkSet};
@@ -220,7 +221,7 @@ impl Keys {
     }
 
     fn held(&self) -> Option<(Arc<JwkSet>, Instant)> {
-        self.held.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.held.reading().clone()
     }
 
     /// Fetches, unless another request refreshed the set while this one waited, or a fetch
@@ -245,8 +246,7 @@ impl Keys {
             Ok(set) => {
                 fetches.failed = None;
                 let set = Arc::new(set);
-                *self.held.write().unwrap_or_else(|p| p.into_inner()) =
-                    Some((set.clone(), Instant::now()));
+                *self.held.writing() = Some((set.clone(), Instant::now()));
                 Ok(set)
             }
             Err(e) => {

@@ -9,6 +9,7 @@
 //! handshake era is refused here, naming what cannot be bridged.
 
 use crate::jsonrpc;
+use crate::locks::MutexExt;
 use crate::mcp;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -430,8 +431,7 @@ impl Reverse {
                     .and_then(|l| l.params?.level)
                 {
                     self.envelope
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
+                        .locked()
                         .insert("io.modelcontextprotocol/logLevel", level.to_owned());
                 }
                 return empty();
@@ -457,11 +457,7 @@ impl Reverse {
     /// The request with the envelope in `params._meta` (a listing toolgate sends for the
     /// client, too).
     pub fn with_envelope(&self, bytes: Bytes) -> Bytes {
-        let envelope = self
-            .envelope
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let envelope = self.envelope.locked().clone();
         let mut out = bytes;
         for (key, value) in &envelope {
             if let Some(b) = jsonrpc::replace_at(&out, &["params", "_meta", key], value) {

@@ -5,6 +5,7 @@
 //! top of `[validation]`'s allow and deny lists, never loosen them.
 
 use crate::config::{ClientPolicy, ConfigError};
+use crate::locks::MutexExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -140,7 +141,7 @@ impl RateLimiter {
     ) -> Result<(), Limited> {
         let interval = rate.per / rate.count;
         let tolerance = rate.per - interval;
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buckets = self.buckets.locked();
         if buckets.len() >= MAX_BUCKETS {
             buckets.retain(|_, full_at| *full_at > now);
         }

@@ -9,6 +9,7 @@
 //! certificate from that CA. ALPN offers `h2` and `http/1.1`.
 
 use crate::config::ListenerTls;
+use crate::locks::MutexExt;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -50,7 +51,7 @@ impl Acceptor {
 
     /// The acceptor for the files as they are now.
     pub fn current(&self) -> TlsAcceptor {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.state.locked();
         if s.looked.elapsed() >= LOOK_EVERY {
             s.looked = Instant::now();
             let now = stamp(&self.settings);

@@ -14,6 +14,7 @@
 //! Caveat: bytes that arrive while a request is in service (a pipelined head) are not
 //! timed as a head; the idle timer covers them once the request ends.
 
+use crate::locks::MutexExt;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -50,7 +51,7 @@ impl ConnTimers {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// A request is in service until the returned guard is dropped (with its response body).

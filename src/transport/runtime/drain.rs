@@ -7,6 +7,7 @@
 //! per poll that nobody writes until shutdown; shutdown sets the flag and wakes every
 //! registered connection, which then starts its own graceful close.
 
+use crate::locks::MutexExt;
 use hyper_util::server::graceful::GracefulConnection;
 use std::collections::HashMap;
 use std::future::Future;
@@ -52,14 +53,7 @@ impl Drain {
     /// Asks every connection to finish what it is doing and close, and waits until all have.
     pub async fn shutdown(&self) {
         self.shared.closing.store(true, Ordering::Release);
-        let wakers: Vec<Waker> = self
-            .shared
-            .wakers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let wakers: Vec<Waker> = self.shared.wakers.locked().values().cloned().collect();
         for w in wakers {
             w.wake();
         }
@@ -96,11 +90,7 @@ impl<C: GracefulConnection> Future for Watched<C> {
             // Registered before the flag is read: a shutdown that sets the flag after this
             // read finds the waker; one that set it before is seen by the read.
             let waker = cx.waker().clone();
-            this.shared
-                .wakers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(this.id, waker.clone());
+            this.shared.wakers.locked().insert(this.id, waker.clone());
             this.registered = Some(waker);
         }
         if !this.told && this.shared.closing.load(Ordering::Acquire) {
@@ -114,11 +104,7 @@ impl<C: GracefulConnection> Future for Watched<C> {
 impl<C> Drop for Watched<C> {
     fn drop(&mut self) {
         if self.registered.is_some() {
-            self.shared
-                .wakers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&self.id);
+            self.shared.wakers.locked().remove(&self.id);
         }
         if self.shared.live.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.shared.ended.notify_waiters();

@@ -19,6 +19,7 @@ mod in_flight;
 pub mod over_http;
 pub mod to_child;
 
+use crate::locks::MutexExt;
 pub(crate) use client::ToClient;
 use client::{Out, Unanswered, next_message};
 use in_flight::{Exchange, InFlight};
@@ -110,13 +111,13 @@ pub(crate) struct Reversed(std::sync::Mutex<Option<Arc<Reverse>>>);
 
 impl Reversed {
     pub(crate) fn set(&self, reverse: Option<Arc<Reverse>>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = reverse;
+        *self.0.locked() = reverse;
     }
 
     /// The bridge a message of `era` takes: only the client's handshake-era messages cross.
     pub(crate) fn for_era(&self, era: Era) -> Option<Arc<Reverse>> {
         match era {
-            Era::Legacy => self.0.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            Era::Legacy => self.0.locked().clone(),
             Era::Modern => None,
         }
     }

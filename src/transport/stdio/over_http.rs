@@ -9,6 +9,7 @@ use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
+use crate::locks::MutexExt;
 use crate::mcp::{self, Era};
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{ListFailed, Lister};
@@ -70,7 +71,7 @@ impl Http {
             ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
         );
-        let s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let s = self.session.locked();
         if let Some(id) = &s.id {
             h.insert(mcp::SESSION_ID, id.clone());
         }
@@ -96,7 +97,7 @@ impl Http {
     /// own `initialize` params; the answer to that stays here. `false`: no new session.
     async fn reinitialize(self: &Arc<Self>) -> bool {
         let (params, lost) = {
-            let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = self.session.locked();
             (s.init_params.clone(), s.id.take())
         };
         let (Some(params), Some(_)) = (params, lost) else {
@@ -114,7 +115,7 @@ impl Http {
         let Some(sid) = answer_headers.get(mcp::SESSION_ID).cloned() else {
             return false;
         };
-        self.session.lock().unwrap_or_else(|p| p.into_inner()).id = Some(sid);
+        self.session.locked().id = Some(sid);
         let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let _ = self
             .up
@@ -135,11 +136,7 @@ impl Http {
     fn open_stream(self: &Arc<Self>) {
         let me = self.clone();
         let stream = tokio::spawn(async move { me.server_stream().await });
-        let old = self
-            .stream
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(stream);
+        let old = self.stream.locked().replace(stream);
         if let Some(old) = old {
             old.abort();
         }
@@ -226,7 +223,7 @@ impl Upstream for Http {
     }
 
     fn key(&self) -> ScopeKey {
-        let s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let s = self.session.locked();
         self.gw
             .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), None)
     }
@@ -289,7 +286,7 @@ impl Upstream for Http {
     }
 
     async fn end(&self, _grace: Duration) -> String {
-        if let Some(s) = self.stream.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(s) = self.stream.locked().take() {
             s.abort();
         }
         let headers = self.headers();
@@ -321,10 +318,7 @@ impl Http {
             ..
         } = sent;
         if let Some(h) = &handshake {
-            self.session
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .init_params = h.params.clone();
+            self.session.locked().init_params = h.params.clone();
         }
         let resp = match self.send(route, body, handshake.is_some()).await {
             Ok(r) => r,
@@ -337,7 +331,7 @@ impl Http {
                 return to.write(ours);
             }
             if let Some(sid) = resp.headers().get(mcp::SESSION_ID) {
-                self.session.lock().unwrap_or_else(|p| p.into_inner()).id = Some(sid.clone());
+                self.session.locked().id = Some(sid.clone());
             }
         }
         let status = resp.status();
@@ -472,10 +466,7 @@ impl Http {
                 .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
             && let Ok(v) = HeaderValue::from_str(&v)
         {
-            self.session
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .version = Some(v);
+            self.session.locked().version = Some(v);
         }
         // An error that names no request (a 4xx refusal of the POST itself) is this
         // request's answer: a stdio client matches answers by id, so it gets the request's.

@@ -10,6 +10,7 @@ use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::Message;
+use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge::Reverse;
@@ -33,7 +34,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
             FromChild::Message(line) => to.unsolicited(key, &target, line),
             // Logged by the front, which knows whether the client had asked for it.
             FromChild::Exited(how) => {
-                if let Some(tx) = exited.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                if let Some(tx) = exited.locked().take() {
                     let _ = tx.send(how);
                 }
             }

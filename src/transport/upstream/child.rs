@@ -10,6 +10,7 @@
 //! and `uvx` servers run as grandchildren.
 
 use crate::jsonrpc::{self, Body as Parsed};
+use crate::locks::MutexExt;
 use crate::mcp;
 use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge;
@@ -79,12 +80,7 @@ impl Drop for Owed {
         if !matches!(self.rx.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
             return;
         }
-        if let Some(w) = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
+        if let Some(w) = self.waiters.locked().as_mut() {
             w.remove(&self.key);
         }
     }
@@ -324,13 +320,7 @@ impl ChildProcess {
             let mut r = BufReader::new(stdout);
             // A line goes to whoever waits for its id, or else to the transport.
             let deliver = |id: Option<String>, line: Bytes| {
-                let waiter = id.and_then(|id| {
-                    waiters
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .as_mut()?
-                        .remove(&id)
-                });
+                let waiter = id.and_then(|id| waiters.locked().as_mut()?.remove(&id));
                 match waiter {
                     Some(w) => {
                         let _ = w.send(line);
@@ -367,7 +357,7 @@ impl ChildProcess {
             // Closed, not just emptied: a request that comes after this is refused at once
             // instead of waiting for an answer nothing will read. The requests still waiting
             // are let go once the exit is known, so they can say how the child ended.
-            let orphans = waiters.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let orphans = waiters.locked().take();
             let how = match weak.upgrade() {
                 Some(me) => me.exit_status().await,
                 None => "stopped".into(),
@@ -396,7 +386,7 @@ impl ChildProcess {
 
     /// Writes one message (a line) to the child.
     pub fn send(&self, line: Bytes) -> Result<(), UpstreamError> {
-        let to = self.to_child.lock().unwrap_or_else(|p| p.into_inner());
+        let to = self.to_child.locked();
         match to.as_ref().map(|t| t.send(line)) {
             Some(Ok(())) => Ok(()),
             _ => Err(UpstreamError::Unreachable(
@@ -421,12 +411,7 @@ impl ChildProcess {
     pub fn start(&self, line: Bytes, id: &str) -> Result<Owed, UpstreamError> {
         let key = jsonrpc::id_key(id).into_owned();
         let (tx, rx) = oneshot::channel();
-        match self
-            .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
+        match self.waiters.locked().as_mut() {
             Some(w) => w.insert(key.clone(), tx),
             None => {
                 return Err(UpstreamError::Unreachable(
@@ -449,10 +434,7 @@ impl ChildProcess {
     /// Whether the child's output has ended: it will answer nothing more, even if its
     /// exit has not been reaped yet.
     pub fn has_ended(&self) -> bool {
-        self.waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
+        self.waiters.locked().is_none()
     }
 
     /// The client cancelled request `id` (raw JSON): whoever waits for its answer gets a
@@ -461,8 +443,7 @@ impl ChildProcess {
     pub fn cancel(&self, id: &str) -> bool {
         let waiter = self
             .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .as_mut()
             .and_then(|w| w.remove(jsonrpc::id_key(id).as_ref()));
         let Some(waiter) = waiter else { return false };
@@ -476,12 +457,7 @@ impl ChildProcess {
     }
 
     fn forget(&self, id: &str) {
-        if let Some(w) = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
+        if let Some(w) = self.waiters.locked().as_mut() {
             w.remove(jsonrpc::id_key(id).as_ref());
         }
     }
@@ -501,10 +477,7 @@ impl ChildProcess {
     }
 
     pub async fn shutdown(&self, grace: Duration) -> String {
-        self.to_child
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        self.to_child.locked().take();
         let mut guard = self.process.lock().await;
         let Some(child) = guard.as_mut() else {
             return "already stopped".into();

@@ -8,6 +8,7 @@
 
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
+use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::{self, Kind, Pending};
@@ -79,11 +80,7 @@ pub struct Relation {
 
 impl Drop for Relation {
     fn drop(&mut self) {
-        self.child
-            .related
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.key);
+        self.child.related.locked().remove(&self.key);
     }
 }
 
@@ -97,7 +94,7 @@ const BACKLOG: usize = 256;
 impl SessionChild {
     /// A GET stream's receiver, and what was sent before it opened.
     pub fn subscribe(&self) -> (Vec<Bytes>, broadcast::Receiver<Bytes>) {
-        let mut backlog = self.backlog.lock().unwrap_or_else(|p| p.into_inner());
+        let mut backlog = self.backlog.locked();
         let rx = self.unsolicited.subscribe();
         (backlog.drain(..).collect(), rx)
     }
@@ -108,7 +105,7 @@ impl SessionChild {
         if self.shared {
             return self.deliver_related(line);
         }
-        let mut backlog = self.backlog.lock().unwrap_or_else(|p| p.into_inner());
+        let mut backlog = self.backlog.locked();
         if self.unsolicited.receiver_count() > 0 {
             let _ = self.unsolicited.send(line);
         } else {
@@ -133,13 +130,7 @@ impl SessionChild {
                     .or(p.meta.and_then(|m| m.subscription))
                     .map(|k| jsonrpc::id_key(k.get()).into_owned())
             });
-        let sink = key.and_then(|k| {
-            self.related
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(k.as_str())
-                .cloned()
-        });
+        let sink = key.and_then(|k| self.related.locked().get(k.as_str()).cloned());
         match sink {
             Some(sink) => {
                 if sink.try_send(line).is_err() {
@@ -158,10 +149,7 @@ impl SessionChild {
     pub fn relate(self: &Arc<Self>, id: &str) -> (Relation, mpsc::Receiver<Bytes>) {
         let (tx, rx) = mpsc::channel(RELATED);
         let key: Box<str> = jsonrpc::id_key(id).into();
-        self.related
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone(), tx);
+        self.related.locked().insert(key.clone(), tx);
         (
             Relation {
                 child: self.clone(),
@@ -187,7 +175,7 @@ impl SessionChild {
     }
 
     fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.last_used.locked() = Instant::now();
     }
 
     /// Read from the child's output, which ends before its exit is reaped and reported:
@@ -293,12 +281,9 @@ impl StdioPool {
                     live.load().catalog.forget(&key);
                     // Still registered: it exited on its own, a fault. Otherwise toolgate
                     // ended the session (DELETE, idle, shutdown), and `close` says so.
-                    let on_its_own = sessions.upgrade().is_some_and(|s| {
-                        s.lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&label)
-                            .is_some()
-                    });
+                    let on_its_own = sessions
+                        .upgrade()
+                        .is_some_and(|s| s.locked().remove(&label).is_some());
                     if on_its_own {
                         tracing::warn!(session = %label, "the tool server {how}; its session ends");
                     } else {
@@ -328,7 +313,7 @@ impl StdioPool {
     pub fn open(&self, owner: &str) -> Result<(String, Arc<SessionChild>), NoChild> {
         let limits = &self.gw().config.stdio;
         {
-            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let sessions = self.sessions.locked();
             if sessions.len() >= limits.max_sessions {
                 return Err(NoChild::TooMany);
             }
@@ -340,18 +325,14 @@ impl StdioPool {
         let rs = std::collections::hash_map::RandomState::new();
         let id = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
         let sc = self.spawn(id.clone(), owner, false)?;
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), sc.clone());
+        self.sessions.locked().insert(id.clone(), sc.clone());
         Ok((id, sc))
     }
 
     pub fn session(&self, id: &str) -> Result<Arc<SessionChild>, NoChild> {
         let sc = self
             .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .get(id)
             .filter(|sc| sc.alive())
             .cloned()
@@ -361,19 +342,12 @@ impl StdioPool {
     }
 
     pub fn session_count(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.sessions.locked().len()
     }
 
     /// Ends a session; `false` when there was none.
     pub async fn close(&self, id: &str) -> bool {
-        let sc = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        let sc = self.sessions.locked().remove(id);
         let Some(sc) = sc else { return false };
         let how = sc
             .child
@@ -385,13 +359,7 @@ impl StdioPool {
 
     /// Stops every child (shutdown of toolgate).
     pub async fn close_all(&self) {
-        let ids: Vec<String> = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let ids: Vec<String> = self.sessions.locked().keys().cloned().collect();
         for id in ids {
             self.close(&id).await;
         }
@@ -447,16 +415,9 @@ impl StdioPool {
         let idle = self.gw().config.stdio.idle_timeout;
         let stale: Vec<String> = self
             .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .iter()
-            .filter(|(_, sc)| {
-                sc.last_used
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .elapsed()
-                    >= idle
-            })
+            .filter(|(_, sc)| sc.last_used.locked().elapsed() >= idle)
             .map(|(id, _)| id.clone())
             .collect();
         for id in stale {

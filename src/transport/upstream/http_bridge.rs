@@ -14,6 +14,7 @@
 
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
+use crate::locks::MutexExt;
 use crate::mcp;
 use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge::Reverse;
@@ -157,16 +158,11 @@ impl HttpBridge {
                 }
             }
         }
-        if let Some(s) = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        if let Some(s) = self.sessions.locked().get(&key) {
             return Some(s.clone());
         }
         let opened = Arc::new(self.open(up, client, &ids(), limits).await?);
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.locked();
         // Credentials come from clients: past the bound, one session is forgotten (the
         // server expires it) to make room, and its credential's next request opens another.
         if sessions.len() >= MAX_SESSIONS
@@ -194,7 +190,7 @@ impl HttpBridge {
         let result = Reverse::initialize_result(&discovered, params);
         // The edge looks sessions up by this prefix only (`edge::reversed_session`).
         let session = format!("toolgate-bridged-{id}");
-        let mut reversed = self.reversed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut reversed = self.reversed.locked();
         if reversed.len() >= MAX_SESSIONS
             && let Some(old) = reversed.keys().next().cloned()
         {
@@ -206,20 +202,12 @@ impl HttpBridge {
 
     /// The bridged session a handshake-era client's `Mcp-Session-Id` names, if it is one.
     pub fn reversed(&self, session: &str) -> Option<Arc<Reverse>> {
-        self.reversed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session)
-            .cloned()
+        self.reversed.locked().get(session).cloned()
     }
 
     /// The client ended its bridged session (DELETE); `false` when it was none.
     pub fn end_reversed(&self, session: &str) -> bool {
-        self.reversed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session)
-            .is_some()
+        self.reversed.locked().remove(session).is_some()
     }
 
     /// A handshake-era client's request made into a 2026-07-28 one: no session, the
@@ -233,10 +221,7 @@ impl HttpBridge {
     /// another. A 2026-07-28 client has no session to lose, so the request that met the 404
     /// gets the returned error, which says it may retry.
     pub fn lost(&self, key: ScopeKey) -> UpstreamError {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
+        self.sessions.locked().remove(&key);
         UpstreamError::Unreachable(
             "the tool server ended the session toolgate bridges this client through; retry the request"
                 .into(),

@@ -22,6 +22,7 @@
 //! An HTTP/2 connection carries every request at once, so it stays in the list while used:
 //! a request takes a handle on it rather than the connection itself.
 
+use crate::locks::MutexExt;
 use crate::pipeline::UpstreamError;
 use crate::thread_slot::{SLOTS, slot};
 use crate::transport::upstream::tls::TlsConnect;
@@ -98,7 +99,7 @@ struct Shard(Mutex<Vec<Kept>>);
 
 impl Shard {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.locked()
     }
 }
 

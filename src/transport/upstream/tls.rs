@@ -9,6 +9,7 @@
 //! message naming it; connections already open keep working.
 
 use crate::config::UpstreamTls;
+use crate::locks::MutexExt;
 use rustls::ClientConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -79,7 +80,7 @@ impl TlsConnect {
     /// The client configuration for the files as they are now.
     fn config(&self) -> Result<Arc<ClientConfig>, String> {
         let stamp = self.stamp();
-        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        let mut built = self.built.locked();
         if let Some((s, c)) = built.as_ref()
             && *s == stamp
         {
