@@ -309,9 +309,14 @@ pub struct StdioLimits {
     /// A session unused this long is ended and its child stopped.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
-    /// How long a child gets after its stdin closes, and again after SIGTERM.
+    /// How long a child gets after its stdin closes, and again after SIGTERM; under
+    /// `toolgate stdio`, also how long what is in flight gets for its answers once the
+    /// client has closed stdin.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// Under `toolgate stdio`, most messages in flight at once; the client's next line is
+    /// read when one finishes (a pipe's backpressure).
+    pub max_in_flight: usize,
 }
 
 impl Default for StdioLimits {
@@ -321,6 +326,7 @@ impl Default for StdioLimits {
             max_sessions_per_client: 50,
             idle_timeout: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(2),
+            max_in_flight: 256,
         }
     }
 }
@@ -765,6 +771,9 @@ impl Config {
         self.admin_addr()?;
         if self.limits.max_body_bytes == 0 {
             return Err(ConfigError("limits.max_body_bytes must be above 0".into()));
+        }
+        if self.stdio.max_in_flight == 0 {
+            return Err(ConfigError("stdio.max_in_flight must be above 0".into()));
         }
         Ok(())
     }

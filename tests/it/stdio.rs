@@ -475,3 +475,33 @@ async fn timeouts_and_cancellations_hold_in_front_of_either_server() {
         scripted.methods()
     );
 }
+
+/// What is in flight is bounded: with room for one message, the next line waits for the slow
+/// call's answer, where it would otherwise overtake it.
+#[tokio::test]
+async fn a_full_pipe_waits_for_room_in_flight() {
+    let slow = json!({"content": [{"type": "text", "text": "slow done"}]});
+    let (url, _scripted) = Scripted::new(vec![open_tool("slow")])
+        .script("slow", Script::Slow(Duration::from_millis(800), slow))
+        .spawn()
+        .await;
+    for (max, first) in [(1, 1), (8, 2)] {
+        let file =
+            common::tempfile_lite::TempFile::new(&format!("[stdio]\nmax_in_flight = {max}\n"));
+        let mut g = StdioGate::start_args(vec![
+            "stdio".into(),
+            "--config".into(),
+            file.path.display().to_string(),
+            "--upstream".into(),
+            url.clone(),
+        ]);
+        g.initialize().await;
+        g.send(&call(1, "slow", json!({})).to_string()).await;
+        g.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string())
+            .await;
+        let a = g.recv().await;
+        assert_eq!(a["id"], first, "max_in_flight = {max}: {a}");
+        let b = g.recv().await;
+        assert_eq!(b["id"], 3 - first, "max_in_flight = {max}: {b}");
+    }
+}

@@ -84,6 +84,11 @@ impl InFlight {
         self.track(id, task);
     }
 
+    /// Waits until fewer than `max` messages are in flight.
+    pub(super) async fn room(&mut self, max: usize) {
+        while self.tasks.len() >= max && self.tasks.join_next().await.is_some() {}
+    }
+
     pub(super) async fn settled(&mut self) {
         while self.tasks.join_next().await.is_some() {}
     }

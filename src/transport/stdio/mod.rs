@@ -42,10 +42,8 @@ use tokio::io::BufReader;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// How long what is in flight gets for its answers once the client has closed stdin, and how
-/// long a child gets after its stdin closes, and again after SIGTERM.
-const GRACE: Duration = Duration::from_secs(2);
-/// The same when toolgate itself was told to stop.
+/// How long what is in flight, and then the server, get once toolgate itself was told to stop
+/// (at most `stdio.shutdown_grace`, which they get when the client closes stdin).
 const SHORT_GRACE: Duration = Duration::from_millis(300);
 
 /// SIGTERM as a future; never ready where it cannot be caught.
@@ -256,6 +254,11 @@ pub(crate) async fn serve<U: Upstream>(
     mut gone: Option<oneshot::Receiver<String>>,
 ) -> i32 {
     let max = to.gw.config.limits.max_body_bytes;
+    let (max_in_flight, full_grace) = (
+        to.gw.config.stdio.max_in_flight,
+        to.gw.config.stdio.shutdown_grace,
+    );
+    let short_grace = SHORT_GRACE.min(full_grace);
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut in_flight = InFlight::new();
     // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs close
@@ -266,7 +269,10 @@ pub(crate) async fn serve<U: Upstream>(
         let next = tokio::select! {
             how = server_gone(&mut gone) => break End::ServerGone(how),
             () = term.recv() => break End::Terminated,
-            m = next_message(&mut stdin, max, &to.out) => m,
+            m = async {
+                in_flight.room(max_in_flight).await;
+                next_message(&mut stdin, max, &to.out).await
+            } => m,
         };
         let Some(line) = next else {
             break End::ClientGone;
@@ -313,7 +319,7 @@ pub(crate) async fn serve<U: Upstream>(
         }
         End::ClientGone | End::Terminated => {
             let mut terminated = matches!(end, End::Terminated);
-            let wait = if terminated { SHORT_GRACE } else { GRACE };
+            let wait = if terminated { short_grace } else { full_grace };
             tokio::select! {
                 () = in_flight.settled() => {}
                 () = tokio::time::sleep(wait) => {}
@@ -321,7 +327,7 @@ pub(crate) async fn serve<U: Upstream>(
             }
             // A SIGTERM (first, during the wait above, or while the server takes its time)
             // cuts the server's grace short.
-            let grace = if terminated { SHORT_GRACE } else { GRACE };
+            let grace = if terminated { short_grace } else { full_grace };
             let how = tokio::select! {
                 how = up.end(grace) => how,
                 () = term.recv() => {
@@ -342,7 +348,7 @@ pub(crate) async fn serve<U: Upstream>(
             // What the server wrote before it exited still goes out: its reader hands
             // everything over before it reports the exit.
             if let Some(g) = gone {
-                let _ = tokio::time::timeout(GRACE, g).await;
+                let _ = tokio::time::timeout(full_grace, g).await;
             }
             0
         }
