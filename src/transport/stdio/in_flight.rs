@@ -122,3 +122,123 @@ async fn until_stopped<F: Future<Output = ()>>(
         why = stopped(stop) => to.fail(&owed, &why),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::Gateway;
+    use crate::mcp::Era;
+    use crate::pipeline::{Kind, Pending};
+    use crate::transport::stdio::client::Out;
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+
+    fn client() -> (ToClient, mpsc::UnboundedReceiver<Out>) {
+        let gw = Gateway::new(crate::config::Config {
+            upstream: Some("http://127.0.0.1:9/mcp".into()),
+            ..crate::config::Config::default()
+        })
+        .unwrap();
+        let (out, rx) = mpsc::unbounded_channel();
+        (ToClient { gw, out }, rx)
+    }
+
+    fn owed(to: &ToClient, id: &str) -> Unanswered {
+        let target = to.gw.targets[0].clone();
+        Unanswered::of(&Pending {
+            id: Some(serde_json::value::RawValue::from_string(id.into()).unwrap()),
+            kind: Kind::Other,
+            era: Era::Legacy,
+            key: to.gw.scope(&target, None, None),
+            target,
+            client: None,
+            bridged: None,
+        })
+    }
+
+    fn lines(rx: &mut mpsc::UnboundedReceiver<Out>) -> Vec<serde_json::Value> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|o| match o {
+                Out::Line(l) => serde_json::from_slice(&l).unwrap(),
+                Out::Exit(_) => panic!("no exit here"),
+            })
+            .collect()
+    }
+
+    /// An exchange that writes its answer after `after`.
+    fn answering(
+        to: &ToClient,
+        id: u32,
+        after: Duration,
+    ) -> Exchange<impl Future<Output = ()> + Send + 'static + use<>> {
+        let t = to.clone();
+        Exchange {
+            future: async move {
+                tokio::time::sleep(after).await;
+                t.write(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#));
+            },
+            owed: owed(to, &id.to_string()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_request_is_not_answered_and_the_rest_are() {
+        let (to, mut rx) = client();
+        let mut in_flight = InFlight::new();
+        in_flight.wait(
+            answering(&to, 1, Duration::from_millis(50)),
+            &to,
+            Some("1".into()),
+        );
+        in_flight.wait(
+            answering(&to, 2, Duration::from_millis(50)),
+            &to,
+            Some("2".into()),
+        );
+        in_flight.withdraw("1");
+        in_flight.settled().await;
+        let ids: Vec<_> = lines(&mut rx).iter().map(|l| l["id"].clone()).collect();
+        assert_eq!(ids, [2]);
+    }
+
+    #[tokio::test]
+    async fn the_stop_answers_what_is_left_once_and_by_its_id() {
+        let (to, mut rx) = client();
+        let mut in_flight = InFlight::new();
+        in_flight.wait(answering(&to, 1, Duration::ZERO), &to, Some("1".into()));
+        in_flight.settled().await;
+        in_flight.wait(
+            answering(&to, 2, Duration::from_secs(3600)),
+            &to,
+            Some("2".into()),
+        );
+        // A line still being decided when the stop comes is refused by its own id.
+        let line = bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+        let deciding = std::future::pending::<Option<Exchange<std::future::Ready<()>>>>();
+        in_flight.spawn(&to, line, Some("3".into()), deciding);
+        in_flight
+            .stop(Arc::new(UpstreamError::Unreachable(
+                "the tool server went away".into(),
+            )))
+            .await;
+        let got = lines(&mut rx);
+        let mut ids: Vec<_> = got.iter().map(|l| l["id"].as_u64().unwrap()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 2, 3], "{got:?}");
+        for l in &got[1..] {
+            assert!(l.to_string().contains("the tool server went away"), "{l}");
+        }
+    }
+
+    #[tokio::test]
+    async fn room_waits_until_fewer_than_the_most_are_in_flight() {
+        let (to, _rx) = client();
+        let mut in_flight = InFlight::new();
+        in_flight.wait(answering(&to, 1, Duration::from_millis(30)), &to, None);
+        in_flight.wait(answering(&to, 2, Duration::from_millis(30)), &to, None);
+        in_flight.room(2).await;
+        assert!(in_flight.tasks.len() < 2);
+        in_flight.room(1).await;
+        assert!(in_flight.tasks.is_empty());
+    }
+}
