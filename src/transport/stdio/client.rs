@@ -112,11 +112,10 @@ impl ToClient {
 
     /// No answer came to `pending`, for this reason.
     pub(crate) fn failed(&self, pending: &Pending, why: &UpstreamError) {
-        if pending.id.is_some() {
-            self.fail(&Unanswered::of(pending), why);
-        }
+        self.fail(&Unanswered::of(pending), why);
     }
 
+    /// A request gets toolgate's error in place of its answer; a notification, nothing.
     pub(super) fn fail(&self, u: &Unanswered, why: &UpstreamError) {
         if u.id.is_some() {
             self.write(Answer::upstream_failed(u.era, u.id.as_deref(), u.is_call, why).body);

@@ -83,10 +83,15 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     const IN_ORDER: bool;
 
     fn target(&self) -> &Arc<Target>;
+    /// The scope the server's listings are kept under (over HTTP, its session's).
     fn key(&self) -> ScopeKey;
+    /// Settles how `m`, of `era`, reaches the server: the era bridge (asking the server's
+    /// era the first time a 2026-07-28 request needs it), and the headers it goes with.
     fn route(&self, m: &Message<'_>, era: Era) -> impl Future<Output = Self::Route> + Send;
     fn bridging(route: &Self::Route) -> Bridging<'_>;
+    /// toolgate's own `tools/list`, sent the way the message would go.
     fn lister<'a>(&'a self, route: &'a Self::Route, era: Era) -> Self::Lister<'a>;
+    /// A stdio client cannot be handed an HTTP refusal: it becomes the call's error.
     fn relayed(relay: Self::Relay) -> UpstreamError;
     /// Sends a message the pipeline forwards; the returned future writes what the server
     /// answers, or why there is no answer, through `sent.to`. A child is written to before

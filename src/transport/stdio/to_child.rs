@@ -12,9 +12,9 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::Message;
 use crate::locks::MutexExt;
 use crate::mcp::Era;
-use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::step::Bridging;
+use crate::pipeline::{Pending, UpstreamError};
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
 use serde_json::value::RawValue;
 use std::future::Future;
@@ -163,17 +163,16 @@ impl Upstream for Child {
                 None
             }
         };
-        let me = self;
         async move {
             let answer = match owed {
                 None => return,
                 Some(Err(e)) => return to.failed(&pending, &e),
-                Some(Ok(owed)) => owed.answer(me.timeout).await,
+                Some(Ok(owed)) => owed.answer(self.timeout).await,
             };
             match answer {
                 Ok(answer) => {
                     if let Some(h) = handshake
-                        && let Some(ours) = me.reverse_if_refused(&pending, h, &answer).await
+                        && let Some(ours) = self.reverse_if_refused(&pending, h, &answer).await
                     {
                         return to.write(ours);
                     }
@@ -199,7 +198,7 @@ impl Child {
     /// that and bridges it.
     async fn reverse_if_refused(
         &self,
-        pending: &crate::pipeline::Pending,
+        pending: &Pending,
         handshake: Handshake,
         answer: &[u8],
     ) -> Option<Vec<u8>> {
