@@ -19,17 +19,17 @@ use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::metrics;
 use crate::pipeline::bridge::Reverse;
-use crate::pipeline::guard::{self, ListFailed, Lister};
+use crate::pipeline::guard;
 use crate::pipeline::policy::Client;
 use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
 use crate::transport::upstream::children::StdioPool;
-use crate::transport::upstream::http_bridge::{self, HttpBridge, Session};
+use crate::transport::upstream::http_bridge::{self, HttpBridge};
 use crate::transport::upstream::http_client::{self, HttpUpstream, ReadError};
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http::header::HeaderValue;
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::value::RawValue;
@@ -295,13 +295,13 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         }),
         Era::Modern => None,
     };
-    let lister = HttpLister {
-        rt,
+    let lister = http_bridge::Lister {
         up,
-        client_headers: reversed.as_ref().map_or(&parts.headers, |(_, h)| h),
-        era,
+        headers: reversed.as_ref().map_or(&parts.headers, |(_, h)| h),
         session: session.as_deref(),
         reverse: reversed.as_ref().map(|(r, _)| &**r),
+        client_is_modern: era == Era::Modern,
+        limits: &rt.gw.config.limits,
     };
     let bridging = Bridging::of(
         session.as_ref().map(|s| &*s.init),
@@ -580,49 +580,5 @@ async fn forward(
                 ),
             )
         }
-    }
-}
-
-/// toolgate's own `tools/list`, sent with the client's headers inside its session (or with
-/// its credentials, statelessly). The headers are copied only when a listing is needed.
-struct HttpLister<'a> {
-    rt: &'a Route<'a>,
-    up: &'a HttpUpstream,
-    client_headers: &'a HeaderMap,
-    era: Era,
-    /// toolgate's session for a bridged 2026-07-28 client.
-    session: Option<&'a Session>,
-    /// A handshake-era client bridged to a server that speaks only 2026-07-28 (its
-    /// `client_headers` are then already 2026-07-28 ones).
-    reverse: Option<&'a Reverse>,
-}
-
-impl Lister for HttpLister<'_> {
-    /// Boxed: a response is large next to the other failures.
-    type Relay = Box<Response>;
-
-    async fn list(
-        &self,
-        request: Bytes,
-        id: &str,
-    ) -> Result<Box<RawValue>, ListFailed<Box<Response>>> {
-        let mut headers = self.client_headers.clone();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        headers.remove(mcp::NAME_HEADER);
-        let request = http_bridge::listing(
-            request,
-            &mut headers,
-            self.session,
-            self.reverse,
-            self.era == Era::Modern,
-        );
-        let limits = &self.rt.gw.config.limits;
-        http_client::exchange(self.up, &headers, request, id, limits)
-            .await
-            .map(|(_, result)| result)
     }
 }

@@ -12,7 +12,6 @@ use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::locks::MutexExt;
 use crate::mcp::{self, Era};
 use crate::pipeline::bridge::Reverse;
-use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
@@ -143,45 +142,6 @@ impl Http {
     }
 }
 
-pub(crate) struct UpLister<'a> {
-    ctx: &'a Http,
-    /// The era of the call it lists for: a 2026-07-28 listing has no session and the
-    /// mirrored headers.
-    era: Era,
-    /// toolgate's session for a bridged 2026-07-28 client.
-    session: Option<&'a BridgeSession>,
-    /// A handshake-era client bridged to a server that speaks only 2026-07-28.
-    reverse: Option<&'a Reverse>,
-}
-
-impl Lister for UpLister<'_> {
-    type Relay = Box<axum::response::Response>;
-
-    async fn list(
-        &self,
-        request: Bytes,
-        id: &str,
-    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
-        let mut headers = self.ctx.headers();
-        let request = http_bridge::listing(
-            request,
-            &mut headers,
-            self.session,
-            self.reverse,
-            self.era == Era::Modern,
-        );
-        exchange(
-            &self.ctx.up,
-            &headers,
-            request,
-            id,
-            &self.ctx.gw.config.limits,
-        )
-        .await
-        .map(|(_, r)| r)
-    }
-}
-
 /// Runs until the client goes away; returns the process exit status.
 pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let uri = match crate::config::parse_upstream_url(url) {
@@ -214,7 +174,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
 impl Upstream for Http {
     type Route = Route;
     type Relay = Box<axum::response::Response>;
-    type Lister<'a> = UpLister<'a>;
+    type Lister<'a> = http_bridge::Lister<'a>;
 
     const IN_ORDER: bool = false;
 
@@ -265,12 +225,14 @@ impl Upstream for Http {
         )
     }
 
-    fn lister<'a>(&'a self, route: &'a Route, era: Era) -> UpLister<'a> {
-        UpLister {
-            ctx: self,
-            era,
+    fn lister<'a>(&'a self, route: &'a Route, era: Era) -> http_bridge::Lister<'a> {
+        http_bridge::Lister {
+            up: &self.up,
+            headers: &route.headers,
             session: route.session.as_deref(),
             reverse: route.reverse.as_deref(),
+            client_is_modern: era == Era::Modern,
+            limits: &self.gw.config.limits,
         }
     }
 

@@ -18,7 +18,7 @@ use crate::locks::MutexExt;
 use crate::mcp;
 use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge::Reverse;
-use crate::pipeline::guard::ListFailed;
+use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
@@ -55,12 +55,57 @@ impl Session {
     }
 }
 
+/// toolgate's own `tools/list` to an HTTP server, for either front: sent with the headers the
+/// client's message goes with (its session's, or its own credentials statelessly), less what
+/// names the call, and written for the server's era ([`listing`]). The headers are copied only
+/// when a listing is needed.
+pub struct Lister<'a> {
+    pub up: &'a HttpUpstream,
+    pub headers: &'a HeaderMap,
+    /// toolgate's session for a bridged 2026-07-28 client.
+    pub session: Option<&'a Session>,
+    /// A handshake-era client bridged to a server that speaks only 2026-07-28 (its
+    /// `headers` are then already 2026-07-28 ones).
+    pub reverse: Option<&'a Reverse>,
+    pub client_is_modern: bool,
+    pub limits: &'a Limits,
+}
+
+impl guard::Lister for Lister<'_> {
+    /// Boxed: a response is large next to the other failures.
+    type Relay = Box<axum::response::Response>;
+
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        let mut headers = self.headers.clone();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.remove(mcp::NAME_HEADER);
+        let request = listing(
+            request,
+            &mut headers,
+            self.session,
+            self.reverse,
+            self.client_is_modern,
+        );
+        exchange(self.up, &headers, request, id, self.limits)
+            .await
+            .map(|(_, result)| result)
+    }
+}
+
 /// toolgate's own listing for a client the bridge may serve, written for the server's era:
 /// with the envelope a handshake-era client's `initialize` stood for (`reverse`), in toolgate's
 /// session and without the envelope for a 2026-07-28 client (`session`), or as it is. The
 /// headers are set to match: a 2026-07-28 listing goes with that era's headers and no
 /// session, a handshake-era one without `Mcp-Method`.
-pub fn listing(
+fn listing(
     request: Bytes,
     headers: &mut HeaderMap,
     session: Option<&Session>,
