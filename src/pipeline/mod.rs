@@ -161,10 +161,8 @@ pub struct Observed {
 
 /// Looks at one message coming back from the upstream for `pending`.
 pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
-    if let Some(method) = m.method() {
-        if method == mcp::TOOLS_LIST_CHANGED {
-            learn::list_changed(gw, &pending.key);
-        }
+    if m.method.is_some() {
+        observe_unsolicited(gw, &pending.key, m);
         return Observed::default();
     }
     // A response that reaches a pending request answers it, whatever its id says: the transport
@@ -184,6 +182,15 @@ pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
     Observed {
         answers,
         replacement,
+    }
+}
+
+/// Looks at a message the upstream sent on its own (a notification, a request to the
+/// client) in scope `key`: it is learned from (`tools/list_changed` drops the scope's
+/// listing) and passes as it came.
+pub fn observe_unsolicited(gw: &Gateway, key: &ScopeKey, m: &Message<'_>) {
+    if m.method() == Some(mcp::TOOLS_LIST_CHANGED) {
+        learn::list_changed(gw, key);
     }
 }
 

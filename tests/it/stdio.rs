@@ -505,3 +505,63 @@ async fn a_full_pipe_waits_for_room_in_flight() {
         assert_eq!(b["id"], 3 - first, "max_in_flight = {max}: {b}");
     }
 }
+
+/// A server's `notifications/tools/list_changed`, sent on its own, drops the listing toolgate
+/// keeps, in front of a stdio server over stdio and over HTTP, and in front of an HTTP server
+/// over stdio (`gateway::list_changed_drops_the_catalog` covers `serve --upstream`): the tool
+/// it adds is checked against its schema, not called unknown.
+#[tokio::test]
+async fn a_servers_list_changed_drops_the_listing_in_every_mode() {
+    let command = tokio::task::spawn_blocking(|| fixture(&["--list-changes"]))
+        .await
+        .unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let expected = json!({"/level": "must be at most 3, got 9"});
+    let errors =
+        |a: &Value| a["result"]["_meta"]["toolgate/validation"]["parameter_errors"].clone();
+
+    // stdio -- CMD.
+    let (mut g, _) = StdioGate::start(&command, None);
+    g.initialize().await;
+    g.ask(list.clone()).await;
+    g.ask_past_notifications(call(2, "enable_extra", json!({})))
+        .await;
+    let a = g.ask(call(3, "extra_tool", json!({"level": 9}))).await;
+    assert_eq!(errors(&a), expected, "stdio -- CMD: {a}");
+
+    // serve -- CMD: the notification reaches the session's GET stream.
+    let tg = common::Toolgate::in_front_of(&command, None).await;
+    let (url, session) = (tg.url(), common::open_session(&tg.url()).await);
+    common::post(&url, Some(&session), list.to_string()).await;
+    common::post(
+        &url,
+        Some(&session),
+        call(2, "enable_extra", json!({})).to_string(),
+    )
+    .await;
+    // Read from the child before its answer is, so it has been learned by then.
+    let a = common::post(
+        &url,
+        Some(&session),
+        call(3, "extra_tool", json!({"level": 9})).to_string(),
+    )
+    .await
+    .answer();
+    assert_eq!(errors(&a), expected, "serve -- CMD: {a}");
+
+    // stdio --upstream, in front of the example server.
+    let (addr, _demo) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
+        .await
+        .unwrap();
+    let mut g = StdioGate::start_args(vec![
+        "stdio".into(),
+        "--upstream".into(),
+        format!("http://{addr}/mcp"),
+    ]);
+    g.initialize().await;
+    g.ask(list).await;
+    g.ask_past_notifications(call(2, "enable_extra", json!({})))
+        .await;
+    let a = g.ask(call(3, "extra_tool", json!({"level": 9}))).await;
+    assert_eq!(errors(&a), expected, "stdio --upstream: {a}");
+}

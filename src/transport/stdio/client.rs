@@ -2,7 +2,7 @@
 //! writer, answers read against their requests on the way.
 
 use crate::catalog::ScopeKey;
-use crate::gateway::{Gateway, Target};
+use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
@@ -139,7 +139,7 @@ impl ToClient {
     /// What the server sent on its own (a notification, a request to the client): learned
     /// from and passed on. An answer here answers nothing the client waits for, and would
     /// skip every answer-side rule, so it goes no further.
-    pub(crate) fn unsolicited(&self, key: ScopeKey, target: &Arc<Target>, line: Bytes) {
+    pub(crate) fn unsolicited(&self, key: ScopeKey, line: Bytes) {
         let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
             tracing::warn!(
                 "the tool server sent something that is not one JSON-RPC message; dropped"
@@ -152,19 +152,8 @@ impl ToClient {
             );
             return;
         }
-        let any = Pending {
-            id: None,
-            kind: Kind::Other,
-            era: Era::Legacy,
-            key,
-            target: target.clone(),
-            client: None,
-            bridged: None,
-        };
-        match pipeline::observe(&self.gw, &any, &m).replacement {
-            Some(a) => self.write(a.body),
-            None => self.write(line),
-        }
+        pipeline::observe_unsolicited(&self.gw, &key, &m);
+        self.write(line);
     }
 }
 

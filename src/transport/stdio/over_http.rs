@@ -451,7 +451,7 @@ impl Http {
         }
         if am.method.is_some() {
             // A notification or request about this one (progress, sampling): passed on.
-            to.unsolicited(self.key(), &self.target, bytes);
+            to.unsolicited(self.key(), bytes);
             return false;
         }
         to.answer_message(pending, &am, bytes.clone())
@@ -483,11 +483,8 @@ impl Http {
             splitter.push(&data);
             while let Some(Split::Event(ev)) = splitter.next_event() {
                 if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) {
-                    self.to.unsolicited(
-                        self.key(),
-                        &self.target,
-                        Bytes::copy_from_slice(d.as_bytes()),
-                    );
+                    self.to
+                        .unsolicited(self.key(), Bytes::copy_from_slice(d.as_bytes()));
                 }
             }
         }

@@ -28,10 +28,10 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     let key = gw.scope(&target, Some(b"stdio"), None);
     let (exited, gone) = tokio::sync::oneshot::channel();
     let handler = {
-        let (to, target) = (to.clone(), target.clone());
+        let to = to.clone();
         let exited = std::sync::Mutex::new(Some(exited));
         move |ev| match ev {
-            FromChild::Message(line) => to.unsolicited(key, &target, line),
+            FromChild::Message(line) => to.unsolicited(key, line),
             // Logged by the front, which knows whether the client had asked for it.
             FromChild::Exited(how) => {
                 if let Some(tx) = exited.locked().take() {

@@ -10,8 +10,8 @@ use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
 use crate::mcp::Era;
+use crate::pipeline;
 use crate::pipeline::bridge::Reverse;
-use crate::pipeline::{self, Kind, Pending};
 use crate::transport::upstream::child::{ChildProcess, FromChild, ServerEra};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -260,17 +260,7 @@ impl StdioPool {
             move |ev| match ev {
                 FromChild::Message(line) => {
                     if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
-                        let gw = live.load();
-                        let any = Pending {
-                            id: None,
-                            kind: Kind::Other,
-                            era: Era::Legacy,
-                            key,
-                            target: Self::target(&gw, index),
-                            client: None,
-                            bridged: None,
-                        };
-                        pipeline::observe(&gw, &any, &m);
+                        pipeline::observe_unsolicited(&live.load(), &key, &m);
                     }
                     // Set right after the child starts, with nothing to wait for in between.
                     if let Some(sc) = deliver_to.wait().upgrade() {
