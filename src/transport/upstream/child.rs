@@ -480,7 +480,7 @@ impl ChildProcess {
         self.to_child.locked().take();
         let mut guard = self.process.lock().await;
         let Some(child) = guard.as_mut() else {
-            return "already stopped".into();
+            return "was already stopped".into();
         };
         if let Ok(Ok(s)) = tokio::time::timeout(grace, child.wait()).await {
             return format!("exited with {s} after its stdin closed");
@@ -503,7 +503,7 @@ impl ChildProcess {
             );
         }
         let _ = child.kill().await;
-        "killed with SIGKILL after ignoring SIGTERM".into()
+        "was killed with SIGKILL after ignoring SIGTERM".into()
     }
 }
 
