@@ -402,6 +402,54 @@ async fn a_2026_client_reaches_a_stdio_server_without_a_handshake_in_its_way() {
     }
 }
 
+/// A 2026-07-28 client cancels by closing its response (here an HTTP/2 stream it resets); in
+/// front of a stdio server the shared child is then sent `notifications/cancelled` for the
+/// request.
+#[tokio::test]
+async fn a_2026_client_closing_its_response_cancels_the_request_on_the_stdio_server() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = [
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+    ];
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let modern = |id: i64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}})
+        .to_string()
+    };
+    let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let post = |tool: &'static str, id: i64| {
+        http::Request::post(tg.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .body(http_body_util::Full::new(bytes::Bytes::from(modern(
+                id, tool,
+            ))))
+            .unwrap()
+    };
+    // The slow call, given up half a second in.
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(500), h2.request(post("slow", 1))).await;
+    assert!(gave_up.is_err(), "the slow call is still running");
+    let r = h2.request(post("seen", 2)).await.unwrap();
+    let body = http_body_util::BodyExt::collect(r.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let a: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        result_text(&a).contains("notifications/cancelled (notification)"),
+        "{a}"
+    );
+}
+
 #[tokio::test]
 async fn a_2026_client_on_stdio_reaches_an_http_server_with_the_headers_its_era_needs() {
     let (_server, port) = python_http_server(0).await;

@@ -308,7 +308,17 @@ async fn shared_exchange(
     };
     let streams = listens || client_token.is_some();
     if !streams {
-        let answer = match sc.child.request(wire, ours.get(), timeout).await {
+        // A 2026-07-28 client cancels by closing its response (a handshake-era client's
+        // disconnection is no cancellation): if this future is dropped before the answer,
+        // the child is told.
+        let mut left = Left {
+            sc,
+            ours: &ours,
+            cancels: pending.era == Era::Modern,
+        };
+        let answer = sc.child.request(wire, ours.get(), timeout).await;
+        left.cancels = false;
+        let answer = match answer {
             Ok(a) => a,
             Err(e) => return failed(rt, &pending, is_call, e, note),
         };
@@ -413,14 +423,34 @@ impl Drop for RelatedStream {
     /// The client left before the answer: the child is told, so a listen request (which
     /// would otherwise stay open for good) ends and nothing waits for it.
     fn drop(&mut self) {
-        if self.answered {
-            return;
+        if !self.answered {
+            client_left(&self.sc, &self.ours);
         }
-        self.sc.child.cancel(self.ours.get());
-        let cancelled = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": &*self.ours, "reason": "the client went away"}});
-        let _ = self.sc.child.send(Bytes::from(cancelled.to_string()));
     }
+}
+
+/// A shared-child request whose client may leave before its answer; see [`client_left`].
+struct Left<'a> {
+    sc: &'a SessionChild,
+    ours: &'a RawValue,
+    cancels: bool,
+}
+
+impl Drop for Left<'_> {
+    fn drop(&mut self) {
+        if self.cancels {
+            client_left(self.sc, self.ours);
+        }
+    }
+}
+
+/// The client of the shared child's request `ours` left before its answer: nothing waits for
+/// the answer any more, and the child is sent `notifications/cancelled` for it.
+fn client_left(sc: &SessionChild, ours: &RawValue) {
+    sc.child.cancel(ours.get());
+    let cancelled = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": ours, "reason": "the client went away"}});
+    let _ = sc.child.send(Bytes::from(cancelled.to_string()));
 }
 
 fn line_has(line: &[u8], what: &str) -> bool {
