@@ -146,32 +146,10 @@ pub(crate) struct Handshake {
 async fn handle<U: Upstream>(
     up: &Arc<U>,
     to: &ToClient,
-    line: Bytes,
+    line: &Bytes,
+    mut m: Message<'_>,
 ) -> Option<Exchange<impl Future<Output = ()> + Send + 'static + use<U>>> {
     let gw = &to.gw;
-    let mut m = match jsonrpc::parse(&line) {
-        Ok(Parsed::Single(m)) => m,
-        Ok(Parsed::Batch(msgs)) => {
-            // Over stdio each line is one message: always refused.
-            let why = step::batch(&msgs, false).err()?;
-            to.write(jsonrpc::error_response(
-                None,
-                jsonrpc::INVALID_REQUEST,
-                why,
-                None,
-            ));
-            return None;
-        }
-        Err(rejection) => {
-            to.write(jsonrpc::error_response(
-                None,
-                rejection.code(),
-                &rejection.message(),
-                None,
-            ));
-            return None;
-        }
-    };
     if guard::refuse_call_notification(gw, up.target(), &m).is_some() {
         // A notification gets no answer on stdio; it is counted and goes no further.
         return None;
@@ -189,7 +167,7 @@ async fn handle<U: Upstream>(
     };
     let step = {
         let lister = up.lister(&route, era);
-        step::decide(gw, sender, &mut m, &line, U::bridging(&route), &lister).await
+        step::decide(gw, sender, &mut m, line, U::bridging(&route), &lister).await
     };
     match step {
         Step::Forward { body, pending } => {
@@ -217,8 +195,7 @@ async fn handle<U: Upstream>(
     }
 }
 
-/// What the front reads of a line before it decides where the line is handled.
-#[derive(Default)]
+/// What the front reads of a message before it decides where the message is handled.
 struct Glance {
     initialize: bool,
     /// A request's id (`jsonrpc::id_key`).
@@ -227,18 +204,41 @@ struct Glance {
     cancels: Option<String>,
 }
 
-/// The line is parsed again where it is decided (on a task of its own, in front of an HTTP
-/// server); a parse borrows from the line, and costs about what reading it once does.
-fn glance(line: &[u8]) -> Glance {
-    let Ok(Parsed::Single(m)) = jsonrpc::parse(line) else {
-        return Glance::default();
-    };
+/// The client's line as one message; toolgate's own answer to one it cannot take (malformed,
+/// a batch) is written here.
+fn parse<'a>(to: &ToClient, line: &'a [u8]) -> Option<Message<'a>> {
+    match jsonrpc::parse(line) {
+        Ok(Parsed::Single(m)) => Some(m),
+        Ok(Parsed::Batch(msgs)) => {
+            // Over stdio each line is one message: always refused.
+            let why = step::batch(&msgs, false).err()?;
+            to.write(jsonrpc::error_response(
+                None,
+                jsonrpc::INVALID_REQUEST,
+                why,
+                None,
+            ));
+            None
+        }
+        Err(rejection) => {
+            to.write(jsonrpc::error_response(
+                None,
+                rejection.code(),
+                &rejection.message(),
+                None,
+            ));
+            None
+        }
+    }
+}
+
+fn glance(m: &Message<'_>) -> Glance {
     let key = |id: &RawValue| jsonrpc::id_key(id.get()).into_owned();
     Glance {
         initialize: m.is_request() && m.method() == Some("initialize"),
         id: m.id.filter(|_| m.is_request()).map(key),
         cancels: match m.method() == Some("notifications/cancelled") {
-            true => mcp::cancelled_id(&m).map(key),
+            true => mcp::cancelled_id(m).map(key),
             false => None,
         },
     }
@@ -282,27 +282,35 @@ pub(crate) async fn serve<U: Upstream>(
         let Some(line) = next else {
             break End::ClientGone;
         };
+        let Some(m) = parse(&to, &line) else {
+            continue;
+        };
         let Glance {
             initialize,
             id,
             cancels,
-        } = glance(&line);
+        } = glance(&m);
         if let Some(cancelled) = cancels {
             in_flight.withdraw(&cancelled);
         }
         // `initialize` is answered before the next message is read: its answer carries the
         // session (and the era) the rest need.
         if initialize {
-            if let Some(ex) = handle(&up, &to, line).await {
+            if let Some(ex) = handle(&up, &to, &line, m).await {
                 ex.future.await;
             }
         } else if U::IN_ORDER {
-            if let Some(ex) = handle(&up, &to, line).await {
+            if let Some(ex) = handle(&up, &to, &line, m).await {
                 in_flight.wait(ex, &to, id);
             }
         } else {
+            // Decided on a task of its own, where the line is parsed again: a message cannot
+            // travel with the line it borrows from, and a parse costs about one read of it.
             let (u, t, l) = (up.clone(), to.clone(), line.clone());
-            in_flight.spawn(&to, line, id, async move { handle(&u, &t, l).await });
+            in_flight.spawn(&to, line, id, async move {
+                let m = parse(&t, &l)?;
+                handle(&u, &t, &l, m).await
+            });
         }
     };
     let status = match end {
