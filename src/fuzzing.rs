@@ -140,10 +140,11 @@ pub fn canon(data: &[u8]) {
                 client: None,
                 bridged: None,
             };
-            if let Some(a) = pipeline::observe_bytes(gw, &pending, data).replacement {
+            let message = bytes::Bytes::copy_from_slice(data);
+            if let Some(s) = pipeline::settle_bytes(gw, &pending, message) {
                 assert!(
-                    matches!(jsonrpc::parse(&a.body), Ok(Body::Single(_))),
-                    "a rewrite must be one JSON-RPC message"
+                    matches!(jsonrpc::parse(&s.body), Ok(Body::Single(_))),
+                    "what the client is sent must be one JSON-RPC message"
                 );
             }
         }

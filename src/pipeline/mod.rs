@@ -6,7 +6,9 @@
 //!   `tools/call` (docs/contract.md §1), then [`bridge`] between eras;
 //! - [`observe`] looks at each message coming back: [`learn`] takes schemas from
 //!   `tools/list` answers and drops catalogs on `list_changed`, [`canon`] rewrites upstream
-//!   errors into the shapes the spec asks for (docs/contract.md §3).
+//!   errors into the shapes the spec asks for (docs/contract.md §3);
+//! - [`settle`] makes of it what the client is sent: the rules' replacement, or the answer
+//!   completed for the client's era ([`bridge::complete`]).
 //!
 //! Each rule lives in exactly one of these modules, so HTTP and stdio answer alike.
 
@@ -24,6 +26,7 @@ use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::{self, Era};
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -194,11 +197,50 @@ pub fn observe_unsolicited(gw: &Gateway, key: &ScopeKey, m: &Message<'_>) {
     }
 }
 
-/// [`observe`] for raw bytes (an SSE event's data, a stdio line); anything that is not one
-/// JSON-RPC message is left alone.
-pub fn observe_bytes(gw: &Gateway, pending: &Pending, bytes: &[u8]) -> Observed {
-    match jsonrpc::parse(bytes) {
-        Ok(Parsed::Single(m)) => observe(gw, pending, &m),
-        _ => Observed::default(),
+/// What the client is sent for one message from the server about `pending`.
+#[derive(Debug)]
+pub struct Settled {
+    /// The message as it came; the answer completed for its client's era
+    /// ([`bridge::complete`]); or toolgate's replacement.
+    pub body: Bytes,
+    /// The message is the answer the pending request waits for.
+    pub answers: bool,
+    /// `body` is toolgate's replacement, not the server's message.
+    pub rewritten: bool,
+    /// The JSON-RPC error code of what is sent (the 2026-07-28 era maps it to an HTTP status).
+    pub error_code: Option<i64>,
+}
+
+/// The server's message `m` (parsed from `bytes`) about `pending`, as its client reads it:
+/// [`observe`]d, then toolgate's replacement where a rule rewrote it, else the answer
+/// completed. Every transport sends what comes back through this, so the order (rules first,
+/// completion only of what they left alone) is the same in every mode.
+pub fn settle(gw: &Gateway, pending: &Pending, m: &Message<'_>, bytes: Bytes) -> Settled {
+    let seen = observe(gw, pending, m);
+    match seen.replacement {
+        Some(a) => Settled {
+            error_code: a.error_code,
+            body: Bytes::from(a.body),
+            answers: seen.answers,
+            rewritten: true,
+        },
+        None => Settled {
+            error_code: m.error_code(),
+            body: match seen.answers {
+                true => bridge::complete(pending, bytes),
+                false => bytes,
+            },
+            answers: seen.answers,
+            rewritten: false,
+        },
+    }
+}
+
+/// [`settle`] for bytes not yet parsed (an SSE event's data, a child's line); `None` when
+/// they are not one JSON-RPC message, which the rules leave alone.
+pub fn settle_bytes(gw: &Gateway, pending: &Pending, bytes: Bytes) -> Option<Settled> {
+    match jsonrpc::parse(&bytes) {
+        Ok(Parsed::Single(m)) => Some(settle(gw, pending, &m, bytes.clone())),
+        _ => None,
     }
 }

@@ -1,6 +1,6 @@
 //! The answer to a forwarded HTTP request, on its way back to the client.
 //!
-//! Every JSON-RPC message in it goes past [`pipeline::observe`]: a JSON body when the rules
+//! Every JSON-RPC message in it goes past [`pipeline::settle`]: a JSON body when the rules
 //! may need it (answers to `tools/call`, `tools/list`, `resources/read`), and every event of an
 //! SSE stream, split as it arrives and forwarded byte for byte unless a rule rewrote it.
 //! A request answered with something that is not JSON-RPC (an HTML error page), or whose
@@ -104,7 +104,7 @@ pub async fn response(
     if status.is_success() && !needs_reading(&pending, &bytes) {
         return Response::from_parts(parts, Body::from(bridge::complete(&pending, bytes)));
     }
-    let replacement = match jsonrpc::parse(&bytes) {
+    let settled = match jsonrpc::parse(&bytes) {
         // A refusal of the request itself (a 4xx whose error names no request: "No valid
         // session ID", "Bad Request") is the transport's word, not the tool's answer: the
         // client must see it as it came to recover (re-initialize, fix its headers).
@@ -115,7 +115,7 @@ pub async fn response(
         {
             return Response::from_parts(parts, Body::from(bytes));
         }
-        Ok(Parsed::Single(m)) => pipeline::observe(gw, &pending, &m).replacement,
+        Ok(Parsed::Single(m)) => pipeline::settle(gw, &pending, &m, bytes.clone()),
         _ => {
             let what = format!(
                 "HTTP {} with a body that is not a JSON-RPC message",
@@ -124,19 +124,16 @@ pub async fn response(
             return not_jsonrpc(&pending, id, is_call, what);
         }
     };
-    match replacement {
-        None => Response::from_parts(parts, Body::from(bridge::complete(&pending, bytes))),
-        Some(a) => {
-            parts.status = a
-                .error_code
-                .map_or(StatusCode::OK, |c| pending.era.status_for(c));
-            parts.headers.remove(CONTENT_LENGTH);
-            parts
-                .headers
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            Response::from_parts(parts, Body::from(a.body))
-        }
+    if settled.rewritten {
+        parts.status = settled
+            .error_code
+            .map_or(StatusCode::OK, |c| pending.era.status_for(c));
+        parts.headers.remove(CONTENT_LENGTH);
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
+    Response::from_parts(parts, Body::from(settled.body))
 }
 
 /// The answer to a request whose upstream answered something that is not JSON-RPC.
@@ -235,15 +232,19 @@ impl SseInspector {
         if !about_us && !data.contains(mcp::TOOLS_LIST_CHANGED) {
             return ev;
         }
-        let seen = pipeline::observe_bytes(&self.gw, &self.pending, data.as_bytes());
-        self.answered |= seen.answers;
-        match seen.replacement {
-            Some(a) => sse::with_data(&ev, &a.body),
-            None if seen.answers && self.pending.completion().is_some() => {
-                let done = bridge::complete(&self.pending, Bytes::from(data.into_owned()));
-                sse::with_data(&ev, &done)
-            }
-            None => ev,
+        // The data is usually the event's one line, shared rather than copied.
+        let data = match data {
+            std::borrow::Cow::Borrowed(d) => ev.slice_ref(d.as_bytes()),
+            std::borrow::Cow::Owned(d) => Bytes::from(d),
+        };
+        let Some(s) = pipeline::settle_bytes(&self.gw, &self.pending, data) else {
+            return ev;
+        };
+        self.answered |= s.answers;
+        if s.rewritten || (s.answers && self.pending.completion().is_some()) {
+            sse::with_data(&ev, &s.body)
+        } else {
+            ev
         }
     }
 

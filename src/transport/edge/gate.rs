@@ -2,35 +2,34 @@
 //! innermost service of the edge's stack. A POST's body is read under the size limit and
 //! parsed (`-32700` / `-32600`, 400); a body in the 2026-07-28 envelope is held to that era's
 //! header rules (`-32020` on a mismatch: they compare headers with the parsed body, so they
-//! live here and not in a layer of their own); a `tools/call` goes through
-//! `pipeline::guard` and is answered here or forwarded; every answer comes back through
-//! `answers` (learn, rewrite, never hang). GET (the server's stream) and DELETE (the end of a
-//! session) are forwarded and their answers inspected the same way. An endpoint in front of
-//! a stdio server hands its messages to `stdio_children`.
+//! live here and not in a layer of their own). Then, for either kind of server, one path:
+//! the message's [`Way`] to the server is settled (`to_http`: the era bridges' sessions;
+//! `stdio_children`: which child), `pipeline::step` decides it with a listing sent that same
+//! way, and toolgate answers it or the way sends it. What comes back goes through
+//! `pipeline::settle` (over HTTP in `answers`, which also streams). GET (the server's stream)
+//! and DELETE (the end of a session) are each way's own.
 
-use super::answers;
 use super::reply;
-use super::request::{
-    Context, Endpoint, Inbound, Note, Outbound, Route, Routed, TRACEPARENT, TRACESTATE, Upstream,
-};
+use super::request::{Context, Endpoint, Inbound, Note, Outbound, Route, Routed, Upstream};
+use super::stdio_children::{self, ChildWay};
+use super::to_http::{self, HttpWay};
+use crate::catalog::ScopeKey;
 use crate::config::parse_upstream_url;
 use crate::gateway::Live;
 use crate::jsonrpc::{self, Body as Parsed};
-use crate::mcp::{self, Era};
+use crate::mcp::Era;
 use crate::metrics;
-use crate::pipeline::bridge::Reverse;
-use crate::pipeline::guard;
+use crate::pipeline::guard::{self, ListFailed, Lister};
 use crate::pipeline::policy::Client;
 use crate::pipeline::step::{self, Bridging, Sender, Step};
-use crate::pipeline::{self, Kind, Pending};
 use crate::telemetry;
+use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::children::StdioPool;
-use crate::transport::upstream::http_bridge::{self, HttpBridge};
+use crate::transport::upstream::http_bridge;
 use crate::transport::upstream::http_client::{self, HttpUpstream, ReadError};
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::HeaderValue;
-use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::value::RawValue;
 use std::convert::Infallible;
@@ -38,7 +37,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
 use tower_service::Service;
 
 type Request = http::Request<hyper::body::Incoming>;
@@ -215,11 +213,15 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let mut m = match parsed {
         Parsed::Batch(msgs) => {
             note.method = "batch";
-            if let Err(why) = step::batch(&msgs, matches!(rt.up, Upstream::Http(_))) {
+            let whole = match &rt.up {
+                Upstream::Http(up) => Some(up),
+                Upstream::Stdio(_) => None,
+            };
+            if let Err(why) = step::batch(&msgs, whole.is_some()) {
                 return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
             }
-            let pending = pending(rt, &ctx, None, Kind::Other, Era::Legacy);
-            return forward(rt, parts, bytes.clone(), pending, ctx.has_session, note).await;
+            let up = whole.expect("step::batch refuses a batch for a stdio server");
+            return to_http::batch(rt, up, parts, bytes.clone(), &ctx, note).await;
         }
         Parsed::Single(m) => m,
     };
@@ -259,63 +261,27 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         note.outcome = "answered";
         return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
     }
-    if let Upstream::Stdio(pool) = &rt.up {
-        return crate::transport::edge::stdio_children::post(
-            rt,
-            pool,
-            &parts.headers,
-            bytes.clone(),
-            &mut m,
-            &ctx,
-            note,
-        )
-        .await;
-    }
-    let Upstream::Http(up) = &rt.up else {
-        unreachable!("stdio routes are served by stdio_children")
-    };
-    // A 2026-07-28 request to a server that speaks only the handshake goes through toolgate's
-    // session with it (docs/contract.md §5, "Eras bridged").
-    let session = match era == Era::Modern && m.is_request() {
-        true => {
-            let limits = &rt.gw.config.limits;
-            up.bridge
-                .session(up, &parts.headers, ctx.key, || rt.gw.next_id(), limits)
-                .await
+    let way = match &rt.up {
+        Upstream::Http(up) => Way::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await),
+        Upstream::Stdio(pool) => {
+            match ChildWay::find(rt, pool, &parts.headers, &m, era, &ctx, note).await {
+                Ok(way) => Way::Child(way),
+                Err(resp) => return resp,
+            }
         }
-        false => None,
     };
-    // A handshake-era client in the session toolgate keeps for it in front of a server that
-    // speaks only 2026-07-28; its headers are made 2026-07-28 ones while the params are whole.
-    let reversed = match era {
-        Era::Legacy => reversed_session(up, &parts.headers).map(|r| {
-            let mut headers = parts.headers.clone();
-            HttpBridge::modern_headers(&mut headers, &m);
-            (r, headers)
-        }),
-        Era::Modern => None,
-    };
-    let lister = http_bridge::Lister {
-        up,
-        headers: reversed.as_ref().map_or(&parts.headers, |(_, h)| h),
-        session: session.as_deref(),
-        reverse: reversed.as_ref().map(|(r, _)| &**r),
-        client_is_modern: era == Era::Modern,
-        limits: &rt.gw.config.limits,
-    };
-    let bridging = Bridging::of(
-        session.as_ref().map(|s| &*s.init),
-        reversed.as_ref().map(|(r, _)| &**r),
-    );
     // For the access log when toolgate answers: the guard takes the params.
     let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
     let sender = Sender {
         target: rt.target,
-        key: ctx.key,
+        key: way.key(ctx.key),
         era,
         client: ctx.client.clone(),
     };
-    let step = step::decide(rt.gw, sender, &mut m, &bytes, bridging, &lister).await;
+    let step = {
+        let lister = way.lister(rt, &parts.headers);
+        step::decide(rt.gw, sender, &mut m, &bytes, way.bridging(), &lister).await
+    };
     let (body, pending) = match step {
         Step::Forward { body, pending } => (body, pending),
         Step::Answer(a) => {
@@ -330,103 +296,72 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         }
         Step::Consumed => {
             note.outcome = "answered";
-            return accepted();
+            return reply::accepted();
         }
     };
     note.forwarding(rt.gw, &pending.kind);
-    if let Some((_, headers)) = reversed {
-        let mut parts = parts;
-        parts.headers = headers;
-        return forward(rt, parts, body, pending, false, note).await;
+    match way {
+        Way::Http(way) => way.send(rt, parts, body, pending, &m, note).await,
+        Way::Child(way) => way.send(rt, body, pending, &m, note).await,
     }
-    let Some(session) = session else {
-        if era == Era::Legacy && !ctx.has_session && m.method() == Some("initialize") {
-            return initialize(rt, up, parts, body, pending, &m, note).await;
+}
+
+/// How one message reaches its server, settled before the guard reads it (the era bridge,
+/// a session of toolgate's, which child), so that the guard's own `tools/list` goes the
+/// same way.
+enum Way<'a> {
+    Http(HttpWay<'a>),
+    Child(ChildWay),
+}
+
+impl Way<'_> {
+    /// The scope the server's listings are kept under: the request's own, or a session's
+    /// toolgate opens with it.
+    fn key(&self, own: ScopeKey) -> ScopeKey {
+        match self {
+            Way::Http(_) => own,
+            Way::Child(way) => way.key(),
         }
-        return forward(rt, parts, body, pending, ctx.has_session, note).await;
-    };
-    let mut parts = parts;
-    session.headers(&mut parts.headers);
-    let (is_call, answer_id) = (
-        matches!(pending.kind, Kind::Call { .. }),
-        pending.id.clone(),
-    );
-    let resp = forward(rt, parts, body, pending, false, note).await;
-    if resp.status() != StatusCode::NOT_FOUND {
-        return resp;
     }
-    let e = up.bridge.lost(ctx.key);
-    reply::answer(
-        era,
-        pipeline::answer::Answer::upstream_failed(era, answer_id.as_deref(), is_call, &e),
-    )
-}
 
-/// The reverse-bridged session a client's `Mcp-Session-Id` names. Only ids toolgate minted
-/// for one are looked up, so every other request pays a prefix comparison.
-fn reversed_session(up: &HttpUpstream, headers: &HeaderMap) -> Option<Arc<Reverse>> {
-    let session = headers.get(mcp::SESSION_ID)?.to_str().ok()?;
-    session
-        .starts_with(REVERSED_PREFIX)
-        .then(|| up.bridge.reversed(session))
-        .flatten()
-}
-
-const REVERSED_PREFIX: &str = "toolgate-bridged-";
-
-/// A handshake-era client's `initialize`. When the server refuses it (HTTP 4xx) and answers
-/// `server/discover`, it speaks only 2026-07-28: toolgate answers the client itself and keeps
-/// a session for it (docs/contract.md §5, "Eras bridged the other way").
-async fn initialize(
-    rt: &Route<'_>,
-    up: &HttpUpstream,
-    parts: Parts,
-    body: Bytes,
-    pending: Pending,
-    m: &jsonrpc::Message<'_>,
-    note: &mut Note,
-) -> Response {
-    let headers = parts.headers.clone();
-    let resp = forward(rt, parts, body, pending, false, note).await;
-    if !resp.status().is_client_error() {
-        return resp;
-    }
-    let Some(id) = m.id else { return resp };
-    let own_id = rt.gw.next_id();
-    let limits = &rt.gw.config.limits;
-    match up
-        .bridge
-        .reverse(up, &headers, m.raw_params(), &own_id, limits)
-        .await
-    {
-        Some((session, result)) => {
-            note.outcome = "answered";
-            let mut r = reply::json(StatusCode::OK, jsonrpc::result_response(id, &result));
-            if let Ok(v) = HeaderValue::from_str(&session) {
-                r.headers_mut().insert(mcp::SESSION_ID, v);
-            }
-            r
+    fn bridging(&self) -> Bridging<'_> {
+        match self {
+            Way::Http(way) => way.bridging(),
+            Way::Child(way) => way.bridging(),
         }
-        None => resp,
+    }
+
+    fn lister<'l>(&'l self, rt: &'l Route<'_>, headers: &'l HeaderMap) -> WayLister<'l> {
+        match self {
+            Way::Http(way) => WayLister::Http(way.lister(rt, headers)),
+            Way::Child(way) => WayLister::Child(way.lister()),
+        }
     }
 }
 
-fn accepted() -> Response {
-    Response::builder()
-        .status(StatusCode::ACCEPTED)
-        .body(axum::body::Body::empty())
-        .expect("valid response")
+/// toolgate's own `tools/list`, sent the way the message goes.
+enum WayLister<'a> {
+    Http(http_bridge::Lister<'a>),
+    Child(ChildLister<'a>),
 }
 
-fn pending(rt: &Route<'_>, ctx: &Context, id: Option<&RawValue>, kind: Kind, era: Era) -> Pending {
-    Pending {
-        id: id.map(RawValue::to_owned),
-        kind,
-        era,
-        key: ctx.key,
-        target: rt.target.clone(),
-        client: ctx.client.clone(),
-        bridged: None,
+impl Lister for WayLister<'_> {
+    /// An HTTP server's refusal the client must see as it came; a child has none.
+    type Relay = Box<Response>;
+
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        match self {
+            WayLister::Http(l) => l.list(request, id).await,
+            WayLister::Child(l) => l.list(request, id).await.map_err(|e| match e {
+                ListFailed::Relay(never) => match never {},
+                ListFailed::Unavailable(e) => ListFailed::Unavailable(e),
+                ListFailed::Refused(why) => ListFailed::Refused(why),
+            }),
+        }
     }
 }
 
@@ -437,148 +372,18 @@ async fn bodiless(
     note: &mut Note,
 ) -> Response {
     let (parts, _) = req.into_parts();
-    if let Upstream::Stdio(pool) = &rt.up {
-        note.method = if parts.method == Method::DELETE {
-            "DELETE"
-        } else {
-            "GET"
-        };
-        return crate::transport::edge::stdio_children::bodiless(
-            pool,
-            &parts.method,
-            &parts.headers,
-            note,
-        )
-        .await;
-    }
-    let ctx = Context::of(rt, &parts.headers, client);
-    let era = ctx.era(None);
-    let is_delete = parts.method == Method::DELETE;
-    note.method = if is_delete { "DELETE" } else { "GET" };
-    if let Upstream::Http(up) = &rt.up
-        && reversed_session(up, &parts.headers).is_some()
-    {
-        // toolgate's own session for the client: it ends here, and it has no stream (a
-        // 2026-07-28 server sends nothing outside a request's answer).
-        note.outcome = "answered";
-        if is_delete {
-            let id = parts
-                .headers
-                .get(mcp::SESSION_ID)
-                .and_then(|v| v.to_str().ok());
-            up.bridge.end_reversed(id.unwrap_or_default());
-            return Response::builder()
-                .status(StatusCode::OK)
-                .body(axum::body::Body::empty())
-                .expect("valid response");
-        }
-        let mut r = reply::transport(
-            StatusCode::METHOD_NOT_ALLOWED,
-            jsonrpc::INVALID_REQUEST,
-            "Method not allowed: this session has no stream",
-        );
-        r.headers_mut().insert(
-            http::header::ALLOW,
-            HeaderValue::from_static("POST, DELETE"),
-        );
-        return r;
-    }
-    let resp = forward(
-        rt,
-        parts,
-        Bytes::new(),
-        pending(rt, &ctx, None, Kind::Other, era),
-        ctx.has_session,
-        note,
-    )
-    .await;
-    if is_delete && resp.status().is_success() && ctx.has_session {
-        rt.gw.catalog.forget(&ctx.key);
-    }
-    resp
-}
-
-/// Sends a message upstream; its answer goes back through the rules.
-async fn forward(
-    rt: &Route<'_>,
-    parts: Parts,
-    body: Bytes,
-    pending: Pending,
-    has_session: bool,
-    note: &mut Note,
-) -> Response {
-    let Upstream::Http(up) = &rt.up else {
-        unreachable!("stdio routes are served by stdio_children");
+    note.method = if parts.method == Method::DELETE {
+        "DELETE"
+    } else {
+        "GET"
     };
-    let started = Instant::now();
-    let wait = (&rt.gw.config.limits).into();
-    let mut parts = parts;
-    let hop = note.trace.as_ref().map(|t| {
-        let (hop, parent, state) = t.hop();
-        parts.headers.insert(TRACEPARENT, parent);
-        match state {
-            Some(s) => parts.headers.insert(TRACESTATE, s),
-            None => parts.headers.remove(TRACESTATE),
-        };
-        hop
-    });
-    let sent = up.send(parts.method, parts.headers, body, wait).await;
-    if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
-        use telemetry::Attr;
-        let mut attrs = vec![
-            ("mcp.method.name", Attr::Str(note.method.to_owned())),
-            (
-                "server.address",
-                Attr::Str(up.uri.host().unwrap_or_default().to_owned()),
-            ),
-        ];
-        if let Some(port) = up.uri.port_u16() {
-            attrs.push(("server.port", Attr::Int(i64::from(port))));
+    match &rt.up {
+        Upstream::Http(up) => {
+            let ctx = Context::of(rt, &parts.headers, client);
+            to_http::bodiless(rt, up, parts, &ctx, note).await
         }
-        let failed = match &sent {
-            Ok(r) => {
-                attrs.push((
-                    "http.response.status_code",
-                    Attr::Int(i64::from(r.status().as_u16())),
-                ));
-                !r.status().is_success()
-            }
-            Err(_) => {
-                attrs.push(("error.type", Attr::Str("upstream_unavailable".into())));
-                true
-            }
-        };
-        trace.end_hop(hop, note.method.to_owned(), attrs, failed);
-    }
-    rt.gw
-        .metrics
-        .upstream_latency
-        .observe(&rt.target.name, started.elapsed());
-    match sent {
-        Ok(resp) => {
-            note.outcome = "forwarded";
-            answers::response(rt.gw, pending, has_session, resp).await
-        }
-        Err(e) => {
-            note.outcome = "upstream_error";
-            tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
-            if pending.id.is_none() {
-                return reply::transport(
-                    StatusCode::BAD_GATEWAY,
-                    jsonrpc::INTERNAL_ERROR,
-                    &format!("Upstream MCP server unavailable: {e}"),
-                );
-            }
-            let is_call = matches!(&pending.kind, Kind::Call { tool, .. } if { rt.gw.metrics.tool_calls.inc(&[&rt.target.name, tool, "upstream_error"]); true });
-            reply::answer(
-                pending.era,
-                pipeline::answer::Answer::upstream_failed(
-                    pending.era,
-                    pending.id.as_deref(),
-                    is_call,
-                    &e,
-                ),
-            )
+        Upstream::Stdio(pool) => {
+            stdio_children::bodiless(pool, &parts.method, &parts.headers, note).await
         }
     }
 }

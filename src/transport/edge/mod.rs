@@ -26,6 +26,7 @@ mod request_id;
 mod routes;
 mod stdio_children;
 pub mod tls;
+mod to_http;
 mod well_known;
 
 use crate::gateway::Live;

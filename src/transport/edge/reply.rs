@@ -5,18 +5,20 @@
 //! broke the tool's contract (a JSON-RPC answer with the request's id). The pipeline writes
 //! the JSON-RPC; this decides only the HTTP status, per era.
 
+use super::request::{Note, Route};
 use crate::jsonrpc;
 use crate::mcp::Era;
 use crate::pipeline::answer::Answer;
+use crate::pipeline::{Kind, Pending, UpstreamError};
 use axum::body::Body;
 use axum::response::Response;
 use http::{StatusCode, header};
 
-pub fn json(status: StatusCode, body: Vec<u8>) -> Response {
+pub fn json(status: StatusCode, body: impl Into<Body>) -> Response {
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body))
+        .body(body.into())
         .expect("static response parts are valid")
 }
 
@@ -30,4 +32,54 @@ pub fn transport(status: StatusCode, code: i64, message: &str) -> Response {
 pub fn answer(era: Era, a: Answer) -> Response {
     let status = a.error_code.map_or(StatusCode::OK, |c| era.status_for(c));
     json(status, a.body)
+}
+
+/// The server could not be reached or did not answer. A request gets toolgate's answer in
+/// its era (a call's counted as an upstream error); a notification or a client's answer,
+/// which has no JSON-RPC answer to carry it, gets 502.
+pub(super) fn upstream_failed(
+    rt: &Route<'_>,
+    pending: &Pending,
+    e: &UpstreamError,
+    note: &mut Note,
+) -> Response {
+    note.outcome = "upstream_error";
+    let Some(id) = pending.id.as_deref() else {
+        return transport(
+            StatusCode::BAD_GATEWAY,
+            jsonrpc::INTERNAL_ERROR,
+            &format!("Upstream MCP server unavailable: {e}"),
+        );
+    };
+    let is_call = match &pending.kind {
+        Kind::Call { tool, .. } => {
+            rt.gw
+                .metrics
+                .tool_calls
+                .inc(&[&rt.target.name, tool, "upstream_error"]);
+            true
+        }
+        _ => false,
+    };
+    answer(
+        pending.era,
+        Answer::upstream_failed(pending.era, Some(id), is_call, e),
+    )
+}
+
+/// 202: a notification or a client's answer, taken.
+pub fn accepted() -> Response {
+    empty(StatusCode::ACCEPTED)
+}
+
+/// 200 with no body: a session ended.
+pub fn ok() -> Response {
+    empty(StatusCode::OK)
+}
+
+fn empty(status: StatusCode) -> Response {
+    Response::builder()
+        .status(status)
+        .body(Body::empty())
+        .expect("static response parts are valid")
 }

@@ -8,14 +8,15 @@
 //! hear from the child before its answer (a progress token, `subscriptions/listen`) is answered
 //! as an SSE stream of those messages, then the answer (docs/contract.md, section 7).
 
+use super::reply;
+use super::request::{Context, Note, Route};
+use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::bridge::{self, Bridged};
-use crate::pipeline::step::{self, Bridging, Sender, Step};
+use crate::pipeline::bridge;
+use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Kind, Pending};
-use crate::transport::edge::reply;
-use crate::transport::edge::request::{Context, Note, Route};
 use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
 use axum::body::Body;
@@ -25,6 +26,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
     match e {
@@ -66,186 +68,163 @@ fn owner(rt: &Route<'_>, ctx: &Context) -> String {
     }
 }
 
-pub(super) async fn post(
-    rt: &Route<'_>,
-    pool: &StdioPool,
-    headers: &HeaderMap,
-    bytes: Bytes,
-    m: &mut Message<'_>,
-    ctx: &Context,
-    note: &mut Note,
-) -> Response {
-    let era = ctx.era(m.version_text());
-    // `initialize` in the 2026-07-28 era: what a server of that era answers over HTTP; over
-    // stdio it answers -32022, which would send the client looking for another version.
-    if era == Era::Modern
-        && m.method() == Some("initialize")
-        && let Some(answer) = bridge::removed_method("initialize", m.id)
-    {
-        note.outcome = "answered";
-        return reply::json(StatusCode::NOT_FOUND, answer);
-    }
-    let max = rt.gw.config.stdio.max_sessions;
-    let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
-    let (sc, new_session, shared): (Arc<SessionChild>, Option<String>, bool) =
-        match (session, m.method()) {
-            (None, Some("initialize")) => match pool.open(&owner(rt, ctx)) {
-                Ok((id, sc)) => (sc, Some(id), false),
-                Err(e) => return no_child(era, m, e, max),
-            },
-            (Some(s), _) => match pool.session(s) {
-                Ok(sc) => (sc, None, false),
-                Err(e) => return no_child(era, m, e, max),
-            },
-            (None, _) => match pool.shared(era).await {
-                Ok(sc) => (sc, None, true),
-                Err(e) => return no_child(era, m, e, max),
-            },
-        };
-    let key = match &new_session {
-        Some(id) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
-        None => ctx.key,
-    };
-    let Some(client_id) = m.id.filter(|_| m.is_request()) else {
-        // Notifications and the client's answers to server requests. A cancellation also
-        // ends the POST still waiting for that request (in a session, where ids are the
-        // client's own; the shared child's are remapped).
-        if !shared
-            && m.method() == Some("notifications/cancelled")
-            && let Some(id) = mcp::cancelled_id(m)
+/// How one message reaches a stdio server, settled before the guard reads it: its
+/// session's child, the child a new session starts with, or the shared child of the requests
+/// without a session.
+pub(super) struct ChildWay {
+    sc: Arc<SessionChild>,
+    /// The id of the session this `initialize` opens, for the answer's header.
+    new_session: Option<String>,
+    shared: bool,
+    era: Era,
+    key: ScopeKey,
+    timeout: Duration,
+}
+
+impl ChildWay {
+    /// `Err` is the client's answer when no child can take the message.
+    pub(super) async fn find(
+        rt: &Route<'_>,
+        pool: &StdioPool,
+        headers: &HeaderMap,
+        m: &Message<'_>,
+        era: Era,
+        ctx: &Context,
+        note: &mut Note,
+    ) -> Result<ChildWay, Response> {
+        // `initialize` in the 2026-07-28 era: what a server of that era answers over HTTP;
+        // over stdio it answers -32022, which would send the client looking for another
+        // version.
+        if era == Era::Modern
+            && m.method() == Some("initialize")
+            && let Some(answer) = bridge::removed_method("initialize", m.id)
         {
-            sc.child.cancel(id.get());
+            note.outcome = "answered";
+            return Err(reply::json(StatusCode::NOT_FOUND, answer));
         }
+        let max = rt.gw.config.stdio.max_sessions;
+        let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
+        let found = match (session, m.method()) {
+            (None, Some("initialize")) => pool
+                .open(&owner(rt, ctx))
+                .map(|(id, sc)| (sc, Some(id), false)),
+            (Some(s), _) => pool.session(s).map(|sc| (sc, None, false)),
+            (None, _) => pool.shared(era).await.map(|sc| (sc, None, true)),
+        };
+        let (sc, new_session, shared) = found.map_err(|e| no_child(era, m, e, max))?;
+        let key = match &new_session {
+            Some(id) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
+            None => ctx.key,
+        };
+        Ok(ChildWay {
+            sc,
+            new_session,
+            shared,
+            era,
+            key,
+            timeout: rt.gw.config.limits.upstream_timeout,
+        })
+    }
+
+    /// The scope the child's listings are kept under (a new session's own).
+    pub(super) fn key(&self) -> ScopeKey {
+        self.key
+    }
+
+    /// Only the shared child is bridged for a 2026-07-28 client (a session is the
+    /// handshake's); a session's child that speaks only 2026-07-28 is bridged for its
+    /// handshake-era client.
+    pub(super) fn bridging(&self) -> Bridging<'_> {
+        Bridging::of(
+            self.sc
+                .bridged()
+                .filter(|_| self.shared && self.era == Era::Modern),
+            self.sc.reverse().filter(|_| self.era == Era::Legacy),
+        )
+    }
+
+    pub(super) fn lister(&self) -> ChildLister<'_> {
+        ChildLister {
+            child: &self.sc.child,
+            timeout: self.timeout,
+            bridging: self.bridging(),
+        }
+    }
+
+    /// Sends what the gate forwards and answers the POST with what the child answers.
+    pub(super) async fn send(
+        self,
+        rt: &Route<'_>,
+        body: Bytes,
+        pending: Pending,
+        m: &Message<'_>,
+        note: &mut Note,
+    ) -> Response {
+        let sc = &self.sc;
+        let Some(client_id) = pending.id.as_deref() else {
+            // A notification or a client's answer. A cancellation also ends the POST still
+            // waiting for that request (in a session, where ids are the client's own; the
+            // shared child's are remapped).
+            if !self.shared
+                && m.method() == Some("notifications/cancelled")
+                && let Some(id) = mcp::cancelled_id(m)
+            {
+                sc.child.cancel(id.get());
+            }
+            return match sc.child.send(body) {
+                Ok(()) => {
+                    note.outcome = "forwarded";
+                    reply::accepted()
+                }
+                Err(e) => reply::upstream_failed(rt, &pending, &e, note),
+            };
+        };
+        if self.shared {
+            return shared_exchange(rt, sc, body, m, pending, note).await;
+        }
+        let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
+            Ok(a) => a,
+            Err(e) => return reply::upstream_failed(rt, &pending, &e, note),
+        };
         note.outcome = "forwarded";
-        let bytes = match sc.reverse().filter(|_| era == Era::Legacy) {
-            Some(r) => match r.request(m.method().unwrap_or(""), None, &bytes) {
-                Some(Bridged::Forward(b)) => b,
-                // Answered by toolgate (none is, without an id) or with no use upstream.
-                _ => return accepted(),
-            },
-            None => bytes,
+        // A session's `initialize` the server refused: one that answers `server/discover`
+        // speaks only 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
+        let reversed = match self.new_session {
+            Some(_) => {
+                let ids = || rt.gw.next_id();
+                sc.child
+                    .reverse_if_refused(ids, self.timeout, client_id, m.raw_params(), &answer)
+                    .await
+            }
+            None => None,
         };
-        return match sc.child.send(bytes) {
-            Ok(()) => accepted(),
-            Err(e) => reply::transport(
-                StatusCode::BAD_GATEWAY,
-                jsonrpc::INTERNAL_ERROR,
-                &format!("Upstream MCP server unavailable: {e}"),
-            ),
+        let (status, body) = match reversed {
+            Some((ours, reverse)) => {
+                sc.set_reverse(reverse);
+                (StatusCode::OK, Bytes::from(ours))
+            }
+            None => finish(rt.gw, &pending, answer),
         };
-    };
-    let timeout = rt.gw.config.limits.upstream_timeout;
-    let bridged = sc.bridged().filter(|_| shared && era == Era::Modern);
-    let reverse = sc.reverse().filter(|_| era == Era::Legacy);
-    let bridging = Bridging::of(bridged, reverse);
-    let lister = ChildLister {
-        child: &sc.child,
-        timeout,
-        bridging,
-    };
-    let sender = Sender {
-        target: rt.target,
-        key,
-        era,
-        client: ctx.client.clone(),
-    };
-    let (body, pending) = match step::decide(rt.gw, sender, m, &bytes, bridging, &lister).await {
-        Step::Forward { body, pending } => (body, pending),
-        Step::Answer(a) => {
-            note.outcome = "answered";
-            note.validation = a.outcome;
-            return reply::answer(era, a);
+        let mut resp = reply::json(status, body);
+        if let Some(id) = self.new_session
+            && let Ok(v) = HeaderValue::from_str(&id)
+        {
+            resp.headers_mut().insert(mcp::SESSION_ID, v);
         }
-        Step::Relay(never) => match never {},
-        Step::Consumed => {
-            note.outcome = "answered";
-            return accepted();
-        }
-    };
-    note.forwarding(rt.gw, &pending.kind);
-    let is_call = matches!(pending.kind, Kind::Call { .. });
-    if shared {
-        return shared_exchange(rt, &sc, body, m, pending, note).await;
+        resp
     }
-    let answer = match sc.child.request(body, client_id.get(), timeout).await {
-        Ok(a) => a,
-        Err(e) => return failed(rt, &pending, is_call, e, note),
-    };
-    note.outcome = "forwarded";
-    // A session's `initialize` the server refused: one that answers `server/discover`
-    // speaks only 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
-    let reversed = match new_session {
-        Some(_) => {
-            let ids = || rt.gw.next_id();
-            sc.child
-                .reverse_if_refused(ids, timeout, client_id, m.raw_params(), &answer)
-                .await
-        }
-        None => None,
-    };
-    let answer = match reversed {
-        Some((ours, reverse)) => {
-            sc.set_reverse(reverse);
-            Bytes::from(ours)
-        }
-        None => answer,
-    };
-    let (status, body) = finish(rt.gw, &pending, answer);
-    let mut resp = reply::json(status, body);
-    if let Some(id) = new_session
-        && let Ok(v) = HeaderValue::from_str(&id)
-    {
-        resp.headers_mut().insert(mcp::SESSION_ID, v);
-    }
-    resp
 }
 
-fn accepted() -> Response {
-    Response::builder()
-        .status(StatusCode::ACCEPTED)
-        .body(Body::empty())
-        .expect("valid response")
-}
-
-/// The child could not answer: counted, and answered in the request's era.
-fn failed(
-    rt: &Route<'_>,
-    pending: &Pending,
-    is_call: bool,
-    e: crate::pipeline::UpstreamError,
-    note: &mut Note,
-) -> Response {
-    note.outcome = "upstream_error";
-    if let Kind::Call { tool, .. } = &pending.kind {
-        rt.gw
-            .metrics
-            .tool_calls
-            .inc(&[&rt.target.name, tool, "upstream_error"]);
-    }
-    let era = pending.era;
-    reply::answer(
-        era,
-        Answer::upstream_failed(era, pending.id.as_deref(), is_call, &e),
-    )
-}
-
-/// The child's answer after the pipeline, with the status it is read by: toolgate's
-/// replacement, or the server's own error mapped by the request's era.
-fn finish(gw: &crate::gateway::Gateway, pending: &Pending, answer: Bytes) -> (StatusCode, Vec<u8>) {
-    match jsonrpc::parse(&answer) {
-        Ok(jsonrpc::Body::Single(am)) => match pipeline::observe(gw, pending, &am).replacement {
-            Some(a) => (
-                a.error_code
-                    .map_or(StatusCode::OK, |c| pending.era.status_for(c)),
-                a.body,
-            ),
-            None => (
-                am.error_code()
-                    .map_or(StatusCode::OK, |c| pending.era.status_for(c)),
-                answer.to_vec(),
-            ),
-        },
-        _ => (StatusCode::OK, answer.to_vec()),
+/// The child's answer, with its client's id, as the client reads it ([`pipeline::settle`]),
+/// and the status it goes with: the answer's error code mapped by the request's era.
+fn finish(gw: &crate::gateway::Gateway, pending: &Pending, answer: Bytes) -> (StatusCode, Bytes) {
+    match pipeline::settle_bytes(gw, pending, answer.clone()) {
+        Some(s) => (
+            s.error_code
+                .map_or(StatusCode::OK, |c| pending.era.status_for(c)),
+            s.body,
+        ),
+        None => (StatusCode::OK, answer),
     }
 }
 
@@ -286,7 +265,6 @@ async fn shared_exchange(
     note: &mut Note,
 ) -> Response {
     let client_id = pending.id.clone().expect("a request has an id");
-    let is_call = matches!(pending.kind, Kind::Call { .. });
     let ours = RawValue::from_string(
         serde_json::to_string(&rt.gw.next_id()).expect("a string serializes"),
     )
@@ -320,11 +298,10 @@ async fn shared_exchange(
         left.cancels = false;
         let answer = match answer {
             Ok(a) => a,
-            Err(e) => return failed(rt, &pending, is_call, e, note),
+            Err(e) => return reply::upstream_failed(rt, &pending, &e, note),
         };
         note.outcome = "forwarded";
         let answer = jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
-        let answer = bridge::complete(&pending, answer);
         let (status, body) = finish(rt.gw, &pending, answer);
         return reply::json(status, body);
     }
@@ -408,8 +385,7 @@ impl RelatedStream {
                 let a = client_id
                     .and_then(|id| jsonrpc::replace_at(&a, &["id"], id))
                     .map_or(a, Bytes::from);
-                let a = bridge::complete(&self.pending, a);
-                Bytes::from(finish(&self.gw, &self.pending, a).1)
+                finish(&self.gw, &self.pending, a).1
             }
             Err(e) => {
                 let is_call = matches!(self.pending.kind, Kind::Call { .. });

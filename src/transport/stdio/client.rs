@@ -91,23 +91,23 @@ impl ToClient {
         let _ = self.out.send(Out::Line(line.into()));
     }
 
-    /// The server's answer to `pending`, through the answer-side rules; `false` when it is
-    /// not a JSON-RPC message, or not the answer.
+    /// The server's answer to `pending`, through the answer-side rules
+    /// ([`pipeline::settle`]); `false` when it is not a JSON-RPC message, or not the answer.
     pub(crate) fn answer(&self, pending: &Pending, bytes: Bytes) -> bool {
-        match jsonrpc::parse(&bytes) {
-            Ok(Parsed::Single(m)) => self.answer_message(pending, &m, bytes.clone()),
-            _ => false,
+        match pipeline::settle_bytes(&self.gw, pending, bytes) {
+            Some(s) => {
+                self.write(s.body);
+                s.answers
+            }
+            None => false,
         }
     }
 
     /// [`ToClient::answer`] for a message already parsed (`m` is `bytes`).
     pub(crate) fn answer_message(&self, pending: &Pending, m: &Message<'_>, bytes: Bytes) -> bool {
-        let seen = pipeline::observe(&self.gw, pending, m);
-        match seen.replacement {
-            Some(a) => self.write(a.body),
-            None => self.write(crate::pipeline::bridge::complete(pending, bytes)),
-        }
-        seen.answers
+        let s = pipeline::settle(&self.gw, pending, m, bytes);
+        self.write(s.body);
+        s.answers
     }
 
     /// No answer came to `pending`, for this reason.

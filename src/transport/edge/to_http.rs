@@ -1,0 +1,327 @@
+//! An endpoint in front of a Streamable HTTP server (`toolgate serve --upstream URL`): how
+//! the gate's messages reach it. The message goes upstream with the client's own headers and
+//! its answer streams back through `answers`; the client keeps the session it has with the
+//! server. Two bridges keep a session of toolgate's instead (docs/contract.md §5): a
+//! 2026-07-28 client's request to a server that speaks only the handshake goes through
+//! toolgate's handshake with it, and a handshake-era client of a server that speaks only
+//! 2026-07-28 is answered `initialize` here and given a session toolgate keeps.
+
+use super::answers;
+use super::reply;
+use super::request::{Context, Note, Route, TRACEPARENT, TRACESTATE};
+use crate::catalog::ScopeKey;
+use crate::jsonrpc::{self, Message};
+use crate::mcp::{self, Era};
+use crate::pipeline::answer::Answer;
+use crate::pipeline::bridge::Reverse;
+use crate::pipeline::step::Bridging;
+use crate::pipeline::{Kind, Pending};
+use crate::telemetry;
+use crate::transport::upstream::http_bridge::{self, HttpBridge, Session};
+use crate::transport::upstream::http_client::HttpUpstream;
+use axum::response::Response;
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::request::Parts;
+use http::{HeaderMap, Method, StatusCode};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How one message reaches the HTTP server, settled before the guard reads it.
+pub(super) struct HttpWay<'a> {
+    up: &'a HttpUpstream,
+    era: Era,
+    /// The request's scope, and whether the client names a session of its own.
+    key: ScopeKey,
+    has_session: bool,
+    /// toolgate's session with a server that speaks only the handshake, for a 2026-07-28
+    /// client's request.
+    session: Option<Arc<Session>>,
+    /// A handshake-era client in the session toolgate keeps for it in front of a server
+    /// that speaks only 2026-07-28, and the 2026-07-28 headers its message goes with (the
+    /// params are whole).
+    reversed: Option<(Arc<Reverse>, HeaderMap)>,
+}
+
+impl<'a> HttpWay<'a> {
+    pub(super) async fn find(
+        rt: &Route<'_>,
+        up: &'a HttpUpstream,
+        headers: &HeaderMap,
+        m: &Message<'_>,
+        era: Era,
+        ctx: &Context,
+    ) -> HttpWay<'a> {
+        let session = match era == Era::Modern && m.is_request() {
+            true => {
+                let limits = &rt.gw.config.limits;
+                up.bridge
+                    .session(up, headers, ctx.key, || rt.gw.next_id(), limits)
+                    .await
+            }
+            false => None,
+        };
+        let reversed = match era {
+            Era::Legacy => reversed_session(up, headers).map(|r| {
+                let mut headers = headers.clone();
+                HttpBridge::modern_headers(&mut headers, m);
+                (r, headers)
+            }),
+            Era::Modern => None,
+        };
+        HttpWay {
+            up,
+            era,
+            key: ctx.key,
+            has_session: ctx.has_session,
+            session,
+            reversed,
+        }
+    }
+
+    pub(super) fn bridging(&self) -> Bridging<'_> {
+        Bridging::of(
+            self.session.as_ref().map(|s| &*s.init),
+            self.reversed.as_ref().map(|(r, _)| &**r),
+        )
+    }
+
+    /// toolgate's own `tools/list`, sent the way the client's message would go (`headers`
+    /// are the client's).
+    pub(super) fn lister<'l>(
+        &'l self,
+        rt: &'l Route<'_>,
+        headers: &'l HeaderMap,
+    ) -> http_bridge::Lister<'l> {
+        http_bridge::Lister {
+            up: self.up,
+            headers: self.reversed.as_ref().map_or(headers, |(_, h)| h),
+            session: self.session.as_deref(),
+            reverse: self.reversed.as_ref().map(|(r, _)| &**r),
+            client_is_modern: self.era == Era::Modern,
+            limits: &rt.gw.config.limits,
+        }
+    }
+
+    /// Sends what the gate forwards; the answer comes back through `answers`.
+    pub(super) async fn send(
+        self,
+        rt: &Route<'_>,
+        mut parts: Parts,
+        body: Bytes,
+        pending: Pending,
+        m: &Message<'_>,
+        note: &mut Note,
+    ) -> Response {
+        let up = self.up;
+        if let Some((_, headers)) = self.reversed {
+            parts.headers = headers;
+            return forward(rt, up, parts, body, pending, false, note).await;
+        }
+        let Some(session) = self.session else {
+            if self.era == Era::Legacy && !self.has_session && m.method() == Some("initialize") {
+                return initialize(rt, up, parts, body, pending, m, note).await;
+            }
+            return forward(rt, up, parts, body, pending, self.has_session, note).await;
+        };
+        session.headers(&mut parts.headers);
+        let (is_call, answer_id) = (
+            matches!(pending.kind, Kind::Call { .. }),
+            pending.id.clone(),
+        );
+        let resp = forward(rt, up, parts, body, pending, false, note).await;
+        if resp.status() != StatusCode::NOT_FOUND {
+            return resp;
+        }
+        // toolgate's session is gone upstream: the next request opens another.
+        let e = up.bridge.lost(self.key);
+        let era = self.era;
+        reply::answer(
+            era,
+            Answer::upstream_failed(era, answer_id.as_deref(), is_call, &e),
+        )
+    }
+}
+
+/// The reverse-bridged session a client's `Mcp-Session-Id` names. Only ids toolgate minted
+/// for one are looked up, so every other request pays a prefix comparison.
+fn reversed_session(up: &HttpUpstream, headers: &HeaderMap) -> Option<Arc<Reverse>> {
+    let session = headers.get(mcp::SESSION_ID)?.to_str().ok()?;
+    session
+        .starts_with(REVERSED_PREFIX)
+        .then(|| up.bridge.reversed(session))
+        .flatten()
+}
+
+const REVERSED_PREFIX: &str = "toolgate-bridged-";
+
+/// A handshake-era client's `initialize`. When the server refuses it (HTTP 4xx) and answers
+/// `server/discover`, it speaks only 2026-07-28: toolgate answers the client itself and keeps
+/// a session for it (docs/contract.md §5, "Eras bridged the other way").
+async fn initialize(
+    rt: &Route<'_>,
+    up: &HttpUpstream,
+    parts: Parts,
+    body: Bytes,
+    pending: Pending,
+    m: &Message<'_>,
+    note: &mut Note,
+) -> Response {
+    let headers = parts.headers.clone();
+    let resp = forward(rt, up, parts, body, pending, false, note).await;
+    if !resp.status().is_client_error() {
+        return resp;
+    }
+    let Some(id) = m.id else { return resp };
+    let own_id = rt.gw.next_id();
+    let limits = &rt.gw.config.limits;
+    match up
+        .bridge
+        .reverse(up, &headers, m.raw_params(), &own_id, limits)
+        .await
+    {
+        Some((session, result)) => {
+            note.outcome = "answered";
+            let mut r = reply::json(StatusCode::OK, jsonrpc::result_response(id, &result));
+            if let Ok(v) = HeaderValue::from_str(&session) {
+                r.headers_mut().insert(mcp::SESSION_ID, v);
+            }
+            r
+        }
+        None => resp,
+    }
+}
+
+/// GET (the server's stream) and DELETE (the end of the session), forwarded; toolgate's own
+/// reverse-bridged sessions are served here.
+pub(super) async fn bodiless(
+    rt: &Route<'_>,
+    up: &HttpUpstream,
+    parts: Parts,
+    ctx: &Context,
+    note: &mut Note,
+) -> Response {
+    let era = ctx.era(None);
+    let is_delete = parts.method == Method::DELETE;
+    if reversed_session(up, &parts.headers).is_some() {
+        // toolgate's own session for the client: it ends here, and it has no stream (a
+        // 2026-07-28 server sends nothing outside a request's answer).
+        note.outcome = "answered";
+        if is_delete {
+            let id = parts
+                .headers
+                .get(mcp::SESSION_ID)
+                .and_then(|v| v.to_str().ok());
+            up.bridge.end_reversed(id.unwrap_or_default());
+            return reply::ok();
+        }
+        let mut r = reply::transport(
+            StatusCode::METHOD_NOT_ALLOWED,
+            jsonrpc::INVALID_REQUEST,
+            "Method not allowed: this session has no stream",
+        );
+        r.headers_mut().insert(
+            http::header::ALLOW,
+            HeaderValue::from_static("POST, DELETE"),
+        );
+        return r;
+    }
+    let pending = passing(rt, ctx, era);
+    let resp = forward(rt, up, parts, Bytes::new(), pending, ctx.has_session, note).await;
+    if is_delete && resp.status().is_success() && ctx.has_session {
+        rt.gw.catalog.forget(&ctx.key);
+    }
+    resp
+}
+
+/// A batch (2025-03-26), which only an HTTP server takes whole (`step::batch`): it goes as
+/// it came, and its answer comes back as it is.
+pub(super) async fn batch(
+    rt: &Route<'_>,
+    up: &HttpUpstream,
+    parts: Parts,
+    body: Bytes,
+    ctx: &Context,
+    note: &mut Note,
+) -> Response {
+    let pending = passing(rt, ctx, Era::Legacy);
+    forward(rt, up, parts, body, pending, ctx.has_session, note).await
+}
+
+/// What is waited for on a message no rule reads the answer of.
+fn passing(rt: &Route<'_>, ctx: &Context, era: Era) -> Pending {
+    Pending {
+        id: None,
+        kind: Kind::Other,
+        era,
+        key: ctx.key,
+        target: rt.target.clone(),
+        client: ctx.client.clone(),
+        bridged: None,
+    }
+}
+
+/// Sends a message upstream; its answer goes back through the rules.
+async fn forward(
+    rt: &Route<'_>,
+    up: &HttpUpstream,
+    mut parts: Parts,
+    body: Bytes,
+    pending: Pending,
+    has_session: bool,
+    note: &mut Note,
+) -> Response {
+    let started = Instant::now();
+    let wait = (&rt.gw.config.limits).into();
+    let hop = note.trace.as_ref().map(|t| {
+        let (hop, parent, state) = t.hop();
+        parts.headers.insert(TRACEPARENT, parent);
+        match state {
+            Some(s) => parts.headers.insert(TRACESTATE, s),
+            None => parts.headers.remove(TRACESTATE),
+        };
+        hop
+    });
+    let sent = up.send(parts.method, parts.headers, body, wait).await;
+    if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
+        use telemetry::Attr;
+        let mut attrs = vec![
+            ("mcp.method.name", Attr::Str(note.method.to_owned())),
+            (
+                "server.address",
+                Attr::Str(up.uri.host().unwrap_or_default().to_owned()),
+            ),
+        ];
+        if let Some(port) = up.uri.port_u16() {
+            attrs.push(("server.port", Attr::Int(i64::from(port))));
+        }
+        let failed = match &sent {
+            Ok(r) => {
+                attrs.push((
+                    "http.response.status_code",
+                    Attr::Int(i64::from(r.status().as_u16())),
+                ));
+                !r.status().is_success()
+            }
+            Err(_) => {
+                attrs.push(("error.type", Attr::Str("upstream_unavailable".into())));
+                true
+            }
+        };
+        trace.end_hop(hop, note.method.to_owned(), attrs, failed);
+    }
+    rt.gw
+        .metrics
+        .upstream_latency
+        .observe(&rt.target.name, started.elapsed());
+    match sent {
+        Ok(resp) => {
+            note.outcome = "forwarded";
+            answers::response(rt.gw, pending, has_session, resp).await
+        }
+        Err(e) => {
+            tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
+            reply::upstream_failed(rt, &pending, &e, note)
+        }
+    }
+}
