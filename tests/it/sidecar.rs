@@ -270,3 +270,43 @@ async fn server_everything_over_stdio_behind_http() {
     let r = tg.admin_get("/readyz").await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// The access log reads alike in front of a stdio server as in front of an HTTP one: the
+/// tool of a call is named whether toolgate answers it (here in a session) or forwards it
+/// (here to the shared child), and no argument value is logged.
+#[tokio::test]
+async fn the_access_log_names_the_tool_of_every_call() {
+    let m = marker();
+    let tg = sidecar(&m, Some("[log]\naccess = true\n")).await;
+    let s = open_session(&tg.url()).await;
+    let r = post(
+        &tg.url(),
+        Some(&s),
+        call(1, "add", json!({"a": "SECRET-VALUE-7", "b": 2})),
+    )
+    .await
+    .json();
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let r = post(&tg.url(), None, call(2, "add", json!({"a": 1, "b": 2})))
+        .await
+        .json();
+    assert_eq!(result_text(&r), "3");
+    let logs = tg
+        .logs_when(|l| l.matches("method=\"tools/call\"").count() >= 2)
+        .await;
+    let calls: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("method=\"tools/call\""))
+        .collect();
+    assert_eq!(calls.len(), 2, "{logs}");
+    for (line, outcome) in calls.iter().zip(["answered", "forwarded"]) {
+        for part in [
+            "tool=\"add\"",
+            &format!("outcome=\"{outcome}\""),
+            "status=200",
+        ] {
+            assert!(line.contains(part), "{part} in {line}");
+        }
+    }
+    assert!(!logs.contains("SECRET-VALUE-7"), "{logs}");
+}
