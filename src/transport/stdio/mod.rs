@@ -70,7 +70,7 @@ impl Terminate {
 pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     /// How one message reaches the server, settled before the guard reads it: the era
     /// bridge, and over HTTP the headers taken from the message.
-    type Route: Send + 'static;
+    type Way: Send + 'static;
     /// A refusal of toolgate's listing that the client must see as it came.
     type Relay: Send;
     type Lister<'a>: Lister<Relay = Self::Relay> + Send + Sync
@@ -87,10 +87,10 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     fn key(&self) -> ScopeKey;
     /// Settles how `m`, of `era`, reaches the server: the era bridge (asking the server's
     /// era the first time a 2026-07-28 request needs it), and the headers it goes with.
-    fn route(&self, m: &Message<'_>, era: Era) -> impl Future<Output = Self::Route> + Send;
-    fn bridging(route: &Self::Route) -> Bridging<'_>;
+    fn way(&self, m: &Message<'_>, era: Era) -> impl Future<Output = Self::Way> + Send;
+    fn bridging(way: &Self::Way) -> Bridging<'_>;
     /// toolgate's own `tools/list`, sent the way the message would go.
-    fn lister<'a>(&'a self, route: &'a Self::Route, era: Era) -> Self::Lister<'a>;
+    fn lister<'a>(&'a self, way: &'a Self::Way, era: Era) -> Self::Lister<'a>;
     /// A stdio client cannot be handed an HTTP refusal: it becomes the call's error.
     fn relayed(relay: Self::Relay) -> UpstreamError;
     /// Sends a message the pipeline forwards; the returned future writes what the server
@@ -98,7 +98,7 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     /// this returns, so messages reach it in the client's order.
     fn exchange(
         self: Arc<Self>,
-        route: Self::Route,
+        way: Self::Way,
         sent: Forwarded,
     ) -> impl Future<Output = ()> + Send + 'static;
     /// Ends the server's side once the client is gone; says how it ended.
@@ -155,7 +155,7 @@ async fn handle<U: Upstream>(
         return None;
     }
     let era = Era::detect(None, m.version_text());
-    let route = up.route(&m, era).await;
+    let way = up.way(&m, era).await;
     let handshake = (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
         params: m.raw_params().map(ToOwned::to_owned),
     });
@@ -166,8 +166,8 @@ async fn handle<U: Upstream>(
         client: gw.client(None),
     };
     let step = {
-        let lister = up.lister(&route, era);
-        step::decide(gw, sender, &mut m, line, U::bridging(&route), &lister).await
+        let lister = up.lister(&way, era);
+        step::decide(gw, sender, &mut m, line, U::bridging(&way), &lister).await
     };
     match step {
         Step::Forward { body, pending } => {
@@ -179,7 +179,7 @@ async fn handle<U: Upstream>(
                 to: to.clone(),
             };
             Some(Exchange {
-                future: up.clone().exchange(route, sent),
+                future: up.clone().exchange(way, sent),
                 owed,
             })
         }

@@ -50,7 +50,7 @@ pub(crate) struct Http {
 }
 
 /// How one message reaches the server.
-pub(crate) struct Route {
+pub(crate) struct Way {
     /// The session's headers, or a 2026-07-28 message's own.
     headers: HeaderMap,
     /// toolgate's session for a 2026-07-28 client bridged to a handshake-only server.
@@ -172,7 +172,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
 }
 
 impl Upstream for Http {
-    type Route = Route;
+    type Way = Way;
     type Relay = Box<axum::response::Response>;
     type Lister<'a> = http_bridge::Lister<'a>;
 
@@ -188,7 +188,7 @@ impl Upstream for Http {
             .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), None)
     }
 
-    async fn route(&self, m: &Message<'_>, era: Era) -> Route {
+    async fn way(&self, m: &Message<'_>, era: Era) -> Way {
         // Before the guard takes the params: the 2026-07-28 headers mirror them.
         let mut headers = self.headers_for(m, era);
         // A 2026-07-28 request to a server that speaks only the handshake goes through
@@ -211,26 +211,26 @@ impl Upstream for Http {
         if let Some(session) = &session {
             session.headers(&mut headers);
         }
-        Route {
+        Way {
             headers,
             session,
             reverse,
         }
     }
 
-    fn bridging(route: &Route) -> Bridging<'_> {
+    fn bridging(way: &Way) -> Bridging<'_> {
         Bridging::of(
-            route.session.as_ref().map(|s| &*s.init),
-            route.reverse.as_deref(),
+            way.session.as_ref().map(|s| &*s.init),
+            way.reverse.as_deref(),
         )
     }
 
-    fn lister<'a>(&'a self, route: &'a Route, era: Era) -> http_bridge::Lister<'a> {
+    fn lister<'a>(&'a self, way: &'a Way, era: Era) -> http_bridge::Lister<'a> {
         http_bridge::Lister {
             up: &self.up,
-            headers: &route.headers,
-            session: route.session.as_deref(),
-            reverse: route.reverse.as_deref(),
+            headers: &way.headers,
+            session: way.session.as_deref(),
+            reverse: way.reverse.as_deref(),
             client_is_modern: era == Era::Modern,
             limits: &self.gw.config.limits,
         }
@@ -243,8 +243,8 @@ impl Upstream for Http {
         ))
     }
 
-    async fn exchange(self: Arc<Self>, route: Route, sent: Forwarded) {
-        self.post(route, sent).await
+    async fn exchange(self: Arc<Self>, way: Way, sent: Forwarded) {
+        self.post(way, sent).await
     }
 
     async fn end(&self, _grace: Duration) -> String {
@@ -271,7 +271,7 @@ impl Upstream for Http {
 
 impl Http {
     /// One message as a POST, and what comes back written to the client.
-    async fn post(self: Arc<Self>, route: Route, sent: Forwarded) {
+    async fn post(self: Arc<Self>, way: Way, sent: Forwarded) {
         let Forwarded {
             body,
             pending,
@@ -282,7 +282,7 @@ impl Http {
         if let Some(h) = &handshake {
             self.session.locked().init_params = h.params.clone();
         }
-        let resp = match self.send(route, body, handshake.is_some()).await {
+        let resp = match self.send(way, body, handshake.is_some()).await {
             Ok(r) => r,
             Err(e) => return to.failed(&pending, &e),
         };
@@ -315,13 +315,13 @@ impl Http {
     /// opened again, and the message sent once more.
     async fn send(
         self: &Arc<Self>,
-        route: Route,
+        way: Way,
         body: Bytes,
         handshake: bool,
     ) -> Result<http::Response<UpstreamBody>, UpstreamError> {
-        let Route {
+        let Way {
             headers, session, ..
-        } = route;
+        } = way;
         let key = self.key();
         let lost = |r: &Result<http::Response<UpstreamBody>, UpstreamError>| matches!(r, Ok(r) if r.status() == http::StatusCode::NOT_FOUND);
         let sent = self

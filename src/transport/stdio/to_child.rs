@@ -73,7 +73,7 @@ pub(crate) struct Child {
 }
 
 /// How one message reaches the child.
-pub(crate) struct Route {
+pub(crate) struct Way {
     /// The child's `initialize` result, for a 2026-07-28 request bridged to its handshake.
     handshake: Option<Box<RawValue>>,
     reverse: Option<Arc<Reverse>>,
@@ -105,7 +105,7 @@ impl Child {
 }
 
 impl Upstream for Child {
-    type Route = Route;
+    type Way = Way;
     type Relay = std::convert::Infallible;
     type Lister<'a> = ChildLister<'a>;
 
@@ -119,24 +119,24 @@ impl Upstream for Child {
         self.key
     }
 
-    async fn route(&self, m: &Message<'_>, era: Era) -> Route {
+    async fn way(&self, m: &Message<'_>, era: Era) -> Way {
         let handshake = match era == Era::Modern && m.is_request() {
             true => self.bridged().await,
             false => None,
         };
         let reverse = self.reverse.for_era(era);
-        Route { handshake, reverse }
+        Way { handshake, reverse }
     }
 
-    fn bridging(route: &Route) -> Bridging<'_> {
-        Bridging::of(route.handshake.as_deref(), route.reverse.as_deref())
+    fn bridging(way: &Way) -> Bridging<'_> {
+        Bridging::of(way.handshake.as_deref(), way.reverse.as_deref())
     }
 
-    fn lister<'a>(&'a self, route: &'a Route, _era: Era) -> ChildLister<'a> {
+    fn lister<'a>(&'a self, way: &'a Way, _era: Era) -> ChildLister<'a> {
         ChildLister {
             child: &self.process,
             timeout: self.timeout,
-            bridging: Self::bridging(route),
+            bridging: Self::bridging(way),
         }
     }
 
@@ -146,7 +146,7 @@ impl Upstream for Child {
 
     fn exchange(
         self: Arc<Self>,
-        _route: Route,
+        _way: Way,
         sent: Forwarded,
     ) -> impl Future<Output = ()> + Send + 'static {
         let Forwarded {
