@@ -1,8 +1,11 @@
 //! What real SDK peers ran into through toolgate, kept fixed: coercion that rewrote the
 //! arguments it did not coerce, an upstream's refusal of the request itself hidden as a tool
-//! error, and `toolgate stdio` leaving its server behind on SIGTERM.
+//! error, and `toolgate stdio` leaving its server behind on SIGTERM. The rules that hold in
+//! every mode (coercion, a refused `requestState`, a task-augmented call's error) are asserted
+//! with one expectation in all four.
 
 use crate::common;
+use common::modes::Front;
 use common::peers::peers;
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
@@ -10,35 +13,68 @@ use common::*;
 use serde_json::json;
 use std::time::Duration;
 
+/// The stdio fixture, whose tools the scripted HTTP servers below advertise too.
+async fn stdio_fixture() -> Vec<String> {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    vec![
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+    ]
+}
+
+fn measure_tool() -> serde_json::Value {
+    json!({"name": "measure", "inputSchema": {"type": "object", "properties": {
+        "a": {"type": "number"}, "b": {"type": "integer"}, "c": {"type": "number"}}}})
+}
+
+/// The stdio fixture's `add`.
+fn add_tool() -> serde_json::Value {
+    json!({"name": "add", "inputSchema": {"type": "object", "properties": {
+        "a": {"type": "integer", "description": "first"},
+        "b": {"type": "integer", "description": "second"}}, "required": ["a", "b"]}})
+}
+
+/// What a scripted server received of its `tools/call`s, as bytes.
+fn raw_calls(seen: &Scripted) -> Vec<String> {
+    seen.seen_raw
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .filter(|b| b.contains("tools/call"))
+        .collect()
+}
+
 #[tokio::test]
 async fn coercion_rewrites_only_the_arguments_it_coerced() {
-    let tool = json!({"name": "t", "inputSchema": {"type": "object", "properties": {
-        "a": {"type": "number"}, "b": {"type": "integer"}, "c": {"type": "number"}}}});
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#;
-    // serve --upstream.
-    let (up, seen) = Scripted::new(vec![tool.clone()]).spawn().await;
-    let tg = Toolgate::serve(&up, None).await;
-    post(&tg.url(), None, body).await;
-    // stdio --upstream.
-    let (up2, seen2) = Scripted::new(vec![tool]).spawn().await;
-    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up2]);
-    g.initialize().await;
-    g.send(body).await;
-    g.recv().await;
-    for seen in [&seen, &seen2] {
-        let raw: Vec<String> = seen
-            .seen_raw
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .filter(|b| b.contains("tools/call"))
-            .collect();
-        assert_eq!(raw.len(), 1, "{raw:?}");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#;
+    let coerced = r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#;
+    // In front of an HTTP server: what it received.
+    for mode in ["serve --upstream", "stdio --upstream"] {
+        let (up, seen) = Scripted::new(vec![measure_tool()]).spawn().await;
+        let mut front = match mode {
+            "serve --upstream" => Front::serve_upstream(&up).await,
+            _ => Front::stdio_upstream(&up),
+        };
+        front.ask_line(body).await;
+        let raw = raw_calls(&seen);
+        assert_eq!(raw.len(), 1, "{mode}: {raw:?}");
         assert!(
-            raw[0].contains(r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#),
-            "only b changed: {}",
+            raw[0].contains(coerced),
+            "{mode}: only b changed: {}",
             raw[0]
+        );
+    }
+    // In front of a stdio server, which answers with the line it received.
+    let command = stdio_fixture().await;
+    for (mode, mut front) in [
+        ("serve -- CMD", Front::serve_command(&command).await),
+        ("stdio -- CMD", Front::stdio_command(&command)),
+    ] {
+        let a = front.ask_line(body).await;
+        assert!(
+            result_text(&a).contains(coerced),
+            "{mode}: only b changed: {a}"
         );
     }
 }
@@ -219,32 +255,38 @@ async fn toolgate_stdio_ends_its_http_session_on_sigterm() {
 #[tokio::test]
 async fn a_refused_request_state_stays_a_json_rpc_error() {
     let refusal = json!({"code": -32602, "message": "requestState integrity check failed"});
-    let (up, _) = Scripted::new(vec![open_tool("book")])
-        .script("book", Script::Error(refusal.clone()))
-        .spawn()
-        .await;
-    let tg = Toolgate::serve(&up, None).await;
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
-    let headers = [
-        ("content-type", "application/json"),
-        ("accept", ACCEPT),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", "book"),
-    ];
     // The retry after an input-required result (SEP-2322).
     let retry = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "book", "arguments": {}, "requestState": "opaque-state", "_meta": meta}});
-    let r = request(http::Method::POST, &tg.url(), &headers, retry.to_string()).await;
-    assert_eq!(
-        r.json(),
-        json!({"jsonrpc": "2.0", "id": 2, "error": refusal})
-    );
+        "name": "book", "arguments": {}, "requestState": "opaque-state"}});
     // The same error to a first call is a tool failure, rewritten for the model.
     let first = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "book", "arguments": {}, "_meta": meta}});
-    let r = request(http::Method::POST, &tg.url(), &headers, first.to_string()).await;
-    assert_eq!(r.answer()["result"]["isError"], true, "{}", r.text());
+        "name": "book", "arguments": {}}});
+    let command = stdio_fixture().await;
+    for mode in [
+        "serve --upstream",
+        "stdio --upstream",
+        "serve -- CMD",
+        "stdio -- CMD",
+    ] {
+        let (up, _) = Scripted::new(vec![open_tool("book")])
+            .script("book", Script::Error(refusal.clone()))
+            .spawn()
+            .await;
+        let mut front = match mode {
+            "serve --upstream" => Front::serve_upstream(&up).await,
+            "stdio --upstream" => Front::stdio_upstream(&up),
+            "serve -- CMD" => Front::serve_command(&command).await,
+            _ => Front::stdio_command(&command),
+        };
+        let a = front.ask_modern(retry.clone()).await;
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 2, "error": refusal}),
+            "{mode}"
+        );
+        let a = front.ask_modern(first.clone()).await;
+        assert_eq!(a["result"]["isError"], true, "{mode}: {a}");
+    }
 }
 
 #[tokio::test]
@@ -478,26 +520,44 @@ async fn a_2026_client_on_stdio_reaches_an_http_server_with_the_headers_its_era_
 
 #[tokio::test]
 async fn a_task_augmented_call_with_bad_arguments_gets_an_error_it_can_read() {
-    let tool = json!({"name": "render", "inputSchema": {"type": "object",
-        "properties": {"pages": {"type": "integer"}}, "required": ["pages"]}});
-    let (up, seen) = Scripted::new(vec![tool]).spawn().await;
-    let tg = Toolgate::serve(&up, None).await;
-    let session = open_session(&tg.url()).await;
     let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
-        "name": "render", "arguments": {"pages": "many"}, "task": {"ttl": 60000}}});
-    let a = post(&tg.url(), Some(&session), body.to_string())
-        .await
-        .answer();
-    assert_eq!(
-        a["error"]["code"], -32602,
-        "a JSON-RPC error, not a tool result: {a}"
-    );
-    assert_eq!(
-        a["error"]["data"]["parameter_errors"],
-        json!({"/pages": "expected an integer, got string \"many\""})
-    );
-    assert!(a.get("result").is_none());
-    assert!(seen.tool_calls().is_empty(), "never forwarded");
+        "name": "add", "arguments": {"a": 1, "b": "many"}, "task": {"ttl": 60000}}});
+    let seen_calls = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "seen", "arguments": {}}});
+    let report = "Invalid arguments for tool \"add\" (1 problem):\n- b: expected an integer, got string \"many\" (parameter description: second)\nCorrect the arguments and call the tool again.";
+    let expected = json!({"jsonrpc": "2.0", "id": 4, "error": {
+        "code": -32602,
+        "message": "Invalid arguments for tool \"add\" (1 problem):",
+        "data": {"code": "invalid_arguments", "tool": "add", "text": report,
+                 "parameter_errors": {"/b": "expected an integer, got string \"many\""}}}});
+    let command = stdio_fixture().await;
+    for mode in [
+        "serve --upstream",
+        "stdio --upstream",
+        "serve -- CMD",
+        "stdio -- CMD",
+    ] {
+        let (up, scripted) = Scripted::new(vec![add_tool()]).spawn().await;
+        let mut front = match mode {
+            "serve --upstream" => Front::serve_upstream(&up).await,
+            "stdio --upstream" => Front::stdio_upstream(&up),
+            "serve -- CMD" => Front::serve_command(&command).await,
+            _ => Front::stdio_command(&command),
+        };
+        // A JSON-RPC error, not a tool result, that still reads as the model's report.
+        let a = front.ask(body.clone()).await;
+        assert_eq!(a, expected, "{mode}");
+        // Never forwarded.
+        match mode {
+            "serve --upstream" | "stdio --upstream" => {
+                assert!(scripted.tool_calls().is_empty(), "{mode}")
+            }
+            _ => {
+                let seen = result_text(&front.ask(seen_calls.clone()).await);
+                assert_eq!(seen.matches("tools/call").count(), 1, "{mode}: {seen}");
+            }
+        }
+    }
 }
 
 #[tokio::test]

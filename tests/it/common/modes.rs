@@ -1,0 +1,119 @@
+//! toolgate in each of its four modes, driven alike, so that a rule is asserted with the same
+//! expectation in every mode it applies to.
+
+use super::stdio_gate::StdioGate;
+use super::{ACCEPT, Toolgate, open_session, post, request};
+use serde_json::{Value, json};
+
+/// The 2026-07-28 envelope a client of that era puts on every request.
+pub fn modern_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+/// A running toolgate and how its client reaches it. A handshake-era client's session (or
+/// stdio handshake) is opened on its first request; a 2026-07-28 client needs none.
+pub enum Front {
+    /// `serve`.
+    Http {
+        tg: Toolgate,
+        session: Option<String>,
+    },
+    /// `stdio`.
+    Stdio { g: StdioGate, initialized: bool },
+}
+
+impl Front {
+    /// `serve --upstream URL`.
+    pub async fn serve_upstream(url: &str) -> Front {
+        Front::http(Toolgate::serve(url, None).await)
+    }
+
+    /// `serve -- CMD`.
+    pub async fn serve_command(command: &[String]) -> Front {
+        Front::http(Toolgate::in_front_of(command, None).await)
+    }
+
+    /// `stdio --upstream URL`.
+    pub fn stdio_upstream(url: &str) -> Front {
+        let args = vec!["stdio".into(), "--upstream".into(), url.to_owned()];
+        Front::stdio(StdioGate::start_args(args))
+    }
+
+    /// `stdio -- CMD`.
+    pub fn stdio_command(command: &[String]) -> Front {
+        Front::stdio(StdioGate::start(command, None).0)
+    }
+
+    fn http(tg: Toolgate) -> Front {
+        Front::Http { tg, session: None }
+    }
+
+    fn stdio(g: StdioGate) -> Front {
+        Front::Stdio {
+            g,
+            initialized: false,
+        }
+    }
+
+    /// A handshake-era request's answer, `line` sent as it is written (over HTTP, in the
+    /// client's session).
+    pub async fn ask_line(&mut self, line: &str) -> Value {
+        match self {
+            Front::Http { tg, session } => {
+                if session.is_none() {
+                    *session = Some(open_session(&tg.url()).await);
+                }
+                post(&tg.url(), session.as_deref(), line.to_owned())
+                    .await
+                    .answer()
+            }
+            Front::Stdio { g, initialized } => {
+                if !*initialized {
+                    g.initialize().await;
+                    *initialized = true;
+                }
+                g.send(line).await;
+                loop {
+                    let m = g.recv().await;
+                    if m.get("method").is_none() {
+                        return m;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A handshake-era request's answer.
+    pub async fn ask(&mut self, msg: Value) -> Value {
+        self.ask_line(&msg.to_string()).await
+    }
+
+    /// A 2026-07-28 request's answer: `msg` gains the envelope, and over HTTP goes without
+    /// a session, with the headers that era asks for.
+    pub async fn ask_modern(&mut self, mut msg: Value) -> Value {
+        msg["params"]["_meta"] = modern_meta();
+        match self {
+            Front::Http { tg, .. } => {
+                let method = msg["method"].as_str().unwrap_or_default().to_owned();
+                let name = msg["params"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let mut headers = vec![
+                    ("content-type", "application/json"),
+                    ("accept", ACCEPT),
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", method.as_str()),
+                ];
+                if !name.is_empty() {
+                    headers.push(("mcp-name", name.as_str()));
+                }
+                request(http::Method::POST, &tg.url(), &headers, msg.to_string())
+                    .await
+                    .answer()
+            }
+            Front::Stdio { g, .. } => g.ask_past_notifications(msg).await,
+        }
+    }
+}
