@@ -5,7 +5,7 @@
 //! with one expectation in all four.
 
 use crate::common;
-use common::modes::Front;
+use common::modes::{Front, Mode};
 use common::peers::peers;
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
@@ -49,32 +49,23 @@ fn raw_calls(seen: &Scripted) -> Vec<String> {
 async fn coercion_rewrites_only_the_arguments_it_coerced() {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#;
     let coerced = r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#;
-    // In front of an HTTP server: what it received.
-    for mode in ["serve --upstream", "stdio --upstream"] {
-        let (up, seen) = Scripted::new(vec![measure_tool()]).spawn().await;
-        let mut front = match mode {
-            "serve --upstream" => Front::serve_upstream(&up).await,
-            _ => Front::stdio_upstream(&up),
-        };
-        front.ask_line(body).await;
-        let raw = raw_calls(&seen);
-        assert_eq!(raw.len(), 1, "{mode}: {raw:?}");
-        assert!(
-            raw[0].contains(coerced),
-            "{mode}: only b changed: {}",
-            raw[0]
-        );
-    }
-    // In front of a stdio server, which answers with the line it received.
     let command = stdio_fixture().await;
-    for (mode, mut front) in [
-        ("serve -- CMD", Front::serve_command(&command).await),
-        ("stdio -- CMD", Front::stdio_command(&command)),
-    ] {
-        let a = front.ask_line(body).await;
+    for mode in Mode::ALL {
+        let (up, seen) = Scripted::new(vec![measure_tool()]).spawn().await;
+        let a = Front::start(mode, &up, &command).await.ask_line(body).await;
+        // What the server received: the scripted HTTP server keeps it, the stdio fixture
+        // answers with it.
+        let received = match mode.to_http() {
+            true => {
+                let raw = raw_calls(&seen);
+                assert_eq!(raw.len(), 1, "{mode}: {raw:?}");
+                raw[0].clone()
+            }
+            false => result_text(&a),
+        };
         assert!(
-            result_text(&a).contains(coerced),
-            "{mode}: only b changed: {a}"
+            received.contains(coerced),
+            "{mode}: only b changed: {received}"
         );
     }
 }
@@ -262,22 +253,12 @@ async fn a_refused_request_state_stays_a_json_rpc_error() {
     let first = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "book", "arguments": {}}});
     let command = stdio_fixture().await;
-    for mode in [
-        "serve --upstream",
-        "stdio --upstream",
-        "serve -- CMD",
-        "stdio -- CMD",
-    ] {
+    for mode in Mode::ALL {
         let (up, _) = Scripted::new(vec![open_tool("book")])
             .script("book", Script::Error(refusal.clone()))
             .spawn()
             .await;
-        let mut front = match mode {
-            "serve --upstream" => Front::serve_upstream(&up).await,
-            "stdio --upstream" => Front::stdio_upstream(&up),
-            "serve -- CMD" => Front::serve_command(&command).await,
-            _ => Front::stdio_command(&command),
-        };
+        let mut front = Front::start(mode, &up, &command).await;
         let a = front.ask_modern(retry.clone()).await;
         assert_eq!(
             a,
@@ -480,16 +461,23 @@ async fn a_2026_client_closing_its_response_cancels_the_request_on_the_stdio_ser
     let gave_up =
         tokio::time::timeout(Duration::from_millis(500), h2.request(post("slow", 1))).await;
     assert!(gave_up.is_err(), "the slow call is still running");
-    let r = h2.request(post("seen", 2)).await.unwrap();
-    let body = http_body_util::BodyExt::collect(r.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    let a: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert!(
-        result_text(&a).contains("notifications/cancelled (notification)"),
-        "{a}"
-    );
+    // The reset reaches toolgate beside the next request, not necessarily before it: the
+    // child is asked until it has seen the cancellation (the slow call holds it for 2 s).
+    let mut seen = String::new();
+    for id in 2..20 {
+        let r = h2.request(post("seen", id)).await.unwrap();
+        let body = http_body_util::BodyExt::collect(r.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let a: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        seen = result_text(&a);
+        if seen.contains("notifications/cancelled (notification)") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the child was never told: {seen}");
 }
 
 #[tokio::test]
@@ -531,28 +519,16 @@ async fn a_task_augmented_call_with_bad_arguments_gets_an_error_it_can_read() {
         "data": {"code": "invalid_arguments", "tool": "add", "text": report,
                  "parameter_errors": {"/b": "expected an integer, got string \"many\""}}}});
     let command = stdio_fixture().await;
-    for mode in [
-        "serve --upstream",
-        "stdio --upstream",
-        "serve -- CMD",
-        "stdio -- CMD",
-    ] {
+    for mode in Mode::ALL {
         let (up, scripted) = Scripted::new(vec![add_tool()]).spawn().await;
-        let mut front = match mode {
-            "serve --upstream" => Front::serve_upstream(&up).await,
-            "stdio --upstream" => Front::stdio_upstream(&up),
-            "serve -- CMD" => Front::serve_command(&command).await,
-            _ => Front::stdio_command(&command),
-        };
+        let mut front = Front::start(mode, &up, &command).await;
         // A JSON-RPC error, not a tool result, that still reads as the model's report.
         let a = front.ask(body.clone()).await;
         assert_eq!(a, expected, "{mode}");
         // Never forwarded.
-        match mode {
-            "serve --upstream" | "stdio --upstream" => {
-                assert!(scripted.tool_calls().is_empty(), "{mode}")
-            }
-            _ => {
+        match mode.to_http() {
+            true => assert!(scripted.tool_calls().is_empty(), "{mode}"),
+            false => {
                 let seen = result_text(&front.ask(seen_calls.clone()).await);
                 assert_eq!(seen.matches("tools/call").count(), 1, "{mode}: {seen}");
             }

@@ -11,6 +11,40 @@ pub fn modern_meta() -> Value {
            "io.modelcontextprotocol/clientCapabilities": {}})
 }
 
+/// toolgate's four modes: which front, in front of which kind of server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    ServeUpstream,
+    StdioUpstream,
+    ServeCommand,
+    StdioCommand,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [
+        Mode::ServeUpstream,
+        Mode::StdioUpstream,
+        Mode::ServeCommand,
+        Mode::StdioCommand,
+    ];
+
+    /// Whether the server behind toolgate is an HTTP one.
+    pub fn to_http(self) -> bool {
+        matches!(self, Mode::ServeUpstream | Mode::StdioUpstream)
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::ServeUpstream => "serve --upstream",
+            Mode::StdioUpstream => "stdio --upstream",
+            Mode::ServeCommand => "serve -- CMD",
+            Mode::StdioCommand => "stdio -- CMD",
+        })
+    }
+}
+
 /// A running toolgate and how its client reaches it. A handshake-era client's session (or
 /// stdio handshake) is opened on its first request; a 2026-07-28 client needs none.
 pub enum Front {
@@ -24,6 +58,17 @@ pub enum Front {
 }
 
 impl Front {
+    /// toolgate in `mode`, in front of the HTTP server at `url` or the stdio server
+    /// `command`, as the mode says.
+    pub async fn start(mode: Mode, url: &str, command: &[String]) -> Front {
+        match mode {
+            Mode::ServeUpstream => Front::serve_upstream(url).await,
+            Mode::StdioUpstream => Front::stdio_upstream(url),
+            Mode::ServeCommand => Front::serve_command(command).await,
+            Mode::StdioCommand => Front::stdio_command(command),
+        }
+    }
+
     /// `serve --upstream URL`.
     pub async fn serve_upstream(url: &str) -> Front {
         Front::http(Toolgate::serve(url, None).await)
