@@ -22,9 +22,12 @@ async fn stdio_fixture() -> Vec<String> {
     ]
 }
 
+/// The stdio fixture's `measure`.
 fn measure_tool() -> serde_json::Value {
     json!({"name": "measure", "inputSchema": {"type": "object", "properties": {
-        "a": {"type": "number"}, "b": {"type": "integer"}, "c": {"type": "number"}}}})
+        "a": {"type": "number", "description": "any number"},
+        "b": {"type": "integer", "description": "a whole number"},
+        "c": {"type": "number", "description": "a decimal"}}}})
 }
 
 /// The stdio fixture's `add`.

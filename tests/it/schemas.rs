@@ -431,5 +431,5 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
     );
     g.initialize().await;
     let count = list_every_page(async |m| g.ask(m).await).await.len();
-    assert_eq!(count, 13);
+    assert_eq!(count, 15);
 }

@@ -342,11 +342,11 @@ async fn check_a_stdio_server() {
     );
     let (summary, problems, open) = common::check_output(&String::from_utf8_lossy(&out.stdout));
     assert!(problems.is_empty(), "{problems:?}");
-    assert_eq!(open.len(), 9);
+    assert_eq!(open.len(), 11);
     assert_eq!(
         summary,
         format!(
-            "toolgate check {}: 9 tools, 0 errors, 0 warnings, 9 notes",
+            "toolgate check {}: 11 tools, 0 errors, 0 warnings, 11 notes",
             cmd.join(" ")
         )
     );
