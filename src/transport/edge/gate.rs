@@ -274,7 +274,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
     let sender = Sender {
         target: rt.target,
-        key: way.key(ctx.key),
+        key: way.key(),
         era,
         client: ctx.client.clone(),
     };
@@ -317,9 +317,9 @@ enum Way<'a> {
 impl Way<'_> {
     /// The scope the server's listings are kept under: the request's own, or a session's
     /// toolgate opens with it.
-    fn key(&self, own: ScopeKey) -> ScopeKey {
+    fn key(&self) -> ScopeKey {
         match self {
-            Way::Http(_) => own,
+            Way::Http(way) => way.key(),
             Way::Child(way) => way.key(),
         }
     }

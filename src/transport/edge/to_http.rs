@@ -79,6 +79,10 @@ impl<'a> HttpWay<'a> {
         }
     }
 
+    pub(super) fn key(&self) -> ScopeKey {
+        self.key
+    }
+
     pub(super) fn bridging(&self) -> Bridging<'_> {
         Bridging::of(
             self.session.as_ref().map(|s| &*s.init),
