@@ -54,6 +54,7 @@ pub enum Kind {
 }
 
 /// A forwarded request, as the rules need to see its answer.
+#[derive(Clone)]
 pub struct Pending {
     /// The request's id; `None` for notifications, responses and bodiless HTTP methods.
     pub id: Option<Box<RawValue>>,
@@ -113,6 +114,28 @@ impl UpstreamError {
             }
         }
     }
+}
+
+/// No usable answer came for `pending`, for reason `e`: a request gets toolgate's answer in
+/// its era ([`answer::Answer::upstream_failed`]), and a call is counted as an upstream error;
+/// a notification or a client's answer gets none. Every mode classifies its failures here.
+pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<answer::Answer> {
+    let id = pending.id.as_deref()?;
+    let is_call = match &pending.kind {
+        Kind::Call { tool, .. } => {
+            gw.metrics
+                .tool_calls
+                .inc(&[&pending.target.name, tool, "upstream_error"]);
+            true
+        }
+        _ => false,
+    };
+    Some(answer::Answer::upstream_failed(
+        pending.era,
+        Some(id),
+        is_call,
+        e,
+    ))
 }
 
 #[derive(Deserialize)]

@@ -291,6 +291,15 @@ async fn answers_that_are_not_jsonrpc_get_a_clear_answer() {
         a.json(),
         json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "Upstream MCP server unavailable: the tool server answered with something that is not JSON-RPC: HTTP 502 with text/html"}})
     );
+    // Each call that got no usable answer is counted as an upstream error, as an
+    // unreachable server's are.
+    let metrics = tg.admin_get("/metrics").await.text();
+    for tool in ["html", "truncated"] {
+        let line = format!(
+            "toolgate_tool_calls_total{{upstream=\"default\",tool=\"{tool}\",outcome=\"upstream_error\"}} 1"
+        );
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
 }
 
 #[tokio::test]

@@ -11,7 +11,6 @@
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
-use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge;
 use crate::pipeline::{self, Kind, Pending, UpstreamError};
 use crate::transport::edge::reply;
@@ -53,13 +52,11 @@ pub async fn response(
         .and_then(|v| v.to_str().ok())
         .map_or("", |v| v.split(';').next().unwrap_or("").trim());
     let is_json = media.eq_ignore_ascii_case("application/json");
-    let is_call = matches!(pending.kind, Kind::Call { .. });
-
     if media.eq_ignore_ascii_case("text/event-stream") {
         let body = sse_stream(SseInspector::new(gw.clone(), pending), body);
         return Response::from_parts(parts, body);
     }
-    let Some(id) = pending.id.as_deref() else {
+    if pending.id.is_none() {
         // A notification's or a response's acknowledgement: nothing to answer.
         return Response::from_parts(parts, Body::new(body));
     };
@@ -76,7 +73,7 @@ pub async fn response(
                 media
             }
         );
-        return not_jsonrpc(&pending, id, is_call, what);
+        return not_jsonrpc(gw, &pending, what);
     }
     if pending.kind == Kind::Other && status.is_success() && pending.completion().is_none() {
         // Pass-through methods: streamed, never read.
@@ -91,10 +88,7 @@ pub async fn response(
         }
         Err(e) => {
             let e = UpstreamError::Unreachable(format!("the answer broke off: {e}"));
-            return reply::answer(
-                pending.era,
-                Answer::upstream_failed(pending.era, Some(id), is_call, &e),
-            );
+            return reply::unanswered(gw, &pending, &e);
         }
     };
     if pending.completion().is_some() {
@@ -121,7 +115,7 @@ pub async fn response(
                 "HTTP {} with a body that is not a JSON-RPC message",
                 status.as_u16()
             );
-            return not_jsonrpc(&pending, id, is_call, what);
+            return not_jsonrpc(gw, &pending, what);
         }
     };
     if settled.rewritten {
@@ -137,22 +131,9 @@ pub async fn response(
 }
 
 /// The answer to a request whose upstream answered something that is not JSON-RPC.
-fn not_jsonrpc(
-    pending: &Pending,
-    id: &serde_json::value::RawValue,
-    is_call: bool,
-    what: String,
-) -> Response {
+fn not_jsonrpc(gw: &Gateway, pending: &Pending, what: String) -> Response {
     tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
-    reply::answer(
-        pending.era,
-        Answer::upstream_failed(
-            pending.era,
-            Some(id),
-            is_call,
-            &UpstreamError::NotJsonRpc(what),
-        ),
-    )
+    reply::unanswered(gw, pending, &UpstreamError::NotJsonRpc(what))
 }
 
 /// Whether a JSON answer must be parsed. A successful `tools/call` answer is rewritten only
@@ -252,7 +233,6 @@ impl SseInspector {
         if let Some(rest) = self.splitter.finish() {
             self.out.push_back(rest);
         }
-        let Some(id) = &self.pending.id else { return };
         if self.answered || self.raw || (broke.is_none() && self.resumable) {
             return;
         }
@@ -260,9 +240,9 @@ impl SseInspector {
             Some(e) => format!("the stream broke before the answer: {e}"),
             None => "the stream ended without an answer".into(),
         });
-        let is_call = matches!(self.pending.kind, Kind::Call { .. });
-        let a = Answer::upstream_failed(self.pending.era, Some(id), is_call, &why);
-        self.out.push_back(sse::event(&a.body));
+        if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
+            self.out.push_back(sse::event(&a.body));
+        }
     }
 }
 

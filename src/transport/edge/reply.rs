@@ -5,11 +5,12 @@
 //! broke the tool's contract (a JSON-RPC answer with the request's id). The pipeline writes
 //! the JSON-RPC; this decides only the HTTP status, per era.
 
-use super::request::{Note, Route};
+use super::request::Note;
+use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::mcp::Era;
 use crate::pipeline::answer::Answer;
-use crate::pipeline::{Kind, Pending, UpstreamError};
+use crate::pipeline::{self, Pending, UpstreamError};
 use axum::body::Body;
 use axum::response::Response;
 use http::{StatusCode, header};
@@ -34,37 +35,29 @@ pub fn answer(era: Era, a: Answer) -> Response {
     json(status, a.body)
 }
 
-/// The server could not be reached or did not answer. A request gets toolgate's answer in
-/// its era (a call's counted as an upstream error); a notification or a client's answer,
-/// which has no JSON-RPC answer to carry it, gets 502.
+/// The server could not be reached or did not answer (`pipeline::unanswered`). A
+/// notification or a client's answer, which has no JSON-RPC answer to carry the failure, gets
+/// 502.
 pub(super) fn upstream_failed(
-    rt: &Route<'_>,
+    gw: &Gateway,
     pending: &Pending,
     e: &UpstreamError,
     note: &mut Note,
 ) -> Response {
     note.outcome = "upstream_error";
-    let Some(id) = pending.id.as_deref() else {
-        return transport(
+    unanswered(gw, pending, e)
+}
+
+/// [`upstream_failed`] once the request's note is settled (an answer that broke off).
+pub(super) fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
+    match pipeline::unanswered(gw, pending, e) {
+        Some(a) => answer(pending.era, a),
+        None => transport(
             StatusCode::BAD_GATEWAY,
             jsonrpc::INTERNAL_ERROR,
             &format!("Upstream MCP server unavailable: {e}"),
-        );
-    };
-    let is_call = match &pending.kind {
-        Kind::Call { tool, .. } => {
-            rt.gw
-                .metrics
-                .tool_calls
-                .inc(&[&rt.target.name, tool, "upstream_error"]);
-            true
-        }
-        _ => false,
-    };
-    answer(
-        pending.era,
-        Answer::upstream_failed(pending.era, Some(id), is_call, e),
-    )
+        ),
+    }
 }
 
 /// 202: a notification or a client's answer, taken.

@@ -16,7 +16,7 @@ use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge;
 use crate::pipeline::step::Bridging;
-use crate::pipeline::{self, Kind, Pending};
+use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
 use axum::body::Body;
@@ -176,7 +176,7 @@ impl ChildWay {
                     note.outcome = "forwarded";
                     reply::accepted()
                 }
-                Err(e) => reply::upstream_failed(rt, &pending, &e, note),
+                Err(e) => reply::upstream_failed(rt.gw, &pending, &e, note),
             };
         };
         if self.shared {
@@ -184,7 +184,7 @@ impl ChildWay {
         }
         let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
             Ok(a) => a,
-            Err(e) => return reply::upstream_failed(rt, &pending, &e, note),
+            Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
         };
         note.outcome = "forwarded";
         // A session's `initialize` the server refused: one that answers `server/discover`
@@ -298,7 +298,7 @@ async fn shared_exchange(
         left.cancels = false;
         let answer = match answer {
             Ok(a) => a,
-            Err(e) => return reply::upstream_failed(rt, &pending, &e, note),
+            Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
         };
         note.outcome = "forwarded";
         let answer = jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
@@ -378,7 +378,6 @@ impl RelatedStream {
 
     /// The answer (or why there is none), last on the stream.
     fn last(&self, answer: Result<Bytes, crate::pipeline::UpstreamError>) -> Bytes {
-        let era = self.pending.era;
         let client_id = self.pending.id.as_deref();
         match answer {
             Ok(a) => {
@@ -387,10 +386,8 @@ impl RelatedStream {
                     .map_or(a, Bytes::from);
                 finish(&self.gw, &self.pending, a).1
             }
-            Err(e) => {
-                let is_call = matches!(self.pending.kind, Kind::Call { .. });
-                Bytes::from(Answer::upstream_failed(era, client_id, is_call, &e).body)
-            }
+            Err(e) => pipeline::unanswered(&self.gw, &self.pending, &e)
+                .map_or_else(Bytes::new, |a| Bytes::from(a.body)),
         }
     }
 }

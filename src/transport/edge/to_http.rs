@@ -12,7 +12,6 @@ use super::request::{Context, Note, Route, TRACEPARENT, TRACESTATE};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
-use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Kind, Pending};
@@ -129,21 +128,13 @@ impl<'a> HttpWay<'a> {
             return forward(rt, up, parts, body, pending, self.has_session, note).await;
         };
         session.headers(&mut parts.headers);
-        let (is_call, answer_id) = (
-            matches!(pending.kind, Kind::Call { .. }),
-            pending.id.clone(),
-        );
-        let resp = forward(rt, up, parts, body, pending, false, note).await;
+        let resp = forward(rt, up, parts, body, pending.clone(), false, note).await;
         if resp.status() != StatusCode::NOT_FOUND {
             return resp;
         }
         // toolgate's session is gone upstream: the next request opens another.
         let e = up.bridge.lost(self.key);
-        let era = self.era;
-        reply::answer(
-            era,
-            Answer::upstream_failed(era, answer_id.as_deref(), is_call, &e),
-        )
+        reply::upstream_failed(rt.gw, &pending, &e, note)
     }
 }
 
@@ -325,7 +316,7 @@ async fn forward(
         }
         Err(e) => {
             tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
-            reply::upstream_failed(rt, &pending, &e, note)
+            reply::upstream_failed(rt.gw, &pending, &e, note)
         }
     }
 }

@@ -110,9 +110,11 @@ impl ToClient {
         s.answers
     }
 
-    /// No answer came to `pending`, for this reason.
+    /// No answer came to `pending`, for this reason (`pipeline::unanswered`).
     pub(crate) fn failed(&self, pending: &Pending, why: &UpstreamError) {
-        self.fail(&Unanswered::of(pending), why);
+        if let Some(a) = pipeline::unanswered(&self.gw, pending, why) {
+            self.write(a.body);
+        }
     }
 
     /// A request gets toolgate's error in place of its answer; a notification, nothing.
