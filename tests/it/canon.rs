@@ -3,6 +3,7 @@
 //! code `0`, the TypeScript SDK's `-32603`, `-32002` for a missing resource, and so on).
 
 use crate::common;
+use common::modes::{Front, Mode};
 use common::scripted::{Script, Scripted, open_tool};
 use common::*;
 use serde_json::{Value, json};
@@ -623,4 +624,88 @@ async fn internal_errors_can_be_masked_with_a_reference() {
         "date must be in the future",
         "validation messages stay readable"
     );
+}
+
+/// The answer-side rules read alike in all four modes: an internal error is masked (its
+/// text kept out of the answer, under a reference), a denied tool is hidden from the
+/// listing and refused, and a tool failure reported as an error becomes a tool error.
+#[tokio::test]
+async fn answer_rules_hold_alike_in_every_mode() {
+    let config = "[errors]\nmask_internal = true\n[validation]\ndeny_tools = [\"seen\"]\n";
+    let p = tokio::task::spawn_blocking(common::peers::peers)
+        .await
+        .unwrap();
+    let command = [
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+    ];
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let mut answers = Vec::new();
+    for mode in Mode::ALL {
+        // The HTTP servers answer as the stdio fixture does.
+        let (up, _) = Scripted::new(vec![
+            open_tool("internal"),
+            open_tool("fail"),
+            open_tool("seen"),
+        ])
+        .script(
+            "internal",
+            Script::Error(json!({"code": -32603, "message": "db password=hunter2"})),
+        )
+        .script("fail", Script::Error(json!({"code": 0, "message": "boom"})))
+        .spawn()
+        .await;
+        let mut front = Front::start_with(mode, &up, &command, Some(config)).await;
+        let listed = front.ask(list.clone()).await;
+        let names: Vec<&str> = listed["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{mode}: {listed}"))
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"internal") && !names.contains(&"seen"),
+            "{mode}: {names:?}"
+        );
+        let internal = front.ask(call_value(2, "internal")).await;
+        assert!(
+            !internal.to_string().contains("hunter2"),
+            "{mode}: {internal}"
+        );
+        let fail = front.ask(call_value(3, "fail")).await;
+        let denied = front.ask(call_value(4, "seen")).await;
+        answers.push((mode, [internal, fail, denied].map(referenced)));
+    }
+    let masked = |id: i64, tool: &str, code: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": format!("The tool \"{tool}\" failed with an internal error (reference REF).")}],
+            "isError": true,
+            "_meta": {"toolgate/upstream_error": {"code": code, "reference": "REF"}}}})
+    };
+    let expected = [
+        masked(2, "internal", -32603),
+        masked(3, "fail", 0),
+        json!({"jsonrpc": "2.0", "id": 4, "result": {
+            "content": [{"type": "text", "text": "The tool \"seen\" is not available: this gateway's policy does not allow it. Use another tool."}],
+            "isError": true,
+            "_meta": {"toolgate/policy": {"code": "tool_denied", "tool": "seen"}}}}),
+    ];
+    for (mode, a) in answers {
+        assert_eq!(a, expected, "{mode}");
+    }
+}
+
+/// A masked answer with its reference (a fresh one per answer) written `REF`.
+fn referenced(answer: Value) -> Value {
+    let reference = answer["result"]["_meta"]["toolgate/upstream_error"]["reference"]
+        .as_str()
+        .map(str::to_owned);
+    match reference {
+        Some(r) => serde_json::from_str(&answer.to_string().replace(&r, "REF")).unwrap(),
+        None => answer,
+    }
+}
+
+fn call_value(id: i64, tool: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
 }

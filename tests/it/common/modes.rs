@@ -2,6 +2,7 @@
 //! expectation in every mode it applies to.
 
 use super::stdio_gate::StdioGate;
+use super::tempfile_lite::TempFile;
 use super::{ACCEPT, Toolgate, open_session, post, request};
 use serde_json::{Value, json};
 
@@ -53,51 +54,78 @@ pub enum Front {
         tg: Toolgate,
         session: Option<String>,
     },
-    /// `stdio`.
-    Stdio { g: StdioGate, initialized: bool },
+    /// `stdio`, and the configuration file it was started with.
+    Stdio {
+        g: StdioGate,
+        initialized: bool,
+        _config: Option<TempFile>,
+    },
 }
 
 impl Front {
     /// toolgate in `mode`, in front of the HTTP server at `url` or the stdio server
     /// `command`, as the mode says.
     pub async fn start(mode: Mode, url: &str, command: &[String]) -> Front {
+        Front::start_with(mode, url, command, None).await
+    }
+
+    /// [`Front::start`] with a configuration file of `config`.
+    pub async fn start_with(
+        mode: Mode,
+        url: &str,
+        command: &[String],
+        config: Option<&str>,
+    ) -> Front {
         match mode {
-            Mode::ServeUpstream => Front::serve_upstream(url).await,
-            Mode::StdioUpstream => Front::stdio_upstream(url),
-            Mode::ServeCommand => Front::serve_command(command).await,
-            Mode::StdioCommand => Front::stdio_command(command),
+            Mode::ServeUpstream => Front::http(Toolgate::serve(url, config).await),
+            Mode::ServeCommand => Front::http(Toolgate::in_front_of(command, config).await),
+            Mode::StdioUpstream => {
+                let file = config.map(TempFile::new);
+                let mut args = vec!["stdio".to_string()];
+                if let Some(f) = &file {
+                    args.extend(["--config".to_string(), f.path.display().to_string()]);
+                }
+                args.extend(["--upstream".to_string(), url.to_owned()]);
+                Front::stdio(StdioGate::start_args(args), file)
+            }
+            Mode::StdioCommand => {
+                let (g, file) = StdioGate::start(command, config);
+                Front::stdio(g, file)
+            }
         }
     }
 
     /// `serve --upstream URL`.
     pub async fn serve_upstream(url: &str) -> Front {
-        Front::http(Toolgate::serve(url, None).await)
+        Front::start(Mode::ServeUpstream, url, &[]).await
     }
 
     /// `serve -- CMD`.
     pub async fn serve_command(command: &[String]) -> Front {
-        Front::http(Toolgate::in_front_of(command, None).await)
+        Front::start(Mode::ServeCommand, "", command).await
     }
 
     /// `stdio --upstream URL`.
     pub fn stdio_upstream(url: &str) -> Front {
         let args = vec!["stdio".into(), "--upstream".into(), url.to_owned()];
-        Front::stdio(StdioGate::start_args(args))
+        Front::stdio(StdioGate::start_args(args), None)
     }
 
     /// `stdio -- CMD`.
     pub fn stdio_command(command: &[String]) -> Front {
-        Front::stdio(StdioGate::start(command, None).0)
+        let (g, file) = StdioGate::start(command, None);
+        Front::stdio(g, file)
     }
 
     fn http(tg: Toolgate) -> Front {
         Front::Http { tg, session: None }
     }
 
-    fn stdio(g: StdioGate) -> Front {
+    fn stdio(g: StdioGate, config: Option<TempFile>) -> Front {
         Front::Stdio {
             g,
             initialized: false,
+            _config: config,
         }
     }
 
@@ -113,7 +141,7 @@ impl Front {
                     .await
                     .answer()
             }
-            Front::Stdio { g, initialized } => {
+            Front::Stdio { g, initialized, .. } => {
                 if !*initialized {
                     g.initialize().await;
                     *initialized = true;
