@@ -298,6 +298,24 @@ pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
     }
 }
 
+/// The error of a response that names no request: `"id": null`, or no `id` at all, as the
+/// TypeScript SDK's servers write their refusal of a whole HTTP request ("No valid session
+/// ID provided"). A message without an `id` is not valid JSON-RPC, so [`parse`] refuses it;
+/// it is read here only, where a server's refusal must reach its client.
+pub fn refusal(body: &[u8]) -> Option<&RawValue> {
+    #[derive(Deserialize)]
+    struct Refusal<'a> {
+        #[serde(borrow)]
+        error: &'a RawValue,
+        #[serde(default, borrow)]
+        id: Option<&'a RawValue>,
+        #[serde(default)]
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let r: Refusal<'_> = serde_json::from_slice(body).ok()?;
+    (r.id.is_none() && r.method.is_none()).then_some(r.error)
+}
+
 fn message(text: &str) -> Result<Message<'_>, Rejection> {
     // A `tools/call` whose params do not read in one pass is read again with them as text:
     // the guard then says what is wrong with them, or the envelope's own error comes out.
@@ -587,6 +605,27 @@ impl<'de> Visitor<'de> for Strict {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_refusal_names_no_request() {
+        let error = r#"{"code":-32000,"message":"Bad Request: No valid session ID provided"}"#;
+        for body in [
+            format!(r#"{{"jsonrpc":"2.0","error":{error},"id":null}}"#),
+            // As the TypeScript SDK's servers write it: no id at all.
+            format!(r#"{{"jsonrpc":"2.0","error":{error}}}"#),
+        ] {
+            assert_eq!(refusal(body.as_bytes()).map(RawValue::get), Some(error));
+            assert!(parse(body.as_bytes()).is_err() || body.contains("null"));
+        }
+        for not in [
+            format!(r#"{{"jsonrpc":"2.0","error":{error},"id":7}}"#),
+            format!(r#"{{"jsonrpc":"2.0","method":"x","error":{error}}}"#),
+            r#"{"jsonrpc":"2.0","result":{}}"#.to_string(),
+            "<html>".to_string(),
+        ] {
+            assert_eq!(refusal(not.as_bytes()).map(RawValue::get), None, "{not}");
+        }
+    }
 
     #[test]
     fn replace_at_keeps_every_other_member_as_written() {

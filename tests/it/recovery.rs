@@ -568,3 +568,69 @@ async fn toolgate_stdio_answers_a_request_the_server_refused_without_an_id_once_
         .await;
     assert_eq!(a["id"], 10, "{a}");
 }
+
+/// toolgate's own session with a handshake-era server, kept for its 2026-07-28 clients: when
+/// the server restarts and forgets it (server-everything then answers 400 "No valid session
+/// ID provided", not the spec's 404), the request that finds out is answered with an error
+/// that says to retry (it may not be safe to send twice), and the retry goes through a new
+/// session. Alike over `serve --upstream` and `stdio --upstream`.
+#[tokio::test]
+async fn a_lost_bridged_session_is_opened_again_for_the_retry() {
+    let sum = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "get-sum", "arguments": {"a": id, "b": 1}}})
+    };
+    let why = "could not reach the tool server: the tool server ended the session toolgate bridges this client through; retry the request";
+    let retry = json!({"jsonrpc": "2.0", "id": 2, "result": {
+        "content": [{"type": "text", "text": format!("The tool server is unavailable: {why}. Retrying in a moment may help if the server is restarting.")}],
+        "isError": true,
+        "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": why}},
+        "resultType": "complete"}});
+    for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
+        let server = common::peers::server_everything_http().await;
+        let (port, url) = (server.port, server.url.clone());
+        let mut front = Front::start(mode, &url, &[]).await;
+        let a = front.ask_modern(sum(1)).await;
+        assert_eq!(result_text(&a), "The sum of 1 and 1 is 2.", "{mode}: {a}");
+        server.stop().await;
+        let _server = common::peers::server_everything_http_at(port).await;
+        let a = front.ask_modern(sum(2)).await;
+        assert_eq!(a, retry, "{mode}");
+        let a = front.ask_modern(sum(3)).await;
+        assert_eq!(result_text(&a), "The sum of 3 and 1 is 4.", "{mode}: {a}");
+    }
+}
+
+/// A handshake-era client's session that server-everything forgets when it restarts: it
+/// says so with 400 and an error that names no request (not the spec's 404). Through
+/// `serve --upstream` the client sees that refusal as it came, as it would without toolgate
+/// (before, it read as a tool's "server-side fault"); through `stdio --upstream`, whose
+/// session is toolgate's, the session is opened again and the call answered in it.
+#[tokio::test]
+async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
+    let sum = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "get-sum", "arguments": {"a": id, "b": 1}}})
+    };
+    let refusal = json!({"jsonrpc": "2.0", "error": {"code": -32000,
+        "message": "Bad Request: No valid session ID provided"}});
+    for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
+        let server = common::peers::server_everything_http().await;
+        let (port, url) = (server.port, server.url.clone());
+        let mut front = Front::start(mode, &url, &[]).await;
+        let a = front.ask(sum(1)).await;
+        assert_eq!(result_text(&a), "The sum of 1 and 1 is 2.", "{mode}: {a}");
+        server.stop().await;
+        let _server = common::peers::server_everything_http_at(port).await;
+        match &front {
+            Front::Http { tg, session } => {
+                let r = post(&tg.url(), session.as_deref(), sum(2).to_string()).await;
+                assert_eq!((r.status, r.json()), (400, refusal.clone()), "{mode}");
+            }
+            Front::Stdio { .. } => {
+                let a = front.ask(sum(2)).await;
+                assert_eq!(result_text(&a), "The sum of 2 and 1 is 3.", "{mode}: {a}");
+            }
+        }
+    }
+}

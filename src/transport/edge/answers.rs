@@ -98,17 +98,13 @@ pub async fn response(
     if status.is_success() && !needs_reading(&pending, &bytes) {
         return Response::from_parts(parts, Body::from(bridge::complete(&pending, bytes)));
     }
+    // A refusal of the request itself (a 4xx whose error names no request: "No valid
+    // session ID", "Bad Request") is the transport's word, not the tool's answer: the client
+    // must see it as it came to recover (re-initialize, fix its headers).
+    if status.is_client_error() && jsonrpc::refusal(&bytes).is_some() {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
     let settled = match jsonrpc::parse(&bytes) {
-        // A refusal of the request itself (a 4xx whose error names no request: "No valid
-        // session ID", "Bad Request") is the transport's word, not the tool's answer: the
-        // client must see it as it came to recover (re-initialize, fix its headers).
-        Ok(Parsed::Single(m))
-            if status.is_client_error()
-                && m.error.is_some()
-                && m.id.is_none_or(|i| i.get() == "null") =>
-        {
-            return Response::from_parts(parts, Body::from(bytes));
-        }
         Ok(Parsed::Single(m)) => pipeline::settle(gw, &pending, &m, bytes.clone()),
         _ => {
             let what = format!(

@@ -128,8 +128,17 @@ impl<'a> HttpWay<'a> {
             return forward(rt, up, parts, body, pending, self.has_session, note).await;
         };
         session.headers(&mut parts.headers);
+        let headers = parts.headers.clone();
         let resp = forward(rt, up, parts, body, pending.clone(), false, note).await;
-        if resp.status() != StatusCode::NOT_FOUND {
+        let lost = match resp.status() {
+            StatusCode::NOT_FOUND => true,
+            StatusCode::BAD_REQUEST => {
+                session.id.is_some()
+                    && http_bridge::session_gone(up, &headers, &rt.gw.config.limits).await
+            }
+            _ => false,
+        };
+        if !lost {
             return resp;
         }
         // toolgate's session is gone upstream: the next request opens another.

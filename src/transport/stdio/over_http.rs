@@ -310,9 +310,10 @@ impl Http {
         }
     }
 
-    /// Sends the POST. A 404 means the server no longer knows the session: toolgate's own
-    /// (era bridge) is forgotten and the request fails with a hint to retry; the client's is
-    /// opened again, and the message sent once more.
+    /// Sends the POST. A 404 (or a 400 that `http_bridge::session_gone` reads as one) means
+    /// the server no longer knows the session: toolgate's own (era bridge) is forgotten and
+    /// the request fails with a hint to retry; the client's is opened again, and the message
+    /// sent once more.
     async fn send(
         self: &Arc<Self>,
         way: Way,
@@ -323,12 +324,20 @@ impl Http {
             headers, session, ..
         } = way;
         let key = self.key();
-        let lost = |r: &Result<http::Response<UpstreamBody>, UpstreamError>| matches!(r, Ok(r) if r.status() == http::StatusCode::NOT_FOUND);
         let sent = self
             .up
             .send(Method::POST, headers.clone(), body.clone(), self.timeout())
             .await;
-        if !lost(&sent) || handshake {
+        let lost = match &sent {
+            _ if handshake => false,
+            Ok(r) if r.status() == http::StatusCode::NOT_FOUND => true,
+            Ok(r) if r.status() == http::StatusCode::BAD_REQUEST => {
+                headers.contains_key(mcp::SESSION_ID)
+                    && http_bridge::session_gone(&self.up, &headers, &self.gw.config.limits).await
+            }
+            _ => false,
+        };
+        if !lost {
             return sent;
         }
         if session.is_some() {
@@ -418,23 +427,12 @@ impl Http {
 
     /// One message the server sent about the request; `true` when it is the answer.
     fn deliver(&self, to: &ToClient, pending: &Pending, handshake: bool, bytes: Bytes) -> bool {
-        let Ok(Parsed::Single(am)) = jsonrpc::parse(&bytes) else {
-            return false;
-        };
-        if handshake
-            && let Some(v) = am
-                .result
-                .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-                .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
-            && let Ok(v) = HeaderValue::from_str(&v)
-        {
-            self.session.locked().version = Some(v);
-        }
         // An error that names no request (a 4xx refusal of the POST itself) is this
         // request's answer: a stdio client matches answers by id, so it gets the request's.
-        if let (Some(err), Some(id)) = (am.error, pending.id.as_deref())
-            && am.method.is_none()
-            && am.id.is_none_or(|i| i.get() == "null")
+        // Only a message that holds an error is read for one.
+        if let Some(id) = pending.id.as_deref()
+            && memchr::memmem::find(&bytes, b"\"error\"").is_some()
+            && let Some(err) = jsonrpc::refusal(&bytes)
         {
             let e: serde_json::Value = serde_json::from_str(err.get()).unwrap_or_default();
             let code = e["code"].as_i64().unwrap_or(jsonrpc::INTERNAL_ERROR);
@@ -448,6 +446,18 @@ impl Http {
                 e.get("data"),
             ));
             return true;
+        }
+        let Ok(Parsed::Single(am)) = jsonrpc::parse(&bytes) else {
+            return false;
+        };
+        if handshake
+            && let Some(v) = am
+                .result
+                .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+                .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
+            && let Ok(v) = HeaderValue::from_str(&v)
+        {
+            self.session.locked().version = Some(v);
         }
         if am.method.is_some() {
             // A notification or request about this one (progress, sampling): passed on.

@@ -136,6 +136,35 @@ fn listing(
     request
 }
 
+/// Whether the server has forgotten the session `headers` carry, after it refused a request
+/// in it with 400. The spec's answer to an unknown session is 404; servers built on the
+/// TypeScript SDK answer 400 "No valid session ID provided" instead, which a request the
+/// server found malformed also gets. A `ping` in the same session tells them apart: refused
+/// too (400 or 404), the session is gone. Asked only on a 400 in a session of toolgate's own.
+pub async fn session_gone(up: &HttpUpstream, headers: &HeaderMap, limits: &Limits) -> bool {
+    let mut headers = headers.clone();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.remove(mcp::METHOD_HEADER);
+    headers.remove(mcp::NAME_HEADER);
+    let ping = r#"{"jsonrpc":"2.0","id":"toolgate-session-check","method":"ping"}"#;
+    match up
+        .send(
+            http::Method::POST,
+            headers,
+            Bytes::from_static(ping.as_bytes()),
+            limits.into(),
+        )
+        .await
+    {
+        Ok(r) => matches!(r.status(), StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND),
+        Err(_) => false,
+    }
+}
+
 /// What one HTTP upstream speaks to clients of the other era.
 #[derive(Default)]
 pub struct HttpBridge {

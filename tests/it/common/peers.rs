@@ -176,8 +176,16 @@ fn install() -> Peers {
 
 /// A peer serving MCP over HTTP, killed with the test.
 pub struct HttpPeer {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
+    pub port: u16,
     pub url: String,
+}
+
+impl HttpPeer {
+    /// Kills the peer and waits until it is gone, so its port is free again.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
 }
 
 /// Waits until something accepts connections on `port` (30 s at most).
@@ -196,12 +204,17 @@ pub async fn wait_for_port(port: u16) {
 
 /// `@modelcontextprotocol/server-everything` in Streamable HTTP mode, on a free port.
 pub async fn server_everything_http() -> HttpPeer {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
+    server_everything_http_at(port).await
+}
+
+/// [`server_everything_http`] on `port` (to start it again where a client knew it).
+pub async fn server_everything_http_at(port: u16) -> HttpPeer {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let child = tokio::process::Command::new(&p.server_everything)
         .arg("streamableHttp")
         .env("PORT", port.to_string())
@@ -213,7 +226,8 @@ pub async fn server_everything_http() -> HttpPeer {
         .expect("server-everything starts");
     wait_for_port(port).await;
     HttpPeer {
-        _child: child,
+        child,
+        port,
         url: format!("http://127.0.0.1:{port}/mcp"),
     }
 }
