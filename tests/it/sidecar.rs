@@ -310,3 +310,30 @@ async fn the_access_log_names_the_tool_of_every_call() {
     }
     assert!(!logs.contains("SECRET-VALUE-7"), "{logs}");
 }
+
+/// A session's request with a progress token is answered as one SSE stream: its progress,
+/// then its answer, as server-everything answers it over HTTP. On the session's GET stream
+/// the progress could reach the client after the answer, and a client that forgets a
+/// request once answered (the TypeScript SDK's) would lose it.
+#[tokio::test]
+async fn a_sessions_progress_comes_before_its_answer_on_the_requests_stream() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = [p.server_everything.display().to_string(), "stdio".into()];
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let s = open_session(&tg.url()).await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 3},
+        "_meta": {"progressToken": "p"}}});
+    let r = post(&tg.url(), Some(&s), call.to_string()).await;
+    assert_eq!(r.headers["content-type"], "text/event-stream");
+    let progress = |n: i64| {
+        json!({"jsonrpc": "2.0", "method": "notifications/progress",
+               "params": {"progress": n, "total": 3, "progressToken": "p"}})
+    };
+    let answer = json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text",
+        "text": "Long running operation completed. Duration: 1 seconds, Steps: 3."}]}});
+    assert_eq!(
+        r.messages(),
+        vec![progress(1), progress(2), progress(3), answer]
+    );
+}

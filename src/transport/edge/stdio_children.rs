@@ -4,9 +4,10 @@
 //! and the session's requests are answered as one JSON message each, through the same
 //! pipeline as any other; a session's GET is an SSE stream of what its child sends on its own.
 //! Requests without a session (every 2026-07-28 request) go to a shared child per era with
-//! their ids and progress tokens remapped, so concurrent clients cannot collide; one that will
-//! hear from the child before its answer (a progress token, `subscriptions/listen`) is answered
-//! as an SSE stream of those messages, then the answer (docs/contract.md, section 7).
+//! their ids and progress tokens remapped, so concurrent clients cannot collide. A request
+//! that will hear from the child before its answer (a progress token, `subscriptions/listen`
+//! on the shared child) is answered, in a session or not, as an SSE stream of those messages,
+//! then the answer (docs/contract.md, section 7).
 
 use super::reply;
 use super::request::{Context, Note, Route};
@@ -182,6 +183,15 @@ impl ChildWay {
         if self.shared {
             return shared_exchange(rt, sc, body, m, pending, note).await;
         }
+        // A request with a progress token is answered as a stream, its progress then its
+        // answer, as an HTTP server answers it: sent to the session's GET stream, the
+        // progress could reach the client after the answer.
+        if self.new_session.is_none()
+            && let Some(token) = progress_token(&body)
+        {
+            note.outcome = "forwarded";
+            return stream(rt, sc, body, token.get(), pending, None, self.timeout);
+        }
         let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
             Ok(a) => a,
             Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
@@ -251,6 +261,15 @@ struct ProgressMeta<'a> {
     token: Option<&'a RawValue>,
 }
 
+/// A request's progress token, read from its bytes: a `tools/call`'s params have been taken
+/// by the guard.
+fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
+    memchr::memmem::find(body, b"progressToken")?;
+    serde_json::from_slice::<Progress<'_>>(body)
+        .ok()
+        .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned))
+}
+
 /// A request on the shared child, which serves every client without a session: toolgate
 /// gives it an id of its own (and the same value as its progress token), so that two clients'
 /// ids and tokens cannot collide, and puts the client's back on what comes out. When the
@@ -269,10 +288,7 @@ async fn shared_exchange(
         serde_json::to_string(&rt.gw.next_id()).expect("a string serializes"),
     )
     .expect("a JSON string");
-    // Read from the bytes: a `tools/call`'s params have been taken by the guard.
-    let client_token: Option<Box<RawValue>> = serde_json::from_slice::<Progress<'_>>(&body)
-        .ok()
-        .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned));
+    let client_token = progress_token(&body);
     let listens = m.method() == Some("subscriptions/listen");
     let mut wire = jsonrpc::replace_at(&body, &["id"], &ours);
     if client_token.is_some() {
@@ -306,19 +322,49 @@ async fn shared_exchange(
         return reply::json(status, body);
     }
     note.outcome = "forwarded";
-    let (relation, related) = sc.relate(ours.get());
+    let remapped = Remapped { ours, client_token };
+    let key = remapped.ours.get().to_owned();
+    stream(rt, sc, wire, &key, pending, Some(remapped), timeout)
+}
+
+/// On the shared child, toolgate's id for a request (also its progress token) and the
+/// client's progress token, put back on what comes out.
+struct Remapped {
+    ours: Box<RawValue>,
+    client_token: Option<Box<RawValue>>,
+}
+
+/// Answers a request as an SSE stream: what the child sends about it (registered under
+/// `key`, its progress token or toolgate's id), then its answer. `remapped` on the shared
+/// child; in a session the ids and tokens are the client's own.
+fn stream(
+    rt: &Route<'_>,
+    sc: &Arc<SessionChild>,
+    wire: Bytes,
+    key: &str,
+    pending: Pending,
+    remapped: Option<Remapped>,
+    timeout: Duration,
+) -> Response {
+    let (relation, related) = sc.relate(key);
+    let id = match &remapped {
+        Some(r) => r.ours.get().to_owned(),
+        None => pending
+            .id
+            .as_deref()
+            .map_or("null", RawValue::get)
+            .to_owned(),
+    };
     let stream = RelatedStream {
         gw: rt.gw.clone(),
         sc: sc.clone(),
-        ours,
-        client_token,
+        remapped,
         pending,
         answered: false,
         _relation: relation,
     };
     let answer = {
         let sc = sc.clone();
-        let id = stream.ours.get().to_owned();
         async move { sc.child.request(wire, &id, timeout).await }
     };
     let events = futures_util::stream::unfold(
@@ -348,12 +394,11 @@ async fn shared_exchange(
         .expect("valid response")
 }
 
-/// The state of one shared-child request answered as a stream.
+/// The state of one request answered as a stream.
 struct RelatedStream {
     gw: Arc<crate::gateway::Gateway>,
     sc: Arc<SessionChild>,
-    ours: Box<RawValue>,
-    client_token: Option<Box<RawValue>>,
+    remapped: Option<Remapped>,
     pending: Pending,
     answered: bool,
     _relation: crate::transport::upstream::children::Relation,
@@ -362,9 +407,12 @@ struct RelatedStream {
 impl RelatedStream {
     /// A message about the request, with the client's token or id where toolgate's was.
     fn restore(&self, line: Bytes) -> Bytes {
+        let Some(remapped) = &self.remapped else {
+            return line;
+        };
         let client_id = self.pending.id.as_deref().expect("a request has an id");
         let put = |path: &[&str], v: &RawValue| jsonrpc::replace_at(&line, path, v);
-        let restored = match &self.client_token {
+        let restored = match &remapped.client_token {
             Some(token) if line_has(&line, "progressToken") => {
                 put(&["params", "progressToken"], token)
             }
@@ -378,12 +426,14 @@ impl RelatedStream {
 
     /// The answer (or why there is none), last on the stream.
     fn last(&self, answer: Result<Bytes, crate::pipeline::UpstreamError>) -> Bytes {
-        let client_id = self.pending.id.as_deref();
         match answer {
             Ok(a) => {
-                let a = client_id
-                    .and_then(|id| jsonrpc::replace_at(&a, &["id"], id))
-                    .map_or(a, Bytes::from);
+                let a = match (&self.remapped, self.pending.id.as_deref()) {
+                    (Some(_), Some(id)) => {
+                        jsonrpc::replace_at(&a, &["id"], id).map_or(a, Bytes::from)
+                    }
+                    _ => a,
+                };
                 finish(&self.gw, &self.pending, a).1
             }
             Err(e) => pipeline::unanswered(&self.gw, &self.pending, &e)
@@ -393,11 +443,15 @@ impl RelatedStream {
 }
 
 impl Drop for RelatedStream {
-    /// The client left before the answer: the child is told, so a listen request (which
-    /// would otherwise stay open for good) ends and nothing waits for it.
+    /// The client left before the answer. On the shared child, the child is told, so a
+    /// listen request (which would otherwise stay open for good) ends and nothing waits for
+    /// it. In a session, a handshake-era client's disconnection cancels nothing: the answer
+    /// is no longer waited for, and the child's late answer is dropped.
     fn drop(&mut self) {
-        if !self.answered {
-            client_left(&self.sc, &self.ours);
+        if !self.answered
+            && let Some(r) = &self.remapped
+        {
+            client_left(&self.sc, &r.ours);
         }
     }
 }

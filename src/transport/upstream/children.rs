@@ -4,7 +4,8 @@
 //! A session's child is started by its `initialize` and ended by DELETE, by idling past
 //! `stdio.idle_timeout`, or by its own exit; a crash ends that session only (its next request
 //! gets 404, so the client starts a new one with a fresh child). What a child sends on its own
-//! (notifications, server requests) goes to its session's GET stream.
+//! (notifications, server requests) goes to its session's GET stream, except what is about a
+//! request answered as a stream (its progress), which goes there.
 
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
@@ -35,10 +36,11 @@ pub struct SessionChild {
     /// `notifications/initialized`, before the client has opened one): handed to the next
     /// stream first. Bounded; its lock also orders a subscription against a message.
     backlog: Mutex<VecDeque<Bytes>>,
-    /// A shared child's streams waiting for what it sends about one request: that request's
-    /// progress, or a `subscriptions/listen` request's notifications. Keyed by the raw JSON of
-    /// the id toolgate gave the request, which it also gives as the progress token and which
-    /// the server uses as the subscription id.
+    /// The streams waiting for what the child sends about one request: that request's
+    /// progress, or a `subscriptions/listen` request's notifications. Keyed by the raw JSON
+    /// of the progress token: on the shared child the id toolgate gave the request, which it
+    /// also gives as the progress token and which the server uses as the subscription id; in
+    /// a session, the client's own token.
     related: Mutex<HashMap<Box<str>, mpsc::Sender<Bytes>>>,
     /// Serves requests without a session: it has no GET stream to keep messages for.
     shared: bool,
@@ -71,8 +73,7 @@ struct AboutMeta<'a> {
     subscription: Option<&'a RawValue>,
 }
 
-/// Where a shared child's stream for one request is registered; leaving it ends the
-/// registration.
+/// Where a stream for one request is registered; leaving it ends the registration.
 pub struct Relation {
     child: Arc<SessionChild>,
     key: Box<str>,
@@ -99,11 +100,19 @@ impl SessionChild {
         (backlog.drain(..).collect(), rx)
     }
 
-    /// Passes a message the child sent on its own to the open GET streams, or keeps it for
-    /// the next one.
+    /// Passes a message the child sent on its own to the stream of the request it is about,
+    /// else (in a session) to the open GET streams, or keeps it for the next one.
     fn deliver(&self, line: Bytes) {
+        let line = match self.deliver_related(line) {
+            Ok(()) => return,
+            Err(line) => line,
+        };
         if self.shared {
-            return self.deliver_related(line);
+            // Without a session, nothing else could be waiting for it.
+            tracing::debug!(
+                "a message from the shared tool server is about no waiting request; dropped"
+            );
+            return;
         }
         let mut backlog = self.backlog.locked();
         if self.unsolicited.receiver_count() > 0 {
@@ -119,9 +128,13 @@ impl SessionChild {
         }
     }
 
-    /// A shared child's message goes to the stream of the request it is about, or nowhere:
-    /// without a session, nothing else could be waiting for it.
-    fn deliver_related(&self, line: Bytes) {
+    /// A message about a request whose answer is a stream (its progress, a listen request's
+    /// notifications) goes to that stream; `Err` gives back one that is about none. Read
+    /// only while some request waits for such messages.
+    fn deliver_related(&self, line: Bytes) -> Result<(), Bytes> {
+        if self.related.locked().is_empty() {
+            return Err(line);
+        }
         let key = serde_json::from_slice::<About<'_>>(&line)
             .ok()
             .and_then(|a| a.params)
@@ -130,22 +143,17 @@ impl SessionChild {
                     .or(p.meta.and_then(|m| m.subscription))
                     .map(|k| jsonrpc::id_key(k.get()).into_owned())
             });
-        let sink = key.and_then(|k| self.related.locked().get(k.as_str()).cloned());
-        match sink {
-            Some(sink) => {
-                if sink.try_send(line).is_err() {
-                    tracing::debug!(
-                        "a request's stream is full or gone: a message about it is dropped"
-                    );
-                }
-            }
-            None => tracing::debug!(
-                "a message from the shared tool server is about no waiting request; dropped"
-            ),
+        let Some(sink) = key.and_then(|k| self.related.locked().get(k.as_str()).cloned()) else {
+            return Err(line);
+        };
+        if sink.try_send(line).is_err() {
+            tracing::debug!("a request's stream is full or gone: a message about it is dropped");
         }
+        Ok(())
     }
 
-    /// Registers a stream for what the child sends about the request with raw id `id`.
+    /// Registers a stream for what the child sends about the request whose progress token
+    /// (or, on the shared child, id) is the raw JSON `id`.
     pub fn relate(self: &Arc<Self>, id: &str) -> (Relation, mpsc::Receiver<Bytes>) {
         let (tx, rx) = mpsc::channel(RELATED);
         let key: Box<str> = jsonrpc::id_key(id).into();
