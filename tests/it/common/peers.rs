@@ -234,7 +234,7 @@ pub async fn server_everything_http_at(port: u16) -> HttpPeer {
 
 /// Runs the Python SDK client (`fixtures/py_client.py`) against `server` (a URL, or `stdio:`
 /// and a JSON array holding a command) in connect `mode`, calling each tool in turn; returns
-/// its JSON report. Bounded: a client that hangs fails the test.
+/// its JSON report.
 pub async fn python_client(
     server: &str,
     mode: &str,
@@ -245,28 +245,12 @@ pub async fn python_client(
     cmd.arg(p.fixtures.join("py_client.py"))
         .arg(server)
         .arg(mode);
-    for (tool, args) in calls {
-        cmd.arg(tool).arg(args.to_string());
-    }
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        cmd.stdin(Stdio::null()).kill_on_drop(true).output(),
-    )
-    .await
-    .expect("the client finishes within 60 s")
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    run_client(cmd, calls).await
 }
 
 /// Runs the TypeScript SDK client (`fixtures/ts_client.mjs`, on Node 22) against `server`
 /// (a URL, or `stdio:` and a JSON array holding a command), making each call task-augmented;
-/// returns its JSON report. Bounded: a client that hangs fails the test.
+/// returns its JSON report.
 pub async fn typescript_client(
     server: &str,
     calls: &[(&str, serde_json::Value)],
@@ -276,6 +260,15 @@ pub async fn typescript_client(
     cmd.arg(p.fixtures.join("ts_client.mjs"))
         .arg(server)
         .env("MCP_SDK_DIR", &p.typescript_sdk);
+    run_client(cmd, calls).await
+}
+
+/// Runs an SDK client's fixture with each call's tool and arguments after its own arguments,
+/// and reads the one JSON report it prints. Bounded: a client that hangs fails the test.
+async fn run_client(
+    mut cmd: tokio::process::Command,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
     for (tool, args) in calls {
         cmd.arg(tool).arg(args.to_string());
     }
