@@ -581,11 +581,13 @@ async fn a_lost_bridged_session_is_opened_again_for_the_retry() {
             "name": "get-sum", "arguments": {"a": id, "b": 1}}})
     };
     let why = "could not reach the tool server: the tool server ended the session toolgate bridges this client through; retry the request";
-    let retry = json!({"jsonrpc": "2.0", "id": 2, "result": {
+    let retry = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "result": {
         "content": [{"type": "text", "text": format!("The tool server is unavailable: {why}. Retrying in a moment may help if the server is restarting.")}],
         "isError": true,
         "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": why}},
-        "resultType": "complete"}});
+        "resultType": "complete"}})
+    };
     for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
         let server = common::peers::server_everything_http().await;
         let (port, url) = (server.port, server.url.clone());
@@ -595,9 +597,21 @@ async fn a_lost_bridged_session_is_opened_again_for_the_retry() {
         server.stop().await;
         let _server = common::peers::server_everything_http_at(port).await;
         let a = front.ask_modern(sum(2)).await;
-        assert_eq!(a, retry, "{mode}");
+        assert_eq!(a, retry(2), "{mode}");
         let a = front.ask_modern(sum(3)).await;
         assert_eq!(result_text(&a), "The sum of 3 and 1 is 4.", "{mode}: {a}");
+        // Lost again, and this time toolgate's own listing meets it first (a name it has
+        // not listed, once the listing may be renewed): that call is answered the same way.
+        let server = _server;
+        server.stop().await;
+        let _server = common::peers::server_everything_http_at(port).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let nope = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "nope", "arguments": {}}});
+        let a = front.ask_modern(nope).await;
+        assert_eq!(a, retry(4), "{mode}");
+        let a = front.ask_modern(sum(5)).await;
+        assert_eq!(result_text(&a), "The sum of 5 and 1 is 6.", "{mode}: {a}");
     }
 }
 
@@ -628,8 +642,21 @@ async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
                 assert_eq!((r.status, r.json()), (400, refusal.clone()), "{mode}");
             }
             Front::Stdio { .. } => {
-                let a = front.ask(sum(2)).await;
-                assert_eq!(result_text(&a), "The sum of 2 and 1 is 3.", "{mode}: {a}");
+                // A name it has not listed, once the listing may be renewed: toolgate's own
+                // `tools/list` is the first to meet the lost session, and opens a new one.
+                tokio::time::sleep(Duration::from_millis(1100)).await;
+                let nope = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "nope", "arguments": {}}});
+                let a = front.ask(nope).await;
+                assert_eq!(
+                    a,
+                    json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602,
+                        "message": "Unknown tool: nope",
+                        "data": {"tool": "nope", "suggestions": []}}}),
+                    "{mode}"
+                );
+                let a = front.ask(sum(3)).await;
+                assert_eq!(result_text(&a), "The sum of 3 and 1 is 4.", "{mode}: {a}");
             }
         }
     }

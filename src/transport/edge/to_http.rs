@@ -100,6 +100,7 @@ impl<'a> HttpWay<'a> {
             up: self.up,
             headers: self.reversed.as_ref().map_or(headers, |(_, h)| h),
             session: self.session.as_deref(),
+            key: self.key,
             reverse: self.reversed.as_ref().map(|(r, _)| &**r),
             client_is_modern: self.era == Era::Modern,
             limits: &rt.gw.config.limits,
@@ -130,15 +131,8 @@ impl<'a> HttpWay<'a> {
         session.headers(&mut parts.headers);
         let headers = parts.headers.clone();
         let resp = forward(rt, up, parts, body, pending.clone(), false, note).await;
-        let lost = match resp.status() {
-            StatusCode::NOT_FOUND => true,
-            StatusCode::BAD_REQUEST => {
-                session.id.is_some()
-                    && http_bridge::session_gone(up, &headers, &rt.gw.config.limits).await
-            }
-            _ => false,
-        };
-        if !lost {
+        let limits = &rt.gw.config.limits;
+        if !http_bridge::session_lost(up, resp.status(), &headers, limits).await {
             return resp;
         }
         // toolgate's session is gone upstream: the next request opens another.

@@ -90,7 +90,7 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     fn way(&self, m: &Message<'_>, era: Era) -> impl Future<Output = Self::Way> + Send;
     fn bridging(way: &Self::Way) -> Bridging<'_>;
     /// toolgate's own `tools/list`, sent the way the message would go.
-    fn lister<'a>(&'a self, way: &'a Self::Way, era: Era) -> Self::Lister<'a>;
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a Self::Way, era: Era) -> Self::Lister<'a>;
     /// A stdio client cannot be handed an HTTP refusal: it becomes the call's error.
     fn relayed(relay: Self::Relay) -> UpstreamError;
     /// Sends a message the pipeline forwards; the returned future writes what the server

@@ -12,6 +12,7 @@ use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::locks::MutexExt;
 use crate::mcp::{self, Era};
 use crate::pipeline::bridge::Reverse;
+use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
@@ -142,6 +143,55 @@ impl Http {
     }
 }
 
+/// toolgate's own `tools/list`, the way the message goes. In the client's session, which a
+/// stdio client cannot open again itself, a listing that finds the session lost opens a new
+/// one and is sent once more, as the client's own messages are (`Http::send`).
+pub(crate) struct SessionLister<'a> {
+    http: &'a Arc<Http>,
+    way: &'a Way,
+    era: Era,
+}
+
+impl SessionLister<'_> {
+    fn with<'h>(&'h self, headers: &'h HeaderMap) -> http_bridge::Lister<'h> {
+        let http = &**self.http;
+        http_bridge::Lister {
+            up: &http.up,
+            headers,
+            session: self.way.session.as_deref(),
+            key: http.key(),
+            reverse: self.way.reverse.as_deref(),
+            client_is_modern: self.era == Era::Modern,
+            limits: &http.gw.config.limits,
+        }
+    }
+}
+
+impl Lister for SessionLister<'_> {
+    type Relay = Box<axum::response::Response>;
+
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        let headers = &self.way.headers;
+        let listed = self.with(headers).list(request.clone(), id).await;
+        let Err(ListFailed::Relay(resp)) = &listed else {
+            return listed;
+        };
+        let (http, limits) = (self.http, &self.http.gw.config.limits);
+        if self.way.session.is_some()
+            || !http_bridge::session_lost(&http.up, resp.status(), headers, limits).await
+            || !http.reinitialize().await
+        {
+            return listed;
+        }
+        let headers = http.in_new_session(headers.clone());
+        self.with(&headers).list(request, id).await
+    }
+}
+
 /// Runs until the client goes away; returns the process exit status.
 pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let uri = match crate::config::parse_upstream_url(url) {
@@ -174,7 +224,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
 impl Upstream for Http {
     type Way = Way;
     type Relay = Box<axum::response::Response>;
-    type Lister<'a> = http_bridge::Lister<'a>;
+    type Lister<'a> = SessionLister<'a>;
 
     const IN_ORDER: bool = false;
 
@@ -225,14 +275,11 @@ impl Upstream for Http {
         )
     }
 
-    fn lister<'a>(&'a self, way: &'a Way, era: Era) -> http_bridge::Lister<'a> {
-        http_bridge::Lister {
-            up: &self.up,
-            headers: &way.headers,
-            session: way.session.as_deref(),
-            reverse: way.reverse.as_deref(),
-            client_is_modern: era == Era::Modern,
-            limits: &self.gw.config.limits,
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a Way, era: Era) -> SessionLister<'a> {
+        SessionLister {
+            http: self,
+            way,
+            era,
         }
     }
 
@@ -329,11 +376,9 @@ impl Http {
             .send(Method::POST, headers.clone(), body.clone(), self.timeout())
             .await;
         let lost = match &sent {
-            _ if handshake => false,
-            Ok(r) if r.status() == http::StatusCode::NOT_FOUND => true,
-            Ok(r) if r.status() == http::StatusCode::BAD_REQUEST => {
-                headers.contains_key(mcp::SESSION_ID)
-                    && http_bridge::session_gone(&self.up, &headers, &self.gw.config.limits).await
+            Ok(r) if !handshake => {
+                let limits = &self.gw.config.limits;
+                http_bridge::session_lost(&self.up, r.status(), &headers, limits).await
             }
             _ => false,
         };
@@ -346,15 +391,24 @@ impl Http {
         if !self.reinitialize().await {
             return sent;
         }
-        let mut headers = headers;
+        self.up
+            .send(
+                Method::POST,
+                self.in_new_session(headers),
+                body,
+                self.timeout(),
+            )
+            .await
+    }
+
+    /// `headers` of a message in the client's session, moved to the session opened since.
+    fn in_new_session(&self, mut headers: HeaderMap) -> HeaderMap {
         if headers.contains_key(mcp::SESSION_ID)
             && let Some(id) = self.headers().get(mcp::SESSION_ID)
         {
             headers.insert(mcp::SESSION_ID, id.clone());
         }
-        self.up
-            .send(Method::POST, headers, body, self.timeout())
-            .await
+        headers
     }
 
     /// The client's `initialize`, refused: a server that answers `server/discover` speaks

@@ -132,7 +132,7 @@ impl Upstream for Child {
         Bridging::of(way.handshake.as_deref(), way.reverse.as_deref())
     }
 
-    fn lister<'a>(&'a self, way: &'a Way, _era: Era) -> ChildLister<'a> {
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a Way, _era: Era) -> ChildLister<'a> {
         ChildLister {
             child: &self.process,
             timeout: self.timeout,

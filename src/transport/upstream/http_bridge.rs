@@ -62,8 +62,10 @@ impl Session {
 pub struct Lister<'a> {
     pub up: &'a HttpUpstream,
     pub headers: &'a HeaderMap,
-    /// toolgate's session for a bridged 2026-07-28 client.
+    /// toolgate's session for a bridged 2026-07-28 client, and the credential it is kept
+    /// under (`HttpBridge::session`).
     pub session: Option<&'a Session>,
+    pub key: ScopeKey,
     /// A handshake-era client bridged to a server that speaks only 2026-07-28 (its
     /// `headers` are then already 2026-07-28 ones).
     pub reverse: Option<&'a Reverse>,
@@ -80,13 +82,7 @@ impl guard::Lister for Lister<'_> {
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
-        let mut headers = self.headers.clone();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        headers.remove(mcp::NAME_HEADER);
+        let mut headers = own_headers(self.headers);
         let request = listing(
             request,
             &mut headers,
@@ -94,9 +90,18 @@ impl guard::Lister for Lister<'_> {
             self.reverse,
             self.client_is_modern,
         );
-        exchange(self.up, &headers, request, id, self.limits)
+        let listed = exchange(self.up, &headers, request, id, self.limits)
             .await
-            .map(|(_, result)| result)
+            .map(|(_, result)| result);
+        // toolgate's own bridged session, lost: forgotten, and the call may be retried, as
+        // a message that meets it is answered (`HttpBridge::lost`).
+        if let Err(ListFailed::Relay(resp)) = &listed
+            && self.session.is_some_and(|s| s.id.is_some())
+            && session_lost(self.up, resp.status(), &headers, self.limits).await
+        {
+            return Err(ListFailed::Unavailable(self.up.bridge.lost(self.key)));
+        }
+        listed
     }
 }
 
@@ -136,20 +141,25 @@ fn listing(
     request
 }
 
-/// Whether the server has forgotten the session `headers` carry, after it refused a request
-/// in it with 400. The spec's answer to an unknown session is 404; servers built on the
-/// TypeScript SDK answer 400 "No valid session ID provided" instead, which a request the
-/// server found malformed also gets. A `ping` in the same session tells them apart: refused
-/// too (400 or 404), the session is gone. Asked only on a 400 in a session of toolgate's own.
-pub async fn session_gone(up: &HttpUpstream, headers: &HeaderMap, limits: &Limits) -> bool {
-    let mut headers = headers.clone();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(
-        ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
+/// Whether an answer of `status` to a request in the session `headers` carry says the server
+/// has forgotten that session. The spec's answer to an unknown session is 404; servers built
+/// on the TypeScript SDK answer 400 "No valid session ID provided" instead, which a request
+/// the server found malformed also gets. After a 400, a `ping` in the same session tells
+/// them apart: refused too (400 or 404), the session is gone. For sessions of toolgate's own.
+pub async fn session_lost(
+    up: &HttpUpstream,
+    status: StatusCode,
+    headers: &HeaderMap,
+    limits: &Limits,
+) -> bool {
+    if status == StatusCode::NOT_FOUND {
+        return true;
+    }
+    if status != StatusCode::BAD_REQUEST || !headers.contains_key(mcp::SESSION_ID) {
+        return false;
+    }
+    let mut headers = own_headers(headers);
     headers.remove(mcp::METHOD_HEADER);
-    headers.remove(mcp::NAME_HEADER);
     let ping = r#"{"jsonrpc":"2.0","id":"toolgate-session-check","method":"ping"}"#;
     match up
         .send(
@@ -176,8 +186,9 @@ pub struct HttpBridge {
     reversed: Mutex<HashMap<String, Arc<Reverse>>>,
 }
 
-/// The client's headers, as toolgate's own request carries them.
-fn own_request(client: &HeaderMap) -> HeaderMap {
+/// The headers of a request toolgate writes itself: the client's (its credentials, its
+/// session), for a JSON body, without the name of the client's own call.
+fn own_headers(client: &HeaderMap) -> HeaderMap {
     let mut headers = client.clone();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
@@ -185,6 +196,12 @@ fn own_request(client: &HeaderMap) -> HeaderMap {
         HeaderValue::from_static("application/json, text/event-stream"),
     );
     headers.remove(mcp::NAME_HEADER);
+    headers
+}
+
+/// The client's headers, as toolgate's own request outside a session carries them.
+fn own_request(client: &HeaderMap) -> HeaderMap {
+    let mut headers = own_headers(client);
     headers.remove(mcp::SESSION_ID);
     headers
 }
