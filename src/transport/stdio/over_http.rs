@@ -357,7 +357,7 @@ impl Http {
         }
     }
 
-    /// Sends the POST. A 404 (or a 400 that `http_bridge::session_gone` reads as one) means
+    /// Sends the POST. A 404 (or a 400 that `http_bridge::session_lost` reads as one) means
     /// the server no longer knows the session: toolgate's own (era bridge) is forgotten and
     /// the request fails with a hint to retry; the client's is opened again, and the message
     /// sent once more.
