@@ -118,7 +118,8 @@ impl UpstreamError {
 
 /// No usable answer came for `pending`, for reason `e`: a request gets toolgate's answer in
 /// its era ([`answer::Answer::upstream_failed`]), and a call is counted as an upstream error;
-/// a notification or a client's answer gets none. Every mode classifies its failures here.
+/// a notification or a client's answer gets none. Every mode classifies a forwarded
+/// request's failure here.
 pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<answer::Answer> {
     let id = pending.id.as_deref()?;
     let is_call = match &pending.kind {

@@ -281,7 +281,15 @@ async fn a_refused_request_state_stays_a_json_rpc_error() {
             "{mode}"
         );
         let a = front.ask_modern(first.clone()).await;
-        assert_eq!(a["result"]["isError"], true, "{mode}: {a}");
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 3, "result": {
+                "content": [{"type": "text", "text": "requestState integrity check failed"}],
+                "isError": true,
+                "_meta": {"toolgate/upstream_error": refusal},
+                "resultType": "complete"}}),
+            "{mode}"
+        );
     }
 }
 

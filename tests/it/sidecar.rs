@@ -286,11 +286,22 @@ async fn the_access_log_names_the_tool_of_every_call() {
     )
     .await
     .json();
-    assert_eq!(r["result"]["isError"], true, "{r}");
+    let problem = "expected an integer, got string \"SECRET-VALUE-7\"";
+    assert_eq!(
+        r,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": format!("Invalid arguments for tool \"add\" (1 problem):\n- a: {problem} (parameter description: first)\nCorrect the arguments and call the tool again.")}],
+            "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
+                "parameter_errors": {"/a": problem}}}}})
+    );
     let r = post(&tg.url(), None, call(2, "add", json!({"a": 1, "b": 2})))
         .await
         .json();
-    assert_eq!(result_text(&r), "3");
+    assert_eq!(
+        r,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "3"}]}})
+    );
     let logs = tg
         .logs_when(|l| l.matches("method=\"tools/call\"").count() >= 2)
         .await;
