@@ -108,12 +108,18 @@ fn main() {
         // there is one), then the walk for undeclared arguments unless the check settled it.
         let mut args = valid.clone();
         let settled = matches!(
-            validate::check(name, &compiled, v, &mut args, true, 32),
+            validate::check(name, compiled.compiled(v), &mut args, true, 32),
             Verdict::Valid { all_declared: true }
         );
         let checked = per_op(200_000, || {
             let mut args = black_box(&valid).clone();
-            black_box(validate::check(name, &compiled, v, &mut args, true, 32));
+            black_box(validate::check(
+                name,
+                compiled.compiled(v),
+                &mut args,
+                true,
+                32,
+            ));
         });
         let clone = per_op(200_000, || {
             black_box(black_box(&valid).clone());
@@ -132,7 +138,7 @@ fn main() {
         });
         let report = per_op(20_000, || {
             let mut args = invalid.clone();
-            let verdict = validate::check(name, &compiled, v, &mut args, true, 32);
+            let verdict = validate::check(name, compiled.compiled(v), &mut args, true, 32);
             assert!(matches!(verdict, Verdict::Invalid(_)));
             if let Verdict::Invalid(r) = verdict {
                 black_box(r.text());

@@ -14,7 +14,7 @@
 
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
-use crate::validate::Shape;
+use crate::validate::{Compiled, Shape};
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
 use serde_json::Value;
@@ -55,6 +55,17 @@ pub struct Schema {
     /// `is_valid` answers both questions on the common path (a valid call with every argument
     /// declared), and the walk runs only for calls it refuses.
     pub closed: Option<Validator>,
+}
+
+impl Schema {
+    /// The schema as the check reads it, with its `validator`.
+    pub fn compiled<'a>(&'a self, validator: &'a Validator) -> Compiled<'a> {
+        Compiled {
+            value: &self.value,
+            validator,
+            closed: self.closed.as_ref(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Schema {

@@ -86,7 +86,7 @@ pub fn validate(data: &[u8]) {
     };
     let mut args = serde_json::Value::Object(map);
     if let validate::Verdict::Invalid(r) =
-        validate::check("fuzz", &compiled, v, &mut args, true, 32)
+        validate::check("fuzz", compiled.compiled(v), &mut args, true, 32)
     {
         let _ = r.text();
         let _ = r.details();

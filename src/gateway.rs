@@ -6,9 +6,9 @@ use crate::auth::Authenticator;
 use crate::catalog::{Catalog, CompileSettings, ScopeKey};
 use crate::config::{Config, ConfigError, Validation};
 use crate::metrics::Metrics;
-use crate::pipeline::policy::{Client, ClientRules, RateLimiter};
-use crate::pipeline::rules::ToolRules;
-use crate::transport::edge::origin::OriginPolicy;
+use crate::policy::clients::{Client, ClientRules, RateLimiter};
+use crate::policy::origin::OriginPolicy;
+use crate::policy::rules::ToolRules;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -85,7 +85,7 @@ pub struct Gateway {
     /// Trace export, when an OTLP endpoint is configured; made once per process.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// The replicas' shared buckets, when `[shared_state]` names a Redis.
-    pub shared: Option<Arc<crate::pipeline::shared::SharedLimiter>>,
+    pub shared: Option<Arc<crate::policy::shared::SharedLimiter>>,
     anonymous: Arc<str>,
     /// Keys scope hashes of credentials, so catalogs never hold a token as it came.
     hasher: RandomState,
@@ -287,7 +287,7 @@ impl Gateway {
             {
                 Some(s) => Some(s),
                 None => Some(Arc::new(
-                    crate::pipeline::shared::SharedLimiter::new(url).map_err(ConfigError)?,
+                    crate::policy::shared::SharedLimiter::new(url).map_err(ConfigError)?,
                 )),
             },
         };

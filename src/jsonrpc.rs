@@ -84,6 +84,18 @@ impl<'a> Message<'a> {
         self.method.as_deref()
     }
 
+    /// The `requestId` a `notifications/cancelled` names.
+    pub fn cancelled_id(&self) -> Option<&'a RawValue> {
+        #[derive(serde::Deserialize)]
+        struct Cancelled<'a> {
+            #[serde(borrow, rename = "requestId")]
+            request_id: &'a RawValue,
+        }
+        serde_json::from_str::<Cancelled<'a>>(self.raw_params()?.get())
+            .ok()
+            .map(|c| c.request_id)
+    }
+
     /// `params` as text, when the envelope left them so.
     pub fn raw_params(&self) -> Option<&'a RawValue> {
         match self.params {

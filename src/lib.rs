@@ -12,6 +12,7 @@ pub mod check;
 pub mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod gateway;
@@ -20,7 +21,9 @@ mod locks;
 pub mod logwriter;
 pub mod mcp;
 pub mod metrics;
+pub mod net;
 pub mod pipeline;
+pub mod policy;
 pub mod telemetry;
 pub mod text;
 pub(crate) mod thread_slot;

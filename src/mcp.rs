@@ -1,7 +1,6 @@
 //! MCP vocabulary: method and header names, the two protocol eras, and the results toolgate
 //! writes itself.
 
-use crate::jsonrpc::Message;
 use http::HeaderName;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -72,18 +71,6 @@ impl Era {
 /// What toolgate says about itself when it opens a conversation with a server.
 fn client_info() -> Value {
     json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")})
-}
-
-/// The `requestId` a `notifications/cancelled` names.
-pub fn cancelled_id<'a>(m: &Message<'a>) -> Option<&'a RawValue> {
-    #[derive(serde::Deserialize)]
-    struct Cancelled<'a> {
-        #[serde(borrow, rename = "requestId")]
-        request_id: &'a RawValue,
-    }
-    serde_json::from_str::<Cancelled<'a>>(m.raw_params()?.get())
-        .ok()
-        .map(|c| c.request_id)
 }
 
 /// The legacy handshake's first request, for a connection toolgate opens itself.

@@ -1,7 +1,7 @@
 //! The messages toolgate writes itself, as complete JSON-RPC bytes. Transports decide only
 //! how to carry them (an HTTP status, an SSE event, a line).
 
-use super::UpstreamError;
+use crate::error::UpstreamError;
 use crate::jsonrpc;
 use crate::mcp::{self, Era};
 use serde_json::value::RawValue;

@@ -6,14 +6,15 @@
 //! listed once through the transport's [`Lister`], with a request id the client cannot have
 //! used; that answer never reaches the client.
 
+use super::Kind;
 use super::answer::Answer;
-use super::policy::{Limited, Rate};
-use super::{Kind, UpstreamError};
-use crate::catalog::{Lookup, Page, ScopeKey, Tool};
+use crate::catalog::{Lookup, Page, Schema, ScopeKey, Tool};
 use crate::config::{AnswerShape, Mode, OnCompileError, OnUnavailable, ToolSettings, Undeclared};
+use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, ArgumentsError, CallParams, Params};
 use crate::mcp::{self, Era};
+use crate::policy::clients::{Limited, Rate};
 use crate::validate::{self, Judge, Report, Verdict};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -95,7 +96,7 @@ pub struct Call<'a> {
     /// The whole message, forwarded as is when nothing changes.
     pub bytes: &'a Bytes,
     /// Who calls, when `[auth]` or `[clients]` says anything about it.
-    pub client: Option<&'a super::policy::Client>,
+    pub client: Option<&'a crate::policy::clients::Client>,
     /// It carries a `requestState` (set by the guard once it has read the params).
     pub retry: bool,
 }
@@ -192,189 +193,250 @@ async fn decide<L: Lister>(
     lister: &L,
     task: &mut bool,
 ) -> Decision<L::Relay> {
-    let (era, id) = (call.era, call.id);
-    let malformed = |why: String| {
-        answered(
-            "malformed",
-            Answer::error(
-                Some(id),
-                jsonrpc::INVALID_PARAMS,
-                &format!("Invalid params for tools/call: {why}"),
-                None,
-            ),
-        )
-    };
-    let params = match call.params.take() {
-        Some(Params::Call(p)) => p,
-        Some(Params::Raw(raw)) => match read_params(raw) {
-            Ok(p) => p,
-            Err(e) => return malformed(e.to_string()),
-        },
-        None => return malformed("missing params with a \"name\"".into()),
+    let params = match read_call(&mut call) {
+        Ok(p) => p,
+        Err(answer) => return answered("malformed", answer),
     };
     call.retry = params.request_state.is_some();
     *task = params.task.is_some();
     let tool = params.name.as_ref();
-    let target = call.target;
-    let v = &target.validation;
-    let forward = async |outcome, bytes: Bytes| admit(gw, &call, tool, tool, outcome, bytes).await;
-
-    let for_client = call.client.is_some_and(|c| !c.allows(tool));
-    if !v.allows(tool) || for_client {
-        tracing::info!(upstream = %target.name, tool, outcome = "denied", client = call.client.map(|c| &*c.name), "tools/call");
-        count(gw, target, listed_label(gw, call.key, tool), "denied");
-        let whose = if for_client {
-            "this client's policy"
-        } else {
-            "this gateway's policy"
-        };
-        let text = format!(
-            "The tool \"{tool}\" is not available: {whose} does not allow it. Use another tool."
-        );
-        return answered(
-            "denied",
-            Answer::tool_error(
-                era,
-                id,
-                text,
-                "toolgate/policy",
-                json!({"code": "tool_denied", "tool": tool}),
-            ),
-        );
+    if let Some(denied) = deny(gw, &call, tool) {
+        return denied;
     }
-    let ToolSettings {
-        mode,
-        coerce,
-        undeclared,
-    } = v.policy_for(tool);
-    if mode == Mode::Off {
+    let settings = call.target.validation.policy_for(tool);
+    if settings.mode == Mode::Off {
         let label = listed_label(gw, call.key, tool);
         return admit(gw, &call, tool, label, "forwarded", call.bytes.clone()).await;
     }
-    let mut args = match params.arguments {
-        None => Ok(Value::Object(Default::default())),
-        Some(Ok(map)) => Ok(Value::Object(map)),
-        Some(Err(ArgumentsError::NotObject)) => {
-            return malformed("\"arguments\" must be an object".into());
-        }
-        Some(Err(ArgumentsError::Unreadable(e))) => {
-            return answered(
-                "malformed",
-                Answer::error(
-                    Some(id),
-                    jsonrpc::INVALID_REQUEST,
-                    &format!("Invalid Request: unreadable arguments: {e}"),
-                    None,
-                ),
-            );
-        }
-        Some(Err(ArgumentsError::Duplicate { pointer })) => Err(pointer),
+    let mut args = match arguments(call.id, params.arguments) {
+        Ok(args) => args,
+        Err(answer) => return answered("malformed", answer),
     };
-
     let entry = match schema_for(gw, &call, tool, params.meta, lister).await {
         Ok(Some(t)) => t,
         Ok(None) => return unknown_tool(gw, &call, tool),
-        Err(ListFailed::Relay(r)) => return Decision::Relay(r),
-        Err(ListFailed::Unavailable(e)) => {
-            count(gw, target, tool, "upstream_error");
-            tracing::warn!(upstream = %target.name, tool, error = %e, "tools/call: could not list tools");
-            return answered(
-                "upstream_error",
-                Answer::upstream_failed(era, Some(id), true, &e),
-            );
-        }
-        Err(ListFailed::Refused(why)) => {
-            count(gw, target, tool, "upstream_error");
-            tracing::warn!(upstream = %target.name, tool, error = %why, "tools/call: tools/list failed");
-            let text = format!(
-                "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
-            );
-            return answered(
-                "upstream_error",
-                Answer::tool_error(
-                    era,
-                    id,
-                    text,
-                    "toolgate/upstream",
-                    json!({"code": "tools_list_failed"}),
-                ),
-            );
-        }
+        Err(failed) => return listing_failed(gw, &call, tool, failed),
     };
     let schema = &entry.input;
+    let v = &call.target.validation;
     if schema.invalid.is_some() && v.hides_invalid(tool) {
         // Hidden from every listing: the client cannot know it, so it is unknown here too.
         return unknown_tool(gw, &call, tool);
     }
     let validator = match &schema.validator {
-        Ok(v) => v,
-        Err(why) => {
-            return match v.on_compile_error {
-                OnCompileError::Forward => {
-                    tracing::debug!(upstream = %target.name, tool, "schema does not compile: forwarded unvalidated");
-                    forward("forwarded", call.bytes.clone()).await
-                }
-                OnCompileError::Reject => {
-                    count(gw, target, tool, "schema_unusable");
-                    let text = format!(
-                        "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
-                    );
-                    answered(
-                        "schema_unusable",
-                        Answer::tool_error(
-                            era,
-                            id,
-                            text,
-                            "toolgate/validation",
-                            json!({"code": "schema_unusable"}),
-                        ),
-                    )
-                }
-            };
+        Ok(validator) => validator,
+        Err(why) => return unusable_schema(gw, &call, tool, why).await,
+    };
+    let checked = check(&call, tool, schema, validator, settings, &mut args);
+    let Some(report) = checked.report else {
+        let (Some(changed), Ok(args)) = (checked.coerced, &args) else {
+            return admit(gw, &call, tool, tool, "forwarded", call.bytes.clone()).await;
+        };
+        tracing::debug!(upstream = %call.target.name, tool, "arguments coerced");
+        let bytes =
+            with_arguments(call.bytes, args, &changed).unwrap_or_else(|| call.bytes.clone());
+        return admit(gw, &call, tool, tool, "coerced", bytes).await;
+    };
+    refuse(gw, &call, tool, settings.mode, report).await
+}
+
+/// The call's params, read whole; `Err` is the `-32602` for a call without readable ones.
+fn read_call<'a>(call: &mut Call<'a>) -> Result<CallParams<'a>, Answer> {
+    let malformed = |why: String| {
+        Answer::error(
+            Some(call.id),
+            jsonrpc::INVALID_PARAMS,
+            &format!("Invalid params for tools/call: {why}"),
+            None,
+        )
+    };
+    match call.params.take() {
+        Some(Params::Call(p)) => Ok(p),
+        Some(Params::Raw(raw)) => read_params(raw).map_err(|e| malformed(e.to_string())),
+        None => Err(malformed("missing params with a \"name\"".into())),
+    }
+}
+
+/// The answer to a call the gateway's or the client's policy does not allow, if it is one.
+fn deny<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Option<Decision<R>> {
+    let target = call.target;
+    let for_client = call.client.is_some_and(|c| !c.allows(tool));
+    if target.validation.allows(tool) && !for_client {
+        return None;
+    }
+    tracing::info!(upstream = %target.name, tool, outcome = "denied", client = call.client.map(|c| &*c.name), "tools/call");
+    count(gw, target, listed_label(gw, call.key, tool), "denied");
+    let whose = if for_client {
+        "this client's policy"
+    } else {
+        "this gateway's policy"
+    };
+    let text = format!(
+        "The tool \"{tool}\" is not available: {whose} does not allow it. Use another tool."
+    );
+    Some(answered(
+        "denied",
+        Answer::tool_error(
+            call.era,
+            call.id,
+            text,
+            "toolgate/policy",
+            json!({"code": "tool_denied", "tool": tool}),
+        ),
+    ))
+}
+
+/// The call's arguments as an object; inner `Err` is the place of a duplicate key (a
+/// violation the report names), outer `Err` the answer to arguments that are no object.
+fn arguments(
+    id: &RawValue,
+    arguments: Option<Result<serde_json::Map<String, Value>, ArgumentsError>>,
+) -> Result<Result<Value, String>, Answer> {
+    match arguments {
+        None => Ok(Ok(Value::Object(Default::default()))),
+        Some(Ok(map)) => Ok(Ok(Value::Object(map))),
+        Some(Err(ArgumentsError::NotObject)) => Err(Answer::error(
+            Some(id),
+            jsonrpc::INVALID_PARAMS,
+            "Invalid params for tools/call: \"arguments\" must be an object",
+            None,
+        )),
+        Some(Err(ArgumentsError::Unreadable(e))) => Err(Answer::error(
+            Some(id),
+            jsonrpc::INVALID_REQUEST,
+            &format!("Invalid Request: unreadable arguments: {e}"),
+            None,
+        )),
+        Some(Err(ArgumentsError::Duplicate { pointer })) => Ok(Err(pointer)),
+    }
+}
+
+/// The answer to a call whose tool's schema could not be had from its server.
+fn listing_failed<R>(
+    gw: &Gateway,
+    call: &Call<'_>,
+    tool: &str,
+    failed: ListFailed<R>,
+) -> Decision<R> {
+    let target = call.target;
+    let answer = match failed {
+        ListFailed::Relay(r) => return Decision::Relay(r),
+        ListFailed::Unavailable(e) => {
+            tracing::warn!(upstream = %target.name, tool, error = %e, "tools/call: could not list tools");
+            Answer::upstream_failed(call.era, Some(call.id), true, &e)
+        }
+        ListFailed::Refused(why) => {
+            tracing::warn!(upstream = %target.name, tool, error = %why, "tools/call: tools/list failed");
+            let text = format!(
+                "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
+            );
+            Answer::tool_error(
+                call.era,
+                call.id,
+                text,
+                "toolgate/upstream",
+                json!({"code": "tools_list_failed"}),
+            )
         }
     };
+    count(gw, target, tool, "upstream_error");
+    answered("upstream_error", answer)
+}
 
-    let mut report = None;
-    let mut coerced: Option<Vec<String>> = None;
+/// A call to a tool whose schema does not compile, as `on_compile_error` says.
+async fn unusable_schema<R>(gw: &Gateway, call: &Call<'_>, tool: &str, why: &str) -> Decision<R> {
+    let target = call.target;
+    match target.validation.on_compile_error {
+        OnCompileError::Forward => {
+            tracing::debug!(upstream = %target.name, tool, "schema does not compile: forwarded unvalidated");
+            admit(gw, call, tool, tool, "forwarded", call.bytes.clone()).await
+        }
+        OnCompileError::Reject => {
+            count(gw, target, tool, "schema_unusable");
+            let text = format!(
+                "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
+            );
+            answered(
+                "schema_unusable",
+                Answer::tool_error(
+                    call.era,
+                    call.id,
+                    text,
+                    "toolgate/validation",
+                    json!({"code": "schema_unusable"}),
+                ),
+            )
+        }
+    }
+}
+
+/// What the checks found: what breaks the contract, or the arguments coercion changed.
+struct Checked {
+    report: Option<Report>,
+    coerced: Option<Vec<String>>,
+}
+
+/// The arguments against the schema, then undeclared arguments, then the operator's rules
+/// (docs/contract.md §1): every violation in one report.
+fn check(
+    call: &Call<'_>,
+    tool: &str,
+    schema: &Schema,
+    validator: &jsonschema::Validator,
+    settings: ToolSettings,
+    args: &mut Result<Value, String>,
+) -> Checked {
+    let v = &call.target.validation;
+    let mut checked = Checked {
+        report: None,
+        coerced: None,
+    };
     let mut all_declared = false;
-    match &mut args {
+    match args {
         Err(pointer) => {
-            report = Some(Report::duplicate_key(
+            checked.report = Some(Report::duplicate_key(
                 tool,
                 &schema.value,
                 std::mem::take(pointer),
                 v.max_errors,
             ))
         }
-        Ok(args) => match validate::check(tool, schema, validator, args, coerce, v.max_errors) {
+        Ok(args) => match validate::check(
+            tool,
+            schema.compiled(validator),
+            args,
+            settings.coerce,
+            v.max_errors,
+        ) {
             Verdict::Valid { all_declared: a } => all_declared = a,
-            Verdict::Coerced { changed } => coerced = Some(changed),
-            Verdict::Invalid(r) => report = Some(r),
+            Verdict::Coerced { changed } => checked.coerced = Some(changed),
+            Verdict::Invalid(r) => checked.report = Some(r),
         },
     }
+    let Ok(args) = args else {
+        return checked;
+    };
     let empty = || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
-    if let (Ok(args), Some(shape)) = (&args, &schema.shape) {
-        let judge = match undeclared {
-            Undeclared::RejectTypos => Some(Judge::Typos),
-            Undeclared::Reject => Some(Judge::All),
-            Undeclared::Allow => None,
-        };
-        if let Some(judge) = judge.filter(|_| !all_declared) {
-            let found = shape.undeclared(args, judge, v.max_errors);
-            if !found.list.is_empty() || found.omitted > 0 {
-                report
-                    .get_or_insert_with(empty)
-                    .extend(&schema.value, found);
-            }
+    let judge = match settings.undeclared {
+        Undeclared::RejectTypos => Some(Judge::Typos),
+        Undeclared::Reject => Some(Judge::All),
+        Undeclared::Allow => None,
+    };
+    if let (Some(shape), Some(judge)) = (&schema.shape, judge.filter(|_| !all_declared)) {
+        let found = shape.undeclared(args, judge, v.max_errors);
+        if !found.list.is_empty() || found.omitted > 0 {
+            let report = checked.report.get_or_insert_with(empty);
+            report.extend(&schema.value, found);
         }
     }
-    if let (Ok(args), Some(rules)) = (&args, target.rules(tool)) {
+    if let Some(rules) = call.target.rules(tool) {
         if let Some(extra) = &rules.extra
             && let Ok(ev) = &extra.validator
             && !ev.is_valid(args)
         {
             let found = validate::violations(&extra.value, ev, args, v.max_errors);
-            report.get_or_insert_with(empty).extend(&extra.value, found);
+            let report = checked.report.get_or_insert_with(empty);
+            report.extend(&extra.value, found);
         }
         let more = rules.path_violations(args);
         if !more.is_empty() {
@@ -382,34 +444,37 @@ async fn decide<L: Lister>(
                 list: more,
                 omitted: 0,
             };
-            report
-                .get_or_insert_with(empty)
-                .extend(&schema.value, found);
+            let report = checked.report.get_or_insert_with(empty);
+            report.extend(&schema.value, found);
         }
     }
+    checked
+}
 
-    let Some(report) = report else {
-        let (Some(changed), Ok(args)) = (coerced, &args) else {
-            return forward("forwarded", call.bytes.clone()).await;
-        };
-        tracing::debug!(upstream = %target.name, tool, "arguments coerced");
-        let bytes =
-            with_arguments(call.bytes, args, &changed).unwrap_or_else(|| call.bytes.clone());
-        return forward("coerced", bytes).await;
-    };
+/// A call that breaks the contract: counted by keyword, then forwarded in `audit` mode or
+/// answered in the shape `validation.answer` asks for.
+async fn refuse<R>(
+    gw: &Gateway,
+    call: &Call<'_>,
+    tool: &str,
+    mode: Mode,
+    report: Report,
+) -> Decision<R> {
+    let target = call.target;
     let keywords: Vec<&str> = report.keywords().collect();
     for k in &keywords {
         gw.metrics.violations.inc(&[&target.name, tool, k]);
     }
     if mode == Mode::Audit {
         tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.problems(), ?keywords, "tools/call");
-        return forward("audited", call.bytes.clone()).await;
+        return admit(gw, call, tool, tool, "audited", call.bytes.clone()).await;
     }
     tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
+    let (era, id) = (call.era, call.id);
     answered(
         "rejected_invalid",
-        match v.answer {
+        match target.validation.answer {
             AnswerShape::ToolError => Answer::tool_error(
                 era,
                 id,

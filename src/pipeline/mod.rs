@@ -17,12 +17,10 @@ pub mod bridge;
 pub mod canon;
 pub mod guard;
 pub mod learn;
-pub mod policy;
-pub mod rules;
-pub mod shared;
 pub mod step;
 
 use crate::catalog::ScopeKey;
+use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::{self, Era};
@@ -31,7 +29,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// What kind of request is waiting for an answer, with what the rules need to know.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +60,7 @@ pub struct Pending {
     pub key: ScopeKey,
     pub target: Arc<Target>,
     /// Whose request it is, for per-client listings.
-    pub client: Option<policy::Client>,
+    pub client: Option<crate::policy::clients::Client>,
     /// Served over the handshake era for a 2026-07-28 client: what its answer must gain
     /// ([`bridge::answer`]).
     pub bridged: Option<bridge::Completion>,
@@ -78,41 +75,6 @@ impl Pending {
             (Era::Modern, Kind::Call { .. }) => Some(bridge::Completion::Native),
             _ => None,
         })
-    }
-}
-
-/// Why no answer came from the upstream.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("could not reach the tool server: {0}")]
-    Unreachable(String),
-    /// The TLS handshake failed: the server's certificate is not trusted or not for its
-    /// name, or it refused toolgate's. A configuration problem on one side or the other.
-    #[error("could not reach the tool server securely: {0}")]
-    Untrusted(String),
-    #[error("the tool server did not answer within {0:?}")]
-    Timeout(Duration),
-    #[error("the tool server answered with something that is not JSON-RPC: {0}")]
-    NotJsonRpc(String),
-}
-
-impl UpstreamError {
-    /// Whether the same request may succeed later.
-    pub fn retry_hint(&self) -> &'static str {
-        match self {
-            UpstreamError::Timeout(_) => {
-                "It may still be working or overloaded; retrying later may help."
-            }
-            UpstreamError::Unreachable(_) => {
-                "Retrying in a moment may help if the server is restarting."
-            }
-            UpstreamError::Untrusted(_) => {
-                "This is a TLS configuration problem between the gateway and the server; retrying will not help until it is fixed."
-            }
-            UpstreamError::NotJsonRpc(_) => {
-                "This is a server-side fault; retrying is unlikely to help until it is fixed."
-            }
-        }
     }
 }
 

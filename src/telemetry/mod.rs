@@ -10,7 +10,7 @@
 mod otlp;
 
 use crate::config::TelemetryConfig;
-use crate::transport::upstream::http_client::{HttpUpstream, Wait};
+use crate::net::client::{HttpClient, Wait};
 use bytes::Bytes;
 use http::HeaderValue;
 use std::collections::hash_map::RandomState;
@@ -153,7 +153,7 @@ impl Telemetry {
         };
         let uri = crate::config::parse_upstream_url(&endpoint)
             .map_err(|e| format!("telemetry endpoint: {}", e.0))?;
-        let up = HttpUpstream::new(uri, &cfg.tls)?;
+        let up = HttpClient::new(uri, &cfg.tls)?;
         let mut resource = vec![(
             "service.name".to_owned(),
             env("OTEL_SERVICE_NAME").unwrap_or_else(|| "toolgate".into()),
@@ -327,7 +327,7 @@ impl RequestTrace {
     }
 }
 
-async fn export(mut rx: mpsc::Receiver<Span>, up: HttpUpstream, resource: Vec<(String, String)>) {
+async fn export(mut rx: mpsc::Receiver<Span>, up: HttpClient, resource: Vec<(String, String)>) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -352,7 +352,7 @@ async fn export(mut rx: mpsc::Receiver<Span>, up: HttpUpstream, resource: Vec<(S
     }
 }
 
-async fn send(up: &HttpUpstream, resource: &[(String, String)], spans: &[Span]) {
+async fn send(up: &HttpClient, resource: &[(String, String)], spans: &[Span]) {
     let body = Bytes::from(otlp::encode(resource, spans));
     let mut headers = http::HeaderMap::new();
     headers.insert(

@@ -10,10 +10,18 @@ mod undeclared;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
 pub use undeclared::{Judge, Shape};
 
-use crate::catalog::Schema;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, Validator};
 use serde_json::Value;
+
+/// A tool's input schema as the check reads it: its text (for reports), its validator, and
+/// its closed form where it has one (`catalog::Schema::closed`).
+#[derive(Clone, Copy)]
+pub struct Compiled<'a> {
+    pub value: &'a Value,
+    pub validator: &'a Validator,
+    pub closed: Option<&'a Validator>,
+}
 
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
 const MAX_COERCE_ROUNDS: usize = 4;
@@ -40,15 +48,15 @@ pub enum Verdict {
 /// exponentially with the instance's depth.
 pub fn check(
     tool: &str,
-    schema: &Schema,
-    validator: &Validator,
+    schema: Compiled<'_>,
     args: &mut Value,
     coerce: bool,
     max_errors: usize,
 ) -> Verdict {
     // The closed form first: on the common path (valid, every argument declared) it is the
     // only check, and it costs what the plain one does.
-    if let Some(closed) = &schema.closed
+    let validator = schema.validator;
+    if let Some(closed) = schema.closed
         && closed.is_valid(args)
     {
         return Verdict::Valid { all_declared: true };
@@ -91,7 +99,7 @@ pub fn check(
     }
     Verdict::Invalid(Report::build(
         tool,
-        &schema.value,
+        schema.value,
         validator,
         args,
         max_errors,
@@ -138,7 +146,7 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{CompileSettings, compile};
+    use crate::catalog::{CompileSettings, Schema, compile};
     use crate::config::UnknownDialect;
     use serde_json::json;
 
@@ -154,7 +162,13 @@ mod tests {
     }
 
     fn run(s: &Schema, mut args: Value, coerce: bool) -> (Verdict, Value) {
-        let v = check("t", s, s.validator.as_ref().unwrap(), &mut args, coerce, 32);
+        let v = check(
+            "t",
+            s.compiled(s.validator.as_ref().unwrap()),
+            &mut args,
+            coerce,
+            32,
+        );
         (v, args)
     }
 

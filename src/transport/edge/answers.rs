@@ -8,14 +8,16 @@
 //! forever. A stream that ends cleanly after numbering its events is left alone: the client
 //! may resume it (SEP-1699).
 
+use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
+use crate::net::body::{Collected, collect_upstream};
+use crate::net::client::{UpstreamBody, strip_hop_by_hop};
 use crate::pipeline::bridge;
-use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::reply;
 use crate::transport::sse::{self, Split, Splitter};
-use crate::transport::upstream::http_client::{self, Collected};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -37,7 +39,7 @@ pub async fn response(
     gw: &Arc<Gateway>,
     pending: Pending,
     has_session: bool,
-    resp: http::Response<http_client::UpstreamBody>,
+    resp: http::Response<UpstreamBody>,
 ) -> Response {
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -45,7 +47,7 @@ pub async fn response(
         gw.catalog.forget(&pending.key);
     }
     let (mut parts, body) = resp.into_parts();
-    http_client::strip_hop_by_hop(&mut parts.headers);
+    strip_hop_by_hop(&mut parts.headers);
     let media = parts
         .headers
         .get(CONTENT_TYPE)
@@ -79,8 +81,7 @@ pub async fn response(
         // Pass-through methods: streamed, never read.
         return Response::from_parts(parts, Body::new(body));
     }
-    let bytes = match http_client::collect_upstream(body, gw.config.limits.max_response_bytes).await
-    {
+    let bytes = match collect_upstream(body, gw.config.limits.max_response_bytes).await {
         Ok(Collected::Whole(bytes)) => bytes,
         Ok(Collected::TooLarge(rest)) => {
             tracing::warn!(upstream = %pending.target.name, "answer over max_response_bytes: passed through unread");
@@ -243,10 +244,10 @@ impl SseInspector {
 }
 
 /// Streams the upstream body through the inspector, one event at a time.
-fn sse_stream(inspector: SseInspector, body: http_client::UpstreamBody) -> Body {
+fn sse_stream(inspector: SseInspector, body: UpstreamBody) -> Body {
     struct State {
         insp: SseInspector,
-        body: http_client::UpstreamBody,
+        body: UpstreamBody,
         done: bool,
     }
     let stream = futures_util::stream::unfold(

@@ -19,14 +19,15 @@ use crate::gateway::Live;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::Era;
 use crate::metrics;
+use crate::net::body::{ReadError, read_limited};
 use crate::pipeline::guard::{self, ListFailed, Lister};
-use crate::pipeline::policy::Client;
 use crate::pipeline::step::{self, Bridging, Sender, Step};
+use crate::policy::clients::Client;
 use crate::telemetry;
 use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_bridge;
-use crate::transport::upstream::http_client::{self, HttpUpstream, ReadError};
+use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::HeaderValue;
@@ -182,7 +183,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let (parts, body) = req.into_parts();
     let limit = rt.gw.config.limits.max_body_bytes;
     // A declared length over the limit is refused before any of the body is read.
-    let bytes = match http_client::read_limited(body, limit).await {
+    let bytes = match read_limited(body, limit).await {
         Ok(b) => b,
         Err(ReadError::TooLarge) => {
             return reply::transport(

@@ -13,14 +13,14 @@
 //! call names a tool the scope does not know. GET and DELETE pass untouched.
 
 use crate::config::{Config, ConfigError};
+use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
-use crate::pipeline::UpstreamError;
+use crate::net::body::{ReadError, read_limited};
 use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
 use crate::transport::edge::reply;
 use crate::transport::sse::{self, Split, Splitter};
-use crate::transport::upstream::http_client::{ReadError, read_limited};
 use axum::body::Body;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};

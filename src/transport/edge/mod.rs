@@ -19,7 +19,6 @@ mod authenticate;
 mod gate;
 pub mod layer;
 mod observe;
-pub(crate) mod origin;
 mod reply;
 mod request;
 mod request_id;

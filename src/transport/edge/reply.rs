@@ -6,11 +6,12 @@
 //! the JSON-RPC; this decides only the HTTP status, per era.
 
 use super::request::Note;
+use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::mcp::Era;
 use crate::pipeline::answer::Answer;
-use crate::pipeline::{self, Pending, UpstreamError};
+use crate::pipeline::{self, Pending};
 use axum::body::Body;
 use axum::response::Response;
 use http::{StatusCode, header};

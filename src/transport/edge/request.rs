@@ -5,7 +5,7 @@
 
 use crate::gateway::{Gateway, Target};
 use crate::mcp::{self, Era};
-use crate::pipeline::policy::Client;
+use crate::policy::clients::Client;
 use crate::telemetry;
 use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;

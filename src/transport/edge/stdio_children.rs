@@ -55,7 +55,7 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
         }
         NoChild::Failed(why) => {
             let is_call = m.method() == Some(mcp::TOOLS_CALL);
-            let e = crate::pipeline::UpstreamError::Unreachable(why);
+            let e = crate::error::UpstreamError::Unreachable(why);
             reply::answer(era, Answer::upstream_failed(era, m.id, is_call, &e))
         }
     }
@@ -168,7 +168,7 @@ impl ChildWay {
             // shared child's are remapped).
             if !self.shared
                 && m.method() == Some("notifications/cancelled")
-                && let Some(id) = mcp::cancelled_id(m)
+                && let Some(id) = m.cancelled_id()
             {
                 sc.child.cancel(id.get());
             }
@@ -425,7 +425,7 @@ impl RelatedStream {
     }
 
     /// The answer (or why there is none), last on the stream.
-    fn last(&self, answer: Result<Bytes, crate::pipeline::UpstreamError>) -> Bytes {
+    fn last(&self, answer: Result<Bytes, crate::error::UpstreamError>) -> Bytes {
         match answer {
             Ok(a) => {
                 let a = match (&self.remapped, self.pending.id.as_deref()) {

@@ -287,10 +287,10 @@ async fn forward(
             ("mcp.method.name", Attr::Str(note.method.to_owned())),
             (
                 "server.address",
-                Attr::Str(up.uri.host().unwrap_or_default().to_owned()),
+                Attr::Str(up.http.uri.host().unwrap_or_default().to_owned()),
             ),
         ];
-        if let Some(port) = up.uri.port_u16() {
+        if let Some(port) = up.http.uri.port_u16() {
             attrs.push(("server.port", Attr::Int(i64::from(port))));
         }
         let failed = match &sent {

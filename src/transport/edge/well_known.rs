@@ -9,7 +9,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::transport::edge::reply;
 use crate::transport::edge::request::{Endpoint, Upstream};
-use crate::transport::upstream::http_client;
+
 use axum::body::Body;
 use axum::response::Response;
 use http::{Method, StatusCode, header};
@@ -64,7 +64,7 @@ pub(super) async fn serve(
         .and_then(|e| {
             let prefix = &path[..path.len() - e.path.len()];
             let up = http(e)?;
-            let mapped = format!("{prefix}{}", up.uri.path().trim_end_matches('/'));
+            let mapped = format!("{prefix}{}", up.http.uri.path().trim_end_matches('/'));
             Some((up, mapped))
         });
     let Some((up, upstream_path)) = mapped.or_else(|| {
@@ -80,12 +80,13 @@ pub(super) async fn serve(
         None => upstream_path,
     };
     match up
+        .http
         .send_to_path(&target, method.clone(), headers, (&gw.config.limits).into())
         .await
     {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
-            http_client::strip_hop_by_hop(&mut parts.headers);
+            crate::net::client::strip_hop_by_hop(&mut parts.headers);
             Response::from_parts(parts, Body::new(body))
         }
         Err(e) => reply::transport(

@@ -2,11 +2,12 @@
 //! writer, answers read against their requests on the way.
 
 use crate::catalog::ScopeKey;
+use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::answer::Answer;
-use crate::pipeline::{self, Kind, Pending, UpstreamError};
+use crate::pipeline::{self, Kind, Pending};
 use crate::transport::upstream::child::{Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;

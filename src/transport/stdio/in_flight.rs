@@ -3,7 +3,7 @@
 //! whatever is left when the run ends.
 
 use super::client::{ToClient, Unanswered};
-use crate::pipeline::UpstreamError;
+use crate::error::UpstreamError;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::future::Future;

@@ -19,6 +19,7 @@ mod in_flight;
 pub mod over_http;
 pub mod to_child;
 
+use crate::error::UpstreamError;
 use crate::locks::MutexExt;
 pub(crate) use client::ToClient;
 use client::{Out, Unanswered, next_message};
@@ -27,12 +28,12 @@ use in_flight::{Exchange, InFlight};
 use crate::catalog::ScopeKey;
 use crate::gateway::Target;
 use crate::jsonrpc::{self, Body as Parsed, Message};
-use crate::mcp::{self, Era};
+use crate::mcp::Era;
+use crate::pipeline::Pending;
 use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, Lister};
 use crate::pipeline::step::{self, Bridging, Sender, Step};
-use crate::pipeline::{Pending, UpstreamError};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::future::Future;
@@ -238,7 +239,7 @@ fn glance(m: &Message<'_>) -> Glance {
         initialize: m.is_request() && m.method() == Some("initialize"),
         id: m.id.filter(|_| m.is_request()).map(key),
         cancels: match m.method() == Some("notifications/cancelled") {
-            true => mcp::cancelled_id(m).map(key),
+            true => m.cancelled_id().map(key),
             false => None,
         },
     }

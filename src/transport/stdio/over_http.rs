@@ -7,18 +7,21 @@
 
 use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
 use crate::catalog::ScopeKey;
+use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::locks::MutexExt;
 use crate::mcp::{self, Era};
+use crate::net::body::{Collected, collect_upstream};
+use crate::net::client::{UpstreamBody, Wait};
+use crate::pipeline::Pending;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
-use crate::pipeline::{Pending, UpstreamError};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session as BridgeSession};
+use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::http_client::exchange;
-use crate::transport::upstream::http_client::{self, Collected, HttpUpstream, UpstreamBody};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -60,7 +63,7 @@ pub(crate) struct Way {
 }
 
 impl Http {
-    fn timeout(&self) -> crate::transport::upstream::http_client::Wait {
+    fn timeout(&self) -> Wait {
         (&self.gw.config.limits).into()
     }
 
@@ -455,7 +458,7 @@ impl Http {
         let mut body = resp.into_body();
         if !is_sse {
             let limit = self.gw.config.limits.max_response_bytes;
-            return match http_client::collect_upstream(body, limit).await {
+            return match collect_upstream(body, limit).await {
                 Ok(Collected::Whole(bytes)) if !bytes.is_empty() => {
                     self.deliver(to, pending, handshake, bytes)
                 }

@@ -8,13 +8,14 @@
 
 use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
 use crate::catalog::ScopeKey;
+use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::Message;
 use crate::locks::MutexExt;
 use crate::mcp::Era;
+use crate::pipeline::Pending;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::step::Bridging;
-use crate::pipeline::{Pending, UpstreamError};
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
 use serde_json::value::RawValue;
 use std::future::Future;

@@ -9,10 +9,10 @@
 //! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
 //! and `uvx` servers run as grandchildren.
 
+use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
 use crate::mcp;
-use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, ListFailed, Lister};
 use crate::pipeline::step::Bridging;

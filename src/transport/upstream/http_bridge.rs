@@ -14,9 +14,9 @@
 
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
+use crate::error::UpstreamError;
 use crate::locks::MutexExt;
 use crate::mcp;
-use crate::pipeline::UpstreamError;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};

@@ -5,5 +5,3 @@ pub mod child;
 pub mod children;
 pub mod http_bridge;
 pub mod http_client;
-mod pool;
-pub mod tls;

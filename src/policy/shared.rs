@@ -9,7 +9,7 @@
 //! The connection is made on first use and made again by itself after a failure. A call that
 //! cannot reach Redis within [`WAIT`] is decided by `shared_state.on_unavailable`.
 
-use super::policy::{Limited, Rate};
+use super::clients::{Limited, Rate};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 

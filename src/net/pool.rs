@@ -22,10 +22,10 @@
 //! An HTTP/2 connection carries every request at once, so it stays in the list while used:
 //! a request takes a handle on it rather than the connection itself.
 
+use crate::error::UpstreamError;
 use crate::locks::MutexExt;
-use crate::pipeline::UpstreamError;
+use crate::net::tls::TlsConnect;
 use crate::thread_slot::{SLOTS, slot};
-use crate::transport::upstream::tls::TlsConnect;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;

@@ -1,0 +1,39 @@
+//! Errors by their source. A tool server that gave no usable answer is classified here once;
+//! what the client is told of it (an answer in its era, a metric) is the pipeline's.
+
+use std::time::Duration;
+
+/// Why no answer came from the upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("could not reach the tool server: {0}")]
+    Unreachable(String),
+    /// The TLS handshake failed: the server's certificate is not trusted or not for its
+    /// name, or it refused toolgate's. A configuration problem on one side or the other.
+    #[error("could not reach the tool server securely: {0}")]
+    Untrusted(String),
+    #[error("the tool server did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the tool server answered with something that is not JSON-RPC: {0}")]
+    NotJsonRpc(String),
+}
+
+impl UpstreamError {
+    /// Whether the same request may succeed later.
+    pub fn retry_hint(&self) -> &'static str {
+        match self {
+            UpstreamError::Timeout(_) => {
+                "It may still be working or overloaded; retrying later may help."
+            }
+            UpstreamError::Unreachable(_) => {
+                "Retrying in a moment may help if the server is restarting."
+            }
+            UpstreamError::Untrusted(_) => {
+                "This is a TLS configuration problem between the gateway and the server; retrying will not help until it is fixed."
+            }
+            UpstreamError::NotJsonRpc(_) => {
+                "This is a server-side fault; retrying is unlikely to help until it is fixed."
+            }
+        }
+    }
+}

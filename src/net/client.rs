@@ -1,0 +1,332 @@
+//! An HTTP client of one endpoint: kept connections ([`super::pool`]), header hygiene, and
+//! deadlines on the answer's head and body.
+//!
+//! End-to-end headers (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Last-Event-ID`,
+//! `Authorization`, `Mcp-Param-*`, and any other) pass both ways; hop-by-hop headers and the
+//! ones named in `Connection` do not. `Accept-Encoding` is dropped on the way up so that
+//! answers toolgate may need to read arrive uncompressed.
+
+use super::pool::Pool;
+use crate::error::UpstreamError;
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, Uri};
+
+use http_body_util::Full;
+use hyper::body::Incoming;
+use std::time::Duration;
+
+/// How long an upstream may take: `answer` bounds the response head and then a JSON body
+/// whole; `stream_gap` bounds the silence between frames of an SSE answer to a request. The
+/// stream a GET opens is bounded by neither after its head.
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    pub answer: Duration,
+    pub stream_gap: Duration,
+}
+
+impl From<&crate::config::Limits> for Wait {
+    fn from(l: &crate::config::Limits) -> Wait {
+        Wait {
+            answer: l.upstream_timeout,
+            stream_gap: l.stream_gap_timeout,
+        }
+    }
+}
+
+/// An upstream's response body, under the [`Wait`] in force when it was asked for. An
+/// upstream that sends its head and then stalls fails the body with [`BodyError::Stalled`],
+/// which every reader already turns into an answer for the client.
+///
+/// The timer is made only when the body first has to wait: an answer that arrives with its
+/// head (the common case) costs no allocation and no timer registration.
+pub struct UpstreamBody {
+    inner: Incoming,
+    timer: Option<Timer>,
+    started: tokio::time::Instant,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// A frame came since the timer was last set (gap timers only).
+    restart: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Timer {
+    /// One deadline for the whole body, counted from the request.
+    Whole(Duration),
+    /// The longest wait for the next frame.
+    Gap(Duration),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("{0}")]
+    Upstream(#[from] hyper::Error),
+    #[error("the tool server sent nothing more for {0:?}")]
+    Stalled(Duration),
+}
+
+impl http_body::Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BodyError>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if let Poll::Ready(frame) = std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            this.restart = true;
+            return Poll::Ready(frame.map(|f| f.map_err(BodyError::from)));
+        }
+        let Some(timer) = this.timer else {
+            return Poll::Pending;
+        };
+        let now = tokio::time::Instant::now;
+        let sleep = match (&mut this.sleep, timer) {
+            (Some(sleep), Timer::Gap(d)) if this.restart => {
+                sleep.as_mut().reset(now() + d);
+                sleep
+            }
+            (Some(sleep), _) => sleep,
+            (slot @ None, t) => slot.insert(Box::pin(tokio::time::sleep_until(match t {
+                Timer::Whole(d) => this.started + d,
+                Timer::Gap(d) => now() + d,
+            }))),
+        };
+        this.restart = false;
+        if sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        this.timer = None;
+        let (Timer::Whole(d) | Timer::Gap(d)) = timer;
+        Poll::Ready(Some(Err(BodyError::Stalled(d))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// One HTTP endpoint, over its kept connections. The wait for an answer is the caller's: the
+/// gateway passes the one in force, so a reload changes it for the next request.
+pub struct HttpClient {
+    pub uri: Uri,
+    /// The endpoint's path, as a request line carries it.
+    path: Uri,
+    pool: Pool,
+    /// The `Host` every request carries, built once.
+    host: Option<HeaderValue>,
+}
+
+/// `Host` for a request to `uri`: its host, with the port when it is not the scheme's own.
+fn host_header(uri: &Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let default = if uri.scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    };
+    let text = match uri.port_u16() {
+        Some(port) if port != default => format!("{host}:{port}"),
+        _ => host.to_string(),
+    };
+    HeaderValue::from_str(&text).ok()
+}
+
+/// Whether a header belongs to one hop (RFC 9110 section 7.6.1, and the common
+/// `Proxy-Connection`). A match on the name compiles to a length switch: cheaper than
+/// comparing each header with a list of names.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "proxy-connection"
+    )
+}
+
+/// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
+/// what is left is the end-to-end exchange.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Nearly every message carries Content-Length and nothing else of the kind: it goes
+    // directly, and the full pass runs only when something else is there. (`Host` names the
+    // request's target: `send_to` sets the upstream's.)
+    headers.remove(header::CONTENT_LENGTH);
+    if !headers.keys().any(hop_by_hop) {
+        return;
+    }
+    let named_in_connection = |name: &HeaderName, headers: &HeaderMap| {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|s| s.trim().eq_ignore_ascii_case(name.as_str()))
+    };
+    let has_connection = headers.contains_key(header::CONNECTION);
+    let doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| hop_by_hop(name) || (has_connection && named_in_connection(name, headers)))
+        .cloned()
+        .collect();
+    for name in doomed {
+        headers.remove(name);
+    }
+}
+
+impl HttpClient {
+    /// A client of `uri`; `tls` applies to an `https://` one.
+    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpClient, String> {
+        let https = uri.scheme_str() == Some("https");
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let host = uri.host().unwrap_or("localhost");
+        let addr = format!("{host}:{port}");
+        let tls = if https {
+            let connect = super::tls::TlsConnect::new(tls, host)?;
+            let authority = host_header(&uri)
+                .and_then(|h| h.to_str().ok().map(str::to_owned))
+                .unwrap_or_else(|| addr.clone());
+            Some((connect, format!("https://{authority}")))
+        } else {
+            None
+        };
+        Ok(HttpClient {
+            host: host_header(&uri),
+            path: uri
+                .path_and_query()
+                .cloned()
+                .map_or_else(|| Uri::from_static("/"), Uri::from),
+            pool: Pool::new(addr, tls),
+            uri,
+        })
+    }
+
+    /// Sends one request with the client's end-to-end headers and waits (bounded) for the
+    /// response head; the body streams afterwards.
+    pub async fn send(
+        &self,
+        method: Method,
+        headers: HeaderMap,
+        body: Bytes,
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        self.send_to(self.path.clone(), method, headers, body, wait)
+            .await
+    }
+
+    /// The same, to another path on the upstream's origin (its `/.well-known/` documents).
+    pub async fn send_to_path(
+        &self,
+        path_and_query: &str,
+        method: Method,
+        headers: HeaderMap,
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        let path = path_and_query
+            .parse::<http::uri::PathAndQuery>()
+            .map(Uri::from)
+            .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+        self.send_to(path, method, headers, Bytes::new(), wait)
+            .await
+    }
+
+    async fn send_to(
+        &self,
+        path: Uri,
+        method: Method,
+        mut headers: HeaderMap,
+        body: Bytes,
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Full::new(body))
+            .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+        strip_hop_by_hop(&mut headers);
+        headers.remove(header::ACCEPT_ENCODING);
+        match &self.host {
+            Some(host) => headers.insert(header::HOST, host.clone()),
+            None => headers.remove(header::HOST),
+        };
+        *req.headers_mut() = headers;
+        let started = tokio::time::Instant::now();
+        let is_get = req.method() == Method::GET;
+        match tokio::time::timeout(wait.answer, self.pool.send(req)).await {
+            Ok(Ok(resp)) => {
+                let is_sse = resp
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+                let timer = match (is_sse, is_get) {
+                    (false, _) => Some(Timer::Whole(wait.answer)),
+                    (true, false) => Some(Timer::Gap(wait.stream_gap)),
+                    (true, true) => None,
+                };
+                Ok(resp.map(|inner| UpstreamBody {
+                    inner,
+                    timer,
+                    started,
+                    sleep: None,
+                    restart: false,
+                }))
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(UpstreamError::Timeout(wait.answer)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_is_the_authority_without_a_default_port() {
+        for (uri, host) in [
+            ("http://127.0.0.1:8080/mcp", "127.0.0.1:8080"),
+            ("http://example.com:80/mcp", "example.com"),
+            ("https://example.com:443/", "example.com"),
+            ("https://example.com:80/", "example.com:80"),
+            ("http://[::1]:9/mcp", "[::1]:9"),
+        ] {
+            let got = host_header(&uri.parse().unwrap()).unwrap();
+            assert_eq!(got, host, "{uri}");
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_headers_stay_behind() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            "keep-alive, x-secret-hop".parse().unwrap(),
+        );
+        h.insert("x-secret-hop", "1".parse().unwrap());
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        h.insert("mcp-session-id", "abc".parse().unwrap());
+        h.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
+        h.insert("last-event-id", "7".parse().unwrap());
+        let mut out = h;
+        strip_hop_by_hop(&mut out);
+        let names: Vec<_> = out.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(
+            out.contains_key("mcp-session-id")
+                && out.contains_key("authorization")
+                && out.contains_key("last-event-id")
+        );
+    }
+}
