@@ -218,96 +218,7 @@ pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) 
                 message,
             })
         };
-        if let Some(why) = name_error(&name) {
-            say(Severity::Error, "name", why);
-        } else if name.len() > 64 || name.contains('/') {
-            say(
-                Severity::Warning,
-                "name",
-                format!(
-                    "tool name {name:?} is refused by some clients and the conformance suite: keep it to 64 characters from A-Z a-z 0-9 _ - ."
-                ),
-            );
-        }
-        if !seen.insert(name.clone()) {
-            say(
-                Severity::Error,
-                "duplicate",
-                format!("tool name {name:?} is listed more than once"),
-            );
-        }
-        if t.get("description")
-            .and_then(Value::as_str)
-            .is_none_or(|d| d.trim().is_empty())
-        {
-            say(
-                Severity::Warning,
-                "description",
-                "the tool has no description".into(),
-            );
-        }
-        match t.get("inputSchema") {
-            None => say(
-                Severity::Error,
-                "input_schema",
-                "the tool has no inputSchema".into(),
-            ),
-            Some(schema) => {
-                let compiled = compile(&schema.to_string(), settings);
-                if let Some(why) = &compiled.invalid {
-                    say(
-                        Severity::Error,
-                        "invalid_schema",
-                        format!(
-                            "inputSchema is invalid: {why}; toolgate hides this tool from tools/list (validation.invalid_tool_schemas = \"hide\")"
-                        ),
-                    );
-                } else if let Err(why) = &compiled.validator {
-                    say(
-                        Severity::Error,
-                        "input_schema",
-                        format!(
-                            "inputSchema does not compile: {why}; calls to it follow validation.on_compile_error"
-                        ),
-                    );
-                }
-                if let Some(shape) = compiled
-                    .shape
-                    .as_ref()
-                    .filter(|_| compiled.invalid.is_none())
-                {
-                    let open = shape.open_places();
-                    if !open.is_empty() {
-                        say(
-                            Severity::Note,
-                            "open_properties",
-                            format!(
-                                "properties left open at {} (no \"additionalProperties\"): an argument not declared there passes the schema, and toolgate refuses it only when it looks like a misspelt one",
-                                open.join(", ")
-                            ),
-                        );
-                    }
-                }
-                let mut undocumented = Vec::new();
-                undescribed(schema, schema, "", 0, &mut undocumented);
-                for p in undocumented {
-                    say(
-                        Severity::Warning,
-                        "description",
-                        format!("property {p:?} has no description"),
-                    );
-                }
-            }
-        }
-        if let Some(out) = t.get("outputSchema")
-            && let Err(why) = compile(&out.to_string(), settings).validator
-        {
-            say(
-                Severity::Error,
-                "output_schema",
-                format!("outputSchema does not compile: {why}"),
-            );
-        }
+        check_tool(t, &name, settings, &mut seen, &mut say);
         names.push(name);
     }
     let count = |s| problems.iter().filter(|p| p.severity == s).count();
@@ -318,6 +229,113 @@ pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) 
         warnings: count(Severity::Warning),
         notes: count(Severity::Note),
         problems,
+    }
+}
+
+/// Where a check tells what it found of one tool: its severity, its kind, and the sentence.
+type Say<'a> = dyn FnMut(Severity, &'static str, String) + 'a;
+
+/// One listed tool: its name, its description, and its schemas.
+fn check_tool(
+    t: &Value,
+    name: &str,
+    settings: &CompileSettings,
+    seen: &mut HashSet<String>,
+    say: &mut Say<'_>,
+) {
+    if let Some(why) = name_error(name) {
+        say(Severity::Error, "name", why);
+    } else if name.len() > 64 || name.contains('/') {
+        say(
+            Severity::Warning,
+            "name",
+            format!(
+                "tool name {name:?} is refused by some clients and the conformance suite: keep it to 64 characters from A-Z a-z 0-9 _ - ."
+            ),
+        );
+    }
+    if !seen.insert(name.to_owned()) {
+        say(
+            Severity::Error,
+            "duplicate",
+            format!("tool name {name:?} is listed more than once"),
+        );
+    }
+    if t.get("description")
+        .and_then(Value::as_str)
+        .is_none_or(|d| d.trim().is_empty())
+    {
+        say(
+            Severity::Warning,
+            "description",
+            "the tool has no description".into(),
+        );
+    }
+    match t.get("inputSchema") {
+        None => say(
+            Severity::Error,
+            "input_schema",
+            "the tool has no inputSchema".into(),
+        ),
+        Some(schema) => check_input_schema(schema, settings, say),
+    }
+    if let Some(out) = t.get("outputSchema")
+        && let Err(why) = compile(&out.to_string(), settings).validator
+    {
+        say(
+            Severity::Error,
+            "output_schema",
+            format!("outputSchema does not compile: {why}"),
+        );
+    }
+}
+
+/// A tool's `inputSchema`: whether it is valid and compiles, where it is left open, and
+/// which properties it does not describe.
+fn check_input_schema(schema: &Value, settings: &CompileSettings, say: &mut Say<'_>) {
+    let compiled = compile(&schema.to_string(), settings);
+    if let Some(why) = &compiled.invalid {
+        say(
+            Severity::Error,
+            "invalid_schema",
+            format!(
+                "inputSchema is invalid: {why}; toolgate hides this tool from tools/list (validation.invalid_tool_schemas = \"hide\")"
+            ),
+        );
+    } else if let Err(why) = &compiled.validator {
+        say(
+            Severity::Error,
+            "input_schema",
+            format!(
+                "inputSchema does not compile: {why}; calls to it follow validation.on_compile_error"
+            ),
+        );
+    }
+    if let Some(shape) = compiled
+        .shape
+        .as_ref()
+        .filter(|_| compiled.invalid.is_none())
+    {
+        let open = shape.open_places();
+        if !open.is_empty() {
+            say(
+                Severity::Note,
+                "open_properties",
+                format!(
+                    "properties left open at {} (no \"additionalProperties\"): an argument not declared there passes the schema, and toolgate refuses it only when it looks like a misspelt one",
+                    open.join(", ")
+                ),
+            );
+        }
+    }
+    let mut undocumented = Vec::new();
+    undescribed(schema, schema, "", 0, &mut undocumented);
+    for p in undocumented {
+        say(
+            Severity::Warning,
+            "description",
+            format!("property {p:?} has no description"),
+        );
     }
 }
 

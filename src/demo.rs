@@ -240,228 +240,221 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let mut seen = demo.seen.lock().unwrap_or_else(|p| p.into_inner());
-    if seen.len() == SEEN_KEPT {
-        seen.pop_front();
-    }
-    seen.push_back(Seen {
+    demo.record(Seen {
         http_method: method.to_string(),
         session: session.clone(),
-        headers: headers.clone(),
-        raw: body.clone(),
+        headers,
+        raw: body,
         body: msg.clone(),
     });
-    drop(seen);
-    let known = |s: &str| {
-        demo.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(s)
+    let empty = |status| {
+        Response::builder()
+            .status(status)
+            .body(Body::empty())
+            .expect("valid response")
     };
     match method {
         Method::DELETE => {
-            let removed = session.is_some_and(|s| {
-                demo.sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&s)
-                    .is_some()
+            let removed = session.is_some_and(|s| demo.sessions().remove(&s).is_some());
+            return empty(match removed {
+                true => StatusCode::OK,
+                false => StatusCode::NOT_FOUND,
             });
-            return Response::builder()
-                .status(if removed {
-                    StatusCode::OK
-                } else {
-                    StatusCode::NOT_FOUND
-                })
-                .body(Body::empty())
-                .expect("valid response");
         }
         Method::POST => {}
-        _ => {
-            return Response::builder()
-                .status(StatusCode::METHOD_NOT_ALLOWED)
-                .body(Body::empty())
-                .expect("valid response");
-        }
+        _ => return empty(StatusCode::METHOD_NOT_ALLOWED),
     }
     if let Some(s) = &session
-        && !known(s)
+        && !demo.sessions().contains_key(s)
     {
         return json_response(
             StatusCode::NOT_FOUND,
             &json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not found"}}),
         );
     }
-    let Some(method_name) = msg.get("method").and_then(Value::as_str) else {
-        // A response or garbage: accepted, as servers do for client responses.
-        return Response::builder()
-            .status(StatusCode::ACCEPTED)
-            .body(Body::empty())
-            .expect("valid response");
-    };
-    let Some(id) = msg.get("id").cloned() else {
-        return Response::builder()
-            .status(StatusCode::ACCEPTED)
-            .body(Body::empty())
-            .expect("valid response");
+    // A response, a notification or garbage: accepted, as servers do for client responses.
+    let (Some(method_name), Some(id)) = (
+        msg.get("method").and_then(Value::as_str),
+        msg.get("id").cloned(),
+    ) else {
+        return empty(StatusCode::ACCEPTED);
     };
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let extra = session.as_ref().is_some_and(|s| {
-        demo.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(s)
-            .is_some_and(|t| t.contains("extra_tool"))
-    });
-
     let answer = match method_name {
-        "initialize" => {
-            let rs = std::collections::hash_map::RandomState::new();
-            let sid = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
-            demo.sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(sid.clone(), HashSet::new());
-            let version = params
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or("2025-11-25");
-            let result = json!({
-                "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": true}, "resources": {}},
-                "serverInfo": {"name": "toolgate-demo", "version": env!("CARGO_PKG_VERSION")}
-            });
-            let mut r = json_response(StatusCode::OK, &rpc_result(&id, result));
-            r.headers_mut().insert(
-                "mcp-session-id",
-                sid.parse().expect("hex is a valid header"),
-            );
-            return r;
-        }
+        "initialize" => return initialize(&demo, &id, &params),
         "ping" => rpc_result(&id, json!({})),
-        "tools/list" => {
-            let mut all = tools();
-            all.extend(demo.options.extra_tools.iter().cloned());
-            if extra {
-                all.push(extra_tool());
-            }
-            let start: usize = params
-                .get("cursor")
-                .and_then(Value::as_str)
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(0);
-            let size = if demo.options.page_size == 0 {
-                all.len()
-            } else {
-                demo.options.page_size
-            };
-            let page: Vec<Value> = all.iter().skip(start).take(size).cloned().collect();
-            let mut result = json!({"tools": page});
-            if start + size < all.len() {
-                result["nextCursor"] = json!((start + size).to_string());
-            }
-            rpc_result(&id, result)
-        }
-        "tools/call" => {
-            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-            let args = params.get("arguments").cloned().unwrap_or(json!({}));
-            match name {
-                "add" => match (args["a"].as_i64(), args["b"].as_i64()) {
-                    (Some(a), Some(b)) => {
-                        let sum = a + b;
-                        rpc_result(
-                            &id,
-                            json!({"content": [{"type": "text", "text": sum.to_string()}], "structuredContent": {"result": sum}}),
-                        )
-                    }
-                    _ => rpc_result(&id, text_result("add needs two integers", true)),
-                },
-                "book_flight" => rpc_result(&id, book(&args)),
-                "plan_trip" => {
-                    let n = args["travellers"].as_array().map_or(0, Vec::len);
-                    rpc_result(
-                        &id,
-                        text_result(
-                            format!(
-                                "Planned a {} trip for {n} traveller(s).",
-                                args["mode"].as_str().unwrap_or("?")
-                            ),
-                            false,
-                        ),
-                    )
-                }
-                "lookup_order" => rpc_error(
-                    &id,
-                    -32602,
-                    &format!(
-                        "Order {} not found",
-                        args["orderId"].as_str().unwrap_or("?")
-                    ),
-                ),
-                "countdown" => {
-                    let steps = args["steps"].as_u64().unwrap_or(1);
-                    let interval =
-                        Duration::from_millis(args["intervalMs"].as_u64().unwrap_or(100));
-                    let token = params.pointer("/_meta/progressToken").cloned();
-                    let mut events = Vec::new();
-                    for i in 1..=steps {
-                        if let Some(t) = &token {
-                            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": i, "total": steps}});
-                            events.push((if i == 1 { Duration::ZERO } else { interval }, note));
-                        }
-                    }
-                    events.push((interval, rpc_result(&id, text_result("Lift-off!", false))));
-                    return sse_response(events);
-                }
-                "enable_extra" => {
-                    if let Some(s) = &session
-                        && let Some(t) = demo
-                            .sessions
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .get_mut(s)
-                    {
-                        t.insert("extra_tool".into());
-                    }
-                    let note =
-                        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-                    return sse_response(vec![
-                        (Duration::ZERO, note),
-                        (
-                            Duration::ZERO,
-                            rpc_result(&id, text_result("extra_tool is now available.", false)),
-                        ),
-                    ]);
-                }
-                n if demo.options.extra_tools.iter().any(|t| t["name"] == n) => {
-                    rpc_result(&id, text_result(format!("{n} got {args}"), false))
-                }
-                "extra_tool" if extra => {
-                    rpc_result(&id, text_result(format!("level {}", args["level"]), false))
-                }
-                _ => rpc_result(&id, text_result(format!("Unknown tool: {name}"), true)),
-            }
-        }
+        "tools/list" => list_tools(&demo, &id, &params, session.as_deref()),
+        "tools/call" => match call_tool(&demo, &id, &params, session.as_deref()) {
+            Ok(answer) => answer,
+            Err(streamed) => return streamed,
+        },
         "resources/list" => rpc_result(
             &id,
             json!({"resources": [{"uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain"}]}),
         ),
-        "resources/read" => match params.get("uri").and_then(Value::as_str) {
-            Some("demo://greeting") => rpc_result(
-                &id,
-                json!({"contents": [{"uri": "demo://greeting", "mimeType": "text/plain", "text": "Hello from the demo server"}]}),
-            ),
-            Some(uri) => {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "Resource not found", "data": {"uri": uri}}})
-            }
-            None => rpc_error(&id, -32602, "uri is required"),
-        },
+        "resources/read" => read_resource(&id, &params),
         _ => rpc_error(&id, -32601, "Method not found"),
     };
     if demo.options.sse {
         sse_response(vec![(Duration::ZERO, answer)])
     } else {
         json_response(StatusCode::OK, &answer)
+    }
+}
+
+impl Demo {
+    /// Keeps one request for the tests to read, dropping the oldest past [`SEEN_KEPT`].
+    fn record(&self, seen: Seen) {
+        let mut kept = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() == SEEN_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(seen);
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `session` was given the extra tool (`enable_extra`).
+    fn has_extra(&self, session: Option<&str>) -> bool {
+        session.is_some_and(|s| {
+            self.sessions()
+                .get(s)
+                .is_some_and(|t| t.contains("extra_tool"))
+        })
+    }
+}
+
+/// A new session, in the protocol version the client asked for.
+fn initialize(demo: &Demo, id: &Value, params: &Value) -> Response {
+    let rs = std::collections::hash_map::RandomState::new();
+    let sid = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
+    demo.sessions().insert(sid.clone(), HashSet::new());
+    let version = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("2025-11-25");
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": true}, "resources": {}},
+        "serverInfo": {"name": "toolgate-demo", "version": env!("CARGO_PKG_VERSION")}
+    });
+    let mut r = json_response(StatusCode::OK, &rpc_result(id, result));
+    r.headers_mut().insert(
+        "mcp-session-id",
+        sid.parse().expect("hex is a valid header"),
+    );
+    r
+}
+
+/// One page of the tools, `page_size` at a time.
+fn list_tools(demo: &Demo, id: &Value, params: &Value, session: Option<&str>) -> Value {
+    let mut all = tools();
+    all.extend(demo.options.extra_tools.iter().cloned());
+    if demo.has_extra(session) {
+        all.push(extra_tool());
+    }
+    let start: usize = params
+        .get("cursor")
+        .and_then(Value::as_str)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let size = if demo.options.page_size == 0 {
+        all.len()
+    } else {
+        demo.options.page_size
+    };
+    let page: Vec<Value> = all.iter().skip(start).take(size).cloned().collect();
+    let mut result = json!({"tools": page});
+    if start + size < all.len() {
+        result["nextCursor"] = json!((start + size).to_string());
+    }
+    rpc_result(id, result)
+}
+
+/// A tool's answer; `Err` is one answered as a stream (progress, a list change first).
+fn call_tool(
+    demo: &Demo,
+    id: &Value,
+    params: &Value,
+    session: Option<&str>,
+) -> Result<Value, Response> {
+    let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+    let args = params.get("arguments").cloned().unwrap_or(json!({}));
+    Ok(match name {
+        "add" => match (args["a"].as_i64(), args["b"].as_i64()) {
+            (Some(a), Some(b)) => {
+                let sum = a + b;
+                rpc_result(
+                    id,
+                    json!({"content": [{"type": "text", "text": sum.to_string()}], "structuredContent": {"result": sum}}),
+                )
+            }
+            _ => rpc_result(id, text_result("add needs two integers", true)),
+        },
+        "book_flight" => rpc_result(id, book(&args)),
+        "plan_trip" => {
+            let n = args["travellers"].as_array().map_or(0, Vec::len);
+            let mode = args["mode"].as_str().unwrap_or("?");
+            let text = format!("Planned a {mode} trip for {n} traveller(s).");
+            rpc_result(id, text_result(text, false))
+        }
+        "lookup_order" => {
+            let order = args["orderId"].as_str().unwrap_or("?");
+            rpc_error(id, -32602, &format!("Order {order} not found"))
+        }
+        "countdown" => return Err(countdown(id, params, &args)),
+        "enable_extra" => {
+            if let Some(s) = session
+                && let Some(t) = demo.sessions().get_mut(s)
+            {
+                t.insert("extra_tool".into());
+            }
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+            let done = rpc_result(id, text_result("extra_tool is now available.", false));
+            return Err(sse_response(vec![
+                (Duration::ZERO, note),
+                (Duration::ZERO, done),
+            ]));
+        }
+        n if demo.options.extra_tools.iter().any(|t| t["name"] == n) => {
+            rpc_result(id, text_result(format!("{n} got {args}"), false))
+        }
+        "extra_tool" if demo.has_extra(session) => {
+            rpc_result(id, text_result(format!("level {}", args["level"]), false))
+        }
+        _ => rpc_result(id, text_result(format!("Unknown tool: {name}"), true)),
+    })
+}
+
+/// `countdown`: a progress notification per step when the call asked for them, then the
+/// answer, as one stream.
+fn countdown(id: &Value, params: &Value, args: &Value) -> Response {
+    let steps = args["steps"].as_u64().unwrap_or(1);
+    let interval = Duration::from_millis(args["intervalMs"].as_u64().unwrap_or(100));
+    let token = params.pointer("/_meta/progressToken").cloned();
+    let mut events = Vec::new();
+    for i in 1..=steps {
+        if let Some(t) = &token {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": i, "total": steps}});
+            events.push((if i == 1 { Duration::ZERO } else { interval }, note));
+        }
+    }
+    events.push((interval, rpc_result(id, text_result("Lift-off!", false))));
+    sse_response(events)
+}
+
+fn read_resource(id: &Value, params: &Value) -> Value {
+    match params.get("uri").and_then(Value::as_str) {
+        Some("demo://greeting") => rpc_result(
+            id,
+            json!({"contents": [{"uri": "demo://greeting", "mimeType": "text/plain", "text": "Hello from the demo server"}]}),
+        ),
+        Some(uri) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "Resource not found", "data": {"uri": uri}}})
+        }
+        None => rpc_error(id, -32602, "uri is required"),
     }
 }
 

@@ -201,69 +201,9 @@ impl Gateway {
             }
             _ => Arc::new(Catalog::new(settings, config.limits.max_scopes)),
         };
-        let mut targets = Vec::new();
-        if let Some(url) = &config.upstream {
-            let mut t = Target::new(
-                "default",
-                "/mcp".into(),
-                url.clone(),
-                config.validation.clone(),
-                &catalog,
-            )?;
-            t.tls = config.upstream_tls.clone();
-            targets.push(t);
-        }
-        for u in &config.upstreams {
-            let v = config.validation.with(&u.validation);
-            let mut t = Target::new(
-                &u.name,
-                format!("/{}/mcp", u.name),
-                u.url.clone(),
-                v,
-                &catalog,
-            )?;
-            t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
-            targets.push(t);
-        }
-        if config.upstream.is_none() && !config.command.is_empty() {
-            let mut t = Target::new(
-                "default",
-                "/mcp".into(),
-                String::new(),
-                config.validation.clone(),
-                &catalog,
-            )?;
-            t.command = config.command.clone();
-            targets.insert(0, t);
-        }
-        // Positions are stable across reloads (the set of upstreams cannot change without a
-        // restart), so a position names an upstream in catalog keys.
-        let targets: Vec<Arc<Target>> = targets
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut t)| {
-                t.index = i as u32;
-                Arc::new(t)
-            })
-            .collect();
-        if targets.is_empty() {
-            return Err(ConfigError(
-                "no upstream: give --upstream URL or [[upstreams]] in the config file".into(),
-            ));
-        }
+        let targets = targets(&config, &catalog)?;
         let auth = Authenticator::from_config(&config, previous.and_then(|p| p.auth.as_ref()))?;
-        let mut clients = HashMap::new();
-        for (name, policy) in &config.clients {
-            if auth.is_none() && name != "*" {
-                return Err(ConfigError(format!(
-                    "clients.{name:?} names a client, but no authentication is configured to tell clients apart; only \"*\" applies without it"
-                )));
-            }
-            clients.insert(
-                name.clone(),
-                Arc::new(ClientRules::from_policy(name, policy)?),
-            );
-        }
+        let clients = clients(&config, auth.is_some())?;
         let (hasher, ids, metrics, limiter) = match previous {
             Some(p) => (
                 p.hasher.clone(),
@@ -278,19 +218,7 @@ impl Gateway {
                 (hasher, ids, Arc::default(), Arc::default())
             }
         };
-        // Kept across reloads while the URL stays: its connection lives on.
-        let shared = match &config.shared_state.redis_url {
-            None => None,
-            Some(url) => match previous
-                .and_then(|p| p.shared.clone())
-                .filter(|s| s.url() == url)
-            {
-                Some(s) => Some(s),
-                None => Some(Arc::new(
-                    crate::policy::shared::SharedLimiter::new(url).map_err(ConfigError)?,
-                )),
-            },
-        };
+        let shared = shared(&config, previous)?;
         let telemetry = match previous {
             Some(p) => p.telemetry.clone(),
             None => crate::telemetry::Telemetry::start(&config.telemetry).map_err(ConfigError)?,
@@ -382,6 +310,102 @@ impl Gateway {
             context,
         }
     }
+}
+
+/// The gateway's targets, in their stable positions: the one `upstream` (or `command`) and
+/// each of `[[upstreams]]`.
+fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, ConfigError> {
+    let mut targets = Vec::new();
+    if let Some(url) = &config.upstream {
+        let mut t = Target::new(
+            "default",
+            "/mcp".into(),
+            url.clone(),
+            config.validation.clone(),
+            catalog,
+        )?;
+        t.tls = config.upstream_tls.clone();
+        targets.push(t);
+    }
+    for u in &config.upstreams {
+        let v = config.validation.with(&u.validation);
+        let mut t = Target::new(
+            &u.name,
+            format!("/{}/mcp", u.name),
+            u.url.clone(),
+            v,
+            catalog,
+        )?;
+        t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
+        targets.push(t);
+    }
+    if config.upstream.is_none() && !config.command.is_empty() {
+        let mut t = Target::new(
+            "default",
+            "/mcp".into(),
+            String::new(),
+            config.validation.clone(),
+            catalog,
+        )?;
+        t.command = config.command.clone();
+        targets.insert(0, t);
+    }
+    // Positions are stable across reloads (the set of upstreams cannot change without a
+    // restart), so a position names an upstream in catalog keys.
+    let targets: Vec<Arc<Target>> = targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut t)| {
+            t.index = i as u32;
+            Arc::new(t)
+        })
+        .collect();
+    if targets.is_empty() {
+        return Err(ConfigError(
+            "no upstream: give --upstream URL or [[upstreams]] in the config file".into(),
+        ));
+    }
+    Ok(targets)
+}
+
+/// Each `[clients]` entry's rules; a name other than `"*"` needs authentication to tell it.
+fn clients(
+    config: &Config,
+    authenticated: bool,
+) -> Result<HashMap<String, Arc<ClientRules>>, ConfigError> {
+    let mut clients = HashMap::new();
+    for (name, policy) in &config.clients {
+        if !authenticated && name != "*" {
+            return Err(ConfigError(format!(
+                "clients.{name:?} names a client, but no authentication is configured to tell clients apart; only \"*\" applies without it"
+            )));
+        }
+        clients.insert(
+            name.clone(),
+            Arc::new(ClientRules::from_policy(name, policy)?),
+        );
+    }
+    Ok(clients)
+}
+
+/// The Redis limiter of `shared_state`, kept across reloads while the URL stays: its
+/// connection lives on.
+fn shared(
+    config: &Config,
+    previous: Option<&Gateway>,
+) -> Result<Option<Arc<crate::policy::shared::SharedLimiter>>, ConfigError> {
+    Ok(match &config.shared_state.redis_url {
+        None => None,
+        Some(url) => match previous
+            .and_then(|p| p.shared.clone())
+            .filter(|s| s.url() == url)
+        {
+            Some(s) => Some(s),
+            None => Some(Arc::new(
+                crate::policy::shared::SharedLimiter::new(url).map_err(ConfigError)?,
+            )),
+        },
+    })
 }
 
 /// The gateway in force. A reload swaps it whole; a request keeps the one it started with,

@@ -284,41 +284,12 @@ async fn reloads(live: Live, source: Reload) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.cmd {
+    match Cli::parse().cmd {
         Cmd::Stdio {
             config,
             upstream,
             command,
-        } => {
-            let mut cfg = Config::load(
-                config.as_deref(),
-                &Overrides {
-                    command,
-                    ..Default::default()
-                },
-            )?;
-            init_logs(&cfg);
-            if let Some(url) = upstream {
-                if !cfg.command.is_empty() {
-                    anyhow::bail!(
-                        "toolgate stdio takes either --upstream URL or a command after `--`, not both"
-                    );
-                }
-                cfg.upstream = Some(url.clone());
-                let gw = Gateway::new(cfg)?;
-                exit(toolgate::transport::stdio::over_http::run(gw, &url).await);
-            }
-            if cfg.command.is_empty() {
-                anyhow::bail!(
-                    "toolgate stdio needs the server to launch after `--`, e.g. `toolgate stdio -- python server.py`"
-                );
-            }
-            cfg.upstream = None;
-            let command = cfg.command.clone();
-            let gw = Gateway::new(cfg)?;
-            exit(toolgate::transport::stdio::to_child::run(gw, &command).await);
-        }
+        } => stdio(config, upstream, command).await?,
         Cmd::Serve {
             upstream,
             common,
@@ -338,76 +309,119 @@ async fn main() -> anyhow::Result<()> {
             init_logs(&cfg);
             run_gateway(cfg, source).await?;
         }
-        Cmd::Demo { common } => {
-            let mut source = Reload {
-                file: common.config,
-                overrides: Overrides {
-                    listen: common.listen,
-                    admin_listen: common.admin_listen,
-                    ..Default::default()
-                },
-                upstream: None,
-            };
-            let cfg = source.load()?;
-            init_logs(&cfg);
-            let (up, _) = demo::spawn(
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-                demo::Options::default(),
-            )
-            .await?;
-            source.upstream = Some(format!("http://{up}/mcp"));
-            tracing::info!("example tool server on http://{up}/mcp");
-            let addr = run_gateway(source.load()?, source).await?;
-            print_demo_help(addr);
-        }
+        Cmd::Demo { common } => run_demo(common).await?,
         Cmd::Check {
             upstream,
             format,
             config,
             command,
-        } => {
-            let cfg = Config::load(config.as_deref(), &Overrides::default())?;
-            let (what, listed) = match (upstream, command.is_empty()) {
-                (Some(url), true) => (url.clone(), toolgate::check::check_http(&url, &cfg).await),
-                (None, false) => (
-                    command.join(" "),
-                    toolgate::check::check_stdio(&command, &cfg).await,
-                ),
-                _ => anyhow::bail!("toolgate check takes --upstream URL or a command after `--`"),
-            };
-            let report = match listed {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("toolgate check: cannot list the tools of {what}: {e}");
-                    exit(2);
-                }
-            };
-            match format {
-                Format::Text => print!("{}", report.text()),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-            }
-            exit(if report.errors > 0 { 1 } else { 0 });
-        }
+        } => check(upstream, format, config, command).await?,
         Cmd::DemoServer {
             listen,
             page_size,
             sse,
         } => {
             init_logs(&Config::default());
-            let (addr, _) = demo::spawn(
-                listen,
-                demo::Options {
-                    page_size,
-                    sse,
-                    ..Default::default()
-                },
-            )
-            .await?;
+            let options = demo::Options {
+                page_size,
+                sse,
+                ..Default::default()
+            };
+            let (addr, _) = demo::spawn(listen, options).await?;
             tracing::info!("listening on http://{addr}/mcp");
         }
     }
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// `toolgate stdio`: in front of an HTTP server (`--upstream`) or a child (`-- CMD`), until
+/// the client closes its pipe.
+async fn stdio(
+    config: Option<PathBuf>,
+    upstream: Option<String>,
+    command: Vec<String>,
+) -> anyhow::Result<()> {
+    let overrides = Overrides {
+        command,
+        ..Default::default()
+    };
+    let mut cfg = Config::load(config.as_deref(), &overrides)?;
+    init_logs(&cfg);
+    if let Some(url) = upstream {
+        if !cfg.command.is_empty() {
+            anyhow::bail!(
+                "toolgate stdio takes either --upstream URL or a command after `--`, not both"
+            );
+        }
+        cfg.upstream = Some(url.clone());
+        let gw = Gateway::new(cfg)?;
+        exit(toolgate::transport::stdio::over_http::run(gw, &url).await);
+    }
+    if cfg.command.is_empty() {
+        anyhow::bail!(
+            "toolgate stdio needs the server to launch after `--`, e.g. `toolgate stdio -- python server.py`"
+        );
+    }
+    cfg.upstream = None;
+    let command = cfg.command.clone();
+    let gw = Gateway::new(cfg)?;
+    exit(toolgate::transport::stdio::to_child::run(gw, &command).await);
+}
+
+/// `toolgate demo`: the gateway in front of the example tool server, both in this process.
+async fn run_demo(common: Common) -> anyhow::Result<()> {
+    let mut source = Reload {
+        file: common.config,
+        overrides: Overrides {
+            listen: common.listen,
+            admin_listen: common.admin_listen,
+            ..Default::default()
+        },
+        upstream: None,
+    };
+    let cfg = source.load()?;
+    init_logs(&cfg);
+    let (up, _) = demo::spawn(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        demo::Options::default(),
+    )
+    .await?;
+    source.upstream = Some(format!("http://{up}/mcp"));
+    tracing::info!("example tool server on http://{up}/mcp");
+    let addr = run_gateway(source.load()?, source).await?;
+    print_demo_help(addr);
+    Ok(())
+}
+
+/// `toolgate check`: lists a server's tools and reports what its schemas would do to clients.
+async fn check(
+    upstream: Option<String>,
+    format: Format,
+    config: Option<PathBuf>,
+    command: Vec<String>,
+) -> anyhow::Result<()> {
+    let cfg = Config::load(config.as_deref(), &Overrides::default())?;
+    let (what, listed) = match (upstream, command.is_empty()) {
+        (Some(url), true) => (url.clone(), toolgate::check::check_http(&url, &cfg).await),
+        (None, false) => (
+            command.join(" "),
+            toolgate::check::check_stdio(&command, &cfg).await,
+        ),
+        _ => anyhow::bail!("toolgate check takes --upstream URL or a command after `--`"),
+    };
+    let report = match listed {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("toolgate check: cannot list the tools of {what}: {e}");
+            exit(2);
+        }
+    };
+    match format {
+        Format::Text => print!("{}", report.text()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    exit(if report.errors > 0 { 1 } else { 0 });
 }
 
 fn print_demo_help(addr: SocketAddr) {

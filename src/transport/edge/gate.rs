@@ -181,24 +181,9 @@ fn meta_trace(m: &jsonrpc::Message<'_>) -> Option<telemetry::Context> {
 
 async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
-    let limit = rt.gw.config.limits.max_body_bytes;
-    // A declared length over the limit is refused before any of the body is read.
-    let bytes = match read_limited(body, limit).await {
-        Ok(b) => b,
-        Err(ReadError::TooLarge) => {
-            return reply::transport(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                jsonrpc::INVALID_REQUEST,
-                &format!("Invalid Request: the body is over the {limit}-byte limit"),
-            );
-        }
-        Err(ReadError::Broken(e)) => {
-            return reply::transport(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::PARSE_ERROR,
-                &format!("Parse error: the body could not be read: {e}"),
-            );
-        }
+    let bytes = match read(rt, body).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
     let parsed = match jsonrpc::parse(&bytes) {
         Ok(p) => p,
@@ -227,40 +212,8 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         Parsed::Single(m) => m,
     };
     let era = ctx.era(m.version_text());
-    let id = if m.is_request() { m.id } else { None };
-    note.method = metrics::method_label(m.method());
-    if let Some(trace) = &mut note.trace {
-        trace.request_id = id.map(|i| i.get().trim_matches('"').to_owned());
-        if !trace.has_parent()
-            && memchr::memmem::find(&bytes, b"traceparent").is_some()
-            && let Some(parent) = meta_trace(&m)
-        {
-            trace.adopt(parent);
-        }
-    }
-    // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
-    // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
-    let body_era = match ctx.version {
-        None => era,
-        Some(_) => Era::detect(None, m.version_text()),
-    };
-    if (era == Era::Modern || body_era == Era::Modern)
-        && let Err(why) = crate::transport::modern::check(&parts.headers, &m)
-    {
-        let message = format!("Header mismatch: {why}");
-        return reply::json(
-            StatusCode::BAD_REQUEST,
-            jsonrpc::error_response(
-                id,
-                crate::transport::modern::HEADER_MISMATCH,
-                &message,
-                None,
-            ),
-        );
-    }
-    if let Some(why) = guard::refuse_call_notification(rt.gw, rt.target, &m) {
-        note.outcome = "answered";
-        return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
+    if let Err(refused) = precheck(rt, &parts.headers, &ctx, &m, &bytes, era, note) {
+        return refused;
     }
     let way = match &rt.up {
         Upstream::Http(up) => Way::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await),
@@ -305,6 +258,78 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         Way::Http(way) => way.send(rt, parts, body, pending, &m, note).await,
         Way::Child(way) => way.send(rt, body, pending, &m, note).await,
     }
+}
+
+/// A POST's body, read under the size limit; `Err` is the 413 or 400 refusing it.
+async fn read(rt: &Route<'_>, body: hyper::body::Incoming) -> Result<Bytes, Response> {
+    let limit = rt.gw.config.limits.max_body_bytes;
+    // A declared length over the limit is refused before any of the body is read.
+    match read_limited(body, limit).await {
+        Ok(b) => Ok(b),
+        Err(ReadError::TooLarge) => Err(reply::transport(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            jsonrpc::INVALID_REQUEST,
+            &format!("Invalid Request: the body is over the {limit}-byte limit"),
+        )),
+        Err(ReadError::Broken(e)) => Err(reply::transport(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::PARSE_ERROR,
+            &format!("Parse error: the body could not be read: {e}"),
+        )),
+    }
+}
+
+/// What is checked of one message before its way is found: the trace it carries, the
+/// 2026-07-28 header rules, and a `tools/call` sent as a notification; `Err` is the refusal.
+fn precheck(
+    rt: &Route<'_>,
+    headers: &HeaderMap,
+    ctx: &Context,
+    m: &jsonrpc::Message<'_>,
+    bytes: &Bytes,
+    era: Era,
+    note: &mut Note,
+) -> Result<(), Response> {
+    let id = if m.is_request() { m.id } else { None };
+    note.method = metrics::method_label(m.method());
+    if let Some(trace) = &mut note.trace {
+        trace.request_id = id.map(|i| i.get().trim_matches('"').to_owned());
+        if !trace.has_parent()
+            && memchr::memmem::find(bytes, b"traceparent").is_some()
+            && let Some(parent) = meta_trace(m)
+        {
+            trace.adopt(parent);
+        }
+    }
+    // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
+    // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
+    let body_era = match ctx.version {
+        None => era,
+        Some(_) => Era::detect(None, m.version_text()),
+    };
+    if (era == Era::Modern || body_era == Era::Modern)
+        && let Err(why) = crate::transport::modern::check(headers, m)
+    {
+        let message = format!("Header mismatch: {why}");
+        return Err(reply::json(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::error_response(
+                id,
+                crate::transport::modern::HEADER_MISMATCH,
+                &message,
+                None,
+            ),
+        ));
+    }
+    if let Some(why) = guard::refuse_call_notification(rt.gw, rt.target, m) {
+        note.outcome = "answered";
+        return Err(reply::transport(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::INVALID_REQUEST,
+            why,
+        ));
+    }
+    Ok(())
 }
 
 /// How one message reaches its server, settled before the guard reads it (the era bridge,

@@ -257,121 +257,160 @@ pub(crate) async fn serve<U: Upstream>(
     up: Arc<U>,
     to: ToClient,
     writer: JoinHandle<i32>,
-    mut gone: Option<oneshot::Receiver<String>>,
+    gone: Option<oneshot::Receiver<String>>,
 ) -> i32 {
-    let max = to.gw.config.limits.max_body_bytes;
-    let (max_in_flight, full_grace) = (
-        to.gw.config.stdio.max_in_flight,
-        to.gw.config.stdio.shutdown_grace,
-    );
-    let short_grace = SHORT_GRACE.min(full_grace);
-    let mut stdin = BufReader::new(tokio::io::stdin());
-    let mut in_flight = InFlight::new();
-    // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs close
-    // stdin, wait two seconds, then send it, and a toolgate that died at once would leave its
-    // server (in a process group of its own) running.
-    let mut term = Terminate::new();
-    let end = loop {
-        let next = tokio::select! {
-            how = server_gone(&mut gone) => break End::ServerGone(how),
-            () = term.recv() => break End::Terminated,
-            m = async {
-                in_flight.room(max_in_flight).await;
-                next_message(&mut stdin, max, &to.out).await
-            } => m,
-        };
-        let Some(line) = next else {
-            break End::ClientGone;
-        };
-        let Some(m) = parse(&to, &line) else {
-            continue;
-        };
-        let Glance {
-            initialize,
-            id,
-            cancels,
-        } = glance(&m);
-        if let Some(cancelled) = cancels {
-            in_flight.withdraw(&cancelled);
-        }
-        // `initialize` is answered before the next message is read: its answer carries the
-        // session (and the era) the rest need.
-        if initialize {
-            if let Some(ex) = handle(&up, &to, &line, m).await {
-                ex.future.await;
-            }
-        } else if U::IN_ORDER {
-            if let Some(ex) = handle(&up, &to, &line, m).await {
-                in_flight.wait(ex, &to, id);
-            }
-        } else {
-            // Decided on a task of its own, where the line is parsed again: a message cannot
-            // travel with the line it borrows from, and a parse costs about one read of it.
-            let (u, t, l) = (up.clone(), to.clone(), line.clone());
-            in_flight.spawn(&to, line, id, async move {
-                let m = parse(&t, &l)?;
-                handle(&u, &t, &l, m).await
-            });
-        }
+    let full_grace = to.gw.config.stdio.shutdown_grace;
+    let mut run = Run {
+        stdin: BufReader::new(tokio::io::stdin()),
+        in_flight: InFlight::new(),
+        // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs
+        // close stdin, wait two seconds, then send it, and a toolgate that died at once would
+        // leave its server (in a process group of its own) running.
+        term: Terminate::new(),
+        gone,
+        max: to.gw.config.limits.max_body_bytes,
+        full_grace,
+        short_grace: SHORT_GRACE.min(full_grace),
+        up,
+        to,
     };
-    let status = match end {
-        End::ServerGone(how) => {
-            tracing::error!("the tool server {how} while the client was connected; toolgate stops");
-            let why = Arc::new(UpstreamError::Unreachable(format!("the tool server {how}")));
-            in_flight.stop(why.clone()).await;
-            // Requests the client sent before it could know (already in the pipe, or
-            // arriving within a moment) get the same error instead of no answer.
-            while let Ok(Some(line)) = tokio::time::timeout(
-                Duration::from_millis(200),
-                next_message(&mut stdin, max, &to.out),
-            )
-            .await
-            {
-                to.refuse(&line, &why);
-            }
-            1
-        }
-        End::ClientGone | End::Terminated => {
-            let mut terminated = matches!(end, End::Terminated);
-            let wait = if terminated { short_grace } else { full_grace };
-            tokio::select! {
-                () = in_flight.settled() => {}
-                () = tokio::time::sleep(wait) => {}
-                () = term.recv(), if !terminated => terminated = true,
-            }
-            // A SIGTERM (first, during the wait above, or while the server takes its time)
-            // cuts the server's grace short.
-            let grace = if terminated { short_grace } else { full_grace };
-            let how = tokio::select! {
-                how = up.end(grace) => how,
-                () = term.recv() => {
-                    up.kill();
-                    "was killed: toolgate was told to stop".to_string()
-                }
-            };
-            if terminated {
-                tracing::info!("SIGTERM: the tool server {how}");
-            } else {
-                tracing::info!("the client closed stdin; the tool server {how}");
-            }
-            let why =
-                format!("the tool server {how} before answering, after the client closed stdin");
-            in_flight
-                .stop(Arc::new(UpstreamError::Unreachable(why)))
-                .await;
-            // What the server wrote before it exited still goes out: its reader hands
-            // everything over before it reports the exit.
-            if let Some(g) = gone {
-                let _ = tokio::time::timeout(full_grace, g).await;
-            }
-            0
-        }
+    let status = match run.read().await {
+        End::ServerGone(how) => run.server_gone(how).await,
+        end => run.client_gone(matches!(end, End::Terminated)).await,
     };
-    let _ = to.out.send(Out::Exit(status));
+    let _ = run.to.out.send(Out::Exit(status));
     writer.await.unwrap_or(1)
 }
 
-/// How the server went away on its own; never, for one that cannot.
+/// One run of the front: what it reads, what is in flight, and how it may end.
+struct Run<U> {
+    up: Arc<U>,
+    to: ToClient,
+    stdin: BufReader<tokio::io::Stdin>,
+    in_flight: InFlight,
+    term: Terminate,
+    gone: Option<oneshot::Receiver<String>>,
+    max: usize,
+    full_grace: Duration,
+    short_grace: Duration,
+}
+
+impl<U: Upstream> Run<U> {
+    /// Reads and hands on the client's messages until the client, a signal or the server
+    /// ends the run.
+    async fn read(&mut self) -> End {
+        let max_in_flight = self.to.gw.config.stdio.max_in_flight;
+        let (up, to) = (&self.up, &self.to);
+        loop {
+            let next = tokio::select! {
+                how = server_gone(&mut self.gone) => return End::ServerGone(how),
+                () = self.term.recv() => return End::Terminated,
+                m = async {
+                    self.in_flight.room(max_in_flight).await;
+                    next_message(&mut self.stdin, self.max, &to.out).await
+                } => m,
+            };
+            let Some(line) = next else {
+                return End::ClientGone;
+            };
+            let Some(m) = parse(to, &line) else {
+                continue;
+            };
+            let Glance {
+                initialize,
+                id,
+                cancels,
+            } = glance(&m);
+            if let Some(cancelled) = cancels {
+                self.in_flight.withdraw(&cancelled);
+            }
+            // `initialize` is answered before the next message is read: its answer carries
+            // the session (and the era) the rest need.
+            if initialize {
+                if let Some(ex) = handle(up, to, &line, m).await {
+                    ex.future.await;
+                }
+            } else if U::IN_ORDER {
+                if let Some(ex) = handle(up, to, &line, m).await {
+                    self.in_flight.wait(ex, to, id);
+                }
+            } else {
+                // Decided on a task of its own, where the line is parsed again: a message
+                // cannot travel with the line it borrows from, and a parse costs about one
+                // read of it.
+                let (u, t, l) = (up.clone(), to.clone(), line.clone());
+                self.in_flight.spawn(to, line, id, async move {
+                    let m = parse(&t, &l)?;
+                    handle(&u, &t, &l, m).await
+                });
+            }
+        }
+    }
+
+    /// The server ended first: what is in flight, and what the client sends within a moment,
+    /// is told how. The run fails.
+    async fn server_gone(&mut self, how: String) -> i32 {
+        tracing::error!("the tool server {how} while the client was connected; toolgate stops");
+        let why = Arc::new(UpstreamError::Unreachable(format!("the tool server {how}")));
+        self.in_flight.stop(why.clone()).await;
+        // Requests the client sent before it could know (already in the pipe, or arriving
+        // within a moment) get the same error instead of no answer.
+        while let Ok(Some(line)) = tokio::time::timeout(
+            Duration::from_millis(200),
+            next_message(&mut self.stdin, self.max, &self.to.out),
+        )
+        .await
+        {
+            self.to.refuse(&line, &why);
+        }
+        1
+    }
+
+    /// The client closed stdin, or SIGTERM came: what is in flight gets its grace, then the
+    /// server is ended and what is left is told how.
+    async fn client_gone(&mut self, mut terminated: bool) -> i32 {
+        let wait = if terminated {
+            self.short_grace
+        } else {
+            self.full_grace
+        };
+        tokio::select! {
+            () = self.in_flight.settled() => {}
+            () = tokio::time::sleep(wait) => {}
+            () = self.term.recv(), if !terminated => terminated = true,
+        }
+        // A SIGTERM (first, during the wait above, or while the server takes its time) cuts
+        // the server's grace short.
+        let grace = if terminated {
+            self.short_grace
+        } else {
+            self.full_grace
+        };
+        let how = tokio::select! {
+            how = self.up.end(grace) => how,
+            () = self.term.recv() => {
+                self.up.kill();
+                "was killed: toolgate was told to stop".to_string()
+            }
+        };
+        if terminated {
+            tracing::info!("SIGTERM: the tool server {how}");
+        } else {
+            tracing::info!("the client closed stdin; the tool server {how}");
+        }
+        let why = format!("the tool server {how} before answering, after the client closed stdin");
+        self.in_flight
+            .stop(Arc::new(UpstreamError::Unreachable(why)))
+            .await;
+        // What the server wrote before it exited still goes out: its reader hands everything
+        // over before it reports the exit.
+        if let Some(g) = self.gone.take() {
+            let _ = tokio::time::timeout(self.full_grace, g).await;
+        }
+        0
+    }
+}
+
 async fn server_gone(gone: &mut Option<oneshot::Receiver<String>>) -> String {
     match gone.as_mut() {
         Some(g) => {

@@ -248,6 +248,93 @@ fn response_id(line: &[u8]) -> Option<String> {
     }
 }
 
+/// Writes each line to the child's stdin, in order, until the child stops reading or
+/// toolgate lets it go: dropping stdin closes it, the child's signal to finish.
+async fn write_lines(
+    mut stdin: tokio::process::ChildStdin,
+    mut lines: mpsc::UnboundedReceiver<Bytes>,
+) {
+    while let Some(line) = lines.recv().await {
+        let ok = stdin.write_all(&line).await.is_ok()
+            && stdin.write_all(b"\n").await.is_ok()
+            && stdin.flush().await.is_ok();
+        if !ok {
+            break;
+        }
+    }
+}
+
+/// The child's stderr, line by line, into toolgate's log.
+async fn log_stderr(stderr: tokio::process::ChildStderr, name: String) {
+    let mut r = BufReader::new(stderr);
+    while let Ok(line) = read_line(&mut r, 16 * 1024).await {
+        match line {
+            Line::Line(l) => {
+                tracing::info!(target: "toolgate::upstream", server = %name, "{}", String::from_utf8_lossy(&l))
+            }
+            Line::TooLong(_) => {
+                tracing::info!(target: "toolgate::upstream", server = %name, "(a stderr line over 16 KiB, not shown)")
+            }
+            Line::Eof => break,
+        }
+    }
+}
+
+/// The child's stdout: each line goes to whoever waits for its id, or else to `handler`;
+/// at its end, the waiters are let go and `handler` is told how the child ended.
+async fn read_stdout(
+    stdout: tokio::process::ChildStdout,
+    max_line: usize,
+    (waiters, ended): (Arc<Mutex<Waiters>>, Arc<std::sync::OnceLock<String>>),
+    child: std::sync::Weak<ChildProcess>,
+    handler: impl Fn(FromChild) + Send + Sync + 'static,
+) {
+    let mut r = BufReader::new(stdout);
+    let deliver = |id: Option<String>, line: Bytes| {
+        let waiter = id.and_then(|id| waiters.locked().as_mut()?.remove(&id));
+        match waiter {
+            Some(w) => {
+                let _ = w.send(line);
+            }
+            None => handler(FromChild::Message(line)),
+        }
+    };
+    loop {
+        match read_line(&mut r, max_line).await {
+            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
+            Ok(Line::Line(l)) => {
+                let line = Bytes::from(l);
+                deliver(response_id(&line), line);
+            }
+            // Answered all the same, as an error in the answer's place: whoever waits for
+            // that id gets it, as a line the child could have written.
+            Ok(Line::TooLong(Some(id))) => {
+                tracing::warn!(
+                    "the tool server wrote a line over {max_line} bytes; it is answered as an error"
+                );
+                if let Some(e) = over_limit_error(&id, max_line, "the tool server's answer") {
+                    deliver(Some(jsonrpc::id_key(&id).into_owned()), Bytes::from(e));
+                }
+            }
+            Ok(Line::TooLong(None)) => tracing::warn!(
+                "the tool server wrote a line over {max_line} bytes without an id; dropped"
+            ),
+            Ok(Line::Eof) | Err(_) => break,
+        }
+    }
+    // Closed, not just emptied: a request that comes after this is refused at once instead
+    // of waiting for an answer nothing will read. The requests still waiting are let go once
+    // the exit is known, so they can say how the child ended.
+    let orphans = waiters.locked().take();
+    let how = match child.upgrade() {
+        Some(me) => me.exit_status().await,
+        None => "stopped".into(),
+    };
+    let _ = ended.set(how.clone());
+    drop(orphans);
+    handler(FromChild::Exited(how));
+}
+
 impl ChildProcess {
     /// Starts `command` (program and arguments) in its own process group. `handler` gets
     /// what no waiter claims, on the reader: it must not block.
@@ -271,101 +358,31 @@ impl ChildProcess {
             .spawn()
             .map_err(|e| std::io::Error::other(format!("cannot start {program:?}: {e}")))?;
         let pid = child.id();
-        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let label = command.join(" ");
 
-        let (to_child, mut lines) = mpsc::unbounded_channel::<Bytes>();
-        tokio::spawn(async move {
-            while let Some(line) = lines.recv().await {
-                let ok = stdin.write_all(&line).await.is_ok()
-                    && stdin.write_all(b"\n").await.is_ok()
-                    && stdin.flush().await.is_ok();
-                if !ok {
-                    break;
-                }
-            }
-            // Dropping stdin closes it: the child's signal to finish.
-        });
-
-        let name = label.clone();
-        tokio::spawn(async move {
-            let mut r = BufReader::new(stderr);
-            while let Ok(line) = read_line(&mut r, 16 * 1024).await {
-                match line {
-                    Line::Line(l) => {
-                        tracing::info!(target: "toolgate::upstream", server = %name, "{}", String::from_utf8_lossy(&l))
-                    }
-                    Line::TooLong(_) => {
-                        tracing::info!(target: "toolgate::upstream", server = %name, "(a stderr line over 16 KiB, not shown)")
-                    }
-                    Line::Eof => break,
-                }
-            }
-        });
-
+        let (to_child, lines) = mpsc::unbounded_channel::<Bytes>();
+        tokio::spawn(write_lines(stdin, lines));
+        tokio::spawn(log_stderr(stderr, label.clone()));
         let waiters: Arc<Mutex<Waiters>> = Arc::new(Mutex::new(Some(HashMap::new())));
-        let ended = Arc::new(std::sync::OnceLock::new());
         let me = Arc::new(ChildProcess {
             to_child: Mutex::new(Some(to_child)),
-            waiters: waiters.clone(),
-            ended: ended.clone(),
+            waiters,
+            ended: Arc::new(std::sync::OnceLock::new()),
             process: tokio::sync::Mutex::new(Some(child)),
             pid,
             command: label,
         });
-        let weak = Arc::downgrade(&me);
-        tokio::spawn(async move {
-            let mut r = BufReader::new(stdout);
-            // A line goes to whoever waits for its id, or else to the transport.
-            let deliver = |id: Option<String>, line: Bytes| {
-                let waiter = id.and_then(|id| waiters.locked().as_mut()?.remove(&id));
-                match waiter {
-                    Some(w) => {
-                        let _ = w.send(line);
-                    }
-                    None => {
-                        handler(FromChild::Message(line));
-                    }
-                }
-            };
-            loop {
-                match read_line(&mut r, max_line).await {
-                    Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
-                    Ok(Line::Line(l)) => {
-                        let line = Bytes::from(l);
-                        deliver(response_id(&line), line);
-                    }
-                    // Answered all the same, as an error in the answer's place: whoever waits
-                    // for that id gets it, as a line the child could have written.
-                    Ok(Line::TooLong(Some(id))) => {
-                        tracing::warn!(
-                            "the tool server wrote a line over {max_line} bytes; it is answered as an error"
-                        );
-                        if let Some(e) = over_limit_error(&id, max_line, "the tool server's answer")
-                        {
-                            deliver(Some(jsonrpc::id_key(&id).into_owned()), Bytes::from(e));
-                        }
-                    }
-                    Ok(Line::TooLong(None)) => tracing::warn!(
-                        "the tool server wrote a line over {max_line} bytes without an id; dropped"
-                    ),
-                    Ok(Line::Eof) | Err(_) => break,
-                }
-            }
-            // Closed, not just emptied: a request that comes after this is refused at once
-            // instead of waiting for an answer nothing will read. The requests still waiting
-            // are let go once the exit is known, so they can say how the child ended.
-            let orphans = waiters.locked().take();
-            let how = match weak.upgrade() {
-                Some(me) => me.exit_status().await,
-                None => "stopped".into(),
-            };
-            let _ = ended.set(how.clone());
-            drop(orphans);
-            handler(FromChild::Exited(how));
-        });
+        let shared = (me.waiters.clone(), me.ended.clone());
+        tokio::spawn(read_stdout(
+            stdout,
+            max_line,
+            shared,
+            Arc::downgrade(&me),
+            handler,
+        ));
         Ok(me)
     }
 
