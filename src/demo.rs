@@ -286,7 +286,7 @@ async fn handle(
         "tools/list" => list_tools(&demo, &id, &params, session.as_deref()),
         "tools/call" => match call_tool(&demo, &id, &params, session.as_deref()) {
             Ok(answer) => answer,
-            Err(streamed) => return streamed,
+            Err(streamed) => return *streamed,
         },
         "resources/list" => rpc_result(
             &id,
@@ -379,7 +379,7 @@ fn call_tool(
     id: &Value,
     params: &Value,
     session: Option<&str>,
-) -> Result<Value, Response> {
+) -> Result<Value, Box<Response>> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or("");
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
     Ok(match name {
@@ -404,7 +404,7 @@ fn call_tool(
             let order = args["orderId"].as_str().unwrap_or("?");
             rpc_error(id, -32602, &format!("Order {order} not found"))
         }
-        "countdown" => return Err(countdown(id, params, &args)),
+        "countdown" => return Err(Box::new(countdown(id, params, &args))),
         "enable_extra" => {
             if let Some(s) = session
                 && let Some(t) = demo.sessions().get_mut(s)
@@ -413,10 +413,10 @@ fn call_tool(
             }
             let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
             let done = rpc_result(id, text_result("extra_tool is now available.", false));
-            return Err(sse_response(vec![
+            return Err(Box::new(sse_response(vec![
                 (Duration::ZERO, note),
                 (Duration::ZERO, done),
-            ]));
+            ])));
         }
         n if demo.options.extra_tools.iter().any(|t| t["name"] == n) => {
             rpc_result(id, text_result(format!("{n} got {args}"), false))

@@ -31,5 +31,5 @@ pub mod transport;
 pub mod validate;
 
 pub use gateway::Gateway;
-pub use transport::edge::layer::{Validate, ValidateLayer};
+pub use transport::edge::layer::{ClientName, Validate, ValidateLayer};
 pub use transport::edge::{App, serve};

@@ -1,7 +1,6 @@
 //! Bodies read whole under a limit: a client's request, or an upstream's answer that a rule
 //! must read (and that passes on as it came when it is over the limit).
 
-use super::client::{BodyError, UpstreamBody};
 use bytes::Bytes;
 use http_body::Body as _;
 use http_body_util::BodyExt;
@@ -95,16 +94,20 @@ where
 
 /// Reads an upstream body whole when it fits in `limit`; otherwise hands back a body that
 /// replays what was read and streams the rest.
-pub async fn collect_upstream(
-    mut body: UpstreamBody,
+pub async fn collect_upstream<B>(
+    mut body: B,
     limit: usize,
-) -> Result<Collected<axum::body::Body>, BodyError> {
+) -> Result<Collected<axum::body::Body>, B::Error>
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let mut got = Gathered::default();
     if gather(&mut body, limit, &mut got).await? {
         return Ok(Collected::Whole(got.into_bytes()));
     }
     let head = got.into_bytes();
-    let head = futures_util::stream::once(async move { Ok::<_, BodyError>(head) });
+    let head = futures_util::stream::once(async move { Ok::<_, B::Error>(head) });
     use futures_util::StreamExt;
     Ok(Collected::TooLarge(axum::body::Body::from_stream(
         head.chain(body.into_data_stream()),

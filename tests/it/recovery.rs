@@ -53,7 +53,7 @@ async fn coercion_rewrites_only_the_arguments_it_coerced() {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#;
     let coerced = r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#;
     let command = stdio_fixture().await;
-    for mode in Mode::ALL {
+    for mode in Mode::EVERY_FRONT {
         let (up, seen) = Scripted::new(vec![measure_tool()]).spawn().await;
         let a = Front::start(mode, &up, &command).await.ask_line(body).await;
         // What the server received: the scripted HTTP server keeps it, the stdio fixture
@@ -268,7 +268,7 @@ async fn a_refused_request_state_stays_a_json_rpc_error() {
     let first = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "book", "arguments": {}}});
     let command = stdio_fixture().await;
-    for mode in Mode::ALL {
+    for mode in Mode::EVERY_FRONT {
         let (up, _) = Scripted::new(vec![open_tool("book")])
             .script("book", Script::Error(refusal.clone()))
             .spawn()
@@ -542,7 +542,7 @@ async fn a_task_augmented_call_with_bad_arguments_gets_an_error_it_can_read() {
         "data": {"code": "invalid_arguments", "tool": "add", "text": report,
                  "parameter_errors": {"/b": "expected an integer, got string \"many\""}}}});
     let command = stdio_fixture().await;
-    for mode in Mode::ALL {
+    for mode in Mode::EVERY_FRONT {
         let (up, scripted) = Scripted::new(vec![add_tool()]).spawn().await;
         let mut front = Front::start(mode, &up, &command).await;
         // A JSON-RPC error, not a tool result, that still reads as the model's report.

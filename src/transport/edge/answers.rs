@@ -13,7 +13,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{UpstreamBody, strip_hop_by_hop};
+use crate::net::client::strip_hop_by_hop;
 use crate::pipeline::bridge;
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::reply;
@@ -35,12 +35,16 @@ fn relayed_as_is(status: StatusCode, has_session: bool) -> bool {
         || (status == StatusCode::NOT_FOUND && has_session)
 }
 
-pub async fn response(
+pub async fn response<B>(
     gw: &Arc<Gateway>,
     pending: Pending,
     has_session: bool,
-    resp: http::Response<UpstreamBody>,
-) -> Response {
+    resp: http::Response<B>,
+) -> Response
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
         // The session is gone upstream; so is what its tools were.
@@ -244,10 +248,14 @@ impl SseInspector {
 }
 
 /// Streams the upstream body through the inspector, one event at a time.
-fn sse_stream(inspector: SseInspector, body: UpstreamBody) -> Body {
-    struct State {
+fn sse_stream<B>(inspector: SseInspector, body: B) -> Body
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    struct State<B> {
         insp: SseInspector,
-        body: UpstreamBody,
+        body: B,
         done: bool,
     }
     let stream = futures_util::stream::unfold(

@@ -9,18 +9,19 @@
 //! `pipeline::settle` (over HTTP in `answers`, which also streams). GET (the server's stream)
 //! and DELETE (the end of a session) are each way's own.
 
+use super::message;
 use super::reply;
-use super::request::{Context, Endpoint, Inbound, Note, Outbound, Route, Routed, Upstream};
+use super::request::{Caller, Endpoint, Inbound, Note, Outbound, Route, Routed, Upstream};
 use super::stdio_children::{self, ChildWay};
 use super::to_http::{self, HttpWay};
 use crate::catalog::ScopeKey;
 use crate::config::parse_upstream_url;
 use crate::gateway::Live;
 use crate::jsonrpc::{self, Body as Parsed};
-use crate::mcp::Era;
+
 use crate::metrics;
-use crate::net::body::{ReadError, read_limited};
-use crate::pipeline::guard::{self, ListFailed, Lister};
+
+use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::policy::clients::Client;
 use crate::telemetry;
@@ -181,21 +182,15 @@ fn meta_trace(m: &jsonrpc::Message<'_>) -> Option<telemetry::Context> {
 
 async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
-    let bytes = match read(rt, body).await {
+    let bytes = match message::read(body, rt.gw.config.limits.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
-    let parsed = match jsonrpc::parse(&bytes) {
+    let parsed = match message::parse(&bytes) {
         Ok(p) => p,
-        Err(rejection) => {
-            return reply::transport(
-                StatusCode::BAD_REQUEST,
-                rejection.code(),
-                &rejection.message(),
-            );
-        }
+        Err(refused) => return *refused,
     };
-    let ctx = Context::of(rt, &parts.headers, client);
+    let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
     let mut m = match parsed {
         Parsed::Batch(msgs) => {
             note.method = "batch";
@@ -212,8 +207,13 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         Parsed::Single(m) => m,
     };
     let era = ctx.era(m.version_text());
-    if let Err(refused) = precheck(rt, &parts.headers, &ctx, &m, &bytes, era, note) {
-        return refused;
+    trace(note, &m, &bytes);
+    if let Err(refused) = message::header_rules(&parts.headers, &ctx, &m, era) {
+        return *refused;
+    }
+    if let Err(refused) = message::call_notification(rt.gw, rt.target, &m) {
+        note.outcome = "answered";
+        return *refused;
     }
     let way = match &rt.up {
         Upstream::Http(up) => Way::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await),
@@ -260,36 +260,8 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     }
 }
 
-/// A POST's body, read under the size limit; `Err` is the 413 or 400 refusing it.
-async fn read(rt: &Route<'_>, body: hyper::body::Incoming) -> Result<Bytes, Response> {
-    let limit = rt.gw.config.limits.max_body_bytes;
-    // A declared length over the limit is refused before any of the body is read.
-    match read_limited(body, limit).await {
-        Ok(b) => Ok(b),
-        Err(ReadError::TooLarge) => Err(reply::transport(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            jsonrpc::INVALID_REQUEST,
-            &format!("Invalid Request: the body is over the {limit}-byte limit"),
-        )),
-        Err(ReadError::Broken(e)) => Err(reply::transport(
-            StatusCode::BAD_REQUEST,
-            jsonrpc::PARSE_ERROR,
-            &format!("Parse error: the body could not be read: {e}"),
-        )),
-    }
-}
-
-/// What is checked of one message before its way is found: the trace it carries, the
-/// 2026-07-28 header rules, and a `tools/call` sent as a notification; `Err` is the refusal.
-fn precheck(
-    rt: &Route<'_>,
-    headers: &HeaderMap,
-    ctx: &Context,
-    m: &jsonrpc::Message<'_>,
-    bytes: &Bytes,
-    era: Era,
-    note: &mut Note,
-) -> Result<(), Response> {
+/// What the trace says of one message: its request id, and a parent it carries in `_meta`.
+fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
     let id = if m.is_request() { m.id } else { None };
     note.method = metrics::method_label(m.method());
     if let Some(trace) = &mut note.trace {
@@ -301,35 +273,6 @@ fn precheck(
             trace.adopt(parent);
         }
     }
-    // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
-    // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
-    let body_era = match ctx.version {
-        None => era,
-        Some(_) => Era::detect(None, m.version_text()),
-    };
-    if (era == Era::Modern || body_era == Era::Modern)
-        && let Err(why) = crate::transport::modern::check(headers, m)
-    {
-        let message = format!("Header mismatch: {why}");
-        return Err(reply::json(
-            StatusCode::BAD_REQUEST,
-            jsonrpc::error_response(
-                id,
-                crate::transport::modern::HEADER_MISMATCH,
-                &message,
-                None,
-            ),
-        ));
-    }
-    if let Some(why) = guard::refuse_call_notification(rt.gw, rt.target, m) {
-        note.outcome = "answered";
-        return Err(reply::transport(
-            StatusCode::BAD_REQUEST,
-            jsonrpc::INVALID_REQUEST,
-            why,
-        ));
-    }
-    Ok(())
 }
 
 /// How one message reaches its server, settled before the guard reads it (the era bridge,
@@ -405,7 +348,7 @@ async fn bodiless(
     };
     match &rt.up {
         Upstream::Http(up) => {
-            let ctx = Context::of(rt, &parts.headers, client);
+            let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
             to_http::bodiless(rt, up, parts, &ctx, note).await
         }
         Upstream::Stdio(pool) => {

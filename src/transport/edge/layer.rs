@@ -1,29 +1,34 @@
-//! toolgate's validation inside an application that serves MCP itself, as a Tower layer:
+//! toolgate's rules inside an application that serves MCP itself, as a Tower layer:
 //! `Router::new().route("/mcp", post(mcp_handler)).layer(ValidateLayer::new(config)?)`, with
 //! no upstream URL and no second process.
 //!
-//! A `tools/call` is decided by the same guard as in the gateway (docs/contract.md §1): an
-//! invalid, misspelt, denied or unknown call is answered here, and the application's handler
-//! never runs; a valid one goes in (coerced where that applies). The tools' schemas come from
-//! the application itself: on the first call of a scope (a session, or a credential) the layer
-//! sends its own `tools/list` through the inner service and reads every page.
+//! Each POSTed message takes the path it takes through the binary, with the application's
+//! own service as the server: the same reading and pre-checks (`message`), the same decision
+//! (`pipeline::step::decide`: the guard, per-client policy), and its answer read by the same
+//! rules (`answers::response`: error rewriting and masking, output validation, learning from
+//! `tools/list` answers and `list_changed`). An invalid, misspelt, denied or unknown call is
+//! answered here and the application's handler never runs. The tools' schemas come from the
+//! application: on the first call of a scope (a session, or a credential) the layer sends its
+//! own `tools/list` through the inner service and reads every page.
 //!
-//! Caveats: answers are not inspected on their way out (no error rewriting, no output
-//! validation, no learning from `list_changed`): a scope's tools are listed again only when a
-//! call names a tool the scope does not know. GET and DELETE pass untouched.
+//! Caveats: the application is taken to speak its client's era (no era bridge in process);
+//! the client is who [`ClientName`] in the request's extensions says, else `[clients."*"]`;
+//! GET and DELETE pass untouched.
 
+use super::request::Caller;
+use super::{answers, message, reply};
 use crate::config::{Config, ConfigError};
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
-use crate::net::body::{ReadError, read_limited};
-use crate::pipeline::guard::{self, Call, Decision, ListFailed, Lister};
-use crate::transport::edge::reply;
+use crate::net::body::read_limited;
+use crate::pipeline::guard::{self, ListFailed, Lister};
+use crate::pipeline::step::{self, Bridging, Sender, Step};
 use crate::transport::sse::{self, Split, Splitter};
 use axum::body::Body;
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::value::RawValue;
@@ -31,9 +36,15 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use tower_layer::Layer;
 use tower_service::Service;
+
+/// Who calls, as the application's own authentication established it: put in a request's
+/// extensions before the layer, it selects the `[clients.NAME]` rules for that request, as an
+/// authenticated name does in the gateway. Without it, `[clients."*"]` applies.
+#[derive(Debug, Clone)]
+pub struct ClientName(pub Arc<str>);
 
 /// Adds validation to an MCP service; see the module documentation.
 #[derive(Clone)]
@@ -95,7 +106,7 @@ where
     type Error = Infallible;
     type Future = BoxFuture<Result<Response<Body>, Infallible>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
@@ -123,71 +134,53 @@ where
         );
         return call(&mut inner, req).await;
     }
-    let limit = gw.config.limits.max_body_bytes;
-    let bytes = match read_limited(body, limit).await {
+    let bytes = match message::read(body, gw.config.limits.max_body_bytes).await {
         Ok(b) => b,
-        Err(ReadError::TooLarge) => {
-            let why = format!("Invalid Request: the body is over the {limit}-byte limit");
-            return reply::transport(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                jsonrpc::INVALID_REQUEST,
-                &why,
-            );
-        }
-        Err(ReadError::Broken(e)) => {
-            let why = format!("Parse error: the body could not be read: {e}");
-            return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, &why);
-        }
+        Err(refused) => return *refused,
     };
-    let forward = |bytes: Bytes| Request::from_parts(parts.clone(), Body::from(bytes));
-    let decided = match jsonrpc::parse(&bytes) {
-        Ok(Parsed::Single(mut m)) if m.method() == Some(mcp::TOOLS_CALL) => {
-            if let Some(why) = guard::refuse_call_notification(&gw, &gw.targets[0], &m) {
+    let mut m = match message::parse(&bytes) {
+        Ok(Parsed::Single(m)) => m,
+        Ok(Parsed::Batch(msgs)) => {
+            if let Err(why) = step::batch(&msgs, true) {
                 return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
             }
-            let target = &gw.targets[0];
-            let header = |name| parts.headers.get(name).map(HeaderValue::as_bytes);
-            let key = gw.scope(target, header(mcp::SESSION_ID), header(AUTHORIZATION));
-            let version = parts
-                .headers
-                .get(mcp::PROTOCOL_VERSION)
-                .and_then(|v| v.to_str().ok());
-            let era = Era::detect(version, m.version_text());
-            let lister = InnerLister {
-                inner: inner.clone(),
-                headers: parts.headers.clone(),
-                era,
-                max: gw.config.limits.max_response_bytes,
-            };
-            let Some(id) = m.id else {
-                return reply::transport(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    "Invalid Request",
-                );
-            };
-            let call = Call {
-                target,
-                key: &key,
-                era,
-                id,
-                params: m.params.take(),
-                bytes: &bytes,
-                client: None,
-                retry: false,
-            };
-            match guard::tools_call(&gw, call, &lister).await {
-                Decision::Forward(body, _) => Ok(body),
-                Decision::Answer(a) => Err(reply::answer(era, a)),
-                Decision::Relay(never) => match never {},
-            }
+            return call(&mut inner, Request::from_parts(parts, Body::from(bytes))).await;
         }
-        _ => Ok(bytes),
+        Err(refused) => return *refused,
     };
-    match decided {
-        Ok(body) => call(&mut inner, forward(body)).await,
-        Err(answer) => answer,
+    let target = &gw.targets[0];
+    let identity = parts.extensions.get::<ClientName>().map(|c| c.0.clone());
+    let ctx = Caller::of(&gw, target, &parts.headers, gw.client(identity));
+    let era = ctx.era(m.version_text());
+    if let Err(refused) = message::header_rules(&parts.headers, &ctx, &m, era)
+        .and_then(|()| message::call_notification(&gw, target, &m))
+    {
+        return *refused;
     }
+    let lister = InnerLister {
+        inner: inner.clone(),
+        headers: parts.headers.clone(),
+        era,
+        max: gw.config.limits.max_response_bytes,
+    };
+    let sender = Sender {
+        target,
+        key: ctx.key,
+        era,
+        client: ctx.client,
+    };
+    let step = step::decide(&gw, sender, &mut m, &bytes, Bridging::Direct, &lister).await;
+    let (body, pending) = match step {
+        Step::Forward { body, pending } => (body, pending),
+        Step::Answer(a) => return reply::answer(era, a),
+        Step::Relay(never) => match never {},
+        Step::Consumed => return reply::accepted(),
+    };
+    // The body may have changed (coerced arguments): its own length is the one that holds.
+    let mut parts = parts;
+    parts.headers.remove(CONTENT_LENGTH);
+    let resp = call(&mut inner, Request::from_parts(parts, Body::from(body))).await;
+    answers::response(&gw, pending, ctx.has_session, resp).await
 }
 
 async fn call<S>(inner: &mut S, req: Request<Body>) -> Response<Body>

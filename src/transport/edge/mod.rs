@@ -18,6 +18,7 @@ pub(crate) mod answers;
 mod authenticate;
 mod gate;
 pub mod layer;
+mod message;
 mod observe;
 mod reply;
 mod request;

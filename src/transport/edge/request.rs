@@ -125,21 +125,27 @@ impl Note {
     }
 }
 
-/// What every request needs from its headers.
-pub(super) struct Context {
+/// Who sent a request and what its headers say of it: its scope, its protocol version,
+/// whether it has a session, and the client whose rules apply.
+pub(super) struct Caller {
     pub(super) key: crate::catalog::ScopeKey,
     pub(super) version: Option<String>,
     pub(super) has_session: bool,
     pub(super) client: Option<Client>,
 }
 
-impl Context {
-    pub(super) fn of(rt: &Route<'_>, headers: &HeaderMap, client: Option<Client>) -> Context {
+impl Caller {
+    pub(super) fn of(
+        gw: &Gateway,
+        target: &Target,
+        headers: &HeaderMap,
+        client: Option<Client>,
+    ) -> Caller {
         let session = headers.get(mcp::SESSION_ID);
-        Context {
+        Caller {
             client,
-            key: rt.gw.scope(
-                rt.target,
+            key: gw.scope(
+                target,
                 session.map(|s| s.as_bytes()),
                 headers.get(AUTHORIZATION).map(|a| a.as_bytes()),
             ),

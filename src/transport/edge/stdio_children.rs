@@ -10,7 +10,7 @@
 //! then the answer (docs/contract.md, section 7).
 
 use super::reply;
-use super::request::{Context, Note, Route};
+use super::request::{Caller, Note, Route};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
@@ -62,7 +62,7 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
 }
 
 /// Who a session belongs to: the authenticated name, else the client's address.
-fn owner(rt: &Route<'_>, ctx: &Context) -> String {
+fn owner(rt: &Route<'_>, ctx: &Caller) -> String {
     match &ctx.client {
         Some(c) => format!("client:{}", c.name),
         None => format!("addr:{}", rt.peer),
@@ -90,7 +90,7 @@ impl ChildWay {
         headers: &HeaderMap,
         m: &Message<'_>,
         era: Era,
-        ctx: &Context,
+        ctx: &Caller,
         note: &mut Note,
     ) -> Result<ChildWay, Response> {
         // `initialize` in the 2026-07-28 era: what a server of that era answers over HTTP;

@@ -8,7 +8,7 @@
 
 use super::answers;
 use super::reply;
-use super::request::{Context, Note, Route, TRACEPARENT, TRACESTATE};
+use super::request::{Caller, Note, Route, TRACEPARENT, TRACESTATE};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
@@ -49,7 +49,7 @@ impl<'a> HttpWay<'a> {
         headers: &HeaderMap,
         m: &Message<'_>,
         era: Era,
-        ctx: &Context,
+        ctx: &Caller,
     ) -> HttpWay<'a> {
         let session = match era == Era::Modern && m.is_request() {
             true => {
@@ -196,7 +196,7 @@ pub(super) async fn bodiless(
     rt: &Route<'_>,
     up: &HttpUpstream,
     parts: Parts,
-    ctx: &Context,
+    ctx: &Caller,
     note: &mut Note,
 ) -> Response {
     let era = ctx.era(None);
@@ -239,7 +239,7 @@ pub(super) async fn batch(
     up: &HttpUpstream,
     parts: Parts,
     body: Bytes,
-    ctx: &Context,
+    ctx: &Caller,
     note: &mut Note,
 ) -> Response {
     let pending = passing(rt, ctx, Era::Legacy);
@@ -247,7 +247,7 @@ pub(super) async fn batch(
 }
 
 /// What is waited for on a message no rule reads the answer of.
-fn passing(rt: &Route<'_>, ctx: &Context, era: Era) -> Pending {
+fn passing(rt: &Route<'_>, ctx: &Caller, era: Era) -> Pending {
     Pending {
         id: None,
         kind: Kind::Other,

@@ -17,6 +17,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use toolgate::demo;
 
+pub mod in_process;
 pub mod modes;
 pub mod peers;
 pub mod scripted;

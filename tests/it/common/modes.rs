@@ -1,6 +1,7 @@
-//! toolgate in each of its four modes, driven alike, so that a rule is asserted with the same
-//! expectation in every mode it applies to.
+//! toolgate in each of its four modes, and as a library layer in an application, driven alike,
+//! so that a rule is asserted with the same expectation in every front it applies to.
 
+use super::in_process::InProcess;
 use super::stdio_gate::StdioGate;
 use super::tempfile_lite::TempFile;
 use super::{ACCEPT, Toolgate, open_session, post, request};
@@ -19,6 +20,8 @@ pub enum Mode {
     StdioUpstream,
     ServeCommand,
     StdioCommand,
+    /// `ValidateLayer` in an application whose own service is the HTTP server.
+    Layer,
 }
 
 impl Mode {
@@ -29,9 +32,22 @@ impl Mode {
         Mode::StdioCommand,
     ];
 
+    /// The four modes and the in-process layer: every front a rule on one message goes
+    /// through.
+    pub const EVERY_FRONT: [Mode; 5] = [
+        Mode::ServeUpstream,
+        Mode::StdioUpstream,
+        Mode::ServeCommand,
+        Mode::StdioCommand,
+        Mode::Layer,
+    ];
+
     /// Whether the server behind toolgate is an HTTP one.
     pub fn to_http(self) -> bool {
-        matches!(self, Mode::ServeUpstream | Mode::StdioUpstream)
+        matches!(
+            self,
+            Mode::ServeUpstream | Mode::StdioUpstream | Mode::Layer
+        )
     }
 }
 
@@ -42,6 +58,7 @@ impl std::fmt::Display for Mode {
             Mode::StdioUpstream => "stdio --upstream",
             Mode::ServeCommand => "serve -- CMD",
             Mode::StdioCommand => "stdio -- CMD",
+            Mode::Layer => "ValidateLayer",
         })
     }
 }
@@ -49,14 +66,14 @@ impl std::fmt::Display for Mode {
 /// A running toolgate and how its client reaches it. A handshake-era client's session (or
 /// stdio handshake) is opened on its first request; a 2026-07-28 client needs none.
 pub enum Front {
-    /// `serve`.
+    /// `serve`, or the layer's application.
     Http {
-        tg: Toolgate,
+        tg: HttpFront,
         session: Option<String>,
     },
     /// `stdio`, and the configuration file it was started with.
     Stdio {
-        g: StdioGate,
+        g: Box<StdioGate>,
         initialized: bool,
         _config: Option<TempFile>,
     },
@@ -79,6 +96,10 @@ impl Front {
         match mode {
             Mode::ServeUpstream => Front::http(Toolgate::serve(url, config).await),
             Mode::ServeCommand => Front::http(Toolgate::in_front_of(command, config).await),
+            Mode::Layer => Front::Http {
+                tg: HttpFront::Layer(InProcess::start(url, config).await),
+                session: None,
+            },
             Mode::StdioUpstream => {
                 let file = config.map(TempFile::new);
                 let mut args = vec!["stdio".to_string()];
@@ -118,12 +139,15 @@ impl Front {
     }
 
     fn http(tg: Toolgate) -> Front {
-        Front::Http { tg, session: None }
+        Front::Http {
+            tg: HttpFront::Binary(Box::new(tg)),
+            session: None,
+        }
     }
 
     fn stdio(g: StdioGate, config: Option<TempFile>) -> Front {
         Front::Stdio {
-            g,
+            g: Box::new(g),
             initialized: false,
             _config: config,
         }
@@ -187,6 +211,21 @@ impl Front {
                     .answer()
             }
             Front::Stdio { g, .. } => g.ask_past_notifications(msg).await,
+        }
+    }
+}
+
+/// What a client reaches over HTTP: the binary's `serve`, or an application with the layer.
+pub enum HttpFront {
+    Binary(Box<Toolgate>),
+    Layer(InProcess),
+}
+
+impl HttpFront {
+    pub fn url(&self) -> String {
+        match self {
+            HttpFront::Binary(tg) => tg.url(),
+            HttpFront::Layer(app) => app.url(),
         }
     }
 }

@@ -1,0 +1,95 @@
+//! One POSTed JSON-RPC body as the edge reads it, whether the gateway's own front or the
+//! in-process layer: its bytes under the size limit, its parse, and the checks that come
+//! before its way to the server is found (the 2026-07-28 header rules, which compare headers
+//! with the parsed body, and a `tools/call` sent as a notification).
+
+use super::reply;
+use super::request::Caller;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::{self, Body as Parsed, Message};
+use crate::mcp::Era;
+use crate::net::body::{ReadError, read_limited};
+use crate::pipeline::guard;
+use crate::transport::modern;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+/// The edge's refusal of a message before it is decided: the response it gets.
+pub(super) type Refused = Box<Response>;
+
+/// The body, read under `limit`; `Err` is the 413 or 400 refusing it. A declared length over
+/// the limit is refused before any of the body is read.
+pub(super) async fn read<B>(body: B, limit: usize) -> Result<Bytes, Refused>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    match read_limited(body, limit).await {
+        Ok(b) => Ok(b),
+        Err(ReadError::TooLarge) => Err(Box::new(reply::transport(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            jsonrpc::INVALID_REQUEST,
+            &format!("Invalid Request: the body is over the {limit}-byte limit"),
+        ))),
+        Err(ReadError::Broken(e)) => Err(Box::new(reply::transport(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::PARSE_ERROR,
+            &format!("Parse error: the body could not be read: {e}"),
+        ))),
+    }
+}
+
+/// The body as JSON-RPC; `Err` is the 400 with `-32700` or `-32600`.
+pub(super) fn parse(bytes: &Bytes) -> Result<Parsed<'_>, Refused> {
+    jsonrpc::parse(bytes).map_err(|rejection| {
+        Box::new(reply::transport(
+            StatusCode::BAD_REQUEST,
+            rejection.code(),
+            &rejection.message(),
+        ))
+    })
+}
+
+/// A message whose headers do not say what its 2026-07-28 body says; `Err` is the 400.
+pub(super) fn header_rules(
+    headers: &HeaderMap,
+    ctx: &Caller,
+    m: &Message<'_>,
+    era: Era,
+) -> Result<(), Refused> {
+    let id = if m.is_request() { m.id } else { None };
+    // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
+    // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
+    let body_era = match ctx.version {
+        None => era,
+        Some(_) => Era::detect(None, m.version_text()),
+    };
+    if (era == Era::Modern || body_era == Era::Modern)
+        && let Err(why) = modern::check(headers, m)
+    {
+        let message = format!("Header mismatch: {why}");
+        return Err(Box::new(reply::json(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::error_response(id, modern::HEADER_MISMATCH, &message, None),
+        )));
+    }
+    Ok(())
+}
+
+/// A `tools/call` sent as a notification ([`guard::refuse_call_notification`]); `Err` is
+/// toolgate's 400.
+pub(super) fn call_notification(
+    gw: &Gateway,
+    target: &Target,
+    m: &Message<'_>,
+) -> Result<(), Refused> {
+    match guard::refuse_call_notification(gw, target, m) {
+        Some(why) => Err(Box::new(reply::transport(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::INVALID_REQUEST,
+            why,
+        ))),
+        None => Ok(()),
+    }
+}
