@@ -125,7 +125,7 @@ pub fn refuse_call_notification(
 
 /// The metric label for a tool decided on before its schema was looked up (denied, or not
 /// checked): its name once a server listed it, else [`UNLISTED`], since it may be made up.
-fn listed_label<'a>(gw: &Gateway, key: &ScopeKey, tool: &'a str) -> &'a str {
+pub(crate) fn listed_label<'a>(gw: &Gateway, key: &ScopeKey, tool: &'a str) -> &'a str {
     match gw.catalog.lookup(key, tool) {
         Lookup::Found(_) => tool,
         Lookup::Missing { .. } => UNLISTED,

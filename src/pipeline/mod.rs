@@ -10,7 +10,9 @@
 //! - [`settle`] makes of it what the client is sent: the rules' replacement, or the answer
 //!   completed for the client's era ([`bridge::complete`]).
 //!
-//! Each rule lives in exactly one of these modules, so HTTP and stdio answer alike.
+//! A message that gets no usable answer is answered and counted in one place too:
+//! [`unanswered`] for a forwarded request, [`undecided`] for one whose server could not take
+//! it before it was decided.
 
 pub mod answer;
 pub mod bridge;
@@ -80,8 +82,9 @@ impl Pending {
 
 /// No usable answer came for `pending`, for reason `e`: a request gets toolgate's answer in
 /// its era ([`answer::Answer::upstream_failed`]), and a call is counted as an upstream error;
-/// a notification or a client's answer gets none. Every mode classifies a forwarded
-/// request's failure here.
+/// a notification or a client's answer gets none. Every front classifies a forwarded
+/// request's failure here: an answer that is not JSON-RPC or broke off, a stream that ended
+/// early, a timeout, a lost bridged session, and the requests in flight when a run ends.
 pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<answer::Answer> {
     let id = pending.id.as_deref()?;
     let is_call = match &pending.kind {
@@ -99,6 +102,30 @@ pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<
         is_call,
         e,
     ))
+}
+
+/// No answer will come for `m`, a message that was not decided: its server could not be
+/// started for it, or went away while it was still unread. A request gets the answer
+/// [`unanswered`] gives, and a call is counted as an upstream error under the name its
+/// server listed ([`guard::UNLISTED`] for one it did not); anything else gets none.
+pub fn undecided(
+    gw: &Gateway,
+    target: &Target,
+    era: Era,
+    m: &Message<'_>,
+    e: &UpstreamError,
+) -> Option<answer::Answer> {
+    let id = m.id.filter(|_| m.is_request())?;
+    let is_call = m.method() == Some(mcp::TOOLS_CALL);
+    if is_call {
+        let name = m.params_name();
+        let key = gw.scope(target, None, None);
+        let tool = guard::listed_label(gw, &key, name.as_deref().unwrap_or(""));
+        gw.metrics
+            .tool_calls
+            .inc(&[&target.name, tool, "upstream_error"]);
+    }
+    Some(answer::Answer::upstream_failed(era, Some(id), is_call, e))
 }
 
 #[derive(Deserialize)]

@@ -709,3 +709,55 @@ fn referenced(answer: Value) -> Value {
 fn call_value(id: i64, tool: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
 }
+
+/// A stdio server that cannot be started for a session-less call: the call gets toolgate's
+/// answer in its era and is counted as an upstream error under the name its server listed,
+/// as a forwarded call without a usable answer is; a notification gets 502.
+#[tokio::test]
+async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
+    let command = ["/nonexistent/toolgate-test-server".to_string()];
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "add", "arguments": {}}});
+    call["params"]["_meta"] = common::modes::modern_meta();
+    let r = request(
+        http::Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "add"),
+        ],
+        call.to_string(),
+    )
+    .await;
+    let a = r.json();
+    assert_eq!(a["id"], 1, "{a}");
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert!(
+        result_text(&a).contains("cannot start"),
+        "the answer says why: {a}"
+    );
+    let metrics = tg.admin_get("/metrics").await.text();
+    let line = r#"toolgate_tool_calls_total{upstream="default",tool="(unlisted)",outcome="upstream_error"} 1"#;
+    assert!(metrics.contains(line), "{line} in\n{metrics}");
+    let mut note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1}});
+    note["params"]["_meta"] = common::modes::modern_meta();
+    let r = request(
+        http::Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "notifications/cancelled"),
+        ],
+        note.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], -32603, "{}", r.text());
+}

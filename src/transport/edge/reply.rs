@@ -53,12 +53,18 @@ pub(super) fn upstream_failed(
 pub(super) fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
     match pipeline::unanswered(gw, pending, e) {
         Some(a) => answer(pending.era, a),
-        None => transport(
-            StatusCode::BAD_GATEWAY,
-            jsonrpc::INTERNAL_ERROR,
-            &format!("Upstream MCP server unavailable: {e}"),
-        ),
+        None => undelivered(e),
     }
+}
+
+/// 502 for a notification or a client's answer the server could not be given: there is no
+/// JSON-RPC answer to carry the failure.
+pub(super) fn undelivered(e: &UpstreamError) -> Response {
+    transport(
+        StatusCode::BAD_GATEWAY,
+        jsonrpc::INTERNAL_ERROR,
+        &format!("Upstream MCP server unavailable: {e}"),
+    )
 }
 
 /// 202: a notification or a client's answer, taken.

@@ -14,7 +14,6 @@ use super::request::{Caller, Note, Route};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
-use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge;
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
@@ -29,7 +28,8 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
+fn no_child(rt: &Route<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
+    let max = rt.gw.config.stdio.max_sessions;
     match e {
         NoChild::UnknownSession => reply::json(
             StatusCode::NOT_FOUND,
@@ -54,9 +54,11 @@ fn no_child(era: Era, m: &Message<'_>, e: NoChild, max: usize) -> Response {
             )
         }
         NoChild::Failed(why) => {
-            let is_call = m.method() == Some(mcp::TOOLS_CALL);
             let e = crate::error::UpstreamError::Unreachable(why);
-            reply::answer(era, Answer::upstream_failed(era, m.id, is_call, &e))
+            match pipeline::undecided(rt.gw, rt.target, era, m, &e) {
+                Some(a) => reply::answer(era, a),
+                None => reply::undelivered(&e),
+            }
         }
     }
 }
@@ -103,7 +105,6 @@ impl ChildWay {
             note.outcome = "answered";
             return Err(reply::json(StatusCode::NOT_FOUND, answer));
         }
-        let max = rt.gw.config.stdio.max_sessions;
         let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
         let found = match (session, m.method()) {
             (None, Some("initialize")) => pool
@@ -112,7 +113,7 @@ impl ChildWay {
             (Some(s), _) => pool.session(s).map(|sc| (sc, None, false)),
             (None, _) => pool.shared(era).await.map(|sc| (sc, None, true)),
         };
-        let (sc, new_session, shared) = found.map_err(|e| no_child(era, m, e, max))?;
+        let (sc, new_session, shared) = found.map_err(|e| no_child(rt, era, m, e))?;
         let key = match &new_session {
             Some(id) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
             None => ctx.key,

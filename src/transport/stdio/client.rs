@@ -5,9 +5,7 @@ use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed, Message};
-use crate::mcp::{self, Era};
-use crate::pipeline::answer::Answer;
-use crate::pipeline::{self, Kind, Pending};
+use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::{Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -118,24 +116,13 @@ impl ToClient {
         }
     }
 
-    /// A request gets toolgate's error in place of its answer; a notification, nothing.
-    pub(super) fn fail(&self, u: &Unanswered, why: &UpstreamError) {
-        if u.id.is_some() {
-            self.write(Answer::upstream_failed(u.era, u.id.as_deref(), u.is_call, why).body);
-        }
-    }
-
     /// A request read from the client but never sent gets an error; anything else, nothing.
     pub(super) fn refuse(&self, line: &[u8], why: &UpstreamError) {
         if let Ok(Parsed::Single(m)) = jsonrpc::parse(line)
-            && m.is_request()
+            && let era = crate::mcp::Era::detect(None, m.version_text())
+            && let Some(a) = pipeline::undecided(&self.gw, &self.gw.targets[0], era, &m, why)
         {
-            let u = Unanswered {
-                id: m.id.map(ToOwned::to_owned),
-                era: Era::detect(None, m.version_text()),
-                is_call: m.method() == Some(mcp::TOOLS_CALL),
-            };
-            self.fail(&u, why);
+            self.write(a.body);
         }
     }
 
@@ -157,22 +144,5 @@ impl ToClient {
         }
         pipeline::observe_unsolicited(&self.gw, &key, &m);
         self.write(line);
-    }
-}
-
-/// Enough of a request to answer it with an error without its exchange.
-pub(super) struct Unanswered {
-    id: Option<Box<RawValue>>,
-    era: Era,
-    is_call: bool,
-}
-
-impl Unanswered {
-    pub(super) fn of(p: &Pending) -> Unanswered {
-        Unanswered {
-            id: p.id.clone(),
-            era: p.era,
-            is_call: matches!(p.kind, Kind::Call { .. }),
-        }
     }
 }

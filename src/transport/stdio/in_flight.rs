@@ -2,8 +2,9 @@
 //! requests among them by id (for the client's cancellations), and one stop that answers
 //! whatever is left when the run ends.
 
-use super::client::{ToClient, Unanswered};
+use super::client::ToClient;
 use crate::error::UpstreamError;
+use crate::pipeline::Pending;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,7 +15,8 @@ use tokio::task::{AbortHandle, JoinSet};
 /// A forwarded message's exchange, and what its client is owed if it cannot finish.
 pub(super) struct Exchange<F> {
     pub(super) future: F,
-    pub(super) owed: Unanswered,
+    /// The request the exchange answers, answered with the stop's error if it is stopped.
+    pub(super) owed: Pending,
 }
 
 /// What is in flight: each message's task, and the word that ends them all with an error
@@ -119,7 +121,7 @@ async fn until_stopped<F: Future<Output = ()>>(
     let Exchange { future, owed } = exchange;
     tokio::select! {
         () = future => {}
-        why = stopped(stop) => to.fail(&owed, &why),
+        why = stopped(stop) => to.failed(&owed, &why),
     }
 }
 
@@ -128,7 +130,7 @@ mod tests {
     use super::*;
     use crate::gateway::Gateway;
     use crate::mcp::Era;
-    use crate::pipeline::{Kind, Pending};
+    use crate::pipeline::Kind;
     use crate::transport::stdio::client::Out;
     use std::time::Duration;
     use tokio::sync::mpsc;
@@ -143,9 +145,9 @@ mod tests {
         (ToClient { gw, out }, rx)
     }
 
-    fn owed(to: &ToClient, id: &str) -> Unanswered {
+    fn owed(to: &ToClient, id: &str) -> Pending {
         let target = to.gw.targets[0].clone();
-        Unanswered::of(&Pending {
+        Pending {
             id: Some(serde_json::value::RawValue::from_string(id.into()).unwrap()),
             kind: Kind::Other,
             era: Era::Legacy,
@@ -153,7 +155,7 @@ mod tests {
             target,
             client: None,
             bridged: None,
-        })
+        }
     }
 
     fn lines(rx: &mut mpsc::UnboundedReceiver<Out>) -> Vec<serde_json::Value> {

@@ -22,7 +22,7 @@ pub mod to_child;
 use crate::error::UpstreamError;
 use crate::locks::MutexExt;
 pub(crate) use client::ToClient;
-use client::{Out, Unanswered, next_message};
+use client::{Out, next_message};
 use in_flight::{Exchange, InFlight};
 
 use crate::catalog::ScopeKey;
@@ -30,7 +30,6 @@ use crate::gateway::Target;
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::pipeline::Pending;
-use crate::pipeline::answer::Answer;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, Lister};
 use crate::pipeline::step::{self, Bridging, Sender, Step};
@@ -72,9 +71,8 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     /// How one message reaches the server, settled before the guard reads it: the era
     /// bridge, and over HTTP the headers taken from the message.
     type Way: Send + 'static;
-    /// A refusal of toolgate's listing that the client must see as it came.
-    type Relay: Send;
-    type Lister<'a>: Lister<Relay = Self::Relay> + Send + Sync
+    /// toolgate's own `tools/list`; a stdio client cannot be handed a refusal as it came.
+    type Lister<'a>: Lister<Relay = std::convert::Infallible> + Send + Sync
     where
         Self: 'a;
 
@@ -92,8 +90,6 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     fn bridging(way: &Self::Way) -> Bridging<'_>;
     /// toolgate's own `tools/list`, sent the way the message would go.
     fn lister<'a>(self: &'a Arc<Self>, way: &'a Self::Way, era: Era) -> Self::Lister<'a>;
-    /// A stdio client cannot be handed an HTTP refusal: it becomes the call's error.
-    fn relayed(relay: Self::Relay) -> UpstreamError;
     /// Sends a message the pipeline forwards; the returned future writes what the server
     /// answers, or why there is no answer, through `sent.to`. A child is written to before
     /// this returns, so messages reach it in the client's order.
@@ -172,7 +168,7 @@ async fn handle<U: Upstream>(
     };
     match step {
         Step::Forward { body, pending } => {
-            let owed = Unanswered::of(&pending);
+            let owed = pending.clone();
             let sent = Forwarded {
                 body,
                 pending,
@@ -188,10 +184,7 @@ async fn handle<U: Upstream>(
             to.write(a.body);
             None
         }
-        Step::Relay(relay) => {
-            to.write(Answer::upstream_failed(era, m.id, true, &U::relayed(relay)).body);
-            None
-        }
+        Step::Relay(never) => match never {},
         Step::Consumed => None,
     }
 }

@@ -171,13 +171,33 @@ impl SessionLister<'_> {
 }
 
 impl Lister for SessionLister<'_> {
-    type Relay = Box<axum::response::Response>;
+    /// A stdio client cannot be handed an HTTP refusal: the listing is unavailable, and the
+    /// guard answers the call as it answers any listing that failed.
+    type Relay = std::convert::Infallible;
 
     async fn list(
         &self,
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        self.list_in_session(request, id)
+            .await
+            .map_err(|e| match e {
+                ListFailed::Relay(resp) => ListFailed::Unavailable(UpstreamError::Unreachable(
+                    format!("the server refused the listing with HTTP {}", resp.status()),
+                )),
+                ListFailed::Unavailable(e) => ListFailed::Unavailable(e),
+                ListFailed::Refused(why) => ListFailed::Refused(why),
+            })
+    }
+}
+
+impl SessionLister<'_> {
+    async fn list_in_session(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Box<axum::response::Response>>> {
         let headers = &self.way.headers;
         let listed = self.with(headers).list(request.clone(), id).await;
         let Err(ListFailed::Relay(resp)) = &listed else {
@@ -226,7 +246,6 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
 
 impl Upstream for Http {
     type Way = Way;
-    type Relay = Box<axum::response::Response>;
     type Lister<'a> = SessionLister<'a>;
 
     const IN_ORDER: bool = false;
@@ -284,13 +303,6 @@ impl Upstream for Http {
             way,
             era,
         }
-    }
-
-    fn relayed(resp: Self::Relay) -> UpstreamError {
-        UpstreamError::Unreachable(format!(
-            "the server refused the listing with HTTP {}",
-            resp.status()
-        ))
     }
 
     async fn exchange(self: Arc<Self>, way: Way, sent: Forwarded) {

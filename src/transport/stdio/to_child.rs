@@ -8,7 +8,6 @@
 
 use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
 use crate::catalog::ScopeKey;
-use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::Message;
 use crate::locks::MutexExt;
@@ -107,7 +106,6 @@ impl Child {
 
 impl Upstream for Child {
     type Way = Way;
-    type Relay = std::convert::Infallible;
     type Lister<'a> = ChildLister<'a>;
 
     const IN_ORDER: bool = true;
@@ -139,10 +137,6 @@ impl Upstream for Child {
             timeout: self.timeout,
             bridging: Self::bridging(way),
         }
-    }
-
-    fn relayed(relay: Self::Relay) -> UpstreamError {
-        match relay {}
     }
 
     fn exchange(
