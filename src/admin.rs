@@ -66,7 +66,7 @@ async fn readyz(State(live): State<Live>) -> Response {
             Ok(()) => json!({"ready": true}),
             Err(e) => {
                 ready = false;
-                json!({"ready": false, "error": e})
+                json!({"ready": false, "error": e.to_string()})
             }
         };
         upstreams.insert(t.name.to_string(), state);
@@ -83,8 +83,19 @@ async fn readyz(State(live): State<Live>) -> Response {
         .into_response()
 }
 
+/// Why an upstream is not ready: a sentence for the operator reading `/readyz`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct NotReady(String);
+
+impl From<&str> for NotReady {
+    fn from(why: &str) -> NotReady {
+        NotReady(why.to_owned())
+    }
+}
+
 /// A stdio upstream is ready when its program can be found (each session starts its own).
-fn startable(command: &[String]) -> Result<(), String> {
+fn startable(command: &[String]) -> Result<(), NotReady> {
     let program = command.first().ok_or("no command")?;
     let found = if program.contains('/') {
         std::path::Path::new(program).is_file()
@@ -95,12 +106,12 @@ fn startable(command: &[String]) -> Result<(), String> {
     if found {
         Ok(())
     } else {
-        Err(format!("cannot find the program {program:?}"))
+        Err(NotReady(format!("cannot find the program {program:?}")))
     }
 }
 
-async fn reachable(url: &str) -> Result<(), String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+async fn reachable(url: &str) -> Result<(), NotReady> {
+    let uri: http::Uri = url.parse().map_err(|e| NotReady(format!("{e}")))?;
     let host = uri
         .host()
         .ok_or("no host")?
@@ -115,7 +126,9 @@ async fn reachable(url: &str) -> Result<(), String> {
     .await
     {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("cannot connect to {host}:{port}: {e}")),
-        Err(_) => Err(format!("no connection to {host}:{port} within 1s")),
+        Ok(Err(e)) => Err(NotReady(format!("cannot connect to {host}:{port}: {e}"))),
+        Err(_) => Err(NotReady(format!(
+            "no connection to {host}:{port} within 1s"
+        ))),
     }
 }

@@ -43,7 +43,7 @@ pub struct ScopeKey {
 pub struct Schema {
     raw: Box<str>,
     pub value: Value,
-    pub validator: Result<Validator, String>,
+    pub validator: Result<Validator, Uncompiled>,
     /// Why no client can use this schema, and where: it is not a JSON Schema of the dialect
     /// it declares, or its root is not an object schema as MCP requires. A schema that is
     /// valid but that toolgate cannot compile (a lookbehind pattern) is not invalid.
@@ -56,6 +56,12 @@ pub struct Schema {
     /// declared), and the walk runs only for calls it refuses.
     pub closed: Option<Validator>,
 }
+
+/// Why a schema has no validator (too large, unreadable, of an unknown dialect, or one
+/// toolgate cannot compile): a sentence for the operator and the client.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct Uncompiled(pub String);
 
 impl Schema {
     /// The schema as the check reads it, with its `validator`.
@@ -191,9 +197,9 @@ pub struct Page {
 }
 
 impl Page {
-    pub fn parse(result: &RawValue) -> Result<Page, String> {
-        let r: ListResult<'_> =
-            serde_json::from_str(result.get()).map_err(|e| format!("tools/list result: {e}"))?;
+    /// One page of a `tools/list` result; `Err` when it is not one.
+    pub fn parse(result: &RawValue) -> Result<Page, serde_json::Error> {
+        let r: ListResult<'_> = serde_json::from_str(result.get())?;
         Ok(Page {
             tools: r
                 .tools
@@ -486,7 +492,7 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     let fail = |value, why: String| Schema {
         raw: raw.into(),
         value,
-        validator: Err(why),
+        validator: Err(Uncompiled(why)),
         invalid: None,
         shape: None,
         closed: None,
@@ -528,7 +534,7 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
             )
             .build(v)
     };
-    let validator = build(&value).map_err(|e| e.masked().to_string());
+    let validator = build(&value).map_err(|e| Uncompiled(e.masked().to_string()));
     let closed = match (&validator, &shape) {
         (Ok(_), Some(_)) => {
             let mut c = value.clone();
@@ -810,7 +816,7 @@ mod tests {
     fn oversized_schema_is_refused() {
         let mut s = settings();
         s.max_schema_bytes = 10;
-        assert!(compile(ADD, &s).validator.unwrap_err().contains("limit"));
+        assert!(compile(ADD, &s).validator.unwrap_err().0.contains("limit"));
     }
 
     #[test]

@@ -46,11 +46,22 @@ pub struct Report {
     pub problems: Vec<Problem>,
 }
 
+/// Why a server's tools could not be listed for the check: a sentence for the operator.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CannotList(String);
+
+impl From<String> for CannotList {
+    fn from(why: String) -> CannotList {
+        CannotList(why)
+    }
+}
+
 /// Lists the tools of the server at `url` (a legacy session: initialize, list every page,
 /// end the session) and checks them.
-pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
+pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, CannotList> {
     let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
-    let up = HttpUpstream::new(uri, &cfg.upstream_tls)?;
+    let up = HttpUpstream::new(uri, &cfg.upstream_tls).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
@@ -98,7 +109,8 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
             let (_, result) = exchange(up, headers, Bytes::from(req.to_string()), &id, limits)
                 .await
                 .map_err(|e| failed("tools/list", e))?;
-            serde_json::from_str::<Value>(result.get()).map_err(|e| format!("tools/list: {e}"))
+            serde_json::from_str::<Value>(result.get())
+                .map_err(|e| CannotList(format!("tools/list: {e}")))
         }
     })
     .await?;
@@ -120,7 +132,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, String> {
 }
 
 /// Launches a stdio server, lists its tools (initialize, every page) and checks them.
-pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, String> {
+pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, CannotList> {
     use crate::transport::upstream::child::ChildProcess;
     // Nothing it sends on its own matters to a check.
     let child = ChildProcess::spawn(command, cfg.limits.max_response_bytes, |_| {})
@@ -154,10 +166,14 @@ pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, Str
         ));
         let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
             let ask = &ask;
-            async move { ask(&id, req).await.map_err(|e| format!("tools/list: {e}")) }
+            async move {
+                ask(&id, req)
+                    .await
+                    .map_err(|e| CannotList(format!("tools/list: {e}")))
+            }
         })
         .await?;
-        Ok::<_, String>(tools)
+        Ok::<_, CannotList>(tools)
     }
     .await;
     child.shutdown(cfg.stdio.shutdown_grace).await;
@@ -170,10 +186,10 @@ pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, Str
 }
 
 /// Every page of `tools/list`, each request sent through `ask(id, request)`.
-async fn list_pages<F, Fut>(max_pages: usize, mut ask: F) -> Result<Vec<Value>, String>
+async fn list_pages<F, Fut>(max_pages: usize, mut ask: F) -> Result<Vec<Value>, CannotList>
 where
     F: FnMut(String, Value) -> Fut,
-    Fut: std::future::Future<Output = Result<Value, String>>,
+    Fut: std::future::Future<Output = Result<Value, CannotList>>,
 {
     let mut tools = Vec::new();
     let mut cursor: Option<Value> = None;

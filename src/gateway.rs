@@ -221,7 +221,7 @@ impl Gateway {
         let shared = shared(&config, previous)?;
         let telemetry = match previous {
             Some(p) => p.telemetry.clone(),
-            None => crate::telemetry::Telemetry::start(&config.telemetry).map_err(ConfigError)?,
+            None => crate::telemetry::Telemetry::start(&config.telemetry)?,
         };
         Ok(Arc::new(Gateway {
             telemetry,
@@ -401,9 +401,7 @@ fn shared(
             .filter(|s| s.url() == url)
         {
             Some(s) => Some(s),
-            None => Some(Arc::new(
-                crate::policy::shared::SharedLimiter::new(url).map_err(ConfigError)?,
-            )),
+            None => Some(Arc::new(crate::policy::shared::SharedLimiter::new(url)?)),
         },
     })
 }

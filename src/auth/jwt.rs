@@ -252,14 +252,16 @@ impl Keys {
             Err(e) => {
                 fetches.failed = Some(Instant::now());
                 tracing::warn!(error = %e, "auth: could not fetch the JWKS");
-                self.held().map(|(s, _)| s).ok_or(Refusal::Unavailable(e))
+                self.held()
+                    .map(|(s, _)| s)
+                    .ok_or(Refusal::Unavailable(e.to_string()))
             }
         }
     }
 
-    async fn download(&self) -> Result<JwkSet, String> {
+    async fn download(&self) -> Result<JwkSet, Unfetched> {
         let (Some(uri), Some(client)) = (&self.url, &self.client) else {
-            return Err("no JWKS URL".into());
+            return Err(Unfetched("no JWKS URL".into()));
         };
         let req = http::Request::get(uri.clone())
             .header(http::header::ACCEPT, "application/json")
@@ -270,7 +272,7 @@ impl Keys {
             .map_err(|_| format!("no answer from {uri} within {FETCH_TIMEOUT:?}"))?
             .map_err(|e| format!("{uri}: {e}"))?;
         if !resp.status().is_success() {
-            return Err(format!("{uri} answered {}", resp.status()));
+            return Err(Unfetched(format!("{uri} answered {}", resp.status())));
         }
         let body = tokio::time::timeout(
             FETCH_TIMEOUT,
@@ -280,7 +282,18 @@ impl Keys {
         .map_err(|_| format!("{uri}: the key set did not arrive within {FETCH_TIMEOUT:?}"))?
         .map_err(|e| format!("{uri}: {e}"))?
         .to_bytes();
-        serde_json::from_slice(&body).map_err(|e| format!("{uri}: not a JWKS: {e}"))
+        serde_json::from_slice(&body).map_err(|e| Unfetched(format!("{uri}: not a JWKS: {e}")))
+    }
+}
+
+/// Why the key set could not be had: a sentence naming where it was asked for.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Unfetched(String);
+
+impl From<String> for Unfetched {
+    fn from(why: String) -> Unfetched {
+        Unfetched(why)
     }
 }
 

@@ -7,6 +7,7 @@
 //! answers toolgate may need to read arrive uncompressed.
 
 use super::pool::Pool;
+use super::tls::TlsError;
 use crate::error::UpstreamError;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -187,7 +188,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 impl HttpClient {
     /// A client of `uri`; `tls` applies to an `https://` one.
-    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpClient, String> {
+    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpClient, TlsError> {
         let https = uri.scheme_str() == Some("https");
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let host = uri.host().unwrap_or("localhost");

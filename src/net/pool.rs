@@ -240,7 +240,11 @@ impl Pool {
                 .map_err(|e| fail(e.to_string()))?;
         let _ = stream.set_nodelay(true);
         let tx = match &self.tls {
-            None => Sender::H1(handshake_h1(TokioIo::new(stream)).await.map_err(fail)?),
+            None => Sender::H1(
+                handshake_h1(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| fail(e.to_string()))?,
+            ),
             Some((tls, _)) => {
                 let c = tls.connect(stream).await.map_err(|why| {
                     UpstreamError::Untrusted(format!("connecting to {}: {why}", self.addr))
@@ -259,7 +263,7 @@ impl Pool {
                     self.put(Sender::H2(tx.clone()));
                     Sender::H2(tx)
                 } else {
-                    Sender::H1(handshake_h1(io).await.map_err(fail)?)
+                    Sender::H1(handshake_h1(io).await.map_err(|e| fail(e.to_string()))?)
                 }
             }
         };
@@ -283,11 +287,11 @@ impl Pool {
     }
 }
 
-async fn handshake_h1<T>(io: T) -> Result<http1::SendRequest<Full<Bytes>>, String>
+async fn handshake_h1<T>(io: T) -> Result<http1::SendRequest<Full<Bytes>>, hyper::Error>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let (tx, conn) = http1::handshake(io).await.map_err(|e| e.to_string())?;
+    let (tx, conn) = http1::handshake(io).await?;
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "upstream connection ended");

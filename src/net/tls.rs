@@ -19,6 +19,33 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+/// Why TLS to an upstream cannot be set up or did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{name:?} is not a name a certificate can carry: {source}")]
+    ServerName {
+        name: String,
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    #[error("TLS handshake with {name} failed: {source}")]
+    Handshake {
+        name: String,
+        source: std::io::Error,
+    },
+    /// A file the settings name cannot be used.
+    #[error("{what} {path}: {why}")]
+    File {
+        what: &'static str,
+        path: String,
+        why: String,
+    },
+    /// The settings do not make a configuration.
+    #[error("{0}")]
+    Settings(&'static str),
+    #[error("{0}")]
+    Rustls(#[from] rustls::Error),
+}
+
 /// What identifies a version of the files: each one's size and modification time.
 type Stamp = Vec<Option<(u64, SystemTime)>>;
 
@@ -36,11 +63,14 @@ pub struct Connected {
 
 impl TlsConnect {
     /// TLS for an upstream at `host`, checked against `settings.server_name` when given.
-    pub fn new(settings: &UpstreamTls, host: &str) -> Result<TlsConnect, String> {
+    pub fn new(settings: &UpstreamTls, host: &str) -> Result<TlsConnect, TlsError> {
         let name = settings.server_name.as_deref().unwrap_or(host);
         let name = name.trim_start_matches('[').trim_end_matches(']');
-        let server_name = ServerName::try_from(name.to_owned())
-            .map_err(|e| format!("{name:?} is not a name a certificate can carry: {e}"))?;
+        let server_name =
+            ServerName::try_from(name.to_owned()).map_err(|source| TlsError::ServerName {
+                name: name.to_owned(),
+                source,
+            })?;
         Ok(TlsConnect {
             settings: settings.clone(),
             server_name,
@@ -48,12 +78,15 @@ impl TlsConnect {
         })
     }
 
-    pub async fn connect(&self, tcp: TcpStream) -> Result<Connected, String> {
+    pub async fn connect(&self, tcp: TcpStream) -> Result<Connected, TlsError> {
         let config = self.config()?;
         let stream = TlsConnector::from(config)
             .connect(self.server_name.clone(), tcp)
             .await
-            .map_err(|e| format!("TLS handshake with {:?} failed: {e}", self.server_name))?;
+            .map_err(|source| TlsError::Handshake {
+                name: format!("{:?}", self.server_name),
+                source,
+            })?;
         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
         Ok(Connected { stream, h2 })
     }
@@ -78,7 +111,7 @@ impl TlsConnect {
     }
 
     /// The client configuration for the files as they are now.
-    fn config(&self) -> Result<Arc<ClientConfig>, String> {
+    fn config(&self) -> Result<Arc<ClientConfig>, TlsError> {
         let stamp = self.stamp();
         let mut built = self.built.locked();
         if let Some((s, c)) = built.as_ref()
@@ -92,53 +125,69 @@ impl TlsConnect {
     }
 }
 
-fn build(s: &UpstreamTls) -> Result<ClientConfig, String> {
+fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     if !s.only_ca_file {
         let native = rustls_native_certs::load_native_certs();
         let (added, _) = roots.add_parsable_certificates(native.certs);
         if added == 0 && s.ca_file.is_none() {
-            return Err("no system root certificates were found; give upstream_tls.ca_file".into());
+            return Err(TlsError::Settings(
+                "no system root certificates were found; give upstream_tls.ca_file",
+            ));
         }
     }
     if let Some(path) = &s.ca_file {
-        let certs = certificates(path)?;
+        let file = |why: String| TlsError::File {
+            what: "upstream_tls.ca_file",
+            path: path.clone(),
+            why,
+        };
+        let certs = certificates(path).map_err(|e| file(e.to_string()))?;
         if certs.is_empty() {
-            return Err(format!(
-                "upstream_tls.ca_file {path}: no PEM certificate in it"
-            ));
+            return Err(file("no PEM certificate in it".into()));
         }
         for c in certs {
-            roots
-                .add(c)
-                .map_err(|e| format!("upstream_tls.ca_file {path}: {e}"))?;
+            roots.add(c).map_err(|e| file(e.to_string()))?;
         }
     } else if s.only_ca_file {
-        return Err("upstream_tls.only_ca_file is set without a ca_file".into());
+        return Err(TlsError::Settings(
+            "upstream_tls.only_ca_file is set without a ca_file",
+        ));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
     let mut config = match (&s.client_cert_file, &s.client_key_file) {
         (Some(cert), Some(key)) => {
-            let chain = certificates(cert)?;
+            let file = |what, path: &String, why: String| TlsError::File {
+                what,
+                path: path.clone(),
+                why,
+            };
+            let chain = certificates(cert)
+                .map_err(|e| file("upstream_tls.client_cert_file", cert, e.to_string()))?;
             let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| format!("upstream_tls.client_key_file {key}: {e}"))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| format!("the client certificate and key do not go together: {e}"))?
+                .map_err(|e| file("upstream_tls.client_key_file", key, e.to_string()))?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                file(
+                    "upstream_tls.client_cert_file",
+                    cert,
+                    format!("the client certificate and key do not go together: {e}"),
+                )
+            })?
         }
         (None, None) => builder.with_no_client_auth(),
-        _ => return Err("give both upstream_tls.client_cert_file and client_key_file".into()),
+        _ => {
+            return Err(TlsError::Settings(
+                "give both upstream_tls.client_cert_file and client_key_file",
+            ));
+        }
     };
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
 
-fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{path}: {e}"))
+fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {
+    CertificateDer::pem_file_iter(path).and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
 }

@@ -225,7 +225,7 @@ async fn decide<L: Lister>(
     }
     let validator = match &schema.validator {
         Ok(validator) => validator,
-        Err(why) => return unusable_schema(gw, &call, tool, why).await,
+        Err(why) => return unusable_schema(gw, &call, tool, &why.0).await,
     };
     let checked = check(&call, tool, schema, validator, settings, &mut args);
     let Some(report) = checked.report else {
@@ -286,12 +286,15 @@ fn deny<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Option<Decision<R>> {
     ))
 }
 
-/// The call's arguments as an object; inner `Err` is the place of a duplicate key (a
-/// violation the report names), outer `Err` the answer to arguments that are no object.
+/// Arguments that name a key twice: the place of the second, a violation the report names.
+struct DuplicateKey(String);
+
+/// The call's arguments as an object; inner `Err` is a duplicate key, outer `Err` the answer
+/// to arguments that are no object.
 fn arguments(
     id: &RawValue,
     arguments: Option<Result<serde_json::Map<String, Value>, ArgumentsError>>,
-) -> Result<Result<Value, String>, Answer> {
+) -> Result<Result<Value, DuplicateKey>, Answer> {
     match arguments {
         None => Ok(Ok(Value::Object(Default::default()))),
         Some(Ok(map)) => Ok(Ok(Value::Object(map))),
@@ -307,7 +310,7 @@ fn arguments(
             &format!("Invalid Request: unreadable arguments: {e}"),
             None,
         )),
-        Some(Err(ArgumentsError::Duplicate { pointer })) => Ok(Err(pointer)),
+        Some(Err(ArgumentsError::Duplicate { pointer })) => Ok(Err(DuplicateKey(pointer))),
     }
 }
 
@@ -384,7 +387,7 @@ fn check(
     schema: &Schema,
     validator: &jsonschema::Validator,
     settings: ToolSettings,
-    args: &mut Result<Value, String>,
+    args: &mut Result<Value, DuplicateKey>,
 ) -> Checked {
     let v = &call.target.validation;
     let mut checked = Checked {
@@ -393,7 +396,7 @@ fn check(
     };
     let mut all_declared = false;
     match args {
-        Err(pointer) => {
+        Err(DuplicateKey(pointer)) => {
             checked.report = Some(Report::duplicate_key(
                 tool,
                 &schema.value,
@@ -676,7 +679,8 @@ pub async fn list_all<L: Lister>(
         let body = json!({"jsonrpc": "2.0", "id": id, "method": mcp::TOOLS_LIST, "params": params});
         let body = Bytes::from(serde_json::to_vec(&body).expect("a listing request serializes"));
         let result = lister.list(body, &id).await?;
-        let page = Page::parse(&result).map_err(ListFailed::Refused)?;
+        let page = Page::parse(&result)
+            .map_err(|e| ListFailed::Refused(format!("tools/list result: {e}")))?;
         tools.extend(page.tools);
         ttl = match (ttl, page.ttl) {
             (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
@@ -697,8 +701,13 @@ pub async fn list_all<L: Lister>(
     Ok(())
 }
 
-/// The answer to request `id` in one message, if it is one: its result, or why it failed.
-pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, String>> {
+/// A server answered one of toolgate's own requests with a JSON-RPC error: its message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ErrorAnswer(pub String);
+
+/// The answer to request `id` in one message, if it is one: its result, or its error.
+pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, ErrorAnswer>> {
     let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(bytes) else {
         return None;
     };
@@ -714,7 +723,7 @@ pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, Stri
         .and_then(|e| serde_json::from_str::<Value>(e.get()).ok())
         .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_else(|| "an error without a message".into());
-    Some(Err(message))
+    Some(Err(ErrorAnswer(message)))
 }
 
 /// The original message with the `changed` arguments replaced by their coerced values; every
@@ -799,7 +808,8 @@ mod tests {
                 "ours"
             )
             .unwrap()
-            .unwrap_err(),
+            .unwrap_err()
+            .0,
             "nope"
         );
     }

@@ -59,7 +59,7 @@ impl ToolRules {
                     out.push(Violation {
                         pointer: at,
                         keyword: "pathConfinement".into(),
-                        message: why,
+                        message: why.to_string(),
                     });
                 }
             }
@@ -80,25 +80,42 @@ fn rule(r: &PathRule) -> Result<(String, PathBuf), String> {
     Ok((pointer, normalize(Path::new("/"), &r.root)))
 }
 
+/// Why a path argument is refused: where it really leads, or why it cannot be read as a path.
+#[derive(Debug, thiserror::Error)]
+enum Escape {
+    #[error("must not contain a NUL character")]
+    Nul,
+    #[error("must stay inside {root}, but {value:?} resolves to {resolved}")]
+    Outside {
+        root: String,
+        value: String,
+        resolved: String,
+    },
+    #[error("must be a local file, but the URI names the host {0:?}")]
+    RemoteHost(String),
+    #[error("is not a readable file URI (bad percent-encoding)")]
+    BadEncoding,
+}
+
 /// `Err` says where the path really leads.
-fn confine(root: &Path, value: &str) -> Result<(), String> {
+fn confine(root: &Path, value: &str) -> Result<(), Escape> {
     if value.contains('\0') {
-        return Err("must not contain a NUL character".into());
+        return Err(Escape::Nul);
     }
     let path = file_uri_path(value)?;
     let value = path.as_deref().unwrap_or(value);
     if value.contains('\0') {
-        return Err("must not contain a NUL character".into());
+        return Err(Escape::Nul);
     }
     let resolved = normalize(root, value);
     if resolved.starts_with(root) {
         Ok(())
     } else {
-        Err(format!(
-            "must stay inside {}, but {value:?} resolves to {}",
-            root.display(),
-            resolved.display()
-        ))
+        Err(Escape::Outside {
+            root: root.display().to_string(),
+            value: value.to_owned(),
+            resolved: resolved.display().to_string(),
+        })
     }
 }
 
@@ -106,7 +123,7 @@ fn confine(root: &Path, value: &str) -> Result<(), String> {
 /// `file:/p`, `file:///p` and `file://localhost/p`; `\` as `/`; percent-decoded before `..` is
 /// resolved), so that no spelling of a URI reaches a path the plain form could not. Any other
 /// host is refused: the file is not on this machine. `Ok(None)`: not a `file:` URI.
-fn file_uri_path(value: &str) -> Result<Option<String>, String> {
+fn file_uri_path(value: &str) -> Result<Option<String>, Escape> {
     let Some(rest) = value
         .get(..5)
         .filter(|s| s.eq_ignore_ascii_case("file:"))
@@ -120,16 +137,14 @@ fn file_uri_path(value: &str) -> Result<Option<String>, String> {
         Some(after) => {
             let (host, path) = after.split_at(after.find('/').unwrap_or(after.len()));
             if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
-                return Err(format!(
-                    "must be a local file, but the URI names the host {host:?}"
-                ));
+                return Err(Escape::RemoteHost(host.to_owned()));
             }
             path
         }
         None => rest,
     };
     let decoded = crate::text::percent_decode(path)
-        .ok_or("is not a readable file URI (bad percent-encoding)")?
+        .ok_or(Escape::BadEncoding)?
         .replace('\\', "/");
     Ok(Some(format!("/{}", decoded.trim_start_matches('/'))))
 }
@@ -161,7 +176,7 @@ mod tests {
         assert!(confine(root, "/workspace/a/../b").is_ok());
         assert!(confine(root, "./a/./b").is_ok());
         assert_eq!(
-            confine(root, "../../etc/passwd").unwrap_err(),
+            confine(root, "../../etc/passwd").unwrap_err().to_string(),
             "must stay inside /workspace, but \"../../etc/passwd\" resolves to /etc/passwd"
         );
         assert!(confine(root, "/etc/passwd").is_err());

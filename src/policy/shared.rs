@@ -10,6 +10,7 @@
 //! cannot reach Redis within [`WAIT`] is decided by `shared_state.on_unavailable`.
 
 use super::clients::{Limited, Rate};
+use crate::config::ConfigError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 
@@ -33,6 +34,15 @@ redis.call('SET', KEYS[1], full_at, 'PX', math.floor((full_at - now) / 1000) + 1
 return 0
 ";
 
+/// Why the shared bucket gave no verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum Unshared {
+    #[error("{0}")]
+    Failed(redis::RedisError),
+    #[error("no answer within {0:?}")]
+    Silent(Duration),
+}
+
 pub struct SharedLimiter {
     url: String,
     conn: ConnectionManager,
@@ -41,16 +51,15 @@ pub struct SharedLimiter {
 
 impl SharedLimiter {
     /// A limiter on the Redis at `url` (`redis://` or `rediss://`); nothing is sent yet.
-    pub fn new(url: &str) -> Result<SharedLimiter, String> {
-        let client =
-            redis::Client::open(url).map_err(|e| format!("shared_state.redis_url: {e}"))?;
+    pub fn new(url: &str) -> Result<SharedLimiter, ConfigError> {
+        let unusable = |e: redis::RedisError| ConfigError(format!("shared_state.redis_url: {e}"));
+        let client = redis::Client::open(url).map_err(unusable)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(WAIT))
             .set_response_timeout(Some(WAIT))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_secs(2));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| format!("shared_state.redis_url: {e}"))?;
+        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(unusable)?;
         Ok(SharedLimiter {
             url: url.to_owned(),
             conn,
@@ -69,7 +78,7 @@ impl SharedLimiter {
         upstream: &str,
         tool: &str,
         rate: Rate,
-    ) -> Result<Result<(), Limited>, String> {
+    ) -> Result<Result<(), Limited>, Unshared> {
         let interval = rate.per / rate.count;
         let tolerance = rate.per - interval;
         // Length-prefixed parts: no name can make two buckets share a key.
@@ -90,8 +99,8 @@ impl SharedLimiter {
                 retry_after: Duration::from_micros(wait_us),
                 rate: rate.describe(),
             })),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {WAIT:?}")),
+            Ok(Err(e)) => Err(Unshared::Failed(e)),
+            Err(_) => Err(Unshared::Silent(WAIT)),
         }
     }
 }

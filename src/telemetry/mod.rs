@@ -9,7 +9,7 @@
 
 mod otlp;
 
-use crate::config::TelemetryConfig;
+use crate::config::{ConfigError, TelemetryConfig};
 use crate::net::client::{HttpClient, Wait};
 use bytes::Bytes;
 use http::HeaderValue;
@@ -133,7 +133,7 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// Starts the exporter when an endpoint is configured (`None` otherwise). Needs a runtime.
-    pub fn start(cfg: &TelemetryConfig) -> Result<Option<Arc<Telemetry>>, String> {
+    pub fn start(cfg: &TelemetryConfig) -> Result<Option<Arc<Telemetry>>, ConfigError> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let endpoint = match (
             cfg.otlp_endpoint.clone(),
@@ -152,8 +152,9 @@ impl Telemetry {
             (None, None, None) => return Ok(None),
         };
         let uri = crate::config::parse_upstream_url(&endpoint)
-            .map_err(|e| format!("telemetry endpoint: {}", e.0))?;
-        let up = HttpClient::new(uri, &cfg.tls)?;
+            .map_err(|e| ConfigError(format!("telemetry endpoint: {}", e.0)))?;
+        let up = HttpClient::new(uri, &cfg.tls)
+            .map_err(|e| ConfigError(format!("telemetry endpoint: {e}")))?;
         let mut resource = vec![(
             "service.name".to_owned(),
             env("OTEL_SERVICE_NAME").unwrap_or_else(|| "toolgate".into()),

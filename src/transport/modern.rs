@@ -57,8 +57,25 @@ pub fn mirror(headers: &mut HeaderMap, m: &Message<'_>) {
     }
 }
 
-/// `Err` says which header does not match, for the `-32020` message.
-pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), String> {
+/// Which header does not say what a 2026-07-28 body says, for the `-32020` message.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("MCP-Protocol-Version header {header:?} does not match _meta protocolVersion {body:?}")]
+    Version { header: String, body: String },
+    #[error("the MCP-Protocol-Version header is missing")]
+    NoVersion,
+    #[error("the Mcp-Method header is missing")]
+    NoMethod,
+    #[error("Mcp-Method header {header:?} does not match the method {method:?}")]
+    Method { header: String, method: String },
+    #[error("the Mcp-Name header is missing for {0}")]
+    NoName(String),
+    #[error("Mcp-Name header {header:?} does not match {body:?}")]
+    Name { header: String, body: String },
+}
+
+/// `Err` says which header does not match.
+pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), Mismatch> {
     let header =
         |name: http::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(decode);
     let params = match &m.params {
@@ -75,22 +92,24 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), String> {
         params.meta.as_ref().and_then(|m| m.version.as_deref()),
     ) {
         (Some(h), Some(b)) if h != b => {
-            return Err(format!(
-                "MCP-Protocol-Version header {h:?} does not match _meta protocolVersion {b:?}"
-            ));
+            return Err(Mismatch::Version {
+                header: h,
+                body: b.to_owned(),
+            });
         }
-        (None, Some(_)) => return Err("the MCP-Protocol-Version header is missing".into()),
+        (None, Some(_)) => return Err(Mismatch::NoVersion),
         _ => {}
     }
     let Some(method) = m.method() else {
         return Ok(());
     };
     match header(mcp::METHOD_HEADER) {
-        None => return Err("the Mcp-Method header is missing".into()),
+        None => return Err(Mismatch::NoMethod),
         Some(h) if h != method => {
-            return Err(format!(
-                "Mcp-Method header {h:?} does not match the method {method:?}"
-            ));
+            return Err(Mismatch::Method {
+                header: h,
+                method: method.to_owned(),
+            });
         }
         Some(_) => {}
     }
@@ -100,8 +119,11 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), String> {
         _ => return Ok(()),
     };
     match (header(mcp::NAME_HEADER), named) {
-        (None, _) => Err(format!("the Mcp-Name header is missing for {method}")),
-        (Some(h), Some(b)) if h != b => Err(format!("Mcp-Name header {h:?} does not match {b:?}")),
+        (None, _) => Err(Mismatch::NoName(method.to_owned())),
+        (Some(h), Some(b)) if h != b => Err(Mismatch::Name {
+            header: h,
+            body: b.to_owned(),
+        }),
         _ => Ok(()),
     }
 }
@@ -212,6 +234,7 @@ mod tests {
         assert!(
             check(&headers(&wrong_name), &m)
                 .unwrap_err()
+                .to_string()
                 .contains("Mcp-Name")
         );
         let wrong_method = [
@@ -222,6 +245,7 @@ mod tests {
         assert!(
             check(&headers(&wrong_method), &m)
                 .unwrap_err()
+                .to_string()
                 .contains("Mcp-Method")
         );
         let wrong_version = [
@@ -231,11 +255,13 @@ mod tests {
         assert!(
             check(&headers(&wrong_version), &m)
                 .unwrap_err()
+                .to_string()
                 .contains("MCP-Protocol-Version")
         );
         assert!(
             check(&headers(&[("mcp-protocol-version", "2026-07-28")]), &m)
                 .unwrap_err()
+                .to_string()
                 .contains("missing")
         );
     }

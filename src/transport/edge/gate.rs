@@ -15,7 +15,7 @@ use super::request::{Caller, Endpoint, Inbound, Note, Outbound, Route, Routed, U
 use super::stdio_children::{self, ChildWay};
 use super::to_http::{self, HttpWay};
 use crate::catalog::ScopeKey;
-use crate::config::parse_upstream_url;
+use crate::config::{ConfigError, parse_upstream_url};
 use crate::gateway::Live;
 use crate::jsonrpc::{self, Body as Parsed};
 
@@ -54,15 +54,15 @@ pub(crate) struct Upstreams {
 impl Upstreams {
     /// One endpoint per target of the gateway in force; `Err` when an upstream's TLS settings
     /// are unusable (a server name no certificate can carry).
-    pub(crate) fn new(live: &Live) -> Result<Upstreams, String> {
+    pub(crate) fn new(live: &Live) -> Result<Upstreams, ConfigError> {
         let gw = live.load();
         let mut endpoints = Vec::new();
         let mut pools = Vec::new();
         for (index, target) in gw.targets.iter().enumerate() {
             let up = if target.command.is_empty() {
-                let uri = parse_upstream_url(&target.url).map_err(|e| e.0)?;
+                let uri = parse_upstream_url(&target.url)?;
                 let up = HttpUpstream::new(uri, &target.tls)
-                    .map_err(|e| format!("upstream {}: {e}", target.name))?;
+                    .map_err(|e| ConfigError(format!("upstream {}: {e}", target.name)))?;
                 Upstream::Http(Arc::new(up))
             } else {
                 let pool = StdioPool::new(live.clone(), index);

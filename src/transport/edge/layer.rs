@@ -264,7 +264,7 @@ where
         };
         match found {
             Some(Ok(result)) => Ok(result),
-            Some(Err(message)) => Err(ListFailed::Refused(message)),
+            Some(Err(message)) => Err(ListFailed::Refused(message.0)),
             None => Err(unreadable("no answer to toolgate's tools/list".into())),
         }
     }

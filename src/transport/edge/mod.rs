@@ -49,7 +49,7 @@ pub struct App {
 impl App {
     /// The edge for the gateway in force; `Err` when an upstream's TLS settings are unusable
     /// (a server name no certificate can carry).
-    pub fn new(live: &Live) -> Result<App, String> {
+    pub fn new(live: &Live) -> Result<App, crate::config::ConfigError> {
         Ok(App {
             live: live.clone(),
             upstreams: Upstreams::new(live)?,

@@ -8,7 +8,7 @@
 //! logged; the next look tries again. With `client_ca_file`, clients must present a
 //! certificate from that CA. ALPN offers `h2` and `http/1.1`.
 
-use crate::config::ListenerTls;
+use crate::config::{ConfigError, ListenerTls};
 use crate::locks::MutexExt;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
@@ -36,7 +36,7 @@ struct State {
 impl Acceptor {
     /// Reads the files once; `Err` says which one is wrong, so toolgate does not start with
     /// a listener nobody can connect to.
-    pub fn new(settings: &ListenerTls) -> Result<Acceptor, String> {
+    pub fn new(settings: &ListenerTls) -> Result<Acceptor, ConfigError> {
         let stamp = stamp(settings);
         let acceptor = TlsAcceptor::from(Arc::new(build(settings)?));
         Ok(Acceptor {
@@ -88,44 +88,44 @@ fn stamp(s: &ListenerTls) -> Stamp {
     .collect()
 }
 
-fn build(s: &ListenerTls) -> Result<ServerConfig, String> {
+fn build(s: &ListenerTls) -> Result<ServerConfig, ConfigError> {
+    let file = |key: &str, path: &str, e: &dyn std::fmt::Display| {
+        ConfigError(format!("tls.{key} {path}: {e}"))
+    };
     let chain = CertificateDer::pem_file_iter(&s.cert_file)
         .and_then(|c| c.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("tls.cert_file {}: {e}", s.cert_file))?;
+        .map_err(|e| file("cert_file", &s.cert_file, &e))?;
     if chain.is_empty() {
-        return Err(format!(
-            "tls.cert_file {}: no PEM certificate in it",
-            s.cert_file
-        ));
+        return Err(file("cert_file", &s.cert_file, &"no PEM certificate in it"));
     }
-    let key = PrivateKeyDer::from_pem_file(&s.key_file)
-        .map_err(|e| format!("tls.key_file {}: {e}", s.key_file))?;
+    let key =
+        PrivateKeyDer::from_pem_file(&s.key_file).map_err(|e| file("key_file", &s.key_file, &e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ConfigError(e.to_string()))?;
     let builder = match &s.client_ca_file {
         None => builder.with_no_client_auth(),
         Some(path) => {
             let mut roots = rustls::RootCertStore::empty();
             let certs = CertificateDer::pem_file_iter(path)
                 .and_then(|c| c.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("tls.client_ca_file {path}: {e}"))?;
+                .map_err(|e| file("client_ca_file", path, &e))?;
             for c in certs {
-                roots
-                    .add(c)
-                    .map_err(|e| format!("tls.client_ca_file {path}: {e}"))?;
+                roots.add(c).map_err(|e| file("client_ca_file", path, &e))?;
             }
             let verifier =
                 rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
                     .build()
-                    .map_err(|e| format!("tls.client_ca_file {path}: {e}"))?;
+                    .map_err(|e| file("client_ca_file", path, &e))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("tls.cert_file and tls.key_file do not go together: {e}"))?;
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| {
+        ConfigError(format!(
+            "tls.cert_file and tls.key_file do not go together: {e}"
+        ))
+    })?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }

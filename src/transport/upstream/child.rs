@@ -541,6 +541,26 @@ pub enum ServerEra {
     Bridged(Box<RawValue>),
 }
 
+/// Why a request of toolgate's own to a child (its handshake, the era question) got no result.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnRequestFailed {
+    #[error("initializing the tool server: {0}")]
+    Initialize(Unresulted),
+    #[error("asking the tool server for its era: {0}")]
+    Discover(Unresulted),
+}
+
+/// Why one request got no result.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresulted {
+    #[error("{0}")]
+    Unavailable(#[from] UpstreamError),
+    #[error("{0}")]
+    Refused(#[from] guard::ErrorAnswer),
+    #[error("the answer is not a JSON-RPC response")]
+    NotAnswer,
+}
+
 impl ChildProcess {
     /// Sends one request of toolgate's own (`id`, a string) and reads its result, or why there
     /// is none.
@@ -549,22 +569,24 @@ impl ChildProcess {
         request: serde_json::Value,
         id: &str,
         timeout: Duration,
-    ) -> Result<Box<RawValue>, String> {
+    ) -> Result<Box<RawValue>, Unresulted> {
         let raw_id = serde_json::to_string(id).expect("a string serializes");
         let answer = self
             .request(Bytes::from(request.to_string()), &raw_id, timeout)
-            .await
-            .map_err(|e| e.to_string())?;
-        guard::match_answer(&answer, id)
-            .unwrap_or_else(|| Err("the answer is not a JSON-RPC response".into()))
+            .await?;
+        Ok(guard::match_answer(&answer, id).ok_or(Unresulted::NotAnswer)??)
     }
 
     /// Opens the server with the handshake (2025-11-25); returns its `initialize` result.
-    pub async fn initialize(&self, id: &str, timeout: Duration) -> Result<Box<RawValue>, String> {
+    pub async fn initialize(
+        &self,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, OwnRequestFailed> {
         let result = self
             .ask(mcp::initialize_request(id), id, timeout)
             .await
-            .map_err(|e| format!("initializing the tool server: {e}"))?;
+            .map_err(OwnRequestFailed::Initialize)?;
         let initialized =
             serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let _ = self.send(Bytes::from(initialized.to_string()));
@@ -580,7 +602,7 @@ impl ChildProcess {
         &self,
         ids: impl Fn() -> String,
         timeout: Duration,
-    ) -> Result<ServerEra, String> {
+    ) -> Result<ServerEra, OwnRequestFailed> {
         let id = ids();
         let raw_id = serde_json::to_string(&id).expect("a string serializes");
         let answer = match self
@@ -598,7 +620,7 @@ impl ChildProcess {
                 );
                 return Ok(ServerEra::Silent);
             }
-            Err(e) => return Err(format!("asking the tool server for its era: {e}")),
+            Err(e) => return Err(OwnRequestFailed::Discover(e.into())),
         };
         match guard::match_answer(&answer, &id) {
             Some(Err(why)) => {
@@ -606,9 +628,7 @@ impl ChildProcess {
                 Ok(ServerEra::Bridged(self.initialize(&ids(), timeout).await?))
             }
             Some(Ok(discovered)) => Ok(ServerEra::Modern(discovered)),
-            None => Err(
-                "asking the tool server for its era: the answer is not a JSON-RPC response".into(),
-            ),
+            None => Err(OwnRequestFailed::Discover(Unresulted::NotAnswer)),
         }
     }
 }
@@ -673,7 +693,7 @@ impl Lister for ChildLister<'_> {
             .map_err(ListFailed::Unavailable)?;
         match guard::match_answer(&answer, id) {
             Some(Ok(r)) => Ok(r),
-            Some(Err(m)) => Err(ListFailed::Refused(m)),
+            Some(Err(m)) => Err(ListFailed::Refused(m.0)),
             None => Err(ListFailed::Refused(
                 "the answer is not a JSON-RPC response to the listing".into(),
             )),

@@ -393,7 +393,7 @@ impl StdioPool {
             sc.child
                 .initialize(&gw.next_id(), gw.config.limits.upstream_timeout)
                 .await
-                .map_err(NoChild::Failed)?;
+                .map_err(|e| NoChild::Failed(e.to_string()))?;
             *shared = Some(sc.clone());
             return Ok(sc);
         }
@@ -403,7 +403,7 @@ impl StdioPool {
             Ok(ServerEra::Bridged(init)) => {
                 let _ = sc.bridged.set(init);
             }
-            Err(why) => return Err(NoChild::Failed(why)),
+            Err(why) => return Err(NoChild::Failed(why.to_string())),
         }
         *shared = Some(sc.clone());
         Ok(sc)

@@ -5,6 +5,7 @@ use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::{BodyError, HttpClient, UpstreamBody, Wait, strip_hop_by_hop};
+use crate::net::tls::TlsError;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::sse::{self, Split, Splitter};
 use bytes::Bytes;
@@ -22,7 +23,7 @@ pub struct HttpUpstream {
 
 impl HttpUpstream {
     /// An upstream at `uri`; `tls` applies to an `https://` one.
-    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpUpstream, String> {
+    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpUpstream, TlsError> {
         Ok(HttpUpstream {
             http: HttpClient::new(uri, tls)?,
             bridge: Default::default(),
@@ -72,9 +73,9 @@ pub(crate) async fn exchange(
             "the answer broke off: {e}"
         )))
     };
-    let found = |r: Result<Box<RawValue>, String>| {
+    let found = |r: Result<Box<RawValue>, guard::ErrorAnswer>| {
         r.map(|result| (parts.headers.clone(), result))
-            .map_err(ListFailed::Refused)
+            .map_err(|e| ListFailed::Refused(e.0))
     };
     if !is_sse {
         return match collect_upstream(body, limits.max_response_bytes)
