@@ -3,7 +3,7 @@
 //! parsed (`-32700` / `-32600`, 400); a body in the 2026-07-28 envelope is held to that era's
 //! header rules (`-32020` on a mismatch: they compare headers with the parsed body, so they
 //! live here and not in a layer of their own). Then, for either kind of server, one path:
-//! the message's [`Way`] to the server is settled (`to_http`: the era bridges' sessions;
+//! the message's [`EndpointWay`] to the server is settled (`to_http`: the era bridges' sessions;
 //! `stdio_children`: which child), `pipeline::step` decides it with a listing sent that same
 //! way, and toolgate answers it or the way sends it. What comes back goes through
 //! `pipeline::settle` (over HTTP in `answers`, which also streams). GET (the server's stream)
@@ -216,10 +216,12 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         return *refused;
     }
     let way = match &rt.up {
-        Upstream::Http(up) => Way::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await),
+        Upstream::Http(up) => {
+            EndpointWay::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await)
+        }
         Upstream::Stdio(pool) => {
             match ChildWay::find(rt, pool, &parts.headers, &m, era, &ctx, note).await {
-                Ok(way) => Way::Child(way),
+                Ok(way) => EndpointWay::Child(way),
                 Err(resp) => return resp,
             }
         }
@@ -255,8 +257,8 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     };
     note.forwarding(rt.gw, &pending.kind);
     match way {
-        Way::Http(way) => way.send(rt, parts, body, pending, &m, note).await,
-        Way::Child(way) => way.send(rt, body, pending, &m, note).await,
+        EndpointWay::Http(way) => way.send(rt, parts, body, pending, &m, note).await,
+        EndpointWay::Child(way) => way.send(rt, body, pending, &m, note).await,
     }
 }
 
@@ -278,43 +280,43 @@ fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
 /// How one message reaches its server, settled before the guard reads it (the era bridge,
 /// a session of toolgate's, which child), so that the guard's own `tools/list` goes the
 /// same way.
-enum Way<'a> {
+enum EndpointWay<'a> {
     Http(HttpWay<'a>),
     Child(ChildWay),
 }
 
-impl Way<'_> {
+impl EndpointWay<'_> {
     /// The scope the server's listings are kept under: the request's own, or a session's
     /// toolgate opens with it.
     fn key(&self) -> ScopeKey {
         match self {
-            Way::Http(way) => way.key(),
-            Way::Child(way) => way.key(),
+            EndpointWay::Http(way) => way.key(),
+            EndpointWay::Child(way) => way.key(),
         }
     }
 
     fn bridging(&self) -> Bridging<'_> {
         match self {
-            Way::Http(way) => way.bridging(),
-            Way::Child(way) => way.bridging(),
+            EndpointWay::Http(way) => way.bridging(),
+            EndpointWay::Child(way) => way.bridging(),
         }
     }
 
-    fn lister<'l>(&'l self, rt: &'l Route<'_>, headers: &'l HeaderMap) -> WayLister<'l> {
+    fn lister<'l>(&'l self, rt: &'l Route<'_>, headers: &'l HeaderMap) -> EndpointLister<'l> {
         match self {
-            Way::Http(way) => WayLister::Http(way.lister(rt, headers)),
-            Way::Child(way) => WayLister::Child(way.lister()),
+            EndpointWay::Http(way) => EndpointLister::Http(way.lister(rt, headers)),
+            EndpointWay::Child(way) => EndpointLister::Child(way.lister()),
         }
     }
 }
 
 /// toolgate's own `tools/list`, sent the way the message goes.
-enum WayLister<'a> {
-    Http(http_bridge::Lister<'a>),
+enum EndpointLister<'a> {
+    Http(http_bridge::HttpLister<'a>),
     Child(ChildLister<'a>),
 }
 
-impl Lister for WayLister<'_> {
+impl Lister for EndpointLister<'_> {
     /// An HTTP server's refusal the client must see as it came; a child has none.
     type Relay = Box<Response>;
 
@@ -324,8 +326,8 @@ impl Lister for WayLister<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         match self {
-            WayLister::Http(l) => l.list(request, id).await,
-            WayLister::Child(l) => l.list(request, id).await.map_err(|e| match e {
+            EndpointLister::Http(l) => l.list(request, id).await,
+            EndpointLister::Child(l) => l.list(request, id).await.map_err(|e| match e {
                 ListFailed::Relay(never) => match never {},
                 ListFailed::Unavailable(e) => ListFailed::Unavailable(e),
                 ListFailed::Refused(why) => ListFailed::Refused(why),

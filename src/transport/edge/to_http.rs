@@ -95,8 +95,8 @@ impl<'a> HttpWay<'a> {
         &'l self,
         rt: &'l Route<'_>,
         headers: &'l HeaderMap,
-    ) -> http_bridge::Lister<'l> {
-        http_bridge::Lister {
+    ) -> http_bridge::HttpLister<'l> {
+        http_bridge::HttpLister {
             up: self.up,
             headers: self.reversed.as_ref().map_or(headers, |(_, h)| h),
             session: self.session.as_deref(),

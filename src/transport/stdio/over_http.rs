@@ -54,7 +54,7 @@ pub(crate) struct Http {
 }
 
 /// How one message reaches the server.
-pub(crate) struct Way {
+pub(crate) struct SessionWay {
     /// The session's headers, or a 2026-07-28 message's own.
     headers: HeaderMap,
     /// toolgate's session for a 2026-07-28 client bridged to a handshake-only server.
@@ -151,14 +151,14 @@ impl Http {
 /// one and is sent once more, as the client's own messages are (`Http::send`).
 pub(crate) struct SessionLister<'a> {
     http: &'a Arc<Http>,
-    way: &'a Way,
+    way: &'a SessionWay,
     era: Era,
 }
 
 impl SessionLister<'_> {
-    fn with<'h>(&'h self, headers: &'h HeaderMap) -> http_bridge::Lister<'h> {
+    fn with<'h>(&'h self, headers: &'h HeaderMap) -> http_bridge::HttpLister<'h> {
         let http = &**self.http;
-        http_bridge::Lister {
+        http_bridge::HttpLister {
             up: &http.up,
             headers,
             session: self.way.session.as_deref(),
@@ -245,7 +245,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
 }
 
 impl Upstream for Http {
-    type Way = Way;
+    type Way = SessionWay;
     type Lister<'a> = SessionLister<'a>;
 
     const IN_ORDER: bool = false;
@@ -260,7 +260,7 @@ impl Upstream for Http {
             .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), None)
     }
 
-    async fn way(&self, m: &Message<'_>, era: Era) -> Way {
+    async fn way(&self, m: &Message<'_>, era: Era) -> SessionWay {
         // Before the guard takes the params: the 2026-07-28 headers mirror them.
         let mut headers = self.headers_for(m, era);
         // A 2026-07-28 request to a server that speaks only the handshake goes through
@@ -283,21 +283,21 @@ impl Upstream for Http {
         if let Some(session) = &session {
             session.headers(&mut headers);
         }
-        Way {
+        SessionWay {
             headers,
             session,
             reverse,
         }
     }
 
-    fn bridging(way: &Way) -> Bridging<'_> {
+    fn bridging(way: &SessionWay) -> Bridging<'_> {
         Bridging::of(
             way.session.as_ref().map(|s| &*s.init),
             way.reverse.as_deref(),
         )
     }
 
-    fn lister<'a>(self: &'a Arc<Self>, way: &'a Way, era: Era) -> SessionLister<'a> {
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a SessionWay, era: Era) -> SessionLister<'a> {
         SessionLister {
             http: self,
             way,
@@ -305,7 +305,7 @@ impl Upstream for Http {
         }
     }
 
-    async fn exchange(self: Arc<Self>, way: Way, sent: Forwarded) {
+    async fn exchange(self: Arc<Self>, way: SessionWay, sent: Forwarded) {
         self.post(way, sent).await
     }
 
@@ -333,7 +333,7 @@ impl Upstream for Http {
 
 impl Http {
     /// One message as a POST, and what comes back written to the client.
-    async fn post(self: Arc<Self>, way: Way, sent: Forwarded) {
+    async fn post(self: Arc<Self>, way: SessionWay, sent: Forwarded) {
         let Forwarded {
             body,
             pending,
@@ -378,11 +378,11 @@ impl Http {
     /// sent once more.
     async fn send(
         self: &Arc<Self>,
-        way: Way,
+        way: SessionWay,
         body: Bytes,
         handshake: bool,
     ) -> Result<http::Response<UpstreamBody>, UpstreamError> {
-        let Way {
+        let SessionWay {
             headers, session, ..
         } = way;
         let key = self.key();

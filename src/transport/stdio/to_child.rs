@@ -73,7 +73,7 @@ pub(crate) struct Child {
 }
 
 /// How one message reaches the child.
-pub(crate) struct Way {
+pub(crate) struct PipeWay {
     /// The child's `initialize` result, for a 2026-07-28 request bridged to its handshake.
     handshake: Option<Box<RawValue>>,
     reverse: Option<Arc<Reverse>>,
@@ -105,7 +105,7 @@ impl Child {
 }
 
 impl Upstream for Child {
-    type Way = Way;
+    type Way = PipeWay;
     type Lister<'a> = ChildLister<'a>;
 
     const IN_ORDER: bool = true;
@@ -118,20 +118,20 @@ impl Upstream for Child {
         self.key
     }
 
-    async fn way(&self, m: &Message<'_>, era: Era) -> Way {
+    async fn way(&self, m: &Message<'_>, era: Era) -> PipeWay {
         let handshake = match era == Era::Modern && m.is_request() {
             true => self.bridged().await,
             false => None,
         };
         let reverse = self.reverse.for_era(era);
-        Way { handshake, reverse }
+        PipeWay { handshake, reverse }
     }
 
-    fn bridging(way: &Way) -> Bridging<'_> {
+    fn bridging(way: &PipeWay) -> Bridging<'_> {
         Bridging::of(way.handshake.as_deref(), way.reverse.as_deref())
     }
 
-    fn lister<'a>(self: &'a Arc<Self>, way: &'a Way, _era: Era) -> ChildLister<'a> {
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a PipeWay, _era: Era) -> ChildLister<'a> {
         ChildLister {
             child: &self.process,
             timeout: self.timeout,
@@ -141,7 +141,7 @@ impl Upstream for Child {
 
     fn exchange(
         self: Arc<Self>,
-        _way: Way,
+        _way: PipeWay,
         sent: Forwarded,
     ) -> impl Future<Output = ()> + Send + 'static {
         let Forwarded {

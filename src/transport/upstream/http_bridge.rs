@@ -59,7 +59,7 @@ impl Session {
 /// client's message goes with (its session's, or its own credentials statelessly), less what
 /// names the call, and written for the server's era ([`listing`]). The headers are copied only
 /// when a listing is needed.
-pub struct Lister<'a> {
+pub struct HttpLister<'a> {
     pub up: &'a HttpUpstream,
     pub headers: &'a HeaderMap,
     /// toolgate's session for a bridged 2026-07-28 client, and the credential it is kept
@@ -73,7 +73,7 @@ pub struct Lister<'a> {
     pub limits: &'a Limits,
 }
 
-impl guard::Lister for Lister<'_> {
+impl guard::Lister for HttpLister<'_> {
     /// Boxed: a response is large next to the other failures.
     type Relay = Box<axum::response::Response>;
 
