@@ -7,10 +7,8 @@
 use serde_json::{Value, json};
 use std::hint::black_box;
 use std::time::Instant;
-use toolgate::catalog::{CompileSettings, compile};
+use toolgate::bench::{CompileSettings, Judge, Verdict, compile, parse_arguments};
 use toolgate::config::UnknownDialect;
-use toolgate::jsonrpc::parse_arguments;
-use toolgate::validate::{self, Judge, Verdict};
 
 fn per_op(iters: u32, mut f: impl FnMut()) -> f64 {
     for _ in 0..iters / 10 {
@@ -108,12 +106,12 @@ fn main() {
         // there is one), then the walk for undeclared arguments unless the check settled it.
         let mut args = valid.clone();
         let settled = matches!(
-            validate::check(name, compiled.compiled(v), &mut args, true, 32),
+            toolgate::bench::check(name, compiled.compiled(v), &mut args, true, 32),
             Verdict::Valid { all_declared: true }
         );
         let checked = per_op(200_000, || {
             let mut args = black_box(&valid).clone();
-            black_box(validate::check(
+            black_box(toolgate::bench::check(
                 name,
                 compiled.compiled(v),
                 &mut args,
@@ -138,7 +136,7 @@ fn main() {
         });
         let report = per_op(20_000, || {
             let mut args = invalid.clone();
-            let verdict = validate::check(name, compiled.compiled(v), &mut args, true, 32);
+            let verdict = toolgate::bench::check(name, compiled.compiled(v), &mut args, true, 32);
             assert!(matches!(verdict, Verdict::Invalid(_)));
             if let Verdict::Invalid(r) = verdict {
                 black_box(r.text());

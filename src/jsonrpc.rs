@@ -473,11 +473,6 @@ pub fn id_key(raw: &str) -> Cow<'_, str> {
     }
 }
 
-/// Whether two ids are the same value, however spelled.
-pub fn same_id(a: &RawValue, b: &RawValue) -> bool {
-    a.get() == b.get() || id_key(a.get()) == id_key(b.get())
-}
-
 /// Why an `arguments` object could not be read.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ArgumentsError {

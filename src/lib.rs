@@ -5,31 +5,44 @@
 //! untouched. `docs/contract.md` is the contract; each module names the rule it owns.
 #![forbid(unsafe_code)]
 
-pub mod admin;
-pub mod auth;
-pub mod catalog;
-pub mod check;
+pub(crate) mod admin;
+pub(crate) mod auth;
+pub(crate) mod catalog;
+pub(crate) mod check;
 pub mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
-pub mod error;
+pub(crate) mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-pub mod gateway;
-pub mod jsonrpc;
+pub(crate) mod gateway;
+pub(crate) mod jsonrpc;
 mod locks;
-pub mod logwriter;
-pub mod mcp;
-pub mod metrics;
-pub mod net;
-pub mod pipeline;
-pub mod policy;
-pub mod telemetry;
-pub mod text;
+pub(crate) mod logwriter;
+pub(crate) mod mcp;
+pub(crate) mod metrics;
+pub(crate) mod net;
+pub(crate) mod pipeline;
+pub(crate) mod policy;
+pub(crate) mod telemetry;
+pub(crate) mod text;
 pub(crate) mod thread_slot;
-pub mod transport;
-pub mod validate;
+pub(crate) mod transport;
+pub(crate) mod validate;
 
-pub use gateway::Gateway;
+pub use admin::router as admin_router;
+pub use check::{CannotList, Problem, Report, Severity, check_http, check_stdio};
+pub use gateway::{Gateway, Live};
+pub use logwriter::{NonBlocking, drain as drain_logs};
 pub use transport::edge::layer::{ClientName, Validate, ValidateLayer};
 pub use transport::edge::{App, serve};
+pub use transport::stdio::over_http::run as stdio_over_http;
+pub use transport::stdio::to_child::run as stdio_to_child;
+
+/// What the benchmarks measure of the input boundary, without the gateway around it.
+#[doc(hidden)]
+pub mod bench {
+    pub use crate::catalog::{CompileSettings, compile};
+    pub use crate::jsonrpc::parse_arguments;
+    pub use crate::validate::{Judge, Verdict, check};
+}

@@ -7,8 +7,8 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use toolgate::Gateway;
+use toolgate::Live;
 use toolgate::config::{Config, LogFormat, Overrides};
-use toolgate::gateway::Live;
 
 // The example server is the binary's own: the library ships it only to tests (feature `demo`),
 // and what tests read of it (the requests it saw) goes unused here.
@@ -113,7 +113,7 @@ struct Common {
 
 /// Ends the process once the queued log lines are written.
 fn exit(code: i32) -> ! {
-    toolgate::logwriter::drain();
+    toolgate::drain_logs();
     std::process::exit(code)
 }
 
@@ -138,7 +138,7 @@ fn init_logs(cfg: &Config) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.log.level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(toolgate::logwriter::NonBlocking::stderr());
+        .with_writer(toolgate::NonBlocking::stderr());
     match cfg.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
@@ -196,7 +196,7 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     tokio::spawn(reloads(live.clone(), source));
     if let Some(admin) = admin {
         tracing::info!("admin listening on http://{}", admin.local_addr()?);
-        let router = toolgate::admin::router(live.clone());
+        let router = toolgate::admin_router(live.clone());
         tokio::spawn(async move {
             let _ = axum::serve(admin, router).await;
         });
@@ -356,7 +356,7 @@ async fn stdio(
         }
         cfg.upstream = Some(url.clone());
         let gw = Gateway::new(cfg)?;
-        exit(toolgate::transport::stdio::over_http::run(gw, &url).await);
+        exit(toolgate::stdio_over_http(gw, &url).await);
     }
     if cfg.command.is_empty() {
         anyhow::bail!(
@@ -366,7 +366,7 @@ async fn stdio(
     cfg.upstream = None;
     let command = cfg.command.clone();
     let gw = Gateway::new(cfg)?;
-    exit(toolgate::transport::stdio::to_child::run(gw, &command).await);
+    exit(toolgate::stdio_to_child(gw, &command).await);
 }
 
 /// `toolgate demo`: the gateway in front of the example tool server, both in this process.
@@ -403,10 +403,10 @@ async fn check(
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config.as_deref(), &Overrides::default())?;
     let (what, listed) = match (upstream, command.is_empty()) {
-        (Some(url), true) => (url.clone(), toolgate::check::check_http(&url, &cfg).await),
+        (Some(url), true) => (url.clone(), toolgate::check_http(&url, &cfg).await),
         (None, false) => (
             command.join(" "),
-            toolgate::check::check_stdio(&command, &cfg).await,
+            toolgate::check_stdio(&command, &cfg).await,
         ),
         _ => anyhow::bail!("toolgate check takes --upstream URL or a command after `--`"),
     };

@@ -30,8 +30,8 @@ pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
 ) -> Option<Bytes> {
     loop {
         match read_line(r, max).await {
-            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(Line::Line(l)) => return Some(Bytes::from(l)),
+            Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Line::Whole(l)) => return Some(Bytes::from(l)),
             Ok(Line::TooLong(id)) => {
                 let msg = format!("Invalid Request: the message is over the {max}-byte limit");
                 let id = id.and_then(|i| RawValue::from_string(i).ok());

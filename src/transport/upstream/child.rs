@@ -88,7 +88,7 @@ impl Drop for Owed {
 
 /// One line from a reader, bounded.
 pub enum Line {
-    Line(Vec<u8>),
+    Whole(Vec<u8>),
     /// Longer than the limit; the rest of it was skipped. Carries the message's top-level
     /// `id` (raw JSON) when it has one, so that what it answers, or asks, still gets an answer.
     TooLong(Option<String>),
@@ -106,7 +106,7 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::i
             return Ok(match (too_long, buf.is_empty()) {
                 (Some(scan), _) => Line::TooLong(scan.found()),
                 (None, true) => Line::Eof,
-                (None, false) => Line::Line(buf),
+                (None, false) => Line::Whole(buf),
             });
         }
         let (chunk, end) = match memchr::memchr(b'\n', available) {
@@ -134,7 +134,7 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::i
             if buf.last() == Some(&b'\r') {
                 buf.pop();
             }
-            return Ok(Line::Line(buf));
+            return Ok(Line::Whole(buf));
         }
     }
 }
@@ -269,7 +269,7 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, name: String) {
     let mut r = BufReader::new(stderr);
     while let Ok(line) = read_line(&mut r, 16 * 1024).await {
         match line {
-            Line::Line(l) => {
+            Line::Whole(l) => {
                 tracing::info!(target: "toolgate::upstream", server = %name, "{}", String::from_utf8_lossy(&l))
             }
             Line::TooLong(_) => {
@@ -301,8 +301,8 @@ async fn read_stdout(
     };
     loop {
         match read_line(&mut r, max_line).await {
-            Ok(Line::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
-            Ok(Line::Line(l)) => {
+            Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
+            Ok(Line::Whole(l)) => {
                 let line = Bytes::from(l);
                 deliver(response_id(&line), line);
             }
@@ -742,7 +742,7 @@ mod tests {
         let mut got = Vec::new();
         loop {
             match read_line(&mut r, 10).await.unwrap() {
-                Line::Line(l) => got.push(String::from_utf8(l).unwrap()),
+                Line::Whole(l) => got.push(String::from_utf8(l).unwrap()),
                 Line::TooLong(_) => got.push("<too long>".into()),
                 Line::Eof => break,
             }

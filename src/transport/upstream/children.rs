@@ -339,10 +339,6 @@ impl StdioPool {
         Ok(sc)
     }
 
-    pub fn session_count(&self) -> usize {
-        self.sessions.locked().len()
-    }
-
     /// Ends a session; `false` when there was none.
     pub async fn close(&self, id: &str) -> bool {
         let sc = self.sessions.locked().remove(id);
