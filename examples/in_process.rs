@@ -16,9 +16,12 @@ use toolgate::config::Config;
 
 /// The application: its own `/mcp`, wrapped by toolgate's validation.
 pub fn app() -> Router {
-    Router::new()
-        .route("/mcp", post(mcp))
-        .layer(ValidateLayer::new(Config::default()).expect("the default rules load"))
+    routes().layer(ValidateLayer::new(Config::default()).expect("the default rules load"))
+}
+
+/// The application's own routes, before any layer.
+pub fn routes() -> Router {
+    Router::new().route("/mcp", post(mcp))
 }
 
 async fn mcp(body: Bytes) -> Response {

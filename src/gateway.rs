@@ -137,7 +137,13 @@ impl Ids {
 
 impl Gateway {
     pub fn new(config: Config) -> Result<Arc<Gateway>, ConfigError> {
-        Gateway::build(config, None)
+        Gateway::build(config, None, Identities::Authenticated)
+    }
+
+    /// The gateway inside an application, whose own authentication names its clients
+    /// (`ClientName`): `[clients.NAME]` rules apply without `[auth]`.
+    pub(crate) fn in_process(config: Config) -> Result<Arc<Gateway>, ConfigError> {
+        Gateway::build(config, None, Identities::Vouched)
     }
 
     /// The gateway a reload installs: the new rules, with the counters, ids, scope keys and
@@ -186,10 +192,14 @@ impl Gateway {
                 fixed.join(", ")
             )));
         }
-        Gateway::build(config, Some(self))
+        Gateway::build(config, Some(self), Identities::Authenticated)
     }
 
-    fn build(config: Config, previous: Option<&Gateway>) -> Result<Arc<Gateway>, ConfigError> {
+    fn build(
+        config: Config,
+        previous: Option<&Gateway>,
+        identities: Identities,
+    ) -> Result<Arc<Gateway>, ConfigError> {
         config.check()?;
         let settings = CompileSettings::from_config(&config.limits, &config.validation);
         let catalog = match previous {
@@ -203,7 +213,8 @@ impl Gateway {
         };
         let targets = targets(&config, &catalog)?;
         let auth = Authenticator::from_config(&config, previous.and_then(|p| p.auth.as_ref()))?;
-        let clients = clients(&config, auth.is_some())?;
+        let named = auth.is_some() || identities == Identities::Vouched;
+        let clients = clients(&config, named)?;
         let (hasher, ids, metrics, limiter) = match previous {
             Some(p) => (
                 p.hasher.clone(),
@@ -368,7 +379,15 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
     Ok(targets)
 }
 
-/// Each `[clients]` entry's rules; a name other than `"*"` needs authentication to tell it.
+/// Who tells clients apart: toolgate's own `[auth]`, or an application that vouches for the
+/// names it hands the in-process layer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Identities {
+    Authenticated,
+    Vouched,
+}
+
+/// Each `[clients]` entry's rules; a name other than `"*"` needs something to tell it.
 fn clients(
     config: &Config,
     authenticated: bool,

@@ -6,6 +6,7 @@
 #[allow(dead_code)]
 mod example;
 
+use crate::common;
 use axum::body::Body;
 use http::Request;
 use http_body_util::BodyExt;
@@ -87,4 +88,82 @@ async fn the_example_serves_over_http() {
     let a: Value =
         serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(a["result"]["isError"], true, "{a}");
+}
+
+/// An application whose own authentication names its clients: alice may not book.
+fn app_with_clients() -> axum::Router {
+    let config: toolgate::config::Config = toolgate::config::Config::load(
+        Some(
+            &common::tempfile_lite::TempFile::new(
+                "[clients.alice]\ndeny_tools = [\"book_flight\"]\n",
+            )
+            .path,
+        ),
+        &toolgate::config::Overrides::default(),
+    )
+    .unwrap();
+    // The application's authentication, reduced to a header it trusts.
+    let authenticate = axum::middleware::from_fn(
+        |mut req: Request<Body>, next: axum::middleware::Next| async move {
+            if let Some(name) = req.headers().get("x-user").and_then(|v| v.to_str().ok()) {
+                let name = toolgate::ClientName(name.into());
+                req.extensions_mut().insert(name);
+            }
+            next.run(req).await
+        },
+    );
+    example::routes()
+        .layer(toolgate::ValidateLayer::new(config).unwrap())
+        .layer(authenticate)
+}
+
+async fn ask_as(app: axum::Router, user: Option<&str>, body: Value) -> (u16, Value) {
+    let mut req = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(u) = user {
+        req = req.header("x-user", u);
+    }
+    let resp = app
+        .oneshot(req.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test]
+async fn the_client_the_application_names_gets_its_own_rules() {
+    let booking = call(1, json!({"origin": "LHR", "passengers": 2}));
+    let (_, a) = ask_as(app_with_clients(), Some("alice"), booking.clone()).await;
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "The tool \"book_flight\" is not available: this client's policy does not allow it. Use another tool."}],
+            "isError": true,
+            "_meta": {"toolgate/policy": {"code": "tool_denied", "tool": "book_flight"}}}})
+    );
+    let (_, a) = ask_as(app_with_clients(), Some("bob"), booking.clone()).await;
+    assert_eq!(
+        a["result"]["content"][0]["text"],
+        "booked from \"LHR\" for 2"
+    );
+    let (_, a) = ask_as(app_with_clients(), None, booking).await;
+    assert_eq!(
+        a["result"]["content"][0]["text"],
+        "booked from \"LHR\" for 2"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_holding_a_call_is_refused_as_the_gateway_refuses_it() {
+    let batch = json!([call(1, json!({"origin": "LHR"})), {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]);
+    let (status, a) = ask(batch).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "error": {"code": -32600,
+            "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}})
+    );
 }

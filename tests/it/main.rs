@@ -19,6 +19,7 @@ mod library;
 mod load;
 mod modern;
 mod ops;
+mod parity;
 mod recovery;
 mod reload;
 mod schemas;

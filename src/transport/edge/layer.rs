@@ -61,7 +61,7 @@ impl ValidateLayer {
         // The rules hang on a target; this one is never dialed.
         config.upstream = Some("http://in-process.invalid/mcp".into());
         Ok(ValidateLayer {
-            gw: Gateway::new(config)?,
+            gw: Gateway::in_process(config)?,
         })
     }
 
