@@ -123,7 +123,25 @@ struct Run {
     cpu_us_per_req: f64,
 }
 
-/// `concurrency` workers, each on its own keep-alive connection, for `dur`.
+/// Sessions each worker opens and sends its requests in, in turn.
+const SESSIONS_PER_WORKER: usize = 4;
+
+/// What each answer must say: the request's own id, and a result of the scenario's kind.
+fn check_answer(body: &str, answer: &[u8], id: u64) {
+    let v: serde_json::Value = serde_json::from_slice(answer).expect("a JSON answer");
+    assert_eq!(v["id"], id, "the answer to request {id}: {v}");
+    let result = v.get("result").expect("a result");
+    let refused = result.get("isError") == Some(&serde_json::Value::Bool(true));
+    assert_eq!(
+        refused,
+        body == BODY_INVALID,
+        "an invalid call is refused, a valid one answered: {v}"
+    );
+}
+
+/// `concurrency` workers, each on its own keep-alive connection, for `dur`, the way clients
+/// load a gateway: each worker opens [`SESSIONS_PER_WORKER`] sessions and sends in each in
+/// turn, every request with a fresh id, and every answer is read and checked.
 async fn load(
     url: &str,
     body: &'static str,
@@ -133,11 +151,12 @@ async fn load(
 ) -> Run {
     let uri: hyper::Uri = url.parse().unwrap();
     let addr: SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
-    let cpu0 = pid.map(cpu_seconds);
-    let start = Instant::now();
     let mut tasks = Vec::new();
+    // The sessions are opened before the clock starts.
+    let ready = std::sync::Arc::new(tokio::sync::Barrier::new(concurrency + 1));
     for _ in 0..concurrency {
         let uri = uri.clone();
+        let ready = ready.clone();
         tasks.push(tokio::spawn(async move {
             let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
             stream.set_nodelay(true).unwrap();
@@ -145,27 +164,54 @@ async fn load(
                 .await
                 .unwrap();
             tokio::spawn(conn);
-            let mut lat = Vec::with_capacity(100_000);
-            while start.elapsed() < dur {
-                let req = hyper::Request::post(uri.clone())
+            let host = uri.authority().unwrap().as_str().to_owned();
+            let request = |session: Option<&str>, text: String| {
+                let mut req = hyper::Request::post(uri.clone())
                     .header("content-type", "application/json")
                     .header("accept", "application/json, text/event-stream")
-                    .header("host", uri.authority().unwrap().as_str())
-                    .body(Full::new(Bytes::from_static(body.as_bytes())))
-                    .unwrap();
+                    .header("host", host.as_str())
+                    .header("mcp-protocol-version", "2025-11-25");
+                if let Some(s) = session {
+                    req = req.header("mcp-session-id", s);
+                }
+                req.body(Full::new(Bytes::from(text))).unwrap()
+            };
+            let mut sessions = Vec::new();
+            for _ in 0..SESSIONS_PER_WORKER {
+                let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+                let resp = send.send_request(request(None, init.into())).await.unwrap();
+                let sid = resp.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+                resp.into_body().collect().await.unwrap();
+                let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+                let resp = send.send_request(request(Some(&sid), done.into())).await.unwrap();
+                resp.into_body().collect().await.unwrap();
+                sessions.push(sid);
+            }
+            ready.wait().await;
+            let start = Instant::now();
+            let mut lat = Vec::with_capacity(100_000);
+            let mut id = 0u64;
+            while start.elapsed() < dur {
+                id += 1;
+                let session = &sessions[id as usize % sessions.len()];
+                let text = body.replacen("\"id\":1", &format!("\"id\":{id}"), 1);
                 let t = Instant::now();
-                let resp = send.send_request(req).await.expect("an answer");
+                let resp = send
+                    .send_request(request(Some(session), text))
+                    .await
+                    .expect("an answer");
                 let status = resp.status();
                 let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-                assert!(
-                    status.is_success() && !bytes.is_empty(),
-                    "bad answer {status}"
-                );
                 lat.push(t.elapsed().as_nanos() as u64);
+                assert!(status.is_success(), "bad answer {status}");
+                check_answer(body, &bytes, id);
             }
             lat
         }));
     }
+    ready.wait().await;
+    let cpu0 = pid.map(cpu_seconds);
+    let start = Instant::now();
     let mut all = Vec::new();
     for t in tasks {
         all.extend(t.await.unwrap());

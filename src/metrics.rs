@@ -334,7 +334,8 @@ pub struct Metrics {
     pub rewrites: Counter,
     /// `{decided}`: calls whose shared rate limit could not be read (`local` or `deny`).
     pub shared_state_unavailable: Counter,
-    /// Time to the upstream's response head.
+    /// Time from sending a message to its server until the answer (or its stream) is in
+    /// hand, whatever the kind of server.
     pub upstream_latency: Histogram,
 }
 
@@ -368,7 +369,7 @@ impl Default for Metrics {
             ),
             upstream_latency: Histogram::new(
                 "toolgate_upstream_latency_seconds",
-                "Time from forwarding a request to the upstream's response head.",
+                "Time from forwarding a message until its answer, or the start of its stream, is in hand.",
             ),
         }
     }

@@ -743,6 +743,11 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
     let metrics = tg.admin_get("/metrics").await.text();
     let line = r#"toolgate_tool_calls_total{upstream="default",tool="(unlisted)",outcome="upstream_error"} 1"#;
     assert!(metrics.contains(line), "{line} in\n{metrics}");
+    // Never forwarded, so not timed upstream.
+    assert!(
+        !metrics.contains("toolgate_upstream_latency_seconds_count{upstream=\"default\"}"),
+        "{metrics}"
+    );
     let mut note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 1}});
     note["params"]["_meta"] = common::modes::modern_meta();

@@ -269,6 +269,13 @@ async fn server_everything_over_stdio_behind_http() {
     assert_eq!(result_text(&a), "The sum of 2 and 2 is 4.");
     let r = tg.admin_get("/readyz").await;
     assert_eq!(r.status, 200, "{}", r.text());
+    // What went to the child (initialize, initialized, the valid call) is timed as it is in
+    // front of an HTTP server; the call toolgate answered is not.
+    let metrics = tg.admin_get("/metrics").await.text();
+    assert!(
+        metrics.contains("toolgate_upstream_latency_seconds_count{upstream=\"default\"} 3"),
+        "{metrics}"
+    );
 }
 
 /// The access log reads alike in front of a stdio server as in front of an HTTP one: the

@@ -256,10 +256,16 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         }
     };
     note.forwarding(rt.gw, &pending.kind);
-    match way {
+    let sent = std::time::Instant::now();
+    let resp = match way {
         EndpointWay::Http(way) => way.send(rt, parts, body, pending, &m, note).await,
         EndpointWay::Child(way) => way.send(rt, body, pending, &m, note).await,
-    }
+    };
+    rt.gw
+        .metrics
+        .upstream_latency
+        .observe(&rt.target.name, sent.elapsed());
+    resp
 }
 
 /// What the trace says of one message: its request id, and a parent it carries in `_meta`.

@@ -179,8 +179,13 @@ where
     // The body may have changed (coerced arguments): its own length is the one that holds.
     let mut parts = parts;
     parts.headers.remove(CONTENT_LENGTH);
+    let sent = std::time::Instant::now();
     let resp = call(&mut inner, Request::from_parts(parts, Body::from(body))).await;
-    answers::response(&gw, pending, ctx.has_session, resp).await
+    let resp = answers::response(&gw, pending, ctx.has_session, resp).await;
+    gw.metrics
+        .upstream_latency
+        .observe(&target.name, sent.elapsed());
+    resp
 }
 
 async fn call<S>(inner: &mut S, req: Request<Body>) -> Response<Body>

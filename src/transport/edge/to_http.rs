@@ -24,7 +24,6 @@ use http::header::HeaderValue;
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// How one message reaches the HTTP server, settled before the guard reads it.
 pub(super) struct HttpWay<'a> {
@@ -269,7 +268,6 @@ async fn forward(
     has_session: bool,
     note: &mut Note,
 ) -> Response {
-    let started = Instant::now();
     let wait = (&rt.gw.config.limits).into();
     let hop = note.trace.as_ref().map(|t| {
         let (hop, parent, state) = t.hop();
@@ -308,10 +306,6 @@ async fn forward(
         };
         trace.end_hop(hop, note.method.to_owned(), attrs, failed);
     }
-    rt.gw
-        .metrics
-        .upstream_latency
-        .observe(&rt.target.name, started.elapsed());
     match sent {
         Ok(resp) => {
             note.outcome = "forwarded";
