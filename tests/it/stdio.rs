@@ -577,3 +577,71 @@ async fn a_servers_list_changed_drops_the_listing_in_every_mode() {
     let a = g.ask(call(3, "extra_tool", json!({"level": 9}))).await;
     assert_eq!(a, expected, "stdio --upstream");
 }
+
+/// A server that takes a notification more slowly than a request, as one whose handlers run
+/// in order may: it records each method as it finishes with it.
+async fn slow_notifications_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::body::Bytes;
+    use axum::response::IntoResponse;
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = order.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: Bytes| {
+            let seen = seen.clone();
+            async move {
+                let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let method = msg["method"].as_str().unwrap_or("").to_owned();
+                let Some(id) = msg.get("id").cloned() else {
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    seen.lock().unwrap().push(method);
+                    return axum::http::StatusCode::ACCEPTED.into_response();
+                };
+                seen.lock().unwrap().push(method.clone());
+                let result = match method.as_str() {
+                    "initialize" => json!({"protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}),
+                    "tools/list" => json!({"tools": []}),
+                    _ => json!({}),
+                };
+                let mut resp =
+                    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response();
+                if method == "initialize" {
+                    resp.headers_mut()
+                        .insert("mcp-session-id", "s1".parse().unwrap());
+                }
+                resp
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, order)
+}
+
+/// `stdio --upstream`: a notification reaches the HTTP server before what the client wrote
+/// after it, however quickly the client writes; requests go concurrently among themselves.
+#[tokio::test]
+async fn a_pipes_notifications_reach_an_http_server_in_the_order_written() {
+    for run in 0..10 {
+        let (url, order) = slow_notifications_server().await;
+        let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), url]);
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}});
+        g.send(&init.to_string()).await;
+        g.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        g.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+            .await;
+        assert_eq!(g.recv().await["id"], 1, "run {run}");
+        assert_eq!(g.recv().await["id"], 2, "run {run}");
+        let seen = order.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            ["initialize", "notifications/initialized", "tools/list"],
+            "run {run}"
+        );
+    }
+}

@@ -318,8 +318,11 @@ impl<U: Upstream> Run<U> {
                 self.in_flight.withdraw(&cancelled);
             }
             // `initialize` is answered before the next message is read: its answer carries
-            // the session (and the era) the rest need.
-            if initialize {
+            // the session (and the era) the rest need. A notification or a client's answer
+            // is taken by the server before what the client wrote after it is sent (a
+            // `tools/list` must not overtake `notifications/initialized`): concurrency starts
+            // only among requests.
+            if initialize || (!U::IN_ORDER && id.is_none()) {
                 if let Some(ex) = handle(up, to, &line, m).await {
                     ex.future.await;
                 }
