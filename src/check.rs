@@ -96,6 +96,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, CannotList> {
     }
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let _ = up
+        .http
         .send(
             Method::POST,
             headers.clone(),
@@ -116,6 +117,7 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, CannotList> {
     .await?;
     if headers.contains_key(crate::mcp::SESSION_ID) {
         let _ = up
+            .http
             .send(
                 Method::DELETE,
                 headers.clone(),

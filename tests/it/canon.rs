@@ -695,17 +695,6 @@ async fn answer_rules_hold_alike_in_every_mode() {
     }
 }
 
-/// A masked answer with its reference (a fresh one per answer) written `REF`.
-fn referenced(answer: Value) -> Value {
-    let reference = answer["result"]["_meta"]["toolgate/upstream_error"]["reference"]
-        .as_str()
-        .map(str::to_owned);
-    match reference {
-        Some(r) => serde_json::from_str(&answer.to_string().replace(&r, "REF")).unwrap(),
-        None => answer,
-    }
-}
-
 fn call_value(id: i64, tool: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
 }
@@ -720,19 +709,7 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
     let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "add", "arguments": {}}});
     call["params"]["_meta"] = common::modes::modern_meta();
-    let r = request(
-        http::Method::POST,
-        &tg.url(),
-        &[
-            ("content-type", "application/json"),
-            ("accept", ACCEPT),
-            ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "tools/call"),
-            ("mcp-name", "add"),
-        ],
-        call.to_string(),
-    )
-    .await;
+    let r = post_modern(&tg.url(), "tools/call", call).await;
     let a = r.json();
     assert_eq!(a["id"], 1, "{a}");
     assert_eq!(a["result"]["isError"], true, "{a}");
@@ -751,18 +728,7 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
     let mut note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 1}});
     note["params"]["_meta"] = common::modes::modern_meta();
-    let r = request(
-        http::Method::POST,
-        &tg.url(),
-        &[
-            ("content-type", "application/json"),
-            ("accept", ACCEPT),
-            ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "notifications/cancelled"),
-        ],
-        note.to_string(),
-    )
-    .await;
+    let r = post_modern(&tg.url(), "notifications/cancelled", note).await;
     assert_eq!(r.status, 502, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], -32603, "{}", r.text());
 }

@@ -7,6 +7,7 @@
 
 use crate::common;
 use common::modes::{Front, Mode};
+use common::referenced;
 use common::scripted::{Script, Scripted, open_tool};
 use serde_json::{Value, json};
 
@@ -126,16 +127,5 @@ async fn every_front_answers_every_scenario_alike() {
             let got = referenced(front.ask(sent).await);
             assert_eq!(got, expected, "{mode}: {name}");
         }
-    }
-}
-
-/// A masked answer with its reference (a fresh one per answer) written `REF`.
-fn referenced(answer: Value) -> Value {
-    let reference = answer["result"]["_meta"]["toolgate/upstream_error"]["reference"]
-        .as_str()
-        .map(str::to_owned);
-    match reference {
-        Some(r) => serde_json::from_str(&answer.to_string().replace(&r, "REF")).unwrap(),
-        None => answer,
     }
 }

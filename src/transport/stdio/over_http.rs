@@ -122,6 +122,7 @@ impl Http {
         let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let _ = self
             .up
+            .http
             .send(
                 Method::POST,
                 self.headers(),
@@ -319,6 +320,7 @@ impl Upstream for Http {
         }
         match self
             .up
+            .http
             .send(Method::DELETE, headers, Bytes::new(), self.timeout())
             .await
         {
@@ -388,6 +390,7 @@ impl Http {
         let key = self.key();
         let sent = self
             .up
+            .http
             .send(Method::POST, headers.clone(), body.clone(), self.timeout())
             .await;
         let lost = match &sent {
@@ -407,6 +410,7 @@ impl Http {
             return sent;
         }
         self.up
+            .http
             .send(
                 Method::POST,
                 self.in_new_session(headers),
@@ -545,6 +549,7 @@ impl Http {
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         let Ok(resp) = self
             .up
+            .http
             .send(Method::GET, headers, Bytes::new(), self.timeout())
             .await
         else {

@@ -162,6 +162,7 @@ pub async fn session_lost(
     headers.remove(mcp::METHOD_HEADER);
     let ping = r#"{"jsonrpc":"2.0","id":"toolgate-session-check","method":"ping"}"#;
     match up
+        .http
         .send(
             http::Method::POST,
             headers,
@@ -405,6 +406,7 @@ impl HttpBridge {
         let initialized =
             serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let _ = up
+            .http
             .send(
                 http::Method::POST,
                 headers,

@@ -4,13 +4,13 @@
 use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{BodyError, HttpClient, UpstreamBody, Wait, strip_hop_by_hop};
+use crate::net::client::{BodyError, HttpClient, strip_hop_by_hop};
 use crate::net::tls::TlsError;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::sse::{self, Split, Splitter};
 use bytes::Bytes;
 use http::header::{self, HeaderMap};
-use http::{Method, Response, Uri};
+use http::{Method, Uri};
 use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 
@@ -29,17 +29,6 @@ impl HttpUpstream {
             bridge: Default::default(),
         })
     }
-
-    /// [`HttpClient::send`].
-    pub async fn send(
-        &self,
-        method: Method,
-        headers: HeaderMap,
-        body: Bytes,
-        wait: Wait,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
-        self.http.send(method, headers, body, wait).await
-    }
 }
 
 /// Sends one request toolgate wrote and reads the answer to it, from a JSON body or from
@@ -53,6 +42,7 @@ pub(crate) async fn exchange(
     limits: &Limits,
 ) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<axum::response::Response>>> {
     let resp = up
+        .http
         .send(Method::POST, headers.clone(), request, limits.into())
         .await
         .map_err(ListFailed::Unavailable)?;

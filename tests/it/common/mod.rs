@@ -339,6 +339,36 @@ pub async fn open_session(url: &str) -> String {
     session
 }
 
+/// A masked answer with its reference (a fresh one per answer) written `REF`, so that answers
+/// masked apart compare equal.
+pub fn referenced(answer: Value) -> Value {
+    let reference = answer["result"]["_meta"]["toolgate/upstream_error"]["reference"]
+        .as_str()
+        .map(str::to_owned);
+    match reference {
+        Some(r) => serde_json::from_str(&answer.to_string().replace(&r, "REF")).unwrap(),
+        None => answer,
+    }
+}
+
+/// POST of a 2026-07-28 message, with the headers that era asks for (no session).
+pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
+    let name = body["params"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("accept", ACCEPT),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    if !name.is_empty() {
+        headers.push(("mcp-name", name.as_str()));
+    }
+    request(Method::POST, url, &headers, body.to_string()).await
+}
+
 pub fn call(id: i64, tool: &str, args: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}).to_string()
 }
