@@ -632,13 +632,7 @@ async fn internal_errors_can_be_masked_with_a_reference() {
 #[tokio::test]
 async fn answer_rules_hold_alike_in_every_mode() {
     let config = "[errors]\nmask_internal = true\n[validation]\ndeny_tools = [\"seen\"]\n";
-    let p = tokio::task::spawn_blocking(common::peers::peers)
-        .await
-        .unwrap();
-    let command = [
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-    ];
+    let command = common::peers::stdio_fixture(&[]).await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let mut answers = Vec::new();
     for mode in Mode::EVERY_FRONT {

@@ -112,14 +112,7 @@ fn table() -> Vec<(&'static str, Value, Value)> {
 
 #[tokio::test]
 async fn every_front_answers_every_scenario_alike() {
-    let p = tokio::task::spawn_blocking(common::peers::peers)
-        .await
-        .unwrap();
-    let command = [
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-        "--typed".to_string(),
-    ];
+    let command = common::peers::stdio_fixture(&["--typed"]).await;
     for mode in Mode::EVERY_FRONT {
         let (url, _) = scripted().spawn().await;
         let mut front = Front::start_with(mode, &url, &command, Some(CONFIG)).await;

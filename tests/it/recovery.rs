@@ -15,11 +15,7 @@ use std::time::Duration;
 
 /// The stdio fixture, whose tools the scripted HTTP servers below advertise too.
 async fn stdio_fixture() -> Vec<String> {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    vec![
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-    ]
+    common::peers::stdio_fixture(&[]).await
 }
 
 /// The stdio fixture's `measure`.

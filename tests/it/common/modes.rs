@@ -4,7 +4,7 @@
 use super::in_process::InProcess;
 use super::stdio_gate::StdioGate;
 use super::tempfile_lite::TempFile;
-use super::{ACCEPT, Toolgate, open_session, post, request};
+use super::{Toolgate, open_session, post};
 use serde_json::{Value, json};
 
 /// The 2026-07-28 envelope a client of that era puts on every request.
@@ -193,22 +193,7 @@ impl Front {
         match self {
             Front::Http { tg, .. } => {
                 let method = msg["method"].as_str().unwrap_or_default().to_owned();
-                let name = msg["params"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                let mut headers = vec![
-                    ("content-type", "application/json"),
-                    ("accept", ACCEPT),
-                    ("mcp-protocol-version", "2026-07-28"),
-                    ("mcp-method", method.as_str()),
-                ];
-                if !name.is_empty() {
-                    headers.push(("mcp-name", name.as_str()));
-                }
-                request(http::Method::POST, &tg.url(), &headers, msg.to_string())
-                    .await
-                    .answer()
+                super::post_modern(&tg.url(), &method, msg).await.answer()
             }
             Front::Stdio { g, .. } => g.ask_past_notifications(msg).await,
         }

@@ -353,3 +353,15 @@ pub fn redis_server() -> &'static (PathBuf, Option<PathBuf>) {
         (program, Some(libs))
     })
 }
+
+/// The dependency-free stdio fixture (`tests/fixtures/stdio_server.py`) as a command, with
+/// `flags`.
+pub async fn stdio_fixture(flags: &[&str]) -> Vec<String> {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut command = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+    ];
+    command.extend(flags.iter().map(|f| f.to_string()));
+    command
+}
