@@ -27,7 +27,11 @@ async fn origin(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if let Err(why) = live.load().admin_origins.check(req.headers()) {
+    if let Err(why) = live
+        .load()
+        .admin_origins
+        .check(req.headers(), req.uri().authority())
+    {
         return (StatusCode::FORBIDDEN, format!("{why}\n")).into_response();
     }
     next.run(req).await

@@ -24,6 +24,19 @@ pub fn pointer_token(seg: &str) -> String {
     seg.replace('~', "~0").replace('/', "~1")
 }
 
+/// At most the first `max` bytes of `s`, cut at a character boundary: what a log line shows
+/// of a name a client made up, which may be megabytes long.
+pub fn clipped(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +47,8 @@ mod tests {
         assert_eq!(percent_decode("%zz"), None);
         assert_eq!(percent_decode("%"), None);
         assert_eq!(pointer_token("a/b~c"), "a~1b~0c");
+        assert_eq!(clipped("abc", 2), "ab");
+        assert_eq!(clipped("aé", 2), "a");
+        assert_eq!(clipped("ab", 5), "ab");
     }
 }

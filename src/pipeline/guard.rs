@@ -101,6 +101,11 @@ pub struct Call<'a> {
     pub retry: bool,
 }
 
+/// What a log line shows of a tool's name: a client may send one of megabytes.
+fn shown(tool: &str) -> &str {
+    crate::text::clipped(tool, 200)
+}
+
 /// The metric label for tools whose names came from a client and that no server listed:
 /// made-up names must not each make a series.
 pub const UNLISTED: &str = "(unlisted)";
@@ -232,7 +237,7 @@ async fn decide<L: Lister>(
         let (Some(changed), Ok(args)) = (checked.coerced, &args) else {
             return admit(gw, &call, tool, tool, "forwarded", call.bytes.clone()).await;
         };
-        tracing::debug!(upstream = %call.target.name, tool, "arguments coerced");
+        tracing::debug!(upstream = %call.target.name, tool = shown(tool), "arguments coerced");
         let bytes =
             with_arguments(call.bytes, args, &changed).unwrap_or_else(|| call.bytes.clone());
         return admit(gw, &call, tool, tool, "coerced", bytes).await;
@@ -264,7 +269,7 @@ fn deny<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Option<Decision<R>> {
     if target.validation.allows(tool) && !for_client {
         return None;
     }
-    tracing::info!(upstream = %target.name, tool, outcome = "denied", client = call.client.map(|c| &*c.name), "tools/call");
+    tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "denied", client = call.client.map(|c| &*c.name), "tools/call");
     count(gw, target, listed_label(gw, call.key, tool), "denied");
     let whose = if for_client {
         "this client's policy"
@@ -325,11 +330,11 @@ fn listing_failed<R>(
     let answer = match failed {
         ListFailed::Relay(r) => return Decision::Relay(r),
         ListFailed::Unavailable(e) => {
-            tracing::warn!(upstream = %target.name, tool, error = %e, "tools/call: could not list tools");
+            tracing::warn!(upstream = %target.name, tool = shown(tool), error = %e, "tools/call: could not list tools");
             Answer::upstream_failed(call.era, Some(call.id), true, &e)
         }
         ListFailed::Refused(why) => {
-            tracing::warn!(upstream = %target.name, tool, error = %why, "tools/call: tools/list failed");
+            tracing::warn!(upstream = %target.name, tool = shown(tool), error = %why, "tools/call: tools/list failed");
             let text = format!(
                 "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
             );
@@ -351,7 +356,7 @@ async fn unusable_schema<R>(gw: &Gateway, call: &Call<'_>, tool: &str, why: &str
     let target = call.target;
     match target.validation.on_compile_error {
         OnCompileError::Forward => {
-            tracing::debug!(upstream = %target.name, tool, "schema does not compile: forwarded unvalidated");
+            tracing::debug!(upstream = %target.name, tool = shown(tool), "schema does not compile: forwarded unvalidated");
             admit(gw, call, tool, tool, "forwarded", call.bytes.clone()).await
         }
         OnCompileError::Reject => {
@@ -469,10 +474,10 @@ async fn refuse<R>(
         gw.metrics.violations.inc(&[&target.name, tool, k]);
     }
     if mode == Mode::Audit {
-        tracing::info!(upstream = %target.name, tool, outcome = "audited", violations = report.problems(), ?keywords, "tools/call");
+        tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "audited", violations = report.problems(), ?keywords, "tools/call");
         return admit(gw, call, tool, tool, "audited", call.bytes.clone()).await;
     }
-    tracing::info!(upstream = %target.name, tool, outcome = "rejected", violations = report.problems(), ?keywords, "tools/call");
+    tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "rejected", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
     let (era, id) = (call.era, call.id);
     answered(
@@ -559,7 +564,7 @@ async fn rate_verdict(
                 OnUnavailable::Deny => "deny",
             };
             gw.metrics.shared_state_unavailable.inc(&[decided]);
-            tracing::warn!(upstream = %target, tool, error = %why, decided, "shared rate limits unavailable");
+            tracing::warn!(upstream = %target, tool = shown(tool), error = %why, decided, "shared rate limits unavailable");
             match policy {
                 OnUnavailable::Local => Ok(gw.limiter.admit(client, target, tool, rate)),
                 OnUnavailable::Deny => {
@@ -590,7 +595,7 @@ fn rate_limited<R>(
 ) -> Decision<R> {
     {
         count(gw, call.target, label, "rate_limited");
-        tracing::info!(upstream = %call.target.name, tool, outcome = "rate_limited", client, "tools/call");
+        tracing::info!(upstream = %call.target.name, tool = shown(tool), outcome = "rate_limited", client, "tools/call");
         let secs = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
         let text = format!(
             "Rate limit reached: this client may call the tool \"{tool}\" {}. Retry in {secs} s; calls before then are refused the same way.",
@@ -622,7 +627,7 @@ fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
     if let Some(c) = close {
         message.push_str(&format!(". Did you mean \"{c}\"?"));
     }
-    tracing::info!(upstream = %target.name, tool, outcome = "unknown", "tools/call");
+    tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "unknown", "tools/call");
     count(gw, target, tool, "unknown");
     let data = json!({"tool": tool, "suggestions": close.into_iter().collect::<Vec<_>>()});
     answered(

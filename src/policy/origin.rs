@@ -26,8 +26,14 @@ impl OriginPolicy {
         }
     }
 
-    /// `Err` carries the reason for the 403.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), &'static str> {
+    /// `Err` carries the reason for the 403. `authority` is the request target's: over
+    /// HTTP/2 it is the `:authority` every client sends, and usually the only name of the
+    /// host, so it is held to the same rule as `Host` (both, when both came).
+    pub fn check(
+        &self,
+        headers: &HeaderMap,
+        authority: Option<&http::uri::Authority>,
+    ) -> Result<(), &'static str> {
         if self.any {
             return Ok(());
         }
@@ -38,10 +44,12 @@ impl OriginPolicy {
                 return Err("Forbidden: Origin not allowed");
             }
         }
-        if self.check_host
-            && let Some(host) = headers.get(HOST)
-        {
-            let h = host.to_str().unwrap_or("");
+        if !self.check_host {
+            return Ok(());
+        }
+        let host = headers.get(HOST).map(|h| h.to_str().unwrap_or(""));
+        let named = host.into_iter().chain(authority.map(|a| a.as_str()));
+        for h in named {
             let allowed_host = || {
                 self.allowed.iter().any(|a| {
                     a.split_once("://")
@@ -110,7 +118,7 @@ mod tests {
             "https://[::1]:8443",
             "HTTP://LOCALHOST:1",
         ] {
-            assert!(p.check(&headers(&[("origin", ok)])).is_ok(), "{ok}");
+            assert!(p.check(&headers(&[("origin", ok)]), None).is_ok(), "{ok}");
         }
         for bad in [
             "http://evil.example",
@@ -120,24 +128,45 @@ mod tests {
             "http://127.0.0.1:80:80",
             "http://[::1]x",
         ] {
-            assert!(p.check(&headers(&[("origin", bad)])).is_err(), "{bad}");
+            assert!(
+                p.check(&headers(&[("origin", bad)]), None).is_err(),
+                "{bad}"
+            );
         }
-        assert!(p.check(&headers(&[("host", "evil.example.com")])).is_err());
-        assert!(p.check(&headers(&[("host", "127.0.0.1:8080")])).is_ok());
-        assert!(p.check(&headers(&[("host", "localhost")])).is_ok());
+        assert!(
+            p.check(&headers(&[("host", "evil.example.com")]), None)
+                .is_err()
+        );
+        assert!(
+            p.check(&headers(&[("host", "127.0.0.1:8080")]), None)
+                .is_ok()
+        );
+        assert!(p.check(&headers(&[("host", "localhost")]), None).is_ok());
+        // HTTP/2: the host is named by `:authority`, with or without `Host`.
+        let evil: http::uri::Authority = "evil.example".parse().unwrap();
+        let local: http::uri::Authority = "127.0.0.1:8080".parse().unwrap();
+        assert!(p.check(&HeaderMap::new(), Some(&evil)).is_err());
+        assert!(p.check(&HeaderMap::new(), Some(&local)).is_ok());
+        assert!(
+            p.check(&headers(&[("host", "127.0.0.1")]), Some(&evil))
+                .is_err()
+        );
     }
 
     #[test]
     fn operators_can_allow_more() {
         let p = OriginPolicy::new(&["https://app.example.com".into()], true);
         assert!(
-            p.check(&headers(&[("origin", "https://app.example.com")]))
+            p.check(&headers(&[("origin", "https://app.example.com")]), None)
                 .is_ok()
         );
-        assert!(p.check(&headers(&[("host", "app.example.com")])).is_ok());
+        assert!(
+            p.check(&headers(&[("host", "app.example.com")]), None)
+                .is_ok()
+        );
         assert!(
             OriginPolicy::new(&["*".into()], true)
-                .check(&headers(&[("origin", "http://x"), ("host", "x")]))
+                .check(&headers(&[("origin", "http://x"), ("host", "x")]), None)
                 .is_ok()
         );
     }

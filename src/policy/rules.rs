@@ -124,10 +124,18 @@ fn confine(root: &Path, value: &str) -> Result<(), Escape> {
 /// resolved), so that no spelling of a URI reaches a path the plain form could not. Any other
 /// host is refused: the file is not on this machine. `Ok(None)`: not a `file:` URI.
 fn file_uri_path(value: &str) -> Result<Option<String>, Escape> {
-    let Some(rest) = value
+    // First what a URL parser does to its input (WHATWG URL, "basic URL parser"): leading and
+    // trailing C0 controls and spaces go, and tabs and newlines go wherever they are, so
+    // `"\tfile:///etc/passwd"` and `"fi\tle:///w/.\t./x"` name what they seem not to.
+    let cleaned: String = value
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let Some(rest) = cleaned
         .get(..5)
         .filter(|s| s.eq_ignore_ascii_case("file:"))
-        .map(|_| &value[5..])
+        .map(|_| &cleaned[5..])
     else {
         return Ok(None);
     };
@@ -197,8 +205,17 @@ mod tests {
             "File:etc/passwd",
             "file:///workspace/%zz",
             "file:///workspace/a%00b",
+            // What a URL parser cleans before it parses.
+            " file:///etc/passwd",
+            "\tfile:///etc/passwd",
+            "\u{1}file:///etc/passwd",
+            "fi\tle:///etc/passwd",
+            "file:///etc/passwd\u{1f} ",
+            "file:///workspace/.\t./.\t./etc/passwd",
+            "file:///workspace/.\n./..\r/etc/passwd",
+            "file:///workspace/%2e\t%2e/%2e%2e/etc/passwd",
         ] {
-            assert!(confine(root, uri).is_err(), "{uri}");
+            assert!(confine(root, uri).is_err(), "{uri:?}");
         }
         for uri in [
             "file:///workspace/a",

@@ -469,42 +469,68 @@ fn allowed_names(root: &Value, at: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Names longer than this are never compared: a typo of a name that long is not what a
+/// suggestion helps with, and comparing costs the product of the two lengths.
+pub const MAX_COMPARED_CHARS: usize = 256;
+
 /// The allowed name nearest to what came, when it is near enough to be a likely typo.
+///
+/// Bounded whatever the input: a name or candidate over [`MAX_COMPARED_CHARS`] is not
+/// compared, a candidate whose length alone puts it out of reach is skipped, and the distance
+/// is computed only within the band it may take (`edit_distance_within`).
 pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
-    let lower = name.to_lowercase();
+    let name: Vec<char> = name.chars().take(MAX_COMPARED_CHARS + 1).collect();
+    if name.len() > MAX_COMPARED_CHARS {
+        return None;
+    }
+    let name: Vec<char> = name.iter().flat_map(|c| c.to_lowercase()).collect();
     candidates
         .iter()
-        .map(|c| (edit_distance(&lower, &c.to_lowercase()), c))
-        .filter(|(d, c)| *d <= (c.chars().count() / 3).max(2))
+        .filter_map(|c| {
+            let len = c.chars().take(MAX_COMPARED_CHARS + 1).count();
+            let allowed = (len / 3).max(2);
+            if len > MAX_COMPARED_CHARS || len.abs_diff(name.len()) > allowed {
+                return None;
+            }
+            let lower: Vec<char> = c.chars().flat_map(|c| c.to_lowercase()).collect();
+            edit_distance_within(&name, &lower, allowed).map(|d| (d, c))
+        })
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c.as_str())
 }
 
-/// Edits (insertions, deletions, substitutions and swaps of two neighbours) from `a` to `b`:
-/// a swap is the most common typing slip, so it counts as one.
-pub(super) fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in rows.iter_mut().enumerate() {
-        row[0] = i;
+/// Edits (insertions, deletions, substitutions and swaps of two neighbours) from `a` to `b`
+/// when they are at most `k`, else `None`. A swap is the most common typing slip, so it
+/// counts as one. Only the cells within `k` of the diagonal are computed, three rows at a
+/// time, so the cost is `len × k` in time and `len` in memory, not `len²`.
+pub(super) fn edit_distance_within(a: &[char], b: &[char], k: usize) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > k {
+        return None;
     }
-    for (j, cell) in rows[0].iter_mut().enumerate() {
+    let far = k + 1;
+    let width = b.len() + 1;
+    let (mut older, mut prev, mut row) = (vec![far; width], vec![far; width], vec![far; width]);
+    for (j, cell) in prev.iter_mut().enumerate().take(k.min(b.len()) + 1) {
         *cell = j;
     }
     for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut d = (rows[i - 1][j] + 1)
-                .min(rows[i][j - 1] + 1)
-                .min(rows[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d = d.min(rows[i - 2][j - 2] + 1);
-            }
-            rows[i][j] = d;
+        row.fill(far);
+        if i <= k {
+            row[0] = i;
         }
+        let (from, to) = (i.saturating_sub(k).max(1), (i + k).min(b.len()));
+        for j in from..=to {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (prev[j] + 1).min(row[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(older[j - 2] + 1);
+            }
+            row[j] = d.min(far);
+        }
+        std::mem::swap(&mut older, &mut prev);
+        std::mem::swap(&mut prev, &mut row);
     }
-    rows[a.len()][b.len()]
+    Some(prev[b.len()]).filter(|d| *d <= k)
 }
 
 #[cfg(test)]
@@ -572,9 +598,32 @@ mod tests {
     }
 
     #[test]
+    fn the_banded_distance_is_the_edit_distance_within_its_band() {
+        let d = |a: &str, b: &str, k| {
+            let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+            edit_distance_within(&a, &b, k)
+        };
+        assert_eq!(d("kitten", "sitting", 3), Some(3));
+        assert_eq!(d("kitten", "sitting", 2), None);
+        assert_eq!(d("origin", "oirgin", 2), Some(1), "a swap is one edit");
+        assert_eq!(d("", "ab", 2), Some(2));
+        assert_eq!(d("abc", "abc", 0), Some(0));
+        assert_eq!(d("abc", "abd", 0), None);
+        // Two names of 12,000 characters cost their length times the band, not its square.
+        let long = "p".repeat(12_000);
+        assert_eq!(d(&long, &format!("{long}q"), 2), Some(1));
+    }
+
+    #[test]
     fn closest_name_only_when_near() {
         let c = vec!["departureDate".to_string(), "origin".to_string()];
         assert_eq!(closest("departure_date", &c), Some("departureDate"));
         assert_eq!(closest("zzz", &c), None);
+        // Bounded: a huge name is not compared, and a huge candidate is skipped.
+        let huge = "a".repeat(4 << 20);
+        assert_eq!(closest(&huge, &c), None);
+        let mut with_huge = c.clone();
+        with_huge.push("x".repeat(12_000));
+        assert_eq!(closest("departure_date", &with_huge), Some("departureDate"));
     }
 }

@@ -12,7 +12,7 @@
 //! schema says `additionalProperties` or `unevaluatedProperties` (any value) is left to the
 //! validator: the schema's word wins.
 
-use super::report::{Found, Violation, edit_distance, resolve};
+use super::report::{Found, MAX_COMPARED_CHARS, Violation, edit_distance_within, resolve};
 use crate::text::pointer_token;
 use serde_json::Value;
 use std::fmt::Write;
@@ -226,23 +226,24 @@ fn typo_of<'a>(name: &str, declared: &'a [Prop]) -> Option<&'a Prop> {
             .flat_map(char::to_lowercase)
             .collect()
     };
-    let n = norm(name);
-    let n_len = n.chars().count();
+    if name.chars().nth(MAX_COMPARED_CHARS).is_some() {
+        return None;
+    }
+    let n: Vec<char> = norm(name).chars().collect();
     declared
         .iter()
         .filter_map(|p| {
-            let d_name = norm(&p.name);
-            let longer = n_len.max(d_name.chars().count());
-            let allowed = match longer {
+            if p.name.chars().nth(MAX_COMPARED_CHARS).is_some() {
+                return None;
+            }
+            let d_name: Vec<char> = norm(&p.name).chars().collect();
+            let allowed = match n.len().max(d_name.len()) {
                 0..=2 => 0,
                 3..=5 => 1,
                 _ => 2,
             };
-            if n_len.abs_diff(d_name.chars().count()) > allowed {
-                return None;
-            }
-            let d = edit_distance(&n, &d_name);
-            (d <= allowed).then_some((d, p))
+            let d = edit_distance_within(&n, &d_name, allowed)?;
+            Some((d, p))
         })
         .min_by_key(|(d, _)| *d)
         .map(|(_, p)| p)

@@ -263,6 +263,43 @@ async fn well_known_dot_segments_and_foreign_origins_are_refused() {
     assert_eq!(r.status, 200, "the plain path still passes: {}", r.text());
 }
 
+/// Over HTTP/2 the host is named by `:authority`, which every HTTP/2 client sends and which
+/// usually comes without `Host`: a foreign one is refused as a foreign `Host` is, so DNS
+/// rebinding does not work over HTTP/2 either.
+#[tokio::test]
+async fn an_http2_authority_is_held_to_the_host_rule() {
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let port = tg.addr.port();
+    for (authority, status) in [
+        (format!("evil.example:{port}"), 403),
+        ("evil.example".to_string(), 403),
+        (format!("127.0.0.1:{port}"), 200),
+        (format!("localhost:{port}"), 200),
+    ] {
+        let req = http::Request::post(format!("http://{authority}/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .body(http_body_util::Full::new(bytes::Bytes::from(call(
+                1,
+                "echo",
+                json!({}),
+            ))))
+            .unwrap();
+        assert!(req.headers().get("host").is_none());
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, ":authority {authority}");
+    }
+}
+
 // ---- 4. file URIs are read as a URL parser reads them ----
 
 #[tokio::test]
@@ -284,6 +321,15 @@ root = "/workspace"
         "file:///workspace/%2e%2e/etc/passwd",
         "file://evil.example/workspace/notes",
         "file:///workspace/..%5C..%5Cetc/passwd",
+        // What a URL parser cleans before it parses (Node's fileURLToPath reads each as
+        // /etc/passwd).
+        " file:///etc/passwd",
+        "\tfile:///etc/passwd",
+        "\u{1}file:///etc/passwd",
+        "fi\tle:///etc/passwd",
+        "file:///workspace/.\t./.\t./etc/passwd",
+        "file:///workspace/.\n./..\r/etc/passwd",
+        "file:///workspace/%2e\t%2e/%2e%2e/etc/passwd",
     ]
     .iter()
     .enumerate()

@@ -197,3 +197,40 @@ async fn a_client_that_gives_up_leaves_toolgate_serving() {
         assert_eq!(a["id"], id);
     }
 }
+
+/// Names a client makes up cost what their length does, not its square, and a log line shows
+/// only their first few hundred bytes: a 1 MB unknown tool name, and an argument named like a
+/// 12,000-character property with one letter added (names over 256 characters are not
+/// compared for suggestions).
+#[tokio::test]
+async fn made_up_names_are_compared_and_logged_within_bounds() {
+    let long_property = "p".repeat(12_000);
+    let tool = json!({"name": "store", "inputSchema": {"type": "object",
+        "properties": {long_property.clone(): {"type": "string"}}}});
+    let (up, _) = Scripted::new(vec![tool]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let name = "x".repeat(1 << 20);
+    let a = post(&tg.url(), None, call(1, &name, json!({})))
+        .await
+        .json();
+    assert_eq!(a["error"]["code"], -32602, "answered as unknown");
+    assert_eq!(a["error"]["data"]["suggestions"], json!([]));
+    let near = format!("{long_property}q");
+    let a = post(&tg.url(), None, call(2, "store", json!({near: "v"})))
+        .await
+        .json();
+    // Not compared (no suggestion is made for names that long): the open schema takes it.
+    assert!(a.get("result").is_some(), "{a}");
+    let logs = tg
+        .logs_when(|l| l.contains("outcome=\"unknown\"") || l.contains("outcome=unknown"))
+        .await;
+    assert!(
+        logs.contains("outcome"),
+        "{}",
+        &logs[..logs.len().min(2000)]
+    );
+    assert!(
+        !logs.contains(&"x".repeat(1000)),
+        "a made-up name is not logged whole"
+    );
+}

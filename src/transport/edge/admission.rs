@@ -100,7 +100,7 @@ where
             return refuse(StatusCode::BAD_REQUEST, why);
         }
         let gw = self.live.load();
-        if let Err(why) = gw.origins.check(req.headers()) {
+        if let Err(why) = gw.origins.check(req.headers(), req.uri().authority()) {
             return refuse(StatusCode::FORBIDDEN, why);
         }
         let note = Note::new();
