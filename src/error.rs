@@ -16,6 +16,10 @@ pub enum UpstreamError {
     Timeout(Duration),
     #[error("the tool server answered with something that is not JSON-RPC: {0}")]
     NotJsonRpc(String),
+    /// The tool server's command could not be started (a stdio server): a configuration
+    /// problem of the gateway's.
+    #[error("the tool server cannot be started: {0}")]
+    CannotStart(String),
 }
 
 impl UpstreamError {
@@ -33,6 +37,9 @@ impl UpstreamError {
             }
             UpstreamError::NotJsonRpc(_) => {
                 "This is a server-side fault; retrying is unlikely to help until it is fixed."
+            }
+            UpstreamError::CannotStart(_) => {
+                "This is a configuration problem of the gateway; retrying will not help until it is fixed."
             }
         }
     }

@@ -103,12 +103,29 @@ struct Common {
     /// A TOML configuration file (see config/toolgate.toml).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long)]
+    /// Address to listen on, as IP:PORT or HOST:PORT [default: 127.0.0.1:8080].
+    #[arg(long, value_parser = listen_addr)]
     listen: Option<SocketAddr>,
     /// Admin address for /healthz, /readyz and /metrics, or "off" [default: 127.0.0.1:9090].
     #[arg(long)]
     admin_listen: Option<String>,
+}
+
+/// `--listen`: an IP address with a port, or a host name (`localhost:8080`) resolved once.
+fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let hint = "give IP:PORT or HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080";
+    match s.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("{s:?} names no address; {hint}")),
+        Err(e) => Err(format!(
+            "{s:?} is not an address to listen on ({e}); {hint}"
+        )),
+    }
 }
 
 /// Ends the process once the queued log lines are written.
@@ -172,18 +189,30 @@ async fn shutdown_signal() {
 async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {}; give another address with --listen (or `listen` in the configuration file)",
+                cfg.listen
+            )
+        })?;
     let addr = listener.local_addr()?;
     let admin = match cfg.admin_addr()? {
         Some(a) => Some(
             tokio::net::TcpListener::bind(a)
                 .await
-                .with_context(|| format!("cannot listen on {a} (admin_listen)"))?,
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {a} (the admin listener); give another address with --admin-listen, or \"off\""
+                    )
+                })?,
         ),
         None => None,
     };
     let grace = cfg.limits.shutdown_grace;
     let gw = Gateway::new(cfg)?;
+    let live = Live::new(gw.clone());
+    // Everything the configuration names is read before toolgate says it listens.
+    let edge = toolgate::Edge::new(&live)?;
     let scheme = if gw.config.tls.is_some() {
         "https"
     } else {
@@ -192,7 +221,6 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     for t in &gw.targets {
         tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
-    let live = Live::new(gw);
     tokio::spawn(reloads(live.clone(), source));
     if let Some(admin) = admin {
         tracing::info!("admin listening on http://{}", admin.local_addr()?);
@@ -203,7 +231,7 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     }
     tokio::spawn(async move {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(toolgate::serve(listener, live, async move {
+        let server = tokio::spawn(toolgate::serve(listener, edge, async move {
             shutdown_signal().await;
             let _ = stop_tx.send(());
         }));
@@ -282,9 +310,18 @@ async fn reloads(live: Live, source: Reload) {
     }
 }
 
+/// A failure before toolgate runs (a configuration it cannot use, an address taken) is one
+/// line on stderr and exit status 1, whatever `RUST_BACKTRACE` says.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().cmd {
+async fn main() {
+    if let Err(e) = run(Cli::parse()).await {
+        eprintln!("toolgate: {e:#}");
+        exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.cmd {
         Cmd::Stdio {
             config,
             upstream,

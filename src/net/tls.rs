@@ -5,8 +5,9 @@
 //! The client configuration is built from the files on the first connection and built again
 //! when one of them changes (size or modification time, checked at each new connection, which
 //! is rare next to requests on kept connections): a rotated client certificate or CA bundle
-//! takes effect without a restart. A file that cannot be read fails the connection with a
-//! message naming it; connections already open keep working.
+//! takes effect without a restart. A file that cannot be used when toolgate starts stops it
+//! with a message naming it; one that breaks later fails the new connection with that
+//! message, and connections already open keep working.
 
 use crate::config::UpstreamTls;
 use crate::locks::MutexExt;
@@ -71,11 +72,15 @@ impl TlsConnect {
                 name: name.to_owned(),
                 source,
             })?;
-        Ok(TlsConnect {
+        let connect = TlsConnect {
             settings: settings.clone(),
             server_name,
             built: Mutex::new(None),
-        })
+        };
+        // The files are read once now: one that cannot be used is a configuration problem,
+        // found at the start rather than by the first request.
+        connect.config()?;
+        Ok(connect)
     }
 
     pub async fn connect(&self, tcp: TcpStream) -> Result<Connected, TlsError> {

@@ -711,6 +711,16 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
         result_text(&a).contains("cannot start"),
         "the answer says why: {a}"
     );
+    assert!(
+        result_text(&a).contains("configuration problem") && !result_text(&a).contains("Retrying"),
+        "and that retrying will not help: {a}"
+    );
+    let logs = tg.logs_when(|l| l.contains("cannot be started")).await;
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("ERROR") && l.contains("the tool server cannot be started")),
+        "{logs}"
+    );
     let metrics = tg.admin_get("/metrics").await.text();
     let line = r#"toolgate_tool_calls_total{upstream="default",tool="(unlisted)",outcome="upstream_error"} 1"#;
     assert!(metrics.contains(line), "{line} in\n{metrics}");

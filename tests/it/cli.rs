@@ -178,3 +178,91 @@ async fn check_reports_what_would_fail_at_runtime() {
         "{err}"
     );
 }
+
+/// `toolgate serve` with `args` and `RUST_BACKTRACE=1`, as many Rust users run everything:
+/// its exit status and stderr.
+async fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("serve")
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What the configuration names and cannot be used stops toolgate before anything listens:
+/// exit status 1 and one line that says what, whatever `RUST_BACKTRACE` says.
+#[tokio::test]
+async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
+    let cfg = tempfile_lite::TempFile::new(
+        "[tls]\ncert_file = \"/nonexistent/cert.pem\"\nkey_file = \"/nonexistent/key.pem\"\n",
+    );
+    let path = cfg.path.display().to_string();
+    let upstream = [
+        "--upstream",
+        "http://127.0.0.1:9/mcp",
+        "--admin-listen",
+        "off",
+    ];
+    let (code, err) = serve_fails(
+        &[
+            &upstream[..],
+            &["--listen", "127.0.0.1:0", "--config", &path],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("tls.cert_file /nonexistent/cert.pem"), "{err}");
+    assert!(!err.contains("listening"), "{err}");
+
+    let ca = tempfile_lite::TempFile::new("[upstream_tls]\nca_file = \"/nonexistent/ca.pem\"\n");
+    let path = ca.path.display().to_string();
+    let (code, err) = serve_fails(&[
+        "--upstream",
+        "https://127.0.0.1:9/mcp",
+        "--admin-listen",
+        "off",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        &path,
+    ])
+    .await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("upstream_tls.ca_file /nonexistent/ca.pem"),
+        "{err}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, err) = serve_fails(&[&upstream[..], &["--listen", &addr]].concat()).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--listen"), "the way out is named: {err}");
+
+    // A host name is an address too.
+    let tg = Toolgate::start_raw(
+        [
+            "serve",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+            "--listen",
+            "localhost:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert!(tg.addr.ip().is_loopback());
+}

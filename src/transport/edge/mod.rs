@@ -87,21 +87,35 @@ impl App {
     }
 }
 
+/// What the client listener serves with: the edge, and TLS when `[tls]` asks for it. Built
+/// before anything listens, so that what the configuration names and cannot be used (a
+/// certificate file, an upstream's TLS settings) stops toolgate at its start.
+pub struct Edge {
+    app: App,
+    tls: Option<tls::Acceptor>,
+}
+
+impl Edge {
+    pub fn new(live: &Live) -> Result<Edge, crate::config::ConfigError> {
+        let app = App::new(live)?;
+        let tls = match &live.load().config.tls {
+            Some(t) => Some(tls::Acceptor::new(t)?),
+            None => None,
+        };
+        Ok(Edge { app, tls })
+    }
+}
+
 /// Serves the gateway until `shutdown` resolves, then lets in-flight requests and streams
 /// finish (the caller bounds how long) and stops the stdio children.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    live: Live,
+    edge: Edge,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
-    let app = App::new(&live).map_err(std::io::Error::other)?;
-    let tls = match &live.load().config.tls {
-        Some(t) => {
-            Some(crate::transport::edge::tls::Acceptor::new(t).map_err(std::io::Error::other)?)
-        }
-        None => None,
-    };
+    let Edge { app, tls } = edge;
+    let live = app.live.clone();
     let drain = crate::transport::runtime::drain::Drain::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     // A connection holds a permit for its life; past the cap, clients wait in the listen

@@ -53,13 +53,10 @@ fn no_child(rt: &Route<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
                 jsonrpc::error_response(m.id, jsonrpc::INTERNAL_ERROR, &msg, None),
             )
         }
-        NoChild::Failed(why) => {
-            let e = crate::error::UpstreamError::Unreachable(why);
-            match pipeline::undecided(rt.gw, rt.target, era, m, &e) {
-                Some(a) => reply::answer(era, a),
-                None => reply::undelivered(&e),
-            }
-        }
+        NoChild::Failed(e) => match pipeline::undecided(rt.gw, rt.target, era, m, &e) {
+            Some(a) => reply::answer(era, a),
+            None => reply::undelivered(&e),
+        },
     }
 }
 

@@ -7,6 +7,7 @@
 //! (notifications, server requests) goes to its session's GET stream, except what is about a
 //! request answered as a stream (its progress), which goes there.
 
+use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
@@ -212,7 +213,7 @@ pub enum NoChild {
     UnknownSession,
     TooMany,
     TooManyForClient(usize),
-    Failed(String),
+    Failed(UpstreamError),
 }
 
 impl StdioPool {
@@ -291,7 +292,10 @@ impl StdioPool {
             }
         };
         let child = ChildProcess::spawn(&self.command, limits.max_response_bytes, handler)
-            .map_err(|e| NoChild::Failed(e.to_string()))?;
+            .map_err(|e| {
+                tracing::error!(error = %e, "the tool server cannot be started");
+                NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
+            })?;
         let sc = Arc::new(SessionChild {
             child,
             owner: owner.into(),
@@ -389,7 +393,7 @@ impl StdioPool {
             sc.child
                 .initialize(&gw.next_id(), gw.config.limits.upstream_timeout)
                 .await
-                .map_err(|e| NoChild::Failed(e.to_string()))?;
+                .map_err(|e| NoChild::Failed(UpstreamError::Unreachable(e.to_string())))?;
             *shared = Some(sc.clone());
             return Ok(sc);
         }
@@ -399,7 +403,9 @@ impl StdioPool {
             Ok(ServerEra::Bridged(init)) => {
                 let _ = sc.bridged.set(init);
             }
-            Err(why) => return Err(NoChild::Failed(why.to_string())),
+            Err(why) => {
+                return Err(NoChild::Failed(UpstreamError::Unreachable(why.to_string())));
+            }
         }
         *shared = Some(sc.clone());
         Ok(sc)
