@@ -932,3 +932,81 @@ root = "/workspace"
         );
     }
 }
+
+/// On the shared stdio child, where the ids of requests without a session are toolgate's, a
+/// client's `notifications/cancelled` names its own requests and no other's: bob's guesses at
+/// the ids of alice's call reach nothing, alice's own cancellation reaches her call.
+#[tokio::test]
+async fn a_cancellation_on_the_shared_child_names_only_the_senders_requests() {
+    let alice = tempfile_lite::TempFile::new("alice-token");
+    let bob = tempfile_lite::TempFile::new("bob-token");
+    let config = format!(
+        "[[auth.tokens]]\nname = \"alice\"\nfile = \"{}\"\n[[auth.tokens]]\nname = \"bob\"\nfile = \"{}\"\n",
+        alice.path.display(),
+        bob.path.display()
+    );
+    let command = common::peers::stdio_fixture(&[]).await;
+    let tg = Toolgate::in_front_of(&command, Some(&config)).await;
+    let as_ = |token: &'static str, body: Value| {
+        let url = tg.url();
+        async move {
+            let auth = format!("Bearer {token}");
+            request(
+                Method::POST,
+                &url,
+                &[
+                    ("content-type", "application/json"),
+                    ("accept", ACCEPT),
+                    ("authorization", auth.as_str()),
+                ],
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let cancel = |id: Value| json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+    // Bob learns where toolgate's ids stand, then tries the ones around it, and alice's own.
+    let seen = as_(
+        "bob-token",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "seen", "arguments": {}}}),
+    )
+    .await;
+    let before = result_text(&seen.json())
+        .matches("notifications/cancelled")
+        .count();
+    let slow = tokio::spawn(as_(
+        "alice-token",
+        json!({"jsonrpc": "2.0", "id": 7,
+        "method": "tools/call", "params": {"name": "slow", "arguments": {}}}),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let request_id = seen.headers["x-request-id"].to_str().unwrap().to_owned();
+    let (prefix, n) = request_id.rsplit_once('-').unwrap();
+    let n: u64 = n.parse().unwrap_or(0);
+    let mut guesses = vec![json!(7)];
+    guesses.extend((n.saturating_sub(5)..n + 20).map(|i| json!(format!("{prefix}-{i}"))));
+    for g in guesses {
+        let r = as_("bob-token", cancel(g)).await;
+        assert_eq!(r.status, 202, "{}", r.text());
+    }
+    // Alice's own cancellation reaches her call, under toolgate's id for it.
+    let r = as_("alice-token", cancel(json!(7))).await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    let _ = slow.await;
+    let seen = as_(
+        "bob-token",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "seen", "arguments": {}}}),
+    )
+    .await;
+    let after = result_text(&seen.json())
+        .matches("notifications/cancelled")
+        .count();
+    assert_eq!(
+        after,
+        before + 1,
+        "alice's cancellation, and none of bob's, reached the child: {}",
+        seen.text()
+    );
+}

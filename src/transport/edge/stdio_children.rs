@@ -18,7 +18,7 @@ use crate::pipeline::bridge;
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::ChildLister;
-use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
+use crate::transport::upstream::children::{NoChild, Sent, SessionChild, StdioPool};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -73,6 +73,9 @@ fn owner(rt: &Route<'_>, ctx: &Caller) -> String {
 /// without a session.
 pub(super) struct ChildWay {
     sc: Arc<SessionChild>,
+    /// Who sends the message (`owner`): on the shared child, whose requests a cancellation
+    /// may name.
+    owner: String,
     /// The id of the session this `initialize` opens, for the answer's header.
     new_session: Option<String>,
     shared: bool,
@@ -103,10 +106,9 @@ impl ChildWay {
             return Err(reply::json(StatusCode::NOT_FOUND, answer));
         }
         let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
+        let owner = owner(rt, ctx);
         let found = match (session, m.method()) {
-            (None, Some("initialize")) => pool
-                .open(&owner(rt, ctx))
-                .map(|(id, sc)| (sc, Some(id), false)),
+            (None, Some("initialize")) => pool.open(&owner).map(|(id, sc)| (sc, Some(id), false)),
             (Some(s), _) => pool.session(s).map(|sc| (sc, None, false)),
             (None, _) => pool.shared(era).await.map(|sc| (sc, None, true)),
         };
@@ -117,6 +119,7 @@ impl ChildWay {
         };
         Ok(ChildWay {
             sc,
+            owner,
             new_session,
             shared,
             era,
@@ -150,6 +153,22 @@ impl ChildWay {
         }
     }
 
+    /// A client's cancellation of request `id`, as the child is to read it: in a session, as
+    /// it came (the ids are the client's own); on the shared child, under toolgate's id for
+    /// that client's own request, or `None` when it names none of its requests in flight.
+    /// The POST still waiting for the request ends either way.
+    fn cancelled(&self, id: &RawValue, body: Bytes) -> Option<Bytes> {
+        if !self.shared {
+            self.sc.child.cancel(id.get());
+            return Some(body);
+        }
+        let ours = self.sc.ours(&self.owner, id.get())?;
+        self.sc.child.cancel(&ours);
+        let ours = RawValue::from_string(ours.into()).ok()?;
+        let rewritten = jsonrpc::replace_at(&body, &["params", "requestId"], &ours)?;
+        Some(Bytes::from(rewritten))
+    }
+
     /// Sends what the gate forwards and answers the POST with what the child answers.
     pub(super) async fn send(
         self,
@@ -162,13 +181,18 @@ impl ChildWay {
         let sc = &self.sc;
         let Some(client_id) = pending.id.as_deref() else {
             // A notification or a client's answer. A cancellation also ends the POST still
-            // waiting for that request (in a session, where ids are the client's own; the
-            // shared child's are remapped).
-            if !self.shared
-                && m.method() == Some("notifications/cancelled")
+            // waiting for that request.
+            let mut body = body;
+            if m.method() == Some("notifications/cancelled")
                 && let Some(id) = m.cancelled_id()
             {
-                sc.child.cancel(id.get());
+                match self.cancelled(id, body) {
+                    Some(b) => body = b,
+                    None => {
+                        note.outcome = "answered";
+                        return reply::accepted();
+                    }
+                }
             }
             return match sc.child.send(body) {
                 Ok(()) => {
@@ -179,7 +203,7 @@ impl ChildWay {
             };
         };
         if self.shared {
-            return shared_exchange(rt, sc, body, m, pending, note).await;
+            return shared_exchange(rt, sc, &self.owner, body, m, pending, note).await;
         }
         // A request with a progress token is answered as a stream, its progress then its
         // answer, as an HTTP server answers it: sent to the session's GET stream, the
@@ -276,6 +300,7 @@ fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
 async fn shared_exchange(
     rt: &Route<'_>,
     sc: &Arc<SessionChild>,
+    owner: &str,
     body: Bytes,
     m: &Message<'_>,
     pending: Pending,
@@ -286,6 +311,7 @@ async fn shared_exchange(
         serde_json::to_string(&rt.gw.next_id()).expect("a string serializes"),
     )
     .expect("a JSON string");
+    let sent = sc.sent(owner, client_id.get(), ours.get());
     let client_token = progress_token(&body);
     let listens = m.method() == Some("subscriptions/listen");
     let mut wire = jsonrpc::replace_at(&body, &["id"], &ours);
@@ -310,6 +336,7 @@ async fn shared_exchange(
         };
         let answer = sc.child.request(wire, ours.get(), timeout).await;
         left.cancels = false;
+        drop(sent);
         let answer = match answer {
             Ok(a) => a,
             Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
@@ -320,7 +347,11 @@ async fn shared_exchange(
         return reply::json(status, body);
     }
     note.outcome = "forwarded";
-    let remapped = Remapped { ours, client_token };
+    let remapped = Remapped {
+        ours,
+        client_token,
+        _sent: sent,
+    };
     let key = remapped.ours.get().to_owned();
     stream(rt, sc, wire, &key, pending, Some(remapped), timeout)
 }
@@ -330,6 +361,8 @@ async fn shared_exchange(
 struct Remapped {
     ours: Box<RawValue>,
     client_token: Option<Box<RawValue>>,
+    /// The request stays cancellable by its sender while its stream lasts.
+    _sent: Sent,
 }
 
 /// Answers a request as an SSE stream: what the child sends about it (registered under
