@@ -769,6 +769,12 @@ impl Config {
             }
         }
         self.admin_addr()?;
+        if self.reload.interval < Duration::from_millis(100) {
+            return Err(ConfigError(format!(
+                "reload.interval {:?} is too short: give at least 100ms",
+                self.reload.interval
+            )));
+        }
         if self.limits.max_body_bytes == 0 {
             return Err(ConfigError("limits.max_body_bytes must be above 0".into()));
         }

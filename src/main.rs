@@ -277,7 +277,8 @@ impl Reload {
 /// is logged and the one in force stays.
 async fn reloads(live: Live, source: Reload) {
     let interval = live.load().config.reload.interval;
-    let watch = source.file.is_some() && live.load().config.reload.watch;
+    // Asked again before each look: a reload may turn the watching off, or on.
+    let watching = |live: &Live| source.file.is_some() && live.load().config.reload.watch;
     let read = |f: &Option<PathBuf>| f.as_ref().and_then(|p| std::fs::read(p).ok());
     let mut seen = read(&source.file);
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -292,7 +293,7 @@ async fn reloads(live: Live, source: Reload) {
     loop {
         let why = tokio::select! {
             _ = hup.recv() => "SIGHUP",
-            _ = tick.tick(), if watch => {
+            _ = tick.tick(), if watching(&live) => {
                 let now = read(&source.file);
                 if now == seen {
                     continue;

@@ -242,6 +242,19 @@ async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
         "{err}"
     );
 
+    let zero = tempfile_lite::TempFile::new("[reload]\ninterval = \"0s\"\n");
+    let path = zero.path.display().to_string();
+    let (code, err) = serve_fails(
+        &[
+            &upstream[..],
+            &["--listen", "127.0.0.1:0", "--config", &path],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("reload.interval"), "{err}");
+
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let (code, err) = serve_fails(&[&upstream[..], &["--listen", &addr]].concat()).await;

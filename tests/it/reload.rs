@@ -185,3 +185,37 @@ async fn a_reload_reads_rotated_secrets() {
     assert_eq!(post("first-token-aaaaaaaaaaaa").await, 401);
     assert_eq!(post("second-token-bbbbbbbbbbb").await, 200);
 }
+
+/// `reload.watch = false` arriving through a reload stops the watching: a later edit waits
+/// for SIGHUP.
+#[tokio::test]
+async fn watching_the_file_can_be_turned_off_by_a_reload() {
+    let (tg, file, _) = start("[reload]\ninterval = \"100ms\"\n").await;
+    let mut conn = connect(&tg).await;
+    rewrite(
+        &file,
+        "[reload]\ninterval = \"100ms\"\nwatch = false\n[validation]\ndeny_tools = [\"secret\"]\n",
+    );
+    wait_for_log(
+        &tg,
+        "configuration reloaded (the configuration file changed)",
+        1,
+    )
+    .await;
+    assert!(denied(&send(&mut conn, call(1, "secret", json!({}))).await));
+    rewrite(&file, "[reload]\ninterval = \"100ms\"\nwatch = false\n");
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert!(
+        denied(&send(&mut conn, call(2, "secret", json!({}))).await),
+        "the edit is not read while watching is off"
+    );
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &tg.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    wait_for_log(&tg, "configuration reloaded (SIGHUP)", 1).await;
+    assert!(!denied(
+        &send(&mut conn, call(3, "secret", json!({}))).await
+    ));
+}
