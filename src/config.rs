@@ -172,8 +172,17 @@ pub fn secret(what: &str, env: Option<&str>, file: Option<&str>) -> Result<Strin
     let value = match (env, file) {
         (Some(var), None) => std::env::var(var)
             .map_err(|_| ConfigError(format!("{what}: environment variable {var} is not set")))?,
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("{what}: cannot read {path}: {e}")))?,
+        (None, Some(path)) => {
+            // Only a regular file: reading a FIFO or a device could block the reload (and
+            // with it every listener) for ever.
+            let meta = std::fs::metadata(path)
+                .map_err(|e| ConfigError(format!("{what}: cannot read {path}: {e}")))?;
+            if !meta.is_file() {
+                return Err(ConfigError(format!("{what}: {path} is not a regular file")));
+            }
+            std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("{what}: cannot read {path}: {e}")))?
+        }
         _ => {
             return Err(ConfigError(format!(
                 "{what}: give exactly one of env or file"
@@ -820,6 +829,24 @@ pub struct ConfigError(pub String);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_read_only_from_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("toolgate-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("token");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let path = fifo.display().to_string();
+        let e = secret("auth.tokens[0]", None, Some(&path)).unwrap_err();
+        assert!(e.0.contains("is not a regular file"), "{e}");
+        let e = secret("auth.tokens[0]", None, Some(&dir.display().to_string())).unwrap_err();
+        assert!(e.0.contains("is not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn defaults_are_safe() {

@@ -511,11 +511,13 @@ async fn admit<R>(
     outcome: &'static str,
     bytes: Bytes,
 ) -> Decision<R> {
+    // The bucket is named by `label`: a name no server listed (under `mode = "off"` nothing
+    // else stops it) shares one bucket with every other, rather than making one of its own.
     let verdict = match call.client {
         Some(client) => match client.rules.as_ref().and_then(|r| r.rate_for(tool)) {
             Some(rate) => Some((
                 client,
-                rate_verdict(gw, call, &client.name, tool, rate).await,
+                rate_verdict(gw, call, &client.name, label, rate).await,
             )),
             None => None,
         },

@@ -1010,3 +1010,33 @@ async fn a_cancellation_on_the_shared_child_names_only_the_senders_requests() {
         seen.text()
     );
 }
+
+/// Under `mode = "off"` a made-up tool name reaches the rate limiter unchecked: names no
+/// server listed share one bucket, so inventing names buys no budget (nor a Redis key each).
+#[tokio::test]
+async fn made_up_names_share_one_rate_bucket() {
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let config = "[validation]\nmode = \"off\"\n[clients.\"*\"]\nrate_limit = \"2/minute\"\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    // The client's own listing names `echo` (toolgate does not list in this mode).
+    let list = json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}).to_string();
+    post(&tg.url(), None, list).await;
+    for (i, name) in ["made-up-1", "made-up-2"].iter().enumerate() {
+        let a = post(&tg.url(), None, call(i as i64, name, json!({})))
+            .await
+            .json();
+        assert!(a["result"]["_meta"]["toolgate/rate_limit"].is_null(), "{a}");
+    }
+    let a = post(&tg.url(), None, call(3, "made-up-3", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/rate_limit"]["code"], "rate_limited",
+        "{a}"
+    );
+    // A tool a listing named keeps a budget of its own.
+    let a = post(&tg.url(), None, call(4, "echo", json!({})))
+        .await
+        .json();
+    assert!(a["result"]["_meta"]["toolgate/rate_limit"].is_null(), "{a}");
+}
