@@ -73,4 +73,36 @@ impl Answer {
             ),
         }
     }
+
+    /// [`Answer::upstream_failed`] without the reason, which may name addresses and paths
+    /// (`errors.mask_internal`): a reference stands for it, under which it is logged.
+    pub fn upstream_failed_masked(
+        era: Era,
+        id: Option<&RawValue>,
+        is_call: bool,
+        e: &UpstreamError,
+        reference: &str,
+    ) -> Answer {
+        match id {
+            Some(id) if is_call => {
+                let text = format!(
+                    "The tool server is unavailable (reference {reference}). {}",
+                    e.retry_hint()
+                );
+                Answer::tool_error(
+                    era,
+                    id,
+                    text,
+                    "toolgate/upstream",
+                    json!({"code": "upstream_unavailable", "reference": reference}),
+                )
+            }
+            _ => Answer::error(
+                id,
+                jsonrpc::INTERNAL_ERROR,
+                &format!("Upstream MCP server unavailable (reference {reference})"),
+                None,
+            ),
+        }
+    }
 }

@@ -331,7 +331,7 @@ fn listing_failed<R>(
         ListFailed::Relay(r) => return Decision::Relay(r),
         ListFailed::Unavailable(e) => {
             tracing::warn!(upstream = %target.name, tool = shown(tool), error = %e, "tools/call: could not list tools");
-            Answer::upstream_failed(call.era, Some(call.id), true, &e)
+            super::failed(gw, target, call.era, Some(call.id), true, &e)
         }
         ListFailed::Refused(why) => {
             tracing::warn!(upstream = %target.name, tool = shown(tool), error = %why, "tools/call: tools/list failed");

@@ -96,12 +96,33 @@ pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<
         }
         _ => false,
     };
-    Some(answer::Answer::upstream_failed(
+    Some(failed(
+        gw,
+        &pending.target,
         pending.era,
         Some(id),
         is_call,
         e,
     ))
+}
+
+/// toolgate's answer for a request no usable answer came for: the reason, or with
+/// `errors.mask_internal` a reference under which the reason is logged (it may name the
+/// server's address or a file path).
+pub fn failed(
+    gw: &Gateway,
+    target: &Target,
+    era: Era,
+    id: Option<&RawValue>,
+    is_call: bool,
+    e: &UpstreamError,
+) -> answer::Answer {
+    if !gw.config.errors.mask_internal {
+        return answer::Answer::upstream_failed(era, id, is_call, e);
+    }
+    let reference = gw.next_id();
+    tracing::warn!(upstream = %target.name, reference, error = %e, "masked toolgate's own error");
+    answer::Answer::upstream_failed_masked(era, id, is_call, e, &reference)
 }
 
 /// No answer will come for `m`, a message that was not decided: its server could not be
@@ -125,7 +146,7 @@ pub fn undecided(
             .tool_calls
             .inc(&[&target.name, tool, "upstream_error"]);
     }
-    Some(answer::Answer::upstream_failed(era, Some(id), is_call, e))
+    Some(failed(gw, target, era, Some(id), is_call, e))
 }
 
 #[derive(Deserialize)]

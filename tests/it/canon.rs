@@ -736,3 +736,53 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
     assert_eq!(r.status, 502, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], -32603, "{}", r.text());
 }
+
+/// With `errors.mask_internal`, toolgate's own word on an upstream it could not reach does not
+/// name the upstream's address either: a reference stands for it, as for an upstream's error.
+#[tokio::test]
+async fn masking_covers_toolgates_own_errors() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let tg = Toolgate::serve(&url, Some("[errors]\nmask_internal = true\n")).await;
+    let a = post(&tg.url(), None, call(1, "anything", json!({})))
+        .await
+        .json();
+    let text = result_text(&a);
+    let reference = a["result"]["_meta"]["toolgate/upstream"]["reference"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{a}"))
+        .to_owned();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reference": reference}}}})
+    );
+    assert!(!text.contains(&port.to_string()), "{text}");
+    assert!(text.contains(&reference), "{text}");
+    let a = post(
+        &tg.url(),
+        None,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string(),
+    )
+    .await
+    .json();
+    let message = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Upstream MCP server unavailable (reference ")
+            && !message.contains(&port.to_string()),
+        "{a}"
+    );
+    let logs = tg
+        .logs_when(|l| l.contains("masked toolgate's own error"))
+        .await;
+    assert!(
+        logs.contains(&reference),
+        "the reason is logged under the reference"
+    );
+}

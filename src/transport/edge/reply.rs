@@ -7,7 +7,7 @@
 
 use super::request::Note;
 use crate::error::UpstreamError;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Target};
 use crate::jsonrpc;
 use crate::mcp::Era;
 use crate::pipeline::answer::Answer;
@@ -53,18 +53,15 @@ pub(super) fn upstream_failed(
 pub(super) fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
     match pipeline::unanswered(gw, pending, e) {
         Some(a) => answer(pending.era, a),
-        None => undelivered(e),
+        None => undelivered(gw, &pending.target, e),
     }
 }
 
 /// 502 for a notification or a client's answer the server could not be given: there is no
 /// JSON-RPC answer to carry the failure.
-pub(super) fn undelivered(e: &UpstreamError) -> Response {
-    transport(
-        StatusCode::BAD_GATEWAY,
-        jsonrpc::INTERNAL_ERROR,
-        &format!("Upstream MCP server unavailable: {e}"),
-    )
+pub(super) fn undelivered(gw: &Gateway, target: &Target, e: &UpstreamError) -> Response {
+    let a = pipeline::failed(gw, target, Era::Legacy, None, false, e);
+    json(StatusCode::BAD_GATEWAY, a.body)
 }
 
 /// 202: a notification or a client's answer, taken.

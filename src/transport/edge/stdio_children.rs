@@ -55,7 +55,7 @@ fn no_child(rt: &Route<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
         }
         NoChild::Failed(e) => match pipeline::undecided(rt.gw, rt.target, era, m, &e) {
             Some(a) => reply::answer(era, a),
-            None => reply::undelivered(&e),
+            None => reply::undelivered(rt.gw, rt.target, &e),
         },
     }
 }
