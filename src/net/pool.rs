@@ -18,7 +18,7 @@
 //! ready. One list behind one lock would pass that lock's cache line between the worker
 //! threads twice per request.
 //!
-//! Over TLS (`https://`, see [`crate::transport::upstream::tls`]) the server may choose HTTP/2 by ALPN.
+//! Over TLS (`https://`, see [`super::tls`]) the server may choose HTTP/2 by ALPN.
 //! An HTTP/2 connection carries every request at once, so it stays in the list while used:
 //! a request takes a handle on it rather than the connection itself.
 
