@@ -21,7 +21,7 @@ use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -188,9 +188,12 @@ pub struct HttpBridge {
 }
 
 /// The headers of a request toolgate writes itself: the client's (its credentials, its
-/// session), for a JSON body, without the name of the client's own call.
+/// session), for a plain JSON body, without the name of the client's own call. What
+/// describes the client's own body goes: a `Content-Encoding` it claimed would make the
+/// server misread toolgate's (and a probe that fails so decides the era for every client).
 fn own_headers(client: &HeaderMap) -> HeaderMap {
     let mut headers = client.clone();
+    headers.remove(CONTENT_ENCODING);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
         ACCEPT,
@@ -415,5 +418,23 @@ impl HttpBridge {
             )
             .await;
         Some(session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toolgate_s_own_requests_do_not_claim_the_client_s_body_encoding() {
+        let mut client = HeaderMap::new();
+        client.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        client.insert("authorization", HeaderValue::from_static("Bearer t"));
+        client.insert(mcp::SESSION_ID, HeaderValue::from_static("s"));
+        let own = own_request(&client);
+        assert!(own.get(CONTENT_ENCODING).is_none());
+        assert_eq!(own["authorization"], "Bearer t");
+        assert!(own.get(mcp::SESSION_ID).is_none());
+        assert_eq!(own[CONTENT_TYPE], "application/json");
     }
 }
