@@ -92,6 +92,29 @@ impl Context {
     }
 
     /// The `traceparent` value for a child whose span is `span_id`.
+    /// A trace context a client put in `params._meta` (`traceparent`, `tracestate`), as the
+    /// spec allows where there are no headers to carry it.
+    pub fn from_meta(m: &crate::jsonrpc::Message<'_>) -> Option<Context> {
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            traceparent: Option<String>,
+            tracestate: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct WithMeta {
+            #[serde(rename = "_meta")]
+            meta: Option<Meta>,
+        }
+        let meta: Meta = match &m.params {
+            Some(crate::jsonrpc::Params::Call(c)) => serde_json::from_str(c.meta?.get()).ok()?,
+            Some(crate::jsonrpc::Params::Raw(raw)) => {
+                serde_json::from_str::<WithMeta>(raw.get()).ok()?.meta?
+            }
+            None => return None,
+        };
+        Context::parse(meta.traceparent.as_deref()?, meta.tracestate.as_deref())
+    }
+
     pub fn header_for(&self, span_id: &[u8; 8]) -> HeaderValue {
         let text = format!(
             "00-{}-{}-{:02x}",
@@ -126,6 +149,8 @@ pub fn now_ns() -> u64 {
 /// The exporter's handle: where spans go, and fresh ids.
 pub struct Telemetry {
     tx: mpsc::Sender<Span>,
+    /// Asks the exporter to send what it holds now, and says when it has.
+    flushes: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
     ids: RandomState,
     next: AtomicU64,
     pub dropped: AtomicU64,
@@ -176,10 +201,12 @@ impl Telemetry {
             }
         }
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(export(rx, up, resource));
+        let (flushes, flush_rx) = mpsc::channel(1);
+        tokio::spawn(export(rx, flush_rx, up, resource));
         tracing::info!(endpoint = %endpoint, "exporting traces over OTLP/HTTP");
         Ok(Some(Arc::new(Telemetry {
             tx,
+            flushes,
             ids: RandomState::new(),
             next: AtomicU64::new(1),
             dropped: AtomicU64::new(0),
@@ -202,12 +229,34 @@ impl Telemetry {
         t
     }
 
+    /// Sends what the exporter holds now, waiting `within` at most: a process about to end
+    /// (`toolgate stdio` when its client goes) would lose the last second's spans.
+    pub async fn flush(&self, within: Duration) {
+        let (done, sent) = tokio::sync::oneshot::channel();
+        if self.flushes.try_send(done).is_ok() {
+            let _ = tokio::time::timeout(within, sent).await;
+        }
+    }
+
     /// Hands a finished span to the exporter; dropped when the queue is full.
     pub fn record(&self, span: Span) {
         if self.tx.try_send(span).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// What every front says of one request in its server span, so that spans read alike
+/// whatever the transport: named `{mcp.method.name} {tool}`, with the attributes of the
+/// OpenTelemetry conventions for MCP and toolgate's outcome, never an argument value.
+pub struct SpanFacts<'a> {
+    pub method: &'a str,
+    pub tool: Option<&'a str>,
+    /// `forwarded`, `answered`, `upstream_error`, … (the request metric's values).
+    pub outcome: &'a str,
+    /// For a call toolgate answered, why (`rejected_invalid`, `unknown`, …).
+    pub validation: Option<&'a str>,
+    pub upstream: &'a str,
 }
 
 /// One request's server span, and the client spans of its upstream hops, until it ends.
@@ -307,6 +356,41 @@ impl RequestTrace {
         });
     }
 
+    /// Ends the server span as [`SpanFacts`] say, with what only the front knows (`extra`:
+    /// an HTTP status, a session, a protocol version).
+    pub fn finish_with(self, facts: &SpanFacts<'_>, extra: Vec<(&'static str, Attr)>) {
+        let mut attrs = vec![
+            ("mcp.method.name", Attr::Str(facts.method.to_owned())),
+            ("toolgate.upstream", Attr::Str(facts.upstream.to_owned())),
+            ("toolgate.outcome", Attr::Str(facts.outcome.to_owned())),
+        ];
+        attrs.extend(extra);
+        if let Some(tool) = facts.tool {
+            attrs.push(("gen_ai.tool.name", Attr::Str(tool.to_owned())));
+            attrs.push(("gen_ai.operation.name", Attr::Str("execute_tool".into())));
+        }
+        if let Some(v) = facts.validation {
+            attrs.push(("toolgate.validation", Attr::Str(v.to_owned())));
+        }
+        if let Some(id) = &self.request_id {
+            attrs.push(("jsonrpc.request.id", Attr::Str(id.clone())));
+        }
+        let failed = facts.outcome != "forwarded";
+        if failed {
+            // For a call toolgate refused, why: `rejected_invalid`, `unknown`, `denied`, ….
+            let why = facts
+                .validation
+                .filter(|_| facts.outcome == "answered")
+                .unwrap_or(facts.outcome);
+            attrs.push(("error.type", Attr::Str(why.to_owned())));
+        }
+        let name = match facts.tool {
+            Some(tool) => format!("{} {tool}", facts.method),
+            None => facts.method.to_owned(),
+        };
+        self.finish(name, attrs, failed);
+    }
+
     /// Ends the server span and hands it, with its hops, to the exporter.
     pub fn finish(self, name: String, attrs: Vec<(&'static str, Attr)>, error: bool) {
         let span = Span {
@@ -328,11 +412,17 @@ impl RequestTrace {
     }
 }
 
-async fn export(mut rx: mpsc::Receiver<Span>, up: HttpClient, resource: Vec<(String, String)>) {
+async fn export(
+    mut rx: mpsc::Receiver<Span>,
+    mut flushes: mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
+    up: HttpClient,
+    resource: Vec<(String, String)>,
+) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let mut asked = None;
         let flush = tokio::select! {
             span = rx.recv() => match span {
                 Some(s) => {
@@ -342,10 +432,20 @@ async fn export(mut rx: mpsc::Receiver<Span>, up: HttpClient, resource: Vec<(Str
                 None => true,
             },
             _ = tick.tick() => !batch.is_empty(),
+            Some(done) = flushes.recv() => {
+                while let Ok(s) = rx.try_recv() {
+                    batch.push(s);
+                }
+                asked = Some(done);
+                true
+            }
         };
         if flush && !batch.is_empty() {
             send(&up, &resource, &batch).await;
             batch.clear();
+        }
+        if let Some(done) = asked {
+            let _ = done.send(());
         }
         if rx.is_closed() && rx.is_empty() && batch.is_empty() {
             return;

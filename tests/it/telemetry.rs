@@ -261,3 +261,60 @@ async fn a_missing_collector_costs_requests_nothing() {
         tg.logs()
     );
 }
+
+/// `toolgate stdio` traces as `serve` does: a server span per request, named and attributed
+/// alike, continuing a `traceparent` the client put in `params._meta`, ended when its answer
+/// is written or toolgate answers it; the last spans are sent before the process ends.
+#[tokio::test]
+async fn the_stdio_front_traces_its_requests_alike() {
+    let (endpoint, got) = collector().await;
+    let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
+    let command = common::peers::stdio_fixture(&[]).await;
+    let (mut g, _file) = common::stdio_gate::StdioGate::start(&command, Some(&config));
+    g.initialize().await;
+    let traced = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": 1, "b": 2},
+        "_meta": {"traceparent": format!("00-{TRACE}-{PARENT}-01")}}});
+    assert_eq!(g.ask(traced).await["result"]["content"][0]["text"], "3");
+    let invalid = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": 1, "b": "SECRET-VALUE"}}});
+    assert_eq!(g.ask(invalid).await["result"]["isError"], true);
+    drop(g.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(10), g.child.wait()).await;
+    let spans = spans(&got, 3).await;
+    let named = |name: &str, id: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == name && attr(s, "jsonrpc.request.id").as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("no span {name} for request {id} in {spans:?}"))
+            .clone()
+    };
+    let forwarded = named("tools/call add", "2");
+    assert_eq!(hex(&forwarded.trace_id), TRACE);
+    assert_eq!(hex(&forwarded.parent_span_id), PARENT);
+    assert_eq!(
+        attr(&forwarded, "toolgate.outcome").as_deref(),
+        Some("forwarded")
+    );
+    assert_eq!(attr(&forwarded, "gen_ai.tool.name").as_deref(), Some("add"));
+    assert_eq!(
+        attr(&forwarded, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(attr(&forwarded, "error.type"), None);
+    let refused = named("tools/call add", "3");
+    assert_eq!(
+        attr(&refused, "toolgate.outcome").as_deref(),
+        Some("answered")
+    );
+    assert_eq!(
+        attr(&refused, "error.type").as_deref(),
+        Some("rejected_invalid")
+    );
+    named("initialize", "0");
+    let everything = format!("{spans:?}");
+    assert!(
+        !everything.contains("SECRET-VALUE"),
+        "no argument value in a span"
+    );
+}

@@ -159,27 +159,6 @@ async fn dispatch(rt: &Route<'_>, req: Request, note: &mut Note) -> Response {
     }
 }
 
-/// A trace context the client put in `params._meta` (`traceparent`, `tracestate`), as the
-/// spec allows where there are no headers to carry it.
-fn meta_trace(m: &jsonrpc::Message<'_>) -> Option<telemetry::Context> {
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        traceparent: Option<String>,
-        tracestate: Option<String>,
-    }
-    #[derive(serde::Deserialize)]
-    struct WithMeta {
-        #[serde(rename = "_meta")]
-        meta: Option<Meta>,
-    }
-    let meta: Meta = match &m.params {
-        Some(jsonrpc::Params::Call(c)) => serde_json::from_str(c.meta?.get()).ok()?,
-        Some(jsonrpc::Params::Raw(raw)) => serde_json::from_str::<WithMeta>(raw.get()).ok()?.meta?,
-        None => return None,
-    };
-    telemetry::Context::parse(meta.traceparent.as_deref()?, meta.tracestate.as_deref())
-}
-
 async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
     let bytes = match message::read(body, rt.gw.config.limits.max_body_bytes).await {
@@ -276,7 +255,7 @@ fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
         trace.request_id = id.map(|i| i.get().trim_matches('"').to_owned());
         if !trace.has_parent()
             && memchr::memmem::find(bytes, b"traceparent").is_some()
-            && let Some(parent) = meta_trace(m)
+            && let Some(parent) = telemetry::Context::from_meta(m)
         {
             trace.adopt(parent);
         }

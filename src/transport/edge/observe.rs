@@ -154,45 +154,24 @@ fn end_trace(
             .and_then(|v| v.to_str().ok())
             .map(|s| Attr::Str(s.to_owned()))
     };
-    let mut attrs = vec![
-        ("mcp.method.name", Attr::Str(note.method.to_owned())),
-        ("toolgate.upstream", Attr::Str(upstream.to_owned())),
-        ("toolgate.outcome", Attr::Str(note.outcome.to_owned())),
-        (
-            "http.response.status_code",
-            Attr::Int(i64::from(status.as_u16())),
-        ),
-    ];
-    if let Some(tool) = &note.tool {
-        attrs.push(("gen_ai.tool.name", Attr::Str(tool.to_string())));
-        attrs.push(("gen_ai.operation.name", Attr::Str("execute_tool".into())));
-    }
-    if let Some(v) = note.validation {
-        attrs.push(("toolgate.validation", Attr::Str(v.to_owned())));
-    }
-    if let Some(id) = &trace.request_id {
-        attrs.push(("jsonrpc.request.id", Attr::Str(id.clone())));
-    }
+    let mut extra = vec![(
+        "http.response.status_code",
+        Attr::Int(i64::from(status.as_u16())),
+    )];
     if let Some(s) = text(&span.session) {
-        attrs.push(("mcp.session.id", s));
+        extra.push(("mcp.session.id", s));
     }
     if let Some(v) = text(&span.version) {
-        attrs.push(("mcp.protocol.version", v));
+        extra.push(("mcp.protocol.version", v));
     }
-    let failed = !matches!(note.outcome, "forwarded");
-    if failed {
-        // For a call toolgate refused, why: `rejected_invalid`, `unknown`, `denied`, ….
-        let why = note
-            .validation
-            .filter(|_| note.outcome == "answered")
-            .unwrap_or(note.outcome);
-        attrs.push(("error.type", Attr::Str(why.to_owned())));
-    }
-    let name = match &note.tool {
-        Some(tool) => format!("{} {tool}", note.method),
-        None => note.method.to_owned(),
+    let facts = telemetry::SpanFacts {
+        method: note.method,
+        tool: note.tool.as_deref(),
+        outcome: note.outcome,
+        validation: note.validation,
+        upstream,
     };
-    trace.finish(name, attrs, failed);
+    trace.finish_with(&facts, extra);
 }
 
 #[cfg(test)]

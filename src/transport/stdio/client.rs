@@ -77,13 +77,16 @@ fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) 
 pub(crate) struct ToClient {
     pub(super) gw: Arc<Gateway>,
     pub(super) out: mpsc::UnboundedSender<Out>,
+    /// The spans of the requests waiting for their answers.
+    pub(super) traces: Arc<super::traces::Traces>,
 }
 
 impl ToClient {
     /// The client's side, and the writer task that ends with toolgate's exit status.
     pub(crate) fn open(gw: Arc<Gateway>) -> (ToClient, JoinHandle<i32>) {
         let (out, writer) = spawn_writer();
-        (ToClient { gw, out }, writer)
+        let traces = Arc::default();
+        (ToClient { gw, out, traces }, writer)
     }
 
     pub(crate) fn write(&self, line: impl Into<Bytes>) {
@@ -96,9 +99,17 @@ impl ToClient {
         match pipeline::settle_bytes(&self.gw, pending, bytes) {
             Some(s) => {
                 self.write(s.body);
+                self.answered(pending, s.answers, "forwarded");
                 s.answers
             }
             None => false,
+        }
+    }
+
+    /// Ends the span of `pending` once its answer is written.
+    fn answered(&self, pending: &Pending, answers: bool, outcome: &str) {
+        if let (true, Some(id)) = (answers, pending.id.as_deref()) {
+            self.traces.end(id.get(), outcome, &pending.target.name);
         }
     }
 
@@ -106,6 +117,7 @@ impl ToClient {
     pub(crate) fn answer_message(&self, pending: &Pending, m: &Message<'_>, bytes: Bytes) -> bool {
         let s = pipeline::settle(&self.gw, pending, m, bytes);
         self.write(s.body);
+        self.answered(pending, s.answers, "forwarded");
         s.answers
     }
 
@@ -114,6 +126,7 @@ impl ToClient {
         if let Some(a) = pipeline::unanswered(&self.gw, pending, why) {
             self.write(a.body);
         }
+        self.answered(pending, true, "upstream_error");
     }
 
     /// A request read from the client but never sent gets an error; anything else, nothing.

@@ -142,7 +142,14 @@ mod tests {
         })
         .unwrap();
         let (out, rx) = mpsc::unbounded_channel();
-        (ToClient { gw, out }, rx)
+        (
+            ToClient {
+                gw,
+                out,
+                traces: Default::default(),
+            },
+            rx,
+        )
     }
 
     fn owed(to: &ToClient, id: &str) -> Pending {

@@ -18,6 +18,7 @@ mod client;
 mod in_flight;
 pub mod over_http;
 pub mod to_child;
+mod traces;
 
 use crate::error::UpstreamError;
 use crate::locks::MutexExt;
@@ -162,12 +163,21 @@ async fn handle<U: Upstream>(
         era,
         client: gw.client(None),
     };
+    let begun = traces::Begun::of(gw, &m);
     let step = {
         let lister = up.lister(&way, era);
         step::decide(gw, sender, &mut m, line, U::bridging(&way), &lister).await
     };
+    let upstream = &up.target().name;
     match step {
         Step::Forward { body, pending } => {
+            if let (Some(b), Some(id)) = (begun, pending.id.as_deref()) {
+                let validation = match &pending.kind {
+                    crate::pipeline::Kind::Call { outcome, .. } => Some(*outcome),
+                    _ => None,
+                };
+                to.traces.wait(id, b, validation);
+            }
             let owed = pending.clone();
             let sent = Forwarded {
                 body,
@@ -181,11 +191,19 @@ async fn handle<U: Upstream>(
             })
         }
         Step::Answer(a) => {
+            if let Some(b) = begun {
+                b.end("answered", a.outcome, upstream);
+            }
             to.write(a.body);
             None
         }
         Step::Relay(never) => match never {},
-        Step::Consumed => None,
+        Step::Consumed => {
+            if let Some(b) = begun {
+                b.end("answered", None, upstream);
+            }
+            None
+        }
     }
 }
 
@@ -271,6 +289,10 @@ pub(crate) async fn serve<U: Upstream>(
         End::ServerGone(how) => run.server_gone(how).await,
         end => run.client_gone(matches!(end, End::Terminated)).await,
     };
+    // The spans of the last second would go with the process.
+    if let Some(t) = &run.to.gw.telemetry {
+        t.flush(Duration::from_secs(2)).await;
+    }
     let _ = run.to.out.send(Out::Exit(status));
     writer.await.unwrap_or(1)
 }
@@ -316,6 +338,8 @@ impl<U: Upstream> Run<U> {
             } = glance(&m);
             if let Some(cancelled) = cancels {
                 self.in_flight.withdraw(&cancelled);
+                to.traces
+                    .end(&cancelled, "cancelled", &self.up.target().name);
             }
             // `initialize` is answered before the next message is read: its answer carries
             // the session (and the era) the rest need. A notification or a client's answer
