@@ -318,3 +318,30 @@ async fn the_stdio_front_traces_its_requests_alike() {
         "no argument value in a span"
     );
 }
+
+/// In front of a stdio server (`serve -- CMD`) the hop to the child is a client span under
+/// the request's server span, as the hop to an HTTP server is.
+#[tokio::test]
+async fn the_hop_to_a_stdio_child_is_a_client_span() {
+    let (endpoint, got) = collector().await;
+    let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
+    let command = common::peers::stdio_fixture(&[]).await;
+    let tg = Toolgate::in_front_of(&command, Some(&config)).await;
+    let s = open_session(&tg.url()).await;
+    let a = post(&tg.url(), Some(&s), call(1, "add", json!({"a": 1, "b": 2})))
+        .await
+        .json();
+    assert_eq!(result_text(&a), "3");
+    let spans = spans(&got, 6).await;
+    let server = spans
+        .iter()
+        .find(|s| s.kind == 2 && s.name == "tools/call add")
+        .unwrap_or_else(|| panic!("{spans:?}"));
+    let hop = spans
+        .iter()
+        .find(|s| s.kind == 3 && s.parent_span_id == server.span_id)
+        .unwrap_or_else(|| panic!("no client span under the call's: {spans:?}"));
+    assert_eq!(hop.trace_id, server.trace_id);
+    assert_eq!(attr(hop, "mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("stdio"));
+}
