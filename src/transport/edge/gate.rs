@@ -238,29 +238,38 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     let sent = std::time::Instant::now();
     let resp = match way {
         EndpointWay::Http(way) => way.send(rt, parts, body, pending, &m, note).await,
-        EndpointWay::Child(way) => {
-            // The hop to a child is a client span, as the hop to an HTTP server is
-            // (`to_http::forward`, which also hands the server its `traceparent`).
-            let hop = note.trace.as_ref().map(|t| t.hop().0);
-            let resp = way.send(rt, body, pending, &m, note).await;
-            if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
-                let attrs = vec![
-                    (
-                        "mcp.method.name",
-                        telemetry::Attr::Str(note.method.to_owned()),
-                    ),
-                    ("toolgate.server", telemetry::Attr::Str("stdio".into())),
-                ];
-                let failed = !resp.status().is_success();
-                trace.end_hop(hop, note.method.to_owned(), attrs, failed);
-            }
-            resp
-        }
+        EndpointWay::Child(way) => to_child(rt, way, body, pending, &m, note).await,
     };
     rt.gw
         .metrics
         .upstream_latency
         .observe(&rt.target.name, sent.elapsed());
+    resp
+}
+
+/// Sends a message to a stdio child. The hop is a client span, as the hop to an HTTP
+/// server is (`to_http::forward`, which also hands the server its `traceparent`).
+async fn to_child(
+    rt: &Route<'_>,
+    way: ChildWay,
+    body: Bytes,
+    pending: crate::pipeline::Pending,
+    m: &jsonrpc::Message<'_>,
+    note: &mut Note,
+) -> Response {
+    let hop = note.trace.as_ref().map(|t| t.hop().0);
+    let resp = way.send(rt, body, pending, m, note).await;
+    if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
+        let attrs = vec![
+            (
+                "mcp.method.name",
+                telemetry::Attr::Str(note.method.to_owned()),
+            ),
+            ("toolgate.server", telemetry::Attr::Str("stdio".into())),
+        ];
+        let failed = !resp.status().is_success();
+        trace.end_hop(hop, note.method.to_owned(), attrs, failed);
+    }
     resp
 }
 
