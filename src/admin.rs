@@ -1,5 +1,5 @@
-//! The admin listener: `/healthz` (the process is alive), `/readyz` (each upstream is
-//! reachable), `/metrics` (Prometheus text). It runs on its own address so that orchestrator
+//! The admin listener: `/healthz` (the process is alive), `/readyz` (toolgate serves, and
+//! each upstream's state; `?upstream=NAME` for one), `/metrics` (Prometheus text). It runs on its own address so that orchestrator
 //! probes and scrapes never share the clients' port, limits or origin policy.
 
 use crate::gateway::Live;
@@ -54,37 +54,67 @@ async fn metrics(State(live): State<Live>) -> Response {
         .into_response()
 }
 
-/// Ready when every upstream accepts a TCP connection within a second; the body says which
-/// one is not, so a failing probe explains itself.
-async fn readyz(State(live): State<Live>) -> Response {
+/// `/readyz`: toolgate serves while it runs, so it answers 200 with each upstream's state;
+/// one upstream down must not take the others out of service (an orchestrator would stop
+/// sending anything). `/readyz?upstream=NAME` answers for that one: 200 when it is reachable,
+/// 503 when not (what a sidecar, whose one server is its reason to be, probes), 404 for a
+/// name no upstream has.
+async fn readyz(State(live): State<Live>, uri: http::Uri) -> Response {
+    let q = ReadyQuery::of(&uri);
     let gw = live.load();
     let mut upstreams = serde_json::Map::new();
-    let mut ready = true;
+    let mut asked = None;
     for t in &gw.targets {
+        if q.upstream.as_deref().is_some_and(|n| n != &*t.name) {
+            continue;
+        }
         let check = if t.command.is_empty() {
             reachable(&t.url).await
         } else {
             startable(&t.command)
         };
+        asked = Some(check.is_ok());
         let state = match check {
             Ok(()) => json!({"ready": true}),
-            Err(e) => {
-                ready = false;
-                json!({"ready": false, "error": e.to_string()})
-            }
+            Err(e) => json!({"ready": false, "error": e.to_string()}),
         };
         upstreams.insert(t.name.to_string(), state);
     }
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
+    let (status, ready) = match (&q.upstream, asked) {
+        (None, _) => (StatusCode::OK, true),
+        (Some(_), Some(true)) => (StatusCode::OK, true),
+        (Some(_), Some(false)) => (StatusCode::SERVICE_UNAVAILABLE, false),
+        (Some(name), None) => {
+            let why = format!("no upstream is named {name:?}");
+            return (
+                StatusCode::NOT_FOUND,
+                axum::Json(json!({"ready": false, "error": why})),
+            )
+                .into_response();
+        }
     };
     (
         status,
         axum::Json(json!({"ready": ready, "upstreams": upstreams})),
     )
         .into_response()
+}
+
+/// What `/readyz` was asked: `upstream=NAME` in its query, percent-decoded.
+struct ReadyQuery {
+    upstream: Option<String>,
+}
+
+impl ReadyQuery {
+    fn of(uri: &http::Uri) -> ReadyQuery {
+        let upstream = uri
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("upstream="))
+            .map(|v| crate::text::percent_decode(v).unwrap_or_else(|| v.to_owned()));
+        ReadyQuery { upstream }
+    }
 }
 
 /// Why an upstream is not ready: a sentence for the operator reading `/readyz`.

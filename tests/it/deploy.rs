@@ -74,8 +74,15 @@ fn kustomizations_render_and_validate() {
                 && rendered.contains("runAsNonRoot: true")
         );
         assert!(
-            rendered.contains("path: /readyz") && rendered.contains("path: /healthz"),
+            rendered.contains("/readyz") && rendered.contains("path: /healthz"),
             "probes on the admin port"
+        );
+        // A pod with one server is ready when that server is; the gateway, while it serves.
+        let one_server = !rendered.contains("kind: HorizontalPodAutoscaler");
+        assert_eq!(
+            rendered.contains("/readyz?upstream=default"),
+            one_server,
+            "{rendered}"
         );
     }
 }

@@ -9,7 +9,7 @@ use toolgate::demo::Options;
 
 #[tokio::test]
 async fn health_and_readiness() {
-    let (_demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
+    let (_demo, tg, upstream) = demo_behind_toolgate(Options::default(), None).await;
     let r = tg.admin_get("/healthz").await;
     assert_eq!((r.status, r.text()), (200, "ok\n".to_string()));
     let r = tg.admin_get("/readyz").await;
@@ -24,18 +24,39 @@ async fn health_and_readiness() {
         .local_addr()
         .unwrap()
         .port();
-    let down = Toolgate::serve(&format!("http://127.0.0.1:{port}/mcp"), None).await;
+    // Two upstreams, one of them down: toolgate still serves the other, so it is ready, and
+    // the body says which one is not; each answers for itself by name.
+    let config = format!(
+        "[[upstreams]]\nname = \"up\"\nurl = \"{}\"\n[[upstreams]]\nname = \"gone\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n",
+        upstream
+    );
+    let down = Toolgate::start(&mut vec!["serve".to_string()], Some(&config)).await;
     let r = down.admin_get("/readyz").await;
-    assert_eq!(r.status, 503);
+    assert_eq!(r.status, 200, "{}", r.text());
     let body = r.json();
-    assert_eq!(body["ready"], false);
+    assert_eq!(body["ready"], true);
+    assert_eq!(body["upstreams"]["up"], json!({"ready": true}));
+    assert_eq!(body["upstreams"]["gone"]["ready"], false);
     assert!(
-        body["upstreams"]["default"]["error"]
+        body["upstreams"]["gone"]["error"]
             .as_str()
             .unwrap()
             .starts_with(&format!("cannot connect to 127.0.0.1:{port}")),
         "{body}"
     );
+    let r = down.admin_get("/readyz?upstream=up").await;
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            200,
+            json!({"ready": true, "upstreams": {"up": {"ready": true}}})
+        )
+    );
+    let r = down.admin_get("/readyz?upstream=gone").await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["ready"], false);
+    let r = down.admin_get("/readyz?upstream=nope").await;
+    assert_eq!(r.status, 404, "{}", r.text());
     assert_eq!(
         down.admin_get("/healthz").await.status,
         200,
