@@ -77,6 +77,12 @@ fn kustomizations_render_and_validate() {
             rendered.contains("/readyz") && rendered.contains("path: /healthz"),
             "probes on the admin port"
         );
+        // A rolling update lets the endpoints go before toolgate stops accepting, and every
+        // pod says where its metrics are.
+        assert!(
+            rendered.contains("preStop") && rendered.contains("prometheus.io/scrape: \"true\""),
+            "{rendered}"
+        );
         // A pod with one server is ready when that server is; the gateway, while it serves.
         let one_server = !rendered.contains("kind: HorizontalPodAutoscaler");
         assert_eq!(
