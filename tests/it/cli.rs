@@ -195,46 +195,37 @@ async fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-/// What the configuration names and cannot be used stops toolgate before anything listens:
-/// exit status 1 and one line that says what, whatever `RUST_BACKTRACE` says.
-#[tokio::test]
-async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
-    let cfg = tempfile_lite::TempFile::new(
-        "[tls]\ncert_file = \"/nonexistent/cert.pem\"\nkey_file = \"/nonexistent/key.pem\"\n",
-    );
-    let path = cfg.path.display().to_string();
-    let upstream = [
+/// `toolgate serve --upstream URL` with a configuration file of `config`: see [`serve_fails`].
+async fn serve_configured(url: &str, config: &str) -> (Option<i32>, String) {
+    let file = tempfile_lite::TempFile::new(config);
+    let path = file.path.display().to_string();
+    let args = [
         "--upstream",
-        "http://127.0.0.1:9/mcp",
-        "--admin-listen",
-        "off",
-    ];
-    let (code, err) = serve_fails(
-        &[
-            &upstream[..],
-            &["--listen", "127.0.0.1:0", "--config", &path],
-        ]
-        .concat(),
-    )
-    .await;
-    assert_eq!(code, Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("tls.cert_file /nonexistent/cert.pem"), "{err}");
-    assert!(!err.contains("listening"), "{err}");
-
-    let ca = tempfile_lite::TempFile::new("[upstream_tls]\nca_file = \"/nonexistent/ca.pem\"\n");
-    let path = ca.path.display().to_string();
-    let (code, err) = serve_fails(&[
-        "--upstream",
-        "https://127.0.0.1:9/mcp",
+        url,
         "--admin-listen",
         "off",
         "--listen",
         "127.0.0.1:0",
         "--config",
         &path,
-    ])
-    .await;
+    ];
+    serve_fails(&args).await
+}
+
+/// What the configuration names and cannot be used stops toolgate before anything listens:
+/// exit status 1 and one line that says what, whatever `RUST_BACKTRACE` says.
+#[tokio::test]
+async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
+    let plain = "http://127.0.0.1:9/mcp";
+    let tls = "[tls]\ncert_file = \"/nonexistent/cert.pem\"\nkey_file = \"/nonexistent/key.pem\"\n";
+    let (code, err) = serve_configured(plain, tls).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("tls.cert_file /nonexistent/cert.pem"), "{err}");
+    assert!(!err.contains("listening"), "{err}");
+
+    let ca = "[upstream_tls]\nca_file = \"/nonexistent/ca.pem\"\n";
+    let (code, err) = serve_configured("https://127.0.0.1:9/mcp", ca).await;
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
@@ -242,19 +233,11 @@ async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
         "{err}"
     );
 
-    let zero = tempfile_lite::TempFile::new("[reload]\ninterval = \"0s\"\n");
-    let path = zero.path.display().to_string();
-    let (code, err) = serve_fails(
-        &[
-            &upstream[..],
-            &["--listen", "127.0.0.1:0", "--config", &path],
-        ]
-        .concat(),
-    )
-    .await;
+    let (code, err) = serve_configured(plain, "[reload]\ninterval = \"0s\"\n").await;
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("reload.interval"), "{err}");
 
+    let upstream = ["--upstream", plain, "--admin-listen", "off"];
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let (code, err) = serve_fails(&[&upstream[..], &["--listen", &addr]].concat()).await;
