@@ -218,10 +218,13 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     } else {
         "http"
     };
+    // The file as it is now is what is in force: an edit made once toolgate says it listens
+    // is a change, however soon the reload task first looks.
+    let seen = source.file.as_ref().and_then(|p| std::fs::read(p).ok());
     for t in &gw.targets {
         tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
-    tokio::spawn(reloads(live.clone(), source));
+    tokio::spawn(reloads(live.clone(), source, seen));
     if let Some(admin) = admin {
         tracing::info!("admin listening on http://{}", admin.local_addr()?);
         let router = toolgate::admin_router(live.clone());
@@ -275,12 +278,11 @@ impl Reload {
 /// Reloads on SIGHUP, and when the configuration file's content changes (polled, which also
 /// sees a Kubernetes ConfigMap's symlink swap). A config that does not load or is refused
 /// is logged and the one in force stays.
-async fn reloads(live: Live, source: Reload) {
+async fn reloads(live: Live, source: Reload, mut seen: Option<Vec<u8>>) {
     let interval = live.load().config.reload.interval;
     // Asked again before each look: a reload may turn the watching off, or on.
     let watching = |live: &Live| source.file.is_some() && live.load().config.reload.watch;
     let read = |f: &Option<PathBuf>| f.as_ref().and_then(|p| std::fs::read(p).ok());
-    let mut seen = read(&source.file);
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => s,
         Err(e) => {
