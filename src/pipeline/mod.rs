@@ -17,6 +17,7 @@
 pub mod answer;
 pub mod bridge;
 pub mod canon;
+pub mod engine;
 pub mod guard;
 pub mod learn;
 pub mod step;

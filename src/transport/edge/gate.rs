@@ -11,7 +11,7 @@
 
 use super::message;
 use super::reply;
-use super::request::{Caller, Endpoint, Inbound, Note, Outbound, Route, Routed, Upstream};
+use super::request::{Caller, Endpoint, Inbound, Note, Outbound, Route, Routed, Said, Upstream};
 use super::stdio_children::{self, ChildWay};
 use super::to_http::{self, HttpWay};
 use crate::catalog::ScopeKey;
@@ -21,18 +21,19 @@ use crate::jsonrpc::{self, Body as Parsed};
 
 use crate::metrics;
 
+use crate::pipeline::Pending;
+use crate::pipeline::engine::{self, Handled, Origin, Way};
 use crate::pipeline::guard::{ListFailed, Lister};
-use crate::pipeline::step::{self, Bridging, Sender, Step};
+use crate::pipeline::step::{self, Bridging};
 use crate::policy::clients::Client;
 use crate::telemetry;
-use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::children::StdioPool;
-use crate::transport::upstream::http_bridge;
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::HeaderValue;
-use http::{HeaderMap, Method, StatusCode};
+use http::request::Parts;
+use http::{Method, StatusCode};
 use serde_json::value::RawValue;
 use std::convert::Infallible;
 use std::future::Future;
@@ -194,7 +195,7 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
         note.outcome = "answered";
         return *refused;
     }
-    let way = match &rt.up {
+    let to = match &rt.up {
         Upstream::Http(up) => {
             EndpointWay::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await)
         }
@@ -207,44 +208,36 @@ async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut N
     };
     // For the access log when toolgate answers: the guard takes the params.
     let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
-    let sender = Sender {
+    let origin = Origin {
         target: rt.target,
-        key: way.key(),
         era,
-        client: ctx.client.clone(),
+        client: ctx.client,
     };
-    let step = {
-        let lister = way.lister(rt, &parts.headers);
-        step::decide(rt.gw, sender, &mut m, &bytes, way.bridging(), &lister).await
+    let said = Said::of(&m, note.method);
+    let way = EdgeWay {
+        to,
+        rt,
+        parts,
+        said,
+        note: &mut *note,
     };
-    let (body, pending) = match step {
-        Step::Forward { body, pending } => (body, pending),
-        Step::Answer(a) => {
+    match engine::handle(rt.gw, origin, &mut m, &bytes, way).await {
+        Handled::Forward(f) => f.send(&**rt.gw, &**rt.target).await,
+        Handled::Answered(a) => {
             note.outcome = "answered";
             note.validation = a.outcome;
             note.tool = name.map(Into::into);
-            return reply::answer(era, a);
+            reply::answer(era, a)
         }
-        Step::Relay(resp) => {
+        Handled::Relayed(resp) => {
             note.outcome = "relayed";
-            return *resp;
+            *resp
         }
-        Step::Consumed => {
+        Handled::Consumed => {
             note.outcome = "answered";
-            return reply::accepted();
+            reply::accepted()
         }
-    };
-    note.forwarding(rt.gw, &pending.kind);
-    let sent = std::time::Instant::now();
-    let resp = match way {
-        EndpointWay::Http(way) => way.send(rt, parts, body, pending, &m, note).await,
-        EndpointWay::Child(way) => to_child(rt, way, body, pending, &m, note).await,
-    };
-    rt.gw
-        .metrics
-        .upstream_latency
-        .observe(&rt.target.name, sent.elapsed());
-    resp
+    }
 }
 
 /// Sends a message to a stdio child. The hop is a client span, as the hop to an HTTP
@@ -254,11 +247,11 @@ async fn to_child(
     way: ChildWay,
     body: Bytes,
     pending: crate::pipeline::Pending,
-    m: &jsonrpc::Message<'_>,
+    said: Said<'_>,
     note: &mut Note,
 ) -> Response {
     let hop = note.trace.as_ref().map(|t| t.hop().0);
-    let resp = way.send(rt, body, pending, m, note).await;
+    let resp = way.send(rt, body, pending, said, note).await;
     if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
         let attrs = vec![
             (
@@ -288,46 +281,60 @@ fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
     }
 }
 
-/// How one message reaches its server, settled before the guard reads it (the era bridge,
-/// a session of toolgate's, which child), so that the guard's own `tools/list` goes the
-/// same way.
+/// Which kind of server one message goes to, settled before the guard reads it (the era
+/// bridge, a session of toolgate's, which child).
 enum EndpointWay<'a> {
     Http(HttpWay<'a>),
     Child(ChildWay),
 }
 
-impl EndpointWay<'_> {
+/// The edge's [`Way`] for one message: its way to the server, and what sending it takes
+/// from the request (its route, its head, what the message said, the note it fills in).
+struct EdgeWay<'a> {
+    to: EndpointWay<'a>,
+    rt: &'a Route<'a>,
+    parts: Parts,
+    said: Said<'a>,
+    note: &'a mut Note,
+}
+
+impl Way for EdgeWay<'_> {
+    type Reply = Response;
+
     /// The scope the server's listings are kept under: the request's own, or a session's
     /// toolgate opens with it.
     fn key(&self) -> ScopeKey {
-        match self {
+        match &self.to {
             EndpointWay::Http(way) => way.key(),
             EndpointWay::Child(way) => way.key(),
         }
     }
 
     fn bridging(&self) -> Bridging<'_> {
-        match self {
+        match &self.to {
             EndpointWay::Http(way) => way.bridging(),
             EndpointWay::Child(way) => way.bridging(),
         }
     }
 
-    fn lister<'l>(&'l self, rt: &'l Route<'_>, headers: &'l HeaderMap) -> EndpointLister<'l> {
-        match self {
-            EndpointWay::Http(way) => EndpointLister::Http(way.lister(rt, headers)),
-            EndpointWay::Child(way) => EndpointLister::Child(way.lister()),
+    async fn send(self, body: Bytes, pending: Pending) -> Response {
+        let EdgeWay {
+            to,
+            rt,
+            parts,
+            said,
+            note,
+        } = self;
+        note.forwarding(rt.gw, &pending.kind);
+        match to {
+            EndpointWay::Http(way) => way.send(rt, parts, body, pending, said, note).await,
+            EndpointWay::Child(way) => to_child(rt, way, body, pending, said, note).await,
         }
     }
 }
 
 /// toolgate's own `tools/list`, sent the way the message goes.
-enum EndpointLister<'a> {
-    Http(http_bridge::HttpLister<'a>),
-    Child(ChildLister<'a>),
-}
-
-impl Lister for EndpointLister<'_> {
+impl Lister for EdgeWay<'_> {
     /// An HTTP server's refusal the client must see as it came; a child has none.
     type Relay = Box<Response>;
 
@@ -336,9 +343,13 @@ impl Lister for EndpointLister<'_> {
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
-        match self {
-            EndpointLister::Http(l) => l.list(request, id).await,
-            EndpointLister::Child(l) => l.list(request, id).await.map_err(|e| match e {
+        match &self.to {
+            EndpointWay::Http(way) => {
+                way.lister(self.rt, &self.parts.headers)
+                    .list(request, id)
+                    .await
+            }
+            EndpointWay::Child(way) => way.lister().list(request, id).await.map_err(|e| match e {
                 ListFailed::Relay(never) => match never {},
                 ListFailed::Unavailable(e) => ListFailed::Unavailable(e),
                 ListFailed::Refused(why) => ListFailed::Refused(why),

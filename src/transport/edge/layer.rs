@@ -17,14 +17,17 @@
 
 use super::request::Caller;
 use super::{answers, message, reply};
+use crate::catalog::ScopeKey;
 use crate::config::{Config, ConfigError};
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp::{self, Era};
 use crate::net::body::read_limited;
+use crate::pipeline::Pending;
+use crate::pipeline::engine::{self, Handled, Origin, Way};
 use crate::pipeline::guard::{self, ListFailed, Lister};
-use crate::pipeline::step::{self, Bridging, Sender, Step};
+use crate::pipeline::step::{self, Bridging};
 use crate::transport::sse::{self, Split, Splitter};
 use axum::body::Body;
 use bytes::Bytes;
@@ -157,35 +160,25 @@ where
     {
         return *refused;
     }
-    let lister = InnerLister {
-        inner: inner.clone(),
-        headers: parts.headers.clone(),
-        era,
-        max: gw.config.limits.max_response_bytes,
-    };
-    let sender = Sender {
+    let origin = Origin {
         target,
-        key: ctx.key,
         era,
         client: ctx.client,
     };
-    let step = step::decide(&gw, sender, &mut m, &bytes, Bridging::Direct, &lister).await;
-    let (body, pending) = match step {
-        Step::Forward { body, pending } => (body, pending),
-        Step::Answer(a) => return reply::answer(era, a),
-        Step::Relay(never) => match never {},
-        Step::Consumed => return reply::accepted(),
+    let way = InProcess {
+        gw: &gw,
+        inner,
+        parts,
+        key: ctx.key,
+        era,
+        has_session: ctx.has_session,
     };
-    // The body may have changed (coerced arguments): its own length is the one that holds.
-    let mut parts = parts;
-    parts.headers.remove(CONTENT_LENGTH);
-    let sent = std::time::Instant::now();
-    let resp = call(&mut inner, Request::from_parts(parts, Body::from(body))).await;
-    let resp = answers::response(&gw, pending, ctx.has_session, resp).await;
-    gw.metrics
-        .upstream_latency
-        .observe(&target.name, sent.elapsed());
-    resp
+    match engine::handle(&gw, origin, &mut m, &bytes, way).await {
+        Handled::Forward(f) => f.send(&*gw, &**target).await,
+        Handled::Answered(a) => reply::answer(era, a),
+        Handled::Relayed(never) => match never {},
+        Handled::Consumed => reply::accepted(),
+    }
 }
 
 async fn call<S>(inner: &mut S, req: Request<Body>) -> Response<Body>
@@ -201,16 +194,50 @@ where
     }
 }
 
-/// The layer's own `tools/list`, through the application's service, with the caller's
+/// The application's own service as the server of one message: the request's head goes
+/// with it, and toolgate's own `tools/list` goes through the service with the caller's
 /// session and credentials.
-struct InnerLister<S> {
+struct InProcess<'a, S> {
+    gw: &'a Arc<Gateway>,
     inner: S,
-    headers: http::HeaderMap,
+    parts: http::request::Parts,
+    key: ScopeKey,
     era: Era,
-    max: usize,
+    has_session: bool,
 }
 
-impl<S> Lister for InnerLister<S>
+impl<S> Way for InProcess<'_, S>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + Sync,
+    S::Future: Send,
+{
+    type Reply = Response<Body>;
+
+    fn key(&self) -> ScopeKey {
+        self.key
+    }
+
+    /// The application is taken to speak its client's era.
+    fn bridging(&self) -> Bridging<'_> {
+        Bridging::Direct
+    }
+
+    async fn send(self, body: Bytes, pending: Pending) -> Response<Body> {
+        let InProcess {
+            gw,
+            mut inner,
+            mut parts,
+            has_session,
+            ..
+        } = self;
+        // The body may have changed (coerced arguments): its own length is the one that holds.
+        parts.headers.remove(CONTENT_LENGTH);
+        let resp = call(&mut inner, Request::from_parts(parts, Body::from(body))).await;
+        answers::response(gw, pending, has_session, resp).await
+    }
+}
+
+impl<S> Lister for InProcess<'_, S>
 where
     S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + Sync,
     S::Future: Send,
@@ -226,7 +253,7 @@ where
             .body(Body::from(request))
             .expect("a request from static parts");
         for name in [mcp::SESSION_ID, AUTHORIZATION, mcp::PROTOCOL_VERSION] {
-            if let Some(v) = self.headers.get(&name) {
+            if let Some(v) = self.parts.headers.get(&name) {
                 req.headers_mut().insert(name, v.clone());
             }
         }
@@ -243,17 +270,18 @@ where
             );
         }
         let resp = call(&mut self.inner.clone(), req).await;
+        let max = self.gw.config.limits.max_response_bytes;
         let is_sse = resp
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let unreadable = |e: String| ListFailed::Unavailable(UpstreamError::NotJsonRpc(e));
-        let body = read_limited(resp.into_body(), self.max)
+        let body = read_limited(resp.into_body(), max)
             .await
             .map_err(|_| unreadable("the tools/list answer is over max_response_bytes".into()))?;
         let found = if is_sse {
-            let mut splitter = Splitter::new(self.max);
+            let mut splitter = Splitter::new(max);
             splitter.push(&body);
             let mut found = None;
             while let Some(Split::Event(ev)) = splitter.next_event() {

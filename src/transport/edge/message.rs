@@ -9,7 +9,7 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::net::body::{ReadError, read_limited};
-use crate::pipeline::guard;
+use crate::pipeline::engine;
 use crate::transport::modern;
 use axum::response::Response;
 use bytes::Bytes;
@@ -77,19 +77,18 @@ pub(super) fn header_rules(
     Ok(())
 }
 
-/// A `tools/call` sent as a notification ([`guard::refuse_call_notification`]); `Err` is
+/// The checks before a way to the server is settled ([`engine::admit`]); `Err` is
 /// toolgate's 400.
 pub(super) fn call_notification(
     gw: &Gateway,
     target: &Target,
     m: &Message<'_>,
 ) -> Result<(), Refused> {
-    match guard::refuse_call_notification(gw, target, m) {
-        Some(why) => Err(Box::new(reply::transport(
+    engine::admit(gw, target, m).map_err(|why| {
+        Box::new(reply::transport(
             StatusCode::BAD_REQUEST,
             jsonrpc::INVALID_REQUEST,
             why,
-        ))),
-        None => Ok(()),
-    }
+        ))
+    })
 }

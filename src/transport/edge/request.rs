@@ -170,3 +170,29 @@ pub(crate) fn test_config() -> crate::config::Config {
         ..crate::config::Config::default()
     }
 }
+
+/// What sending a message reads of it once the guard has taken a call's params: its id, its
+/// method (as `Note::method` labels it), and its params left as text.
+#[derive(Clone, Copy)]
+pub(super) struct Said<'a> {
+    pub(super) id: Option<&'a RawValue>,
+    pub(super) method: &'static str,
+    pub(super) params: Option<&'a RawValue>,
+    /// The request a `notifications/cancelled` names.
+    pub(super) cancelled: Option<&'a RawValue>,
+}
+
+impl<'a> Said<'a> {
+    /// `method` is the message's label (`metrics::method_label`), already read for the note.
+    pub(super) fn of(m: &crate::jsonrpc::Message<'a>, method: &'static str) -> Said<'a> {
+        Said {
+            id: m.id,
+            method,
+            params: m.raw_params(),
+            cancelled: match method {
+                "notifications/cancelled" => m.cancelled_id(),
+                _ => None,
+            },
+        }
+    }
+}

@@ -10,7 +10,7 @@
 //! then the answer (docs/contract.md, section 7).
 
 use super::reply;
-use super::request::{Caller, Note, Route};
+use super::request::{Caller, Note, Route, Said};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
@@ -175,7 +175,7 @@ impl ChildWay {
         rt: &Route<'_>,
         body: Bytes,
         pending: Pending,
-        m: &Message<'_>,
+        said: Said<'_>,
         note: &mut Note,
     ) -> Response {
         let sc = &self.sc;
@@ -183,9 +183,7 @@ impl ChildWay {
             // A notification or a client's answer. A cancellation also ends the POST still
             // waiting for that request.
             let mut body = body;
-            if m.method() == Some("notifications/cancelled")
-                && let Some(id) = m.cancelled_id()
-            {
+            if let Some(id) = said.cancelled {
                 match self.cancelled(id, body) {
                     Some(b) => body = b,
                     None => {
@@ -203,7 +201,7 @@ impl ChildWay {
             };
         };
         if self.shared {
-            return shared_exchange(rt, sc, &self.owner, body, m, pending, note).await;
+            return shared_exchange(rt, sc, &self.owner, body, said, pending, note).await;
         }
         // A request with a progress token is answered as a stream, its progress then its
         // answer, as an HTTP server answers it: sent to the session's GET stream, the
@@ -225,7 +223,7 @@ impl ChildWay {
             Some(_) => {
                 let ids = || rt.gw.next_id();
                 sc.child
-                    .reverse_if_refused(ids, self.timeout, client_id, m.raw_params(), &answer)
+                    .reverse_if_refused(ids, self.timeout, client_id, said.params, &answer)
                     .await
             }
             None => None,
@@ -302,7 +300,7 @@ async fn shared_exchange(
     sc: &Arc<SessionChild>,
     owner: &str,
     body: Bytes,
-    m: &Message<'_>,
+    said: Said<'_>,
     pending: Pending,
     note: &mut Note,
 ) -> Response {
@@ -313,7 +311,7 @@ async fn shared_exchange(
     .expect("a JSON string");
     let sent = sc.sent(owner, client_id.get(), ours.get());
     let client_token = progress_token(&body);
-    let listens = m.method() == Some("subscriptions/listen");
+    let listens = said.method == "subscriptions/listen";
     let mut wire = jsonrpc::replace_at(&body, &["id"], &ours);
     if client_token.is_some() {
         wire = wire.and_then(|w| jsonrpc::replace_at(&w, &PROGRESS_TOKEN, &ours));

@@ -8,7 +8,7 @@
 
 use super::answers;
 use super::reply;
-use super::request::{Caller, Note, Route, TRACEPARENT, TRACESTATE};
+use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
@@ -113,7 +113,7 @@ impl<'a> HttpWay<'a> {
         mut parts: Parts,
         body: Bytes,
         pending: Pending,
-        m: &Message<'_>,
+        said: Said<'_>,
         note: &mut Note,
     ) -> Response {
         let up = self.up;
@@ -122,8 +122,8 @@ impl<'a> HttpWay<'a> {
             return forward(rt, up, parts, body, pending, false, note).await;
         }
         let Some(session) = self.session else {
-            if self.era == Era::Legacy && !self.has_session && m.method() == Some("initialize") {
-                return initialize(rt, up, parts, body, pending, m, note).await;
+            if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
+                return initialize(rt, up, parts, body, pending, said, note).await;
             }
             return forward(rt, up, parts, body, pending, self.has_session, note).await;
         };
@@ -161,7 +161,7 @@ async fn initialize(
     parts: Parts,
     body: Bytes,
     pending: Pending,
-    m: &Message<'_>,
+    said: Said<'_>,
     note: &mut Note,
 ) -> Response {
     let headers = parts.headers.clone();
@@ -169,12 +169,12 @@ async fn initialize(
     if !resp.status().is_client_error() {
         return resp;
     }
-    let Some(id) = m.id else { return resp };
+    let Some(id) = said.id else { return resp };
     let own_id = rt.gw.next_id();
     let limits = &rt.gw.config.limits;
     match up
         .bridge
-        .reverse(up, &headers, m.raw_params(), &own_id, limits)
+        .reverse(up, &headers, said.params, &own_id, limits)
         .await
     {
         Some((session, result)) => {

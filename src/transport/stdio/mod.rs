@@ -32,8 +32,9 @@ use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::pipeline::Pending;
 use crate::pipeline::bridge::Reverse;
-use crate::pipeline::guard::{self, Lister};
-use crate::pipeline::step::{self, Bridging, Sender, Step};
+use crate::pipeline::engine::{self, Handled, Origin, Way};
+use crate::pipeline::guard::{ListFailed, Lister};
+use crate::pipeline::step::{self, Bridging};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::future::Future;
@@ -71,7 +72,7 @@ impl Terminate {
 pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     /// How one message reaches the server, settled before the guard reads it: the era
     /// bridge, and over HTTP the headers taken from the message.
-    type Way: Send + 'static;
+    type Way: Send + Sync + 'static;
     /// toolgate's own `tools/list`; a stdio client cannot be handed a refusal as it came.
     type Lister<'a>: Lister<Relay = std::convert::Infallible> + Send + Sync
     where
@@ -148,62 +149,99 @@ async fn handle<U: Upstream>(
     mut m: Message<'_>,
 ) -> Option<Exchange<impl Future<Output = ()> + Send + 'static + use<U>>> {
     let gw = &to.gw;
-    if guard::refuse_call_notification(gw, up.target(), &m).is_some() {
-        // A notification gets no answer on stdio; it is counted and goes no further.
-        return None;
-    }
+    // A refused notification gets no answer on stdio; it is counted and goes no further.
+    engine::admit(gw, up.target(), &m).ok()?;
     let era = Era::detect(None, m.version_text());
-    let way = up.way(&m, era).await;
-    let handshake = (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
-        params: m.raw_params().map(ToOwned::to_owned),
-    });
-    let sender = Sender {
+    let way = StdioWay {
+        way: up.way(&m, era).await,
+        up: up.clone(),
+        era,
+        handshake: (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
+            params: m.raw_params().map(ToOwned::to_owned),
+        }),
+        to: to.clone(),
+    };
+    let origin = Origin {
         target: up.target(),
-        key: up.key(),
         era,
         client: gw.client(None),
     };
     let begun = traces::Begun::of(gw, &m);
-    let step = {
-        let lister = up.lister(&way, era);
-        step::decide(gw, sender, &mut m, line, U::bridging(&way), &lister).await
-    };
     let upstream = &up.target().name;
-    match step {
-        Step::Forward { body, pending } => {
-            if let (Some(b), Some(id)) = (begun, pending.id.as_deref()) {
-                let validation = match &pending.kind {
+    match engine::handle(gw, origin, &mut m, line, way).await {
+        Handled::Forward(f) => {
+            let owed = f.pending().clone();
+            if let (Some(b), Some(id)) = (begun, owed.id.as_deref()) {
+                let validation = match &owed.kind {
                     crate::pipeline::Kind::Call { outcome, .. } => Some(*outcome),
                     _ => None,
                 };
                 to.traces.wait(id, b, validation);
             }
-            let owed = pending.clone();
-            let sent = Forwarded {
-                body,
-                pending,
-                handshake,
-                to: to.clone(),
-            };
             Some(Exchange {
-                future: up.clone().exchange(way, sent),
+                future: f.send(gw.clone(), up.target().clone()),
                 owed,
             })
         }
-        Step::Answer(a) => {
+        Handled::Answered(a) => {
             if let Some(b) = begun {
                 b.end("answered", a.outcome, upstream);
             }
             to.write(a.body);
             None
         }
-        Step::Relay(never) => match never {},
-        Step::Consumed => {
+        Handled::Relayed(never) => match never {},
+        Handled::Consumed => {
             if let Some(b) = begun {
                 b.end("answered", None, upstream);
             }
             None
         }
+    }
+}
+
+/// The stdio front's [`Way`] for one message: its upstream's way, what the client's
+/// `initialize` said, and the client its answer is written to.
+struct StdioWay<U: Upstream> {
+    up: Arc<U>,
+    way: U::Way,
+    era: Era,
+    handshake: Option<Handshake>,
+    to: ToClient,
+}
+
+impl<U: Upstream> Way for StdioWay<U> {
+    type Reply = ();
+
+    fn key(&self) -> ScopeKey {
+        self.up.key()
+    }
+
+    fn bridging(&self) -> Bridging<'_> {
+        U::bridging(&self.way)
+    }
+
+    fn send(self, body: Bytes, pending: Pending) -> impl Future<Output = ()> + Send {
+        let sent = Forwarded {
+            body,
+            pending,
+            handshake: self.handshake,
+            to: self.to,
+        };
+        self.up.exchange(self.way, sent)
+    }
+}
+
+/// toolgate's own `tools/list`, sent the way the message goes.
+impl<U: Upstream> Lister for StdioWay<U> {
+    type Relay = std::convert::Infallible;
+
+    async fn list(
+        &self,
+        request: Bytes,
+        id: &str,
+    ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
+        self.up.lister(&self.way, self.era).list(request, id).await
     }
 }
 

@@ -1,0 +1,135 @@
+//! The one driver of a client's message through the rules, for every front (the HTTP edge,
+//! the stdio pipe, the in-process layer) and every kind of server behind it.
+//!
+//! A front reads and parses its transport's bytes, asks [`admit`], settles the message's
+//! [`Way`] to its server, and hands both to [`handle`]: the guard and the era bridge decide it
+//! (`step::decide`, listing the server's tools the same way the message goes), and what is
+//! forwarded is sent through the way ([`Forward::send`]), which also times the server's
+//! answer for the latency histogram. The front turns the [`Handled`] it gets back into its
+//! transport's terms (an HTTP response, a line on stdout) and records it in its own log and
+//! trace. What comes back from the server is read by `pipeline::settle`, and a request that
+//! gets no usable answer by `pipeline::unanswered`, whichever way it went.
+
+use super::Pending;
+use super::answer::Answer;
+use super::guard::{self, Lister};
+use super::step::{self, Bridging, Sender, Step};
+use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::Message;
+use crate::mcp::Era;
+use crate::policy::clients::Client;
+use bytes::Bytes;
+use std::borrow::Borrow;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How one message reaches its server, settled by the front before the message is decided
+/// (which session, which child, which era bridge). It is also the [`Lister`] of toolgate's
+/// own `tools/list` for the guard, which goes the same way the message would; its `Relay` is
+/// a refusal of that listing the client must see as it came (over HTTP: a 401, a lost
+/// session), `Infallible` where the transport cannot hand one over.
+pub(crate) trait Way: Lister + Sync + Sized {
+    /// What sending gives the front: the server's response to pass on, or nothing when the
+    /// way writes the answer to its client itself.
+    type Reply;
+
+    /// The scope the server's listings are kept under.
+    fn key(&self) -> ScopeKey;
+    fn bridging(&self) -> Bridging<'_>;
+    /// Sends `body`, whose answer is read against `pending`. Whatever must reach the server
+    /// in the client's order (a child's stdin) is written before this returns; the future
+    /// waits for the reply.
+    fn send(self, body: Bytes, pending: Pending) -> impl Future<Output = Self::Reply> + Send;
+}
+
+/// Who sent a message, in which era, to which target.
+pub(crate) struct Origin<'a> {
+    pub(crate) target: &'a Arc<Target>,
+    pub(crate) era: Era,
+    pub(crate) client: Option<Client>,
+}
+
+/// What the front does with a message once it is decided.
+pub(crate) enum Handled<W: Way> {
+    /// toolgate answers it; the answer's error code, if any, decides a 2026-07-28 status.
+    Answered(Answer),
+    /// The server refused toolgate's listing for a reason the client must see as it came.
+    Relayed(<W as Lister>::Relay),
+    /// The era bridge took it: nothing goes to the server and nothing comes back.
+    Consumed,
+    /// It goes to the server: [`Forward::send`].
+    Forward(Forward<W>),
+}
+
+/// A message the rules forward, not yet sent.
+pub(crate) struct Forward<W> {
+    way: W,
+    body: Bytes,
+    pending: Pending,
+}
+
+impl<W: Way> Forward<W> {
+    /// The request its answer is read against (`id` is `None` for a notification).
+    pub(crate) fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    /// Sends it now; the future ends with the way's reply, and records how long the server
+    /// took in the latency histogram. `gw` and `target` are borrowed by a front that awaits
+    /// at once, owned by one that waits on a task of its own.
+    pub(crate) fn send<G, T>(
+        self,
+        gw: G,
+        target: T,
+    ) -> impl Future<Output = W::Reply> + Send + use<G, T, W>
+    where
+        G: Borrow<Gateway> + Send,
+        T: Borrow<Target> + Send,
+    {
+        let sent = Instant::now();
+        let reply = self.way.send(self.body, self.pending);
+        async move {
+            let reply = reply.await;
+            let (gw, target) = (gw.borrow(), target.borrow());
+            gw.metrics
+                .upstream_latency
+                .observe(&target.name, sent.elapsed());
+            reply
+        }
+    }
+}
+
+/// The checks a message meets before a way to its server is settled (which may start a
+/// child): a `tools/call` sent as a notification goes no further, and `Err` says why.
+pub(crate) fn admit(gw: &Gateway, target: &Target, m: &Message<'_>) -> Result<(), &'static str> {
+    match guard::refuse_call_notification(gw, target, m) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
+/// Decides `m` (parsed from `bytes`) from `origin`, going `way`: the guard for a
+/// `tools/call`, then the era bridge.
+pub(crate) async fn handle<W: Way>(
+    gw: &Gateway,
+    origin: Origin<'_>,
+    m: &mut Message<'_>,
+    bytes: &Bytes,
+    way: W,
+) -> Handled<W> {
+    let sender = Sender {
+        target: origin.target,
+        key: way.key(),
+        era: origin.era,
+        client: origin.client,
+    };
+    let step = step::decide(gw, sender, m, bytes, way.bridging(), &way).await;
+    match step {
+        Step::Forward { body, pending } => Handled::Forward(Forward { way, body, pending }),
+        Step::Answer(a) => Handled::Answered(a),
+        Step::Relay(r) => Handled::Relayed(r),
+        Step::Consumed => Handled::Consumed,
+    }
+}
