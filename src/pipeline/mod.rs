@@ -1,7 +1,7 @@
 //! The rules, independent of any transport.
 //!
-//! Every transport turns its traffic into single JSON-RPC messages and asks the pipeline
-//! what to do:
+//! Every transport turns its traffic into single JSON-RPC messages and hands each to
+//! [`engine`], the one driver, with its way to the server:
 //! - [`step`] decides each message on its way up, the same in every mode: [`guard`] for a
 //!   `tools/call` (docs/contract.md §1), then [`bridge`] between eras;
 //! - [`observe`] looks at each message coming back: [`learn`] takes schemas from

@@ -1,9 +1,8 @@
 //! What toolgate does with one message from a client on its way to the server, written once
 //! for every mode: the guard for a `tools/call`, the era bridge, and the record of what the
-//! answer will be read against ([`Pending`]). The fronts bring the message parsed and what
-//! their transport knows (its era, its scope, its client, how it is bridged, how to list the
-//! server's tools); they carry out the [`Step`] they get back in their transport's terms (an
-//! HTTP status, a line, nothing).
+//! answer will be read against ([`Pending`]). The engine (`engine::handle`) brings the
+//! message parsed and what its way knows (its era, its scope, its client, how it is bridged,
+//! how to list the server's tools), and turns the [`Step`] into what the front carries out.
 //!
 //! What stays with the fronts is what only a transport has: reading and parsing its bytes,
 //! the 2026-07-28 header rules (HTTP), finding or opening the server's session, sending, and

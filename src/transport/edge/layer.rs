@@ -3,13 +3,14 @@
 //! no upstream URL and no second process.
 //!
 //! Each POSTed message takes the path it takes through the binary, with the application's
-//! own service as the server: the same reading and pre-checks (`message`), the same decision
-//! (`pipeline::step::decide`: the guard, per-client policy), and its answer read by the same
-//! rules (`answers::response`: error rewriting and masking, output validation, learning from
-//! `tools/list` answers and `list_changed`). An invalid, misspelt, denied or unknown call is
-//! answered here and the application's handler never runs. The tools' schemas come from the
-//! application: on the first call of a scope (a session, or a credential) the layer sends its
-//! own `tools/list` through the inner service and reads every page.
+//! own service as the server (an `engine::Way`): the same reading and pre-checks
+//! (`message`), the same driver (`pipeline::engine`: the guard, per-client policy), and its
+//! answer read by the same rules (`answers::response`: error rewriting and masking, output
+//! validation, learning from `tools/list` answers and `list_changed`). An invalid, misspelt,
+//! denied or unknown call is answered here and the application's handler never runs. The
+//! tools' schemas come from the application: on the first call of a scope (a session, or a
+//! credential) the layer sends its own `tools/list` through the inner service and reads
+//! every page.
 //!
 //! Caveats: the application is taken to speak its client's era (no era bridge in process);
 //! the client is who [`ClientName`] in the request's extensions says, else `[clients."*"]`;
