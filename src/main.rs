@@ -48,7 +48,7 @@ enum Cmd {
     /// Speak MCP over stdin/stdout (for desktop clients) in front of a stdio server:
     /// `toolgate stdio -- python my_server.py`.
     Stdio {
-        /// A configuration file (see config/toolgate.toml).
+        /// A configuration file (`toolgate config example` prints one).
         #[arg(long)]
         config: Option<PathBuf>,
         /// A Streamable HTTP upstream instead of a command.
@@ -80,6 +80,12 @@ enum Cmd {
         command: Vec<String>,
     },
 
+    /// The configuration file: print an annotated example, or check one.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCmd,
+    },
+
     /// Run only the example tool server (for benchmarks and experiments).
     #[command(hide = true)]
     DemoServer {
@@ -92,6 +98,18 @@ enum Cmd {
     },
 }
 
+#[derive(clap::Subcommand)]
+enum ConfigCmd {
+    /// Print every key with its default and one line on what it does.
+    Example,
+    /// Check a file as `serve` would read it, without starting anything: exit 0, or 1 with
+    /// one line per problem.
+    Check {
+        /// The configuration file.
+        file: PathBuf,
+    },
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Format {
     Text,
@@ -100,7 +118,7 @@ enum Format {
 
 #[derive(clap::Args)]
 struct Common {
-    /// A TOML configuration file (see config/toolgate.toml).
+    /// A TOML configuration file (`toolgate config example` prints one).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Address to listen on, as IP:PORT or HOST:PORT [default: 127.0.0.1:8080].
@@ -356,6 +374,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             command,
         } => check(upstream, format, config, command).await?,
+        Cmd::Config { what } => config(what),
         Cmd::DemoServer {
             listen,
             page_size,
@@ -409,6 +428,41 @@ async fn stdio(
     exit(toolgate::stdio_to_child(gw, &command).await);
 }
 
+/// `toolgate config example` and `toolgate config check FILE`.
+fn config(what: ConfigCmd) -> ! {
+    let file = match what {
+        ConfigCmd::Example => {
+            print!("{}", toolgate::config::reference::example());
+            exit(0);
+        }
+        ConfigCmd::Check { file } => file,
+    };
+    let problems = match Config::checked(&file) {
+        Ok(cfg) => usable(cfg).err().into_iter().collect(),
+        Err(problems) => problems,
+    };
+    for p in &problems {
+        eprintln!("toolgate config check: {p}");
+    }
+    if !problems.is_empty() {
+        exit(1);
+    }
+    println!("{}: ok", file.display());
+    exit(0);
+}
+
+/// What `serve` does with a configuration before it listens, short of listening: its rules
+/// compiled, its secrets and certificates read. A file that names no server is checked as if
+/// `--upstream` gave one.
+fn usable(mut cfg: Config) -> Result<(), String> {
+    if cfg.upstream.is_none() && cfg.command.is_empty() {
+        cfg.upstream = Some("http://127.0.0.1:9/mcp".into());
+    }
+    let gw = Gateway::new(cfg).map_err(|e| e.to_string())?;
+    toolgate::Edge::new(&Live::new(gw)).map_err(|e| format!("{e:#}"))?;
+    Ok(())
+}
+
 /// `toolgate demo`: the gateway in front of the example tool server, both in this process.
 async fn run_demo(common: Common) -> anyhow::Result<()> {
     let mut source = Reload {
@@ -442,6 +496,11 @@ async fn check(
     command: Vec<String>,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config.as_deref(), &Overrides::default())?;
+    // The server the command line names, else the one the file names.
+    let (upstream, command) = match (upstream, command.is_empty()) {
+        (None, true) => (cfg.upstream.clone(), cfg.command.clone()),
+        given => (given.0, command),
+    };
     let (what, listed) = match (upstream, command.is_empty()) {
         (Some(url), true) => (url.clone(), toolgate::check_http(&url, &cfg).await),
         (None, false) => (

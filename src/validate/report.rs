@@ -3,6 +3,7 @@
 //! unexpected argument, the closest allowed name. The same facts go out machine-readable as
 //! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
 
+use crate::text::edit_distance_within;
 use jsonschema::Validator;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
 use serde_json::{Map, Value, json};
@@ -497,40 +498,6 @@ pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
         })
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c.as_str())
-}
-
-/// Edits (insertions, deletions, substitutions and swaps of two neighbours) from `a` to `b`
-/// when they are at most `k`, else `None`. A swap is the most common typing slip, so it
-/// counts as one. Only the cells within `k` of the diagonal are computed, three rows at a
-/// time, so the cost is `len × k` in time and `len` in memory, not `len²`.
-pub(super) fn edit_distance_within(a: &[char], b: &[char], k: usize) -> Option<usize> {
-    if a.len().abs_diff(b.len()) > k {
-        return None;
-    }
-    let far = k + 1;
-    let width = b.len() + 1;
-    let (mut older, mut prev, mut row) = (vec![far; width], vec![far; width], vec![far; width]);
-    for (j, cell) in prev.iter_mut().enumerate().take(k.min(b.len()) + 1) {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        row.fill(far);
-        if i <= k {
-            row[0] = i;
-        }
-        let (from, to) = (i.saturating_sub(k).max(1), (i + k).min(b.len()));
-        for j in from..=to {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut d = (prev[j] + 1).min(row[j - 1] + 1).min(prev[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d = d.min(older[j - 2] + 1);
-            }
-            row[j] = d.min(far);
-        }
-        std::mem::swap(&mut older, &mut prev);
-        std::mem::swap(&mut prev, &mut row);
-    }
-    Some(prev[b.len()]).filter(|d| *d <= k)
 }
 
 #[cfg(test)]

@@ -175,3 +175,39 @@ fn the_stdio_server_image_adds_toolgate_to_the_server_s_runtime() {
     let main = std::fs::read_to_string(Path::new(ROOT).join("Dockerfile")).unwrap();
     assert!(main.contains("/usr/local/bin/toolgate"));
 }
+
+/// Each image's `CMD` runs with only what the image holds: a file it names (`--config`) is one
+/// the image copies in, and it listens where its `EXPOSE` can be reached.
+#[test]
+fn every_image_runs_with_only_what_it_contains() {
+    for dockerfile in ["Dockerfile", "deploy/images/stdio-server/Dockerfile"] {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(dockerfile)).unwrap();
+        let cmd = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("CMD "))
+            .unwrap_or_else(|| panic!("{dockerfile} has a CMD"));
+        let args: Vec<String> = serde_json::from_str(cmd).unwrap();
+        let copied: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("COPY "))
+            .filter_map(|l| l.split_whitespace().last())
+            .collect();
+        for pair in args.windows(2).filter(|w| w[0] == "--config") {
+            assert!(
+                copied.contains(&pair[1].as_str()),
+                "{dockerfile}: CMD reads {}, which the image does not hold",
+                pair[1]
+            );
+        }
+        for (flag, port) in [("--listen", "8080"), ("--admin-listen", "9090")] {
+            let at = args.iter().position(|a| a == flag);
+            let addr = at.map(|i| args[i + 1].as_str());
+            assert_eq!(
+                addr,
+                Some(format!("0.0.0.0:{port}").as_str()),
+                "{dockerfile}: EXPOSE {port} must be reachable"
+            );
+        }
+    }
+}

@@ -4,6 +4,8 @@
 //! Every field has a default, so an empty file is a working configuration; unknown keys are
 //! errors so that a typo never silently turns a rule off.
 
+pub mod reference;
+
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -678,6 +680,18 @@ pub struct Overrides {
     pub command: Vec<String>,
 }
 
+/// Each of figment's errors as a line a person reads: the key as the file names it (figment
+/// files everything under its internal `default.` profile).
+fn figment_problems(e: figment::Error) -> Vec<String> {
+    e.into_iter()
+        .map(|e| {
+            e.to_string()
+                .replace("key \"default.", "key \"")
+                .replace(" TOML file", "")
+        })
+        .collect()
+}
+
 /// Variables the command line reads itself (`clap`'s `env`), not configuration keys.
 const FLAG_VARIABLES: &[&str] = &["TOOLGATE_UPSTREAM"];
 
@@ -699,18 +713,21 @@ fn is_config_key(key: &str) -> bool {
 
 impl Config {
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        Config::layered(file, overrides).map_err(|problems| ConfigError(problems.join("; ")))
+    }
+
+    /// [`Config::load`], with every problem found on a line of its own.
+    fn layered(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Vec<String>> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(path) = file {
-            if !path.exists() {
-                return Err(ConfigError(format!(
-                    "config file {} does not exist",
-                    path.display()
-                )));
+            let problems = Config::file_keys(path);
+            if !problems.is_empty() {
+                return Err(problems);
             }
             fig = fig.merge(Toml::file(path));
         }
         fig = fig.merge(env().filter(|k| is_config_key(k.as_str())));
-        let mut cfg: Config = fig.extract().map_err(|e| ConfigError(e.to_string()))?;
+        let mut cfg: Config = fig.extract().map_err(figment_problems)?;
         if let Some(l) = overrides.listen {
             cfg.listen = l;
         }
@@ -723,8 +740,43 @@ impl Config {
         if let Some(a) = &overrides.admin_listen {
             cfg.admin_listen = a.clone();
         }
-        cfg.check()?;
+        cfg.check().map_err(|e| vec![e.0])?;
         Ok(cfg)
+    }
+
+    /// What is wrong with a configuration file before its values are read: it is missing,
+    /// it is not TOML, or it names keys toolgate does not know (each with the nearest known
+    /// one: [`reference::unknown_keys`]). One line per problem.
+    fn file_keys(path: &Path) -> Vec<String> {
+        let shown = path.display();
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return vec![format!("config file {shown} does not exist")];
+            }
+            Err(e) => return vec![format!("config file {shown}: {e}")],
+        };
+        match toml::from_str::<toml::Table>(&text) {
+            Ok(table) => reference::unknown_keys(&table)
+                .into_iter()
+                .map(|p| format!("{shown}: {p}"))
+                .collect(),
+            Err(e) => {
+                let why = e.message().trim().replace('\n', ": ");
+                let at = e.span().map(|s| text[..s.start].lines().count().max(1));
+                match at {
+                    Some(line) => vec![format!("{shown}, line {line}: {why}")],
+                    None => vec![format!("{shown}: {why}")],
+                }
+            }
+        }
+    }
+
+    /// The configuration in `path` (with the environment's `TOOLGATE_*` variables over it),
+    /// or every problem it has, one line each, for `toolgate config check`. Nothing is read
+    /// besides the file.
+    pub fn checked(path: &Path) -> Result<Config, Vec<String>> {
+        Config::layered(Some(path), &Overrides::default())
     }
 
     /// `TOOLGATE_*` variables that are not configuration, for a warning. They are skipped, not
@@ -940,8 +992,13 @@ mod tests {
     }
 
     #[test]
-    fn example_config_file_loads() {
+    fn the_example_file_is_the_reference() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/toolgate.toml");
+        let file = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            file == reference::example(),
+            "config/toolgate.toml is not `toolgate config example`'s output: run it again"
+        );
         let c = Config::load(Some(&path), &Overrides::default()).unwrap();
         assert_eq!(c.validation.mode, Mode::Enforce);
     }

@@ -1,0 +1,464 @@
+//! The configuration's reference, kept beside the types it describes: every key with one line
+//! on what it does. `toolgate config example` prints it as an annotated file whose values are
+//! the defaults of [`Config::default`] (read from the value itself, so they cannot drift), and
+//! a key the file names that is not here is refused with the nearest one it may mean. A test
+//! fails when a field of [`Config`] has no line here.
+//!
+//! Paths: `a.b` is key `b` of table `[a]`; `x[]` is an array of tables (`[[x]]`); `NAME` is
+//! a name the operator chooses (a client, a tool).
+
+use super::Config;
+use crate::text::edit_distance_within;
+use serde_json::Value;
+use std::fmt::Write;
+
+/// One key: its path, what it does, and the value the example shows when it has no default.
+struct Key {
+    path: &'static str,
+    doc: &'static str,
+    example: &'static str,
+}
+
+const fn key(path: &'static str, doc: &'static str, example: &'static str) -> Key {
+    Key { path, doc, example }
+}
+
+/// Every key, in the order the example shows them (a table's keys together, top-level keys
+/// first, as TOML wants them).
+#[rustfmt::skip]
+const KEYS: &[Key] = &[
+    key("listen", "Where clients connect (IP:PORT). Loopback unless clients are remote; then set allowed_origins and authentication.", ""),
+    key("upstream", "The HTTP MCP server served on /mcp (or --upstream URL).", "\"http://127.0.0.1:3000/mcp\""),
+    key("command", "Or a stdio MCP server toolgate starts, as an array: program, then arguments (or `-- CMD` on the command line).", ""),
+    key("admin_listen", "The admin listener (/healthz, /readyz, /metrics), or \"off\".", ""),
+    key("allowed_origins", "Browser origins allowed besides localhost ones; \"*\" allows any.", ""),
+
+    key("limits.max_body_bytes", "Largest request body accepted; larger ones get 413.", ""),
+    key("limits.max_response_bytes", "Largest server answer read for the rules (larger ones pass through unread); over stdio, the longest line a server may send.", ""),
+    key("limits.max_sse_event_bytes", "Largest SSE event inspected; a larger one switches its stream to raw pass-through.", ""),
+    key("limits.max_schema_bytes", "Largest inputSchema compiled; a larger one counts as not compiling.", ""),
+    key("limits.upstream_timeout", "How long a server may take: its response head, then the whole of a JSON answer.", ""),
+    key("limits.stream_gap_timeout", "Longest silence between two events of an SSE answer to a request.", ""),
+    key("limits.header_timeout", "How long a client connection may take to send a request head.", ""),
+    key("limits.idle_timeout", "How long a client connection may stay open with no request in service.", ""),
+    key("limits.max_connections", "Client connections at once; more wait in the listen queue (restart to change).", ""),
+    key("limits.max_scopes", "Sessions and credentials whose tool catalogs are kept.", ""),
+    key("limits.max_list_pages", "Most tools/list pages fetched in one listing.", ""),
+    key("limits.shutdown_grace", "On SIGTERM or SIGINT, how long in-flight requests and streams may take.", ""),
+
+    key("stdio.max_sessions", "serve -- CMD: sessions (one child each) at once; more get 503.", ""),
+    key("stdio.max_sessions_per_client", "Of those, most one client holds (its name, or its address without auth); more get 429.", ""),
+    key("stdio.idle_timeout", "A session unused this long is ended and its child stopped.", ""),
+    key("stdio.shutdown_grace", "How long a child gets after its stdin closes, and again after SIGTERM.", ""),
+    key("stdio.max_in_flight", "toolgate stdio: messages in flight at once; then stdin waits.", ""),
+
+    key("validation.mode", "enforce (answer invalid calls) | audit (forward, log and count them) | off.", ""),
+    key("validation.coerce", "Turn \"10\" into 10 (and the like) where the schema wants it, then forward.", ""),
+    key("validation.answer", "How an invalid call is answered: tool_error (SEP-1303, isError) | protocol_error (-32602).", ""),
+    key("validation.on_compile_error", "A tool whose schema does not compile: forward its calls unvalidated | reject them.", ""),
+    key("validation.unknown_dialect", "A $schema naming an unknown dialect: reject (does not compile) | draft202012.", ""),
+    key("validation.validate_formats", "Check `format` (date, email, uri, ...).", ""),
+    key("validation.max_errors", "Violations examined and reported for one call.", ""),
+    key("validation.output", "Check structuredContent against outputSchema: off | audit | enforce.", ""),
+    key("validation.undeclared_properties", "An argument the schema does not declare: reject_typos (refused when close to a declared name) | reject | allow.", ""),
+    key("validation.invalid_tool_schemas", "A listed tool whose inputSchema is invalid: hide (not listed, calls answered as unknown) | forward.", ""),
+    key("validation.allow_tools", "Only these tools are reachable (`*` at the end matches a prefix); empty allows all.", ""),
+    key("validation.deny_tools", "These tools are not reachable, and not listed.", ""),
+
+    key("validation.tools.NAME.mode", "This tool's own validation.mode.", "\"audit\""),
+    key("validation.tools.NAME.coerce", "This tool's own validation.coerce.", "false"),
+    key("validation.tools.NAME.undeclared_properties", "This tool's own validation.undeclared_properties.", "\"allow\""),
+    key("validation.tools.NAME.invalid_tool_schemas", "This tool's own validation.invalid_tool_schemas.", "\"forward\""),
+    key("validation.tools.NAME.extra_schema", "A JSON Schema (as JSON text) the arguments must also satisfy.", "'{\"properties\": {\"limit\": {\"maximum\": 50}}}'"),
+    key("validation.tools.NAME.paths[].argument", "An argument holding a filesystem path: a top-level name or a JSON pointer.", "\"path\""),
+    key("validation.tools.NAME.paths[].root", "The directory that path must stay inside after normalization.", "\"/workspace\""),
+
+    key("errors.rewrite", "Rewrite server errors into the shapes the spec asks for.", ""),
+    key("errors.mask_internal", "Replace server error text (and toolgate's own) by a reference; the text is logged under it.", ""),
+
+    key("log.format", "human | json (to stderr).", ""),
+    key("log.level", "An EnvFilter directive; RUST_LOG wins when set.", ""),
+    key("log.access", "One line per request (never arguments, results or tokens).", ""),
+
+    key("reload.watch", "Reload when this file's content changes (SIGHUP always reloads).", ""),
+    key("reload.interval", "How often the file is read to see whether it changed (at least 100ms).", ""),
+
+    key("tls.cert_file", "The client listener's certificate chain (PEM); TLS is off without [tls].", "\"/etc/toolgate/tls/tls.crt\""),
+    key("tls.key_file", "Its private key (PEM).", "\"/etc/toolgate/tls/tls.key\""),
+    key("tls.client_ca_file", "Clients must present a certificate from this CA (PEM).", "\"/etc/toolgate/tls/clients-ca.crt\""),
+
+    key("upstream_tls.ca_file", "PEM CA certificates trusted for https:// servers, besides the system's roots.", "\"/etc/toolgate/upstream-ca.crt\""),
+    key("upstream_tls.only_ca_file", "Trust only ca_file, not the system's roots.", ""),
+    key("upstream_tls.client_cert_file", "A client certificate chain (PEM) for servers that ask for one.", "\"/etc/toolgate/client.crt\""),
+    key("upstream_tls.client_key_file", "Its private key (PEM).", "\"/etc/toolgate/client.key\""),
+    key("upstream_tls.server_name", "The name the server's certificate must carry, when it is not the URL's host.", "\"mcp.internal\""),
+
+    key("shared_state.redis_url", "Redis or Valkey holding the rate-limit buckets all replicas share.", "\"redis://127.0.0.1:6379/0\""),
+    key("shared_state.on_unavailable", "When Redis does not answer: local (this replica's buckets) | deny.", ""),
+
+    key("telemetry.otlp_endpoint", "OTLP/HTTP collector for traces; unset, OTEL_EXPORTER_OTLP_* is used, else none.", "\"http://127.0.0.1:4318\""),
+    key("telemetry.tls.ca_file", "As upstream_tls.ca_file, for an https:// collector.", "\"/etc/toolgate/otel-ca.crt\""),
+    key("telemetry.tls.only_ca_file", "As upstream_tls.only_ca_file.", ""),
+    key("telemetry.tls.client_cert_file", "As upstream_tls.client_cert_file.", "\"/etc/toolgate/otel-client.crt\""),
+    key("telemetry.tls.client_key_file", "As upstream_tls.client_key_file.", "\"/etc/toolgate/otel-client.key\""),
+    key("telemetry.tls.server_name", "As upstream_tls.server_name.", "\"otel.internal\""),
+
+    key("auth.public_url", "Where clients reach toolgate; serves RFC 9728 metadata and points WWW-Authenticate at it.", "\"https://mcp.example.com\""),
+    key("auth.authorization_servers", "Authorization servers named in that metadata.", ""),
+    key("auth.required_scopes", "Scopes every token must carry; else 403.", ""),
+    key("auth.tokens[].name", "A static bearer token's client name, for [clients] and logs.", "\"ci-bot\""),
+    key("auth.tokens[].env", "The environment variable holding the token.", "\"CI_BOT_TOKEN\""),
+    key("auth.tokens[].file", "Or a regular file holding it.", "\"/run/secrets/ci-bot\""),
+    key("auth.jwt.issuer", "JWT bearer tokens: the `iss` every token must carry.", "\"https://login.example.com\""),
+    key("auth.jwt.jwks_url", "The issuer's keys, fetched (https, or http to loopback).", "\"https://login.example.com/.well-known/jwks.json\""),
+    key("auth.jwt.jwks_file", "Or a JWKS document on disk.", "\"/etc/toolgate/jwks.json\""),
+    key("auth.jwt.audience", "Accepted `aud` values; empty: each endpoint's URL under public_url.", "[\"https://mcp.example.com/mcp\"]"),
+    key("auth.jwt.identity_claim", "The claim that names the client for [clients].", "\"sub\""),
+    key("auth.jwt.refresh", "How often the JWKS is fetched again.", "\"10m\""),
+    key("auth.jwt.leeway", "Clock skew tolerated on exp and nbf.", "\"30s\""),
+    key("auth.upstream_header.name", "The header the server gets in place of the client's token.", "\"authorization\""),
+    key("auth.upstream_header.env", "The environment variable holding its value.", "\"UPSTREAM_AUTHORIZATION\""),
+    key("auth.upstream_header.file", "Or a regular file holding it.", "\"/run/secrets/upstream\""),
+
+    key("clients.NAME.allow_tools", "Per client (a token's name, a JWT claim, or \"*\" for any other): only these tools.", "[\"search*\"]"),
+    key("clients.NAME.deny_tools", "These tools are not reachable for it.", "[\"delete_*\"]"),
+    key("clients.NAME.rate_limit", "Calls per tool: N/second, N/minute or N/hour.", "\"60/minute\""),
+    key("clients.NAME.tool_rate_limits", "Per-tool rates that replace rate_limit for those tools.", "{ search = \"10/second\" }"),
+
+    key("upstreams[].name", "Further servers, each on /<name>/mcp: its name.", "\"billing\""),
+    key("upstreams[].url", "Its URL (http:// or https://).", "\"http://127.0.0.1:3001/mcp\""),
+    key("upstreams[].tls.ca_file", "Its own [upstream_tls], instead of the global one.", "\"/etc/toolgate/billing-ca.crt\""),
+    key("upstreams[].tls.only_ca_file", "As upstream_tls.only_ca_file.", "true"),
+    key("upstreams[].tls.client_cert_file", "As upstream_tls.client_cert_file.", "\"/etc/toolgate/billing-client.crt\""),
+    key("upstreams[].tls.client_key_file", "As upstream_tls.client_key_file.", "\"/etc/toolgate/billing-client.key\""),
+    key("upstreams[].tls.server_name", "As upstream_tls.server_name.", "\"billing.internal\""),
+    key("upstreams[].validation.mode", "Its own validation.mode; a key left out keeps the global value.", "\"audit\""),
+    key("upstreams[].validation.coerce", "Its own validation.coerce.", "false"),
+    key("upstreams[].validation.answer", "Its own validation.answer.", "\"protocol_error\""),
+    key("upstreams[].validation.on_compile_error", "Its own validation.on_compile_error.", "\"reject\""),
+    key("upstreams[].validation.output", "Its own validation.output.", "\"enforce\""),
+    key("upstreams[].validation.undeclared_properties", "Its own validation.undeclared_properties.", "\"reject\""),
+    key("upstreams[].validation.invalid_tool_schemas", "Its own validation.invalid_tool_schemas.", "\"forward\""),
+    key("upstreams[].validation.allow_tools", "Its own validation.allow_tools.", "[\"invoice_*\"]"),
+    key("upstreams[].validation.deny_tools", "Its own validation.deny_tools.", "[\"invoice_delete\"]"),
+    key("upstreams[].validation.tools.NAME.mode", "Per tool, merged over [validation.tools], as there.", "\"off\""),
+    key("upstreams[].validation.tools.NAME.coerce", "As validation.tools.NAME.coerce.", "false"),
+    key("upstreams[].validation.tools.NAME.undeclared_properties", "As validation.tools.NAME.undeclared_properties.", "\"allow\""),
+    key("upstreams[].validation.tools.NAME.invalid_tool_schemas", "As validation.tools.NAME.invalid_tool_schemas.", "\"forward\""),
+    key("upstreams[].validation.tools.NAME.extra_schema", "As validation.tools.NAME.extra_schema.", "'{\"required\": [\"account\"]}'"),
+    key("upstreams[].validation.tools.NAME.paths[].argument", "As validation.tools.NAME.paths[].argument.", "\"file\""),
+    key("upstreams[].validation.tools.NAME.paths[].root", "As validation.tools.NAME.paths[].root.", "\"/srv/invoices\""),
+];
+
+/// Tables whose keys are names the operator chooses, and the name the example shows.
+const NAMED: &[(&str, &str)] = &[
+    ("clients", "\"*\""),
+    ("validation.tools", "search"),
+    ("upstreams[].validation.tools", "invoice_create"),
+];
+
+fn named(section: &str) -> Option<&'static str> {
+    NAMED.iter().find(|(s, _)| *s == section).map(|(_, n)| *n)
+}
+
+/// The table a path belongs to (`""` for the top level).
+fn section(path: &str) -> &str {
+    path.rsplit_once('.').map_or("", |(s, _)| s)
+}
+
+fn leaf(path: &str) -> &str {
+    path.rsplit_once('.').map_or(path, |(_, l)| l)
+}
+
+/// The default of `path`, when it has one: read from [`Config::default`].
+fn default_of(defaults: &Value, path: &str) -> Option<String> {
+    if path.contains("[]") || path.contains("NAME") {
+        return None;
+    }
+    let v = path.split('.').try_fold(defaults, |v, k| v.get(k))?;
+    match v {
+        Value::Null => None,
+        v => Some(toml_value(v)),
+    }
+}
+
+/// A JSON value written as TOML (the defaults hold strings, numbers, booleans and arrays).
+fn toml_value(v: &Value) -> String {
+    match v {
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(toml_value).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", toml_value(v)))
+                .collect();
+            format!("{{ {} }}", items.join(", "))
+        }
+        v => v.to_string(),
+    }
+}
+
+/// A table's header as the example writes it: `[a.b]`, `[[x]]`, with names filled in.
+fn header(section: &str) -> String {
+    let mut parts = Vec::new();
+    let mut walked = String::new();
+    for part in section.split('.') {
+        let name = match part {
+            "NAME" => named(&walked).unwrap_or("name").to_string(),
+            p => p.trim_end_matches("[]").to_string(),
+        };
+        parts.push(name);
+        if !walked.is_empty() {
+            walked.push('.');
+        }
+        walked.push_str(part);
+    }
+    match section.ends_with("[]") {
+        true => format!("[[{}]]", parts.join(".")),
+        false => format!("[{}]", parts.join(".")),
+    }
+}
+
+/// The annotated configuration `toolgate config example` prints: every key, its default
+/// set, or an example commented out where it has none.
+pub fn example() -> String {
+    let defaults = serde_json::to_value(Config::default()).expect("the defaults serialize");
+    let mut out = String::from(
+        "# toolgate configuration: every key, with its default (`toolgate config example`).\n\
+         # Keys shown commented out have no default; each is an example of its value.\n\
+         # Layers: these defaults < this file < TOOLGATE_* environment variables (nested keys\n\
+         # joined with \"__\", e.g. TOOLGATE_VALIDATION__MODE=audit) < command-line flags.\n\
+         # Check a file with `toolgate config check FILE`.\n",
+    );
+    let mut current = None;
+    for k in KEYS {
+        let sec = section(k.path);
+        if current != Some(sec) {
+            current = Some(sec);
+            out.push('\n');
+            if !sec.is_empty() {
+                let set = KEYS
+                    .iter()
+                    .any(|o| section(o.path) == sec && default_of(&defaults, o.path).is_some());
+                let mark = if set { "" } else { "# " };
+                let _ = writeln!(out, "{mark}{}", header(sec));
+            }
+        }
+        let _ = writeln!(out, "# {}", k.doc);
+        match default_of(&defaults, k.path) {
+            Some(v) => {
+                let _ = writeln!(out, "{} = {v}", leaf(k.path));
+            }
+            None => {
+                let _ = writeln!(out, "# {} = {}", leaf(k.path), k.example);
+            }
+        }
+    }
+    out
+}
+
+/// Where in the reference a table or key of a file is.
+enum Found {
+    Key,
+    Table(String),
+    Tables(String),
+    Unknown,
+}
+
+fn find(schema: &str, value: &toml::Value) -> Found {
+    if KEYS.iter().any(|k| k.path == schema) {
+        return Found::Key;
+    }
+    let under = |s: &str| KEYS.iter().any(|k| k.path.starts_with(&format!("{s}.")));
+    match value {
+        toml::Value::Table(_) if under(schema) => Found::Table(schema.to_string()),
+        toml::Value::Array(items)
+            if under(&format!("{schema}[]")) && items.iter().all(toml::Value::is_table) =>
+        {
+            Found::Tables(format!("{schema}[]"))
+        }
+        _ => Found::Unknown,
+    }
+}
+
+/// Every key of a configuration file that toolgate does not know, one line each, with the
+/// nearest known key of the same table when one is close.
+pub fn unknown_keys(file: &toml::Table) -> Vec<String> {
+    let mut problems = Vec::new();
+    walk(file, "", "", &mut problems);
+    problems
+}
+
+fn walk(table: &toml::Table, schema: &str, shown: &str, problems: &mut Vec<String>) {
+    for (name, value) in table {
+        let child = match (named(schema), schema.is_empty()) {
+            (Some(_), _) => format!("{schema}.NAME"),
+            (None, true) => name.clone(),
+            (None, false) => format!("{schema}.{name}"),
+        };
+        let here = match shown.is_empty() {
+            true => name.clone(),
+            false => format!("{shown}.{name}"),
+        };
+        match (find(&child, value), value) {
+            (Found::Key, _) => {}
+            (Found::Table(s), toml::Value::Table(t)) => walk(t, &s, &here, problems),
+            (Found::Tables(s), toml::Value::Array(items)) => {
+                for (i, t) in items.iter().filter_map(toml::Value::as_table).enumerate() {
+                    walk(t, &s, &format!("{here}[{i}]"), problems);
+                }
+            }
+            _ => problems.push(unknown(schema, name, &here)),
+        }
+    }
+}
+
+/// The line for an unknown key `name`, shown as `here`, in table `schema`.
+fn unknown(schema: &str, name: &str, here: &str) -> String {
+    let mut siblings: Vec<&str> = KEYS
+        .iter()
+        .filter_map(|k| {
+            let rest = match schema.is_empty() {
+                true => k.path,
+                false => k.path.strip_prefix(schema)?.strip_prefix('.')?,
+            };
+            rest.split('.').next().map(|s| s.trim_end_matches("[]"))
+        })
+        .collect();
+    siblings.dedup();
+    let typed: Vec<char> = name.to_lowercase().chars().collect();
+    let allowed = (typed.len() / 3).clamp(2, 3);
+    let lower = name.to_lowercase();
+    // The nearest by edits; else one the name begins (`rate` for `rate_limit`).
+    let nearest = siblings
+        .iter()
+        .filter_map(|s| {
+            let c: Vec<char> = s.chars().collect();
+            edit_distance_within(&typed, &c, allowed).map(|d| (d, *s))
+        })
+        .min_by_key(|(d, _)| *d)
+        .or_else(|| {
+            let begun = siblings.iter().find(|s| lower.len() >= 3 && s.starts_with(&lower));
+            begun.map(|s| (0, *s))
+        });
+    let place = match here.rsplit_once('.') {
+        Some((table, _)) => format!("{table}."),
+        None => String::new(),
+    };
+    match nearest {
+        Some((_, s)) => format!("unknown key {here}: did you mean {place}{s}?"),
+        None => format!("unknown key {here}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration with every optional table present and one element in every list of
+    /// tables, so that serializing it names every field of [`Config`].
+    fn every_field() -> Config {
+        let text = uncommented(&example());
+        let table: toml::Table = toml::from_str(&text).expect("the uncommented example parses");
+        let mut config: Config = table.try_into().expect("the uncommented example is typed");
+        config.upstream = Some("http://127.0.0.1:3000/mcp".into());
+        config
+    }
+
+    /// The example with every commented-out key and table set.
+    fn uncommented(example: &str) -> String {
+        example
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest)
+                    if rest.starts_with('[')
+                        || rest.split_once(" = ").is_some_and(|(k, _)| {
+                            k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                        }) =>
+                {
+                    rest
+                }
+                _ => l,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The reference's paths of every field in `v`.
+    fn paths(v: &Value, at: &str, out: &mut Vec<String>) {
+        let Value::Object(m) = v else {
+            out.push(at.to_string());
+            return;
+        };
+        if KEYS.iter().any(|k| k.path == at) {
+            out.push(at.to_string());
+            return;
+        }
+        for (k, v) in m {
+            let name = if named(at).is_some() { "NAME" } else { k };
+            let child = if at.is_empty() {
+                name.to_string()
+            } else {
+                format!("{at}.{name}")
+            };
+            match v {
+                Value::Array(items) if items.first().is_some_and(Value::is_object) => {
+                    paths(&items[0], &format!("{child}[]"), out)
+                }
+                v => paths(v, &child, out),
+            }
+        }
+    }
+
+    #[test]
+    fn every_field_of_the_configuration_is_in_the_reference() {
+        let all = serde_json::to_value(every_field()).unwrap();
+        let mut found = Vec::new();
+        paths(&all, "", &mut found);
+        let missing: Vec<_> = found
+            .iter()
+            .filter(|p| !KEYS.iter().any(|k| k.path == p.as_str()))
+            .collect();
+        assert!(missing.is_empty(), "not in the reference: {missing:?}");
+        let stale: Vec<_> = KEYS
+            .iter()
+            .filter(|k| !found.iter().any(|p| p == k.path))
+            .map(|k| k.path)
+            .collect();
+        assert!(stale.is_empty(), "in the reference, not a field: {stale:?}");
+    }
+
+    #[test]
+    fn the_example_sets_the_defaults() {
+        let table: toml::Table = toml::from_str(&example()).unwrap();
+        assert!(unknown_keys(&table).is_empty());
+        let config: Config = table.try_into().unwrap();
+        assert_eq!(
+            serde_json::to_value(config).unwrap(),
+            serde_json::to_value(Config::default()).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_nearest_known_one() {
+        let file: toml::Table = toml::from_str(
+            "listn = \"127.0.0.1:1\"\n[validation]\nmod = \"audit\"\n[validation.tools.x]\ncoerse = true\n\
+             [[upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nvalidaton = {}\n[clients.bob]\nzzzzzz = 1\n",
+        )
+        .unwrap();
+        let mut found = unknown_keys(&file);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "unknown key clients.bob.zzzzzz",
+                "unknown key listn: did you mean listen?",
+                "unknown key upstreams[0].validaton: did you mean upstreams[0].validation?",
+                "unknown key validation.mod: did you mean validation.mode?",
+                "unknown key validation.tools.x.coerse: did you mean validation.tools.x.coerce?",
+            ]
+        );
+    }
+}
