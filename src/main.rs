@@ -175,7 +175,7 @@ fn init_logs(cfg: &Config) {
         .with_env_filter(filter)
         .with_writer(toolgate::NonBlocking::stderr());
     match cfg.log.format {
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => builder.event_format(toolgate::JsonLines).init(),
         LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
     }
     raise_descriptor_limit();

@@ -340,7 +340,9 @@ fn unknown(schema: &str, name: &str, here: &str) -> String {
         })
         .min_by_key(|(d, _)| *d)
         .or_else(|| {
-            let begun = siblings.iter().find(|s| lower.len() >= 3 && s.starts_with(&lower));
+            let begun = siblings
+                .iter()
+                .find(|s| lower.len() >= 3 && s.starts_with(&lower));
             begun.map(|s| (0, *s))
         });
     let place = match here.rsplit_once('.') {

@@ -477,7 +477,7 @@ async fn refuse<R>(
         tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "audited", violations = report.problems(), ?keywords, "tools/call");
         return admit(gw, call, tool, tool, "audited", call.bytes.clone()).await;
     }
-    tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "rejected", violations = report.problems(), ?keywords, "tools/call");
+    tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "rejected_invalid", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
     let (era, id) = (call.era, call.id);
     answered(

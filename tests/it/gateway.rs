@@ -65,10 +65,13 @@ async fn invalid_call_is_answered_by_toolgate_and_never_reaches_the_server() {
     assert!(demo.calls().is_empty(), "the server saw {:?}", demo.calls());
     // Logs name the tool and the keywords, never the values.
     let logs = tg
-        .logs_when(|l| l.contains("outcome=\"rejected\"") || l.contains("outcome=rejected"))
+        .logs_when(|l| {
+            l.contains("outcome=\"rejected_invalid\"") || l.contains("outcome=rejected_invalid")
+        })
         .await;
+    // The log's outcome is the metric's.
     assert!(
-        logs.contains("outcome=\"rejected\"") || logs.contains("outcome=rejected"),
+        logs.contains("outcome=\"rejected_invalid\"") || logs.contains("outcome=rejected_invalid"),
         "{logs}"
     );
     assert!(

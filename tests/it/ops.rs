@@ -115,6 +115,12 @@ async fn every_metric_family_counts() {
         "toolgate_requests_total{upstream=\"default\",method=\"-\",outcome=\"rejected\"} 1",
         "toolgate_catalog_scopes 1",
         "toolgate_schema_compile_failures_total 0",
+        // The scrape comes through the admin listener: no client request is in service.
+        "toolgate_requests_in_flight 0",
+        &format!(
+            "toolgate_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        ),
     ] {
         assert!(
             text.lines().any(|l| l == line),
@@ -125,6 +131,19 @@ async fn every_metric_family_counts() {
         text.contains("toolgate_upstream_latency_seconds_count{upstream=\"default\"} "),
         "{text}"
     );
+    // The process, as Prometheus clients name it.
+    for name in [
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "missing {name} in\n{text}"
+        );
+    }
     assert!(
         text.lines().any(
             |l| l.starts_with("toolgate_catalog_schemas ") && l != "toolgate_catalog_schemas 0"

@@ -355,3 +355,50 @@ async fn a_sessions_progress_comes_before_its_answer_on_the_requests_stream() {
         vec![progress(1), progress(2), progress(3), answer]
     );
 }
+
+/// The sessions and children gauges follow what is open, as an operator watches them.
+#[tokio::test]
+async fn sessions_and_children_are_gauged() {
+    let tg = sidecar("gauged", None).await;
+    let url = tg.url();
+    let a = open_session(&url).await;
+    let _b = open_session(&url).await;
+    let line = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{upstream=\"default\"}} ")))
+            .map(str::to_owned)
+    };
+    let text = tg.admin_get("/metrics").await.text();
+    assert_eq!(
+        line(&text, "toolgate_stdio_sessions").as_deref(),
+        Some("toolgate_stdio_sessions{upstream=\"default\"} 2"),
+        "{text}"
+    );
+    assert_eq!(
+        line(&text, "toolgate_stdio_children").as_deref(),
+        Some("toolgate_stdio_children{upstream=\"default\"} 2"),
+        "{text}"
+    );
+    let r = request(http::Method::DELETE, &url, &[("mcp-session-id", &a)], "").await;
+    assert_eq!(r.status, 200);
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = tg.admin_get("/metrics").await.text();
+        if line(&text, "toolgate_stdio_children").as_deref()
+            == Some("toolgate_stdio_children{upstream=\"default\"} 1")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        line(&text, "toolgate_stdio_sessions").as_deref(),
+        Some("toolgate_stdio_sessions{upstream=\"default\"} 1"),
+        "{text}"
+    );
+    assert_eq!(
+        line(&text, "toolgate_stdio_children").as_deref(),
+        Some("toolgate_stdio_children{upstream=\"default\"} 1"),
+        "{text}"
+    );
+}

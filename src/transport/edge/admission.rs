@@ -17,6 +17,7 @@ use super::reply;
 use super::request::{Inbound, Note, Outbound};
 use crate::gateway::Live;
 use crate::jsonrpc;
+use crate::metrics::{Entered, InFlight};
 use axum::response::Response;
 use futures_util::future::{Either, Ready, ready};
 use http::StatusCode;
@@ -104,12 +105,20 @@ where
             return refuse(StatusCode::FORBIDDEN, why);
         }
         let note = Note::new();
-        Either::Right(ResponseFuture(self.inner.call(Inbound { req, gw, note })))
+        let entered = InFlight::enter(&gw.metrics);
+        Either::Right(ResponseFuture {
+            inner: self.inner.call(Inbound { req, gw, note }),
+            _in_service: entered,
+        })
     }
 }
 
-/// The inner service's answer, as a plain response.
-pub(crate) struct ResponseFuture<F>(F);
+/// The inner service's answer, as a plain response. The request counts as in service
+/// until this is dropped: answered, or its client gone.
+pub(crate) struct ResponseFuture<F> {
+    inner: F,
+    _in_service: Entered,
+}
 
 impl<F> Future for ResponseFuture<F>
 where
@@ -118,7 +127,7 @@ where
     type Output = Result<Response, Infallible>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Ok(out) = std::task::ready!(Pin::new(&mut self.0).poll(cx));
+        let Ok(out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
         Poll::Ready(Ok(out.resp))
     }
 }

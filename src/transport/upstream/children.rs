@@ -314,12 +314,18 @@ impl StdioPool {
                     }
                 }
                 FromChild::Exited(how) => {
-                    live.load().catalog.forget(&key);
+                    let gw = live.load();
+                    gw.catalog.forget(&key);
+                    let upstream = &gw.targets[index].name;
+                    gw.metrics.children.add(upstream, -1);
                     // Still registered: it exited on its own, a fault. Otherwise toolgate
                     // ended the session (DELETE, idle, shutdown), and `close` says so.
-                    let on_its_own = sessions
-                        .upgrade()
-                        .is_some_and(|s| s.locked().remove(&label).is_some());
+                    let on_its_own = sessions.upgrade().is_some_and(|s| {
+                        let mut s = s.locked();
+                        let removed = s.remove(&label).is_some();
+                        gw.metrics.sessions.set(upstream, s.len() as i64);
+                        removed
+                    });
                     if on_its_own {
                         tracing::warn!(session = %label, "the tool server {how}; its session ends");
                     } else {
@@ -333,6 +339,7 @@ impl StdioPool {
                 tracing::error!(error = %e, "the tool server cannot be started");
                 NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
             })?;
+        gw.metrics.children.add(&Self::target(&gw, index).name, 1);
         let sc = Arc::new(SessionChild {
             child,
             owner: owner.into(),
@@ -365,8 +372,19 @@ impl StdioPool {
         let rs = std::collections::hash_map::RandomState::new();
         let id = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
         let sc = self.spawn(id.clone(), owner, false)?;
-        self.sessions.locked().insert(id.clone(), sc.clone());
+        let open = {
+            let mut sessions = self.sessions.locked();
+            sessions.insert(id.clone(), sc.clone());
+            sessions.len()
+        };
+        self.count_sessions(open);
         Ok((id, sc))
+    }
+
+    fn count_sessions(&self, open: usize) {
+        let gw = self.gw();
+        let upstream = &Self::target(&gw, self.index).name;
+        gw.metrics.sessions.set(upstream, open as i64);
     }
 
     pub fn session(&self, id: &str) -> Result<Arc<SessionChild>, NoChild> {
@@ -383,8 +401,12 @@ impl StdioPool {
 
     /// Ends a session; `false` when there was none.
     pub async fn close(&self, id: &str) -> bool {
-        let sc = self.sessions.locked().remove(id);
+        let (sc, open) = {
+            let mut sessions = self.sessions.locked();
+            (sessions.remove(id), sessions.len())
+        };
         let Some(sc) = sc else { return false };
+        self.count_sessions(open);
         let how = sc
             .child
             .shutdown(self.gw().config.stdio.shutdown_grace)

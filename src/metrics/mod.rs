@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod process;
+
 const MAX_SERIES: usize = 5_000;
 
 #[repr(align(64))]
@@ -37,6 +39,79 @@ impl Spread {
 
     fn get(&self) -> u64 {
         self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The sum when slots also go down (a gauge: one thread adds, another takes away, so a
+    /// slot alone may read below zero).
+    fn level(&self) -> i64 {
+        let sum = self
+            .0
+            .iter()
+            .fold(0u64, |acc, s| acc.wrapping_add(s.0.load(Ordering::Relaxed)));
+        sum as i64
+    }
+}
+
+/// Requests in service at the HTTP edge: entered when admitted, left when the answer's head
+/// is out or the client went away. Per-thread slots, as the counters are: it moves on every
+/// request.
+#[derive(Default)]
+pub struct InFlight(Spread);
+
+impl InFlight {
+    pub fn enter(metrics: &Arc<Metrics>) -> Entered {
+        metrics.in_flight.0.add(1);
+        Entered(metrics.clone())
+    }
+}
+
+/// One request in service; leaves the count when dropped.
+pub struct Entered(Arc<Metrics>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        self.0.in_flight.0.add(u64::MAX);
+    }
+}
+
+/// Gauges that move rarely (a child starts, a session ends), by upstream: a lock is cheap
+/// there, and the upstreams are the operator's, so the series are bounded.
+pub struct Level {
+    name: &'static str,
+    help: &'static str,
+    by_upstream: Mutex<std::collections::BTreeMap<Box<str>, i64>>,
+}
+
+impl Level {
+    fn new(name: &'static str, help: &'static str) -> Level {
+        Level {
+            name,
+            help,
+            by_upstream: Mutex::default(),
+        }
+    }
+
+    pub fn add(&self, upstream: &str, delta: i64) {
+        *self
+            .by_upstream
+            .locked()
+            .entry(upstream.into())
+            .or_default() += delta;
+    }
+
+    pub fn set(&self, upstream: &str, value: i64) {
+        self.by_upstream.locked().insert(upstream.into(), value);
+    }
+
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP {} {}\n# TYPE {} gauge",
+            self.name, self.help, self.name
+        );
+        for (up, v) in self.by_upstream.locked().iter() {
+            let _ = writeln!(out, "{}{{upstream=\"{up}\"}} {v}", self.name);
+        }
     }
 }
 
@@ -337,6 +412,12 @@ pub struct Metrics {
     /// Time from sending a message to its server until the answer (or its stream) is in
     /// hand, whatever the kind of server.
     pub upstream_latency: Histogram,
+    /// HTTP requests in service.
+    pub in_flight: InFlight,
+    /// `{upstream}`: stdio server processes running (`serve -- CMD`), shared ones included.
+    pub children: Level,
+    /// `{upstream}`: sessions open with a stdio server (`serve -- CMD`), each with its child.
+    pub sessions: Level,
 }
 
 impl Default for Metrics {
@@ -370,6 +451,15 @@ impl Default for Metrics {
             upstream_latency: Histogram::new(
                 "toolgate_upstream_latency_seconds",
                 "Time from forwarding a message until its answer, or the start of its stream, is in hand.",
+            ),
+            in_flight: InFlight::default(),
+            children: Level::new(
+                "toolgate_stdio_children",
+                "stdio server processes running, by upstream.",
+            ),
+            sessions: Level::new(
+                "toolgate_stdio_sessions",
+                "Sessions open with a stdio server, each with its own process, by upstream.",
             ),
         }
     }
@@ -424,6 +514,19 @@ impl Metrics {
             c.render(&mut out);
         }
         self.upstream_latency.render(&mut out);
+        self.children.render(&mut out);
+        self.sessions.render(&mut out);
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_requests_in_flight HTTP requests in service.\n# TYPE toolgate_requests_in_flight gauge\ntoolgate_requests_in_flight {}",
+            self.in_flight.0.level()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_build_info The running build: its version.\n# TYPE toolgate_build_info gauge\ntoolgate_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        process::render(&mut out);
         let _ = writeln!(
             out,
             "# HELP toolgate_catalog_scopes Sessions and credentials whose tool catalogs are cached.\n# TYPE toolgate_catalog_scopes gauge\ntoolgate_catalog_scopes {scopes}"
