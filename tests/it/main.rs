@@ -1,6 +1,6 @@
 //! Every black-box test, in one binary: one build and one link instead of one per file, and
 //! the peers (Node, Python, the MCP servers) found or installed once per run. Each module is
-//! one area; `README.md` says what each shows.
+//! one area; `docs/testing.md` says what each shows.
 
 mod common;
 
