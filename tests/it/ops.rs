@@ -241,3 +241,23 @@ async fn shutdown_lets_in_flight_streams_finish() {
     let logs = tg.logs_when(|l| l.contains("shutting down")).await;
     assert!(logs.contains("shutting down"), "{logs}");
 }
+
+/// With `log.format = "json"`, a refused call's line is one JSON object whose `keywords` is
+/// an array and whose `outcome` is the metric's.
+#[tokio::test]
+async fn json_logs_keep_lists_as_arrays() {
+    let (_demo, tg, _) =
+        demo_behind_toolgate(Default::default(), Some("[log]\nformat = \"json\"\n")).await;
+    let s = open_session(&tg.url()).await;
+    let bad = json!({"origin": "lhr", "destination": "JFK", "departureDate": "01/01/2999"});
+    post(&tg.url(), Some(&s), call(2, "book_flight", bad)).await;
+    let logs = tg.logs_when(|l| l.contains("rejected_invalid")).await;
+    let line = logs
+        .lines()
+        .find(|l| l.contains("rejected_invalid"))
+        .expect("the refusal is logged");
+    let line: serde_json::Value = serde_json::from_str(line).expect("one JSON object");
+    assert_eq!(line["fields"]["keywords"], json!(["pattern"]), "{line}");
+    assert_eq!(line["fields"]["outcome"], "rejected_invalid", "{line}");
+    assert_eq!(line["fields"]["tool"], "book_flight", "{line}");
+}

@@ -88,7 +88,12 @@ impl Toolgate {
                     .nth(1)
                     .or_else(|| line.split("listening on https://").nth(1))
                 {
-                    let addr = rest.split('/').next().unwrap_or_default().to_string();
+                    // Human lines end with the address and its path; JSON ones with a quote.
+                    let addr = rest
+                        .split(['/', '"'])
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
                     if line.contains("admin listening") {
                         admin.get_or_insert(addr);
                     } else {
