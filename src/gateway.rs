@@ -71,6 +71,9 @@ pub struct Gateway {
     pub config: Config,
     pub catalog: Arc<Catalog>,
     pub metrics: Arc<Metrics>,
+    /// With authentication, each session is bound to the identity that opened it; the key
+    /// lives as long as the process.
+    pub sessions: Arc<crate::policy::sessions::SessionSeal>,
     pub targets: Vec<Arc<Target>>,
     pub origins: OriginPolicy,
     /// The same rules for the admin listener: `/metrics` read through DNS rebinding would
@@ -215,18 +218,19 @@ impl Gateway {
         let auth = Authenticator::from_config(&config, previous.and_then(|p| p.auth.as_ref()))?;
         let named = auth.is_some() || identities == Identities::Vouched;
         let clients = clients(&config, named)?;
-        let (hasher, ids, metrics, limiter) = match previous {
+        let (hasher, ids, metrics, limiter, sessions) = match previous {
             Some(p) => (
                 p.hasher.clone(),
                 p.ids.clone(),
                 p.metrics.clone(),
                 p.limiter.clone(),
+                p.sessions.clone(),
             ),
             None => {
                 let hasher = RandomState::new();
                 let prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
                 let ids = Arc::new(Ids::new(prefix));
-                (hasher, ids, Arc::default(), Arc::default())
+                (hasher, ids, Arc::default(), Arc::default(), Arc::default())
             }
         };
         let shared = shared(&config, previous)?;
@@ -253,6 +257,7 @@ impl Gateway {
             clients,
             limiter,
             anonymous: Arc::from("(anonymous)"),
+            sessions,
             hasher,
             ids,
             config,

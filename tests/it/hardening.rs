@@ -1040,3 +1040,84 @@ async fn made_up_names_share_one_rate_bucket() {
         .json();
     assert!(a["result"]["_meta"]["toolgate/rate_limit"].is_null(), "{a}");
 }
+
+/// With authentication, a session serves only the identity that opened it: another client
+/// holding its id can neither call into it, read its stream, nor end it; each is told the
+/// session is not found. In front of an HTTP server (its own sessions) and of stdio children
+/// (toolgate's).
+#[tokio::test]
+async fn sessions_are_bound_to_the_identity_that_opened_them() {
+    let alice = tempfile_lite::TempFile::new("alice-token-0123456789");
+    let bob = tempfile_lite::TempFile::new("bob-token-0123456789");
+    let config = format!(
+        "[[auth.tokens]]\nname = \"alice\"\nfile = \"{}\"\n[[auth.tokens]]\nname = \"bob\"\nfile = \"{}\"\n",
+        alice.path.display(),
+        bob.path.display()
+    );
+    let (_demo, over_http, _) = demo_behind_toolgate(Default::default(), Some(&config)).await;
+    let over_stdio = sidecar(Some(&config)).await;
+    for (mode, tg) in [
+        ("serve --upstream", &over_http),
+        ("serve -- CMD", &over_stdio),
+    ] {
+        let url = tg.url();
+        let as_client = |token: &'static str, session: Option<String>| {
+            let mut h = vec![
+                ("authorization", format!("Bearer {token}")),
+                ("content-type", "application/json".into()),
+                ("accept", "application/json, text/event-stream".into()),
+            ];
+            if let Some(s) = session {
+                h.push(("mcp-session-id", s));
+            }
+            h
+        };
+        let send = |method: Method, headers: Vec<(&'static str, String)>, body: String| {
+            let url = url.clone();
+            async move {
+                let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                request(method, &url, &h, body).await
+            }
+        };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "alice", "version": "1"}}});
+        let r = send(
+            Method::POST,
+            as_client("alice-token-0123456789", None),
+            init.to_string(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{mode}: {}", r.text());
+        let session = r.headers["mcp-session-id"].to_str().unwrap().to_owned();
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+        let alices = || as_client("alice-token-0123456789", Some(session.clone()));
+        let bobs = || as_client("bob-token-0123456789", Some(session.clone()));
+        let r = send(Method::POST, alices(), list.clone()).await;
+        assert_eq!(r.status, 200, "{mode}: alice in her session: {}", r.text());
+        for (method, body) in [
+            (Method::POST, list.clone()),
+            (Method::GET, String::new()),
+            (Method::DELETE, String::new()),
+        ] {
+            let r = send(method.clone(), bobs(), body).await;
+            assert_eq!(r.status, 404, "{mode}: bob's {method} in alice's session");
+            assert_eq!(r.json()["error"]["message"], "Session not found", "{mode}");
+        }
+        let r = send(Method::POST, alices(), list.clone()).await;
+        assert_eq!(
+            r.status, 200,
+            "{mode}: alice's session outlived bob's DELETE"
+        );
+        // An id altered by one character opens nothing either.
+        let mut forged = session.clone();
+        let last = forged.pop().unwrap();
+        forged.push(if last == '0' { '1' } else { '0' });
+        let h = as_client("alice-token-0123456789", Some(forged));
+        assert_eq!(
+            send(Method::POST, h, list.clone()).await.status,
+            404,
+            "{mode}"
+        );
+    }
+}

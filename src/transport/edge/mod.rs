@@ -16,6 +16,7 @@
 mod admission;
 pub(crate) mod answers;
 mod authenticate;
+mod bind_sessions;
 mod gate;
 pub mod layer;
 mod message;
@@ -33,6 +34,7 @@ use crate::gateway::Live;
 use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};
 use admission::AdmissionLayer;
 use authenticate::AuthenticateLayer;
+use bind_sessions::BindSessionsLayer;
 use gate::{Gate, Upstreams};
 use observe::ObserveLayer;
 use request_id::RequestIdLayer;
@@ -78,6 +80,7 @@ impl App {
             .layer(ObserveLayer)
             .layer(RoutesLayer::new(self.upstreams.endpoints.clone()))
             .layer(AuthenticateLayer)
+            .layer(BindSessionsLayer)
             .service(Gate::new(&self.upstreams, peer))
     }
 

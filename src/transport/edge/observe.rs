@@ -158,8 +158,10 @@ fn end_trace(
         "http.response.status_code",
         Attr::Int(i64::from(status.as_u16())),
     )];
-    if let Some(s) = text(&span.session) {
-        extra.push(("mcp.session.id", s));
+    // A session id is a credential of sorts (whoever holds it is in the session): the
+    // trace carries a digest, which still ties a session's requests together.
+    if let Some(s) = span.session.as_ref() {
+        extra.push(("mcp.session.id", Attr::Str(session_digest(s.as_bytes()))));
     }
     if let Some(v) = text(&span.version) {
         extra.push(("mcp.protocol.version", v));
@@ -172,6 +174,12 @@ fn end_trace(
         upstream,
     };
     trace.finish_with(&facts, extra);
+}
+
+/// The first 16 hex digits of the SHA-256 of a session id.
+fn session_digest(id: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, id);
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
