@@ -318,6 +318,10 @@ pub struct Reverse {
     envelope: std::sync::Mutex<BTreeMap<&'static str, Box<RawValue>>>,
 }
 
+/// The most bytes of a client's `capabilities` or `clientInfo` that the reverse bridge keeps
+/// and sends with each of its requests.
+const MAX_ENVELOPE_MEMBER: usize = 16 * 1024;
+
 /// Handshake-era versions a client may have asked for; another gets the newest.
 const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
@@ -362,6 +366,19 @@ impl Reverse {
             Some(p) => (p.capabilities, p.client_info),
             None => (None, None),
         };
+        // Kept for the session and written into every request: a client's own say of what it
+        // can do is small, and a larger one is not carried (nor its cost paid per request).
+        let kept = |what: &str, v: Option<Box<RawValue>>| match v {
+            Some(v) if v.get().len() > MAX_ENVELOPE_MEMBER => {
+                tracing::warn!(
+                    bytes = v.get().len(),
+                    "a handshake-era client's {what} is over {MAX_ENVELOPE_MEMBER} bytes; it is not bridged"
+                );
+                None
+            }
+            v => v,
+        };
+        let (caps, info) = (kept("capabilities", caps), kept("clientInfo", info));
         envelope.insert(
             "io.modelcontextprotocol/clientCapabilities",
             caps.unwrap_or_else(empty),
@@ -471,6 +488,28 @@ impl Reverse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversized_client_envelope_is_not_carried_into_every_request() {
+        let big = format!(
+            r#"{{"capabilities": {{"x": "{}"}}, "clientInfo": {{"name": "c", "version": "1"}}}}"#,
+            "a".repeat(2_000_000)
+        );
+        let params = raw(&big);
+        let r = Reverse::new(Some(&params));
+        let call = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+        );
+        let sent = r.with_envelope(call);
+        assert!(sent.len() < 1024, "{} bytes", sent.len());
+        let sent: Value = serde_json::from_slice(&sent).unwrap();
+        let meta = &sent["params"]["_meta"];
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientCapabilities"],
+            json!({})
+        );
+        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "c");
+    }
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.into()).unwrap()

@@ -22,6 +22,8 @@ use tokio::sync::mpsc;
 
 /// Spans waiting for export; past it, new ones are dropped (and counted).
 const QUEUE: usize = 4096;
+/// The most of a collector's answer read (an OTLP answer is a few bytes of partial success).
+const MAX_COLLECTOR_ANSWER: usize = 64 * 1024;
 const BATCH: usize = 512;
 const EVERY: Duration = Duration::from_secs(1);
 
@@ -36,6 +38,10 @@ pub enum Attr {
     Str(String),
     Int(i64),
 }
+
+/// The most bytes of one text in a span (its name, an attribute's value); W3C `tracestate`
+/// is itself at most 512.
+const MAX_SPAN_TEXT: usize = 512;
 
 /// One finished span.
 #[derive(Debug, Clone)]
@@ -238,10 +244,31 @@ impl Telemetry {
         }
     }
 
-    /// Hands a finished span to the exporter; dropped when the queue is full.
-    pub fn record(&self, span: Span) {
+    /// Hands a finished span to the exporter; dropped when the queue is full. Its text is
+    /// clipped first: names and ids come from clients, and the queue is bounded by count, so
+    /// only a bound on each span's size bounds its memory.
+    pub fn record(&self, mut span: Span) {
+        span.clip();
         if self.tx.try_send(span).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Span {
+    fn clip(&mut self) {
+        let clip = |s: &mut String| {
+            let kept = crate::text::clipped(s, MAX_SPAN_TEXT).len();
+            s.truncate(kept);
+        };
+        clip(&mut self.name);
+        if let Some(state) = &mut self.trace_state {
+            clip(state);
+        }
+        for (_, value) in &mut self.attrs {
+            if let Attr::Str(s) = value {
+                clip(s);
+            }
         }
     }
 }
@@ -466,9 +493,9 @@ async fn send(up: &HttpClient, resource: &[(String, String)], spans: &[Span]) {
     };
     match up.send(http::Method::POST, headers, body, wait).await {
         Ok(resp) if resp.status().is_success() => {
-            // Read to the end, so the connection is kept.
-            use http_body_util::BodyExt;
-            let _ = resp.into_body().collect().await;
+            // Read to the end, so the connection is kept, but no further than a
+            // collector's answer needs: one that never ends must not fill the memory.
+            let _ = crate::net::body::read_limited(resp.into_body(), MAX_COLLECTOR_ANSWER).await;
         }
         Ok(resp) => {
             tracing::debug!(
@@ -486,6 +513,34 @@ async fn send(up: &HttpClient, resource: &[(String, String)], spans: &[Span]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_holds_at_most_a_bounded_text_whatever_the_client_sent() {
+        let long = "n".repeat(1_000_000);
+        let mut span = Span {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent: None,
+            trace_state: Some(long.clone()),
+            name: format!("tools/call {long}"),
+            kind: SpanKind::Server,
+            start: 0,
+            end: 0,
+            attrs: vec![
+                ("gen_ai.tool.name", Attr::Str(long.clone())),
+                ("n", Attr::Int(1)),
+            ],
+            error: false,
+        };
+        span.clip();
+        assert_eq!(span.name.len(), MAX_SPAN_TEXT);
+        assert_eq!(
+            span.trace_state.as_deref().map(str::len),
+            Some(MAX_SPAN_TEXT)
+        );
+        assert_eq!(span.attrs[0].1, Attr::Str("n".repeat(MAX_SPAN_TEXT)));
+        assert_eq!(span.attrs[1].1, Attr::Int(1));
+    }
 
     #[test]
     fn traceparent_reads_and_writes() {
