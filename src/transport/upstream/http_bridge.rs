@@ -10,7 +10,10 @@
 //! per credential (the catalog's scope key for a 2026-07-28 request: a keyed hash of its
 //! `Authorization`), so that one client's session never carries another's requests. An answer
 //! that is neither (401, 403, a server that cannot be reached) decides nothing, and the
-//! question is asked again on the next request.
+//! question is asked again on the next request. An answer decides for five minutes, then the
+//! question is asked again (a server is upgraded, a deployment rolls back). The probe carries
+//! toolgate's own headers and the client's credential, nothing else of the client's: an
+//! encoding or an expectation a server cannot take would make it decide wrong.
 
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
@@ -21,11 +24,14 @@ use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
+
+/// How long an answer to `server/discover` decides an upstream's era.
+const ERA_DECIDED_FOR: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The most bridged sessions one upstream has at once, each way.
 const MAX_SESSIONS: usize = 1024;
@@ -179,8 +185,8 @@ pub async fn session_lost(
 /// What one HTTP upstream speaks to clients of the other era.
 #[derive(Default)]
 pub struct HttpBridge {
-    /// `true`: handshake only, bridged. Unset until an answer decided it.
-    bridged: OnceLock<bool>,
+    /// `true`: handshake only, bridged; and when an answer decided it. Unset until one did.
+    bridged: Mutex<Option<(bool, tokio::time::Instant)>>,
     sessions: Mutex<HashMap<ScopeKey, Arc<Session>>>,
     /// The sessions toolgate keeps for handshake-era clients of a server that speaks only
     /// 2026-07-28 (`pipeline::bridge::Reverse`), by the session id toolgate gave them.
@@ -203,6 +209,22 @@ fn own_headers(client: &HeaderMap) -> HeaderMap {
     headers
 }
 
+/// The headers of a probe of toolgate's own: JSON in, JSON or SSE out, and the client's
+/// credential (`Authorization`, which carries toolgate's own upstream credential when
+/// `[auth]` replaces the client's).
+fn probe_headers(client: &HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    if let Some(credential) = client.get(AUTHORIZATION) {
+        headers.insert(AUTHORIZATION, credential.clone());
+    }
+    headers
+}
+
 /// The client's headers, as toolgate's own request outside a session carries them.
 fn own_request(client: &HeaderMap) -> HeaderMap {
     let mut headers = own_headers(client);
@@ -210,14 +232,16 @@ fn own_request(client: &HeaderMap) -> HeaderMap {
     headers
 }
 
-/// `server/discover` with the client's headers (its credentials) and the 2026-07-28 ones.
+/// `server/discover` with toolgate's own headers, the 2026-07-28 ones and the client's
+/// credential: nothing else of the client's (an encoding, an expectation) can make the probe
+/// fail and the server be taken for what it is not.
 async fn discover(
     up: &HttpUpstream,
     client: &HeaderMap,
     id: &str,
     limits: &Limits,
 ) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<axum::response::Response>>> {
-    let mut headers = own_request(client);
+    let mut headers = probe_headers(client);
     headers.insert(
         mcp::PROTOCOL_VERSION,
         HeaderValue::from_static(mcp::MODERN_VERSION),
@@ -242,12 +266,12 @@ impl HttpBridge {
         ids: impl Fn() -> String,
         limits: &Limits,
     ) -> Option<Arc<Session>> {
-        match self.bridged.get() {
+        match self.decided() {
             Some(false) => return None,
             Some(true) => {}
             None => {
                 let decided = self.ask_era(up, client, &ids(), limits).await?;
-                let _ = self.bridged.set(decided);
+                *self.bridged.locked() = Some((decided, tokio::time::Instant::now()));
                 if !decided {
                     return None;
                 }
@@ -321,6 +345,16 @@ impl HttpBridge {
             "the tool server ended the session toolgate bridges this client through; retry the request"
                 .into(),
         )
+    }
+
+    /// Whether the upstream speaks only the handshake, while the last answer that decided it
+    /// is recent: a server is upgraded, or a deployment rolls back, so the question is asked
+    /// again after [`ERA_DECIDED_FOR`].
+    fn decided(&self) -> Option<bool> {
+        match *self.bridged.locked() {
+            Some((bridged, at)) if at.elapsed() < ERA_DECIDED_FOR => Some(bridged),
+            _ => None,
+        }
     }
 
     /// `Some(true)`: handshake only. `None`: the answer decided nothing.
@@ -424,6 +458,32 @@ impl HttpBridge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_era_probe_carries_only_toolgates_headers_and_the_credential() {
+        let mut client = HeaderMap::new();
+        client.insert(AUTHORIZATION, HeaderValue::from_static("Bearer t"));
+        client.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        client.insert(
+            http::header::EXPECT,
+            HeaderValue::from_static("100-continue"),
+        );
+        client.insert(mcp::SESSION_ID, HeaderValue::from_static("s"));
+        let probe = probe_headers(&client);
+        let mut names: Vec<&str> = probe.keys().map(|k| k.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["accept", "authorization", "content-type"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_era_decided_is_asked_again_after_a_while() {
+        let bridge = HttpBridge::default();
+        assert_eq!(bridge.decided(), None);
+        *bridge.bridged.locked() = Some((true, tokio::time::Instant::now()));
+        assert_eq!(bridge.decided(), Some(true));
+        tokio::time::advance(ERA_DECIDED_FOR).await;
+        assert_eq!(bridge.decided(), None);
+    }
 
     #[test]
     fn toolgate_s_own_requests_do_not_claim_the_client_s_body_encoding() {
