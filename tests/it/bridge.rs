@@ -671,3 +671,127 @@ async fn serve_in_process(route: axum::routing::MethodRouter) -> String {
     tokio::spawn(async move { axum::serve(listener, app).await });
     url
 }
+
+/// A 2026-07-28 client's cancellation reaches a handshake-only HTTP server inside the session
+/// toolgate bridges its requests through, with or without the envelope on it.
+#[tokio::test]
+async fn a_bridged_cancellation_goes_inside_the_session() {
+    use common::scripted::{Script, Scripted, open_tool};
+    let slow = json!({"content": [{"type": "text", "text": "slow done"}]});
+    let (url, scripted) = Scripted::new(vec![open_tool("slow")])
+        .handshake_only()
+        .script(
+            "slow",
+            Script::Slow(std::time::Duration::from_secs(2), slow),
+        )
+        .spawn()
+        .await;
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), url]);
+    let meta = common::modes::modern_meta();
+    for (id, envelope) in [(1, true), (2, false)] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "slow", "arguments": {}, "_meta": meta}});
+        g.send(&call.to_string()).await;
+        let mut params = json!({"requestId": id, "reason": "the user stopped it"});
+        if envelope {
+            params["_meta"] = meta.clone();
+        }
+        let cancel =
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params});
+        // After the call reached the server: a cancellation must name a request it has.
+        for _ in 0..100 {
+            if scripted.tool_calls().len() == id as usize {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        g.send(&cancel.to_string()).await;
+    }
+    let mut found = Vec::new();
+    for _ in 0..100 {
+        let seen = scripted.seen.lock().unwrap().clone();
+        let headers = scripted.seen_headers.lock().unwrap().clone();
+        found = seen
+            .iter()
+            .zip(&headers)
+            .filter(|(m, _)| m["method"] == "notifications/cancelled")
+            .map(|(m, h)| {
+                (
+                    m["params"]["requestId"].clone(),
+                    h.get("mcp-session-id").cloned(),
+                )
+            })
+            .collect();
+        if found.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let session = Some(http::HeaderValue::from_static("scripted-session"));
+    assert_eq!(
+        found,
+        [(json!(1), session.clone()), (json!(2), session)],
+        "each cancellation went inside the bridged session"
+    );
+}
+
+/// A 2026-07-28 client over HTTP cancels by closing its response (here an HTTP/2 stream it
+/// resets); the handshake-only server behind toolgate's session is then told inside that
+/// session.
+#[tokio::test]
+async fn a_2026_client_closing_its_response_cancels_inside_the_bridged_session() {
+    use common::scripted::{Script, Scripted, open_tool};
+    use std::time::Duration;
+    let slow = json!({"content": [{"type": "text", "text": "slow done"}]});
+    let (url, scripted) = Scripted::new(vec![open_tool("slow")])
+        .handshake_only()
+        .script("slow", Script::Slow(Duration::from_secs(3), slow))
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, None).await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {}, "_meta": common::modes::modern_meta()}});
+    let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let req = http::Request::post(tg.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "slow")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            call.to_string(),
+        )))
+        .unwrap();
+    let gave_up = tokio::time::timeout(Duration::from_millis(700), h2.request(req)).await;
+    assert!(gave_up.is_err(), "the slow call is still running");
+    drop(h2);
+    let mut found = None;
+    for _ in 0..100 {
+        let seen = scripted.seen.lock().unwrap().clone();
+        let headers = scripted.seen_headers.lock().unwrap().clone();
+        found = seen
+            .iter()
+            .zip(&headers)
+            .find(|(m, _)| m["method"] == "notifications/cancelled")
+            .map(|(m, h)| {
+                (
+                    m["params"]["requestId"].clone(),
+                    h.get("mcp-session-id").cloned(),
+                )
+            });
+        if found.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        found,
+        Some((
+            json!(7),
+            Some(http::HeaderValue::from_static("scripted-session"))
+        )),
+        "the server was told, inside toolgate's session"
+    );
+}

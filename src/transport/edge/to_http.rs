@@ -8,16 +8,18 @@
 
 use super::answers;
 use super::reply;
-use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE};
+use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE, Upstream};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
+use crate::net::abandon::{Abandon, UntilEnd};
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Kind, Pending};
 use crate::telemetry;
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session};
 use crate::transport::upstream::http_client::HttpUpstream;
+use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::HeaderValue;
@@ -50,14 +52,16 @@ impl<'a> HttpWay<'a> {
         era: Era,
         ctx: &Caller,
     ) -> HttpWay<'a> {
-        let session = match era == Era::Modern && m.is_request() {
-            true => {
+        let session = match (era, m.is_request()) {
+            (Era::Modern, true) => {
                 let limits = &rt.gw.config.limits;
                 up.bridge
                     .session(up, headers, ctx.key, || rt.gw.next_id(), limits)
                     .await
             }
-            false => None,
+            // A cancellation goes inside the session the request went through.
+            (Era::Modern, false) => up.bridge.existing(ctx.key),
+            (Era::Legacy, _) => None,
         };
         let reversed = match era {
             Era::Legacy => reversed_session(up, headers).map(|r| {
@@ -129,15 +133,36 @@ impl<'a> HttpWay<'a> {
         };
         session.headers(&mut parts.headers);
         let headers = parts.headers.clone();
+        let abandon = cancels(rt, &headers, &pending);
         let resp = forward(rt, up, parts, body, pending.clone(), false, note).await;
         let limits = &rt.gw.config.limits;
         if !http_bridge::session_lost(up, resp.status(), &headers, limits).await {
-            return resp;
+            return match abandon {
+                Some(a) => resp.map(|b| Body::new(UntilEnd::new(b, a))),
+                None => resp,
+            };
+        }
+        if let Some(a) = abandon {
+            a.disarm();
         }
         // toolgate's session is gone upstream: the next request opens another.
         let e = up.bridge.lost(self.key);
         reply::upstream_failed(rt.gw, &pending, &e, note)
     }
+}
+
+/// For a bridged request: a 2026-07-28 client cancels by closing its response (or its
+/// connection), which the handshake server behind toolgate's session cannot see, so it is
+/// told with `notifications/cancelled` in that session if the client gives up first.
+fn cancels(rt: &Route<'_>, session: &HeaderMap, pending: &Pending) -> Option<Abandon> {
+    let (Some(id), Upstream::Http(up)) = (pending.id.as_deref(), rt.up) else {
+        return None;
+    };
+    let (up, session, id) = (up.clone(), session.clone(), id.to_owned());
+    let limits = rt.gw.config.limits.clone();
+    Some(Abandon::new(move || {
+        http_bridge::cancel_in_session(up, &session, &id, &limits)
+    }))
 }
 
 /// The reverse-bridged session a client's `Mcp-Session-Id` names. Only ids toolgate minted

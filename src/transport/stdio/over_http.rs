@@ -266,8 +266,8 @@ impl Upstream for Http {
         let mut headers = self.headers_for(m, era);
         // A 2026-07-28 request to a server that speaks only the handshake goes through
         // toolgate's session with it (docs/contract.md §5, "Eras bridged").
-        let session = match era == Era::Modern && m.is_request() {
-            true => {
+        let session = match (era, m.is_request()) {
+            (Era::Modern, true) => {
                 let limits = &self.gw.config.limits;
                 let ids = || self.gw.next_id();
                 self.up
@@ -275,7 +275,13 @@ impl Upstream for Http {
                     .session(&self.up, &HeaderMap::new(), self.key(), ids, limits)
                     .await
             }
-            false => None,
+            // A cancellation goes inside the session the request went through: a 2026-07-28
+            // client's, whether or not it wrote the envelope on it (it has no session of its
+            // own, having never sent `initialize`).
+            (era, false) if era == Era::Modern || self.session.locked().id.is_none() => {
+                self.up.bridge.existing(self.key())
+            }
+            _ => None,
         };
         let reverse = self.reverse.for_era(era);
         if reverse.is_some() {

@@ -232,6 +232,33 @@ fn own_request(client: &HeaderMap) -> HeaderMap {
     headers
 }
 
+/// Tells a handshake-era server, inside toolgate's session with it (`session` holds its
+/// headers), that the bridged 2026-07-28 client gave up on request `id` (it closed its
+/// response, which is how that era cancels). Sent on a task of its own: the client is gone.
+pub fn cancel_in_session(
+    up: Arc<HttpUpstream>,
+    session: &HeaderMap,
+    id: &RawValue,
+    limits: &Limits,
+) {
+    let mut headers = own_headers(session);
+    headers.remove(mcp::METHOD_HEADER);
+    let note = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client closed its response"}}}}"#,
+        id.get()
+    );
+    let wait = limits.into();
+    tokio::spawn(async move {
+        let sent = up
+            .http
+            .send(http::Method::POST, headers, Bytes::from(note), wait)
+            .await;
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "a bridged cancellation did not reach the server");
+        }
+    });
+}
+
 /// `server/discover` with toolgate's own headers, the 2026-07-28 ones and the client's
 /// credential: nothing else of the client's (an encoding, an expectation) can make the probe
 /// fail and the server be taken for what it is not.
@@ -345,6 +372,16 @@ impl HttpBridge {
             "the tool server ended the session toolgate bridges this client through; retry the request"
                 .into(),
         )
+    }
+
+    /// The session already open for credential `key`, for what a bridged 2026-07-28 client
+    /// sends that is not a request (a cancellation, an answer to the server): it belongs in
+    /// the session its requests went through, and opens none.
+    pub fn existing(&self, key: ScopeKey) -> Option<Arc<Session>> {
+        if self.decided() != Some(true) {
+            return None;
+        }
+        self.sessions.locked().get(&key).cloned()
     }
 
     /// Whether the upstream speaks only the handshake, while the last answer that decided it

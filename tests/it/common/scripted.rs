@@ -61,6 +61,9 @@ pub struct Scripted {
     pub list_extra: Value,
     /// Tools per `tools/list` page (all on one page when unset).
     pub page_size: Option<usize>,
+    /// Speaks only the handshake: a request outside a session (`initialize` aside) gets 400,
+    /// as a 2025-11-25 server answers `server/discover`.
+    pub handshake_only: bool,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -89,10 +92,17 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let outside_session = !headers.contains_key("mcp-session-id");
     s.seen.lock().unwrap().push(msg.clone());
     s.seen_versions.lock().unwrap().push(version);
     s.seen_raw.lock().unwrap().push(body.clone());
     s.seen_headers.lock().unwrap().push(headers);
+    if s.handshake_only && outside_session && msg["method"] != "initialize" {
+        return json_response(
+            400,
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}).to_string(),
+        );
+    }
     let Some(id) = msg.get("id").cloned() else {
         return Response::builder()
             .status(StatusCode::ACCEPTED)
@@ -252,6 +262,11 @@ impl Scripted {
             tools,
             ..Default::default()
         }
+    }
+
+    pub fn handshake_only(mut self) -> Scripted {
+        self.handshake_only = true;
+        self
     }
 
     pub fn pages_of(mut self, size: usize) -> Scripted {
