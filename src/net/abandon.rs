@@ -57,10 +57,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) || self.body.is_end_stream() {
-            if let Some(a) = self.abandon.take() {
-                a.disarm();
-            }
+        if (matches!(polled, Poll::Ready(None)) || self.body.is_end_stream())
+            && let Some(a) = self.abandon.take()
+        {
+            a.disarm();
         }
         polled
     }
