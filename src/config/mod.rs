@@ -290,9 +290,13 @@ pub struct Limits {
     /// stream a client opens with GET is not bounded: it may be quiet for hours).
     #[serde(with = "humantime_serde")]
     pub stream_gap_timeout: Duration,
-    /// How long a client connection may take to send a request's head, from its first byte.
+    /// How long a client connection may take to send a request's head: from its accept, and
+    /// from the first byte of each later head.
     #[serde(with = "humantime_serde")]
     pub header_timeout: Duration,
+    /// How long a request's whole body may take to arrive, once its head has (408 past it).
+    #[serde(with = "humantime_serde")]
+    pub body_timeout: Duration,
     /// How long a client connection may stay open with no request in progress.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
@@ -558,6 +562,7 @@ impl Default for Limits {
             upstream_timeout: Duration::from_secs(120),
             stream_gap_timeout: Duration::from_secs(300),
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 4096,
             max_scopes: 10_000,

@@ -440,8 +440,16 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
     let t = closed_within(&mut slow, Duration::from_secs(10)).await;
     assert!(t < Duration::from_millis(2500), "{t:?}");
 
-    // Nothing at all: closed after idle_timeout.
+    // Nothing at all: closed after header_timeout, from the accept.
+    let mut silent = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let t = closed_within(&mut silent, Duration::from_secs(10)).await;
+    assert!(t < Duration::from_millis(2500), "{t:?}");
+
+    // Between requests: closed after idle_timeout from the last answer.
     let mut idle = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    idle.write_all(b"GET /not-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
     let t = closed_within(&mut idle, Duration::from_secs(10)).await;
     assert!(
         t > Duration::from_millis(2500) && t < Duration::from_secs(6),
@@ -476,6 +484,58 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
         .expect("served once a connection ended")
         .unwrap();
     assert_eq!(r.status, 200);
+}
+
+/// A body that stalls holds its connection no longer than `limits.body_timeout`, over
+/// HTTP/1.1 and over HTTP/2 (where the stream is answered 408 and the connection serves on).
+#[tokio::test]
+async fn a_request_body_that_stalls_is_bounded() {
+    let (up, _) = Scripted::new(vec![]).spawn().await;
+    let config = "[limits]\nbody_timeout = \"1s\"\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    let mut slow = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    slow.write_all(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), slow.read(&mut buf))
+        .await
+        .expect("answered within the bound")
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // HTTP/2: a stream whose body never ends gets 408; the same connection serves the next.
+    let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>>(
+        );
+    let (_keep, rx) = tokio::sync::mpsc::channel::<
+        Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>,
+    >(1);
+    let rx =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+    let stalled = http_body_util::BodyExt::boxed(http_body_util::StreamBody::new(rx));
+    let req = |body| {
+        http::Request::post(tg.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .body(body)
+            .unwrap()
+    };
+    let r = tokio::time::timeout(Duration::from_secs(10), h2.request(req(stalled)))
+        .await
+        .expect("answered within the bound")
+        .unwrap();
+    assert_eq!(r.status(), 408);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let whole = http_body_util::BodyExt::boxed(http_body_util::Full::new(bytes::Bytes::from(ping)));
+    let r = h2.request(req(whole)).await.unwrap();
+    assert_eq!(r.status(), 200);
 }
 
 // ---- 7. an upstream that stalls after its head ----

@@ -162,7 +162,7 @@ async fn dispatch(rt: &Route<'_>, req: Request, note: &mut Note) -> Response {
 
 async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
     let (parts, body) = req.into_parts();
-    let bytes = match message::read(body, rt.gw.config.limits.max_body_bytes).await {
+    let bytes = match message::read(body, &rt.gw.config.limits).await {
         Ok(bytes) => bytes,
         Err(refused) => return *refused,
     };

@@ -138,7 +138,7 @@ where
         );
         return call(&mut inner, req).await;
     }
-    let bytes = match message::read(body, gw.config.limits.max_body_bytes).await {
+    let bytes = match message::read(body, &gw.config.limits).await {
         Ok(b) => b,
         Err(refused) => return *refused,
     };

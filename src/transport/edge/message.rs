@@ -5,6 +5,7 @@
 
 use super::reply;
 use super::request::Caller;
+use crate::config::Limits;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
@@ -18,24 +19,35 @@ use http::{HeaderMap, StatusCode};
 /// The edge's refusal of a message before it is decided: the response it gets.
 pub(super) type Refused = Box<Response>;
 
-/// The body, read under `limit`; `Err` is the 413 or 400 refusing it. A declared length over
-/// the limit is refused before any of the body is read.
-pub(super) async fn read<B>(body: B, limit: usize) -> Result<Bytes, Refused>
+/// The body, read under the size limit and within `limits.body_timeout`; `Err` is the 413,
+/// 400 or 408 refusing it. A declared length over the limit is refused before any of the
+/// body is read. A body already whole is read at its first poll, and its timer never armed.
+pub(super) async fn read<B>(body: B, limits: &Limits) -> Result<Bytes, Refused>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    match read_limited(body, limit).await {
-        Ok(b) => Ok(b),
-        Err(ReadError::TooLarge) => Err(Box::new(reply::transport(
+    let limit = limits.max_body_bytes;
+    let read = tokio::time::timeout(limits.body_timeout, read_limited(body, limit));
+    match read.await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(ReadError::TooLarge)) => Err(Box::new(reply::transport(
             StatusCode::PAYLOAD_TOO_LARGE,
             jsonrpc::INVALID_REQUEST,
             &format!("Invalid Request: the body is over the {limit}-byte limit"),
         ))),
-        Err(ReadError::Broken(e)) => Err(Box::new(reply::transport(
+        Ok(Err(ReadError::Broken(e))) => Err(Box::new(reply::transport(
             StatusCode::BAD_REQUEST,
             jsonrpc::PARSE_ERROR,
             &format!("Parse error: the body could not be read: {e}"),
+        ))),
+        Err(_) => Err(Box::new(reply::transport(
+            StatusCode::REQUEST_TIMEOUT,
+            jsonrpc::INVALID_REQUEST,
+            &format!(
+                "Invalid Request: the body did not arrive within {:?}",
+                limits.body_timeout
+            ),
         ))),
     }
 }

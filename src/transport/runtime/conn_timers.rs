@@ -6,8 +6,12 @@
 //! for 10 s" (a client between calls). Here the connection knows whether a request is in
 //! service (from the service call until its response body is dropped, so a quiet SSE stream
 //! is never idle) and whether bytes of the next head have come:
+//! - a new connection: closed `head` after it was accepted, unless its first request's
+//!   head has come (a connection that sends nothing is no client between calls);
 //! - no request in service, no byte since the last one ended: closed after `idle`;
-//! - no request in service, a byte has come: closed `head` after that byte.
+//! - no request in service, a byte has come: closed `head` after that byte. Over HTTP/2 the
+//!   bytes between requests are the protocol's own frames (a settings acknowledgement, a
+//!   ping, a window update), not a head: such a connection is closed after `idle` only.
 //!
 //! The timer lives in the connection's reads: hyper reads whenever it waits for a head, so
 //! an expired timer surfaces as a read error (`TimedOut`) and hyper closes the connection.
@@ -27,6 +31,8 @@ struct State {
     in_service: usize,
     idle_since: Instant,
     head_started: Option<Instant>,
+    /// The connection speaks HTTP/2 (its requests say so).
+    multiplexed: bool,
 }
 
 /// The shared state of one connection: its IO and its requests hold it.
@@ -43,7 +49,9 @@ impl ConnTimers {
             state: Arc::new(Mutex::new(State {
                 in_service: 0,
                 idle_since: Instant::now(),
-                head_started: None,
+                // From the accept: the first head is due `head` after it.
+                head_started: Some(Instant::now()),
+                multiplexed: false,
             })),
             head,
             idle,
@@ -55,8 +63,12 @@ impl ConnTimers {
     }
 
     /// A request is in service until the returned guard is dropped (with its response body).
-    pub fn in_service(&self) -> InService {
-        self.lock().in_service += 1;
+    /// `http2`: it came over HTTP/2.
+    pub fn in_service(&self, http2: bool) -> InService {
+        let mut s = self.lock();
+        s.in_service += 1;
+        s.multiplexed |= http2;
+        drop(s);
         InService(self.clone())
     }
 
@@ -113,7 +125,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
             Poll::Ready(r) => {
                 if buf.filled().len() > before {
                     let mut s = this.timers.lock();
-                    if s.in_service == 0 && s.head_started.is_none() {
+                    if s.in_service == 0 && s.head_started.is_none() && !s.multiplexed {
                         s.head_started = Some(Instant::now());
                     }
                 }
@@ -212,9 +224,9 @@ pub struct MarkInService<S> {
     timers: ConnTimers,
 }
 
-impl<S, Req, B> tower_service::Service<Req> for MarkInService<S>
+impl<S, ReqB, B> tower_service::Service<http::Request<ReqB>> for MarkInService<S>
 where
-    S: tower_service::Service<Req, Response = http::Response<B>>,
+    S: tower_service::Service<http::Request<ReqB>, Response = http::Response<B>>,
     S::Future: Unpin,
 {
     type Response = http::Response<InServiceBody<B>>;
@@ -225,9 +237,10 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Req) -> Self::Future {
+    fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
+        let http2 = req.version() == http::Version::HTTP_2;
         InServiceFuture {
-            in_service: Some(self.timers.in_service()),
+            in_service: Some(self.timers.in_service(http2)),
             inner: self.inner.call(req),
         }
     }
@@ -296,7 +309,7 @@ mod tests {
         let mut io = timers.io(server);
         let mut buf = [0u8; 8];
         // In service: no timer, however long.
-        let guard = timers.in_service();
+        let guard = timers.in_service(false);
         let read = tokio::time::timeout(Duration::from_secs(600), io.read(&mut buf)).await;
         assert!(read.is_err(), "still waiting after 600 s in service");
         drop(guard);
@@ -305,10 +318,11 @@ mod tests {
         let e = io.read(&mut buf).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(60));
-        // A head that starts and stalls: closed 10 s after its first byte.
+        // A head that starts and stalls after a request: closed 10 s after its first byte.
         let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
         let (mut client2, server2) = tokio::io::duplex(64);
         let mut io = timers.io(server2);
+        drop(timers.in_service(false));
         client2.write_all(b"GET").await.unwrap();
         assert_eq!(io.read(&mut buf).await.unwrap(), 3);
         let started = Instant::now();
@@ -318,18 +332,41 @@ mod tests {
         drop(client);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_new_connection_owes_its_first_head_and_http2_frames_are_no_head() {
+        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let (_client, server) = tokio::io::duplex(64);
+        let mut io = timers.io(server);
+        let mut buf = [0u8; 8];
+        let started = Instant::now();
+        let e = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(10), "nothing sent");
+        // Over HTTP/2, a frame after an answer is not a head: the idle timer holds.
+        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut io = timers.io(server);
+        drop(timers.in_service(true));
+        let started = Instant::now();
+        client.write_all(b"ping").await.unwrap();
+        assert_eq!(io.read(&mut buf).await.unwrap(), 4);
+        let e = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+    }
+
     #[tokio::test]
     async fn a_request_is_in_service_until_its_answer_body_is_gone() {
         use tower::{Layer, ServiceExt};
         let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
         let in_service = || timers.lock().in_service;
-        let inner = tower::service_fn(|_: ()| {
+        let inner = tower::service_fn(|_: http::Request<()>| {
             std::future::ready(Ok::<_, std::convert::Infallible>(http::Response::new(
                 http_body_util::Empty::<bytes::Bytes>::new(),
             )))
         });
         let svc = InServiceLayer::new(timers.clone()).layer(inner);
-        let answer = svc.oneshot(());
+        let answer = svc.oneshot(http::Request::new(()));
         let resp = answer.await.unwrap();
         assert_eq!(in_service(), 1, "the answer's body is still to be sent");
         drop(resp);
