@@ -14,6 +14,8 @@ use crate::pipeline::engine;
 use crate::transport::modern;
 use axum::response::Response;
 use bytes::Bytes;
+use std::future::Future;
+use std::task::Poll;
 use http::{HeaderMap, StatusCode};
 
 /// The edge's refusal of a message before it is decided: the response it gets.
@@ -28,8 +30,14 @@ where
     B::Error: std::fmt::Display,
 {
     let limit = limits.max_body_bytes;
-    let read = tokio::time::timeout(limits.body_timeout, read_limited(body, limit));
-    match read.await {
+    let mut read = std::pin::pin!(read_limited(body, limit));
+    // Most bodies came with their head: read at once, with no timer made for them.
+    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+    let read = match first {
+        Poll::Ready(r) => Ok(r),
+        Poll::Pending => tokio::time::timeout(limits.body_timeout, read).await,
+    };
+    match read {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(ReadError::TooLarge)) => Err(Box::new(reply::transport(
             StatusCode::PAYLOAD_TOO_LARGE,
