@@ -1181,3 +1181,49 @@ async fn sessions_are_bound_to_the_identity_that_opened_them() {
         );
     }
 }
+
+/// A second request under an id still in flight is refused by its id, and the first gets its
+/// own answer: in front of a stdio child, over stdio and in a session over HTTP.
+#[tokio::test]
+async fn a_duplicate_id_in_flight_is_refused_and_the_first_is_answered() {
+    let slow = |id: i64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "slow", "arguments": {}}});
+    let refused = "Invalid Request: a request with this id is still in flight";
+
+    let (mut g, _) = StdioGate::start(&fixture().await, None);
+    g.initialize().await;
+    g.send(&slow(5).to_string()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    g.send(&slow(5).to_string()).await;
+    let first = g.recv().await;
+    assert_eq!(first["id"], 5, "{first}");
+    assert!(
+        first["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(refused),
+        "{first}"
+    );
+    let second = g.recv().await;
+    assert_eq!(
+        second["result"]["content"][0]["text"], "slow done",
+        "{second}"
+    );
+
+    let tg = sidecar(None).await;
+    let s = open_session(&tg.url()).await;
+    let url = tg.url();
+    let (u, sess) = (url.clone(), s.clone());
+    let running = tokio::spawn(async move { post(&u, Some(&sess), slow(5).to_string()).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let dup = post(&url, Some(&s), slow(5).to_string()).await;
+    assert_eq!(dup.status, 400, "{}", dup.text());
+    assert_eq!(dup.json()["id"], 5);
+    assert!(
+        dup.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(refused)
+    );
+    let a = running.await.unwrap().answer();
+    assert_eq!(a["result"]["content"][0]["text"], "slow done", "{a}");
+}

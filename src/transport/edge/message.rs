@@ -14,9 +14,9 @@ use crate::pipeline::engine;
 use crate::transport::modern;
 use axum::response::Response;
 use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
 use std::future::Future;
 use std::task::Poll;
-use http::{HeaderMap, StatusCode};
 
 /// The edge's refusal of a message before it is decided: the response it gets.
 pub(super) type Refused = Box<Response>;

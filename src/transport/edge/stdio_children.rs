@@ -203,6 +203,19 @@ impl ChildWay {
         if self.shared {
             return shared_exchange(rt, sc, &self.owner, body, said, pending, note).await;
         }
+        // A second request under an id in flight in the session would take the first one's
+        // answer.
+        if sc.child.waits_for(client_id.get()) {
+            return reply::json(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::error_response(
+                    Some(client_id),
+                    jsonrpc::INVALID_REQUEST,
+                    "Invalid Request: a request with this id is still in flight in this session; send each request with an id of its own",
+                    None,
+                ),
+            );
+        }
         // A request with a progress token is answered as a stream, its progress then its
         // answer, as an HTTP server answers it: sent to the session's GET stream, the
         // progress could reach the client after the answer.

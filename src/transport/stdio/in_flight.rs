@@ -45,6 +45,11 @@ impl InFlight {
         }
     }
 
+    /// Whether request `id` (`jsonrpc::id_key`) is still in flight.
+    pub(super) fn holds(&self, id: &str) -> bool {
+        self.requests.get(id).is_some_and(|t| !t.is_finished())
+    }
+
     /// The client cancelled request `id`: it reads no answer to it, so its exchange ends
     /// here, unanswered. An answer the server sends all the same is not passed on.
     pub(super) fn withdraw(&mut self, id: &str) {

@@ -374,6 +374,16 @@ impl<U: Upstream> Run<U> {
                 id,
                 cancels,
             } = glance(&m);
+            // A second request under an id in flight would take the first one's answer.
+            if id.as_deref().is_some_and(|id| self.in_flight.holds(id)) {
+                to.write(jsonrpc::error_response(
+                    m.id,
+                    jsonrpc::INVALID_REQUEST,
+                    "Invalid Request: a request with this id is still in flight; send each request with an id of its own",
+                    None,
+                ));
+                continue;
+            }
             if let Some(cancelled) = cancels {
                 self.in_flight.withdraw(&cancelled);
                 to.traces

@@ -429,6 +429,13 @@ impl ChildProcess {
         let key = jsonrpc::id_key(id).into_owned();
         let (tx, rx) = oneshot::channel();
         match self.waiters.locked().as_mut() {
+            // The fronts refuse a second request under an id in flight; were one to come, it
+            // must not take the first one's answer.
+            Some(w) if w.contains_key(&key) => {
+                return Err(UpstreamError::Unreachable(
+                    "a request with this id is already waiting for the tool server's answer".into(),
+                ));
+            }
             Some(w) => w.insert(key.clone(), tx),
             None => {
                 return Err(UpstreamError::Unreachable(
@@ -446,6 +453,15 @@ impl ChildProcess {
             waiters: self.waiters.clone(),
             ended: self.ended.clone(),
         })
+    }
+
+    /// Whether a request with `id` (raw JSON) waits for the child's answer.
+    pub fn waits_for(&self, id: &str) -> bool {
+        let key = jsonrpc::id_key(id);
+        self.waiters
+            .locked()
+            .as_ref()
+            .is_some_and(|w| w.contains_key(key.as_ref()))
     }
 
     /// Whether the child's output has ended: it will answer nothing more, even if its
