@@ -23,7 +23,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 /// After a full listing, a missing tool is unknown; toolgate lists again on a miss only
@@ -39,22 +39,36 @@ pub struct ScopeKey {
     pub context: u64,
 }
 
-/// One tool input schema, compiled (or not) once per distinct content.
+/// One tool input schema, read once per distinct content and compiled on its first use: a
+/// listing is learned for every scope and may hold thousands of tools whose patterns take
+/// long to compile (a Unicode `\w{1,64}` is one of the larger), while a call needs only its
+/// own tool's. Learning a listing reads each schema, checks it as clients will, and records
+/// its shape; the validators wait for a call.
 pub struct Schema {
     raw: Box<str>,
     pub value: Value,
-    pub validator: Result<Validator, Uncompiled>,
+    /// Why no validator can be made, when that is known without compiling (too large,
+    /// unreadable, an unknown dialect).
+    refused: Option<Uncompiled>,
+    draft: Draft,
+    validate_formats: bool,
     /// Why no client can use this schema, and where: it is not a JSON Schema of the dialect
     /// it declares, or its root is not an object schema as MCP requires. A schema that is
     /// valid but that toolgate cannot compile (a lookbehind pattern) is not invalid.
     pub invalid: Option<String>,
     /// What the schema declares at each place, for undeclared arguments.
     pub shape: Option<Shape>,
+    built: OnceLock<Built>,
+}
+
+/// A schema's validators, made on first use.
+struct Built {
+    validator: Result<Validator, Uncompiled>,
     /// The schema with `additionalProperties: false` at every place that declares
     /// properties, when that says exactly what the undeclared-argument walk would: then one
     /// `is_valid` answers both questions on the common path (a valid call with every argument
     /// declared), and the walk runs only for calls it refuses.
-    pub closed: Option<Validator>,
+    closed: Option<Validator>,
 }
 
 /// Why a schema has no validator (too large, unreadable, of an unknown dialect, or one
@@ -69,9 +83,66 @@ impl Schema {
         Compiled {
             value: &self.value,
             validator,
-            closed: self.closed.as_ref(),
+            closed: self.closed(),
         }
     }
+
+    /// Its validator, compiled the first time it is asked for.
+    pub fn validator(&self) -> Result<&Validator, &Uncompiled> {
+        match &self.refused {
+            Some(why) => Err(why),
+            None => self.built().validator.as_ref(),
+        }
+    }
+
+    /// Its closed form, where it has one (see [`Built::closed`]).
+    pub fn closed(&self) -> Option<&Validator> {
+        match &self.refused {
+            Some(_) => None,
+            None => self.built().closed.as_ref(),
+        }
+    }
+
+    /// Whether it was found not to compile, as far as it has been compiled.
+    fn failed(&self) -> bool {
+        self.refused.is_some() || self.built.get().is_some_and(|b| b.validator.is_err())
+    }
+
+    fn built(&self) -> &Built {
+        self.built.get_or_init(|| {
+            let built = build(&self.value, self.draft, self.validate_formats, self.shape.is_some());
+            if let Err(why) = &built.validator {
+                // Once per distinct schema: the operator learns that a tool goes unchecked.
+                tracing::warn!(error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
+            }
+            built
+        })
+    }
+}
+
+/// Compiles a schema of `draft`, and its closed form when it has a `shape`.
+fn build(value: &Value, draft: Draft, validate_formats: bool, shaped: bool) -> Built {
+    let make = |v: &Value| {
+        jsonschema::options()
+            .with_draft(draft)
+            .offline()
+            .should_validate_formats(validate_formats)
+            .with_pattern_options(
+                PatternOptions::regex()
+                    .size_limit(1 << 20)
+                    .dfa_size_limit(1 << 20),
+            )
+            .build(v)
+    };
+    let validator = make(value).map_err(|e| Uncompiled(e.masked().to_string()));
+    let closed = match (&validator, shaped) {
+        (Ok(_), true) => {
+            let mut c = value.clone();
+            close(&mut c, true).then(|| make(&c).ok()).flatten()
+        }
+        _ => None,
+    };
+    Built { validator, closed }
 }
 
 impl std::fmt::Debug for Schema {
@@ -153,7 +224,6 @@ pub struct Catalog {
     refresh_locks: Mutex<HashMap<ScopeKey, Weak<tokio::sync::Mutex<()>>>>,
     settings: CompileSettings,
     max_scopes: usize,
-    compile_failures: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Deserialize)]
@@ -236,7 +306,6 @@ impl Catalog {
             refresh_locks: Mutex::new(HashMap::new()),
             settings,
             max_scopes: max_scopes.max(1),
-            compile_failures: Default::default(),
         }
     }
 
@@ -363,8 +432,14 @@ impl Catalog {
 
     /// Distinct input schemas that did not compile, since start.
     pub fn compile_failures(&self) -> u64 {
-        self.compile_failures
-            .load(std::sync::atomic::Ordering::Relaxed)
+        let schemas = self.schemas.locked();
+        let failed = schemas
+            .values()
+            .flatten()
+            .filter_map(Weak::upgrade)
+            .filter(|s| s.failed())
+            .count();
+        failed as u64
     }
 
     pub fn scope_count(&self) -> usize {
@@ -406,9 +481,7 @@ impl Catalog {
 
     fn tool(&self, t: &Listed) -> Tool {
         let (input, fresh) = self.shared(&t.input);
-        if fresh && let Err(why) = &input.validator {
-            self.compile_failures
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if fresh && let Some(why) = &input.refused {
             // Once per distinct schema: the operator learns which tools go unchecked.
             tracing::warn!(tool = %t.name, error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
         }
@@ -488,14 +561,17 @@ fn dialect(schema: &Value) -> Result<Draft, Option<String>> {
     }
 }
 
+/// Reads a schema for the catalog (see [`Schema`]: its validators are made on first use).
 pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     let fail = |value, why: String| Schema {
         raw: raw.into(),
         value,
-        validator: Err(Uncompiled(why)),
+        refused: Some(Uncompiled(why)),
+        draft: Draft::Draft202012,
+        validate_formats: settings.validate_formats,
         invalid: None,
         shape: None,
-        closed: None,
+        built: OnceLock::new(),
     };
     if raw.len() > settings.max_schema_bytes {
         return fail(
@@ -520,35 +596,15 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         }
         Err(why) => return fail(value, why.unwrap_or_default()),
     };
-    let invalid = invalid_for_clients(&value, draft);
-    let shape = Shape::of(&value);
-    let build = |v: &Value| {
-        jsonschema::options()
-            .with_draft(draft)
-            .offline()
-            .should_validate_formats(settings.validate_formats)
-            .with_pattern_options(
-                PatternOptions::regex()
-                    .size_limit(1 << 20)
-                    .dfa_size_limit(1 << 20),
-            )
-            .build(v)
-    };
-    let validator = build(&value).map_err(|e| Uncompiled(e.masked().to_string()));
-    let closed = match (&validator, &shape) {
-        (Ok(_), Some(_)) => {
-            let mut c = value.clone();
-            close(&mut c, true).then(|| build(&c).ok()).flatten()
-        }
-        _ => None,
-    };
     Schema {
         raw: raw.into(),
+        invalid: invalid_for_clients(&value, draft),
+        shape: Shape::of(&value),
         value,
-        validator,
-        invalid,
-        shape,
-        closed,
+        refused: None,
+        draft,
+        validate_formats: settings.validate_formats,
+        built: OnceLock::new(),
     }
 }
 
@@ -738,14 +794,17 @@ mod tests {
             r#"{"$ref":"file:///etc/passwd"}"#,
             r#"{"$schema":"https://example.com/my-dialect","type":"object"}"#,
         ] {
-            assert!(compile(schema, &settings()).validator.is_err(), "{schema}");
+            assert!(
+                compile(schema, &settings()).validator().is_err(),
+                "{schema}"
+            );
         }
         assert!(
             compile(
                 r##"{"$defs":{"a":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a"}}}"##,
                 &settings()
             )
-            .validator
+            .validator()
             .is_ok()
         );
     }
@@ -758,7 +817,7 @@ mod tests {
                 r#"{"properties":{"x":{"type":"string","pattern":"^(?=a)a$"}}}"#,
                 &settings()
             )
-            .validator
+            .validator()
             .is_err()
         );
     }
@@ -769,10 +828,7 @@ mod tests {
             r#"{"type":"object","properties":{"a":{"type":"object","properties":{"b":{}}}}}"#,
             &settings(),
         );
-        let closed = flat
-            .closed
-            .as_ref()
-            .expect("a flat schema has a closed form");
+        let closed = flat.closed().expect("a flat schema has a closed form");
         assert!(closed.is_valid(&serde_json::json!({"a": {"b": 1}})));
         assert!(!closed.is_valid(&serde_json::json!({"a": {"c": 1}})));
         assert!(!closed.is_valid(&serde_json::json!({"x": 1})));
@@ -781,7 +837,7 @@ mod tests {
             r#"{"type":"object","allOf":[{"properties":{"a":{}}},{"properties":{"b":{}}}]}"#,
         ] {
             assert!(
-                compile(composed, &settings()).closed.is_none(),
+                compile(composed, &settings()).closed().is_none(),
                 "{composed}"
             );
         }
@@ -809,14 +865,20 @@ mod tests {
             r#"{"type":"object","properties":{"x":{"type":"string","pattern":"(?<=a)b"}}}"#,
             &settings(),
         );
-        assert!(lookbehind.invalid.is_none() && lookbehind.validator.is_err());
+        assert!(lookbehind.invalid.is_none() && lookbehind.validator().is_err());
     }
 
     #[test]
     fn oversized_schema_is_refused() {
         let mut s = settings();
         s.max_schema_bytes = 10;
-        assert!(compile(ADD, &s).validator.unwrap_err().0.contains("limit"));
+        assert!(
+            compile(ADD, &s)
+                .validator()
+                .unwrap_err()
+                .0
+                .contains("limit")
+        );
     }
 
     #[test]

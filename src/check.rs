@@ -297,9 +297,10 @@ fn check_tool(
         ),
         Some(schema) => check_input_schema(schema, settings, say),
     }
-    if let Some(out) = t.get("outputSchema")
-        && let Err(why) = compile(&out.to_string(), settings).validator
-    {
+    let output = t
+        .get("outputSchema")
+        .map(|o| compile(&o.to_string(), settings));
+    if let Some(Err(why)) = output.as_ref().map(|o| o.validator()) {
         say(
             Severity::Error,
             "output_schema",
@@ -320,7 +321,7 @@ fn check_input_schema(schema: &Value, settings: &CompileSettings, say: &mut Say<
                 "inputSchema is invalid: {why}; toolgate hides this tool from tools/list (validation.invalid_tool_schemas = \"hide\")"
             ),
         );
-    } else if let Err(why) = &compiled.validator {
+    } else if let Err(why) = compiled.validator() {
         say(
             Severity::Error,
             "input_schema",

@@ -77,7 +77,7 @@ pub fn validate(data: &[u8]) {
         unknown_dialect: UnknownDialect::Reject,
     };
     let compiled = compile(schema, &settings);
-    let Ok(v) = &compiled.validator else { return };
+    let Ok(v) = compiled.validator() else { return };
     let Ok(raw) = serde_json::value::RawValue::from_string(args.to_string()) else {
         return;
     };

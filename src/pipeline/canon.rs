@@ -166,7 +166,7 @@ fn check_output(
         return None;
     };
     let out = t.output?;
-    let validator = out.validator.as_ref().ok()?;
+    let validator = out.validator().ok()?;
     let content: Value = match r.structured {
         Some(s) => serde_json::from_str(s.get()).ok()?,
         None => {

@@ -228,7 +228,7 @@ async fn decide<L: Lister>(
         // Hidden from every listing: the client cannot know it, so it is unknown here too.
         return unknown_tool(gw, &call, tool);
     }
-    let validator = match &schema.validator {
+    let validator = match schema.validator() {
         Ok(validator) => validator,
         Err(why) => return unusable_schema(gw, &call, tool, &why.0).await,
     };
@@ -439,7 +439,7 @@ fn check(
     }
     if let Some(rules) = call.target.rules(tool) {
         if let Some(extra) = &rules.extra
-            && let Ok(ev) = &extra.validator
+            && let Ok(ev) = extra.validator()
             && !ev.is_valid(args)
         {
             let found = validate::violations(&extra.value, ev, args, v.max_errors);

@@ -27,7 +27,7 @@ impl ToolRules {
         let extra = match &p.extra_schema {
             Some(text) => {
                 let s = catalog.schema(text);
-                if let Err(e) = &s.validator {
+                if let Err(e) = s.validator() {
                     return Err(format!("extra_schema does not compile: {e}"));
                 }
                 Some(s)

@@ -66,7 +66,8 @@ pub fn check(
             all_declared: false,
         };
     }
-    if coerce {
+    // Repair reads the validator's errors too: not for a value too large to explain.
+    if coerce && report::explainable(schema.value, args).is_ok() {
         let mut changed: Vec<String> = Vec::new();
         for _ in 0..MAX_COERCE_ROUNDS {
             let fixes: Vec<(String, Value)> = validator
@@ -164,7 +165,7 @@ mod tests {
     fn run(s: &Schema, mut args: Value, coerce: bool) -> (Verdict, Value) {
         let v = check(
             "t",
-            s.compiled(s.validator.as_ref().unwrap()),
+            s.compiled(s.validator().unwrap()),
             &mut args,
             coerce,
             32,

@@ -199,11 +199,84 @@ impl Report {
 /// every unexpected key).
 pub fn violations(schema: &Value, validator: &Validator, args: &Value, max: usize) -> Found {
     let mut found = Found::default();
+    if let Err(why) = explainable(schema, args) {
+        found.list.push(Violation {
+            pointer: String::new(),
+            keyword: "schema".into(),
+            message: format!("do not satisfy the tool's input schema ({why})"),
+        });
+        return found;
+    }
     for e in validator.iter_errors(args).take(max) {
         let room = max.saturating_sub(found.list.len());
         found.omitted += describe(&e, schema, room, &mut found.list);
     }
     found
+}
+
+/// The most that the errors built to explain (or repair) one value may copy: the value's
+/// text times the schema's alternatives. The validator's error for an `anyOf` or `oneOf`
+/// keeps a copy of the value for each error of each branch, so 1,000 branches against a 1 MB
+/// string would hold a gigabyte to say one sentence.
+const MAX_EXPLAINED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Whether `value`'s errors against `schema` can be built within [`MAX_EXPLAINED_BYTES`];
+/// `Err` says why not.
+pub fn explainable(schema: &Value, value: &Value) -> Result<(), String> {
+    let alternatives = alternatives(schema);
+    if alternatives == 0 {
+        return Ok(());
+    }
+    let bytes = text_bytes(value);
+    match bytes.saturating_mul(alternatives) <= MAX_EXPLAINED_BYTES {
+        true => Ok(()),
+        false => Err(format!(
+            "too large to explain: {bytes} bytes of text against {alternatives} alternatives"
+        )),
+    }
+}
+
+/// The branches of every `anyOf` and `oneOf` in a schema, walked without recursion (a
+/// schema may nest as deep as its size allows).
+fn alternatives(schema: &Value) -> usize {
+    let mut stack = vec![schema];
+    let mut n = 0usize;
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    if let ("anyOf" | "oneOf", Value::Array(branches)) = (k.as_str(), v) {
+                        n = n.saturating_add(branches.len());
+                    }
+                    stack.push(v);
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// About the bytes of a value's text: its strings and keys, and a little for the rest.
+fn text_bytes(value: &Value) -> usize {
+    let mut stack = vec![value];
+    let mut n = 0usize;
+    while let Some(v) = stack.pop() {
+        n = n.saturating_add(match v {
+            Value::String(s) => s.len(),
+            Value::Object(m) => {
+                stack.extend(m.values());
+                m.keys().map(String::len).sum()
+            }
+            Value::Array(items) => {
+                stack.extend(items);
+                1
+            }
+            _ => 8,
+        });
+    }
+    n
 }
 
 /// `s` cut to `chars` characters, marked when cut.
@@ -503,6 +576,26 @@ pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_too_large_for_its_alternatives_is_refused_without_building_their_errors() {
+        let branches: Vec<Value> = (0..1000).map(|i| json!({"const": i})).collect();
+        let schema = json!({"type": "object", "properties": {"x": {"anyOf": branches}}});
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let big = json!({"x": "a".repeat(1_000_000)});
+        let found = violations(&schema, &validator, &big, 32);
+        assert_eq!(found.list.len(), 1);
+        assert!(
+            found.list[0]
+                .message
+                .contains("too large to explain: 1000001 bytes of text against 1000 alternatives"),
+            "{:?}",
+            found.list
+        );
+        let small = json!({"x": "a"});
+        let found = violations(&schema, &validator, &small, 32);
+        assert_eq!(found.list[0].keyword, "anyOf");
+    }
     use crate::catalog::{CompileSettings, compile};
     use crate::config::UnknownDialect;
 
@@ -515,7 +608,7 @@ mod tests {
                 unknown_dialect: UnknownDialect::Reject,
             },
         );
-        Report::build("t", &s.value, s.validator.as_ref().unwrap(), &args, 32)
+        Report::build("t", &s.value, s.validator().unwrap(), &args, 32)
     }
 
     #[test]

@@ -234,3 +234,62 @@ async fn made_up_names_are_compared_and_logged_within_bounds() {
         "a made-up name is not logged whole"
     );
 }
+
+/// The CPU seconds a process has used, from `/proc`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// Learning a listing does not compile what no call needs: 500 tools of 8 properties, each
+/// with a Unicode `\w{1,64}` pattern (among the costliest to compile), cost a minute of CPU
+/// when every schema was compiled at listing. Now each is compiled on its tool's first call,
+/// and the call is checked exactly as before.
+#[tokio::test]
+async fn learning_a_listing_compiles_only_what_calls_need() {
+    let tools: Vec<Value> = (0..500)
+        .map(|i| {
+            let props: serde_json::Map<String, Value> = (0..8)
+                .map(|p| {
+                    (
+                        format!("p{p}"),
+                        json!({"type": "string", "pattern": "^\\w{1,64}$"}),
+                    )
+                })
+                .collect();
+            json!({"name": format!("t{i}"), "inputSchema": {"type": "object", "properties": props}})
+        })
+        .collect();
+    let (up, _) = Scripted::new(tools).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let before = cpu_seconds(tg.pid());
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let listed = post(&tg.url(), None, list).await.json();
+    assert_eq!(
+        listed["result"]["tools"].as_array().map(Vec::len),
+        Some(500)
+    );
+    let a = post(&tg.url(), None, call(2, "t7", json!({"p0": "ok_word"})))
+        .await
+        .json();
+    assert!(a["result"].get("isError").is_none(), "{a}");
+    let a = post(&tg.url(), None, call(3, "t7", json!({"p0": "not a word!"})))
+        .await
+        .json();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/p0"]
+            .as_str()
+            .map(|m| m.starts_with("must match the pattern")),
+        Some(true),
+        "{a}"
+    );
+    let used = cpu_seconds(tg.pid()) - before;
+    assert!(
+        used < 10.0,
+        "learning the listing and two calls took {used} s of CPU"
+    );
+}
