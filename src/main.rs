@@ -54,6 +54,10 @@ enum Cmd {
         /// A Streamable HTTP upstream instead of a command.
         #[arg(long)]
         upstream: Option<String>,
+        /// An admin address for /healthz, /readyz and /metrics [default: none: a desktop
+        /// client may start several, and one port would be taken].
+        #[arg(long)]
+        admin_listen: Option<String>,
         /// The server to launch, after `--`.
         #[arg(last = true)]
         command: Vec<String>,
@@ -243,13 +247,7 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
         tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
     tokio::spawn(reloads(live.clone(), source, seen));
-    if let Some(admin) = admin {
-        tracing::info!("admin listening on http://{}", admin.local_addr()?);
-        let router = toolgate::admin_router(live.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(admin, router).await;
-        });
-    }
+    serve_admin(admin, live.clone())?;
     tokio::spawn(async move {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(toolgate::serve(listener, edge, async move {
@@ -346,8 +344,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Stdio {
             config,
             upstream,
+            admin_listen,
             command,
-        } => stdio(config, upstream, command).await?,
+        } => stdio(config, upstream, admin_listen, command).await?,
         Cmd::Serve {
             upstream,
             common,
@@ -399,14 +398,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn stdio(
     config: Option<PathBuf>,
     upstream: Option<String>,
+    admin_listen: Option<String>,
     command: Vec<String>,
 ) -> anyhow::Result<()> {
     let overrides = Overrides {
         command,
+        admin_listen: admin_listen.clone(),
         ..Default::default()
     };
     let mut cfg = Config::load(config.as_deref(), &overrides)?;
     init_logs(&cfg);
+    // Only where asked on the command line: the file's address (or its default) would be
+    // taken by the second pipe a desktop client starts.
+    let admin = match admin_listen.is_some().then(|| cfg.admin_addr()).transpose()? {
+        Some(Some(a)) => Some(tokio::net::TcpListener::bind(a).await.with_context(|| {
+            format!("cannot listen on {a} (the admin listener); give another address with --admin-listen")
+        })?),
+        _ => None,
+    };
     if let Some(url) = upstream {
         if !cfg.command.is_empty() {
             anyhow::bail!(
@@ -415,6 +424,7 @@ async fn stdio(
         }
         cfg.upstream = Some(url.clone());
         let gw = Gateway::new(cfg)?;
+        serve_admin(admin, Live::new(gw.clone()))?;
         exit(toolgate::stdio_over_http(gw, &url).await);
     }
     if cfg.command.is_empty() {
@@ -425,7 +435,19 @@ async fn stdio(
     cfg.upstream = None;
     let command = cfg.command.clone();
     let gw = Gateway::new(cfg)?;
+    serve_admin(admin, Live::new(gw.clone()))?;
     exit(toolgate::stdio_to_child(gw, &command).await);
+}
+
+/// The admin listener (`/healthz`, `/readyz`, `/metrics`), when there is one.
+fn serve_admin(admin: Option<tokio::net::TcpListener>, live: Live) -> anyhow::Result<()> {
+    let Some(admin) = admin else { return Ok(()) };
+    tracing::info!("admin listening on http://{}", admin.local_addr()?);
+    let router = toolgate::admin_router(live);
+    tokio::spawn(async move {
+        let _ = axum::serve(admin, router).await;
+    });
+    Ok(())
 }
 
 /// `toolgate config example` and `toolgate config check FILE`.

@@ -1,7 +1,8 @@
 //! One table of scenarios driven through every front: the four modes and `ValidateLayer` in
 //! an application. Each scenario has one expected JSON-RPC answer, the same whatever the
 //! front and whichever kind of server is behind it (a scripted HTTP server, or the stdio
-//! fixture, which answer alike). What differs by transport by design (a `tools/call` sent as
+//! fixture, which answer alike), and the calls are counted alike in every front's
+//! `/metrics` (over stdio, the one `--admin-listen` opens). What differs by transport by design (a `tools/call` sent as
 //! a notification: 400 over HTTP, no answer over stdio) is asserted where it is tested, in
 //! `hardening.rs` and `stdio.rs`.
 
@@ -113,6 +114,7 @@ fn table() -> Vec<(&'static str, Value, Value)> {
 #[tokio::test]
 async fn every_front_answers_every_scenario_alike() {
     let command = common::peers::stdio_fixture(&["--typed"]).await;
+    let mut counted: Option<(Mode, Vec<String>)> = None;
     for mode in Mode::EVERY_FRONT {
         let (url, _) = scripted().spawn().await;
         let mut front = Front::start_with(mode, &url, &command, Some(CONFIG)).await;
@@ -120,5 +122,49 @@ async fn every_front_answers_every_scenario_alike() {
             let got = referenced(front.ask(sent).await);
             assert_eq!(got, expected, "{mode}: {name}");
         }
+        // Counted alike too: each call under its tool and outcome, in every front.
+        let calls = tool_calls(&front.metrics().await);
+        match &counted {
+            None => {
+                assert_eq!(calls, expected_counts(), "{mode}");
+                counted = Some((mode, calls))
+            }
+            Some((first, expected)) => {
+                assert_eq!(&calls, expected, "{mode} counts as {first} does")
+            }
+        }
     }
+}
+
+/// The table's calls as `toolgate_tool_calls_total` counts them: once when decided, and
+/// again when a failure's answer is rewritten.
+fn expected_counts() -> Vec<String> {
+    [
+        ("(unlisted)", "unknown"),
+        ("add", "coerced"),
+        ("add", "forwarded"),
+        ("add", "rejected_invalid"),
+        ("fail", "forwarded"),
+        ("fail", "rewritten"),
+        ("internal", "forwarded"),
+        ("internal", "rewritten"),
+        ("seen", "denied"),
+        ("weather", "forwarded"),
+    ]
+    .map(|(tool, outcome)| {
+        format!("toolgate_tool_calls_total{{upstream=\"default\",tool=\"{tool}\",outcome=\"{outcome}\"}} 1")
+    })
+    .to_vec()
+}
+
+/// The `toolgate_tool_calls_total` series, sorted.
+fn tool_calls(metrics: &str) -> Vec<String> {
+    let mut lines: Vec<String> = metrics
+        .lines()
+        .filter(|l| l.starts_with("toolgate_tool_calls_total{"))
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    assert!(!lines.is_empty(), "{metrics}");
+    lines
 }

@@ -19,6 +19,8 @@ use toolgate::config::{Config, Overrides};
 pub struct InProcess {
     pub addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    /// The layer's gateway state, whose metrics the application serves as it likes.
+    gw: std::sync::Arc<toolgate::Gateway>,
 }
 
 impl Drop for InProcess {
@@ -39,16 +41,34 @@ impl InProcess {
             None => Config::default(),
         };
         let upstream: http::Uri = url.parse().expect("an upstream URL");
+        let layer = ValidateLayer::new(config).expect("the rules load");
+        let gw = layer.gateway().clone();
         let app = Router::new()
             .fallback(forward)
             .with_state((Client::builder(TokioExecutor::new()).build_http(), upstream))
-            .layer(ValidateLayer::new(config).expect("the rules load"));
+            .layer(layer);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        InProcess { addr, task }
+        InProcess { addr, task, gw }
+    }
+
+    /// `/metrics` as the application serves it: toolgate's admin router over the layer's
+    /// gateway, here called in process.
+    pub async fn metrics(&self) -> String {
+        use tower::ServiceExt;
+        let router = toolgate::admin_router(toolgate::Live::new(self.gw.clone()));
+        let req = Request::get("/metrics")
+            .header(http::header::HOST, "127.0.0.1")
+            .body(Body::empty())
+            .unwrap();
+        let resp = router.oneshot(req).await.unwrap();
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap();
+        String::from_utf8(body.to_bytes().to_vec()).unwrap()
     }
 
     pub fn url(&self) -> String {

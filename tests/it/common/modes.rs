@@ -102,7 +102,11 @@ impl Front {
             },
             Mode::StdioUpstream => {
                 let file = config.map(TempFile::new);
-                let mut args = vec!["stdio".to_string()];
+                let mut args = vec![
+                    "stdio".to_string(),
+                    "--admin-listen".into(),
+                    "127.0.0.1:0".into(),
+                ];
                 if let Some(f) = &file {
                     args.extend(["--config".to_string(), f.path.display().to_string()]);
                 }
@@ -110,8 +114,47 @@ impl Front {
                 Front::stdio(StdioGate::start_args(args), file)
             }
             Mode::StdioCommand => {
-                let (g, file) = StdioGate::start(command, config);
-                Front::stdio(g, file)
+                let file = config.map(TempFile::new);
+                let mut args = vec![
+                    "stdio".to_string(),
+                    "--admin-listen".into(),
+                    "127.0.0.1:0".into(),
+                ];
+                if let Some(f) = &file {
+                    args.extend(["--config".to_string(), f.path.display().to_string()]);
+                }
+                args.push("--".into());
+                args.extend(command.iter().cloned());
+                Front::stdio(StdioGate::start_args(args), file)
+            }
+        }
+    }
+
+    /// What the front's `/metrics` says (over stdio, the admin listener `--admin-listen`
+    /// opens; in the application, the admin router over the layer's gateway).
+    pub async fn metrics(&self) -> String {
+        match self {
+            Front::Http {
+                tg: HttpFront::Binary(tg),
+                ..
+            } => tg.admin_get("/metrics").await.text(),
+            Front::Http {
+                tg: HttpFront::Layer(app),
+                ..
+            } => app.metrics().await,
+            Front::Stdio { g, .. } => {
+                let logs = g
+                    .logs_when(|l| l.contains("admin listening on http://"))
+                    .await;
+                let addr = logs
+                    .split("admin listening on http://")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .expect("the admin address is logged");
+                let url = format!("http://{addr}/metrics");
+                super::request(http::Method::GET, &url, &[("host", "127.0.0.1")], "")
+                    .await
+                    .text()
             }
         }
     }
