@@ -322,6 +322,22 @@ pub struct Reverse {
 /// and sends with each of its requests.
 const MAX_ENVELOPE_MEMBER: usize = 16 * 1024;
 
+/// Takes from a 2026-07-28 server's capabilities what the bridge cannot deliver to a
+/// handshake-era client: change notifications (`listChanged`: a 2026-07-28 server sends them
+/// on `subscriptions/listen`, which the bridge does not open, and the client's GET stream has
+/// nothing to carry) and resource subscriptions (refused by name). A client is told only what
+/// it will get, so it polls rather than waits for a notification that never comes.
+fn undelivered(capabilities: &mut Value) {
+    for kind in ["tools", "prompts", "resources"] {
+        if let Some(c) = capabilities.get_mut(kind).and_then(Value::as_object_mut) {
+            c.remove("listChanged");
+            if kind == "resources" {
+                c.remove("subscribe");
+            }
+        }
+    }
+}
+
 /// Handshake-era versions a client may have asked for; another gets the newest.
 const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
@@ -413,9 +429,11 @@ impl Reverse {
             ),
             None => (None, None, None),
         };
+        let mut capabilities = raw(caps, json!({}));
+        undelivered(&mut capabilities);
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": raw(caps, json!({})),
+            "capabilities": capabilities,
             "serverInfo": raw(info, json!({"name": "unknown", "version": ""})),
         });
         if let Some(text) = instructions {
@@ -488,6 +506,20 @@ impl Reverse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bridged_handshake_offers_only_what_the_bridge_delivers() {
+        let discover = raw(
+            r#"{"capabilities": {"tools": {"listChanged": true}, "prompts": {"listChanged": true},
+                "resources": {"listChanged": true, "subscribe": true}, "logging": {}},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}}"#,
+        );
+        let r = Reverse::initialize_result(&discover, None);
+        assert_eq!(
+            r["capabilities"],
+            json!({"tools": {}, "prompts": {}, "resources": {}, "logging": {}})
+        );
+    }
 
     #[test]
     fn an_oversized_client_envelope_is_not_carried_into_every_request() {
