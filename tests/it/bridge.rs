@@ -707,26 +707,7 @@ async fn a_bridged_cancellation_goes_inside_the_session() {
         }
         g.send(&cancel.to_string()).await;
     }
-    let mut found = Vec::new();
-    for _ in 0..100 {
-        let seen = scripted.seen.lock().unwrap().clone();
-        let headers = scripted.seen_headers.lock().unwrap().clone();
-        found = seen
-            .iter()
-            .zip(&headers)
-            .filter(|(m, _)| m["method"] == "notifications/cancelled")
-            .map(|(m, h)| {
-                (
-                    m["params"]["requestId"].clone(),
-                    h.get("mcp-session-id").cloned(),
-                )
-            })
-            .collect();
-        if found.len() == 2 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let found = cancellations(&scripted, 2).await;
     let session = Some(http::HeaderValue::from_static("scripted-session"));
     assert_eq!(
         found,
@@ -767,25 +748,7 @@ async fn a_2026_client_closing_its_response_cancels_inside_the_bridged_session()
     let gave_up = tokio::time::timeout(Duration::from_millis(700), h2.request(req)).await;
     assert!(gave_up.is_err(), "the slow call is still running");
     drop(h2);
-    let mut found = None;
-    for _ in 0..100 {
-        let seen = scripted.seen.lock().unwrap().clone();
-        let headers = scripted.seen_headers.lock().unwrap().clone();
-        found = seen
-            .iter()
-            .zip(&headers)
-            .find(|(m, _)| m["method"] == "notifications/cancelled")
-            .map(|(m, h)| {
-                (
-                    m["params"]["requestId"].clone(),
-                    h.get("mcp-session-id").cloned(),
-                )
-            });
-        if found.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let found = cancellations(&scripted, 1).await.into_iter().next();
     assert_eq!(
         found,
         Some((
@@ -794,4 +757,33 @@ async fn a_2026_client_closing_its_response_cancels_inside_the_bridged_session()
         )),
         "the server was told, inside toolgate's session"
     );
+}
+
+/// The cancellations a scripted server was sent, each with the session it came in, once `n`
+/// have come (or what came within five seconds).
+async fn cancellations(
+    scripted: &common::scripted::Scripted,
+    n: usize,
+) -> Vec<(Value, Option<http::HeaderValue>)> {
+    let mut found = Vec::new();
+    for _ in 0..100 {
+        let seen = scripted.seen.lock().unwrap().clone();
+        let headers = scripted.seen_headers.lock().unwrap().clone();
+        found = seen
+            .iter()
+            .zip(&headers)
+            .filter(|(m, _)| m["method"] == "notifications/cancelled")
+            .map(|(m, h)| {
+                (
+                    m["params"]["requestId"].clone(),
+                    h.get("mcp-session-id").cloned(),
+                )
+            })
+            .collect();
+        if found.len() >= n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    found
 }

@@ -67,8 +67,12 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
 
 /// `toolgate config` with `args`: its exit status, stdout and stderr.
 async fn config(args: &[&str]) -> (Option<i32>, String, String) {
+    toolgate(&[&["config"], args].concat()).await
+}
+
+/// `toolgate` with `args` and `RUST_BACKTRACE=1`: its exit status, stdout and stderr.
+async fn toolgate(args: &[&str]) -> (Option<i32>, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("config")
         .args(args)
         .env("RUST_BACKTRACE", "1")
         .output()
@@ -145,16 +149,8 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
 }
 
 async fn check(url: &str, format: &str) -> (i32, String, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["check", "--upstream", url, "--format", format])
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, out, err) = toolgate(&["check", "--upstream", url, "--format", format]).await;
+    (code.unwrap_or(-1), out, err)
 }
 
 /// `toolgate check --config FILE` lists the server the file names.

@@ -101,30 +101,14 @@ impl Front {
                 session: None,
             },
             Mode::StdioUpstream => {
-                let file = config.map(TempFile::new);
-                let mut args = vec![
-                    "stdio".to_string(),
-                    "--admin-listen".into(),
-                    "127.0.0.1:0".into(),
-                ];
-                if let Some(f) = &file {
-                    args.extend(["--config".to_string(), f.path.display().to_string()]);
-                }
-                args.extend(["--upstream".to_string(), url.to_owned()]);
+                let (args, file) = stdio_args(config, &["--upstream", url]);
                 Front::stdio(StdioGate::start_args(args), file)
             }
             Mode::StdioCommand => {
-                let file = config.map(TempFile::new);
-                let mut args = vec![
-                    "stdio".to_string(),
-                    "--admin-listen".into(),
-                    "127.0.0.1:0".into(),
-                ];
-                if let Some(f) = &file {
-                    args.extend(["--config".to_string(), f.path.display().to_string()]);
-                }
-                args.push("--".into());
-                args.extend(command.iter().cloned());
+                let tail: Vec<&str> = std::iter::once("--")
+                    .chain(command.iter().map(String::as_str))
+                    .collect();
+                let (args, file) = stdio_args(config, &tail);
                 Front::stdio(StdioGate::start_args(args), file)
             }
         }
@@ -256,4 +240,20 @@ impl HttpFront {
             HttpFront::Layer(app) => app.url(),
         }
     }
+}
+
+/// `toolgate stdio` with an admin listener, a configuration file of `config`, then `tail`
+/// (the server); the file lives as long as the front.
+fn stdio_args(config: Option<&str>, tail: &[&str]) -> (Vec<String>, Option<TempFile>) {
+    let file = config.map(TempFile::new);
+    let mut args = vec![
+        "stdio".to_string(),
+        "--admin-listen".into(),
+        "127.0.0.1:0".into(),
+    ];
+    if let Some(f) = &file {
+        args.extend(["--config".to_string(), f.path.display().to_string()]);
+    }
+    args.extend(tail.iter().map(|a| a.to_string()));
+    (args, file)
 }
