@@ -35,6 +35,15 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
+/// Flow control of an HTTP/2 connection every client shares: what one stream may hold
+/// unread, and what the whole connection may. A client that stops reading its answer stops
+/// toolgate reading that stream, whose unread data then holds window; with the connection's
+/// window at 256 streams' worth, a few slow readers (hyper's defaults let three take it all)
+/// cannot stall every other client's call on the same connection. What is buffered stays
+/// bounded by the streams' windows, not by the connection's.
+const H2_STREAM_WINDOW: u32 = 256 * 1024;
+const H2_CONNECTION_WINDOW: u32 = 256 * H2_STREAM_WINDOW;
+
 /// How long an unused connection is kept.
 const IDLE_FOR: Duration = Duration::from_secs(60);
 /// A connect that takes longer is given up, whatever the request's own deadline.
@@ -251,7 +260,10 @@ impl Pool {
                 })?;
                 let io = TokioIo::new(c.stream);
                 if c.h2 {
-                    let (tx, conn) = http2::handshake(TokioExecutor::new(), io)
+                    let (tx, conn) = http2::Builder::new(TokioExecutor::new())
+                        .initial_stream_window_size(H2_STREAM_WINDOW)
+                        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+                        .handshake(io)
                         .await
                         .map_err(|e| fail(e.to_string()))?;
                     tokio::spawn(async move {

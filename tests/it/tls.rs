@@ -49,6 +49,20 @@ impl Ca {
 /// Serves the scripted upstream over TLS on `127.0.0.1:0`; with `client_ca`, clients must
 /// present a certificate from it. Returns the port.
 async fn tls_upstream(server: &Ca, alpn: &[&[u8]], client_ca: Option<&Ca>) -> (u16, Arc<Scripted>) {
+    let scripted = Scripted::new(vec![open_tool("echo")]).script(
+        "echo",
+        Script::Result(json!({"content": [{"type": "text", "text": "over tls"}]})),
+    );
+    tls_serve(server, alpn, client_ca, scripted).await
+}
+
+/// [`tls_upstream`] serving `scripted`.
+async fn tls_serve(
+    server: &Ca,
+    alpn: &[&[u8]],
+    client_ca: Option<&Ca>,
+    scripted: Scripted,
+) -> (u16, Arc<Scripted>) {
     let (chain, key) = server.leaf(&["localhost"]);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
@@ -75,12 +89,7 @@ async fn tls_upstream(server: &Ca, alpn: &[&[u8]], client_ca: Option<&Ca>) -> (u
     let mut config = builder.with_single_cert(chain, key).unwrap();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let (router, state) = Scripted::new(vec![open_tool("echo")])
-        .script(
-            "echo",
-            Script::Result(json!({"content": [{"type": "text", "text": "over tls"}]})),
-        )
-        .router();
+    let (router, state) = scripted.router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -371,4 +380,57 @@ async fn the_listener_can_require_client_certificates() {
         .await
         .unwrap();
     assert_eq!(c.ping().await, Ok(200));
+}
+
+/// Clients that ask for large streamed answers and stop reading cannot stall the other
+/// clients' calls on the HTTP/2 connection to the server that they all share.
+#[tokio::test]
+async fn slow_readers_do_not_starve_a_shared_http2_upstream() {
+    use tokio::io::AsyncWriteExt;
+    let ca = Ca::new("toolgate test CA");
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let big = json!({"jsonrpc": "2.0", "id": "$id", "result": {"content": [{"type": "text", "text": "x".repeat(24 << 20)}]}});
+    let scripted = Scripted::new(vec![open_tool("echo"), open_tool("big")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "over tls"}]})),
+        )
+        .script(
+            "big",
+            Script::Sse {
+                messages: vec![big],
+                numbered: false,
+            },
+        );
+    let (port, seen) = tls_serve(&ca, &[b"h2"], None, scripted).await;
+    let config = tls_config(&[format!("ca_file = \"{}\"", ca_file.path.display())]);
+    let tg = Toolgate::serve(&format!("https://localhost:{port}/mcp"), Some(&config)).await;
+    assert_eq!(result_text(&call_echo(&tg).await), "over tls");
+    let mut held = Vec::new();
+    for id in 0..3 {
+        let body = call(10 + id, "big", json!({}));
+        let mut s = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: {ACCEPT}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(body.as_bytes()).await.unwrap();
+        // Never read: the answer backs up into toolgate, and toolgate's stream upstream.
+        held.push(s);
+    }
+    // Past the moment the three answers have filled what the sockets buffer.
+    for _ in 0..100 {
+        if seen.tool_calls().len() == 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let a = tokio::time::timeout(std::time::Duration::from_secs(10), call_echo(&tg))
+        .await
+        .expect("another client's call is answered while three readers stall");
+    assert_eq!(result_text(&a), "over tls");
+    assert_eq!(seen.seen_versions.lock().unwrap()[0], http::Version::HTTP_2);
+    drop(held);
 }
