@@ -47,8 +47,38 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// What identifies a version of the files: each one's size and modification time.
-type Stamp = Vec<Option<(u64, SystemTime)>>;
+/// What identifies a version of some files, each's [`FileStamp`] (`None`: absent).
+pub(crate) type Stamp = Vec<Option<FileStamp>>;
+
+/// What tells that a file changed without reading it: its size and modification time, and
+/// its inode and change time, which a copy that keeps the old modification time (`cp -p`) or
+/// a file renamed over it (a Kubernetes secret's update) still changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    len: u64,
+    modified: SystemTime,
+    inode: u64,
+    changed: (i64, i64),
+}
+
+/// The stamps of `files`, in their order.
+pub(crate) fn stamps(files: &[Option<&str>]) -> Stamp {
+    files
+        .iter()
+        .map(|f| {
+            let m = std::fs::metadata((*f)?).ok()?;
+            Some(FileStamp {
+                len: m.len(),
+                modified: m.modified().ok()?,
+                inode: std::os::unix::fs::MetadataExt::ino(&m),
+                changed: (
+                    std::os::unix::fs::MetadataExt::ctime(&m),
+                    std::os::unix::fs::MetadataExt::ctime_nsec(&m),
+                ),
+            })
+        })
+        .collect()
+}
 
 pub struct TlsConnect {
     settings: UpstreamTls,
@@ -106,13 +136,7 @@ impl TlsConnect {
     }
 
     fn stamp(&self) -> Stamp {
-        self.files()
-            .iter()
-            .map(|f| {
-                let m = std::fs::metadata((*f)?).ok()?;
-                Some((m.len(), m.modified().ok()?))
-            })
-            .collect()
+        stamps(&self.files())
     }
 
     /// The client configuration for the files as they are now.
@@ -195,4 +219,29 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
 
 fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {
     CertificateDer::pem_file_iter(path).and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::*;
+
+    /// A certificate rotated by `cp -p` keeps its size and its old modification time; its
+    /// change time still tells.
+    #[test]
+    fn a_copy_that_keeps_the_old_modification_time_is_still_a_change() {
+        let path = std::env::temp_dir().join(format!("toolgate-stamp-{}", std::process::id()));
+        std::fs::write(&path, "certificate one").unwrap();
+        let p = path.to_str().unwrap();
+        let before = stamps(&[Some(p)]);
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::write(&path, "certificate two").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(modified).unwrap();
+        drop(f);
+        let after = stamps(&[Some(p)]);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(after[0].as_ref().map(|s| s.modified), Some(modified));
+        assert_ne!(before, after);
+    }
 }

@@ -10,17 +10,16 @@
 
 use crate::config::{ConfigError, ListenerTls};
 use crate::locks::MutexExt;
+use crate::net::tls::{Stamp, stamps};
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio_rustls::TlsAcceptor;
 
 /// How often the files are looked at, at most.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
-
-type Stamp = Vec<Option<(u64, SystemTime)>>;
 
 pub struct Acceptor {
     settings: ListenerTls,
@@ -75,17 +74,11 @@ impl Acceptor {
 }
 
 fn stamp(s: &ListenerTls) -> Stamp {
-    [
+    stamps(&[
         Some(s.cert_file.as_str()),
         Some(s.key_file.as_str()),
         s.client_ca_file.as_deref(),
-    ]
-    .iter()
-    .map(|f| {
-        let m = std::fs::metadata((*f)?).ok()?;
-        Some((m.len(), m.modified().ok()?))
-    })
-    .collect()
+    ])
 }
 
 fn build(s: &ListenerTls) -> Result<ServerConfig, ConfigError> {
