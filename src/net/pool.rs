@@ -128,6 +128,33 @@ pub struct Pool {
 }
 
 /// A hyper error with its causes, as one line for the client's error message.
+/// A failed exchange by its cause: a TLS refusal (the server's verdict on toolgate's
+/// certificate comes after the handshake in TLS 1.3, with the first request) is a
+/// configuration problem that retrying will not fix; anything else, an unreachable server.
+fn classified(e: &hyper::Error) -> UpstreamError {
+    let why = chain(e);
+    match tls_refused(e) || why.contains("received fatal alert") {
+        true => UpstreamError::Untrusted(why),
+        false => UpstreamError::Unreachable(why),
+    }
+}
+
+/// Whether a TLS error is in `e`'s chain, itself or inside an I/O error.
+fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        let inner = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|i| i as &(dyn std::error::Error + 'static));
+        if c.is::<rustls::Error>() || inner.is_some_and(|i| i.is::<rustls::Error>()) {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
 fn chain(e: &hyper::Error) -> String {
     let mut text = e.to_string();
     let mut cur = std::error::Error::source(e);
@@ -196,7 +223,7 @@ impl Pool {
                     // A kept connection the server closed just now: nothing was sent, so the
                     // request goes again, on another connection or a new one.
                     Some(back) if reused => req = back,
-                    _ => return Err(UpstreamError::Unreachable(chain(&e.into_error()))),
+                    _ => return Err(classified(&e.into_error())),
                 },
             }
         }
