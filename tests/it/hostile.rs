@@ -293,3 +293,60 @@ async fn learning_a_listing_compiles_only_what_calls_need() {
         "learning the listing and two calls took {used} s of CPU"
     );
 }
+
+/// The peak resident memory of a process, in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM is readable on Linux");
+    kib / 1024
+}
+
+/// An `anyOf` of 1,000 branches against a 1 MB string cannot make the validator's errors hold
+/// a copy of the string per branch: the call is refused as too large to explain, within the
+/// memory a valid call of the same size takes.
+#[tokio::test]
+async fn an_any_of_cannot_multiply_a_value() {
+    let branches: Vec<Value> = (0..1000)
+        .map(|i| json!({"const": format!("v{i}")}))
+        .collect();
+    let tools = vec![
+        json!({"name": "pick", "inputSchema": {"type": "object", "properties": {"x": {"anyOf": branches}}}}),
+        json!({"name": "free", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}),
+    ];
+    let (up, _) = Scripted::new(tools).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let big = "a".repeat(1 << 20);
+    let valid = post(&tg.url(), None, call(1, "free", json!({"x": big})))
+        .await
+        .json();
+    assert!(
+        valid["result"].get("isError").is_none(),
+        "a valid call of that size is forwarded"
+    );
+    let after_valid = peak_mib(tg.pid());
+    let a = post(&tg.url(), None, call(2, "pick", json!({"x": big})))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["isError"],
+        true,
+        "{}",
+        &a.to_string()[..300.min(a.to_string().len())]
+    );
+    let text = result_text(&a);
+    assert!(
+        text.contains("too large to explain"),
+        "{}",
+        &text[..text.len().min(500)]
+    );
+    let after = peak_mib(tg.pid());
+    assert!(
+        after < after_valid + 64,
+        "peak RSS {after} MiB after the anyOf call, {after_valid} MiB after a valid call of the same size"
+    );
+}
