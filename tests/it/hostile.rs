@@ -245,9 +245,9 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 /// Learning a listing does not compile what no call needs: 500 tools of 8 properties, each
-/// with a Unicode `\w{1,64}` pattern (among the costliest to compile), cost a minute of CPU
-/// when every schema was compiled at listing. Now each is compiled on its tool's first call,
-/// and the call is checked exactly as before.
+/// with a Unicode `\w{1,64}` pattern (among the costliest to compile, a minute of CPU for
+/// them all), are listed, and each is compiled on its tool's first call, which is checked as
+/// any other.
 #[tokio::test]
 async fn learning_a_listing_compiles_only_what_calls_need() {
     let tools: Vec<Value> = (0..500)
