@@ -277,17 +277,8 @@ async fn check_reports_what_would_fail_at_runtime() {
 /// `toolgate serve` with `args` and `RUST_BACKTRACE=1`, as many Rust users run everything:
 /// its exit status and stderr.
 async fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("serve")
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) = toolgate(&[&["serve"], args].concat()).await;
+    (code, err)
 }
 
 /// `toolgate serve --upstream URL` with a configuration file of `config`: see [`serve_fails`].
