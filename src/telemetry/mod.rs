@@ -257,9 +257,13 @@ impl Telemetry {
 
 impl Span {
     fn clip(&mut self) {
+        // Truncated and given back: a cut string keeps its whole allocation otherwise.
         let clip = |s: &mut String| {
             let kept = crate::text::clipped(s, MAX_SPAN_TEXT).len();
-            s.truncate(kept);
+            if kept < s.len() {
+                s.truncate(kept);
+                s.shrink_to_fit();
+            }
         };
         clip(&mut self.name);
         if let Some(state) = &mut self.trace_state {
@@ -534,6 +538,10 @@ mod tests {
         };
         span.clip();
         assert_eq!(span.name.len(), MAX_SPAN_TEXT);
+        assert!(
+            span.name.capacity() < 2 * MAX_SPAN_TEXT,
+            "the rest is given back"
+        );
         assert_eq!(
             span.trace_state.as_deref().map(str::len),
             Some(MAX_SPAN_TEXT)

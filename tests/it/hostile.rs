@@ -210,11 +210,24 @@ async fn made_up_names_are_compared_and_logged_within_bounds() {
     let (up, _) = Scripted::new(vec![tool]).spawn().await;
     let tg = Toolgate::serve(&up, None).await;
     let name = "x".repeat(1 << 20);
+    // A valid call of the same size first: the bound below is relative to it.
+    let valid = json!({long_property.clone(): name.clone()});
+    let a = post(&tg.url(), None, call(0, "store", valid)).await.json();
+    assert!(
+        a.get("result").is_some(),
+        "a valid call of that size is forwarded"
+    );
+    let after_valid = peak_mib(tg.pid());
     let a = post(&tg.url(), None, call(1, &name, json!({})))
         .await
         .json();
     assert_eq!(a["error"]["code"], -32602, "answered as unknown");
     assert_eq!(a["error"]["data"]["suggestions"], json!([]));
+    let after = peak_mib(tg.pid());
+    assert!(
+        after < after_valid + 64,
+        "peak RSS {after} MiB after the made-up name, {after_valid} MiB after a valid call of the same size"
+    );
     let near = format!("{long_property}q");
     let a = post(&tg.url(), None, call(2, "store", json!({near: "v"})))
         .await
@@ -349,4 +362,42 @@ async fn an_any_of_cannot_multiply_a_value() {
         after < after_valid + 64,
         "peak RSS {after} MiB after the anyOf call, {after_valid} MiB after a valid call of the same size"
     );
+}
+
+/// With a collector that never answers, the spans waiting for it hold what their clipped
+/// text takes, not the names and ids clients sent: 100 calls, each with a 1 MB tool name
+/// and a 1 MB id, leave the peak RSS within 64 MiB of the first call's.
+#[tokio::test]
+async fn spans_waiting_for_a_silent_collector_stay_small() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = silent.accept().await {
+            conns.push(c);
+        }
+    });
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
+    let tg = Toolgate::serve(&up, Some(&config)).await;
+    let name = "n".repeat(1 << 20);
+    let id = "i".repeat(1 << 20);
+    let ask = |n: usize| {
+        json!({"jsonrpc": "2.0", "id": format!("{id}{n}"), "method": "tools/call",
+               "params": {"name": format!("{name}{n}"), "arguments": {}}})
+        .to_string()
+    };
+    let a = post(&tg.url(), None, ask(0)).await.json();
+    assert_eq!(a["error"]["code"], -32602, "answered as unknown");
+    let after_one = peak_mib(tg.pid());
+    for n in 1..100 {
+        let a = post(&tg.url(), None, ask(n)).await.json();
+        assert_eq!(a["error"]["code"], -32602);
+    }
+    let after = peak_mib(tg.pid());
+    assert!(
+        after < after_one + 64,
+        "peak RSS {after} MiB after 100 such calls, {after_one} MiB after one"
+    );
+    held.abort();
 }
