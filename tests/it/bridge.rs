@@ -787,3 +787,60 @@ async fn cancellations(
     }
     found
 }
+
+/// With authentication, a session toolgate keeps for a handshake-era client of a server that
+/// speaks only 2026-07-28 serves only the identity that opened it: another client holding its
+/// id is told it is not found, and nothing goes to the server with the first client's
+/// `clientInfo`.
+#[tokio::test]
+async fn a_reverse_bridged_session_serves_only_its_own_client() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let url = serve_in_process(axum::routing::post(modern_only).with_state(seen.clone())).await;
+    let alice = common::tempfile_lite::TempFile::new("alice-token-0123456789");
+    let bob = common::tempfile_lite::TempFile::new("bob-token-0123456789");
+    let config = format!(
+        "[[auth.tokens]]\nname = \"alice\"\nfile = \"{}\"\n[[auth.tokens]]\nname = \"bob\"\nfile = \"{}\"\n",
+        alice.path.display(),
+        bob.path.display()
+    );
+    let tg = Toolgate::serve(&url, Some(&config)).await;
+    let send = |token: &str, session: Option<&str>, body: Value| {
+        let mut h = vec![
+            ("authorization".to_string(), format!("Bearer {token}")),
+            ("content-type".to_string(), "application/json".to_string()),
+            ("accept".to_string(), common::ACCEPT.to_string()),
+        ];
+        if let Some(s) = session {
+            h.push(("mcp-session-id".to_string(), s.to_string()));
+        }
+        let url = tg.url();
+        async move {
+            let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            common::request(http::Method::POST, &url, &h, body.to_string()).await
+        }
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "alice-client", "version": "1"}}});
+    let r = send("alice-token-0123456789", None, init).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let session = r.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let add = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});
+    let r = send("bob-token-0123456789", Some(&session), add.clone()).await;
+    assert_eq!(r.status, 404, "{}", r.text());
+    let r = send("alice-token-0123456789", Some(&session), add).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let calls: Vec<Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .cloned()
+        .collect();
+    assert_eq!(
+        calls.len(),
+        1,
+        "only alice's call reached the server: {calls:?}"
+    );
+}
