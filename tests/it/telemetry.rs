@@ -264,7 +264,8 @@ async fn a_missing_collector_costs_requests_nothing() {
 
 /// `toolgate stdio` traces as `serve` does: a server span per request, named and attributed
 /// alike, continuing a `traceparent` the client put in `params._meta`, ended when its answer
-/// is written or toolgate answers it; the last spans are sent before the process ends.
+/// is written or toolgate answers it, with the hop to the server a client span under it; the
+/// last spans are sent before the process ends.
 #[tokio::test]
 async fn the_stdio_front_traces_its_requests_alike() {
     let (endpoint, got) = collector().await;
@@ -281,7 +282,8 @@ async fn the_stdio_front_traces_its_requests_alike() {
     assert_eq!(g.ask(invalid).await["result"]["isError"], true);
     drop(g.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(10), g.child.wait()).await;
-    let spans = spans(&got, 3).await;
+    // Three server spans, and the hops of the two forwarded requests.
+    let spans = spans(&got, 5).await;
     let named = |name: &str, id: &str| {
         spans
             .iter()
@@ -302,6 +304,14 @@ async fn the_stdio_front_traces_its_requests_alike() {
         Some("tools/call")
     );
     assert_eq!(attr(&forwarded, "error.type"), None);
+    // The hop to the child is a client span under the call's, as over HTTP.
+    let hop = spans
+        .iter()
+        .find(|s| s.kind == 3 && s.parent_span_id == forwarded.span_id)
+        .unwrap_or_else(|| panic!("no client span under the call's: {spans:?}"));
+    assert_eq!(hop.trace_id, forwarded.trace_id);
+    assert_eq!(attr(hop, "mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("stdio"));
     let refused = named("tools/call add", "3");
     assert_eq!(
         attr(&refused, "toolgate.outcome").as_deref(),

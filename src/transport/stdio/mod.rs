@@ -78,6 +78,8 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     where
         Self: 'a;
 
+    /// The kind of server, as the hop's span names it (`toolgate.server`).
+    const SERVER: &'static str;
     /// Whether each message is sent before the next is read (a child reads its stdin in
     /// order), or each is decided and sent on a task of its own (an HTTP server takes
     /// POSTs concurrently).
@@ -171,7 +173,8 @@ async fn handle<U: Upstream>(
     match engine::handle(gw, origin, &mut m, line, way).await {
         Handled::Forward(f) => {
             let owed = f.pending().clone();
-            if let (Some(b), Some(id)) = (begun, owed.id.as_deref()) {
+            if let (Some(mut b), Some(id)) = (begun, owed.id.as_deref()) {
+                b.sent(U::SERVER);
                 let validation = match &owed.kind {
                     crate::pipeline::Kind::Call { outcome, .. } => Some(*outcome),
                     _ => None,

@@ -250,6 +250,7 @@ impl Upstream for Http {
     type Lister<'a> = SessionLister<'a>;
 
     const IN_ORDER: bool = false;
+    const SERVER: &'static str = "http";
 
     fn target(&self) -> &Arc<Target> {
         &self.target

@@ -109,6 +109,7 @@ impl Upstream for Child {
     type Lister<'a> = ChildLister<'a>;
 
     const IN_ORDER: bool = true;
+    const SERVER: &'static str = "stdio";
 
     fn target(&self) -> &Arc<Target> {
         &self.target

@@ -7,7 +7,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
 use crate::locks::MutexExt;
 use crate::metrics;
-use crate::telemetry::{Context, RequestTrace, SpanFacts};
+use crate::telemetry::{Attr, Context, Hop, RequestTrace, SpanFacts};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -16,6 +16,8 @@ pub(super) struct Begun {
     trace: RequestTrace,
     method: &'static str,
     tool: Option<Box<str>>,
+    /// The hop to the server (a client span), from the moment the request is sent.
+    hop: Option<(Hop, &'static str)>,
 }
 
 impl Begun {
@@ -32,11 +34,26 @@ impl Begun {
             tool: m
                 .params_name()
                 .map(|n| crate::text::clipped(&n, 200).into()),
+            hop: None,
         })
     }
 
+    /// The request goes to the server, of kind `server` (`stdio`, `http`): its hop starts.
+    pub(super) fn sent(&mut self, server: &'static str) {
+        self.hop = Some((self.trace.hop().0, server));
+    }
+
     /// Ends the span: what became of the request, and why when toolgate answered a call.
-    pub(super) fn end(self, outcome: &str, validation: Option<&'static str>, upstream: &str) {
+    pub(super) fn end(mut self, outcome: &str, validation: Option<&'static str>, upstream: &str) {
+        if let Some((hop, server)) = self.hop.take() {
+            let attrs = vec![
+                ("mcp.method.name", Attr::Str(self.method.to_owned())),
+                ("toolgate.server", Attr::Str(server.to_owned())),
+            ];
+            let failed = outcome != "forwarded";
+            self.trace
+                .end_hop(hop, self.method.to_owned(), attrs, failed);
+        }
         let facts = SpanFacts {
             method: self.method,
             tool: self.tool.as_deref(),
