@@ -54,23 +54,24 @@ impl Spread {
 
 /// Requests in service at the HTTP edge: entered when admitted, left when the answer's head
 /// is out or the client went away. Per-thread slots, as the counters are: it moves on every
-/// request.
-#[derive(Default)]
-pub struct InFlight(Spread);
+/// request. One count for the process (a reload keeps its metrics anyway), so that the guard
+/// a request holds needs no handle to them: cloning one per request would pass its count's
+/// cache line between the worker threads.
+static IN_FLIGHT: std::sync::LazyLock<Spread> = std::sync::LazyLock::new(Spread::default);
 
-impl InFlight {
-    pub fn enter(metrics: &Arc<Metrics>) -> Entered {
-        metrics.in_flight.0.add(1);
-        Entered(metrics.clone())
+/// One request in service; leaves the count when dropped.
+pub struct Entered(());
+
+impl Entered {
+    pub fn enter() -> Entered {
+        IN_FLIGHT.add(1);
+        Entered(())
     }
 }
 
-/// One request in service; leaves the count when dropped.
-pub struct Entered(Arc<Metrics>);
-
 impl Drop for Entered {
     fn drop(&mut self) {
-        self.0.in_flight.0.add(u64::MAX);
+        IN_FLIGHT.add(u64::MAX);
     }
 }
 
@@ -412,8 +413,6 @@ pub struct Metrics {
     /// Time from sending a message to its server until the answer (or its stream) is in
     /// hand, whatever the kind of server.
     pub upstream_latency: Histogram,
-    /// HTTP requests in service.
-    pub in_flight: InFlight,
     /// `{upstream}`: stdio server processes running (`serve -- CMD`), shared ones included.
     pub children: Level,
     /// `{upstream}`: sessions open with a stdio server (`serve -- CMD`), each with its child.
@@ -452,7 +451,6 @@ impl Default for Metrics {
                 "toolgate_upstream_latency_seconds",
                 "Time from forwarding a message until its answer, or the start of its stream, is in hand.",
             ),
-            in_flight: InFlight::default(),
             children: Level::new(
                 "toolgate_stdio_children",
                 "stdio server processes running, by upstream.",
@@ -519,7 +517,7 @@ impl Metrics {
         let _ = writeln!(
             out,
             "# HELP toolgate_requests_in_flight HTTP requests in service.\n# TYPE toolgate_requests_in_flight gauge\ntoolgate_requests_in_flight {}",
-            self.in_flight.0.level()
+            IN_FLIGHT.level()
         );
         let _ = writeln!(
             out,

@@ -53,6 +53,16 @@ pub enum Kind {
     Other,
 }
 
+impl Kind {
+    /// For a call, what the guard made of it (`forwarded`, `coerced`, `audited`).
+    pub fn call_outcome(&self) -> Option<&'static str> {
+        match self {
+            Kind::Call { outcome, .. } => Some(outcome),
+            _ => None,
+        }
+    }
+}
+
 /// A forwarded request, as the rules need to see its answer.
 #[derive(Clone)]
 pub struct Pending {

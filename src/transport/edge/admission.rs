@@ -17,7 +17,7 @@ use super::reply;
 use super::request::{Inbound, Note, Outbound};
 use crate::gateway::Live;
 use crate::jsonrpc;
-use crate::metrics::{Entered, InFlight};
+use crate::metrics::Entered;
 use axum::response::Response;
 use futures_util::future::{Either, Ready, ready};
 use http::StatusCode;
@@ -105,7 +105,7 @@ where
             return refuse(StatusCode::FORBIDDEN, why);
         }
         let note = Note::new();
-        let entered = InFlight::enter(&gw.metrics);
+        let entered = Entered::enter();
         Either::Right(ResponseFuture {
             inner: self.inner.call(Inbound { req, gw, note }),
             _in_service: entered,

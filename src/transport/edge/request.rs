@@ -108,10 +108,10 @@ impl Note {
     /// call, its tool and what the guard made of it (kept only when wanted).
     pub(super) fn forwarding(&mut self, gw: &Gateway, kind: &crate::pipeline::Kind) {
         if self.wants_names(gw)
-            && let crate::pipeline::Kind::Call { tool, outcome, .. } = kind
+            && let crate::pipeline::Kind::Call { tool, .. } = kind
         {
             self.tool = Some(tool.clone());
-            self.validation = Some(outcome);
+            self.validation = kind.call_outcome();
         }
     }
 

@@ -175,11 +175,7 @@ async fn handle<U: Upstream>(
             let owed = f.pending().clone();
             if let (Some(mut b), Some(id)) = (begun, owed.id.as_deref()) {
                 b.sent(U::SERVER);
-                let validation = match &owed.kind {
-                    crate::pipeline::Kind::Call { outcome, .. } => Some(*outcome),
-                    _ => None,
-                };
-                to.traces.wait(id, b, validation);
+                to.traces.wait(id, b, owed.kind.call_outcome());
             }
             Some(Exchange {
                 future: f.send(gw.clone(), up.target().clone()),

@@ -33,6 +33,41 @@ use std::sync::{Arc, Mutex};
 /// How long an answer to `server/discover` decides an upstream's era.
 const ERA_DECIDED_FOR: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// An upstream's era as the last answer to `server/discover` decided it, read by every
+/// 2026-07-28 request without a lock: two atomics, written once in five minutes.
+#[derive(Default)]
+struct EraDecision {
+    /// 0: undecided; 1: it speaks 2026-07-28; 2: only the handshake (bridged).
+    state: std::sync::atomic::AtomicU8,
+    /// When, in milliseconds since [`EraDecision::now`]'s origin.
+    at: std::sync::atomic::AtomicU64,
+}
+
+impl EraDecision {
+    /// Milliseconds since the first time this process asked.
+    fn now() -> u64 {
+        static ORIGIN: std::sync::LazyLock<std::time::Instant> =
+            std::sync::LazyLock::new(std::time::Instant::now);
+        ORIGIN.elapsed().as_millis() as u64
+    }
+
+    fn decide(&self, bridged: bool) {
+        use std::sync::atomic::Ordering;
+        self.at.store(EraDecision::now(), Ordering::Relaxed);
+        self.state.store(1 + u8::from(bridged), Ordering::Release);
+    }
+
+    /// The decision in force at `now`: `Some(true)` when bridged, `None` when undecided or
+    /// older than [`ERA_DECIDED_FOR`].
+    fn at(&self, now: u64) -> Option<bool> {
+        use std::sync::atomic::Ordering;
+        let state = self.state.load(Ordering::Acquire);
+        let fresh = now.saturating_sub(self.at.load(Ordering::Relaxed))
+            < ERA_DECIDED_FOR.as_millis() as u64;
+        (state != 0 && fresh).then_some(state == 2)
+    }
+}
+
 /// The most bridged sessions one upstream has at once, each way.
 const MAX_SESSIONS: usize = 1024;
 
@@ -185,8 +220,8 @@ pub async fn session_lost(
 /// What one HTTP upstream speaks to clients of the other era.
 #[derive(Default)]
 pub struct HttpBridge {
-    /// `true`: handshake only, bridged; and when an answer decided it. Unset until one did.
-    bridged: Mutex<Option<(bool, tokio::time::Instant)>>,
+    /// Whether the upstream speaks only the handshake, and when an answer decided it.
+    era: EraDecision,
     sessions: Mutex<HashMap<ScopeKey, Arc<Session>>>,
     /// The sessions toolgate keeps for handshake-era clients of a server that speaks only
     /// 2026-07-28 (`pipeline::bridge::Reverse`), by the session id toolgate gave them.
@@ -298,7 +333,7 @@ impl HttpBridge {
             Some(true) => {}
             None => {
                 let decided = self.ask_era(up, client, &ids(), limits).await?;
-                *self.bridged.locked() = Some((decided, tokio::time::Instant::now()));
+                self.era.decide(decided);
                 if !decided {
                     return None;
                 }
@@ -388,10 +423,7 @@ impl HttpBridge {
     /// is recent: a server is upgraded, or a deployment rolls back, so the question is asked
     /// again after [`ERA_DECIDED_FOR`].
     fn decided(&self) -> Option<bool> {
-        match *self.bridged.locked() {
-            Some((bridged, at)) if at.elapsed() < ERA_DECIDED_FOR => Some(bridged),
-            _ => None,
-        }
+        self.era.at(EraDecision::now())
     }
 
     /// `Some(true)`: handshake only. `None`: the answer decided nothing.
@@ -512,14 +544,18 @@ mod tests {
         assert_eq!(names, ["accept", "authorization", "content-type"]);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn an_era_decided_is_asked_again_after_a_while() {
+    #[test]
+    fn an_era_decided_is_asked_again_after_a_while() {
         let bridge = HttpBridge::default();
         assert_eq!(bridge.decided(), None);
-        *bridge.bridged.locked() = Some((true, tokio::time::Instant::now()));
+        bridge.era.decide(true);
         assert_eq!(bridge.decided(), Some(true));
-        tokio::time::advance(ERA_DECIDED_FOR).await;
-        assert_eq!(bridge.decided(), None);
+        let at = bridge.era.at.load(std::sync::atomic::Ordering::Relaxed);
+        let window = ERA_DECIDED_FOR.as_millis() as u64;
+        assert_eq!(bridge.era.at(at + window - 1), Some(true));
+        assert_eq!(bridge.era.at(at + window), None);
+        bridge.era.decide(false);
+        assert_eq!(bridge.decided(), Some(false));
     }
 
     #[test]
