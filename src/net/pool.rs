@@ -127,15 +127,23 @@ pub struct Pool {
     sweeping: Once,
 }
 
-/// A hyper error with its causes, as one line for the client's error message.
 /// A failed exchange by its cause: a TLS refusal (the server's verdict on toolgate's
 /// certificate comes after the handshake in TLS 1.3, with the first request) is a
 /// configuration problem that retrying will not fix; anything else, an unreachable server.
-fn classified(e: &hyper::Error) -> UpstreamError {
+/// `asked_for_certificate`: the exchange was the first on a connection whose server asked
+/// for a client certificate, so a connection closed under it is that verdict, whether or
+/// not the alert was read before the write failed.
+fn classified(e: &hyper::Error, asked_for_certificate: bool) -> UpstreamError {
     let why = chain(e);
-    match tls_refused(e) || why.contains("received fatal alert") {
-        true => UpstreamError::Untrusted(why),
-        false => UpstreamError::Unreachable(why),
+    if tls_refused(e) || why.contains("received fatal alert") {
+        UpstreamError::Untrusted(why)
+    } else if asked_for_certificate {
+        UpstreamError::Untrusted(format!(
+            "{why} (the server asked for a client certificate and closed the connection before \
+             answering: it refused the one upstream_tls.client_cert_file gives, or toolgate has none)"
+        ))
+    } else {
+        UpstreamError::Unreachable(why)
     }
 }
 
@@ -194,9 +202,12 @@ impl Pool {
         mut req: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, UpstreamError> {
         loop {
-            let (tx, reused) = match self.take() {
-                Some(tx) => (tx, true),
-                None => (self.connect().await?, false),
+            let (tx, reused, asked_for_certificate) = match self.take() {
+                Some(tx) => (tx, true, false),
+                None => {
+                    let (tx, asked) = self.connect().await?;
+                    (tx, false, asked)
+                }
             };
             let (sent, tx) = match tx {
                 Sender::H1(mut h1) => (h1.try_send_request(req).await, Some(Sender::H1(h1))),
@@ -223,7 +234,7 @@ impl Pool {
                     // A kept connection the server closed just now: nothing was sent, so the
                     // request goes again, on another connection or a new one.
                     Some(back) if reused => req = back,
-                    _ => return Err(classified(&e.into_error())),
+                    _ => return Err(classified(&e.into_error(), asked_for_certificate)),
                 },
             }
         }
@@ -266,7 +277,8 @@ impl Pool {
         }
     }
 
-    async fn connect(&self) -> Result<Sender, UpstreamError> {
+    /// A new connection, and whether its server asked for a client certificate.
+    async fn connect(&self) -> Result<(Sender, bool), UpstreamError> {
         let fail =
             |why: String| UpstreamError::Unreachable(format!("connecting to {}: {why}", self.addr));
         let stream =
@@ -275,6 +287,7 @@ impl Pool {
                 .map_err(|_| fail(format!("no connection within {CONNECT_TIMEOUT:?}")))?
                 .map_err(|e| fail(e.to_string()))?;
         let _ = stream.set_nodelay(true);
+        let mut asked_for_certificate = false;
         let tx = match &self.tls {
             None => Sender::H1(
                 handshake_h1(TokioIo::new(stream))
@@ -285,6 +298,7 @@ impl Pool {
                 let c = tls.connect(stream).await.map_err(|why| {
                     UpstreamError::Untrusted(format!("connecting to {}: {why}", self.addr))
                 })?;
+                asked_for_certificate = c.asked_for_certificate;
                 let io = TokioIo::new(c.stream);
                 if c.h2 {
                     let (tx, conn) = http2::Builder::new(TokioExecutor::new())
@@ -307,7 +321,7 @@ impl Pool {
             }
         };
         self.sweeping.call_once(|| self.sweep());
-        Ok(tx)
+        Ok((tx, asked_for_certificate))
     }
 
     /// Closes idle connections when no request comes to find them; ends with the pool.

@@ -86,10 +86,46 @@ pub struct TlsConnect {
     built: Mutex<Option<(Stamp, Arc<ClientConfig>)>>,
 }
 
-/// A connection's stream, and whether the server chose HTTP/2.
+/// A connection's stream, whether the server chose HTTP/2, and whether it asked for a
+/// client certificate.
 pub struct Connected {
     pub stream: TlsStream<TcpStream>,
     pub h2: bool,
+    /// In TLS 1.3 a server that refuses the client's certificate says so after the
+    /// handshake, with an alert that the first request's write can race and lose (the write
+    /// fails with a broken pipe before the alert is read); knowing the server asked is what
+    /// tells that failure from a server that went away.
+    pub asked_for_certificate: bool,
+}
+
+thread_local! {
+    /// Set by [`Noting`] while a handshake is polled on this thread; see [`TlsConnect::connect`].
+    static ASKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The configured client-certificate resolver, noting that the server asked for one.
+/// rustls calls it synchronously, from inside the poll of the handshake, exactly when a
+/// `CertificateRequest` arrives, whether or not a certificate is configured.
+#[derive(Debug)]
+struct Noting(Arc<dyn rustls::client::ResolvesClientCert>);
+
+impl rustls::client::ResolvesClientCert for Noting {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        ASKED.set(true);
+        self.0.resolve(root_hint_subjects, sigschemes)
+    }
+
+    fn only_raw_public_keys(&self) -> bool {
+        self.0.only_raw_public_keys()
+    }
+
+    fn has_certs(&self) -> bool {
+        self.0.has_certs()
+    }
 }
 
 impl TlsConnect {
@@ -115,15 +151,28 @@ impl TlsConnect {
 
     pub async fn connect(&self, tcp: TcpStream) -> Result<Connected, TlsError> {
         let config = self.config()?;
-        let stream = TlsConnector::from(config)
-            .connect(self.server_name.clone(), tcp)
-            .await
-            .map_err(|source| TlsError::Handshake {
-                name: format!("{:?}", self.server_name),
-                source,
-            })?;
+        let mut handshake =
+            std::pin::pin!(TlsConnector::from(config).connect(self.server_name.clone(), tcp));
+        // One resolver serves every connection (a per-connection one would defeat session
+        // resumption), so what it notes is read around each poll of this handshake.
+        let mut asked_for_certificate = false;
+        let stream = std::future::poll_fn(|cx| {
+            ASKED.set(false);
+            let polled = handshake.as_mut().poll(cx);
+            asked_for_certificate |= ASKED.replace(false);
+            polled
+        })
+        .await
+        .map_err(|source| TlsError::Handshake {
+            name: format!("{:?}", self.server_name),
+            source,
+        })?;
         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-        Ok(Connected { stream, h2 })
+        Ok(Connected {
+            stream,
+            h2,
+            asked_for_certificate,
+        })
     }
 
     fn files(&self) -> [Option<&str>; 3] {
@@ -214,6 +263,7 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
         }
     };
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.client_auth_cert_resolver = Arc::new(Noting(config.client_auth_cert_resolver.clone()));
     Ok(config)
 }
 
