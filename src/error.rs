@@ -23,6 +23,16 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// An answer's body that stopped before the request's answer: it `broke` (how), or an
+    /// event stream ended without it. Unreachable rather than malformed: the server, or the
+    /// way to it, went away mid-answer, which every front says alike.
+    pub(crate) fn unanswered_stream(broke: Option<String>) -> UpstreamError {
+        UpstreamError::Unreachable(match broke {
+            Some(e) => format!("the stream broke before the answer: {e}"),
+            None => "the stream ended without an answer".into(),
+        })
+    }
+
     /// Whether the same request may succeed later.
     pub fn retry_hint(&self) -> &'static str {
         match self {

@@ -13,7 +13,7 @@ use common::scripted::{Script, Scripted, open_tool};
 use serde_json::{Value, json};
 
 const CONFIG: &str =
-    "[errors]\nmask_internal = true\n[validation]\ndeny_tools = [\"seen\"]\noutput = \"enforce\"\n";
+    "[errors]\nmask_internal = true\n[validation]\ndeny_tools = [\"book\"]\noutput = \"enforce\"\n";
 
 /// The stdio fixture's tools, as the scripted server lists them and answers them.
 fn scripted() -> Scripted {
@@ -37,6 +37,24 @@ fn scripted() -> Scripted {
         )
         .script("fail", Script::Error(json!({"code": 0, "message": "boom"})))
         .script(
+            "notify",
+            Script::Sse {
+                messages: vec![
+                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p1", "progress": 1, "total": 2}}),
+                    json!({"jsonrpc": "2.0", "id": "$id", "result": {"content": [{"type": "text", "text": "notified"}]}}),
+                ],
+                numbered: false,
+            },
+        )
+        .script("crash", Script::SseThenReset(vec![]))
+        .script(
+            "slow",
+            Script::Slow(
+                std::time::Duration::from_secs(2),
+                json!({"content": [{"type": "text", "text": "slow done"}]}),
+            ),
+        )
+        .script(
             "weather",
             Script::Result(json!({"content": [{"type": "text", "text": "{\"celsius\": \"warm\"}"}], "structuredContent": {"celsius": "warm"}})),
         )
@@ -46,14 +64,16 @@ fn call(id: i64, tool: &str, args: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
 }
 
-/// Each scenario: its name, what the client sends, and the one answer every front gives.
-fn table() -> Vec<(&'static str, Value, Value)> {
+/// Each scenario: its name, what the client sends, and what every front gives back for it:
+/// what the server sent on the way (over HTTP, on the request's stream), then the answer.
+fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
     let masked = |id: i64, tool: &str, code: i64| {
         json!({"jsonrpc": "2.0", "id": id, "result": {
             "content": [{"type": "text", "text": format!("The tool \"{tool}\" failed with an internal error (reference REF).")}],
             "isError": true,
             "_meta": {"toolgate/upstream_error": {"code": code, "reference": "REF"}}}})
     };
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p1", "progress": 1, "total": 2}});
     let report = "Invalid arguments for tool \"add\" (1 problem):\n- b: expected an integer, got string \"many\" (parameter description: second)\nCorrect the arguments and call the tool again.";
     vec![
         (
@@ -84,11 +104,11 @@ fn table() -> Vec<(&'static str, Value, Value)> {
         ),
         (
             "denied",
-            call(5, "seen", json!({})),
+            call(5, "book", json!({})),
             json!({"jsonrpc": "2.0", "id": 5, "result": {
-                "content": [{"type": "text", "text": "The tool \"seen\" is not available: this gateway's policy does not allow it. Use another tool."}],
+                "content": [{"type": "text", "text": "The tool \"book\" is not available: this gateway's policy does not allow it. Use another tool."}],
                 "isError": true,
-                "_meta": {"toolgate/policy": {"code": "tool_denied", "tool": "seen"}}}}),
+                "_meta": {"toolgate/policy": {"code": "tool_denied", "tool": "book"}}}}),
         ),
         (
             "masked internal error",
@@ -108,7 +128,33 @@ fn table() -> Vec<(&'static str, Value, Value)> {
                 "isError": true,
                 "_meta": {"toolgate/output_validation": {"code": "invalid_output", "errors": {"/celsius": "expected a number, got string \"warm\""}}}}}),
         ),
+        (
+            "progress on the way",
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "notify", "arguments": {}, "_meta": {"progressToken": "p1"}}}),
+            json!([progress, {"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": "notified"}]}}]),
+        ),
+        (
+            "a batch holding a call",
+            json!([{"jsonrpc": "2.0", "id": 10, "method": "ping"}, call(11, "add", json!({"a": 1, "b": 2}))]),
+            json!([{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}}]),
+        ),
+        // Last: the stdio fixture exits, and what becomes of the session then is each kind
+        // of server's policy (docs/architecture.md), asserted in `recovery.rs`.
+        (
+            "the server gone mid-answer",
+            call(12, "crash", json!({})),
+            json!({"jsonrpc": "2.0", "id": 12, "result": {
+                "content": [{"type": "text", "text": "The tool server is unavailable (reference REF). Retrying in a moment may help if the server is restarting."}],
+                "isError": true,
+                "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reference": "REF"}}}}),
+        ),
     ]
+    .into_iter()
+    .map(|(name, sent, expected)| match expected {
+        Value::Array(all) => (name, sent, all),
+        answer => (name, sent, vec![answer]),
+    })
+    .collect()
 }
 
 #[tokio::test]
@@ -119,7 +165,8 @@ async fn every_front_answers_every_scenario_alike() {
         let (url, _) = scripted().spawn().await;
         let mut front = Front::start_with(mode, &url, &command, Some(CONFIG)).await;
         for (name, sent, expected) in table() {
-            let got = referenced(front.ask(sent).await);
+            let got: Vec<Value> = front.exchange_line(&sent.to_string()).await;
+            let got: Vec<Value> = got.into_iter().map(referenced).collect();
             assert_eq!(got, expected, "{mode}: {name}");
         }
         // Counted alike too: each call under its tool and outcome, in every front.
@@ -137,18 +184,22 @@ async fn every_front_answers_every_scenario_alike() {
 }
 
 /// The table's calls as `toolgate_tool_calls_total` counts them: once when decided, and
-/// again when a failure's answer is rewritten.
+/// again when a failure's answer is rewritten or none came. A batch is refused before any
+/// call in it is decided.
 fn expected_counts() -> Vec<String> {
     [
         ("(unlisted)", "unknown"),
         ("add", "coerced"),
         ("add", "forwarded"),
         ("add", "rejected_invalid"),
+        ("book", "denied"),
+        ("crash", "forwarded"),
+        ("crash", "upstream_error"),
         ("fail", "forwarded"),
         ("fail", "rewritten"),
         ("internal", "forwarded"),
         ("internal", "rewritten"),
-        ("seen", "denied"),
+        ("notify", "forwarded"),
         ("weather", "forwarded"),
     ]
     .map(|(tool, outcome)| {
@@ -167,4 +218,77 @@ fn tool_calls(metrics: &str) -> Vec<String> {
     lines.sort();
     assert!(!lines.is_empty(), "{metrics}");
     lines
+}
+
+/// What a transport decides, asserted in one table too: a `tools/call` sent as a
+/// notification (which no front forwards: over HTTP its POST is refused, over stdio nothing
+/// may answer it), and a call the client cancels, whose cancellation reaches the server in
+/// every front. What the client then hears of the cancelled call is its transport's: over
+/// stdio nothing (the specification's word), over HTTP the POST's response ends, with what
+/// the HTTP server sends or, for a stdio server, toolgate's `-32800`.
+#[tokio::test]
+async fn what_a_transport_decides_differs_only_by_transport() {
+    let command = common::peers::stdio_fixture(&["--typed"]).await;
+    let refused = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: tools/call must be a request with an id; toolgate does not forward it as a notification"}});
+    let slow = call(20, "slow", json!({}));
+    for mode in Mode::EVERY_FRONT {
+        let (url, server) = scripted().spawn().await;
+        let mut front = Front::start_with(mode, &url, &command, Some(CONFIG)).await;
+        let sent = json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});
+        let got = front.notify_line(&sent.to_string()).await;
+        let got = got.map(|(status, body)| (status, serde_json::from_str::<Value>(&body).unwrap()));
+        let expected = matches!(front, Front::Http { .. }).then(|| (400, refused.clone()));
+        assert_eq!(got, expected, "{mode}: a tools/call notification");
+
+        let got = front
+            .exchange_cancelled(&slow, std::time::Duration::from_millis(500))
+            .await;
+        let expected = match mode {
+            Mode::StdioUpstream | Mode::StdioCommand => vec![],
+            Mode::ServeCommand => vec![
+                json!({"jsonrpc": "2.0", "id": 20, "error": {"code": -32800, "message": "Request cancelled"}}),
+            ],
+            Mode::ServeUpstream | Mode::Layer => vec![
+                json!({"jsonrpc": "2.0", "id": 20, "result": {"content": [{"type": "text", "text": "slow done"}]}}),
+            ],
+        };
+        assert_eq!(got, expected, "{mode}: a cancelled call");
+
+        // The server saw the call and its cancellation, and never the notification.
+        let saw: Vec<String> = if mode.to_http() {
+            let seen = server.seen.lock().unwrap();
+            assert!(
+                seen.iter()
+                    .any(|m| m["method"] == "notifications/cancelled"
+                        && m["params"]["requestId"] == 20),
+                "{mode}: the cancellation names the call as the server knows it"
+            );
+            seen.iter()
+                .map(|m| m["method"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        } else {
+            let a = front.ask(call(21, "seen", json!({}))).await;
+            assert_eq!(a["result"]["isError"], Value::Null, "{mode}: {a}");
+            let text = a["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            serde_json::from_str::<Vec<String>>(&text)
+                .unwrap()
+                .into_iter()
+                .map(|m| m.replace(" (notification)", ""))
+                .collect()
+        };
+        let saw: Vec<&str> = saw
+            .iter()
+            .map(String::as_str)
+            .filter(|m| !["initialize", "notifications/initialized", "tools/list"].contains(m))
+            .collect();
+        let expected: &[&str] = match mode.to_http() {
+            true => &["tools/call", "notifications/cancelled"],
+            // The fixture lists the `seen` call that asked too.
+            false => &["tools/call", "notifications/cancelled", "tools/call"],
+        };
+        assert_eq!(saw, expected, "{mode}");
+    }
 }

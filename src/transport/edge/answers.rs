@@ -92,7 +92,7 @@ where
             return Response::from_parts(parts, rest);
         }
         Err(e) => {
-            let e = UpstreamError::Unreachable(format!("the answer broke off: {e}"));
+            let e = UpstreamError::unanswered_stream(Some(e.to_string()));
             return reply::unanswered(gw, &pending, &e);
         }
     };
@@ -237,10 +237,7 @@ impl SseInspector {
         if self.answered || self.raw || (broke.is_none() && self.resumable) {
             return;
         }
-        let why = UpstreamError::Unreachable(match broke {
-            Some(e) => format!("the stream broke before the answer: {e}"),
-            None => "the stream ended without an answer".into(),
-        });
+        let why = UpstreamError::unanswered_stream(broke);
         if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
             self.out.push_back(sse::event(&a.body));
         }

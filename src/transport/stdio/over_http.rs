@@ -367,16 +367,11 @@ impl Http {
                 self.session.locked().id = Some(sid.clone());
             }
         }
-        let status = resp.status();
-        let answered = self.read(resp, &to, &pending, handshake.is_some()).await;
+        let read = self.read(resp, &to, &pending, handshake.is_some()).await;
         if handshake.is_some() {
             self.open_stream();
         }
-        if !answered {
-            let e = UpstreamError::NotJsonRpc(format!(
-                "HTTP {} without an answer to the request",
-                status.as_u16()
-            ));
+        if let Err(e) = read {
             to.failed(&pending, &e);
         }
     }
@@ -464,32 +459,44 @@ impl Http {
         Some(jsonrpc::result_response(id, &result))
     }
 
-    /// Reads the answer, JSON or SSE, out to the client; `true` once the request's answer
-    /// has gone out (an SSE stream is left then: one answer per request).
+    /// Reads the answer, JSON or SSE, out to the client, until the request's answer has
+    /// gone out (an SSE stream is left then: one answer per request); `Err` says why none
+    /// came, classified as the HTTP edge classifies it.
     async fn read(
         &self,
         resp: http::Response<UpstreamBody>,
         to: &ToClient,
         pending: &Pending,
         handshake: bool,
-    ) -> bool {
+    ) -> Result<(), UpstreamError> {
+        let status = resp.status();
         let is_sse = resp
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut body = resp.into_body();
+        let unanswered = || {
+            UpstreamError::NotJsonRpc(format!(
+                "HTTP {} without an answer to the request",
+                status.as_u16()
+            ))
+        };
         if !is_sse {
             let limit = self.gw.config.limits.max_response_bytes;
             return match collect_upstream(body, limit).await {
-                Ok(Collected::Whole(bytes)) if !bytes.is_empty() => {
-                    self.deliver(to, pending, handshake, bytes)
+                Ok(Collected::Whole(bytes))
+                    if !bytes.is_empty() && self.deliver(to, pending, handshake, bytes.clone()) =>
+                {
+                    Ok(())
                 }
-                _ => false,
+                Err(e) => Err(UpstreamError::unanswered_stream(Some(e.to_string()))),
+                _ => Err(unanswered()),
             };
         }
         let mut splitter = Splitter::new(self.gw.config.limits.max_sse_event_bytes);
-        while let Some(Ok(frame)) = body.frame().await {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| UpstreamError::unanswered_stream(Some(e.to_string())))?;
             let Ok(data) = frame.into_data() else {
                 continue;
             };
@@ -498,11 +505,11 @@ impl Http {
                 if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty())
                     && self.deliver(to, pending, handshake, Bytes::copy_from_slice(d.as_bytes()))
                 {
-                    return true;
+                    return Ok(());
                 }
             }
         }
-        false
+        Err(UpstreamError::unanswered_stream(None))
     }
 
     /// One message the server sent about the request; `true` when it is the answer.

@@ -347,8 +347,10 @@ pub async fn open_session(url: &str) -> String {
 /// A masked answer with its reference (a fresh one per answer) written `REF`, so that answers
 /// masked apart compare equal.
 pub fn referenced(answer: Value) -> Value {
-    let reference = answer["result"]["_meta"]["toolgate/upstream_error"]["reference"]
+    let meta = &answer["result"]["_meta"];
+    let reference = meta["toolgate/upstream_error"]["reference"]
         .as_str()
+        .or(meta["toolgate/upstream"]["reference"].as_str())
         .map(str::to_owned);
     match reference {
         Some(r) => serde_json::from_str(&answer.to_string().replace(&r, "REF")).unwrap(),

@@ -183,6 +183,13 @@ impl Front {
     /// A handshake-era request's answer, `line` sent as it is written (over HTTP, in the
     /// client's session).
     pub async fn ask_line(&mut self, line: &str) -> Value {
+        let mut all = self.exchange_line(line).await;
+        all.pop().expect("an answer")
+    }
+
+    /// What a handshake-era request brings back, in order: what the server sent on the
+    /// way (over HTTP, on the request's stream), then the answer.
+    pub async fn exchange_line(&mut self, line: &str) -> Vec<Value> {
         match self {
             Front::Http { tg, session } => {
                 if session.is_none() {
@@ -190,7 +197,7 @@ impl Front {
                 }
                 post(&tg.url(), session.as_deref(), line.to_owned())
                     .await
-                    .answer()
+                    .messages()
             }
             Front::Stdio { g, initialized, .. } => {
                 if !*initialized {
@@ -198,12 +205,84 @@ impl Front {
                     *initialized = true;
                 }
                 g.send(line).await;
+                let mut all = Vec::new();
                 loop {
                     let m = g.recv().await;
-                    if m.get("method").is_none() {
-                        return m;
+                    let answer = m.get("method").is_none();
+                    all.push(m);
+                    if answer {
+                        return all;
                     }
                 }
+            }
+        }
+    }
+
+    /// What a handshake-era request brings back when the client cancels it `after` it was
+    /// sent: everything up to its answer, or up to a few seconds of silence when none comes
+    /// (which the specification allows for a cancelled request).
+    pub async fn exchange_cancelled(
+        &mut self,
+        request: &Value,
+        after: std::time::Duration,
+    ) -> Vec<Value> {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": request["id"], "reason": "the user moved on"}});
+        match self {
+            Front::Http { tg, session } => {
+                if session.is_none() {
+                    *session = Some(open_session(&tg.url()).await);
+                }
+                let (url, sid) = (tg.url(), session.clone());
+                let line = request.to_string();
+                let call = tokio::spawn(async move { post(&url, sid.as_deref(), line).await });
+                tokio::time::sleep(after).await;
+                let r = post(&tg.url(), session.as_deref(), cancel.to_string()).await;
+                assert_eq!(r.status, 202, "{}", r.text());
+                call.await.unwrap().messages()
+            }
+            Front::Stdio { g, initialized, .. } => {
+                if !*initialized {
+                    g.initialize().await;
+                    *initialized = true;
+                }
+                g.send(&request.to_string()).await;
+                tokio::time::sleep(after).await;
+                g.send(&cancel.to_string()).await;
+                let mut all = Vec::new();
+                while let Ok(Some(line)) =
+                    tokio::time::timeout(std::time::Duration::from_secs(4), g.next_line()).await
+                {
+                    let m: Value = serde_json::from_str(&line).unwrap();
+                    let answer = m.get("method").is_none();
+                    all.push(m);
+                    if answer {
+                        break;
+                    }
+                }
+                all
+            }
+        }
+    }
+
+    /// A notification, sent as it is written (over HTTP, in the client's session); what
+    /// comes back over HTTP (its status and body), nothing over stdio, where nothing may.
+    pub async fn notify_line(&mut self, line: &str) -> Option<(u16, String)> {
+        match self {
+            Front::Http { tg, session } => {
+                if session.is_none() {
+                    *session = Some(open_session(&tg.url()).await);
+                }
+                let r = post(&tg.url(), session.as_deref(), line.to_owned()).await;
+                Some((r.status, r.text()))
+            }
+            Front::Stdio { g, initialized, .. } => {
+                if !*initialized {
+                    g.initialize().await;
+                    *initialized = true;
+                }
+                g.send(line).await;
+                None
             }
         }
     }
