@@ -15,7 +15,29 @@ use http::{Method, Request, Response, Uri};
 
 use http_body_util::Full;
 use hyper::body::Incoming;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// An application's own MCP service, called in process ([`crate::ValidateLayer`]): the
+/// server behind the edge when toolgate is a layer in that application.
+pub(crate) type AppService = Arc<
+    dyn Fn(
+            http::Request<axum::body::Body>,
+        ) -> Pin<Box<dyn Future<Output = Response<axum::body::Body>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How a request reaches the endpoint: over the network (kept connections), or as a call
+/// of the application's own service, in process. One per upstream, so its size is nothing;
+/// boxing the pool would add a pointer to follow on every request.
+#[allow(clippy::large_enum_variant)]
+enum Transport {
+    Wire(Pool),
+    App(AppService),
+}
 
 /// How long an upstream may take: `answer` bounds the response head and then a JSON body
 /// whole; `stream_gap` bounds the silence between frames of an SSE answer to a request. The
@@ -42,12 +64,37 @@ impl From<&crate::config::Limits> for Wait {
 /// The timer is made only when the body first has to wait: an answer that arrives with its
 /// head (the common case) costs no allocation and no timer registration.
 pub struct UpstreamBody {
-    inner: Incoming,
+    inner: Inner,
     timer: Option<Timer>,
     started: tokio::time::Instant,
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     /// A frame came since the timer was last set (gap timers only).
     restart: bool,
+}
+
+/// The body as the transport gives it. The application's is behind a mutex only to be
+/// `Sync` like the network's (readers hold the answer across awaits); it is polled through
+/// `get_mut`, never locked.
+enum Inner {
+    Wire(Incoming),
+    App(std::sync::Mutex<axum::body::Body>),
+}
+
+impl Inner {
+    fn poll_frame(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BodyError>>> {
+        use http_body::Body;
+        match self {
+            Inner::Wire(b) => std::pin::Pin::new(b)
+                .poll_frame(cx)
+                .map(|f| f.map(|f| f.map_err(BodyError::from))),
+            Inner::App(b) => std::pin::Pin::new(b.get_mut().unwrap_or_else(|e| e.into_inner()))
+                .poll_frame(cx)
+                .map(|f| f.map(|f| f.map_err(BodyError::App))),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -62,6 +109,9 @@ enum Timer {
 pub enum BodyError {
     #[error("{0}")]
     Upstream(#[from] hyper::Error),
+    /// The application's own service failed its body (in process).
+    #[error("{0}")]
+    App(axum::Error),
     #[error("the tool server sent nothing more for {0:?}")]
     Stalled(Duration),
 }
@@ -76,9 +126,9 @@ impl http_body::Body for UpstreamBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BodyError>>> {
         use std::task::Poll;
         let this = &mut *self;
-        if let Poll::Ready(frame) = std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+        if let Poll::Ready(frame) = this.inner.poll_frame(cx) {
             this.restart = true;
-            return Poll::Ready(frame.map(|f| f.map_err(BodyError::from)));
+            return Poll::Ready(frame);
         }
         let Some(timer) = this.timer else {
             return Poll::Pending;
@@ -105,11 +155,17 @@ impl http_body::Body for UpstreamBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            Inner::Wire(b) => b.is_end_stream(),
+            Inner::App(b) => crate::locks::MutexExt::locked(b).is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Inner::Wire(b) => b.size_hint(),
+            Inner::App(b) => crate::locks::MutexExt::locked(b).size_hint(),
+        }
     }
 }
 
@@ -119,7 +175,7 @@ pub struct HttpClient {
     pub uri: Uri,
     /// The endpoint's path, as a request line carries it.
     path: Uri,
-    pool: Pool,
+    transport: Transport,
     /// The `Host` every request carries, built once.
     host: Option<HeaderValue>,
 }
@@ -208,9 +264,46 @@ impl HttpClient {
                 .path_and_query()
                 .cloned()
                 .map_or_else(|| Uri::from_static("/"), Uri::from),
-            pool: Pool::new(addr, tls),
+            transport: Transport::Wire(Pool::new(addr, tls)),
             uri,
         })
+    }
+
+    /// The application's own service as the endpoint, its MCP endpoint at `uri`'s path
+    /// (where toolgate's own requests go; a forwarded request keeps the target it named).
+    pub(crate) fn in_process(uri: Uri, app: AppService) -> HttpClient {
+        HttpClient {
+            host: None,
+            path: uri
+                .path_and_query()
+                .cloned()
+                .map_or_else(|| Uri::from_static("/mcp"), Uri::from),
+            transport: Transport::App(app),
+            uri,
+        }
+    }
+
+    /// Forwards a client's request (its head `parts`, with `body`): over the network with its
+    /// method and end-to-end headers; to an application in process as it came, with the
+    /// target it named and its extensions (what the application's own layers put there).
+    pub async fn send_as(
+        &self,
+        parts: http::request::Parts,
+        body: Bytes,
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        match &self.transport {
+            Transport::Wire(_) => {
+                self.send_to(self.path.clone(), parts.method, parts.headers, body, wait)
+                    .await
+            }
+            Transport::App(app) => {
+                let mut parts = parts;
+                strip_hop_by_hop(&mut parts.headers);
+                let req = http::Request::from_parts(parts, axum::body::Body::from(body));
+                self.answered(app(req), false, wait).await
+            }
+        }
     }
 
     /// Sends one request with the client's end-to-end headers and waits (bounded) for the
@@ -250,22 +343,46 @@ impl HttpClient {
         body: Bytes,
         wait: Wait,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        let is_get = method == Method::GET;
+        strip_hop_by_hop(&mut headers);
+        let pool = match &self.transport {
+            Transport::Wire(pool) => pool,
+            Transport::App(app) => {
+                let mut req = http::Request::new(axum::body::Body::from(body));
+                (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
+                return self.answered(app(req), is_get, wait).await;
+            }
+        };
         let mut req = Request::builder()
             .method(method)
             .uri(path)
             .body(Full::new(body))
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
-        strip_hop_by_hop(&mut headers);
         headers.remove(header::ACCEPT_ENCODING);
         match &self.host {
             Some(host) => headers.insert(header::HOST, host.clone()),
             None => headers.remove(header::HOST),
         };
         *req.headers_mut() = headers;
+        let answer = async { Ok(pool.send(req).await?.map(Inner::Wire)) };
+        self.answered(answer, is_get, wait).await
+    }
+
+    /// Waits (bounded) for an answer's head, and bounds its body as [`Wait`] says.
+    async fn answered<A, F>(
+        &self,
+        answer: F,
+        is_get: bool,
+        wait: Wait,
+    ) -> Result<Response<UpstreamBody>, UpstreamError>
+    where
+        F: Future<Output = A>,
+        A: IntoAnswer,
+    {
         let started = tokio::time::Instant::now();
-        let is_get = req.method() == Method::GET;
-        match tokio::time::timeout(wait.answer, self.pool.send(req)).await {
-            Ok(Ok(resp)) => {
+        match tokio::time::timeout(wait.answer, answer).await {
+            Ok(answer) => {
+                let resp = answer.into_answer()?;
                 let is_sse = resp
                     .headers()
                     .get(header::CONTENT_TYPE)
@@ -284,9 +401,26 @@ impl HttpClient {
                     restart: false,
                 }))
             }
-            Ok(Err(e)) => Err(e),
             Err(_) => Err(UpstreamError::Timeout(wait.answer)),
         }
+    }
+}
+
+/// An answer's head as a transport gives it: the network's may have failed, the
+/// application's cannot.
+trait IntoAnswer {
+    fn into_answer(self) -> Result<Response<Inner>, UpstreamError>;
+}
+
+impl IntoAnswer for Result<Response<Inner>, UpstreamError> {
+    fn into_answer(self) -> Result<Response<Inner>, UpstreamError> {
+        self
+    }
+}
+
+impl IntoAnswer for Response<axum::body::Body> {
+    fn into_answer(self) -> Result<Response<Inner>, UpstreamError> {
+        Ok(self.map(|b| Inner::App(std::sync::Mutex::new(b))))
     }
 }
 

@@ -292,3 +292,59 @@ async fn what_a_transport_decides_differs_only_by_transport() {
         assert_eq!(saw, expected, "{mode}");
     }
 }
+
+/// The same calls through every front leave the same spans: a server span per request,
+/// named and classified alike (`error.type`, `toolgate.outcome`), with the hop to the server
+/// a client span under it exactly when the call went to the server.
+#[tokio::test]
+async fn every_front_traces_every_scenario_alike() {
+    use crate::telemetry::{attr, collector, spans};
+    let command = common::peers::stdio_fixture(&["--typed"]).await;
+    let ids = ["1", "3", "4", "5", "6", "12"];
+    let mut first: Option<(Mode, Vec<String>)> = None;
+    for mode in Mode::EVERY_FRONT {
+        let (endpoint, got) = collector().await;
+        let config = format!("{CONFIG}[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
+        let (url, _) = scripted().spawn().await;
+        let mut front = Front::start_with(mode, &url, &command, Some(&config)).await;
+        for (_, sent, _) in table().into_iter().filter(|(_, sent, _)| {
+            sent["id"]
+                .as_i64()
+                .is_some_and(|id| ids.contains(&id.to_string().as_str()))
+        }) {
+            front.exchange_line(&sent.to_string()).await;
+        }
+        let mut summary = Vec::new();
+        for _ in 0..100 {
+            let all = spans(&got, 0).await;
+            summary = ids
+                .iter()
+                .filter_map(|id| {
+                    let server = all.iter().find(|s| {
+                        s.kind == 2 && attr(s, "jsonrpc.request.id").as_deref() == Some(id)
+                    })?;
+                    let hops: Vec<String> = all
+                        .iter()
+                        .filter(|c| c.kind == 3 && c.parent_span_id == server.span_id)
+                        .map(|c| format!("hop {:?}", attr(c, "error.type")))
+                        .collect();
+                    Some(format!(
+                        "{id} {} error.type={:?} outcome={:?} {hops:?}",
+                        server.name,
+                        attr(server, "error.type"),
+                        attr(server, "toolgate.outcome"),
+                    ))
+                })
+                .collect();
+            if summary.len() == ids.len() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        eprintln!("{mode}: {summary:#?}");
+        match &first {
+            None => first = Some((mode, summary)),
+            Some((m, expected)) => assert_eq!(&summary, expected, "{mode} traces as {m} does"),
+        }
+    }
+}

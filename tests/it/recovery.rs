@@ -577,7 +577,8 @@ async fn toolgate_stdio_answers_a_request_the_server_refused_without_an_id_once_
 /// the server restarts and forgets it (server-everything then answers 400 "No valid session
 /// ID provided", not the spec's 404), the request that finds out is answered with an error
 /// that says to retry (it may not be safe to send twice), and the retry goes through a new
-/// session. Alike over `serve --upstream` and `stdio --upstream`.
+/// session. Alike over `serve --upstream`, `stdio --upstream` and in an application with
+/// `ValidateLayer`.
 #[tokio::test]
 async fn a_lost_bridged_session_is_opened_again_for_the_retry() {
     let sum = |id: i64| {
@@ -592,7 +593,7 @@ async fn a_lost_bridged_session_is_opened_again_for_the_retry() {
         "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": why}},
         "resultType": "complete"}})
     };
-    for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
+    for mode in [Mode::ServeUpstream, Mode::StdioUpstream, Mode::Layer] {
         let server = common::peers::server_everything_http().await;
         let (port, url) = (server.port, server.url.clone());
         let mut front = Front::start(mode, &url, &[]).await;
@@ -632,7 +633,7 @@ async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
     };
     let refusal = json!({"jsonrpc": "2.0", "error": {"code": -32000,
         "message": "Bad Request: No valid session ID provided"}});
-    for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
+    for mode in [Mode::ServeUpstream, Mode::StdioUpstream, Mode::Layer] {
         let server = common::peers::server_everything_http().await;
         let (port, url) = (server.port, server.url.clone());
         let mut front = Front::start(mode, &url, &[]).await;

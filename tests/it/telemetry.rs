@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A collector on `127.0.0.1:0` keeping every request it decodes.
-async fn collector() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequest>>>) {
+pub(crate) async fn collector() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequest>>>) {
     let got: Arc<Mutex<Vec<ExportTraceServiceRequest>>> = Arc::default();
     let sink = got.clone();
     let app = axum::Router::new().route(
@@ -54,7 +54,7 @@ fn attrs(kv: &[KeyValue]) -> Vec<(String, String)> {
     kv.iter().map(|a| (a.key.clone(), text(&a.value))).collect()
 }
 
-fn attr(span: &Span, key: &str) -> Option<String> {
+pub(crate) fn attr(span: &Span, key: &str) -> Option<String> {
     attrs(&span.attributes)
         .into_iter()
         .find(|(k, _)| k == key)
@@ -66,7 +66,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// Every span received so far, once at least `n` are there (or after 10 s).
-async fn spans(got: &Mutex<Vec<ExportTraceServiceRequest>>, n: usize) -> Vec<Span> {
+pub(crate) async fn spans(got: &Mutex<Vec<ExportTraceServiceRequest>>, n: usize) -> Vec<Span> {
     let all = || -> Vec<Span> {
         got.lock()
             .unwrap()

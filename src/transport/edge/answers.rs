@@ -17,6 +17,7 @@ use crate::net::client::strip_hop_by_hop;
 use crate::pipeline::bridge;
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::reply;
+use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
 use axum::body::Body;
 use axum::response::Response;
@@ -59,7 +60,9 @@ where
         .map_or("", |v| v.split(';').next().unwrap_or("").trim());
     let is_json = media.eq_ignore_ascii_case("application/json");
     if media.eq_ignore_ascii_case("text/event-stream") {
-        let body = sse_stream(SseInspector::new(gw.clone(), pending), body);
+        let outcome = StreamOutcome::default();
+        parts.extensions.insert(outcome.clone());
+        let body = sse_stream(SseInspector::new(gw.clone(), pending, outcome), body);
         return Response::from_parts(parts, body);
     }
     if pending.id.is_none() {
@@ -162,10 +165,12 @@ struct SseInspector {
     /// The upstream numbers its events, so a clean end may be resumed by the client.
     resumable: bool,
     out: VecDeque<Bytes>,
+    /// Set when toolgate answers the request itself, at the stream's end.
+    outcome: StreamOutcome,
 }
 
 impl SseInspector {
-    fn new(gw: Arc<Gateway>, pending: Pending) -> SseInspector {
+    fn new(gw: Arc<Gateway>, pending: Pending, outcome: StreamOutcome) -> SseInspector {
         let max = gw.config.limits.max_sse_event_bytes;
         SseInspector {
             gw,
@@ -175,6 +180,7 @@ impl SseInspector {
             answered: false,
             resumable: false,
             out: VecDeque::new(),
+            outcome,
         }
     }
 
@@ -239,6 +245,7 @@ impl SseInspector {
         }
         let why = UpstreamError::unanswered_stream(broke);
         if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
+            self.outcome.set("upstream_error");
             self.out.push_back(sse::event(&a.body));
         }
     }

@@ -42,7 +42,17 @@ use std::sync::Arc;
 use std::task::Poll;
 use tower_service::Service;
 
-type Request = http::Request<hyper::body::Incoming>;
+/// What a request's body may be: hyper's from a connection, or an application's (the
+/// layer in process).
+pub(crate) trait RequestBody:
+    http_body::Body<Data = Bytes, Error: std::fmt::Display> + Send + Unpin + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: http_body::Body<Data = Bytes, Error: std::fmt::Display> + Send + Unpin + 'static
+{
+}
 
 /// Where each target's messages go: an HTTP upstream, or a pool of stdio children. Built once
 /// per listener; the stdio pools are stopped with it.
@@ -82,6 +92,24 @@ impl Upstreams {
         })
     }
 
+    /// The one endpoint of a gateway inside an application: its own service, in process.
+    pub(crate) fn in_process(live: &Live, app: crate::net::client::AppService) -> Upstreams {
+        let gw = live.load();
+        let target = &gw.targets[0];
+        let uri =
+            parse_upstream_url(&target.url).unwrap_or_else(|_| http::Uri::from_static("/mcp"));
+        let up = Upstream::Http(Arc::new(HttpUpstream::in_process(uri, app)));
+        Upstreams {
+            endpoints: [Endpoint {
+                path: target.path.clone(),
+                index: 0,
+                up,
+            }]
+            .into(),
+            pools: Arc::new([]),
+        }
+    }
+
     /// Stops every stdio child (at shutdown).
     pub(crate) async fn close(&self) {
         for p in self.pools.iter() {
@@ -109,7 +137,7 @@ impl Gate {
     }
 }
 
-impl Service<Routed<hyper::body::Incoming>> for Gate {
+impl<B: RequestBody> Service<Routed<B>> for Gate {
     type Response = Outbound;
     type Error = Infallible;
     /// Boxed: the handlers borrow the request's route across their awaits, and a Tower
@@ -120,7 +148,7 @@ impl Service<Routed<hyper::body::Incoming>> for Gate {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, routed: Routed<hyper::body::Incoming>) -> Self::Future {
+    fn call(&mut self, routed: Routed<B>) -> Self::Future {
         let (endpoints, peer) = (self.endpoints.clone(), self.peer);
         Box::pin(async move {
             let Routed { inbound, target } = routed;
@@ -140,7 +168,11 @@ impl Service<Routed<hyper::body::Incoming>> for Gate {
 }
 
 /// A request for the endpoint, by HTTP method.
-async fn dispatch(rt: &Route<'_>, req: Request, note: &mut Note) -> Response {
+async fn dispatch<B: RequestBody>(
+    rt: &Route<'_>,
+    req: http::Request<B>,
+    note: &mut Note,
+) -> Response {
     let client = rt.gw.client(note.client.clone());
     match *req.method() {
         Method::POST => post(rt, req, client, note).await,
@@ -160,7 +192,12 @@ async fn dispatch(rt: &Route<'_>, req: Request, note: &mut Note) -> Response {
     }
 }
 
-async fn post(rt: &Route<'_>, req: Request, client: Option<Client>, note: &mut Note) -> Response {
+async fn post<B: RequestBody>(
+    rt: &Route<'_>,
+    req: http::Request<B>,
+    client: Option<Client>,
+    note: &mut Note,
+) -> Response {
     let (parts, body) = req.into_parts();
     let bytes = match message::read(body, &rt.gw.config.limits).await {
         Ok(bytes) => bytes,
@@ -358,9 +395,9 @@ impl Lister for EdgeWay<'_> {
     }
 }
 
-async fn bodiless(
+async fn bodiless<B>(
     rt: &Route<'_>,
-    req: Request,
+    req: http::Request<B>,
     client: Option<Client>,
     note: &mut Note,
 ) -> Response {

@@ -6,11 +6,14 @@
 //! span, the trace context in `params._meta`) hang under it; it continues the client's
 //! `traceparent` when there is one.
 //!
+//! A streamed answer's span ends with its stream, and says what the stream settled as (a
+//! stream that broke before its answer is `upstream_error`, as the stdio front says it).
+//!
 //! Caveats: a request that reached no endpoint is neither counted, logged nor traced (a
 //! scanner must not grow the metric series); and what a streamed answer sends after its head
-//! is not in the log line, whose latency is the time to the head.
+//! is not in the request count or the log line, whose latency is the time to the head.
 
-use super::request::{Inbound, Note, Outbound, TRACEPARENT, TRACESTATE};
+use super::request::{Inbound, Note, Outbound, StreamOutcome, TRACEPARENT, TRACESTATE};
 use crate::gateway::Gateway;
 use crate::mcp;
 use crate::telemetry::{self, Attr};
@@ -100,25 +103,100 @@ where
         let Ok(mut out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
         if let Some(target) = out.note.target {
             let status = out.resp.status();
-            let span = self.span.take();
-            record(&out.gw, target, &mut out.note, status, self.started, span);
+            record(&out.gw, target, &out.note, status, self.started);
+            if let Some(span) = self.span.take()
+                && out.note.trace.is_some()
+            {
+                trace(&mut out, target, status, span);
+            }
         }
         Poll::Ready(Ok(out))
     }
 }
 
-fn record(
-    gw: &Gateway,
+/// Ends the request's span: now, or for an answer streamed past its head (whose outcome may
+/// still change), when its body ends.
+fn trace(out: &mut Outbound, target: usize, status: StatusCode, span: SpanHeaders) {
+    let Some(streamed) = out.resp.extensions().get::<StreamOutcome>().cloned() else {
+        let upstream = &out.gw.targets[target].name;
+        if let Some(trace) = out.note.trace.take() {
+            end_trace(upstream, &out.note, *trace, status, span);
+        }
+        return;
+    };
+    let late = LateSpan {
+        gw: out.gw.clone(),
+        target,
+        note: std::mem::take(&mut out.note),
+        status,
+        span: Some(span),
+        streamed,
+    };
+    let body = std::mem::take(out.resp.body_mut());
+    *out.resp.body_mut() = axum::body::Body::new(Traced { body, late });
+}
+
+/// A streamed answer's body, which ends its request's span when it ends (or is dropped).
+struct Traced {
+    body: axum::body::Body,
+    late: LateSpan,
+}
+
+struct LateSpan {
+    gw: std::sync::Arc<Gateway>,
     target: usize,
-    note: &mut Note,
+    note: Note,
     status: StatusCode,
-    started: Option<Instant>,
     span: Option<SpanHeaders>,
-) {
-    let upstream = &gw.targets[target].name;
-    if let (Some(trace), Some(span)) = (note.trace.take(), span) {
-        end_trace(upstream, note, *trace, status, span);
+    streamed: StreamOutcome,
+}
+
+impl LateSpan {
+    fn end(&mut self) {
+        let (Some(trace), Some(span)) = (self.note.trace.take(), self.span.take()) else {
+            return;
+        };
+        if let Some(outcome) = self.streamed.get() {
+            self.note.outcome = outcome;
+        }
+        let upstream = &self.gw.targets[self.target].name;
+        end_trace(upstream, &self.note, *trace, self.status, span);
     }
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        self.late.end();
+    }
+}
+
+impl http_body::Body for Traced {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.late.end();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Counts the request and writes its access-log line, when its head goes out.
+fn record(gw: &Gateway, target: usize, note: &Note, status: StatusCode, started: Option<Instant>) {
+    let upstream = &gw.targets[target].name;
     gw.metrics
         .requests
         .inc(&[upstream, note.method, note.outcome]);

@@ -81,6 +81,22 @@ impl<B> Inbound<B> {
 pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 pub(crate) const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
+/// What a streamed answer settled as after its head went out, put in the answer's
+/// extensions by the stream and read by `observe` when the stream ends: the span of a request
+/// whose stream broke before its answer then ends with toolgate's answer, as over stdio.
+#[derive(Clone, Default)]
+pub(crate) struct StreamOutcome(Arc<std::sync::OnceLock<&'static str>>);
+
+impl StreamOutcome {
+    pub(crate) fn set(&self, outcome: &'static str) {
+        let _ = self.0.set(outcome);
+    }
+
+    pub(crate) fn get(&self) -> Option<&'static str> {
+        self.0.get().copied()
+    }
+}
+
 /// What the access log, the request metrics and the trace say about one request.
 #[derive(Default)]
 pub(crate) struct Note {

@@ -303,7 +303,7 @@ async fn forward(
         };
         hop
     });
-    let sent = up.http.send(parts.method, parts.headers, body, wait).await;
+    let sent = up.http.send_as(parts, body, wait).await;
     if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
         use telemetry::Attr;
         let mut attrs = vec![

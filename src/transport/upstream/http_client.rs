@@ -29,6 +29,14 @@ impl HttpUpstream {
             bridge: Default::default(),
         })
     }
+
+    /// An application's own service as the upstream, its MCP endpoint at `uri`'s path.
+    pub(crate) fn in_process(uri: Uri, app: crate::net::client::AppService) -> HttpUpstream {
+        HttpUpstream {
+            http: HttpClient::in_process(uri, app),
+            bridge: Default::default(),
+        }
+    }
 }
 
 /// Sends one request toolgate wrote and reads the answer to it, from a JSON body or from
