@@ -205,7 +205,9 @@ impl Pool {
             let (tx, reused, asked_for_certificate) = match self.take() {
                 Some(tx) => (tx, true, false),
                 None => {
-                    let (tx, asked) = self.connect().await?;
+                    // Boxed: a TLS and HTTP/2 handshake's future is many times a request's,
+                    // and every request's future would carry (and copy) its size.
+                    let (tx, asked) = Box::pin(self.connect()).await?;
                     (tx, false, asked)
                 }
             };

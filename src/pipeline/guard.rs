@@ -655,7 +655,9 @@ async fn schema_for<L: Lister>(
     let lock = gw.catalog.refresh_lock(call.key);
     let _one_listing_at_a_time = lock.lock().await;
     if !gw.catalog.listed_since(call.key, asked) {
-        list_all(gw, call.key, meta, lister).await?;
+        // Boxed: a listing's future is large and rare next to a call's, and every call's
+        // future would otherwise carry its size (and copy it when boxed by the front).
+        Box::pin(list_all(gw, call.key, meta, lister)).await?;
     }
     Ok(match gw.catalog.lookup(call.key, tool) {
         Lookup::Found(t) => Some(t),

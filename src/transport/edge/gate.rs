@@ -176,7 +176,8 @@ async fn dispatch<B: RequestBody>(
     let client = rt.gw.client(note.client.clone());
     match *req.method() {
         Method::POST => post(rt, req, client, note).await,
-        Method::GET | Method::DELETE => bodiless(rt, req, client, note).await,
+        // Boxed: streams and session ends are rare next to POSTs, and their futures large.
+        Method::GET | Method::DELETE => Box::pin(bodiless(rt, req, client, note)).await,
         _ => {
             let mut r = reply::transport(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -219,7 +220,7 @@ async fn post<B: RequestBody>(
                 return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
             }
             let up = whole.expect("step::batch refuses a batch for a stdio server");
-            return to_http::batch(rt, up, parts, bytes.clone(), &ctx, note).await;
+            return Box::pin(to_http::batch(rt, up, parts, bytes.clone(), &ctx, note)).await;
         }
         Parsed::Single(m) => m,
     };
@@ -237,7 +238,17 @@ async fn post<B: RequestBody>(
             EndpointWay::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await)
         }
         Upstream::Stdio(pool) => {
-            match ChildWay::find(rt, pool, &parts.headers, &m, era, &ctx, note).await {
+            match Box::pin(ChildWay::find(
+                rt,
+                pool,
+                &parts.headers,
+                &m,
+                era,
+                &ctx,
+                note,
+            ))
+            .await
+            {
                 Ok(way) => EndpointWay::Child(way),
                 Err(resp) => return resp,
             }
@@ -365,7 +376,9 @@ impl Way for EdgeWay<'_> {
         note.forwarding(rt.gw, &pending.kind);
         match to {
             EndpointWay::Http(way) => way.send(rt, parts, body, pending, said, note).await,
-            EndpointWay::Child(way) => to_child(rt, way, body, pending, said, note).await,
+            // Boxed: a child's path is several times an HTTP server's, whose requests would
+            // otherwise carry (and copy) its size.
+            EndpointWay::Child(way) => Box::pin(to_child(rt, way, body, pending, said, note)).await,
         }
     }
 }

@@ -121,20 +121,27 @@ impl<'a> HttpWay<'a> {
         note: &mut Note,
     ) -> Response {
         let up = self.up;
+        // One `forward` awaited for every way: each await of it would be a state of its own
+        // in this future, which every request carries.
+        let mut has_session = self.has_session;
+        let mut bridged = None;
         if let Some((_, headers)) = self.reversed {
             parts.headers = headers;
-            return forward(rt, up, parts, body, pending, false, note).await;
+            has_session = false;
+        } else if let Some(session) = self.session {
+            session.headers(&mut parts.headers);
+            let headers = parts.headers.clone();
+            let abandon = cancels(rt, &headers, &pending);
+            bridged = Some((headers, abandon, pending.clone()));
+            has_session = false;
+        } else if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
+            // Boxed: once per session, and larger than a call's whole path.
+            return Box::pin(initialize(rt, up, parts, body, pending, said, note)).await;
         }
-        let Some(session) = self.session else {
-            if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
-                return initialize(rt, up, parts, body, pending, said, note).await;
-            }
-            return forward(rt, up, parts, body, pending, self.has_session, note).await;
+        let resp = forward(rt, up, parts, body, pending, has_session, note).await;
+        let Some((headers, abandon, pending)) = bridged else {
+            return resp;
         };
-        session.headers(&mut parts.headers);
-        let headers = parts.headers.clone();
-        let abandon = cancels(rt, &headers, &pending);
-        let resp = forward(rt, up, parts, body, pending.clone(), false, note).await;
         let limits = &rt.gw.config.limits;
         if !http_bridge::session_lost(up, resp.status(), &headers, limits).await {
             return match abandon {

@@ -202,16 +202,14 @@ pub async fn session_lost(
     let mut headers = own_headers(headers);
     headers.remove(mcp::METHOD_HEADER);
     let ping = r#"{"jsonrpc":"2.0","id":"toolgate-session-check","method":"ping"}"#;
-    match up
-        .http
-        .send(
-            http::Method::POST,
-            headers,
-            Bytes::from_static(ping.as_bytes()),
-            limits.into(),
-        )
-        .await
-    {
+    let sent = up.http.send(
+        http::Method::POST,
+        headers,
+        Bytes::from_static(ping.as_bytes()),
+        limits.into(),
+    );
+    // Boxed: rare (after a 400), and it would otherwise widen every bridged request's future.
+    match Box::pin(sent).await {
         Ok(r) => matches!(r.status(), StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND),
         Err(_) => false,
     }
@@ -332,7 +330,8 @@ impl HttpBridge {
             Some(false) => return None,
             Some(true) => {}
             None => {
-                let decided = self.ask_era(up, client, &ids(), limits).await?;
+                // Boxed, as the opening below: rare, and large next to a request's future.
+                let decided = Box::pin(self.ask_era(up, client, &ids(), limits)).await?;
                 self.era.decide(decided);
                 if !decided {
                     return None;
@@ -342,7 +341,7 @@ impl HttpBridge {
         if let Some(s) = self.sessions.locked().get(&key) {
             return Some(s.clone());
         }
-        let opened = Arc::new(self.open(up, client, &ids(), limits).await?);
+        let opened = Arc::new(Box::pin(self.open(up, client, &ids(), limits)).await?);
         let mut sessions = self.sessions.locked();
         // Credentials come from clients: past the bound, one session is forgotten (the
         // server expires it) to make room, and its credential's next request opens another.
