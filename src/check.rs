@@ -8,10 +8,9 @@
 
 use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
-use crate::mcp;
-use crate::pipeline::guard::ListFailed;
+use crate::transport::upstream::child::{ChildProcess, Within};
 use crate::transport::upstream::http_client::HttpUpstream;
-use crate::transport::upstream::http_client::exchange;
+use crate::transport::upstream::own::{self, HttpSession, OwnRequests};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -68,123 +67,52 @@ pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, CannotList> {
         ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
-    let failed = |what: &str, e: ListFailed<Box<axum::response::Response>>| match e {
-        ListFailed::Relay(r) => format!("{what}: the server answered HTTP {}", r.status()),
-        ListFailed::Unavailable(e) => format!("{what}: {e}"),
-        ListFailed::Refused(m) => format!("{what}: {m}"),
-    };
-    let init = mcp::initialize_request("toolgate-check-0");
-    let (answer_headers, result) = exchange(
-        &up,
-        &headers,
-        Bytes::from(init.to_string()),
-        "toolgate-check-0",
-        &cfg.limits,
-    )
-    .await
-    .map_err(|e| failed("initialize", e))?;
-    if let Some(v) = serde_json::from_str::<Value>(result.get())
-        .ok()
-        .and_then(|r| r.get("protocolVersion").cloned())
-        .and_then(|v| v.as_str().map(str::to_owned))
-        && let Ok(v) = HeaderValue::from_str(&v)
-    {
-        headers.insert(crate::mcp::PROTOCOL_VERSION, v);
-    }
-    if let Some(s) = answer_headers.get(crate::mcp::SESSION_ID) {
-        headers.insert(crate::mcp::SESSION_ID, s.clone());
-    }
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let _ = up
-        .http
-        .send(
-            Method::POST,
-            headers.clone(),
-            Bytes::from(note.to_string()),
-            (&cfg.limits).into(),
-        )
-        .await;
-    let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
-        let (up, headers, limits) = (&up, &headers, &cfg.limits);
-        async move {
-            let (_, result) = exchange(up, headers, Bytes::from(req.to_string()), &id, limits)
-                .await
-                .map_err(|e| failed("tools/list", e))?;
-            serde_json::from_str::<Value>(result.get())
-                .map_err(|e| CannotList(format!("tools/list: {e}")))
-        }
-    })
-    .await?;
+    let session = HttpSession::new(&up, headers, &cfg.limits);
+    let listed = listing(&session, cfg).await;
+    let headers = session.into_headers();
     if headers.contains_key(crate::mcp::SESSION_ID) {
+        let wait = (&cfg.limits).into();
         let _ = up
             .http
-            .send(
-                Method::DELETE,
-                headers.clone(),
-                Bytes::new(),
-                (&cfg.limits).into(),
-            )
+            .send(Method::DELETE, headers, Bytes::new(), wait)
             .await;
     }
     Ok(check_tools(
         url,
-        &tools,
+        &listed?,
         &CompileSettings::from_config(&cfg.limits, &cfg.validation),
     ))
 }
 
 /// Launches a stdio server, lists its tools (initialize, every page) and checks them.
 pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, CannotList> {
-    use crate::transport::upstream::child::ChildProcess;
     // Nothing it sends on its own matters to a check.
     let child = ChildProcess::spawn(command, cfg.limits.max_response_bytes, |_| {})
         .map_err(|e| e.to_string())?;
-    let timeout = cfg.limits.upstream_timeout;
-    let ask = |id: &str, req: Value| {
-        let child = child.clone();
-        let raw = serde_json::to_string(id).expect("a string serializes");
-        async move {
-            let answer = child
-                .request(Bytes::from(req.to_string()), &raw, timeout)
-                .await
-                .map_err(|e| e.to_string())?;
-            let v: Value = serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
-            match v.get("result") {
-                Some(r) => Ok(r.clone()),
-                None => Err(format!(
-                    "the server answered {}",
-                    v.get("error").unwrap_or(&v)
-                )),
-            }
-        }
-    };
-    let listed = async {
-        let init = mcp::initialize_request("toolgate-check-0");
-        ask("toolgate-check-0", init)
-            .await
-            .map_err(|e| format!("initialize: {e}"))?;
-        let _ = child.send(Bytes::from(
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
-        ));
-        let tools = list_pages(cfg.limits.max_list_pages, |id, req| {
-            let ask = &ask;
-            async move {
-                ask(&id, req)
-                    .await
-                    .map_err(|e| CannotList(format!("tools/list: {e}")))
-            }
-        })
-        .await?;
-        Ok::<_, CannotList>(tools)
-    }
-    .await;
+    let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
     child.shutdown(cfg.stdio.shutdown_grace).await;
-    let tools = listed?;
     Ok(check_tools(
         &command.join(" "),
-        &tools,
+        &listed?,
         &CompileSettings::from_config(&cfg.limits, &cfg.validation),
     ))
+}
+
+/// A server's tools, as a client of the handshake era lists them: the handshake, then every
+/// page of `tools/list`.
+async fn listing<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>, CannotList> {
+    own::handshake(server, "toolgate-check-0", None)
+        .await
+        .map_err(|e| CannotList(format!("initialize: {e}")))?;
+    list_pages(cfg.limits.max_list_pages, |id, req| async move {
+        let result = server
+            .ask(Bytes::from(req.to_string()), &id)
+            .await
+            .map_err(|e| CannotList(format!("tools/list: {e}")))?;
+        serde_json::from_str::<Value>(result.get())
+            .map_err(|e| CannotList(format!("tools/list: {e}")))
+    })
+    .await
 }
 
 /// Every page of `tools/list`, each request sent through `ask(id, request)`.

@@ -21,7 +21,7 @@ use crate::pipeline::step::Bridging;
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session as BridgeSession};
 use crate::transport::upstream::http_client::HttpUpstream;
-use crate::transport::upstream::http_client::exchange;
+use crate::transport::upstream::own::{self, HttpSession};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -107,29 +107,16 @@ impl Http {
             return false;
         };
         let id = self.gw.next_id();
-        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params});
-        let body = Bytes::from(request.to_string());
         let mut headers = self.headers();
         headers.remove(mcp::PROTOCOL_VERSION);
-        let limits = &self.gw.config.limits;
-        let Ok((answer_headers, _)) = exchange(&self.up, &headers, body, &id, limits).await else {
+        let opening = HttpSession::new(&self.up, headers, &self.gw.config.limits);
+        if own::handshake(&opening, &id, Some(&params)).await.is_err() {
             return false;
-        };
-        let Some(sid) = answer_headers.get(mcp::SESSION_ID).cloned() else {
+        }
+        let Some(sid) = opening.into_headers().get(mcp::SESSION_ID).cloned() else {
             return false;
         };
         self.session.locked().id = Some(sid);
-        let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let _ = self
-            .up
-            .http
-            .send(
-                Method::POST,
-                self.headers(),
-                Bytes::from(note.to_string()),
-                self.timeout(),
-            )
-            .await;
         tracing::info!(upstream = %self.target.name, "the server lost the session; a new one is open");
         self.open_stream();
         true

@@ -9,6 +9,7 @@
 //! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
 //! and `uvx` servers run as grandchildren.
 
+use super::own::{self, OwnRequests, Unresulted};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
@@ -566,47 +567,31 @@ pub enum OwnRequestFailed {
     Discover(Unresulted),
 }
 
-/// Why one request got no result.
-#[derive(Debug, thiserror::Error)]
-pub enum Unresulted {
-    #[error("{0}")]
-    Unavailable(#[from] UpstreamError),
-    #[error("{0}")]
-    Refused(#[from] guard::ErrorAnswer),
-    #[error("the answer is not a JSON-RPC response")]
-    NotAnswer,
-}
+/// A stdio child as toolgate's own requests see it, each request given its timeout.
+pub(crate) struct Within<'a>(pub(crate) &'a ChildProcess, pub(crate) Duration);
 
-impl ChildProcess {
-    /// Sends one request of toolgate's own (`id`, a string) and reads its result, or why there
-    /// is none.
-    async fn ask(
-        &self,
-        request: serde_json::Value,
-        id: &str,
-        timeout: Duration,
-    ) -> Result<Box<RawValue>, Unresulted> {
+impl OwnRequests for Within<'_> {
+    async fn ask(&self, request: Bytes, id: &str) -> Result<Box<RawValue>, Unresulted> {
         let raw_id = serde_json::to_string(id).expect("a string serializes");
-        let answer = self
-            .request(Bytes::from(request.to_string()), &raw_id, timeout)
-            .await?;
+        let answer = self.0.request(request, &raw_id, self.1).await?;
         Ok(guard::match_answer(&answer, id).ok_or(Unresulted::NotAnswer)??)
     }
 
+    async fn tell(&self, notification: Bytes) {
+        let _ = self.0.send(notification);
+    }
+}
+
+impl ChildProcess {
     /// Opens the server with the handshake (2025-11-25); returns its `initialize` result.
     pub async fn initialize(
         &self,
         id: &str,
         timeout: Duration,
     ) -> Result<Box<RawValue>, OwnRequestFailed> {
-        let result = self
-            .ask(mcp::initialize_request(id), id, timeout)
+        own::handshake(&Within(self, timeout), id, None)
             .await
-            .map_err(OwnRequestFailed::Initialize)?;
-        let initialized =
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let _ = self.send(Bytes::from(initialized.to_string()));
-        Ok(result)
+            .map_err(OwnRequestFailed::Initialize)
     }
 
     /// Asks the server `server/discover` before any client's request reaches it (a dual-era

@@ -23,6 +23,7 @@ use crate::mcp;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
+use crate::transport::upstream::own::{self, HttpSession};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
@@ -479,47 +480,23 @@ impl HttpBridge {
         let mut headers = own_request(client);
         headers.remove(mcp::METHOD_HEADER);
         headers.remove(mcp::PROTOCOL_VERSION);
-        let request = Bytes::from(mcp::initialize_request(id).to_string());
-        let (answer_headers, init) = match exchange(up, &headers, request, id, limits).await {
-            Ok(a) => a,
-            Err(e) => {
-                let why = match e {
-                    ListFailed::Relay(r) => format!("HTTP {}", r.status().as_u16()),
-                    ListFailed::Refused(m) => m,
-                    ListFailed::Unavailable(e) => e.to_string(),
-                };
+        let opening = HttpSession::new(up, headers, limits);
+        let init = match own::handshake(&opening, id, None).await {
+            Ok(init) => init,
+            Err(why) => {
                 tracing::warn!(error = %why, "could not open a session with the upstream for 2026-07-28 clients");
                 return None;
             }
         };
-        #[derive(serde::Deserialize)]
-        struct Agreed {
-            #[serde(rename = "protocolVersion")]
-            version: String,
-        }
-        let version = serde_json::from_str::<Agreed>(init.get())
-            .ok()
-            .and_then(|a| HeaderValue::from_str(&a.version).ok())
-            .unwrap_or_else(|| HeaderValue::from_static(mcp::LEGACY_VERSION));
-        let session = Session {
-            id: answer_headers.get(mcp::SESSION_ID).cloned(),
+        let headers = opening.into_headers();
+        Some(Session {
+            id: headers.get(mcp::SESSION_ID).cloned(),
+            version: headers
+                .get(mcp::PROTOCOL_VERSION)
+                .cloned()
+                .unwrap_or_else(|| HeaderValue::from_static(mcp::LEGACY_VERSION)),
             init,
-            version,
-        };
-        let mut headers = own_request(client);
-        session.headers(&mut headers);
-        let initialized =
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let _ = up
-            .http
-            .send(
-                http::Method::POST,
-                headers,
-                Bytes::from(initialized.to_string()),
-                limits.into(),
-            )
-            .await;
-        Some(session)
+        })
     }
 }
 

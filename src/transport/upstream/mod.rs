@@ -5,3 +5,4 @@ pub mod child;
 pub mod children;
 pub mod http_bridge;
 pub mod http_client;
+pub(crate) mod own;
