@@ -13,7 +13,6 @@ use super::own::{self, OwnRequests, Unresulted};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
-use crate::mcp;
 use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, ListFailed, Lister};
 use crate::pipeline::step::Bridging;
@@ -605,31 +604,20 @@ impl ChildProcess {
         timeout: Duration,
     ) -> Result<ServerEra, OwnRequestFailed> {
         let id = ids();
-        let raw_id = serde_json::to_string(&id).expect("a string serializes");
-        let answer = match self
-            .request(
-                Bytes::from(mcp::discover_request(&id).to_string()),
-                &raw_id,
-                timeout.min(ERA_QUESTION_TIMEOUT),
-            )
-            .await
-        {
-            Ok(a) => a,
-            Err(UpstreamError::Timeout(t)) => {
-                tracing::info!(
-                    "the tool server did not answer server/discover within {t:?}; requests go to it as they are"
-                );
-                return Ok(ServerEra::Silent);
-            }
-            Err(e) => return Err(OwnRequestFailed::Discover(e.into())),
-        };
-        match guard::match_answer(&answer, &id) {
-            Some(Err(why)) => {
+        let asked = Within(self, timeout.min(ERA_QUESTION_TIMEOUT));
+        match own::discover(&asked, &id).await {
+            Ok(discovered) => Ok(ServerEra::Modern(discovered)),
+            Err(Unresulted::Refused(why)) => {
                 tracing::info!(answer = %why, "the tool server does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake");
                 Ok(ServerEra::Bridged(self.initialize(&ids(), timeout).await?))
             }
-            Some(Ok(discovered)) => Ok(ServerEra::Modern(discovered)),
-            None => Err(OwnRequestFailed::Discover(Unresulted::NotAnswer)),
+            Err(Unresulted::Unavailable(UpstreamError::Timeout(t))) => {
+                tracing::info!(
+                    "the tool server did not answer server/discover within {t:?}; requests go to it as they are"
+                );
+                Ok(ServerEra::Silent)
+            }
+            Err(e) => Err(OwnRequestFailed::Discover(e)),
         }
     }
 }

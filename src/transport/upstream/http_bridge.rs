@@ -23,7 +23,7 @@ use crate::mcp;
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
-use crate::transport::upstream::own::{self, HttpSession};
+use crate::transport::upstream::own::{self, HttpSession, Unresulted};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
@@ -301,7 +301,7 @@ async fn discover(
     client: &HeaderMap,
     id: &str,
     limits: &Limits,
-) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<axum::response::Response>>> {
+) -> Result<Box<RawValue>, Unresulted> {
     let mut headers = probe_headers(client);
     headers.insert(
         mcp::PROTOCOL_VERSION,
@@ -311,8 +311,7 @@ async fn discover(
         mcp::METHOD_HEADER,
         HeaderValue::from_static("server/discover"),
     );
-    let request = Bytes::from(mcp::discover_request(id).to_string());
-    exchange(up, &headers, request, id, limits).await
+    own::discover(&HttpSession::new(up, headers, limits), id).await
 }
 
 impl HttpBridge {
@@ -366,7 +365,7 @@ impl HttpBridge {
         id: &str,
         limits: &Limits,
     ) -> Option<(String, serde_json::Value)> {
-        let (_, discovered) = discover(up, client, id, limits).await.ok()?;
+        let discovered = discover(up, client, id, limits).await.ok()?;
         tracing::info!("the upstream speaks only 2026-07-28; bridging its handshake-era client");
         let result = Reverse::initialize_result(&discovered, params);
         // The edge looks sessions up by this prefix only (`edge::reversed_session`).
@@ -438,32 +437,18 @@ impl HttpBridge {
             Ok(_) => Some(false),
             // It read a request outside any session and answered it: whatever it thinks of
             // `server/discover`, it serves such requests, and they go to it as they are.
-            Err(ListFailed::Refused(why)) => {
+            Err(Unresulted::Refused(why)) => {
                 tracing::debug!(answer = %why, "server/discover refused inside a JSON-RPC answer; requests go as they are");
                 Some(false)
             }
-            Err(ListFailed::Relay(r))
-                if matches!(
-                    r.status(),
-                    StatusCode::BAD_REQUEST
-                        | StatusCode::NOT_FOUND
-                        | StatusCode::METHOD_NOT_ALLOWED
-                ) =>
-            {
+            Err(Unresulted::Status(status @ (400 | 404 | 405))) => {
                 tracing::info!(
-                    status = r.status().as_u16(),
+                    status,
                     "the upstream does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake"
                 );
                 Some(true)
             }
-            Err(ListFailed::Relay(r)) => {
-                tracing::debug!(
-                    status = r.status().as_u16(),
-                    "server/discover decided nothing"
-                );
-                None
-            }
-            Err(ListFailed::Unavailable(e)) => {
+            Err(e) => {
                 tracing::debug!(error = %e, "server/discover decided nothing");
                 None
             }

@@ -1,6 +1,6 @@
 //! toolgate's own requests to a server, written once for every kind of server: the handshake
 //! that opens a session (for the era bridge, for a stdio child, for a stdio client whose
-//! session was lost, for `toolgate check`), over [`OwnRequests`], which a stdio child
+//! session was lost, for `toolgate check`) and the era question (`server/discover`), over [`OwnRequests`], which a stdio child
 //! (`child::Within`) and an HTTP server in a session toolgate holds ([`HttpSession`])
 //! implement.
 //!
@@ -69,6 +69,18 @@ pub(crate) async fn handshake<S: OwnRequests>(
         .tell(Bytes::from_static(INITIALIZED.as_bytes()))
         .await;
     Ok(result)
+}
+
+/// Asks `server/discover` (in the 2026-07-28 envelope): a result means the server speaks
+/// 2026-07-28. What a refusal means is each kind of server's to read: an HTTP server refuses
+/// a request outside a session with a status (`HttpBridge`), a stdio child with a JSON-RPC
+/// error (`ChildProcess::settle_era`).
+pub(crate) async fn discover<S: OwnRequests>(
+    server: &S,
+    id: &str,
+) -> Result<Box<RawValue>, Unresulted> {
+    let request = Bytes::from(mcp::discover_request(id).to_string());
+    server.ask(request, id).await
 }
 
 /// An HTTP server, in the session its answers name: each request goes with `headers`, which
