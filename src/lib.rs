@@ -36,7 +36,7 @@ pub use check::{CannotList, Problem, Report, Severity, check_http, check_stdio};
 pub use gateway::{Gateway, Live};
 pub use logformat::JsonLines;
 pub use logwriter::{NonBlocking, drain as drain_logs};
-pub use transport::edge::layer::{ClientName, Validate, ValidateLayer};
+pub use transport::edge::layer::{AppMcp, ClientName, Validate, ValidateLayer};
 pub use transport::edge::{App, Edge, serve};
 pub use transport::stdio::over_http::run as stdio_over_http;
 pub use transport::stdio::to_child::run as stdio_to_child;

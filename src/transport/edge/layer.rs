@@ -66,19 +66,11 @@ impl ValidateLayer {
     }
 }
 
-impl<S> Layer<S> for ValidateLayer
-where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
+impl<S: AppMcp> Layer<S> for ValidateLayer {
     type Service = Validate;
 
     fn layer(&self, inner: S) -> Validate {
-        let app = in_process(inner.clone());
+        let app = in_process(inner);
         let upstreams = Upstreams::in_process(&Live::new(self.gw.clone()), app.clone());
         let gate = ToTarget(Gate::new(
             &upstreams,
@@ -92,17 +84,33 @@ where
     }
 }
 
-/// The application's service, as the edge's in-process server: each call takes a clone,
-/// polled ready, as a Tower caller does.
-fn in_process<S>(inner: S) -> AppService
-where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
-        + Clone
+/// What the layer wraps: an application's MCP service, which serves a request on a clone
+/// polled ready and never fails (an error is an HTTP response).
+pub trait AppMcp:
+    Service<Request<Body>, Response = Response<Body>, Error = Infallible, Future: Send + 'static>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> AppMcp for S where
+    S: Service<
+            Request<Body>,
+            Response = Response<Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
         + Send
         + Sync
-        + 'static,
-    S::Future: Send + 'static,
+        + 'static
 {
+}
+
+/// The application's service, as the edge's in-process server: each call takes a clone,
+/// polled ready, as a Tower caller does.
+fn in_process<S: AppMcp>(inner: S) -> AppService {
     Arc::new(move |req| {
         let mut svc = inner.clone();
         Box::pin(async move {
