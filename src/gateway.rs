@@ -328,6 +328,17 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// A scope within `key`'s, for what `extra` distinguishes there (a 2026-07-28 client's
+    /// capabilities, which decide what a server of the handshake era lists for it).
+    pub(crate) fn narrower(&self, key: ScopeKey, extra: &[u8]) -> ScopeKey {
+        ScopeKey {
+            upstream: key.upstream,
+            context: self.hasher.hash_one((key.context, extra)),
+        }
+    }
+}
+
 /// The gateway's targets, in their stable positions: the one `upstream` (or `command`) and
 /// each of `[[upstreams]]`.
 fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, ConfigError> {

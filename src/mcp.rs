@@ -69,7 +69,7 @@ impl Era {
 }
 
 /// What toolgate says about itself when it opens a conversation with a server.
-fn client_info() -> Value {
+pub(crate) fn client_info() -> Value {
     json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")})
 }
 

@@ -322,6 +322,182 @@ pub struct Reverse {
 /// and sends with each of its requests.
 const MAX_ENVELOPE_MEMBER: usize = 16 * 1024;
 
+/// What a 2026-07-28 client says of itself in its envelope, as toolgate's handshake with a
+/// server of the handshake era carries it: its capabilities (what the server may ask of it,
+/// which the bridge turns into input-required rounds) and its `clientInfo`. Each is kept only
+/// up to [`MAX_ENVELOPE_MEMBER`] bytes.
+#[derive(Default)]
+pub struct Declared {
+    pub capabilities: Option<Box<RawValue>>,
+    pub client_info: Option<Box<RawValue>>,
+}
+
+impl Declared {
+    /// From a 2026-07-28 request's envelope.
+    pub fn of(m: &jsonrpc::Message<'_>) -> Declared {
+        #[derive(Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta")]
+            meta: Option<Box<RawValue>>,
+        }
+        match &m.params {
+            Some(jsonrpc::Params::Call(call)) => Declared::of_meta(call.meta),
+            Some(jsonrpc::Params::Raw(params)) => {
+                let meta = serde_json::from_str::<Params>(params.get())
+                    .ok()
+                    .and_then(|p| p.meta);
+                Declared::of_meta(meta.as_deref())
+            }
+            None => Declared::default(),
+        }
+    }
+
+    fn of_meta(meta: Option<&RawValue>) -> Declared {
+        #[derive(Deserialize)]
+        struct Meta {
+            #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
+            capabilities: Option<Box<RawValue>>,
+            #[serde(rename = "io.modelcontextprotocol/clientInfo")]
+            client_info: Option<Box<RawValue>>,
+        }
+        let Some(m) = meta.and_then(|m| serde_json::from_str::<Meta>(m.get()).ok()) else {
+            return Declared::default();
+        };
+        let small = |v: Option<Box<RawValue>>| v.filter(|v| v.get().len() <= MAX_ENVELOPE_MEMBER);
+        Declared {
+            capabilities: small(m.capabilities).and_then(|c| askable(&c)),
+            client_info: small(m.client_info),
+        }
+    }
+
+    /// The `initialize` params of a handshake opened for this client.
+    pub fn initialize_params(&self) -> Box<RawValue> {
+        let raw = |v: &Option<Box<RawValue>>, default: Value| match v {
+            Some(v) => serde_json::from_str(v.get()).unwrap_or(default),
+            None => default,
+        };
+        let params = json!({
+            "protocolVersion": mcp::LEGACY_VERSION,
+            "capabilities": raw(&self.capabilities, json!({})),
+            "clientInfo": raw(&self.client_info, mcp::client_info()),
+        });
+        RawValue::from_string(params.to_string()).expect("JSON from a Value")
+    }
+}
+
+/// Of a 2026-07-28 client's capabilities, what a server of the handshake era may be told:
+/// all but `roots`. Such a server asks for roots outside any request (on the session's own
+/// stream, right after the handshake or when it likes), where no input-required round can
+/// carry the question to a client that has no stream of its own; told the client has roots,
+/// it would wait for an answer that cannot come. `None` when nothing is left.
+fn askable(capabilities: &RawValue) -> Option<Box<RawValue>> {
+    let mut caps: serde_json::Map<String, Value> = serde_json::from_str(capabilities.get()).ok()?;
+    caps.remove("roots");
+    (!caps.is_empty())
+        .then(|| RawValue::from_string(Value::Object(caps).to_string()).expect("JSON from a Value"))
+}
+
+/// What a server of the handshake era may ask its client in the middle of a request, which a
+/// 2026-07-28 client is asked as an input-required round (SEP-2322).
+const QUESTIONS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
+
+/// A server's question to its client, read from one message on a request's stream.
+pub struct Question {
+    pub id: Box<RawValue>,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+}
+
+impl Question {
+    /// The question's name in `inputRequests` and `inputResponses`: its id, as text.
+    pub fn key(&self) -> String {
+        Question::key_of(&self.id)
+    }
+
+    /// The name of the question whose id is `id`.
+    pub fn key_of(id: &RawValue) -> String {
+        serde_json::from_str::<String>(id.get()).unwrap_or_else(|_| id.get().to_owned())
+    }
+}
+
+/// `data`, when it is a question of [`QUESTIONS`].
+pub fn question(data: &[u8]) -> Option<Question> {
+    let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(data) else {
+        return None;
+    };
+    let method = m.method().filter(|name| QUESTIONS.contains(name))?;
+    Some(Question {
+        id: m.id?.to_owned(),
+        method: method.to_owned(),
+        params: m.raw_params().map(ToOwned::to_owned),
+    })
+}
+
+/// The answer to request `id` that asks its client `q`: an `InputRequiredResult` whose
+/// `requestState` is `state`.
+pub fn input_required(id: &RawValue, q: &Question, state: &str) -> Vec<u8> {
+    let mut request = json!({"method": q.method});
+    if let Some(p) = q
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+    {
+        request["params"] = p;
+    }
+    let result = json!({
+        "resultType": "input_required",
+        "inputRequests": {q.key(): request},
+        "requestState": state,
+    });
+    jsonrpc::result_response(id, &result)
+}
+
+/// A 2026-07-28 client's retry of a round: the state it names, and its answers by key.
+pub struct Retry {
+    pub state: String,
+    pub responses: BTreeMap<String, Box<RawValue>>,
+}
+
+/// The round a request retries, when it names one (`params.requestState`).
+pub fn retry(request: &[u8]) -> Option<Retry> {
+    memchr::memmem::find(request, b"requestState")?;
+    #[derive(Deserialize)]
+    struct Request {
+        params: Params,
+    }
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(rename = "requestState")]
+        state: String,
+        #[serde(default, rename = "inputResponses")]
+        responses: BTreeMap<String, Box<RawValue>>,
+    }
+    let r: Request = serde_json::from_slice(request).ok()?;
+    Some(Retry {
+        state: r.params.state,
+        responses: r.params.responses,
+    })
+}
+
+/// The answer to the server's question `asked`: the client's `result`.
+pub fn answer_to(asked: &RawValue, result: &RawValue) -> Vec<u8> {
+    jsonrpc::result_response(asked, &result)
+}
+
+/// `data` with its id `from` made `to`, when it is the answer under `from`: a round's retry
+/// is answered by what the server says to the first request.
+pub fn renumbered(data: &[u8], from: &RawValue, to: &RawValue) -> Option<Bytes> {
+    let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(data) else {
+        return None;
+    };
+    if m.method().is_some() || m.id.map(RawValue::get) != Some(from.get()) {
+        return None;
+    }
+    let mut v: Value = serde_json::from_slice(data).ok()?;
+    v["id"] = serde_json::from_str(to.get()).ok()?;
+    Some(Bytes::from(v.to_string()))
+}
+
 /// Takes from a 2026-07-28 server's capabilities what the bridge cannot deliver to a
 /// handshake-era client: change notifications (`listChanged`: a 2026-07-28 server sends them
 /// on `subscriptions/listen`, which the bridge does not open, and the client's GET stream has

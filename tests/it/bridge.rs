@@ -6,7 +6,10 @@
 
 use crate::common;
 use common::Toolgate;
+use common::modes::{Front, Mode};
 use common::peers::{peers, python_client, server_everything_http};
+use common::post_modern;
+use common::scripted::{Scripted, open_tool};
 use common::stdio_gate::StdioGate;
 use serde_json::{Value, json};
 
@@ -842,5 +845,145 @@ async fn a_reverse_bridged_session_serves_only_its_own_client() {
         calls.len(),
         1,
         "only alice's call reached the server: {calls:?}"
+    );
+}
+
+/// A 2026-07-28 request in the envelope of a client that can answer elicitation, sampling
+/// and roots, named `capable-client`.
+fn capable(id: i64, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "capable-client", "version": "7"},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// The URL a 2026-07-28 client posts to.
+fn url_of(front: &Front) -> String {
+    match front {
+        Front::Http { tg, .. } => tg.url(),
+        Front::Stdio { .. } => unreachable!("an HTTP front"),
+    }
+}
+
+/// A server of the handshake era that asks its client something in the middle of a call
+/// (server-everything's elicitation and sampling tools) serves a 2026-07-28 client through
+/// toolgate: the bridged session carries the client's capabilities (so the server lists
+/// those tools), the question comes back as an input-required round, and the client's retry
+/// with its answer gets the server's result. A round is its client's: a retry from another
+/// scope, or naming no round, is refused. Through `serve --upstream` and `ValidateLayer`.
+#[tokio::test]
+async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
+    let server = server_everything_http().await;
+    for mode in [Mode::ServeUpstream, Mode::Layer] {
+        let front = Front::start(mode, &server.url, &[]).await;
+        let url = url_of(&front);
+        let list = post_modern(&url, "tools/list", capable(1, "tools/list", json!({})))
+            .await
+            .answer();
+        let names: Vec<&str> = list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        for tool in ["trigger-elicitation-request", "trigger-sampling-request"] {
+            assert!(names.contains(&tool), "{mode}: {names:?}");
+        }
+        // Roots are asked outside any request, where no round can carry the question.
+        assert!(!names.contains(&"get-roots-list"), "{mode}: {names:?}");
+
+        let rounds = [
+            (
+                "trigger-elicitation-request",
+                json!({}),
+                "elicitation/create",
+                json!({"action": "accept", "content": {"name": "Ada", "check": true, "email": "ada@example.com"}}),
+                "- Name: Ada",
+            ),
+            (
+                "trigger-sampling-request",
+                json!({"prompt": "Say hi"}),
+                "sampling/createMessage",
+                json!({"role": "assistant", "content": {"type": "text", "text": "hi from the model"}, "model": "test-model"}),
+                "hi from the model",
+            ),
+        ];
+        for (i, (tool, args, method, answer, said)) in rounds.into_iter().enumerate() {
+            let id = 10 * (i as i64 + 1);
+            let call = capable(id, "tools/call", json!({"name": tool, "arguments": args}));
+            let asked = post_modern(&url, "tools/call", call).await.answer();
+            let result = &asked["result"];
+            assert_eq!(
+                (asked["id"].clone(), result["resultType"].clone()),
+                (json!(id), json!("input_required")),
+                "{mode}: {asked}"
+            );
+            let requests = result["inputRequests"].as_object().unwrap();
+            assert_eq!(requests.len(), 1, "{mode}: {asked}");
+            let (key, request) = requests.iter().next().unwrap();
+            assert_eq!(request["method"], method, "{mode}: {asked}");
+            let state = result["requestState"].as_str().unwrap().to_owned();
+
+            // Another client (another capability set) cannot take the round, nor a made-up one.
+            let mut other = capable(
+                id + 1,
+                "tools/call",
+                json!({"name": tool, "arguments": args, "requestState": state, "inputResponses": {key: answer}}),
+            );
+            other["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+                json!({"sampling": {}});
+            let refused = post_modern(&url, "tools/call", other).await.answer();
+            assert_eq!(refused["error"]["code"], -32602, "{mode}: {refused}");
+            let made_up = capable(
+                id + 2,
+                "tools/call",
+                json!({"name": tool, "arguments": args, "requestState": "toolgate-round-0", "inputResponses": {key: answer}}),
+            );
+            let refused = post_modern(&url, "tools/call", made_up).await.answer();
+            assert_eq!(refused["error"]["code"], -32602, "{mode}: {refused}");
+
+            let retry = capable(
+                id + 3,
+                "tools/call",
+                json!({"name": tool, "arguments": args, "requestState": state, "inputResponses": {key: answer}}),
+            );
+            let done = post_modern(&url, "tools/call", retry).await.answer();
+            assert_eq!(done["id"], id + 3, "{mode}: {done}");
+            assert_eq!(done["result"]["resultType"], "complete", "{mode}: {done}");
+            let text = done["result"]["content"].to_string();
+            assert!(text.contains(said), "{mode}: {done}");
+        }
+    }
+}
+
+/// The handshake toolgate opens for a 2026-07-28 client carries what the client says of
+/// itself: its capabilities (those a server may ask within a request) and its name.
+#[tokio::test]
+async fn the_bridged_handshake_carries_the_client() {
+    let (url, tap) = Scripted::new(vec![open_tool("add")])
+        .handshake_only()
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, None).await;
+    let call = capable(1, "tools/call", json!({"name": "add", "arguments": {}}));
+    let a = post_modern(&tg.url(), "tools/call", call).await.answer();
+    assert_eq!(a["result"]["resultType"], "complete", "{a}");
+    let seen = tap.seen.lock().unwrap();
+    let init = seen
+        .iter()
+        .find(|m| m["method"] == "initialize")
+        .expect("a handshake");
+    assert_eq!(
+        init["params"]["capabilities"],
+        json!({"elicitation": {}, "sampling": {}}),
+        "{init}"
+    );
+    assert_eq!(
+        init["params"]["clientInfo"],
+        json!({"name": "capable-client", "version": "7"}),
+        "{init}"
     );
 }

@@ -8,6 +8,7 @@
 //! forever. A stream that ends cleanly after numbering its events is left alone: the client
 //! may resume it (SEP-1699).
 
+use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
@@ -19,12 +20,15 @@ use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::upstream::rounds::{Parked, Rounds};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
+use http::HeaderMap;
 use http::StatusCode;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use http_body_util::BodyExt;
+use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -36,16 +40,38 @@ fn relayed_as_is(status: StatusCode, has_session: bool) -> bool {
         || (status == StatusCode::NOT_FOUND && has_session)
 }
 
+/// How an answer is read besides its rules: whether the request was in the client's own
+/// session, and for a call bridged to a server of the handshake era, where the server's
+/// questions wait for the client's answer (an input-required round).
+pub(crate) struct Reading {
+    pub(crate) has_session: bool,
+    pub(crate) parking: Option<Parking>,
+}
+
+/// Where a bridged call's stream waits while its client answers the server's question.
+pub(crate) struct Parking {
+    pub(crate) rounds: Arc<Rounds>,
+    pub(crate) key: ScopeKey,
+    /// The session's headers, for the answer to the question.
+    pub(crate) session: HeaderMap,
+    /// On a round's retry: the id the server answers under, and the retry's own.
+    pub(crate) renumber: Option<(Box<RawValue>, Box<RawValue>)>,
+}
+
 pub async fn response<B>(
     gw: &Arc<Gateway>,
     pending: Pending,
-    has_session: bool,
+    reading: Reading,
     resp: http::Response<B>,
 ) -> Response
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
+    let Reading {
+        has_session,
+        parking,
+    } = reading;
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
         // The session is gone upstream; so is what its tools were.
@@ -53,17 +79,14 @@ where
     }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let media = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map_or("", |v| v.split(';').next().unwrap_or("").trim());
+    let media = media_type(&parts.headers);
     let is_json = media.eq_ignore_ascii_case("application/json");
     if media.eq_ignore_ascii_case("text/event-stream") {
         let outcome = StreamOutcome::default();
         parts.extensions.insert(outcome.clone());
-        let body = sse_stream(SseInspector::new(gw.clone(), pending, outcome), body);
-        return Response::from_parts(parts, body);
+        let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
+        inspector.parking = parking;
+        return Response::from_parts(parts, sse_stream(inspector, body));
     }
     if pending.id.is_none() {
         // A notification's or a response's acknowledgement: nothing to answer.
@@ -140,6 +163,14 @@ fn not_jsonrpc(gw: &Gateway, pending: &Pending, what: String) -> Response {
     reply::unanswered(gw, pending, &UpstreamError::NotJsonRpc(what))
 }
 
+/// An answer's media type, without its parameters (`""` when it names none).
+fn media_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map_or("", |v| v.split(';').next().unwrap_or("").trim())
+}
+
 /// Whether a JSON answer must be parsed. A successful `tools/call` answer is rewritten only
 /// when it is an error, or when its output is checked; a body that holds no `"error"` and is
 /// one whole JSON object cannot be either, so the common case skips the parse. Anything that
@@ -167,6 +198,10 @@ struct SseInspector {
     out: VecDeque<Bytes>,
     /// Set when toolgate answers the request itself, at the stream's end.
     outcome: StreamOutcome,
+    /// For a bridged call: where the stream waits when the server asks the client something.
+    parking: Option<Parking>,
+    /// The server asked: the round's state and the question's id; the stream waits.
+    parked: Option<(String, Box<RawValue>)>,
 }
 
 impl SseInspector {
@@ -181,6 +216,8 @@ impl SseInspector {
             resumable: false,
             out: VecDeque::new(),
             outcome,
+            parking: None,
+            parked: None,
         }
     }
 
@@ -195,6 +232,10 @@ impl SseInspector {
                 Split::Event(ev) => {
                     let ev = self.on_event(ev);
                     self.out.push_back(ev);
+                    if self.parked.is_some() {
+                        // The rest waits for the client's answer, unread.
+                        break;
+                    }
                 }
                 Split::Overflow(held) => {
                     tracing::warn!(upstream = %self.pending.target.name, "SSE event over max_sse_event_bytes: rest of the stream passed through uninspected");
@@ -225,15 +266,63 @@ impl SseInspector {
             std::borrow::Cow::Borrowed(d) => ev.slice_ref(d.as_bytes()),
             std::borrow::Cow::Owned(d) => Bytes::from(d),
         };
+        if about_us && let Some(parking) = &self.parking {
+            if let Some(asked) = bridge::question(&data) {
+                return self.ask_client(&ev, asked);
+            }
+            if let Some((from, to)) = &parking.renumber
+                && let Some(renumbered) = bridge::renumbered(&data, from, to)
+            {
+                return self.settled(&sse::with_data(&ev, &renumbered), renumbered);
+            }
+        }
+        self.settled(&ev, data)
+    }
+
+    /// `ev`, whose data is `data`, after the answer rules.
+    fn settled(&mut self, ev: &Bytes, data: Bytes) -> Bytes {
         let Some(s) = pipeline::settle_bytes(&self.gw, &self.pending, data) else {
-            return ev;
+            return ev.clone();
         };
         self.answered |= s.answers;
         if s.rewritten || (s.answers && self.pending.completion().is_some()) {
-            sse::with_data(&ev, &s.body)
+            sse::with_data(ev, &s.body)
         } else {
-            ev
+            ev.clone()
         }
+    }
+
+    /// The server asked the client something: the client's call is answered with the
+    /// question as an input-required round, and the stream waits for the retry.
+    fn ask_client(&mut self, ev: &Bytes, asked: bridge::Question) -> Bytes {
+        let state = Rounds::state();
+        let id = self.pending.id.as_deref().expect("a request's stream");
+        let body = bridge::input_required(id, &asked, &state);
+        self.parked = Some((state, asked.id));
+        self.answered = true;
+        sse::with_data(ev, &body)
+    }
+
+    /// Keeps the rest of the stream (`body`, and what the splitter holds) for the round's
+    /// retry.
+    fn park(&mut self, body: Body) {
+        let (Some((state, asked)), Some(parking)) = (self.parked.take(), &self.parking) else {
+            return;
+        };
+        let answers_as = match &parking.renumber {
+            Some((from, _)) => from.clone(),
+            None => self.pending.id.clone().expect("a request's stream"),
+        };
+        let max = self.gw.config.limits.max_sse_event_bytes;
+        let parked = Parked {
+            key: parking.key,
+            asked,
+            answers_as,
+            session: parking.session.clone(),
+            splitter: std::mem::replace(&mut self.splitter, Splitter::new(max)),
+            body,
+        };
+        parking.rounds.park(state, parked);
     }
 
     fn end(&mut self, broke: Option<String>) {
@@ -251,6 +340,31 @@ impl SseInspector {
     }
 }
 
+/// The answer to an input-required round's retry: the rest of the server's stream, kept
+/// since it asked (`upstream::rounds`), read by the same rules, its answer under the retry's
+/// id; another question makes another round.
+pub(crate) fn resumed(
+    gw: &Arc<Gateway>,
+    pending: Pending,
+    parked: Parked,
+    parking: Parking,
+) -> Response {
+    let Parked { splitter, body, .. } = parked;
+    let mut inspector = SseInspector::new(gw.clone(), pending, StreamOutcome::default());
+    inspector.splitter = splitter;
+    inspector.parking = Some(parking);
+    // What was read past the question first.
+    inspector.feed(Bytes::new());
+    let mut resp = Response::new(sse_stream(inspector, body));
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    resp
+}
+
 /// Streams the upstream body through the inspector, one event at a time.
 fn sse_stream<B>(inspector: SseInspector, body: B) -> Body
 where
@@ -259,24 +373,29 @@ where
 {
     struct State<B> {
         insp: SseInspector,
-        body: B,
+        body: Option<B>,
         done: bool,
     }
     let stream = futures_util::stream::unfold(
         State {
             insp: inspector,
-            body,
+            body: Some(body),
             done: false,
         },
         |mut st| async move {
             loop {
+                // Kept before the question goes out, so that the retry finds it.
+                if let Some(body) = st.body.take_if(|_| st.insp.parked.is_some()) {
+                    st.insp.park(Body::new(body));
+                    st.done = true;
+                }
                 if let Some(b) = st.insp.out.pop_front() {
                     return Some((Ok::<_, std::convert::Infallible>(b), st));
                 }
                 if st.done {
                     return None;
                 }
-                match st.body.frame().await {
+                match st.body.as_mut()?.frame().await {
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
                             st.insp.feed(data);

@@ -6,14 +6,14 @@
 //! toolgate's handshake with it, and a handshake-era client of a server that speaks only
 //! 2026-07-28 is answered `initialize` here and given a session toolgate keeps.
 
-use super::answers;
+use super::answers::{self, Parking, Reading};
 use super::reply;
 use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE, Upstream};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::net::abandon::{Abandon, UntilEnd};
-use crate::pipeline::bridge::Reverse;
+use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Kind, Pending};
 use crate::telemetry;
@@ -52,17 +52,31 @@ impl<'a> HttpWay<'a> {
         era: Era,
         ctx: &Caller,
     ) -> HttpWay<'a> {
+        // A 2026-07-28 client that declares capabilities is bridged in a session of its own
+        // capabilities (what a handshake server lists and asks depends on them), and its
+        // tools are learned in that session's scope.
+        let declared = match era {
+            Era::Modern => Declared::of(m),
+            Era::Legacy => Declared::default(),
+        };
+        let key = match &declared.capabilities {
+            Some(caps) => rt.gw.narrower(ctx.key, caps.get().as_bytes()),
+            None => ctx.key,
+        };
         let session = match (era, m.is_request()) {
             (Era::Modern, true) => {
                 let limits = &rt.gw.config.limits;
                 up.bridge
-                    .session(up, headers, ctx.key, || rt.gw.next_id(), limits)
+                    .session(up, headers, (key, &declared), || rt.gw.next_id(), limits)
                     .await
             }
             // A cancellation goes inside the session the request went through.
-            (Era::Modern, false) => up.bridge.existing(ctx.key),
+            (Era::Modern, false) => up.bridge.existing(key),
             (Era::Legacy, _) => None,
         };
+        // The narrower scope is the bridged session's; a server of 2026-07-28 keeps the
+        // request's own.
+        let key = if session.is_some() { key } else { ctx.key };
         let reversed = match era {
             Era::Legacy => reversed_session(up, headers).map(|r| {
                 let mut headers = headers.clone();
@@ -74,7 +88,7 @@ impl<'a> HttpWay<'a> {
         HttpWay {
             up,
             era,
-            key: ctx.key,
+            key,
             has_session: ctx.has_session,
             session,
             reversed,
@@ -123,22 +137,42 @@ impl<'a> HttpWay<'a> {
         let up = self.up;
         // One `forward` awaited for every way: each await of it would be a state of its own
         // in this future, which every request carries.
-        let mut has_session = self.has_session;
+        let mut reading = Reading {
+            has_session: self.has_session,
+            parking: None,
+        };
         let mut bridged = None;
         if let Some((_, headers)) = self.reversed {
             parts.headers = headers;
-            has_session = false;
+            reading.has_session = false;
         } else if let Some(session) = self.session {
             session.headers(&mut parts.headers);
+            if let Some(retry) = bridge::retry(&body) {
+                // Boxed: a round's retry is rare next to a call.
+                let round = Round {
+                    retry,
+                    key: self.key,
+                    session: &parts.headers,
+                };
+                return Box::pin(round.resume(rt, up, pending, note)).await;
+            }
             let headers = parts.headers.clone();
             let abandon = cancels(rt, &headers, &pending);
+            reading = Reading {
+                has_session: false,
+                parking: Some(Parking {
+                    rounds: up.bridge.rounds.clone(),
+                    key: self.key,
+                    session: headers.clone(),
+                    renumber: None,
+                }),
+            };
             bridged = Some((headers, abandon, pending.clone()));
-            has_session = false;
         } else if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
             // Boxed: once per session, and larger than a call's whole path.
             return Box::pin(initialize(rt, up, parts, body, pending, said, note)).await;
         }
-        let resp = forward(rt, up, parts, body, pending, has_session, note).await;
+        let resp = forward(rt, up, parts, body, pending, reading, note).await;
         let Some((headers, abandon, pending)) = bridged else {
             return resp;
         };
@@ -155,6 +189,59 @@ impl<'a> HttpWay<'a> {
         // toolgate's session is gone upstream: the next request opens another.
         let e = up.bridge.lost(self.key);
         reply::upstream_failed(rt.gw, &pending, &e, note)
+    }
+}
+
+/// A 2026-07-28 client's retry of an input-required round, in the bridged session
+/// (`upstream::rounds`).
+struct Round<'a> {
+    retry: bridge::Retry,
+    key: ScopeKey,
+    session: &'a HeaderMap,
+}
+
+impl Round<'_> {
+    /// The client's answer goes to the server's question, and what the server says next
+    /// (its answer, or another question) answers the retry.
+    async fn resume(
+        self,
+        rt: &Route<'_>,
+        up: &HttpUpstream,
+        pending: Pending,
+        note: &mut Note,
+    ) -> Response {
+        let id = pending.id.as_deref();
+        let refuse = |message: &str| {
+            let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, message, None);
+            reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body)
+        };
+        let Some(parked) = up.bridge.rounds.take(&self.retry.state, self.key) else {
+            return refuse(
+                "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it",
+            );
+        };
+        let key = bridge::Question::key_of(&parked.asked);
+        let Some(result) = self.retry.responses.get(&key) else {
+            return refuse(&format!(
+                "Invalid params: inputResponses has no answer to {key:?}; call the tool again without requestState"
+            ));
+        };
+        let mut headers = self.session.clone();
+        headers.remove(crate::mcp::METHOD_HEADER);
+        headers.remove(crate::mcp::NAME_HEADER);
+        let answer = Bytes::from(bridge::answer_to(&parked.asked, result));
+        let wait = (&rt.gw.config.limits).into();
+        if let Err(e) = up.http.send(Method::POST, headers, answer, wait).await {
+            return reply::upstream_failed(rt.gw, &pending, &e, note);
+        }
+        note.outcome = "forwarded";
+        let parking = Parking {
+            rounds: up.bridge.rounds.clone(),
+            key: self.key,
+            session: parked.session.clone(),
+            renumber: pending.id.clone().map(|to| (parked.answers_as.clone(), to)),
+        };
+        answers::resumed(rt.gw, pending, parked, parking)
     }
 }
 
@@ -197,7 +284,19 @@ async fn initialize(
     note: &mut Note,
 ) -> Response {
     let headers = parts.headers.clone();
-    let resp = forward(rt, up, parts, body, pending, false, note).await;
+    let resp = forward(
+        rt,
+        up,
+        parts,
+        body,
+        pending,
+        Reading {
+            has_session: false,
+            parking: None,
+        },
+        note,
+    )
+    .await;
     if !resp.status().is_client_error() {
         return resp;
     }
@@ -256,7 +355,11 @@ pub(super) async fn bodiless(
         return r;
     }
     let pending = passing(rt, ctx, era);
-    let resp = forward(rt, up, parts, Bytes::new(), pending, ctx.has_session, note).await;
+    let reading = Reading {
+        has_session: ctx.has_session,
+        parking: None,
+    };
+    let resp = forward(rt, up, parts, Bytes::new(), pending, reading, note).await;
     if is_delete && resp.status().is_success() && ctx.has_session {
         rt.gw.catalog.forget(&ctx.key);
     }
@@ -274,7 +377,11 @@ pub(super) async fn batch(
     note: &mut Note,
 ) -> Response {
     let pending = passing(rt, ctx, Era::Legacy);
-    forward(rt, up, parts, body, pending, ctx.has_session, note).await
+    let reading = Reading {
+        has_session: ctx.has_session,
+        parking: None,
+    };
+    forward(rt, up, parts, body, pending, reading, note).await
 }
 
 /// What is waited for on a message no rule reads the answer of.
@@ -297,7 +404,7 @@ async fn forward(
     mut parts: Parts,
     body: Bytes,
     pending: Pending,
-    has_session: bool,
+    reading: Reading,
     note: &mut Note,
 ) -> Response {
     let wait = (&rt.gw.config.limits).into();
@@ -341,7 +448,7 @@ async fn forward(
     match sent {
         Ok(resp) => {
             note.outcome = "forwarded";
-            answers::response(rt.gw, pending, has_session, resp).await
+            answers::response(rt.gw, pending, reading, resp).await
         }
         Err(e) => {
             tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");

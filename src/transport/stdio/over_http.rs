@@ -15,7 +15,7 @@ use crate::mcp::{self, Era};
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::{UpstreamBody, Wait};
 use crate::pipeline::Pending;
-use crate::pipeline::bridge::Reverse;
+use crate::pipeline::bridge::{Declared, Reverse};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::transport::sse::{self, Split, Splitter};
@@ -260,7 +260,13 @@ impl Upstream for Http {
                 let ids = || self.gw.next_id();
                 self.up
                     .bridge
-                    .session(&self.up, &HeaderMap::new(), self.key(), ids, limits)
+                    .session(
+                        &self.up,
+                        &HeaderMap::new(),
+                        (self.key(), &Declared::default()),
+                        ids,
+                        limits,
+                    )
                     .await
             }
             // A cancellation goes inside the session the request went through: a 2026-07-28

@@ -20,7 +20,7 @@ use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::locks::MutexExt;
 use crate::mcp;
-use crate::pipeline::bridge::Reverse;
+use crate::pipeline::bridge::{Declared, Reverse};
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use crate::transport::upstream::own::{self, HttpSession, Unresulted};
@@ -225,6 +225,8 @@ pub struct HttpBridge {
     /// The sessions toolgate keeps for handshake-era clients of a server that speaks only
     /// 2026-07-28 (`pipeline::bridge::Reverse`), by the session id toolgate gave them.
     reversed: Mutex<HashMap<String, Arc<Reverse>>>,
+    /// Bridged calls waiting for their client's answer to the server's question.
+    pub rounds: Arc<super::rounds::Rounds>,
 }
 
 /// The headers of a request toolgate writes itself: the client's (its credentials, its
@@ -322,7 +324,7 @@ impl HttpBridge {
         &self,
         up: &HttpUpstream,
         client: &HeaderMap,
-        key: ScopeKey,
+        (key, declared): (ScopeKey, &Declared),
         ids: impl Fn() -> String,
         limits: &Limits,
     ) -> Option<Arc<Session>> {
@@ -341,7 +343,7 @@ impl HttpBridge {
         if let Some(s) = self.sessions.locked().get(&key) {
             return Some(s.clone());
         }
-        let opened = Arc::new(Box::pin(self.open(up, client, &ids(), limits)).await?);
+        let opened = Arc::new(Box::pin(self.open(up, client, &ids(), declared, limits)).await?);
         let mut sessions = self.sessions.locked();
         // Credentials come from clients: past the bound, one session is forgotten (the
         // server expires it) to make room, and its credential's next request opens another.
@@ -455,18 +457,22 @@ impl HttpBridge {
         }
     }
 
+    /// Opens a session for a 2026-07-28 client that says `declared` of itself, whose
+    /// capabilities and name the server reads as a handshake client's.
     async fn open(
         &self,
         up: &HttpUpstream,
         client: &HeaderMap,
         id: &str,
+        declared: &Declared,
         limits: &Limits,
     ) -> Option<Session> {
         let mut headers = own_request(client);
         headers.remove(mcp::METHOD_HEADER);
         headers.remove(mcp::PROTOCOL_VERSION);
         let opening = HttpSession::new(up, headers, limits);
-        let init = match own::handshake(&opening, id, None).await {
+        let params = declared.initialize_params();
+        let init = match own::handshake(&opening, id, Some(&params)).await {
             Ok(init) => init,
             Err(why) => {
                 tracing::warn!(error = %why, "could not open a session with the upstream for 2026-07-28 clients");

@@ -6,3 +6,4 @@ pub mod children;
 pub mod http_bridge;
 pub mod http_client;
 pub(crate) mod own;
+pub(crate) mod rounds;

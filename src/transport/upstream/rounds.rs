@@ -1,0 +1,83 @@
+//! Input-required rounds (SEP-2322) of 2026-07-28 clients bridged to a server of the handshake
+//! era. Such a server asks its client something in the middle of a call (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`) on the call's stream; a 2026-07-28 client cannot be
+//! asked that way, so toolgate answers its call with an `InputRequiredResult` naming the
+//! question, and keeps the rest of the server's stream here under the round's
+//! `requestState`. The client's retry brings the answer: it goes to the server in the session,
+//! and the kept stream answers the retry.
+//!
+//! A round is bound to the scope of the client that started it (its credential and
+//! capabilities): another client naming its `requestState` finds nothing. The state is an
+//! unguessable random name, so it cannot be forged; at most [`MAX_ROUNDS`] wait per server,
+//! each for at most [`ROUND_TTL`], and one that expires closes its server stream.
+
+use crate::catalog::ScopeKey;
+use crate::locks::MutexExt;
+use crate::transport::sse::Splitter;
+use http::HeaderMap;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a server's question waits for the client's retry.
+pub(crate) const ROUND_TTL: Duration = Duration::from_secs(300);
+/// Rounds waiting at once per server; past it the oldest is dropped.
+const MAX_ROUNDS: usize = 1024;
+
+/// A call waiting for its client's answer to the server's question.
+pub(crate) struct Parked {
+    /// Whose round it is.
+    pub(crate) key: ScopeKey,
+    /// The id of the server's question, which its answer must carry.
+    pub(crate) asked: Box<RawValue>,
+    /// The id the server will answer the call under (the client's first request's).
+    pub(crate) answers_as: Box<RawValue>,
+    /// The session's headers, for the answer to the question.
+    pub(crate) session: HeaderMap,
+    /// The rest of the server's stream: what was read and not yet split, then the body.
+    pub(crate) splitter: Splitter,
+    pub(crate) body: axum::body::Body,
+}
+
+/// The rounds waiting on one server.
+#[derive(Default)]
+pub(crate) struct Rounds {
+    waiting: Mutex<HashMap<String, (Instant, Parked)>>,
+}
+
+impl Rounds {
+    /// A new round's `requestState`: 128 random bits.
+    pub(crate) fn state() -> String {
+        let mut bytes = [0u8; 16];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+            .expect("the system's random source works");
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!("toolgate-round-{hex}")
+    }
+
+    /// Keeps `parked` under `state`, dropping expired rounds (and the oldest past the bound).
+    pub(crate) fn park(&self, state: String, parked: Parked) {
+        let mut waiting = self.waiting.locked();
+        waiting.retain(|_, (at, _)| at.elapsed() < ROUND_TTL);
+        if waiting.len() >= MAX_ROUNDS
+            && let Some(oldest) = waiting
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone())
+        {
+            waiting.remove(&oldest);
+        }
+        waiting.insert(state, (Instant::now(), parked));
+    }
+
+    /// The round `state` names, when it is `key`'s and has not expired; it leaves the store.
+    pub(crate) fn take(&self, state: &str, key: ScopeKey) -> Option<Parked> {
+        let mut waiting = self.waiting.locked();
+        match waiting.get(state) {
+            Some((at, p)) if p.key == key && at.elapsed() < ROUND_TTL => {}
+            _ => return None,
+        }
+        waiting.remove(state).map(|(_, p)| p)
+    }
+}
