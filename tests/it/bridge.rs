@@ -7,7 +7,7 @@
 use crate::common;
 use common::Toolgate;
 use common::modes::{Front, Mode};
-use common::peers::{peers, python_client, server_everything_http};
+use common::peers::{peers, python_client, python_client_answering, server_everything_http};
 use common::post_modern;
 use common::scripted::{Scripted, open_tool};
 use common::stdio_gate::StdioGate;
@@ -986,4 +986,29 @@ async fn the_bridged_handshake_carries_the_client() {
         json!({"name": "capable-client", "version": "7"}),
         "{init}"
     );
+}
+
+/// The Python SDK client (2026-07-28, and `auto`), with its own callbacks, answers
+/// server-everything's elicitation and sampling through toolgate (the server speaks only the
+/// handshake) as it would answer a server of its own era: the results are the server's.
+#[tokio::test]
+async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge() {
+    let server = server_everything_http().await;
+    let calls = [
+        ("trigger-elicitation-request", json!({})),
+        ("trigger-sampling-request", json!({"prompt": "Say hi"})),
+    ];
+    for front in [Mode::ServeUpstream, Mode::Layer] {
+        let running = Front::start(front, &server.url, &[]).await;
+        let front_url = url_of(&running);
+        // `auto` chooses the 2026-07-28 era, since toolgate answers `server/discover`: it
+        // keeps its server's questions all the same.
+        for mode in ["2026-07-28", "auto"] {
+            let out = python_client_answering(&front_url, mode, &calls).await;
+            assert_eq!(out["protocol"], "2026-07-28", "{front} {mode}: {out}");
+            let said = out["calls"].to_string();
+            assert!(said.contains("- Name: Ada"), "{front} {mode}: {out}");
+            assert!(said.contains("hi from the model"), "{front} {mode}: {out}");
+        }
+    }
 }

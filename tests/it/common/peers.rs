@@ -248,6 +248,22 @@ pub async fn python_client(
     run_client(cmd, calls).await
 }
 
+/// [`python_client`], with callbacks that answer its server's questions (elicitation: it
+/// accepts as Ada; sampling: the model says "hi from the model").
+pub async fn python_client_answering(
+    server: &str,
+    mode: &str,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut cmd = tokio::process::Command::new(&p.python);
+    cmd.arg(p.fixtures.join("py_client.py"))
+        .arg(server)
+        .arg(mode)
+        .env("PY_CLIENT_ANSWERS", "1");
+    run_client(cmd, calls).await
+}
+
 /// Runs the TypeScript SDK client (`fixtures/ts_client.mjs`, on Node 22) against `server`
 /// (a URL, or `stdio:` and a JSON array holding a command), making each call task-augmented;
 /// returns its JSON report.
