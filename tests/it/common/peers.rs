@@ -240,12 +240,16 @@ pub async fn python_client(
     mode: &str,
     calls: &[(&str, serde_json::Value)],
 ) -> serde_json::Value {
+    run_client(python_client_command(server, mode).await, calls).await
+}
+
+async fn python_client_command(server: &str, mode: &str) -> tokio::process::Command {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let mut cmd = tokio::process::Command::new(&p.python);
     cmd.arg(p.fixtures.join("py_client.py"))
         .arg(server)
         .arg(mode);
-    run_client(cmd, calls).await
+    cmd
 }
 
 /// [`python_client`], with callbacks that answer its server's questions (elicitation: it
@@ -255,12 +259,8 @@ pub async fn python_client_answering(
     mode: &str,
     calls: &[(&str, serde_json::Value)],
 ) -> serde_json::Value {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut cmd = tokio::process::Command::new(&p.python);
-    cmd.arg(p.fixtures.join("py_client.py"))
-        .arg(server)
-        .arg(mode)
-        .env("PY_CLIENT_ANSWERS", "1");
+    let mut cmd = python_client_command(server, mode).await;
+    cmd.env("PY_CLIENT_ANSWERS", "1");
     run_client(cmd, calls).await
 }
 
