@@ -991,6 +991,7 @@ async fn the_bridged_handshake_carries_the_client() {
 /// The Python SDK client (2026-07-28, and `auto`), with its own callbacks, answers
 /// server-everything's elicitation and sampling through toolgate (the server speaks only the
 /// handshake) as it would answer a server of its own era: the results are the server's.
+/// Through `serve --upstream`, `ValidateLayer` and `stdio --upstream`.
 #[tokio::test]
 async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge() {
     let server = server_everything_http().await;
@@ -998,9 +999,21 @@ async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge
         ("trigger-elicitation-request", json!({})),
         ("trigger-sampling-request", json!({"prompt": "Say hi"})),
     ];
-    for front in [Mode::ServeUpstream, Mode::Layer] {
-        let running = Front::start(front, &server.url, &[]).await;
-        let front_url = url_of(&running);
+    let over_stdio = json!([
+        env!("CARGO_BIN_EXE_toolgate"),
+        "stdio",
+        "--upstream",
+        server.url
+    ]);
+    for front in [Mode::ServeUpstream, Mode::Layer, Mode::StdioUpstream] {
+        let running = match front {
+            Mode::StdioUpstream => None,
+            _ => Some(Front::start(front, &server.url, &[]).await),
+        };
+        let front_url = match &running {
+            Some(running) => url_of(running),
+            None => format!("stdio:{over_stdio}"),
+        };
         // `auto` chooses the 2026-07-28 era, since toolgate answers `server/discover`: it
         // keeps its server's questions all the same.
         for mode in ["2026-07-28", "auto"] {

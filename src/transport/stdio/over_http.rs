@@ -15,13 +15,14 @@ use crate::mcp::{self, Era};
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::{UpstreamBody, Wait};
 use crate::pipeline::Pending;
-use crate::pipeline::bridge::{Declared, Reverse};
+use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session as BridgeSession};
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::own::{self, HttpSession};
+use crate::transport::upstream::rounds::{Parked, Rounds};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -263,7 +264,7 @@ impl Upstream for Http {
                     .session(
                         &self.up,
                         &HeaderMap::new(),
-                        (self.key(), &Declared::default()),
+                        (self.key(), &Declared::of(m)),
                         ids,
                         limits,
                     )
@@ -333,6 +334,29 @@ impl Upstream for Http {
     }
 }
 
+/// Where a bridged call's server questions go: the client's scope, and the session's
+/// headers for the answers.
+struct Asking {
+    key: ScopeKey,
+    session: HeaderMap,
+}
+
+/// An SSE answer being read: what was read and not yet split, the rest of the body, and on
+/// a round's retry, the id the server answers under and the retry's own.
+struct Stream<B> {
+    splitter: Splitter,
+    body: B,
+    renumber: Option<(Box<RawValue>, Box<RawValue>)>,
+}
+
+/// Whom an answer's events are for.
+struct Reader<'a> {
+    to: &'a ToClient,
+    pending: &'a Pending,
+    handshake: bool,
+    asking: Option<&'a Asking>,
+}
+
 impl Http {
     /// One message as a POST, and what comes back written to the client.
     async fn post(self: Arc<Self>, way: SessionWay, sent: Forwarded) {
@@ -345,6 +369,17 @@ impl Http {
         } = sent;
         if let Some(h) = &handshake {
             self.session.locked().init_params = h.params.clone();
+        }
+        // A call bridged to a server of the handshake era may be asked something by it
+        // (docs/contract.md §5, "The bridged client keeps what it has").
+        let asking = way.session.as_ref().map(|_| Asking {
+            key: self.key(),
+            session: way.headers.clone(),
+        });
+        if let Some(asking) = &asking
+            && let Some(retry) = bridge::retry(&body)
+        {
+            return self.resume(asking, retry, &pending, &to).await;
         }
         let resp = match self.send(way, body, handshake.is_some()).await {
             Ok(r) => r,
@@ -360,7 +395,9 @@ impl Http {
                 self.session.locked().id = Some(sid.clone());
             }
         }
-        let read = self.read(resp, &to, &pending, handshake.is_some()).await;
+        let read = self
+            .read(resp, &to, &pending, handshake.is_some(), asking.as_ref())
+            .await;
         if handshake.is_some() {
             self.open_stream();
         }
@@ -461,6 +498,7 @@ impl Http {
         to: &ToClient,
         pending: &Pending,
         handshake: bool,
+        asking: Option<&Asking>,
     ) -> Result<(), UpstreamError> {
         let status = resp.status();
         let is_sse = resp
@@ -468,7 +506,7 @@ impl Http {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut body = resp.into_body();
+        let body = resp.into_body();
         let unanswered = || {
             UpstreamError::NotJsonRpc(format!(
                 "HTTP {} without an answer to the request",
@@ -487,22 +525,148 @@ impl Http {
                 _ => Err(unanswered()),
             };
         }
-        let mut splitter = Splitter::new(self.gw.config.limits.max_sse_event_bytes);
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| UpstreamError::unanswered_stream(Some(e.to_string())))?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            splitter.push(&data);
-            while let Some(Split::Event(ev)) = splitter.next_event() {
-                if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty())
-                    && self.deliver(to, pending, handshake, Bytes::copy_from_slice(d.as_bytes()))
+        let stream = Stream {
+            splitter: Splitter::new(self.gw.config.limits.max_sse_event_bytes),
+            body,
+            renumber: None,
+        };
+        let reader = Reader {
+            to,
+            pending,
+            handshake,
+            asking,
+        };
+        self.events(stream, reader).await
+    }
+
+    /// Reads an SSE answer's events out to the client, until the request's answer has gone
+    /// out, or (a bridged call) the server asks the client something: the client is then
+    /// answered with an input-required round, and the rest of the stream waits for its retry.
+    async fn events<B>(&self, mut stream: Stream<B>, r: Reader<'_>) -> Result<(), UpstreamError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Into<axum::BoxError>,
+    {
+        loop {
+            while let Some(Split::Event(ev)) = stream.splitter.next_event() {
+                let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) else {
+                    continue;
+                };
+                let mut data = Bytes::copy_from_slice(d.as_bytes());
+                if let Some(asking) = r.asking
+                    && let Some(asked) = bridge::question(&data)
                 {
+                    self.ask_client(asking, asked, stream, &r);
+                    return Ok(());
+                }
+                if let Some((from, to)) = &stream.renumber
+                    && let Some(renumbered) = bridge::renumbered(&data, from, to)
+                {
+                    data = renumbered;
+                }
+                if self.deliver(r.to, r.pending, r.handshake, data) {
                     return Ok(());
                 }
             }
+            let broke = |e: B::Error| UpstreamError::unanswered_stream(Some(e.to_string()));
+            match stream.body.frame().await {
+                Some(frame) => {
+                    if let Ok(data) = frame.map_err(broke)?.into_data() {
+                        stream.splitter.push(&data);
+                    }
+                }
+                None => return Err(UpstreamError::unanswered_stream(None)),
+            }
         }
-        Err(UpstreamError::unanswered_stream(None))
+    }
+
+    /// Answers the client's request with the server's question, as an input-required round,
+    /// and keeps the rest of `stream` for the retry.
+    fn ask_client<B>(
+        &self,
+        asking: &Asking,
+        asked: bridge::Question,
+        stream: Stream<B>,
+        r: &Reader<'_>,
+    ) where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        let Some(id) = r.pending.id.as_deref() else {
+            return;
+        };
+        let state = Rounds::state();
+        let answers_as = match &stream.renumber {
+            Some((from, _)) => from.clone(),
+            None => id.to_owned(),
+        };
+        r.to.write(bridge::input_required(id, &asked, &state));
+        let parked = Parked {
+            key: asking.key,
+            asked: asked.id,
+            answers_as,
+            session: asking.session.clone(),
+            splitter: stream.splitter,
+            body: axum::body::Body::new(stream.body),
+        };
+        self.up.bridge.rounds.park(state, parked);
+    }
+
+    /// A round's retry: the client's answer goes to the server's question, and the rest of
+    /// the server's stream answers the retry (under its id), or asks again.
+    async fn resume(
+        &self,
+        asking: &Asking,
+        retry: bridge::Retry,
+        pending: &Pending,
+        to: &ToClient,
+    ) {
+        let refuse = |message: &str| {
+            let id = pending.id.as_deref();
+            to.write(jsonrpc::error_response(
+                id,
+                jsonrpc::INVALID_PARAMS,
+                message,
+                None,
+            ));
+        };
+        let Some(parked) = self.up.bridge.rounds.take(&retry.state, asking.key) else {
+            return refuse(
+                "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it",
+            );
+        };
+        let key = bridge::Question::key_of(&parked.asked);
+        let Some(result) = retry.responses.get(&key) else {
+            return refuse(&format!(
+                "Invalid params: inputResponses has no answer to {key:?}; call the tool again without requestState"
+            ));
+        };
+        let mut headers = parked.session.clone();
+        headers.remove(mcp::METHOD_HEADER);
+        headers.remove(mcp::NAME_HEADER);
+        let answer = Bytes::from(bridge::answer_to(&parked.asked, result));
+        if let Err(e) = self
+            .up
+            .http
+            .send(Method::POST, headers, answer, self.timeout())
+            .await
+        {
+            return to.failed(pending, &e);
+        }
+        let stream = Stream {
+            splitter: parked.splitter,
+            body: parked.body,
+            renumber: pending.id.clone().map(|id| (parked.answers_as, id)),
+        };
+        let reader = Reader {
+            to,
+            pending,
+            handshake: false,
+            asking: Some(asking),
+        };
+        if let Err(e) = self.events(stream, reader).await {
+            to.failed(pending, &e);
+        }
     }
 
     /// One message the server sent about the request; `true` when it is the answer.
