@@ -81,3 +81,59 @@ impl Rounds {
         waiting.remove(state).map(|(_, p)| p)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parked(context: u64) -> Parked {
+        let id = || RawValue::from_string("1".into()).unwrap();
+        Parked {
+            key: ScopeKey {
+                upstream: 0,
+                context,
+            },
+            asked: id(),
+            answers_as: id(),
+            session: HeaderMap::new(),
+            splitter: Splitter::new(1024),
+            body: axum::body::Body::empty(),
+        }
+    }
+
+    #[test]
+    fn a_round_is_taken_once_and_only_by_its_scope() {
+        let rounds = Rounds::default();
+        let state = Rounds::state();
+        assert_ne!(state, Rounds::state(), "each state is new");
+        rounds.park(state.clone(), parked(7));
+        let other = ScopeKey {
+            upstream: 0,
+            context: 8,
+        };
+        assert!(rounds.take(&state, other).is_none(), "another scope");
+        let mine = ScopeKey {
+            upstream: 0,
+            context: 7,
+        };
+        assert!(rounds.take(&state, mine).is_some());
+        assert!(rounds.take(&state, mine).is_none(), "used once");
+    }
+
+    #[test]
+    fn rounds_are_bounded_and_the_oldest_goes() {
+        let rounds = Rounds::default();
+        let first = Rounds::state();
+        rounds.park(first.clone(), parked(1));
+        std::thread::sleep(Duration::from_millis(2));
+        for _ in 0..MAX_ROUNDS {
+            rounds.park(Rounds::state(), parked(1));
+        }
+        assert_eq!(rounds.waiting.locked().len(), MAX_ROUNDS);
+        let key = ScopeKey {
+            upstream: 0,
+            context: 1,
+        };
+        assert!(rounds.take(&first, key).is_none(), "the oldest made room");
+    }
+}
