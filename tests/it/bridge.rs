@@ -927,23 +927,28 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
             assert_eq!(request["method"], method, "{mode}: {asked}");
             let state = result["requestState"].as_str().unwrap().to_owned();
 
-            // Another client (another capability set) cannot take the round, nor a made-up one.
+            // Another client (another capability set, listing the same tools) cannot take the
+            // round, nor a made-up one.
             let mut other = capable(
                 id + 1,
                 "tools/call",
                 json!({"name": tool, "arguments": args, "requestState": state, "inputResponses": {key: answer}}),
             );
             other["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
-                json!({"sampling": {}});
+                json!({"elicitation": {}, "sampling": {}, "experimental": {}});
+            let no_round = |id: i64| {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
+                "message": "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it"}})
+            };
             let refused = post_modern(&url, "tools/call", other).await.answer();
-            assert_eq!(refused["error"]["code"], -32602, "{mode}: {refused}");
+            assert_eq!(refused, no_round(id + 1), "{mode}");
             let made_up = capable(
                 id + 2,
                 "tools/call",
                 json!({"name": tool, "arguments": args, "requestState": "toolgate-round-0", "inputResponses": {key: answer}}),
             );
             let refused = post_modern(&url, "tools/call", made_up).await.answer();
-            assert_eq!(refused["error"]["code"], -32602, "{mode}: {refused}");
+            assert_eq!(refused, no_round(id + 2), "{mode}");
 
             let retry = capable(
                 id + 3,

@@ -350,12 +350,15 @@ pub(crate) fn resumed(
     parking: Parking,
 ) -> Response {
     let Parked { splitter, body, .. } = parked;
-    let mut inspector = SseInspector::new(gw.clone(), pending, StreamOutcome::default());
+    let outcome = StreamOutcome::default();
+    let mut inspector = SseInspector::new(gw.clone(), pending, outcome.clone());
     inspector.splitter = splitter;
     inspector.parking = Some(parking);
     // What was read past the question first.
     inspector.feed(Bytes::new());
     let mut resp = Response::new(sse_stream(inspector, body));
+    // Its span ends with the stream, as a first answer's does.
+    resp.extensions_mut().insert(outcome);
     let headers = resp.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(

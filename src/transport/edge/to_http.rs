@@ -17,7 +17,7 @@ use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Kind, Pending};
 use crate::telemetry;
-use crate::transport::upstream::http_bridge::{self, HttpBridge, Session};
+use crate::transport::upstream::http_bridge::{self, HttpBridge, Session, Unresumed};
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::body::Body;
 use axum::response::Response;
@@ -56,8 +56,8 @@ impl<'a> HttpWay<'a> {
         // capabilities (what a handshake server lists and asks depends on them), and its
         // tools are learned in that session's scope.
         let declared = match era {
-            Era::Modern => Declared::of(m),
-            Era::Legacy => Declared::default(),
+            Era::Modern if up.bridge.may_bridge() => Declared::of(m),
+            _ => Declared::default(),
         };
         let key = match &declared.capabilities {
             Some(caps) => rt.gw.narrower(ctx.key, caps.get().as_bytes()),
@@ -152,7 +152,6 @@ impl<'a> HttpWay<'a> {
                 let round = Round {
                     retry,
                     key: self.key,
-                    session: &parts.headers,
                 };
                 return Box::pin(round.resume(rt, up, pending, note)).await;
             }
@@ -194,13 +193,12 @@ impl<'a> HttpWay<'a> {
 
 /// A 2026-07-28 client's retry of an input-required round, in the bridged session
 /// (`upstream::rounds`).
-struct Round<'a> {
+struct Round {
     retry: bridge::Retry,
     key: ScopeKey,
-    session: &'a HeaderMap,
 }
 
-impl Round<'_> {
+impl Round {
     /// The client's answer goes to the server's question, and what the server says next
     /// (its answer, or another question) answers the retry.
     async fn resume(
@@ -210,30 +208,19 @@ impl Round<'_> {
         pending: Pending,
         note: &mut Note,
     ) -> Response {
-        let id = pending.id.as_deref();
-        let refuse = |message: &str| {
-            let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, message, None);
-            reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body)
-        };
-        let Some(parked) = up.bridge.rounds.take(&self.retry.state, self.key) else {
-            return refuse(
-                "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it",
-            );
-        };
-        let key = bridge::Question::key_of(&parked.asked);
-        let Some(result) = self.retry.responses.get(&key) else {
-            return refuse(&format!(
-                "Invalid params: inputResponses has no answer to {key:?}; call the tool again without requestState"
-            ));
-        };
-        let mut headers = self.session.clone();
-        headers.remove(crate::mcp::METHOD_HEADER);
-        headers.remove(crate::mcp::NAME_HEADER);
-        let answer = Bytes::from(bridge::answer_to(&parked.asked, result));
         let wait = (&rt.gw.config.limits).into();
-        if let Err(e) = up.http.send(Method::POST, headers, answer, wait).await {
-            return reply::upstream_failed(rt.gw, &pending, &e, note);
-        }
+        let parked = match up.bridge.resume(up, &self.retry, self.key, wait).await {
+            Ok(parked) => parked,
+            Err(Unresumed::Refused(why)) => {
+                note.outcome = "answered";
+                let id = pending.id.as_deref();
+                let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
+                return reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body);
+            }
+            Err(Unresumed::Unavailable(e)) => {
+                return reply::upstream_failed(rt.gw, &pending, &e, note);
+            }
+        };
         note.outcome = "forwarded";
         let parking = Parking {
             rounds: up.bridge.rounds.clone(),

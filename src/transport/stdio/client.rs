@@ -125,6 +125,13 @@ impl ToClient {
         s.answers
     }
 
+    /// toolgate's own answer to `pending` (an input-required round, a refusal), traced as
+    /// `outcome`.
+    pub(crate) fn answered_by_toolgate(&self, pending: &Pending, body: Vec<u8>, outcome: &str) {
+        self.write(body);
+        self.answered(pending, true, outcome);
+    }
+
     /// No answer came to `pending`, for this reason (`pipeline::unanswered`).
     pub(crate) fn failed(&self, pending: &Pending, why: &UpstreamError) {
         if let Some(a) = pipeline::unanswered(&self.gw, pending, why) {

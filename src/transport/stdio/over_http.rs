@@ -19,7 +19,9 @@ use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::transport::sse::{self, Split, Splitter};
-use crate::transport::upstream::http_bridge::{self, HttpBridge, Session as BridgeSession};
+use crate::transport::upstream::http_bridge::{
+    self, HttpBridge, Session as BridgeSession, Unresumed,
+};
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::own::{self, HttpSession};
 use crate::transport::upstream::rounds::{Parked, Rounds};
@@ -66,6 +68,15 @@ pub(crate) struct SessionWay {
 impl Http {
     fn timeout(&self) -> Wait {
         (&self.gw.config.limits).into()
+    }
+
+    /// What a 2026-07-28 message says of its client, read only when the server may need a
+    /// handshake of toolgate's for it.
+    fn declared(&self, m: &Message<'_>) -> Declared {
+        match self.up.bridge.may_bridge() {
+            true => Declared::of(m),
+            false => Declared::default(),
+        }
     }
 
     fn headers(&self) -> HeaderMap {
@@ -264,7 +275,7 @@ impl Upstream for Http {
                     .session(
                         &self.up,
                         &HeaderMap::new(),
-                        (self.key(), &Declared::of(m)),
+                        (self.key(), &self.declared(m)),
                         ids,
                         limits,
                     )
@@ -600,7 +611,11 @@ impl Http {
             Some((from, _)) => from.clone(),
             None => id.to_owned(),
         };
-        r.to.write(bridge::input_required(id, &asked, &state));
+        r.to.answered_by_toolgate(
+            r.pending,
+            bridge::input_required(id, &asked, &state),
+            "forwarded",
+        );
         let parked = Parked {
             key: asking.key,
             asked: asked.id,
@@ -621,38 +636,20 @@ impl Http {
         pending: &Pending,
         to: &ToClient,
     ) {
-        let refuse = |message: &str| {
-            let id = pending.id.as_deref();
-            to.write(jsonrpc::error_response(
-                id,
-                jsonrpc::INVALID_PARAMS,
-                message,
-                None,
-            ));
-        };
-        let Some(parked) = self.up.bridge.rounds.take(&retry.state, asking.key) else {
-            return refuse(
-                "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it",
-            );
-        };
-        let key = bridge::Question::key_of(&parked.asked);
-        let Some(result) = retry.responses.get(&key) else {
-            return refuse(&format!(
-                "Invalid params: inputResponses has no answer to {key:?}; call the tool again without requestState"
-            ));
-        };
-        let mut headers = parked.session.clone();
-        headers.remove(mcp::METHOD_HEADER);
-        headers.remove(mcp::NAME_HEADER);
-        let answer = Bytes::from(bridge::answer_to(&parked.asked, result));
-        if let Err(e) = self
+        let parked = match self
             .up
-            .http
-            .send(Method::POST, headers, answer, self.timeout())
+            .bridge
+            .resume(&self.up, &retry, asking.key, self.timeout())
             .await
         {
-            return to.failed(pending, &e);
-        }
+            Ok(parked) => parked,
+            Err(Unresumed::Refused(why)) => {
+                let id = pending.id.as_deref();
+                let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
+                return to.answered_by_toolgate(pending, refusal, "answered");
+            }
+            Err(Unresumed::Unavailable(e)) => return to.failed(pending, &e),
+        };
         let stream = Stream {
             splitter: parked.splitter,
             body: parked.body,
