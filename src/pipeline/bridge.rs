@@ -316,6 +316,8 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
 pub struct Reverse {
     /// The envelope's members, as JSON text by key.
     envelope: std::sync::Mutex<BTreeMap<&'static str, Box<RawValue>>>,
+    /// toolgate's questions to the client when the server asks for input.
+    pub(crate) asked: super::asked::Asked,
 }
 
 /// The most bytes of a client's `capabilities` or `clientInfo` that the reverse bridge keeps
@@ -580,6 +582,7 @@ impl Reverse {
         }
         Reverse {
             envelope: std::sync::Mutex::new(envelope),
+            asked: Default::default(),
         }
     }
 

@@ -15,6 +15,7 @@
 //! it before it was decided.
 
 pub mod answer;
+pub(crate) mod asked;
 pub mod bridge;
 pub mod canon;
 pub mod engine;

@@ -98,6 +98,13 @@ pub async fn decide<L: Lister>(
     bridging: Bridging<'_>,
     lister: &L,
 ) -> Step<L::Relay> {
+    // The client's answer to a question toolgate asked it for its server (`asked`).
+    if let Bridging::ToModern(reverse) = bridging
+        && m.method.is_none()
+        && reverse.asked.answered(m, bytes)
+    {
+        return Step::Consumed;
+    }
     let id = m.id.filter(|_| m.is_request());
     let (body, kind) = match id {
         Some(id) if m.method() == Some(mcp::TOOLS_CALL) => {

@@ -1030,3 +1030,78 @@ async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge
         }
     }
 }
+
+/// A server that speaks only 2026-07-28 (the Python SDK 2.3 fixture, refusing `initialize`
+/// as such a server does) over HTTP, and the same server over stdio.
+async fn modern_only_python() -> (tokio::process::Child, String, Vec<String>) {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let fixture = p
+        .fixtures
+        .join("conformance_server.py")
+        .display()
+        .to_string();
+    let mut http = tokio::process::Command::new(&p.python)
+        .args([fixture.as_str(), "modern-http"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/mcp",
+        common::port_line(&mut http).await
+    );
+    let python = p.python.display().to_string();
+    let modern_only = p.fixtures.join("modern_only.py").display().to_string();
+    let stdio = vec![python.clone(), modern_only, python, fixture, "stdio".into()];
+    (http, url, stdio)
+}
+
+/// The other way: a server that speaks only 2026-07-28 asks for input before it answers a
+/// call (an elicitation and a sampling request, in one `InputRequiredResult`). The official
+/// Python SDK client of the handshake era, with its own callbacks, is asked each as the
+/// server request it stands for, and the server's result, once it has the answers, answers
+/// its call: as it would be served by a server of its own era. In all four modes and through
+/// `ValidateLayer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_servers_questions_reach_a_handshake_client_as_its_own_requests() {
+    let (_server, url, command) = modern_only_python().await;
+    let calls = [("ask_first", json!({}))];
+    for mode in Mode::EVERY_FRONT {
+        let running = match mode {
+            Mode::StdioUpstream | Mode::StdioCommand => None,
+            _ => Some(Front::start(mode, &url, &command).await),
+        };
+        let tail: Vec<String> = match mode {
+            Mode::StdioUpstream => vec!["--upstream".into(), url.clone()],
+            _ => std::iter::once("--".to_string())
+                .chain(command.clone())
+                .collect(),
+        };
+        let front_url = match &running {
+            Some(running) => url_of(running),
+            None => {
+                let mut over_stdio =
+                    vec![env!("CARGO_BIN_EXE_toolgate").to_string(), "stdio".into()];
+                over_stdio.extend(tail);
+                format!("stdio:{}", json!(over_stdio))
+            }
+        };
+        let out = python_client_answering(&front_url, "legacy", &calls).await;
+        assert_eq!(out["protocol"], "2025-11-25", "{mode}: {out}");
+        assert!(
+            out["tools"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("ask_first")),
+            "{mode}: {out}"
+        );
+        let call = &out["calls"][0];
+        assert_eq!(call["isError"], false, "{mode}: {out}");
+        assert_eq!(
+            call["content"],
+            json!([{"type": "text", "text": "Ada heard: hi from the model"}]),
+            "{mode}: {out}"
+        );
+    }
+}

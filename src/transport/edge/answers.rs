@@ -15,8 +15,10 @@ use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::strip_hop_by_hop;
+use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::{self, Kind, Pending};
+use crate::transport::edge::asking::{self, Retrying};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
@@ -46,6 +48,20 @@ fn relayed_as_is(status: StatusCode, has_session: bool) -> bool {
 pub(crate) struct Reading {
     pub(crate) has_session: bool,
     pub(crate) parking: Option<Parking>,
+    /// For a handshake-era client's request to a server of 2026-07-28: what its rounds
+    /// need, should the server ask for input.
+    pub(crate) retrying: Option<Retrying>,
+}
+
+impl Reading {
+    /// An answer read by its rules alone.
+    pub(crate) fn of(has_session: bool) -> Reading {
+        Reading {
+            has_session,
+            parking: None,
+            retrying: None,
+        }
+    }
 }
 
 /// Where a bridged call's stream waits while its client answers the server's question.
@@ -71,6 +87,7 @@ where
     let Reading {
         has_session,
         parking,
+        retrying,
     } = reading;
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -86,6 +103,7 @@ where
         parts.extensions.insert(outcome.clone());
         let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
         inspector.parking = parking;
+        inspector.retrying = retrying;
         return Response::from_parts(parts, sse_stream(inspector, body));
     }
     if pending.id.is_none() {
@@ -125,6 +143,12 @@ where
     if pending.completion().is_some() {
         // Completed below: the upstream's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
+    }
+    if let Some(retrying) = retrying
+        && status.is_success()
+        && asked::input_required(&bytes).is_some()
+    {
+        return asking::answer(gw, pending, bytes, retrying);
     }
     if status.is_success() && !needs_reading(&pending, &bytes) {
         return Response::from_parts(parts, Body::from(bridge::complete(&pending, bytes)));
@@ -202,6 +226,11 @@ struct SseInspector {
     parking: Option<Parking>,
     /// The server asked: the round's state and the question's id; the stream waits.
     parked: Option<(String, Box<RawValue>)>,
+    /// For a handshake-era client of a server of 2026-07-28: what the rounds need when the
+    /// server's answer asks for input.
+    retrying: Option<Retrying>,
+    /// That answer, held: the stream goes on with the rounds.
+    held: Option<Bytes>,
 }
 
 impl SseInspector {
@@ -218,6 +247,8 @@ impl SseInspector {
             outcome,
             parking: None,
             parked: None,
+            retrying: None,
+            held: None,
         }
     }
 
@@ -231,6 +262,10 @@ impl SseInspector {
             match split {
                 Split::Event(ev) => {
                     let ev = self.on_event(ev);
+                    if self.held.is_some() {
+                        // The rest of the server's stream answers nothing now.
+                        break;
+                    }
                     self.out.push_back(ev);
                     if self.parked.is_some() {
                         // The rest waits for the client's answer, unread.
@@ -266,6 +301,11 @@ impl SseInspector {
             std::borrow::Cow::Borrowed(d) => ev.slice_ref(d.as_bytes()),
             std::borrow::Cow::Owned(d) => Bytes::from(d),
         };
+        if about_us && self.retrying.is_some() && asked::input_required(&data).is_some() {
+            self.answered = true;
+            self.held = Some(data);
+            return Bytes::new();
+        }
         if about_us && let Some(parking) = &self.parking {
             if let Some(asked) = bridge::question(&data) {
                 return self.ask_client(&ev, asked);
@@ -301,6 +341,20 @@ impl SseInspector {
         self.parked = Some((state, asked.id));
         self.answered = true;
         sse::with_data(ev, &body)
+    }
+
+    /// The rounds of an answer held because it asks for input; the server's stream is done.
+    fn rounds(&mut self) -> Option<asking::Rounds> {
+        let held = self.held.take()?;
+        let retrying = self.retrying.take()?;
+        let (gw, pending) = (&self.gw, self.pending.clone());
+        Some(asking::Rounds::start(
+            gw,
+            pending,
+            held,
+            retrying,
+            self.outcome.clone(),
+        ))
     }
 
     /// Keeps the rest of the stream (`body`, and what the splitter holds) for the round's
@@ -378,12 +432,15 @@ where
         insp: SseInspector,
         body: Option<B>,
         done: bool,
+        /// The server's answer asked for input: the rest is toolgate's rounds.
+        rounds: Option<asking::Rounds>,
     }
     let stream = futures_util::stream::unfold(
         State {
             insp: inspector,
             body: Some(body),
             done: false,
+            rounds: None,
         },
         |mut st| async move {
             loop {
@@ -394,6 +451,14 @@ where
                 }
                 if let Some(b) = st.insp.out.pop_front() {
                     return Some((Ok::<_, std::convert::Infallible>(b), st));
+                }
+                if let Some(rounds) = st.rounds.as_mut() {
+                    let b = rounds.next().await?;
+                    return Some((Ok(b), st));
+                }
+                if let Some(rounds) = st.insp.rounds() {
+                    st.rounds = Some(rounds);
+                    continue;
                 }
                 if st.done {
                     return None;

@@ -15,6 +15,7 @@
 
 mod admission;
 pub(crate) mod answers;
+mod asking;
 mod authenticate;
 mod bind_sessions;
 mod gate;

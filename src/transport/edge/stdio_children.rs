@@ -9,11 +9,13 @@
 //! on the shared child) is answered, in a session or not, as an SSE stream of those messages,
 //! then the answer (docs/contract.md, section 7).
 
+use super::asking::{self, RetryServer, Retrying};
 use super::reply;
 use super::request::{Caller, Note, Route, Said};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
+use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
@@ -141,7 +143,10 @@ impl ChildWay {
             self.sc
                 .bridged()
                 .filter(|_| self.shared && self.era == Era::Modern),
-            self.sc.reverse().filter(|_| self.era == Era::Legacy),
+            self.sc
+                .reverse()
+                .map(|r| &**r)
+                .filter(|_| self.era == Era::Legacy),
         )
     }
 
@@ -225,11 +230,26 @@ impl ChildWay {
             note.outcome = "forwarded";
             return stream(rt, sc, body, token.get(), pending, None, self.timeout);
         }
+        // A handshake-era client's request to a server of 2026-07-28, which may ask for input.
+        let rounds = match (sc.reverse(), self.era) {
+            (Some(r), Era::Legacy) if asked::may_ask(said.method) => Some((body.clone(), r)),
+            _ => None,
+        };
         let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
             Ok(a) => a,
             Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
         };
         note.outcome = "forwarded";
+        if let Some((request, reverse)) = rounds
+            && asked::input_required(&answer).is_some()
+        {
+            let retrying = Retrying {
+                request,
+                reverse: reverse.clone(),
+                server: RetryServer::Child(sc.child.retrying(self.timeout)),
+            };
+            return asking::answer(rt.gw, pending, answer, retrying);
+        }
         // A session's `initialize` the server refused: one that answers `server/discover`
         // speaks only 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
         let reversed = match self.new_session {

@@ -7,18 +7,20 @@
 //! 2026-07-28 is answered `initialize` here and given a session toolgate keeps.
 
 use super::answers::{self, Parking, Reading};
+use super::asking::{RetryServer, Retrying};
 use super::reply;
 use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE, Upstream};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::net::abandon::{Abandon, UntilEnd};
+use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Kind, Pending};
 use crate::telemetry;
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session, Unresumed};
-use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -137,14 +139,23 @@ impl<'a> HttpWay<'a> {
         let up = self.up;
         // One `forward` awaited for every way: each await of it would be a state of its own
         // in this future, which every request carries.
-        let mut reading = Reading {
-            has_session: self.has_session,
-            parking: None,
-        };
+        let mut reading = Reading::of(self.has_session);
         let mut bridged = None;
-        if let Some((_, headers)) = self.reversed {
+        if let Some((reverse, headers)) = self.reversed {
             parts.headers = headers;
             reading.has_session = false;
+            if let (Some(_), Upstream::Http(up)) = (&pending.id, rt.up)
+                && asked::may_ask(said.method)
+            {
+                // The server may ask for input, which its handshake-era client is asked.
+                let limits = &rt.gw.config.limits;
+                let retry = HttpRetrying::new(up.clone(), parts.headers.clone(), limits);
+                reading.retrying = Some(Retrying {
+                    request: body.clone(),
+                    reverse,
+                    server: RetryServer::Http(retry),
+                });
+            }
         } else if let Some(session) = self.session {
             session.headers(&mut parts.headers);
             if let Some(retry) = bridge::retry(&body) {
@@ -159,6 +170,7 @@ impl<'a> HttpWay<'a> {
             let abandon = cancels(rt, &headers, &pending);
             reading = Reading {
                 has_session: false,
+                retrying: None,
                 parking: Some(Parking {
                     rounds: up.bridge.rounds.clone(),
                     key: self.key,
@@ -271,19 +283,7 @@ async fn initialize(
     note: &mut Note,
 ) -> Response {
     let headers = parts.headers.clone();
-    let resp = forward(
-        rt,
-        up,
-        parts,
-        body,
-        pending,
-        Reading {
-            has_session: false,
-            parking: None,
-        },
-        note,
-    )
-    .await;
+    let resp = forward(rt, up, parts, body, pending, Reading::of(false), note).await;
     if !resp.status().is_client_error() {
         return resp;
     }
@@ -342,10 +342,7 @@ pub(super) async fn bodiless(
         return r;
     }
     let pending = passing(rt, ctx, era);
-    let reading = Reading {
-        has_session: ctx.has_session,
-        parking: None,
-    };
+    let reading = Reading::of(ctx.has_session);
     let resp = forward(rt, up, parts, Bytes::new(), pending, reading, note).await;
     if is_delete && resp.status().is_success() && ctx.has_session {
         rt.gw.catalog.forget(&ctx.key);
@@ -364,10 +361,7 @@ pub(super) async fn batch(
     note: &mut Note,
 ) -> Response {
     let pending = passing(rt, ctx, Era::Legacy);
-    let reading = Reading {
-        has_session: ctx.has_session,
-        parking: None,
-    };
+    let reading = Reading::of(ctx.has_session);
     forward(rt, up, parts, body, pending, reading, note).await
 }
 

@@ -15,6 +15,7 @@ use crate::mcp::{self, Era};
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::{UpstreamBody, Wait};
 use crate::pipeline::Pending;
+use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
@@ -22,7 +23,7 @@ use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::{
     self, HttpBridge, Session as BridgeSession, Unresumed,
 };
-use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use crate::transport::upstream::own::{self, HttpSession};
 use crate::transport::upstream::rounds::{Parked, Rounds};
 use bytes::Bytes;
@@ -48,7 +49,7 @@ struct Session {
 pub(crate) struct Http {
     gw: Arc<Gateway>,
     target: Arc<Target>,
-    up: HttpUpstream,
+    up: Arc<HttpUpstream>,
     session: Mutex<Session>,
     reverse: Reversed,
     /// The session's GET stream, opened after each `initialize`.
@@ -235,7 +236,7 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let http = Arc::new(Http {
         target: gw.targets[0].clone(),
         gw,
-        up,
+        up: Arc::new(up),
         session: Mutex::default(),
         reverse: Reversed::default(),
         stream: Mutex::default(),
@@ -366,6 +367,9 @@ struct Reader<'a> {
     pending: &'a Pending,
     handshake: bool,
     asking: Option<&'a Asking>,
+    /// A handshake-era client's request to a server of 2026-07-28: an input-required answer
+    /// is held for its rounds (`pipeline::asked`) rather than written.
+    holds_rounds: bool,
 }
 
 impl Http {
@@ -392,6 +396,10 @@ impl Http {
         {
             return self.resume(asking, retry, &pending, &to).await;
         }
+        let rounds = way
+            .reverse
+            .clone()
+            .map(|r| (body.clone(), r, way.headers.clone()));
         let resp = match self.send(way, body, handshake.is_some()).await {
             Ok(r) => r,
             Err(e) => return to.failed(&pending, &e),
@@ -406,14 +414,26 @@ impl Http {
                 self.session.locked().id = Some(sid.clone());
             }
         }
-        let read = self
-            .read(resp, &to, &pending, handshake.is_some(), asking.as_ref())
-            .await;
+        let reader = Reader {
+            to: &to,
+            pending: &pending,
+            handshake: handshake.is_some(),
+            asking: asking.as_ref(),
+            holds_rounds: rounds.is_some(),
+        };
+        let read = self.read(resp, reader).await;
         if handshake.is_some() {
             self.open_stream();
         }
-        if let Err(e) = read {
-            to.failed(&pending, &e);
+        match (read, rounds) {
+            (Ok(Some(held)), Some((request, reverse, headers))) => {
+                let limits = &self.gw.config.limits;
+                let server = HttpRetrying::new(self.up.clone(), headers, limits);
+                let asked = (&request[..], &*reverse);
+                to.answer_after_rounds(&pending, asked, held, &server).await;
+            }
+            (Err(e), _) => to.failed(&pending, &e),
+            _ => {}
         }
     }
 
@@ -501,16 +521,14 @@ impl Http {
     }
 
     /// Reads the answer, JSON or SSE, out to the client, until the request's answer has
-    /// gone out (an SSE stream is left then: one answer per request); `Err` says why none
-    /// came, classified as the HTTP edge classifies it.
+    /// gone out (an SSE stream is left then: one answer per request), or is held for its
+    /// rounds (returned); `Err` says why none came, classified as the HTTP edge classifies
+    /// it.
     async fn read(
         &self,
         resp: http::Response<UpstreamBody>,
-        to: &ToClient,
-        pending: &Pending,
-        handshake: bool,
-        asking: Option<&Asking>,
-    ) -> Result<(), UpstreamError> {
+        r: Reader<'_>,
+    ) -> Result<Option<Bytes>, UpstreamError> {
         let status = resp.status();
         let is_sse = resp
             .headers()
@@ -528,9 +546,15 @@ impl Http {
             let limit = self.gw.config.limits.max_response_bytes;
             return match collect_upstream(body, limit).await {
                 Ok(Collected::Whole(bytes))
-                    if !bytes.is_empty() && self.deliver(to, pending, handshake, bytes.clone()) =>
+                    if r.holds_rounds && asked::input_required(&bytes).is_some() =>
                 {
-                    Ok(())
+                    Ok(Some(bytes))
+                }
+                Ok(Collected::Whole(bytes))
+                    if !bytes.is_empty()
+                        && self.deliver(r.to, r.pending, r.handshake, bytes.clone()) =>
+                {
+                    Ok(None)
                 }
                 Err(e) => Err(UpstreamError::unanswered_stream(Some(e.to_string()))),
                 _ => Err(unanswered()),
@@ -541,19 +565,18 @@ impl Http {
             body,
             renumber: None,
         };
-        let reader = Reader {
-            to,
-            pending,
-            handshake,
-            asking,
-        };
-        self.events(stream, reader).await
+        self.events(stream, r).await
     }
 
     /// Reads an SSE answer's events out to the client, until the request's answer has gone
     /// out, or (a bridged call) the server asks the client something: the client is then
     /// answered with an input-required round, and the rest of the stream waits for its retry.
-    async fn events<B>(&self, mut stream: Stream<B>, r: Reader<'_>) -> Result<(), UpstreamError>
+    /// An input-required answer the reader holds is returned.
+    async fn events<B>(
+        &self,
+        mut stream: Stream<B>,
+        r: Reader<'_>,
+    ) -> Result<Option<Bytes>, UpstreamError>
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::fmt::Display + Into<axum::BoxError>,
@@ -568,7 +591,10 @@ impl Http {
                     && let Some(asked) = bridge::question(&data)
                 {
                     self.ask_client(asking, asked, stream, &r);
-                    return Ok(());
+                    return Ok(None);
+                }
+                if r.holds_rounds && asked::input_required(&data).is_some() {
+                    return Ok(Some(data));
                 }
                 if let Some((from, to)) = &stream.renumber
                     && let Some(renumbered) = bridge::renumbered(&data, from, to)
@@ -576,7 +602,7 @@ impl Http {
                     data = renumbered;
                 }
                 if self.deliver(r.to, r.pending, r.handshake, data) {
-                    return Ok(());
+                    return Ok(None);
                 }
             }
             let broke = |e: B::Error| UpstreamError::unanswered_stream(Some(e.to_string()));
@@ -660,6 +686,7 @@ impl Http {
             pending,
             handshake: false,
             asking: Some(asking),
+            holds_rounds: false,
         };
         if let Err(e) = self.events(stream, reader).await {
             to.failed(pending, &e);

@@ -142,7 +142,7 @@ impl Upstream for Child {
 
     fn exchange(
         self: Arc<Self>,
-        _way: PipeWay,
+        way: PipeWay,
         sent: Forwarded,
     ) -> impl Future<Output = ()> + Send + 'static {
         let Forwarded {
@@ -151,6 +151,8 @@ impl Upstream for Child {
             handshake,
             to,
         } = sent;
+        // A handshake-era client's request to a server of 2026-07-28, which may ask for input.
+        let rounds = way.reverse.map(|r| (body.clone(), r));
         // Written now, in the client's order; only the wait is left to the future.
         let owed = match pending.id.as_deref() {
             Some(id) => Some(self.process.start(body, id.get())),
@@ -171,6 +173,13 @@ impl Upstream for Child {
                         && let Some(ours) = self.reverse_if_refused(&pending, h, &answer).await
                     {
                         return to.write(ours);
+                    }
+                    if let Some((request, reverse)) = rounds {
+                        let server = self.process.retrying(self.timeout);
+                        let asked = (&request[..], &*reverse);
+                        return to
+                            .answer_after_rounds(&pending, asked, answer, &server)
+                            .await;
                     }
                     to.answer(&pending, answer);
                 }

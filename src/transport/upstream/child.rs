@@ -13,6 +13,7 @@ use super::own::{self, OwnRequests, Unresulted};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
+use crate::pipeline::asked::Retries;
 use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, ListFailed, Lister};
 use crate::pipeline::step::Bridging;
@@ -57,6 +58,19 @@ pub struct Owed {
     rx: oneshot::Receiver<Bytes>,
     waiters: Arc<Mutex<Waiters>>,
     ended: Arc<std::sync::OnceLock<String>>,
+}
+
+/// A child as an input-required round's retry reaches it (`pipeline::asked`).
+pub struct Retrying {
+    child: Arc<ChildProcess>,
+    timeout: Duration,
+}
+
+impl Retries for Retrying {
+    async fn retry(&self, request: Bytes, id: &str) -> Result<Bytes, UpstreamError> {
+        let id = serde_json::to_string(id).expect("a string");
+        self.child.request(request, &id, self.timeout).await
+    }
 }
 
 impl Owed {
@@ -420,6 +434,14 @@ impl ChildProcess {
         timeout: Duration,
     ) -> Result<Bytes, UpstreamError> {
         self.start(line, id)?.answer(timeout).await
+    }
+
+    /// A round's retry, as [`Retries`] sends it.
+    pub fn retrying(self: &Arc<Self>, timeout: Duration) -> Retrying {
+        Retrying {
+            child: self.clone(),
+            timeout,
+        }
     }
 
     /// Writes a request with id `id` (raw JSON text) now and returns the answer it is owed.

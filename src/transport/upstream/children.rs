@@ -50,7 +50,7 @@ pub struct SessionChild {
     bridged: std::sync::OnceLock<Box<RawValue>>,
     /// Serves a handshake-era session over 2026-07-28 (`pipeline::bridge::Reverse`): set
     /// when the server refused the session's `initialize` and answered `server/discover`.
-    reverse: std::sync::OnceLock<Reverse>,
+    reverse: std::sync::OnceLock<Arc<Reverse>>,
     /// On the shared child, where the ids are toolgate's: each request in flight by who sent
     /// it and its own id (`jsonrpc::id_key`), to toolgate's id for it. A client's
     /// cancellation names its own requests and no other's.
@@ -212,12 +212,12 @@ impl SessionChild {
     }
 
     /// How a handshake-era session reaches a server that speaks only 2026-07-28.
-    pub fn reverse(&self) -> Option<&Reverse> {
+    pub fn reverse(&self) -> Option<&Arc<Reverse>> {
         self.reverse.get()
     }
 
     pub fn set_reverse(&self, reverse: Reverse) {
-        let _ = self.reverse.set(reverse);
+        let _ = self.reverse.set(Arc::new(reverse));
     }
 
     fn touch(&self) {

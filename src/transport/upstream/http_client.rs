@@ -6,6 +6,7 @@ use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::{BodyError, HttpClient, strip_hop_by_hop};
 use crate::net::tls::TlsError;
+use crate::pipeline::asked::Retries;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::sse::{self, Split, Splitter};
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use http::header::{self, HeaderMap};
 use http::{Method, Uri};
 use http_body_util::BodyExt;
 use serde_json::value::RawValue;
+use std::sync::Arc;
 
 /// One upstream MCP endpoint over HTTP.
 pub struct HttpUpstream {
@@ -39,6 +41,46 @@ impl HttpUpstream {
     }
 }
 
+/// An HTTP server in a session toolgate keeps, as an input-required round's retry reaches it
+/// (`pipeline::asked`): each retry goes with the headers of the request it retries. Owned,
+/// since the rounds of an HTTP client's request outlive the request's handler.
+pub(crate) struct HttpRetrying {
+    up: Arc<HttpUpstream>,
+    headers: HeaderMap,
+    limits: Limits,
+}
+
+impl HttpRetrying {
+    pub(crate) fn new(up: Arc<HttpUpstream>, headers: HeaderMap, limits: &Limits) -> Self {
+        HttpRetrying {
+            up,
+            headers,
+            limits: limits.clone(),
+        }
+    }
+}
+
+impl Retries for HttpRetrying {
+    async fn retry(&self, request: Bytes, id: &str) -> Result<Bytes, UpstreamError> {
+        let limits = &self.limits;
+        match exchange_message(&self.up, &self.headers, request, id, limits).await {
+            Ok((_, answer)) => Ok(answer),
+            Err(ListFailed::Unavailable(e)) => Err(e),
+            Err(ListFailed::Refused(why)) => Err(UpstreamError::NotJsonRpc(why)),
+            // A refusal with a status still answers the retry when its body does.
+            Err(ListFailed::Relay(r)) => {
+                let status = r.status().as_u16();
+                match collect_upstream(r.into_body(), limits.max_response_bytes).await {
+                    Ok(Collected::Whole(b)) if guard::match_answer(&b, id).is_some() => Ok(b),
+                    _ => Err(UpstreamError::NotJsonRpc(format!(
+                        "HTTP {status} without an answer to the request"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
 /// Sends one request toolgate wrote and reads the answer to it, from a JSON body or from
 /// an SSE stream (other messages on the stream are skipped). Returns the answer's headers
 /// (a session id, for `initialize`) and its result.
@@ -49,6 +91,24 @@ pub(crate) async fn exchange(
     id: &str,
     limits: &Limits,
 ) -> Result<(HeaderMap, Box<RawValue>), ListFailed<Box<axum::response::Response>>> {
+    let (headers, answer) = exchange_message(up, headers, request, id, limits).await?;
+    match guard::match_answer(&answer, id) {
+        Some(Ok(result)) => Ok((headers, result)),
+        Some(Err(e)) => Err(ListFailed::Refused(e.0)),
+        None => Err(ListFailed::Refused(
+            "the answer is not a JSON-RPC response to the request".into(),
+        )),
+    }
+}
+
+/// [`exchange`], returning the answer whole: the message that answers `id`.
+pub(crate) async fn exchange_message(
+    up: &HttpUpstream,
+    headers: &HeaderMap,
+    request: Bytes,
+    id: &str,
+    limits: &Limits,
+) -> Result<(HeaderMap, Bytes), ListFailed<Box<axum::response::Response>>> {
     let resp = up
         .http
         .send(Method::POST, headers.clone(), request, limits.into())
@@ -71,23 +131,16 @@ pub(crate) async fn exchange(
             "the answer broke off: {e}"
         )))
     };
-    let found = |r: Result<Box<RawValue>, guard::ErrorAnswer>| {
-        r.map(|result| (parts.headers.clone(), result))
-            .map_err(|e| ListFailed::Refused(e.0))
-    };
+    let answers = |bytes: &[u8]| guard::match_answer(bytes, id).is_some();
     if !is_sse {
         return match collect_upstream(body, limits.max_response_bytes)
             .await
             .map_err(broke)?
         {
-            Collected::Whole(bytes) => guard::match_answer(&bytes, id).map_or_else(
-                || {
-                    Err(ListFailed::Refused(
-                        "the answer is not a JSON-RPC response to the request".into(),
-                    ))
-                },
-                found,
-            ),
+            Collected::Whole(bytes) if answers(&bytes) => Ok((parts.headers, bytes)),
+            Collected::Whole(_) => Err(ListFailed::Refused(
+                "the answer is not a JSON-RPC response to the request".into(),
+            )),
             Collected::TooLarge(_) => Err(ListFailed::Refused(
                 "the answer is over max_response_bytes".into(),
             )),
@@ -105,8 +158,8 @@ pub(crate) async fn exchange(
                     "an SSE event of the answer is over max_sse_event_bytes".into(),
                 ));
             };
-            if let Some(r) = sse::data(&ev).and_then(|d| guard::match_answer(d.as_bytes(), id)) {
-                return found(r);
+            if let Some(d) = sse::data(&ev).filter(|d| answers(d.as_bytes())) {
+                return Ok((parts.headers, Bytes::copy_from_slice(d.as_bytes())));
             }
         }
     }
