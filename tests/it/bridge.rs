@@ -1105,3 +1105,52 @@ async fn a_2026_servers_questions_reach_a_handshake_client_as_its_own_requests()
         );
     }
 }
+
+/// The same on the wire, over `stdio -- CMD` and `stdio --upstream`: the questions come with
+/// toolgate's own ids, in the order of their keys, as the server wrote them; a question the
+/// client refuses answers the call with why, as the tool's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_question_answers_the_call_with_why() {
+    let (_server, url, command) = modern_only_python().await;
+    for tail in [
+        std::iter::once("--".to_string())
+            .chain(command)
+            .collect::<Vec<_>>(),
+        vec!["--upstream".into(), url],
+    ] {
+        let mut g = StdioGate::start_args([vec!["stdio".to_string()], tail].concat());
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}, "sampling": {}},
+            "clientInfo": {"name": "t", "version": "1"}}});
+        assert_eq!(g.ask(init).await["result"]["protocolVersion"], "2025-11-25");
+        g.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        g.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask_first","arguments":{}}}"#)
+            .await;
+        let sampling = g.recv().await;
+        assert_eq!(
+            sampling,
+            json!({"jsonrpc": "2.0", "id": "toolgate-ask-0", "method": "sampling/createMessage",
+                "params": {"maxTokens": 16, "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}]}})
+        );
+        let elicitation = g.recv().await;
+        assert_eq!(elicitation["id"], "toolgate-ask-1", "{elicitation}");
+        assert_eq!(elicitation["method"], "elicitation/create", "{elicitation}");
+        assert_eq!(elicitation["params"]["message"], "Who is asking?");
+        let answer = json!({"jsonrpc": "2.0", "id": "toolgate-ask-0", "result": {
+            "role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}});
+        g.send(&answer.to_string()).await;
+        let refusal = json!({"jsonrpc": "2.0", "id": "toolgate-ask-1",
+            "error": {"code": -1, "message": "User rejected the request"}});
+        g.send(&refusal.to_string()).await;
+        // A call's failure is the tool's error, which the model reads (docs/contract.md §3).
+        let why =
+            "Input required: the client refused the server's question: User rejected the request";
+        assert_eq!(
+            g.recv().await,
+            json!({"jsonrpc": "2.0", "id": 5, "result": {"isError": true,
+                "content": [{"type": "text", "text": why}],
+                "_meta": {"toolgate/upstream_error": {"code": -32603, "message": why}}}})
+        );
+    }
+}
