@@ -22,7 +22,7 @@ use crate::transport::edge::asking::{self, Retrying};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
-use crate::transport::upstream::rounds::{Parked, Rounds};
+use crate::transport::upstream::rounds::{Parked, Rounds, StreamRest};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -344,11 +344,11 @@ impl SseInspector {
     }
 
     /// The rounds of an answer held because it asks for input; the server's stream is done.
-    fn rounds(&mut self) -> Option<asking::Rounds> {
+    fn rounds(&mut self) -> Option<asking::AskingStream> {
         let held = self.held.take()?;
         let retrying = self.retrying.take()?;
         let (gw, pending) = (&self.gw, self.pending.clone());
-        Some(asking::Rounds::start(
+        Some(asking::AskingStream::start(
             gw,
             pending,
             held,
@@ -372,9 +372,11 @@ impl SseInspector {
             key: parking.key,
             asked,
             answers_as,
-            session: parking.session.clone(),
-            splitter: std::mem::replace(&mut self.splitter, Splitter::new(max)),
-            body,
+            rest: StreamRest {
+                session: parking.session.clone(),
+                splitter: std::mem::replace(&mut self.splitter, Splitter::new(max)),
+                body,
+            },
         };
         parking.rounds.park(state, parked);
     }
@@ -403,7 +405,7 @@ pub(crate) fn resumed(
     parked: Parked,
     parking: Parking,
 ) -> Response {
-    let Parked { splitter, body, .. } = parked;
+    let StreamRest { splitter, body, .. } = parked.rest;
     let outcome = StreamOutcome::default();
     let mut inspector = SseInspector::new(gw.clone(), pending, outcome.clone());
     inspector.splitter = splitter;
@@ -433,7 +435,7 @@ where
         body: Option<B>,
         done: bool,
         /// The server's answer asked for input: the rest is toolgate's rounds.
-        rounds: Option<asking::Rounds>,
+        rounds: Option<asking::AskingStream>,
     }
     let stream = futures_util::stream::unfold(
         State {

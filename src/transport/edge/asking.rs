@@ -51,7 +51,7 @@ pub(crate) fn answer(
     retrying: Retrying,
 ) -> Response {
     let outcome = StreamOutcome::default();
-    let rounds = Rounds::start(gw, pending, held, retrying, outcome.clone());
+    let rounds = AskingStream::start(gw, pending, held, retrying, outcome.clone());
     let stream = futures_util::stream::unfold(rounds, |mut rounds| async move {
         let event = rounds.next().await?;
         Some((Ok::<_, std::convert::Infallible>(event), rounds))
@@ -68,12 +68,12 @@ pub(crate) fn answer(
 /// The rounds of one request, run on a task of their own: its SSE events as they come (each
 /// question, then the last answer). Dropped with the client's stream, they end: nobody is
 /// left to ask.
-pub(crate) struct Rounds {
+pub(crate) struct AskingStream {
     events: mpsc::UnboundedReceiver<Bytes>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Rounds {
+impl AskingStream {
     /// Starts the rounds of `held`, the server's answer to `pending`; `outcome` says how the
     /// stream ended when toolgate had to answer.
     pub(crate) fn start(
@@ -82,7 +82,7 @@ impl Rounds {
         held: Bytes,
         retrying: Retrying,
         outcome: StreamOutcome,
-    ) -> Rounds {
+    ) -> AskingStream {
         let (tx, events) = mpsc::unbounded_channel::<Bytes>();
         let gw = gw.clone();
         let task = tokio::spawn(async move {
@@ -110,7 +110,7 @@ impl Rounds {
             };
             let _ = tx.send(sse::event(&body));
         });
-        Rounds { events, task }
+        AskingStream { events, task }
     }
 
     pub(crate) async fn next(&mut self) -> Option<Bytes> {
@@ -118,7 +118,7 @@ impl Rounds {
     }
 }
 
-impl Drop for Rounds {
+impl Drop for AskingStream {
     fn drop(&mut self) {
         self.task.abort();
     }

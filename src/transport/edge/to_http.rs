@@ -237,7 +237,7 @@ impl Round {
         let parking = Parking {
             rounds: up.bridge.rounds.clone(),
             key: self.key,
-            session: parked.session.clone(),
+            session: parked.rest.session.clone(),
             renumber: pending.id.clone().map(|to| (parked.answers_as.clone(), to)),
         };
         answers::resumed(rt.gw, pending, parked, parking)

@@ -25,7 +25,7 @@ use crate::transport::upstream::http_bridge::{
 };
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use crate::transport::upstream::own::{self, HttpSession};
-use crate::transport::upstream::rounds::{Parked, Rounds};
+use crate::transport::upstream::rounds::{Parked, Rounds, StreamRest};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -646,9 +646,11 @@ impl Http {
             key: asking.key,
             asked: asked.id,
             answers_as,
-            session: asking.session.clone(),
-            splitter: stream.splitter,
-            body: axum::body::Body::new(stream.body),
+            rest: StreamRest {
+                session: asking.session.clone(),
+                splitter: stream.splitter,
+                body: axum::body::Body::new(stream.body),
+            },
         };
         self.up.bridge.rounds.park(state, parked);
     }
@@ -677,8 +679,8 @@ impl Http {
             Err(Unresumed::Unavailable(e)) => return to.failed(pending, &e),
         };
         let stream = Stream {
-            splitter: parked.splitter,
-            body: parked.body,
+            splitter: parked.rest.splitter,
+            body: parked.rest.body,
             renumber: pending.id.clone().map(|id| (parked.answers_as, id)),
         };
         let reader = Reader {

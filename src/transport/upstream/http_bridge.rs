@@ -20,10 +20,11 @@ use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::locks::MutexExt;
 use crate::mcp;
-use crate::pipeline::bridge::{Declared, Question, Retry, Reverse, answer_to};
+use crate::pipeline::bridge::{Declared, Retry, Reverse, answer_to};
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use crate::transport::upstream::own::{self, HttpSession, Unresulted};
+pub use crate::transport::upstream::rounds::Unresumed;
 use crate::transport::upstream::rounds::Parked;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
@@ -317,14 +318,6 @@ async fn discover(
     own::discover(&HttpSession::new(up, headers, limits), id).await
 }
 
-/// Why a retry did not resume its input-required round.
-pub enum Unresumed {
-    /// The retry cannot be taken: what the client is told (`-32602`).
-    Refused(String),
-    /// The client's answer could not reach the server.
-    Unavailable(UpstreamError),
-}
-
 impl HttpBridge {
     /// Whether a 2026-07-28 request may go through a session of toolgate's: not when the
     /// server was found to speak 2026-07-28 itself (nothing of the client's envelope is then
@@ -343,18 +336,8 @@ impl HttpBridge {
         key: ScopeKey,
         wait: crate::net::client::Wait,
     ) -> Result<Parked, Unresumed> {
-        let Some(parked) = self.rounds.take(&retry.state, key) else {
-            return Err(Unresumed::Refused(
-                "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it".into(),
-            ));
-        };
-        let asked = Question::key_of(&parked.asked);
-        let Some(result) = retry.responses.get(&asked) else {
-            return Err(Unresumed::Refused(format!(
-                "Invalid params: inputResponses has no answer to {asked:?}; call the tool again without requestState"
-            )));
-        };
-        let mut headers = parked.session.clone();
+        let (parked, result) = self.rounds.answered(retry, key)?;
+        let mut headers = parked.rest.session.clone();
         headers.remove(mcp::METHOD_HEADER);
         headers.remove(mcp::NAME_HEADER);
         let answer = Bytes::from(answer_to(&parked.asked, result));

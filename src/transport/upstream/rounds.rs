@@ -1,10 +1,11 @@
 //! Input-required rounds (SEP-2322) of 2026-07-28 clients bridged to a server of the handshake
 //! era. Such a server asks its client something in the middle of a call (`elicitation/create`,
-//! `sampling/createMessage`, `roots/list`) on the call's stream; a 2026-07-28 client cannot be
-//! asked that way, so toolgate answers its call with an `InputRequiredResult` naming the
-//! question, and keeps the rest of the server's stream here under the round's
-//! `requestState`. The client's retry brings the answer: it goes to the server in the session,
-//! and the kept stream answers the retry.
+//! `sampling/createMessage`, `roots/list`): an HTTP server on the call's stream, a stdio child
+//! on its stdout (`child_questions`). A 2026-07-28 client cannot be asked that way, so
+//! toolgate answers its call with an `InputRequiredResult` naming the question, and keeps
+//! what the call still waits for (the rest of an HTTP server's stream, or a child's answer)
+//! here under the round's `requestState`. The client's retry brings the answer: it goes to
+//! the server, and what was kept answers the retry.
 //!
 //! A round is bound to the scope of the client that started it (its credential and
 //! capabilities): another client naming its `requestState` finds nothing. The state is an
@@ -12,7 +13,9 @@
 //! each for at most [`ROUND_TTL`], and one that expires closes its server stream.
 
 use crate::catalog::ScopeKey;
+use crate::error::UpstreamError;
 use crate::locks::MutexExt;
+use crate::pipeline::bridge::{Question, Retry};
 use crate::transport::sse::Splitter;
 use http::HeaderMap;
 use serde_json::value::RawValue;
@@ -25,14 +28,20 @@ pub(crate) const ROUND_TTL: Duration = Duration::from_secs(300);
 /// Rounds waiting at once per server; past it the oldest is dropped.
 const MAX_ROUNDS: usize = 1024;
 
-/// A call waiting for its client's answer to the server's question.
-pub(crate) struct Parked {
+/// A call waiting for its client's answer to the server's question; `R` is what it still
+/// waits for.
+pub(crate) struct Parked<R = StreamRest> {
     /// Whose round it is.
     pub(crate) key: ScopeKey,
     /// The id of the server's question, which its answer must carry.
     pub(crate) asked: Box<RawValue>,
     /// The id the server will answer the call under (the client's first request's).
     pub(crate) answers_as: Box<RawValue>,
+    pub(crate) rest: R,
+}
+
+/// What a call on an HTTP server still waits for.
+pub(crate) struct StreamRest {
     /// The session's headers, for the answer to the question.
     pub(crate) session: HeaderMap,
     /// The rest of the server's stream: what was read and not yet split, then the body.
@@ -41,9 +50,24 @@ pub(crate) struct Parked {
 }
 
 /// The rounds waiting on one server.
-#[derive(Default)]
-pub(crate) struct Rounds {
-    waiting: Mutex<HashMap<String, (Instant, Parked)>>,
+pub(crate) struct Rounds<R = StreamRest> {
+    waiting: Mutex<HashMap<String, (Instant, Parked<R>)>>,
+}
+
+impl<R> Default for Rounds<R> {
+    fn default() -> Self {
+        Rounds {
+            waiting: Mutex::default(),
+        }
+    }
+}
+
+/// Why a retry did not resume its input-required round.
+pub enum Unresumed {
+    /// The retry cannot be taken: what the client is told (`-32602`).
+    Refused(String),
+    /// The client's answer could not reach the server.
+    Unavailable(UpstreamError),
 }
 
 impl Rounds {
@@ -55,9 +79,32 @@ impl Rounds {
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         format!("toolgate-round-{hex}")
     }
+}
+
+impl<R> Rounds<R> {
+    /// The round a retry names, with the client's answer to its question; it leaves the
+    /// store. `Err` is what the client is told.
+    pub(crate) fn answered<'r>(
+        &self,
+        retry: &'r Retry,
+        key: ScopeKey,
+    ) -> Result<(Parked<R>, &'r RawValue), Unresumed> {
+        let Some(parked) = self.take(&retry.state, key) else {
+            return Err(Unresumed::Refused(
+                "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it".into(),
+            ));
+        };
+        let asked = Question::key_of(&parked.asked);
+        match retry.responses.get(&asked) {
+            Some(result) => Ok((parked, result)),
+            None => Err(Unresumed::Refused(format!(
+                "Invalid params: inputResponses has no answer to {asked:?}; call the tool again without requestState"
+            ))),
+        }
+    }
 
     /// Keeps `parked` under `state`, dropping expired rounds (and the oldest past the bound).
-    pub(crate) fn park(&self, state: String, parked: Parked) {
+    pub(crate) fn park(&self, state: String, parked: Parked<R>) {
         let mut waiting = self.waiting.locked();
         waiting.retain(|_, (at, _)| at.elapsed() < ROUND_TTL);
         if waiting.len() >= MAX_ROUNDS
@@ -72,7 +119,7 @@ impl Rounds {
     }
 
     /// The round `state` names, when it is `key`'s and has not expired; it leaves the store.
-    pub(crate) fn take(&self, state: &str, key: ScopeKey) -> Option<Parked> {
+    fn take(&self, state: &str, key: ScopeKey) -> Option<Parked<R>> {
         let mut waiting = self.waiting.locked();
         match waiting.get(state) {
             Some((at, p)) if p.key == key && at.elapsed() < ROUND_TTL => {}
@@ -95,9 +142,11 @@ mod tests {
             },
             asked: id(),
             answers_as: id(),
-            session: HeaderMap::new(),
-            splitter: Splitter::new(1024),
-            body: axum::body::Body::empty(),
+            rest: StreamRest {
+                session: HeaderMap::new(),
+                splitter: Splitter::new(1024),
+                body: axum::body::Body::empty(),
+            },
         }
     }
 
