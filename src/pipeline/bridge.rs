@@ -372,6 +372,11 @@ impl Declared {
         }
     }
 
+    /// The capabilities a server of the handshake era is told, as JSON text (`""`: none).
+    pub fn capabilities_text(&self) -> &str {
+        self.capabilities.as_deref().map_or("", RawValue::get)
+    }
+
     /// The `initialize` params of a handshake opened for this client.
     pub fn initialize_params(&self) -> Box<RawValue> {
         let raw = |v: &Option<Box<RawValue>>, default: Value| match v {

@@ -996,28 +996,24 @@ async fn the_bridged_handshake_carries_the_client() {
 /// The Python SDK client (2026-07-28, and `auto`), with its own callbacks, answers
 /// server-everything's elicitation and sampling through toolgate (the server speaks only the
 /// handshake) as it would answer a server of its own era: the results are the server's.
-/// Through `serve --upstream`, `ValidateLayer` and `stdio --upstream`.
-#[tokio::test]
+/// In all four modes (server-everything over HTTP and over stdio) and through `ValidateLayer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge() {
     let server = server_everything_http().await;
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = vec![p.server_everything.display().to_string(), "stdio".into()];
     let calls = [
         ("trigger-elicitation-request", json!({})),
         ("trigger-sampling-request", json!({"prompt": "Say hi"})),
     ];
-    let over_stdio = json!([
-        env!("CARGO_BIN_EXE_toolgate"),
-        "stdio",
-        "--upstream",
-        server.url
-    ]);
-    for front in [Mode::ServeUpstream, Mode::Layer, Mode::StdioUpstream] {
+    for front in Mode::EVERY_FRONT {
         let running = match front {
-            Mode::StdioUpstream => None,
-            _ => Some(Front::start(front, &server.url, &[]).await),
+            Mode::StdioUpstream | Mode::StdioCommand => None,
+            _ => Some(Front::start(front, &server.url, &command).await),
         };
         let front_url = match &running {
             Some(running) => url_of(running),
-            None => format!("stdio:{over_stdio}"),
+            None => over_stdio(front, &server.url, &command),
         };
         // `auto` chooses the 2026-07-28 era, since toolgate answers `server/discover`: it
         // keeps its server's questions all the same.
@@ -1029,6 +1025,17 @@ async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge
             assert!(said.contains("hi from the model"), "{front} {mode}: {out}");
         }
     }
+}
+
+/// How an SDK client launches `toolgate stdio` in `mode` in front of the HTTP server at `url`
+/// or the stdio server `command` (`stdio:` and the command as a JSON array).
+fn over_stdio(mode: Mode, url: &str, command: &[String]) -> String {
+    let mut args = vec![env!("CARGO_BIN_EXE_toolgate").to_string(), "stdio".into()];
+    match mode {
+        Mode::StdioUpstream => args.extend(["--upstream".to_string(), url.to_string()]),
+        _ => args.extend(std::iter::once("--".to_string()).chain(command.iter().cloned())),
+    }
+    format!("stdio:{}", json!(args))
 }
 
 /// A server that speaks only 2026-07-28 (the Python SDK 2.3 fixture, refusing `initialize`
@@ -1072,20 +1079,9 @@ async fn a_2026_servers_questions_reach_a_handshake_client_as_its_own_requests()
             Mode::StdioUpstream | Mode::StdioCommand => None,
             _ => Some(Front::start(mode, &url, &command).await),
         };
-        let tail: Vec<String> = match mode {
-            Mode::StdioUpstream => vec!["--upstream".into(), url.clone()],
-            _ => std::iter::once("--".to_string())
-                .chain(command.clone())
-                .collect(),
-        };
         let front_url = match &running {
             Some(running) => url_of(running),
-            None => {
-                let mut over_stdio =
-                    vec![env!("CARGO_BIN_EXE_toolgate").to_string(), "stdio".into()];
-                over_stdio.extend(tail);
-                format!("stdio:{}", json!(over_stdio))
-            }
+            None => over_stdio(mode, &url, &command),
         };
         let out = python_client_answering(&front_url, "legacy", &calls).await;
         assert_eq!(out["protocol"], "2025-11-25", "{mode}: {out}");

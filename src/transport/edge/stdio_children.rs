@@ -16,11 +16,13 @@ use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::asked;
-use crate::pipeline::bridge;
+use crate::pipeline::bridge::{self, Declared};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::ChildLister;
+use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::{NoChild, Sent, SessionChild, StdioPool};
+use crate::transport::upstream::rounds::Unresumed;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -112,12 +114,17 @@ impl ChildWay {
         let found = match (session, m.method()) {
             (None, Some("initialize")) => pool.open(&owner).map(|(id, sc)| (sc, Some(id), false)),
             (Some(s), _) => pool.session(s).map(|sc| (sc, None, false)),
-            (None, _) => pool.shared(era).await.map(|sc| (sc, None, true)),
+            (None, _) => {
+                let client = || Declared::of(m);
+                pool.shared(era, client).await.map(|sc| (sc, None, true))
+            }
         };
         let (sc, new_session, shared) = found.map_err(|e| no_child(rt, era, m, e))?;
-        let key = match &new_session {
-            Some(id) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
-            None => ctx.key,
+        let key = match (&new_session, sc.declared()) {
+            (Some(id), _) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
+            // A bridged child lists its tools by what its clients can do.
+            (None, Some(caps)) if era == Era::Modern => rt.gw.narrower(ctx.key, caps.as_bytes()),
+            (None, _) => ctx.key,
         };
         Ok(ChildWay {
             sc,
@@ -356,6 +363,15 @@ async fn shared_exchange(
         rt.gw.config.limits.upstream_timeout
     };
     let streams = listens || client_token.is_some();
+    if !streams && sc.bridged().is_some() && asked::may_ask(said.method) {
+        // Boxed: a bridged call is rare next to a plain one.
+        let call = Call {
+            wire,
+            ours,
+            client_id,
+        };
+        return Box::pin(bridged_exchange(rt, sc, call, pending, note)).await;
+    }
     if !streams {
         // A 2026-07-28 client cancels by closing its response (a handshake-era client's
         // disconnection is no cancellation): if this future is dropped before the answer,
@@ -385,6 +401,66 @@ async fn shared_exchange(
     };
     let key = remapped.ours.get().to_owned();
     stream(rt, sc, wire, &key, pending, Some(remapped), timeout)
+}
+
+/// A 2026-07-28 client's call on the shared child, bridged to its handshake.
+struct Call {
+    /// The call as it goes to the child.
+    wire: Bytes,
+    /// toolgate's id for it on the child, and the client's.
+    ours: Box<RawValue>,
+    client_id: Box<RawValue>,
+}
+
+/// A bridged call on the shared child, which the server may ask something first
+/// (`child_questions`): the client is then answered with an input-required round, and its
+/// retry's answer goes to the server's question and waits for the call's answer again.
+async fn bridged_exchange(
+    rt: &Route<'_>,
+    sc: &SessionChild,
+    call: Call,
+    pending: Pending,
+    note: &mut Note,
+) -> Response {
+    let timeout = rt.gw.config.limits.upstream_timeout;
+    let (waiting, answers_as) = match bridge::retry(&call.wire) {
+        Some(retry) => match sc.child.resume(&retry, pending.key) {
+            Ok(resumed) => resumed,
+            Err(Unresumed::Refused(why)) => {
+                note.outcome = "answered";
+                let id = Some(&*call.client_id);
+                let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
+                return reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body);
+            }
+            Err(Unresumed::Unavailable(e)) => {
+                return reply::upstream_failed(rt.gw, &pending, &e, note);
+            }
+        },
+        None => match sc.child.start_bridged(call.wire, call.ours.get()) {
+            Ok(waiting) => (waiting, call.ours),
+            Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
+        },
+    };
+    let mut left = Left {
+        sc,
+        ours: &answers_as,
+        cancels: true,
+    };
+    let ids = (&*answers_as, &*call.client_id);
+    let answered = sc
+        .child
+        .bridged_answer(waiting, ids, pending.key, timeout)
+        .await;
+    left.cancels = false;
+    note.outcome = "forwarded";
+    match answered {
+        Ok(Answered::Server(answer)) => {
+            let (status, body) = finish(rt.gw, &pending, answer);
+            reply::json(status, body)
+        }
+        Ok(Answered::Round(round)) => reply::json(StatusCode::OK, round),
+        Err(e) => reply::upstream_failed(rt.gw, &pending, &e, note),
+    }
 }
 
 /// On the shared child, toolgate's id for a request (also its progress token) and the

@@ -8,14 +8,21 @@
 
 use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
 use crate::catalog::ScopeKey;
+use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
+use crate::jsonrpc;
 use crate::jsonrpc::Message;
 use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline::Pending;
-use crate::pipeline::bridge::Reverse;
+use crate::pipeline::asked;
+use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
+use crate::transport::upstream::child::Owed;
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
+use crate::transport::upstream::child_questions::{self, Answered};
+use crate::transport::upstream::rounds::Unresumed;
+use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
@@ -77,16 +84,33 @@ pub(crate) struct PipeWay {
     /// The child's `initialize` result, for a 2026-07-28 request bridged to its handshake.
     handshake: Option<Box<RawValue>>,
     reverse: Option<Arc<Reverse>>,
+    /// The server may ask its client something before it answers (a call, a prompt, a read).
+    may_ask: bool,
+}
+
+/// A request written to the child, and what its answer is waited for as.
+enum Written {
+    /// A notification, or a client's answer: nothing comes back.
+    Told,
+    Failed(UpstreamError),
+    Plain(Owed),
+    /// A bridged 2026-07-28 call the server may ask something of first, and the id its
+    /// answer comes under.
+    Bridged(child_questions::Waiting, Box<RawValue>),
+    /// A retry of a round that cannot be taken: why.
+    Unresumed(String),
 }
 
 impl Child {
-    /// The child's `initialize` result when a 2026-07-28 client is bridged to it.
-    async fn bridged(&self) -> Option<Box<RawValue>> {
+    /// The child's `initialize` result when a 2026-07-28 client is bridged to it. The
+    /// handshake carries what the client's first such request (`m`) says of it.
+    async fn bridged(&self, m: &Message<'_>) -> Option<Box<RawValue>> {
         let mut era = self.era.lock().await;
         if era.is_none() {
+            let client = Declared::of(m).initialize_params();
             *era = match self
                 .process
-                .settle_era(|| self.gw.next_id(), self.timeout)
+                .settle_era(|| self.gw.next_id(), Some(&client), self.timeout)
                 .await
             {
                 Ok(e) => Some(e),
@@ -121,11 +145,16 @@ impl Upstream for Child {
 
     async fn way(&self, m: &Message<'_>, era: Era) -> PipeWay {
         let handshake = match era == Era::Modern && m.is_request() {
-            true => self.bridged().await,
+            true => self.bridged(m).await,
             false => None,
         };
         let reverse = self.reverse.for_era(era);
-        PipeWay { handshake, reverse }
+        let may_ask = m.method().is_some_and(asked::may_ask);
+        PipeWay {
+            handshake,
+            reverse,
+            may_ask,
+        }
     }
 
     fn bridging(way: &PipeWay) -> Bridging<'_> {
@@ -152,21 +181,26 @@ impl Upstream for Child {
             to,
         } = sent;
         // A handshake-era client's request to a server of 2026-07-28, which may ask for input.
-        let rounds = way.reverse.map(|r| (body.clone(), r));
+        let rounds = way.reverse.clone().map(|r| (body.clone(), r));
         // Written now, in the client's order; only the wait is left to the future.
-        let owed = match pending.id.as_deref() {
-            Some(id) => Some(self.process.start(body, id.get())),
-            None => {
-                let _ = self.process.send(body);
-                None
-            }
-        };
+        let written = self.write(&way, body, pending.id.as_deref());
         async move {
-            let answer = match owed {
-                None => return,
-                Some(Err(e)) => return to.failed(&pending, &e),
-                Some(Ok(owed)) => owed.answer(self.timeout).await,
+            let owed = match written {
+                Written::Told => return,
+                Written::Failed(e) => return to.failed(&pending, &e),
+                Written::Unresumed(why) => {
+                    let id = pending.id.as_deref();
+                    let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
+                    return to.answered_by_toolgate(&pending, refusal, "answered");
+                }
+                Written::Bridged(waiting, answers_as) => {
+                    return self
+                        .answer_bridged(waiting, &answers_as, &pending, &to)
+                        .await;
+                }
+                Written::Plain(owed) => owed,
             };
+            let answer = owed.answer(self.timeout).await;
             match answer {
                 Ok(answer) => {
                     if let Some(h) = handshake
@@ -198,6 +232,57 @@ impl Upstream for Child {
 }
 
 impl Child {
+    /// Writes a message to the child now; a round's retry writes the client's answer to the
+    /// server's question instead.
+    fn write(&self, way: &PipeWay, body: Bytes, id: Option<&RawValue>) -> Written {
+        let Some(id) = id else {
+            return match self.process.send(body) {
+                Ok(()) => Written::Told,
+                Err(e) => Written::Failed(e),
+            };
+        };
+        if way.handshake.is_none() || !way.may_ask {
+            return match self.process.start(body, id.get()) {
+                Ok(owed) => Written::Plain(owed),
+                Err(e) => Written::Failed(e),
+            };
+        }
+        if let Some(retry) = bridge::retry(&body) {
+            return match self.process.resume(&retry, self.key) {
+                Ok((waiting, answers_as)) => Written::Bridged(waiting, answers_as),
+                Err(Unresumed::Refused(why)) => Written::Unresumed(why),
+                Err(Unresumed::Unavailable(e)) => Written::Failed(e),
+            };
+        }
+        match self.process.start_bridged(body, id.get()) {
+            Ok(waiting) => Written::Bridged(waiting, id.to_owned()),
+            Err(e) => Written::Failed(e),
+        }
+    }
+
+    /// A bridged call's answer, or the round the server's question makes of it.
+    async fn answer_bridged(
+        &self,
+        waiting: child_questions::Waiting,
+        answers_as: &RawValue,
+        pending: &Pending,
+        to: &ToClient,
+    ) {
+        let client_id = pending.id.as_deref().expect("a request");
+        let ids = (answers_as, client_id);
+        match self
+            .process
+            .bridged_answer(waiting, ids, self.key, self.timeout)
+            .await
+        {
+            Ok(Answered::Server(answer)) => {
+                to.answer(pending, answer);
+            }
+            Ok(Answered::Round(round)) => to.answered_by_toolgate(pending, round, "forwarded"),
+            Err(e) => to.failed(pending, &e),
+        }
+    }
+
     /// A handshake-era client's `initialize` the child refused: when it answers
     /// `server/discover`, it speaks only 2026-07-28, and toolgate answers the client from
     /// that and bridges it.

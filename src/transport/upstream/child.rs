@@ -9,7 +9,9 @@
 //! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
 //! and `uvx` servers run as grandchildren.
 
+use super::child_questions::{self, Questions};
 use super::own::{self, OwnRequests, Unresulted};
+use super::rounds::Rounds;
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
@@ -48,6 +50,10 @@ pub struct ChildProcess {
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
     command: String,
+    /// The bridged calls waiting on it that its questions go to, and the rounds those
+    /// questions started (`child_questions`).
+    pub(crate) questions: Arc<Questions>,
+    pub(crate) rounds: Rounds<child_questions::Waiting>,
 }
 
 /// The answer a request written by [`ChildProcess::start`] is owed. Dropped unanswered (its
@@ -75,6 +81,11 @@ impl Retries for Retrying {
 
 impl Owed {
     pub async fn answer(mut self, timeout: Duration) -> Result<Bytes, UpstreamError> {
+        self.next(timeout).await
+    }
+
+    /// [`Owed::answer`], leaving the wait in place when this future is dropped first.
+    pub(crate) async fn next(&mut self, timeout: Duration) -> Result<Bytes, UpstreamError> {
         match tokio::time::timeout(timeout, &mut self.rx).await {
             Ok(Ok(answer)) => Ok(answer),
             // Only when the child's output ended: every waiter goes then.
@@ -299,14 +310,24 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, name: String) {
 async fn read_stdout(
     stdout: tokio::process::ChildStdout,
     max_line: usize,
-    (waiters, ended): (Arc<Mutex<Waiters>>, Arc<std::sync::OnceLock<String>>),
+    (waiters, ended, questions): (
+        Arc<Mutex<Waiters>>,
+        Arc<std::sync::OnceLock<String>>,
+        Arc<Questions>,
+    ),
     child: std::sync::Weak<ChildProcess>,
     handler: impl Fn(FromChild) + Send + Sync + 'static,
 ) {
     let mut r = BufReader::new(stdout);
     let deliver = |id: Option<String>, line: Bytes| {
-        let waiter = id.and_then(|id| waiters.locked().as_mut()?.remove(&id));
-        match waiter {
+        let Some(id) = id else {
+            // A question for a bridged call waiting goes to that call.
+            if !questions.offer(&line) {
+                handler(FromChild::Message(line));
+            }
+            return;
+        };
+        match waiters.locked().as_mut().and_then(|w| w.remove(&id)) {
             Some(w) => {
                 let _ = w.send(line);
             }
@@ -388,8 +409,10 @@ impl ChildProcess {
             process: tokio::sync::Mutex::new(Some(child)),
             pid,
             command: label,
+            questions: Arc::default(),
+            rounds: Rounds::default(),
         });
-        let shared = (me.waiters.clone(), me.ended.clone());
+        let shared = (me.waiters.clone(), me.ended.clone(), me.questions.clone());
         tokio::spawn(read_stdout(
             stdout,
             max_line,
@@ -623,6 +646,7 @@ impl ChildProcess {
     pub async fn settle_era(
         &self,
         ids: impl Fn() -> String,
+        client: Option<&RawValue>,
         timeout: Duration,
     ) -> Result<ServerEra, OwnRequestFailed> {
         let id = ids();
@@ -631,7 +655,10 @@ impl ChildProcess {
             Ok(discovered) => Ok(ServerEra::Modern(discovered)),
             Err(Unresulted::Refused(why)) => {
                 tracing::info!(answer = %why, "the tool server does not speak 2026-07-28; bridging its clients over the 2025-11-25 handshake");
-                Ok(ServerEra::Bridged(self.initialize(&ids(), timeout).await?))
+                let init = own::handshake(&Within(self, timeout), &ids(), client)
+                    .await
+                    .map_err(OwnRequestFailed::Initialize)?;
+                Ok(ServerEra::Bridged(init))
             }
             Err(Unresulted::Unavailable(UpstreamError::Timeout(t))) => {
                 tracing::info!(
@@ -661,7 +688,7 @@ impl ChildProcess {
         if !refused {
             return None;
         }
-        let Ok(ServerEra::Modern(discovered)) = self.settle_era(ids, timeout).await else {
+        let Ok(ServerEra::Modern(discovered)) = self.settle_era(ids, None, timeout).await else {
             return None;
         };
         tracing::info!("the tool server speaks only 2026-07-28; bridging its handshake-era client");

@@ -13,7 +13,7 @@ use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline;
-use crate::pipeline::bridge::Reverse;
+use crate::pipeline::bridge::{Declared, Reverse};
 use crate::transport::upstream::child::{ChildProcess, FromChild, ServerEra};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -48,6 +48,9 @@ pub struct SessionChild {
     /// Serves 2026-07-28 requests over the handshake era (`pipeline::bridge`): the server's
     /// `initialize` result.
     bridged: std::sync::OnceLock<Box<RawValue>>,
+    /// The capabilities its handshake declared for a bridged 2026-07-28 client, as JSON text
+    /// (`""`: none).
+    declared: std::sync::OnceLock<Box<str>>,
     /// Serves a handshake-era session over 2026-07-28 (`pipeline::bridge::Reverse`): set
     /// when the server refused the session's `initialize` and answered `server/discover`.
     reverse: std::sync::OnceLock<Arc<Reverse>>,
@@ -109,6 +112,9 @@ impl Drop for Sent {
 /// Messages about one request held for its stream; a client that reads slower loses the
 /// oldest progress, never the answer (which does not pass through here).
 const RELATED: usize = 64;
+
+/// Capability sets of 2026-07-28 clients given a bridged shared child of their own.
+const MAX_CAPABILITY_SETS: usize = 8;
 
 /// Messages kept for a GET stream that is not open yet.
 const BACKLOG: usize = 256;
@@ -224,6 +230,17 @@ impl SessionChild {
         *self.last_used.locked() = Instant::now();
     }
 
+    /// This child, noted as used now.
+    fn used(self: Arc<Self>) -> Arc<Self> {
+        self.touch();
+        self
+    }
+
+    /// The capabilities its handshake declared for a bridged 2026-07-28 client.
+    pub fn declared(&self) -> Option<&str> {
+        self.declared.get().map(|d| &**d)
+    }
+
     /// Read from the child's output, which ends before its exit is reaped and reported:
     /// a session is over from that moment, so no request is sent to a child that will
     /// not answer.
@@ -239,6 +256,10 @@ pub struct StdioPool {
     /// stateless requests on a process that was initialized, and a legacy one needs the
     /// handshake. Index: `Era::Legacy` 0, `Era::Modern` 1.
     shared: [tokio::sync::Mutex<Option<Arc<SessionChild>>>; 2],
+    /// When the 2026-07-28 one speaks only the handshake, which it was opened with for its
+    /// first client: a child for each other capability set its clients declare (such a server
+    /// lists and asks by what its client can do), at most [`MAX_CAPABILITY_SETS`].
+    by_capabilities: tokio::sync::Mutex<HashMap<Box<str>, Arc<SessionChild>>>,
     /// Read anew at each use, so a reload's limits reach running sessions too.
     live: Live,
     /// The upstream's position in the gateway's targets (stable across reloads).
@@ -259,6 +280,7 @@ impl StdioPool {
             command: live.load().targets[index].command.clone(),
             sessions: Sessions::default(),
             shared: Default::default(),
+            by_capabilities: Default::default(),
             live,
             index,
         });
@@ -349,6 +371,7 @@ impl StdioPool {
             related: Mutex::default(),
             shared,
             bridged: std::sync::OnceLock::new(),
+            declared: std::sync::OnceLock::new(),
             reverse: std::sync::OnceLock::new(),
             sent: Mutex::default(),
         });
@@ -421,12 +444,14 @@ impl StdioPool {
         for id in ids {
             self.close(&id).await;
         }
+        let grace = self.gw().config.stdio.shutdown_grace;
         for shared in &self.shared {
             if let Some(sc) = shared.lock().await.take() {
-                sc.child
-                    .shutdown(self.gw().config.stdio.shutdown_grace)
-                    .await;
+                sc.child.shutdown(grace).await;
             }
+        }
+        for (_, sc) in self.by_capabilities.lock().await.drain() {
+            sc.child.shutdown(grace).await;
         }
     }
 
@@ -435,40 +460,93 @@ impl StdioPool {
     /// `server/discover` and then asked nothing more, since every request carries what the
     /// handshake would have said; when it answers with an error it speaks only the handshake,
     /// and is opened with it to serve through the bridge (`ChildProcess::settle_era`).
-    pub async fn shared(&self, era: Era) -> Result<Arc<SessionChild>, NoChild> {
+    ///
+    /// A bridged one's handshake carries what its client says of itself (`client`, read only
+    /// when needed), and clients that declare other capabilities get children of their own.
+    pub async fn shared(
+        &self,
+        era: Era,
+        client: impl FnOnce() -> Declared,
+    ) -> Result<Arc<SessionChild>, NoChild> {
         let mut shared = self.shared[usize::from(era == Era::Modern)].lock().await;
-        if let Some(sc) = shared.as_ref()
-            && sc.alive()
-        {
-            sc.touch();
-            return Ok(sc.clone());
-        }
+        let running = shared.as_ref().filter(|sc| sc.alive()).cloned();
+        let client = match (running, era) {
+            (Some(sc), Era::Legacy) => return Ok(sc.used()),
+            (Some(sc), Era::Modern) if sc.bridged.get().is_none() => return Ok(sc.used()),
+            (Some(sc), Era::Modern) => {
+                let client = client();
+                if sc.declared.get().map(|d| &**d) == Some(client.capabilities_text()) {
+                    return Ok(sc.used());
+                }
+                drop(shared);
+                return self.for_capabilities(client, sc).await;
+            }
+            (None, Era::Legacy) => None,
+            (None, Era::Modern) => Some(client()),
+        };
         let label = match era {
             Era::Legacy => "shared",
             Era::Modern => "shared-2026-07-28",
         };
-        let gw = self.gw();
         let sc = self.spawn(label.into(), "", true)?;
-        if era == Era::Legacy {
-            sc.child
-                .initialize(&gw.next_id(), gw.config.limits.upstream_timeout)
-                .await
-                .map_err(|e| NoChild::Failed(UpstreamError::Unreachable(e.to_string())))?;
-            *shared = Some(sc.clone());
-            return Ok(sc);
-        }
-        let timeout = gw.config.limits.upstream_timeout;
-        match sc.child.settle_era(|| gw.next_id(), timeout).await {
-            Ok(ServerEra::Modern(_) | ServerEra::Silent) => {}
-            Ok(ServerEra::Bridged(init)) => {
-                let _ = sc.bridged.set(init);
-            }
-            Err(why) => {
-                return Err(NoChild::Failed(UpstreamError::Unreachable(why.to_string())));
+        match client {
+            Some(client) => self.open_modern(&sc, &client).await?,
+            None => {
+                let gw = self.gw();
+                sc.child
+                    .initialize(&gw.next_id(), gw.config.limits.upstream_timeout)
+                    .await
+                    .map_err(|e| NoChild::Failed(UpstreamError::Unreachable(e.to_string())))?;
             }
         }
         *shared = Some(sc.clone());
         Ok(sc)
+    }
+
+    /// The shared 2026-07-28 child, bridged, for a client of other capabilities than the
+    /// first one's: its own, or, past [`MAX_CAPABILITY_SETS`], the first one's.
+    async fn for_capabilities(
+        &self,
+        client: Declared,
+        first: Arc<SessionChild>,
+    ) -> Result<Arc<SessionChild>, NoChild> {
+        let mut children = self.by_capabilities.lock().await;
+        children.retain(|_, sc| sc.alive());
+        if let Some(sc) = children.get(client.capabilities_text()) {
+            return Ok(sc.clone().used());
+        }
+        if children.len() >= MAX_CAPABILITY_SETS {
+            tracing::warn!(
+                "over {MAX_CAPABILITY_SETS} capability sets of 2026-07-28 clients bridged to one stdio server; this one shares the first client's"
+            );
+            return Ok(first.used());
+        }
+        let label = format!("shared-2026-07-28-{}", children.len() + 1);
+        let sc = self.spawn(label, "", true)?;
+        self.open_modern(&sc, &client).await?;
+        children.insert(client.capabilities_text().into(), sc.clone());
+        Ok(sc)
+    }
+
+    /// Settles a new shared child's era for 2026-07-28 requests; a bridged one is opened
+    /// with `client`'s capabilities and name.
+    async fn open_modern(&self, sc: &SessionChild, client: &Declared) -> Result<(), NoChild> {
+        let gw = self.gw();
+        let timeout = gw.config.limits.upstream_timeout;
+        let params = client.initialize_params();
+        match sc
+            .child
+            .settle_era(|| gw.next_id(), Some(&params), timeout)
+            .await
+        {
+            Ok(ServerEra::Modern(_) | ServerEra::Silent) => Ok(()),
+            Ok(ServerEra::Bridged(init)) => {
+                let _ = sc.bridged.set(init);
+                let _ = sc.declared.set(client.capabilities_text().into());
+                Ok(())
+            }
+            Err(why) => Err(NoChild::Failed(UpstreamError::Unreachable(why.to_string()))),
+        }
     }
 
     async fn reap_idle(&self) {

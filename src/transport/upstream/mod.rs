@@ -2,6 +2,7 @@
 //! child processes, one per session or shared.
 
 pub mod child;
+pub(crate) mod child_questions;
 pub mod children;
 pub mod http_bridge;
 pub mod http_client;

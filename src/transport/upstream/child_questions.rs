@@ -1,0 +1,147 @@
+//! A stdio server of the handshake era that asks its client something (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`) while a bridged 2026-07-28 client's call waits on
+//! it: the question becomes an input-required round (SEP-2322, `upstream::rounds`), as on an
+//! HTTP server's stream. The client's retry brings the answer, which is written to the child,
+//! and the call is waited on again.
+//!
+//! Over stdio nothing ties a server's request to the call it is for: a question goes to the
+//! oldest bridged call waiting on that child, and one that comes while none waits goes to the
+//! client as it came.
+
+use super::child::{ChildProcess, Owed};
+use super::rounds::{Parked, Rounds, Unresumed};
+use crate::catalog::ScopeKey;
+use crate::error::UpstreamError;
+use crate::locks::MutexExt;
+use crate::pipeline::bridge::{self, Question, Retry};
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The bridged calls waiting on one child that its questions may be for, oldest first.
+#[derive(Default)]
+pub(crate) struct Questions {
+    next: AtomicU64,
+    waiting: Mutex<VecDeque<(u64, mpsc::UnboundedSender<Question>)>>,
+}
+
+impl Questions {
+    /// Hands `line` to the oldest bridged call waiting when it is a question; `false` leaves
+    /// it to go on as it came. Only read while a bridged call waits.
+    pub(crate) fn offer(&self, line: &[u8]) -> bool {
+        let waiting = self.waiting.locked();
+        let Some((_, call)) = waiting.front() else {
+            return false;
+        };
+        match bridge::question(line) {
+            Some(q) => call.send(q).is_ok(),
+            None => false,
+        }
+    }
+
+    fn listen(self: &Arc<Self>) -> Listening {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.waiting.locked().push_back((n, tx));
+        Listening {
+            questions: self.clone(),
+            n,
+            rx,
+        }
+    }
+}
+
+/// A call's place among those its child's questions go to, left when it is dropped.
+struct Listening {
+    questions: Arc<Questions>,
+    n: u64,
+    rx: mpsc::UnboundedReceiver<Question>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.questions
+            .waiting
+            .locked()
+            .retain(|(n, _)| *n != self.n);
+    }
+}
+
+/// A bridged call waiting on a child: for its answer, and for the questions asked meanwhile.
+pub(crate) struct Waiting {
+    owed: Owed,
+    listening: Listening,
+}
+
+/// What a bridged client is given for its call.
+pub(crate) enum Answered {
+    /// The server's answer, under the client's id.
+    Server(Bytes),
+    /// The server asked first: an input-required round, the call parked under its state.
+    Round(Vec<u8>),
+}
+
+impl ChildProcess {
+    /// Writes a bridged call (`line`, under `id`, raw JSON text) now, listening for the
+    /// questions the child asks before it answers.
+    pub(crate) fn start_bridged(&self, line: Bytes, id: &str) -> Result<Waiting, UpstreamError> {
+        // Listening first: a question may come before `start` returns.
+        let listening = self.questions.listen();
+        let owed = self.start(line, id)?;
+        Ok(Waiting { owed, listening })
+    }
+
+    /// The client's answer to its call (`client_id`) waiting on this child: the server's
+    /// (which comes under `answers_as`), or a round when the server asks first.
+    pub(crate) async fn bridged_answer(
+        &self,
+        mut waiting: Waiting,
+        (answers_as, client_id): (&RawValue, &RawValue),
+        key: ScopeKey,
+        timeout: Duration,
+    ) -> Result<Answered, UpstreamError> {
+        let question = tokio::select! {
+            answer = waiting.owed.next(timeout) => {
+                return answer.map(|a| Answered::Server(renumbered(a, answers_as, client_id)));
+            }
+            Some(q) = waiting.listening.rx.recv() => q,
+        };
+        let state = Rounds::state();
+        let round = bridge::input_required(client_id, &question, &state);
+        let parked = Parked {
+            key,
+            asked: question.id,
+            answers_as: answers_as.to_owned(),
+            rest: waiting,
+        };
+        self.rounds.park(state, parked);
+        Ok(Answered::Round(round))
+    }
+
+    /// A bridged client's retry of a round on this child: its answer is written to the
+    /// child's question, and the call it parked is handed back with the id the server answers
+    /// it under.
+    pub(crate) fn resume(
+        &self,
+        retry: &Retry,
+        key: ScopeKey,
+    ) -> Result<(Waiting, Box<RawValue>), Unresumed> {
+        let (parked, result) = self.rounds.answered(retry, key)?;
+        let answer = Bytes::from(bridge::answer_to(&parked.asked, result));
+        self.send(answer).map_err(Unresumed::Unavailable)?;
+        Ok((parked.rest, parked.answers_as))
+    }
+}
+
+/// The server's answer under `to` when it came under `from`.
+fn renumbered(answer: Bytes, from: &RawValue, to: &RawValue) -> Bytes {
+    if from.get() == to.get() {
+        return answer;
+    }
+    crate::jsonrpc::replace_at(&answer, &["id"], to).map_or(answer, Bytes::from)
+}
