@@ -9,9 +9,9 @@
 //! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
 //! and `uvx` servers run as grandchildren.
 
-use super::child_questions::{self, Questions};
+use super::child_questions;
 use super::own::{self, OwnRequests, Unresulted};
-use super::rounds::Rounds;
+use super::rounds::{Questions, Rounds};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;

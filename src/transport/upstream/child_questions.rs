@@ -5,72 +5,19 @@
 //! and the call is waited on again.
 //!
 //! Over stdio nothing ties a server's request to the call it is for: a question goes to the
-//! oldest bridged call waiting on that child, and one that comes while none waits goes to the
-//! client as it came.
+//! oldest bridged call waiting on that child ([`Questions`]), and one that comes while none
+//! waits goes to the client as it came.
 
 use super::child::{ChildProcess, Owed};
-use super::rounds::{Parked, Rounds, Unresumed};
+#[cfg(doc)]
+use super::rounds::Questions;
+use super::rounds::{Listening, Parked, Rounds, Unresumed};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
-use crate::locks::MutexExt;
-use crate::pipeline::bridge::{self, Question, Retry};
+use crate::pipeline::bridge::{self, Retry};
 use bytes::Bytes;
 use serde_json::value::RawValue;
-use std::collections::VecDeque;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// The bridged calls waiting on one child that its questions may be for, oldest first.
-#[derive(Default)]
-pub(crate) struct Questions {
-    next: AtomicU64,
-    waiting: Mutex<VecDeque<(u64, mpsc::UnboundedSender<Question>)>>,
-}
-
-impl Questions {
-    /// Hands `line` to the oldest bridged call waiting when it is a question; `false` leaves
-    /// it to go on as it came. Only read while a bridged call waits.
-    pub(crate) fn offer(&self, line: &[u8]) -> bool {
-        let waiting = self.waiting.locked();
-        let Some((_, call)) = waiting.front() else {
-            return false;
-        };
-        match bridge::question(line) {
-            Some(q) => call.send(q).is_ok(),
-            None => false,
-        }
-    }
-
-    fn listen(self: &Arc<Self>) -> Listening {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.waiting.locked().push_back((n, tx));
-        Listening {
-            questions: self.clone(),
-            n,
-            rx,
-        }
-    }
-}
-
-/// A call's place among those its child's questions go to, left when it is dropped.
-struct Listening {
-    questions: Arc<Questions>,
-    n: u64,
-    rx: mpsc::UnboundedReceiver<Question>,
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        self.questions
-            .waiting
-            .locked()
-            .retain(|(n, _)| *n != self.n);
-    }
-}
 
 /// A bridged call waiting on a child: for its answer, and for the questions asked meanwhile.
 pub(crate) struct Waiting {
@@ -109,7 +56,7 @@ impl ChildProcess {
             answer = waiting.owed.next(timeout) => {
                 return answer.map(|a| Answered::Server(renumbered(a, answers_as, client_id)));
             }
-            Some(q) = waiting.listening.rx.recv() => q,
+            Some(q) = waiting.listening.recv() => q,
         };
         let state = Rounds::state();
         let round = bridge::input_required(client_id, &question, &state);

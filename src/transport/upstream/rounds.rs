@@ -15,12 +15,14 @@
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::locks::MutexExt;
-use crate::pipeline::bridge::{Question, Retry};
+use crate::pipeline::bridge::{self, Question, Retry};
 use crate::transport::sse::Splitter;
 use http::HeaderMap;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How long a server's question waits for the client's retry.
@@ -126,6 +128,64 @@ impl<R> Rounds<R> {
             _ => return None,
         }
         waiting.remove(state).map(|(_, p)| p)
+    }
+}
+
+/// The bridged calls waiting on one server that its questions asked outside any call's own
+/// stream may be for (a stdio child's, on its stdout; an HTTP server's, on the session's own
+/// stream), oldest first.
+#[derive(Default)]
+pub(crate) struct Questions {
+    next: AtomicU64,
+    waiting: Mutex<VecDeque<(u64, mpsc::UnboundedSender<Question>)>>,
+}
+
+impl Questions {
+    /// Hands `line` to the oldest bridged call waiting when it is a question; `false` leaves
+    /// it to go on as it came. Only read while a bridged call waits.
+    pub(crate) fn offer(&self, line: &[u8]) -> bool {
+        let waiting = self.waiting.locked();
+        let Some((_, call)) = waiting.front() else {
+            return false;
+        };
+        match bridge::question(line) {
+            Some(q) => call.send(q).is_ok(),
+            None => false,
+        }
+    }
+
+    /// A place among the calls the questions go to, until it is dropped.
+    pub(crate) fn listen(self: &Arc<Self>) -> Listening {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.waiting.locked().push_back((n, tx));
+        Listening {
+            questions: self.clone(),
+            n,
+            rx,
+        }
+    }
+}
+
+/// A call's place among those its server's questions go to, left when it is dropped.
+pub(crate) struct Listening {
+    questions: Arc<Questions>,
+    n: u64,
+    rx: mpsc::UnboundedReceiver<Question>,
+}
+
+impl Listening {
+    pub(crate) async fn recv(&mut self) -> Option<Question> {
+        self.rx.recv().await
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.questions
+            .waiting
+            .locked()
+            .retain(|(n, _)| *n != self.n);
     }
 }
 
