@@ -393,13 +393,15 @@ impl Declared {
 }
 
 /// Of a 2026-07-28 client's capabilities, what a server of the handshake era may be told:
-/// all but `roots`. Such a server asks for roots outside any request (on the session's own
-/// stream, right after the handshake or when it likes), where no input-required round can
-/// carry the question to a client that has no stream of its own; told the client has roots,
-/// it would wait for an answer that cannot come. `None` when nothing is left.
+/// all of them, but that its roots change with a notification, which such a client never
+/// sends. A server asks for roots outside any request too (on the session's own stream, or a
+/// child's stdout): the oldest bridged call waiting then carries the question, and one asked
+/// while none waits goes unanswered. `None` when nothing is left.
 fn askable(capabilities: &RawValue) -> Option<Box<RawValue>> {
     let mut caps: serde_json::Map<String, Value> = serde_json::from_str(capabilities.get()).ok()?;
-    caps.remove("roots");
+    if let Some(roots) = caps.get_mut("roots").and_then(Value::as_object_mut) {
+        roots.remove("listChanged");
+    }
     (!caps.is_empty())
         .then(|| RawValue::from_string(Value::Object(caps).to_string()).expect("JSON from a Value"))
 }

@@ -889,11 +889,13 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
             .iter()
             .filter_map(|t| t["name"].as_str())
             .collect();
-        for tool in ["trigger-elicitation-request", "trigger-sampling-request"] {
+        for tool in [
+            "trigger-elicitation-request",
+            "trigger-sampling-request",
+            "get-roots-list",
+        ] {
             assert!(names.contains(&tool), "{mode}: {names:?}");
         }
-        // Roots are asked outside any request, where no round can carry the question.
-        assert!(!names.contains(&"get-roots-list"), "{mode}: {names:?}");
 
         let rounds = [
             (
@@ -909,6 +911,15 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
                 "sampling/createMessage",
                 json!({"role": "assistant", "content": {"type": "text", "text": "hi from the model"}, "model": "test-model"}),
                 "hi from the model",
+            ),
+            // Asked on the session's own stream, which names no request: the call waiting
+            // carries it.
+            (
+                "get-roots-list",
+                json!({}),
+                "roots/list",
+                json!({"roots": [{"uri": "file:///work/ada", "name": "ada"}]}),
+                "URI: file:///work/ada",
             ),
         ];
         for (i, (tool, args, method, answer, said)) in rounds.into_iter().enumerate() {
@@ -935,7 +946,7 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
                 json!({"name": tool, "arguments": args, "requestState": state, "inputResponses": {key: answer}}),
             );
             other["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
-                json!({"elicitation": {}, "sampling": {}, "experimental": {}});
+                json!({"elicitation": {}, "sampling": {}, "roots": {}, "experimental": {}});
             let no_round = |id: i64| {
                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
                 "message": "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it"}})
@@ -983,7 +994,7 @@ async fn the_bridged_handshake_carries_the_client() {
         .expect("a handshake");
     assert_eq!(
         init["params"]["capabilities"],
-        json!({"elicitation": {}, "sampling": {}}),
+        json!({"elicitation": {}, "sampling": {}, "roots": {}}),
         "{init}"
     );
     assert_eq!(
@@ -994,7 +1005,7 @@ async fn the_bridged_handshake_carries_the_client() {
 }
 
 /// The Python SDK client (2026-07-28, and `auto`), with its own callbacks, answers
-/// server-everything's elicitation and sampling through toolgate (the server speaks only the
+/// server-everything's elicitation, sampling and roots through toolgate (the server speaks only the
 /// handshake) as it would answer a server of its own era: the results are the server's.
 /// In all four modes (server-everything over HTTP and over stdio) and through `ValidateLayer`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1005,6 +1016,7 @@ async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge
     let calls = [
         ("trigger-elicitation-request", json!({})),
         ("trigger-sampling-request", json!({"prompt": "Say hi"})),
+        ("get-roots-list", json!({})),
     ];
     for front in Mode::EVERY_FRONT {
         let running = match front {
@@ -1023,6 +1035,10 @@ async fn the_python_sdk_answers_a_handshake_servers_questions_through_the_bridge
             let said = out["calls"].to_string();
             assert!(said.contains("- Name: Ada"), "{front} {mode}: {out}");
             assert!(said.contains("hi from the model"), "{front} {mode}: {out}");
+            assert!(
+                said.contains("URI: file:///work/ada"),
+                "{front} {mode}: {out}"
+            );
         }
     }
 }

@@ -22,7 +22,7 @@ use crate::transport::edge::asking::{self, Retrying};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
-use crate::transport::upstream::rounds::{Parked, Rounds, StreamRest};
+use crate::transport::upstream::rounds::{Listening, Parked, Rounds, StreamRest};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -72,6 +72,9 @@ pub(crate) struct Parking {
     pub(crate) session: HeaderMap,
     /// On a round's retry: the id the server answers under, and the retry's own.
     pub(crate) renumber: Option<(Box<RawValue>, Box<RawValue>)>,
+    /// The call's place among those the server's questions on the session's own stream go
+    /// to (`roots/list` from a handler names no request to answer on).
+    pub(crate) listening: Option<Listening>,
 }
 
 pub async fn response<B>(
@@ -335,12 +338,26 @@ impl SseInspector {
     /// The server asked the client something: the client's call is answered with the
     /// question as an input-required round, and the stream waits for the retry.
     fn ask_client(&mut self, ev: &Bytes, asked: bridge::Question) -> Bytes {
+        sse::with_data(ev, &self.round(asked))
+    }
+
+    /// The server asked on the session's own stream: the same, in an event of toolgate's.
+    /// Once the call is answered, a question is too late for it.
+    fn asked_aside(&mut self, asked: bridge::Question) {
+        if !self.answered && self.parked.is_none() {
+            let round = self.round(asked);
+            self.out.push_back(sse::event(&round));
+        }
+    }
+
+    /// The input-required round that answers the call with `asked`; the stream waits.
+    fn round(&mut self, asked: bridge::Question) -> Vec<u8> {
         let state = Rounds::state();
         let id = self.pending.id.as_deref().expect("a request's stream");
         let body = bridge::input_required(id, &asked, &state);
         self.parked = Some((state, asked.id));
         self.answered = true;
-        sse::with_data(ev, &body)
+        body
     }
 
     /// The rounds of an answer held because it asks for input; the server's stream is done.
@@ -360,7 +377,7 @@ impl SseInspector {
     /// Keeps the rest of the stream (`body`, and what the splitter holds) for the round's
     /// retry.
     fn park(&mut self, body: Body) {
-        let (Some((state, asked)), Some(parking)) = (self.parked.take(), &self.parking) else {
+        let (Some((state, asked)), Some(parking)) = (self.parked.take(), &mut self.parking) else {
             return;
         };
         let answers_as = match &parking.renumber {
@@ -376,6 +393,7 @@ impl SseInspector {
                 session: parking.session.clone(),
                 splitter: std::mem::replace(&mut self.splitter, Splitter::new(max)),
                 body,
+                listening: parking.listening.take(),
             },
         };
         parking.rounds.park(state, parked);
@@ -405,7 +423,14 @@ pub(crate) fn resumed(
     parked: Parked,
     parking: Parking,
 ) -> Response {
-    let StreamRest { splitter, body, .. } = parked.rest;
+    let StreamRest {
+        splitter,
+        body,
+        listening,
+        ..
+    } = parked.rest;
+    let mut parking = parking;
+    parking.listening = listening;
     let outcome = StreamOutcome::default();
     let mut inspector = SseInspector::new(gw.clone(), pending, outcome.clone());
     inspector.splitter = splitter;
@@ -465,7 +490,19 @@ where
                 if st.done {
                     return None;
                 }
-                match st.body.as_mut()?.frame().await {
+                let body = st.body.as_mut()?;
+                let listening = st.insp.parking.as_mut().and_then(|p| p.listening.as_mut());
+                let next = match listening {
+                    Some(l) => tokio::select! {
+                        frame = body.frame() => frame,
+                        Some(asked) = l.recv() => {
+                            st.insp.asked_aside(asked);
+                            continue;
+                        }
+                    },
+                    None => body.frame().await,
+                };
+                match next {
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
                             st.insp.feed(data);

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 /// How one message reaches the HTTP server, settled before the guard reads it.
 pub(super) struct HttpWay<'a> {
-    up: &'a HttpUpstream,
+    up: &'a Arc<HttpUpstream>,
     era: Era,
     /// The request's scope, and whether the client names a session of its own.
     key: ScopeKey,
@@ -48,7 +48,7 @@ pub(super) struct HttpWay<'a> {
 impl<'a> HttpWay<'a> {
     pub(super) async fn find(
         rt: &Route<'_>,
-        up: &'a HttpUpstream,
+        up: &'a Arc<HttpUpstream>,
         headers: &HeaderMap,
         m: &Message<'_>,
         era: Era,
@@ -168,6 +168,9 @@ impl<'a> HttpWay<'a> {
             }
             let headers = parts.headers.clone();
             let abandon = cancels(rt, &headers, &pending);
+            // What the server asks on the session's own stream meanwhile is for this call too.
+            let listening =
+                (pending.id.is_some() && asked::may_ask(said.method)).then(|| session.listen());
             reading = Reading {
                 has_session: false,
                 retrying: None,
@@ -176,6 +179,7 @@ impl<'a> HttpWay<'a> {
                     key: self.key,
                     session: headers.clone(),
                     renumber: None,
+                    listening,
                 }),
             };
             bridged = Some((headers, abandon, pending.clone()));
@@ -234,7 +238,9 @@ impl Round {
             }
         };
         note.outcome = "forwarded";
+        // The call's place among those the session's questions go to comes with its stream.
         let parking = Parking {
+            listening: None,
             rounds: up.bridge.rounds.clone(),
             key: self.key,
             session: parked.rest.session.clone(),

@@ -25,7 +25,7 @@ use crate::transport::upstream::http_bridge::{
 };
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use crate::transport::upstream::own::{self, HttpSession};
-use crate::transport::upstream::rounds::{Parked, Rounds, StreamRest};
+use crate::transport::upstream::rounds::{Listening, Parked, Rounds, StreamRest};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -64,6 +64,8 @@ pub(crate) struct SessionWay {
     /// toolgate's session for a 2026-07-28 client bridged to a handshake-only server.
     session: Option<Arc<BridgeSession>>,
     reverse: Option<Arc<Reverse>>,
+    /// The server may ask its client something before it answers (a call, a prompt, a read).
+    may_ask: bool,
 }
 
 impl Http {
@@ -301,6 +303,7 @@ impl Upstream for Http {
             headers,
             session,
             reverse,
+            may_ask: m.method().is_some_and(asked::may_ask),
         }
     }
 
@@ -359,6 +362,9 @@ struct Stream<B> {
     splitter: Splitter,
     body: B,
     renumber: Option<(Box<RawValue>, Box<RawValue>)>,
+    /// A bridged call's place among those the server's questions on the session's own
+    /// stream go to.
+    listening: Option<Listening>,
 }
 
 /// Whom an answer's events are for.
@@ -370,6 +376,9 @@ struct Reader<'a> {
     /// A handshake-era client's request to a server of 2026-07-28: an input-required answer
     /// is held for its rounds (`pipeline::asked`) rather than written.
     holds_rounds: bool,
+    /// A bridged call's place among those the server's questions on the session's own
+    /// stream go to.
+    listening: Option<Listening>,
 }
 
 impl Http {
@@ -400,6 +409,10 @@ impl Http {
             .reverse
             .clone()
             .map(|r| (body.clone(), r, way.headers.clone()));
+        let listening = match &way.session {
+            Some(s) if way.may_ask && pending.id.is_some() => Some(s.listen()),
+            _ => None,
+        };
         let resp = match self.send(way, body, handshake.is_some()).await {
             Ok(r) => r,
             Err(e) => return to.failed(&pending, &e),
@@ -420,6 +433,7 @@ impl Http {
             handshake: handshake.is_some(),
             asking: asking.as_ref(),
             holds_rounds: rounds.is_some(),
+            listening,
         };
         let read = self.read(resp, reader).await;
         if handshake.is_some() {
@@ -527,7 +541,7 @@ impl Http {
     async fn read(
         &self,
         resp: http::Response<UpstreamBody>,
-        r: Reader<'_>,
+        mut r: Reader<'_>,
     ) -> Result<Option<Bytes>, UpstreamError> {
         let status = resp.status();
         let is_sse = resp
@@ -564,6 +578,7 @@ impl Http {
             splitter: Splitter::new(self.gw.config.limits.max_sse_event_bytes),
             body,
             renumber: None,
+            listening: r.listening.take(),
         };
         self.events(stream, r).await
     }
@@ -606,7 +621,18 @@ impl Http {
                 }
             }
             let broke = |e: B::Error| UpstreamError::unanswered_stream(Some(e.to_string()));
-            match stream.body.frame().await {
+            let next = match (&mut stream.listening, r.asking) {
+                (Some(l), Some(asking)) => tokio::select! {
+                    frame = stream.body.frame() => frame,
+                    Some(asked) = l.recv() => {
+                        // Asked on the session's own stream: a round all the same.
+                        self.ask_client(asking, asked, stream, &r);
+                        return Ok(None);
+                    }
+                },
+                _ => stream.body.frame().await,
+            };
+            match next {
                 Some(frame) => {
                     if let Ok(data) = frame.map_err(broke)?.into_data() {
                         stream.splitter.push(&data);
@@ -650,6 +676,7 @@ impl Http {
                 session: asking.session.clone(),
                 splitter: stream.splitter,
                 body: axum::body::Body::new(stream.body),
+                listening: stream.listening,
             },
         };
         self.up.bridge.rounds.park(state, parked);
@@ -682,6 +709,7 @@ impl Http {
             splitter: parked.rest.splitter,
             body: parked.rest.body,
             renumber: pending.id.clone().map(|id| (parked.answers_as, id)),
+            listening: parked.rest.listening,
         };
         let reader = Reader {
             to,
@@ -689,6 +717,7 @@ impl Http {
             handshake: false,
             asking: Some(asking),
             holds_rounds: false,
+            listening: None,
         };
         if let Err(e) = self.events(stream, reader).await {
             to.failed(pending, &e);

@@ -22,13 +22,15 @@ use crate::locks::MutexExt;
 use crate::mcp;
 use crate::pipeline::bridge::{Declared, Retry, Reverse, answer_to};
 use crate::pipeline::guard::{self, ListFailed};
+use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use crate::transport::upstream::own::{self, HttpSession, Unresulted};
-use crate::transport::upstream::rounds::Parked;
 pub use crate::transport::upstream::rounds::Unresumed;
+use crate::transport::upstream::rounds::{Listening, Parked, Questions};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
+use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -83,9 +85,29 @@ pub struct Session {
     pub init: Box<RawValue>,
     /// The version the server agreed to, for `MCP-Protocol-Version`.
     pub version: HeaderValue,
+    /// The bridged calls waiting in the session, for what the server asks on the session's
+    /// own stream (`roots/list` from a handler, which names no request to answer on).
+    questions: Arc<Questions>,
+    /// That stream, read while the session is kept.
+    _stream: SessionStream,
+}
+
+/// The task reading a session's own stream, ended with the session.
+struct SessionStream(tokio::task::JoinHandle<()>);
+
+impl Drop for SessionStream {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Session {
+    /// A bridged call's place among those the server's questions on the session's own
+    /// stream go to (`upstream::rounds::Questions`).
+    pub(crate) fn listen(&self) -> Listening {
+        self.questions.listen()
+    }
+
     /// The client's headers made into a handshake-era request in this session: the
     /// 2026-07-28 headers go, the session and its version come.
     pub fn headers(&self, headers: &mut HeaderMap) {
@@ -318,6 +340,48 @@ async fn discover(
     own::discover(&HttpSession::new(up, headers, limits), id).await
 }
 
+/// A bridged session's own stream (GET): each question the server asks there goes to the
+/// oldest bridged call waiting; with none waiting, or anything else, it goes no further (the
+/// 2026-07-28 clients have no stream to take it). A server without one answers 405.
+async fn read_session_stream(
+    up: std::sync::Weak<HttpUpstream>,
+    headers: HeaderMap,
+    questions: std::sync::Weak<Questions>,
+    limits: Limits,
+) {
+    let Some(up) = up.upgrade() else { return };
+    let sent = up
+        .http
+        .send(http::Method::GET, headers, Bytes::new(), (&limits).into())
+        .await;
+    // Not kept while the stream lasts: it outlives no reload.
+    drop(up);
+    let Ok(resp) = sent else { return };
+    if !resp.status().is_success() {
+        return;
+    }
+    let mut splitter = Splitter::new(limits.max_sse_event_bytes);
+    let mut body = resp.into_body();
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        splitter.push(&data);
+        while let Some(Split::Event(ev)) = splitter.next_event() {
+            let Some(questions) = questions.upgrade() else {
+                return;
+            };
+            if let Some(d) = sse::data(&ev)
+                && !questions.offer(d.as_bytes())
+            {
+                tracing::debug!(
+                    "the server sent a message on the bridged session's own stream that no call waits for; dropped"
+                );
+            }
+        }
+    }
+}
+
 impl HttpBridge {
     /// Whether a 2026-07-28 request may go through a session of toolgate's: not when the
     /// server was found to speak 2026-07-28 itself (nothing of the client's envelope is then
@@ -353,7 +417,7 @@ impl HttpBridge {
     /// came, and its own answer tells the client what is wrong).
     pub async fn session(
         &self,
-        up: &HttpUpstream,
+        up: &Arc<HttpUpstream>,
         client: &HeaderMap,
         (key, declared): (ScopeKey, &Declared),
         ids: impl Fn() -> String,
@@ -492,7 +556,7 @@ impl HttpBridge {
     /// capabilities and name the server reads as a handshake client's.
     async fn open(
         &self,
-        up: &HttpUpstream,
+        up: &Arc<HttpUpstream>,
         client: &HeaderMap,
         id: &str,
         declared: &Declared,
@@ -511,6 +575,17 @@ impl HttpBridge {
             }
         };
         let headers = opening.into_headers();
+        // The session's own stream, opened at once: a server asks there from the start.
+        let questions = Arc::default();
+        let mut listen = headers.clone();
+        listen.remove(CONTENT_TYPE);
+        listen.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        let read = read_session_stream(
+            Arc::downgrade(up),
+            listen,
+            Arc::downgrade(&questions),
+            limits.clone(),
+        );
         Some(Session {
             id: headers.get(mcp::SESSION_ID).cloned(),
             version: headers
@@ -518,6 +593,8 @@ impl HttpBridge {
                 .cloned()
                 .unwrap_or_else(|| HeaderValue::from_static(mcp::LEGACY_VERSION)),
             init,
+            questions,
+            _stream: SessionStream(tokio::spawn(read)),
         })
     }
 }

@@ -22,8 +22,8 @@ use serde_json::value::RawValue;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::mpsc;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 /// How long a server's question waits for the client's retry.
 pub(crate) const ROUND_TTL: Duration = Duration::from_secs(300);
@@ -49,6 +49,8 @@ pub(crate) struct StreamRest {
     /// The rest of the server's stream: what was read and not yet split, then the body.
     pub(crate) splitter: Splitter,
     pub(crate) body: axum::body::Body,
+    /// Its place among the calls the server's questions on the session's own stream go to.
+    pub(crate) listening: Option<Listening>,
 }
 
 /// The rounds waiting on one server.
@@ -206,6 +208,7 @@ mod tests {
                 session: HeaderMap::new(),
                 splitter: Splitter::new(1024),
                 body: axum::body::Body::empty(),
+                listening: None,
             },
         }
     }
