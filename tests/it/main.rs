@@ -15,6 +15,7 @@ mod gateway;
 mod hardening;
 mod hostile;
 mod interop;
+mod interop_table;
 mod library;
 mod load;
 mod modern;

@@ -29,7 +29,7 @@ pub(crate) struct Retrying {
 
 /// The kinds of server a handshake-era HTTP client is bridged to.
 pub(crate) enum RetryServer {
-    Http(HttpRetrying),
+    Http(Box<HttpRetrying>),
     Child(child::Retrying),
 }
 

