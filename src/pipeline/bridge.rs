@@ -395,8 +395,8 @@ impl Declared {
 /// Of a 2026-07-28 client's capabilities, what a server of the handshake era may be told:
 /// all of them, but that its roots change with a notification, which such a client never
 /// sends. A server asks for roots outside any request too (on the session's own stream, or a
-/// child's stdout): the oldest bridged call waiting then carries the question, and one asked
-/// while none waits goes unanswered. `None` when nothing is left.
+/// child's stdout): the bridged call waiting then carries the question (none, when several
+/// wait), and one asked while none waits goes unanswered. `None` when nothing is left.
 fn askable(capabilities: &RawValue) -> Option<Box<RawValue>> {
     let mut caps: serde_json::Map<String, Value> = serde_json::from_str(capabilities.get()).ok()?;
     if let Some(roots) = caps.get_mut("roots").and_then(Value::as_object_mut) {

@@ -271,9 +271,18 @@ async fn a_refused_request_state_stays_a_json_rpc_error() {
             .await;
         let mut front = Front::start(mode, &up, &command).await;
         let a = front.ask_modern(retry.clone()).await;
+        // The stdio fixture speaks only the handshake, and a 2026-07-28 client is bridged to
+        // it: a requestState there can only be one of toolgate's rounds, and toolgate refuses
+        // one it did not issue, as the server itself would.
+        let refused = match mode.to_http() {
+            true => refusal.clone(),
+            false => {
+                json!({"code": -32602, "message": "Invalid params: requestState names no round waiting here (unknown, expired, or another client's); call the tool again without it"})
+            }
+        };
         assert_eq!(
             a,
-            json!({"jsonrpc": "2.0", "id": 2, "error": refusal}),
+            json!({"jsonrpc": "2.0", "id": 2, "error": refused}),
             "{mode}"
         );
         let a = front.ask_modern(first.clone()).await;

@@ -153,8 +153,19 @@ where
     {
         return asking::answer(gw, pending, bytes, retrying);
     }
-    if status.is_success() && !needs_reading(&pending, &bytes) {
-        return Response::from_parts(parts, Body::from(bridge::complete(&pending, bytes)));
+    json_answer(gw, &pending, parts, bytes)
+}
+
+/// A JSON answer, read whole, after the answer rules.
+fn json_answer(
+    gw: &Gateway,
+    pending: &Pending,
+    mut parts: http::response::Parts,
+    bytes: Bytes,
+) -> Response {
+    let status = parts.status;
+    if status.is_success() && !needs_reading(pending, &bytes) {
+        return Response::from_parts(parts, Body::from(bridge::complete(pending, bytes)));
     }
     // A refusal of the request itself (a 4xx whose error names no request: "No valid
     // session ID", "Bad Request") is the transport's word, not the tool's answer: the client
@@ -163,13 +174,13 @@ where
         return Response::from_parts(parts, Body::from(bytes));
     }
     let settled = match jsonrpc::parse(&bytes) {
-        Ok(Parsed::Single(m)) => pipeline::settle(gw, &pending, &m, bytes.clone()),
+        Ok(Parsed::Single(m)) => pipeline::settle(gw, pending, &m, bytes.clone()),
         _ => {
             let what = format!(
                 "HTTP {} with a body that is not a JSON-RPC message",
                 status.as_u16()
             );
-            return not_jsonrpc(gw, &pending, what);
+            return not_jsonrpc(gw, pending, what);
         }
     };
     if settled.rewritten {

@@ -181,6 +181,17 @@ impl ChildWay {
         Some(Bytes::from(rewritten))
     }
 
+    /// For a handshake-era client's request (`body`) to a server of 2026-07-28, which may ask
+    /// for input: what its rounds need.
+    fn retrying(&self, method: &str, body: &Bytes) -> Option<Retrying> {
+        let reverse = self.sc.reverse().filter(|_| self.era == Era::Legacy)?;
+        asked::may_ask(method).then(|| Retrying {
+            request: body.clone(),
+            reverse: reverse.clone(),
+            server: RetryServer::Child(self.sc.child.retrying(self.timeout)),
+        })
+    }
+
     /// Sends what the gate forwards and answers the POST with what the child answers.
     pub(super) async fn send(
         self,
@@ -237,24 +248,15 @@ impl ChildWay {
             note.outcome = "forwarded";
             return stream(rt, sc, body, token.get(), pending, None, self.timeout);
         }
-        // A handshake-era client's request to a server of 2026-07-28, which may ask for input.
-        let rounds = match (sc.reverse(), self.era) {
-            (Some(r), Era::Legacy) if asked::may_ask(said.method) => Some((body.clone(), r)),
-            _ => None,
-        };
+        let retrying = self.retrying(said.method, &body);
         let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
             Ok(a) => a,
             Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
         };
         note.outcome = "forwarded";
-        if let Some((request, reverse)) = rounds
+        if let Some(retrying) = retrying
             && asked::input_required(&answer).is_some()
         {
-            let retrying = Retrying {
-                request,
-                reverse: reverse.clone(),
-                server: RetryServer::Child(sc.child.retrying(self.timeout)),
-            };
             return asking::answer(rt.gw, pending, answer, retrying);
         }
         // A session's `initialize` the server refused: one that answers `server/discover`

@@ -18,9 +18,9 @@ use crate::pipeline::Pending;
 use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
-use crate::transport::upstream::child::Owed;
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
-use crate::transport::upstream::child_questions::{self, Answered};
+use crate::transport::upstream::child::{Owed, Waiting};
+use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::rounds::Unresumed;
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -96,7 +96,7 @@ enum Written {
     Plain(Owed),
     /// A bridged 2026-07-28 call the server may ask something of first, and the id its
     /// answer comes under.
-    Bridged(child_questions::Waiting, Box<RawValue>),
+    Bridged(Waiting, Box<RawValue>),
     /// A retry of a round that cannot be taken: why.
     Unresumed(String),
 }
@@ -263,7 +263,7 @@ impl Child {
     /// A bridged call's answer, or the round the server's question makes of it.
     async fn answer_bridged(
         &self,
-        waiting: child_questions::Waiting,
+        waiting: Waiting,
         answers_as: &RawValue,
         pending: &Pending,
         to: &ToClient,

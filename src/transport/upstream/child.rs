@@ -9,9 +9,8 @@
 //! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
 //! and `uvx` servers run as grandchildren.
 
-use super::child_questions;
 use super::own::{self, OwnRequests, Unresulted};
-use super::rounds::{Offered, Questions, Rounds};
+use super::rounds::{Listening, Offered, Questions, Rounds};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
@@ -53,7 +52,14 @@ pub struct ChildProcess {
     /// The bridged calls waiting on it that its questions go to, and the rounds those
     /// questions started (`child_questions`).
     pub(crate) questions: Arc<Questions>,
-    pub(crate) rounds: Rounds<child_questions::Waiting>,
+    pub(crate) rounds: Rounds<Waiting>,
+}
+
+/// A bridged call waiting on a child (`child_questions`): for its answer, and for the
+/// questions the child asks meanwhile.
+pub(crate) struct Waiting {
+    pub(crate) owed: Owed,
+    pub(crate) listening: Listening,
 }
 
 /// The answer a request written by [`ChildProcess::start`] is owed. Dropped unanswered (its

@@ -5,25 +5,19 @@
 //! and the call is waited on again.
 //!
 //! Over stdio nothing ties a server's request to the call it is for: a question goes to the
-//! oldest bridged call waiting on that child ([`Questions`]), and one that comes while none
-//! waits goes to the client as it came.
+//! bridged call waiting on that child ([`Questions`]; none when several wait), and one that
+//! comes while none waits goes to the client as it came.
 
-use super::child::{ChildProcess, Owed};
+use super::child::{ChildProcess, Waiting};
 #[cfg(doc)]
 use super::rounds::Questions;
-use super::rounds::{Listening, Parked, Rounds, Unresumed};
+use super::rounds::{Parked, Rounds, Unresumed};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::pipeline::bridge::{self, Retry};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::time::Duration;
-
-/// A bridged call waiting on a child: for its answer, and for the questions asked meanwhile.
-pub(crate) struct Waiting {
-    owed: Owed,
-    listening: Listening,
-}
 
 /// What a bridged client is given for its call.
 pub(crate) enum Answered {

@@ -341,8 +341,9 @@ async fn discover(
 }
 
 /// A bridged session's own stream (GET): each question the server asks there goes to the
-/// oldest bridged call waiting; with none waiting, or anything else, it goes no further (the
-/// 2026-07-28 clients have no stream to take it). A server without one answers 405.
+/// bridged call waiting (the server is refused when several wait); with none waiting, or
+/// anything else, it goes no further (the 2026-07-28 clients have no stream to take it). A
+/// server without one answers 405.
 async fn read_session_stream(
     up: std::sync::Weak<HttpUpstream>,
     headers: HeaderMap,
