@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 const MAX_ROUNDS: usize = 8;
 /// The most questions in one round.
 const MAX_QUESTIONS: usize = 16;
-/// How long the client has to answer one question: a person may be typing.
+/// How long the client has to answer a round's questions: a person may be typing.
 pub(crate) const ANSWER_WAIT: Duration = Duration::from_secs(300);
 
 /// An `InputRequiredResult`: the server's questions by key, and the state to send back.
@@ -181,9 +181,11 @@ async fn collect(
         ask(request);
         waits.push((key, id, rx));
     }
+    // One wait for the whole round: its questions are asked at once.
+    let deadline = tokio::time::Instant::now() + ANSWER_WAIT;
     let mut responses = BTreeMap::new();
     for (key, id, rx) in waits {
-        let reply = tokio::time::timeout(ANSWER_WAIT, rx).await;
+        let reply = tokio::time::timeout_at(deadline, rx).await;
         asked.waiting.locked().remove(&waiting_key(&id));
         let reply = reply
             .map_err(|_| {

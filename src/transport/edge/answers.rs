@@ -18,7 +18,7 @@ use crate::net::client::strip_hop_by_hop;
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::{self, Kind, Pending};
-use crate::transport::edge::asking::{self, Retrying};
+use crate::transport::edge::asking::{self, ReverseRounds};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
@@ -50,7 +50,7 @@ pub(crate) struct Reading {
     pub(crate) parking: Option<Parking>,
     /// For a handshake-era client's request to a server of 2026-07-28: what its rounds
     /// need, should the server ask for input.
-    pub(crate) retrying: Option<Retrying>,
+    pub(crate) reverse_rounds: Option<ReverseRounds>,
 }
 
 impl Reading {
@@ -59,7 +59,7 @@ impl Reading {
         Reading {
             has_session,
             parking: None,
-            retrying: None,
+            reverse_rounds: None,
         }
     }
 }
@@ -90,7 +90,7 @@ where
     let Reading {
         has_session,
         parking,
-        retrying,
+        reverse_rounds,
     } = reading;
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -106,7 +106,7 @@ where
         parts.extensions.insert(outcome.clone());
         let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
         inspector.parking = parking;
-        inspector.retrying = retrying;
+        inspector.reverse_rounds = reverse_rounds;
         return Response::from_parts(parts, sse_stream(inspector, body));
     }
     if pending.id.is_none() {
@@ -147,11 +147,11 @@ where
         // Completed below: the upstream's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
     }
-    if let Some(retrying) = retrying
+    if let Some(reverse_rounds) = reverse_rounds
         && status.is_success()
         && asked::input_required(&bytes).is_some()
     {
-        return asking::answer(gw, pending, bytes, retrying);
+        return asking::answer(gw, pending, bytes, reverse_rounds);
     }
     json_answer(gw, &pending, parts, bytes)
 }
@@ -242,7 +242,7 @@ struct SseInspector {
     parked: Option<(String, Box<RawValue>)>,
     /// For a handshake-era client of a server of 2026-07-28: what the rounds need when the
     /// server's answer asks for input.
-    retrying: Option<Retrying>,
+    reverse_rounds: Option<ReverseRounds>,
     /// That answer, held: the stream goes on with the rounds.
     held: Option<Bytes>,
 }
@@ -261,7 +261,7 @@ impl SseInspector {
             outcome,
             parking: None,
             parked: None,
-            retrying: None,
+            reverse_rounds: None,
             held: None,
         }
     }
@@ -315,7 +315,7 @@ impl SseInspector {
             std::borrow::Cow::Borrowed(d) => ev.slice_ref(d.as_bytes()),
             std::borrow::Cow::Owned(d) => Bytes::from(d),
         };
-        if about_us && self.retrying.is_some() && asked::input_required(&data).is_some() {
+        if about_us && self.reverse_rounds.is_some() && asked::input_required(&data).is_some() {
             self.answered = true;
             self.held = Some(data);
             return Bytes::new();
@@ -374,13 +374,13 @@ impl SseInspector {
     /// The rounds of an answer held because it asks for input; the server's stream is done.
     fn rounds(&mut self) -> Option<asking::AskingStream> {
         let held = self.held.take()?;
-        let retrying = self.retrying.take()?;
+        let reverse_rounds = self.reverse_rounds.take()?;
         let (gw, pending) = (&self.gw, self.pending.clone());
         Some(asking::AskingStream::start(
             gw,
             pending,
             held,
-            retrying,
+            reverse_rounds,
             self.outcome.clone(),
         ))
     }

@@ -10,7 +10,7 @@ use crate::pipeline::asked::{self, Retries};
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::{self, Pending};
 use crate::transport::sse;
-use crate::transport::upstream::child;
+use crate::transport::upstream::child::ChildRetrying;
 use crate::transport::upstream::http_client::HttpRetrying;
 use axum::body::Body;
 use axum::response::Response;
@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 /// What a request's rounds need, should its server ask for input: the request as it was
 /// sent, the client's session (where its answers arrive), and the way to retry the server.
-pub(crate) struct Retrying {
+pub(crate) struct ReverseRounds {
     pub(crate) request: Bytes,
     pub(crate) reverse: Arc<Reverse>,
     pub(crate) server: RetryServer,
@@ -30,7 +30,7 @@ pub(crate) struct Retrying {
 /// The kinds of server a handshake-era HTTP client is bridged to.
 pub(crate) enum RetryServer {
     Http(Box<HttpRetrying>),
-    Child(child::Retrying),
+    Child(ChildRetrying),
 }
 
 impl Retries for RetryServer {
@@ -48,10 +48,10 @@ pub(crate) fn answer(
     gw: &Arc<Gateway>,
     pending: Pending,
     held: Bytes,
-    retrying: Retrying,
+    reverse_rounds: ReverseRounds,
 ) -> Response {
     let outcome = StreamOutcome::default();
-    let rounds = AskingStream::start(gw, pending, held, retrying, outcome.clone());
+    let rounds = AskingStream::start(gw, pending, held, reverse_rounds, outcome.clone());
     let stream = futures_util::stream::unfold(rounds, |mut rounds| async move {
         let event = rounds.next().await?;
         Some((Ok::<_, std::convert::Infallible>(event), rounds))
@@ -80,17 +80,17 @@ impl AskingStream {
         gw: &Arc<Gateway>,
         pending: Pending,
         held: Bytes,
-        retrying: Retrying,
+        reverse_rounds: ReverseRounds,
         outcome: StreamOutcome,
     ) -> AskingStream {
         let (tx, events) = mpsc::unbounded_channel::<Bytes>();
         let gw = gw.clone();
         let task = tokio::spawn(async move {
-            let Retrying {
+            let ReverseRounds {
                 request,
                 reverse,
                 server,
-            } = retrying;
+            } = reverse_rounds;
             let ask = |question: Bytes| {
                 let _ = tx.send(sse::event(&question));
             };

@@ -9,7 +9,7 @@
 //! on the shared child) is answered, in a session or not, as an SSE stream of those messages,
 //! then the answer (docs/contract.md, section 7).
 
-use super::asking::{self, RetryServer, Retrying};
+use super::asking::{self, RetryServer, ReverseRounds};
 use super::reply;
 use super::request::{Caller, Note, Route, Said};
 use crate::catalog::ScopeKey;
@@ -183,9 +183,9 @@ impl ChildWay {
 
     /// For a handshake-era client's request (`body`) to a server of 2026-07-28, which may ask
     /// for input: what its rounds need.
-    fn retrying(&self, method: &str, body: &Bytes) -> Option<Retrying> {
+    fn reverse_rounds(&self, method: &str, body: &Bytes) -> Option<ReverseRounds> {
         let reverse = self.sc.reverse().filter(|_| self.era == Era::Legacy)?;
-        asked::may_ask(method).then(|| Retrying {
+        asked::may_ask(method).then(|| ReverseRounds {
             request: body.clone(),
             reverse: reverse.clone(),
             server: RetryServer::Child(self.sc.child.retrying(self.timeout)),
@@ -248,16 +248,16 @@ impl ChildWay {
             note.outcome = "forwarded";
             return stream(rt, sc, body, token.get(), pending, None, self.timeout);
         }
-        let retrying = self.retrying(said.method, &body);
+        let reverse_rounds = self.reverse_rounds(said.method, &body);
         let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
             Ok(a) => a,
             Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
         };
         note.outcome = "forwarded";
-        if let Some(retrying) = retrying
+        if let Some(reverse_rounds) = reverse_rounds
             && asked::input_required(&answer).is_some()
         {
-            return asking::answer(rt.gw, pending, answer, retrying);
+            return asking::answer(rt.gw, pending, answer, reverse_rounds);
         }
         // A session's `initialize` the server refused: one that answers `server/discover`
         // speaks only 2026-07-28, and the session is bridged to it (`bridge::Reverse`).

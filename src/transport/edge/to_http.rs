@@ -7,7 +7,7 @@
 //! 2026-07-28 is answered `initialize` here and given a session toolgate keeps.
 
 use super::answers::{self, Parking, Reading};
-use super::asking::{RetryServer, Retrying};
+use super::asking::{RetryServer, ReverseRounds};
 use super::reply;
 use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE, Upstream};
 use crate::catalog::ScopeKey;
@@ -150,7 +150,7 @@ impl<'a> HttpWay<'a> {
                 // The server may ask for input, which its handshake-era client is asked.
                 let limits = &rt.gw.config.limits;
                 let retry = HttpRetrying::new(up.clone(), parts.headers.clone(), limits);
-                reading.retrying = Some(Retrying {
+                reading.reverse_rounds = Some(ReverseRounds {
                     request: body.clone(),
                     reverse,
                     server: RetryServer::Http(Box::new(retry)),
@@ -173,7 +173,7 @@ impl<'a> HttpWay<'a> {
                 (pending.id.is_some() && asked::may_ask(said.method)).then(|| session.listen());
             reading = Reading {
                 has_session: false,
-                retrying: None,
+                reverse_rounds: None,
                 parking: Some(Parking {
                     rounds: up.bridge.rounds.clone(),
                     key: self.key,

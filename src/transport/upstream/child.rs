@@ -73,12 +73,12 @@ pub struct Owed {
 }
 
 /// A child as an input-required round's retry reaches it (`pipeline::asked`).
-pub struct Retrying {
+pub struct ChildRetrying {
     child: Arc<ChildProcess>,
     timeout: Duration,
 }
 
-impl Retries for Retrying {
+impl Retries for ChildRetrying {
     async fn retry(&self, request: Bytes, id: &str) -> Result<Bytes, UpstreamError> {
         let id = serde_json::to_string(id).expect("a string");
         self.child.request(request, &id, self.timeout).await
@@ -472,8 +472,8 @@ impl ChildProcess {
     }
 
     /// A round's retry, as [`Retries`] sends it.
-    pub fn retrying(self: &Arc<Self>, timeout: Duration) -> Retrying {
-        Retrying {
+    pub fn retrying(self: &Arc<Self>, timeout: Duration) -> ChildRetrying {
+        ChildRetrying {
             child: self.clone(),
             timeout,
         }
