@@ -128,11 +128,10 @@ file = "{cred}"
         token = token_file.path.display(),
         cred = cred_file.path.display(),
     );
-    let tg = Toolgate::serve(upstream, Some(&config)).await;
-    // The secrets are read at load; the files may go once toolgate runs, but keeping them
-    // lets a reload read them again.
-    std::mem::forget((token_file, cred_file, jwks_file));
-    tg
+    // The secrets are read at load; kept, a reload reads them again.
+    Toolgate::serve(upstream, Some(&config))
+        .await
+        .holding([token_file, cred_file].into_iter().chain(jwks_file))
 }
 
 async fn post_as(tg: &Toolgate, token: Option<&str>, body: String) -> Reply {

@@ -567,17 +567,13 @@ async fn an_upstream_that_stalls_after_its_head_is_bounded() {
         );
     }
     // The same through `stdio --upstream`.
+    let file = tempfile_lite::TempFile::new(config);
     let mut g = StdioGate::start_args(vec![
         "stdio".into(),
         "--upstream".into(),
         up.clone(),
         "--config".into(),
-        {
-            let f = tempfile_lite::TempFile::new(config);
-            let p = f.path.display().to_string();
-            std::mem::forget(f);
-            p
-        },
+        file.path.display().to_string(),
     ]);
     g.initialize().await;
     let a = g

@@ -112,9 +112,14 @@ mod tests {
     /// with the `Authorization` it saw (or "none").
     async fn send(auth: bool, authorization: Option<&str>) -> Outbound {
         let mut config = test_config();
+        let mut token_file = None;
         if auth {
-            let file = std::env::temp_dir().join(format!("toolgate-auth-{}", std::process::id()));
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = format!("toolgate-auth-{}-{n}", std::process::id());
+            let file = std::env::temp_dir().join(name);
             std::fs::write(&file, "s3cret-token-value\n").unwrap();
+            token_file = Some(file.clone());
             config.auth.tokens = vec![crate::config::StaticToken {
                 name: "ci".into(),
                 env: None,
@@ -135,9 +140,14 @@ mod tests {
         if let Some(a) = authorization {
             req = req.header(http::header::AUTHORIZATION, a);
         }
+        let gw = Gateway::new(config).unwrap();
+        // Read at load.
+        if let Some(file) = token_file {
+            let _ = std::fs::remove_file(file);
+        }
         let inbound = Inbound {
             req: req.body(()).unwrap(),
-            gw: Gateway::new(config).unwrap(),
+            gw,
             note: Note::new(),
         };
         let routed = Routed { inbound, target: 0 };

@@ -142,14 +142,20 @@ mod tests {
     /// A gateway with authentication (one static token).
     fn gateway() -> Arc<Gateway> {
         let mut config = test_config();
-        let file = std::env::temp_dir().join(format!("toolgate-bind-{}", std::process::id()));
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("toolgate-bind-{}-{n}", std::process::id());
+        let file = std::env::temp_dir().join(name);
         std::fs::write(&file, "a-token-value\n").unwrap();
         config.auth.tokens = vec![crate::config::StaticToken {
             name: "alice".into(),
             env: None,
             file: Some(file.to_string_lossy().into_owned()),
         }];
-        Gateway::new(config).unwrap()
+        let gw = Gateway::new(config).unwrap();
+        // Read at load.
+        let _ = std::fs::remove_file(file);
+        gw
     }
 
     /// Sends a request from `client` naming `session`; the inner service answers with the

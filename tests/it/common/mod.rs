@@ -32,9 +32,17 @@ pub struct Toolgate {
     pub admin: SocketAddr,
     pub logs: Arc<Mutex<Vec<String>>>,
     _config: Option<tempfile_lite::TempFile>,
+    /// Files the configuration names (secrets), removed with this toolgate.
+    held: Vec<tempfile_lite::TempFile>,
 }
 
 impl Toolgate {
+    /// Keeps `files` (which the configuration names) as long as this toolgate runs.
+    pub fn holding(mut self, files: impl IntoIterator<Item = tempfile_lite::TempFile>) -> Toolgate {
+        self.held.extend(files);
+        self
+    }
+
     /// Starts `toolgate serve --upstream URL` with an optional config file body.
     pub async fn serve(upstream: &str, config: Option<&str>) -> Toolgate {
         let mut args = vec!["serve".to_string(), "--upstream".into(), upstream.into()];
@@ -118,6 +126,7 @@ impl Toolgate {
             admin: admin.parse().expect("the admin address parses"),
             logs,
             _config: file,
+            held: Vec::new(),
         }
     }
 
