@@ -291,23 +291,34 @@ mod tests {
         "requestState":"s1"}}"#;
     const CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}"#;
 
-    #[tokio::test]
-    async fn a_round_is_asked_of_the_client_and_its_answer_retried() {
-        let asked = Arc::new(Asked::default());
-        let server = AsksOnce(Mutex::new(Vec::new()));
-        let client = asked.clone();
-        let ask = move |q: Bytes| {
+    /// A client that answers each question with `answer` (its result or error member),
+    /// through `asked`.
+    fn client(asked: &Arc<Asked>, answer: serde_json::Value) -> impl Fn(Bytes) + use<> {
+        let asked = asked.clone();
+        move |q: Bytes| {
             let v: serde_json::Value = serde_json::from_slice(&q).unwrap();
             assert_eq!(v["method"], "elicitation/create");
             assert_eq!(v["params"]["message"], "Name?");
-            let reply = serde_json::json!({"jsonrpc": "2.0", "id": v["id"],
-                "result": {"action": "accept", "content": {"name": "Ada"}}});
+            let mut reply = serde_json::json!({"jsonrpc": "2.0", "id": v["id"]});
+            reply
+                .as_object_mut()
+                .unwrap()
+                .extend(answer.as_object().unwrap().clone());
             let reply = Bytes::from(reply.to_string());
             let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(&reply) else {
                 panic!()
             };
-            assert!(client.answered(&m, &reply));
-        };
+            assert!(asked.answered(&m, &reply));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_is_asked_of_the_client_and_its_answer_retried() {
+        let asked = Arc::new(Asked::default());
+        let server = AsksOnce(Mutex::new(Vec::new()));
+        let accepts =
+            serde_json::json!({"result": {"action": "accept", "content": {"name": "Ada"}}});
+        let ask = client(&asked, accepts);
         let own = || "toolgate-1".to_string();
         let out = answered(CALL.as_bytes(), ROUND.into(), &asked, ask, &server, own)
             .await
@@ -324,17 +335,8 @@ mod tests {
     #[tokio::test]
     async fn a_refused_question_answers_the_request_with_why() {
         let asked = Arc::new(Asked::default());
-        let client = asked.clone();
-        let ask = move |q: Bytes| {
-            let v: serde_json::Value = serde_json::from_slice(&q).unwrap();
-            let reply = serde_json::json!({"jsonrpc": "2.0", "id": v["id"],
-                "error": {"code": -1, "message": "User rejected"}});
-            let reply = Bytes::from(reply.to_string());
-            let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(&reply) else {
-                panic!()
-            };
-            assert!(client.answered(&m, &reply));
-        };
+        let refuses = serde_json::json!({"error": {"code": -1, "message": "User rejected"}});
+        let ask = client(&asked, refuses);
         let server = AsksOnce(Mutex::new(Vec::new()));
         let own = || "toolgate-1".to_string();
         let out = answered(CALL.as_bytes(), ROUND.into(), &asked, ask, &server, own)

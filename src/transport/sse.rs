@@ -11,6 +11,36 @@
 use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
 
+/// Hands the data of each event of a stream nobody answers on (a session's own stream) to
+/// `each`, as it comes, until the body ends or breaks, or `each` says to stop (`false`). An
+/// event over `max_event` bytes ends the reading.
+pub(crate) async fn each_data<B>(mut body: B, max_event: usize, mut each: impl FnMut(&str) -> bool)
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    use http_body_util::BodyExt;
+    let mut splitter = Splitter::new(max_event);
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
+        splitter.push(&chunk);
+        while let Some(split) = splitter.next_event() {
+            let Split::Event(ev) = split else {
+                tracing::warn!(
+                    "an event on a session's own stream is over max_sse_event_bytes; the rest of that stream is not read"
+                );
+                return;
+            };
+            if let Some(d) = data(&ev).filter(|d| !d.is_empty())
+                && !each(&d)
+            {
+                return;
+            }
+        }
+    }
+}
+
 pub struct Splitter {
     buf: BytesMut,
     /// Where scanning resumes; bytes before it hold no event boundary.

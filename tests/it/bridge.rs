@@ -7,7 +7,9 @@
 use crate::common;
 use common::Toolgate;
 use common::modes::{Front, Mode};
-use common::peers::{peers, python_client, python_client_answering, server_everything_http};
+use common::peers::{
+    peers, python_client, python_client_answering, python_http, server_everything_http,
+};
 use common::post_modern;
 use common::scripted::{Scripted, open_tool};
 use common::stdio_gate::StdioGate;
@@ -1056,27 +1058,20 @@ fn over_stdio(mode: Mode, url: &str, command: &[String]) -> String {
 
 /// A server that speaks only 2026-07-28 (the Python SDK 2.3 fixture, refusing `initialize`
 /// as such a server does) over HTTP, and the same server over stdio.
-async fn modern_only_python() -> (tokio::process::Child, String, Vec<String>) {
+async fn modern_only_python() -> (common::peers::HttpPeer, String, Vec<String>) {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let fixture = p
-        .fixtures
-        .join("conformance_server.py")
-        .display()
-        .to_string();
-    let mut http = tokio::process::Command::new(&p.python)
-        .args([fixture.as_str(), "modern-http"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/mcp",
-        common::port_line(&mut http).await
-    );
+    let http = python_http("conformance_server.py", &["modern-http"]).await;
+    let url = http.url.clone();
     let python = p.python.display().to_string();
+    let fixture = p.fixtures.join("conformance_server.py");
     let modern_only = p.fixtures.join("modern_only.py").display().to_string();
-    let stdio = vec![python.clone(), modern_only, python, fixture, "stdio".into()];
+    let stdio = vec![
+        python.clone(),
+        modern_only,
+        python,
+        fixture.display().to_string(),
+        "stdio".into(),
+    ];
     (http, url, stdio)
 }
 

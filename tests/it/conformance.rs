@@ -210,18 +210,8 @@ fn fixture(p: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_server_passes_through_toolgate_as_it_passes_directly() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut server = Command::new(&p.python)
-        .args([fixture(&p.fixtures).as_str(), "http"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/mcp",
-        common::port_line(&mut server).await
-    );
+    let server = common::peers::python_http("conformance_server.py", &["http"]).await;
+    let url = server.url.clone();
     let upstream = Toolgate::serve(&url, None).await;
     let command = [
         p.python.display().to_string(),

@@ -10,7 +10,7 @@
 use crate::common;
 use common::modes::{Front, Mode};
 use common::peers::{
-    peers, python_1_client, python_client_answering, server_everything_http,
+    HttpPeer, peers, python_1_client, python_client_answering, python_http, server_everything_http,
     typescript_client_answering,
 };
 use serde_json::{Value, json};
@@ -87,7 +87,7 @@ impl Server {
     }
 
     /// The server running over HTTP, and its command over stdio.
-    async fn start(self) -> (Running, String, Vec<String>) {
+    async fn start(self) -> (HttpPeer, String, Vec<String>) {
         let p = tokio::task::spawn_blocking(peers).await.unwrap();
         let python = p.python.display().to_string();
         let fixture = p
@@ -100,41 +100,25 @@ impl Server {
                 let http = server_everything_http().await;
                 let url = http.url.clone();
                 let stdio = vec![p.server_everything.display().to_string(), "stdio".into()];
-                (Running::Everything(http), url, stdio)
+                (http, url, stdio)
             }
             Server::DualEra | Server::ModernOnly => {
                 let flavour = match self {
                     Server::DualEra => "http",
                     _ => "modern-http",
                 };
-                let mut child = tokio::process::Command::new(&p.python)
-                    .args([fixture.as_str(), flavour])
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .unwrap();
-                let url = format!(
-                    "http://127.0.0.1:{}/mcp",
-                    common::port_line(&mut child).await
-                );
+                let http = python_http("conformance_server.py", &[flavour]).await;
+                let url = http.url.clone();
                 let mut stdio = vec![python.clone()];
                 if self == Server::ModernOnly {
                     let wrapper = p.fixtures.join("modern_only.py").display().to_string();
                     stdio.extend([wrapper, python]);
                 }
                 stdio.extend([fixture, "stdio".into()]);
-                (Running::Python(child), url, stdio)
+                (http, url, stdio)
             }
         }
     }
-}
-
-/// A server process, ended with the test.
-enum Running {
-    Everything(#[allow(dead_code)] common::peers::HttpPeer),
-    Python(#[allow(dead_code)] tokio::process::Child),
 }
 
 /// What a client's report says that must be the same through toolgate: the tools, and each

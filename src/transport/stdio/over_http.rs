@@ -784,19 +784,12 @@ impl Http {
         if !resp.status().is_success() {
             return;
         }
-        let mut splitter = Splitter::new(self.gw.config.limits.max_sse_event_bytes);
-        let mut body = resp.into_body();
-        while let Some(Ok(frame)) = body.frame().await {
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            splitter.push(&data);
-            while let Some(Split::Event(ev)) = splitter.next_event() {
-                if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) {
-                    self.to
-                        .unsolicited(self.key(), Bytes::copy_from_slice(d.as_bytes()));
-                }
-            }
-        }
+        let max = self.gw.config.limits.max_sse_event_bytes;
+        sse::each_data(resp.into_body(), max, |d| {
+            let line = Bytes::copy_from_slice(d.as_bytes());
+            self.to.unsolicited(self.key(), line);
+            true
+        })
+        .await;
     }
 }

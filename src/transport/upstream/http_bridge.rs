@@ -22,7 +22,7 @@ use crate::locks::MutexExt;
 use crate::mcp;
 use crate::pipeline::bridge::{Declared, Retry, Reverse, answer_to};
 use crate::pipeline::guard::{self, ListFailed};
-use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::sse;
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
 use crate::transport::upstream::own::{self, HttpSession, Unresulted};
 pub use crate::transport::upstream::rounds::Unresumed;
@@ -30,7 +30,6 @@ use crate::transport::upstream::rounds::{Listening, Offered, Parked, Questions};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
-use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -366,38 +365,39 @@ async fn read_session_stream(
     if !resp.status().is_success() {
         return;
     }
-    let mut splitter = Splitter::new(limits.max_sse_event_bytes);
-    let mut body = resp.into_body();
-    while let Some(Ok(frame)) = body.frame().await {
-        let Ok(data) = frame.into_data() else {
-            continue;
+    let max_event = limits.max_sse_event_bytes;
+    // Refusals are sent from here, in order, while the reading goes on.
+    let (refused, mut refusals) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let answer = async move {
+        while let Some(refusal) = refusals.recv().await {
+            let Some(server) = up.upgrade() else { return };
+            let mut headers = headers.clone();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            let both = "application/json, text/event-stream";
+            headers.insert(ACCEPT, HeaderValue::from_static(both));
+            let (post, wait) = (http::Method::POST, (&limits).into());
+            let _ = server
+                .http
+                .send(post, headers, Bytes::from(refusal), wait)
+                .await;
+        }
+    };
+    let read = sse::each_data(resp.into_body(), max_event, move |d| {
+        let Some(questions) = questions.upgrade() else {
+            return false;
         };
-        splitter.push(&data);
-        while let Some(Split::Event(ev)) = splitter.next_event() {
-            let Some(questions) = questions.upgrade() else {
-                return;
-            };
-            let Some(d) = sse::data(&ev) else { continue };
-            match questions.offer(d.as_bytes()) {
-                Offered::Taken => {}
-                Offered::Left => tracing::debug!(
-                    "the server sent a message on the bridged session's own stream that no call waits for; dropped"
-                ),
-                Offered::Ambiguous(refusal) => {
-                    let Some(server) = up.upgrade() else { return };
-                    let mut headers = headers.clone();
-                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                    let both = "application/json, text/event-stream";
-                    headers.insert(ACCEPT, HeaderValue::from_static(both));
-                    let (post, wait) = (http::Method::POST, (&limits).into());
-                    let _ = server
-                        .http
-                        .send(post, headers, Bytes::from(refusal), wait)
-                        .await;
-                }
+        match questions.offer(d.as_bytes()) {
+            Offered::Taken => {}
+            Offered::Left => tracing::debug!(
+                "the server sent a message on the bridged session's own stream that no call waits for; dropped"
+            ),
+            Offered::Ambiguous(refusal) => {
+                let _ = refused.send(refusal);
             }
         }
-    }
+        true
+    });
+    tokio::join!(read, answer);
 }
 
 impl HttpBridge {

@@ -185,6 +185,27 @@ fn python_with(venv: &Path, packages: &[&str]) -> PathBuf {
     python
 }
 
+/// A Python fixture (`fixtures/NAME`, with `args`) serving MCP over HTTP on the free port it
+/// prints, killed with the test.
+pub async fn python_http(name: &str, args: &[&str]) -> HttpPeer {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut child = tokio::process::Command::new(&p.python)
+        .arg(p.fixtures.join(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+    let port = super::port_line(&mut child).await;
+    HttpPeer {
+        child,
+        port,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
 /// A peer serving MCP over HTTP, killed with the test.
 pub struct HttpPeer {
     child: tokio::process::Child,
