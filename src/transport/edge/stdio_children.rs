@@ -9,7 +9,7 @@
 //! on the shared child) is answered, in a session or not, as an SSE stream of those messages,
 //! then the answer (docs/contract.md, section 7).
 
-use super::asking::{self, RetryServer, ReverseRounds};
+use super::asking::{self, AskingStream, RetryServer, ReverseRounds};
 use super::reply;
 use super::request::{Caller, Note, Route, Said};
 use crate::catalog::ScopeKey;
@@ -246,7 +246,8 @@ impl ChildWay {
             && let Some(token) = progress_token(&body)
         {
             note.outcome = "forwarded";
-            return stream(rt, sc, body, token.get(), pending, None, self.timeout);
+            let on = Streamed::Session(self.reverse_rounds(said.method, &body));
+            return stream(rt, sc, body, token.get(), pending, on, self.timeout);
         }
         let reverse_rounds = self.reverse_rounds(said.method, &body);
         let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
@@ -402,7 +403,15 @@ async fn shared_exchange(
         _sent: sent,
     };
     let key = remapped.ours.get().to_owned();
-    stream(rt, sc, wire, &key, pending, Some(remapped), timeout)
+    stream(
+        rt,
+        sc,
+        wire,
+        &key,
+        pending,
+        Streamed::Shared(remapped),
+        timeout,
+    )
 }
 
 /// A 2026-07-28 client's call on the shared child, bridged to its handshake.
@@ -483,9 +492,13 @@ fn stream(
     wire: Bytes,
     key: &str,
     pending: Pending,
-    remapped: Option<Remapped>,
+    on: Streamed,
     timeout: Duration,
 ) -> Response {
+    let (remapped, reverse_rounds) = match on {
+        Streamed::Session(rounds) => (None, rounds),
+        Streamed::Shared(remapped) => (Some(remapped), None),
+    };
     let (relation, related) = sc.relate(key);
     let id = match &remapped {
         Some(r) => r.ours.get().to_owned(),
@@ -501,6 +514,8 @@ fn stream(
         remapped,
         pending,
         answered: false,
+        reverse_rounds,
+        rounds: None,
         _relation: relation,
     };
     let answer = {
@@ -510,6 +525,10 @@ fn stream(
     let events = futures_util::stream::unfold(
         (stream, related, Box::pin(answer)),
         |(mut s, mut related, mut answer)| async move {
+            if let Some(rounds) = s.rounds.as_mut() {
+                let event = rounds.next().await?;
+                return Some((Ok(event), (s, related, answer)));
+            }
             if s.answered {
                 return None;
             }
@@ -518,7 +537,14 @@ fn stream(
                 Some(line) = related.recv() => s.restore(line),
                 a = &mut answer => {
                     s.answered = true;
-                    s.last(a)
+                    match s.asks(a) {
+                        Ok(mut rounds) => {
+                            let event = rounds.next().await;
+                            s.rounds = Some(rounds);
+                            return Some((Ok(event?), (s, related, answer)));
+                        }
+                        Err(a) => s.last(a),
+                    }
                 }
             };
             Some((
@@ -541,10 +567,39 @@ struct RelatedStream {
     remapped: Option<Remapped>,
     pending: Pending,
     answered: bool,
+    /// For a handshake-era client of a server of 2026-07-28: what the rounds need when the
+    /// answer asks for input, and then the rounds.
+    reverse_rounds: Option<ReverseRounds>,
+    rounds: Option<AskingStream>,
     _relation: crate::transport::upstream::children::Relation,
 }
 
+/// Which child a streamed request is on: a session's (whose server may ask its handshake-era
+/// client for input), or the shared one, where toolgate's ids stand for the client's.
+enum Streamed {
+    Session(Option<ReverseRounds>),
+    Shared(Remapped),
+}
+
 impl RelatedStream {
+    /// The rounds of an answer that asks for input, when the client is to be asked; the
+    /// answer back otherwise.
+    fn asks(
+        &mut self,
+        answer: Result<Bytes, crate::error::UpstreamError>,
+    ) -> Result<AskingStream, Result<Bytes, crate::error::UpstreamError>> {
+        match (answer, self.reverse_rounds.take()) {
+            (Ok(held), Some(rounds)) if asked::input_required(&held).is_some() => {
+                let outcome = super::request::StreamOutcome::default();
+                let pending = self.pending.clone();
+                Ok(AskingStream::start(
+                    &self.gw, pending, held, rounds, outcome,
+                ))
+            }
+            (answer, _) => Err(answer),
+        }
+    }
+
     /// A message about the request, with the client's token or id where toolgate's was.
     fn restore(&self, line: Bytes) -> Bytes {
         let Some(remapped) = &self.remapped else {
