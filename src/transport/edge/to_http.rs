@@ -192,17 +192,19 @@ impl<'a> HttpWay<'a> {
             return resp;
         };
         let limits = &rt.gw.config.limits;
-        if !http_bridge::session_lost(up, resp.status(), &headers, limits).await {
+        let status = resp.status();
+        let Some(e) = (up.bridge)
+            .lost_session(up, status, &headers, self.key, limits)
+            .await
+        else {
             return match abandon {
                 Some(a) => resp.map(|b| Body::new(UntilEnd::new(b, a))),
                 None => resp,
             };
-        }
+        };
         if let Some(a) = abandon {
             a.disarm();
         }
-        // toolgate's session is gone upstream: the next request opens another.
-        let e = up.bridge.lost(self.key);
         reply::upstream_failed(rt.gw, &pending, &e, note)
     }
 }

@@ -470,20 +470,21 @@ impl Http {
             .http
             .send(Method::POST, headers.clone(), body.clone(), self.timeout())
             .await;
-        let lost = match &sent {
-            Ok(r) if !handshake => {
-                let limits = &self.gw.config.limits;
-                http_bridge::session_lost(&self.up, r.status(), &headers, limits).await
-            }
-            _ => false,
-        };
-        if !lost {
+        let (Ok(r), false) = (&sent, handshake) else {
             return sent;
-        }
+        };
+        let limits = &self.gw.config.limits;
         if session.is_some() {
-            return Err(self.up.bridge.lost(key));
+            let bridge = &self.up.bridge;
+            let lost = bridge.lost_session(&self.up, r.status(), &headers, key, limits);
+            return match lost.await {
+                Some(e) => Err(e),
+                None => sent,
+            };
         }
-        if !self.reinitialize().await {
+        if !http_bridge::session_lost(&self.up, r.status(), &headers, limits).await
+            || !self.reinitialize().await
+        {
             return sent;
         }
         self.up

@@ -162,9 +162,11 @@ impl guard::Lister for HttpLister<'_> {
         // a message that meets it is answered (`HttpBridge::lost`).
         if let Err(ListFailed::Relay(resp)) = &listed
             && self.session.is_some_and(|s| s.id.is_some())
-            && session_lost(self.up, resp.status(), &headers, self.limits).await
+            && let Some(e) = (self.up.bridge)
+                .lost_session(self.up, resp.status(), &headers, self.key, self.limits)
+                .await
         {
-            return Err(ListFailed::Unavailable(self.up.bridge.lost(self.key)));
+            return Err(ListFailed::Unavailable(e));
         }
         listed
     }
@@ -510,6 +512,23 @@ impl HttpBridge {
     pub fn modern_headers(headers: &mut HeaderMap, m: &crate::jsonrpc::Message<'_>) {
         headers.remove(mcp::SESSION_ID);
         crate::transport::modern::mirror(headers, m);
+    }
+
+    /// After an answer (`status`) to a request sent with `headers` in toolgate's session for
+    /// `key`: when the server no longer knows the session ([`session_lost`]), it is
+    /// forgotten, and this is the error the request gets. One policy for toolgate's sessions,
+    /// whichever front sent the request.
+    pub async fn lost_session(
+        &self,
+        up: &HttpUpstream,
+        status: StatusCode,
+        headers: &HeaderMap,
+        key: ScopeKey,
+        limits: &Limits,
+    ) -> Option<UpstreamError> {
+        session_lost(up, status, headers, limits)
+            .await
+            .then(|| self.lost(key))
     }
 
     /// The server ended the session of credential `key` (HTTP 404): the next request opens
