@@ -138,7 +138,7 @@ pub(crate) async fn answered<S: Retries>(
     let mut answered_as: Box<RawValue> = client_id.to_owned();
     for _ in 0..MAX_ROUNDS {
         let Some(round) = input_required(&answer) else {
-            return Ok(renumber(answer, &answered_as, client_id));
+            return Ok(super::bridge::under_id(answer, &answered_as, client_id));
         };
         let responses = match collect(round.questions, asked, &ask).await {
             Ok(r) => r,
@@ -249,13 +249,6 @@ fn retried(
         out = jsonrpc::replace_at(&out, &["params", "requestState"], state)?;
     }
     Some(Bytes::from(out))
-}
-
-fn renumber(answer: Bytes, from: &RawValue, to: &RawValue) -> Bytes {
-    match from.get() == to.get() {
-        true => answer,
-        false => super::bridge::renumbered(&answer, from, to).unwrap_or(answer),
-    }
 }
 
 fn refusal(id: &RawValue, why: &str) -> Bytes {

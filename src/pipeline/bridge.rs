@@ -507,6 +507,15 @@ pub fn renumbered(data: &[u8], from: &RawValue, to: &RawValue) -> Option<Bytes> 
     Some(Bytes::from(v.to_string()))
 }
 
+/// The server's `answer`, which came under toolgate's id `from`, under the client's `to`
+/// (as it came when they are one).
+pub fn under_id(answer: Bytes, from: &RawValue, to: &RawValue) -> Bytes {
+    match from.get() == to.get() {
+        true => answer,
+        false => jsonrpc::replace_at(&answer, &["id"], to).map_or(answer, Bytes::from),
+    }
+}
+
 /// Takes from a 2026-07-28 server's capabilities what the bridge cannot deliver to a
 /// handshake-era client: change notifications (`listChanged`: a 2026-07-28 server sends them
 /// on `subscriptions/listen`, which the bridge does not open, and the client's GET stream has

@@ -48,7 +48,7 @@ impl ChildProcess {
     ) -> Result<Answered, UpstreamError> {
         let question = tokio::select! {
             answer = waiting.owed.next(timeout) => {
-                return answer.map(|a| Answered::Server(renumbered(a, answers_as, client_id)));
+                return answer.map(|a| Answered::Server(bridge::under_id(a, answers_as, client_id)));
             }
             Some(q) = waiting.listening.recv() => q,
         };
@@ -77,12 +77,4 @@ impl ChildProcess {
         self.send(answer).map_err(Unresumed::Unavailable)?;
         Ok((parked.rest, parked.answers_as))
     }
-}
-
-/// The server's answer under `to` when it came under `from`.
-fn renumbered(answer: Bytes, from: &RawValue, to: &RawValue) -> Bytes {
-    if from.get() == to.get() {
-        return answer;
-    }
-    crate::jsonrpc::replace_at(&answer, &["id"], to).map_or(answer, Bytes::from)
 }
