@@ -405,9 +405,8 @@ impl Http {
         {
             return self.resume(asking, retry, &pending, &to).await;
         }
-        let rounds = way
-            .reverse
-            .clone()
+        let rounds = (way.reverse.clone())
+            .filter(|_| way.may_ask)
             .map(|r| (body.clone(), r, way.headers.clone()));
         let listening = match &way.session {
             Some(s) if way.may_ask && pending.id.is_some() => Some(s.listen()),

@@ -181,7 +181,9 @@ impl Upstream for Child {
             to,
         } = sent;
         // A handshake-era client's request to a server of 2026-07-28, which may ask for input.
-        let rounds = way.reverse.clone().map(|r| (body.clone(), r));
+        let rounds = (way.reverse.clone())
+            .filter(|_| way.may_ask)
+            .map(|r| (body.clone(), r));
         // Written now, in the client's order; only the wait is left to the future.
         let written = self.write(&way, body, pending.id.as_deref());
         async move {
