@@ -8,11 +8,11 @@ WORKDIR /src
 # Dependencies first, so source edits do not rebuild them.
 COPY Cargo.toml Cargo.lock ./
 COPY benches ./benches
-RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+RUN mkdir -p src/cli && echo 'fn main() {}' > src/cli/main.rs && touch src/lib.rs \
     && cargo build --profile dist --locked --bin toolgate \
     && rm -rf src
 COPY src ./src
-RUN touch src/main.rs src/lib.rs && cargo build --profile dist --locked --bin toolgate
+RUN touch src/cli/main.rs src/lib.rs && cargo build --profile dist --locked --bin toolgate
 
 # distroless/cc: glibc and libgcc only, no shell, no package manager; runs as uid 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot

@@ -262,9 +262,15 @@ fn main() {
         rt.block_on(forwarder(args[i + 1].clone()));
         return;
     }
-    // `--load URL CONC SECS` drives one proxy alone, for profiling it with strace or perf.
+    // `--load URL CONC SECS [valid|invalid|ping]` drives one proxy alone, for profiling it
+    // with strace or perf.
     if let Some(i) = args.iter().position(|a| a == "--load") {
         let (url, conc, secs) = (&args[i + 1], &args[i + 2], &args[i + 3]);
+        let body = match args.get(i + 4).map(String::as_str) {
+            Some("invalid") => BODY_INVALID,
+            Some("ping") => BODY_PASS,
+            _ => BODY_VALID,
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -272,7 +278,7 @@ fn main() {
             .unwrap();
         let run = rt.block_on(load(
             url,
-            BODY_VALID,
+            body,
             conc.parse().unwrap(),
             Duration::from_secs(secs.parse().unwrap()),
             None,

@@ -8,14 +8,17 @@
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod catalog;
-pub(crate) mod check;
 pub mod config;
+/// The example tool server, which is the binary's (`toolgate demo`); the library carries it
+/// only for the tests and benchmarks that run it in process.
 #[cfg(feature = "demo")]
+#[path = "cli/demo.rs"]
 pub mod demo;
 pub(crate) mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub(crate) mod gateway;
+pub mod inspect;
 pub(crate) mod jsonrpc;
 mod locks;
 pub(crate) mod logformat;
@@ -32,7 +35,6 @@ pub(crate) mod transport;
 pub(crate) mod validate;
 
 pub use admin::router as admin_router;
-pub use check::{CannotList, Problem, Report, Severity, check_http, check_stdio};
 pub use gateway::{Gateway, Live};
 pub use logformat::JsonLines;
 pub use logwriter::{NonBlocking, drain as drain_logs};

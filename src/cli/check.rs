@@ -6,17 +6,11 @@
 //! a name listed twice. Warnings: names some clients refuse (over 64 characters, or with
 //! `/`), tools and properties without a description (the model reads them).
 
-use crate::catalog::{CompileSettings, compile};
-use crate::config::Config;
-use crate::transport::upstream::child::{ChildProcess, Within};
-use crate::transport::upstream::http_client::HttpUpstream;
-use crate::transport::upstream::own::{self, HttpSession, OwnRequests};
-use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
-use http::{HeaderMap, Method};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashSet;
+use toolgate::config::Config;
+use toolgate::inspect::{self, CannotList, SchemaReading};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -45,108 +39,20 @@ pub struct Report {
     pub problems: Vec<Problem>,
 }
 
-/// Why a server's tools could not be listed for the check: a sentence for the operator.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CannotList(String);
-
-impl From<String> for CannotList {
-    fn from(why: String) -> CannotList {
-        CannotList(why)
-    }
-}
-
-/// Lists the tools of the server at `url` (a legacy session: initialize, list every page,
-/// end the session) and checks them.
+/// Lists the tools of the server at `url` as the gateway would and checks them.
 pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, CannotList> {
-    let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
-    let up = HttpUpstream::new(uri, &cfg.upstream_tls).map_err(|e| e.to_string())?;
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(
-        ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    let session = HttpSession::new(&up, headers, &cfg.limits);
-    let listed = listing(&session, cfg).await;
-    let headers = session.into_headers();
-    if headers.contains_key(crate::mcp::SESSION_ID) {
-        let wait = (&cfg.limits).into();
-        let _ = up
-            .http
-            .send(Method::DELETE, headers, Bytes::new(), wait)
-            .await;
-    }
-    Ok(check_tools(
-        url,
-        &listed?,
-        &CompileSettings::from_config(&cfg.limits, &cfg.validation),
-    ))
+    let tools = inspect::tools_at_url(url, cfg).await?;
+    Ok(check_tools(url, &tools, cfg))
 }
 
-/// Launches a stdio server, lists its tools (initialize, every page) and checks them.
+/// Launches a stdio server, lists its tools as the gateway would and checks them.
 pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, CannotList> {
-    // Nothing it sends on its own matters to a check.
-    let child = ChildProcess::spawn(command, cfg.limits.max_response_bytes, |_| {})
-        .map_err(|e| e.to_string())?;
-    let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
-    child.shutdown(cfg.stdio.shutdown_grace).await;
-    Ok(check_tools(
-        &command.join(" "),
-        &listed?,
-        &CompileSettings::from_config(&cfg.limits, &cfg.validation),
-    ))
+    let tools = inspect::tools_of_command(command, cfg).await?;
+    Ok(check_tools(&command.join(" "), &tools, cfg))
 }
 
-/// A server's tools, as a client of the handshake era lists them: the handshake, then every
-/// page of `tools/list`.
-async fn listing<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>, CannotList> {
-    own::handshake(server, "toolgate-check-0", None)
-        .await
-        .map_err(|e| CannotList(format!("initialize: {e}")))?;
-    list_pages(cfg.limits.max_list_pages, |id, req| async move {
-        let result = server
-            .ask(Bytes::from(req.to_string()), &id)
-            .await
-            .map_err(|e| CannotList(format!("tools/list: {e}")))?;
-        serde_json::from_str::<Value>(result.get())
-            .map_err(|e| CannotList(format!("tools/list: {e}")))
-    })
-    .await
-}
-
-/// Every page of `tools/list`, each request sent through `ask(id, request)`.
-async fn list_pages<F, Fut>(max_pages: usize, mut ask: F) -> Result<Vec<Value>, CannotList>
-where
-    F: FnMut(String, Value) -> Fut,
-    Fut: std::future::Future<Output = Result<Value, CannotList>>,
-{
-    let mut tools = Vec::new();
-    let mut cursor: Option<Value> = None;
-    for page in 0..max_pages.max(1) {
-        let id = format!("toolgate-check-list-{page}");
-        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
-        if let Some(c) = &cursor {
-            req["params"] = json!({"cursor": c});
-        }
-        let result = ask(id, req).await?;
-        tools.extend(
-            result
-                .get("tools")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-        );
-        cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
-        if cursor.is_none() {
-            break;
-        }
-    }
-    Ok(tools)
-}
-
-/// Checks listed tool definitions with the gateway's compile settings.
-pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) -> Report {
+/// Checks listed tool definitions with the gateway's settings in `cfg`.
+pub fn check_tools(upstream: &str, tools: &[Value], cfg: &Config) -> Report {
     let mut problems = Vec::new();
     let mut names = Vec::new();
     let mut seen = HashSet::new();
@@ -164,7 +70,7 @@ pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) 
                 message,
             })
         };
-        check_tool(t, &name, settings, &mut seen, &mut say);
+        check_tool(t, &name, cfg, &mut seen, &mut say);
         names.push(name);
     }
     let count = |s| problems.iter().filter(|p| p.severity == s).count();
@@ -182,13 +88,7 @@ pub fn check_tools(upstream: &str, tools: &[Value], settings: &CompileSettings) 
 type Say<'a> = dyn FnMut(Severity, &'static str, String) + 'a;
 
 /// One listed tool: its name, its description, and its schemas.
-fn check_tool(
-    t: &Value,
-    name: &str,
-    settings: &CompileSettings,
-    seen: &mut HashSet<String>,
-    say: &mut Say<'_>,
-) {
+fn check_tool(t: &Value, name: &str, cfg: &Config, seen: &mut HashSet<String>, say: &mut Say<'_>) {
     if let Some(why) = name_error(name) {
         say(Severity::Error, "name", why);
     } else if name.len() > 64 || name.contains('/') {
@@ -223,12 +123,10 @@ fn check_tool(
             "input_schema",
             "the tool has no inputSchema".into(),
         ),
-        Some(schema) => check_input_schema(schema, settings, say),
+        Some(schema) => check_input_schema(&inspect::read_schema(schema, cfg), schema, say),
     }
-    let output = t
-        .get("outputSchema")
-        .map(|o| compile(&o.to_string(), settings));
-    if let Some(Err(why)) = output.as_ref().map(|o| o.validator()) {
+    let output = t.get("outputSchema").map(|o| inspect::read_schema(o, cfg));
+    if let Some(why) = output.and_then(|o| o.uncompiled) {
         say(
             Severity::Error,
             "output_schema",
@@ -239,9 +137,8 @@ fn check_tool(
 
 /// A tool's `inputSchema`: whether it is valid and compiles, where it is left open, and
 /// which properties it does not describe.
-fn check_input_schema(schema: &Value, settings: &CompileSettings, say: &mut Say<'_>) {
-    let compiled = compile(&schema.to_string(), settings);
-    if let Some(why) = &compiled.invalid {
+fn check_input_schema(read: &SchemaReading, schema: &Value, say: &mut Say<'_>) {
+    if let Some(why) = &read.invalid {
         say(
             Severity::Error,
             "invalid_schema",
@@ -249,7 +146,7 @@ fn check_input_schema(schema: &Value, settings: &CompileSettings, say: &mut Say<
                 "inputSchema is invalid: {why}; toolgate hides this tool from tools/list (validation.invalid_tool_schemas = \"hide\")"
             ),
         );
-    } else if let Err(why) = compiled.validator() {
+    } else if let Some(why) = &read.uncompiled {
         say(
             Severity::Error,
             "input_schema",
@@ -258,22 +155,15 @@ fn check_input_schema(schema: &Value, settings: &CompileSettings, say: &mut Say<
             ),
         );
     }
-    if let Some(shape) = compiled
-        .shape
-        .as_ref()
-        .filter(|_| compiled.invalid.is_none())
-    {
-        let open = shape.open_places();
-        if !open.is_empty() {
-            say(
-                Severity::Note,
-                "open_properties",
-                format!(
-                    "properties left open at {} (no \"additionalProperties\"): an argument not declared there passes the schema, and toolgate refuses it only when it looks like a misspelt one",
-                    open.join(", ")
-                ),
-            );
-        }
+    if !read.open_places.is_empty() {
+        say(
+            Severity::Note,
+            "open_properties",
+            format!(
+                "properties left open at {} (no \"additionalProperties\"): an argument not declared there passes the schema, and toolgate refuses it only when it looks like a misspelt one",
+                read.open_places.join(", ")
+            ),
+        );
     }
     let mut undocumented = Vec::new();
     undescribed(schema, schema, "", 0, &mut undocumented);
@@ -371,15 +261,11 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::UnknownDialect;
+    use serde_json::json;
 
     #[test]
     fn problems_are_found_and_graded() {
-        let settings = CompileSettings {
-            max_schema_bytes: 1 << 20,
-            validate_formats: true,
-            unknown_dialect: UnknownDialect::Reject,
-        };
+        let settings = Config::default();
         let tools = vec![
             json!({"name": "good", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x"}}, "additionalProperties": false}}),
             json!({"name": "bad name", "description": "d", "inputSchema": {"type": "object"}}),

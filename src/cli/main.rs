@@ -12,6 +12,7 @@ use toolgate::config::{Config, LogFormat, Overrides};
 
 // The example server is the binary's own: the library ships it only to tests (feature `demo`),
 // and what tests read of it (the requests it saw) goes unused here.
+mod check;
 #[allow(dead_code)]
 mod demo;
 use tracing_subscriber::EnvFilter;
@@ -524,11 +525,8 @@ async fn check(
         given => (given.0, command),
     };
     let (what, listed) = match (upstream, command.is_empty()) {
-        (Some(url), true) => (url.clone(), toolgate::check_http(&url, &cfg).await),
-        (None, false) => (
-            command.join(" "),
-            toolgate::check_stdio(&command, &cfg).await,
-        ),
+        (Some(url), true) => (url.clone(), check::check_http(&url, &cfg).await),
+        (None, false) => (command.join(" "), check::check_stdio(&command, &cfg).await),
         _ => anyhow::bail!("toolgate check takes --upstream URL or a command after `--`"),
     };
     let report = match listed {
