@@ -142,7 +142,7 @@ pub(crate) async fn answered<S: Retries>(
         };
         let responses = match collect(round.questions, asked, &ask).await {
             Ok(r) => r,
-            Err(why) => return Ok(refusal(client_id, &why)),
+            Err(why) => return Ok(refusal(client_id, &why.to_string())),
         };
         let id = own_id();
         let Some(retry) = retried(request, &id, &responses, round.state.as_deref()) else {
@@ -159,24 +159,32 @@ pub(crate) async fn answered<S: Retries>(
     Ok(refusal(client_id, &why))
 }
 
+/// Why a round's questions could not be taken to the client and back: a sentence for the
+/// client, in toolgate's error answer to its request.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Unbridged(String);
+
 /// Asks the client every question of one round and collects its answers by key.
 async fn collect(
     questions: BTreeMap<String, Box<RawValue>>,
     asked: &Asked,
     ask: &impl Fn(Bytes),
-) -> Result<BTreeMap<String, Box<RawValue>>, String> {
+) -> Result<BTreeMap<String, Box<RawValue>>, Unbridged> {
     if questions.is_empty() || questions.len() > MAX_QUESTIONS {
-        return Err(format!(
+        return Err(Unbridged(format!(
             "the server asked {} questions in one round; 1 to {MAX_QUESTIONS} can be bridged",
             questions.len()
-        ));
+        )));
     }
     let mut waits = Vec::with_capacity(questions.len());
     for (key, question) in questions {
         let (id, rx) = asked.open();
         let Some(request) = server_request(&id, &question) else {
             asked.waiting.locked().remove(&waiting_key(&id));
-            return Err(format!("the server's question {key:?} is not a request"));
+            return Err(Unbridged(format!(
+                "the server's question {key:?} is not a request"
+            )));
         };
         ask(request);
         waits.push((key, id, rx));
@@ -189,9 +197,11 @@ async fn collect(
         asked.waiting.locked().remove(&waiting_key(&id));
         let reply = reply
             .map_err(|_| {
-                format!("the client did not answer the server's question {key:?} in time")
+                Unbridged(format!(
+                    "the client did not answer the server's question {key:?} in time"
+                ))
             })?
-            .map_err(|_| "the client is gone".to_string())?;
+            .map_err(|_| Unbridged("the client is gone".into()))?;
         responses.insert(key, client_result(&reply)?);
     }
     Ok(responses)
@@ -214,9 +224,9 @@ fn server_request(id: &str, question: &RawValue) -> Option<Bytes> {
 }
 
 /// The client's result, or what its error said.
-fn client_result(reply: &[u8]) -> Result<Box<RawValue>, String> {
+fn client_result(reply: &[u8]) -> Result<Box<RawValue>, Unbridged> {
     let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(reply) else {
-        return Err("the client's answer is not JSON-RPC".into());
+        return Err(Unbridged("the client's answer is not JSON-RPC".into()));
     };
     if let Some(r) = m.result {
         return Ok(r.to_owned());
@@ -229,9 +239,9 @@ fn client_result(reply: &[u8]) -> Result<Box<RawValue>, String> {
         .error
         .and_then(|e| serde_json::from_str::<Error>(e.get()).ok())
         .map_or_else(|| "no message".into(), |e| e.message);
-    Err(format!(
+    Err(Unbridged(format!(
         "the client refused the server's question: {message}"
-    ))
+    )))
 }
 
 /// The request under `id`, with the client's answers and the server's state.

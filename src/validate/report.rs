@@ -220,9 +220,16 @@ pub fn violations(schema: &Value, validator: &Validator, args: &Value, max: usiz
 /// string would hold a gigabyte to say one sentence.
 const MAX_EXPLAINED_BYTES: usize = 64 * 1024 * 1024;
 
-/// Whether `value`'s errors against `schema` can be built within [`MAX_EXPLAINED_BYTES`];
-/// `Err` says why not.
-pub fn explainable(schema: &Value, value: &Value) -> Result<(), String> {
+/// A value whose errors against its schema would copy more than [`MAX_EXPLAINED_BYTES`].
+#[derive(Debug, thiserror::Error)]
+#[error("too large to explain: {bytes} bytes of text against {alternatives} alternatives")]
+pub struct Unexplainable {
+    bytes: usize,
+    alternatives: usize,
+}
+
+/// Whether `value`'s errors against `schema` can be built within [`MAX_EXPLAINED_BYTES`].
+pub fn explainable(schema: &Value, value: &Value) -> Result<(), Unexplainable> {
     let alternatives = alternatives(schema);
     if alternatives == 0 {
         return Ok(());
@@ -230,9 +237,10 @@ pub fn explainable(schema: &Value, value: &Value) -> Result<(), String> {
     let bytes = text_bytes(value);
     match bytes.saturating_mul(alternatives) <= MAX_EXPLAINED_BYTES {
         true => Ok(()),
-        false => Err(format!(
-            "too large to explain: {bytes} bytes of text against {alternatives} alternatives"
-        )),
+        false => Err(Unexplainable {
+            bytes,
+            alternatives,
+        }),
     }
 }
 
