@@ -20,6 +20,7 @@ use crate::jsonrpc::Message;
 use crate::mcp::Era;
 use crate::policy::clients::Client;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use std::borrow::Borrow;
 use std::future::Future;
 use std::sync::Arc;
@@ -90,14 +91,15 @@ impl<W: Way> Forward<W> {
     {
         let sent = Instant::now();
         let reply = self.way.send(self.body, self.pending);
-        async move {
-            let reply = reply.await;
+        // A map, not an async block awaiting it: a block would hold the way's future twice
+        // (as it captured it, and as it awaits it), and every request would copy both.
+        reply.map(move |reply| {
             let (gw, target) = (gw.borrow(), target.borrow());
             gw.metrics
                 .upstream_latency
                 .observe(&target.name, sent.elapsed());
             reply
-        }
+        })
     }
 }
 
