@@ -10,6 +10,7 @@ use super::pool::Pool;
 use super::tls::TlsError;
 use crate::error::UpstreamError;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
 
@@ -301,7 +302,7 @@ impl HttpClient {
                 let mut parts = parts;
                 strip_hop_by_hop(&mut parts.headers);
                 let req = http::Request::from_parts(parts, axum::body::Body::from(body));
-                self.answered(app(req), false, wait).await
+                Self::answered(app(req), false, wait).await
             }
         }
     }
@@ -350,7 +351,7 @@ impl HttpClient {
             Transport::App(app) => {
                 let mut req = http::Request::new(axum::body::Body::from(body));
                 (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
-                return self.answered(app(req), is_get, wait).await;
+                return Self::answered(app(req), is_get, wait).await;
             }
         };
         let mut req = Request::builder()
@@ -365,44 +366,46 @@ impl HttpClient {
         };
         *req.headers_mut() = headers;
         let answer = async { Ok(pool.send(req).await?.map(Inner::Wire)) };
-        self.answered(answer, is_get, wait).await
+        Self::answered(answer, is_get, wait).await
     }
 
     /// Waits (bounded) for an answer's head, and bounds its body as [`Wait`] says.
-    async fn answered<A, F>(
-        &self,
+    ///
+    /// A map over the timeout rather than an `async fn`: one awaiting `answer` would hold it
+    /// twice (as its argument, and inside the timeout), and every request's future above it
+    /// would carry and copy both.
+    fn answered<A, F>(
         answer: F,
         is_get: bool,
         wait: Wait,
-    ) -> Result<Response<UpstreamBody>, UpstreamError>
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>>
     where
         F: Future<Output = A>,
         A: IntoAnswer,
     {
         let started = tokio::time::Instant::now();
-        match tokio::time::timeout(wait.answer, answer).await {
-            Ok(answer) => {
-                let resp = answer.into_answer()?;
-                let is_sse = resp
-                    .headers()
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-                let timer = match (is_sse, is_get) {
-                    (false, _) => Some(Timer::Whole(wait.answer)),
-                    (true, false) => Some(Timer::Gap(wait.stream_gap)),
-                    (true, true) => None,
-                };
-                Ok(resp.map(|inner| UpstreamBody {
-                    inner,
-                    timer,
-                    started,
-                    sleep: None,
-                    restart: false,
-                }))
-            }
-            Err(_) => Err(UpstreamError::Timeout(wait.answer)),
-        }
+        tokio::time::timeout(wait.answer, answer).map(move |answered| {
+            let resp = answered
+                .map_err(|_| UpstreamError::Timeout(wait.answer))?
+                .into_answer()?;
+            let is_sse = resp
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+            let timer = match (is_sse, is_get) {
+                (false, _) => Some(Timer::Whole(wait.answer)),
+                (true, false) => Some(Timer::Gap(wait.stream_gap)),
+                (true, true) => None,
+            };
+            Ok(resp.map(|inner| UpstreamBody {
+                inner,
+                timer,
+                started,
+                sleep: None,
+                restart: false,
+            }))
+        })
     }
 }
 
