@@ -47,10 +47,12 @@ fn relayed_as_is(status: StatusCode, has_session: bool) -> bool {
 /// questions wait for the client's answer (an input-required round).
 pub(crate) struct Reading {
     pub(crate) has_session: bool,
-    pub(crate) parking: Option<Parking>,
+    /// Boxed, as is `reverse_rounds`: both are rare, and every request's future carries the
+    /// reading as it goes down to the server and back.
+    pub(crate) parking: Option<Box<Parking>>,
     /// For a handshake-era client's request to a server of 2026-07-28: what its rounds
     /// need, should the server ask for input.
-    pub(crate) reverse_rounds: Option<ReverseRounds>,
+    pub(crate) reverse_rounds: Option<Box<ReverseRounds>>,
 }
 
 impl Reading {
@@ -105,8 +107,8 @@ where
         let outcome = StreamOutcome::default();
         parts.extensions.insert(outcome.clone());
         let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
-        inspector.parking = parking;
-        inspector.reverse_rounds = reverse_rounds;
+        inspector.parking = parking.map(|p| *p);
+        inspector.reverse_rounds = reverse_rounds.map(|r| *r);
         return Response::from_parts(parts, sse_stream(inspector, body));
     }
     if pending.id.is_none() {
@@ -151,7 +153,7 @@ where
         && status.is_success()
         && asked::input_required(&bytes).is_some()
     {
-        return asking::answer(gw, pending, bytes, reverse_rounds);
+        return asking::answer(gw, pending, bytes, *reverse_rounds);
     }
     json_answer(gw, &pending, parts, bytes)
 }

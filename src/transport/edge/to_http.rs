@@ -140,6 +140,8 @@ impl<'a> HttpWay<'a> {
         // One `forward` awaited for every way: each await of it would be a state of its own
         // in this future, which every request carries.
         let mut reading = Reading::of(self.has_session);
+        // Boxed: what a bridged request keeps for after its answer is rare, and would
+        // otherwise sit in every request's future.
         let mut bridged = None;
         if let Some((reverse, headers)) = self.reversed {
             parts.headers = headers;
@@ -150,11 +152,11 @@ impl<'a> HttpWay<'a> {
                 // The server may ask for input, which its handshake-era client is asked.
                 let limits = &rt.gw.config.limits;
                 let retry = HttpRetrying::new(up.clone(), parts.headers.clone(), limits);
-                reading.reverse_rounds = Some(ReverseRounds {
+                reading.reverse_rounds = Some(Box::new(ReverseRounds {
                     request: body.clone(),
                     reverse,
                     server: RetryServer::Http(Box::new(retry)),
-                });
+                }));
             }
         } else if let Some(session) = self.session {
             session.headers(&mut parts.headers);
@@ -174,39 +176,55 @@ impl<'a> HttpWay<'a> {
             reading = Reading {
                 has_session: false,
                 reverse_rounds: None,
-                parking: Some(Parking {
+                parking: Some(Box::new(Parking {
                     rounds: up.bridge.rounds.clone(),
                     key: self.key,
                     session: headers.clone(),
                     renumber: None,
                     listening,
-                }),
+                })),
             };
-            bridged = Some((headers, abandon, pending.clone()));
+            bridged = Some(Box::new((headers, abandon, pending.clone())));
         } else if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
             // Boxed: once per session, and larger than a call's whole path.
             return Box::pin(initialize(rt, up, parts, body, pending, said, note)).await;
         }
         let resp = forward(rt, up, parts, body, pending, reading, note).await;
-        let Some((headers, abandon, pending)) = bridged else {
-            return resp;
-        };
-        let limits = &rt.gw.config.limits;
-        let status = resp.status();
-        let Some(e) = (up.bridge)
-            .lost_session(up, status, &headers, self.key, limits)
-            .await
-        else {
-            return match abandon {
-                Some(a) => resp.map(|b| Body::new(UntilEnd::new(b, a))),
-                None => resp,
-            };
-        };
-        if let Some(a) = abandon {
-            a.disarm();
+        match bridged {
+            None => resp,
+            // Boxed: rare, and its wait for the session's fate would sit in every request's
+            // future.
+            Some(b) => Box::pin(bridged_end(rt, up, self.key, resp, *b, note)).await,
         }
-        reply::upstream_failed(rt.gw, &pending, &e, note)
     }
+}
+
+/// What a bridged request's answer becomes: an error the client may retry when toolgate's
+/// session with the server was lost (`HttpBridge::lost_session`), else the answer, with the
+/// server told of a cancellation should the client give up on it.
+async fn bridged_end(
+    rt: &Route<'_>,
+    up: &HttpUpstream,
+    key: ScopeKey,
+    resp: Response,
+    (headers, abandon, pending): (HeaderMap, Option<Abandon>, Pending),
+    note: &mut Note,
+) -> Response {
+    let limits = &rt.gw.config.limits;
+    let status = resp.status();
+    let Some(e) = (up.bridge)
+        .lost_session(up, status, &headers, key, limits)
+        .await
+    else {
+        return match abandon {
+            Some(a) => resp.map(|b| Body::new(UntilEnd::new(b, a))),
+            None => resp,
+        };
+    };
+    if let Some(a) = abandon {
+        a.disarm();
+    }
+    reply::upstream_failed(rt.gw, &pending, &e, note)
 }
 
 /// A 2026-07-28 client's retry of an input-required round, in the bridged session
