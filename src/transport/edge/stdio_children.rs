@@ -434,23 +434,17 @@ async fn bridged_exchange(
     note: &mut Note,
 ) -> Response {
     let timeout = rt.gw.config.limits.upstream_timeout;
-    let (waiting, answers_as) = match bridge::retry(&call.wire) {
-        Some(retry) => match sc.child.resume(&retry, pending.key) {
-            Ok(resumed) => resumed,
-            Err(Unresumed::Refused(why)) => {
-                note.outcome = "answered";
-                let id = Some(&*call.client_id);
-                let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                return reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body);
-            }
-            Err(Unresumed::Unavailable(e)) => {
-                return reply::upstream_failed(rt.gw, &pending, &e, note);
-            }
-        },
-        None => match sc.child.start_bridged(call.wire, call.ours.get()) {
-            Ok(waiting) => (waiting, call.ours),
-            Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
-        },
+    let (waiting, answers_as) = match sc.child.bridged_call(call.wire, &call.ours, pending.key) {
+        Ok(call) => call,
+        Err(Unresumed::Refused(why)) => {
+            note.outcome = "answered";
+            let id = Some(&*call.client_id);
+            let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
+            return reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body);
+        }
+        Err(Unresumed::Unavailable(e)) => {
+            return reply::upstream_failed(rt.gw, &pending, &e, note);
+        }
     };
     let mut left = Left {
         sc,

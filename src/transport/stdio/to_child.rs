@@ -16,7 +16,7 @@ use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline::Pending;
 use crate::pipeline::asked;
-use crate::pipeline::bridge::{self, Declared, Reverse};
+use crate::pipeline::bridge::{Declared, Reverse};
 use crate::pipeline::step::Bridging;
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
 use crate::transport::upstream::child::{Owed, Waiting};
@@ -249,16 +249,10 @@ impl Child {
                 Err(e) => Written::Failed(e),
             };
         }
-        if let Some(retry) = bridge::retry(&body) {
-            return match self.process.resume(&retry, self.key) {
-                Ok((waiting, answers_as)) => Written::Bridged(waiting, answers_as),
-                Err(Unresumed::Refused(why)) => Written::Unresumed(why),
-                Err(Unresumed::Unavailable(e)) => Written::Failed(e),
-            };
-        }
-        match self.process.start_bridged(body, id.get()) {
-            Ok(waiting) => Written::Bridged(waiting, id.to_owned()),
-            Err(e) => Written::Failed(e),
+        match self.process.bridged_call(body, id, self.key) {
+            Ok((waiting, answers_as)) => Written::Bridged(waiting, answers_as),
+            Err(Unresumed::Refused(why)) => Written::Unresumed(why),
+            Err(Unresumed::Unavailable(e)) => Written::Failed(e),
         }
     }
 

@@ -28,9 +28,27 @@ pub(crate) enum Answered {
 }
 
 impl ChildProcess {
+    /// A bridged 2026-07-28 client's call (`line`, under `id`), or its retry of one of the
+    /// call's rounds, written to the child now: what the call waits on, and the id the server
+    /// answers it under. The same for every front.
+    pub(crate) fn bridged_call(
+        &self,
+        line: Bytes,
+        id: &RawValue,
+        key: ScopeKey,
+    ) -> Result<(Waiting, Box<RawValue>), Unresumed> {
+        match bridge::retry(&line) {
+            Some(retry) => self.resume(&retry, key),
+            None => match self.start_bridged(line, id.get()) {
+                Ok(waiting) => Ok((waiting, id.to_owned())),
+                Err(e) => Err(Unresumed::Unavailable(e)),
+            },
+        }
+    }
+
     /// Writes a bridged call (`line`, under `id`, raw JSON text) now, listening for the
     /// questions the child asks before it answers.
-    pub(crate) fn start_bridged(&self, line: Bytes, id: &str) -> Result<Waiting, UpstreamError> {
+    fn start_bridged(&self, line: Bytes, id: &str) -> Result<Waiting, UpstreamError> {
         // Listening first: a question may come before `start` returns.
         let listening = self.questions.listen();
         let owed = self.start(line, id)?;
@@ -67,11 +85,7 @@ impl ChildProcess {
     /// A bridged client's retry of a round on this child: its answer is written to the
     /// child's question, and the call it parked is handed back with the id the server answers
     /// it under.
-    pub(crate) fn resume(
-        &self,
-        retry: &Retry,
-        key: ScopeKey,
-    ) -> Result<(Waiting, Box<RawValue>), Unresumed> {
+    fn resume(&self, retry: &Retry, key: ScopeKey) -> Result<(Waiting, Box<RawValue>), Unresumed> {
         let (parked, result) = self.rounds.answered(retry, key)?;
         let answer = Bytes::from(bridge::answer_to(&parked.asked, result));
         self.send(answer).map_err(Unresumed::Unavailable)?;
