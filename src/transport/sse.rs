@@ -11,34 +11,52 @@
 use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
 
-/// Hands the data of each event of a stream nobody answers on (a session's own stream) to
-/// `each`, as it comes, until the body ends or breaks, or `each` says to stop (`false`). An
-/// event over `max_event` bytes ends the reading.
-pub(crate) async fn each_data<B>(mut body: B, max_event: usize, mut each: impl FnMut(&str) -> bool)
+/// How a reading of a stream's events ([`each_data`]) ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// The reader said to stop.
+    Stopped,
+    /// The body ended.
+    Ended,
+    /// The body broke off, for this reason.
+    Broke(String),
+    /// An event was over the cap; the rest is not read.
+    Overflowed,
+}
+
+/// Hands the data of each event of a stream that is read rather than passed on (a session's
+/// own stream, the answer to one of toolgate's own requests) to `each`, as it comes, until the
+/// body ends or breaks, an event is over `max_event` bytes, or `each` says to stop (`false`).
+pub(crate) async fn each_data<B>(
+    mut body: B,
+    max_event: usize,
+    mut each: impl FnMut(&str) -> bool,
+) -> Read
 where
     B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
 {
     use http_body_util::BodyExt;
     let mut splitter = Splitter::new(max_event);
-    while let Some(Ok(frame)) = body.frame().await {
-        let Ok(chunk) = frame.into_data() else {
-            continue;
+    while let Some(frame) = body.frame().await {
+        let chunk = match frame.map(http_body::Frame::into_data) {
+            Ok(Ok(chunk)) => chunk,
+            Ok(Err(_)) => continue,
+            Err(e) => return Read::Broke(e.to_string()),
         };
         splitter.push(&chunk);
         while let Some(split) = splitter.next_event() {
             let Split::Event(ev) = split else {
-                tracing::warn!(
-                    "an event on a session's own stream is over max_sse_event_bytes; the rest of that stream is not read"
-                );
-                return;
+                return Read::Overflowed;
             };
             if let Some(d) = data(&ev).filter(|d| !d.is_empty())
                 && !each(&d)
             {
-                return;
+                return Read::Stopped;
             }
         }
     }
+    Read::Ended
 }
 
 pub struct Splitter {
@@ -173,6 +191,43 @@ pub fn event(json: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body of these chunks, then, if `broken`, an error.
+    fn body(
+        chunks: &[&'static str],
+        broken: bool,
+    ) -> impl http_body::Body<Data = Bytes, Error = String> + Unpin {
+        let mut frames: Vec<Result<http_body::Frame<Bytes>, String>> = chunks
+            .iter()
+            .map(|c| Ok(http_body::Frame::data(Bytes::from_static(c.as_bytes()))))
+            .collect();
+        if broken {
+            frames.push(Err("reset".into()));
+        }
+        http_body_util::StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn each_data_says_how_the_reading_ended() {
+        let two = ["data: a\n\n", "data: b\n", "\n"];
+        let mut seen = Vec::new();
+        let read = each_data(body(&two, false), 64, |d| {
+            seen.push(d.to_owned());
+            true
+        });
+        assert_eq!(read.await, Read::Ended);
+        assert_eq!(seen, ["a", "b"]);
+        let read = each_data(body(&two, false), 64, |d| d != "a");
+        assert_eq!(read.await, Read::Stopped);
+        let read = each_data(body(&two, true), 64, |_| true);
+        assert_eq!(read.await, Read::Broke("reset".into()));
+        let read = each_data(
+            body(&["data: far too long for the cap, and no end yet"], false),
+            8,
+            |_| true,
+        );
+        assert_eq!(read.await, Read::Overflowed);
+    }
 
     fn split_all(chunks: &[&[u8]]) -> Vec<Bytes> {
         let mut s = Splitter::new(1 << 20);

@@ -785,11 +785,16 @@ impl Http {
             return;
         }
         let max = self.gw.config.limits.max_sse_event_bytes;
-        sse::each_data(resp.into_body(), max, |d| {
+        let read = sse::each_data(resp.into_body(), max, |d| {
             let line = Bytes::copy_from_slice(d.as_bytes());
             self.to.unsolicited(self.key(), line);
             true
         })
         .await;
+        if read == sse::Read::Overflowed {
+            tracing::warn!(
+                "an event on the session's own stream is over max_sse_event_bytes; the rest of that stream is not read"
+            );
+        }
     }
 }

@@ -399,7 +399,11 @@ async fn read_session_stream(
         }
         true
     });
-    tokio::join!(read, answer);
+    if let (sse::Read::Overflowed, ()) = tokio::join!(read, answer) {
+        tracing::warn!(
+            "an event on a bridged session's own stream is over max_sse_event_bytes; the rest of that stream is not read"
+        );
+    }
 }
 
 impl HttpBridge {

@@ -4,15 +4,14 @@
 use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{BodyError, HttpClient, strip_hop_by_hop};
+use crate::net::client::{HttpClient, strip_hop_by_hop};
 use crate::net::tls::TlsError;
 use crate::pipeline::asked::Retries;
 use crate::pipeline::guard::{self, ListFailed};
-use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::sse;
 use bytes::Bytes;
 use http::header::{self, HeaderMap};
 use http::{Method, Uri};
-use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -120,13 +119,13 @@ pub(crate) async fn exchange_message(
         let relay = axum::response::Response::from_parts(parts, axum::body::Body::new(body));
         return Err(ListFailed::Relay(Box::new(relay)));
     }
-    let (parts, mut body) = resp.into_parts();
+    let (parts, body) = resp.into_parts();
     let is_sse = parts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-    let broke = |e: BodyError| {
+    let broke = |e: &dyn std::fmt::Display| {
         ListFailed::Unavailable(UpstreamError::Unreachable(format!(
             "the answer broke off: {e}"
         )))
@@ -135,7 +134,7 @@ pub(crate) async fn exchange_message(
     if !is_sse {
         return match collect_upstream(body, limits.max_response_bytes)
             .await
-            .map_err(broke)?
+            .map_err(|e| broke(&e))?
         {
             Collected::Whole(bytes) if answers(&bytes) => Ok((parts.headers, bytes)),
             Collected::Whole(_) => Err(ListFailed::Refused(
@@ -146,24 +145,23 @@ pub(crate) async fn exchange_message(
             )),
         };
     }
-    let mut splitter = Splitter::new(limits.max_sse_event_bytes);
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(broke)?.into_data() else {
-            continue;
-        };
-        splitter.push(&data);
-        while let Some(split) = splitter.next_event() {
-            let Split::Event(ev) = split else {
-                return Err(ListFailed::Refused(
-                    "an SSE event of the answer is over max_sse_event_bytes".into(),
-                ));
-            };
-            if let Some(d) = sse::data(&ev).filter(|d| answers(d.as_bytes())) {
-                return Ok((parts.headers, Bytes::copy_from_slice(d.as_bytes())));
-            }
+    let mut answer = None;
+    let read = sse::each_data(body, limits.max_sse_event_bytes, |d| {
+        if !answers(d.as_bytes()) {
+            return true;
         }
+        answer = Some(Bytes::copy_from_slice(d.as_bytes()));
+        false
+    })
+    .await;
+    match (answer, read) {
+        (Some(answer), _) => Ok((parts.headers, answer)),
+        (None, sse::Read::Broke(e)) => Err(broke(&e)),
+        (None, sse::Read::Overflowed) => Err(ListFailed::Refused(
+            "an SSE event of the answer is over max_sse_event_bytes".into(),
+        )),
+        (None, _) => Err(ListFailed::Unavailable(UpstreamError::Unreachable(
+            "the stream ended without the answer".into(),
+        ))),
     }
-    Err(ListFailed::Unavailable(UpstreamError::Unreachable(
-        "the stream ended without the answer".into(),
-    )))
 }
