@@ -18,6 +18,7 @@ pub mod answer;
 pub(crate) mod asked;
 pub mod bridge;
 pub mod canon;
+pub(crate) mod carried;
 pub mod engine;
 pub mod guard;
 pub mod learn;

@@ -17,6 +17,7 @@ use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::strip_hop_by_hop;
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
+use crate::pipeline::carried::{Carried, Carrying, carried};
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::edge::asking::{self, ReverseRounds};
 use crate::transport::edge::reply;
@@ -317,22 +318,28 @@ impl SseInspector {
             std::borrow::Cow::Borrowed(d) => ev.slice_ref(d.as_bytes()),
             std::borrow::Cow::Owned(d) => Bytes::from(d),
         };
-        if about_us && self.reverse_rounds.is_some() && asked::input_required(&data).is_some() {
-            self.answered = true;
-            self.held = Some(data);
-            return Bytes::new();
+        if !about_us {
+            return self.settled(&ev, data);
         }
-        if about_us && let Some(parking) = &self.parking {
-            if let Some(asked) = bridge::question(&data) {
-                return self.ask_client(&ev, asked);
+        let how = Carrying {
+            asks: self.parking.is_some(),
+            holds_rounds: self.reverse_rounds.is_some(),
+            renumber: (self.parking.as_ref())
+                .and_then(|p| p.renumber.as_ref())
+                .map(|(from, to)| (&**from, &**to)),
+        };
+        match carried(&data, &how) {
+            Carried::InputRequired => {
+                self.answered = true;
+                self.held = Some(data);
+                Bytes::new()
             }
-            if let Some((from, to)) = &parking.renumber
-                && let Some(renumbered) = bridge::renumbered(&data, from, to)
-            {
-                return self.settled(&sse::with_data(&ev, &renumbered), renumbered);
+            Carried::Question(asked) => self.ask_client(&ev, asked),
+            Carried::Renumbered(renumbered) => {
+                self.settled(&sse::with_data(&ev, &renumbered), renumbered)
             }
+            Carried::AsItCame => self.settled(&ev, data),
         }
-        self.settled(&ev, data)
     }
 
     /// `ev`, whose data is `data`, after the answer rules.

@@ -17,6 +17,7 @@ use crate::net::client::{UpstreamBody, Wait};
 use crate::pipeline::Pending;
 use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
+use crate::pipeline::carried::{Carried, Carrying, carried};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::transport::sse::{self, Split, Splitter};
@@ -601,21 +602,21 @@ impl Http {
                 let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) else {
                     continue;
                 };
-                let mut data = Bytes::copy_from_slice(d.as_bytes());
-                if let Some(asking) = r.asking
-                    && let Some(asked) = bridge::question(&data)
-                {
-                    self.ask_client(asking, asked, stream, &r);
-                    return Ok(None);
-                }
-                if r.holds_rounds && asked::input_required(&data).is_some() {
-                    return Ok(Some(data));
-                }
-                if let Some((from, to)) = &stream.renumber
-                    && let Some(renumbered) = bridge::renumbered(&data, from, to)
-                {
-                    data = renumbered;
-                }
+                let data = Bytes::copy_from_slice(d.as_bytes());
+                let how = Carrying {
+                    asks: r.asking.is_some(),
+                    holds_rounds: r.holds_rounds,
+                    renumber: (stream.renumber.as_ref()).map(|(from, to)| (&**from, &**to)),
+                };
+                let data = match (carried(&data, &how), r.asking) {
+                    (Carried::Question(asked), Some(asking)) => {
+                        self.ask_client(asking, asked, stream, &r);
+                        return Ok(None);
+                    }
+                    (Carried::InputRequired, _) => return Ok(Some(data)),
+                    (Carried::Renumbered(renumbered), _) => renumbered,
+                    _ => data,
+                };
                 if self.deliver(r.to, r.pending, r.handshake, data) {
                     return Ok(None);
                 }
