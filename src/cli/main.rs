@@ -1,4 +1,5 @@
-//! The `toolgate` command: `serve` in front of an MCP server, or `demo` with a built-in one.
+//! The `toolgate` command: `serve` or `stdio` in front of an MCP server, `demo` with a
+//! built-in one, `check` for a server's author, `config` for its file.
 #![forbid(unsafe_code)]
 
 use anyhow::Context;
@@ -10,9 +11,9 @@ use toolgate::Gateway;
 use toolgate::Live;
 use toolgate::config::{Config, LogFormat, Overrides};
 
+mod check;
 // The example server is the binary's own: the library ships it only to tests (feature `demo`),
 // and what tests read of it (the requests it saw) goes unused here.
-mod check;
 #[allow(dead_code)]
 mod demo;
 use tracing_subscriber::EnvFilter;
