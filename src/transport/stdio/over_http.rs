@@ -664,11 +664,7 @@ impl Http {
             Some((from, _)) => from.clone(),
             None => id.to_owned(),
         };
-        r.to.answered_by_toolgate(
-            r.pending,
-            bridge::input_required(id, &asked, &state),
-            "forwarded",
-        );
+        let round = bridge::input_required(id, &asked, &state);
         let parked = Parked {
             key: asking.key,
             asked: asked.id,
@@ -680,7 +676,9 @@ impl Http {
                 listening: stream.listening,
             },
         };
+        // Kept before the question goes out, so that the retry finds it.
         self.up.bridge.rounds.park(state, parked);
+        r.to.answered_by_toolgate(r.pending, round, "forwarded");
     }
 
     /// A round's retry: the client's answer goes to the server's question, and the rest of

@@ -353,11 +353,14 @@ async fn run_client(
     .await
     .expect("the client finishes within 60 s")
     .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !out.status.success() {
+        // What the client said last (an exception's message) first: a long trace is cut
+        // short where CI prints it.
+        let said = String::from_utf8_lossy(&out.stderr);
+        let last: Vec<&str> = said.lines().rev().take(4).collect();
+        let last: Vec<&str> = last.into_iter().rev().collect();
+        panic!("client failed, ending: {}\n{said}", last.join("\n"));
+    }
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
