@@ -8,7 +8,8 @@
 //! CONC SECS` drives a proxy started by hand, to profile it with strace or perf; `--pin`
 //! runs both proxies on CPU 1 alone, under `taskset`, so that with the benchmark itself on CPU 0
 //! (`taskset -c 0 target/release/deps/e2e-* --bench --pin --conc 256`) each proxy has exactly
-//! one core, the cell where a proxy's tail shows first). Each process is
+//! one core, the cell where a proxy's tail shows first); `--sessions N` sets how many sessions
+//! each load worker sends in (4; 0 for none, a stateless client's load). Each process is
 //! separate, so the CPU time of each proxy is read from /proc; on a 2-core machine the load
 //! generator, the proxy and the upstream share the CPU, so compare ratios, not absolutes.
 
@@ -123,8 +124,13 @@ struct Run {
     cpu_us_per_req: f64,
 }
 
-/// Sessions each worker opens and sends its requests in, in turn.
-const SESSIONS_PER_WORKER: usize = 4;
+/// Sessions each worker opens and sends its requests in, in turn: 4, or `--sessions N`; 0
+/// sends every request without one, as a client of a server that keeps no session does.
+static SESSIONS_PER_WORKER: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn sessions_per_worker() -> usize {
+    *SESSIONS_PER_WORKER.get_or_init(|| 4)
+}
 
 /// What each answer must say: the request's own id, and a result of the scenario's kind.
 fn check_answer(body: &str, answer: &[u8], id: u64) {
@@ -140,7 +146,7 @@ fn check_answer(body: &str, answer: &[u8], id: u64) {
 }
 
 /// `concurrency` workers, each on its own keep-alive connection, for `dur`, the way clients
-/// load a gateway: each worker opens [`SESSIONS_PER_WORKER`] sessions and sends in each in
+/// load a gateway: each worker opens [`SESSIONS_PER_WORKER`] sessions (or none) and sends in each in
 /// turn, every request with a fresh id, and every answer is read and checked.
 async fn load(
     url: &str,
@@ -177,7 +183,7 @@ async fn load(
                 req.body(Full::new(Bytes::from(text))).unwrap()
             };
             let mut sessions = Vec::new();
-            for _ in 0..SESSIONS_PER_WORKER {
+            for _ in 0..sessions_per_worker() {
                 let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
                 let resp = send.send_request(request(None, init.into())).await.unwrap();
                 let sid = resp.headers()["mcp-session-id"].to_str().unwrap().to_owned();
@@ -193,11 +199,11 @@ async fn load(
             let mut id = 0u64;
             while start.elapsed() < dur {
                 id += 1;
-                let session = &sessions[id as usize % sessions.len()];
+                let session = sessions.get(id as usize % sessions.len().max(1));
                 let text = body.replacen("\"id\":1", &format!("\"id\":{id}"), 1);
                 let t = Instant::now();
                 let resp = send
-                    .send_request(request(Some(session), text))
+                    .send_request(request(session.map(String::as_str), text))
                     .await
                     .expect("an answer");
                 let status = resp.status();
@@ -257,6 +263,10 @@ async fn post(
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--sessions") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok());
+        SESSIONS_PER_WORKER.get_or_init(|| n.expect("--sessions N"));
+    }
     if let Some(i) = args.iter().position(|a| a == "--forwarder") {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(forwarder(args[i + 1].clone()));
