@@ -424,7 +424,10 @@ async fn forward(
         };
         hop
     });
-    let sent = up.http.send_as(parts, body, wait).await;
+    // Both boxed: the upstream client's future and the answer's reading would otherwise
+    // sit in every level of a request's future above this one, each of which copies it as
+    // it is made (docs/performance.md).
+    let sent = Box::pin(up.http.send_as(parts, body, wait)).await;
     if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
         use telemetry::Attr;
         let mut attrs = vec![
@@ -455,7 +458,7 @@ async fn forward(
     match sent {
         Ok(resp) => {
             note.outcome = "forwarded";
-            answers::response(rt.gw, pending, reading, resp).await
+            Box::pin(answers::response(rt.gw, pending, reading, resp)).await
         }
         Err(e) => {
             tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
