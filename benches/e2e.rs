@@ -146,8 +146,8 @@ fn check_answer(body: &str, answer: &[u8], id: u64) {
 }
 
 /// `concurrency` workers, each on its own keep-alive connection, for `dur`, the way clients
-/// load a gateway: each worker opens [`SESSIONS_PER_WORKER`] sessions (or none) and sends in each in
-/// turn, every request with a fresh id, and every answer is read and checked.
+/// load a gateway: each worker opens [`SESSIONS_PER_WORKER`] sessions (or none) and sends in
+/// each in turn, every request with a fresh id, and every answer is read and checked.
 async fn load(
     url: &str,
     body: &'static str,
