@@ -23,6 +23,8 @@ use crate::transport::edge::asking::{self, ReverseRounds};
 use crate::transport::edge::reply;
 use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::upstream::http_bridge::Unresumed;
+use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::rounds::{Listening, Parked, Rounds, StreamRest};
 use axum::body::Body;
 use axum::response::Response;
@@ -143,7 +145,7 @@ where
         }
         Err(e) => {
             let e = UpstreamError::unanswered_stream(Some(e.to_string()));
-            return reply::unanswered(gw, &pending, &e);
+            return unusable(gw, &pending, &e);
         }
     };
     if pending.completion().is_some() {
@@ -201,7 +203,17 @@ fn json_answer(
 /// The answer to a request whose upstream answered something that is not JSON-RPC.
 fn not_jsonrpc(gw: &Gateway, pending: &Pending, what: String) -> Response {
     tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
-    reply::unanswered(gw, pending, &UpstreamError::NotJsonRpc(what))
+    unusable(gw, pending, &UpstreamError::NotJsonRpc(what))
+}
+
+/// toolgate's answer to a request whose server answered nothing usable. Its outcome goes with
+/// it, as a stream's does, for the request's span and for a front that reads the response.
+fn unusable(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
+    let mut resp = reply::unanswered(gw, pending, e);
+    let outcome = StreamOutcome::default();
+    outcome.set("upstream_error");
+    resp.extensions_mut().insert(outcome);
+    resp
 }
 
 /// An answer's media type, without its parameters (`""` when it names none).
@@ -434,25 +446,35 @@ impl SseInspector {
     }
 }
 
-/// The answer to an input-required round's retry: the rest of the server's stream, kept
-/// since it asked (`upstream::rounds`), read by the same rules, its answer under the retry's
-/// id; another question makes another round.
-pub(crate) fn resumed(
+/// A round's retry in a bridged session (`upstream::rounds`): the client's answer goes to
+/// the server's question, and the rest of the server's stream, kept since it asked, answers
+/// the retry, read by the same rules, its answer under the retry's id; another question makes
+/// another round.
+pub(crate) async fn resume(
     gw: &Arc<Gateway>,
-    pending: Pending,
-    parked: Parked,
-    parking: Parking,
-) -> Response {
+    up: &HttpUpstream,
+    retry: &bridge::Retry,
+    key: ScopeKey,
+    pending: &Pending,
+) -> Result<Response, Unresumed> {
+    let wait = (&gw.config.limits).into();
+    let parked = up.bridge.resume(up, retry, key, wait).await?;
     let StreamRest {
+        session,
         splitter,
         body,
         listening,
-        ..
     } = parked.rest;
-    let mut parking = parking;
-    parking.listening = listening;
+    // The call's place among those the session's questions go to comes with its stream.
+    let parking = Parking {
+        listening,
+        rounds: up.bridge.rounds.clone(),
+        key,
+        session,
+        renumber: (pending.id.clone()).map(|to| (parked.answers_as, to)),
+    };
     let outcome = StreamOutcome::default();
-    let mut inspector = SseInspector::new(gw.clone(), pending, outcome.clone());
+    let mut inspector = SseInspector::new(gw.clone(), pending.clone(), outcome.clone());
     inspector.splitter = splitter;
     inspector.parking = Some(parking);
     // What was read past the question first.
@@ -466,7 +488,7 @@ pub(crate) fn resumed(
         http::header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache"),
     );
-    resp
+    Ok(resp)
 }
 
 /// Streams the upstream body through the inspector, one event at a time.

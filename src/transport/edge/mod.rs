@@ -15,7 +15,7 @@
 
 mod admission;
 pub(crate) mod answers;
-mod asking;
+pub(crate) mod asking;
 mod authenticate;
 mod bind_sessions;
 mod gate;
@@ -30,6 +30,8 @@ mod stdio_children;
 pub mod tls;
 mod to_http;
 mod well_known;
+
+pub(crate) use request::StreamOutcome;
 
 use crate::gateway::Live;
 use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};

@@ -244,29 +244,19 @@ impl Round {
         pending: Pending,
         note: &mut Note,
     ) -> Response {
-        let wait = (&rt.gw.config.limits).into();
-        let parked = match up.bridge.resume(up, &self.retry, self.key, wait).await {
-            Ok(parked) => parked,
+        match answers::resume(rt.gw, up, &self.retry, self.key, &pending).await {
+            Ok(resp) => {
+                note.outcome = "forwarded";
+                resp
+            }
             Err(Unresumed::Refused(why)) => {
                 note.outcome = "answered";
                 let id = pending.id.as_deref();
                 let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                return reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body);
+                reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body)
             }
-            Err(Unresumed::Unavailable(e)) => {
-                return reply::upstream_failed(rt.gw, &pending, &e, note);
-            }
-        };
-        note.outcome = "forwarded";
-        // The call's place among those the session's questions go to comes with its stream.
-        let parking = Parking {
-            listening: None,
-            rounds: up.bridge.rounds.clone(),
-            key: self.key,
-            session: parked.rest.session.clone(),
-            renumber: pending.id.clone().map(|to| (parked.answers_as.clone(), to)),
-        };
-        answers::resumed(rt.gw, pending, parked, parking)
+            Err(Unresumed::Unavailable(e)) => reply::upstream_failed(rt.gw, &pending, &e, note),
+        }
     }
 }
 

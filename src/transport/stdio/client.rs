@@ -4,7 +4,7 @@
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
-use crate::jsonrpc::{self, Body as Parsed, Message};
+use crate::jsonrpc::{self, Body as Parsed};
 use crate::pipeline::asked::{self, Retries};
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::{self, Pending};
@@ -144,17 +144,9 @@ impl ToClient {
         }
     }
 
-    /// [`ToClient::answer`] for a message already parsed (`m` is `bytes`).
-    pub(crate) fn answer_message(&self, pending: &Pending, m: &Message<'_>, bytes: Bytes) -> bool {
-        let s = pipeline::settle(&self.gw, pending, m, bytes);
-        self.write(s.body);
-        self.answered(pending, s.answers, "forwarded");
-        s.answers
-    }
-
-    /// toolgate's own answer to `pending` (an input-required round, a refusal), traced as
-    /// `outcome`.
-    pub(crate) fn answered_by_toolgate(&self, pending: &Pending, body: Vec<u8>, outcome: &str) {
+    /// The answer to `pending`, written as it is (toolgate's own, an input-required round, a
+    /// refusal, or one the rules have read already), traced as `outcome`.
+    pub(crate) fn write_answer(&self, pending: &Pending, body: impl Into<Bytes>, outcome: &str) {
         self.write(body);
         self.answered(pending, true, outcome);
     }

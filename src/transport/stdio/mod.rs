@@ -17,6 +17,7 @@
 mod client;
 mod in_flight;
 pub mod over_http;
+mod replies;
 pub mod to_child;
 mod traces;
 

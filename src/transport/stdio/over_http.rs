@@ -5,32 +5,30 @@
 //! own. A 404 on the session opens a new one with the client's own `initialize` params, since
 //! a stdio client cannot see that status.
 
-use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
+use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, replies};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
-use crate::jsonrpc::{self, Body as Parsed, Message};
+use crate::jsonrpc::{self, Message};
 use crate::locks::MutexExt;
 use crate::mcp::{self, Era};
-use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::{UpstreamBody, Wait};
 use crate::pipeline::Pending;
 use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
-use crate::pipeline::carried::{Carried, Carrying, carried};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
-use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::edge::answers::{self, Parking, Reading};
+use crate::transport::edge::asking::{RetryServer, ReverseRounds};
+use crate::transport::sse;
 use crate::transport::upstream::http_bridge::{
     self, HttpBridge, Session as BridgeSession, Unresumed,
 };
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use crate::transport::upstream::own::{self, HttpSession};
-use crate::transport::upstream::rounds::{Listening, Parked, Rounds, StreamRest};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
-use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -350,40 +348,9 @@ impl Upstream for Http {
     }
 }
 
-/// Where a bridged call's server questions go: the client's scope, and the session's
-/// headers for the answers.
-struct Asking {
-    key: ScopeKey,
-    session: HeaderMap,
-}
-
-/// An SSE answer being read: what was read and not yet split, the rest of the body, and on
-/// a round's retry, the id the server answers under and the retry's own.
-struct Stream<B> {
-    splitter: Splitter,
-    body: B,
-    renumber: Option<(Box<RawValue>, Box<RawValue>)>,
-    /// A bridged call's place among those the server's questions on the session's own
-    /// stream go to.
-    listening: Option<Listening>,
-}
-
-/// Whom an answer's events are for.
-struct Reader<'a> {
-    to: &'a ToClient,
-    pending: &'a Pending,
-    handshake: bool,
-    asking: Option<&'a Asking>,
-    /// A handshake-era client's request to a server of 2026-07-28: an input-required answer
-    /// is held for its rounds (`pipeline::asked`) rather than written.
-    holds_rounds: bool,
-    /// A bridged call's place among those the server's questions on the session's own
-    /// stream go to.
-    listening: Option<Listening>,
-}
-
 impl Http {
-    /// One message as a POST, and what comes back written to the client.
+    /// One message as a POST, and what comes back written to the client, read by the same
+    /// rules as the HTTP edge's (`edge::answers`).
     async fn post(self: Arc<Self>, way: SessionWay, sent: Forwarded) {
         let Forwarded {
             body,
@@ -395,24 +362,17 @@ impl Http {
         if let Some(h) = &handshake {
             self.session.locked().init_params = h.params.clone();
         }
-        // A call bridged to a server of the handshake era may be asked something by it
-        // (docs/contract.md §5, "The bridged client keeps what it has").
-        let asking = way.session.as_ref().map(|_| Asking {
-            key: self.key(),
-            session: way.headers.clone(),
-        });
-        if let Some(asking) = &asking
+        if pending.id.is_none() {
+            // A notification or a client's answer: nothing comes back to write.
+            let _ = self.send(way, body, false).await;
+            return;
+        }
+        if way.session.is_some()
             && let Some(retry) = bridge::retry(&body)
         {
-            return self.resume(asking, retry, &pending, &to).await;
+            return self.resume(retry, &pending, &to).await;
         }
-        let rounds = (way.reverse.clone())
-            .filter(|_| way.may_ask)
-            .map(|r| (body.clone(), r, way.headers.clone()));
-        let listening = match &way.session {
-            Some(s) if way.may_ask && pending.id.is_some() => Some(s.listen()),
-            _ => None,
-        };
+        let reading = self.reading(&way, &body, &pending);
         let resp = match self.send(way, body, handshake.is_some()).await {
             Ok(r) => r,
             Err(e) => return to.failed(&pending, &e),
@@ -427,27 +387,71 @@ impl Http {
                 self.session.locked().id = Some(sid.clone());
             }
         }
-        let reader = Reader {
-            to: &to,
-            pending: &pending,
-            handshake: handshake.is_some(),
-            asking: asking.as_ref(),
-            holds_rounds: rounds.is_some(),
-            listening,
+        let resp = answers::response(&self.gw, pending.clone(), reading, resp).await;
+        // The session's protocol version, kept before the client can send its next message.
+        let keep_version = |m: &Message<'_>| {
+            if handshake.is_some() {
+                self.keep_version(m);
+            }
         };
-        let read = self.read(resp, reader).await;
+        replies::write(&to, &pending, resp, keep_version).await;
         if handshake.is_some() {
             self.open_stream();
         }
-        match (read, rounds) {
-            (Ok(Some(held)), Some((request, reverse, headers))) => {
-                let limits = &self.gw.config.limits;
-                let server = HttpRetrying::new(self.up.clone(), headers, limits);
-                let asked = (&request[..], &*reverse);
-                to.answer_after_rounds(&pending, asked, held, &server).await;
+    }
+
+    /// How the answer is read besides its rules: a call bridged to a server of the handshake
+    /// era waits, when the server asks its client something, for the client's answer (an
+    /// input-required round); a handshake-era client's request to a server of 2026-07-28 is
+    /// asked what the server asks, and the server retried (`pipeline::asked`).
+    fn reading(&self, way: &SessionWay, body: &Bytes, pending: &Pending) -> Reading {
+        let mut reading = Reading::of(false);
+        let asks = way.may_ask && pending.id.is_some();
+        if let (Some(reverse), true) = (&way.reverse, asks) {
+            let limits = &self.gw.config.limits;
+            let retry = HttpRetrying::new(self.up.clone(), way.headers.clone(), limits);
+            reading.reverse_rounds = Some(Box::new(ReverseRounds {
+                request: body.clone(),
+                reverse: reverse.clone(),
+                server: RetryServer::Http(Box::new(retry)),
+            }));
+        }
+        if let Some(session) = &way.session {
+            reading.parking = Some(Box::new(Parking {
+                rounds: self.up.bridge.rounds.clone(),
+                key: pending.key,
+                session: way.headers.clone(),
+                renumber: None,
+                listening: asks.then(|| session.listen()),
+            }));
+        }
+        reading
+    }
+
+    /// The protocol version the server's answer to `initialize` names, for the session's
+    /// next requests.
+    fn keep_version(&self, answer: &Message<'_>) {
+        if let Some(v) = answer
+            .result
+            .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+            .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
+            && let Ok(v) = HeaderValue::from_str(&v)
+        {
+            self.session.locked().version = Some(v);
+        }
+    }
+
+    /// A round's retry: the client's answer goes to the server's question, and the rest of
+    /// the server's stream answers the retry (under its id), or asks again.
+    async fn resume(&self, retry: bridge::Retry, pending: &Pending, to: &ToClient) {
+        match answers::resume(&self.gw, &self.up, &retry, pending.key, pending).await {
+            Ok(resp) => replies::write(to, pending, resp, |_| {}).await,
+            Err(Unresumed::Refused(why)) => {
+                let id = pending.id.as_deref();
+                let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
+                to.write_answer(pending, refusal, "answered");
             }
-            (Err(e), _) => to.failed(&pending, &e),
-            _ => {}
+            Err(Unresumed::Unavailable(e)) => to.failed(pending, &e),
         }
     }
 
@@ -533,236 +537,6 @@ impl Http {
             .await?;
         self.reverse.set(bridge.reversed(&session));
         Some(jsonrpc::result_response(id, &result))
-    }
-
-    /// Reads the answer, JSON or SSE, out to the client, until the request's answer has
-    /// gone out (an SSE stream is left then: one answer per request), or is held for its
-    /// rounds (returned); `Err` says why none came, classified as the HTTP edge classifies
-    /// it.
-    async fn read(
-        &self,
-        resp: http::Response<UpstreamBody>,
-        mut r: Reader<'_>,
-    ) -> Result<Option<Bytes>, UpstreamError> {
-        let status = resp.status();
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let body = resp.into_body();
-        let unanswered = || {
-            UpstreamError::NotJsonRpc(format!(
-                "HTTP {} without an answer to the request",
-                status.as_u16()
-            ))
-        };
-        if !is_sse {
-            let limit = self.gw.config.limits.max_response_bytes;
-            return match collect_upstream(body, limit).await {
-                Ok(Collected::Whole(bytes))
-                    if r.holds_rounds && asked::input_required(&bytes).is_some() =>
-                {
-                    Ok(Some(bytes))
-                }
-                Ok(Collected::Whole(bytes))
-                    if !bytes.is_empty()
-                        && self.deliver(r.to, r.pending, r.handshake, bytes.clone()) =>
-                {
-                    Ok(None)
-                }
-                Err(e) => Err(UpstreamError::unanswered_stream(Some(e.to_string()))),
-                _ => Err(unanswered()),
-            };
-        }
-        let stream = Stream {
-            splitter: Splitter::new(self.gw.config.limits.max_sse_event_bytes),
-            body,
-            renumber: None,
-            listening: r.listening.take(),
-        };
-        self.events(stream, r).await
-    }
-
-    /// Reads an SSE answer's events out to the client, until the request's answer has gone
-    /// out, or (a bridged call) the server asks the client something: the client is then
-    /// answered with an input-required round, and the rest of the stream waits for its retry.
-    /// An input-required answer the reader holds is returned.
-    async fn events<B>(
-        &self,
-        mut stream: Stream<B>,
-        r: Reader<'_>,
-    ) -> Result<Option<Bytes>, UpstreamError>
-    where
-        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display + Into<axum::BoxError>,
-    {
-        loop {
-            while let Some(Split::Event(ev)) = stream.splitter.next_event() {
-                let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) else {
-                    continue;
-                };
-                let data = Bytes::copy_from_slice(d.as_bytes());
-                let how = Carrying {
-                    asks: r.asking.is_some(),
-                    holds_rounds: r.holds_rounds,
-                    renumber: (stream.renumber.as_ref()).map(|(from, to)| (&**from, &**to)),
-                };
-                let data = match (carried(&data, &how), r.asking) {
-                    (Carried::Question(asked), Some(asking)) => {
-                        self.ask_client(asking, asked, stream, &r);
-                        return Ok(None);
-                    }
-                    (Carried::InputRequired, _) => return Ok(Some(data)),
-                    (Carried::Renumbered(renumbered), _) => renumbered,
-                    _ => data,
-                };
-                if self.deliver(r.to, r.pending, r.handshake, data) {
-                    return Ok(None);
-                }
-            }
-            let broke = |e: B::Error| UpstreamError::unanswered_stream(Some(e.to_string()));
-            let next = match (&mut stream.listening, r.asking) {
-                (Some(l), Some(asking)) => tokio::select! {
-                    frame = stream.body.frame() => frame,
-                    Some(asked) = l.recv() => {
-                        // Asked on the session's own stream: a round all the same.
-                        self.ask_client(asking, asked, stream, &r);
-                        return Ok(None);
-                    }
-                },
-                _ => stream.body.frame().await,
-            };
-            match next {
-                Some(frame) => {
-                    if let Ok(data) = frame.map_err(broke)?.into_data() {
-                        stream.splitter.push(&data);
-                    }
-                }
-                None => return Err(UpstreamError::unanswered_stream(None)),
-            }
-        }
-    }
-
-    /// Answers the client's request with the server's question, as an input-required round,
-    /// and keeps the rest of `stream` for the retry.
-    fn ask_client<B>(
-        &self,
-        asking: &Asking,
-        asked: bridge::Question,
-        stream: Stream<B>,
-        r: &Reader<'_>,
-    ) where
-        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: Into<axum::BoxError>,
-    {
-        let Some(id) = r.pending.id.as_deref() else {
-            return;
-        };
-        let state = Rounds::state();
-        let answers_as = match &stream.renumber {
-            Some((from, _)) => from.clone(),
-            None => id.to_owned(),
-        };
-        let round = bridge::input_required(id, &asked, &state);
-        let parked = Parked {
-            key: asking.key,
-            asked: asked.id,
-            answers_as,
-            rest: StreamRest {
-                session: asking.session.clone(),
-                splitter: stream.splitter,
-                body: axum::body::Body::new(stream.body),
-                listening: stream.listening,
-            },
-        };
-        // Kept before the question goes out, so that the retry finds it.
-        self.up.bridge.rounds.park(state, parked);
-        r.to.answered_by_toolgate(r.pending, round, "forwarded");
-    }
-
-    /// A round's retry: the client's answer goes to the server's question, and the rest of
-    /// the server's stream answers the retry (under its id), or asks again.
-    async fn resume(
-        &self,
-        asking: &Asking,
-        retry: bridge::Retry,
-        pending: &Pending,
-        to: &ToClient,
-    ) {
-        let parked = match self
-            .up
-            .bridge
-            .resume(&self.up, &retry, asking.key, self.timeout())
-            .await
-        {
-            Ok(parked) => parked,
-            Err(Unresumed::Refused(why)) => {
-                let id = pending.id.as_deref();
-                let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                return to.answered_by_toolgate(pending, refusal, "answered");
-            }
-            Err(Unresumed::Unavailable(e)) => return to.failed(pending, &e),
-        };
-        let stream = Stream {
-            splitter: parked.rest.splitter,
-            body: parked.rest.body,
-            renumber: pending.id.clone().map(|id| (parked.answers_as, id)),
-            listening: parked.rest.listening,
-        };
-        let reader = Reader {
-            to,
-            pending,
-            handshake: false,
-            asking: Some(asking),
-            holds_rounds: false,
-            listening: None,
-        };
-        if let Err(e) = self.events(stream, reader).await {
-            to.failed(pending, &e);
-        }
-    }
-
-    /// One message the server sent about the request; `true` when it is the answer.
-    fn deliver(&self, to: &ToClient, pending: &Pending, handshake: bool, bytes: Bytes) -> bool {
-        // An error that names no request (a 4xx refusal of the POST itself) is this
-        // request's answer: a stdio client matches answers by id, so it gets the request's.
-        // Only a message that holds an error is read for one.
-        if let Some(id) = pending.id.as_deref()
-            && memchr::memmem::find(&bytes, b"\"error\"").is_some()
-            && let Some(err) = jsonrpc::refusal(&bytes)
-        {
-            let e: serde_json::Value = serde_json::from_str(err.get()).unwrap_or_default();
-            let code = e["code"].as_i64().unwrap_or(jsonrpc::INTERNAL_ERROR);
-            let message = e["message"]
-                .as_str()
-                .unwrap_or("the server refused the request");
-            to.write(jsonrpc::error_response(
-                Some(id),
-                code,
-                message,
-                e.get("data"),
-            ));
-            return true;
-        }
-        let Ok(Parsed::Single(am)) = jsonrpc::parse(&bytes) else {
-            return false;
-        };
-        if handshake
-            && let Some(v) = am
-                .result
-                .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-                .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
-            && let Ok(v) = HeaderValue::from_str(&v)
-        {
-            self.session.locked().version = Some(v);
-        }
-        if am.method.is_some() {
-            // A notification or request about this one (progress, sampling): passed on.
-            to.unsolicited(self.key(), bytes);
-            return false;
-        }
-        to.answer_message(pending, &am, bytes.clone())
     }
 
     /// The session's GET stream: what the server sends on its own (a 405 means it has none).

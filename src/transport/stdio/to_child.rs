@@ -193,7 +193,7 @@ impl Upstream for Child {
                 Written::Unresumed(why) => {
                     let id = pending.id.as_deref();
                     let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                    return to.answered_by_toolgate(&pending, refusal, "answered");
+                    return to.write_answer(&pending, refusal, "answered");
                 }
                 Written::Bridged(waiting, answers_as) => {
                     return self
@@ -274,7 +274,7 @@ impl Child {
             Ok(Answered::Server(answer)) => {
                 to.answer(pending, answer);
             }
-            Ok(Answered::Round(round)) => to.answered_by_toolgate(pending, round, "forwarded"),
+            Ok(Answered::Round(round)) => to.write_answer(pending, round, "forwarded"),
             Err(e) => to.failed(pending, &e),
         }
     }

@@ -1,0 +1,145 @@
+//! An HTTP server's answer, once the edge's rules have read it (`edge::answers`), as lines to
+//! the stdio client. The rules, the rounds of a bridged call and toolgate's own answers are
+//! the edge's, so an HTTP server is answered alike behind either front; what is left here is
+//! what a pipe cannot carry: an HTTP status, and a stream the client could resume.
+
+use super::ToClient;
+use crate::error::UpstreamError;
+use crate::jsonrpc::{self, Body as Parsed, Message};
+use crate::net::body::{Collected, collect_upstream};
+use crate::pipeline::Pending;
+use crate::transport::edge::StreamOutcome;
+use crate::transport::sse::{self, Split, Splitter};
+use axum::response::Response;
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http_body_util::BodyExt;
+
+/// Writes the messages of `resp` to the client until the request's answer has gone out (an
+/// SSE stream is left then: one answer per request). `before_answer` reads the answer just
+/// before it is written. A request that gets no answer is answered with why.
+pub(super) async fn write(
+    to: &ToClient,
+    pending: &Pending,
+    resp: Response,
+    before_answer: impl FnOnce(&Message<'_>),
+) {
+    let outcome = resp.extensions().get::<StreamOutcome>().cloned();
+    let status = resp.status();
+    let is_sse = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut lines = Lines {
+        to,
+        pending,
+        outcome,
+        before_answer: Some(before_answer),
+    };
+    let unanswered = match is_sse {
+        true => lines.events(resp.into_body()).await,
+        false => lines.whole(resp.into_body(), status).await,
+    };
+    if let Some(why) = unanswered {
+        to.failed(pending, &why);
+    }
+}
+
+/// The messages of one answer, on their way to the client.
+struct Lines<'a, F> {
+    to: &'a ToClient,
+    pending: &'a Pending,
+    /// How toolgate answered, when the edge answered the request itself.
+    outcome: Option<StreamOutcome>,
+    before_answer: Option<F>,
+}
+
+impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
+    /// A JSON answer: one message, or nothing for a notification or a client's answer.
+    async fn whole(
+        &mut self,
+        body: axum::body::Body,
+        status: http::StatusCode,
+    ) -> Option<UpstreamError> {
+        let max = self.to.gw.config.limits.max_response_bytes;
+        let bytes = match collect_upstream(body, max).await {
+            Ok(Collected::Whole(bytes)) => bytes,
+            Ok(Collected::TooLarge(_)) => Bytes::new(),
+            Err(e) => return Some(UpstreamError::unanswered_stream(Some(e.to_string()))),
+        };
+        if bytes.is_empty() || !self.one(bytes) {
+            return Some(UpstreamError::NotJsonRpc(format!(
+                "HTTP {} without an answer to the request",
+                status.as_u16()
+            )));
+        }
+        None
+    }
+
+    /// An SSE answer: each event's message as it comes, until the answer.
+    async fn events(&mut self, mut body: axum::body::Body) -> Option<UpstreamError> {
+        let mut splitter = Splitter::new(self.to.gw.config.limits.max_sse_event_bytes);
+        loop {
+            while let Some(split) = splitter.next_event() {
+                let Split::Event(ev) = split else {
+                    let why = "an event over max_sse_event_bytes".to_owned();
+                    return Some(UpstreamError::unanswered_stream(Some(why)));
+                };
+                let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) else {
+                    continue;
+                };
+                if self.one(Bytes::copy_from_slice(d.as_bytes())) {
+                    return None;
+                }
+            }
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        splitter.push(&data);
+                    }
+                }
+                Some(Err(e)) => return Some(UpstreamError::unanswered_stream(Some(e.to_string()))),
+                None => return Some(UpstreamError::unanswered_stream(None)),
+            }
+        }
+    }
+
+    /// One message about the request, written; `true` once the request is answered (a
+    /// notification or a client's answer is, by anything).
+    fn one(&mut self, bytes: Bytes) -> bool {
+        let Some(id) = self.pending.id.as_deref() else {
+            return true;
+        };
+        // An error that names no request (a 4xx refusal of the POST itself) is this
+        // request's answer: a stdio client matches answers by id, so it gets the request's.
+        // Only a message that holds an error is read for one.
+        if memchr::memmem::find(&bytes, b"\"error\"").is_some()
+            && let Some(err) = jsonrpc::refusal(&bytes)
+        {
+            let e: serde_json::Value = serde_json::from_str(err.get()).unwrap_or_default();
+            let code = e["code"].as_i64().unwrap_or(jsonrpc::INTERNAL_ERROR);
+            let message = e["message"]
+                .as_str()
+                .unwrap_or("the server refused the request");
+            let answer = jsonrpc::error_response(Some(id), code, message, e.get("data"));
+            self.to.write_answer(self.pending, answer, "forwarded");
+            return true;
+        }
+        let Ok(Parsed::Single(m)) = jsonrpc::parse(&bytes) else {
+            return false;
+        };
+        if m.method.is_some() {
+            // A notification or request about this one (progress, a question): passed on,
+            // already read by the rules.
+            self.to.write(bytes);
+            return false;
+        }
+        if let Some(f) = self.before_answer.take() {
+            f(&m);
+        }
+        let outcome = self.outcome.as_ref().and_then(StreamOutcome::get);
+        (self.to).write_answer(self.pending, bytes, outcome.unwrap_or("forwarded"));
+        true
+    }
+}
