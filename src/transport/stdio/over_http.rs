@@ -1,8 +1,8 @@
 //! `toolgate stdio --upstream URL`: the stdio front in front of a Streamable HTTP server.
 //! toolgate is the HTTP client: it keeps the session (`Mcp-Session-Id` and the protocol
-//! version from `initialize`), sends each message as a POST, streams SSE answers out line by
-//! line as they arrive, and opens the session's GET stream for what the server sends on its
-//! own. A 404 on the session opens a new one with the client's own `initialize` params, since
+//! version from `initialize`), sends each message as a POST, reads what comes back by the
+//! HTTP edge's rules (`edge::answers`) and writes its messages out as lines as they arrive,
+//! and opens the session's GET stream for what the server sends on its own. A 404 on the session opens a new one with the client's own `initialize` params, since
 //! a stdio client cannot see that status.
 
 use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, replies};
