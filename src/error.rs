@@ -16,6 +16,10 @@ pub enum UpstreamError {
     Timeout(Duration),
     #[error("the tool server answered with something that is not JSON-RPC: {0}")]
     NotJsonRpc(String),
+    /// The server's answer is larger than the gateway passes on (`limits.max_response_bytes`,
+    /// `limits.max_sse_event_bytes`) to a client that cannot take it in part.
+    #[error("the tool server's answer is over the gateway's limit: {0}")]
+    OverLimit(String),
     /// The tool server's command could not be started (a stdio server): a configuration
     /// problem of the gateway's.
     #[error("the tool server cannot be started: {0}")]
@@ -47,6 +51,9 @@ impl UpstreamError {
             }
             UpstreamError::NotJsonRpc(_) => {
                 "This is a server-side fault; retrying is unlikely to help until it is fixed."
+            }
+            UpstreamError::OverLimit(_) => {
+                "Ask for less (a narrower query, a smaller page); the same call will fail the same way."
             }
             UpstreamError::CannotStart(_) => {
                 "This is a configuration problem of the gateway; retrying will not help until it is fixed."

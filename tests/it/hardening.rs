@@ -687,6 +687,75 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
     assert_eq!(r.answer()["id"], 3);
     assert_eq!(r.answer()["result"]["isError"], true, "{}", r.text());
 
+    // stdio --upstream: an answer over the limits is an error that says so, and the next
+    // answer is whole. A valid answer of the same size passes under a larger limit.
+    let text = "x".repeat(50000);
+    let big = json!({"content": [{"type": "text", "text": text}]});
+    let (up, _) = Scripted::new(vec![
+        open_tool("big"),
+        open_tool("bigsse"),
+        open_tool("small"),
+    ])
+    .script("big", Script::Result(big.clone()))
+    .script(
+        "bigsse",
+        Script::Sse {
+            messages: vec![json!({"jsonrpc": "2.0", "id": "$id", "result": big})],
+            numbered: false,
+        },
+    )
+    .script(
+        "small",
+        Script::Result(json!({"content": [{"type": "text", "text": "x"}]})),
+    )
+    .spawn()
+    .await;
+    let limits = "[limits]\nmax_response_bytes = 20000\nmax_sse_event_bytes = 20000\n";
+    let file = tempfile_lite::TempFile::new(limits);
+    let args = |file: &tempfile_lite::TempFile| {
+        let config = file.path.display().to_string();
+        vec![
+            "stdio".into(),
+            "--config".into(),
+            config,
+            "--upstream".into(),
+            up.clone(),
+        ]
+    };
+    let mut g = StdioGate::start_args(args(&file));
+    g.initialize().await;
+    for (id, tool, limit) in [
+        (6, "big", "max_response_bytes"),
+        (7, "bigsse", "max_sse_event_bytes"),
+    ] {
+        let a = g
+            .ask(serde_json::from_str(&call(id, tool, json!({}))).unwrap())
+            .await;
+        assert_eq!(a["id"], id, "{a}");
+        assert_eq!(a["result"]["isError"], true, "{a}");
+        let said = result_text(&a);
+        assert!(
+            said.contains("over the gateway's limit") && said.contains(limit),
+            "{said}"
+        );
+        assert!(said.contains("Ask for less"), "{said}");
+    }
+    let a = g
+        .ask(serde_json::from_str(&call(8, "small", json!({}))).unwrap())
+        .await;
+    assert_eq!(result_text(&a), "x", "the next answer is whole");
+    let file = tempfile_lite::TempFile::new(
+        "[limits]\nmax_response_bytes = 80000\nmax_sse_event_bytes = 80000\n",
+    );
+    let mut g = StdioGate::start_args(args(&file));
+    g.initialize().await;
+    for (id, tool) in [(9, "big"), (10, "bigsse")] {
+        let a = g
+            .ask(serde_json::from_str(&call(id, tool, json!({}))).unwrap())
+            .await;
+        assert_eq!(result_text(&a), text, "{tool} under a larger limit");
+    }
+
     // stdio --upstream: the client closes stdin with a call in flight; it is answered.
     let (up, _) = Scripted::new(vec![open_tool("slow")])
         .script(

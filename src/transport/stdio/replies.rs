@@ -65,7 +65,10 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
         let max = self.to.gw.config.limits.max_response_bytes;
         let bytes = match collect_upstream(body, max).await {
             Ok(Collected::Whole(bytes)) => bytes,
-            Ok(Collected::TooLarge(_)) => Bytes::new(),
+            Ok(Collected::TooLarge(_)) => {
+                let what = format!("more than {max} bytes (limits.max_response_bytes)");
+                return Some(UpstreamError::OverLimit(what));
+            }
             Err(e) => return Some(UpstreamError::unanswered_stream(Some(e.to_string()))),
         };
         if bytes.is_empty() || !self.one(bytes) {
@@ -79,12 +82,14 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
 
     /// An SSE answer: each event's message as it comes, until the answer.
     async fn events(&mut self, mut body: axum::body::Body) -> Option<UpstreamError> {
-        let mut splitter = Splitter::new(self.to.gw.config.limits.max_sse_event_bytes);
+        let max = self.to.gw.config.limits.max_sse_event_bytes;
+        let mut splitter = Splitter::new(max);
         loop {
             while let Some(split) = splitter.next_event() {
                 let Split::Event(ev) = split else {
-                    let why = "an event over max_sse_event_bytes".to_owned();
-                    return Some(UpstreamError::unanswered_stream(Some(why)));
+                    let what =
+                        format!("an event of more than {max} bytes (limits.max_sse_event_bytes)");
+                    return Some(UpstreamError::OverLimit(what));
                 };
                 let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) else {
                     continue;
