@@ -33,6 +33,10 @@ use tower_service::Service;
 /// rather than normalised: no MCP client sends them, and a refusal cannot be normalised
 /// differently by the next hop.
 fn plain_path(path: &str) -> Result<(), &'static str> {
+    // Every path a client sends (`/mcp`) has none of these: it is read no further.
+    if !path.bytes().any(|b| matches!(b, b'%' | b'.' | b'\\')) {
+        return Ok(());
+    }
     for seg in path.split('/') {
         let lower = seg.to_ascii_lowercase();
         let decoded = lower.replace("%2e", ".");
