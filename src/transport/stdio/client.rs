@@ -5,8 +5,6 @@ use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
-use crate::pipeline::asked::{self, Retries};
-use crate::pipeline::bridge::Reverse;
 use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::{Line, read_line};
 use bytes::Bytes;
@@ -105,31 +103,6 @@ impl ToClient {
                 s.answers
             }
             None => false,
-        }
-    }
-
-    /// [`ToClient::answer`] for a handshake-era client's request (`request`, as sent) to a
-    /// server of 2026-07-28 (`reverse`): when the server asks for input, the client is asked
-    /// and the server retried (`pipeline::asked`) until it answers.
-    pub(crate) async fn answer_after_rounds<S: Retries>(
-        &self,
-        pending: &Pending,
-        (request, reverse): (&[u8], &Reverse),
-        answer: Bytes,
-        server: &S,
-    ) {
-        if asked::input_required(&answer).is_none() {
-            self.answer(pending, answer);
-            return;
-        }
-        let ask = |question| self.write(question);
-        let own_id = || self.gw.next_id();
-        let asked = &reverse.asked;
-        match asked::answered(request, answer, asked, ask, server, own_id).await {
-            Ok(answer) => {
-                self.answer(pending, answer);
-            }
-            Err(e) => self.failed(pending, &e),
         }
     }
 

@@ -6,7 +6,7 @@
 //! 2026-07-28 request (`ChildProcess::settle_era`), and a handshake-era client is bridged to
 //! a child that refuses `initialize` and answers `server/discover`.
 
-use super::{Forwarded, Handshake, Reversed, ToClient, Upstream};
+use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, replies};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
@@ -18,6 +18,7 @@ use crate::pipeline::Pending;
 use crate::pipeline::asked;
 use crate::pipeline::bridge::{Declared, Reverse};
 use crate::pipeline::step::Bridging;
+use crate::transport::edge::asking::{self, RetryServer, ReverseRounds};
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
 use crate::transport::upstream::child::{Owed, Waiting};
 use crate::transport::upstream::child_questions::Answered;
@@ -210,12 +211,19 @@ impl Upstream for Child {
                     {
                         return to.write(ours);
                     }
-                    if let Some((request, reverse)) = rounds {
-                        let server = self.process.retrying(self.timeout);
-                        let asked = (&request[..], &*reverse);
-                        return to
-                            .answer_after_rounds(&pending, asked, answer, &server)
-                            .await;
+                    if let Some((request, reverse)) = rounds
+                        && asked::input_required(&answer).is_some()
+                    {
+                        // Its rounds, as an HTTP client's are asked: the questions, then
+                        // the last answer, each a line.
+                        let server = RetryServer::Child(self.process.retrying(self.timeout));
+                        let rounds = ReverseRounds {
+                            request,
+                            reverse,
+                            server,
+                        };
+                        let resp = asking::answer(&self.gw, pending.clone(), answer, rounds);
+                        return replies::write(&to, &pending, resp, |_| {}).await;
                     }
                     to.answer(&pending, answer);
                 }
