@@ -1,7 +1,9 @@
-//! An HTTP server's answer, once the edge's rules have read it (`edge::answers`), as lines to
-//! the stdio client. The rules, the rounds of a bridged call and toolgate's own answers are
-//! the edge's, so an HTTP server is answered alike behind either front; what is left here is
-//! what a pipe cannot carry: an HTTP status, and a stream the client could resume.
+//! An answer in HTTP form, as lines to the stdio client: an HTTP server's, once the edge's
+//! rules have read it (`edge::answers`), and the rounds a server of 2026-07-28 asks a
+//! handshake-era client (`edge::asking`), from either kind of server. The rules, the rounds
+//! and toolgate's own answers are the edge's, so they are alike behind either front; what is
+//! left here is what a pipe cannot carry: an HTTP status, and a stream the client could
+//! resume.
 
 use super::ToClient;
 use crate::error::UpstreamError;
