@@ -16,8 +16,8 @@
 
 mod client;
 mod in_flight;
+mod lines;
 pub mod over_http;
-mod replies;
 pub mod to_child;
 mod traces;
 

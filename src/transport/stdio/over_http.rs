@@ -5,7 +5,7 @@
 //! and opens the session's GET stream for what the server sends on its own. A 404 on the session opens a new one with the client's own `initialize` params, since
 //! a stdio client cannot see that status.
 
-use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, replies};
+use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, lines};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
@@ -394,7 +394,7 @@ impl Http {
                 self.keep_version(m);
             }
         };
-        replies::write(&to, &pending, resp, keep_version).await;
+        lines::write(&to, &pending, resp, keep_version).await;
         if handshake.is_some() {
             self.open_stream();
         }
@@ -445,7 +445,7 @@ impl Http {
     /// the server's stream answers the retry (under its id), or asks again.
     async fn resume(&self, retry: bridge::Retry, pending: &Pending, to: &ToClient) {
         match answers::resume(&self.gw, &self.up, &retry, pending.key, pending).await {
-            Ok(resp) => replies::write(to, pending, resp, |_| {}).await,
+            Ok(resp) => lines::write(to, pending, resp, |_| {}).await,
             Err(Unresumed::Refused(why)) => {
                 let id = pending.id.as_deref();
                 let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);

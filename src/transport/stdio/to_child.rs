@@ -6,7 +6,7 @@
 //! 2026-07-28 request (`ChildProcess::settle_era`), and a handshake-era client is bridged to
 //! a child that refuses `initialize` and answers `server/discover`.
 
-use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, replies};
+use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, lines};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
@@ -223,7 +223,7 @@ impl Upstream for Child {
                             server,
                         };
                         let resp = asking::answer(&self.gw, pending.clone(), answer, rounds);
-                        return replies::write(&to, &pending, resp, |_| {}).await;
+                        return lines::write(&to, &pending, resp, |_| {}).await;
                     }
                     to.answer(&pending, answer);
                 }
