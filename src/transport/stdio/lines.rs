@@ -58,7 +58,7 @@ struct Lines<'a, F> {
 }
 
 impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
-    /// A JSON answer: one message, or nothing for a notification or a client's answer.
+    /// A JSON answer: one message.
     async fn whole(
         &mut self,
         body: axum::body::Body,
