@@ -13,7 +13,7 @@ use super::message;
 use super::reply;
 use super::request::{Caller, Endpoint, Inbound, Note, Outbound, Route, Routed, Said, Upstream};
 use super::stdio_children::{self, ChildWay};
-use super::to_http::{self, HttpWay};
+use super::to_http::{self, HttpWay, ToHttp};
 use crate::catalog::ScopeKey;
 use crate::config::{ConfigError, parse_upstream_url};
 use crate::gateway::Live;
@@ -235,7 +235,9 @@ async fn post<B: RequestBody>(
     }
     let to = match &rt.up {
         Upstream::Http(up) => {
-            EndpointWay::Http(HttpWay::find(rt, up, &parts.headers, &m, era, &ctx).await)
+            let to = ToHttp::of(rt, up);
+            let caller = (ctx.key, ctx.has_session);
+            EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
         }
         Upstream::Stdio(pool) => {
             match Box::pin(ChildWay::find(
@@ -332,7 +334,7 @@ fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
 /// Which kind of server one message goes to, settled before the guard reads it (the era
 /// bridge, a session of toolgate's, which child).
 enum EndpointWay<'a> {
-    Http(HttpWay<'a>),
+    Http(HttpWay, ToHttp<'a>),
     Child(ChildWay),
 }
 
@@ -353,14 +355,14 @@ impl Way for EdgeWay<'_> {
     /// toolgate opens with it.
     fn key(&self) -> ScopeKey {
         match &self.to {
-            EndpointWay::Http(way) => way.key(),
+            EndpointWay::Http(way, _) => way.key(),
             EndpointWay::Child(way) => way.key(),
         }
     }
 
     fn bridging(&self) -> Bridging<'_> {
         match &self.to {
-            EndpointWay::Http(way) => way.bridging(),
+            EndpointWay::Http(way, _) => way.bridging(),
             EndpointWay::Child(way) => way.bridging(),
         }
     }
@@ -375,7 +377,7 @@ impl Way for EdgeWay<'_> {
         } = self;
         note.forwarding(rt.gw, &pending.kind);
         match to {
-            EndpointWay::Http(way) => way.send(rt, parts, body, pending, said, note).await,
+            EndpointWay::Http(way, to) => way.send(to, parts, body, pending, said, note).await,
             // Boxed: a child's path is several times an HTTP server's, whose requests would
             // otherwise carry (and copy) its size.
             EndpointWay::Child(way) => Box::pin(to_child(rt, way, body, pending, said, note)).await,
@@ -394,10 +396,8 @@ impl Lister for EdgeWay<'_> {
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
         match &self.to {
-            EndpointWay::Http(way) => {
-                way.lister(self.rt, &self.parts.headers)
-                    .list(request, id)
-                    .await
+            EndpointWay::Http(way, to) => {
+                way.lister(*to, &self.parts.headers).list(request, id).await
             }
             EndpointWay::Child(way) => way.lister().list(request, id).await.map_err(|e| match e {
                 ListFailed::Relay(never) => match never {},

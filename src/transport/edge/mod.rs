@@ -28,10 +28,10 @@ mod request_id;
 mod routes;
 mod stdio_children;
 pub mod tls;
-mod to_http;
+pub(crate) mod to_http;
 mod well_known;
 
-pub(crate) use request::StreamOutcome;
+pub(crate) use request::{Note, Said, StreamOutcome};
 
 use crate::gateway::Live;
 use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};

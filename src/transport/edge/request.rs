@@ -190,12 +190,12 @@ pub(crate) fn test_config() -> crate::config::Config {
 /// What sending a message reads of it once the guard has taken a call's params: its id, its
 /// method (as `Note::method` labels it), and its params left as text.
 #[derive(Clone, Copy)]
-pub(super) struct Said<'a> {
-    pub(super) id: Option<&'a RawValue>,
-    pub(super) method: &'static str,
-    pub(super) params: Option<&'a RawValue>,
+pub(crate) struct Said<'a> {
+    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) method: &'static str,
+    pub(crate) params: Option<&'a RawValue>,
     /// The request a `notifications/cancelled` names.
-    pub(super) cancelled: Option<&'a RawValue>,
+    pub(crate) cancelled: Option<&'a RawValue>,
 }
 
 impl<'a> Said<'a> {

@@ -9,8 +9,9 @@
 use super::answers::{self, Parking, Reading};
 use super::asking::{RetryServer, ReverseRounds};
 use super::reply;
-use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE, Upstream};
+use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE};
 use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::net::abandon::{Abandon, UntilEnd};
@@ -29,9 +30,27 @@ use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
 use std::sync::Arc;
 
+/// What reaching an HTTP server takes, whichever front the message came in by: the gateway
+/// in force, the server's target and the server.
+#[derive(Clone, Copy)]
+pub(crate) struct ToHttp<'a> {
+    pub(crate) gw: &'a Arc<Gateway>,
+    pub(crate) target: &'a Arc<Target>,
+    pub(crate) up: &'a Arc<HttpUpstream>,
+}
+
+impl<'a> ToHttp<'a> {
+    pub(super) fn of(rt: &Route<'a>, up: &'a Arc<HttpUpstream>) -> ToHttp<'a> {
+        ToHttp {
+            gw: rt.gw,
+            target: rt.target,
+            up,
+        }
+    }
+}
+
 /// How one message reaches the HTTP server, settled before the guard reads it.
-pub(super) struct HttpWay<'a> {
-    up: &'a Arc<HttpUpstream>,
+pub(crate) struct HttpWay {
     era: Era,
     /// The request's scope, and whether the client names a session of its own.
     key: ScopeKey,
@@ -43,17 +62,23 @@ pub(super) struct HttpWay<'a> {
     /// that speaks only 2026-07-28, and the 2026-07-28 headers its message goes with (the
     /// params are whole).
     reversed: Option<(Arc<Reverse>, HeaderMap)>,
+    /// Whether the client cancels a bridged request by giving up on its answer, which the
+    /// server is then told of (an HTTP client); a stdio client sends its cancellation, which
+    /// goes in the session as it came.
+    cancels_by_leaving: bool,
 }
 
-impl<'a> HttpWay<'a> {
-    pub(super) async fn find(
-        rt: &Route<'_>,
-        up: &'a Arc<HttpUpstream>,
+impl HttpWay {
+    /// The way of `m`, of `era`, sent with `headers` by a client in scope `key` (with a
+    /// session of its own, or not).
+    pub(crate) async fn find(
+        to: ToHttp<'_>,
         headers: &HeaderMap,
         m: &Message<'_>,
         era: Era,
-        ctx: &Caller,
-    ) -> HttpWay<'a> {
+        (key, has_session): (ScopeKey, bool),
+    ) -> HttpWay {
+        let (gw, up) = (to.gw, to.up);
         // A 2026-07-28 client that declares capabilities is bridged in a session of its own
         // capabilities (what a handshake server lists and asks depends on them), and its
         // tools are learned in that session's scope.
@@ -61,24 +86,24 @@ impl<'a> HttpWay<'a> {
             Era::Modern if up.bridge.may_bridge() => Declared::of(m),
             _ => Declared::default(),
         };
-        let key = match &declared.capabilities {
-            Some(caps) => rt.gw.narrower(ctx.key, caps.get().as_bytes()),
-            None => ctx.key,
+        let narrowed = match &declared.capabilities {
+            Some(caps) => gw.narrower(key, caps.get().as_bytes()),
+            None => key,
         };
         let session = match (era, m.is_request()) {
             (Era::Modern, true) => {
-                let limits = &rt.gw.config.limits;
+                let limits = &gw.config.limits;
                 up.bridge
-                    .session(up, headers, (key, &declared), || rt.gw.next_id(), limits)
+                    .session(up, headers, (narrowed, &declared), || gw.next_id(), limits)
                     .await
             }
             // A cancellation goes inside the session the request went through.
-            (Era::Modern, false) => up.bridge.existing(key),
+            (Era::Modern, false) => up.bridge.existing(narrowed),
             (Era::Legacy, _) => None,
         };
         // The narrower scope is the bridged session's; a server of 2026-07-28 keeps the
         // request's own.
-        let key = if session.is_some() { key } else { ctx.key };
+        let key = if session.is_some() { narrowed } else { key };
         let reversed = match era {
             Era::Legacy => reversed_session(up, headers).map(|r| {
                 let mut headers = headers.clone();
@@ -88,20 +113,55 @@ impl<'a> HttpWay<'a> {
             Era::Modern => None,
         };
         HttpWay {
-            up,
             era,
             key,
-            has_session: ctx.has_session,
+            has_session,
             session,
             reversed,
+            cancels_by_leaving: true,
         }
     }
 
-    pub(super) fn key(&self) -> ScopeKey {
+    /// The way of a message in its client's own session, which nothing bridges: one sent
+    /// again once its client's session was opened anew.
+    pub(crate) fn in_client_session(key: ScopeKey) -> HttpWay {
+        HttpWay {
+            era: Era::Legacy,
+            key,
+            has_session: true,
+            session: None,
+            reversed: None,
+            cancels_by_leaving: false,
+        }
+    }
+
+    /// For a client that cancels with a notification rather than by giving up on the answer
+    /// (a stdio client): nothing is sent for it when its answer is dropped unread.
+    pub(crate) fn cancelled_by_notification(mut self) -> HttpWay {
+        self.cancels_by_leaving = false;
+        self
+    }
+
+    /// A message in toolgate's bridged session `session` although it did not say its era
+    /// (a 2026-07-28 client's cancellation without the envelope, over stdio).
+    pub(crate) fn in_session(mut self, session: Option<Arc<Session>>) -> HttpWay {
+        if self.session.is_none() {
+            self.session = session;
+        }
+        self
+    }
+
+    /// Whether the message goes through a session toolgate keeps with the server (which
+    /// toolgate, not its client, opens again when the server loses it).
+    pub(crate) fn in_own_session(&self) -> bool {
+        self.session.is_some() || self.reversed.is_some()
+    }
+
+    pub(crate) fn key(&self) -> ScopeKey {
         self.key
     }
 
-    pub(super) fn bridging(&self) -> Bridging<'_> {
+    pub(crate) fn bridging(&self) -> Bridging<'_> {
         Bridging::of(
             self.session.as_ref().map(|s| &*s.init),
             self.reversed.as_ref().map(|(r, _)| &**r),
@@ -110,33 +170,33 @@ impl<'a> HttpWay<'a> {
 
     /// toolgate's own `tools/list`, sent the way the client's message would go (`headers`
     /// are the client's).
-    pub(super) fn lister<'l>(
+    pub(crate) fn lister<'l>(
         &'l self,
-        rt: &'l Route<'_>,
+        to: ToHttp<'l>,
         headers: &'l HeaderMap,
     ) -> http_bridge::HttpLister<'l> {
         http_bridge::HttpLister {
-            up: self.up,
+            up: to.up,
             headers: self.reversed.as_ref().map_or(headers, |(_, h)| h),
             session: self.session.as_deref(),
             key: self.key,
             reverse: self.reversed.as_ref().map(|(r, _)| &**r),
             client_is_modern: self.era == Era::Modern,
-            limits: &rt.gw.config.limits,
+            limits: &to.gw.config.limits,
         }
     }
 
     /// Sends what the gate forwards; the answer comes back through `answers`.
-    pub(super) async fn send(
+    pub(crate) async fn send(
         self,
-        rt: &Route<'_>,
+        to: ToHttp<'_>,
         mut parts: Parts,
         body: Bytes,
         pending: Pending,
         said: Said<'_>,
         note: &mut Note,
     ) -> Response {
-        let up = self.up;
+        let up = to.up;
         // One `forward` awaited for every way: each await of it would be a state of its own
         // in this future, which every request carries.
         let mut reading = Reading::of(self.has_session);
@@ -146,11 +206,9 @@ impl<'a> HttpWay<'a> {
         if let Some((reverse, headers)) = self.reversed {
             parts.headers = headers;
             reading.has_session = false;
-            if let (Some(_), Upstream::Http(up)) = (&pending.id, rt.up)
-                && asked::may_ask(said.method)
-            {
+            if pending.id.is_some() && asked::may_ask(said.method) {
                 // The server may ask for input, which its handshake-era client is asked.
-                let limits = &rt.gw.config.limits;
+                let limits = &to.gw.config.limits;
                 let retry = HttpRetrying::new(up.clone(), parts.headers.clone(), limits);
                 reading.reverse_rounds = Some(Box::new(ReverseRounds {
                     request: body.clone(),
@@ -166,10 +224,13 @@ impl<'a> HttpWay<'a> {
                     retry,
                     key: self.key,
                 };
-                return Box::pin(round.resume(rt, up, pending, note)).await;
+                return Box::pin(round.resume(to, pending, note)).await;
             }
             let headers = parts.headers.clone();
-            let abandon = cancels(rt, &headers, &pending);
+            let abandon = match self.cancels_by_leaving {
+                true => cancels(to, &headers, &pending),
+                false => None,
+            };
             // What the server asks on the session's own stream meanwhile is for this call too.
             let listening =
                 (pending.id.is_some() && asked::may_ask(said.method)).then(|| session.listen());
@@ -187,14 +248,14 @@ impl<'a> HttpWay<'a> {
             bridged = Some(Box::new((headers, abandon, pending.clone())));
         } else if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
             // Boxed: once per session, and larger than a call's whole path.
-            return Box::pin(initialize(rt, up, parts, body, pending, said, note)).await;
+            return Box::pin(initialize(to, parts, body, pending, said, note)).await;
         }
-        let resp = forward(rt, up, parts, body, pending, reading, note).await;
+        let resp = forward(to, parts, body, pending, reading, note).await;
         match bridged {
             None => resp,
             // Boxed: rare, and its wait for the session's fate would sit in every request's
             // future.
-            Some(b) => Box::pin(bridged_end(rt, up, self.key, resp, *b, note)).await,
+            Some(b) => Box::pin(bridged_end(to, self.key, resp, *b, note)).await,
         }
     }
 }
@@ -203,14 +264,13 @@ impl<'a> HttpWay<'a> {
 /// session with the server was lost (`HttpBridge::lost_session`), else the answer, with the
 /// server told of a cancellation should the client give up on it.
 async fn bridged_end(
-    rt: &Route<'_>,
-    up: &HttpUpstream,
+    to: ToHttp<'_>,
     key: ScopeKey,
     resp: Response,
     (headers, abandon, pending): (HeaderMap, Option<Abandon>, Pending),
     note: &mut Note,
 ) -> Response {
-    let limits = &rt.gw.config.limits;
+    let (limits, up) = (&to.gw.config.limits, to.up);
     let status = resp.status();
     let Some(e) = (up.bridge)
         .lost_session(up, status, &headers, key, limits)
@@ -224,7 +284,7 @@ async fn bridged_end(
     if let Some(a) = abandon {
         a.disarm();
     }
-    reply::upstream_failed(rt.gw, &pending, &e, note)
+    reply::upstream_failed(to.gw, &pending, &e, note)
 }
 
 /// A 2026-07-28 client's retry of an input-required round, in the bridged session
@@ -237,14 +297,8 @@ struct Round {
 impl Round {
     /// The client's answer goes to the server's question, and what the server says next
     /// (its answer, or another question) answers the retry.
-    async fn resume(
-        self,
-        rt: &Route<'_>,
-        up: &HttpUpstream,
-        pending: Pending,
-        note: &mut Note,
-    ) -> Response {
-        match answers::resume(rt.gw, up, &self.retry, self.key, &pending).await {
+    async fn resume(self, to: ToHttp<'_>, pending: Pending, note: &mut Note) -> Response {
+        match answers::resume(to.gw, to.up, &self.retry, self.key, &pending).await {
             Ok(resp) => {
                 note.outcome = "forwarded";
                 resp
@@ -255,7 +309,7 @@ impl Round {
                 let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
                 reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body)
             }
-            Err(Unresumed::Unavailable(e)) => reply::upstream_failed(rt.gw, &pending, &e, note),
+            Err(Unresumed::Unavailable(e)) => reply::upstream_failed(to.gw, &pending, &e, note),
         }
     }
 }
@@ -263,12 +317,10 @@ impl Round {
 /// For a bridged request: a 2026-07-28 client cancels by closing its response (or its
 /// connection), which the handshake server behind toolgate's session cannot see, so it is
 /// told with `notifications/cancelled` in that session if the client gives up first.
-fn cancels(rt: &Route<'_>, session: &HeaderMap, pending: &Pending) -> Option<Abandon> {
-    let (Some(id), Upstream::Http(up)) = (pending.id.as_deref(), rt.up) else {
-        return None;
-    };
-    let (up, session, id) = (up.clone(), session.clone(), id.to_owned());
-    let limits = rt.gw.config.limits.clone();
+fn cancels(to: ToHttp<'_>, session: &HeaderMap, pending: &Pending) -> Option<Abandon> {
+    let id = pending.id.as_deref()?;
+    let (up, session, id) = (to.up.clone(), session.clone(), id.to_owned());
+    let limits = to.gw.config.limits.clone();
     Some(Abandon::new(move || {
         http_bridge::cancel_in_session(up, &session, &id, &limits)
     }))
@@ -276,7 +328,7 @@ fn cancels(rt: &Route<'_>, session: &HeaderMap, pending: &Pending) -> Option<Aba
 
 /// The reverse-bridged session a client's `Mcp-Session-Id` names. Only ids toolgate minted
 /// for one are looked up, so every other request pays a prefix comparison.
-fn reversed_session(up: &HttpUpstream, headers: &HeaderMap) -> Option<Arc<Reverse>> {
+pub(crate) fn reversed_session(up: &HttpUpstream, headers: &HeaderMap) -> Option<Arc<Reverse>> {
     let session = headers.get(mcp::SESSION_ID)?.to_str().ok()?;
     session
         .starts_with(REVERSED_PREFIX)
@@ -290,8 +342,7 @@ const REVERSED_PREFIX: &str = "toolgate-bridged-";
 /// `server/discover`, it speaks only 2026-07-28: toolgate answers the client itself and keeps
 /// a session for it (docs/contract.md §5, "Eras bridged the other way").
 async fn initialize(
-    rt: &Route<'_>,
-    up: &HttpUpstream,
+    to: ToHttp<'_>,
     parts: Parts,
     body: Bytes,
     pending: Pending,
@@ -299,13 +350,13 @@ async fn initialize(
     note: &mut Note,
 ) -> Response {
     let headers = parts.headers.clone();
-    let resp = forward(rt, up, parts, body, pending, Reading::of(false), note).await;
+    let resp = forward(to, parts, body, pending, Reading::of(false), note).await;
     if !resp.status().is_client_error() {
         return resp;
     }
     let Some(id) = said.id else { return resp };
-    let own_id = rt.gw.next_id();
-    let limits = &rt.gw.config.limits;
+    let (up, own_id) = (to.up, to.gw.next_id());
+    let limits = &to.gw.config.limits;
     match up
         .bridge
         .reverse(up, &headers, said.params, &own_id, limits)
@@ -327,7 +378,7 @@ async fn initialize(
 /// reverse-bridged sessions are served here.
 pub(super) async fn bodiless(
     rt: &Route<'_>,
-    up: &HttpUpstream,
+    up: &Arc<HttpUpstream>,
     parts: Parts,
     ctx: &Caller,
     note: &mut Note,
@@ -359,7 +410,8 @@ pub(super) async fn bodiless(
     }
     let pending = passing(rt, ctx, era);
     let reading = Reading::of(ctx.has_session);
-    let resp = forward(rt, up, parts, Bytes::new(), pending, reading, note).await;
+    let to = ToHttp::of(rt, up);
+    let resp = forward(to, parts, Bytes::new(), pending, reading, note).await;
     if is_delete && resp.status().is_success() && ctx.has_session {
         rt.gw.catalog.forget(&ctx.key);
     }
@@ -370,7 +422,7 @@ pub(super) async fn bodiless(
 /// it came, and its answer comes back as it is.
 pub(super) async fn batch(
     rt: &Route<'_>,
-    up: &HttpUpstream,
+    up: &Arc<HttpUpstream>,
     parts: Parts,
     body: Bytes,
     ctx: &Caller,
@@ -378,7 +430,7 @@ pub(super) async fn batch(
 ) -> Response {
     let pending = passing(rt, ctx, Era::Legacy);
     let reading = Reading::of(ctx.has_session);
-    forward(rt, up, parts, body, pending, reading, note).await
+    forward(ToHttp::of(rt, up), parts, body, pending, reading, note).await
 }
 
 /// What is waited for on a message no rule reads the answer of.
@@ -396,15 +448,15 @@ fn passing(rt: &Route<'_>, ctx: &Caller, era: Era) -> Pending {
 
 /// Sends a message upstream; its answer goes back through the rules.
 async fn forward(
-    rt: &Route<'_>,
-    up: &HttpUpstream,
+    to: ToHttp<'_>,
     mut parts: Parts,
     body: Bytes,
     pending: Pending,
     reading: Reading,
     note: &mut Note,
 ) -> Response {
-    let wait = (&rt.gw.config.limits).into();
+    let (gw, up) = (to.gw, to.up);
+    let wait = (&gw.config.limits).into();
     let hop = note.trace.as_ref().map(|t| {
         let (hop, parent, state) = t.hop();
         parts.headers.insert(TRACEPARENT, parent);
@@ -448,11 +500,11 @@ async fn forward(
     match sent {
         Ok(resp) => {
             note.outcome = "forwarded";
-            Box::pin(answers::response(rt.gw, pending, reading, resp)).await
+            Box::pin(answers::response(gw, pending, reading, resp)).await
         }
         Err(e) => {
-            tracing::warn!(upstream = %rt.target.name, error = %e, "upstream unavailable");
-            reply::upstream_failed(rt.gw, &pending, &e, note)
+            tracing::warn!(upstream = %to.target.name, error = %e, "upstream unavailable");
+            reply::upstream_failed(gw, &pending, &e, note)
         }
     }
 }

@@ -87,8 +87,9 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     const IN_ORDER: bool;
 
     fn target(&self) -> &Arc<Target>;
-    /// The scope the server's listings are kept under (over HTTP, its session's).
-    fn key(&self) -> ScopeKey;
+    /// The scope the server's listings are kept under for a message that goes `way` (over
+    /// HTTP, its session's, or a bridged session's).
+    fn key(&self, way: &Self::Way) -> ScopeKey;
     /// Settles how `m`, of `era`, reaches the server: the era bridge (asking the server's
     /// era the first time a 2026-07-28 request needs it), and the headers it goes with.
     fn way(&self, m: &Message<'_>, era: Era) -> impl Future<Output = Self::Way> + Send;
@@ -214,7 +215,7 @@ impl<U: Upstream> Way for StdioWay<U> {
     type Reply = ();
 
     fn key(&self) -> ScopeKey {
-        self.up.key()
+        self.up.key(&self.way)
     }
 
     fn bridging(&self) -> Bridging<'_> {

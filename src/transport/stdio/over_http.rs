@@ -1,31 +1,31 @@
 //! `toolgate stdio --upstream URL`: the stdio front in front of a Streamable HTTP server.
-//! toolgate is the HTTP client: it keeps the session (`Mcp-Session-Id` and the protocol
-//! version from `initialize`), sends each message as a POST, reads what comes back by the
-//! HTTP edge's rules (`edge::answers`) and writes its messages out as lines as they arrive,
-//! and opens the session's GET stream for what the server sends on its own. A 404 on the session opens a new one with the client's own `initialize` params, since
-//! a stdio client cannot see that status.
+//! toolgate is the stdio client's HTTP client: it keeps the client's session
+//! (`Mcp-Session-Id` and the protocol version from `initialize`), sends each message the way
+//! the HTTP edge sends it (`edge::to_http::HttpWay`: the era bridges both ways and their
+//! rounds, the answer rules), writes what comes back as lines (`lines`), and opens the
+//! session's GET stream for what the server sends on its own. A 404 on the session opens a
+//! new one with the client's own `initialize` params, since a stdio client cannot see that
+//! status.
 
-use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, lines};
+use super::{Forwarded, Handshake, ToClient, Upstream, lines};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Message};
 use crate::locks::MutexExt;
 use crate::mcp::{self, Era};
-use crate::net::client::{UpstreamBody, Wait};
+use crate::metrics;
+use crate::net::client::Wait;
 use crate::pipeline::Pending;
-use crate::pipeline::asked;
-use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
-use crate::transport::edge::answers::{self, Parking, Reading};
-use crate::transport::edge::asking::{RetryServer, ReverseRounds};
+use crate::transport::edge::to_http::{self, HttpWay, ToHttp};
+use crate::transport::edge::{Note, Said};
 use crate::transport::sse;
-use crate::transport::upstream::http_bridge::{
-    self, HttpBridge, Session as BridgeSession, Unresumed,
-};
-use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
+use crate::transport::upstream::http_bridge;
+use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::own::{self, HttpSession};
+use axum::response::Response;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -42,43 +42,48 @@ struct Session {
     /// The client's `initialize` params, to open a new session with when the server has
     /// lost this one (restarted, or expired it).
     init_params: Option<Box<RawValue>>,
+    /// The scope of the last 2026-07-28 request bridged through a session of toolgate's:
+    /// a cancellation that came without the envelope goes in that session.
+    bridged: Option<ScopeKey>,
 }
 
-/// The HTTP server behind the front, and toolgate's session with it.
+/// The HTTP server behind the front, and the client's session with it.
 pub(crate) struct Http {
     gw: Arc<Gateway>,
     target: Arc<Target>,
     up: Arc<HttpUpstream>,
     session: Mutex<Session>,
-    reverse: Reversed,
     /// The session's GET stream, opened after each `initialize`.
     stream: Mutex<Option<JoinHandle<()>>>,
     to: ToClient,
 }
 
-/// How one message reaches the server.
+/// How one message reaches the server: the HTTP edge's way, the headers it goes with, and
+/// its method as the edge's `Said` names it.
 pub(crate) struct SessionWay {
-    /// The session's headers, or a 2026-07-28 message's own.
+    way: HttpWay,
     headers: HeaderMap,
-    /// toolgate's session for a 2026-07-28 client bridged to a handshake-only server.
-    session: Option<Arc<BridgeSession>>,
-    reverse: Option<Arc<Reverse>>,
-    /// The server may ask its client something before it answers (a call, a prompt, a read).
-    may_ask: bool,
+    method: &'static str,
 }
 
 impl Http {
+    fn to_http(&self) -> ToHttp<'_> {
+        ToHttp {
+            gw: &self.gw,
+            target: &self.target,
+            up: &self.up,
+        }
+    }
+
     fn timeout(&self) -> Wait {
         (&self.gw.config.limits).into()
     }
 
-    /// What a 2026-07-28 message says of its client, read only when the server may need a
-    /// handshake of toolgate's for it.
-    fn declared(&self, m: &Message<'_>) -> Declared {
-        match self.up.bridge.may_bridge() {
-            true => Declared::of(m),
-            false => Declared::default(),
-        }
+    /// The scope of the client's session (or of no session).
+    fn session_key(&self) -> ScopeKey {
+        let s = self.session.locked();
+        self.gw
+            .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), None)
     }
 
     fn headers(&self) -> HeaderMap {
@@ -150,26 +155,10 @@ impl Http {
 
 /// toolgate's own `tools/list`, the way the message goes. In the client's session, which a
 /// stdio client cannot open again itself, a listing that finds the session lost opens a new
-/// one and is sent once more, as the client's own messages are (`Http::send`).
+/// one and is sent once more, as the client's own messages are (`Http::again_if_lost`).
 pub(crate) struct SessionLister<'a> {
     http: &'a Arc<Http>,
     way: &'a SessionWay,
-    era: Era,
-}
-
-impl SessionLister<'_> {
-    fn with<'h>(&'h self, headers: &'h HeaderMap) -> http_bridge::HttpLister<'h> {
-        let http = &**self.http;
-        http_bridge::HttpLister {
-            up: &http.up,
-            headers,
-            session: self.way.session.as_deref(),
-            key: http.key(),
-            reverse: self.way.reverse.as_deref(),
-            client_is_modern: self.era == Era::Modern,
-            limits: &http.gw.config.limits,
-        }
-    }
 }
 
 impl Lister for SessionLister<'_> {
@@ -200,20 +189,24 @@ impl SessionLister<'_> {
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Box<axum::response::Response>>> {
+        let (http, way) = (self.http, &self.way.way);
         let headers = &self.way.headers;
-        let listed = self.with(headers).list(request.clone(), id).await;
+        let listed = way
+            .lister(http.to_http(), headers)
+            .list(request.clone(), id)
+            .await;
         let Err(ListFailed::Relay(resp)) = &listed else {
             return listed;
         };
-        let (http, limits) = (self.http, &self.http.gw.config.limits);
-        if self.way.session.is_some()
+        let limits = &http.gw.config.limits;
+        if way.in_own_session()
             || !http_bridge::session_lost(&http.up, resp.status(), headers, limits).await
             || !http.reinitialize().await
         {
             return listed;
         }
         let headers = http.in_new_session(headers.clone());
-        self.with(&headers).list(request, id).await
+        way.lister(http.to_http(), &headers).list(request, id).await
     }
 }
 
@@ -239,7 +232,6 @@ pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
         gw,
         up: Arc::new(up),
         session: Mutex::default(),
-        reverse: Reversed::default(),
         stream: Mutex::default(),
         to: to.clone(),
     });
@@ -257,68 +249,44 @@ impl Upstream for Http {
         &self.target
     }
 
-    fn key(&self) -> ScopeKey {
-        let s = self.session.locked();
-        self.gw
-            .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), None)
+    fn key(&self, way: &SessionWay) -> ScopeKey {
+        way.way.key()
     }
 
     async fn way(&self, m: &Message<'_>, era: Era) -> SessionWay {
         // Before the guard takes the params: the 2026-07-28 headers mirror them.
-        let mut headers = self.headers_for(m, era);
-        // A 2026-07-28 request to a server that speaks only the handshake goes through
-        // toolgate's session with it (docs/contract.md §5, "Eras bridged").
-        let session = match (era, m.is_request()) {
-            (Era::Modern, true) => {
-                let limits = &self.gw.config.limits;
-                let ids = || self.gw.next_id();
-                self.up
-                    .bridge
-                    .session(
-                        &self.up,
-                        &HeaderMap::new(),
-                        (self.key(), &self.declared(m)),
-                        ids,
-                        limits,
-                    )
-                    .await
+        let headers = self.headers_for(m, era);
+        let has_session = headers.contains_key(mcp::SESSION_ID);
+        let client = (self.session_key(), has_session);
+        let way = HttpWay::find(self.to_http(), &headers, m, era, client).await;
+        // A stdio client cancels with a notification, which goes as it came.
+        let mut way = way.cancelled_by_notification();
+        match (era, m.is_request()) {
+            (Era::Modern, true) if way.in_own_session() => {
+                self.session.locked().bridged = Some(way.key());
             }
-            // A cancellation goes inside the session the request went through: a 2026-07-28
-            // client's, whether or not it wrote the envelope on it (it has no session of its
-            // own, having never sent `initialize`).
-            (era, false) if era == Era::Modern || self.session.locked().id.is_none() => {
-                self.up.bridge.existing(self.key())
+            // A 2026-07-28 client's cancellation without the envelope on it (it has no session
+            // of its own, having never sent `initialize`): in the session its request went
+            // through.
+            (Era::Legacy, false) if !has_session => {
+                let bridged = self.session.locked().bridged;
+                way = way.in_session(bridged.and_then(|k| self.up.bridge.existing(k)));
             }
-            _ => None,
-        };
-        let reverse = self.reverse.for_era(era);
-        if reverse.is_some() {
-            HttpBridge::modern_headers(&mut headers, m);
-        }
-        if let Some(session) = &session {
-            session.headers(&mut headers);
+            _ => {}
         }
         SessionWay {
+            way,
             headers,
-            session,
-            reverse,
-            may_ask: m.method().is_some_and(asked::may_ask),
+            method: metrics::method_label(m.method()),
         }
     }
 
     fn bridging(way: &SessionWay) -> Bridging<'_> {
-        Bridging::of(
-            way.session.as_ref().map(|s| &*s.init),
-            way.reverse.as_deref(),
-        )
+        way.way.bridging()
     }
 
-    fn lister<'a>(self: &'a Arc<Self>, way: &'a SessionWay, era: Era) -> SessionLister<'a> {
-        SessionLister {
-            http: self,
-            way,
-            era,
-        }
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a SessionWay, _era: Era) -> SessionLister<'a> {
+        SessionLister { http: self, way }
     }
 
     async fn exchange(self: Arc<Self>, way: SessionWay, sent: Forwarded) {
@@ -330,8 +298,12 @@ impl Upstream for Http {
             s.abort();
         }
         let headers = self.headers();
-        if !headers.contains_key(mcp::SESSION_ID) {
+        let Some(id) = headers.get(mcp::SESSION_ID) else {
             return "keeps no session".into();
+        };
+        if to_http::reversed_session(&self.up, &headers).is_some() {
+            self.up.bridge.end_reversed(id.to_str().unwrap_or_default());
+            return "ended the session toolgate kept with it".into();
         }
         match self
             .up
@@ -349,45 +321,43 @@ impl Upstream for Http {
 }
 
 impl Http {
-    /// One message as a POST, and what comes back written to the client, read by the same
-    /// rules as the HTTP edge's (`edge::answers`).
+    /// One message as the HTTP edge sends it, and what comes back written to the client.
     async fn post(self: Arc<Self>, way: SessionWay, sent: Forwarded) {
         let Forwarded {
             body,
             pending,
             handshake,
             to,
-            ..
         } = sent;
         if let Some(h) = &handshake {
             self.session.locked().init_params = h.params.clone();
         }
+        let SessionWay {
+            way,
+            headers,
+            method,
+        } = way;
+        // Only the client's own session is opened again here; toolgate's are the way's.
+        let again =
+            (!way.in_own_session() && handshake.is_none()).then(|| (headers.clone(), body.clone()));
+        let said = (method, handshake.as_ref());
+        let resp = self.send(way, headers, body, &pending, said).await;
+        let resp = match again {
+            Some((headers, body)) => {
+                self.again_if_lost(resp, headers, body, &pending, method)
+                    .await
+            }
+            None => resp,
+        };
+        if handshake.is_some()
+            && let Some(sid) = resp.headers().get(mcp::SESSION_ID)
+        {
+            self.session.locked().id = Some(sid.clone());
+        }
         if pending.id.is_none() {
             // A notification or a client's answer: nothing comes back to write.
-            let _ = self.send(way, body, false).await;
             return;
         }
-        if way.session.is_some()
-            && let Some(retry) = bridge::retry(&body)
-        {
-            return self.resume(retry, &pending, &to).await;
-        }
-        let reading = self.reading(&way, &body, &pending);
-        let resp = match self.send(way, body, handshake.is_some()).await {
-            Ok(r) => r,
-            Err(e) => return to.failed(&pending, &e),
-        };
-        if let Some(h) = &handshake {
-            if let Some(id) = pending.id.as_deref()
-                && let Some(ours) = self.reverse_if_refused(&resp, id, h).await
-            {
-                return to.write(ours);
-            }
-            if let Some(sid) = resp.headers().get(mcp::SESSION_ID) {
-                self.session.locked().id = Some(sid.clone());
-            }
-        }
-        let resp = answers::response(&self.gw, pending.clone(), reading, resp).await;
         // The session's protocol version, kept before the client can send its next message.
         let keep_version = |m: &Message<'_>| {
             if handshake.is_some() {
@@ -395,37 +365,61 @@ impl Http {
             }
         };
         lines::write(&to, &pending, resp, keep_version).await;
-        if handshake.is_some() {
+        if handshake.is_some() && !self.in_reversed_session() {
             self.open_stream();
         }
     }
 
-    /// How the answer is read besides its rules: a call bridged to a server of the handshake
-    /// era waits, when the server asks its client something, for the client's answer (an
-    /// input-required round); a handshake-era client's request to a server of 2026-07-28 is
-    /// asked what the server asks, and the server retried (`pipeline::asked`).
-    fn reading(&self, way: &SessionWay, body: &Bytes, pending: &Pending) -> Reading {
-        let mut reading = Reading::of(false);
-        let asks = way.may_ask && pending.id.is_some();
-        if let (Some(reverse), true) = (&way.reverse, asks) {
-            let limits = &self.gw.config.limits;
-            let retry = HttpRetrying::new(self.up.clone(), way.headers.clone(), limits);
-            reading.reverse_rounds = Some(Box::new(ReverseRounds {
-                request: body.clone(),
-                reverse: reverse.clone(),
-                server: RetryServer::Http(Box::new(retry)),
-            }));
+    /// Sends one message the way the HTTP edge sends it (`HttpWay::send`).
+    async fn send(
+        &self,
+        way: HttpWay,
+        headers: HeaderMap,
+        body: Bytes,
+        pending: &Pending,
+        (method, handshake): (&'static str, Option<&Handshake>),
+    ) -> Response {
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.method = Method::POST;
+        parts.headers = headers;
+        let said = Said {
+            id: pending.id.as_deref(),
+            method,
+            params: handshake.and_then(|h| h.params.as_deref()),
+            cancelled: None,
+        };
+        let (to, mut note) = (self.to_http(), Note::default());
+        way.send(to, parts, body, pending.clone(), said, &mut note)
+            .await
+    }
+
+    /// The answer of a message in the client's session. A 404 (or a 400 that
+    /// `http_bridge::session_lost` reads as one) means the server no longer knows the
+    /// session: it is opened again, and the message sent once more in the new one.
+    async fn again_if_lost(
+        self: &Arc<Self>,
+        resp: Response,
+        headers: HeaderMap,
+        body: Bytes,
+        pending: &Pending,
+        method: &'static str,
+    ) -> Response {
+        let limits = &self.gw.config.limits;
+        if !headers.contains_key(mcp::SESSION_ID)
+            || !http_bridge::session_lost(&self.up, resp.status(), &headers, limits).await
+            || !self.reinitialize().await
+        {
+            return resp;
         }
-        if let Some(session) = &way.session {
-            reading.parking = Some(Box::new(Parking {
-                rounds: self.up.bridge.rounds.clone(),
-                key: pending.key,
-                session: way.headers.clone(),
-                renumber: None,
-                listening: asks.then(|| session.listen()),
-            }));
-        }
-        reading
+        let way = HttpWay::in_client_session(self.session_key());
+        let headers = self.in_new_session(headers);
+        self.send(way, headers, body, pending, (method, None)).await
+    }
+
+    /// Whether the client's session is the one toolgate keeps for it in front of a server of
+    /// 2026-07-28, which has no stream of its own.
+    fn in_reversed_session(&self) -> bool {
+        to_http::reversed_session(&self.up, &self.headers()).is_some()
     }
 
     /// The protocol version the server's answer to `initialize` names, for the session's
@@ -441,67 +435,6 @@ impl Http {
         }
     }
 
-    /// A round's retry: the client's answer goes to the server's question, and the rest of
-    /// the server's stream answers the retry (under its id), or asks again.
-    async fn resume(&self, retry: bridge::Retry, pending: &Pending, to: &ToClient) {
-        match answers::resume(&self.gw, &self.up, &retry, pending.key, pending).await {
-            Ok(resp) => lines::write(to, pending, resp, |_| {}).await,
-            Err(Unresumed::Refused(why)) => {
-                let id = pending.id.as_deref();
-                let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                to.write_answer(pending, refusal, "answered");
-            }
-            Err(Unresumed::Unavailable(e)) => to.failed(pending, &e),
-        }
-    }
-
-    /// Sends the POST. A 404 (or a 400 that `http_bridge::session_lost` reads as one) means
-    /// the server no longer knows the session: toolgate's own (era bridge) is forgotten and
-    /// the request fails with a hint to retry; the client's is opened again, and the message
-    /// sent once more.
-    async fn send(
-        self: &Arc<Self>,
-        way: SessionWay,
-        body: Bytes,
-        handshake: bool,
-    ) -> Result<http::Response<UpstreamBody>, UpstreamError> {
-        let SessionWay {
-            headers, session, ..
-        } = way;
-        let key = self.key();
-        let sent = self
-            .up
-            .http
-            .send(Method::POST, headers.clone(), body.clone(), self.timeout())
-            .await;
-        let (Ok(r), false) = (&sent, handshake) else {
-            return sent;
-        };
-        let limits = &self.gw.config.limits;
-        if session.is_some() {
-            let bridge = &self.up.bridge;
-            let lost = bridge.lost_session(&self.up, r.status(), &headers, key, limits);
-            return match lost.await {
-                Some(e) => Err(e),
-                None => sent,
-            };
-        }
-        if !http_bridge::session_lost(&self.up, r.status(), &headers, limits).await
-            || !self.reinitialize().await
-        {
-            return sent;
-        }
-        self.up
-            .http
-            .send(
-                Method::POST,
-                self.in_new_session(headers),
-                body,
-                self.timeout(),
-            )
-            .await
-    }
-
     /// `headers` of a message in the client's session, moved to the session opened since.
     fn in_new_session(&self, mut headers: HeaderMap) -> HeaderMap {
         if headers.contains_key(mcp::SESSION_ID)
@@ -510,33 +443,6 @@ impl Http {
             headers.insert(mcp::SESSION_ID, id.clone());
         }
         headers
-    }
-
-    /// The client's `initialize`, refused: a server that answers `server/discover` speaks
-    /// only 2026-07-28, and the client is bridged to it (docs/contract.md §5, "Eras bridged
-    /// the other way"). toolgate's answer to the client then.
-    async fn reverse_if_refused(
-        &self,
-        resp: &http::Response<UpstreamBody>,
-        id: &RawValue,
-        handshake: &Handshake,
-    ) -> Option<Vec<u8>> {
-        if !resp.status().is_client_error() {
-            return None;
-        }
-        let own_id = self.gw.next_id();
-        let bridge = &self.up.bridge;
-        let (session, result) = bridge
-            .reverse(
-                &self.up,
-                &HeaderMap::new(),
-                handshake.params.as_deref(),
-                &own_id,
-                &self.gw.config.limits,
-            )
-            .await?;
-        self.reverse.set(bridge.reversed(&session));
-        Some(jsonrpc::result_response(id, &result))
     }
 
     /// The session's GET stream: what the server sends on its own (a 405 means it has none).
@@ -560,7 +466,7 @@ impl Http {
         let max = self.gw.config.limits.max_sse_event_bytes;
         let read = sse::each_data(resp.into_body(), max, |d| {
             let line = Bytes::copy_from_slice(d.as_bytes());
-            self.to.unsolicited(self.key(), line);
+            self.to.unsolicited(self.session_key(), line);
             true
         })
         .await;

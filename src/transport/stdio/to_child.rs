@@ -140,7 +140,7 @@ impl Upstream for Child {
         &self.target
     }
 
-    fn key(&self) -> ScopeKey {
+    fn key(&self, _way: &PipeWay) -> ScopeKey {
         self.key
     }
 
