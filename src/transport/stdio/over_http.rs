@@ -338,8 +338,9 @@ impl Http {
             method,
         } = way;
         // Only the client's own session is opened again here; toolgate's are the way's.
+        let in_client_session = headers.contains_key(mcp::SESSION_ID) && !way.in_own_session();
         let again =
-            (!way.in_own_session() && handshake.is_none()).then(|| (headers.clone(), body.clone()));
+            (in_client_session && handshake.is_none()).then(|| (headers.clone(), body.clone()));
         let said = (method, handshake.as_ref());
         let resp = self.send(way, headers, body, &pending, said).await;
         let resp = match again {
@@ -405,8 +406,7 @@ impl Http {
         method: &'static str,
     ) -> Response {
         let limits = &self.gw.config.limits;
-        if !headers.contains_key(mcp::SESSION_ID)
-            || !http_bridge::session_lost(&self.up, resp.status(), &headers, limits).await
+        if !http_bridge::session_lost(&self.up, resp.status(), &headers, limits).await
             || !self.reinitialize().await
         {
             return resp;
