@@ -37,6 +37,24 @@ impl UpstreamError {
         })
     }
 
+    /// How toolgate's answer names the failure: the code under `_meta["toolgate/upstream"]`,
+    /// and the words that lead the model's text and a `-32603`'s message. An answer too large
+    /// to pass on came, so the server is not called unavailable for it.
+    pub fn naming(&self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            UpstreamError::OverLimit(_) => (
+                "answer_over_limit",
+                "The tool server's answer could not be passed on",
+                "Upstream MCP server's answer could not be passed on",
+            ),
+            _ => (
+                "upstream_unavailable",
+                "The tool server is unavailable",
+                "Upstream MCP server unavailable",
+            ),
+        }
+    }
+
     /// Whether the same request may succeed later.
     pub fn retry_hint(&self) -> &'static str {
         match self {

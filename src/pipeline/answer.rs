@@ -54,21 +54,22 @@ impl Answer {
         is_call: bool,
         e: &UpstreamError,
     ) -> Answer {
+        let (code, lead, message) = e.naming();
         match id {
             Some(id) if is_call => {
-                let text = format!("The tool server is unavailable: {e}. {}", e.retry_hint());
+                let text = format!("{lead}: {e}. {}", e.retry_hint());
                 Answer::tool_error(
                     era,
                     id,
                     text,
                     "toolgate/upstream",
-                    json!({"code": "upstream_unavailable", "reason": e.to_string()}),
+                    json!({"code": code, "reason": e.to_string()}),
                 )
             }
             _ => Answer::error(
                 id,
                 jsonrpc::INTERNAL_ERROR,
-                &format!("Upstream MCP server unavailable: {e}"),
+                &format!("{message}: {e}"),
                 None,
             ),
         }
@@ -83,24 +84,22 @@ impl Answer {
         e: &UpstreamError,
         reference: &str,
     ) -> Answer {
+        let (code, lead, message) = e.naming();
         match id {
             Some(id) if is_call => {
-                let text = format!(
-                    "The tool server is unavailable (reference {reference}). {}",
-                    e.retry_hint()
-                );
+                let text = format!("{lead} (reference {reference}). {}", e.retry_hint());
                 Answer::tool_error(
                     era,
                     id,
                     text,
                     "toolgate/upstream",
-                    json!({"code": "upstream_unavailable", "reference": reference}),
+                    json!({"code": code, "reference": reference}),
                 )
             }
             _ => Answer::error(
                 id,
                 jsonrpc::INTERNAL_ERROR,
-                &format!("Upstream MCP server unavailable (reference {reference})"),
+                &format!("{message} (reference {reference})"),
                 None,
             ),
         }

@@ -724,21 +724,32 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
     };
     let mut g = StdioGate::start_args(args(&file));
     g.initialize().await;
-    for (id, tool, limit) in [
-        (6, "big", "max_response_bytes"),
-        (7, "bigsse", "max_sse_event_bytes"),
+    for (id, tool, what) in [
+        (
+            6,
+            "big",
+            "more than 20000 bytes (limits.max_response_bytes)",
+        ),
+        (
+            7,
+            "bigsse",
+            "an event of more than 20000 bytes (limits.max_sse_event_bytes)",
+        ),
     ] {
         let a = g
             .ask(serde_json::from_str(&call(id, tool, json!({}))).unwrap())
             .await;
-        assert_eq!(a["id"], id, "{a}");
-        assert_eq!(a["result"]["isError"], true, "{a}");
-        let said = result_text(&a);
-        assert!(
-            said.contains("over the gateway's limit") && said.contains(limit),
-            "{said}"
+        let reason = format!("the tool server's answer is over the gateway's limit: {what}");
+        let text = format!(
+            "The tool server's answer could not be passed on: {reason}. Ask for less (a narrower query, a smaller page); the same call will fail the same way."
         );
-        assert!(said.contains("Ask for less"), "{said}");
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": text}],
+                "isError": true,
+                "_meta": {"toolgate/upstream": {"code": "answer_over_limit", "reason": reason}}}})
+        );
     }
     let a = g
         .ask(serde_json::from_str(&call(8, "small", json!({}))).unwrap())

@@ -217,7 +217,7 @@ fn unusable(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
 }
 
 /// An answer's media type, without its parameters (`""` when it names none).
-fn media_type(headers: &HeaderMap) -> &str {
+pub(crate) fn media_type(headers: &HeaderMap) -> &str {
     headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -11,10 +11,10 @@ use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::net::body::{Collected, collect_upstream};
 use crate::pipeline::Pending;
 use crate::transport::edge::StreamOutcome;
+use crate::transport::edge::answers::media_type;
 use crate::transport::sse::{self, Split, Splitter};
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
 use http_body_util::BodyExt;
 
 /// Writes the messages of `resp` to the client until the request's answer has gone out (an
@@ -28,11 +28,7 @@ pub(super) async fn write(
 ) {
     let outcome = resp.extensions().get::<StreamOutcome>().cloned();
     let status = resp.status();
-    let is_sse = resp
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let is_sse = media_type(resp.headers()).eq_ignore_ascii_case("text/event-stream");
     let mut lines = Lines {
         to,
         pending,
