@@ -338,16 +338,14 @@ impl Http {
             method,
         } = way;
         // Only the client's own session is opened again here; toolgate's are the way's.
+        // A message in the client's session is sent again should the server have lost it; its
+        // headers then are the session's, which the client's own message carries too.
         let in_client_session = headers.contains_key(mcp::SESSION_ID) && !way.in_own_session();
-        let again =
-            (in_client_session && handshake.is_none()).then(|| (headers.clone(), body.clone()));
+        let again = (in_client_session && handshake.is_none()).then(|| body.clone());
         let said = (method, handshake.as_ref());
         let resp = self.send(way, headers, body, &pending, said).await;
         let resp = match again {
-            Some((headers, body)) => {
-                self.again_if_lost(resp, headers, body, &pending, method)
-                    .await
-            }
+            Some(body) => self.again_if_lost(resp, body, &pending, method).await,
             None => resp,
         };
         if handshake.is_some()
@@ -400,20 +398,19 @@ impl Http {
     async fn again_if_lost(
         self: &Arc<Self>,
         resp: Response,
-        headers: HeaderMap,
         body: Bytes,
         pending: &Pending,
         method: &'static str,
     ) -> Response {
         let limits = &self.gw.config.limits;
-        if !http_bridge::session_lost(&self.up, resp.status(), &headers, limits).await
+        if !http_bridge::session_lost(&self.up, resp.status(), &self.headers(), limits).await
             || !self.reinitialize().await
         {
             return resp;
         }
         let way = HttpWay::in_client_session(self.session_key());
-        let headers = self.in_new_session(headers);
-        self.send(way, headers, body, pending, (method, None)).await
+        self.send(way, self.headers(), body, pending, (method, None))
+            .await
     }
 
     /// Whether the client's session is the one toolgate keeps for it in front of a server of
