@@ -37,6 +37,20 @@ impl UpstreamError {
         })
     }
 
+    /// A JSON answer over `limits.max_response_bytes` (`max`), to a client that cannot take
+    /// it in part.
+    pub(crate) fn answer_over(max: usize) -> UpstreamError {
+        UpstreamError::OverLimit(format!("more than {max} bytes (limits.max_response_bytes)"))
+    }
+
+    /// An SSE event over `limits.max_sse_event_bytes` (`max`), to a client that cannot take
+    /// it in part.
+    pub(crate) fn event_over(max: usize) -> UpstreamError {
+        UpstreamError::OverLimit(format!(
+            "an event of more than {max} bytes (limits.max_sse_event_bytes)"
+        ))
+    }
+
     /// How toolgate's answer names the failure: the code under `_meta["toolgate/upstream"]`,
     /// and the words that lead the model's text and a `-32603`'s message. An answer too large
     /// to pass on came, so the server is not called unavailable for it.

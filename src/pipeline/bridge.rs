@@ -502,9 +502,7 @@ pub fn renumbered(data: &[u8], from: &RawValue, to: &RawValue) -> Option<Bytes> 
     if m.method().is_some() || m.id.map(RawValue::get) != Some(from.get()) {
         return None;
     }
-    let mut v: Value = serde_json::from_slice(data).ok()?;
-    v["id"] = serde_json::from_str(to.get()).ok()?;
-    Some(Bytes::from(v.to_string()))
+    jsonrpc::replace_at(data, &["id"], to).map(Bytes::from)
 }
 
 /// The server's `answer`, which came under toolgate's id `from`, under the client's `to`

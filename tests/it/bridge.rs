@@ -714,10 +714,14 @@ async fn a_bridged_cancellation_goes_inside_the_session() {
     }
     let found = cancellations(&scripted, 2).await;
     let session = Some(http::HeaderValue::from_static("scripted-session"));
+    let calls = call_ids(&scripted, "slow");
     assert_eq!(
         found,
-        [(json!(1), session.clone()), (json!(2), session)],
-        "each cancellation went inside the bridged session"
+        [
+            (calls[0].clone(), session.clone()),
+            (calls[1].clone(), session)
+        ],
+        "each cancellation went inside the bridged session, naming the call as the server knows it"
     );
 }
 
@@ -754,14 +758,27 @@ async fn a_2026_client_closing_its_response_cancels_inside_the_bridged_session()
     assert!(gave_up.is_err(), "the slow call is still running");
     drop(h2);
     let found = cancellations(&scripted, 1).await.into_iter().next();
+    let calls = call_ids(&scripted, "slow");
     assert_eq!(
         found,
         Some((
-            json!(7),
+            calls[0].clone(),
             Some(http::HeaderValue::from_static("scripted-session"))
         )),
-        "the server was told, inside toolgate's session"
+        "the server was told, inside toolgate's session, of the call as it knows it"
     );
+}
+
+/// The ids of the calls of `tool` a scripted server was sent, in order: in a session toolgate
+/// shares between clients, ids of toolgate's, never the client's.
+fn call_ids(scripted: &common::scripted::Scripted, tool: &str) -> Vec<Value> {
+    let seen = scripted.seen.lock().unwrap();
+    let ids: Vec<Value> = (seen.iter())
+        .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == tool)
+        .map(|m| m["id"].clone())
+        .collect();
+    assert!(ids.iter().all(Value::is_string), "toolgate's ids: {ids:?}");
+    ids
 }
 
 /// The cancellations a scripted server was sent, each with the session it came in, once `n`
@@ -791,6 +808,60 @@ async fn cancellations(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     found
+}
+
+/// Two 2026-07-28 clients of one scope share the session toolgate keeps with a server of the
+/// handshake era, and may send their requests under the same id at once: each gets its own
+/// answer, under its own id. Behind every front that serves many clients, in front of
+/// server-everything (a TypeScript SDK server, which routes answers by id).
+#[tokio::test]
+async fn two_clients_sending_one_id_at_once_each_get_their_own_answer() {
+    let server = server_everything_http().await;
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = [p.server_everything.display().to_string(), "stdio".into()];
+    let long = json!({"name": "trigger-long-running-operation",
+                      "arguments": {"duration": 2, "steps": 2}});
+    let read = json!({"uri": "test://nonexistent-resource-for-conformance-testing"});
+    for mode in [Mode::ServeUpstream, Mode::ServeCommand, Mode::Layer] {
+        let front = Front::start(mode, &server.url, &command).await;
+        let url = url_of(&front);
+        let call = modern(7, "tools/call", long.clone());
+        let to = url.clone();
+        let long = tokio::spawn(async move { post_modern(&to, "tools/call", call).await });
+        // The read goes while the long call runs.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let read = post_modern(
+            &url,
+            "resources/read",
+            modern(7, "resources/read", read.clone()),
+        );
+        let (long, read) = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            futures_util::future::join(long, read),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{mode}: both requests are answered"));
+        let (long, read) = (long.unwrap().answer(), read.answer());
+        assert_eq!(long["id"], 7, "{mode}: {long}");
+        let text = long["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            text.contains("Long running operation completed"),
+            "{mode}: {long}"
+        );
+        let uri = "test://nonexistent-resource-for-conformance-testing";
+        let not_found = json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32602,
+            "message": format!("Resource not found: {uri}"), "data": {"uri": uri}}});
+        assert_eq!(read, not_found, "{mode}");
+    }
+}
+
+/// A 2026-07-28 request of id `id`, in the envelope of a client that declares nothing.
+fn modern(id: i64, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = common::modes::modern_meta();
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// With authentication, a session toolgate keeps for a handshake-era client of a server that

@@ -755,6 +755,52 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
         .ask(serde_json::from_str(&call(8, "small", json!({}))).unwrap())
         .await;
     assert_eq!(result_text(&a), "x", "the next answer is whole");
+
+    // serve --upstream, a 2026-07-28 client through the session toolgate keeps with a
+    // handshake-only server: its answers come under toolgate's ids, so one over the limits
+    // cannot be passed on in part either; the call gets the same error.
+    let (bridged, _) = Scripted::new(vec![open_tool("big"), open_tool("bigsse")])
+        .handshake_only()
+        .script("big", Script::Result(big.clone()))
+        .script(
+            "bigsse",
+            Script::Sse {
+                messages: vec![json!({"jsonrpc": "2.0", "id": "$id", "result": big})],
+                numbered: false,
+            },
+        )
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&bridged, Some(limits)).await;
+    for (id, tool, what) in [
+        (
+            11,
+            "big",
+            "more than 20000 bytes (limits.max_response_bytes)",
+        ),
+        (
+            12,
+            "bigsse",
+            "an event of more than 20000 bytes (limits.max_sse_event_bytes)",
+        ),
+    ] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}, "_meta": common::modes::modern_meta()}});
+        let a = post_modern(&tg.url(), "tools/call", call).await.answer();
+        let reason = format!("the tool server's answer is over the gateway's limit: {what}");
+        let text = format!(
+            "The tool server's answer could not be passed on: {reason}. Ask for less (a narrower query, a smaller page); the same call will fail the same way."
+        );
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": text}],
+                "isError": true,
+                "resultType": "complete",
+                "_meta": {"toolgate/upstream": {"code": "answer_over_limit", "reason": reason}}}}),
+            "{tool}"
+        );
+    }
     let file = tempfile_lite::TempFile::new(
         "[limits]\nmax_response_bytes = 80000\nmax_sse_event_bytes = 80000\n",
     );

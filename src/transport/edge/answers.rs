@@ -25,6 +25,7 @@ use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::Unresumed;
 use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::multiplex::Sent;
 use crate::transport::upstream::rounds::{Listening, Parked, Rounds, StreamRest};
 use axum::body::Body;
 use axum::response::Response;
@@ -75,8 +76,11 @@ pub(crate) struct Parking {
     pub(crate) key: ScopeKey,
     /// The session's headers, for the answer to the question.
     pub(crate) session: HeaderMap,
-    /// On a round's retry: the id the server answers under, and the retry's own.
+    /// The id the server answers under (toolgate's), and the client's: the request's own, or
+    /// on a round's retry, the retry's.
     pub(crate) renumber: Option<(Box<RawValue>, Box<RawValue>)>,
+    /// The request's entry among those in flight in the session, kept until its answer.
+    pub(crate) _entry: Option<Sent>,
     /// The call's place among those the server's questions on the session's own stream go
     /// to (`roots/list` from a handler names no request to answer on).
     pub(crate) listening: Option<Listening>,
@@ -133,12 +137,23 @@ where
         );
         return not_jsonrpc(gw, &pending, what);
     }
-    if pending.kind == Kind::Other && status.is_success() && pending.completion().is_none() {
+    // In a session toolgate shares between clients, the answer comes under toolgate's id.
+    let renumber = (parking.as_ref()).and_then(|p| p.renumber.as_ref());
+    if pending.kind == Kind::Other
+        && status.is_success()
+        && pending.completion().is_none()
+        && renumber.is_none()
+    {
         // Pass-through methods: streamed, never read.
         return Response::from_parts(parts, Body::new(body));
     }
     let bytes = match collect_upstream(body, gw.config.limits.max_response_bytes).await {
         Ok(Collected::Whole(bytes)) => bytes,
+        Ok(Collected::TooLarge(_)) if renumber.is_some() => {
+            // Passed on in part, it would reach its client under an id it does not know.
+            let max = gw.config.limits.max_response_bytes;
+            return unusable(gw, &pending, &UpstreamError::answer_over(max));
+        }
         Ok(Collected::TooLarge(rest)) => {
             tracing::warn!(upstream = %pending.target.name, "answer over max_response_bytes: passed through unread");
             return Response::from_parts(parts, rest);
@@ -152,6 +167,10 @@ where
         // Completed below: the upstream's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
     }
+    let bytes = match renumber {
+        Some((from, to)) => bridge::renumbered(&bytes, from, to).unwrap_or(bytes),
+        None => bytes,
+    };
     if let Some(reverse_rounds) = reverse_rounds
         && status.is_success()
         && asked::input_required(&bytes).is_some()
@@ -245,6 +264,9 @@ struct SseInspector {
     splitter: Splitter,
     /// Past an oversized event, the stream passes through uninspected.
     raw: bool,
+    /// Past an oversized event in a stream whose answer is renumbered, nothing more of the
+    /// stream is passed on: its answer would reach the client under an id it does not know.
+    dropping: bool,
     answered: bool,
     /// The upstream numbers its events, so a clean end may be resumed by the client.
     resumable: bool,
@@ -270,6 +292,7 @@ impl SseInspector {
             pending,
             splitter: Splitter::new(max),
             raw: false,
+            dropping: false,
             answered: false,
             resumable: false,
             out: VecDeque::new(),
@@ -282,6 +305,9 @@ impl SseInspector {
     }
 
     fn feed(&mut self, chunk: Bytes) {
+        if self.dropping {
+            return;
+        }
         if self.raw {
             self.out.push_back(chunk);
             return;
@@ -301,6 +327,10 @@ impl SseInspector {
                         break;
                     }
                 }
+                Split::Overflow(_) if self.renumbers() => {
+                    self.over_limit();
+                    break;
+                }
                 Split::Overflow(held) => {
                     tracing::warn!(upstream = %self.pending.target.name, "SSE event over max_sse_event_bytes: rest of the stream passed through uninspected");
                     self.raw = true;
@@ -308,6 +338,28 @@ impl SseInspector {
                     break;
                 }
             }
+        }
+    }
+
+    /// Whether the request's answer comes under toolgate's id, in a session it shares
+    /// between clients.
+    fn renumbers(&self) -> bool {
+        self.parking.as_ref().is_some_and(|p| p.renumber.is_some())
+    }
+
+    /// An event over `limits.max_sse_event_bytes` in a renumbered stream: the request is
+    /// answered with why, unless it has been, and the rest of the stream is dropped.
+    fn over_limit(&mut self) {
+        tracing::warn!(upstream = %self.pending.target.name, "SSE event over max_sse_event_bytes in a shared session: the request is answered with why");
+        self.dropping = true;
+        if self.answered {
+            return;
+        }
+        self.answered = true;
+        let why = UpstreamError::event_over(self.gw.config.limits.max_sse_event_bytes);
+        if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
+            self.outcome.set("upstream_error");
+            self.out.push_back(sse::event(&a.body));
         }
     }
 
@@ -432,7 +484,7 @@ impl SseInspector {
     }
 
     fn end(&mut self, broke: Option<String>) {
-        if let Some(rest) = self.splitter.finish() {
+        if let Some(rest) = self.splitter.finish().filter(|_| !self.dropping) {
             self.out.push_back(rest);
         }
         if self.answered || self.raw || (broke.is_none() && self.resumable) {
@@ -472,6 +524,7 @@ pub(crate) async fn resume(
         key,
         session,
         renumber: (pending.id.clone()).map(|to| (parked.answers_as, to)),
+        _entry: None,
     };
     let outcome = StreamOutcome::default();
     let mut inspector = SseInspector::new(gw.clone(), pending.clone(), outcome.clone());

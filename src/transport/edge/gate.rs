@@ -236,7 +236,7 @@ async fn post<B: RequestBody>(
     let to = match &rt.up {
         Upstream::Http(up) => {
             let to = ToHttp::of(rt, up);
-            let caller = (ctx.key, ctx.has_session);
+            let caller = (ctx.key, ctx.has_session, ctx.owner(rt.peer));
             EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
         }
         Upstream::Stdio(pool) => {

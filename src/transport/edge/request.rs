@@ -9,6 +9,7 @@ use crate::policy::clients::Client;
 use crate::telemetry;
 use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::multiplex::Owner;
 use axum::response::Response;
 use http::header::{AUTHORIZATION, HeaderName};
 use http::{HeaderMap, HeaderValue};
@@ -151,6 +152,15 @@ pub(super) struct Caller {
 }
 
 impl Caller {
+    /// Who sent the request, among the clients of a session toolgate shares between them:
+    /// the authenticated name, else the client's address.
+    pub(super) fn owner(&self, peer: std::net::IpAddr) -> Owner<'_> {
+        match &self.client {
+            Some(c) => Owner::Named(&c.name),
+            None => Owner::At(peer),
+        }
+    }
+
     pub(super) fn of(
         gw: &Gateway,
         target: &Target,

@@ -21,7 +21,8 @@ use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::child_questions::Answered;
-use crate::transport::upstream::children::{NoChild, Sent, SessionChild, StdioPool};
+use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
+use crate::transport::upstream::multiplex::{self, Entered, Sent};
 use crate::transport::upstream::rounds::Unresumed;
 use axum::body::Body;
 use axum::response::Response;
@@ -64,14 +65,6 @@ fn no_child(rt: &Route<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
     }
 }
 
-/// Who a session belongs to: the authenticated name, else the client's address.
-fn owner(rt: &Route<'_>, ctx: &Caller) -> String {
-    match &ctx.client {
-        Some(c) => format!("client:{}", c.name),
-        None => format!("addr:{}", rt.peer),
-    }
-}
-
 /// How one message reaches a stdio server, settled before the guard reads it: its
 /// session's child, the child a new session starts with, or the shared child of the requests
 /// without a session.
@@ -79,7 +72,7 @@ pub(super) struct ChildWay {
     sc: Arc<SessionChild>,
     /// Who sends the message (`owner`): on the shared child, whose requests a cancellation
     /// may name.
-    owner: String,
+    owner: Box<str>,
     /// The id of the session this `initialize` opens, for the answer's header.
     new_session: Option<String>,
     shared: bool,
@@ -110,7 +103,7 @@ impl ChildWay {
             return Err(reply::json(StatusCode::NOT_FOUND, answer));
         }
         let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
-        let owner = owner(rt, ctx);
+        let owner = ctx.owner(rt.peer).key();
         let found = match (session, m.method()) {
             (None, Some("initialize")) => pool.open(&owner).map(|(id, sc)| (sc, Some(id), false)),
             (Some(s), _) => pool.session(s).map(|sc| (sc, None, false)),
@@ -174,11 +167,9 @@ impl ChildWay {
             self.sc.child.cancel(id.get());
             return Some(body);
         }
-        let ours = self.sc.ours(&self.owner, id.get())?;
+        let ours = self.sc.multiplexed.ours(&self.owner, id.get())?;
         self.sc.child.cancel(&ours);
-        let ours = RawValue::from_string(ours.into()).ok()?;
-        let rewritten = jsonrpc::replace_at(&body, &["params", "requestId"], &ours)?;
-        Some(Bytes::from(rewritten))
+        multiplex::cancellation(&body, &ours)
     }
 
     /// For a handshake-era client's request (`body`) to a server of 2026-07-28, which may ask
@@ -348,18 +339,18 @@ async fn shared_exchange(
     note: &mut Note,
 ) -> Response {
     let client_id = pending.id.clone().expect("a request has an id");
-    let ours = RawValue::from_string(
-        serde_json::to_string(&rt.gw.next_id()).expect("a string serializes"),
-    )
-    .expect("a JSON string");
-    let sent = sc.sent(owner, client_id.get(), ours.get());
     let client_token = progress_token(&body);
     let listens = said.method == "subscriptions/listen";
-    let mut wire = jsonrpc::replace_at(&body, &["id"], &ours);
+    let Entered {
+        body: mut wire,
+        ours,
+        sent,
+    } = sc
+        .multiplexed
+        .enter(owner, body, &client_id, rt.gw.next_id());
     if client_token.is_some() {
-        wire = wire.and_then(|w| jsonrpc::replace_at(&w, &PROGRESS_TOKEN, &ours));
+        wire = jsonrpc::replace_at(&wire, &PROGRESS_TOKEN, &ours).map_or(wire, Bytes::from);
     }
-    let wire = wire.map_or(body, Bytes::from);
     let timeout = if listens {
         LISTEN_LIMIT
     } else {

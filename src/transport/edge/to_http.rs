@@ -22,12 +22,14 @@ use crate::pipeline::{Kind, Pending};
 use crate::telemetry;
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session, Unresumed};
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
+use crate::transport::upstream::multiplex::{self, Owner};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::HeaderValue;
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// What reaching an HTTP server takes, whichever front the message came in by: the gateway
@@ -58,6 +60,13 @@ pub(crate) struct HttpWay {
     /// toolgate's session with a server that speaks only the handshake, for a 2026-07-28
     /// client's request.
     session: Option<Arc<Session>>,
+    /// Who sends the message into that session, which other clients share
+    /// (`upstream::multiplex`).
+    owner: Option<Box<str>>,
+    /// A cancellation in that session: the id of toolgate's that the request it names went
+    /// with, found now, while that request is in flight (a stdio front ends its exchange as
+    /// soon as it reads the cancellation).
+    cancelled: Option<Box<str>>,
     /// A handshake-era client in the session toolgate keeps for it in front of a server
     /// that speaks only 2026-07-28, and the 2026-07-28 headers its message goes with (the
     /// params are whole).
@@ -69,14 +78,14 @@ pub(crate) struct HttpWay {
 }
 
 impl HttpWay {
-    /// The way of `m`, of `era`, sent with `headers` by a client in scope `key` (with a
-    /// session of its own, or not).
+    /// The way of `m`, of `era`, sent with `headers` by `owner`, a client in scope `key`
+    /// (with a session of its own, or not).
     pub(crate) async fn find(
         to: ToHttp<'_>,
         headers: &HeaderMap,
         m: &Message<'_>,
         era: Era,
-        (key, has_session): (ScopeKey, bool),
+        (key, has_session, owner): (ScopeKey, bool, Owner<'_>),
     ) -> HttpWay {
         let (gw, up) = (to.gw, to.up);
         // A 2026-07-28 client that declares capabilities is bridged in a session of its own
@@ -112,11 +121,16 @@ impl HttpWay {
             }),
             Era::Modern => None,
         };
+        let owner = session.as_ref().map(|_| owner.key());
+        let cancelled = (session.as_deref().zip(owner.as_deref()))
+            .and_then(|(session, owner)| cancelled_in(session, owner, m));
         HttpWay {
             era,
             key,
             has_session,
             session,
+            owner,
+            cancelled,
             reversed,
             cancels_by_leaving: true,
         }
@@ -130,6 +144,8 @@ impl HttpWay {
             key,
             has_session: true,
             session: None,
+            owner: None,
+            cancelled: None,
             reversed: None,
             cancels_by_leaving: false,
         }
@@ -142,11 +158,19 @@ impl HttpWay {
         self
     }
 
-    /// A message in toolgate's bridged session `session` although it did not say its era
-    /// (a 2026-07-28 client's cancellation without the envelope, over stdio).
-    pub(crate) fn in_session(mut self, session: Option<Arc<Session>>) -> HttpWay {
-        if self.session.is_none() {
-            self.session = session;
+    /// `m`, of `owner`'s, in toolgate's bridged session `session` although it did not say
+    /// its era (a 2026-07-28 client's cancellation without the envelope, over stdio).
+    pub(crate) fn in_session(
+        mut self,
+        session: Option<Arc<Session>>,
+        owner: Owner<'_>,
+        m: &Message<'_>,
+    ) -> HttpWay {
+        if let (None, Some(session)) = (&self.session, session) {
+            let owner = owner.key();
+            self.cancelled = cancelled_in(&session, &owner, m);
+            self.session = Some(session);
+            self.owner = Some(owner);
         }
         self
     }
@@ -191,7 +215,7 @@ impl HttpWay {
         self,
         to: ToHttp<'_>,
         mut parts: Parts,
-        body: Bytes,
+        mut body: Bytes,
         pending: Pending,
         said: Said<'_>,
         note: &mut Note,
@@ -226,10 +250,34 @@ impl HttpWay {
                 };
                 return Box::pin(round.resume(to, pending, note)).await;
             }
+            // The session is shared by the clients of one scope: the message goes under the
+            // ids toolgate gave their requests.
+            let owner = self.owner.as_deref().unwrap_or_default();
+            let entered = match (pending.id.as_deref(), said.cancelled) {
+                (Some(id), _) => {
+                    let e = session.multiplexed.enter(owner, body, id, to.gw.next_id());
+                    body = e.body;
+                    Some((e.ours, e.sent))
+                }
+                (None, Some(_)) => match (self.cancelled.as_deref())
+                    .and_then(|ours| multiplex::cancellation(&body, ours))
+                {
+                    Some(cancellation) => {
+                        body = cancellation;
+                        None
+                    }
+                    None => {
+                        // It names no request of the client's in flight: nothing to tell.
+                        note.outcome = "answered";
+                        return reply::accepted();
+                    }
+                },
+                (None, None) => None,
+            };
             let headers = parts.headers.clone();
-            let abandon = match self.cancels_by_leaving {
-                true => cancels(to, &headers, &pending),
-                false => None,
+            let abandon = match (&entered, self.cancels_by_leaving) {
+                (Some((ours, _)), true) => Some(cancels(to, &headers, ours)),
+                _ => None,
             };
             // What the server asks on the session's own stream meanwhile is for this call too.
             let listening =
@@ -241,8 +289,11 @@ impl HttpWay {
                     rounds: up.bridge.rounds.clone(),
                     key: self.key,
                     session: headers.clone(),
-                    renumber: None,
                     listening,
+                    renumber: (entered.as_ref())
+                        .zip(pending.id.clone())
+                        .map(|((ours, _), client)| (ours.clone(), client)),
+                    _entry: entered.map(|(_, sent)| sent),
                 })),
             };
             bridged = Some(Box::new((headers, abandon, pending.clone())));
@@ -258,6 +309,15 @@ impl HttpWay {
             Some(b) => Box::pin(bridged_end(to, self.key, resp, *b, note)).await,
         }
     }
+}
+
+/// For `owner`'s cancellation `m` in toolgate's `session`: the id of toolgate's that the
+/// request it names went with, if that request is in flight.
+fn cancelled_in(session: &Session, owner: &str, m: &Message<'_>) -> Option<Box<str>> {
+    if m.method() != Some("notifications/cancelled") {
+        return None;
+    }
+    session.multiplexed.ours(owner, m.cancelled_id()?.get())
 }
 
 /// What a bridged request's answer becomes: an error the client may retry when toolgate's
@@ -314,16 +374,14 @@ impl Round {
     }
 }
 
-/// For a bridged request: a 2026-07-28 client cancels by closing its response (or its
-/// connection), which the handshake server behind toolgate's session cannot see, so it is
-/// told with `notifications/cancelled` in that session if the client gives up first.
-fn cancels(to: ToHttp<'_>, session: &HeaderMap, pending: &Pending) -> Option<Abandon> {
-    let id = pending.id.as_deref()?;
-    let (up, session, id) = (to.up.clone(), session.clone(), id.to_owned());
+/// For a bridged request, sent as `ours`: a 2026-07-28 client cancels by closing its
+/// response (or its connection), which the handshake server behind toolgate's session
+/// cannot see, so it is told with `notifications/cancelled` in that session if the client
+/// gives up first.
+fn cancels(to: ToHttp<'_>, session: &HeaderMap, ours: &RawValue) -> Abandon {
+    let (up, session, id) = (to.up.clone(), session.clone(), ours.to_owned());
     let limits = to.gw.config.limits.clone();
-    Some(Abandon::new(move || {
-        http_bridge::cancel_in_session(up, &session, &id, &limits)
-    }))
+    Abandon::new(move || http_bridge::cancel_in_session(up, &session, &id, &limits))
 }
 
 /// The reverse-bridged session a client's `Mcp-Session-Id` names. Only ids toolgate minted

@@ -63,10 +63,7 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
         let max = self.to.gw.config.limits.max_response_bytes;
         let bytes = match collect_upstream(body, max).await {
             Ok(Collected::Whole(bytes)) => bytes,
-            Ok(Collected::TooLarge(_)) => {
-                let what = format!("more than {max} bytes (limits.max_response_bytes)");
-                return Some(UpstreamError::OverLimit(what));
-            }
+            Ok(Collected::TooLarge(_)) => return Some(UpstreamError::answer_over(max)),
             Err(e) => return Some(UpstreamError::unanswered_stream(Some(e.to_string()))),
         };
         if bytes.is_empty() || !self.one(bytes) {
@@ -85,9 +82,7 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
         loop {
             while let Some(split) = splitter.next_event() {
                 let Split::Event(ev) = split else {
-                    let what =
-                        format!("an event of more than {max} bytes (limits.max_sse_event_bytes)");
-                    return Some(UpstreamError::OverLimit(what));
+                    return Some(UpstreamError::event_over(max));
                 };
                 let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) else {
                     continue;

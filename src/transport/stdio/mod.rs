@@ -385,19 +385,25 @@ impl<U: Upstream> Run<U> {
                 ));
                 continue;
             }
-            if let Some(cancelled) = cancels {
-                self.in_flight.withdraw(&cancelled);
-                to.traces
-                    .end(&cancelled, "cancelled", &self.up.target().name);
-            }
             // `initialize` is answered before the next message is read: its answer carries
             // the session (and the era) the rest need. A notification or a client's answer
             // is taken by the server before what the client wrote after it is sent (a
             // `tools/list` must not overtake `notifications/initialized`): concurrency starts
             // only among requests.
-            if initialize || (!U::IN_ORDER && id.is_none()) {
-                if let Some(ex) = handle(up, to, &line, m).await {
-                    ex.future.await;
+            if initialize || id.is_none() {
+                let ex = handle(up, to, &line, m).await;
+                // A cancelled request's exchange ends here: after the cancellation's way is
+                // found, which reads the id that request went with, and before the
+                // cancellation goes, so an answer sent meanwhile is not passed on.
+                if let Some(cancelled) = cancels {
+                    self.in_flight.withdraw(&cancelled);
+                    to.traces
+                        .end(&cancelled, "cancelled", &self.up.target().name);
+                }
+                match ex {
+                    Some(ex) if U::IN_ORDER && !initialize => self.in_flight.wait(ex, to, id),
+                    Some(ex) => ex.future.await,
+                    None => {}
                 }
             } else if U::IN_ORDER {
                 if let Some(ex) = handle(up, to, &line, m).await {

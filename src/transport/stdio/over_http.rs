@@ -24,6 +24,7 @@ use crate::transport::edge::{Note, Said};
 use crate::transport::sse;
 use crate::transport::upstream::http_bridge;
 use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::multiplex::Owner;
 use crate::transport::upstream::own::{self, HttpSession};
 use axum::response::Response;
 use bytes::Bytes;
@@ -257,7 +258,7 @@ impl Upstream for Http {
         // Before the guard takes the params: the 2026-07-28 headers mirror them.
         let headers = self.headers_for(m, era);
         let has_session = headers.contains_key(mcp::SESSION_ID);
-        let client = (self.session_key(), has_session);
+        let client = (self.session_key(), has_session, Owner::Pipe);
         let way = HttpWay::find(self.to_http(), &headers, m, era, client).await;
         // A stdio client cancels with a notification, which goes as it came.
         let mut way = way.cancelled_by_notification();
@@ -270,7 +271,8 @@ impl Upstream for Http {
             // through.
             (Era::Legacy, false) if !has_session => {
                 let bridged = self.session.locked().bridged;
-                way = way.in_session(bridged.and_then(|k| self.up.bridge.existing(k)));
+                let session = bridged.and_then(|k| self.up.bridge.existing(k));
+                way = way.in_session(session, Owner::Pipe, m);
             }
             _ => {}
         }
@@ -381,11 +383,19 @@ impl Http {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.method = Method::POST;
         parts.headers = headers;
+        // A cancellation names its request, which may have gone under toolgate's id.
+        let text = body.clone();
+        let cancellation = (method == "notifications/cancelled")
+            .then(|| jsonrpc::parse(&text).ok())
+            .flatten();
         let said = Said {
             id: pending.id.as_deref(),
             method,
             params: handshake.and_then(|h| h.params.as_deref()),
-            cancelled: None,
+            cancelled: match &cancellation {
+                Some(jsonrpc::Body::Single(m)) => m.cancelled_id(),
+                _ => None,
+            },
         };
         let (to, mut note) = (self.to_http(), Note::default());
         way.send(to, parts, body, pending.clone(), said, &mut note)

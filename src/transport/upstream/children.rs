@@ -15,6 +15,7 @@ use crate::mcp::Era;
 use crate::pipeline;
 use crate::pipeline::bridge::{Declared, Reverse};
 use crate::transport::upstream::child::{ChildProcess, FromChild, ServerEra};
+use crate::transport::upstream::multiplex::Multiplexed;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -57,7 +58,7 @@ pub struct SessionChild {
     /// On the shared child, where the ids are toolgate's: each request in flight by who sent
     /// it and its own id (`jsonrpc::id_key`), to toolgate's id for it. A client's
     /// cancellation names its own requests and no other's.
-    sent: Mutex<HashMap<SentKey, Box<str>>>,
+    pub(crate) multiplexed: Arc<Multiplexed>,
 }
 
 /// What a notification from the child is about, when it says (see `SessionChild::related`).
@@ -93,22 +94,6 @@ impl Drop for Relation {
     }
 }
 
-/// Who sent a request, and its own id (`jsonrpc::id_key`).
-type SentKey = (Box<str>, Box<str>);
-
-/// A request of `owner`'s in flight on the shared child under toolgate's id; leaving it ends
-/// the entry.
-pub struct Sent {
-    child: Arc<SessionChild>,
-    key: SentKey,
-}
-
-impl Drop for Sent {
-    fn drop(&mut self) {
-        self.child.sent.locked().remove(&self.key);
-    }
-}
-
 /// Messages about one request held for its stream; a client that reads slower loses the
 /// oldest progress, never the answer (which does not pass through here).
 const RELATED: usize = 64;
@@ -120,23 +105,6 @@ const MAX_CAPABILITY_SETS: usize = 8;
 const BACKLOG: usize = 256;
 
 impl SessionChild {
-    /// Notes that `owner`'s request `client_id` is in flight on the shared child as `ours`,
-    /// until the returned entry is dropped.
-    pub fn sent(self: &Arc<Self>, owner: &str, client_id: &str, ours: &str) -> Sent {
-        let key: SentKey = (owner.into(), jsonrpc::id_key(client_id).into());
-        self.sent.locked().insert(key.clone(), ours.into());
-        Sent {
-            child: self.clone(),
-            key,
-        }
-    }
-
-    /// toolgate's id for `owner`'s request `client_id` in flight on the shared child.
-    pub fn ours(&self, owner: &str, client_id: &str) -> Option<Box<str>> {
-        let key: SentKey = (owner.into(), jsonrpc::id_key(client_id).into());
-        self.sent.locked().get(&key).cloned()
-    }
-
     /// A GET stream's receiver, and what was sent before it opened.
     pub fn subscribe(&self) -> (Vec<Bytes>, broadcast::Receiver<Bytes>) {
         let mut backlog = self.backlog.locked();
@@ -373,7 +341,7 @@ impl StdioPool {
             bridged: std::sync::OnceLock::new(),
             declared: std::sync::OnceLock::new(),
             reverse: std::sync::OnceLock::new(),
-            sent: Mutex::default(),
+            multiplexed: Arc::default(),
         });
         let _ = deliver_to.set(Arc::downgrade(&sc));
         Ok(sc)

@@ -24,6 +24,7 @@ use crate::pipeline::bridge::{Declared, Retry, Reverse, answer_to};
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::sse;
 use crate::transport::upstream::http_client::{HttpUpstream, exchange};
+use crate::transport::upstream::multiplex::Multiplexed;
 use crate::transport::upstream::own::{self, HttpSession, Unresulted};
 pub use crate::transport::upstream::rounds::Unresumed;
 use crate::transport::upstream::rounds::{Listening, Offered, Parked, Questions};
@@ -87,6 +88,9 @@ pub struct Session {
     /// The bridged calls waiting in the session, for what the server asks on the session's
     /// own stream (`roots/list` from a handler, which names no request to answer on).
     questions: Arc<Questions>,
+    /// Its clients' requests in flight, each under an id of toolgate's: clients of one scope
+    /// share the session, and their ids may be equal.
+    pub(crate) multiplexed: Arc<Multiplexed>,
     /// That stream, read while the session is kept.
     _stream: SessionStream,
 }
@@ -635,6 +639,7 @@ impl HttpBridge {
                 .unwrap_or_else(|| HeaderValue::from_static(mcp::LEGACY_VERSION)),
             init,
             questions,
+            multiplexed: Arc::default(),
             _stream: SessionStream(tokio::spawn(read)),
         })
     }

@@ -6,5 +6,6 @@ pub(crate) mod child_questions;
 pub mod children;
 pub mod http_bridge;
 pub mod http_client;
+pub(crate) mod multiplex;
 pub(crate) mod own;
 pub(crate) mod rounds;

@@ -369,8 +369,10 @@ pub fn referenced(answer: Value) -> Value {
 
 /// POST of a 2026-07-28 message, with the headers that era asks for (no session).
 pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
-    let name = body["params"]["name"]
-        .as_str()
+    // What `Mcp-Name` mirrors: a tool's or prompt's name, a resource's URI.
+    let params = &body["params"];
+    let name = (params["name"].as_str())
+        .or(params["uri"].as_str())
         .unwrap_or_default()
         .to_owned();
     let mut headers = vec![
