@@ -1048,6 +1048,30 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
     }
 }
 
+/// A server of the handshake era asks its client something of its own accord (its roots, on
+/// the session's own stream, tied to no request) while a 2026-07-28 client's read waits: the
+/// read is answered with its contents, not with that question. Through `serve --upstream`
+/// and `ValidateLayer`, in front of the Python SDK 1.x.
+#[tokio::test]
+async fn a_question_tied_to_no_request_does_not_answer_a_waiting_read() {
+    let server = common::peers::python_1_http("py_server_1.py").await;
+    for mode in [Mode::ServeUpstream, Mode::Layer] {
+        let front = Front::start(mode, &server.url, &[]).await;
+        let read = capable(1, "resources/read", json!({"uri": "slow://contents"}));
+        let got = post_modern(&url_of(&front), "resources/read", read)
+            .await
+            .answer();
+        let contents =
+            json!([{"uri": "slow://contents", "mimeType": "text/plain", "text": "slow contents"}]);
+        assert_eq!(
+            got,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"contents": contents,
+                "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}}),
+            "{mode}"
+        );
+    }
+}
+
 /// The handshake toolgate opens for a 2026-07-28 client carries what the client says of
 /// itself: its capabilities (those a server may ask within a request) and its name.
 #[tokio::test]

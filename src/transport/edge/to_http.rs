@@ -279,9 +279,12 @@ impl HttpWay {
                 (Some((ours, _)), true) => Some(cancels(to, &headers, ours)),
                 _ => None,
             };
-            // What the server asks on the session's own stream meanwhile is for this call too.
-            let listening =
-                (pending.id.is_some() && asked::may_ask(said.method)).then(|| session.listen());
+            // What the server asks on the session's own stream meanwhile is for this call too,
+            // when it is a tool's: a read's or a prompt's questions come on its own stream,
+            // and one waiting while the server asks something of its own accord (roots, right
+            // after the handshake) must not be answered with that.
+            let is_call = matches!(pending.kind, Kind::Call { .. });
+            let listening = (is_call && pending.id.is_some()).then(|| session.listen());
             reading = Reading {
                 has_session: false,
                 reverse_rounds: None,

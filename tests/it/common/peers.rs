@@ -189,7 +189,18 @@ fn python_with(venv: &Path, packages: &[&str]) -> PathBuf {
 /// prints, killed with the test.
 pub async fn python_http(name: &str, args: &[&str]) -> HttpPeer {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut child = tokio::process::Command::new(&p.python)
+    python_http_on(&p.python, name, args).await
+}
+
+/// [`python_http`] with the Python SDK 1.x, which speaks only the handshake.
+pub async fn python_1_http(name: &str) -> HttpPeer {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    python_http_on(&p.python_1, name, &[]).await
+}
+
+async fn python_http_on(python: &std::path::Path, name: &str, args: &[&str]) -> HttpPeer {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut child = tokio::process::Command::new(python)
         .arg(p.fixtures.join(name))
         .args(args)
         .stdin(Stdio::null())
