@@ -2,6 +2,9 @@
 //!
 //! - [`edge`]: the HTTP server side, a Tower stack of one-job layers around the gate (the MCP
 //!   rules for one endpoint), and the in-process [`edge::layer::ValidateLayer`];
+//! - [`exchange`]: one message's exchange with a server in HTTP form, shared by both fronts:
+//!   the way to an HTTP server, the answer rules on what comes back, the rounds, toolgate's
+//!   own answers;
 //! - [`upstream`]: the clients of a tool server (HTTP with its connection list and TLS, and
 //!   stdio child processes);
 //! - [`stdio`]: the front a desktop client launches, over its pipes;
@@ -10,6 +13,7 @@
 //! - [`sse`]: the event-stream splitter both directions use.
 
 pub mod edge;
+pub(crate) mod exchange;
 pub(crate) mod modern;
 pub(crate) mod runtime;
 pub mod sse;

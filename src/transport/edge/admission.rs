@@ -13,11 +13,12 @@
 //! Caveat: a refusal here carries no `X-Request-Id` and is neither counted nor logged; it
 //! names no endpoint to count it under.
 
-use super::reply;
-use super::request::{Inbound, Note, Outbound};
+use super::request::{Inbound, Outbound};
 use crate::gateway::Live;
 use crate::jsonrpc;
 use crate::metrics::Entered;
+use crate::transport::exchange::Note;
+use crate::transport::exchange::reply;
 use axum::response::Response;
 use futures_util::future::{Either, Ready, ready};
 use http::StatusCode;

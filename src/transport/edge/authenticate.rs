@@ -8,10 +8,10 @@
 //! Caveat: without `[auth]`, every request passes untouched and unnamed; limits per client
 //! then key on the client's address.
 
-use super::reply;
 use super::request::{Inbound, Outbound, Routed};
 use crate::auth::Refusal;
 use crate::jsonrpc;
+use crate::transport::exchange::reply;
 use futures_util::future::Either;
 use http::HeaderValue;
 use http::header::WWW_AUTHENTICATE;
@@ -103,8 +103,8 @@ where
 mod tests {
     use super::*;
     use crate::gateway::Gateway;
-    use crate::transport::edge::request::Note;
     use crate::transport::edge::request::test_config;
+    use crate::transport::exchange::Note;
     use axum::response::Response;
     use tower::ServiceExt;
 

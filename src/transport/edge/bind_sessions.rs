@@ -9,10 +9,10 @@
 //! Caveat: without `[auth]` there is no identity to bind to (an address is shared behind a
 //! proxy and changes with the network), and ids pass untouched.
 
-use super::reply;
 use super::request::{Outbound, Routed};
 use crate::jsonrpc;
 use crate::mcp;
+use crate::transport::exchange::reply;
 use futures_util::future::{Either, Ready, ready};
 use http::{HeaderValue, StatusCode};
 use std::convert::Infallible;
@@ -135,7 +135,8 @@ where
 mod tests {
     use super::*;
     use crate::gateway::Gateway;
-    use crate::transport::edge::request::{Inbound, Note, test_config};
+    use crate::transport::edge::request::{Inbound, test_config};
+    use crate::transport::exchange::Note;
     use axum::response::Response;
     use tower::ServiceExt;
 

@@ -10,14 +10,16 @@
 //! and DELETE (the end of a session) are each way's own.
 
 use super::message;
-use super::reply;
-use super::request::{Caller, Endpoint, Inbound, Note, Outbound, Route, Routed, Said, Upstream};
+use super::passing;
+use super::request::{Caller, Endpoint, Inbound, Outbound, Route, Routed, Upstream};
 use super::stdio_children::{self, ChildWay};
-use super::to_http::{self, HttpWay, ToHttp};
 use crate::catalog::ScopeKey;
 use crate::config::{ConfigError, parse_upstream_url};
 use crate::gateway::Live;
 use crate::jsonrpc::{self, Body as Parsed};
+use crate::transport::exchange::reply;
+use crate::transport::exchange::to_http::{HttpWay, ToHttp};
+use crate::transport::exchange::{Note, Said};
 
 use crate::metrics;
 
@@ -220,7 +222,7 @@ async fn post<B: RequestBody>(
                 return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
             }
             let up = whole.expect("step::batch refuses a batch for a stdio server");
-            return Box::pin(to_http::batch(rt, up, parts, bytes.clone(), &ctx, note)).await;
+            return Box::pin(passing::batch(rt, up, parts, bytes.clone(), &ctx, note)).await;
         }
         Parsed::Single(m) => m,
     };
@@ -235,7 +237,7 @@ async fn post<B: RequestBody>(
     }
     let to = match &rt.up {
         Upstream::Http(up) => {
-            let to = ToHttp::of(rt, up);
+            let to = rt.to_http(up);
             let caller = (ctx.key, ctx.has_session, ctx.owner(rt.peer));
             EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
         }
@@ -423,7 +425,7 @@ async fn bodiless<B>(
     match &rt.up {
         Upstream::Http(up) => {
             let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
-            to_http::bodiless(rt, up, parts, &ctx, note).await
+            passing::bodiless(rt, up, parts, &ctx, note).await
         }
         Upstream::Stdio(pool) => {
             stdio_children::bodiless(pool, &parts.method, &parts.headers, note).await

@@ -21,10 +21,11 @@
 
 use super::gate::{Gate, RequestBody, Upstreams};
 use super::observe::Observe;
-use super::request::{Inbound, Note, Outbound, Routed};
+use super::request::{Inbound, Outbound, Routed};
 use crate::config::{Config, ConfigError};
 use crate::gateway::{Gateway, Live};
 use crate::net::client::AppService;
+use crate::transport::exchange::Note;
 use axum::body::Body;
 use http::{Method, Request, Response};
 use std::convert::Infallible;

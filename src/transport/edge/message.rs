@@ -3,7 +3,6 @@
 //! before its way to the server is found (the 2026-07-28 header rules, which compare headers
 //! with the parsed body, and a `tools/call` sent as a notification).
 
-use super::reply;
 use super::request::Caller;
 use crate::config::Limits;
 use crate::gateway::{Gateway, Target};
@@ -11,6 +10,7 @@ use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::net::body::{ReadError, read_limited};
 use crate::pipeline::engine;
+use crate::transport::exchange::reply;
 use crate::transport::modern;
 use axum::response::Response;
 use bytes::Bytes;

@@ -14,24 +14,19 @@
 //! runtime's tricks (re-poll, drain, connection timers) wrap the connection, not the stack.
 
 mod admission;
-pub(crate) mod answers;
-pub(crate) mod asking;
 mod authenticate;
 mod bind_sessions;
 mod gate;
 pub mod layer;
 mod message;
 mod observe;
-mod reply;
+mod passing;
 mod request;
 mod request_id;
 mod routes;
 mod stdio_children;
 pub mod tls;
-pub(crate) mod to_http;
 mod well_known;
-
-pub(crate) use request::{Note, Said, StreamOutcome};
 
 use crate::gateway::Live;
 use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};

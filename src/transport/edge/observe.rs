@@ -13,10 +13,11 @@
 //! scanner must not grow the metric series); and what a streamed answer sends after its head
 //! is not in the request count or the log line, whose latency is the time to the head.
 
-use super::request::{Inbound, Note, Outbound, StreamOutcome, TRACEPARENT, TRACESTATE};
+use super::request::{Inbound, Outbound};
 use crate::gateway::Gateway;
 use crate::mcp;
 use crate::telemetry::{self, Attr};
+use crate::transport::exchange::{Note, StreamOutcome, TRACEPARENT, TRACESTATE};
 use http::{HeaderValue, StatusCode};
 use std::convert::Infallible;
 use std::future::Future;

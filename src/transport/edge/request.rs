@@ -1,18 +1,19 @@
 //! What one request on the HTTP edge is served with and carries along: its route (the
-//! gateway in force, its target, where its messages go), what its headers say, and what the
-//! access log, metrics and trace will say of it. Shared by the edge's handlers, so none of
-//! them imports another for its types.
+//! gateway in force, its target, where its messages go), what its headers say, and its note
+//! on the way in and out of the stack. Shared by the edge's handlers, so none of them
+//! imports another for its types.
 
 use crate::gateway::{Gateway, Target};
 use crate::mcp::{self, Era};
 use crate::policy::clients::Client;
-use crate::telemetry;
+use crate::transport::exchange::Note;
+use crate::transport::exchange::to_http::ToHttp;
 use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::multiplex::Owner;
 use axum::response::Response;
-use http::header::{AUTHORIZATION, HeaderName};
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -27,6 +28,17 @@ pub(super) struct Route<'a> {
     pub(super) up: &'a Upstream,
     /// The client's address, for limits per client when it has no authenticated name.
     pub(super) peer: std::net::IpAddr,
+}
+
+impl<'a> Route<'a> {
+    /// How this route's messages reach its HTTP server `up`.
+    pub(super) fn to_http(&self, up: &'a Arc<HttpUpstream>) -> ToHttp<'a> {
+        ToHttp {
+            gw: self.gw,
+            target: self.target,
+            up,
+        }
+    }
 }
 
 /// One upstream's endpoint. It names its target by position: a reload rebuilds the targets'
@@ -75,69 +87,6 @@ impl<B> Inbound<B> {
             resp,
             gw: self.gw,
             note: self.note,
-        }
-    }
-}
-
-pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-pub(crate) const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
-
-/// What a streamed answer settled as after its head went out, put in the answer's
-/// extensions by the stream and read by `observe` when the stream ends: the span of a request
-/// whose stream broke before its answer then ends with toolgate's answer, as over stdio.
-#[derive(Clone, Default)]
-pub(crate) struct StreamOutcome(Arc<std::sync::OnceLock<&'static str>>);
-
-impl StreamOutcome {
-    pub(crate) fn set(&self, outcome: &'static str) {
-        let _ = self.0.set(outcome);
-    }
-
-    pub(crate) fn get(&self) -> Option<&'static str> {
-        self.0.get().copied()
-    }
-}
-
-/// What the access log, the request metrics and the trace say about one request.
-#[derive(Default)]
-pub(crate) struct Note {
-    /// The target the request was routed to; a request for no endpoint is not counted.
-    pub(crate) target: Option<usize>,
-    /// Its `X-Request-Id` (see `request_id`).
-    pub(crate) request_id: Option<HeaderValue>,
-    pub(crate) client: Option<Arc<str>>,
-    pub(crate) method: &'static str,
-    pub(crate) tool: Option<Box<str>>,
-    pub(crate) outcome: &'static str,
-    /// The request's spans, when traces are exported.
-    pub(crate) trace: Option<Box<telemetry::RequestTrace>>,
-    /// What the guard made of a `tools/call` (`forwarded`, `rejected_invalid`, …).
-    pub(crate) validation: Option<&'static str>,
-}
-
-impl Note {
-    /// Whether the tool's name is wanted (by the access log or a span): only then is it kept.
-    pub(super) fn wants_names(&self, gw: &Gateway) -> bool {
-        gw.config.log.access || self.trace.is_some()
-    }
-
-    /// What the access log and the trace say of a message that goes to the server: for a
-    /// call, its tool and what the guard made of it (kept only when wanted).
-    pub(super) fn forwarding(&mut self, gw: &Gateway, kind: &crate::pipeline::Kind) {
-        if self.wants_names(gw)
-            && let crate::pipeline::Kind::Call { tool, .. } = kind
-        {
-            self.tool = Some(tool.clone());
-            self.validation = kind.call_outcome();
-        }
-    }
-
-    /// A request nothing has been learnt of yet: refused unless something says otherwise.
-    pub(crate) fn new() -> Note {
-        Note {
-            method: "-",
-            outcome: "rejected",
-            ..Note::default()
         }
     }
 }
@@ -194,31 +143,5 @@ pub(crate) fn test_config() -> crate::config::Config {
     crate::config::Config {
         upstream: Some("http://127.0.0.1:9/mcp".into()),
         ..crate::config::Config::default()
-    }
-}
-
-/// What sending a message reads of it once the guard has taken a call's params: its id, its
-/// method (as `Note::method` labels it), and its params left as text.
-#[derive(Clone, Copy)]
-pub(crate) struct Said<'a> {
-    pub(crate) id: Option<&'a RawValue>,
-    pub(crate) method: &'static str,
-    pub(crate) params: Option<&'a RawValue>,
-    /// The request a `notifications/cancelled` names.
-    pub(crate) cancelled: Option<&'a RawValue>,
-}
-
-impl<'a> Said<'a> {
-    /// `method` is the message's label (`metrics::method_label`), already read for the note.
-    pub(super) fn of(m: &crate::jsonrpc::Message<'a>, method: &'static str) -> Said<'a> {
-        Said {
-            id: m.id,
-            method,
-            params: m.raw_params(),
-            cancelled: match method {
-                "notifications/cancelled" => m.cancelled_id(),
-                _ => None,
-            },
-        }
     }
 }

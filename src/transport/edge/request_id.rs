@@ -94,8 +94,8 @@ where
 mod tests {
     use super::*;
     use crate::gateway::Gateway;
-    use crate::transport::edge::request::Note;
     use crate::transport::edge::request::test_config;
+    use crate::transport::exchange::Note;
     use axum::response::Response;
     use tower::ServiceExt;
 

@@ -6,10 +6,10 @@
 //! them to learn how to authenticate. Everything for an endpoint goes on as a [`Routed`]
 //! naming its target.
 
-use super::reply;
 use super::request::{Endpoint, Inbound, Outbound, Routed};
 use super::well_known;
 use crate::jsonrpc;
+use crate::transport::exchange::reply;
 use futures_util::future::{Either, Ready, ready};
 use http::StatusCode;
 use std::convert::Infallible;
@@ -105,7 +105,8 @@ where
 mod tests {
     use super::*;
     use crate::gateway::Gateway;
-    use crate::transport::edge::request::{Note, Upstream, test_config};
+    use crate::transport::edge::request::{Upstream, test_config};
+    use crate::transport::exchange::Note;
     use crate::transport::upstream::http_client::HttpUpstream;
     use axum::response::Response;
     use tower::ServiceExt;

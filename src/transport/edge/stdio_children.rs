@@ -9,9 +9,7 @@
 //! on the shared child) is answered, in a session or not, as an SSE stream of those messages,
 //! then the answer (docs/contract.md, section 7).
 
-use super::asking::{self, AskingStream, RetryServer, ReverseRounds};
-use super::reply;
-use super::request::{Caller, Note, Route, Said};
+use super::request::{Caller, Route};
 use crate::catalog::ScopeKey;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
@@ -19,6 +17,9 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
+use crate::transport::exchange::asking::{self, AskingStream, RetryServer, ReverseRounds};
+use crate::transport::exchange::reply;
+use crate::transport::exchange::{Note, Said};
 use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
@@ -575,7 +576,7 @@ impl RelatedStream {
     ) -> Result<AskingStream, Result<Bytes, crate::error::UpstreamError>> {
         match (answer, self.reverse_rounds.take()) {
             (Ok(held), Some(rounds)) if asked::input_required(&held).is_some() => {
-                let outcome = super::request::StreamOutcome::default();
+                let outcome = crate::transport::exchange::StreamOutcome::default();
                 let pending = self.pending.clone();
                 Ok(AskingStream::start(
                     &self.gw, pending, held, rounds, outcome,

@@ -7,8 +7,8 @@
 use crate::auth::METADATA_PATH;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
-use crate::transport::edge::reply;
 use crate::transport::edge::request::{Endpoint, Upstream};
+use crate::transport::exchange::reply;
 
 use axum::body::Body;
 use axum::response::Response;

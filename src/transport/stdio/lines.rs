@@ -1,8 +1,8 @@
-//! An answer in HTTP form, as lines to the stdio client: an HTTP server's, once the edge's
-//! rules have read it (`edge::answers`), and the rounds a server of 2026-07-28 asks a
-//! handshake-era client (`edge::asking`), from either kind of server. The rules, the rounds
-//! and toolgate's own answers are the edge's, so they are alike behind either front; what is
-//! left here is what a pipe cannot carry: an HTTP status, and a stream the client could
+//! An answer in HTTP form, as lines to the stdio client: an HTTP server's, once the answer
+//! rules have read it (`exchange::answers`), and the rounds a server of 2026-07-28 asks a
+//! handshake-era client (`exchange::asking`), from either kind of server. The rules, the
+//! rounds and toolgate's own answers are the exchange's, as they are the HTTP edge's, so they
+//! are alike behind either front; what is left here is what a pipe cannot carry: an HTTP status, and a stream the client could
 //! resume.
 
 use super::ToClient;
@@ -10,8 +10,8 @@ use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::net::body::{Collected, collect_upstream};
 use crate::pipeline::Pending;
-use crate::transport::edge::StreamOutcome;
-use crate::transport::edge::answers::media_type;
+use crate::transport::exchange::StreamOutcome;
+use crate::transport::exchange::answers::media_type;
 use crate::transport::sse::{self, Split, Splitter};
 use axum::response::Response;
 use bytes::Bytes;

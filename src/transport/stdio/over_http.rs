@@ -1,7 +1,7 @@
 //! `toolgate stdio --upstream URL`: the stdio front in front of a Streamable HTTP server.
 //! toolgate is the stdio client's HTTP client: it keeps the client's session
 //! (`Mcp-Session-Id` and the protocol version from `initialize`), sends each message the way
-//! the HTTP edge sends it (`edge::to_http::HttpWay`: the era bridges both ways and their
+//! the HTTP edge sends it (`exchange::to_http::HttpWay`: the era bridges both ways and their
 //! rounds, the answer rules), writes what comes back as lines (`lines`), and opens the
 //! session's GET stream for what the server sends on its own. A 404 on the session opens a
 //! new one with the client's own `initialize` params, since a stdio client cannot see that
@@ -19,8 +19,8 @@ use crate::net::client::Wait;
 use crate::pipeline::Pending;
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
-use crate::transport::edge::to_http::{self, HttpWay, ToHttp};
-use crate::transport::edge::{Note, Said};
+use crate::transport::exchange::to_http::{self, HttpWay, ToHttp};
+use crate::transport::exchange::{Note, Said};
 use crate::transport::sse;
 use crate::transport::upstream::http_bridge;
 use crate::transport::upstream::http_client::HttpUpstream;

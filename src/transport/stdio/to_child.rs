@@ -18,7 +18,7 @@ use crate::pipeline::Pending;
 use crate::pipeline::asked;
 use crate::pipeline::bridge::{Declared, Reverse};
 use crate::pipeline::step::Bridging;
-use crate::transport::edge::asking::{self, RetryServer, ReverseRounds};
+use crate::transport::exchange::asking::{self, RetryServer, ReverseRounds};
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
 use crate::transport::upstream::child::{Owed, Waiting};
 use crate::transport::upstream::child_questions::Answered;

@@ -4,7 +4,7 @@
 //! in its session, taken in `gate`) go back to the server in retries (`pipeline::asked`).
 //! The server's last answer, after the answer rules, ends the stream.
 
-use super::request::StreamOutcome;
+use super::StreamOutcome;
 use crate::gateway::Gateway;
 use crate::pipeline::asked::{self, Retries};
 use crate::pipeline::bridge::Reverse;

@@ -9,7 +9,7 @@
 use super::answers::{self, Parking, Reading};
 use super::asking::{RetryServer, ReverseRounds};
 use super::reply;
-use super::request::{Caller, Note, Route, Said, TRACEPARENT, TRACESTATE};
+use super::{Note, Said, TRACEPARENT, TRACESTATE};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Message};
@@ -22,13 +22,13 @@ use crate::pipeline::{Kind, Pending};
 use crate::telemetry;
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session, Unresumed};
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
-use crate::transport::upstream::multiplex::{self, Owner};
+use crate::transport::upstream::multiplex::{self, Owner, Sent};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::HeaderValue;
 use http::request::Parts;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -39,16 +39,6 @@ pub(crate) struct ToHttp<'a> {
     pub(crate) gw: &'a Arc<Gateway>,
     pub(crate) target: &'a Arc<Target>,
     pub(crate) up: &'a Arc<HttpUpstream>,
-}
-
-impl<'a> ToHttp<'a> {
-    pub(super) fn of(rt: &Route<'a>, up: &'a Arc<HttpUpstream>) -> ToHttp<'a> {
-        ToHttp {
-            gw: rt.gw,
-            target: rt.target,
-            up,
-        }
-    }
 }
 
 /// How one message reaches the HTTP server, settled before the guard reads it.
@@ -240,7 +230,7 @@ impl HttpWay {
                     server: RetryServer::Http(Box::new(retry)),
                 }));
             }
-        } else if let Some(session) = self.session {
+        } else if let Some(session) = &self.session {
             session.headers(&mut parts.headers);
             if let Some(retry) = bridge::retry(&body) {
                 // Boxed: a round's retry is rare next to a call.
@@ -250,30 +240,13 @@ impl HttpWay {
                 };
                 return Box::pin(round.resume(to, pending, note)).await;
             }
-            // The session is shared by the clients of one scope: the message goes under the
-            // ids toolgate gave their requests.
-            let owner = self.owner.as_deref().unwrap_or_default();
-            let entered = match (pending.id.as_deref(), said.cancelled) {
-                (Some(id), _) => {
-                    let e = session.multiplexed.enter(owner, body, id, to.gw.next_id());
-                    body = e.body;
-                    Some((e.ours, e.sent))
-                }
-                (None, Some(_)) => match (self.cancelled.as_deref())
-                    .and_then(|ours| multiplex::cancellation(&body, ours))
-                {
-                    Some(cancellation) => {
-                        body = cancellation;
-                        None
-                    }
-                    None => {
-                        // It names no request of the client's in flight: nothing to tell.
-                        note.outcome = "answered";
-                        return reply::accepted();
-                    }
-                },
-                (None, None) => None,
+            let Some((multiplexed, entered)) = self.multiplexed(to, session, body, &pending, said)
+            else {
+                // A cancellation naming no request of the client's in flight: nothing to tell.
+                note.outcome = "answered";
+                return reply::accepted();
             };
+            body = multiplexed;
             let headers = parts.headers.clone();
             let abandon = match (&entered, self.cancels_by_leaving) {
                 (Some((ours, _)), true) => Some(cancels(to, &headers, ours)),
@@ -310,6 +283,38 @@ impl HttpWay {
             // Boxed: rare, and its wait for the session's fate would sit in every request's
             // future.
             Some(b) => Box::pin(bridged_end(to, self.key, resp, *b, note)).await,
+        }
+    }
+}
+
+/// A request in toolgate's session: the id it went under, and its entry among those in
+/// flight.
+type InSession = (Box<RawValue>, Sent);
+
+impl HttpWay {
+    /// The message as it goes into toolgate's `session`, which the clients of one scope
+    /// share: a request under an id of toolgate's, with its entry among those in flight; a
+    /// cancellation under the id its request went with. `None` for a cancellation that names
+    /// no request of the client's in flight, which is not sent.
+    fn multiplexed(
+        &self,
+        to: ToHttp<'_>,
+        session: &Session,
+        body: Bytes,
+        pending: &Pending,
+        said: Said<'_>,
+    ) -> Option<(Bytes, Option<InSession>)> {
+        let owner = self.owner.as_deref().unwrap_or_default();
+        match (pending.id.as_deref(), said.cancelled) {
+            (Some(id), _) => {
+                let e = session.multiplexed.enter(owner, body, id, to.gw.next_id());
+                Some((e.body, Some((e.ours, e.sent))))
+            }
+            (None, Some(_)) => {
+                let ours = self.cancelled.as_deref()?;
+                Some((multiplex::cancellation(&body, ours)?, None))
+            }
+            (None, None) => Some((body, None)),
         }
     }
 }
@@ -435,80 +440,8 @@ async fn initialize(
     }
 }
 
-/// GET (the server's stream) and DELETE (the end of the session), forwarded; toolgate's own
-/// reverse-bridged sessions are served here.
-pub(super) async fn bodiless(
-    rt: &Route<'_>,
-    up: &Arc<HttpUpstream>,
-    parts: Parts,
-    ctx: &Caller,
-    note: &mut Note,
-) -> Response {
-    let era = ctx.era(None);
-    let is_delete = parts.method == Method::DELETE;
-    if reversed_session(up, &parts.headers).is_some() {
-        // toolgate's own session for the client: it ends here, and it has no stream (a
-        // 2026-07-28 server sends nothing outside a request's answer).
-        note.outcome = "answered";
-        if is_delete {
-            let id = parts
-                .headers
-                .get(mcp::SESSION_ID)
-                .and_then(|v| v.to_str().ok());
-            up.bridge.end_reversed(id.unwrap_or_default());
-            return reply::ok();
-        }
-        let mut r = reply::transport(
-            StatusCode::METHOD_NOT_ALLOWED,
-            jsonrpc::INVALID_REQUEST,
-            "Method not allowed: this session has no stream",
-        );
-        r.headers_mut().insert(
-            http::header::ALLOW,
-            HeaderValue::from_static("POST, DELETE"),
-        );
-        return r;
-    }
-    let pending = passing(rt, ctx, era);
-    let reading = Reading::of(ctx.has_session);
-    let to = ToHttp::of(rt, up);
-    let resp = forward(to, parts, Bytes::new(), pending, reading, note).await;
-    if is_delete && resp.status().is_success() && ctx.has_session {
-        rt.gw.catalog.forget(&ctx.key);
-    }
-    resp
-}
-
-/// A batch (2025-03-26), which only an HTTP server takes whole (`step::batch`): it goes as
-/// it came, and its answer comes back as it is.
-pub(super) async fn batch(
-    rt: &Route<'_>,
-    up: &Arc<HttpUpstream>,
-    parts: Parts,
-    body: Bytes,
-    ctx: &Caller,
-    note: &mut Note,
-) -> Response {
-    let pending = passing(rt, ctx, Era::Legacy);
-    let reading = Reading::of(ctx.has_session);
-    forward(ToHttp::of(rt, up), parts, body, pending, reading, note).await
-}
-
-/// What is waited for on a message no rule reads the answer of.
-fn passing(rt: &Route<'_>, ctx: &Caller, era: Era) -> Pending {
-    Pending {
-        id: None,
-        kind: Kind::Other,
-        era,
-        key: ctx.key,
-        target: rt.target.clone(),
-        client: ctx.client.clone(),
-        bridged: None,
-    }
-}
-
 /// Sends a message upstream; its answer goes back through the rules.
-async fn forward(
+pub(crate) async fn forward(
     to: ToHttp<'_>,
     mut parts: Parts,
     body: Bytes,

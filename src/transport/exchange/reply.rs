@@ -5,7 +5,7 @@
 //! broke the tool's contract (a JSON-RPC answer with the request's id). The pipeline writes
 //! the JSON-RPC; this decides only the HTTP status, per era.
 
-use super::request::Note;
+use super::Note;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc;
@@ -39,7 +39,7 @@ pub fn answer(era: Era, a: Answer) -> Response {
 /// The server could not be reached or did not answer (`pipeline::unanswered`). A
 /// notification or a client's answer, which has no JSON-RPC answer to carry the failure, gets
 /// 502.
-pub(super) fn upstream_failed(
+pub(crate) fn upstream_failed(
     gw: &Gateway,
     pending: &Pending,
     e: &UpstreamError,
@@ -50,7 +50,7 @@ pub(super) fn upstream_failed(
 }
 
 /// [`upstream_failed`] once the request's note is settled (an answer that broke off).
-pub(super) fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
+pub(crate) fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
     match pipeline::unanswered(gw, pending, e) {
         Some(a) => answer(pending.era, a),
         None => undelivered(gw, &pending.target, e),
@@ -59,7 +59,7 @@ pub(super) fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> 
 
 /// 502 for a notification or a client's answer the server could not be given: there is no
 /// JSON-RPC answer to carry the failure.
-pub(super) fn undelivered(gw: &Gateway, target: &Target, e: &UpstreamError) -> Response {
+pub(crate) fn undelivered(gw: &Gateway, target: &Target, e: &UpstreamError) -> Response {
     let a = pipeline::failed(gw, target, Era::Legacy, None, false, e);
     json(StatusCode::BAD_GATEWAY, a.body)
 }

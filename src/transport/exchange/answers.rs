@@ -8,6 +8,9 @@
 //! forever. A stream that ends cleanly after numbering its events is left alone: the client
 //! may resume it (SEP-1699).
 
+use super::StreamOutcome;
+use super::asking::{self, ReverseRounds};
+use super::reply;
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
@@ -19,9 +22,6 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
 use crate::pipeline::{self, Kind, Pending};
-use crate::transport::edge::asking::{self, ReverseRounds};
-use crate::transport::edge::reply;
-use crate::transport::edge::request::StreamOutcome;
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::Unresumed;
 use crate::transport::upstream::http_client::HttpUpstream;
