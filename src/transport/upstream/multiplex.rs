@@ -41,15 +41,21 @@ type SentKey = (Box<str>, Box<str>);
 #[derive(Default)]
 pub(crate) struct Multiplexed(Mutex<HashMap<SentKey, Box<str>>>);
 
-/// A request in flight under toolgate's id; leaving it ends the entry.
+/// A request in flight under toolgate's id; leaving it ends the entry, unless a later
+/// request of the same owner under the same id took it over (a client that reuses an id in
+/// flight; its cancellations then name the later request).
 pub(crate) struct Sent {
     table: Arc<Multiplexed>,
     key: SentKey,
+    ours: Box<str>,
 }
 
 impl Drop for Sent {
     fn drop(&mut self) {
-        self.table.0.locked().remove(&self.key);
+        let mut table = self.table.0.locked();
+        if table.get(&self.key) == Some(&self.ours) {
+            table.remove(&self.key);
+        }
     }
 }
 
@@ -62,6 +68,7 @@ impl Multiplexed {
         Sent {
             table: self.clone(),
             key,
+            ours: ours.into(),
         }
     }
 
@@ -128,6 +135,15 @@ mod tests {
         drop(sent_a);
         assert_eq!(table.ours(&a, "7"), None);
         drop(sent_pipe);
+        assert!(table.0.locked().is_empty());
+
+        // The same id again while the first is in flight: the later one is found, and stays
+        // found when the first ends.
+        let first = table.sent(&a, "7", r#""tg-3""#);
+        let second = table.sent(&a, "7", r#""tg-4""#);
+        drop(first);
+        assert_eq!(table.ours(&a, "7").as_deref(), Some(r#""tg-4""#));
+        drop(second);
         assert!(table.0.locked().is_empty());
     }
 
