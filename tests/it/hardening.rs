@@ -657,6 +657,18 @@ async fn made_up_tool_names_share_one_metric_series() {
 
 // ---- 11. toolgate stdio answers what it cannot pass, and what is in flight at the end ----
 
+/// toolgate's answer to call `id`, whose server answered over a limit (`what`).
+fn over_limit(id: i64, what: &str) -> Value {
+    let reason = format!("the tool server's answer is over the gateway's limit: {what}");
+    let text = format!(
+        "The tool server's answer could not be passed on: {reason}. Ask for less (a narrower query, a smaller page); the same call will fail the same way."
+    );
+    json!({"jsonrpc": "2.0", "id": id, "result": {
+        "content": [{"type": "text", "text": text}],
+        "isError": true,
+        "_meta": {"toolgate/upstream": {"code": "answer_over_limit", "reason": reason}}}})
+}
+
 #[tokio::test]
 async fn stdio_overlong_answers_and_stdin_close_still_answer() {
     let config = "[limits]\nmax_response_bytes = 20000\n";
@@ -691,19 +703,21 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
     // answer is whole. A valid answer of the same size passes under a larger limit.
     let text = "x".repeat(50000);
     let big = json!({"content": [{"type": "text", "text": text}]});
-    let (up, _) = Scripted::new(vec![
+    // `big` answers as JSON, `bigsse` as an SSE event.
+    let big_answers = |s: Scripted| {
+        s.script("big", Script::Result(big.clone())).script(
+            "bigsse",
+            Script::Sse {
+                messages: vec![json!({"jsonrpc": "2.0", "id": "$id", "result": big})],
+                numbered: false,
+            },
+        )
+    };
+    let (up, _) = big_answers(Scripted::new(vec![
         open_tool("big"),
         open_tool("bigsse"),
         open_tool("small"),
-    ])
-    .script("big", Script::Result(big.clone()))
-    .script(
-        "bigsse",
-        Script::Sse {
-            messages: vec![json!({"jsonrpc": "2.0", "id": "$id", "result": big})],
-            numbered: false,
-        },
-    )
+    ]))
     .script(
         "small",
         Script::Result(json!({"content": [{"type": "text", "text": "x"}]})),
@@ -724,32 +738,18 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
     };
     let mut g = StdioGate::start_args(args(&file));
     g.initialize().await;
-    for (id, tool, what) in [
+    let over = [
+        ("big", "more than 20000 bytes (limits.max_response_bytes)"),
         (
-            6,
-            "big",
-            "more than 20000 bytes (limits.max_response_bytes)",
-        ),
-        (
-            7,
             "bigsse",
             "an event of more than 20000 bytes (limits.max_sse_event_bytes)",
         ),
-    ] {
+    ];
+    for ((tool, what), id) in over.into_iter().zip(6..) {
         let a = g
             .ask(serde_json::from_str(&call(id, tool, json!({}))).unwrap())
             .await;
-        let reason = format!("the tool server's answer is over the gateway's limit: {what}");
-        let text = format!(
-            "The tool server's answer could not be passed on: {reason}. Ask for less (a narrower query, a smaller page); the same call will fail the same way."
-        );
-        assert_eq!(
-            a,
-            json!({"jsonrpc": "2.0", "id": id, "result": {
-                "content": [{"type": "text", "text": text}],
-                "isError": true,
-                "_meta": {"toolgate/upstream": {"code": "answer_over_limit", "reason": reason}}}})
-        );
+        assert_eq!(a, over_limit(id, what), "{tool}");
     }
     let a = g
         .ask(serde_json::from_str(&call(8, "small", json!({}))).unwrap())
@@ -759,47 +759,18 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
     // serve --upstream, a 2026-07-28 client through the session toolgate keeps with a
     // handshake-only server: its answers come under toolgate's ids, so one over the limits
     // cannot be passed on in part either; the call gets the same error.
-    let (bridged, _) = Scripted::new(vec![open_tool("big"), open_tool("bigsse")])
+    let (bridged, _) = big_answers(Scripted::new(vec![open_tool("big"), open_tool("bigsse")]))
         .handshake_only()
-        .script("big", Script::Result(big.clone()))
-        .script(
-            "bigsse",
-            Script::Sse {
-                messages: vec![json!({"jsonrpc": "2.0", "id": "$id", "result": big})],
-                numbered: false,
-            },
-        )
         .spawn()
         .await;
     let tg = Toolgate::serve(&bridged, Some(limits)).await;
-    for (id, tool, what) in [
-        (
-            11,
-            "big",
-            "more than 20000 bytes (limits.max_response_bytes)",
-        ),
-        (
-            12,
-            "bigsse",
-            "an event of more than 20000 bytes (limits.max_sse_event_bytes)",
-        ),
-    ] {
+    for ((tool, what), id) in over.into_iter().zip(11..) {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": {}, "_meta": common::modes::modern_meta()}});
         let a = post_modern(&tg.url(), "tools/call", call).await.answer();
-        let reason = format!("the tool server's answer is over the gateway's limit: {what}");
-        let text = format!(
-            "The tool server's answer could not be passed on: {reason}. Ask for less (a narrower query, a smaller page); the same call will fail the same way."
-        );
-        assert_eq!(
-            a,
-            json!({"jsonrpc": "2.0", "id": id, "result": {
-                "content": [{"type": "text", "text": text}],
-                "isError": true,
-                "resultType": "complete",
-                "_meta": {"toolgate/upstream": {"code": "answer_over_limit", "reason": reason}}}}),
-            "{tool}"
-        );
+        let mut expected = over_limit(id, what);
+        expected["result"]["resultType"] = json!("complete");
+        assert_eq!(a, expected, "{tool}");
     }
     let file = tempfile_lite::TempFile::new(
         "[limits]\nmax_response_bytes = 80000\nmax_sse_event_bytes = 80000\n",

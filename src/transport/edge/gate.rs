@@ -33,7 +33,6 @@ use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::HeaderValue;
 use http::request::Parts;
 use http::{Method, StatusCode};
 use serde_json::value::RawValue;
@@ -180,18 +179,7 @@ async fn dispatch<B: RequestBody>(
         Method::POST => post(rt, req, client, note).await,
         // Boxed: streams and session ends are rare next to POSTs, and their futures large.
         Method::GET | Method::DELETE => Box::pin(bodiless(rt, req, client, note)).await,
-        _ => {
-            let mut r = reply::transport(
-                StatusCode::METHOD_NOT_ALLOWED,
-                jsonrpc::INVALID_REQUEST,
-                "Method not allowed: use POST, GET or DELETE",
-            );
-            r.headers_mut().insert(
-                http::header::ALLOW,
-                HeaderValue::from_static("GET, POST, DELETE"),
-            );
-            r
-        }
+        _ => reply::method_not_allowed("use POST, GET or DELETE", "GET, POST, DELETE"),
     }
 }
 

@@ -3,7 +3,6 @@
 //! reverse-bridged session, which is toolgate's own, is served here.
 
 use super::request::{Caller, Route};
-use crate::jsonrpc;
 use crate::mcp::{self, Era};
 use crate::pipeline::{Kind, Pending};
 use crate::transport::exchange::Note;
@@ -13,9 +12,8 @@ use crate::transport::exchange::to_http::{self, reversed_session};
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::HeaderValue;
 use http::request::Parts;
-use http::{Method, StatusCode};
+use http::Method;
 use std::sync::Arc;
 
 /// GET (the server's stream) and DELETE (the end of the session), forwarded; toolgate's own
@@ -41,16 +39,7 @@ pub(super) async fn bodiless(
             up.bridge.end_reversed(id.unwrap_or_default());
             return reply::ok();
         }
-        let mut r = reply::transport(
-            StatusCode::METHOD_NOT_ALLOWED,
-            jsonrpc::INVALID_REQUEST,
-            "Method not allowed: this session has no stream",
-        );
-        r.headers_mut().insert(
-            http::header::ALLOW,
-            HeaderValue::from_static("POST, DELETE"),
-        );
-        return r;
+        return reply::method_not_allowed("this session has no stream", "POST, DELETE");
     }
     let pending = passing(rt, ctx, era);
     let reading = Reading::of(ctx.has_session);

@@ -64,6 +64,18 @@ pub(crate) fn undelivered(gw: &Gateway, target: &Target, e: &UpstreamError) -> R
     json(StatusCode::BAD_GATEWAY, a.body)
 }
 
+/// 405 for an HTTP method the endpoint does not take (`why`), naming those it does (`allow`).
+pub(crate) fn method_not_allowed(why: &str, allow: &'static str) -> Response {
+    let mut r = transport(
+        StatusCode::METHOD_NOT_ALLOWED,
+        jsonrpc::INVALID_REQUEST,
+        &format!("Method not allowed: {why}"),
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, http::HeaderValue::from_static(allow));
+    r
+}
+
 /// 202: a notification or a client's answer, taken.
 pub fn accepted() -> Response {
     empty(StatusCode::ACCEPTED)
