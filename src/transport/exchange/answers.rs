@@ -163,8 +163,8 @@ where
             return unusable(gw, &pending, &e);
         }
     };
-    if pending.completion().is_some() {
-        // Completed below: the upstream's length no longer holds.
+    if pending.completion().is_some() || renumber.is_some() {
+        // Completed or renumbered below: the upstream's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
     }
     let bytes = match renumber {

@@ -1,7 +1,7 @@
-//! An endpoint in front of a Streamable HTTP server (`toolgate serve --upstream URL`): how
-//! the gate's messages reach it. The message goes upstream with the client's own headers and
-//! its answer streams back through `answers`; the client keeps the session it has with the
-//! server. Two bridges keep a session of toolgate's instead (docs/contract.md §5): a
+//! How a message reaches a Streamable HTTP server, from whichever front it came in by
+//! (`serve --upstream URL`, `ValidateLayer`, `stdio --upstream URL`). The message goes
+//! upstream with the client's own headers and its answer streams back through `answers`;
+//! the client keeps the session it has with the server. Two bridges keep a session of toolgate's instead (docs/contract.md §5): a
 //! 2026-07-28 client's request to a server that speaks only the handshake goes through
 //! toolgate's handshake with it, and a handshake-era client of a server that speaks only
 //! 2026-07-28 is answered `initialize` here and given a session toolgate keeps.
@@ -63,7 +63,7 @@ pub(crate) struct HttpWay {
     reversed: Option<(Arc<Reverse>, HeaderMap)>,
     /// Whether the client cancels a bridged request by giving up on its answer, which the
     /// server is then told of (an HTTP client); a stdio client sends its cancellation, which
-    /// goes in the session as it came.
+    /// goes in the session under the id its request went with.
     cancels_by_leaving: bool,
 }
 

@@ -2,8 +2,8 @@
 //! rules have read it (`exchange::answers`), and the rounds a server of 2026-07-28 asks a
 //! handshake-era client (`exchange::asking`), from either kind of server. The rules, the
 //! rounds and toolgate's own answers are the exchange's, as they are the HTTP edge's, so they
-//! are alike behind either front; what is left here is what a pipe cannot carry: an HTTP status, and a stream the client could
-//! resume.
+//! are alike behind either front; what is left here is what a pipe cannot carry: an HTTP
+//! status, and a stream the client could resume.
 
 use super::ToClient;
 use crate::error::UpstreamError;

@@ -260,7 +260,7 @@ impl Upstream for Http {
         let has_session = headers.contains_key(mcp::SESSION_ID);
         let client = (self.session_key(), has_session, Owner::Pipe);
         let way = HttpWay::find(self.to_http(), &headers, m, era, client).await;
-        // A stdio client cancels with a notification, which goes as it came.
+        // A stdio client cancels with a notification, not by leaving.
         let mut way = way.cancelled_by_notification();
         match (era, m.is_request()) {
             (Era::Modern, true) if way.in_own_session() => {
