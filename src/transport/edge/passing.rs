@@ -12,8 +12,8 @@ use crate::transport::exchange::to_http::{self, reversed_session};
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
 use bytes::Bytes;
-use http::request::Parts;
 use http::Method;
+use http::request::Parts;
 use std::sync::Arc;
 
 /// GET (the server's stream) and DELETE (the end of the session), forwarded; toolgate's own
