@@ -59,10 +59,19 @@ impl Drop for Sent {
     }
 }
 
+/// A request on its way into the shared session.
+pub(crate) struct Entered {
+    /// The request under toolgate's id.
+    pub(crate) body: Bytes,
+    pub(crate) ours: Box<RawValue>,
+    /// Its entry in the table, for as long as its answer is awaited.
+    pub(crate) sent: Sent,
+}
+
 impl Multiplexed {
     /// Notes that `owner`'s request `client_id` (raw JSON) is in flight as `ours`, until the
     /// returned entry is dropped.
-    pub(crate) fn sent(self: &Arc<Self>, owner: &str, client_id: &str, ours: &str) -> Sent {
+    fn sent(self: &Arc<Self>, owner: &str, client_id: &str, ours: &str) -> Sent {
         let key: SentKey = (owner.into(), jsonrpc::id_key(client_id).into());
         self.0.locked().insert(key.clone(), ours.into());
         Sent {
@@ -77,18 +86,7 @@ impl Multiplexed {
         let key: SentKey = (owner.into(), jsonrpc::id_key(client_id).into());
         self.0.locked().get(&key).cloned()
     }
-}
 
-/// A request on its way into the shared session.
-pub(crate) struct Entered {
-    /// The request under toolgate's id.
-    pub(crate) body: Bytes,
-    pub(crate) ours: Box<RawValue>,
-    /// Its entry in the table, for as long as its answer is awaited.
-    pub(crate) sent: Sent,
-}
-
-impl Multiplexed {
     /// `owner`'s request `body`, of id `client_id`, under toolgate's id `ours` (minted for
     /// it), noted in the table until the returned entry is dropped.
     pub(crate) fn enter(
