@@ -3,8 +3,8 @@
 //! parsed (`-32700` / `-32600`, 400); a body in the 2026-07-28 envelope is held to that era's
 //! header rules (`-32020` on a mismatch: they compare headers with the parsed body, so they
 //! live here and not in a layer of their own). Then, for either kind of server, one path:
-//! the message's [`EndpointWay`] to the server is settled (`to_http`: the era bridges' sessions;
-//! `stdio_children`: which child), `pipeline::step` decides it with a listing sent that same
+//! the message's [`EndpointWay`] to the server is settled (`exchange::to_http`: the era
+//! bridges' sessions; `exchange::to_children`: which child), `pipeline::step` decides it with a listing sent that same
 //! way, and toolgate answers it or the way sends it. What comes back goes through
 //! `pipeline::settle` (over HTTP in `answers`, which also streams). GET (the server's stream)
 //! and DELETE (the end of a session) are each way's own.
@@ -12,12 +12,12 @@
 use super::message;
 use super::passing;
 use super::request::{Caller, Endpoint, Inbound, Outbound, Route, Routed, Upstream};
-use super::stdio_children::{self, ChildWay};
 use crate::catalog::ScopeKey;
 use crate::config::{ConfigError, parse_upstream_url};
 use crate::gateway::Live;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::transport::exchange::reply;
+use crate::transport::exchange::to_children::{self, ChildWay, ToChildren};
 use crate::transport::exchange::to_http::{HttpWay, ToHttp};
 use crate::transport::exchange::{Note, Said};
 
@@ -230,18 +230,10 @@ async fn post<B: RequestBody>(
             EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
         }
         Upstream::Stdio(pool) => {
-            match Box::pin(ChildWay::find(
-                rt,
-                pool,
-                &parts.headers,
-                &m,
-                era,
-                &ctx,
-                note,
-            ))
-            .await
-            {
-                Ok(way) => EndpointWay::Child(way),
+            let to = rt.to_children(pool);
+            let caller = (ctx.key, ctx.owner(rt.peer));
+            match Box::pin(ChildWay::find(to, &parts.headers, &m, era, caller, note)).await {
+                Ok(way) => EndpointWay::Child(way, to),
                 Err(resp) => return resp,
             }
         }
@@ -283,7 +275,7 @@ async fn post<B: RequestBody>(
 /// Sends a message to a stdio child. The hop is a client span, as the hop to an HTTP
 /// server is (`to_http::forward`, which also hands the server its `traceparent`).
 async fn to_child(
-    rt: &Route<'_>,
+    to: ToChildren<'_>,
     way: ChildWay,
     body: Bytes,
     pending: crate::pipeline::Pending,
@@ -291,7 +283,7 @@ async fn to_child(
     note: &mut Note,
 ) -> Response {
     let hop = note.trace.as_ref().map(|t| t.hop().0);
-    let resp = way.send(rt, body, pending, said, note).await;
+    let resp = way.send(to, body, pending, said, note).await;
     if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
         let attrs = vec![
             (
@@ -325,7 +317,7 @@ fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
 /// bridge, a session of toolgate's, which child).
 enum EndpointWay<'a> {
     Http(HttpWay, ToHttp<'a>),
-    Child(ChildWay),
+    Child(ChildWay, ToChildren<'a>),
 }
 
 /// The edge's [`Way`] for one message: its way to the server, and what sending it takes
@@ -346,14 +338,14 @@ impl Way for EdgeWay<'_> {
     fn key(&self) -> ScopeKey {
         match &self.to {
             EndpointWay::Http(way, _) => way.key(),
-            EndpointWay::Child(way) => way.key(),
+            EndpointWay::Child(way, _) => way.key(),
         }
     }
 
     fn bridging(&self) -> Bridging<'_> {
         match &self.to {
             EndpointWay::Http(way, _) => way.bridging(),
-            EndpointWay::Child(way) => way.bridging(),
+            EndpointWay::Child(way, _) => way.bridging(),
         }
     }
 
@@ -370,7 +362,9 @@ impl Way for EdgeWay<'_> {
             EndpointWay::Http(way, to) => way.send(to, parts, body, pending, said, note).await,
             // Boxed: a child's path is several times an HTTP server's, whose requests would
             // otherwise carry (and copy) its size.
-            EndpointWay::Child(way) => Box::pin(to_child(rt, way, body, pending, said, note)).await,
+            EndpointWay::Child(way, to) => {
+                Box::pin(to_child(to, way, body, pending, said, note)).await
+            }
         }
     }
 }
@@ -389,11 +383,13 @@ impl Lister for EdgeWay<'_> {
             EndpointWay::Http(way, to) => {
                 way.lister(*to, &self.parts.headers).list(request, id).await
             }
-            EndpointWay::Child(way) => way.lister().list(request, id).await.map_err(|e| match e {
-                ListFailed::Relay(never) => match never {},
-                ListFailed::Unavailable(e) => ListFailed::Unavailable(e),
-                ListFailed::Refused(why) => ListFailed::Refused(why),
-            }),
+            EndpointWay::Child(way, _) => {
+                way.lister().list(request, id).await.map_err(|e| match e {
+                    ListFailed::Relay(never) => match never {},
+                    ListFailed::Unavailable(e) => ListFailed::Unavailable(e),
+                    ListFailed::Refused(why) => ListFailed::Refused(why),
+                })
+            }
         }
     }
 }
@@ -416,7 +412,7 @@ async fn bodiless<B>(
             passing::bodiless(rt, up, parts, &ctx, note).await
         }
         Upstream::Stdio(pool) => {
-            stdio_children::bodiless(pool, &parts.method, &parts.headers, note).await
+            to_children::bodiless(pool, &parts.method, &parts.headers, note).await
         }
     }
 }

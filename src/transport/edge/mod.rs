@@ -24,7 +24,6 @@ mod passing;
 mod request;
 mod request_id;
 mod routes;
-mod stdio_children;
 pub mod tls;
 mod well_known;
 

@@ -7,6 +7,7 @@ use crate::gateway::{Gateway, Target};
 use crate::mcp::{self, Era};
 use crate::policy::clients::Client;
 use crate::transport::exchange::Note;
+use crate::transport::exchange::to_children::ToChildren;
 use crate::transport::exchange::to_http::ToHttp;
 use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
@@ -37,6 +38,15 @@ impl<'a> Route<'a> {
             gw: self.gw,
             target: self.target,
             up,
+        }
+    }
+
+    /// How this route's messages reach the children of its stdio server, `pool`.
+    pub(super) fn to_children(&self, pool: &'a Arc<StdioPool>) -> ToChildren<'a> {
+        ToChildren {
+            gw: self.gw,
+            target: self.target,
+            pool,
         }
     }
 }

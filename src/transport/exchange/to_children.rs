@@ -1,4 +1,5 @@
-//! Streamable HTTP in front of a stdio server (`toolgate serve -- CMD`), the sidecar case.
+//! How a message reaches a stdio server's children and is answered in HTTP form (`toolgate
+//! serve -- CMD`, the sidecar case).
 //!
 //! Sessions are toolgate's: `initialize` without a session starts a child and mints the id,
 //! and the session's requests are answered as one JSON message each, through the same
@@ -9,21 +10,21 @@
 //! on the shared child) is answered, in a session or not, as an SSE stream of those messages,
 //! then the answer (docs/contract.md, section 7).
 
-use super::request::{Caller, Route};
+use super::asking::{self, AskingStream, RetryServer, ReverseRounds};
+use super::reply;
+use super::{Note, Said, StreamOutcome};
 use crate::catalog::ScopeKey;
+use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
-use crate::transport::exchange::asking::{self, AskingStream, RetryServer, ReverseRounds};
-use crate::transport::exchange::reply;
-use crate::transport::exchange::{Note, Said};
 use crate::transport::upstream::child::ChildLister;
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::{NoChild, SessionChild, StdioPool};
-use crate::transport::upstream::multiplex::{self, Entered, Sent};
+use crate::transport::upstream::multiplex::{self, Entered, Owner, Sent};
 use crate::transport::upstream::rounds::Unresumed;
 use axum::body::Body;
 use axum::response::Response;
@@ -34,8 +35,17 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn no_child(rt: &Route<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
-    let max = rt.gw.config.stdio.max_sessions;
+/// What reaching a stdio server takes, whichever front the message came in by: the gateway
+/// in force, the server's target and its children.
+#[derive(Clone, Copy)]
+pub(crate) struct ToChildren<'a> {
+    pub(crate) gw: &'a Arc<Gateway>,
+    pub(crate) target: &'a Arc<Target>,
+    pub(crate) pool: &'a Arc<StdioPool>,
+}
+
+fn no_child(to: ToChildren<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
+    let max = to.gw.config.stdio.max_sessions;
     match e {
         NoChild::UnknownSession => reply::json(
             StatusCode::NOT_FOUND,
@@ -59,9 +69,9 @@ fn no_child(rt: &Route<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
                 jsonrpc::error_response(m.id, jsonrpc::INTERNAL_ERROR, &msg, None),
             )
         }
-        NoChild::Failed(e) => match pipeline::undecided(rt.gw, rt.target, era, m, &e) {
+        NoChild::Failed(e) => match pipeline::undecided(to.gw, to.target, era, m, &e) {
             Some(a) => reply::answer(era, a),
-            None => reply::undelivered(rt.gw, rt.target, &e),
+            None => reply::undelivered(to.gw, to.target, &e),
         },
     }
 }
@@ -69,7 +79,7 @@ fn no_child(rt: &Route<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
 /// How one message reaches a stdio server, settled before the guard reads it: its
 /// session's child, the child a new session starts with, or the shared child of the requests
 /// without a session.
-pub(super) struct ChildWay {
+pub(crate) struct ChildWay {
     sc: Arc<SessionChild>,
     /// Who sends the message (`owner`): on the shared child, whose requests a cancellation
     /// may name.
@@ -84,15 +94,15 @@ pub(super) struct ChildWay {
 
 impl ChildWay {
     /// `Err` is the client's answer when no child can take the message.
-    pub(super) async fn find(
-        rt: &Route<'_>,
-        pool: &StdioPool,
+    pub(crate) async fn find(
+        to: ToChildren<'_>,
         headers: &HeaderMap,
         m: &Message<'_>,
         era: Era,
-        ctx: &Caller,
+        (caller, owner): (ScopeKey, Owner<'_>),
         note: &mut Note,
     ) -> Result<ChildWay, Response> {
+        let pool = to.pool;
         // `initialize` in the 2026-07-28 era: what a server of that era answers over HTTP;
         // over stdio it answers -32022, which would send the client looking for another
         // version.
@@ -104,7 +114,7 @@ impl ChildWay {
             return Err(reply::json(StatusCode::NOT_FOUND, answer));
         }
         let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
-        let owner = ctx.owner(rt.peer).key();
+        let owner = owner.key();
         let found = match (session, m.method()) {
             (None, Some("initialize")) => pool.open(&owner).map(|(id, sc)| (sc, Some(id), false)),
             (Some(s), _) => pool.session(s).map(|sc| (sc, None, false)),
@@ -113,12 +123,12 @@ impl ChildWay {
                 pool.shared(era, client).await.map(|sc| (sc, None, true))
             }
         };
-        let (sc, new_session, shared) = found.map_err(|e| no_child(rt, era, m, e))?;
+        let (sc, new_session, shared) = found.map_err(|e| no_child(to, era, m, e))?;
         let key = match (&new_session, sc.declared()) {
-            (Some(id), _) => rt.gw.scope(rt.target, Some(id.as_bytes()), None),
+            (Some(id), _) => to.gw.scope(to.target, Some(id.as_bytes()), None),
             // A bridged child lists its tools by what its clients can do.
-            (None, Some(caps)) if era == Era::Modern => rt.gw.narrower(ctx.key, caps.as_bytes()),
-            (None, _) => ctx.key,
+            (None, Some(caps)) if era == Era::Modern => to.gw.narrower(caller, caps.as_bytes()),
+            (None, _) => caller,
         };
         Ok(ChildWay {
             sc,
@@ -127,19 +137,19 @@ impl ChildWay {
             shared,
             era,
             key,
-            timeout: rt.gw.config.limits.upstream_timeout,
+            timeout: to.gw.config.limits.upstream_timeout,
         })
     }
 
     /// The scope the child's listings are kept under (a new session's own).
-    pub(super) fn key(&self) -> ScopeKey {
+    pub(crate) fn key(&self) -> ScopeKey {
         self.key
     }
 
     /// Only the shared child is bridged for a 2026-07-28 client (a session is the
     /// handshake's); a session's child that speaks only 2026-07-28 is bridged for its
     /// handshake-era client.
-    pub(super) fn bridging(&self) -> Bridging<'_> {
+    pub(crate) fn bridging(&self) -> Bridging<'_> {
         Bridging::of(
             self.sc
                 .bridged()
@@ -151,7 +161,7 @@ impl ChildWay {
         )
     }
 
-    pub(super) fn lister(&self) -> ChildLister<'_> {
+    pub(crate) fn lister(&self) -> ChildLister<'_> {
         ChildLister {
             child: &self.sc.child,
             timeout: self.timeout,
@@ -185,9 +195,9 @@ impl ChildWay {
     }
 
     /// Sends what the gate forwards and answers the POST with what the child answers.
-    pub(super) async fn send(
+    pub(crate) async fn send(
         self,
-        rt: &Route<'_>,
+        to: ToChildren<'_>,
         body: Bytes,
         pending: Pending,
         said: Said<'_>,
@@ -212,11 +222,11 @@ impl ChildWay {
                     note.outcome = "forwarded";
                     reply::accepted()
                 }
-                Err(e) => reply::upstream_failed(rt.gw, &pending, &e, note),
+                Err(e) => reply::upstream_failed(to.gw, &pending, &e, note),
             };
         };
         if self.shared {
-            return shared_exchange(rt, sc, &self.owner, body, said, pending, note).await;
+            return shared_exchange(to, sc, &self.owner, body, said, pending, note).await;
         }
         // A second request under an id in flight in the session would take the first one's
         // answer.
@@ -239,24 +249,24 @@ impl ChildWay {
         {
             note.outcome = "forwarded";
             let on = Streamed::Session(self.reverse_rounds(said.method, &body));
-            return stream(rt, sc, body, token.get(), pending, on, self.timeout);
+            return stream(to, sc, body, token.get(), pending, on, self.timeout);
         }
         let reverse_rounds = self.reverse_rounds(said.method, &body);
         let answer = match sc.child.request(body, client_id.get(), self.timeout).await {
             Ok(a) => a,
-            Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
+            Err(e) => return reply::upstream_failed(to.gw, &pending, &e, note),
         };
         note.outcome = "forwarded";
         if let Some(reverse_rounds) = reverse_rounds
             && asked::input_required(&answer).is_some()
         {
-            return asking::answer(rt.gw, pending, answer, reverse_rounds);
+            return asking::answer(to.gw, pending, answer, reverse_rounds);
         }
         // A session's `initialize` the server refused: one that answers `server/discover`
         // speaks only 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
         let reversed = match self.new_session {
             Some(_) => {
-                let ids = || rt.gw.next_id();
+                let ids = || to.gw.next_id();
                 sc.child
                     .reverse_if_refused(ids, self.timeout, client_id, said.params, &answer)
                     .await
@@ -268,7 +278,7 @@ impl ChildWay {
                 sc.set_reverse(reverse);
                 (StatusCode::OK, Bytes::from(ours))
             }
-            None => finish(rt.gw, &pending, answer),
+            None => finish(to.gw, &pending, answer),
         };
         let mut resp = reply::json(status, body);
         if let Some(id) = self.new_session
@@ -331,7 +341,7 @@ fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
 /// child will send messages about the request first (its progress, a listen request's
 /// notifications), the answer is an SSE stream carrying them, then the answer.
 async fn shared_exchange(
-    rt: &Route<'_>,
+    to: ToChildren<'_>,
     sc: &Arc<SessionChild>,
     owner: &str,
     body: Bytes,
@@ -348,14 +358,14 @@ async fn shared_exchange(
         sent,
     } = sc
         .multiplexed
-        .enter(owner, body, &client_id, rt.gw.next_id());
+        .enter(owner, body, &client_id, to.gw.next_id());
     if client_token.is_some() {
         wire = jsonrpc::replace_at(&wire, &PROGRESS_TOKEN, &ours).map_or(wire, Bytes::from);
     }
     let timeout = if listens {
         LISTEN_LIMIT
     } else {
-        rt.gw.config.limits.upstream_timeout
+        to.gw.config.limits.upstream_timeout
     };
     let streams = listens || client_token.is_some();
     if !streams && sc.bridged().is_some() && asked::may_ask(said.method) {
@@ -365,7 +375,7 @@ async fn shared_exchange(
             ours,
             client_id,
         };
-        return Box::pin(bridged_exchange(rt, sc, call, pending, note)).await;
+        return Box::pin(bridged_exchange(to, sc, call, pending, note)).await;
     }
     if !streams {
         // A 2026-07-28 client cancels by closing its response (a handshake-era client's
@@ -381,11 +391,11 @@ async fn shared_exchange(
         drop(sent);
         let answer = match answer {
             Ok(a) => a,
-            Err(e) => return reply::upstream_failed(rt.gw, &pending, &e, note),
+            Err(e) => return reply::upstream_failed(to.gw, &pending, &e, note),
         };
         note.outcome = "forwarded";
         let answer = jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
-        let (status, body) = finish(rt.gw, &pending, answer);
+        let (status, body) = finish(to.gw, &pending, answer);
         return reply::json(status, body);
     }
     note.outcome = "forwarded";
@@ -396,7 +406,7 @@ async fn shared_exchange(
     };
     let key = remapped.ours.get().to_owned();
     stream(
-        rt,
+        to,
         sc,
         wire,
         &key,
@@ -419,13 +429,13 @@ struct Call {
 /// (`child_questions`): the client is then answered with an input-required round, and its
 /// retry's answer goes to the server's question and waits for the call's answer again.
 async fn bridged_exchange(
-    rt: &Route<'_>,
+    to: ToChildren<'_>,
     sc: &SessionChild,
     call: Call,
     pending: Pending,
     note: &mut Note,
 ) -> Response {
-    let timeout = rt.gw.config.limits.upstream_timeout;
+    let timeout = to.gw.config.limits.upstream_timeout;
     let (waiting, answers_as) = match sc.child.bridged_call(call.wire, &call.ours, pending.key) {
         Ok(call) => call,
         Err(Unresumed::Refused(why)) => {
@@ -435,7 +445,7 @@ async fn bridged_exchange(
             return reply::json(pending.era.status_for(jsonrpc::INVALID_PARAMS), body);
         }
         Err(Unresumed::Unavailable(e)) => {
-            return reply::upstream_failed(rt.gw, &pending, &e, note);
+            return reply::upstream_failed(to.gw, &pending, &e, note);
         }
     };
     let mut left = Left {
@@ -452,11 +462,11 @@ async fn bridged_exchange(
     note.outcome = "forwarded";
     match answered {
         Ok(Answered::Server(answer)) => {
-            let (status, body) = finish(rt.gw, &pending, answer);
+            let (status, body) = finish(to.gw, &pending, answer);
             reply::json(status, body)
         }
         Ok(Answered::Round(round)) => reply::json(StatusCode::OK, round),
-        Err(e) => reply::upstream_failed(rt.gw, &pending, &e, note),
+        Err(e) => reply::upstream_failed(to.gw, &pending, &e, note),
     }
 }
 
@@ -473,7 +483,7 @@ struct Remapped {
 /// `key`, its progress token or toolgate's id), then its answer. `remapped` on the shared
 /// child; in a session the ids and tokens are the client's own.
 fn stream(
-    rt: &Route<'_>,
+    to: ToChildren<'_>,
     sc: &Arc<SessionChild>,
     wire: Bytes,
     key: &str,
@@ -495,7 +505,7 @@ fn stream(
             .to_owned(),
     };
     let stream = RelatedStream {
-        gw: rt.gw.clone(),
+        gw: to.gw.clone(),
         sc: sc.clone(),
         remapped,
         pending,
@@ -576,7 +586,7 @@ impl RelatedStream {
     ) -> Result<AskingStream, Result<Bytes, crate::error::UpstreamError>> {
         match (answer, self.reverse_rounds.take()) {
             (Ok(held), Some(rounds)) if asked::input_required(&held).is_some() => {
-                let outcome = crate::transport::exchange::StreamOutcome::default();
+                let outcome = StreamOutcome::default();
                 let pending = self.pending.clone();
                 Ok(AskingStream::start(
                     &self.gw, pending, held, rounds, outcome,
@@ -666,7 +676,7 @@ fn line_has(line: &[u8], what: &str) -> bool {
 }
 
 /// GET: the session's stream of what its child sends on its own. DELETE: end the session.
-pub(super) async fn bodiless(
+pub(crate) async fn bodiless(
     pool: &StdioPool,
     method: &http::Method,
     headers: &HeaderMap,
@@ -678,14 +688,7 @@ pub(super) async fn bodiless(
         .map(str::to_owned)
     else {
         note.outcome = "answered";
-        let mut r = reply::transport(
-            StatusCode::METHOD_NOT_ALLOWED,
-            jsonrpc::INVALID_REQUEST,
-            "Method not allowed without a session",
-        );
-        r.headers_mut()
-            .insert(http::header::ALLOW, HeaderValue::from_static("POST"));
-        return r;
+        return reply::method_not_allowed("no session to stream or end", "POST");
     };
     note.outcome = "answered";
     if method == http::Method::DELETE {
