@@ -53,10 +53,11 @@ pub(crate) struct HttpWay {
     /// Who sends the message into that session, which other clients share
     /// (`upstream::multiplex`).
     owner: Option<Box<str>>,
-    /// A cancellation in that session: the id of toolgate's that the request it names went
-    /// with, found now, while that request is in flight (a stdio front ends its exchange as
-    /// soon as it reads the cancellation).
-    cancelled: Option<Box<str>>,
+    /// For a cancellation in that session, the id of toolgate's that the request it names
+    /// went with (`None` when no request of the client's in flight has that id), found now,
+    /// while that request is in flight: a stdio front ends its exchange as soon as it reads
+    /// the cancellation.
+    cancelled: Option<Option<Box<str>>>,
     /// A handshake-era client in the session toolgate keeps for it in front of a server
     /// that speaks only 2026-07-28, and the 2026-07-28 headers its message goes with (the
     /// params are whole).
@@ -240,8 +241,7 @@ impl HttpWay {
                 };
                 return Box::pin(round.resume(to, pending, note)).await;
             }
-            let Some((multiplexed, entered)) = self.multiplexed(to, session, body, &pending, said)
-            else {
+            let Some((multiplexed, entered)) = self.multiplexed(to, session, body, &pending) else {
                 // A cancellation naming no request of the client's in flight: nothing to tell.
                 note.outcome = "answered";
                 return reply::accepted();
@@ -302,30 +302,27 @@ impl HttpWay {
         session: &Session,
         body: Bytes,
         pending: &Pending,
-        said: Said<'_>,
     ) -> Option<(Bytes, Option<InSession>)> {
         let owner = self.owner.as_deref().unwrap_or_default();
-        match (pending.id.as_deref(), said.cancelled) {
+        match (pending.id.as_deref(), &self.cancelled) {
             (Some(id), _) => {
                 let e = session.multiplexed.enter(owner, body, id, to.gw.next_id());
                 Some((e.body, Some((e.ours, e.sent))))
             }
-            (None, Some(_)) => {
-                let ours = self.cancelled.as_deref()?;
-                Some((multiplex::cancellation(&body, ours)?, None))
-            }
+            (None, Some(ours)) => Some((multiplex::cancellation(&body, ours.as_deref()?)?, None)),
             (None, None) => Some((body, None)),
         }
     }
 }
 
-/// For `owner`'s cancellation `m` in toolgate's `session`: the id of toolgate's that the
+/// When `m` is `owner`'s cancellation in toolgate's `session`: the id of toolgate's that the
 /// request it names went with, if that request is in flight.
-fn cancelled_in(session: &Session, owner: &str, m: &Message<'_>) -> Option<Box<str>> {
+fn cancelled_in(session: &Session, owner: &str, m: &Message<'_>) -> Option<Option<Box<str>>> {
     if m.method() != Some("notifications/cancelled") {
         return None;
     }
-    session.multiplexed.ours(owner, m.cancelled_id()?.get())
+    let named = m.cancelled_id();
+    Some(named.and_then(|id| session.multiplexed.ours(owner, id.get())))
 }
 
 /// What a bridged request's answer becomes: an error the client may retry when toolgate's

@@ -383,19 +383,11 @@ impl Http {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.method = Method::POST;
         parts.headers = headers;
-        // A cancellation names its request, which may have gone under toolgate's id.
-        let text = body.clone();
-        let cancellation = (method == "notifications/cancelled")
-            .then(|| jsonrpc::parse(&text).ok())
-            .flatten();
         let said = Said {
             id: pending.id.as_deref(),
             method,
             params: handshake.and_then(|h| h.params.as_deref()),
-            cancelled: match &cancellation {
-                Some(jsonrpc::Body::Single(m)) => m.cancelled_id(),
-                _ => None,
-            },
+            cancelled: None,
         };
         let (to, mut note) = (self.to_http(), Note::default());
         way.send(to, parts, body, pending.clone(), said, &mut note)
