@@ -283,7 +283,7 @@ async fn to_child(
     note: &mut Note,
 ) -> Response {
     let hop = note.trace.as_ref().map(|t| t.hop().0);
-    let resp = way.send(to, body, pending, said, note).await;
+    let resp = way.send(to.gw, body, pending, said, note).await;
     if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
         let attrs = vec![
             (

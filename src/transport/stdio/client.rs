@@ -93,19 +93,6 @@ impl ToClient {
         let _ = self.out.send(Out::Line(line.into()));
     }
 
-    /// The server's answer to `pending`, through the answer-side rules
-    /// ([`pipeline::settle`]); `false` when it is not a JSON-RPC message, or not the answer.
-    pub(crate) fn answer(&self, pending: &Pending, bytes: Bytes) -> bool {
-        match pipeline::settle_bytes(&self.gw, pending, bytes) {
-            Some(s) => {
-                self.write(s.body);
-                self.answered(pending, s.answers, "forwarded");
-                s.answers
-            }
-            None => false,
-        }
-    }
-
     /// Ends the span of `pending` once its answer is written.
     fn answered(&self, pending: &Pending, answers: bool, outcome: &str) {
         // Without an exporter nothing waits in `traces`: no lock per answer.

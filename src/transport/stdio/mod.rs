@@ -22,7 +22,6 @@ pub mod to_child;
 mod traces;
 
 use crate::error::UpstreamError;
-use crate::locks::MutexExt;
 pub(crate) use client::ToClient;
 use client::{Out, next_message};
 use in_flight::{Exchange, InFlight};
@@ -32,7 +31,6 @@ use crate::gateway::Target;
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::pipeline::Pending;
-use crate::pipeline::bridge::Reverse;
 use crate::pipeline::engine::{self, Handled, Origin, Way};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::{self, Bridging};
@@ -108,25 +106,6 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     fn end(&self, grace: Duration) -> impl Future<Output = String> + Send;
     /// Ends it now, when toolgate is told to stop during [`Upstream::end`].
     fn kill(&self) {}
-}
-
-/// The bridge of the handshake-era client to a server that refused its `initialize` and
-/// answered `server/discover` (it speaks only 2026-07-28); set by the upstream that found it.
-#[derive(Default)]
-pub(crate) struct Reversed(std::sync::Mutex<Option<Arc<Reverse>>>);
-
-impl Reversed {
-    pub(crate) fn set(&self, reverse: Option<Arc<Reverse>>) {
-        *self.0.locked() = reverse;
-    }
-
-    /// The bridge a message of `era` takes: only the client's handshake-era messages cross.
-    pub(crate) fn for_era(&self, era: Era) -> Option<Arc<Reverse>> {
-        match era {
-            Era::Legacy => self.0.locked().clone(),
-            Era::Modern => None,
-        }
-    }
 }
 
 /// A message on its way to the server.

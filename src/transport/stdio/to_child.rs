@@ -1,29 +1,26 @@
 //! `toolgate stdio -- CMD`: the stdio front in front of a server toolgate starts as its child.
 //!
-//! Messages are written to the child in the client's order; each request waits for its own
-//! answer ([`ChildProcess::start`]), so one slow call holds up nothing else. What the child
-//! sends on its own goes to the client as it comes. The child's era is asked on the first
-//! 2026-07-28 request (`ChildProcess::settle_era`), and a handshake-era client is bridged to
-//! a child that refuses `initialize` and answers `server/discover`.
+//! A message reaches the child as it reaches any stdio server's child, through
+//! `exchange::to_children::ChildWay`, here under the client's own ids; what it answers in
+//! HTTP form is written as lines (`lines`). Messages are written to the child in the client's
+//! order; each request waits for its own answer, so one slow call holds up nothing else. What
+//! the child sends on its own goes to the client as it comes. The child's era is asked on
+//! the first 2026-07-28 request, and a handshake-era client is bridged to a child that
+//! refuses `initialize` and answers `server/discover`.
 
-use super::{Forwarded, Handshake, Reversed, ToClient, Upstream, lines};
+use super::{Forwarded, ToClient, Upstream, lines};
 use crate::catalog::ScopeKey;
-use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
-use crate::jsonrpc;
 use crate::jsonrpc::Message;
 use crate::locks::MutexExt;
 use crate::mcp::Era;
-use crate::pipeline::Pending;
-use crate::pipeline::asked;
-use crate::pipeline::bridge::{Declared, Reverse};
+use crate::metrics;
+use crate::pipeline::bridge::Declared;
 use crate::pipeline::step::Bridging;
-use crate::transport::exchange::asking::{self, RetryServer, ReverseRounds};
+use crate::transport::exchange::to_children::ChildWay;
+use crate::transport::exchange::{Note, Said, StreamOutcome};
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
-use crate::transport::upstream::child::{Owed, Waiting};
-use crate::transport::upstream::child_questions::Answered;
-use crate::transport::upstream::rounds::Unresumed;
-use bytes::Bytes;
+use crate::transport::upstream::children::SessionChild;
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
@@ -61,9 +58,8 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         gw,
         target,
         key,
-        process,
-        era: tokio::sync::Mutex::new(None),
-        reverse: Reversed::default(),
+        sc: SessionChild::of_pipe(process),
+        settled: tokio::sync::Mutex::new(false),
     });
     super::serve(up, to, writer, Some(gone)).await
 }
@@ -73,58 +69,45 @@ pub(crate) struct Child {
     gw: Arc<Gateway>,
     target: Arc<Target>,
     key: ScopeKey,
-    process: Arc<ChildProcess>,
+    sc: Arc<SessionChild>,
     timeout: Duration,
-    /// What it speaks to a 2026-07-28 client, asked on the first such request.
-    era: tokio::sync::Mutex<Option<ServerEra>>,
-    reverse: Reversed,
+    /// Whether what it speaks to a 2026-07-28 client is known, asked on the first such
+    /// request.
+    settled: tokio::sync::Mutex<bool>,
 }
 
-/// How one message reaches the child.
+/// How one message reaches the child: its way, and what sending it reads of the message.
 pub(crate) struct PipeWay {
-    /// The child's `initialize` result, for a 2026-07-28 request bridged to its handshake.
-    handshake: Option<Box<RawValue>>,
-    reverse: Option<Arc<Reverse>>,
-    /// The server may ask its client something before it answers (a call, a prompt, a read).
-    may_ask: bool,
-}
-
-/// A request written to the child, and what its answer is waited for as.
-enum Written {
-    /// A notification, or a client's answer: nothing comes back.
-    Told,
-    Failed(UpstreamError),
-    Plain(Owed),
-    /// A bridged 2026-07-28 call the server may ask something of first, and the id its
-    /// answer comes under.
-    Bridged(Waiting, Box<RawValue>),
-    /// A retry of a round that cannot be taken: why.
-    Unresumed(String),
+    way: ChildWay,
+    method: &'static str,
+    /// The request a `notifications/cancelled` names.
+    cancelled: Option<Box<RawValue>>,
 }
 
 impl Child {
-    /// The child's `initialize` result when a 2026-07-28 client is bridged to it. The
-    /// handshake carries what the client's first such request (`m`) says of it.
-    async fn bridged(&self, m: &Message<'_>) -> Option<Box<RawValue>> {
-        let mut era = self.era.lock().await;
-        if era.is_none() {
-            let client = Declared::of(m).initialize_params();
-            *era = match self
-                .process
-                .settle_era(|| self.gw.next_id(), Some(&client), self.timeout)
-                .await
-            {
-                Ok(e) => Some(e),
-                Err(why) => {
-                    // Its own answers will tell the client what is wrong; asked again later.
-                    tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are");
-                    None
-                }
-            };
+    /// Asks the child's era when a 2026-07-28 client's first request (`m`) needs it; the
+    /// handshake a child that speaks only that is bridged over carries what `m` says of the
+    /// client.
+    async fn settle(&self, m: &Message<'_>) {
+        let mut settled = self.settled.lock().await;
+        if *settled {
+            return;
         }
-        match era.as_ref() {
-            Some(ServerEra::Bridged(init)) => Some(init.clone()),
-            _ => None,
+        let client = Declared::of(m).initialize_params();
+        match (self.sc.child)
+            .settle_era(|| self.gw.next_id(), Some(&client), self.timeout)
+            .await
+        {
+            Ok(era) => {
+                *settled = true;
+                if let ServerEra::Bridged(init) = era {
+                    self.sc.bridge(init);
+                }
+            }
+            // Its own answers will tell the client what is wrong; asked again later.
+            Err(why) => {
+                tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are")
+            }
         }
     }
 }
@@ -140,34 +123,33 @@ impl Upstream for Child {
         &self.target
     }
 
-    fn key(&self, _way: &PipeWay) -> ScopeKey {
-        self.key
+    fn key(&self, way: &PipeWay) -> ScopeKey {
+        way.way.key()
     }
 
     async fn way(&self, m: &Message<'_>, era: Era) -> PipeWay {
-        let handshake = match era == Era::Modern && m.is_request() {
-            true => self.bridged(m).await,
-            false => None,
-        };
-        let reverse = self.reverse.for_era(era);
-        let may_ask = m.method().is_some_and(asked::may_ask);
+        if era == Era::Modern && m.is_request() {
+            self.settle(m).await;
+        }
+        let method = metrics::method_label(m.method());
+        let initialize = m.is_request() && method == "initialize";
+        let sc = self.sc.clone();
         PipeWay {
-            handshake,
-            reverse,
-            may_ask,
+            way: ChildWay::pipe(sc, era, self.key, self.timeout, initialize),
+            method,
+            cancelled: match method {
+                "notifications/cancelled" => m.cancelled_id().map(ToOwned::to_owned),
+                _ => None,
+            },
         }
     }
 
     fn bridging(way: &PipeWay) -> Bridging<'_> {
-        Bridging::of(way.handshake.as_deref(), way.reverse.as_deref())
+        way.way.bridging()
     }
 
     fn lister<'a>(self: &'a Arc<Self>, way: &'a PipeWay, _era: Era) -> ChildLister<'a> {
-        ChildLister {
-            child: &self.process,
-            timeout: self.timeout,
-            bridging: Self::bridging(way),
-        }
+        way.way.lister()
     }
 
     fn exchange(
@@ -181,133 +163,36 @@ impl Upstream for Child {
             handshake,
             to,
         } = sent;
-        // A handshake-era client's request to a server of 2026-07-28, which may ask for input.
-        let rounds = (way.reverse.clone())
-            .filter(|_| way.may_ask)
-            .map(|r| (body.clone(), r));
+        let said = Said {
+            id: pending.id.as_deref(),
+            method: way.method,
+            params: handshake.as_ref().and_then(|h| h.params.as_deref()),
+            cancelled: way.cancelled.as_deref(),
+        };
+        let mut note = Note::default();
         // Written now, in the client's order; only the wait is left to the future.
-        let written = self.write(&way, body, pending.id.as_deref());
+        let written = way.way.write(&self.gw, body, &pending, said, &mut note);
         async move {
-            let owed = match written {
-                Written::Told => return,
-                Written::Failed(e) => return to.failed(&pending, &e),
-                Written::Unresumed(why) => {
-                    let id = pending.id.as_deref();
-                    let refusal = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                    return to.write_answer(&pending, refusal, "answered");
-                }
-                Written::Bridged(waiting, answers_as) => {
-                    return self
-                        .answer_bridged(waiting, &answers_as, &pending, &to)
-                        .await;
-                }
-                Written::Plain(owed) => owed,
-            };
-            let answer = owed.answer(self.timeout).await;
-            match answer {
-                Ok(answer) => {
-                    if let Some(h) = handshake
-                        && let Some(ours) = self.reverse_if_refused(&pending, h, &answer).await
-                    {
-                        return to.write(ours);
-                    }
-                    if let Some((request, reverse)) = rounds
-                        && asked::input_required(&answer).is_some()
-                    {
-                        // Its rounds, as an HTTP client's are asked: the questions, then
-                        // the last answer, each a line.
-                        let server = RetryServer::Child(self.process.retrying(self.timeout));
-                        let rounds = ReverseRounds {
-                            request,
-                            reverse,
-                            server,
-                        };
-                        let resp = asking::answer(&self.gw, pending.clone(), answer, rounds);
-                        return lines::write(&to, &pending, resp, |_| {}).await;
-                    }
-                    to.answer(&pending, answer);
-                }
-                Err(e) => to.failed(&pending, &e),
+            if pending.id.is_none() {
+                // A notification or a client's answer: nothing comes back to write.
+                return;
             }
+            let mut resp = written.answer(&self.gw, &pending, &mut note).await;
+            // What toolgate answered itself (a refusal, a failure) is traced as such.
+            if note.outcome != "forwarded" {
+                let outcome = StreamOutcome::default();
+                outcome.set(note.outcome);
+                resp.extensions_mut().insert(outcome);
+            }
+            lines::write(&to, &pending, resp, |_| {}).await;
         }
     }
 
     async fn end(&self, grace: Duration) -> String {
-        self.process.shutdown(grace).await
+        self.sc.child.shutdown(grace).await
     }
 
     fn kill(&self) {
-        self.process.kill_group();
-    }
-}
-
-impl Child {
-    /// Writes a message to the child now; a round's retry writes the client's answer to the
-    /// server's question instead.
-    fn write(&self, way: &PipeWay, body: Bytes, id: Option<&RawValue>) -> Written {
-        let Some(id) = id else {
-            return match self.process.send(body) {
-                Ok(()) => Written::Told,
-                Err(e) => Written::Failed(e),
-            };
-        };
-        if way.handshake.is_none() || !way.may_ask {
-            return match self.process.start(body, id.get()) {
-                Ok(owed) => Written::Plain(owed),
-                Err(e) => Written::Failed(e),
-            };
-        }
-        match self.process.bridged_call(body, id, self.key) {
-            Ok((waiting, answers_as)) => Written::Bridged(waiting, answers_as),
-            Err(Unresumed::Refused(why)) => Written::Unresumed(why),
-            Err(Unresumed::Unavailable(e)) => Written::Failed(e),
-        }
-    }
-
-    /// A bridged call's answer, or the round the server's question makes of it.
-    async fn answer_bridged(
-        &self,
-        waiting: Waiting,
-        answers_as: &RawValue,
-        pending: &Pending,
-        to: &ToClient,
-    ) {
-        let client_id = pending.id.as_deref().expect("a request");
-        let ids = (answers_as, client_id);
-        match self
-            .process
-            .bridged_answer(waiting, ids, self.key, self.timeout)
-            .await
-        {
-            Ok(Answered::Server(answer)) => {
-                to.answer(pending, answer);
-            }
-            Ok(Answered::Round(round)) => to.write_answer(pending, round, "forwarded"),
-            Err(e) => to.failed(pending, &e),
-        }
-    }
-
-    /// A handshake-era client's `initialize` the child refused: when it answers
-    /// `server/discover`, it speaks only 2026-07-28, and toolgate answers the client from
-    /// that and bridges it.
-    async fn reverse_if_refused(
-        &self,
-        pending: &Pending,
-        handshake: Handshake,
-        answer: &[u8],
-    ) -> Option<Vec<u8>> {
-        let id = pending.id.as_deref()?;
-        let (ours, reverse) = self
-            .process
-            .reverse_if_refused(
-                || self.gw.next_id(),
-                self.timeout,
-                id,
-                handshake.params.as_deref(),
-                answer,
-            )
-            .await?;
-        self.reverse.set(Some(Arc::new(reverse)));
-        Some(ours)
+        self.sc.child.kill_group();
     }
 }

@@ -198,6 +198,30 @@ impl SessionChild {
         *self.last_used.locked() = Instant::now();
     }
 
+    /// The stdio front's one child: the front hears what it sends on its own itself, and
+    /// settles its era.
+    pub(crate) fn of_pipe(child: Arc<ChildProcess>) -> Arc<SessionChild> {
+        let (unsolicited, _) = broadcast::channel(1);
+        Arc::new(SessionChild {
+            child,
+            owner: "stdio".into(),
+            last_used: Mutex::new(Instant::now()),
+            unsolicited,
+            backlog: Mutex::default(),
+            related: Mutex::default(),
+            shared: false,
+            bridged: std::sync::OnceLock::new(),
+            declared: std::sync::OnceLock::new(),
+            reverse: std::sync::OnceLock::new(),
+            multiplexed: Arc::default(),
+        })
+    }
+
+    /// From now on, 2026-07-28 requests reach it over the handshake it answered so.
+    pub(crate) fn bridge(&self, init: Box<RawValue>) {
+        let _ = self.bridged.set(init);
+    }
+
     /// This child, noted as used now.
     fn used(self: Arc<Self>) -> Arc<Self> {
         self.touch();

@@ -1,0 +1,208 @@
+//! What is left of a message once it is written to its child: its answer to wait for, read
+//! as its client is to read it.
+
+use super::super::Note;
+use super::super::asking::{self, ReverseRounds};
+use super::super::reply;
+use crate::gateway::Gateway;
+use crate::jsonrpc;
+use crate::mcp;
+use crate::pipeline::{self, Pending, asked};
+use crate::transport::upstream::child::{Owed, Waiting};
+use crate::transport::upstream::child_questions::Answered;
+use crate::transport::upstream::children::SessionChild;
+use crate::transport::upstream::multiplex::Sent;
+use axum::response::Response;
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::HeaderValue;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A message written to its child, and what is left of its exchange.
+pub(crate) struct Written {
+    pub(super) sc: Arc<SessionChild>,
+    pub(super) timeout: Duration,
+    pub(super) then: Then,
+}
+
+/// What a written message waits for.
+pub(super) enum Then {
+    /// Nothing: toolgate's answer, the child's acceptance, or a stream that waits on its own.
+    Done(Response),
+    /// The answer to a request under its client's id.
+    Own(Owed, Own),
+    /// The answer to a request on the shared child, under toolgate's id.
+    Shared {
+        owed: Owed,
+        client_id: Box<RawValue>,
+        left: Left,
+        _sent: Sent,
+    },
+    /// A bridged call's answer, or the round the server's question makes of it.
+    Bridged {
+        waiting: Waiting,
+        answers_as: Box<RawValue>,
+        client_id: Box<RawValue>,
+        left: Left,
+        _sent: Option<Sent>,
+    },
+}
+
+/// What a request under its client's id reads its answer against.
+pub(super) struct Own {
+    pub(super) client_id: Box<RawValue>,
+    /// For a handshake-era client of a server of 2026-07-28: what the rounds need when the
+    /// answer asks for input.
+    pub(super) rounds: Option<ReverseRounds>,
+    /// The params of an `initialize` the server may refuse.
+    pub(super) handshake: Option<Option<Box<RawValue>>>,
+    /// The id of the session this `initialize` opens, for the answer's header.
+    pub(super) new_session: Option<String>,
+}
+
+impl Written {
+    /// Waits for the child's answer and answers the client with it, in HTTP form.
+    pub(crate) async fn answer(
+        self,
+        gw: &Arc<Gateway>,
+        pending: &Pending,
+        note: &mut Note,
+    ) -> Response {
+        let Written { sc, timeout, then } = self;
+        match then {
+            Then::Done(resp) => resp,
+            Then::Own(owed, own) => {
+                let answer = match owed.answer(timeout).await {
+                    Ok(a) => a,
+                    Err(e) => return reply::upstream_failed(gw, pending, &e, note),
+                };
+                note.outcome = "forwarded";
+                own.answer(gw, &sc, timeout, pending, answer).await
+            }
+            Then::Shared {
+                owed,
+                client_id,
+                mut left,
+                _sent,
+            } => {
+                let answer = owed.answer(timeout).await;
+                left.cancels = false;
+                let answer = match answer {
+                    Ok(a) => a,
+                    Err(e) => return reply::upstream_failed(gw, pending, &e, note),
+                };
+                note.outcome = "forwarded";
+                let answer =
+                    jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
+                let (status, body) = finish(gw, pending, answer);
+                reply::json(status, body)
+            }
+            Then::Bridged {
+                waiting,
+                answers_as,
+                client_id,
+                mut left,
+                _sent,
+            } => {
+                let ids = (&*answers_as, &*client_id);
+                let answered = (sc.child)
+                    .bridged_answer(waiting, ids, pending.key, timeout)
+                    .await;
+                left.cancels = false;
+                note.outcome = "forwarded";
+                match answered {
+                    Ok(Answered::Server(answer)) => {
+                        let (status, body) = finish(gw, pending, answer);
+                        reply::json(status, body)
+                    }
+                    Ok(Answered::Round(round)) => reply::json(StatusCode::OK, round),
+                    Err(e) => reply::upstream_failed(gw, pending, &e, note),
+                }
+            }
+        }
+    }
+}
+
+impl Own {
+    /// The child's answer: the rounds it asks of a handshake-era client, toolgate's answer to
+    /// a handshake the server refused, else the answer itself.
+    async fn answer(
+        self,
+        gw: &Arc<Gateway>,
+        sc: &SessionChild,
+        timeout: Duration,
+        pending: &Pending,
+        answer: Bytes,
+    ) -> Response {
+        if let Some(rounds) = self.rounds
+            && asked::input_required(&answer).is_some()
+        {
+            return asking::answer(gw, pending.clone(), answer, rounds);
+        }
+        // A handshake the server refused: one that answers `server/discover` speaks only
+        // 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
+        let reversed = match &self.handshake {
+            Some(params) => {
+                let (ids, id) = (|| gw.next_id(), &*self.client_id);
+                (sc.child)
+                    .reverse_if_refused(ids, timeout, id, params.as_deref(), &answer)
+                    .await
+            }
+            None => None,
+        };
+        let (status, body) = match reversed {
+            Some((ours, reverse)) => {
+                sc.set_reverse(reverse);
+                (StatusCode::OK, Bytes::from(ours))
+            }
+            None => finish(gw, pending, answer),
+        };
+        let mut resp = reply::json(status, body);
+        if let Some(id) = self.new_session
+            && let Ok(v) = HeaderValue::from_str(&id)
+        {
+            resp.headers_mut().insert(mcp::SESSION_ID, v);
+        }
+        resp
+    }
+}
+
+/// The child's answer, with its client's id, as the client reads it ([`pipeline::settle`]),
+/// and the status it goes with: the answer's error code mapped by the request's era.
+pub(super) fn finish(gw: &Gateway, pending: &Pending, answer: Bytes) -> (StatusCode, Bytes) {
+    match pipeline::settle_bytes(gw, pending, answer.clone()) {
+        Some(s) => (
+            s.error_code
+                .map_or(StatusCode::OK, |c| pending.era.status_for(c)),
+            s.body,
+        ),
+        None => (StatusCode::OK, answer),
+    }
+}
+
+/// A shared-child request whose client may leave before its answer; see [`client_left`].
+pub(super) struct Left {
+    pub(super) sc: Arc<SessionChild>,
+    pub(super) ours: Box<RawValue>,
+    /// Cleared once the answer came.
+    pub(super) cancels: bool,
+}
+
+impl Drop for Left {
+    fn drop(&mut self) {
+        if self.cancels {
+            client_left(&self.sc, &self.ours);
+        }
+    }
+}
+
+/// The client of the shared child's request `ours` left before its answer: nothing waits for
+/// the answer any more, and the child is sent `notifications/cancelled` for it.
+pub(super) fn client_left(sc: &SessionChild, ours: &RawValue) {
+    sc.child.cancel(ours.get());
+    let cancelled = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": ours, "reason": "the client went away"}});
+    let _ = sc.child.send(Bytes::from(cancelled.to_string()));
+}
