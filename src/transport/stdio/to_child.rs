@@ -17,7 +17,7 @@ use crate::mcp::Era;
 use crate::metrics;
 use crate::pipeline::bridge::Declared;
 use crate::pipeline::step::Bridging;
-use crate::transport::exchange::to_children::ChildWay;
+use crate::transport::exchange::to_children::{ChildReply, ChildWay};
 use crate::transport::exchange::{Note, Said, StreamOutcome};
 use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
 use crate::transport::upstream::children::SessionChild;
@@ -177,14 +177,19 @@ impl Upstream for Child {
                 // A notification or a client's answer: nothing comes back to write.
                 return;
             }
-            let mut resp = written.answer(&self.gw, &pending, &mut note).await;
+            let mut resp = match written.answer(&self.gw, &pending, &mut note).await {
+                // The answer, read by the rules already.
+                ChildReply::One(_, body) => return to.write_answer(&pending, body, note.outcome),
+                ChildReply::Response(resp) => resp,
+            };
             // What toolgate answered itself (a refusal, a failure) is traced as such.
             if note.outcome != "forwarded" {
                 let outcome = StreamOutcome::default();
                 outcome.set(note.outcome);
                 resp.extensions_mut().insert(outcome);
             }
-            lines::write(&to, &pending, resp, |_| {}).await;
+            // Boxed: the rare path (a stream, toolgate's own answer) of every request.
+            Box::pin(lines::write(&to, &pending, resp, |_| {})).await;
         }
     }
 

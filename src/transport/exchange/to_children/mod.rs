@@ -18,3 +18,4 @@ mod written;
 
 pub(crate) use session_stream::bodiless;
 pub(crate) use way::{ChildWay, ToChildren};
+pub(crate) use written::ChildReply;

@@ -230,9 +230,8 @@ impl ChildWay {
         said: Said<'_>,
         note: &mut Note,
     ) -> Response {
-        self.write(gw, body, &pending, said, note)
-            .answer(gw, &pending, note)
-            .await
+        let written = self.write(gw, body, &pending, said, note);
+        written.answer(gw, &pending, note).await.into_response()
     }
 
     /// Writes a message to the child now, so that a front writes in its client's order;
@@ -299,8 +298,8 @@ impl ChildWay {
     ) -> Then {
         let sc = &self.sc;
         // A second request under an id in flight in the session would take the first one's
-        // answer.
-        if sc.child.waits_for(client_id.get()) {
+        // answer (the stdio front refuses it before).
+        if matches!(self.kind, Kind::Session(_)) && sc.child.waits_for(client_id.get()) {
             return Then::Done(reply::json(
                 StatusCode::BAD_REQUEST,
                 jsonrpc::error_response(

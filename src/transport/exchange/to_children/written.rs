@@ -62,21 +62,41 @@ pub(super) struct Own {
     pub(super) new_session: Option<String>,
 }
 
+/// What a child's way gives its front, in HTTP form: most often one JSON message, with the
+/// status its error code maps to, which the stdio front writes as it is; else a response of
+/// its own (a stream, toolgate's refusal, the POST's 202, a new session's header).
+pub(crate) enum ChildReply {
+    One(StatusCode, Bytes),
+    Response(Response),
+}
+
+impl ChildReply {
+    pub(crate) fn into_response(self) -> Response {
+        match self {
+            ChildReply::One(status, body) => reply::json(status, body),
+            ChildReply::Response(resp) => resp,
+        }
+    }
+}
+
 impl Written {
-    /// Waits for the child's answer and answers the client with it, in HTTP form.
+    /// Waits for the child's answer and answers the client with it.
     pub(crate) async fn answer(
         self,
         gw: &Arc<Gateway>,
         pending: &Pending,
         note: &mut Note,
-    ) -> Response {
+    ) -> ChildReply {
+        let failed = |e, note: &mut Note| {
+            ChildReply::Response(reply::upstream_failed(gw, pending, &e, note))
+        };
         let Written { sc, timeout, then } = self;
         match then {
-            Then::Done(resp) => resp,
+            Then::Done(resp) => ChildReply::Response(resp),
             Then::Own(owed, own) => {
                 let answer = match owed.answer(timeout).await {
                     Ok(a) => a,
-                    Err(e) => return reply::upstream_failed(gw, pending, &e, note),
+                    Err(e) => return failed(e, note),
                 };
                 note.outcome = "forwarded";
                 own.answer(gw, &sc, timeout, pending, answer).await
@@ -91,13 +111,13 @@ impl Written {
                 left.cancels = false;
                 let answer = match answer {
                     Ok(a) => a,
-                    Err(e) => return reply::upstream_failed(gw, pending, &e, note),
+                    Err(e) => return failed(e, note),
                 };
                 note.outcome = "forwarded";
                 let answer =
                     jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
                 let (status, body) = finish(gw, pending, answer);
-                reply::json(status, body)
+                ChildReply::One(status, body)
             }
             Then::Bridged {
                 waiting,
@@ -107,18 +127,18 @@ impl Written {
                 _sent,
             } => {
                 let ids = (&*answers_as, &*client_id);
-                let answered = (sc.child)
-                    .bridged_answer(waiting, ids, pending.key, timeout)
-                    .await;
+                // Boxed, as the rare path it is: every request's future would carry its size.
+                let answered =
+                    Box::pin((sc.child).bridged_answer(waiting, ids, pending.key, timeout)).await;
                 left.cancels = false;
                 note.outcome = "forwarded";
                 match answered {
                     Ok(Answered::Server(answer)) => {
                         let (status, body) = finish(gw, pending, answer);
-                        reply::json(status, body)
+                        ChildReply::One(status, body)
                     }
-                    Ok(Answered::Round(round)) => reply::json(StatusCode::OK, round),
-                    Err(e) => reply::upstream_failed(gw, pending, &e, note),
+                    Ok(Answered::Round(round)) => ChildReply::One(StatusCode::OK, round.into()),
+                    Err(e) => failed(e, note),
                 }
             }
         }
@@ -135,20 +155,23 @@ impl Own {
         timeout: Duration,
         pending: &Pending,
         answer: Bytes,
-    ) -> Response {
+    ) -> ChildReply {
         if let Some(rounds) = self.rounds
             && asked::input_required(&answer).is_some()
         {
-            return asking::answer(gw, pending.clone(), answer, rounds);
+            return ChildReply::Response(asking::answer(gw, pending.clone(), answer, rounds));
         }
         // A handshake the server refused: one that answers `server/discover` speaks only
         // 2026-07-28, and the session is bridged to it (`bridge::Reverse`).
         let reversed = match &self.handshake {
             Some(params) => {
                 let (ids, id) = (|| gw.next_id(), &*self.client_id);
-                (sc.child)
-                    .reverse_if_refused(ids, timeout, id, params.as_deref(), &answer)
-                    .await
+                // Boxed: a handshake's path, once per session.
+                Box::pin(
+                    sc.child
+                        .reverse_if_refused(ids, timeout, id, params.as_deref(), &answer),
+                )
+                .await
             }
             None => None,
         };
@@ -159,13 +182,14 @@ impl Own {
             }
             None => finish(gw, pending, answer),
         };
+        let Some(id) = self.new_session else {
+            return ChildReply::One(status, body);
+        };
         let mut resp = reply::json(status, body);
-        if let Some(id) = self.new_session
-            && let Ok(v) = HeaderValue::from_str(&id)
-        {
+        if let Ok(v) = HeaderValue::from_str(&id) {
             resp.headers_mut().insert(mcp::SESSION_ID, v);
         }
-        resp
+        ChildReply::Response(resp)
     }
 }
 
