@@ -77,6 +77,11 @@ impl<W: Way> Forward<W> {
         &self.pending
     }
 
+    /// Its way, for what the front learns once the message is forwarded (its hop's trace).
+    pub(crate) fn way_mut(&mut self) -> &mut W {
+        &mut self.way
+    }
+
     /// Sends it now; the future ends with the way's reply, and records how long the server
     /// took in the latency histogram. `gw` and `target` are borrowed by a front that awaits
     /// at once, owned by one that waits on a task of its own.

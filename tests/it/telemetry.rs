@@ -329,6 +329,57 @@ async fn the_stdio_front_traces_its_requests_alike() {
     );
 }
 
+/// `toolgate stdio --upstream URL` hands the HTTP server its hop's trace context, as `serve`
+/// does: the server's `traceparent` names the client span under the call's.
+#[tokio::test]
+async fn the_stdio_front_hands_an_http_server_the_hops_trace_context() {
+    let (endpoint, got) = collector().await;
+    let (url, seen) = Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+        )
+        .spawn()
+        .await;
+    let config = common::tempfile_lite::TempFile::new(&format!(
+        "[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
+    ));
+    let path = config.path.display().to_string();
+    let args = ["stdio", "--config", &path, "--upstream", &url].map(String::from);
+    let mut g = common::stdio_gate::StdioGate::start_args(args.to_vec());
+    g.initialize().await;
+    let traced = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {},
+        "_meta": {"traceparent": format!("00-{TRACE}-{PARENT}-01")}}});
+    assert_eq!(
+        g.ask(traced).await["result"]["content"][0]["text"],
+        "echoed"
+    );
+    drop(g.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(10), g.child.wait()).await;
+    let spans = spans(&got, 4).await;
+    let call = spans
+        .iter()
+        .find(|s| s.kind == 2 && s.name == "tools/call echo")
+        .unwrap_or_else(|| panic!("no span for the call in {spans:?}"));
+    assert_eq!(hex(&call.trace_id), TRACE);
+    assert_eq!(hex(&call.parent_span_id), PARENT);
+    let hop = spans
+        .iter()
+        .find(|s| s.kind == 3 && s.parent_span_id == call.span_id)
+        .unwrap_or_else(|| panic!("no client span under the call's: {spans:?}"));
+    assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("http"));
+    let sent: Vec<String> = seen
+        .seen_headers
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h.get("traceparent").map(|v| v.to_str().unwrap().to_owned()))
+        .collect();
+    let expected = format!("00-{TRACE}-{}-01", hex(&hop.span_id));
+    assert!(sent.contains(&expected), "{expected} in {sent:?}");
+}
+
 /// In front of a stdio server (`serve -- CMD`) the hop to the child is a client span under
 /// the request's server span, as the hop to an HTTP server is.
 #[tokio::test]

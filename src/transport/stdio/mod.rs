@@ -25,6 +25,7 @@ use crate::error::UpstreamError;
 pub(crate) use client::ToClient;
 use client::{Out, next_message};
 use in_flight::{Exchange, InFlight};
+use traces::HopContext;
 
 use crate::catalog::ScopeKey;
 use crate::gateway::Target;
@@ -114,6 +115,9 @@ pub(crate) struct Forwarded {
     pub(crate) pending: Pending,
     /// Set when this is the client's `initialize`.
     pub(crate) handshake: Option<Handshake>,
+    /// The trace context of the request's hop, when traces are exported: an HTTP server is
+    /// handed it (a child has no headers to carry it).
+    pub(crate) hop: Option<HopContext>,
     pub(crate) to: ToClient,
 }
 
@@ -142,6 +146,7 @@ async fn handle<U: Upstream>(
         handshake: (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
             params: m.raw_params().map(ToOwned::to_owned),
         }),
+        hop: None,
         to: to.clone(),
     };
     let origin = Origin {
@@ -152,10 +157,10 @@ async fn handle<U: Upstream>(
     let begun = traces::Begun::of(gw, &m);
     let upstream = &up.target().name;
     match engine::handle(gw, origin, &mut m, line, way).await {
-        Handled::Forward(f) => {
+        Handled::Forward(mut f) => {
             let owed = f.pending().clone();
             if let (Some(mut b), Some(id)) = (begun, owed.id.as_deref()) {
-                b.sent(U::SERVER);
+                f.way_mut().hop = Some(b.sent(U::SERVER));
                 to.traces.wait(id, b, owed.kind.call_outcome());
             }
             Some(Exchange {
@@ -187,6 +192,8 @@ struct StdioWay<U: Upstream> {
     way: U::Way,
     era: Era,
     handshake: Option<Handshake>,
+    /// Set when the request is forwarded and traced.
+    hop: Option<HopContext>,
     to: ToClient,
 }
 
@@ -206,6 +213,7 @@ impl<U: Upstream> Way for StdioWay<U> {
             body,
             pending,
             handshake: self.handshake,
+            hop: self.hop,
             to: self.to,
         };
         self.up.exchange(self.way, sent)

@@ -329,6 +329,7 @@ impl Http {
             body,
             pending,
             handshake,
+            hop,
             to,
         } = sent;
         if let Some(h) = &handshake {
@@ -336,9 +337,12 @@ impl Http {
         }
         let SessionWay {
             way,
-            headers,
+            mut headers,
             method,
         } = way;
+        if let Some(hop) = hop {
+            hop.carry(&mut headers);
+        }
         // Only the client's own session is opened again here; toolgate's are the way's.
         // A message in the client's session is sent again should the server have lost it; its
         // headers then are the session's, which the client's own message carries too.

@@ -162,6 +162,7 @@ impl Upstream for Child {
             pending,
             handshake,
             to,
+            ..
         } = sent;
         let said = Said {
             id: pending.id.as_deref(),
