@@ -246,10 +246,10 @@ impl ChildWay {
     ) -> Written {
         let then = match (pending.id.clone(), &self.kind) {
             (None, _) => Then::Done(self.tell(gw, body, pending, said, note)),
-            (Some(client_id), Kind::Shared(_)) => {
-                self.write_shared(gw, body, client_id, pending, said, note)
+            (Some(id), Kind::Shared(owner)) => {
+                self.write_shared(owner, gw, (body, id), pending, said, note)
             }
-            (Some(client_id), _) => self.write_own(gw, body, client_id, pending, said, note),
+            (Some(id), _) => self.write_own(gw, (body, id), pending, said, note),
         };
         Written {
             sc: self.sc,
@@ -290,8 +290,7 @@ impl ChildWay {
     fn write_own(
         &self,
         gw: &Arc<Gateway>,
-        body: Bytes,
-        client_id: Box<RawValue>,
+        (body, client_id): (Bytes, Box<RawValue>),
         pending: &Pending,
         said: Said<'_>,
         note: &mut Note,
@@ -359,16 +358,14 @@ impl ChildWay {
     /// request's notifications), the answer is an SSE stream carrying them, then the answer.
     fn write_shared(
         &self,
+        owner: &str,
         gw: &Arc<Gateway>,
-        body: Bytes,
-        client_id: Box<RawValue>,
+        (body, client_id): (Bytes, Box<RawValue>),
         pending: &Pending,
         said: Said<'_>,
         note: &mut Note,
     ) -> Then {
-        let (sc, Kind::Shared(owner)) = (&self.sc, &self.kind) else {
-            unreachable!("only a shared child's way writes to it")
-        };
+        let sc = &self.sc;
         let client_token = progress_token(&body);
         let listens = said.method == "subscriptions/listen";
         let Entered {
