@@ -3,8 +3,8 @@
 //! - [`edge`]: the HTTP server side, a Tower stack of one-job layers around the gate (the MCP
 //!   rules for one endpoint), and the in-process [`edge::layer::ValidateLayer`];
 //! - [`exchange`]: one message's exchange with a server in HTTP form, shared by both fronts:
-//!   the way to an HTTP server, the answer rules on what comes back, the rounds, toolgate's
-//!   own answers;
+//!   the way to an HTTP server or to a stdio server's child, the answer rules on what comes
+//!   back, the rounds, toolgate's own answers;
 //! - [`upstream`]: the clients of a tool server (HTTP with its connection list and TLS, and
 //!   stdio child processes);
 //! - [`stdio`]: the front a desktop client launches, over its pipes;
