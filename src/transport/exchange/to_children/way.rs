@@ -244,12 +244,16 @@ impl ChildWay {
         said: Said<'_>,
         note: &mut Note,
     ) -> Written {
+        let mut w = Writing {
+            gw,
+            pending,
+            said,
+            note,
+        };
         let then = match (pending.id.clone(), &self.kind) {
-            (None, _) => Then::Done(self.tell(gw, body, pending, said, note)),
-            (Some(id), Kind::Shared(owner)) => {
-                self.write_shared(owner, gw, (body, id), pending, said, note)
-            }
-            (Some(id), _) => self.write_own(gw, (body, id), pending, said, note),
+            (None, _) => Then::Done(self.tell(&mut w, body)),
+            (Some(id), Kind::Shared(owner)) => self.write_shared(owner, &mut w, (body, id)),
+            (Some(id), _) => self.write_own(&mut w, (body, id)),
         };
         Written {
             sc: self.sc,
@@ -260,41 +264,27 @@ impl ChildWay {
 
     /// A notification or a client's answer. A cancellation also ends what still waits for
     /// that request.
-    fn tell(
-        &self,
-        gw: &Gateway,
-        mut body: Bytes,
-        pending: &Pending,
-        said: Said<'_>,
-        note: &mut Note,
-    ) -> Response {
-        if let Some(id) = said.cancelled {
+    fn tell(&self, w: &mut Writing<'_>, mut body: Bytes) -> Response {
+        if let Some(id) = w.said.cancelled {
             match self.cancelled(id, body) {
                 Some(b) => body = b,
                 None => {
-                    note.outcome = "answered";
+                    w.note.outcome = "answered";
                     return reply::accepted();
                 }
             }
         }
         match self.sc.child.send(body) {
             Ok(()) => {
-                note.outcome = "forwarded";
+                w.note.outcome = "forwarded";
                 reply::accepted()
             }
-            Err(e) => reply::upstream_failed(gw, pending, &e, note),
+            Err(e) => w.failed(&e),
         }
     }
 
     /// A request under its client's own id (a session's, the stdio front's).
-    fn write_own(
-        &self,
-        gw: &Arc<Gateway>,
-        (body, client_id): (Bytes, Box<RawValue>),
-        pending: &Pending,
-        said: Said<'_>,
-        note: &mut Note,
-    ) -> Then {
+    fn write_own(&self, w: &mut Writing<'_>, (body, client_id): (Bytes, Box<RawValue>)) -> Then {
         let sc = &self.sc;
         // A second request under an id in flight in the session would take the first one's
         // answer (the stdio front refuses it before).
@@ -309,30 +299,30 @@ impl ChildWay {
                 ),
             ));
         }
-        if self.bridged_call(said.method) {
+        if self.bridged_call(w.said.method) {
             let call = Call {
                 wire: body,
                 ours: client_id.clone(),
                 client_id,
                 sent: None,
             };
-            return self.write_bridged(gw, call, pending, note);
+            return self.write_bridged(w, call);
         }
-        let rounds = self.reverse_rounds(said.method, &body);
+        let rounds = self.reverse_rounds(w.said.method, &body);
         // A request with a progress token is answered as a stream, its progress then its
         // answer, as an HTTP server answers it: sent to the session's GET stream, the
         // progress could reach the client after the answer.
         if matches!(self.kind, Kind::Session(None))
             && let Some(token) = progress_token(&body)
         {
-            note.outcome = "forwarded";
+            w.note.outcome = "forwarded";
             let on = Streamed::Session(rounds);
             let (key, timeout) = (token.get(), self.timeout);
-            return Then::Done(stream(gw, sc, body, key, pending.clone(), on, timeout));
+            return Then::Done(stream(w.gw, sc, body, key, w.pending.clone(), on, timeout));
         }
         // The client's handshake, which the server may refuse.
         let handshake = match self.kind {
-            Kind::Session(Some(_)) | Kind::Pipe(true) => Some(said.params.map(ToOwned::to_owned)),
+            Kind::Session(Some(_)) | Kind::Pipe(true) => Some(w.said.params.map(ToOwned::to_owned)),
             _ => None,
         };
         let new_session = match &self.kind {
@@ -347,7 +337,7 @@ impl ChildWay {
         };
         match sc.child.start(body, own.client_id.get()) {
             Ok(owed) => Then::Own(owed, own),
-            Err(e) => Then::Done(reply::upstream_failed(gw, pending, &e, note)),
+            Err(e) => Then::Done(w.failed(&e)),
         }
     }
 
@@ -359,25 +349,24 @@ impl ChildWay {
     fn write_shared(
         &self,
         owner: &str,
-        gw: &Arc<Gateway>,
+        w: &mut Writing<'_>,
         (body, client_id): (Bytes, Box<RawValue>),
-        pending: &Pending,
-        said: Said<'_>,
-        note: &mut Note,
     ) -> Then {
         let sc = &self.sc;
         let client_token = progress_token(&body);
-        let listens = said.method == "subscriptions/listen";
+        let listens = w.said.method == "subscriptions/listen";
         let Entered {
             body: mut wire,
             ours,
             sent,
-        } = sc.multiplexed.enter(owner, body, &client_id, gw.next_id());
+        } = sc
+            .multiplexed
+            .enter(owner, body, &client_id, w.gw.next_id());
         if client_token.is_some() {
             wire = jsonrpc::replace_at(&wire, &PROGRESS_TOKEN, &ours).map_or(wire, Bytes::from);
         }
         if listens || client_token.is_some() {
-            note.outcome = "forwarded";
+            w.note.outcome = "forwarded";
             let timeout = if listens { LISTEN_LIMIT } else { self.timeout };
             let key = ours.get().to_owned();
             let remapped = Remapped {
@@ -386,16 +375,16 @@ impl ChildWay {
                 _sent: sent,
             };
             let on = Streamed::Shared(remapped);
-            return Then::Done(stream(gw, sc, wire, &key, pending.clone(), on, timeout));
+            return Then::Done(stream(w.gw, sc, wire, &key, w.pending.clone(), on, timeout));
         }
-        if self.bridged_call(said.method) {
+        if self.bridged_call(w.said.method) {
             let call = Call {
                 wire,
                 ours,
                 client_id,
                 sent: Some(sent),
             };
-            return self.write_bridged(gw, call, pending, note);
+            return self.write_bridged(w, call);
         }
         match sc.child.start(wire, ours.get()) {
             Ok(owed) => Then::Shared {
@@ -406,24 +395,24 @@ impl ChildWay {
                 left: Left {
                     sc: sc.clone(),
                     ours,
-                    cancels: pending.era == Era::Modern,
+                    cancels: w.pending.era == Era::Modern,
                 },
                 _sent: sent,
             },
-            Err(e) => Then::Done(reply::upstream_failed(gw, pending, &e, note)),
+            Err(e) => Then::Done(w.failed(&e)),
         }
     }
 
     /// A 2026-07-28 client's call bridged to its child's handshake, which the server may ask
     /// something first (`child_questions`), or its retry of one of the call's rounds.
-    fn write_bridged(&self, gw: &Gateway, call: Call, pending: &Pending, note: &mut Note) -> Then {
+    fn write_bridged(&self, w: &mut Writing<'_>, call: Call) -> Then {
         let Call {
             wire,
             ours,
             client_id,
             sent,
         } = call;
-        match self.sc.child.bridged_call(wire, &ours, pending.key) {
+        match self.sc.child.bridged_call(wire, &ours, w.pending.key) {
             Ok((waiting, answers_as)) => Then::Bridged {
                 waiting,
                 // On the shared child, the child is told when the client leaves first.
@@ -437,15 +426,13 @@ impl ChildWay {
                 _sent: sent,
             },
             Err(Unresumed::Refused(why)) => {
-                note.outcome = "answered";
+                w.note.outcome = "answered";
                 let id = Some(&*client_id);
                 let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                let status = pending.era.status_for(jsonrpc::INVALID_PARAMS);
+                let status = w.pending.era.status_for(jsonrpc::INVALID_PARAMS);
                 Then::Done(reply::json(status, body))
             }
-            Err(Unresumed::Unavailable(e)) => {
-                Then::Done(reply::upstream_failed(gw, pending, &e, note))
-            }
+            Err(Unresumed::Unavailable(e)) => Then::Done(w.failed(&e)),
         }
     }
 }
@@ -480,6 +467,22 @@ fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
     serde_json::from_slice::<Progress<'_>>(body)
         .ok()
         .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned))
+}
+
+/// What writing one message reads of it and notes: the gateway in force, the request its
+/// answer is read against, what the message said, and its note.
+struct Writing<'a> {
+    gw: &'a Arc<Gateway>,
+    pending: &'a Pending,
+    said: Said<'a>,
+    note: &'a mut Note,
+}
+
+impl Writing<'_> {
+    /// The message could not be written: the client's answer says why.
+    fn failed(&mut self, e: &crate::error::UpstreamError) -> Response {
+        reply::upstream_failed(self.gw, self.pending, e, self.note)
+    }
 }
 
 /// A call as it goes to its child: under toolgate's id on the shared child (holding its
