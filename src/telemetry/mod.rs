@@ -12,13 +12,34 @@ mod otlp;
 use crate::config::{ConfigError, TelemetryConfig};
 use crate::net::client::{HttpClient, Wait};
 use bytes::Bytes;
-use http::HeaderValue;
+use http::header::HeaderName;
+use http::{HeaderMap, HeaderValue};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
+
+pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+pub(crate) const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
+/// The trace context of an upstream hop, as the headers that carry it to an HTTP server.
+pub(crate) struct HopContext {
+    parent: HeaderValue,
+    state: Option<HeaderValue>,
+}
+
+impl HopContext {
+    /// Puts the context on a request's headers, in place of any its client's had.
+    pub(crate) fn carry(self, headers: &mut HeaderMap) {
+        headers.insert(TRACEPARENT, self.parent);
+        match self.state {
+            Some(s) => headers.insert(TRACESTATE, s),
+            None => headers.remove(TRACESTATE),
+        };
+    }
+}
 
 /// Spans waiting for export; past it, new ones are dropped (and counted).
 const QUEUE: usize = 4096;
@@ -342,9 +363,8 @@ impl RequestTrace {
         self.state = parent.state;
     }
 
-    /// Starts a client span for the upstream hop; returns the `traceparent` (and
-    /// `tracestate`) the upstream gets.
-    pub fn hop(&self) -> (Hop, HeaderValue, Option<HeaderValue>) {
+    /// Starts a client span for the upstream hop; returns the context the upstream gets.
+    pub fn hop(&self) -> (Hop, HopContext) {
         let span_id = self.tel.span_id();
         let ctx = Context {
             trace_id: self.trace_id,
@@ -356,14 +376,12 @@ impl RequestTrace {
             .state
             .as_deref()
             .and_then(|s| HeaderValue::from_str(s).ok());
-        (
-            Hop {
-                span_id,
-                start: now_ns(),
-            },
-            ctx.header_for(&span_id),
-            state,
-        )
+        let hop = Hop {
+            span_id,
+            start: now_ns(),
+        };
+        let parent = ctx.header_for(&span_id);
+        (hop, HopContext { parent, state })
     }
 
     pub fn end_hop(

@@ -5,12 +5,10 @@
 use crate::gateway::Gateway;
 use crate::telemetry;
 use http::HeaderValue;
-use http::header::HeaderName;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
-pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-pub(crate) const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+pub(crate) use crate::telemetry::{TRACEPARENT, TRACESTATE};
 
 /// What a streamed answer settled as after its head went out, put in the answer's
 /// extensions by the stream and read by `observe` when the stream ends: the span of a request

@@ -9,7 +9,7 @@
 use super::answers::{self, Parking, Reading};
 use super::asking::{RetryServer, ReverseRounds};
 use super::reply;
-use super::{Note, Said, TRACEPARENT, TRACESTATE};
+use super::{Note, Said};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Message};
@@ -449,12 +449,8 @@ pub(crate) async fn forward(
     let (gw, up) = (to.gw, to.up);
     let wait = (&gw.config.limits).into();
     let hop = note.trace.as_ref().map(|t| {
-        let (hop, parent, state) = t.hop();
-        parts.headers.insert(TRACEPARENT, parent);
-        match state {
-            Some(s) => parts.headers.insert(TRACESTATE, s),
-            None => parts.headers.remove(TRACESTATE),
-        };
+        let (hop, context) = t.hop();
+        context.carry(&mut parts.headers);
         hop
     });
     // Both boxed: the upstream client's future and the answer's reading would otherwise

@@ -25,7 +25,6 @@ use crate::error::UpstreamError;
 pub(crate) use client::ToClient;
 use client::{Out, next_message};
 use in_flight::{Exchange, InFlight};
-use traces::HopContext;
 
 use crate::catalog::ScopeKey;
 use crate::gateway::Target;
@@ -35,6 +34,7 @@ use crate::pipeline::Pending;
 use crate::pipeline::engine::{self, Handled, Origin, Way};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::{self, Bridging};
+use crate::telemetry::HopContext;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::future::Future;

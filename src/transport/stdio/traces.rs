@@ -7,27 +7,9 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
 use crate::locks::MutexExt;
 use crate::metrics;
-use crate::telemetry::{Attr, Context, Hop, RequestTrace, SpanFacts};
+use crate::telemetry::{Attr, Context, Hop, HopContext, RequestTrace, SpanFacts};
 use std::collections::HashMap;
 use std::sync::Mutex;
-
-/// The trace context of a request's hop, as the headers that carry it to an HTTP server.
-pub(crate) struct HopContext {
-    parent: http::HeaderValue,
-    state: Option<http::HeaderValue>,
-}
-
-impl HopContext {
-    /// Puts the context on a request's headers, in place of any the client's had.
-    pub(crate) fn carry(self, headers: &mut http::HeaderMap) {
-        use crate::transport::exchange::{TRACEPARENT, TRACESTATE};
-        headers.insert(TRACEPARENT, self.parent);
-        match self.state {
-            Some(s) => headers.insert(TRACESTATE, s),
-            None => headers.remove(TRACESTATE),
-        };
-    }
-}
 
 /// A request's span, from its line until its answer.
 pub(super) struct Begun {
@@ -59,9 +41,9 @@ impl Begun {
     /// The request goes to the server, of kind `server` (`stdio`, `http`): its hop starts,
     /// and its trace context is what an HTTP server is handed (`traceparent`, `tracestate`).
     pub(super) fn sent(&mut self, server: &'static str) -> HopContext {
-        let (hop, parent, state) = self.trace.hop();
+        let (hop, context) = self.trace.hop();
         self.hop = Some((hop, server));
-        HopContext { parent, state }
+        context
     }
 
     /// Ends the span: what became of the request, and why when toolgate answered a call.
