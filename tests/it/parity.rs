@@ -305,7 +305,7 @@ async fn every_front_traces_every_scenario_alike() {
     for mode in Mode::EVERY_FRONT {
         let (endpoint, got) = collector().await;
         let config = format!("{CONFIG}[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
-        let (url, _) = scripted().spawn().await;
+        let (url, server) = scripted().spawn().await;
         let mut front = Front::start_with(mode, &url, &command, Some(&config)).await;
         for (_, sent, _) in table().into_iter().filter(|(_, sent, _)| {
             sent["id"]
@@ -342,6 +342,22 @@ async fn every_front_traces_every_scenario_alike() {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         eprintln!("{mode}: {summary:#?}");
+        // An HTTP server is handed each hop's context, whichever front it came through.
+        if mode.to_http() {
+            let all = spans(&got, 0).await;
+            let sent: Vec<String> = (server.seen_headers.lock().unwrap().iter())
+                .filter_map(|h| Some(h.get("traceparent")?.to_str().ok()?.to_owned()))
+                .collect();
+            let hops: Vec<_> = all.iter().filter(|s| s.kind == 3).collect();
+            assert!(!hops.is_empty(), "{mode}: no hop in {all:?}");
+            for hop in hops {
+                let id: String = hop.span_id.iter().map(|b| format!("{b:02x}")).collect();
+                assert!(
+                    sent.iter().any(|p| p.contains(&id)),
+                    "{mode}: hop {id} in {sent:?}"
+                );
+            }
+        }
         match &first {
             None => first = Some((mode, summary)),
             Some((m, expected)) => assert_eq!(&summary, expected, "{mode} traces as {m} does"),
