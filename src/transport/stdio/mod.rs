@@ -94,7 +94,7 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     fn way(&self, m: &Message<'_>, era: Era) -> impl Future<Output = Self::Way> + Send;
     fn bridging(way: &Self::Way) -> Bridging<'_>;
     /// toolgate's own `tools/list`, sent the way the message would go.
-    fn lister<'a>(self: &'a Arc<Self>, way: &'a Self::Way, era: Era) -> Self::Lister<'a>;
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a Self::Way) -> Self::Lister<'a>;
     /// Sends a message the pipeline forwards; the returned future writes what the server
     /// answers, or why there is no answer, through `sent.to`. A child is written to before
     /// this returns, so messages reach it in the client's order.
@@ -142,7 +142,6 @@ async fn handle<U: Upstream>(
     let way = StdioWay {
         way: up.way(&m, era).await,
         up: up.clone(),
-        era,
         handshake: (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
             params: m.raw_params().map(ToOwned::to_owned),
         }),
@@ -190,7 +189,6 @@ async fn handle<U: Upstream>(
 struct StdioWay<U: Upstream> {
     up: Arc<U>,
     way: U::Way,
-    era: Era,
     handshake: Option<Handshake>,
     /// Set when the request is forwarded and traced.
     hop: Option<HopContext>,
@@ -229,7 +227,7 @@ impl<U: Upstream> Lister for StdioWay<U> {
         request: Bytes,
         id: &str,
     ) -> Result<Box<RawValue>, ListFailed<Self::Relay>> {
-        self.up.lister(&self.way, self.era).list(request, id).await
+        self.up.lister(&self.way).list(request, id).await
     }
 }
 

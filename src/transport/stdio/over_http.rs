@@ -287,7 +287,7 @@ impl Upstream for Http {
         way.way.bridging()
     }
 
-    fn lister<'a>(self: &'a Arc<Self>, way: &'a SessionWay, _era: Era) -> SessionLister<'a> {
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a SessionWay) -> SessionLister<'a> {
         SessionLister { http: self, way }
     }
 

@@ -148,7 +148,7 @@ impl Upstream for Child {
         way.way.bridging()
     }
 
-    fn lister<'a>(self: &'a Arc<Self>, way: &'a PipeWay, _era: Era) -> ChildLister<'a> {
+    fn lister<'a>(self: &'a Arc<Self>, way: &'a PipeWay) -> ChildLister<'a> {
         way.way.lister()
     }
 
