@@ -11,7 +11,7 @@
 
 use super::message;
 use super::passing;
-use super::request::{Caller, Endpoint, Inbound, Outbound, Route, Routed, Upstream};
+use super::request::{Caller, Endpoint, Inbound, Outbound, Route, Routed, Server};
 use crate::catalog::ScopeKey;
 use crate::config::{ConfigError, parse_upstream_url};
 use crate::gateway::Live;
@@ -58,53 +58,53 @@ impl<B> RequestBody for B where
 /// Where each target's messages go: an HTTP upstream, or a pool of stdio children. Built once
 /// per listener; the stdio pools are stopped with it.
 #[derive(Clone)]
-pub(crate) struct Upstreams {
+pub(crate) struct Endpoints {
     pub(crate) endpoints: Arc<[Endpoint]>,
     pools: Arc<[Arc<StdioPool>]>,
 }
 
-impl Upstreams {
+impl Endpoints {
     /// One endpoint per target of the gateway in force; `Err` when an upstream's TLS settings
     /// are unusable (a server name no certificate can carry).
-    pub(crate) fn new(live: &Live) -> Result<Upstreams, ConfigError> {
+    pub(crate) fn new(live: &Live) -> Result<Endpoints, ConfigError> {
         let gw = live.load();
         let mut endpoints = Vec::new();
         let mut pools = Vec::new();
         for (index, target) in gw.targets.iter().enumerate() {
-            let up = if target.command.is_empty() {
+            let server = if target.command.is_empty() {
                 let uri = parse_upstream_url(&target.url)?;
                 let up = HttpUpstream::new(uri, &target.tls)
                     .map_err(|e| ConfigError(format!("upstream {}: {e}", target.name)))?;
-                Upstream::Http(Arc::new(up))
+                Server::Http(Arc::new(up))
             } else {
                 let pool = StdioPool::new(live.clone(), index);
                 pools.push(pool.clone());
-                Upstream::Stdio(pool)
+                Server::Stdio(pool)
             };
             endpoints.push(Endpoint {
                 path: target.path.clone(),
                 index,
-                up,
+                server,
             });
         }
-        Ok(Upstreams {
+        Ok(Endpoints {
             endpoints: endpoints.into(),
             pools: pools.into(),
         })
     }
 
     /// The one endpoint of a gateway inside an application: its own service, in process.
-    pub(crate) fn in_process(live: &Live, app: crate::net::client::AppService) -> Upstreams {
+    pub(crate) fn in_process(live: &Live, app: crate::net::client::AppService) -> Endpoints {
         let gw = live.load();
         let target = &gw.targets[0];
         let uri =
             parse_upstream_url(&target.url).unwrap_or_else(|_| http::Uri::from_static("/mcp"));
-        let up = Upstream::Http(Arc::new(HttpUpstream::in_process(uri, app)));
-        Upstreams {
+        let server = Server::Http(Arc::new(HttpUpstream::in_process(uri, app)));
+        Endpoints {
             endpoints: [Endpoint {
                 path: target.path.clone(),
                 index: 0,
-                up,
+                server,
             }]
             .into(),
             pools: Arc::new([]),
@@ -130,9 +130,9 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    pub(crate) fn new(upstreams: &Upstreams, peer: std::net::IpAddr) -> Gate {
+    pub(crate) fn new(endpoints: &Endpoints, peer: std::net::IpAddr) -> Gate {
         Gate {
-            endpoints: Arc::new(upstreams.endpoints.clone()),
+            endpoints: Arc::new(endpoints.endpoints.clone()),
             peer,
         }
     }
@@ -158,7 +158,7 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
                 let rt = Route {
                     target: &gw.targets[target],
                     gw: &gw,
-                    up: &endpoints[target].up,
+                    server: &endpoints[target].server,
                     peer,
                 };
                 dispatch(&rt, req, &mut note).await
@@ -202,9 +202,9 @@ async fn post<B: RequestBody>(
     let mut m = match parsed {
         Parsed::Batch(msgs) => {
             note.method = "batch";
-            let whole = match &rt.up {
-                Upstream::Http(up) => Some(up),
-                Upstream::Stdio(_) => None,
+            let whole = match &rt.server {
+                Server::Http(up) => Some(up),
+                Server::Stdio(_) => None,
             };
             if let Err(why) = step::batch(&msgs, whole.is_some()) {
                 return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
@@ -223,13 +223,13 @@ async fn post<B: RequestBody>(
         note.outcome = "answered";
         return *refused;
     }
-    let to = match &rt.up {
-        Upstream::Http(up) => {
+    let to = match &rt.server {
+        Server::Http(up) => {
             let to = rt.to_http(up);
             let caller = (ctx.key, ctx.has_session, ctx.owner(rt.peer));
             EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
         }
-        Upstream::Stdio(pool) => {
+        Server::Stdio(pool) => {
             let to = rt.to_children(pool);
             let caller = (ctx.key, ctx.owner(rt.peer));
             match Box::pin(ChildWay::find(to, &parts.headers, &m, era, caller, note)).await {
@@ -406,12 +406,12 @@ async fn bodiless<B>(
     } else {
         "GET"
     };
-    match &rt.up {
-        Upstream::Http(up) => {
+    match &rt.server {
+        Server::Http(up) => {
             let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
             passing::bodiless(rt, up, parts, &ctx, note).await
         }
-        Upstream::Stdio(pool) => {
+        Server::Stdio(pool) => {
             to_children::bodiless(pool, &parts.method, &parts.headers, note).await
         }
     }

@@ -19,7 +19,7 @@
 //! the application untouched; the application's own authentication, host and origin checks
 //! and request ids are its own (the binary's `[auth]` and admission layers are not in it).
 
-use super::gate::{Gate, RequestBody, Upstreams};
+use super::gate::{Endpoints, Gate, RequestBody};
 use super::observe::Observe;
 use super::request::{Inbound, Outbound, Routed};
 use crate::config::{Config, ConfigError};
@@ -72,9 +72,9 @@ impl<S: AppMcp> Layer<S> for ValidateLayer {
 
     fn layer(&self, inner: S) -> Validate {
         let app = in_process(inner);
-        let upstreams = Upstreams::in_process(&Live::new(self.gw.clone()), app.clone());
+        let endpoints = Endpoints::in_process(&Live::new(self.gw.clone()), app.clone());
         let gate = ToTarget(Gate::new(
-            &upstreams,
+            &endpoints,
             std::net::Ipv4Addr::UNSPECIFIED.into(),
         ));
         Validate {

@@ -32,7 +32,7 @@ use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};
 use admission::AdmissionLayer;
 use authenticate::AuthenticateLayer;
 use bind_sessions::BindSessionsLayer;
-use gate::{Gate, Upstreams};
+use gate::{Endpoints, Gate};
 use observe::ObserveLayer;
 use request_id::RequestIdLayer;
 use routes::RoutesLayer;
@@ -42,7 +42,7 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct App {
     live: Live,
-    upstreams: Upstreams,
+    endpoints: Endpoints,
 }
 
 impl App {
@@ -51,7 +51,7 @@ impl App {
     pub fn new(live: &Live) -> Result<App, crate::config::ConfigError> {
         Ok(App {
             live: live.clone(),
-            upstreams: Upstreams::new(live)?,
+            endpoints: Endpoints::new(live)?,
         })
     }
 
@@ -75,15 +75,15 @@ impl App {
             .layer(AdmissionLayer::new(self.live.clone()))
             .layer(RequestIdLayer)
             .layer(ObserveLayer)
-            .layer(RoutesLayer::new(self.upstreams.endpoints.clone()))
+            .layer(RoutesLayer::new(self.endpoints.endpoints.clone()))
             .layer(AuthenticateLayer)
             .layer(BindSessionsLayer)
-            .service(Gate::new(&self.upstreams, peer))
+            .service(Gate::new(&self.endpoints, peer))
     }
 
     /// Stops every stdio child (at shutdown).
     pub async fn close(&self) {
-        self.upstreams.close().await;
+        self.endpoints.close().await;
     }
 }
 

@@ -26,7 +26,7 @@ use std::sync::Arc;
 pub(super) struct Route<'a> {
     pub(super) gw: &'a Arc<Gateway>,
     pub(super) target: &'a Arc<Target>,
-    pub(super) up: &'a Upstream,
+    pub(super) server: &'a Server,
     /// The client's address, for limits per client when it has no authenticated name.
     pub(super) peer: std::net::IpAddr,
 }
@@ -57,12 +57,13 @@ impl<'a> Route<'a> {
 pub(super) struct Endpoint {
     pub(super) path: String,
     pub(super) index: usize,
-    pub(super) up: Upstream,
+    pub(super) server: Server,
 }
 
-/// Where a route's messages go.
+/// The server behind an endpoint: an HTTP server (its client, its bridge), or a stdio
+/// server's children.
 #[derive(Clone)]
-pub(super) enum Upstream {
+pub(super) enum Server {
     Http(Arc<HttpUpstream>),
     Stdio(Arc<StdioPool>),
 }

@@ -105,7 +105,7 @@ where
 mod tests {
     use super::*;
     use crate::gateway::Gateway;
-    use crate::transport::edge::request::{Upstream, test_config};
+    use crate::transport::edge::request::{Server, test_config};
     use crate::transport::exchange::Note;
     use crate::transport::upstream::http_client::HttpUpstream;
     use axum::response::Response;
@@ -117,8 +117,12 @@ mod tests {
             let uri = "http://127.0.0.1:9/mcp".parse().unwrap();
             let up = HttpUpstream::new(uri, &Default::default()).unwrap();
             let path = path.into();
-            let up = Upstream::Http(Arc::new(up));
-            Endpoint { path, index, up }
+            let server = Server::Http(Arc::new(up));
+            Endpoint {
+                path,
+                index,
+                server,
+            }
         };
         let endpoints: Arc<[Endpoint]> = vec![endpoint("/a", 0), endpoint("/b", 1)].into();
         let inner = tower::service_fn(|routed: Routed<()>| {

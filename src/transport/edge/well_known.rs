@@ -7,7 +7,7 @@
 use crate::auth::METADATA_PATH;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
-use crate::transport::edge::request::{Endpoint, Upstream};
+use crate::transport::edge::request::{Endpoint, Server};
 use crate::transport::exchange::reply;
 
 use axum::body::Body;
@@ -52,9 +52,9 @@ pub(super) async fn serve(
     }
     // Pass-through: `/.well-known/<doc><endpoint path>` becomes the same document for the
     // upstream's path; anything else goes to the first HTTP upstream as it came.
-    let http = |e: &Endpoint| match &e.up {
-        Upstream::Http(up) => Some(up.clone()),
-        Upstream::Stdio(_) => None,
+    let http = |e: &Endpoint| match &e.server {
+        Server::Http(up) => Some(up.clone()),
+        Server::Stdio(_) => None,
     };
     // The longest endpoint path that ends the request's: `/a/mcp` before `/mcp`.
     let mapped = endpoints
