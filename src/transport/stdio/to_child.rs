@@ -19,7 +19,9 @@ use crate::pipeline::bridge::Declared;
 use crate::pipeline::step::Bridging;
 use crate::transport::exchange::to_children::{ChildReply, ChildWay};
 use crate::transport::exchange::{Note, Said, StreamOutcome};
-use crate::transport::upstream::child::{ChildLister, ChildProcess, FromChild, ServerEra};
+use crate::transport::upstream::child::{
+    ChildLister, ChildProcess, FromChild, OwnRequestFailed, ServerEra,
+};
 use crate::transport::upstream::children::SessionChild;
 use serde_json::value::RawValue;
 use std::future::Future;
@@ -59,7 +61,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
         target,
         key,
         sc: SessionChild::of_pipe(process),
-        settled: tokio::sync::Mutex::new(false),
+        settled: tokio::sync::OnceCell::new(),
     });
     super::serve(up, to, writer, Some(gone)).await
 }
@@ -71,9 +73,9 @@ pub(crate) struct Child {
     key: ScopeKey,
     sc: Arc<SessionChild>,
     timeout: Duration,
-    /// Whether what it speaks to a 2026-07-28 client is known, asked on the first such
-    /// request.
-    settled: tokio::sync::Mutex<bool>,
+    /// Set once what it speaks to a 2026-07-28 client is known, asked on the first such
+    /// request (and again after a failure); read without a lock after.
+    settled: tokio::sync::OnceCell<()>,
 }
 
 /// How one message reaches the child: its way, and what sending it reads of the message.
@@ -89,25 +91,19 @@ impl Child {
     /// handshake a child that speaks only that is bridged over carries what `m` says of the
     /// client.
     async fn settle(&self, m: &Message<'_>) {
-        let mut settled = self.settled.lock().await;
-        if *settled {
-            return;
-        }
-        let client = Declared::of(m).initialize_params();
-        match (self.sc.child)
-            .settle_era(|| self.gw.next_id(), Some(&client), self.timeout)
-            .await
-        {
-            Ok(era) => {
-                *settled = true;
-                if let ServerEra::Bridged(init) = era {
-                    self.sc.bridge(init);
-                }
+        let asked = self.settled.get_or_try_init(|| async {
+            let client = Declared::of(m).initialize_params();
+            let era = (self.sc.child)
+                .settle_era(|| self.gw.next_id(), Some(&client), self.timeout)
+                .await?;
+            if let ServerEra::Bridged(init) = era {
+                self.sc.bridge(init);
             }
-            // Its own answers will tell the client what is wrong; asked again later.
-            Err(why) => {
-                tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are")
-            }
+            Ok::<_, OwnRequestFailed>(())
+        });
+        // Its own answers will tell the client what is wrong; asked again next time.
+        if let Err(why) = asked.await {
+            tracing::warn!(error = %why, "could not learn the tool server's era; 2026-07-28 requests go to it as they are");
         }
     }
 }

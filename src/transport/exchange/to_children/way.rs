@@ -113,17 +113,18 @@ impl ChildWay {
             return Err(reply::json(StatusCode::NOT_FOUND, answer));
         }
         let session = headers.get(mcp::SESSION_ID).and_then(|v| v.to_str().ok());
-        let owner = owner.key();
+        // Who sends it matters where a child is shared or a session counted against its
+        // opener, not in a session's own requests.
         let found = match (session, m.method()) {
             (None, Some("initialize")) => pool
-                .open(&owner)
+                .open(&owner.key())
                 .map(|(id, sc)| (sc, Kind::Session(Some(id)))),
             (Some(s), _) => pool.session(s).map(|sc| (sc, Kind::Session(None))),
             (None, _) => {
                 let client = || Declared::of(m);
                 pool.shared(era, client)
                     .await
-                    .map(|sc| (sc, Kind::Shared(owner)))
+                    .map(|sc| (sc, Kind::Shared(owner.key())))
             }
         };
         let (sc, kind) = found.map_err(|e| no_child(to, era, m, e))?;
@@ -320,14 +321,12 @@ impl ChildWay {
             let (key, timeout) = (token.get(), self.timeout);
             return Then::Done(stream(w.gw, sc, body, key, w.pending.clone(), on, timeout));
         }
-        // The client's handshake, which the server may refuse.
-        let handshake = match self.kind {
-            Kind::Session(Some(_)) | Kind::Pipe(true) => Some(w.said.params.map(ToOwned::to_owned)),
-            _ => None,
-        };
-        let new_session = match &self.kind {
-            Kind::Session(id) => id.clone(),
-            _ => None,
+        // The client's handshake, which the server may refuse, and the session it opens.
+        let params = || Some(w.said.params.map(ToOwned::to_owned));
+        let (handshake, new_session) = match &self.kind {
+            Kind::Session(Some(id)) => (params(), Some(id.clone())),
+            Kind::Pipe(true) => (params(), None),
+            _ => (None, None),
         };
         let own = Own {
             client_id,
