@@ -24,9 +24,6 @@ pub const LEGACY_VERSION: &str = "2025-11-25";
 /// `data.requested`, HTTP 400).
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// Every message's params are searched for it: a prebuilt SIMD searcher, not `str::contains`.
-static META_FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(META_PROTOCOL_VERSION));
 
 /// Which rules a request follows; decided per request, because one endpoint serves both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +46,7 @@ impl Era {
             };
         }
         match meta {
-            Some(m) if META_FINDER.find(m.get().as_bytes()).is_some() => Era::Modern,
+            Some(m) if crate::text::holds!(m.get(), META_PROTOCOL_VERSION) => Era::Modern,
             _ => Era::Legacy,
         }
     }

@@ -1,5 +1,17 @@
 //! Small text encodings more than one module reads or writes.
 
+/// Whether `$haystack` holds `$needle` (a constant). Its searcher is built once per call site:
+/// building one per search costs more than searching a message with it, and these searches
+/// run on every message (measured in docs/performance.md).
+macro_rules! holds {
+    ($haystack:expr, $needle:expr) => {{
+        static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new($needle));
+        FINDER.find(AsRef::<[u8]>::as_ref($haystack)).is_some()
+    }};
+}
+pub(crate) use holds;
+
 /// `s` with its `%XX` escapes decoded; `None` when an escape is malformed or the result is not
 /// UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {

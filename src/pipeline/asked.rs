@@ -42,7 +42,7 @@ pub(crate) fn may_ask(method: &str) -> bool {
 
 /// The `InputRequiredResult` in a server's answer, if it is one.
 pub(crate) fn input_required(answer: &[u8]) -> Option<InputRequired> {
-    memchr::memmem::find(answer, b"input_required")?;
+    crate::text::holds!(answer, "input_required").then_some(())?;
     #[derive(Deserialize)]
     struct Answer {
         result: Result,

@@ -262,8 +262,7 @@ pub fn complete(pending: &super::Pending, answer: Bytes) -> Bytes {
 /// session's stream, which a 2026-07-28 client does not have. A result that asks for input
 /// (`inputRequests`) without saying so is left as it is: its type is not sure.
 pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
-    if completion == Completion::Native && memchr::memmem::find(&bytes, b"\"resultType\"").is_some()
-    {
+    if completion == Completion::Native && crate::text::holds!(&bytes, "\"resultType\"") {
         return bytes;
     }
     #[derive(Deserialize)]
@@ -469,7 +468,7 @@ pub struct Retry {
 
 /// The round a request retries, when it names one (`params.requestState`).
 pub fn retry(request: &[u8]) -> Option<Retry> {
-    memchr::memmem::find(request, b"requestState")?;
+    crate::text::holds!(request, "requestState").then_some(())?;
     #[derive(Deserialize)]
     struct Request {
         params: Params,

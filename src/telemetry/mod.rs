@@ -10,6 +10,7 @@
 mod otlp;
 
 use crate::config::{ConfigError, TelemetryConfig};
+use crate::error::UpstreamError;
 use crate::net::client::{HttpClient, Wait};
 use bytes::Bytes;
 use http::header::HeaderName;
@@ -39,6 +40,25 @@ impl HopContext {
             None => headers.remove(TRACESTATE),
         };
     }
+}
+
+/// Where a hop goes, as its span says: a stdio child, or an HTTP server at an address (read
+/// only when the hop is traced).
+pub(crate) enum HopTo<'a> {
+    Child,
+    Http(&'a http::Uri),
+}
+
+/// How a hop ended, as its span says. Every front's hop to the same kind of server ends in
+/// the same words: this is the one place they are chosen.
+pub(crate) enum HopEnd<'a> {
+    /// An HTTP server's answer: a failure unless its status is 2xx.
+    Status(http::StatusCode),
+    /// A child's answer, or what stood for it (`failed`: toolgate answered, or the client
+    /// gave up on it).
+    Ended { failed: bool },
+    /// No usable answer came; `error.type` says why, as toolgate's answer does.
+    Unanswered(&'a UpstreamError),
 }
 
 /// Spans waiting for export; past it, new ones are dropped (and counted).
@@ -311,7 +331,7 @@ pub struct SpanFacts<'a> {
     pub upstream: &'a str,
 }
 
-/// One request's server span, and the client spans of its upstream hops, until it ends.
+/// One request's server span, until it ends.
 pub struct RequestTrace {
     tel: Arc<Telemetry>,
     trace_id: [u8; 16],
@@ -322,13 +342,102 @@ pub struct RequestTrace {
     start: u64,
     /// The request's JSON-RPC id, as text.
     pub request_id: Option<String>,
-    children: Vec<Span>,
 }
 
-/// An upstream hop in progress.
-pub struct Hop {
+/// The span a request's hops hang under, as a front holds it while the request is away: a
+/// hop ends on its own, when the server has answered, whichever front it came through.
+#[derive(Clone)]
+pub(crate) struct HopParent {
+    tel: Arc<Telemetry>,
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    flags: u8,
+    state: Option<String>,
+}
+
+/// A hop to a server in progress (a client span): the message's method, and where it went.
+pub(crate) struct Hop {
+    parent: HopParent,
     span_id: [u8; 8],
     start: u64,
+    name: String,
+    attrs: Vec<(&'static str, Attr)>,
+}
+
+impl HopParent {
+    /// Starts the client span of a hop to `to` for a message of `method`; returns the
+    /// context the server gets.
+    pub(crate) fn hop(self, method: &str, to: HopTo<'_>) -> (Hop, HopContext) {
+        let span_id = self.tel.span_id();
+        let ctx = Context {
+            trace_id: self.trace_id,
+            span_id,
+            flags: self.flags,
+            state: None,
+        };
+        let state = self
+            .state
+            .as_deref()
+            .and_then(|s| HeaderValue::from_str(s).ok());
+        let mut attrs = vec![("mcp.method.name", Attr::Str(method.to_owned()))];
+        match to {
+            HopTo::Child => attrs.push(("toolgate.server", Attr::Str("stdio".into()))),
+            HopTo::Http(uri) => {
+                let host = uri.host().unwrap_or_default();
+                attrs.push(("toolgate.server", Attr::Str("http".into())));
+                attrs.push(("server.address", Attr::Str(host.to_owned())));
+                if let Some(port) = uri.port_u16() {
+                    attrs.push(("server.port", Attr::Int(i64::from(port))));
+                }
+            }
+        }
+        let hop = Hop {
+            parent: self,
+            span_id,
+            start: now_ns(),
+            name: method.to_owned(),
+            attrs,
+        };
+        let parent = ctx.header_for(&span_id);
+        (hop, HopContext { parent, state })
+    }
+}
+
+impl Hop {
+    /// Ends the hop as it `end`ed, and hands its span to the exporter.
+    pub(crate) fn end(self, end: HopEnd<'_>) {
+        let Hop {
+            parent,
+            span_id,
+            start,
+            name,
+            mut attrs,
+        } = self;
+        let error = match end {
+            HopEnd::Status(status) => {
+                let code = i64::from(status.as_u16());
+                attrs.push(("http.response.status_code", Attr::Int(code)));
+                !status.is_success()
+            }
+            HopEnd::Ended { failed } => failed,
+            HopEnd::Unanswered(why) => {
+                attrs.push(("error.type", Attr::Str(why.naming().0.into())));
+                true
+            }
+        };
+        parent.tel.record(Span {
+            trace_id: parent.trace_id,
+            span_id,
+            parent: Some(parent.span_id),
+            trace_state: parent.state,
+            name,
+            kind: SpanKind::Client,
+            start,
+            end: now_ns(),
+            attrs,
+            error,
+        });
+    }
 }
 
 impl RequestTrace {
@@ -347,7 +456,6 @@ impl RequestTrace {
             span_id: tel.span_id(),
             start: now_ns(),
             request_id: None,
-            children: Vec::new(),
         }
     }
 
@@ -363,46 +471,15 @@ impl RequestTrace {
         self.state = parent.state;
     }
 
-    /// Starts a client span for the upstream hop; returns the context the upstream gets.
-    pub fn hop(&self) -> (Hop, HopContext) {
-        let span_id = self.tel.span_id();
-        let ctx = Context {
+    /// What the request's hops hang under, from now on (after any [`adopt`](Self::adopt)).
+    pub(crate) fn hop_parent(&self) -> HopParent {
+        HopParent {
+            tel: self.tel.clone(),
             trace_id: self.trace_id,
-            span_id,
+            span_id: self.span_id,
             flags: self.flags,
-            state: None,
-        };
-        let state = self
-            .state
-            .as_deref()
-            .and_then(|s| HeaderValue::from_str(s).ok());
-        let hop = Hop {
-            span_id,
-            start: now_ns(),
-        };
-        let parent = ctx.header_for(&span_id);
-        (hop, HopContext { parent, state })
-    }
-
-    pub fn end_hop(
-        &mut self,
-        hop: Hop,
-        name: String,
-        attrs: Vec<(&'static str, Attr)>,
-        error: bool,
-    ) {
-        self.children.push(Span {
-            trace_id: self.trace_id,
-            span_id: hop.span_id,
-            parent: Some(self.span_id),
-            trace_state: self.state.clone(),
-            name,
-            kind: SpanKind::Client,
-            start: hop.start,
-            end: now_ns(),
-            attrs,
-            error,
-        });
+            state: self.state.clone(),
+        }
     }
 
     /// Ends the server span as [`SpanFacts`] say, with what only the front knows (`extra`:
@@ -440,7 +517,7 @@ impl RequestTrace {
         self.finish(name, attrs, failed);
     }
 
-    /// Ends the server span and hands it, with its hops, to the exporter.
+    /// Ends the server span and hands it to the exporter.
     pub fn finish(self, name: String, attrs: Vec<(&'static str, Attr)>, error: bool) {
         let span = Span {
             trace_id: self.trace_id,
@@ -454,9 +531,6 @@ impl RequestTrace {
             attrs,
             error,
         };
-        for child in self.children {
-            self.tel.record(child);
-        }
         self.tel.record(span);
     }
 }

@@ -295,13 +295,16 @@ async fn what_a_transport_decides_differs_only_by_transport() {
 
 /// The same calls through every front leave the same spans: a server span per request,
 /// named and classified alike (`error.type`, `toolgate.outcome`), with the hop to the server
-/// a client span under it exactly when the call went to the server.
+/// a client span under it exactly when the call went to the server. A hop says the same of
+/// the same kind of server through every front; what it says differs by kind where the
+/// servers did differently (the HTTP server's crash answers a head first, the child's none).
 #[tokio::test]
 async fn every_front_traces_every_scenario_alike() {
     use crate::telemetry::{attr, collector, spans};
     let command = common::peers::stdio_fixture(&["--typed"]).await;
     let ids = ["1", "3", "4", "5", "6", "12"];
     let mut first: Option<(Mode, Vec<String>)> = None;
+    let mut first_of_kind: Vec<(bool, Mode, Vec<String>)> = Vec::new();
     for mode in Mode::EVERY_FRONT {
         let (endpoint, got) = collector().await;
         let config = format!("{CONFIG}[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
@@ -342,6 +345,21 @@ async fn every_front_traces_every_scenario_alike() {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         eprintln!("{mode}: {summary:#?}");
+        // A hop says the same of the same kind of server, whichever front it came through.
+        let all = spans(&got, 0).await;
+        for hop in all.iter().filter(|s| s.kind == 3) {
+            let kind = if mode.to_http() { "http" } else { "stdio" };
+            assert_eq!(
+                attr(hop, "toolgate.server").as_deref(),
+                Some(kind),
+                "{mode}"
+            );
+            let said = |name| attr(hop, name).is_some();
+            // (An application's own service in process has an address and no port.)
+            let http =
+                said("server.address") && (said("http.response.status_code") || said("error.type"));
+            assert_eq!(http, mode.to_http(), "{mode}: {hop:?}");
+        }
         // An HTTP server is handed each hop's context, whichever front it came through.
         if mode.to_http() {
             let all = spans(&got, 0).await;
@@ -358,9 +376,21 @@ async fn every_front_traces_every_scenario_alike() {
                 );
             }
         }
+        match first_of_kind
+            .iter()
+            .find(|(http, ..)| *http == mode.to_http())
+        {
+            None => first_of_kind.push((mode.to_http(), mode, summary.clone())),
+            Some((_, m, expected)) => assert_eq!(&summary, expected, "{mode} traces as {m} does"),
+        }
+        // The requests' own spans, alike whatever the kind of server.
+        let requests: Vec<String> = summary
+            .iter()
+            .map(|s| s.split(" [").next().unwrap_or(s).to_owned())
+            .collect();
         match &first {
-            None => first = Some((mode, summary)),
-            Some((m, expected)) => assert_eq!(&summary, expected, "{mode} traces as {m} does"),
+            None => first = Some((mode, requests)),
+            Some((m, expected)) => assert_eq!(&requests, expected, "{mode} traces as {m} does"),
         }
     }
 }

@@ -272,32 +272,6 @@ async fn post<B: RequestBody>(
     }
 }
 
-/// Sends a message to a stdio child. The hop is a client span, as the hop to an HTTP
-/// server is (`to_http::forward`, which also hands the server its `traceparent`).
-async fn to_child(
-    to: ToChildren<'_>,
-    way: ChildWay,
-    body: Bytes,
-    pending: crate::pipeline::Pending,
-    said: Said<'_>,
-    note: &mut Note,
-) -> Response {
-    let hop = note.trace.as_ref().map(|t| t.hop().0);
-    let resp = way.send(to.gw, body, pending, said, note).await;
-    if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
-        let attrs = vec![
-            (
-                "mcp.method.name",
-                telemetry::Attr::Str(note.method.to_owned()),
-            ),
-            ("toolgate.server", telemetry::Attr::Str("stdio".into())),
-        ];
-        let failed = !resp.status().is_success();
-        trace.end_hop(hop, note.method.to_owned(), attrs, failed);
-    }
-    resp
-}
-
 /// What the trace says of one message: its request id, and a parent it carries in `_meta`.
 fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
     let id = if m.is_request() { m.id } else { None };
@@ -305,7 +279,7 @@ fn trace(note: &mut Note, m: &jsonrpc::Message<'_>, bytes: &Bytes) {
     if let Some(trace) = &mut note.trace {
         trace.request_id = id.map(|i| i.get().trim_matches('"').to_owned());
         if !trace.has_parent()
-            && memchr::memmem::find(bytes, b"traceparent").is_some()
+            && crate::text::holds!(bytes, "traceparent")
             && let Some(parent) = telemetry::Context::from_meta(m)
         {
             trace.adopt(parent);
@@ -363,7 +337,7 @@ impl Way for EdgeWay<'_> {
             // Boxed: a child's path is several times an HTTP server's, whose requests would
             // otherwise carry (and copy) its size.
             EndpointWay::Child(way, to) => {
-                Box::pin(to_child(to, way, body, pending, said, note)).await
+                Box::pin(way.send(to.gw, body, pending, said, note)).await
             }
         }
     }

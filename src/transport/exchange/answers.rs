@@ -255,7 +255,7 @@ fn needs_reading(pending: &Pending, body: &[u8]) -> bool {
     }
     let trimmed = body.trim_ascii();
     let one_object = trimmed.first() == Some(&b'{') && trimmed.last() == Some(&b'}');
-    !one_object || memchr::memmem::find(body, b"\"error\"").is_some()
+    !one_object || crate::text::holds!(body, "\"error\"")
 }
 
 struct SseInspector {

@@ -3,7 +3,7 @@
 //! answer settled after its head went out.
 
 use crate::gateway::Gateway;
-use crate::telemetry;
+use crate::telemetry::{self, Hop, HopContext, HopParent, HopTo};
 use http::HeaderValue;
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -39,6 +39,9 @@ pub(crate) struct Note {
     pub(crate) outcome: &'static str,
     /// The request's spans, when traces are exported.
     pub(crate) trace: Option<Box<telemetry::RequestTrace>>,
+    /// What its hops hang under when its span is kept elsewhere (the stdio front's). Boxed:
+    /// every request's note is moved through the edge's layers, and this is rare.
+    pub(crate) hop_parent: Option<Box<telemetry::HopParent>>,
     /// What the guard made of a `tools/call` (`forwarded`, `rejected_invalid`, …).
     pub(crate) validation: Option<&'static str>,
 }
@@ -58,6 +61,17 @@ impl Note {
             self.tool = Some(tool.clone());
             self.validation = kind.call_outcome();
         }
+    }
+
+    /// Starts the span of a hop of the message to `to`, when traces are exported: the way to
+    /// each kind of server starts and ends its hops, for every front.
+    pub(crate) fn hop(&self, to: HopTo<'_>) -> Option<(Hop, HopContext)> {
+        let parent = match (&self.trace, &self.hop_parent) {
+            (Some(trace), _) => trace.hop_parent(),
+            (None, Some(parent)) => HopParent::clone(parent),
+            (None, None) => return None,
+        };
+        Some(parent.hop(self.method, to))
     }
 
     /// A request nothing has been learnt of yet: refused unless something says otherwise.

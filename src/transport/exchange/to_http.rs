@@ -19,7 +19,7 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Kind, Pending};
-use crate::telemetry;
+use crate::telemetry::{HopEnd, HopTo};
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session, Unresumed};
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use crate::transport::upstream::multiplex::{self, Owner, Sent};
@@ -448,8 +448,7 @@ pub(crate) async fn forward(
 ) -> Response {
     let (gw, up) = (to.gw, to.up);
     let wait = (&gw.config.limits).into();
-    let hop = note.trace.as_ref().map(|t| {
-        let (hop, context) = t.hop();
+    let hop = note.hop(HopTo::Http(&up.http.uri)).map(|(hop, context)| {
         context.carry(&mut parts.headers);
         hop
     });
@@ -457,32 +456,11 @@ pub(crate) async fn forward(
     // sit in every level of a request's future above this one, each of which copies it as
     // it is made (docs/performance.md).
     let sent = Box::pin(up.http.send_as(parts, body, wait)).await;
-    if let (Some(trace), Some(hop)) = (note.trace.as_mut(), hop) {
-        use telemetry::Attr;
-        let mut attrs = vec![
-            ("mcp.method.name", Attr::Str(note.method.to_owned())),
-            (
-                "server.address",
-                Attr::Str(up.http.uri.host().unwrap_or_default().to_owned()),
-            ),
-        ];
-        if let Some(port) = up.http.uri.port_u16() {
-            attrs.push(("server.port", Attr::Int(i64::from(port))));
-        }
-        let failed = match &sent {
-            Ok(r) => {
-                attrs.push((
-                    "http.response.status_code",
-                    Attr::Int(i64::from(r.status().as_u16())),
-                ));
-                !r.status().is_success()
-            }
-            Err(_) => {
-                attrs.push(("error.type", Attr::Str("upstream_unavailable".into())));
-                true
-            }
-        };
-        trace.end_hop(hop, note.method.to_owned(), attrs, failed);
+    if let Some(hop) = hop {
+        hop.end(match &sent {
+            Ok(r) => HopEnd::Status(r.status()),
+            Err(e) => HopEnd::Unanswered(e),
+        });
     }
     match sent {
         Ok(resp) => {

@@ -94,12 +94,12 @@ impl ToClient {
     }
 
     /// Ends the span of `pending` once its answer is written.
-    fn answered(&self, pending: &Pending, answers: bool, outcome: &str) {
+    fn answered(&self, pending: &Pending, outcome: &str) {
         // Without an exporter nothing waits in `traces`: no lock per answer.
         if self.gw.telemetry.is_none() {
             return;
         }
-        if let (true, Some(id)) = (answers, pending.id.as_deref()) {
+        if let Some(id) = pending.id.as_deref() {
             self.traces.end(id.get(), outcome, &pending.target.name);
         }
     }
@@ -108,7 +108,7 @@ impl ToClient {
     /// refusal, or one the rules have read already), traced as `outcome`.
     pub(crate) fn write_answer(&self, pending: &Pending, body: impl Into<Bytes>, outcome: &str) {
         self.write(body);
-        self.answered(pending, true, outcome);
+        self.answered(pending, outcome);
     }
 
     /// No answer came to `pending`, for this reason (`pipeline::unanswered`).
@@ -116,7 +116,7 @@ impl ToClient {
         if let Some(a) = pipeline::unanswered(&self.gw, pending, why) {
             self.write(a.body);
         }
-        self.answered(pending, true, "upstream_error");
+        self.answered(pending, "upstream_error");
     }
 
     /// A request read from the client but never sent gets an error; anything else, nothing.

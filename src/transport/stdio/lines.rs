@@ -112,7 +112,7 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
         // An error that names no request (a 4xx refusal of the POST itself) is this
         // request's answer: a stdio client matches answers by id, so it gets the request's.
         // Only a message that holds an error is read for one.
-        if memchr::memmem::find(&bytes, b"\"error\"").is_some()
+        if crate::text::holds!(&bytes, "\"error\"")
             && let Some(err) = jsonrpc::refusal(&bytes)
         {
             let e: serde_json::Value = serde_json::from_str(err.get()).unwrap_or_default();

@@ -34,7 +34,7 @@ use crate::pipeline::Pending;
 use crate::pipeline::engine::{self, Handled, Origin, Way};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::{self, Bridging};
-use crate::telemetry::HopContext;
+use crate::telemetry::HopParent;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::future::Future;
@@ -78,8 +78,6 @@ pub(crate) trait Upstream: Send + Sync + Sized + 'static {
     where
         Self: 'a;
 
-    /// The kind of server, as the hop's span names it (`toolgate.server`).
-    const SERVER: &'static str;
     /// Whether each message is sent before the next is read (a child reads its stdin in
     /// order), or each is decided and sent on a task of its own (an HTTP server takes
     /// POSTs concurrently).
@@ -115,9 +113,8 @@ pub(crate) struct Forwarded {
     pub(crate) pending: Pending,
     /// Set when this is the client's `initialize`.
     pub(crate) handshake: Option<Handshake>,
-    /// The trace context of the request's hop, when traces are exported: an HTTP server is
-    /// handed it (a child has no headers to carry it).
-    pub(crate) hop: Option<HopContext>,
+    /// What the request's hop hangs under, when traces are exported.
+    pub(crate) hop: Option<HopParent>,
     pub(crate) to: ToClient,
 }
 
@@ -158,8 +155,8 @@ async fn handle<U: Upstream>(
     match engine::handle(gw, origin, &mut m, line, way).await {
         Handled::Forward(mut f) => {
             let owed = f.pending().clone();
-            if let (Some(mut b), Some(id)) = (begun, owed.id.as_deref()) {
-                f.way_mut().hop = Some(b.sent(U::SERVER));
+            if let (Some(b), Some(id)) = (begun, owed.id.as_deref()) {
+                f.way_mut().hop = Some(b.hop_parent());
                 to.traces.wait(id, b, owed.kind.call_outcome());
             }
             Some(Exchange {
@@ -191,7 +188,7 @@ struct StdioWay<U: Upstream> {
     way: U::Way,
     handshake: Option<Handshake>,
     /// Set when the request is forwarded and traced.
-    hop: Option<HopContext>,
+    hop: Option<HopParent>,
     to: ToClient,
 }
 

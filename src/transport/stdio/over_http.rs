@@ -19,6 +19,7 @@ use crate::net::client::Wait;
 use crate::pipeline::Pending;
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
+use crate::telemetry::HopParent;
 use crate::transport::exchange::to_http::{self, HttpWay, ToHttp};
 use crate::transport::exchange::{Note, Said};
 use crate::transport::sse;
@@ -244,7 +245,6 @@ impl Upstream for Http {
     type Lister<'a> = SessionLister<'a>;
 
     const IN_ORDER: bool = false;
-    const SERVER: &'static str = "http";
 
     fn target(&self) -> &Arc<Target> {
         &self.target
@@ -337,21 +337,23 @@ impl Http {
         }
         let SessionWay {
             way,
-            mut headers,
+            headers,
             method,
         } = way;
-        if let Some(hop) = hop {
-            hop.carry(&mut headers);
-        }
         // Only the client's own session is opened again here; toolgate's are the way's.
         // A message in the client's session is sent again should the server have lost it; its
         // headers then are the session's, which the client's own message carries too.
         let in_client_session = headers.contains_key(mcp::SESSION_ID) && !way.in_own_session();
         let again = (in_client_session && handshake.is_none()).then(|| body.clone());
         let said = (method, handshake.as_ref());
-        let resp = self.send(way, headers, body, &pending, said).await;
+        let resp = self
+            .send(way, headers, body, &pending, said, hop.as_ref())
+            .await;
         let resp = match again {
-            Some(body) => self.again_if_lost(resp, body, &pending, method).await,
+            Some(body) => {
+                let resent = (&pending, method, hop.as_ref());
+                self.again_if_lost(resp, body, resent).await
+            }
             None => resp,
         };
         if handshake.is_some()
@@ -375,7 +377,8 @@ impl Http {
         }
     }
 
-    /// Sends one message the way the HTTP edge sends it (`HttpWay::send`).
+    /// Sends one message the way the HTTP edge sends it (`HttpWay::send`), its hop under
+    /// `hop` when traced.
     async fn send(
         &self,
         way: HttpWay,
@@ -383,6 +386,7 @@ impl Http {
         body: Bytes,
         pending: &Pending,
         (method, handshake): (&'static str, Option<&Handshake>),
+        hop: Option<&HopParent>,
     ) -> Response {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.method = Method::POST;
@@ -393,7 +397,12 @@ impl Http {
             params: handshake.and_then(|h| h.params.as_deref()),
             cancelled: None,
         };
-        let (to, mut note) = (self.to_http(), Note::default());
+        let mut note = Note {
+            method,
+            hop_parent: hop.cloned().map(Box::new),
+            ..Note::default()
+        };
+        let to = self.to_http();
         way.send(to, parts, body, pending.clone(), said, &mut note)
             .await
     }
@@ -405,8 +414,7 @@ impl Http {
         self: &Arc<Self>,
         resp: Response,
         body: Bytes,
-        pending: &Pending,
-        method: &'static str,
+        (pending, method, hop): (&Pending, &'static str, Option<&HopParent>),
     ) -> Response {
         let limits = &self.gw.config.limits;
         if !http_bridge::session_lost(&self.up, resp.status(), &self.headers(), limits).await
@@ -415,8 +423,8 @@ impl Http {
             return resp;
         }
         let way = HttpWay::in_client_session(self.session_key());
-        self.send(way, self.headers(), body, pending, (method, None))
-            .await
+        let (headers, said) = (self.headers(), (method, None));
+        self.send(way, headers, body, pending, said, hop).await
     }
 
     /// Whether the client's session is the one toolgate keeps for it in front of a server of

@@ -113,7 +113,6 @@ impl Upstream for Child {
     type Lister<'a> = ChildLister<'a>;
 
     const IN_ORDER: bool = true;
-    const SERVER: &'static str = "stdio";
 
     fn target(&self) -> &Arc<Target> {
         &self.target
@@ -157,8 +156,8 @@ impl Upstream for Child {
             body,
             pending,
             handshake,
+            hop,
             to,
-            ..
         } = sent;
         let said = Said {
             id: pending.id.as_deref(),
@@ -166,7 +165,11 @@ impl Upstream for Child {
             params: handshake.as_ref().and_then(|h| h.params.as_deref()),
             cancelled: way.cancelled.as_deref(),
         };
-        let mut note = Note::default();
+        let mut note = Note {
+            method: way.method,
+            hop_parent: hop.map(Box::new),
+            ..Note::default()
+        };
         // Written now, in the client's order; only the wait is left to the future.
         let written = way.way.write(&self.gw, body, &pending, said, &mut note);
         async move {

@@ -7,7 +7,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
 use crate::locks::MutexExt;
 use crate::metrics;
-use crate::telemetry::{Attr, Context, Hop, HopContext, RequestTrace, SpanFacts};
+use crate::telemetry::{Context, HopParent, RequestTrace, SpanFacts};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -16,8 +16,6 @@ pub(super) struct Begun {
     trace: RequestTrace,
     method: &'static str,
     tool: Option<Box<str>>,
-    /// The hop to the server (a client span), from the moment the request is sent.
-    hop: Option<(Hop, &'static str)>,
 }
 
 impl Begun {
@@ -34,29 +32,17 @@ impl Begun {
             tool: m
                 .params_name()
                 .map(|n| crate::text::clipped(&n, 200).into()),
-            hop: None,
         })
     }
 
-    /// The request goes to the server, of kind `server` (`stdio`, `http`): its hop starts,
-    /// and its trace context is what an HTTP server is handed (`traceparent`, `tracestate`).
-    pub(super) fn sent(&mut self, server: &'static str) -> HopContext {
-        let (hop, context) = self.trace.hop();
-        self.hop = Some((hop, server));
-        context
+    /// What the request's hop to the server hangs under: the way to the server starts
+    /// and ends it, as for the HTTP edge.
+    pub(super) fn hop_parent(&self) -> HopParent {
+        self.trace.hop_parent()
     }
 
     /// Ends the span: what became of the request, and why when toolgate answered a call.
-    pub(super) fn end(mut self, outcome: &str, validation: Option<&'static str>, upstream: &str) {
-        if let Some((hop, server)) = self.hop.take() {
-            let attrs = vec![
-                ("mcp.method.name", Attr::Str(self.method.to_owned())),
-                ("toolgate.server", Attr::Str(server.to_owned())),
-            ];
-            let failed = outcome != "forwarded";
-            self.trace
-                .end_hop(hop, self.method.to_owned(), attrs, failed);
-        }
+    pub(super) fn end(self, outcome: &str, validation: Option<&'static str>, upstream: &str) {
         let facts = SpanFacts {
             method: self.method,
             tool: self.tool.as_deref(),

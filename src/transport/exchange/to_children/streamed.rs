@@ -150,7 +150,7 @@ impl RelatedStream {
         let client_id = self.pending.id.as_deref().expect("a request has an id");
         let put = |path: &[&str], v: &RawValue| jsonrpc::replace_at(&line, path, v);
         let restored = match &remapped.client_token {
-            Some(token) if line_has(&line, "progressToken") => {
+            Some(token) if crate::text::holds!(&line, "progressToken") => {
                 put(&["params", "progressToken"], token)
             }
             _ => put(
@@ -191,8 +191,4 @@ impl Drop for RelatedStream {
             client_left(&self.sc, &r.ours);
         }
     }
-}
-
-fn line_has(line: &[u8], what: &str) -> bool {
-    memchr::memmem::find(line, what.as_bytes()).is_some()
 }

@@ -11,6 +11,7 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
+use crate::telemetry::HopTo;
 use crate::transport::exchange::asking::{RetryServer, ReverseRounds};
 use crate::transport::exchange::reply;
 use crate::transport::exchange::{Note, Said};
@@ -245,6 +246,8 @@ impl ChildWay {
         said: Said<'_>,
         note: &mut Note,
     ) -> Written {
+        // Boxed: only a traced message has one, and every message carries the field.
+        let hop = note.hop(HopTo::Child).map(|(hop, _)| Box::new(hop));
         let mut w = Writing {
             gw,
             pending,
@@ -260,6 +263,7 @@ impl ChildWay {
             sc: self.sc,
             timeout: self.timeout,
             then,
+            hop,
         }
     }
 
@@ -462,7 +466,7 @@ struct ProgressMeta<'a> {
 /// A request's progress token, read from its bytes: a `tools/call`'s params have been taken
 /// by the guard.
 fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
-    memchr::memmem::find(body, b"progressToken")?;
+    crate::text::holds!(body, "progressToken").then_some(())?;
     serde_json::from_slice::<Progress<'_>>(body)
         .ok()
         .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned))

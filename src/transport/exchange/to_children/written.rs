@@ -4,10 +4,12 @@
 use super::super::Note;
 use super::super::asking::{self, ReverseRounds};
 use super::super::reply;
+use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::mcp;
 use crate::pipeline::{self, Pending, asked};
+use crate::telemetry::{Hop, HopEnd};
 use crate::transport::upstream::child::{Owed, Waiting};
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::SessionChild;
@@ -25,6 +27,8 @@ pub(crate) struct Written {
     pub(super) sc: Arc<SessionChild>,
     pub(super) timeout: Duration,
     pub(super) then: Then,
+    /// The message's hop to the child, when traced: it ends with the answer.
+    pub(super) hop: Option<Box<Hop>>,
 }
 
 /// What a written message waits for.
@@ -71,6 +75,13 @@ pub(crate) enum ChildReply {
 }
 
 impl ChildReply {
+    fn status(&self) -> StatusCode {
+        match self {
+            ChildReply::One(status, _) => *status,
+            ChildReply::Response(resp) => resp.status(),
+        }
+    }
+
     pub(crate) fn into_response(self) -> Response {
         match self {
             ChildReply::One(status, body) => reply::json(status, body),
@@ -87,61 +98,79 @@ impl Written {
         pending: &Pending,
         note: &mut Note,
     ) -> ChildReply {
-        let failed = |e, note: &mut Note| {
-            ChildReply::Response(reply::upstream_failed(gw, pending, &e, note))
-        };
-        let Written { sc, timeout, then } = self;
-        match then {
-            Then::Done(resp) => ChildReply::Response(resp),
-            Then::Own(owed, own) => {
-                let answer = match owed.answer(timeout).await {
-                    Ok(a) => a,
-                    Err(e) => return failed(e, note),
-                };
-                note.outcome = "forwarded";
-                own.answer(gw, &sc, timeout, pending, answer).await
-            }
-            Then::Shared {
-                owed,
-                client_id,
-                mut left,
-                _sent,
-            } => {
-                let answer = owed.answer(timeout).await;
-                left.cancels = false;
-                let answer = match answer {
-                    Ok(a) => a,
-                    Err(e) => return failed(e, note),
-                };
-                note.outcome = "forwarded";
-                let answer =
-                    jsonrpc::replace_at(&answer, &["id"], &client_id).map_or(answer, Bytes::from);
-                let (status, body) = finish(gw, pending, answer);
-                ChildReply::One(status, body)
-            }
-            Then::Bridged {
-                waiting,
-                answers_as,
-                client_id,
-                mut left,
-                _sent,
-            } => {
-                let ids = (&*answers_as, &*client_id);
-                // Boxed, as the rare path it is: every request's future would carry its size.
-                let answered =
-                    Box::pin((sc.child).bridged_answer(waiting, ids, pending.key, timeout)).await;
-                left.cancels = false;
-                note.outcome = "forwarded";
-                match answered {
-                    Ok(Answered::Server(answer)) => {
-                        let (status, body) = finish(gw, pending, answer);
-                        ChildReply::One(status, body)
-                    }
-                    Ok(Answered::Round(round)) => ChildReply::One(StatusCode::OK, round.into()),
-                    Err(e) => failed(e, note),
+        let Written {
+            sc,
+            timeout,
+            then,
+            hop,
+        } = self;
+        // One block, not a function awaited here: a future of its own would hold the
+        // message's wait twice (as it was given it, and as it awaits it), and every request
+        // would copy both (docs/performance.md).
+        let answered: Result<ChildReply, UpstreamError> = 'wait: {
+            match then {
+                Then::Done(resp) => Ok(ChildReply::Response(resp)),
+                Then::Own(owed, own) => {
+                    let answer = match owed.answer(timeout).await {
+                        Ok(a) => a,
+                        Err(e) => break 'wait Err(e),
+                    };
+                    note.outcome = "forwarded";
+                    Ok(own.answer(gw, &sc, timeout, pending, answer).await)
+                }
+                Then::Shared {
+                    owed,
+                    client_id,
+                    mut left,
+                    _sent,
+                } => {
+                    let answer = owed.answer(timeout).await;
+                    left.cancels = false;
+                    let answer = match answer {
+                        Ok(a) => a,
+                        Err(e) => break 'wait Err(e),
+                    };
+                    note.outcome = "forwarded";
+                    let answer = jsonrpc::replace_at(&answer, &["id"], &client_id)
+                        .map_or(answer, Bytes::from);
+                    let (status, body) = finish(gw, pending, answer);
+                    Ok(ChildReply::One(status, body))
+                }
+                Then::Bridged {
+                    waiting,
+                    answers_as,
+                    client_id,
+                    mut left,
+                    _sent,
+                } => {
+                    let ids = (&*answers_as, &*client_id);
+                    // Boxed, as the rare path it is: every request's future would carry its
+                    // size.
+                    let answered =
+                        Box::pin((sc.child).bridged_answer(waiting, ids, pending.key, timeout))
+                            .await;
+                    left.cancels = false;
+                    note.outcome = "forwarded";
+                    answered.map(|a| match a {
+                        Answered::Server(answer) => {
+                            let (status, body) = finish(gw, pending, answer);
+                            ChildReply::One(status, body)
+                        }
+                        Answered::Round(round) => ChildReply::One(StatusCode::OK, round.into()),
+                    })
                 }
             }
+        };
+        if let Some(hop) = hop {
+            hop.end(match &answered {
+                Ok(reply) => HopEnd::Ended {
+                    failed: !reply.status().is_success(),
+                },
+                Err(e) => HopEnd::Unanswered(e),
+            });
         }
+        answered
+            .unwrap_or_else(|e| ChildReply::Response(reply::upstream_failed(gw, pending, &e, note)))
     }
 }
 
