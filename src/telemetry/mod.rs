@@ -59,6 +59,8 @@ pub(crate) enum HopEnd<'a> {
     Ended { failed: bool },
     /// No usable answer came; `error.type` says why, as toolgate's answer does.
     Unanswered(&'a UpstreamError),
+    /// The client gave up on the answer first.
+    Cancelled,
 }
 
 /// Spans waiting for export; past it, new ones are dropped (and counted).
@@ -356,7 +358,11 @@ pub(crate) struct HopParent {
 }
 
 /// A hop to a server in progress (a client span): the message's method, and where it went.
-pub(crate) struct Hop {
+/// One given up on before it ended (its client went away, or cancelled it) ends as
+/// `cancelled` when it is dropped.
+pub(crate) struct Hop(Option<OpenHop>);
+
+struct OpenHop {
     parent: HopParent,
     span_id: [u8; 8],
     start: u64,
@@ -391,13 +397,13 @@ impl HopParent {
                 }
             }
         }
-        let hop = Hop {
+        let hop = Hop(Some(OpenHop {
             parent: self,
             span_id,
             start: now_ns(),
             name: method.to_owned(),
             attrs,
-        };
+        }));
         let parent = ctx.header_for(&span_id);
         (hop, HopContext { parent, state })
     }
@@ -405,8 +411,24 @@ impl HopParent {
 
 impl Hop {
     /// Ends the hop as it `end`ed, and hands its span to the exporter.
-    pub(crate) fn end(self, end: HopEnd<'_>) {
-        let Hop {
+    pub(crate) fn end(mut self, end: HopEnd<'_>) {
+        if let Some(open) = self.0.take() {
+            open.end(end);
+        }
+    }
+}
+
+impl Drop for Hop {
+    fn drop(&mut self) {
+        if let Some(open) = self.0.take() {
+            open.end(HopEnd::Cancelled);
+        }
+    }
+}
+
+impl OpenHop {
+    fn end(self, end: HopEnd<'_>) {
+        let OpenHop {
             parent,
             span_id,
             start,
@@ -422,6 +444,10 @@ impl Hop {
             HopEnd::Ended { failed } => failed,
             HopEnd::Unanswered(why) => {
                 attrs.push(("error.type", Attr::Str(why.naming().0.into())));
+                true
+            }
+            HopEnd::Cancelled => {
+                attrs.push(("error.type", Attr::Str("cancelled".into())));
                 true
             }
         };

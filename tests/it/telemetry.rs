@@ -280,9 +280,19 @@ async fn the_stdio_front_traces_its_requests_alike() {
     let invalid = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "add", "arguments": {"a": 1, "b": "SECRET-VALUE"}}});
     assert_eq!(g.ask(invalid).await["result"]["isError"], true);
+    // A call its client cancels: its hop ends then, as cancelled.
+    let slow = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {}}});
+    g.send(&slow.to_string()).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 4, "reason": "the user moved on"}});
+    g.send(&cancel.to_string()).await;
+    let after = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": 2, "b": 2}}});
+    assert_eq!(g.ask(after).await["id"], 5);
     drop(g.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(10), g.child.wait()).await;
-    // Three server spans, and the hops of the two forwarded requests.
+    // The server spans, and the hops of the forwarded requests.
     let spans = spans(&got, 5).await;
     let named = |name: &str, id: &str| {
         spans
@@ -322,6 +332,16 @@ async fn the_stdio_front_traces_its_requests_alike() {
         Some("rejected_invalid")
     );
     named("initialize", "0");
+    let cancelled = named("tools/call slow", "4");
+    assert_eq!(
+        attr(&cancelled, "toolgate.outcome").as_deref(),
+        Some("cancelled")
+    );
+    let hop = spans
+        .iter()
+        .find(|s| s.kind == 3 && s.parent_span_id == cancelled.span_id)
+        .unwrap_or_else(|| panic!("no hop under the cancelled call's span: {spans:?}"));
+    assert_eq!(attr(hop, "error.type").as_deref(), Some("cancelled"));
     let everything = format!("{spans:?}");
     assert!(
         !everything.contains("SECRET-VALUE"),
