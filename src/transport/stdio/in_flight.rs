@@ -117,7 +117,9 @@ async fn stopped(mut stop: watch::Receiver<Option<Arc<UpstreamError>>>) -> Arc<U
 
 /// The exchange, unless the stop comes first: then it is dropped, and its request answered
 /// with the stop's error. An exchange ends as soon as it has written its answer, so a
-/// request is never answered twice.
+/// request is never answered twice. The exchange is polled first: when the server's output
+/// ends, its waits are let go before the stop is sent, so an exchange that can end on its
+/// own does (its answer, and its hop's span, say why), whichever task wakes first.
 async fn until_stopped<F: Future<Output = ()>>(
     exchange: Exchange<F>,
     to: ToClient,
@@ -125,6 +127,7 @@ async fn until_stopped<F: Future<Output = ()>>(
 ) {
     let Exchange { future, owed } = exchange;
     tokio::select! {
+        biased;
         () = future => {}
         why = stopped(stop) => to.failed(&owed, &why),
     }
