@@ -16,8 +16,9 @@
 use super::request::{Inbound, Outbound};
 use crate::gateway::Gateway;
 use crate::mcp;
+use crate::telemetry::hop::{TRACEPARENT, TRACESTATE};
 use crate::telemetry::{self, Attr};
-use crate::transport::exchange::{Note, StreamOutcome, TRACEPARENT, TRACESTATE};
+use crate::transport::exchange::{Note, StreamOutcome};
 use http::{HeaderValue, StatusCode};
 use std::convert::Infallible;
 use std::future::Future;

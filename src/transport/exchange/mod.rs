@@ -11,4 +11,4 @@ pub(crate) mod reply;
 pub(crate) mod to_children;
 pub(crate) mod to_http;
 
-pub(crate) use note::{Note, Said, StreamOutcome, TRACEPARENT, TRACESTATE};
+pub(crate) use note::{Note, Said, StreamOutcome};

@@ -3,12 +3,11 @@
 //! answer settled after its head went out.
 
 use crate::gateway::Gateway;
-use crate::telemetry::{self, Hop, HopContext, HopParent, HopTo};
+use crate::telemetry;
+use crate::telemetry::hop::{Hop, HopContext, HopParent, HopTo};
 use http::HeaderValue;
 use serde_json::value::RawValue;
 use std::sync::Arc;
-
-pub(crate) use crate::telemetry::{TRACEPARENT, TRACESTATE};
 
 /// What a streamed answer settled as after its head went out, put in the answer's
 /// extensions by the stream and read by `observe` when the stream ends: the span of a request
@@ -41,7 +40,7 @@ pub(crate) struct Note {
     pub(crate) trace: Option<Box<telemetry::RequestTrace>>,
     /// What its hops hang under when its span is kept elsewhere (the stdio front's). Boxed:
     /// every request's note is moved through the edge's layers, and this is rare.
-    pub(crate) hop_parent: Option<Box<telemetry::HopParent>>,
+    pub(crate) hop_parent: Option<Box<HopParent>>,
     /// What the guard made of a `tools/call` (`forwarded`, `rejected_invalid`, …).
     pub(crate) validation: Option<&'static str>,
 }

@@ -19,7 +19,7 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{Kind, Pending};
-use crate::telemetry::{HopEnd, HopTo};
+use crate::telemetry::hop::{HopEnd, HopTo};
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session, Unresumed};
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use crate::transport::upstream::multiplex::{self, Owner, Sent};

@@ -34,7 +34,7 @@ use crate::pipeline::Pending;
 use crate::pipeline::engine::{self, Handled, Origin, Way};
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::{self, Bridging};
-use crate::telemetry::HopParent;
+use crate::telemetry::hop::HopParent;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::future::Future;

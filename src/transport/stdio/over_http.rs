@@ -19,7 +19,7 @@ use crate::net::client::Wait;
 use crate::pipeline::Pending;
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
-use crate::telemetry::HopParent;
+use crate::telemetry::hop::HopParent;
 use crate::transport::exchange::to_http::{self, HttpWay, ToHttp};
 use crate::transport::exchange::{Note, Said};
 use crate::transport::sse;

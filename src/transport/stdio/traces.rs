@@ -7,7 +7,8 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
 use crate::locks::MutexExt;
 use crate::metrics;
-use crate::telemetry::{Context, HopParent, RequestTrace, SpanFacts};
+use crate::telemetry::hop::HopParent;
+use crate::telemetry::{Context, RequestTrace, SpanFacts};
 use std::collections::HashMap;
 use std::sync::Mutex;
 

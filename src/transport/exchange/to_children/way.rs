@@ -11,7 +11,7 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
-use crate::telemetry::HopTo;
+use crate::telemetry::hop::HopTo;
 use crate::transport::exchange::asking::{RetryServer, ReverseRounds};
 use crate::transport::exchange::reply;
 use crate::transport::exchange::{Note, Said};

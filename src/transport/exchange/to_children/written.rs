@@ -9,7 +9,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::mcp;
 use crate::pipeline::{self, Pending, asked};
-use crate::telemetry::{Hop, HopEnd};
+use crate::telemetry::hop::{Hop, HopEnd};
 use crate::transport::upstream::child::{Owed, Waiting};
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::SessionChild;
