@@ -42,7 +42,9 @@ pub(crate) fn may_ask(method: &str) -> bool {
 
 /// The `InputRequiredResult` in a server's answer, if it is one.
 pub(crate) fn input_required(answer: &[u8]) -> Option<InputRequired> {
-    crate::text::holds!(answer, "input_required").then_some(())?;
+    if !crate::text::holds!(answer, "input_required") {
+        return None;
+    }
     #[derive(Deserialize)]
     struct Answer {
         result: Result,

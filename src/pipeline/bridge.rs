@@ -468,7 +468,9 @@ pub struct Retry {
 
 /// The round a request retries, when it names one (`params.requestState`).
 pub fn retry(request: &[u8]) -> Option<Retry> {
-    crate::text::holds!(request, "requestState").then_some(())?;
+    if !crate::text::holds!(request, "requestState") {
+        return None;
+    }
     #[derive(Deserialize)]
     struct Request {
         params: Params,

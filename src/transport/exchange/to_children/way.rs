@@ -466,7 +466,9 @@ struct ProgressMeta<'a> {
 /// A request's progress token, read from its bytes: a `tools/call`'s params have been taken
 /// by the guard.
 fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
-    crate::text::holds!(body, "progressToken").then_some(())?;
+    if !crate::text::holds!(body, "progressToken") {
+        return None;
+    }
     serde_json::from_slice::<Progress<'_>>(body)
         .ok()
         .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned))
