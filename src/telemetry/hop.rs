@@ -61,8 +61,9 @@ pub(crate) struct HopParent {
 
 /// A hop to a server in progress (a client span): the message's method, and where it went.
 /// One given up on before it ended (its client went away, or cancelled it) ends as
-/// `cancelled` when it is dropped.
-pub(crate) struct Hop(Option<OpenHop>);
+/// `cancelled` when it is dropped. Boxed: a hop sits in every request's future while the
+/// server answers, and only a traced one is more than nothing.
+pub(crate) struct Hop(Option<Box<OpenHop>>);
 
 struct OpenHop {
     parent: HopParent,
@@ -99,13 +100,13 @@ impl HopParent {
                 }
             }
         }
-        let hop = Hop(Some(OpenHop {
+        let hop = Hop(Some(Box::new(OpenHop {
             parent: self,
             span_id,
             start: now_ns(),
             name: method.to_owned(),
             attrs,
-        }));
+        })));
         let parent = ctx.header_for(&span_id);
         (hop, HopContext { parent, state })
     }
@@ -115,7 +116,7 @@ impl Hop {
     /// Ends the hop as it `end`ed, and hands its span to the exporter.
     pub(crate) fn end(mut self, end: HopEnd<'_>) {
         if let Some(open) = self.0.take() {
-            open.end(end);
+            (*open).end(end);
         }
     }
 }
@@ -123,7 +124,7 @@ impl Hop {
 impl Drop for Hop {
     fn drop(&mut self) {
         if let Some(open) = self.0.take() {
-            open.end(HopEnd::Cancelled);
+            (*open).end(HopEnd::Cancelled);
         }
     }
 }

@@ -114,7 +114,7 @@ pub(crate) struct Forwarded {
     /// Set when this is the client's `initialize`.
     pub(crate) handshake: Option<Handshake>,
     /// What the request's hop hangs under, when traces are exported.
-    pub(crate) hop: Option<HopParent>,
+    pub(crate) hop_parent: Option<Box<HopParent>>,
     pub(crate) to: ToClient,
 }
 
@@ -142,7 +142,7 @@ async fn handle<U: Upstream>(
         handshake: (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
             params: m.raw_params().map(ToOwned::to_owned),
         }),
-        hop: None,
+        hop_parent: None,
         to: to.clone(),
     };
     let origin = Origin {
@@ -156,7 +156,7 @@ async fn handle<U: Upstream>(
         Handled::Forward(mut f) => {
             let owed = f.pending().clone();
             if let (Some(b), Some(id)) = (begun, owed.id.as_deref()) {
-                f.way_mut().hop = Some(b.hop_parent());
+                f.way_mut().hop_parent = Some(Box::new(b.hop_parent()));
                 to.traces.wait(id, b, owed.kind.call_outcome());
             }
             Some(Exchange {
@@ -188,7 +188,7 @@ struct StdioWay<U: Upstream> {
     way: U::Way,
     handshake: Option<Handshake>,
     /// Set when the request is forwarded and traced.
-    hop: Option<HopParent>,
+    hop_parent: Option<Box<HopParent>>,
     to: ToClient,
 }
 
@@ -208,7 +208,7 @@ impl<U: Upstream> Way for StdioWay<U> {
             body,
             pending,
             handshake: self.handshake,
-            hop: self.hop,
+            hop_parent: self.hop_parent,
             to: self.to,
         };
         self.up.exchange(self.way, sent)

@@ -329,7 +329,7 @@ impl Http {
             body,
             pending,
             handshake,
-            hop,
+            hop_parent,
             to,
         } = sent;
         if let Some(h) = &handshake {
@@ -347,11 +347,11 @@ impl Http {
         let again = (in_client_session && handshake.is_none()).then(|| body.clone());
         let said = (method, handshake.as_ref());
         let resp = self
-            .send(way, headers, body, &pending, said, hop.as_ref())
+            .send(way, headers, body, &pending, said, hop_parent.as_deref())
             .await;
         let resp = match again {
             Some(body) => {
-                let resent = (&pending, method, hop.as_ref());
+                let resent = (&pending, method, hop_parent.as_deref());
                 self.again_if_lost(resp, body, resent).await
             }
             None => resp,
@@ -378,7 +378,7 @@ impl Http {
     }
 
     /// Sends one message the way the HTTP edge sends it (`HttpWay::send`), its hop under
-    /// `hop` when traced.
+    /// `hop_parent` when traced.
     async fn send(
         &self,
         way: HttpWay,
@@ -386,7 +386,7 @@ impl Http {
         body: Bytes,
         pending: &Pending,
         (method, handshake): (&'static str, Option<&Handshake>),
-        hop: Option<&HopParent>,
+        hop_parent: Option<&HopParent>,
     ) -> Response {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.method = Method::POST;
@@ -399,7 +399,7 @@ impl Http {
         };
         let mut note = Note {
             method,
-            hop_parent: hop.cloned().map(Box::new),
+            hop_parent: hop_parent.cloned().map(Box::new),
             ..Note::default()
         };
         let to = self.to_http();
@@ -414,7 +414,7 @@ impl Http {
         self: &Arc<Self>,
         resp: Response,
         body: Bytes,
-        (pending, method, hop): (&Pending, &'static str, Option<&HopParent>),
+        (pending, method, hop_parent): (&Pending, &'static str, Option<&HopParent>),
     ) -> Response {
         let limits = &self.gw.config.limits;
         if !http_bridge::session_lost(&self.up, resp.status(), &self.headers(), limits).await
@@ -424,7 +424,8 @@ impl Http {
         }
         let way = HttpWay::in_client_session(self.session_key());
         let (headers, said) = (self.headers(), (method, None));
-        self.send(way, headers, body, pending, said, hop).await
+        self.send(way, headers, body, pending, said, hop_parent)
+            .await
     }
 
     /// Whether the client's session is the one toolgate keeps for it in front of a server of

@@ -156,7 +156,7 @@ impl Upstream for Child {
             body,
             pending,
             handshake,
-            hop,
+            hop_parent,
             to,
         } = sent;
         let said = Said {
@@ -167,7 +167,7 @@ impl Upstream for Child {
         };
         let mut note = Note {
             method: way.method,
-            hop_parent: hop.map(Box::new),
+            hop_parent,
             ..Note::default()
         };
         // Written now, in the client's order; only the wait is left to the future.

@@ -246,8 +246,7 @@ impl ChildWay {
         said: Said<'_>,
         note: &mut Note,
     ) -> Written {
-        // Boxed: only a traced message has one, and every message carries the field.
-        let hop = note.hop(HopTo::Child).map(|(hop, _)| Box::new(hop));
+        let hop = note.hop(HopTo::Child).map(|(hop, _)| hop);
         let mut w = Writing {
             gw,
             pending,

@@ -28,7 +28,7 @@ pub(crate) struct Written {
     pub(super) timeout: Duration,
     pub(super) then: Then,
     /// The message's hop to the child, when traced: it ends with the answer.
-    pub(super) hop: Option<Box<Hop>>,
+    pub(super) hop: Option<Hop>,
 }
 
 /// What a written message waits for.
