@@ -405,7 +405,8 @@ async fn the_stdio_front_hands_an_http_server_the_hops_trace_context() {
 }
 
 /// In front of a stdio server (`serve -- CMD`) the hop to the child is a client span under
-/// the request's server span, as the hop to an HTTP server is.
+/// the request's server span, as the hop to an HTTP server is. A call its client cancels is
+/// answered `-32800` by toolgate, and its hop says it was cancelled, as behind every front.
 #[tokio::test]
 async fn the_hop_to_a_stdio_child_is_a_client_span() {
     let (endpoint, got) = collector().await;
@@ -417,7 +418,30 @@ async fn the_hop_to_a_stdio_child_is_a_client_span() {
         .await
         .json();
     assert_eq!(result_text(&a), "3");
-    let spans = spans(&got, 6).await;
+    let (url, sid) = (tg.url(), s.clone());
+    let slow =
+        tokio::spawn(async move { post(&url, Some(&sid), call(2, "slow", json!({}))).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "the user moved on"}});
+    assert_eq!(
+        post(&tg.url(), Some(&s), cancel.to_string()).await.status,
+        202
+    );
+    assert_eq!(
+        slow.await.unwrap().json(),
+        json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32800, "message": "Request cancelled"}})
+    );
+    let spans = spans(&got, 8).await;
+    let cancelled = spans
+        .iter()
+        .find(|s| s.kind == 2 && s.name == "tools/call slow")
+        .unwrap_or_else(|| panic!("{spans:?}"));
+    let hop = spans
+        .iter()
+        .find(|s| s.kind == 3 && s.parent_span_id == cancelled.span_id)
+        .unwrap_or_else(|| panic!("no hop under the cancelled call's span: {spans:?}"));
+    assert_eq!(attr(hop, "error.type").as_deref(), Some("cancelled"));
     let server = spans
         .iter()
         .find(|s| s.kind == 2 && s.name == "tools/call add")

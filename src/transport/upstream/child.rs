@@ -32,7 +32,22 @@ use tokio::sync::{mpsc, oneshot};
 const REQUEST_CANCELLED: i64 = -32800;
 
 /// Requests waiting for their answers, by id; `None` once the child's output has ended.
-type Waiters = Option<HashMap<String, oneshot::Sender<Bytes>>>;
+type Waiters = Option<HashMap<String, oneshot::Sender<Given>>>;
+
+/// What a request waiting on the child is given: the child's answer, or toolgate's
+/// `-32800` in its place when its client cancelled it (which its hop tells apart).
+pub(crate) enum Given {
+    Answer(Bytes),
+    Cancelled(Bytes),
+}
+
+impl Given {
+    pub(crate) fn into_bytes(self) -> Bytes {
+        match self {
+            Given::Answer(b) | Given::Cancelled(b) => b,
+        }
+    }
+}
 
 pub enum FromChild {
     /// One line the child wrote that no waiter claimed.
@@ -67,7 +82,7 @@ pub(crate) struct Waiting {
 /// and an answer that comes later is not passed on.
 pub struct Owed {
     key: String,
-    rx: oneshot::Receiver<Bytes>,
+    rx: oneshot::Receiver<Given>,
     waiters: Arc<Mutex<Waiters>>,
     ended: Arc<std::sync::OnceLock<String>>,
 }
@@ -87,13 +102,18 @@ impl Retries for ChildRetrying {
 
 impl Owed {
     pub async fn answer(mut self, timeout: Duration) -> Result<Bytes, UpstreamError> {
+        self.next(timeout).await.map(Given::into_bytes)
+    }
+
+    /// [`Owed::answer`], telling a cancelled request's answer apart.
+    pub(crate) async fn given(mut self, timeout: Duration) -> Result<Given, UpstreamError> {
         self.next(timeout).await
     }
 
-    /// [`Owed::answer`], leaving the wait in place when this future is dropped first.
-    pub(crate) async fn next(&mut self, timeout: Duration) -> Result<Bytes, UpstreamError> {
+    /// [`Owed::given`], leaving the wait in place when this future is dropped first.
+    pub(crate) async fn next(&mut self, timeout: Duration) -> Result<Given, UpstreamError> {
         match tokio::time::timeout(timeout, &mut self.rx).await {
-            Ok(Ok(answer)) => Ok(answer),
+            Ok(Ok(given)) => Ok(given),
             // Only when the child's output ended: every waiter goes then.
             Ok(Err(_)) => Err(UpstreamError::Unreachable(format!(
                 "the tool server {} before answering",
@@ -341,7 +361,7 @@ async fn read_stdout(
         };
         match waiters.locked().as_mut().and_then(|w| w.remove(&id)) {
             Some(w) => {
-                let _ = w.send(line);
+                let _ = w.send(Given::Answer(line));
             }
             None => handler(FromChild::Message(line)),
         }
@@ -542,7 +562,7 @@ impl ChildProcess {
         };
         let answer =
             jsonrpc::error_response(Some(&raw), REQUEST_CANCELLED, "Request cancelled", None);
-        let _ = waiter.send(Bytes::from(answer));
+        let _ = waiter.send(Given::Cancelled(Bytes::from(answer)));
         true
     }
 

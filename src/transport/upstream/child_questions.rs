@@ -8,7 +8,7 @@
 //! bridged call waiting on that child ([`Questions`]; none when several wait), and one that
 //! comes while none waits goes to the client as it came.
 
-use super::child::{ChildProcess, Waiting};
+use super::child::{ChildProcess, Given, Waiting};
 #[cfg(doc)]
 use super::rounds::Questions;
 use super::rounds::{Parked, Rounds, Unresumed};
@@ -66,6 +66,7 @@ impl ChildProcess {
     ) -> Result<Answered, UpstreamError> {
         let question = tokio::select! {
             answer = waiting.owed.next(timeout) => {
+                let answer = answer.map(Given::into_bytes);
                 return answer.map(|a| Answered::Server(bridge::under_id(a, answers_as, client_id)));
             }
             Some(q) = waiting.listening.recv() => q,

@@ -10,7 +10,7 @@ use crate::jsonrpc;
 use crate::mcp;
 use crate::pipeline::{self, Pending, asked};
 use crate::telemetry::hop::{Hop, HopEnd};
-use crate::transport::upstream::child::{Owed, Waiting};
+use crate::transport::upstream::child::{Given, Owed, Waiting};
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::SessionChild;
 use crate::transport::upstream::multiplex::Sent;
@@ -107,12 +107,13 @@ impl Written {
         // One block, not a function awaited here: a future of its own would hold the
         // message's wait twice (as it was given it, and as it awaits it), and every request
         // would copy both (docs/performance.md).
+        let mut cancelled = false;
         let answered: Result<ChildReply, UpstreamError> = 'wait: {
             match then {
                 Then::Done(resp) => Ok(ChildReply::Response(resp)),
                 Then::Own(owed, own) => {
-                    let answer = match owed.answer(timeout).await {
-                        Ok(a) => a,
+                    let answer = match owed.given(timeout).await {
+                        Ok(given) => read_given(given, &mut cancelled),
                         Err(e) => break 'wait Err(e),
                     };
                     note.outcome = "forwarded";
@@ -124,10 +125,10 @@ impl Written {
                     mut left,
                     _sent,
                 } => {
-                    let answer = owed.answer(timeout).await;
+                    let answer = owed.given(timeout).await;
                     left.cancels = false;
                     let answer = match answer {
-                        Ok(a) => a,
+                        Ok(given) => read_given(given, &mut cancelled),
                         Err(e) => break 'wait Err(e),
                     };
                     note.outcome = "forwarded";
@@ -163,6 +164,7 @@ impl Written {
         };
         if let Some(hop) = hop {
             hop.end(match &answered {
+                Ok(_) if cancelled => HopEnd::Cancelled,
                 Ok(reply) => HopEnd::Ended {
                     failed: !reply.status().is_success(),
                 },
@@ -220,6 +222,13 @@ impl Own {
         }
         ChildReply::Response(resp)
     }
+}
+
+/// What a request was given, as its client is answered; `cancelled` says whether it was
+/// toolgate's answer to a cancelled request rather than the child's.
+fn read_given(given: Given, cancelled: &mut bool) -> Bytes {
+    *cancelled = matches!(given, Given::Cancelled(_));
+    given.into_bytes()
 }
 
 /// The child's answer, with its client's id, as the client reads it ([`pipeline::settle`]),
