@@ -61,6 +61,22 @@ pub(crate) fn attr(span: &Span, key: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
+/// The server span (a request's) named `name`.
+fn request_span<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    spans
+        .iter()
+        .find(|s| s.kind == 2 && s.name == name)
+        .unwrap_or_else(|| panic!("no request span {name} in {spans:?}"))
+}
+
+/// The hop (a client span) under a request's span.
+fn hop_under<'a>(spans: &'a [Span], request: &Span) -> &'a Span {
+    spans
+        .iter()
+        .find(|s| s.kind == 3 && s.parent_span_id == request.span_id)
+        .unwrap_or_else(|| panic!("no hop under {}: {spans:?}", request.name))
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -319,10 +335,7 @@ async fn the_stdio_front_traces_its_requests_alike() {
     );
     assert_eq!(attr(&forwarded, "error.type"), None);
     // The hop to the child is a client span under the call's, as over HTTP.
-    let hop = spans
-        .iter()
-        .find(|s| s.kind == 3 && s.parent_span_id == forwarded.span_id)
-        .unwrap_or_else(|| panic!("no client span under the call's: {spans:?}"));
+    let hop = hop_under(&spans, &forwarded);
     assert_eq!(hop.trace_id, forwarded.trace_id);
     assert_eq!(attr(hop, "mcp.method.name").as_deref(), Some("tools/call"));
     assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("stdio"));
@@ -341,10 +354,7 @@ async fn the_stdio_front_traces_its_requests_alike() {
         attr(&cancelled, "toolgate.outcome").as_deref(),
         Some("cancelled")
     );
-    let hop = spans
-        .iter()
-        .find(|s| s.kind == 3 && s.parent_span_id == cancelled.span_id)
-        .unwrap_or_else(|| panic!("no hop under the cancelled call's span: {spans:?}"));
+    let hop = hop_under(&spans, &cancelled);
     assert_eq!(attr(hop, "error.type").as_deref(), Some("cancelled"));
     let everything = format!("{spans:?}");
     assert!(
@@ -388,10 +398,7 @@ async fn the_stdio_front_hands_an_http_server_the_hops_trace_context() {
         .unwrap_or_else(|| panic!("no span for the call in {spans:?}"));
     assert_eq!(hex(&call.trace_id), TRACE);
     assert_eq!(hex(&call.parent_span_id), PARENT);
-    let hop = spans
-        .iter()
-        .find(|s| s.kind == 3 && s.parent_span_id == call.span_id)
-        .unwrap_or_else(|| panic!("no client span under the call's: {spans:?}"));
+    let hop = hop_under(&spans, call);
     assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("http"));
     let sent: Vec<String> = seen
         .seen_headers
@@ -433,23 +440,11 @@ async fn the_hop_to_a_stdio_child_is_a_client_span() {
         json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32800, "message": "Request cancelled"}})
     );
     let spans = spans(&got, 8).await;
-    let cancelled = spans
-        .iter()
-        .find(|s| s.kind == 2 && s.name == "tools/call slow")
-        .unwrap_or_else(|| panic!("{spans:?}"));
-    let hop = spans
-        .iter()
-        .find(|s| s.kind == 3 && s.parent_span_id == cancelled.span_id)
-        .unwrap_or_else(|| panic!("no hop under the cancelled call's span: {spans:?}"));
+    let cancelled = request_span(&spans, "tools/call slow");
+    let hop = hop_under(&spans, cancelled);
     assert_eq!(attr(hop, "error.type").as_deref(), Some("cancelled"));
-    let server = spans
-        .iter()
-        .find(|s| s.kind == 2 && s.name == "tools/call add")
-        .unwrap_or_else(|| panic!("{spans:?}"));
-    let hop = spans
-        .iter()
-        .find(|s| s.kind == 3 && s.parent_span_id == server.span_id)
-        .unwrap_or_else(|| panic!("no client span under the call's: {spans:?}"));
+    let server = request_span(&spans, "tools/call add");
+    let hop = hop_under(&spans, server);
     assert_eq!(hop.trace_id, server.trace_id);
     assert_eq!(attr(hop, "mcp.method.name").as_deref(), Some("tools/call"));
     assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("stdio"));
