@@ -11,6 +11,7 @@ use super::tls::TlsError;
 use crate::error::UpstreamError;
 use bytes::Bytes;
 use futures_util::FutureExt;
+use futures_util::future::Either;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
 
@@ -287,37 +288,42 @@ impl HttpClient {
     /// Forwards a client's request (its head `parts`, with `body`): over the network with its
     /// method and end-to-end headers; to an application in process as it came, with the
     /// target it named and its extensions (what the application's own layers put there).
-    pub async fn send_as(
+    ///
+    /// Like [`Self::send`], the future of the transport's own send, not a level awaiting it.
+    pub fn send_as(
         &self,
         parts: http::request::Parts,
         body: Bytes,
         wait: Wait,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
         match &self.transport {
-            Transport::Wire(_) => {
-                self.send_to(self.path.clone(), parts.method, parts.headers, body, wait)
-                    .await
-            }
+            Transport::Wire(_) => Either::Left(self.send_to(
+                self.path.clone(),
+                parts.method,
+                parts.headers,
+                body,
+                wait,
+            )),
             Transport::App(app) => {
                 let mut parts = parts;
                 strip_hop_by_hop(&mut parts.headers);
                 let req = http::Request::from_parts(parts, axum::body::Body::from(body));
-                Self::answered(app(req), false, wait).await
+                Either::Right(Self::answered(app(req), false, wait))
             }
         }
     }
 
     /// Sends one request with the client's end-to-end headers and waits (bounded) for the
-    /// response head; the body streams afterwards.
-    pub async fn send(
+    /// response head; the body streams afterwards. [`Self::send_to`]'s own future: a level
+    /// awaiting it would hold the request's parts twice.
+    pub fn send(
         &self,
         method: Method,
         headers: HeaderMap,
         body: Bytes,
         wait: Wait,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
         self.send_to(self.path.clone(), method, headers, body, wait)
-            .await
     }
 
     /// The same, to another path on the upstream's origin (its `/.well-known/` documents).
@@ -336,14 +342,16 @@ impl HttpClient {
             .await
     }
 
-    async fn send_to(
+    /// The request made here, and only its sending awaited: an `async fn` would keep what
+    /// it was given beside the request made of it, for as long as the answer takes.
+    fn send_to(
         &self,
         path: Uri,
         method: Method,
         mut headers: HeaderMap,
         body: Bytes,
         wait: Wait,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
         let is_get = method == Method::GET;
         strip_hop_by_hop(&mut headers);
         let pool = match &self.transport {
@@ -351,22 +359,18 @@ impl HttpClient {
             Transport::App(app) => {
                 let mut req = http::Request::new(axum::body::Body::from(body));
                 (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
-                return Self::answered(app(req), is_get, wait).await;
+                return Either::Right(Self::answered(app(req), is_get, wait));
             }
         };
-        let mut req = Request::builder()
-            .method(method)
-            .uri(path)
-            .body(Full::new(body))
-            .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
         headers.remove(header::ACCEPT_ENCODING);
         match &self.host {
             Some(host) => headers.insert(header::HOST, host.clone()),
             None => headers.remove(header::HOST),
         };
-        *req.headers_mut() = headers;
-        let answer = async { Ok(pool.send(req).await?.map(Inner::Wire)) };
-        Self::answered(answer, is_get, wait).await
+        let mut req = Request::new(Full::new(body));
+        (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
+        let answer = async move { Ok(pool.send(req).await?.map(Inner::Wire)) };
+        Either::Left(Self::answered(answer, is_get, wait))
     }
 
     /// Waits (bounded) for an answer's head, and bounds its body as [`Wait`] says.

@@ -33,6 +33,7 @@ use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::request::Parts;
 use http::{Method, StatusCode};
 use serde_json::value::RawValue;
@@ -323,7 +324,10 @@ impl Way for EdgeWay<'_> {
         }
     }
 
-    async fn send(self, body: Bytes, pending: Pending) -> Response {
+    /// The way's own future, not an `async fn` awaiting it: that would be a level of its own
+    /// holding this way's parts twice (as it was given them, and inside the way's future),
+    /// and every request would carry and copy both (docs/performance.md).
+    fn send(self, body: Bytes, pending: Pending) -> impl Future<Output = Response> + Send {
         let EdgeWay {
             to,
             rt,
@@ -333,11 +337,13 @@ impl Way for EdgeWay<'_> {
         } = self;
         note.forwarding(rt.gw, &pending.kind);
         match to {
-            EndpointWay::Http(way, to) => way.send(to, parts, body, pending, said, note).await,
+            EndpointWay::Http(way, to) => {
+                Either::Left(way.send(to, parts, body, pending, said, note))
+            }
             // Boxed: a child's path is several times an HTTP server's, whose requests would
             // otherwise carry (and copy) its size.
             EndpointWay::Child(way, to) => {
-                Box::pin(way.send(to.gw, body, pending, said, note)).await
+                Either::Right(Box::pin(way.send(to.gw, body, pending, said, note)))
             }
         }
     }
