@@ -449,3 +449,31 @@ async fn the_hop_to_a_stdio_child_is_a_client_span() {
     assert_eq!(attr(hop, "mcp.method.name").as_deref(), Some("tools/call"));
     assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("stdio"));
 }
+
+/// A 2026-07-28 client's call to a handshake-era stdio server (`serve -- CMD`, bridged),
+/// cancelled by the client's own `notifications/cancelled`: the POST is answered `-32800`
+/// under the client's id, and the hop says it was cancelled, as an unbridged call's does.
+#[tokio::test]
+async fn a_bridged_call_cancelled_ends_its_hop_as_cancelled() {
+    let (endpoint, got) = collector().await;
+    let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
+    let command = common::peers::stdio_fixture(&[]).await;
+    let tg = Toolgate::in_front_of(&command, Some(&config)).await;
+    let meta = common::modes::modern_meta();
+    let slow = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {}, "_meta": meta}});
+    let url = tg.url();
+    let call = tokio::spawn(async move { post_modern(&url, "tools/call", slow).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "the user moved on", "_meta": meta}});
+    let r = post_modern(&tg.url(), "notifications/cancelled", cancel).await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    assert_eq!(
+        call.await.unwrap().json(),
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}})
+    );
+    let spans = spans(&got, 3).await;
+    let hop = hop_under(&spans, request_span(&spans, "tools/call slow"));
+    assert_eq!(attr(hop, "error.type").as_deref(), Some("cancelled"));
+}

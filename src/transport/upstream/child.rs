@@ -47,6 +47,14 @@ impl Given {
             Given::Answer(b) | Given::Cancelled(b) => b,
         }
     }
+
+    /// The same, its bytes rewritten (put under another id).
+    pub(crate) fn map(self, f: impl FnOnce(Bytes) -> Bytes) -> Given {
+        match self {
+            Given::Answer(b) => Given::Answer(f(b)),
+            Given::Cancelled(b) => Given::Cancelled(f(b)),
+        }
+    }
 }
 
 pub enum FromChild {

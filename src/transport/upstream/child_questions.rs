@@ -21,8 +21,9 @@ use std::time::Duration;
 
 /// What a bridged client is given for its call.
 pub(crate) enum Answered {
-    /// The server's answer, under the client's id.
-    Server(Bytes),
+    /// The server's answer (or toolgate's, to a call its client cancelled), under the
+    /// client's id.
+    Server(Given),
     /// The server asked first: an input-required round, the call parked under its state.
     Round(Vec<u8>),
 }
@@ -66,8 +67,8 @@ impl ChildProcess {
     ) -> Result<Answered, UpstreamError> {
         let question = tokio::select! {
             answer = waiting.owed.next(timeout) => {
-                let answer = answer.map(Given::into_bytes);
-                return answer.map(|a| Answered::Server(bridge::under_id(a, answers_as, client_id)));
+                let under_client_id = |a| bridge::under_id(a, answers_as, client_id);
+                return answer.map(|given| Answered::Server(given.map(under_client_id)));
             }
             Some(q) = waiting.listening.recv() => q,
         };

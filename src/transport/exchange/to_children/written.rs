@@ -153,7 +153,8 @@ impl Written {
                     left.cancels = false;
                     note.outcome = "forwarded";
                     answered.map(|a| match a {
-                        Answered::Server(answer) => {
+                        Answered::Server(given) => {
+                            let answer = read_given(given, &mut cancelled);
                             let (status, body) = finish(gw, pending, answer);
                             ChildReply::One(status, body)
                         }
