@@ -118,25 +118,28 @@ pub(crate) fn admit(gw: &Gateway, target: &Target, m: &Message<'_>) -> Result<()
 }
 
 /// Decides `m` (parsed from `bytes`) from `origin`, going `way`: the guard for a
-/// `tools/call`, then the era bridge.
-pub(crate) async fn handle<W: Way>(
-    gw: &Gateway,
-    origin: Origin<'_>,
-    m: &mut Message<'_>,
-    bytes: &Bytes,
+/// `tools/call`, then the era bridge. A block, not an `async fn`: that would keep `way` twice
+/// (as it was given, and as the body holds it), and every request would carry and copy both.
+pub(crate) fn handle<'a, W: Way + 'a>(
+    gw: &'a Gateway,
+    origin: Origin<'a>,
+    m: &'a mut Message<'_>,
+    bytes: &'a Bytes,
     way: W,
-) -> Handled<W> {
+) -> impl Future<Output = Handled<W>> + 'a {
     let sender = Sender {
         target: origin.target,
         key: way.key(),
         era: origin.era,
         client: origin.client,
     };
-    let step = step::decide(gw, sender, m, bytes, way.bridging(), &way).await;
-    match step {
-        Step::Forward { body, pending } => Handled::Forward(Forward { way, body, pending }),
-        Step::Answer(a) => Handled::Answered(a),
-        Step::Relay(r) => Handled::Relayed(r),
-        Step::Consumed => Handled::Consumed,
+    async move {
+        let step = step::decide(gw, sender, m, bytes, way.bridging(), &way).await;
+        match step {
+            Step::Forward { body, pending } => Handled::Forward(Forward { way, body, pending }),
+            Step::Answer(a) => Handled::Answered(a),
+            Step::Relay(r) => Handled::Relayed(r),
+            Step::Consumed => Handled::Consumed,
+        }
     }
 }

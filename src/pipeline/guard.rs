@@ -8,7 +8,7 @@
 
 use super::Kind;
 use super::answer::Answer;
-use crate::catalog::{Lookup, Page, Schema, ScopeKey, Tool};
+use crate::catalog::{Lookup, Page, Schema, ScopeKey};
 use crate::config::{AnswerShape, Mode, OnCompileError, OnUnavailable, ToolSettings, Undeclared};
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
@@ -150,9 +150,18 @@ fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
 }
 
 /// Decides one `tools/call` (docs/contract.md §1).
-pub async fn tools_call<L: Lister>(gw: &Gateway, call: Call<'_>, lister: &L) -> Decision<L::Relay> {
+pub async fn tools_call<L: Lister>(
+    gw: &Gateway,
+    mut call: Call<'_>,
+    lister: &L,
+) -> Decision<L::Relay> {
     let (id, mut task) = (call.id, false);
-    let decision = decide(gw, call, lister, &mut task).await;
+    let decision = match decide(gw, &mut call, Listed::NotYet, &mut task) {
+        Ok(decision) => decision,
+        // Boxed: a call that waits is rare next to one decided at once, and every call's
+        // future would otherwise carry a listing's and a round trip's size, and copy it.
+        Err(wait) => Box::pin(waited(gw, call, wait, lister, &mut task)).await,
+    };
     match decision {
         // A task-augmented call (SEP-1686) waits for a `CreateTaskResult` or an error: a tool
         // result is neither, so toolgate's refusal goes as a JSON-RPC error.
@@ -192,57 +201,100 @@ fn as_protocol_error(id: &RawValue, a: Answer) -> Answer {
     e
 }
 
-async fn decide<L: Lister>(
+/// What a call waits for before the guard can decide it.
+enum Wait<'a> {
+    /// The scope's tools are not known: list them, then decide again.
+    Listing { meta: Option<&'a RawValue> },
+    /// The call goes on if the client's rate, shared with the other replicas, allows it.
+    SharedRate(Admitting<'a>),
+}
+
+/// What listing the scope's tools came to, for a call that waited for it.
+enum Listed<R> {
+    NotYet,
+    Done,
+    Failed(ListFailed<R>),
+}
+
+/// Decides a call that waits: lists the scope's tools or asks the shared rate, then decides.
+async fn waited<'a, L: Lister>(
     gw: &Gateway,
-    mut call: Call<'_>,
+    mut call: Call<'a>,
+    mut wait: Wait<'a>,
     lister: &L,
     task: &mut bool,
 ) -> Decision<L::Relay> {
-    let params = match read_call(&mut call) {
+    loop {
+        let listed = match wait {
+            Wait::SharedRate(admitting) => return admitting.ask(gw, &call).await,
+            Wait::Listing { meta } => list(gw, call.key, meta, lister).await,
+        };
+        // Decided again with the listing's outcome, which never waits for another.
+        wait = match decide(gw, &mut call, listed, task) {
+            Ok(decision) => return decision,
+            Err(wait) => wait,
+        };
+    }
+}
+
+/// The rules on one call, in order; `Err` says what the call must wait for first. A call
+/// given back to wait for the listing keeps its params and has been counted nowhere.
+fn decide<'a, R>(
+    gw: &Gateway,
+    call: &mut Call<'a>,
+    listed: Listed<R>,
+    task: &mut bool,
+) -> Result<Decision<R>, Wait<'a>> {
+    let params = match read_call(call) {
         Ok(p) => p,
-        Err(answer) => return answered("malformed", answer),
+        Err(answer) => return Ok(answered("malformed", answer)),
     };
     call.retry = params.request_state.is_some();
     *task = params.task.is_some();
     let tool = params.name.as_ref();
-    if let Some(denied) = deny(gw, &call, tool) {
-        return denied;
+    if let Some(denied) = deny(gw, call, tool) {
+        return Ok(denied);
     }
     let settings = call.target.validation.policy_for(tool);
     if settings.mode == Mode::Off {
         let label = listed_label(gw, call.key, tool);
-        return admit(gw, &call, tool, label, "forwarded", call.bytes.clone()).await;
+        return admit(gw, call, tool, label, "forwarded", call.bytes.clone());
     }
-    let mut args = match arguments(call.id, params.arguments) {
-        Ok(args) => args,
-        Err(answer) => return answered("malformed", answer),
+    if let Some(answer) = unreadable_arguments(call.id, &params.arguments) {
+        return Ok(answered("malformed", answer));
+    }
+    let entry = match (gw.catalog.lookup(call.key, tool), listed) {
+        (_, Listed::Failed(failed)) => return Ok(listing_failed(gw, call, tool, failed)),
+        (Lookup::Found(t), _) => t,
+        (Lookup::Missing { relist: true }, Listed::NotYet) => {
+            let meta = params.meta;
+            call.params = Some(Params::Call(params));
+            return Err(Wait::Listing { meta });
+        }
+        (Lookup::Missing { .. }, _) => return Ok(unknown_tool(gw, call, tool)),
     };
-    let entry = match schema_for(gw, &call, tool, params.meta, lister).await {
-        Ok(Some(t)) => t,
-        Ok(None) => return unknown_tool(gw, &call, tool),
-        Err(failed) => return listing_failed(gw, &call, tool, failed),
-    };
+    let mut args = arguments(params.arguments);
     let schema = &entry.input;
     let v = &call.target.validation;
     if schema.invalid.is_some() && v.hides_invalid(tool) {
         // Hidden from every listing: the client cannot know it, so it is unknown here too.
-        return unknown_tool(gw, &call, tool);
+        return Ok(unknown_tool(gw, call, tool));
     }
     let validator = match schema.validator() {
         Ok(validator) => validator,
-        Err(why) => return unusable_schema(gw, &call, tool, &why.0).await,
+        Err(why) => return unusable_schema(gw, call, tool, &why.0),
     };
-    let checked = check(&call, tool, schema, validator, settings, &mut args);
+    let checked = check(call, tool, schema, validator, settings, &mut args);
     let Some(report) = checked.report else {
         let (Some(changed), Ok(args)) = (checked.coerced, &args) else {
-            return admit(gw, &call, tool, tool, "forwarded", call.bytes.clone()).await;
+            return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
         };
         tracing::debug!(upstream = %call.target.name, tool = shown(tool), "arguments coerced");
         let bytes =
             with_arguments(call.bytes, args, &changed).unwrap_or_else(|| call.bytes.clone());
-        return admit(gw, &call, tool, tool, "coerced", bytes).await;
+        return admit(gw, call, tool, tool, "coerced", bytes);
     };
-    refuse(gw, &call, tool, settings.mode, report).await
+    refuse(gw, call, tool, settings.mode, report)
 }
 
 /// The call's params, read whole; `Err` is the `-32602` for a call without readable ones.
@@ -294,28 +346,37 @@ fn deny<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Option<Decision<R>> {
 /// Arguments that name a key twice: the place of the second, a violation the report names.
 struct DuplicateKey(String);
 
-/// The call's arguments as an object; inner `Err` is a duplicate key, outer `Err` the answer
-/// to arguments that are no object.
-fn arguments(
+/// The answer to arguments that are no object or cannot be read, if they are such.
+fn unreadable_arguments(
     id: &RawValue,
-    arguments: Option<Result<serde_json::Map<String, Value>, ArgumentsError>>,
-) -> Result<Result<Value, DuplicateKey>, Answer> {
+    arguments: &Option<Result<serde_json::Map<String, Value>, ArgumentsError>>,
+) -> Option<Answer> {
     match arguments {
-        None => Ok(Ok(Value::Object(Default::default()))),
-        Some(Ok(map)) => Ok(Ok(Value::Object(map))),
-        Some(Err(ArgumentsError::NotObject)) => Err(Answer::error(
+        Some(Err(ArgumentsError::NotObject)) => Some(Answer::error(
             Some(id),
             jsonrpc::INVALID_PARAMS,
             "Invalid params for tools/call: \"arguments\" must be an object",
             None,
         )),
-        Some(Err(ArgumentsError::Unreadable(e))) => Err(Answer::error(
+        Some(Err(ArgumentsError::Unreadable(e))) => Some(Answer::error(
             Some(id),
             jsonrpc::INVALID_REQUEST,
             &format!("Invalid Request: unreadable arguments: {e}"),
             None,
         )),
-        Some(Err(ArgumentsError::Duplicate { pointer })) => Ok(Err(DuplicateKey(pointer))),
+        _ => None,
+    }
+}
+
+/// The call's readable arguments as an object; `Err` is a duplicate key.
+fn arguments(
+    arguments: Option<Result<serde_json::Map<String, Value>, ArgumentsError>>,
+) -> Result<Value, DuplicateKey> {
+    match arguments {
+        Some(Ok(map)) => Ok(Value::Object(map)),
+        Some(Err(ArgumentsError::Duplicate { pointer })) => Err(DuplicateKey(pointer)),
+        // `unreadable_arguments` answered the others.
+        None | Some(Err(_)) => Ok(Value::Object(Default::default())),
     }
 }
 
@@ -352,19 +413,24 @@ fn listing_failed<R>(
 }
 
 /// A call to a tool whose schema does not compile, as `on_compile_error` says.
-async fn unusable_schema<R>(gw: &Gateway, call: &Call<'_>, tool: &str, why: &str) -> Decision<R> {
+fn unusable_schema<'a, R>(
+    gw: &Gateway,
+    call: &Call<'a>,
+    tool: &str,
+    why: &str,
+) -> Result<Decision<R>, Wait<'a>> {
     let target = call.target;
     match target.validation.on_compile_error {
         OnCompileError::Forward => {
             tracing::debug!(upstream = %target.name, tool = shown(tool), "schema does not compile: forwarded unvalidated");
-            admit(gw, call, tool, tool, "forwarded", call.bytes.clone()).await
+            admit(gw, call, tool, tool, "forwarded", call.bytes.clone())
         }
         OnCompileError::Reject => {
             count(gw, target, tool, "schema_unusable");
             let text = format!(
                 "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
             );
-            answered(
+            Ok(answered(
                 "schema_unusable",
                 Answer::tool_error(
                     call.era,
@@ -373,7 +439,7 @@ async fn unusable_schema<R>(gw: &Gateway, call: &Call<'_>, tool: &str, why: &str
                     "toolgate/validation",
                     json!({"code": "schema_unusable"}),
                 ),
-            )
+            ))
         }
     }
 }
@@ -461,13 +527,13 @@ fn check(
 
 /// A call that breaks the contract: counted by keyword, then forwarded in `audit` mode or
 /// answered in the shape `validation.answer` asks for.
-async fn refuse<R>(
+fn refuse<'a, R>(
     gw: &Gateway,
-    call: &Call<'_>,
+    call: &Call<'a>,
     tool: &str,
     mode: Mode,
     report: Report,
-) -> Decision<R> {
+) -> Result<Decision<R>, Wait<'a>> {
     let target = call.target;
     let keywords: Vec<&str> = report.keywords().collect();
     for k in &keywords {
@@ -475,12 +541,12 @@ async fn refuse<R>(
     }
     if mode == Mode::Audit {
         tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "audited", violations = report.problems(), ?keywords, "tools/call");
-        return admit(gw, call, tool, tool, "audited", call.bytes.clone()).await;
+        return admit(gw, call, tool, tool, "audited", call.bytes.clone());
     }
     tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "rejected_invalid", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
     let (era, id) = (call.era, call.id);
-    answered(
+    Ok(answered(
         "rejected_invalid",
         match target.validation.answer {
             AnswerShape::ToolError => Answer::tool_error(
@@ -497,41 +563,68 @@ async fn refuse<R>(
                 Answer::error(Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data))
             }
         },
-    )
+    ))
 }
 
 /// The last gate before a call goes upstream: the client's rate for the tool. Calls toolgate
 /// answers itself (invalid, unknown, denied) never count against it. `label` names the tool
-/// in metrics (see [`UNLISTED`]).
-async fn admit<R>(
+/// in metrics (see [`UNLISTED`]). A rate the replicas share is asked for after `Err`.
+fn admit<'a, R>(
+    gw: &Gateway,
+    call: &Call<'a>,
+    tool: &str,
+    label: &str,
+    outcome: &'static str,
+    bytes: Bytes,
+) -> Result<Decision<R>, Wait<'a>> {
+    let rated = call
+        .client
+        .and_then(|client| Some((client, client.rules.as_ref()?.rate_for(tool)?)));
+    let verdict = match rated {
+        None => None,
+        Some((client, rate)) => match &gw.shared {
+            // The bucket is named by `label`: a name no server listed (under `mode = "off"`
+            // nothing else stops it) shares one bucket with every other, rather than making
+            // one of its own.
+            None => Some(Ok(gw.limiter.admit(
+                &client.name,
+                &call.target.name,
+                label,
+                rate,
+            ))),
+            Some(_) => {
+                return Err(Wait::SharedRate(Admitting {
+                    client,
+                    rate,
+                    tool: tool.into(),
+                    label: label.into(),
+                    outcome,
+                    bytes,
+                }));
+            }
+        },
+    };
+    Ok(admitted(gw, call, tool, label, outcome, bytes, verdict))
+}
+
+/// A call that goes upstream if the client's rate allows it (`verdict`, `None` when the
+/// client has none for the tool); `Err` in it is toolgate's answer.
+fn admitted<R>(
     gw: &Gateway,
     call: &Call<'_>,
     tool: &str,
     label: &str,
     outcome: &'static str,
     bytes: Bytes,
+    verdict: Option<Result<Result<(), Limited>, Answer>>,
 ) -> Decision<R> {
-    // The bucket is named by `label`: a name no server listed (under `mode = "off"` nothing
-    // else stops it) shares one bucket with every other, rather than making one of its own.
-    let verdict = match call.client {
-        Some(client) => match client.rules.as_ref().and_then(|r| r.rate_for(tool)) {
-            Some(rate) => Some((
-                client,
-                rate_verdict(gw, call, &client.name, label, rate).await,
-            )),
-            None => None,
-        },
-        None => None,
-    };
-    if let Some((client, verdict)) = verdict {
-        let limited = match verdict {
-            Ok(Ok(())) => None,
-            Ok(Err(limited)) => Some(limited),
-            Err(refusal) => return answered("rate_limited", refusal),
-        };
-        if let Some(limited) = limited {
-            return rate_limited(gw, call, tool, label, &client.name, limited);
+    match verdict {
+        Some(Err(refusal)) => return answered("rate_limited", refusal),
+        Some(Ok(Err(limited))) => {
+            let client = call.client.map_or("", |c| &*c.name);
+            return rate_limited(gw, call, tool, label, client, limited);
         }
+        Some(Ok(Ok(()))) | None => {}
     }
     count(gw, call.target, label, outcome);
     Decision::Forward(
@@ -544,9 +637,36 @@ async fn admit<R>(
     )
 }
 
-/// The bucket's verdict: the replicas' shared one when there is one, else this replica's.
-/// `Err` is toolgate's answer when the shared one cannot be read and policy says to refuse.
-async fn rate_verdict(
+/// A call admitted but for its client's rate, which the replicas share.
+struct Admitting<'a> {
+    client: &'a crate::policy::clients::Client,
+    rate: Rate,
+    tool: Box<str>,
+    label: Box<str>,
+    outcome: &'static str,
+    bytes: Bytes,
+}
+
+impl Admitting<'_> {
+    /// Asks the shared bucket, and this replica's own when policy says so and the shared one
+    /// cannot be read.
+    async fn ask<R>(self, gw: &Gateway, call: &Call<'_>) -> Decision<R> {
+        let verdict = shared_verdict(gw, call, &self.client.name, &self.label, self.rate).await;
+        let Admitting {
+            tool,
+            label,
+            outcome,
+            bytes,
+            ..
+        } = self;
+        admitted(gw, call, &tool, &label, outcome, bytes, Some(verdict))
+    }
+}
+
+/// The shared bucket's verdict (this replica's when none is configured), else as
+/// `shared_state.on_unavailable` says: this replica's,
+/// or toolgate's refusal (`Err`).
+async fn shared_verdict(
     gw: &Gateway,
     call: &Call<'_>,
     client: &Arc<str>,
@@ -638,31 +758,24 @@ fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
     )
 }
 
-/// The tool's schemas, listing the scope's tools first when they are not known.
-async fn schema_for<L: Lister>(
+/// Lists the scope's tools for a call that found them unknown, unless another call listed
+/// them while this one waited its turn.
+async fn list<L: Lister>(
     gw: &Gateway,
-    call: &Call<'_>,
-    tool: &str,
+    key: &ScopeKey,
     meta: Option<&RawValue>,
     lister: &L,
-) -> Result<Option<Tool>, ListFailed<L::Relay>> {
-    match gw.catalog.lookup(call.key, tool) {
-        Lookup::Found(t) => return Ok(Some(t)),
-        Lookup::Missing { relist: false } => return Ok(None),
-        Lookup::Missing { relist: true } => {}
-    }
+) -> Listed<L::Relay> {
     let asked = Instant::now();
-    let lock = gw.catalog.refresh_lock(call.key);
+    let lock = gw.catalog.refresh_lock(key);
     let _one_listing_at_a_time = lock.lock().await;
-    if !gw.catalog.listed_since(call.key, asked) {
-        // Boxed: a listing's future is large and rare next to a call's, and every call's
-        // future would otherwise carry its size (and copy it when boxed by the front).
-        Box::pin(list_all(gw, call.key, meta, lister)).await?;
+    if gw.catalog.listed_since(key, asked) {
+        return Listed::Done;
     }
-    Ok(match gw.catalog.lookup(call.key, tool) {
-        Lookup::Found(t) => Some(t),
-        Lookup::Missing { .. } => None,
-    })
+    match list_all(gw, key, meta, lister).await {
+        Ok(()) => Listed::Done,
+        Err(failed) => Listed::Failed(failed),
+    }
 }
 
 /// Lists every page of the scope's tools and replaces its catalog. The client's `_meta`

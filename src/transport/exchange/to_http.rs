@@ -26,10 +26,13 @@ use crate::transport::upstream::multiplex::{self, Owner, Sent};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::header::HeaderValue;
 use http::request::Parts;
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// What reaching an HTTP server takes, whichever front the message came in by: the gateway
@@ -201,19 +204,20 @@ impl HttpWay {
         }
     }
 
-    /// Sends what the gate forwards; the answer comes back through `answers`.
-    pub(crate) async fn send(
+    /// Sends what the gate forwards; the answer comes back through `answers`. A common
+    /// call's future is `forward`'s own, not an `async fn` awaiting it: that would hold this
+    /// way's parts beside it, and every request would carry and copy both
+    /// (docs/performance.md).
+    pub(crate) fn send<'a>(
         self,
-        to: ToHttp<'_>,
+        to: ToHttp<'a>,
         mut parts: Parts,
         mut body: Bytes,
         pending: Pending,
-        said: Said<'_>,
-        note: &mut Note,
-    ) -> Response {
+        said: Said<'a>,
+        note: &'a mut Note,
+    ) -> impl Future<Output = Response> + Send + 'a {
         let up = to.up;
-        // One `forward` awaited for every way: each await of it would be a state of its own
-        // in this future, which every request carries.
         let mut reading = Reading::of(self.has_session);
         // Boxed: what a bridged request keeps for after its answer is rare, and would
         // otherwise sit in every request's future.
@@ -239,12 +243,12 @@ impl HttpWay {
                     retry,
                     key: self.key,
                 };
-                return Box::pin(round.resume(to, pending, note)).await;
+                return Either::Right(Box::pin(round.resume(to, pending, note)) as Rare<'a>);
             }
             let Some((multiplexed, entered)) = self.multiplexed(to, session, body, &pending) else {
                 // A cancellation naming no request of the client's in flight: nothing to tell.
                 note.outcome = "answered";
-                return reply::accepted();
+                return Either::Right(Box::pin(std::future::ready(reply::accepted())));
             };
             body = multiplexed;
             let headers = parts.headers.clone();
@@ -275,17 +279,23 @@ impl HttpWay {
             bridged = Some(Box::new((headers, abandon, pending.clone())));
         } else if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
             // Boxed: once per session, and larger than a call's whole path.
-            return Box::pin(initialize(to, parts, body, pending, said, note)).await;
+            return Either::Right(Box::pin(initialize(to, parts, body, pending, said, note)));
         }
-        let resp = forward(to, parts, body, pending, reading, note).await;
         match bridged {
-            None => resp,
+            None => Either::Left(forward(to, parts, body, pending, reading, note)),
             // Boxed: rare, and its wait for the session's fate would sit in every request's
             // future.
-            Some(b) => Box::pin(bridged_end(to, self.key, resp, *b, note)).await,
+            Some(b) => Either::Right(Box::pin(async move {
+                let resp = forward(to, parts, body, pending, reading, note).await;
+                bridged_end(to, self.key, resp, *b, note).await
+            })),
         }
     }
 }
+
+/// The future of a message that takes a rare way: boxed, so that a common call's does not
+/// carry its size.
+type Rare<'a> = Pin<Box<dyn Future<Output = Response> + Send + 'a>>;
 
 /// A request in toolgate's session: the id it went under, and its entry among those in
 /// flight.
