@@ -169,39 +169,45 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
     }
 }
 
-/// A request for the endpoint, by HTTP method.
-async fn dispatch<B: RequestBody>(
-    rt: &Route<'_>,
+/// A request for the endpoint, by HTTP method. The method's own future, not an `async fn`
+/// awaiting it: a level that only passes the request on would hold it twice, and every
+/// request would carry and copy both (docs/performance.md).
+fn dispatch<'a, B: RequestBody>(
+    rt: &'a Route<'a>,
     req: http::Request<B>,
-    note: &mut Note,
-) -> Response {
+    note: &'a mut Note,
+) -> impl Future<Output = Response> + Send + 'a {
     let client = rt.gw.client(note.client.clone());
-    match *req.method() {
-        Method::POST => post(rt, req, client, note).await,
+    let (parts, body) = req.into_parts();
+    match parts.method {
+        Method::POST => Either::Left(post(rt, parts, body, client, note)),
         // Boxed: streams and session ends are rare next to POSTs, and their futures large.
-        Method::GET | Method::DELETE => Box::pin(bodiless(rt, req, client, note)).await,
-        _ => reply::method_not_allowed("use POST, GET or DELETE", "GET, POST, DELETE"),
+        Method::GET | Method::DELETE => {
+            Either::Right(Either::Left(Box::pin(bodiless(rt, parts, client, note))))
+        }
+        _ => Either::Right(Either::Right(std::future::ready(
+            reply::method_not_allowed("use POST, GET or DELETE", "GET, POST, DELETE"),
+        ))),
     }
 }
 
 async fn post<B: RequestBody>(
     rt: &Route<'_>,
-    req: http::Request<B>,
+    parts: Parts,
+    body: B,
     client: Option<Client>,
     note: &mut Note,
 ) -> Response {
-    let (parts, body) = req.into_parts();
     let bytes = match message::read(body, &rt.gw.config.limits).await {
         Ok(bytes) => bytes,
         Err(refused) => return *refused,
     };
-    let parsed = match message::parse(&bytes) {
-        Ok(p) => p,
-        Err(refused) => return *refused,
-    };
     let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
-    let mut m = match parsed {
-        Parsed::Batch(msgs) => {
+    // Matched as parsed, not bound first: a binding would keep the parse's place in every
+    // state of this future after it.
+    let mut m = match message::parse(&bytes) {
+        Err(refused) => return *refused,
+        Ok(Parsed::Batch(msgs)) => {
             note.method = "batch";
             let whole = match &rt.server {
                 Server::Http(up) => Some(up),
@@ -213,7 +219,7 @@ async fn post<B: RequestBody>(
             let up = whole.expect("step::batch refuses a batch for a stdio server");
             return Box::pin(passing::batch(rt, up, parts, bytes.clone(), &ctx, note)).await;
         }
-        Parsed::Single(m) => m,
+        Ok(Parsed::Single(m)) => m,
     };
     let era = ctx.era(m.version_text());
     trace(note, &m, &bytes);
@@ -374,13 +380,12 @@ impl Lister for EdgeWay<'_> {
     }
 }
 
-async fn bodiless<B>(
+async fn bodiless(
     rt: &Route<'_>,
-    req: http::Request<B>,
+    parts: Parts,
     client: Option<Client>,
     note: &mut Note,
 ) -> Response {
-    let (parts, _) = req.into_parts();
     note.method = if parts.method == Method::DELETE {
         "DELETE"
     } else {
