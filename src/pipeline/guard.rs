@@ -663,9 +663,8 @@ impl Admitting<'_> {
     }
 }
 
-/// The shared bucket's verdict (this replica's when none is configured), else as
-/// `shared_state.on_unavailable` says: this replica's,
-/// or toolgate's refusal (`Err`).
+/// The shared bucket's verdict (this replica's when none is configured); when it cannot be
+/// read, as `shared_state.on_unavailable` says: this replica's, or toolgate's refusal (`Err`).
 async fn shared_verdict(
     gw: &Gateway,
     call: &Call<'_>,

@@ -99,8 +99,9 @@ async fn a_crash_answers_every_pending_request_and_stops_toolgate() {
     );
     g.initialize().await;
     // The fixture reads one line at a time: the crash comes first, so the slow call is still
-    // pending when the process dies.
-    g.send(&call(2, "crash", json!({})).to_string()).await;
+    // pending when the process dies, having been written while the crash waited.
+    g.send(&call(2, "crash", json!({"after": 0.5})).to_string())
+        .await;
     g.send(&call(1, "slow", json!({})).to_string()).await;
     let mut answers = [g.recv().await, g.recv().await];
     answers.sort_by_key(|a| a["id"].as_i64());

@@ -483,10 +483,16 @@ impl ChildProcess {
         let to = self.to_child.locked();
         match to.as_ref().map(|t| t.send(line)) {
             Some(Ok(())) => Ok(()),
-            _ => Err(UpstreamError::Unreachable(
-                "the tool server has exited".into(),
-            )),
+            _ => Err(self.gone()),
         }
+    }
+
+    /// Why a request cannot reach the child: it has exited, and how, once that is known.
+    fn gone(&self) -> UpstreamError {
+        UpstreamError::Unreachable(match self.ended.get() {
+            Some(how) => format!("the tool server {how}"),
+            None => "the tool server has exited".into(),
+        })
     }
 
     /// Sends a request with id `id` (raw JSON text) and waits for the answer to it.
@@ -522,11 +528,7 @@ impl ChildProcess {
                 ));
             }
             Some(w) => w.insert(key.clone(), tx),
-            None => {
-                return Err(UpstreamError::Unreachable(
-                    "the tool server has exited".into(),
-                ));
-            }
+            None => return Err(self.gone()),
         };
         if let Err(e) = self.send(line) {
             self.forget(id);
@@ -850,7 +852,7 @@ mod tests {
         .await
         .expect("an answer, not the upstream timeout");
         assert!(
-            matches!(answer, Err(UpstreamError::Unreachable(ref m)) if m == "the tool server has exited"),
+            matches!(answer, Err(UpstreamError::Unreachable(ref m)) if m == "the tool server exited with exit status: 3"),
             "{answer:?}"
         );
     }
