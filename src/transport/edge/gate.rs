@@ -191,91 +191,106 @@ fn dispatch<'a, B: RequestBody>(
     }
 }
 
-async fn post<B: RequestBody>(
-    rt: &Route<'_>,
+/// A POST's message, through the engine. A block, not an `async fn`, so that it keeps the
+/// request's parts once, not also as it was given them.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps its arguments apart from what its body moves them into"
+)]
+fn post<'a, B: RequestBody>(
+    rt: &'a Route<'a>,
     parts: Parts,
     body: B,
     client: Option<Client>,
-    note: &mut Note,
-) -> Response {
-    let bytes = match message::read(body, &rt.gw.config.limits).await {
-        Ok(bytes) => bytes,
-        Err(refused) => return *refused,
-    };
-    let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
-    // Matched as parsed, not bound first: a binding would keep the parse's place in every
-    // state of this future after it.
-    let mut m = match message::parse(&bytes) {
-        Err(refused) => return *refused,
-        Ok(Parsed::Batch(msgs)) => {
-            note.method = "batch";
-            let whole = match &rt.server {
-                Server::Http(up) => Some(up),
-                Server::Stdio(_) => None,
-            };
-            if let Err(why) = step::batch(&msgs, whole.is_some()) {
-                return reply::transport(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, why);
+    note: &'a mut Note,
+) -> impl Future<Output = Response> + Send + 'a {
+    async move {
+        let bytes = match message::read(body, &rt.gw.config.limits).await {
+            Ok(bytes) => bytes,
+            Err(refused) => return *refused,
+        };
+        let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
+        // Matched as parsed, not bound first: a binding would keep the parse's place in every
+        // state of this future after it.
+        let mut m = match message::parse(&bytes) {
+            Err(refused) => return *refused,
+            Ok(Parsed::Batch(msgs)) => {
+                note.method = "batch";
+                let whole = match &rt.server {
+                    Server::Http(up) => Some(up),
+                    Server::Stdio(_) => None,
+                };
+                if let Err(why) = step::batch(&msgs, whole.is_some()) {
+                    return reply::transport(
+                        StatusCode::BAD_REQUEST,
+                        jsonrpc::INVALID_REQUEST,
+                        why,
+                    );
+                }
+                let up = whole.expect("step::batch refuses a batch for a stdio server");
+                return Box::pin(passing::batch(rt, up, parts, bytes.clone(), &ctx, note)).await;
             }
-            let up = whole.expect("step::batch refuses a batch for a stdio server");
-            return Box::pin(passing::batch(rt, up, parts, bytes.clone(), &ctx, note)).await;
+            Ok(Parsed::Single(m)) => m,
+        };
+        let era = ctx.era(m.version_text());
+        trace(note, &m, &bytes);
+        if let Err(refused) = message::header_rules(&parts.headers, &ctx, &m, era) {
+            return *refused;
         }
-        Ok(Parsed::Single(m)) => m,
-    };
-    let era = ctx.era(m.version_text());
-    trace(note, &m, &bytes);
-    if let Err(refused) = message::header_rules(&parts.headers, &ctx, &m, era) {
-        return *refused;
-    }
-    if let Err(refused) = message::call_notification(rt.gw, rt.target, &m) {
-        note.outcome = "answered";
-        return *refused;
-    }
-    let to = match &rt.server {
-        Server::Http(up) => {
-            let to = rt.to_http(up);
-            let caller = (ctx.key, ctx.has_session, ctx.owner(rt.peer));
-            EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
+        if let Err(refused) = message::call_notification(rt.gw, rt.target, &m) {
+            note.outcome = "answered";
+            return *refused;
         }
-        Server::Stdio(pool) => {
-            let to = rt.to_children(pool);
-            let caller = (ctx.key, ctx.owner(rt.peer));
-            match Box::pin(ChildWay::find(to, &parts.headers, &m, era, caller, note)).await {
-                Ok(way) => EndpointWay::Child(way, to),
-                Err(resp) => return resp,
+        let to = match &rt.server {
+            Server::Http(up) => {
+                let to = rt.to_http(up);
+                let caller = (ctx.key, ctx.has_session, ctx.owner(rt.peer));
+                EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
             }
-        }
-    };
-    // For the access log when toolgate answers: the guard takes the params.
-    let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
-    let origin = Origin {
-        target: rt.target,
-        era,
-        client: ctx.client,
-    };
-    let said = Said::of(&m, note.method);
-    let way = EdgeWay {
-        to,
-        rt,
-        parts,
-        said,
-        note: &mut *note,
-    };
-    match engine::handle(rt.gw, origin, &mut m, &bytes, way).await {
-        Handled::Forward(f) => f.send(&**rt.gw, &**rt.target).await,
-        Handled::Answered(a) => {
-            note.outcome = "answered";
-            note.validation = a.outcome;
-            note.tool = name.map(Into::into);
-            reply::answer(era, a)
-        }
-        Handled::Relayed(resp) => {
-            note.outcome = "relayed";
-            *resp
-        }
-        Handled::Consumed => {
-            note.outcome = "answered";
-            reply::accepted()
-        }
+            Server::Stdio(pool) => {
+                let to = rt.to_children(pool);
+                let caller = (ctx.key, ctx.owner(rt.peer));
+                match Box::pin(ChildWay::find(to, &parts.headers, &m, era, caller, note)).await {
+                    Ok(way) => EndpointWay::Child(way, to),
+                    Err(resp) => return resp,
+                }
+            }
+        };
+        // For the access log when toolgate answers: the guard takes the params.
+        let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
+        let origin = Origin {
+            target: rt.target,
+            era,
+            client: ctx.client,
+        };
+        let said = Said::of(&m, note.method);
+        let way = EdgeWay {
+            to,
+            rt,
+            parts,
+            said,
+            note: &mut *note,
+        };
+        // Sent after the match: sent inside it, the decision would keep its place in this
+        // future while the answer is awaited.
+        let forward = match engine::handle(rt.gw, origin, &mut m, &bytes, way).await {
+            Handled::Forward(f) => f,
+            Handled::Answered(a) => {
+                note.outcome = "answered";
+                note.validation = a.outcome;
+                note.tool = name.map(Into::into);
+                return reply::answer(era, a);
+            }
+            Handled::Relayed(resp) => {
+                note.outcome = "relayed";
+                return *resp;
+            }
+            Handled::Consumed => {
+                note.outcome = "answered";
+                return reply::accepted();
+            }
+        };
+        forward.send(&**rt.gw, &**rt.target).await
     }
 }
 
