@@ -411,15 +411,22 @@ async fn the_stdio_front_hands_an_http_server_the_hops_trace_context() {
     assert!(sent.contains(&expected), "{expected} in {sent:?}");
 }
 
+/// `serve -- CMD` in front of the stdio fixture, its spans exported to a collector of the
+/// test's own.
+async fn traced_in_front_of_stdio_fixture() -> (Toolgate, Arc<Mutex<Vec<ExportTraceServiceRequest>>>)
+{
+    let (endpoint, got) = collector().await;
+    let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
+    let command = common::peers::stdio_fixture(&[]).await;
+    (Toolgate::in_front_of(&command, Some(&config)).await, got)
+}
+
 /// In front of a stdio server (`serve -- CMD`) the hop to the child is a client span under
 /// the request's server span, as the hop to an HTTP server is. A call its client cancels is
 /// answered `-32800` by toolgate, and its hop says it was cancelled, as behind every front.
 #[tokio::test]
 async fn the_hop_to_a_stdio_child_is_a_client_span() {
-    let (endpoint, got) = collector().await;
-    let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
-    let command = common::peers::stdio_fixture(&[]).await;
-    let tg = Toolgate::in_front_of(&command, Some(&config)).await;
+    let (tg, got) = traced_in_front_of_stdio_fixture().await;
     let s = open_session(&tg.url()).await;
     let a = post(&tg.url(), Some(&s), call(1, "add", json!({"a": 1, "b": 2})))
         .await
@@ -455,10 +462,7 @@ async fn the_hop_to_a_stdio_child_is_a_client_span() {
 /// under the client's id, and the hop says it was cancelled, as an unbridged call's does.
 #[tokio::test]
 async fn a_bridged_call_cancelled_ends_its_hop_as_cancelled() {
-    let (endpoint, got) = collector().await;
-    let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
-    let command = common::peers::stdio_fixture(&[]).await;
-    let tg = Toolgate::in_front_of(&command, Some(&config)).await;
+    let (tg, got) = traced_in_front_of_stdio_fixture().await;
     let meta = common::modes::modern_meta();
     let slow = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "slow", "arguments": {}, "_meta": meta}});
