@@ -21,6 +21,10 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
+
+/// The catalog's maps are read on every call, by a scope key that is already a keyed hash
+/// and a tool's name: a seeded fast hash, where SipHash cost about 200 instructions a lookup.
+type Fast = foldhash::fast::RandomState;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
@@ -170,7 +174,7 @@ pub struct Tool {
 
 #[derive(Default)]
 struct ScopeCatalog {
-    tools: HashMap<Box<str>, Tool>,
+    tools: HashMap<Box<str>, Tool, Fast>,
     /// The tools came from a full listing, so a name not here is unknown.
     complete: bool,
     listed_at: Option<Instant>,
@@ -219,7 +223,7 @@ impl CompileSettings {
 }
 
 pub struct Catalog {
-    scopes: RwLock<HashMap<ScopeKey, ScopeCatalog>>,
+    scopes: RwLock<HashMap<ScopeKey, ScopeCatalog, Fast>>,
     schemas: Mutex<HashMap<u64, Vec<Weak<Schema>>>>,
     refresh_locks: Mutex<HashMap<ScopeKey, Weak<tokio::sync::Mutex<()>>>>,
     settings: CompileSettings,
@@ -301,7 +305,7 @@ impl Page {
 impl Catalog {
     pub fn new(settings: CompileSettings, max_scopes: usize) -> Catalog {
         Catalog {
-            scopes: RwLock::new(HashMap::new()),
+            scopes: RwLock::default(),
             schemas: Mutex::new(HashMap::new()),
             refresh_locks: Mutex::new(HashMap::new()),
             settings,
@@ -401,7 +405,7 @@ impl Catalog {
         ttl: Option<Duration>,
         public: bool,
     ) {
-        let compiled: HashMap<_, _> = tools
+        let compiled: HashMap<_, _, Fast> = tools
             .into_iter()
             .map(|t| (t.name.clone(), self.tool(&t)))
             .collect();
@@ -530,7 +534,7 @@ impl Catalog {
 }
 
 /// A catalog is a cache: dropping the least recently used tenth costs at most a re-listing.
-fn evict_least_recent(scopes: &mut HashMap<ScopeKey, ScopeCatalog>) {
+fn evict_least_recent(scopes: &mut HashMap<ScopeKey, ScopeCatalog, Fast>) {
     let mut ages: Vec<_> = scopes.iter().map(|(k, c)| (c.last_used, *k)).collect();
     ages.sort_by_key(|a| a.0);
     for (_, k) in ages.into_iter().take(scopes.len() / 10 + 1) {
