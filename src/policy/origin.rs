@@ -48,7 +48,12 @@ impl OriginPolicy {
             return Ok(());
         }
         let host = headers.get(HOST).map(|h| h.to_str().unwrap_or(""));
-        let named = host.into_iter().chain(authority.map(|a| a.as_str()));
+        // A request in absolute form names its host twice, nearly always alike: once is
+        // enough to check.
+        let authority = authority
+            .map(|a| a.as_str())
+            .filter(|a| host.is_none_or(|h| h != *a));
+        let named = host.into_iter().chain(authority);
         for h in named {
             let allowed_host = || {
                 self.allowed.iter().any(|a| {
@@ -151,6 +156,11 @@ mod tests {
             p.check(&headers(&[("host", "127.0.0.1")]), Some(&evil))
                 .is_err()
         );
+        // Absolute form over HTTP/1: both name the host, alike or not.
+        let same = |h: &str, a: &http::uri::Authority| p.check(&headers(&[("host", h)]), Some(a));
+        assert!(same("127.0.0.1:8080", &local).is_ok());
+        assert!(same("evil.example", &evil).is_err());
+        assert!(same("evil.example", &local).is_err());
     }
 
     #[test]
