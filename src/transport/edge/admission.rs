@@ -109,7 +109,7 @@ where
         if let Err(why) = gw.origins.check(req.headers(), req.uri().authority()) {
             return refuse(StatusCode::FORBIDDEN, why);
         }
-        let note = Note::new();
+        let note = Box::new(Note::new());
         let entered = Entered::enter();
         Either::Right(ResponseFuture {
             inner: self.inner.call(Inbound { req, gw, note }),

@@ -148,7 +148,7 @@ mod tests {
         let inbound = Inbound {
             req: req.body(()).unwrap(),
             gw,
-            note: Note::new(),
+            note: Note::new().into(),
         };
         let routed = Routed { inbound, target: 0 };
         AuthenticateLayer

@@ -173,7 +173,7 @@ mod tests {
         if let Some(s) = session {
             req = req.header(mcp::SESSION_ID, s);
         }
-        let mut note = Note::new();
+        let mut note = Box::new(Note::new());
         note.client = Some(client.into());
         let inbound = Inbound {
             req: req.body(()).unwrap(),

@@ -172,7 +172,7 @@ where
             let app = self.app.clone();
             return Box::pin(async move { Ok(app(req.map(Body::new)).await) });
         }
-        let mut note = Note::new();
+        let mut note = Box::new(Note::new());
         note.client = req.extensions().get::<ClientName>().map(|c| c.0.clone());
         let inbound = Inbound {
             req,

@@ -282,7 +282,7 @@ mod tests {
         let inbound = Inbound {
             req: http::Request::new(()),
             gw: gw.clone(),
-            note: Note::new(),
+            note: Note::new().into(),
         };
         ObserveLayer.layer(inner).oneshot(inbound).await.unwrap()
     }

@@ -133,7 +133,7 @@ mod tests {
         let inbound = Inbound {
             req: http::Request::builder().uri(path).body(()).unwrap(),
             gw: Gateway::new(test_config()).unwrap(),
-            note: Note::new(),
+            note: Note::new().into(),
         };
         let svc = RoutesLayer::new(endpoints).layer(inner);
         let out = svc.oneshot(inbound).await.unwrap();
