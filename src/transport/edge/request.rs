@@ -74,8 +74,8 @@ pub(super) enum Server {
 pub(crate) struct Inbound<B> {
     pub(crate) req: http::Request<B>,
     pub(crate) gw: Arc<Gateway>,
-    /// Boxed: moved with the request into every layer and back out with its answer, a
-    /// pointer costs less to move than the note's 152 bytes, every time, than one allocation.
+    /// Boxed: the note moves with the request into every layer and back out with its
+    /// answer, and one allocation costs less than moving its 152 bytes at each of them.
     pub(crate) note: Box<Note>,
 }
 
