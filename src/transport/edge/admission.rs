@@ -112,7 +112,11 @@ where
         let note = Box::new(Note::new());
         let entered = Entered::enter();
         Either::Right(ResponseFuture {
-            inner: self.inner.call(Inbound { req, gw, note }),
+            inner: self.inner.call(Inbound {
+                req: Box::new(req),
+                gw,
+                note,
+            }),
             _in_service: entered,
         })
     }

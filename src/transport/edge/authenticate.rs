@@ -146,7 +146,7 @@ mod tests {
             let _ = std::fs::remove_file(file);
         }
         let inbound = Inbound {
-            req: req.body(()).unwrap(),
+            req: Box::new(req.body(()).unwrap()),
             gw,
             note: Note::new().into(),
         };

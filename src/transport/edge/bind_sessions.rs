@@ -176,7 +176,7 @@ mod tests {
         let mut note = Box::new(Note::new());
         note.client = Some(client.into());
         let inbound = Inbound {
-            req: req.body(()).unwrap(),
+            req: Box::new(req.body(()).unwrap()),
             gw: gw.clone(),
             note,
         };

@@ -162,7 +162,7 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
                     server: &endpoints[target].server,
                     peer,
                 };
-                dispatch(&rt, req, &mut note).await
+                dispatch(&rt, *req, &mut note).await
             };
             Ok(Outbound { resp, gw, note })
         })

@@ -175,7 +175,7 @@ where
         let mut note = Box::new(Note::new());
         note.client = req.extensions().get::<ClientName>().map(|c| c.0.clone());
         let inbound = Inbound {
-            req,
+            req: Box::new(req),
             gw: self.gw.clone(),
             note,
         };

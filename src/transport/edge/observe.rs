@@ -280,7 +280,7 @@ mod tests {
             std::future::ready(Ok::<_, Infallible>(inbound.answer(resp)))
         });
         let inbound = Inbound {
-            req: http::Request::new(()),
+            req: Box::new(http::Request::new(())),
             gw: gw.clone(),
             note: Note::new().into(),
         };

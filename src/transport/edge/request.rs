@@ -72,7 +72,8 @@ pub(super) enum Server {
 /// when it arrived (loaded once, by `admission`: every load writes a count all threads share)
 /// and the note they read back when the answer comes out.
 pub(crate) struct Inbound<B> {
-    pub(crate) req: http::Request<B>,
+    /// Boxed, as the note is: it moves into every layer, and a pointer moves cheaply.
+    pub(crate) req: Box<http::Request<B>>,
     pub(crate) gw: Arc<Gateway>,
     /// Boxed: the note moves with the request into every layer and back out with its
     /// answer, and one allocation costs less than moving its 152 bytes at each of them.

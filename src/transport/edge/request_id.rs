@@ -111,7 +111,7 @@ mod tests {
             req = req.header(REQUEST_ID, id);
         }
         let inbound = Inbound {
-            req: req.body(()).unwrap(),
+            req: Box::new(req.body(()).unwrap()),
             gw: Gateway::new(test_config()).unwrap(),
             note: Note::new().into(),
         };

@@ -131,7 +131,7 @@ mod tests {
             ready(Ok::<_, Infallible>(routed.inbound.answer(resp)))
         });
         let inbound = Inbound {
-            req: http::Request::builder().uri(path).body(()).unwrap(),
+            req: Box::new(http::Request::builder().uri(path).body(()).unwrap()),
             gw: Gateway::new(test_config()).unwrap(),
             note: Note::new().into(),
         };
