@@ -137,7 +137,7 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let Ok(out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
-        Poll::Ready(Ok(out.resp))
+        Poll::Ready(Ok(*out.resp))
     }
 }
 

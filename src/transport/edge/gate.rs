@@ -164,7 +164,11 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
                 };
                 dispatch(&rt, *req, &mut note).await
             };
-            Ok(Outbound { resp, gw, note })
+            Ok(Outbound {
+                resp: Box::new(resp),
+                gw,
+                note,
+            })
         })
     }
 }

@@ -182,7 +182,7 @@ where
         let answer = self.stack.call(inbound);
         Box::pin(async move {
             let Ok(out) = answer.await;
-            Ok(out.resp)
+            Ok(*out.resp)
         })
     }
 }

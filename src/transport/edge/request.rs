@@ -89,7 +89,8 @@ pub(crate) struct Routed<B> {
 /// An answer on its way out through the stack, with the gateway and note its request came in
 /// with.
 pub(crate) struct Outbound {
-    pub(crate) resp: Response,
+    /// Boxed, as the request is: it moves out through every layer.
+    pub(crate) resp: Box<Response>,
     pub(crate) gw: Arc<Gateway>,
     pub(crate) note: Box<Note>,
 }
@@ -98,7 +99,7 @@ impl<B> Inbound<B> {
     /// The answer to this request, for a layer that answers it itself.
     pub(crate) fn answer(self, resp: Response) -> Outbound {
         Outbound {
-            resp,
+            resp: Box::new(resp),
             gw: self.gw,
             note: self.note,
         }

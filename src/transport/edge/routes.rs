@@ -89,7 +89,11 @@ where
                     parts.headers,
                 )
                 .await;
-                Ok(Outbound { resp, gw, note })
+                Ok(Outbound {
+                    resp: Box::new(resp),
+                    gw,
+                    note,
+                })
             })));
         }
         let resp = reply::transport(
