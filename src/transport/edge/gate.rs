@@ -143,7 +143,7 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
     type Response = Outbound;
     type Error = Infallible;
     /// Boxed: the handlers borrow the request's route across their awaits, and a Tower
-    /// service names its future. The one allocation per request the stack makes.
+    /// service names its future. The one future the stack boxes per request.
     type Future = Pin<Box<dyn Future<Output = Result<Outbound, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
