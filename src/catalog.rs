@@ -21,14 +21,14 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
-
-/// The catalog's maps are read on every call, by a scope key that is already a keyed hash
-/// and a tool's name: a seeded fast hash, where SipHash cost about 200 instructions a lookup.
-type Fast = foldhash::fast::RandomState;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
+
+/// The catalog's maps are read on every call, by a scope key that is already a keyed hash
+/// and a tool's name: a seeded fast hash, where SipHash cost about 200 instructions a lookup.
+type Fast = foldhash::fast::RandomState;
 
 /// After a full listing, a missing tool is unknown; toolgate lists again on a miss only
 /// when the last full listing is older than this, which bounds refresh storms.

@@ -148,7 +148,7 @@ mod tests {
         let inbound = Inbound {
             req: Box::new(req.body(()).unwrap()),
             gw,
-            note: Note::new().into(),
+            note: Box::new(Note::new()),
         };
         let routed = Routed { inbound, target: 0 };
         AuthenticateLayer

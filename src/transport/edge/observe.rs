@@ -282,7 +282,7 @@ mod tests {
         let inbound = Inbound {
             req: Box::new(http::Request::new(())),
             gw: gw.clone(),
-            note: Note::new().into(),
+            note: Box::new(Note::new()),
         };
         ObserveLayer.layer(inner).oneshot(inbound).await.unwrap()
     }

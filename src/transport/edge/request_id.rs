@@ -113,7 +113,7 @@ mod tests {
         let inbound = Inbound {
             req: Box::new(req.body(()).unwrap()),
             gw: Gateway::new(test_config()).unwrap(),
-            note: Note::new().into(),
+            note: Box::new(Note::new()),
         };
         let out = RequestIdLayer.layer(inner).oneshot(inbound).await.unwrap();
         let answered = out.resp.headers()[&REQUEST_ID].to_str().unwrap().to_owned();

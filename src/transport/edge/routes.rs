@@ -137,7 +137,7 @@ mod tests {
         let inbound = Inbound {
             req: Box::new(http::Request::builder().uri(path).body(()).unwrap()),
             gw: Gateway::new(test_config()).unwrap(),
-            note: Note::new().into(),
+            note: Box::new(Note::new()),
         };
         let svc = RoutesLayer::new(endpoints).layer(inner);
         let out = svc.oneshot(inbound).await.unwrap();
