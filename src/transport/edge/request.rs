@@ -131,18 +131,29 @@ impl Caller {
         headers: &HeaderMap,
         client: Option<Client>,
     ) -> Caller {
-        let session = headers.get(mcp::SESSION_ID);
+        // One pass over the headers, the first of each name, rather than a lookup (a hash
+        // of the name and a probe) for each of the three.
+        let (mut session, mut authorization, mut version) = (None, None, None);
+        for (name, value) in headers {
+            let slot = if name == mcp::SESSION_ID {
+                &mut session
+            } else if name == AUTHORIZATION {
+                &mut authorization
+            } else if name == mcp::PROTOCOL_VERSION {
+                &mut version
+            } else {
+                continue;
+            };
+            slot.get_or_insert(value);
+        }
         Caller {
             client,
             key: gw.scope(
                 target,
                 session.map(|s| s.as_bytes()),
-                headers.get(AUTHORIZATION).map(|a| a.as_bytes()),
+                authorization.map(|a| a.as_bytes()),
             ),
-            version: headers
-                .get(mcp::PROTOCOL_VERSION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
+            version: version.and_then(|v| v.to_str().ok()).map(str::to_owned),
             has_session: session.is_some(),
         }
     }
@@ -158,5 +169,29 @@ pub(crate) fn test_config() -> crate::config::Config {
     crate::config::Config {
         upstream: Some("http://127.0.0.1:9/mcp".into()),
         ..crate::config::Config::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_value_of_each_header_names_the_caller() {
+        let gw = Gateway::new(test_config()).unwrap();
+        let target = &gw.targets[0];
+        let mut h = HeaderMap::new();
+        h.append(AUTHORIZATION, "Bearer a".parse().unwrap());
+        h.append(AUTHORIZATION, "Bearer b".parse().unwrap());
+        h.insert(mcp::PROTOCOL_VERSION, "2025-11-25".parse().unwrap());
+        let c = Caller::of(&gw, target, &h, None);
+        assert_eq!(c.key, gw.scope(target, None, Some(b"Bearer a")));
+        assert_eq!(c.version.as_deref(), Some("2025-11-25"));
+        assert!(!c.has_session);
+        h.append(mcp::SESSION_ID, "s1".parse().unwrap());
+        h.append(mcp::SESSION_ID, "s2".parse().unwrap());
+        let c = Caller::of(&gw, target, &h, None);
+        assert_eq!(c.key, gw.scope(target, Some(b"s1"), Some(b"Bearer a")));
+        assert!(c.has_session);
     }
 }
