@@ -1,13 +1,16 @@
 //! Validation cost per call: the schemas of the demo server (small, typical, with refs and
-//! arrays) and a large generated one, valid and invalid arguments, plus the argument parse
-//! that guards against duplicate keys and the walk for undeclared arguments (zero where the
-//! schema rules on every place with `additionalProperties`; the "open" row is the typical
-//! schema as most servers list it, without). Run with `cargo bench --bench validation`.
+//! arrays) and a large generated one, valid and invalid arguments. "in place" is a valid
+//! call's whole check on the guard's common path (its arguments read where they lie and
+//! validated there); "check" is the check of a value, the path of calls that are refused or
+//! coerced, with the argument parse that guards against duplicate keys and the walk for
+//! undeclared arguments beside it (zero where the schema's closed form settles it; the "open"
+//! row is the typical schema as most servers list it, without). Run with
+//! `cargo bench --bench validation`.
 
 use serde_json::{Value, json};
 use std::hint::black_box;
 use std::time::Instant;
-use toolgate::bench::{CompileSettings, Judge, Verdict, compile, parse_arguments};
+use toolgate::bench::{Arguments, CompileSettings, Judge, Verdict, compile, parse_arguments};
 use toolgate::config::UnknownDialect;
 
 fn per_op(iters: u32, mut f: impl FnMut()) -> f64 {
@@ -84,10 +87,11 @@ fn main() {
         ),
     ];
     println!(
-        "{:<24} {:>12} {:>12} {:>12} {:>14} {:>14} {:>14}",
+        "{:<24} {:>12} {:>12} {:>14} {:>12} {:>14} {:>14} {:>14}",
         "schema",
         "compile µs",
         "is_valid ns",
+        "in place ns",
         "check ns",
         "undeclared ns",
         "parse args ns",
@@ -99,18 +103,22 @@ fn main() {
         let compiled = compile(&raw, &settings);
         // Validators are made on first use: asked for here, they count in the compile time.
         let v = compiled.validator().expect("compiles");
-        let _ = compiled.closed();
+        let in_place = compiled.in_place().expect("compiles in place");
         let compile_us = t.elapsed().as_nanos() as f64 / 1000.0;
         let is_valid = per_op(200_000, || {
             black_box(v.is_valid(black_box(&valid)));
         });
-        // What a valid call costs on the guard's path: the check (the closed form first, where
-        // there is one), then the walk for undeclared arguments unless the check settled it.
-        let mut args = valid.clone();
-        let settled = matches!(
-            toolgate::bench::check(name, compiled.compiled(v), &mut args, true, 32),
-            Verdict::Valid { all_declared: true }
-        );
+        // What a valid call costs on the guard's path: its arguments read in place and
+        // checked there (against the closed form, where there is one).
+        let valid_raw = serde_json::value::RawValue::from_string(valid.to_string()).unwrap();
+        let settled = in_place.closed;
+        // Objects past the in-place reader's bound are read as values (shown as "-").
+        let checked_in_place = Arguments::read(valid_raw.get()).map(|_| {
+            per_op(200_000, || {
+                let args = Arguments::read(black_box(valid_raw.get())).unwrap();
+                assert!(in_place.validator.is_valid(args.root()));
+            })
+        });
         let checked = per_op(200_000, || {
             let mut args = black_box(&valid).clone();
             black_box(toolgate::bench::check(
@@ -132,7 +140,6 @@ fn main() {
             }),
             _ => 0.0,
         };
-        let valid_raw = serde_json::value::RawValue::from_string(valid.to_string()).unwrap();
         let parse = per_op(100_000, || {
             black_box(parse_arguments(black_box(&valid_raw)).unwrap());
         });
@@ -145,7 +152,8 @@ fn main() {
             }
         });
         println!(
-            "{name:<24} {compile_us:>12.1} {is_valid:>12.0} {:>12.0} {undeclared:>14.0} {parse:>14.0} {:>14.1}",
+            "{name:<24} {compile_us:>12.1} {is_valid:>12.0} {:>14} {:>12.0} {undeclared:>14.0} {parse:>14.0} {:>14.1}",
+            checked_in_place.map_or("-".into(), |ns| format!("{ns:.0}")),
             checked - clone,
             report / 1000.0
         );

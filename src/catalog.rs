@@ -14,7 +14,8 @@
 
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
-use crate::validate::{Compiled, Shape};
+use crate::validate::{Compiled, InPlace, Shape};
+use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
 use serde_json::Value;
@@ -68,11 +69,17 @@ pub struct Schema {
 /// A schema's validators, made on first use.
 struct Built {
     validator: Result<Validator, Uncompiled>,
-    /// The schema with `additionalProperties: false` at every place that declares
-    /// properties, when that says exactly what the undeclared-argument walk would: then one
-    /// `is_valid` answers both questions on the common path (a valid call with every argument
-    /// declared), and the walk runs only for calls it refuses.
-    closed: Option<Validator>,
+    in_place: Option<InPlaceCheck>,
+}
+
+/// The check of a call's arguments read in place (`validate::InPlace`), the common path.
+pub struct InPlaceCheck {
+    pub validator: Validator<InPlace>,
+    /// The validator is the schema's closed form: `additionalProperties: false` at every
+    /// place that declares properties, where that says exactly what the undeclared-argument
+    /// walk would. Then one `is_valid` answers both questions for a valid call with every
+    /// argument declared, and the walk runs only for calls it refuses.
+    pub closed: bool,
 }
 
 /// Why a schema has no validator (too large, unreadable, of an unknown dialect, or one
@@ -87,7 +94,6 @@ impl Schema {
         Compiled {
             value: &self.value,
             validator,
-            closed: self.closed(),
         }
     }
 
@@ -99,11 +105,11 @@ impl Schema {
         }
     }
 
-    /// Its closed form, where it has one (see [`Built::closed`]).
-    pub fn closed(&self) -> Option<&Validator> {
+    /// Its check of arguments read in place, where it compiles.
+    pub fn in_place(&self) -> Option<&InPlaceCheck> {
         match &self.refused {
             Some(_) => None,
-            None => self.built().closed.as_ref(),
+            None => self.built().in_place.as_ref(),
         }
     }
 
@@ -124,29 +130,39 @@ impl Schema {
     }
 }
 
-/// Compiles a schema of `draft`, and its closed form when it has a `shape`.
+/// Compiles a schema of `draft`, and its check in place: of its closed form when it has a
+/// `shape` that closes.
 fn build(value: &Value, draft: Draft, validate_formats: bool, shaped: bool) -> Built {
-    let make = |v: &Value| {
-        jsonschema::options()
-            .with_draft(draft)
-            .offline()
-            .should_validate_formats(validate_formats)
-            .with_pattern_options(
-                PatternOptions::regex()
-                    .size_limit(1 << 20)
-                    .dfa_size_limit(1 << 20),
-            )
-            .build(v)
-    };
-    let validator = make(value).map_err(|e| Uncompiled(e.masked().to_string()));
-    let closed = match (&validator, shaped) {
-        (Ok(_), true) => {
-            let mut c = value.clone();
-            close(&mut c, true).then(|| make(&c).ok()).flatten()
-        }
-        _ => None,
-    };
-    Built { validator, closed }
+    let validator =
+        compile_for(value, draft, validate_formats).map_err(|e| Uncompiled(e.masked().to_string()));
+    let in_place = validator.is_ok().then(|| {
+        let mut c = value.clone();
+        let closed = shaped && close(&mut c, true);
+        let schema = if closed { &c } else { value };
+        let validator = compile_for(schema, draft, validate_formats).ok()?;
+        Some(InPlaceCheck { validator, closed })
+    });
+    Built {
+        validator,
+        in_place: in_place.flatten(),
+    }
+}
+
+fn compile_for<F: Json>(
+    schema: &Value,
+    draft: Draft,
+    validate_formats: bool,
+) -> Result<Validator<F>, jsonschema::ValidationError<'static>> {
+    jsonschema::options_for::<F>()
+        .with_draft(draft)
+        .offline()
+        .should_validate_formats(validate_formats)
+        .with_pattern_options(
+            PatternOptions::regex()
+                .size_limit(1 << 20)
+                .dfa_size_limit(1 << 20),
+        )
+        .build(schema)
 }
 
 impl std::fmt::Debug for Schema {
@@ -832,16 +848,21 @@ mod tests {
             r#"{"type":"object","properties":{"a":{"type":"object","properties":{"b":{}}}}}"#,
             &settings(),
         );
-        let closed = flat.closed().expect("a flat schema has a closed form");
-        assert!(closed.is_valid(&serde_json::json!({"a": {"b": 1}})));
-        assert!(!closed.is_valid(&serde_json::json!({"a": {"c": 1}})));
-        assert!(!closed.is_valid(&serde_json::json!({"x": 1})));
+        let check = flat.in_place().expect("a flat schema compiles");
+        assert!(check.closed, "a flat schema has a closed form");
+        let valid = |text| {
+            let args = crate::validate::Arguments::read(text).unwrap();
+            check.validator.is_valid(args.root())
+        };
+        assert!(valid(r#"{"a": {"b": 1}}"#));
+        assert!(!valid(r#"{"a": {"c": 1}}"#));
+        assert!(!valid(r#"{"x": 1}"#));
         for composed in [
             r##"{"type":"object","$defs":{"t":{"type":"object","properties":{"n":{}}}},"properties":{"l":{"type":"array","items":{"$ref":"#/$defs/t"}}}}"##,
             r#"{"type":"object","allOf":[{"properties":{"a":{}}},{"properties":{"b":{}}}]}"#,
         ] {
             assert!(
-                compile(composed, &settings()).closed().is_none(),
+                !compile(composed, &settings()).in_place().unwrap().closed,
                 "{composed}"
             );
         }

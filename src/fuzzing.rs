@@ -14,18 +14,30 @@ use crate::transport::sse::{self, Split, Splitter};
 use crate::validate;
 use std::sync::{Arc, OnceLock};
 
-/// The envelope parser and the duplicate-safe argument parser.
+/// The envelope parser and both argument readers: what is read in place must be what the
+/// duplicate-safe value reader reads.
 pub fn envelope(data: &[u8]) {
     if let Ok(Body::Single(m)) = jsonrpc::parse(data) {
         let _ = pipeline::classify(&m);
         if let Some(p) = m.raw_params() {
-            let _ = jsonrpc::parse_arguments(p);
+            arguments(p);
         }
     }
     if let Ok(text) = std::str::from_utf8(data)
         && let Ok(raw) = serde_json::value::RawValue::from_string(text.to_string())
     {
-        let _ = jsonrpc::parse_arguments(&raw);
+        arguments(&raw);
+    }
+}
+
+fn arguments(raw: &serde_json::value::RawValue) {
+    let as_value = jsonrpc::parse_arguments(raw);
+    if let Some(in_place) = validate::Arguments::read(raw.get()) {
+        assert_eq!(
+            Ok(in_place.to_map()),
+            as_value,
+            "arguments read in place must read as the value reader reads them"
+        );
     }
 }
 
@@ -85,6 +97,19 @@ pub fn validate(data: &[u8]) {
         return;
     };
     let mut args = serde_json::Value::Object(map);
+    if let (Some(check), Some(in_place)) =
+        (compiled.in_place(), validate::Arguments::read(raw.get()))
+    {
+        let valid = check.validator.is_valid(in_place.root());
+        // The closed form refuses more than the schema does, never less.
+        if valid || !check.closed {
+            assert_eq!(
+                valid,
+                v.is_valid(&args),
+                "the check in place answers as the value's"
+            );
+        }
+    }
     if let validate::Verdict::Invalid(r) =
         validate::check("fuzz", compiled.compiled(v), &mut args, true, 32)
     {

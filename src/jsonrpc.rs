@@ -47,13 +47,15 @@ pub enum Params<'a> {
     Call(CallParams<'a>),
 }
 
-/// `params` of a `tools/call`, `arguments` included.
+/// `params` of a `tools/call`; `arguments` are left as text for the guard, which reads them
+/// in place or as a value (`pipeline::guard`).
 #[derive(Debug, Deserialize)]
 pub struct CallParams<'a> {
     #[serde(borrow)]
     pub name: Cow<'a, str>,
-    #[serde(default, deserialize_with = "arguments")]
-    pub arguments: Option<Arguments>,
+    /// `Some` even for `null`, which is no object.
+    #[serde(borrow, default, deserialize_with = "present")]
+    pub arguments: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "_meta")]
     pub meta: Option<&'a RawValue>,
     /// A retry after an input-required result (2026-07-28) carries the server's state back.
@@ -507,21 +509,6 @@ pub fn parse_arguments(raw: &RawValue) -> Result<Map<String, Value>, ArgumentsEr
     }
 }
 
-/// `arguments` as an object, or why not.
-pub type Arguments = Result<Map<String, Value>, ArgumentsError>;
-
-/// `arguments` read in the same pass as the rest of the params, with the same refusal of
-/// duplicate keys as [`parse_arguments`]; any failure aborts that pass, and the caller takes
-/// the slow path to say what went wrong.
-pub(crate) fn arguments<'de, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Arguments>, D::Error> {
-    Ok(Some(match Strict.deserialize(d)? {
-        Value::Object(map) => Ok(map),
-        _ => Err(ArgumentsError::NotObject),
-    }))
-}
-
 const DUPLICATE_MARK: &str = "toolgate:duplicate-key:";
 /// Ends the pointer inside the error text (serde_json appends a position after it).
 const POINTER_END: char = '\u{1}';
@@ -705,9 +692,15 @@ mod tests {
             panic!("not read typed: {:?}", m.params)
         };
         assert_eq!(call.name, "tA");
-        assert_eq!(call.arguments.as_ref().unwrap().as_ref().unwrap()["n"], 1);
+        assert_eq!(call.arguments.unwrap().get(), r#"{"n":1}"#);
         assert_eq!(m.version_text().unwrap().get(), r#"{"k":2}"#);
         assert_eq!(m.params_name().as_deref(), Some("tA"));
+        // Arguments stay text for the guard, which finds a duplicate key in them.
+        let m = single(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"a":2}}}"#,
+        )
+        .unwrap();
+        assert!(matches!(m.params, Some(Params::Call(_))));
     }
 
     #[test]
@@ -715,8 +708,7 @@ mod tests {
         for body in [
             // Params before the method: the method is not known yet.
             r#"{"jsonrpc":"2.0","id":1,"params":{"name":"t"},"method":"tools/call"}"#,
-            // A duplicate argument key, no name: the guard reads them again to say which.
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"a":2}}}"#,
+            // No name: the guard reads them again to say what is wrong.
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
         ] {
             let m = single(body).unwrap();

@@ -17,10 +17,8 @@ use crate::mcp::{self, Era};
 use crate::policy::clients::{Limited, Rate};
 use crate::validate::{self, Judge, Report, Verdict};
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -53,36 +51,6 @@ pub enum Decision<R> {
     Answer(Answer),
     /// Hand the upstream's refusal of the listing to the client.
     Relay(R),
-}
-
-/// `params` with `arguments` left raw: the slow path, taken only when the one pass fails, to
-/// tell a duplicate key (and where), unreadable arguments and a malformed call apart.
-#[derive(Deserialize)]
-struct RawCallParams<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow, default, deserialize_with = "jsonrpc::present")]
-    arguments: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "_meta")]
-    meta: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "requestState")]
-    request_state: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    task: Option<&'a RawValue>,
-}
-
-/// Params the envelope left as text: read in one pass, or failing that with the slow path.
-fn read_params(raw: &RawValue) -> Result<CallParams<'_>, serde_json::Error> {
-    serde_json::from_str::<CallParams<'_>>(raw.get()).or_else(|_| {
-        let r: RawCallParams<'_> = serde_json::from_str(raw.get())?;
-        Ok(CallParams {
-            name: r.name,
-            arguments: r.arguments.map(jsonrpc::parse_arguments),
-            meta: r.meta,
-            request_state: r.request_state,
-            task: r.task,
-        })
-    })
 }
 
 /// One `tools/call` as it arrived.
@@ -260,7 +228,8 @@ fn decide<'a, R>(
         let label = listed_label(gw, call.key, tool);
         return admit(gw, call, tool, label, "forwarded", call.bytes.clone());
     }
-    if let Some(answer) = unreadable_arguments(call.id, &params.arguments) {
+    let read = read_arguments(params.arguments);
+    if let Some(answer) = unreadable_arguments(call.id, &read) {
         return Ok(answered("malformed", answer));
     }
     let entry = match (gw.catalog.lookup(call.key, tool), listed) {
@@ -273,7 +242,6 @@ fn decide<'a, R>(
         }
         (Lookup::Missing { .. }, _) => return Ok(unknown_tool(gw, call, tool)),
     };
-    let mut args = arguments(params.arguments);
     let schema = &entry.input;
     let v = &call.target.validation;
     if schema.invalid.is_some() && v.hides_invalid(tool) {
@@ -284,6 +252,12 @@ fn decide<'a, R>(
         Ok(validator) => validator,
         Err(why) => return unusable_schema(gw, call, tool, &why.0),
     };
+    if let Read::InPlace(args) = &read
+        && passes_in_place(call, tool, schema, settings, args)
+    {
+        return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
+    }
+    let mut args = arguments(read);
     let checked = check(call, tool, schema, validator, settings, &mut args);
     let Some(report) = checked.report else {
         let (Some(changed), Ok(args)) = (checked.coerced, &args) else {
@@ -309,7 +283,9 @@ fn read_call<'a>(call: &mut Call<'a>) -> Result<CallParams<'a>, Answer> {
     };
     match call.params.take() {
         Some(Params::Call(p)) => Ok(p),
-        Some(Params::Raw(raw)) => read_params(raw).map_err(|e| malformed(e.to_string())),
+        Some(Params::Raw(raw)) => {
+            serde_json::from_str(raw.get()).map_err(|e| malformed(e.to_string()))
+        }
         None => Err(malformed("missing params with a \"name\"".into())),
     }
 }
@@ -346,19 +322,55 @@ fn deny<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Option<Decision<R>> {
 /// Arguments that name a key twice: the place of the second, a violation the report names.
 struct DuplicateKey(String);
 
+/// A call's arguments: read in place (the common path), or as a value, whose reader also
+/// says what is wrong with them.
+enum Read<'a> {
+    InPlace(validate::Arguments<'a>),
+    Value(Result<serde_json::Map<String, Value>, ArgumentsError>),
+}
+
+fn read_arguments(raw: Option<&RawValue>) -> Read<'_> {
+    let Some(raw) = raw else {
+        return Read::InPlace(validate::Arguments::empty());
+    };
+    match validate::Arguments::read(raw.get()) {
+        Some(args) => Read::InPlace(args),
+        None => Read::Value(jsonrpc::parse_arguments(raw)),
+    }
+}
+
+/// Whether the call is valid as its arguments lie in the request, and no rule is left that
+/// must read them as a value: then it goes upstream as it came. Without the schema's closed
+/// form, a call whose undeclared arguments are judged is read as a value for the walk.
+fn passes_in_place(
+    call: &Call<'_>,
+    tool: &str,
+    schema: &Schema,
+    settings: ToolSettings,
+    args: &validate::Arguments<'_>,
+) -> bool {
+    let Some(check) = schema.in_place() else {
+        return false;
+    };
+    let walked = schema.shape.is_some() && !matches!(settings.undeclared, Undeclared::Allow);
+    (check.closed || !walked)
+        && call.target.rules(tool).is_none()
+        && check.validator.is_valid(args.root())
+}
+
 /// The answer to arguments that are no object or cannot be read, if they are such.
-fn unreadable_arguments(
-    id: &RawValue,
-    arguments: &Option<Result<serde_json::Map<String, Value>, ArgumentsError>>,
-) -> Option<Answer> {
+fn unreadable_arguments(id: &RawValue, read: &Read<'_>) -> Option<Answer> {
+    let Read::Value(arguments) = read else {
+        return None;
+    };
     match arguments {
-        Some(Err(ArgumentsError::NotObject)) => Some(Answer::error(
+        Err(ArgumentsError::NotObject) => Some(Answer::error(
             Some(id),
             jsonrpc::INVALID_PARAMS,
             "Invalid params for tools/call: \"arguments\" must be an object",
             None,
         )),
-        Some(Err(ArgumentsError::Unreadable(e))) => Some(Answer::error(
+        Err(ArgumentsError::Unreadable(e)) => Some(Answer::error(
             Some(id),
             jsonrpc::INVALID_REQUEST,
             &format!("Invalid Request: unreadable arguments: {e}"),
@@ -369,14 +381,13 @@ fn unreadable_arguments(
 }
 
 /// The call's readable arguments as an object; `Err` is a duplicate key.
-fn arguments(
-    arguments: Option<Result<serde_json::Map<String, Value>, ArgumentsError>>,
-) -> Result<Value, DuplicateKey> {
-    match arguments {
-        Some(Ok(map)) => Ok(Value::Object(map)),
-        Some(Err(ArgumentsError::Duplicate { pointer })) => Err(DuplicateKey(pointer)),
+fn arguments(read: Read<'_>) -> Result<Value, DuplicateKey> {
+    match read {
+        Read::InPlace(args) => Ok(Value::Object(args.to_map())),
+        Read::Value(Ok(map)) => Ok(Value::Object(map)),
+        Read::Value(Err(ArgumentsError::Duplicate { pointer })) => Err(DuplicateKey(pointer)),
         // `unreadable_arguments` answered the others.
-        None | Some(Err(_)) => Ok(Value::Object(Default::default())),
+        Read::Value(Err(_)) => Ok(Value::Object(Default::default())),
     }
 }
 
@@ -465,7 +476,6 @@ fn check(
         report: None,
         coerced: None,
     };
-    let mut all_declared = false;
     match args {
         Err(DuplicateKey(pointer)) => {
             checked.report = Some(Report::duplicate_key(
@@ -482,7 +492,7 @@ fn check(
             settings.coerce,
             v.max_errors,
         ) {
-            Verdict::Valid { all_declared: a } => all_declared = a,
+            Verdict::Valid => {}
             Verdict::Coerced { changed } => checked.coerced = Some(changed),
             Verdict::Invalid(r) => checked.report = Some(r),
         },
@@ -496,7 +506,7 @@ fn check(
         Undeclared::Reject => Some(Judge::All),
         Undeclared::Allow => None,
     };
-    if let (Some(shape), Some(judge)) = (&schema.shape, judge.filter(|_| !all_declared)) {
+    if let (Some(shape), Some(judge)) = (&schema.shape, judge) {
         let found = shape.undeclared(args, judge, v.max_errors);
         if !found.list.is_empty() || found.omitted > 0 {
             let report = checked.report.get_or_insert_with(empty);

@@ -4,9 +4,11 @@
 //! Coercion is guided by the validator's own type errors, so it reaches properties behind
 //! `$ref`, `allOf` and nested arrays without a second schema walker.
 
+mod in_place;
 mod report;
 mod undeclared;
 
+pub use in_place::{Arguments, InPlace};
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
 pub use undeclared::{Judge, Shape};
 
@@ -14,13 +16,11 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, Validator};
 use serde_json::Value;
 
-/// A tool's input schema as the check reads it: its text (for reports), its validator, and
-/// its closed form where it has one (`catalog::Schema::closed`).
+/// A tool's input schema as the check reads it: its text (for reports) and its validator.
 #[derive(Clone, Copy)]
 pub struct Compiled<'a> {
     pub value: &'a Value,
     pub validator: &'a Validator,
-    pub closed: Option<&'a Validator>,
 }
 
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
@@ -28,11 +28,7 @@ const MAX_COERCE_ROUNDS: usize = 4;
 
 #[derive(Debug)]
 pub enum Verdict {
-    /// `all_declared`: the schema's closed form accepted the call too, so no argument is
-    /// undeclared and the walk for them can be skipped.
-    Valid {
-        all_declared: bool,
-    },
+    Valid,
     /// Valid once some strings were converted; forward the converted arguments instead.
     /// `changed`: the arguments (top-level names) that hold a converted value; the others go
     /// upstream as they came, byte for byte.
@@ -53,18 +49,9 @@ pub fn check(
     coerce: bool,
     max_errors: usize,
 ) -> Verdict {
-    // The closed form first: on the common path (valid, every argument declared) it is the
-    // only check, and it costs what the plain one does.
     let validator = schema.validator;
-    if let Some(closed) = schema.closed
-        && closed.is_valid(args)
-    {
-        return Verdict::Valid { all_declared: true };
-    }
     if validator.is_valid(args) {
-        return Verdict::Valid {
-            all_declared: false,
-        };
+        return Verdict::Valid;
     }
     // Repair reads the validator's errors too: not for a value too large to explain.
     if coerce && report::explainable(schema.value, args).is_ok() {
@@ -212,9 +199,6 @@ mod tests {
             run(&s, json!({"a": "1.5"}), true).0,
             Verdict::Invalid(_)
         ));
-        assert!(matches!(
-            run(&s, json!({"a": 3}), true).0,
-            Verdict::Valid { .. }
-        ));
+        assert!(matches!(run(&s, json!({"a": 3}), true).0, Verdict::Valid));
     }
 }

@@ -1,0 +1,605 @@
+//! A call's arguments validated where they lie in the request's bytes.
+//!
+//! Why: reading arguments into a `serde_json::Value` allocates every key and string and
+//! builds a map per object, and drops it all again, for a call that is forwarded as the
+//! bytes it came in. Here the arguments are read into one flat list of parts that borrow
+//! their text, and the validator (`jsonschema`'s own, compiled for this representation)
+//! walks that. A call that fails, or that a rule must read as a value (coercion, reports,
+//! the undeclared-argument walk, path rules), is read as a `Value` after all.
+//!
+//! What the reader accepts, it reads as `serde_json` would: the same numbers (anything but
+//! a plain unsigned integer is parsed by `serde_json` itself) and the same strings (any
+//! with an escape too). Whatever it does not take (a duplicate key, an object with more than
+//! [`MAX_MEMBERS`] members, nesting past [`MAX_DEPTH`], text that is not JSON) goes the
+//! `Value` way, whose reader says what is wrong.
+
+use jsonschema::JsonType;
+use jsonschema::json::{self, Json, NodeIdentity};
+use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
+
+/// `serde_json`'s own nesting limit: deeper arguments are refused by the `Value` reader.
+const MAX_DEPTH: usize = 128;
+/// Keys are checked for duplicates against each other, so an object's members are bounded;
+/// a larger object is read as a `Value`, whose map finds duplicates as it inserts.
+const MAX_MEMBERS: usize = 32;
+
+/// The representation the in-place validator is compiled for.
+pub struct InPlace;
+
+/// One part of the arguments: a scalar, an object's key, or the head of a container, whose
+/// members follow it up to `end`.
+#[derive(Debug)]
+enum Slot<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(Cow<'a, str>),
+    Key(Cow<'a, str>),
+    Array { len: u32, end: u32 },
+    Object { len: u32, end: u32 },
+}
+
+/// A call's arguments, read in place: an object.
+pub struct Arguments<'a> {
+    slots: Vec<Slot<'a>>,
+}
+
+impl<'a> Arguments<'a> {
+    /// The arguments in `text` (JSON, already checked as such by the envelope's reader),
+    /// or `None` when they must be read as a `Value`: not an object, a duplicate key, or
+    /// past a bound.
+    pub fn read(text: &'a str) -> Option<Arguments<'a>> {
+        let mut r = Reader {
+            text,
+            at: 0,
+            slots: Vec::with_capacity(16),
+        };
+        r.space();
+        if r.peek()? != b'{' {
+            return None;
+        }
+        r.value(0)?;
+        r.space();
+        (r.at == text.len()).then_some(Arguments { slots: r.slots })
+    }
+
+    /// No arguments: an empty object.
+    pub fn empty() -> Arguments<'static> {
+        Arguments {
+            slots: vec![Slot::Object { len: 0, end: 1 }],
+        }
+    }
+
+    pub fn root(&self) -> Part<'_> {
+        Part {
+            slots: &self.slots,
+            at: 0,
+        }
+    }
+
+    /// The arguments as a map, as the `Value` reader would have made them.
+    pub fn to_map(&self) -> Map<String, Value> {
+        match self.root().value() {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    at: usize,
+    slots: Vec<Slot<'a>>,
+}
+
+impl<'a> Reader<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        let bytes = self.text.as_bytes();
+        while matches!(bytes.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, b: u8) -> Option<()> {
+        self.space();
+        (self.peek()? == b).then(|| self.at += 1)
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let slot = match self.peek()? {
+            b'{' => return self.object(depth),
+            b'[' => return self.array(depth),
+            b'"' => Slot::String(self.string()?),
+            b't' => self.word("true", Slot::Bool(true))?,
+            b'f' => self.word("false", Slot::Bool(false))?,
+            b'n' => self.word("null", Slot::Null)?,
+            b'-' | b'0'..=b'9' => Slot::Number(self.number()?),
+            _ => return None,
+        };
+        self.slots.push(slot);
+        Some(())
+    }
+
+    fn word(&mut self, word: &str, slot: Slot<'a>) -> Option<Slot<'a>> {
+        self.text[self.at..].starts_with(word).then(|| {
+            self.at += word.len();
+            slot
+        })
+    }
+
+    fn object(&mut self, depth: usize) -> Option<()> {
+        let head = self.slots.len();
+        self.slots.push(Slot::Object { len: 0, end: 0 });
+        self.at += 1;
+        let mut len = 0;
+        self.space();
+        if self.peek()? == b'}' {
+            self.at += 1;
+        } else {
+            loop {
+                self.space();
+                if self.peek()? != b'"' {
+                    return None;
+                }
+                let key = self.string()?;
+                if len == MAX_MEMBERS || self.has_key(head, &key) {
+                    return None;
+                }
+                self.slots.push(Slot::Key(key));
+                self.eat(b':')?;
+                self.space();
+                self.value(depth + 1)?;
+                len += 1;
+                self.space();
+                match self.peek()? {
+                    b',' => self.at += 1,
+                    b'}' => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        self.slots[head] = Slot::Object {
+            len: len as u32,
+            end: u32::try_from(self.slots.len()).ok()?,
+        };
+        Some(())
+    }
+
+    fn has_key(&self, head: usize, key: &str) -> bool {
+        let part = Part {
+            slots: &self.slots,
+            at: head,
+        };
+        let mut at = head + 1;
+        while at < self.slots.len() {
+            if matches!(&self.slots[at], Slot::Key(k) if k == key) {
+                return true;
+            }
+            at = part.after(at + 1);
+        }
+        false
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
+        let head = self.slots.len();
+        self.slots.push(Slot::Array { len: 0, end: 0 });
+        self.at += 1;
+        let mut len: u32 = 0;
+        self.space();
+        if self.peek()? == b']' {
+            self.at += 1;
+        } else {
+            loop {
+                self.space();
+                self.value(depth + 1)?;
+                len = len.checked_add(1)?;
+                self.space();
+                match self.peek()? {
+                    b',' => self.at += 1,
+                    b']' => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        self.slots[head] = Slot::Array {
+            len,
+            end: u32::try_from(self.slots.len()).ok()?,
+        };
+        Some(())
+    }
+
+    /// A string at `"`: borrowed when it has no escape, else unescaped by `serde_json`. The
+    /// envelope's reader has refused control characters in it already.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        let start = self.at + 1;
+        let rest = self.text.as_bytes().get(start..)?;
+        // Arguments' strings are short: a plain scan beats `memchr`'s setup.
+        let end = start + rest.iter().position(|b| matches!(b, b'"' | b'\\'))?;
+        if self.text.as_bytes()[end] == b'"' {
+            self.at = end + 1;
+            return self.text.get(start..end).map(Cow::Borrowed);
+        }
+        self.escaped(start)
+    }
+
+    #[cold]
+    fn escaped(&mut self, start: usize) -> Option<Cow<'a, str>> {
+        let bytes = self.text.as_bytes();
+        let mut at = start;
+        loop {
+            match *bytes.get(at)? {
+                b'"' => break,
+                b'\\' => at += 2,
+                _ => at += 1,
+            }
+        }
+        self.at = at + 1;
+        serde_json::from_str(self.text.get(start - 1..=at)?)
+            .ok()
+            .map(Cow::Owned)
+    }
+
+    /// A number: a plain unsigned integer read here, any other by `serde_json`.
+    fn number(&mut self) -> Option<Number> {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        let mut at = start;
+        while matches!(
+            bytes.get(at),
+            Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+        ) {
+            at += 1;
+        }
+        self.at = at;
+        let digits = &bytes[start..at];
+        let plain = digits.len() <= 19
+            && digits.iter().all(u8::is_ascii_digit)
+            && (digits[0] != b'0' || digits.len() == 1);
+        if plain {
+            let n = digits
+                .iter()
+                .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+            return Some(Number::from(n));
+        }
+        serde_json::from_str(&self.text[start..at]).ok()
+    }
+}
+
+/// One value of the arguments, as the validator walks them.
+#[derive(Clone, Copy)]
+pub struct Part<'a> {
+    slots: &'a [Slot<'a>],
+    at: usize,
+}
+
+impl<'a> Part<'a> {
+    fn slot(&self) -> &'a Slot<'a> {
+        &self.slots[self.at]
+    }
+
+    /// The slot after the value at `at`, with all its members.
+    fn after(&self, at: usize) -> usize {
+        match &self.slots[at] {
+            Slot::Array { end, .. } | Slot::Object { end, .. } => *end as usize,
+            _ => at + 1,
+        }
+    }
+
+    fn at(&self, at: usize) -> Part<'a> {
+        Part {
+            slots: self.slots,
+            at,
+        }
+    }
+
+    fn value(&self) -> Value {
+        match self.slot() {
+            Slot::Null | Slot::Key(_) => Value::Null,
+            Slot::Bool(b) => Value::Bool(*b),
+            Slot::Number(n) => Value::Number(n.clone()),
+            Slot::String(s) => Value::String(s.to_string()),
+            Slot::Array { .. } => Value::Array(self.elements().map(|e| e.value()).collect()),
+            Slot::Object { .. } => Value::Object(
+                self.members()
+                    .map(|(k, v)| (k.to_owned(), v.value()))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn members(&self) -> Members<'a> {
+        let end = match self.slot() {
+            Slot::Object { end, .. } => *end as usize,
+            _ => self.at + 1,
+        };
+        Members {
+            part: *self,
+            next: self.at + 1,
+            end,
+        }
+    }
+
+    fn elements(&self) -> Elements<'a> {
+        let end = match self.slot() {
+            Slot::Array { end, .. } => *end as usize,
+            _ => self.at + 1,
+        };
+        Elements {
+            part: *self,
+            next: self.at + 1,
+            end,
+        }
+    }
+}
+
+pub struct Members<'a> {
+    part: Part<'a>,
+    next: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a str, Part<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.end {
+            return None;
+        }
+        let Slot::Key(key) = &self.part.slots[self.next] else {
+            return None;
+        };
+        let value = self.part.at(self.next + 1);
+        self.next = self.part.after(self.next + 1);
+        Some((key, value))
+    }
+}
+
+pub struct Elements<'a> {
+    part: Part<'a>,
+    next: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Part<'a>;
+
+    fn next(&mut self) -> Option<Part<'a>> {
+        if self.next >= self.end {
+            return None;
+        }
+        let element = self.part.at(self.next);
+        self.next = self.part.after(self.next);
+        Some(element)
+    }
+}
+
+/// An object part, as the validator reads its members.
+#[derive(Clone, Copy)]
+pub struct Object<'a>(Part<'a>);
+
+/// An array part, as the validator reads its elements.
+#[derive(Clone, Copy)]
+pub struct Array<'a>(Part<'a>);
+
+impl Json for InPlace {
+    type Node<'a> = Part<'a>;
+    type PreparedKey = Box<str>;
+    type StringBuffer = ();
+    /// A lookup scans the members, so a pass over them never costs more than lookups.
+    const KEYS_PER_LOOKUP: usize = 1024;
+
+    fn prepare_key(key: &str) -> Box<str> {
+        key.into()
+    }
+
+    fn with_string_node<T>(_: &mut (), string: &str, f: impl FnOnce(Part<'_>) -> T) -> T {
+        let slots = [Slot::String(Cow::Borrowed(string))];
+        f(Part {
+            slots: &slots,
+            at: 0,
+        })
+    }
+}
+
+impl<'a> json::Node<'a, InPlace> for Part<'a> {
+    type Object = Object<'a>;
+    type Array = Array<'a>;
+    type Number = &'a Number;
+
+    fn as_object(&self) -> Option<Object<'a>> {
+        matches!(self.slot(), Slot::Object { .. }).then_some(Object(*self))
+    }
+
+    fn as_array(&self) -> Option<Array<'a>> {
+        matches!(self.slot(), Slot::Array { .. }).then_some(Array(*self))
+    }
+
+    fn as_string(&self) -> Option<Cow<'a, str>> {
+        match self.slot() {
+            Slot::String(s) => Some(Cow::Borrowed(s)),
+            _ => None,
+        }
+    }
+
+    fn as_number(&self) -> Option<&'a Number> {
+        match self.slot() {
+            Slot::Number(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn as_boolean(&self) -> Option<bool> {
+        match self.slot() {
+            Slot::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        matches!(self.slot(), Slot::Null)
+    }
+
+    fn json_type(&self) -> JsonType {
+        match self.slot() {
+            Slot::Null | Slot::Key(_) => JsonType::Null,
+            Slot::Bool(_) => JsonType::Boolean,
+            Slot::Number(_) => JsonType::Number,
+            Slot::String(_) => JsonType::String,
+            Slot::Array { .. } => JsonType::Array,
+            Slot::Object { .. } => JsonType::Object,
+        }
+    }
+
+    fn to_value(&self) -> Cow<'a, Value> {
+        Cow::Owned(self.value())
+    }
+
+    fn identity(&self) -> Option<NodeIdentity> {
+        Some(NodeIdentity::new(std::ptr::from_ref(self.slot()) as usize))
+    }
+}
+
+impl<'a> json::Object<'a, InPlace> for Object<'a> {
+    type Node = Part<'a>;
+    type MemberName = &'a str;
+    type MembersIter = Members<'a>;
+
+    fn len(&self) -> usize {
+        match self.0.slot() {
+            Slot::Object { len, .. } => *len as usize,
+            _ => 0,
+        }
+    }
+
+    fn get(&self, key: &Box<str>) -> Option<Part<'a>> {
+        self.0.members().find(|(k, _)| *k == &**key).map(|(_, v)| v)
+    }
+
+    fn members(&self) -> Members<'a> {
+        self.0.members()
+    }
+}
+
+impl<'a> json::Array<'a, InPlace> for Array<'a> {
+    type Node = Part<'a>;
+    type ElementsIter = Elements<'a>;
+
+    fn len(&self) -> usize {
+        match self.0.slot() {
+            Slot::Array { len, .. } => *len as usize,
+            _ => 0,
+        }
+    }
+
+    fn elements(&self) -> Elements<'a> {
+        self.0.elements()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::parse_arguments;
+    use serde_json::value::RawValue;
+
+    fn as_value(text: &str) -> Option<Map<String, Value>> {
+        parse_arguments(&RawValue::from_string(text.into()).unwrap()).ok()
+    }
+
+    #[test]
+    fn what_is_read_in_place_is_what_the_value_reader_reads() {
+        for text in [
+            r#"{}"#,
+            r#" { "a" : 1 , "b":[1, -2, 3.5, 1e3, -0, 0, 18446744073709551615, 18446744073709551616] } "#,
+            r#"{"s":"plain","t":"tab\tand \u00e9 and \"quotes\"","u":"\ud83e\udd80"}"#,
+            r#"{"n":null,"t":true,"f":false,"o":{"x":{"y":[{}, [], [[]]]}}}"#,
+            r#"{"esc\"aped":1,"escaped":2}"#,
+            r#"{"a":{"a":{"a":1}},"b":[{"a":1},{"a":1}]}"#,
+        ] {
+            let read = Arguments::read(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(Some(read.to_map()), as_value(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn what_only_the_value_reader_can_judge_is_left_to_it() {
+        let wide = format!(
+            "{{{}}}",
+            (0..=MAX_MEMBERS)
+                .map(|i| format!("\"k{i}\":{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(200), "]".repeat(200));
+        for text in [
+            r#"[1]"#,
+            r#""text""#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"o":{"b":1,"b":1}}"#,
+            r#"{"a\u0062":1,"ab":2}"#,
+            r#"{"n":1e400}"#,
+            r#"{"a":1} x"#,
+            r#"{"a":01}"#,
+            wide.as_str(),
+            deep.as_str(),
+        ] {
+            assert!(Arguments::read(text).is_none(), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_validator_reads_the_parts_as_it_reads_a_value() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 2, "pattern": "^[a-z]+$"},
+                "count": {"type": "integer", "minimum": 1},
+                "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": true},
+                "nested": {"type": "object", "required": ["x"], "additionalProperties": false,
+                           "properties": {"x": {"const": 1.0}}}
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        });
+        let in_place = jsonschema::options_for::<InPlace>().build(&schema).unwrap();
+        let plain = jsonschema::validator_for(&schema).unwrap();
+        for text in [
+            r#"{"name":"ab"}"#,
+            r#"{"name":"a"}"#,
+            r#"{"name":"AB"}"#,
+            r#"{"name":"ab","count":1}"#,
+            r#"{"name":"ab","count":1.5}"#,
+            r#"{"name":"ab","count":0}"#,
+            r#"{"name":"ab","tags":["a","b"]}"#,
+            r#"{"name":"ab","tags":["a","a"]}"#,
+            r#"{"name":"ab","tags":["c"]}"#,
+            r#"{"name":"ab","nested":{"x":1}}"#,
+            r#"{"name":"ab","nested":{"x":2}}"#,
+            r#"{"name":"ab","nested":{}}"#,
+            r#"{"name":"ab","other":1}"#,
+            r#"{"count":1}"#,
+        ] {
+            let read = Arguments::read(text).unwrap();
+            let value = Value::Object(as_value(text).unwrap());
+            assert_eq!(
+                in_place.is_valid(read.root()),
+                plain.is_valid(&value),
+                "{text}"
+            );
+        }
+    }
+}
