@@ -70,6 +70,8 @@ pub struct Schema {
 struct Built {
     validator: Result<Validator, Uncompiled>,
     in_place: Option<InPlaceCheck>,
+    /// Its `anyOf` and `oneOf` branches (`validate::alternatives`).
+    alternatives: usize,
 }
 
 /// The check of a call's arguments read in place (`validate::InPlace`), the common path.
@@ -94,6 +96,7 @@ impl Schema {
         Compiled {
             value: &self.value,
             validator,
+            alternatives: self.built().alternatives,
         }
     }
 
@@ -145,6 +148,7 @@ fn build(value: &Value, draft: Draft, validate_formats: bool, shaped: bool) -> B
     Built {
         validator,
         in_place: in_place.flatten(),
+        alternatives: crate::validate::alternatives(value),
     }
 }
 

@@ -188,8 +188,7 @@ fn check_output(
         }
     } else {
         validate::violations(
-            &out.value,
-            validator,
+            out.compiled(validator),
             &content,
             pending.target.validation.max_errors,
         )

@@ -518,7 +518,7 @@ fn check(
             && let Ok(ev) = extra.validator()
             && !ev.is_valid(args)
         {
-            let found = validate::violations(&extra.value, ev, args, v.max_errors);
+            let found = validate::violations(extra.compiled(ev), args, v.max_errors);
             let report = checked.report.get_or_insert_with(empty);
             report.extend(&extra.value, found);
         }

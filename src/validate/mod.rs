@@ -9,18 +9,21 @@ mod report;
 mod undeclared;
 
 pub use in_place::{Arguments, InPlace};
-pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
+pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, alternatives, closest, violations};
 pub use undeclared::{Judge, Shape};
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, Validator};
 use serde_json::Value;
 
-/// A tool's input schema as the check reads it: its text (for reports) and its validator.
+/// A schema as the check reads it: its text (for reports), its validator, and how many
+/// `anyOf` and `oneOf` branches it has (counted once per schema: they bound what a report
+/// may copy, [`report::explainable`]).
 #[derive(Clone, Copy)]
 pub struct Compiled<'a> {
     pub value: &'a Value,
     pub validator: &'a Validator,
+    pub alternatives: usize,
 }
 
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
@@ -54,12 +57,12 @@ pub fn check(
         return Verdict::Valid;
     }
     // Repair reads the validator's errors too: not for a value too large to explain.
-    if coerce && report::explainable(schema.value, args).is_ok() {
+    if coerce && report::explainable(schema.alternatives, args).is_ok() {
         let mut changed: Vec<String> = Vec::new();
-        for _ in 0..MAX_COERCE_ROUNDS {
-            let fixes: Vec<(String, Value)> = validator
-                .iter_errors(args)
-                .take(max_errors)
+        for round in 0..MAX_COERCE_ROUNDS {
+            let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
+            let fixes: Vec<(String, Value)> = errors
+                .iter()
                 .filter_map(|e| match (e.kind(), e.instance().as_ref()) {
                     (ValidationErrorKind::Type { kind }, Value::String(s)) => {
                         convert(s, kind).map(|v| (e.instance_path().as_str().to_owned(), v))
@@ -67,6 +70,12 @@ pub fn check(
                     _ => None,
                 })
                 .collect();
+            if fixes.is_empty() && round == 0 {
+                // Nothing to repair: these are the errors the report explains.
+                let report = Report::of_errors(tool, schema.value, &errors, max_errors);
+                return Verdict::Invalid(report);
+            }
+            drop(errors);
             if fixes.is_empty() {
                 break;
             }
@@ -85,13 +94,7 @@ pub fn check(
             }
         }
     }
-    Verdict::Invalid(Report::build(
-        tool,
-        schema.value,
-        validator,
-        args,
-        max_errors,
-    ))
+    Verdict::Invalid(Report::build(tool, schema, args, max_errors))
 }
 
 /// Converts a string to a value of one of the wanted types, when it reads as one exactly.

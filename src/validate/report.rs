@@ -3,8 +3,8 @@
 //! unexpected argument, the closest allowed name. The same facts go out machine-readable as
 //! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
 
+use super::Compiled;
 use crate::text::edit_distance_within;
-use jsonschema::Validator;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
@@ -49,14 +49,22 @@ const DESCRIPTION_CHARS: usize = 400;
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 
 impl Report {
-    pub fn build(
+    pub fn build(tool: &str, schema: Compiled<'_>, args: &Value, max: usize) -> Report {
+        Report::of_found(tool, schema.value, violations(schema, args, max), max)
+    }
+
+    /// The report of `errors`, already had from the validator for an explainable value
+    /// ([`explainable`]), at most `max` of them.
+    pub fn of_errors(
         tool: &str,
         schema: &Value,
-        validator: &Validator,
-        args: &Value,
+        errors: &[ValidationError<'_>],
         max: usize,
     ) -> Report {
-        let mut found = violations(schema, validator, args, max);
+        Report::of_found(tool, schema, described(schema, errors, max), max)
+    }
+
+    fn of_found(tool: &str, schema: &Value, mut found: Found, max: usize) -> Report {
         if found.list.is_empty() && found.omitted == 0 {
             // is_valid and iter_errors disagree only on engine failures; still say something.
             found.list.push(Violation {
@@ -197,9 +205,9 @@ impl Report {
 /// Every violation of `schema` by `args`: at most `max` validation errors examined and at most
 /// `max` violations described, whatever the keyword (one `additionalProperties` error names
 /// every unexpected key).
-pub fn violations(schema: &Value, validator: &Validator, args: &Value, max: usize) -> Found {
+pub fn violations(schema: Compiled<'_>, args: &Value, max: usize) -> Found {
     let mut found = Found::default();
-    if let Err(why) = explainable(schema, args) {
+    if let Err(why) = explainable(schema.alternatives, args) {
         found.list.push(Violation {
             pointer: String::new(),
             keyword: "schema".into(),
@@ -207,9 +215,16 @@ pub fn violations(schema: &Value, validator: &Validator, args: &Value, max: usiz
         });
         return found;
     }
-    for e in validator.iter_errors(args).take(max) {
+    let errors: Vec<_> = schema.validator.iter_errors(args).take(max).collect();
+    described(schema.value, &errors, max)
+}
+
+/// The violations `errors` stand for, at most `max` described.
+fn described(schema: &Value, errors: &[ValidationError<'_>], max: usize) -> Found {
+    let mut found = Found::default();
+    for e in errors.iter().take(max) {
         let room = max.saturating_sub(found.list.len());
-        found.omitted += describe(&e, schema, room, &mut found.list);
+        found.omitted += describe(e, schema, room, &mut found.list);
     }
     found
 }
@@ -228,9 +243,9 @@ pub struct Unexplainable {
     alternatives: usize,
 }
 
-/// Whether `value`'s errors against `schema` can be built within [`MAX_EXPLAINED_BYTES`].
-pub fn explainable(schema: &Value, value: &Value) -> Result<(), Unexplainable> {
-    let alternatives = alternatives(schema);
+/// Whether `value`'s errors against a schema of `alternatives` branches ([`alternatives`])
+/// can be built within [`MAX_EXPLAINED_BYTES`].
+pub fn explainable(alternatives: usize, value: &Value) -> Result<(), Unexplainable> {
     if alternatives == 0 {
         return Ok(());
     }
@@ -246,7 +261,7 @@ pub fn explainable(schema: &Value, value: &Value) -> Result<(), Unexplainable> {
 
 /// The branches of every `anyOf` and `oneOf` in a schema, walked without recursion (a
 /// schema may nest as deep as its size allows).
-fn alternatives(schema: &Value) -> usize {
+pub fn alternatives(schema: &Value) -> usize {
     let mut stack = vec![schema];
     let mut n = 0usize;
     while let Some(v) = stack.pop() {
@@ -589,9 +604,10 @@ mod tests {
     fn a_value_too_large_for_its_alternatives_is_refused_without_building_their_errors() {
         let branches: Vec<Value> = (0..1000).map(|i| json!({"const": i})).collect();
         let schema = json!({"type": "object", "properties": {"x": {"anyOf": branches}}});
-        let validator = jsonschema::validator_for(&schema).unwrap();
+        let s = compile(&schema.to_string(), &settings());
+        let compiled = s.compiled(s.validator().unwrap());
         let big = json!({"x": "a".repeat(1_000_000)});
-        let found = violations(&schema, &validator, &big, 32);
+        let found = violations(compiled, &big, 32);
         assert_eq!(found.list.len(), 1);
         assert!(
             found.list[0]
@@ -601,22 +617,23 @@ mod tests {
             found.list
         );
         let small = json!({"x": "a"});
-        let found = violations(&schema, &validator, &small, 32);
+        let found = violations(compiled, &small, 32);
         assert_eq!(found.list[0].keyword, "anyOf");
     }
     use crate::catalog::{CompileSettings, compile};
     use crate::config::UnknownDialect;
 
+    fn settings() -> CompileSettings {
+        CompileSettings {
+            max_schema_bytes: 1 << 20,
+            validate_formats: true,
+            unknown_dialect: UnknownDialect::Reject,
+        }
+    }
+
     fn report(schema: Value, args: Value) -> Report {
-        let s = compile(
-            &schema.to_string(),
-            &CompileSettings {
-                max_schema_bytes: 1 << 20,
-                validate_formats: true,
-                unknown_dialect: UnknownDialect::Reject,
-            },
-        );
-        Report::build("t", &s.value, s.validator().unwrap(), &args, 32)
+        let s = compile(&schema.to_string(), &settings());
+        Report::build("t", s.compiled(s.validator().unwrap()), &args, 32)
     }
 
     #[test]
