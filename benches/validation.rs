@@ -158,4 +158,38 @@ fn main() {
             report / 1000.0
         );
     }
+    large_arguments();
+}
+
+/// The argument readers on 4 MB of arguments: one long string per element, against the
+/// worst case of the in-place reader's duplicate check (objects of 32 keys of one length,
+/// each differing only at its end).
+fn large_arguments() {
+    let key = |i: usize| format!("{}{i:02}", "k".repeat(4000));
+    let object = || {
+        let members: Vec<String> = (0..32).map(|i| format!("\"{}\":1", key(i))).collect();
+        format!("{{{}}}", members.join(","))
+    };
+    let keyed = format!("{{\"a\":[{}]}}", vec![object(); 32].join(","));
+    let string = format!("\"{}\"", "k".repeat(4002 * 32 + 40));
+    let plain = format!("{{\"a\":[{}]}}", vec![string; 32].join(","));
+    println!(
+        "\n{:<32} {:>10} {:>14} {:>14}",
+        "4 MB of arguments", "bytes", "in place µs", "as value µs"
+    );
+    for (name, text) in [("long strings", plain), ("objects of 32 long keys", keyed)] {
+        let raw = serde_json::value::RawValue::from_string(text.clone()).unwrap();
+        let in_place = per_op(20, || {
+            black_box(Arguments::read(black_box(&text)).unwrap());
+        });
+        let as_value = per_op(20, || {
+            black_box(parse_arguments(black_box(&raw)).unwrap());
+        });
+        println!(
+            "{name:<32} {:>10} {:>14.0} {:>14.0}",
+            text.len(),
+            in_place / 1000.0,
+            as_value / 1000.0
+        );
+    }
 }

@@ -23,6 +23,8 @@ const MAX_DEPTH: usize = 128;
 /// Keys are checked for duplicates against each other, so an object's members are bounded;
 /// a larger object is read as a `Value`, whose map finds duplicates as it inserts.
 const MAX_MEMBERS: usize = 32;
+/// Strings up to this long are scanned byte by byte.
+const SHORT: usize = 24;
 
 /// The representation the in-place validator is compiled for.
 pub struct InPlace;
@@ -227,8 +229,14 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Option<Cow<'a, str>> {
         let start = self.at + 1;
         let rest = self.text.as_bytes().get(start..)?;
-        // Arguments' strings are short: a plain scan beats `memchr`'s setup.
-        let end = start + rest.iter().position(|b| matches!(b, b'"' | b'\\'))?;
+        // Most arguments' strings are short, and a plain scan beats `memchr`'s setup; a long
+        // one is left to `memchr`.
+        let short = &rest[..rest.len().min(SHORT)];
+        let end = start
+            + match short.iter().position(|b| matches!(b, b'"' | b'\\')) {
+                Some(at) => at,
+                None => memchr::memchr2(b'"', b'\\', rest)?,
+            };
         if self.text.as_bytes()[end] == b'"' {
             self.at = end + 1;
             return self.text.get(start..end).map(Cow::Borrowed);
