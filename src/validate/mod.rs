@@ -4,27 +4,19 @@
 //! Coercion is guided by the validator's own type errors, so it reaches properties behind
 //! `$ref`, `allOf` and nested arrays without a second schema walker.
 
+mod compiled;
 mod in_place;
 mod report;
 mod undeclared;
 
+pub use compiled::Compiled;
 pub use in_place::{Arguments, InPlace};
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, alternatives, closest, violations};
 pub use undeclared::{Judge, Shape};
 
+use jsonschema::JsonType;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
-use jsonschema::{JsonType, Validator};
 use serde_json::Value;
-
-/// A schema as the check reads it: its text (for reports), its validator, and how many
-/// `anyOf` and `oneOf` branches it has (counted once per schema: they bound what a report
-/// may copy, [`report::explainable`]).
-#[derive(Clone, Copy)]
-pub struct Compiled<'a> {
-    pub value: &'a Value,
-    pub validator: &'a Validator,
-    pub alternatives: usize,
-}
 
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
 const MAX_COERCE_ROUNDS: usize = 4;

@@ -3,7 +3,7 @@
 //! unexpected argument, the closest allowed name. The same facts go out machine-readable as
 //! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
 
-use super::Compiled;
+use super::compiled::Compiled;
 use crate::text::edit_distance_within;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
 use serde_json::{Map, Value, json};
