@@ -140,41 +140,21 @@ impl<'a> Reader<'a> {
     fn object(&mut self, depth: usize) -> Option<()> {
         let head = self.slots.len();
         self.slots.push(Slot::Object { len: 0, end: 0 });
-        self.at += 1;
-        let mut len = 0;
-        self.space();
-        if self.peek()? == b'}' {
-            self.at += 1;
-        } else {
-            loop {
-                self.space();
-                if self.peek()? != b'"' {
-                    return None;
-                }
-                let key = self.string()?;
-                if len == MAX_MEMBERS || self.has_key(head, &key) {
-                    return None;
-                }
-                self.slots.push(Slot::Key(key));
-                self.eat(b':')?;
-                self.space();
-                self.value(depth + 1)?;
-                len += 1;
-                self.space();
-                match self.peek()? {
-                    b',' => self.at += 1,
-                    b'}' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
+        let len = self.members(b'}', |r, len| {
+            if r.peek()? != b'"' {
+                return None;
             }
-        }
-        self.slots[head] = Slot::Object {
-            len: len as u32,
-            end: u32::try_from(self.slots.len()).ok()?,
-        };
+            let key = r.string()?;
+            if len as usize == MAX_MEMBERS || r.has_key(head, &key) {
+                return None;
+            }
+            r.slots.push(Slot::Key(key));
+            r.eat(b':')?;
+            r.space();
+            r.value(depth + 1)
+        })?;
+        let end = u32::try_from(self.slots.len()).ok()?;
+        self.slots[head] = Slot::Object { len, end };
         Some(())
     }
 
@@ -196,32 +176,40 @@ impl<'a> Reader<'a> {
     fn array(&mut self, depth: usize) -> Option<()> {
         let head = self.slots.len();
         self.slots.push(Slot::Array { len: 0, end: 0 });
+        let len = self.members(b']', |r, _| r.value(depth + 1))?;
+        let end = u32::try_from(self.slots.len()).ok()?;
+        self.slots[head] = Slot::Array { len, end };
+        Some(())
+    }
+
+    /// A container's members, from its opening bracket to `close`, each read by `member`
+    /// (given how many came before it); how many there were.
+    fn members(
+        &mut self,
+        close: u8,
+        mut member: impl FnMut(&mut Self, u32) -> Option<()>,
+    ) -> Option<u32> {
         self.at += 1;
-        let mut len: u32 = 0;
         self.space();
-        if self.peek()? == b']' {
+        if self.peek()? == close {
             self.at += 1;
-        } else {
-            loop {
-                self.space();
-                self.value(depth + 1)?;
-                len = len.checked_add(1)?;
-                self.space();
-                match self.peek()? {
-                    b',' => self.at += 1,
-                    b']' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
+            return Some(0);
+        }
+        let mut len: u32 = 0;
+        loop {
+            self.space();
+            member(self, len)?;
+            len = len.checked_add(1)?;
+            self.space();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b if b == close => {
+                    self.at += 1;
+                    return Some(len);
                 }
+                _ => return None,
             }
         }
-        self.slots[head] = Slot::Array {
-            len,
-            end: u32::try_from(self.slots.len()).ok()?,
-        };
-        Some(())
     }
 
     /// A string at `"`: borrowed when it has no escape, else unescaped by `serde_json`. The
