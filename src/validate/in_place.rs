@@ -317,27 +317,21 @@ impl<'a> Part<'a> {
         }
     }
 
+    /// An object's members (called on an object only).
     fn members(&self) -> Members<'a> {
-        let end = match self.slot() {
-            Slot::Object { end, .. } => *end as usize,
-            _ => self.at + 1,
-        };
         Members {
             part: *self,
             next: self.at + 1,
-            end,
+            end: self.after(self.at),
         }
     }
 
+    /// An array's elements (called on an array only).
     fn elements(&self) -> Elements<'a> {
-        let end = match self.slot() {
-            Slot::Array { end, .. } => *end as usize,
-            _ => self.at + 1,
-        };
         Elements {
             part: *self,
             next: self.at + 1,
-            end,
+            end: self.after(self.at),
         }
     }
 }
