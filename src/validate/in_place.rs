@@ -18,8 +18,9 @@ use jsonschema::json::{self, Json, NodeIdentity};
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 
-/// `serde_json`'s own nesting limit: deeper arguments are refused by the `Value` reader.
-const MAX_DEPTH: usize = 128;
+/// Deeper arguments are read as a `Value`, whose reader refuses them past `serde_json`'s own
+/// limit (128): kept well under it, so that nothing this reader takes is refused there.
+const MAX_DEPTH: usize = 64;
 /// Keys are checked for duplicates against each other, so an object's members are bounded;
 /// a larger object is read as a `Value`, whose map finds duplicates as it inserts.
 const MAX_MEMBERS: usize = 32;
@@ -549,6 +550,18 @@ mod tests {
         ] {
             assert!(Arguments::read(text).is_none(), "{text}");
         }
+    }
+
+    #[test]
+    fn nesting_the_value_reader_refuses_is_never_read_in_place() {
+        let nested = |n: usize| format!("{{\"a\":{}1{}}}", "[".repeat(n), "]".repeat(n));
+        let deepest = (0..200)
+            .take_while(|n| as_value(&nested(*n)).is_some())
+            .last()
+            .unwrap();
+        assert!(Arguments::read(&nested(deepest + 1)).is_none());
+        assert!(Arguments::read(&nested(MAX_DEPTH - 1)).is_some());
+        assert!(Arguments::read(&nested(MAX_DEPTH)).is_none());
     }
 
     #[test]
