@@ -64,12 +64,14 @@ pub struct Schema {
     /// What the schema declares at each place, for undeclared arguments.
     pub shape: Option<Shape>,
     built: OnceLock<Built>,
+    /// Made on the first call checked in place: output schemas and operators' extra schemas
+    /// never are.
+    in_place: OnceLock<Option<InPlaceCheck>>,
 }
 
-/// A schema's validators, made on first use.
+/// A schema's validator, made on first use.
 struct Built {
     validator: Result<Validator, Uncompiled>,
-    in_place: Option<InPlaceCheck>,
     /// Its `anyOf` and `oneOf` branches (`validate::alternatives`).
     alternatives: usize,
 }
@@ -108,12 +110,18 @@ impl Schema {
         }
     }
 
-    /// Its check of arguments read in place, where it compiles.
+    /// Its check of arguments read in place, where it compiles: of its closed form when it
+    /// has a `shape` that closes.
     pub fn in_place(&self) -> Option<&InPlaceCheck> {
-        match &self.refused {
-            Some(_) => None,
-            None => self.built().in_place.as_ref(),
-        }
+        self.validator().ok()?;
+        let check = self.in_place.get_or_init(|| {
+            let mut c = self.value.clone();
+            let closed = self.shape.is_some() && close(&mut c, true);
+            let schema = if closed { &c } else { &self.value };
+            let validator = compile_for(schema, self.draft, self.validate_formats).ok()?;
+            Some(InPlaceCheck { validator, closed })
+        });
+        check.as_ref()
     }
 
     /// Whether it was found not to compile, as far as it has been compiled.
@@ -123,7 +131,7 @@ impl Schema {
 
     fn built(&self) -> &Built {
         self.built.get_or_init(|| {
-            let built = build(&self.value, self.draft, self.validate_formats, self.shape.is_some());
+            let built = build(&self.value, self.draft, self.validate_formats);
             if let Err(why) = &built.validator {
                 // Once per distinct schema: the operator learns that a tool goes unchecked.
                 tracing::warn!(error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
@@ -133,21 +141,12 @@ impl Schema {
     }
 }
 
-/// Compiles a schema of `draft`, and its check in place: of its closed form when it has a
-/// `shape` that closes.
-fn build(value: &Value, draft: Draft, validate_formats: bool, shaped: bool) -> Built {
+/// Compiles a schema of `draft`.
+fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
     let validator =
         compile_for(value, draft, validate_formats).map_err(|e| Uncompiled(e.masked().to_string()));
-    let in_place = validator.is_ok().then(|| {
-        let mut c = value.clone();
-        let closed = shaped && close(&mut c, true);
-        let schema = if closed { &c } else { value };
-        let validator = compile_for(schema, draft, validate_formats).ok()?;
-        Some(InPlaceCheck { validator, closed })
-    });
     Built {
         validator,
-        in_place: in_place.flatten(),
         alternatives: crate::validate::alternatives(value),
     }
 }
@@ -596,6 +595,7 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         invalid: None,
         shape: None,
         built: OnceLock::new(),
+        in_place: OnceLock::new(),
     };
     if raw.len() > settings.max_schema_bytes {
         return fail(
@@ -629,6 +629,7 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         draft,
         validate_formats: settings.validate_formats,
         built: OnceLock::new(),
+        in_place: OnceLock::new(),
     }
 }
 
