@@ -141,7 +141,7 @@ fn main() {
             _ => 0.0,
         };
         let parse = per_op(100_000, || {
-            black_box(parse_arguments(black_box(&valid_raw)).unwrap());
+            black_box(parse_arguments(black_box(valid_raw.get())).unwrap());
         });
         let report = per_op(20_000, || {
             let mut args = invalid.clone();
@@ -183,7 +183,7 @@ fn large_arguments() {
             black_box(Arguments::read(black_box(&text)).unwrap());
         });
         let as_value = per_op(20, || {
-            black_box(parse_arguments(black_box(&raw)).unwrap());
+            black_box(parse_arguments(black_box(raw.get())).unwrap());
         });
         println!(
             "{name:<32} {:>10} {:>14.0} {:>14.0}",

@@ -17,6 +17,12 @@ use std::sync::{Arc, OnceLock};
 /// The envelope parser and both argument readers: what is read in place must be what the
 /// duplicate-safe value reader reads.
 pub fn envelope(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert!(
+            jsonrpc::read_alike(text),
+            "an envelope read by hand must read as serde_json reads it: {text:?}"
+        );
+    }
     if let Ok(Body::Single(m)) = jsonrpc::parse(data) {
         let _ = pipeline::classify(&m);
         if let Some(p) = m.raw_params() {
@@ -31,7 +37,7 @@ pub fn envelope(data: &[u8]) {
 }
 
 fn arguments(raw: &serde_json::value::RawValue) {
-    let as_value = jsonrpc::parse_arguments(raw);
+    let as_value = jsonrpc::parse_arguments(raw.get());
     if let Some(in_place) = validate::Arguments::read(raw.get()) {
         assert_eq!(
             Ok(in_place.to_map()),
@@ -93,7 +99,7 @@ pub fn validate(data: &[u8]) {
     let Ok(raw) = serde_json::value::RawValue::from_string(args.to_string()) else {
         return;
     };
-    let Ok(map) = jsonrpc::parse_arguments(&raw) else {
+    let Ok(map) = jsonrpc::parse_arguments(raw.get()) else {
         return;
     };
     let mut args = serde_json::Value::Object(map);

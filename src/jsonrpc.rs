@@ -4,11 +4,14 @@
 //! `params`, `result` and `error` as [`RawValue`]s and never re-serializes them. Only the
 //! members a rule needs are looked at; unknown members stay in the bytes. The one exception
 //! is a `tools/call`'s `params`, which the guard needs typed: they are read so in the same
-//! pass ([`Params::Call`]).
+//! pass ([`Params::Call`]). An envelope in the plain shape of most requests is read by hand
+//! (`quick`); `serde_json` reads the rest, and says what is wrong with what is not JSON-RPC.
 //!
 //! Security note: duplicate members are rejected here (each known member may appear once,
 //! `null` or not), because an upstream with first-wins parsing would otherwise read a
 //! different `method` or `params` than the one toolgate checked.
+
+mod quick;
 
 use crate::mcp::TOOLS_CALL;
 use serde::Deserialize;
@@ -47,15 +50,15 @@ pub enum Params<'a> {
     Call(CallParams<'a>),
 }
 
-/// `params` of a `tools/call`; `arguments` are left as text for the guard, which reads them
-/// in place or as a value (`pipeline::guard`).
+/// `params` of a `tools/call`; `arguments` are left as text (checked as JSON) for the
+/// guard, which reads them in place or as a value (`pipeline::guard`).
 #[derive(Debug, Deserialize)]
 pub struct CallParams<'a> {
     #[serde(borrow)]
     pub name: Cow<'a, str>,
     /// `Some` even for `null`, which is no object.
     #[serde(borrow, default, deserialize_with = "present")]
-    pub arguments: Option<&'a RawValue>,
+    pub arguments: Option<&'a str>,
     #[serde(borrow, default, rename = "_meta")]
     pub meta: Option<&'a RawValue>,
     /// A retry after an input-required result (2026-07-28) carries the server's state back.
@@ -166,9 +169,10 @@ impl Rejection {
 }
 
 /// The members of an envelope; unknown ones stay in the bytes, unread.
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct Envelope<'a> {
-    jsonrpc: Option<&'a RawValue>,
+    /// As written: only compared with `"2.0"`.
+    jsonrpc: Option<&'a str>,
     id: Option<&'a RawValue>,
     method: Option<Cow<'a, str>>,
     params: Option<Params<'a>>,
@@ -230,7 +234,7 @@ impl<'de> Visitor<'de> for EnvelopeSeed {
             match field {
                 Field::Jsonrpc => {
                     once(1, "jsonrpc")?;
-                    env.jsonrpc = Some(map.next_value()?);
+                    env.jsonrpc = Some(map.next_value::<&RawValue>()?.get());
                 }
                 Field::Id => {
                     once(2, "id")?;
@@ -273,12 +277,22 @@ fn envelope(text: &str, typed_call: bool) -> Result<Envelope<'_>, serde_json::Er
     Ok(env)
 }
 
-/// Keeps `null` as a present value: `Option<&RawValue>` alone would turn `"id": null` into
-/// "no id", and a request would silently become a notification.
-pub(crate) fn present<'de, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+/// Keeps `null` as present arguments, kept as the text they were written as:
+/// `Option<&RawValue>` alone would turn `"arguments": null` into no arguments.
+fn present<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<&'de str>, D::Error> {
+    <&RawValue>::deserialize(d).map(|raw| Some(raw.get()))
+}
+
+/// Whether the envelope of `text` reads alike by hand and through `serde_json`, when the
+/// hand reader takes it at all (the fuzz target's check).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn read_alike(text: &str) -> bool {
+    let Some(by_hand) = quick::envelope(text) else {
+        return true;
+    };
+    envelope(text, true)
+        .or_else(|_| envelope(text, false))
+        .is_ok_and(|env| format!("{env:?}") == format!("{by_hand:?}"))
 }
 
 fn classify(e: serde_json::Error) -> Rejection {
@@ -331,9 +345,13 @@ pub fn refusal(body: &[u8]) -> Option<&RawValue> {
 }
 
 fn message(text: &str) -> Result<Message<'_>, Rejection> {
-    // A `tools/call` whose params do not read in one pass is read again with them as text:
-    // the guard then says what is wrong with them, or the envelope's own error comes out.
-    let env = match envelope(text, true).or_else(|_| envelope(text, false)) {
+    // Read by hand when it can be, else by `serde_json`. There, a `tools/call` whose params
+    // do not read in one pass is read again with them as text: the guard then says what is
+    // wrong with them, or the envelope's own error comes out.
+    let env = match quick::envelope(text).map_or_else(
+        || envelope(text, true).or_else(|_| envelope(text, false)),
+        Ok,
+    ) {
         Ok(env) => env,
         Err(e) if e.classify() == serde_json::error::Category::Data => {
             // Valid JSON of the wrong shape (a string, a number, duplicate members) is an
@@ -345,7 +363,7 @@ fn message(text: &str) -> Result<Message<'_>, Rejection> {
         }
         Err(e) => return Err(classify(e)),
     };
-    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+    if env.jsonrpc != Some("\"2.0\"") {
         return Err(Rejection::Invalid(
             "the \"jsonrpc\" member must be \"2.0\"".into(),
         ));
@@ -492,8 +510,8 @@ pub enum ArgumentsError {
 ///
 /// The hot path keeps no path bookkeeping: a duplicate's JSON pointer is assembled only on the
 /// way out of the error, each enclosing object or array prefixing its own segment.
-pub fn parse_arguments(raw: &RawValue) -> Result<Map<String, Value>, ArgumentsError> {
-    let mut de = serde_json::Deserializer::from_str(raw.get());
+pub fn parse_arguments(text: &str) -> Result<Map<String, Value>, ArgumentsError> {
+    let mut de = serde_json::Deserializer::from_str(text);
     let value = Strict.deserialize(&mut de).map_err(|e| {
         let msg = e.to_string();
         match msg.strip_prefix(DUPLICATE_MARK) {
@@ -692,7 +710,7 @@ mod tests {
             panic!("not read typed: {:?}", m.params)
         };
         assert_eq!(call.name, "tA");
-        assert_eq!(call.arguments.unwrap().get(), r#"{"n":1}"#);
+        assert_eq!(call.arguments.unwrap(), r#"{"n":1}"#);
         assert_eq!(m.version_text().unwrap().get(), r#"{"k":2}"#);
         assert_eq!(m.params_name().as_deref(), Some("tA"));
         // Arguments stay text for the guard, which finds a duplicate key in them.
@@ -783,7 +801,7 @@ mod tests {
         let m = single(&deep).unwrap();
         let args = RawValue::from_string(m.raw_params().unwrap().get().to_string()).unwrap();
         assert!(matches!(
-            parse_arguments(&args),
+            parse_arguments(args.get()),
             Err(ArgumentsError::Unreadable(_))
         ));
     }
@@ -792,7 +810,7 @@ mod tests {
     fn duplicate_argument_keys_are_found_with_their_path() {
         let raw = RawValue::from_string(r#"{"a":{"list":[{"p":1,"p":2}]}}"#.into()).unwrap();
         assert_eq!(
-            parse_arguments(&raw),
+            parse_arguments(raw.get()),
             Err(ArgumentsError::Duplicate {
                 pointer: "/a/list/0/p".into()
             })

@@ -83,6 +83,33 @@ pub(crate) fn edit_distance_within(a: &[char], b: &[char], k: usize) -> Option<u
     Some(prev[b.len()]).filter(|d| *d <= k)
 }
 
+/// Where a JSON string's text stops, read from just after its opening quote: its closing
+/// quote, an escape, or a control character (which no JSON string may hold). Eight bytes at
+/// a time: a loop over bytes costs about five instructions a byte, and `memchr`'s setup
+/// more than the scan of a short string, as most in a request are.
+pub(crate) fn string_stop(rest: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    // The lowest byte flagged below each test is exact (a borrow only runs upwards), so the
+    // lowest flag of all three is the first byte that stops the string.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let mut at = 0;
+    while let Some(chunk) = rest.get(at..at + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().ok()?);
+        let found = below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1)
+            | below(x, 0x20);
+        if found != 0 {
+            return Some(at + found.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    let tail = rest[at..]
+        .iter()
+        .position(|b| matches!(b, b'"' | b'\\' | 0..=0x1f))?;
+    Some(at + tail)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +123,20 @@ mod tests {
         assert_eq!(clipped("abc", 2), "ab");
         assert_eq!(clipped("aé", 2), "a");
         assert_eq!(clipped("ab", 5), "ab");
+    }
+
+    #[test]
+    fn a_string_stops_at_its_first_quote_escape_or_control_character() {
+        for at in 0..20 {
+            for stop in [b'"', b'\\', b'\n', 0, 0x1f] {
+                let mut text = "é".repeat(10).into_bytes();
+                text.truncate(20);
+                text[at] = stop;
+                text.extend_from_slice(b"\"tail\\");
+                assert_eq!(string_stop(&text), Some(at), "{stop} at {at}");
+            }
+        }
+        assert_eq!(string_stop(b"abc def ghi \x7f\xff"), None);
+        assert_eq!(string_stop(b" !#[]~"), None);
     }
 }

@@ -329,13 +329,13 @@ enum Read<'a> {
     Value(Result<serde_json::Map<String, Value>, ArgumentsError>),
 }
 
-fn read_arguments(raw: Option<&RawValue>) -> Read<'_> {
-    let Some(raw) = raw else {
+fn read_arguments(text: Option<&str>) -> Read<'_> {
+    let Some(text) = text else {
         return Read::InPlace(validate::Arguments::empty());
     };
-    match validate::Arguments::read(raw.get()) {
+    match validate::Arguments::read(text) {
         Some(args) => Read::InPlace(args),
-        None => Read::Value(jsonrpc::parse_arguments(raw)),
+        None => Read::Value(jsonrpc::parse_arguments(text)),
     }
 }
 

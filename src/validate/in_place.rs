@@ -13,6 +13,7 @@
 //! [`MAX_MEMBERS`] members, nesting past [`MAX_DEPTH`], text that is not JSON) goes the
 //! `Value` way, whose reader says what is wrong.
 
+use crate::text::string_stop;
 use jsonschema::JsonType;
 use jsonschema::json::{self, Json, NodeIdentity};
 use serde_json::{Map, Number, Value};
@@ -24,8 +25,6 @@ const MAX_DEPTH: usize = 64;
 /// Keys are checked for duplicates against each other, so an object's members are bounded;
 /// a larger object is read as a `Value`, whose map finds duplicates as it inserts.
 const MAX_MEMBERS: usize = 32;
-/// Strings up to this long are scanned byte by byte.
-const SHORT: usize = 24;
 
 /// The representation the in-place validator is compiled for.
 pub struct InPlace;
@@ -217,15 +216,7 @@ impl<'a> Reader<'a> {
     /// envelope's reader has refused control characters in it already.
     fn string(&mut self) -> Option<Cow<'a, str>> {
         let start = self.at + 1;
-        let rest = self.text.as_bytes().get(start..)?;
-        // Most arguments' strings are short, and a plain scan beats `memchr`'s setup; a long
-        // one is left to `memchr`.
-        let short = &rest[..rest.len().min(SHORT)];
-        let end = start
-            + match short.iter().position(|b| matches!(b, b'"' | b'\\')) {
-                Some(at) => at,
-                None => memchr::memchr2(b'"', b'\\', rest)?,
-            };
+        let end = start + string_stop(self.text.as_bytes().get(start..)?)?;
         if self.text.as_bytes()[end] == b'"' {
             self.at = end + 1;
             return self.text.get(start..end).map(Cow::Borrowed);
@@ -508,7 +499,7 @@ mod tests {
     use serde_json::value::RawValue;
 
     fn as_value(text: &str) -> Option<Map<String, Value>> {
-        parse_arguments(&RawValue::from_string(text.into()).unwrap()).ok()
+        parse_arguments(RawValue::from_string(text.into()).unwrap().get()).ok()
     }
 
     #[test]

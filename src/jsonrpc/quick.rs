@@ -1,0 +1,350 @@
+//! A request's envelope read by hand, in one pass over its text.
+//!
+//! Why: through `serde_json`'s generic visitor a `tools/call`'s envelope cost about 23
+//! instructions a byte, most of them in skipping the arguments (which stay text) and in
+//! matching member names. Requests come in a few plain shapes, and this reader takes those
+//! only: a member name with an escape, a `\u` escape anywhere, a member named twice, a
+//! `tools/call` whose params do not read, nesting past [`MAX_DEPTH`] or text that is not
+//! JSON all give `None`, and `serde_json` reads the message as before and says what is
+//! wrong. What it takes it reads as `serde_json` reads it, to the byte of every member it
+//! keeps; the fuzz target for the envelope asserts that (`fuzzing::envelope`).
+
+use super::{CallParams, Envelope, Params};
+use crate::mcp::TOOLS_CALL;
+use crate::text::string_stop;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// Deeper text is left to `serde_json`, whose own limit is 128.
+const MAX_DEPTH: usize = 64;
+
+/// The envelope of `text`, or `None` when `serde_json` must read it.
+pub(super) fn envelope(text: &str) -> Option<Envelope<'_>> {
+    let mut s = Scan { text, at: 0 };
+    let mut env = Envelope::default();
+    let mut seen = Seen(0);
+    s.space();
+    s.object(|s, name| {
+        let bit = match name {
+            "jsonrpc" => 1,
+            "id" => 2,
+            "method" => 4,
+            "params" => 8,
+            "result" => 16,
+            "error" => 32,
+            _ => return s.skip(1),
+        };
+        seen.once(bit)?;
+        match bit {
+            1 => env.jsonrpc = Some(s.text_of()?),
+            2 => env.id = Some(s.raw()?),
+            4 => env.method = s.text_or_null()?.map(Cow::Borrowed),
+            // Typed only when the method came first, as `serde_json`'s reader does.
+            8 if env.method.as_deref() == Some(TOOLS_CALL) => {
+                env.params = Some(Params::Call(s.call_params()?));
+            }
+            8 => env.params = Some(Params::Raw(s.raw()?)),
+            16 => env.result = Some(s.raw()?),
+            _ => env.error = Some(s.raw()?),
+        }
+        Some(())
+    })?;
+    s.space();
+    (s.at == text.len()).then_some(env)
+}
+
+/// The members seen so far, one bit each.
+struct Seen(u8);
+
+impl Seen {
+    /// `None` for a member seen before: `serde_json`'s reader names it.
+    fn once(&mut self, bit: u8) -> Option<()> {
+        (self.0 & bit == 0).then(|| self.0 |= bit)
+    }
+}
+
+struct Scan<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes().get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// A `tools/call`'s params, as the derived reader of [`CallParams`] reads an object.
+    fn call_params(&mut self) -> Option<CallParams<'a>> {
+        let (mut name, mut arguments, mut meta, mut state, mut task) =
+            (None, None, None, None, None);
+        let mut seen = Seen(0);
+        self.object(|s, member| {
+            let bit = match member {
+                "name" => 1,
+                "arguments" => 2,
+                "_meta" => 4,
+                "requestState" => 8,
+                "task" => 16,
+                _ => return s.skip(1),
+            };
+            seen.once(bit)?;
+            match bit {
+                1 => name = Some(Cow::Borrowed(s.text()?)),
+                2 => arguments = Some(s.text_of()?),
+                4 => meta = s.raw_or_null()?,
+                8 => state = s.raw_or_null()?,
+                _ => task = s.raw_or_null()?,
+            }
+            Some(())
+        })?;
+        Some(CallParams {
+            name: name?,
+            arguments,
+            meta,
+            request_state: state,
+            task,
+        })
+    }
+
+    /// An object at this place, each member's value read by `member` given its name.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.members(b'{', b'}', |s| {
+            let name = s.text()?;
+            s.space();
+            (s.peek()? == b':').then(|| s.at += 1)?;
+            s.space();
+            member(s, name)
+        })
+    }
+
+    /// A container from `open` to `close`, each member read by `member` after the space
+    /// before it.
+    fn members(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut member: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        (self.peek()? == open).then(|| self.at += 1)?;
+        self.space();
+        if self.peek()? == close {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            self.space();
+            member(self)?;
+            self.space();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b if b == close => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The value here, checked as JSON, as the text it was written as.
+    fn text_of(&mut self) -> Option<&'a str> {
+        let start = self.at;
+        self.skip(1)?;
+        self.text.get(start..self.at)
+    }
+
+    /// The value here as a raw JSON value, which only `serde_json` can make: it reads the
+    /// value again (about 0.5k instructions for a short id). A call's arguments, the long
+    /// member of a request, are kept as text instead.
+    fn raw(&mut self) -> Option<&'a RawValue> {
+        serde_json::from_str(self.text_of()?).ok()
+    }
+
+    /// As [`Self::raw`], with `null` read as no value (an `Option`'s reading).
+    fn raw_or_null(&mut self) -> Option<Option<&'a RawValue>> {
+        if self.bytes()[self.at..].starts_with(b"null") {
+            self.at += 4;
+            return Some(None);
+        }
+        self.raw().map(Some)
+    }
+
+    /// A string without escapes, or `null`.
+    fn text_or_null(&mut self) -> Option<Option<&'a str>> {
+        if self.bytes()[self.at..].starts_with(b"null") {
+            self.at += 4;
+            return Some(None);
+        }
+        self.text().map(Some)
+    }
+
+    /// A string without escapes: what it says.
+    fn text(&mut self) -> Option<&'a str> {
+        (self.peek()? == b'"').then_some(())?;
+        let start = self.at + 1;
+        let end = start + string_stop(self.bytes().get(start..)?)?;
+        (self.bytes()[end] == b'"').then_some(())?;
+        self.at = end + 1;
+        self.text.get(start..end)
+    }
+
+    /// Skips the value here, checking it as `serde_json` checks a value it skips.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'{' => self.members(b'{', b'}', |s| {
+                s.string()?;
+                s.space();
+                (s.peek()? == b':').then(|| s.at += 1)?;
+                s.space();
+                s.skip(depth + 1)
+            }),
+            b'[' => self.members(b'[', b']', |s| s.skip(depth + 1)),
+            b'"' => self.string(),
+            b't' => self.word(b"true"),
+            b'f' => self.word(b"false"),
+            b'n' => self.word(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn word(&mut self, word: &[u8]) -> Option<()> {
+        self.bytes()[self.at..]
+            .starts_with(word)
+            .then(|| self.at += word.len())
+    }
+
+    /// Skips a string: no control character, and only the escapes that stand for one
+    /// character (`\u` is left to `serde_json`, which knows its surrogates).
+    fn string(&mut self) -> Option<()> {
+        (self.peek()? == b'"').then_some(())?;
+        let bytes = self.bytes();
+        let mut at = self.at + 1;
+        loop {
+            at += string_stop(bytes.get(at..)?)?;
+            match bytes[at] {
+                b'"' => {
+                    self.at = at + 1;
+                    return Some(());
+                }
+                b'\\'
+                    if matches!(
+                        bytes.get(at + 1)?,
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't'
+                    ) =>
+                {
+                    at += 2
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Skips a number written as JSON writes one: `-`, then `0` or digits not starting with
+    /// `0`, then an optional fraction and exponent, each with at least one digit.
+    fn number(&mut self) -> Option<()> {
+        let bytes = self.bytes();
+        let digits = |at: usize| {
+            bytes
+                .get(at..)
+                .map_or(0, |r| r.iter().take_while(|b| b.is_ascii_digit()).count())
+        };
+        let mut at = self.at + usize::from(bytes[self.at] == b'-');
+        match bytes.get(at)? {
+            b'0' => at += 1,
+            b'1'..=b'9' => at += digits(at),
+            _ => return None,
+        }
+        if bytes.get(at) == Some(&b'.') {
+            let n = digits(at + 1);
+            (n > 0).then_some(())?;
+            at += 1 + n;
+        }
+        if matches!(bytes.get(at), Some(b'e' | b'E')) {
+            at += 1 + usize::from(matches!(bytes.get(at + 1), Some(b'+' | b'-')));
+            let n = digits(at);
+            (n > 0).then_some(())?;
+            at += n;
+        }
+        self.at = at;
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_the_plain_shapes_of_requests_and_responses() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#" { "jsonrpc" : "2.0" , "id" : "a-1" , "method" : "tools/list" , "params" : { } } "#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"s":"a\"b\\c\n","n":[-0.5e+3,0,1E2,true,false,null,{}]},"_meta":{"progressToken":1},"task":null,"other":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[]},"extra":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no"}}"#,
+        ] {
+            let env = envelope(text);
+            assert!(env.is_some(), "{text}");
+            assert!(super::super::read_alike(text), "{text}");
+        }
+        let Some(Params::Call(call)) = envelope(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments": {"a" : 1} ,"_meta":null}}"#,
+        )
+        .and_then(|e| e.params) else {
+            panic!("a call's params read typed")
+        };
+        assert_eq!((&*call.name, call.arguments), ("t", Some(r#"{"a" : 1}"#)));
+        assert!(
+            call.meta.is_none(),
+            "a null `_meta` is none, as an `Option` reads it"
+        );
+    }
+
+    #[test]
+    fn leaves_to_serde_json_what_it_does_not_take() {
+        for text in [
+            // A member's name, or any string, with an escape `serde_json` must decode.
+            r#"{"jsonrpc":"2.0","\u0069d":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"\u00e9","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"t"}}"#,
+            // A member named twice, in the envelope or a call's params.
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}"#,
+            // A call's params the derived reader refuses: no name, a name of another type,
+            // an array.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t",{}]}"#,
+            // Not JSON: a control character in a string, a leading zero, a trailing comma,
+            // text after the message, a bare word.
+            "{\"jsonrpc\":\"2.0\",\"id\":\"a\tb\",\"method\":\"ping\"}",
+            r#"{"jsonrpc":"2.0","id":01,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":[1,],"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"} x"#,
+            r#"{"jsonrpc":"2.0","id":nul,"method":"ping"}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+        ] {
+            assert!(envelope(text).is_none(), "{text}");
+        }
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{}{}}}"#,
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        assert!(envelope(&deep).is_none(), "nesting past the bound");
+    }
+}
