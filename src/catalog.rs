@@ -338,12 +338,13 @@ impl Catalog {
 
     pub fn lookup(&self, key: &ScopeKey, tool: &str) -> Lookup {
         let scopes = self.scopes.reading();
-        let now = Instant::now();
         let mut relist = true;
+        // The clock is read only for a scope whose listing expires: most never do, and this
+        // runs on every call.
         let mut find = |k: &ScopeKey| {
             let cat = scopes
                 .get(k)
-                .filter(|c| c.expires_at.is_none_or(|e| now < e))?;
+                .filter(|c| c.expires_at.is_none_or(|e| Instant::now() < e))?;
             if let Some(t) = cat.tools.get(tool) {
                 return Some(t.clone());
             }
