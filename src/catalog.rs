@@ -857,7 +857,7 @@ mod tests {
         let check = flat.in_place().expect("a flat schema compiles");
         assert!(check.closed, "a flat schema has a closed form");
         let valid = |text| {
-            let args = crate::validate::Arguments::read(text).unwrap();
+            let args = crate::jsonrpc::arguments::Arguments::read(text).unwrap();
             check.validator.is_valid(args.root())
         };
         assert!(valid(r#"{"a": {"b": 1}}"#));

@@ -7,6 +7,7 @@
 use crate::catalog::{CompileSettings, compile};
 use crate::config::{Config, OutputMode, UnknownDialect};
 use crate::gateway::Gateway;
+use crate::jsonrpc::arguments::Arguments;
 use crate::jsonrpc::{self, Body};
 use crate::mcp::Era;
 use crate::pipeline::{self, Kind, Pending};
@@ -38,7 +39,7 @@ pub fn envelope(data: &[u8]) {
 
 fn arguments(raw: &serde_json::value::RawValue) {
     let as_value = jsonrpc::parse_arguments(raw.get());
-    if let Some(in_place) = validate::Arguments::read(raw.get()) {
+    if let Some(in_place) = Arguments::read(raw.get()) {
         assert_eq!(
             Ok(in_place.to_map()),
             as_value,
@@ -103,9 +104,7 @@ pub fn validate(data: &[u8]) {
         return;
     };
     let mut args = serde_json::Value::Object(map);
-    if let (Some(check), Some(in_place)) =
-        (compiled.in_place(), validate::Arguments::read(raw.get()))
-    {
+    if let (Some(check), Some(in_place)) = (compiled.in_place(), Arguments::read(raw.get())) {
         let valid = check.validator.is_valid(in_place.root());
         // The closed form refuses more than the schema does, never less.
         if valid || !check.closed {

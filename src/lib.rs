@@ -47,6 +47,7 @@ pub use transport::stdio::to_child::run as stdio_to_child;
 #[doc(hidden)]
 pub mod bench {
     pub use crate::catalog::{CompileSettings, compile};
+    pub use crate::jsonrpc::arguments::Arguments;
     pub use crate::jsonrpc::parse_arguments;
-    pub use crate::validate::{Arguments, Judge, Verdict, check};
+    pub use crate::validate::{Judge, Verdict, check};
 }

@@ -9,6 +9,7 @@
 //! wrong. What it takes it reads as `serde_json` reads it, to the byte of every member it
 //! keeps; the fuzz target for the envelope asserts that (`fuzzing::envelope`).
 
+use super::arguments::Arguments;
 use super::{CallParams, Envelope, Params};
 use crate::mcp::TOOLS_CALL;
 use crate::text::string_stop;
@@ -85,8 +86,8 @@ impl<'a> Scan<'a> {
 
     /// A `tools/call`'s params, as the derived reader of [`CallParams`] reads an object.
     fn call_params(&mut self) -> Option<CallParams<'a>> {
-        let (mut name, mut arguments, mut meta, mut state, mut task) =
-            (None, None, None, None, None);
+        let (mut name, mut arguments, mut read, mut meta, mut state, mut task) =
+            (None, None, None, None, None, None);
         let mut seen = Seen(0);
         self.object(|s, member| {
             let bit = match member {
@@ -100,7 +101,15 @@ impl<'a> Scan<'a> {
             seen.once(bit)?;
             match bit {
                 1 => name = Some(Cow::Borrowed(s.text()?)),
-                2 => arguments = Some(s.text_of()?),
+                2 => {
+                    let start = s.at;
+                    match Arguments::read_at(s.text, start) {
+                        Some((parts, end)) => (read, s.at) = (Some(parts), end),
+                        // Not an object, or past the parts' bounds: checked as JSON only.
+                        None => s.skip(1)?,
+                    }
+                    arguments = Some(s.text.get(start..s.at)?);
+                }
                 4 => meta = s.raw_or_null()?,
                 8 => state = s.raw_or_null()?,
                 _ => task = s.raw_or_null()?,
@@ -110,6 +119,7 @@ impl<'a> Scan<'a> {
         Some(CallParams {
             name: name?,
             arguments,
+            read,
             meta,
             request_state: state,
             task,

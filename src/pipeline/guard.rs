@@ -12,6 +12,7 @@ use crate::catalog::{Lookup, Page, Schema, ScopeKey};
 use crate::config::{AnswerShape, Mode, OnCompileError, OnUnavailable, ToolSettings, Undeclared};
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
+use crate::jsonrpc::arguments::Arguments;
 use crate::jsonrpc::{self, ArgumentsError, CallParams, Params};
 use crate::mcp::{self, Era};
 use crate::policy::clients::{Limited, Rate};
@@ -213,7 +214,7 @@ fn decide<'a, R>(
     listed: Listed<R>,
     task: &mut bool,
 ) -> Result<Decision<R>, Wait<'a>> {
-    let params = match read_call(call) {
+    let mut params = match read_call(call) {
         Ok(p) => p,
         Err(answer) => return Ok(answered("malformed", answer)),
     };
@@ -228,7 +229,7 @@ fn decide<'a, R>(
         let label = listed_label(gw, call.key, tool);
         return admit(gw, call, tool, label, "forwarded", call.bytes.clone());
     }
-    let read = read_arguments(params.arguments);
+    let read = read_arguments(params.arguments, params.read.take());
     if let Some(answer) = unreadable_arguments(call.id, &read) {
         return Ok(answered("malformed", answer));
     }
@@ -325,15 +326,16 @@ struct DuplicateKey(String);
 /// A call's arguments: read in place (the common path), or as a value, whose reader also
 /// says what is wrong with them.
 enum Read<'a> {
-    InPlace(validate::Arguments<'a>),
+    InPlace(Arguments<'a>),
     Value(Result<serde_json::Map<String, Value>, ArgumentsError>),
 }
 
-fn read_arguments(text: Option<&str>) -> Read<'_> {
+/// The arguments `text`, as the envelope's reader read them (`read`) or read here.
+fn read_arguments<'a>(text: Option<&'a str>, read: Option<Arguments<'a>>) -> Read<'a> {
     let Some(text) = text else {
-        return Read::InPlace(validate::Arguments::empty());
+        return Read::InPlace(Arguments::empty());
     };
-    match validate::Arguments::read(text) {
+    match read.or_else(|| Arguments::read(text)) {
         Some(args) => Read::InPlace(args),
         None => Read::Value(jsonrpc::parse_arguments(text)),
     }
@@ -347,7 +349,7 @@ fn passes_in_place(
     tool: &str,
     schema: &Schema,
     settings: ToolSettings,
-    args: &validate::Arguments<'_>,
+    args: &Arguments<'_>,
 ) -> bool {
     let Some(check) = schema.in_place() else {
         return false;

@@ -10,7 +10,7 @@ mod report;
 mod undeclared;
 
 pub use compiled::Compiled;
-pub use in_place::{Arguments, InPlace};
+pub use in_place::InPlace;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, alternatives, closest, violations};
 pub use undeclared::{Judge, Shape};
 
