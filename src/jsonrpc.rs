@@ -51,8 +51,9 @@ pub enum Params<'a> {
     Call(CallParams<'a>),
 }
 
-/// `params` of a `tools/call`; `arguments` are left as text (checked as JSON) for the
-/// guard, which reads them in place or as a value (`pipeline::guard`).
+/// `params` of a `tools/call`. `arguments` stay text (checked as JSON) for the guard,
+/// which validates them in parts or reads them as a value (`pipeline::guard`); the parts
+/// come with them when the envelope's own reader read them in its pass.
 #[derive(Debug, Deserialize)]
 pub struct CallParams<'a> {
     #[serde(borrow)]

@@ -1,13 +1,15 @@
 //! A request's envelope read by hand, in one pass over its text.
 //!
 //! Why: through `serde_json`'s generic visitor a `tools/call`'s envelope cost about 23
-//! instructions a byte, most of them in skipping the arguments (which stay text) and in
-//! matching member names. Requests come in a few plain shapes, and this reader takes those
-//! only: a member name with an escape, a `\u` escape anywhere, a member named twice, a
-//! `tools/call` whose params do not read, nesting past [`MAX_DEPTH`] or text that is not
-//! JSON all give `None`, and `serde_json` reads the message as before and says what is
-//! wrong. What it takes it reads as `serde_json` reads it, to the byte of every member it
-//! keeps; the fuzz target for the envelope asserts that (`fuzzing::envelope`).
+//! instructions a byte, most of them in skipping the arguments as text (which the guard then
+//! read again, into parts) and in matching member names. Requests come in a few plain
+//! shapes, and this reader takes those only, reading a call's arguments into the validator's
+//! parts as it goes (`arguments`). A member name with an escape, a `\u` escape anywhere, a
+//! member named twice, a `tools/call` whose params do not read, nesting past [`MAX_DEPTH`]
+//! or text that is not JSON all give `None`, and `serde_json` reads the message as before
+//! and says what is wrong. What it takes it reads as `serde_json` reads it, to the byte of
+//! every member it keeps; the fuzz target for the envelope asserts that
+//! (`fuzzing::envelope`).
 
 use super::arguments::Arguments;
 use super::{CallParams, Envelope, Params};
