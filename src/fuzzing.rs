@@ -24,7 +24,7 @@ pub fn envelope(data: &[u8]) {
             "an envelope read by hand must read as serde_json reads it: {text:?}"
         );
     }
-    if let Ok(Body::Single(m)) = jsonrpc::parse(data) {
+    if let Ok(Body::Single(m)) = jsonrpc::parse_from_client(data) {
         let _ = pipeline::classify(&m);
         if let Some(p) = m.raw_params() {
             arguments(p);

@@ -4,8 +4,9 @@
 //! `params`, `result` and `error` as [`RawValue`]s and never re-serializes them. Only the
 //! members a rule needs are looked at; unknown members stay in the bytes. The one exception
 //! is a `tools/call`'s `params`, which the guard needs typed: they are read so in the same
-//! pass ([`Params::Call`]). An envelope in the plain shape of most requests is read by hand
-//! (`quick`); `serde_json` reads the rest, and says what is wrong with what is not JSON-RPC.
+//! pass ([`Params::Call`]). A client's message in the plain shape of most requests is read by
+//! hand (`quick`, [`parse_from_client`]); `serde_json` reads the rest, and says what is wrong
+//! with what is not JSON-RPC.
 //!
 //! Security note: duplicate members are rejected here (each known member may appear once,
 //! `null` or not), because an upstream with first-wins parsing would otherwise read a
@@ -318,6 +319,17 @@ fn classify(e: serde_json::Error) -> Rejection {
 
 /// Parses a body into messages without copying any member it does not need.
 pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
+    read(body, false)
+}
+
+/// [`parse`] for what a client sends, nearly always requests: those in the plain shapes are
+/// read by hand (`quick`). Answers and toolgate's own messages are not tried that way, since
+/// a response gives way to `serde_json` at its result, after the hand reader's work.
+pub fn parse_from_client(body: &[u8]) -> Result<Body<'_>, Rejection> {
+    read(body, true)
+}
+
+fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection> {
     // UTF-8 is checked once for the whole body; parsing from `&str` then borrows raw
     // members without validating them again.
     let text = std::str::from_utf8(body)
@@ -332,11 +344,11 @@ pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
             }
             items
                 .into_iter()
-                .map(|raw| message(raw.get()))
+                .map(|raw| message(raw.get(), by_hand))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Body::Batch)
         }
-        Some(_) => message(text).map(Body::Single),
+        Some(_) => message(text, by_hand).map(Body::Single),
     }
 }
 
@@ -358,11 +370,12 @@ pub fn refusal(body: &[u8]) -> Option<&RawValue> {
     (r.id.is_none() && r.method.is_none()).then_some(r.error)
 }
 
-fn message(text: &str) -> Result<Message<'_>, Rejection> {
+fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection> {
     // Read by hand when it can be, else by `serde_json`. There, a `tools/call` whose params
     // do not read in one pass is read again with them as text: the guard then says what is
     // wrong with them, or the envelope's own error comes out.
-    let env = match quick::envelope(text).map_or_else(
+    let quick = by_hand.then(|| quick::envelope(text)).flatten();
+    let env = match quick.map_or_else(
         || envelope(text, true).or_else(|_| envelope(text, false)),
         Ok,
     ) {

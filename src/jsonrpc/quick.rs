@@ -3,11 +3,14 @@
 //! Why: through `serde_json`'s generic visitor a `tools/call`'s envelope cost about 23
 //! instructions a byte, most of them in skipping the arguments as text (which the guard then
 //! read again, into parts) and in matching member names. Requests come in a few plain
-//! shapes, and this reader takes those only, reading a call's arguments into the validator's
-//! parts as it goes (`arguments`). A member name with an escape, a `\u` escape anywhere, a
-//! member named twice, a `tools/call` whose params do not read, nesting past [`MAX_DEPTH`]
-//! or text that is not JSON all give `None`, and `serde_json` reads the message as before
-//! and says what is wrong. What it takes it reads as `serde_json` reads it, to the byte of
+//! shapes, and this reader takes those only: a request or notification whose only member
+//! kept raw is its id, with a `tools/call`'s params read typed and its arguments read into
+//! the validator's parts as it goes (`arguments`). Another method's params, a response's
+//! result or error (members kept raw, which `serde_json` would scan a second time to make),
+//! a member name with an escape, a `\u` escape anywhere, a member named twice, a
+//! `tools/call` whose params do not read, nesting past [`MAX_DEPTH`] or text that is not
+//! JSON all give `None`, and `serde_json` reads the message as before and says what is
+//! wrong. What it takes it reads as `serde_json` reads it, to the byte of
 //! every member it keeps; the fuzz target for the envelope asserts that
 //! (`fuzzing::envelope`).
 
@@ -26,6 +29,9 @@ pub(super) fn envelope(text: &str) -> Option<Envelope<'_>> {
     let mut s = Scan { text, at: 0 };
     let mut env = Envelope::default();
     let mut seen = Seen(0);
+    // Made a raw value once the message is known to be taken: a response gives way at its
+    // result, and its id would have been read twice.
+    let mut id = None;
     s.space();
     s.object(|s, name| {
         let bit = match name {
@@ -33,27 +39,31 @@ pub(super) fn envelope(text: &str) -> Option<Envelope<'_>> {
             "id" => 2,
             "method" => 4,
             "params" => 8,
-            "result" => 16,
-            "error" => 32,
+            // A response's result or error: see below.
+            "result" | "error" => return None,
             _ => return s.skip(1),
         };
         seen.once(bit)?;
         match bit {
             1 => env.jsonrpc = Some(s.text_of()?),
-            2 => env.id = Some(s.raw()?),
+            2 => id = Some(s.text_of()?),
             4 => env.method = s.text_or_null()?.map(Cow::Borrowed),
             // Typed only when the method came first, as `serde_json`'s reader does.
             8 if env.method.as_deref() == Some(TOOLS_CALL) => {
                 env.params = Some(Params::Call(s.call_params()?));
             }
-            8 => env.params = Some(Params::Raw(s.raw()?)),
-            16 => env.result = Some(s.raw()?),
-            _ => env.error = Some(s.raw()?),
+            // Another method's params (as a response's result or error): kept raw, which
+            // only `serde_json` can make, scanning them again; it reads the message once.
+            _ => return None,
         }
         Some(())
     })?;
     s.space();
-    (s.at == text.len()).then_some(env)
+    (s.at == text.len()).then_some(())?;
+    if let Some(id) = id {
+        env.id = Some(serde_json::from_str(id).ok()?);
+    }
+    Some(env)
 }
 
 /// The members seen so far, one bit each.
@@ -176,16 +186,15 @@ impl<'a> Scan<'a> {
     }
 
     /// The value here as a raw JSON value, which only `serde_json` can make: it reads the
-    /// value again (about 0.5k instructions for a short id). A call's arguments, the long
-    /// member of a request, are kept as text instead.
+    /// value again (about 0.5k instructions for a short one). A call's arguments, the long
+    /// member of a request, are kept as text and parts instead.
     fn raw(&mut self) -> Option<&'a RawValue> {
         serde_json::from_str(self.text_of()?).ok()
     }
 
     /// As [`Self::raw`], with `null` read as no value (an `Option`'s reading).
     fn raw_or_null(&mut self) -> Option<Option<&'a RawValue>> {
-        if self.bytes()[self.at..].starts_with(b"null") {
-            self.at += 4;
+        if self.word(b"null").is_some() {
             return Some(None);
         }
         self.raw().map(Some)
@@ -193,8 +202,7 @@ impl<'a> Scan<'a> {
 
     /// A string without escapes, or `null`.
     fn text_or_null(&mut self) -> Option<Option<&'a str>> {
-        if self.bytes()[self.at..].starts_with(b"null") {
-            self.at += 4;
+        if self.word(b"null").is_some() {
             return Some(None);
         }
         self.text().map(Some)
@@ -301,13 +309,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn takes_the_plain_shapes_of_requests_and_responses() {
+    fn takes_the_plain_shapes_of_requests() {
         for text in [
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
-            r#" { "jsonrpc" : "2.0" , "id" : "a-1" , "method" : "tools/list" , "params" : { } } "#,
+            r#" { "jsonrpc" : "2.0" , "id" : "a-1" , "method" : "tools/list" , "x" : { } } "#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"s":"a\"b\\c\n","n":[-0.5e+3,0,1E2,true,false,null,{}]},"_meta":{"progressToken":1},"task":null,"other":[1]}}"#,
-            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[]},"extra":{}}"#,
-            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no"}}"#,
         ] {
             let env = envelope(text);
             assert!(env.is_some(), "{text}");
@@ -349,6 +356,11 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"} x"#,
             r#"{"jsonrpc":"2.0","id":nul,"method":"ping"}"#,
             r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            // A member kept raw that `serde_json` would have to scan again: a response's
+            // result or error, another method's params.
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c"}}"#,
         ] {
             assert!(envelope(text).is_none(), "{text}");
         }

@@ -62,7 +62,7 @@ where
 
 /// The body as JSON-RPC; `Err` is the 400 with `-32700` or `-32600`.
 pub(super) fn parse(bytes: &Bytes) -> Result<Parsed<'_>, Refused> {
-    jsonrpc::parse(bytes).map_err(|rejection| {
+    jsonrpc::parse_from_client(bytes).map_err(|rejection| {
         Box::new(reply::transport(
             StatusCode::BAD_REQUEST,
             rejection.code(),

@@ -240,7 +240,7 @@ struct Glance {
 /// The client's line as one message; toolgate's own answer to one it cannot take (malformed,
 /// a batch) is written here.
 fn parse<'a>(to: &ToClient, line: &'a [u8]) -> Option<Message<'a>> {
-    match jsonrpc::parse(line) {
+    match jsonrpc::parse_from_client(line) {
         Ok(Parsed::Single(m)) => Some(m),
         Ok(Parsed::Batch(msgs)) => {
             // Over stdio each line is one message: always refused.
