@@ -387,8 +387,9 @@ impl HttpClient {
         F: Future<Output = A>,
         A: IntoAnswer,
     {
+        // One reading of the clock for the head's deadline and the body's.
         let started = tokio::time::Instant::now();
-        tokio::time::timeout(wait.answer, answer).map(move |answered| {
+        tokio::time::timeout_at(started + wait.answer, answer).map(move |answered| {
             let resp = answered
                 .map_err(|_| UpstreamError::Timeout(wait.answer))?
                 .into_answer()?;

@@ -108,12 +108,12 @@ impl HttpWay {
         // request's own.
         let key = if session.is_some() { narrowed } else { key };
         let reversed = match era {
-            Era::Legacy => reversed_session(up, headers).map(|r| {
+            Era::Legacy if has_session => reversed_session(up, headers).map(|r| {
                 let mut headers = headers.clone();
                 HttpBridge::modern_headers(&mut headers, m);
                 (r, headers)
             }),
-            Era::Modern => None,
+            Era::Legacy | Era::Modern => None,
         };
         let owner = session.as_ref().map(|_| owner.key());
         let cancelled = (session.as_deref().zip(owner.as_deref()))
