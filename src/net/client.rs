@@ -369,7 +369,7 @@ impl HttpClient {
         };
         let mut req = Request::new(Full::new(body));
         (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
-        let answer = async move { Ok(pool.send(req).await?.map(Inner::Wire)) };
+        let answer = pool.send(req).map(|sent| sent.map(|r| r.map(Inner::Wire)));
         Either::Left(Self::answered(answer, is_get, wait))
     }
 

@@ -27,11 +27,14 @@ use crate::locks::MutexExt;
 use crate::net::tls::TlsConnect;
 use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::Either;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -197,16 +200,46 @@ impl Pool {
 
     /// Sends `req` (origin-form URI, `Host` set) and waits for the answer's head; `Err` says
     /// why there is none.
-    pub async fn send(
+    ///
+    /// A kept HTTP/1 connection, the common case, takes the request now, and the future only
+    /// waits for the head: it holds hyper's wait and the connection, not also the request
+    /// and the general path's states, which every level above it would carry and copy. The
+    /// rest (a new connection, HTTP/2, a kept connection the server closed) is boxed.
+    pub fn send(
         &self,
+        req: Request<Full<Bytes>>,
+    ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_ {
+        match self.take() {
+            Some(Sender::H1(mut h1)) => {
+                let sent = h1.try_send_request(req);
+                Either::Left(sent.then(move |sent| match sent {
+                    Ok(resp) => {
+                        self.put(Sender::H1(h1));
+                        Either::Left(ready(Ok(resp)))
+                    }
+                    Err(mut e) => match e.take_message() {
+                        // A kept connection the server closed just now: nothing was sent,
+                        // so the request goes again, on another connection or a new one.
+                        Some(back) => Either::Right(Box::pin(self.send_on(None, back))),
+                        None => Either::Left(ready(Err(classified(&e.into_error(), false)))),
+                    },
+                }))
+            }
+            taken => Either::Right(Box::pin(self.send_on(taken, req))),
+        }
+    }
+
+    /// [`Self::send`] on `taken` (a kept connection), else on another kept one or a new one.
+    async fn send_on(
+        &self,
+        mut taken: Option<Sender>,
         mut req: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, UpstreamError> {
         loop {
-            let (tx, reused, asked_for_certificate) = match self.take() {
+            let (tx, reused, asked_for_certificate) = match taken.take().or_else(|| self.take()) {
                 Some(tx) => (tx, true, false),
                 None => {
-                    // Boxed: a TLS and HTTP/2 handshake's future is many times a request's,
-                    // and every request's future would carry (and copy) its size.
+                    // Boxed: a TLS and HTTP/2 handshake's future is many times a request's.
                     let (tx, asked) = Box::pin(self.connect()).await?;
                     (tx, false, asked)
                 }
@@ -233,8 +266,7 @@ impl Pool {
                     return Ok(resp);
                 }
                 Err(mut e) => match e.take_message() {
-                    // A kept connection the server closed just now: nothing was sent, so the
-                    // request goes again, on another connection or a new one.
+                    // As in `send`: nothing was sent on a kept connection the server closed.
                     Some(back) if reused => req = back,
                     _ => return Err(classified(&e.into_error(), asked_for_certificate)),
                 },

@@ -448,14 +448,19 @@ async fn initialize(
 }
 
 /// Sends a message upstream; its answer goes back through the rules.
-pub(crate) async fn forward(
-    to: ToHttp<'_>,
+///
+/// The request is made and handed to the upstream client when this is called; the future
+/// holds only what reading the answer needs. An `async fn` would keep each argument twice
+/// (as it was given, and as its body binds it), the request's head among them, and every
+/// request's future above it would carry and copy both (docs/performance.md).
+pub(crate) fn forward<'a>(
+    to: ToHttp<'a>,
     mut parts: Parts,
     body: Bytes,
     pending: Pending,
     reading: Reading,
-    note: &mut Note,
-) -> Response {
+    note: &'a mut Note,
+) -> impl Future<Output = Response> + Send + 'a {
     let (gw, up) = (to.gw, to.up);
     let wait = (&gw.config.limits).into();
     let hop = note.hop(HopTo::Http(&up.http.uri)).map(|(hop, context)| {
@@ -465,21 +470,24 @@ pub(crate) async fn forward(
     // Both boxed: the upstream client's future and the answer's reading would otherwise
     // sit in every level of a request's future above this one, each of which copies it as
     // it is made (docs/performance.md).
-    let sent = Box::pin(up.http.send_as(parts, body, wait)).await;
-    if let Some(hop) = hop {
-        hop.end(match &sent {
-            Ok(r) => HopEnd::Status(r.status()),
-            Err(e) => HopEnd::Unanswered(e),
-        });
-    }
-    match sent {
-        Ok(resp) => {
-            note.outcome = "forwarded";
-            Box::pin(answers::response(gw, pending, reading, resp)).await
+    let sent = Box::pin(up.http.send_as(parts, body, wait));
+    async move {
+        let sent = sent.await;
+        if let Some(hop) = hop {
+            hop.end(match &sent {
+                Ok(r) => HopEnd::Status(r.status()),
+                Err(e) => HopEnd::Unanswered(e),
+            });
         }
-        Err(e) => {
-            tracing::warn!(upstream = %to.target.name, error = %e, "upstream unavailable");
-            reply::upstream_failed(gw, &pending, &e, note)
+        match sent {
+            Ok(resp) => {
+                note.outcome = "forwarded";
+                Box::pin(answers::response(gw, pending, reading, resp)).await
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %to.target.name, error = %e, "upstream unavailable");
+                reply::upstream_failed(gw, &pending, &e, note)
+            }
         }
     }
 }
