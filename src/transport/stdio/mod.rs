@@ -159,8 +159,11 @@ async fn handle<U: Upstream>(
                 f.way_mut().hop_parent = Some(Box::new(b.hop_parent()));
                 to.traces.wait(id, b, owed.kind.call_outcome());
             }
+            // Boxed: the message's task would otherwise hold the exchange's future (4 KB
+            // over HTTP) three times over, as it is decided, handed on and raced with the
+            // stop (docs/performance.md).
             Some(Exchange {
-                future: f.send(gw.clone(), up.target().clone()),
+                future: Box::pin(f.send(gw.clone(), up.target().clone())),
                 owed,
             })
         }
