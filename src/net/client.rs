@@ -292,20 +292,19 @@ impl HttpClient {
     /// Like [`Self::send`], the future of the transport's own send, not a level awaiting it.
     pub fn send_as(
         &self,
-        parts: http::request::Parts,
+        parts: Box<http::request::Parts>,
         body: Bytes,
         wait: Wait,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
         match &self.transport {
-            Transport::Wire(_) => Either::Left(self.send_to(
-                self.path.clone(),
-                parts.method,
-                parts.headers,
-                body,
-                wait,
-            )),
+            Transport::Wire(_) => {
+                let http::request::Parts {
+                    method, headers, ..
+                } = *parts;
+                Either::Left(self.send_to(self.path.clone(), method, headers, body, wait))
+            }
             Transport::App(app) => {
-                let mut parts = parts;
+                let mut parts = *parts;
                 strip_hop_by_hop(&mut parts.headers);
                 let req = http::Request::from_parts(parts, axum::body::Body::from(body));
                 Either::Right(Self::answered(app(req), false, wait))

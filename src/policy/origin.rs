@@ -37,7 +37,17 @@ impl OriginPolicy {
         if self.any {
             return Ok(());
         }
-        if let Some(origin) = headers.get(ORIGIN) {
+        // One pass over the headers, the first of each name, rather than a lookup (a hash of
+        // the name and a probe) for each of the two.
+        let (mut origin, mut host) = (None, None);
+        for (name, value) in headers {
+            if name == ORIGIN {
+                origin.get_or_insert(value);
+            } else if name == HOST {
+                host.get_or_insert(value);
+            }
+        }
+        if let Some(origin) = origin {
             let o = origin.to_str().unwrap_or("");
             let ok = is_local_origin(o) || self.allowed.iter().any(|a| a.eq_ignore_ascii_case(o));
             if !ok {
@@ -47,7 +57,7 @@ impl OriginPolicy {
         if !self.check_host {
             return Ok(());
         }
-        let host = headers.get(HOST).map(|h| h.to_str().unwrap_or(""));
+        let host = host.map(|h| h.to_str().unwrap_or(""));
         // A request in absolute form names its host twice, nearly always alike: once is
         // enough to check.
         let authority = authority

@@ -112,11 +112,7 @@ where
         let note = Box::new(Note::new());
         let entered = Entered::enter();
         Either::Right(ResponseFuture {
-            inner: self.inner.call(Inbound {
-                req: Box::new(req),
-                gw,
-                note,
-            }),
+            inner: self.inner.call(Inbound::new(req, gw, note)),
             _in_service: entered,
         })
     }

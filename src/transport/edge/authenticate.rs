@@ -69,15 +69,15 @@ where
                 mut inbound,
                 target,
             } = routed;
-            let Inbound { req, gw, note } = &mut inbound;
+            let Inbound { head, gw, note, .. } = &mut inbound;
             let path = &gw.targets[target].path;
             let Some(auth) = &gw.auth else {
                 // The gateway `call` found `[auth]` in; never taken, and no panic if it were.
                 return inner.call(Routed { inbound, target }).await;
             };
-            match auth.authenticate(req.headers(), path).await {
+            match auth.authenticate(&head.headers, path).await {
                 Ok(identity) => {
-                    auth.to_upstream(req.headers_mut());
+                    auth.to_upstream(&mut head.headers);
                     note.client = Some(identity.name);
                 }
                 Err(refusal) => {
@@ -127,11 +127,7 @@ mod tests {
             }];
         }
         let inner = tower::service_fn(|routed: Routed<()>| {
-            let seen = routed
-                .inbound
-                .req
-                .headers()
-                .get(http::header::AUTHORIZATION);
+            let seen = routed.inbound.head.headers.get(http::header::AUTHORIZATION);
             let seen = seen.map_or("none".to_owned(), |v| v.to_str().unwrap().to_owned());
             let resp = Response::new(axum::body::Body::from(seen));
             std::future::ready(Ok::<_, Infallible>(routed.inbound.answer(resp)))
@@ -145,11 +141,7 @@ mod tests {
         if let Some(file) = token_file {
             let _ = std::fs::remove_file(file);
         }
-        let inbound = Inbound {
-            req: Box::new(req.body(()).unwrap()),
-            gw,
-            note: Box::new(Note::new()),
-        };
+        let inbound = Inbound::new(req.body(()).unwrap(), gw, Box::new(Note::new()));
         let routed = Routed { inbound, target: 0 };
         AuthenticateLayer
             .layer(inner)

@@ -67,7 +67,7 @@ where
                 client: None,
             });
         };
-        let headers = inbound.req.headers_mut();
+        let headers = &mut inbound.head.headers;
         if let Some(sealed) = headers.get(mcp::SESSION_ID) {
             let opened = sealed
                 .to_str()
@@ -163,7 +163,7 @@ mod tests {
     /// session id it saw, and opens session `s-1` when it saw none.
     async fn send(gw: &Arc<Gateway>, client: &str, session: Option<&str>) -> Outbound {
         let inner = tower::service_fn(|routed: Routed<()>| {
-            let seen = routed.inbound.req.headers().get(mcp::SESSION_ID).cloned();
+            let seen = routed.inbound.head.headers.get(mcp::SESSION_ID).cloned();
             let mut resp = Response::new(axum::body::Body::empty());
             let id = seen.unwrap_or(HeaderValue::from_static("s-1"));
             resp.headers_mut().insert(mcp::SESSION_ID, id);
@@ -175,11 +175,7 @@ mod tests {
         }
         let mut note = Box::new(Note::new());
         note.client = Some(client.into());
-        let inbound = Inbound {
-            req: Box::new(req.body(()).unwrap()),
-            gw: gw.clone(),
-            note,
-        };
+        let inbound = Inbound::new(req.body(()).unwrap(), gw.clone(), note);
         BindSessionsLayer
             .layer(inner)
             .oneshot(Routed { inbound, target: 0 })

@@ -154,7 +154,12 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
         let (endpoints, peer) = (self.endpoints.clone(), self.peer);
         Box::pin(async move {
             let Routed { inbound, target } = routed;
-            let Inbound { req, gw, mut note } = inbound;
+            let Inbound {
+                head,
+                body,
+                gw,
+                mut note,
+            } = inbound;
             let resp = {
                 let rt = Route {
                     target: &gw.targets[target],
@@ -162,7 +167,7 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
                     server: &endpoints[target].server,
                     peer,
                 };
-                dispatch(&rt, *req, &mut note).await
+                dispatch(&rt, head, body, &mut note).await
             };
             Ok(Outbound {
                 resp: Box::new(resp),
@@ -178,11 +183,11 @@ impl<B: RequestBody> Service<Routed<B>> for Gate {
 /// request would carry and copy both (docs/performance.md).
 fn dispatch<'a, B: RequestBody>(
     rt: &'a Route<'a>,
-    req: http::Request<B>,
+    parts: Box<Parts>,
+    body: B,
     note: &'a mut Note,
 ) -> impl Future<Output = Response> + Send + 'a {
     let client = rt.gw.client(note.client.clone());
-    let (parts, body) = req.into_parts();
     match parts.method {
         Method::POST => Either::Left(post(rt, parts, body, client, note)),
         // Boxed: streams and session ends are rare next to POSTs, and their futures large.
@@ -203,7 +208,7 @@ fn dispatch<'a, B: RequestBody>(
 )]
 fn post<'a, B: RequestBody>(
     rt: &'a Route<'a>,
-    parts: Parts,
+    parts: Box<Parts>,
     body: B,
     client: Option<Client>,
     note: &'a mut Note,
@@ -248,7 +253,7 @@ fn post<'a, B: RequestBody>(
         let to = match &rt.server {
             Server::Http(up) => {
                 let to = rt.to_http(up);
-                let caller = (ctx.key, ctx.has_session, ctx.owner(rt.peer));
+                let caller = (ctx.key, ctx.session.as_ref(), ctx.owner(rt.peer));
                 EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
             }
             Server::Stdio(pool) => {
@@ -325,7 +330,7 @@ enum EndpointWay<'a> {
 struct EdgeWay<'a> {
     to: EndpointWay<'a>,
     rt: &'a Route<'a>,
-    parts: Parts,
+    parts: Box<Parts>,
     said: Said<'a>,
     note: &'a mut Note,
 }
@@ -401,7 +406,7 @@ impl Lister for EdgeWay<'_> {
 
 async fn bodiless(
     rt: &Route<'_>,
-    parts: Parts,
+    parts: Box<Parts>,
     client: Option<Client>,
     note: &mut Note,
 ) -> Response {

@@ -174,11 +174,7 @@ where
         }
         let mut note = Box::new(Note::new());
         note.client = req.extensions().get::<ClientName>().map(|c| c.0.clone());
-        let inbound = Inbound {
-            req: Box::new(req),
-            gw: self.gw.clone(),
-            note,
-        };
+        let inbound = Inbound::new(req, self.gw.clone(), note);
         let answer = self.stack.call(inbound);
         Box::pin(async move {
             let Ok(out) = answer.await;

@@ -81,7 +81,7 @@ pub(super) fn header_rules(
     let id = if m.is_request() { m.id } else { None };
     // A body in the 2026-07-28 envelope is held to that era's header rules whatever the
     // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
-    let body_era = match ctx.version {
+    let body_era = match ctx.version() {
         None => era,
         Some(_) => Era::detect(None, m.version_text()),
     };

@@ -64,7 +64,7 @@ where
         let started = inbound.gw.config.log.access.then(Instant::now);
         let mut span = None;
         if let Some(t) = &inbound.gw.telemetry {
-            let h = inbound.req.headers();
+            let h = &inbound.head.headers;
             let header = |name| h.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
             let parent =
                 header(TRACEPARENT).and_then(|p| telemetry::Context::parse(p, header(TRACESTATE)));
@@ -279,11 +279,7 @@ mod tests {
             let resp = Response::new(axum::body::Body::empty());
             std::future::ready(Ok::<_, Infallible>(inbound.answer(resp)))
         });
-        let inbound = Inbound {
-            req: Box::new(http::Request::new(())),
-            gw: gw.clone(),
-            note: Box::new(Note::new()),
-        };
+        let inbound = Inbound::new(http::Request::new(()), gw.clone(), Box::new(Note::new()));
         ObserveLayer.layer(inner).oneshot(inbound).await.unwrap()
     }
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub(super) async fn bodiless(
     rt: &Route<'_>,
     up: &Arc<HttpUpstream>,
-    parts: Parts,
+    parts: Box<Parts>,
     ctx: &Caller,
     note: &mut Note,
 ) -> Response {
@@ -42,9 +42,9 @@ pub(super) async fn bodiless(
         return reply::method_not_allowed("this session has no stream", "POST, DELETE");
     }
     let pending = passing(rt, ctx, era);
-    let reading = Reading::of(ctx.has_session);
+    let reading = Reading::of(ctx.has_session());
     let resp = to_http::forward(rt.to_http(up), parts, Bytes::new(), pending, reading, note).await;
-    if is_delete && resp.status().is_success() && ctx.has_session {
+    if is_delete && resp.status().is_success() && ctx.has_session() {
         rt.gw.catalog.forget(&ctx.key);
     }
     resp
@@ -55,13 +55,13 @@ pub(super) async fn bodiless(
 pub(super) async fn batch(
     rt: &Route<'_>,
     up: &Arc<HttpUpstream>,
-    parts: Parts,
+    parts: Box<Parts>,
     body: Bytes,
     ctx: &Caller,
     note: &mut Note,
 ) -> Response {
     let pending = passing(rt, ctx, Era::Legacy);
-    let reading = Reading::of(ctx.has_session);
+    let reading = Reading::of(ctx.has_session());
     to_http::forward(rt.to_http(up), parts, body, pending, reading, note).await
 }
 

@@ -66,7 +66,7 @@ where
 
     fn call(&mut self, mut inbound: Inbound<B>) -> Self::Future {
         let gw = &inbound.gw;
-        let id = settle(inbound.req.headers_mut(), || gw.next_id());
+        let id = settle(&mut inbound.head.headers, || gw.next_id());
         inbound.note.request_id = Some(id);
         ResponseFuture(self.inner.call(inbound))
     }
@@ -102,7 +102,7 @@ mod tests {
     /// The id the inner service saw in the request's headers, and the one on the answer.
     async fn ids(sent: Option<&str>) -> (String, String) {
         let inner = tower::service_fn(|inbound: Inbound<()>| {
-            let seen = inbound.req.headers()[&REQUEST_ID].to_str().unwrap();
+            let seen = inbound.head.headers[&REQUEST_ID].to_str().unwrap();
             let resp = Response::new(axum::body::Body::from(seen.to_owned()));
             std::future::ready(Ok::<_, Infallible>(inbound.answer(resp)))
         });
@@ -110,11 +110,8 @@ mod tests {
         if let Some(id) = sent {
             req = req.header(REQUEST_ID, id);
         }
-        let inbound = Inbound {
-            req: Box::new(req.body(()).unwrap()),
-            gw: Gateway::new(test_config()).unwrap(),
-            note: Box::new(Note::new()),
-        };
+        let gw = Gateway::new(test_config()).unwrap();
+        let inbound = Inbound::new(req.body(()).unwrap(), gw, Box::new(Note::new()));
         let out = RequestIdLayer.layer(inner).oneshot(inbound).await.unwrap();
         let answered = out.resp.headers()[&REQUEST_ID].to_str().unwrap().to_owned();
         assert_eq!(out.note.request_id.unwrap().to_str().unwrap(), answered);

@@ -12,6 +12,7 @@ use crate::jsonrpc;
 use crate::transport::exchange::reply;
 use futures_util::future::{Either, Ready, ready};
 use http::StatusCode;
+use http::request::Parts;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -68,27 +69,25 @@ where
     }
 
     fn call(&mut self, mut inbound: Inbound<B>) -> Self::Future {
-        let path = inbound.req.uri().path();
+        let path = inbound.head.uri.path();
         if let Some(ep) = self.endpoints.iter().find(|e| e.path == path) {
             let target = ep.index;
             inbound.note.target = Some(target);
             return Either::Right(self.inner.call(Routed { inbound, target }));
         }
         if path.starts_with("/.well-known/") {
-            let Inbound { req, gw, note } = inbound;
+            let Inbound { head, gw, note, .. } = inbound;
             let endpoints = Arc::clone(&self.endpoints);
-            let (parts, _) = req.into_parts();
             return Either::Left(Either::Right(Box::pin(async move {
-                let uri = &parts.uri;
-                let resp = well_known::serve(
-                    &gw,
-                    &endpoints,
-                    &parts.method,
-                    uri.path(),
-                    uri.query(),
-                    parts.headers,
-                )
-                .await;
+                let Parts {
+                    uri,
+                    method,
+                    headers,
+                    ..
+                } = *head;
+                let resp =
+                    well_known::serve(&gw, &endpoints, &method, uri.path(), uri.query(), headers)
+                        .await;
                 Ok(Outbound {
                     resp: Box::new(resp),
                     gw,
@@ -134,11 +133,12 @@ mod tests {
             let resp = Response::new(axum::body::Body::from(routed.target.to_string()));
             ready(Ok::<_, Infallible>(routed.inbound.answer(resp)))
         });
-        let inbound = Inbound {
-            req: Box::new(http::Request::builder().uri(path).body(()).unwrap()),
-            gw: Gateway::new(test_config()).unwrap(),
-            note: Box::new(Note::new()),
-        };
+        let req = http::Request::builder().uri(path).body(()).unwrap();
+        let inbound = Inbound::new(
+            req,
+            Gateway::new(test_config()).unwrap(),
+            Box::new(Note::new()),
+        );
         let svc = RoutesLayer::new(endpoints).layer(inner);
         let out = svc.oneshot(inbound).await.unwrap();
         let status = out.resp.status().as_u16();

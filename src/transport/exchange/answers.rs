@@ -30,6 +30,7 @@ use crate::transport::upstream::rounds::{Listening, Parked, Rounds, StreamRest};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::future::Either;
 use http::HeaderMap;
 use http::StatusCode;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
@@ -86,12 +87,53 @@ pub(crate) struct Parking {
     pub(crate) listening: Option<Listening>,
 }
 
-pub async fn response<B>(
+/// The answer `resp` to the request `pending`, read as `reading` says.
+///
+/// Decided when called, without a wait, unless the rules must read the body whole: the
+/// future then holds only what that reading needs. An `async fn` would also hold each
+/// argument as it was given, the answer's head among them, and the future of every call
+/// whose answer is read would carry both (docs/performance.md).
+pub fn response<B>(
     gw: &Arc<Gateway>,
     pending: Pending,
     reading: Reading,
     resp: http::Response<B>,
-) -> Response
+) -> impl Future<Output = Response> + Send + '_
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    match at_once(gw, pending, reading, resp) {
+        Now::Answer(answer) => Either::Left(std::future::ready(answer)),
+        Now::ReadWhole(whole) => Either::Right(whole.read(gw)),
+    }
+}
+
+/// What an answer's head settles at once.
+enum Now<B> {
+    /// The answer: a stream, a pass-through, a refusal.
+    Answer(Response),
+    /// The rules read the body whole first.
+    ReadWhole(Whole<B>),
+}
+
+/// An answer whose body the rules read whole.
+struct Whole<B> {
+    parts: http::response::Parts,
+    body: B,
+    pending: Pending,
+    parking: Option<Box<Parking>>,
+    reverse_rounds: Option<Box<ReverseRounds>>,
+}
+
+/// The answer when it is settled without reading the body whole, else what reading it
+/// whole needs.
+fn at_once<B>(
+    gw: &Arc<Gateway>,
+    pending: Pending,
+    reading: Reading,
+    resp: http::Response<B>,
+) -> Now<B>
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -116,14 +158,14 @@ where
         let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
         inspector.parking = parking.map(|p| *p);
         inspector.reverse_rounds = reverse_rounds.map(|r| *r);
-        return Response::from_parts(parts, sse_stream(inspector, body));
+        return Now::Answer(Response::from_parts(parts, sse_stream(inspector, body)));
     }
     if pending.id.is_none() {
         // A notification's or a response's acknowledgement: nothing to answer.
-        return Response::from_parts(parts, Body::new(body));
+        return Now::Answer(Response::from_parts(parts, Body::new(body)));
     };
     if relayed_as_is(status, has_session) {
-        return Response::from_parts(parts, Body::new(body));
+        return Now::Answer(Response::from_parts(parts, Body::new(body)));
     }
     if !is_json {
         let what = format!(
@@ -135,49 +177,78 @@ where
                 media
             }
         );
-        return not_jsonrpc(gw, &pending, what);
+        return Now::Answer(not_jsonrpc(gw, &pending, what));
     }
     // In a session toolgate shares between clients, the answer comes under toolgate's id.
-    let renumber = (parking.as_ref()).and_then(|p| p.renumber.as_ref());
+    let renumbered = (parking.as_ref()).is_some_and(|p| p.renumber.is_some());
     if pending.kind == Kind::Other
         && status.is_success()
         && pending.completion().is_none()
-        && renumber.is_none()
+        && !renumbered
     {
         // Pass-through methods: streamed, never read.
-        return Response::from_parts(parts, Body::new(body));
+        return Now::Answer(Response::from_parts(parts, Body::new(body)));
     }
-    let bytes = match collect_upstream(body, gw.config.limits.max_response_bytes).await {
-        Ok(Collected::Whole(bytes)) => bytes,
-        Ok(Collected::TooLarge(_)) if renumber.is_some() => {
-            // Passed on in part, it would reach its client under an id it does not know.
-            let max = gw.config.limits.max_response_bytes;
-            return unusable(gw, &pending, &UpstreamError::answer_over(max));
+    Now::ReadWhole(Whole {
+        parts,
+        body,
+        pending,
+        parking,
+        reverse_rounds,
+    })
+}
+
+impl<B> Whole<B>
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    /// The body read whole (bounded), then the answer rules. A block, not an `async fn`,
+    /// which would hold the answer twice (as given, and as its body takes it apart).
+    fn read(self, gw: &Arc<Gateway>) -> impl Future<Output = Response> + Send + '_ {
+        let Whole {
+            mut parts,
+            body,
+            pending,
+            parking,
+            reverse_rounds,
+        } = self;
+        async move {
+            let status = parts.status;
+            let renumber = (parking.as_ref()).and_then(|p| p.renumber.as_ref());
+            let bytes = match collect_upstream(body, gw.config.limits.max_response_bytes).await {
+                Ok(Collected::Whole(bytes)) => bytes,
+                Ok(Collected::TooLarge(_)) if renumber.is_some() => {
+                    // Passed on in part, it would reach its client under an id it does not know.
+                    let max = gw.config.limits.max_response_bytes;
+                    return unusable(gw, &pending, &UpstreamError::answer_over(max));
+                }
+                Ok(Collected::TooLarge(rest)) => {
+                    tracing::warn!(upstream = %pending.target.name, "answer over max_response_bytes: passed through unread");
+                    return Response::from_parts(parts, rest);
+                }
+                Err(e) => {
+                    let e = UpstreamError::unanswered_stream(Some(e.to_string()));
+                    return unusable(gw, &pending, &e);
+                }
+            };
+            if pending.completion().is_some() || renumber.is_some() {
+                // Completed or renumbered below: the upstream's length no longer holds.
+                parts.headers.remove(CONTENT_LENGTH);
+            }
+            let bytes = match renumber {
+                Some((from, to)) => bridge::renumbered(&bytes, from, to).unwrap_or(bytes),
+                None => bytes,
+            };
+            if let Some(reverse_rounds) = reverse_rounds
+                && status.is_success()
+                && asked::input_required(&bytes).is_some()
+            {
+                return asking::answer(gw, pending, bytes, *reverse_rounds);
+            }
+            json_answer(gw, &pending, parts, bytes)
         }
-        Ok(Collected::TooLarge(rest)) => {
-            tracing::warn!(upstream = %pending.target.name, "answer over max_response_bytes: passed through unread");
-            return Response::from_parts(parts, rest);
-        }
-        Err(e) => {
-            let e = UpstreamError::unanswered_stream(Some(e.to_string()));
-            return unusable(gw, &pending, &e);
-        }
-    };
-    if pending.completion().is_some() || renumber.is_some() {
-        // Completed or renumbered below: the upstream's length no longer holds.
-        parts.headers.remove(CONTENT_LENGTH);
     }
-    let bytes = match renumber {
-        Some((from, to)) => bridge::renumbered(&bytes, from, to).unwrap_or(bytes),
-        None => bytes,
-    };
-    if let Some(reverse_rounds) = reverse_rounds
-        && status.is_success()
-        && asked::input_required(&bytes).is_some()
-    {
-        return asking::answer(gw, pending, bytes, *reverse_rounds);
-    }
-    json_answer(gw, &pending, parts, bytes)
 }
 
 /// A JSON answer, read whole, after the answer rules.

@@ -73,14 +73,15 @@ pub(crate) struct HttpWay {
 
 impl HttpWay {
     /// The way of `m`, of `era`, sent with `headers` by `owner`, a client in scope `key`
-    /// (with a session of its own, or not).
+    /// (with a session of its own, whose id is `session`, or not).
     pub(crate) async fn find(
         to: ToHttp<'_>,
         headers: &HeaderMap,
         m: &Message<'_>,
         era: Era,
-        (key, has_session, owner): (ScopeKey, bool, Owner<'_>),
+        (key, session_id, owner): (ScopeKey, Option<&HeaderValue>, Owner<'_>),
     ) -> HttpWay {
+        let has_session = session_id.is_some();
         let (gw, up) = (to.gw, to.up);
         // A 2026-07-28 client that declares capabilities is bridged in a session of its own
         // capabilities (what a handshake server lists and asks depends on them), and its
@@ -108,12 +109,12 @@ impl HttpWay {
         // request's own.
         let key = if session.is_some() { narrowed } else { key };
         let reversed = match era {
-            Era::Legacy if has_session => reversed_session(up, headers).map(|r| {
+            Era::Legacy => session_id.and_then(|id| reversed(up, id)).map(|r| {
                 let mut headers = headers.clone();
                 HttpBridge::modern_headers(&mut headers, m);
                 (r, headers)
             }),
-            Era::Legacy | Era::Modern => None,
+            Era::Modern => None,
         };
         let owner = session.as_ref().map(|_| owner.key());
         let cancelled = (session.as_deref().zip(owner.as_deref()))
@@ -211,7 +212,7 @@ impl HttpWay {
     pub(crate) fn send<'a>(
         self,
         to: ToHttp<'a>,
-        mut parts: Parts,
+        mut parts: Box<Parts>,
         mut body: Bytes,
         pending: Pending,
         said: Said<'a>,
@@ -402,10 +403,14 @@ fn cancels(to: ToHttp<'_>, session: &HeaderMap, ours: &RawValue) -> Abandon {
 /// The reverse-bridged session a client's `Mcp-Session-Id` names. Only ids toolgate minted
 /// for one are looked up, so every other request pays a prefix comparison.
 pub(crate) fn reversed_session(up: &HttpUpstream, headers: &HeaderMap) -> Option<Arc<Reverse>> {
-    let session = headers.get(mcp::SESSION_ID)?.to_str().ok()?;
-    session
-        .starts_with(REVERSED_PREFIX)
-        .then(|| up.bridge.reversed(session))
+    reversed(up, headers.get(mcp::SESSION_ID)?)
+}
+
+/// The reverse-bridged session of the session id `id`, as [`reversed_session`].
+fn reversed(up: &HttpUpstream, id: &HeaderValue) -> Option<Arc<Reverse>> {
+    let id = id.to_str().ok()?;
+    id.starts_with(REVERSED_PREFIX)
+        .then(|| up.bridge.reversed(id))
         .flatten()
 }
 
@@ -416,7 +421,7 @@ const REVERSED_PREFIX: &str = "toolgate-bridged-";
 /// a session for it (docs/contract.md §5, "Eras bridged the other way").
 async fn initialize(
     to: ToHttp<'_>,
-    parts: Parts,
+    parts: Box<Parts>,
     body: Bytes,
     pending: Pending,
     said: Said<'_>,
@@ -455,7 +460,7 @@ async fn initialize(
 /// request's future above it would carry and copy both (docs/performance.md).
 pub(crate) fn forward<'a>(
     to: ToHttp<'a>,
-    mut parts: Parts,
+    mut parts: Box<Parts>,
     body: Bytes,
     pending: Pending,
     reading: Reading,

@@ -257,8 +257,9 @@ impl Upstream for Http {
     async fn way(&self, m: &Message<'_>, era: Era) -> SessionWay {
         // Before the guard takes the params: the 2026-07-28 headers mirror them.
         let headers = self.headers_for(m, era);
-        let has_session = headers.contains_key(mcp::SESSION_ID);
-        let client = (self.session_key(), has_session, Owner::Pipe);
+        let session = headers.get(mcp::SESSION_ID);
+        let has_session = session.is_some();
+        let client = (self.session_key(), session, Owner::Pipe);
         let way = HttpWay::find(self.to_http(), &headers, m, era, client).await;
         // A stdio client cancels with a notification, not by leaving.
         let mut way = way.cancelled_by_notification();
@@ -403,7 +404,7 @@ impl Http {
             ..Note::default()
         };
         let to = self.to_http();
-        way.send(to, parts, body, pending.clone(), said, &mut note)
+        way.send(to, Box::new(parts), body, pending.clone(), said, &mut note)
             .await
     }
 
