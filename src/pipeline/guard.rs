@@ -18,6 +18,7 @@ use crate::mcp::{self, Era};
 use crate::policy::clients::{Limited, Rate};
 use crate::validate::{self, Judge, Report, Verdict};
 use bytes::Bytes;
+use futures_util::future::Either;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -118,22 +119,32 @@ fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
     gw.metrics.tool_calls.inc(&[&target.name, tool, outcome]);
 }
 
-/// Decides one `tools/call` (docs/contract.md §1).
-pub async fn tools_call<L: Lister>(
-    gw: &Gateway,
-    mut call: Call<'_>,
-    lister: &L,
-) -> Decision<L::Relay> {
+/// Decides one `tools/call` (docs/contract.md §1), when called unless the call must wait for
+/// its scope's listing or a shared rate. Not an `async fn`: that would hold the call twice
+/// (as given, and as decided), and the future of every call would carry both.
+pub fn tools_call<'a, L: Lister>(
+    gw: &'a Gateway,
+    mut call: Call<'a>,
+    lister: &'a L,
+) -> impl Future<Output = Decision<L::Relay>> + 'a {
     let (id, mut task) = (call.id, false);
-    let decision = match decide(gw, &mut call, Listed::NotYet, &mut task) {
-        Ok(decision) => decision,
+    match decide(gw, &mut call, Listed::NotYet, &mut task) {
+        Ok(decision) => Either::Left(std::future::ready(for_caller(decision, task, id))),
         // Boxed: a call that waits is rare next to one decided at once, and every call's
-        // future would otherwise carry a listing's and a round trip's size, and copy it.
-        Err(wait) => Box::pin(waited(gw, call, wait, lister, &mut task)).await,
-    };
+        // future would otherwise carry the call, a listing's and a round trip's size, and
+        // copy them.
+        Err(wait) => Either::Right(Box::pin(async move {
+            let decision = waited(gw, call, wait, lister, &mut task).await;
+            for_caller(decision, task, id)
+        })),
+    }
+}
+
+/// A decision as its caller reads it: a task-augmented call (SEP-1686) waits for a
+/// `CreateTaskResult` or an error, and a tool result is neither, so toolgate's refusal goes
+/// as a JSON-RPC error.
+fn for_caller<R>(decision: Decision<R>, task: bool, id: &RawValue) -> Decision<R> {
     match decision {
-        // A task-augmented call (SEP-1686) waits for a `CreateTaskResult` or an error: a tool
-        // result is neither, so toolgate's refusal goes as a JSON-RPC error.
         Decision::Answer(a) if task && a.error_code.is_none() => {
             Decision::Answer(as_protocol_error(id, a))
         }

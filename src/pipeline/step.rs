@@ -89,79 +89,86 @@ pub fn batch(msgs: &[Message<'_>], whole: bool) -> Result<(), &'static str> {
 }
 
 /// Decides one message. `bytes` is the message as it came, `m` its parse (the guard takes its
-/// params).
-pub async fn decide<L: Lister>(
-    gw: &Gateway,
-    sender: Sender<'_>,
-    m: &mut Message<'_>,
-    bytes: &Bytes,
-    bridging: Bridging<'_>,
-    lister: &L,
-) -> Step<L::Relay> {
-    // The client's answer to a question toolgate asked it for its server (`asked`).
-    if let Bridging::ToModern(reverse) = bridging
-        && m.method.is_none()
-        && reverse.asked.answered(m, bytes)
-    {
-        return Step::Consumed;
-    }
-    let id = m.id.filter(|_| m.is_request());
-    let (body, kind) = match id {
-        Some(id) if m.method() == Some(mcp::TOOLS_CALL) => {
-            let call = Call {
-                target: sender.target,
-                key: &sender.key,
-                era: sender.era,
-                id,
-                params: m.params.take(),
-                bytes,
-                client: sender.client.as_ref(),
-                retry: false,
-            };
-            match guard::tools_call(gw, call, lister).await {
-                Decision::Forward(body, kind) => (body, kind),
-                Decision::Answer(a) => return Step::Answer(a),
-                Decision::Relay(r) => return Step::Relay(r),
+/// params). A block, not an `async fn`, which would hold each argument twice (as given, and
+/// as its body binds it) while the guard decides.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps its arguments apart from what its body moves them into"
+)]
+pub fn decide<'a, L: Lister>(
+    gw: &'a Gateway,
+    sender: Sender<'a>,
+    m: &'a mut Message<'_>,
+    bytes: &'a Bytes,
+    bridging: Bridging<'a>,
+    lister: &'a L,
+) -> impl Future<Output = Step<L::Relay>> + 'a {
+    async move {
+        // The client's answer to a question toolgate asked it for its server (`asked`).
+        if let Bridging::ToModern(reverse) = bridging
+            && m.method.is_none()
+            && reverse.asked.answered(m, bytes)
+        {
+            return Step::Consumed;
+        }
+        let id = m.id.filter(|_| m.is_request());
+        let (body, kind) = match id {
+            Some(id) if m.method() == Some(mcp::TOOLS_CALL) => {
+                let call = Call {
+                    target: sender.target,
+                    key: &sender.key,
+                    era: sender.era,
+                    id,
+                    params: m.params.take(),
+                    bytes,
+                    client: sender.client.as_ref(),
+                    retry: false,
+                };
+                match guard::tools_call(gw, call, lister).await {
+                    Decision::Forward(body, kind) => (body, kind),
+                    Decision::Answer(a) => return Step::Answer(a),
+                    Decision::Relay(r) => return Step::Relay(r),
+                }
             }
-        }
-        _ => (bytes.clone(), super::classify(m)),
-    };
-    let method = m.method().unwrap_or("");
-    // Only requests cross to a handshake server through the bridge; notifications and the
-    // client's answers go as they are.
-    let bridging = match (bridging, id) {
-        (Bridging::ToHandshake(_), None) => Bridging::Direct,
-        (b, _) => b,
-    };
-    let bridged = match bridging {
-        Bridging::Direct => Some(Bridged::Forward(body)),
-        Bridging::ToHandshake(init) => Some(bridge::request(method, id, &body, init)),
-        Bridging::ToModern(reverse) => reverse.request(method, id, &body),
-    };
-    let body = match bridged {
-        Some(Bridged::Forward(b)) => b,
-        Some(Bridged::Answer(error_code, body)) => {
-            return Step::Answer(Answer {
-                body,
-                error_code,
-                outcome: None,
-            });
-        }
-        None => return Step::Consumed,
-    };
-    let pending = Pending {
-        id: id.map(RawValue::to_owned),
-        kind,
-        era: sender.era,
-        key: sender.key,
-        target: sender.target.clone(),
-        client: sender.client,
-        bridged: match bridging {
-            Bridging::ToHandshake(_) => Some(Completion::of(method)),
-            _ => None,
-        },
-    };
-    Step::Forward { body, pending }
+            _ => (bytes.clone(), super::classify(m)),
+        };
+        let method = m.method().unwrap_or("");
+        // Only requests cross to a handshake server through the bridge; notifications and the
+        // client's answers go as they are.
+        let bridging = match (bridging, id) {
+            (Bridging::ToHandshake(_), None) => Bridging::Direct,
+            (b, _) => b,
+        };
+        let bridged = match bridging {
+            Bridging::Direct => Some(Bridged::Forward(body)),
+            Bridging::ToHandshake(init) => Some(bridge::request(method, id, &body, init)),
+            Bridging::ToModern(reverse) => reverse.request(method, id, &body),
+        };
+        let body = match bridged {
+            Some(Bridged::Forward(b)) => b,
+            Some(Bridged::Answer(error_code, body)) => {
+                return Step::Answer(Answer {
+                    body,
+                    error_code,
+                    outcome: None,
+                });
+            }
+            None => return Step::Consumed,
+        };
+        let pending = Pending {
+            id: id.map(RawValue::to_owned),
+            kind,
+            era: sender.era,
+            key: sender.key,
+            target: sender.target.clone(),
+            client: sender.client,
+            bridged: match bridging {
+                Bridging::ToHandshake(_) => Some(Completion::of(method)),
+                _ => None,
+            },
+        };
+        Step::Forward { body, pending }
+    }
 }
 
 #[cfg(test)]
