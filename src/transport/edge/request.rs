@@ -92,13 +92,15 @@ pub(crate) struct Routed<B> {
 /// An answer on its way out through the stack, with the gateway and note its request came in
 /// with.
 pub(crate) struct Outbound {
-    /// Boxed, as the request is: it moves out through every layer.
+    /// Boxed, as the request's head is: it moves out through every layer.
     pub(crate) resp: Box<Response>,
     pub(crate) gw: Arc<Gateway>,
     pub(crate) note: Box<Note>,
 }
 
 impl<B> Inbound<B> {
+    /// `req` as the stack carries it: its head boxed, its body (a handle on the connection's
+    /// stream, or an application's body) beside it.
     pub(crate) fn new(req: http::Request<B>, gw: Arc<Gateway>, note: Box<Note>) -> Inbound<B> {
         let (head, body) = req.into_parts();
         Inbound {
