@@ -105,7 +105,7 @@ where
 {
     match at_once(gw, pending, reading, resp) {
         Now::Answer(answer) => Either::Left(std::future::ready(answer)),
-        Now::ReadWhole(whole) => Either::Right(whole.read(gw)),
+        Now::ReadFirst(unsettled) => Either::Right(unsettled.read(gw)),
     }
 }
 
@@ -114,11 +114,11 @@ enum Now<B> {
     /// The answer: a stream, a pass-through, a refusal.
     Answer(Response),
     /// The rules read the body whole first.
-    ReadWhole(Whole<B>),
+    ReadFirst(Unsettled<B>),
 }
 
-/// An answer whose body the rules read whole.
-struct Whole<B> {
+/// An answer the rules settle once its body is read whole.
+struct Unsettled<B> {
     parts: http::response::Parts,
     body: B,
     pending: Pending,
@@ -189,7 +189,7 @@ where
         // Pass-through methods: streamed, never read.
         return Now::Answer(Response::from_parts(parts, Body::new(body)));
     }
-    Now::ReadWhole(Whole {
+    Now::ReadFirst(Unsettled {
         parts,
         body,
         pending,
@@ -198,7 +198,7 @@ where
     })
 }
 
-impl<B> Whole<B>
+impl<B> Unsettled<B>
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -206,7 +206,7 @@ where
     /// The body read whole (bounded), then the answer rules. A block, not an `async fn`,
     /// which would hold the answer twice (as given, and as its body takes it apart).
     fn read(self, gw: &Arc<Gateway>) -> impl Future<Output = Response> + Send + '_ {
-        let Whole {
+        let Unsettled {
             mut parts,
             body,
             pending,
