@@ -95,6 +95,28 @@ pub struct Gateway {
     ids: Arc<Ids>,
 }
 
+/// An id toolgate minted: its prefix (25 bytes), a dash and up to 20 digits.
+const ID_TEXT_MAX: usize = 48;
+
+/// A minted id's text, held in place.
+pub(crate) struct IdText {
+    text: [u8; ID_TEXT_MAX],
+    len: usize,
+}
+
+impl IdText {
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII is written into it.
+        std::str::from_utf8(&self.text[..self.len]).unwrap_or_default()
+    }
+}
+
+impl AsRef<[u8]> for IdText {
+    fn as_ref(&self) -> &[u8] {
+        &self.text[..self.len]
+    }
+}
+
 /// Ids toolgate mints carry a random per-process prefix, so they cannot collide with a
 /// client's; a reload keeps the sequence going.
 struct Ids {
@@ -283,6 +305,13 @@ impl Gateway {
 
     /// A fresh id for a message toolgate sends or writes on its own behalf.
     pub fn next_id(&self) -> String {
+        self.next_id_text().as_str().to_owned()
+    }
+
+    /// [`Self::next_id`] written in place, for an id that becomes a header value: made into
+    /// `Bytes` as it is (one allocation), where a `String` would take one and its first
+    /// clone as a header value another.
+    pub(crate) fn next_id_text(&self) -> IdText {
         // Written by hand: `format!` costs more than the rest of minting a request id.
         let mut n = self.ids.next();
         let mut digits = [0u8; 20];
@@ -295,10 +324,14 @@ impl Gateway {
                 break;
             }
         }
-        let mut id = String::with_capacity(self.ids.prefix.len() + 1 + digits.len() - at);
-        id.push_str(&self.ids.prefix);
-        id.push('-');
-        id.extend(digits[at..].iter().map(|d| char::from(*d)));
+        let mut id = IdText {
+            text: [0; ID_TEXT_MAX],
+            len: 0,
+        };
+        for part in [self.ids.prefix.as_bytes(), b"-", &digits[at..]] {
+            id.text[id.len..id.len + part.len()].copy_from_slice(part);
+            id.len += part.len();
+        }
         id
     }
 
@@ -488,5 +521,22 @@ mod tests {
         let (a, b, c) = (ids.next(), other.next(), ids.next());
         assert!(seen.insert(a) && seen.insert(c) && a != c);
         assert_eq!(b, 0);
+    }
+
+    #[test]
+    fn a_minted_id_is_its_prefix_a_dash_and_its_number() {
+        let gw = Gateway::new(crate::config::Config {
+            upstream: Some("http://127.0.0.1:9/mcp".into()),
+            ..crate::config::Config::default()
+        })
+        .unwrap();
+        let id = gw.next_id();
+        let (prefix, n) = id.rsplit_once('-').unwrap();
+        assert_eq!(prefix, gw.ids.prefix);
+        assert!(n.parse::<u64>().is_ok(), "{id}");
+        // The longest number still fits in place.
+        assert!(gw.ids.prefix.len() + 1 + u64::MAX.to_string().len() <= ID_TEXT_MAX);
+        let text = gw.next_id_text();
+        assert_eq!(text.as_ref(), text.as_str().as_bytes());
     }
 }

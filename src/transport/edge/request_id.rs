@@ -19,15 +19,18 @@ use tower_service::Service;
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The client's id when it is a sane token, else `mint()`, now in `headers` either way.
-fn settle(headers: &mut HeaderMap, mint: impl FnOnce() -> String) -> HeaderValue {
+fn settle<T>(headers: &mut HeaderMap, mint: impl FnOnce() -> T) -> HeaderValue
+where
+    T: AsRef<[u8]> + Send + 'static,
+{
     if let Some(v) = headers.get(&REQUEST_ID)
         && (1..=128).contains(&v.len())
         && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
     {
         return v.clone();
     }
-    let id =
-        HeaderValue::from_maybe_shared(Bytes::from(mint())).expect("minted ids are visible ASCII");
+    let id = HeaderValue::from_maybe_shared(Bytes::from_owner(mint()))
+        .expect("minted ids are visible ASCII");
     headers.insert(REQUEST_ID, id.clone());
     id
 }
@@ -66,7 +69,7 @@ where
 
     fn call(&mut self, mut inbound: Inbound<B>) -> Self::Future {
         let gw = &inbound.gw;
-        let id = settle(&mut inbound.head.headers, || gw.next_id());
+        let id = settle(&mut inbound.head.headers, || gw.next_id_text());
         inbound.note.request_id = Some(id);
         ResponseFuture(self.inner.call(inbound))
     }
