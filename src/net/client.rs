@@ -216,14 +216,16 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 }
 
 /// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
-/// what is left is the end-to-end exchange.
+/// what is left is the end-to-end exchange. A `Content-Length` stays, but beside a transfer
+/// coding, where it is not the length of the body that comes out of the coding. (`Host`
+/// names the request's target: `send_to` sets the upstream's.)
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Nearly every message carries Content-Length and nothing else of the kind: it goes
-    // directly, and the full pass runs only when something else is there. (`Host` names the
-    // request's target: `send_to` sets the upstream's.)
-    headers.remove(header::CONTENT_LENGTH);
+    // Nearly every message carries no header of the kind: one pass over the names says so.
     if !headers.keys().any(hop_by_hop) {
         return;
+    }
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        headers.remove(header::CONTENT_LENGTH);
     }
     let named_in_connection = |name: &HeaderName, headers: &HeaderMap| {
         headers
@@ -241,6 +243,23 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .collect();
     for name in doomed {
         headers.remove(name);
+    }
+}
+
+/// Keeps a `Content-Length` only when it is `len`, the length of the body sent with it: a
+/// rule may have rewritten the body, and a request toolgate sends with a client's headers
+/// carries another body. Without one, hyper writes the body's own. A length kept spares
+/// hyper writing (and allocating) it again.
+fn fit_length(headers: &mut HeaderMap, len: usize) {
+    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+    let fits = lengths
+        .next()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        == Some(len)
+        && lengths.next().is_none();
+    if !fits {
+        headers.remove(header::CONTENT_LENGTH);
     }
 }
 
@@ -306,6 +325,7 @@ impl HttpClient {
             Transport::App(app) => {
                 let mut parts = *parts;
                 strip_hop_by_hop(&mut parts.headers);
+                fit_length(&mut parts.headers, body.len());
                 let req = http::Request::from_parts(parts, axum::body::Body::from(body));
                 Either::Right(Self::answered(app(req), false, wait))
             }
@@ -353,6 +373,7 @@ impl HttpClient {
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
         let is_get = method == Method::GET;
         strip_hop_by_hop(&mut headers);
+        fit_length(&mut headers, body.len());
         let pool = match &self.transport {
             Transport::Wire(pool) => pool,
             Transport::App(app) => {
@@ -447,6 +468,28 @@ mod tests {
             let got = host_header(&uri.parse().unwrap()).unwrap();
             assert_eq!(got, host, "{uri}");
         }
+    }
+
+    #[test]
+    fn a_length_goes_on_only_as_the_bodys_own() {
+        let length = |h: &HeaderMap| h.get(header::CONTENT_LENGTH).cloned();
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(5));
+        strip_hop_by_hop(&mut h);
+        fit_length(&mut h, 5);
+        assert_eq!(length(&h), Some(HeaderValue::from(5)));
+        fit_length(&mut h, 7);
+        assert_eq!(length(&h), None);
+        // Two lengths, even alike, are not one.
+        h.append(header::CONTENT_LENGTH, HeaderValue::from(5));
+        h.append(header::CONTENT_LENGTH, HeaderValue::from(5));
+        fit_length(&mut h, 5);
+        assert_eq!(length(&h), None);
+        // Beside a transfer coding a length is not the body's.
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(5));
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert!(h.is_empty(), "{h:?}");
     }
 
     #[test]

@@ -153,6 +153,8 @@ where
     let media = media_type(&parts.headers);
     let is_json = media.eq_ignore_ascii_case("application/json");
     if media.eq_ignore_ascii_case("text/event-stream") {
+        // Its events may be rewritten as they pass: the server's length no longer holds.
+        parts.headers.remove(CONTENT_LENGTH);
         let outcome = StreamOutcome::default();
         parts.extensions.insert(outcome.clone());
         let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
