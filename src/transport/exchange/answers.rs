@@ -17,7 +17,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::strip_hop_by_hop;
+use crate::net::client::{fit_length, strip_hop_by_hop};
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
@@ -209,7 +209,7 @@ where
     /// which would hold the answer twice (as given, and as its body takes it apart).
     fn read(self, gw: &Arc<Gateway>) -> impl Future<Output = Response> + Send + '_ {
         let Unsettled {
-            mut parts,
+            parts,
             body,
             pending,
             parking,
@@ -234,10 +234,6 @@ where
                     return unusable(gw, &pending, &e);
                 }
             };
-            if pending.completion().is_some() || renumber.is_some() {
-                // Completed or renumbered below: the upstream's length no longer holds.
-                parts.headers.remove(CONTENT_LENGTH);
-            }
             let bytes = match renumber {
                 Some((from, to)) => bridge::renumbered(&bytes, from, to).unwrap_or(bytes),
                 None => bytes,
@@ -262,13 +258,13 @@ fn json_answer(
 ) -> Response {
     let status = parts.status;
     if status.is_success() && !needs_reading(pending, &bytes) {
-        return Response::from_parts(parts, Body::from(bridge::complete(pending, bytes)));
+        return whole(parts, bridge::complete(pending, bytes));
     }
     // A refusal of the request itself (a 4xx whose error names no request: "No valid
     // session ID", "Bad Request") is the transport's word, not the tool's answer: the client
     // must see it as it came to recover (re-initialize, fix its headers).
     if status.is_client_error() && jsonrpc::refusal(&bytes).is_some() {
-        return Response::from_parts(parts, Body::from(bytes));
+        return whole(parts, bytes);
     }
     let settled = match jsonrpc::parse(&bytes) {
         Ok(Parsed::Single(m)) => pipeline::settle(gw, pending, &m, bytes.clone()),
@@ -284,12 +280,18 @@ fn json_answer(
         parts.status = settled
             .error_code
             .map_or(StatusCode::OK, |c| pending.era.status_for(c));
-        parts.headers.remove(CONTENT_LENGTH);
         parts
             .headers
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
-    Response::from_parts(parts, Body::from(settled.body))
+    whole(parts, settled.body)
+}
+
+/// An answer read whole, sent as `bytes`: the server's `Content-Length` goes on only when it
+/// is still their length (a rule, the completion or a renumbering may have changed them).
+fn whole(mut parts: http::response::Parts, bytes: Bytes) -> Response {
+    fit_length(&mut parts.headers, bytes.len());
+    Response::from_parts(parts, Body::from(bytes))
 }
 
 /// The answer to a request whose upstream answered something that is not JSON-RPC.

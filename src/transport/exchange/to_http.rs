@@ -73,7 +73,7 @@ pub(crate) struct HttpWay {
 
 impl HttpWay {
     /// The way of `m`, of `era`, sent with `headers` by `owner`, a client in scope `key`
-    /// (with a session of its own, whose id is `session`, or not).
+    /// (with a session of its own, whose id is `session_id`, or not).
     pub(crate) async fn find(
         to: ToHttp<'_>,
         headers: &HeaderMap,
