@@ -197,22 +197,43 @@ fn host_header(uri: &Uri) -> Option<HeaderValue> {
     HeaderValue::from_str(&text).ok()
 }
 
+/// A message's media type, without its parameters (`""` when it names none). Cut and
+/// trimmed as bytes: a header's text is ASCII, and `str`'s pattern search and Unicode trim
+/// cost several times more on every answer.
+pub(crate) fn media_type(headers: &HeaderMap) -> &str {
+    let Some(v) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return "";
+    };
+    let end = v.bytes().position(|b| b == b';').unwrap_or(v.len());
+    v[..end].trim_ascii()
+}
+
+/// Whether a message's body is an event stream: the one reading of it for the answer's
+/// deadline, the answer's reading and the stdio front alike.
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
+    media_type(headers).eq_ignore_ascii_case("text/event-stream")
+}
+
 /// Whether a header belongs to one hop (RFC 9110 section 7.6.1, and the common
-/// `Proxy-Connection`). A match on the name compiles to a length switch: cheaper than
-/// comparing each header with a list of names.
+/// `Proxy-Connection`). Compared as names, not as text: a standard name's text comes from a
+/// table in `http` that a message's headers would otherwise read a line of each, and a
+/// standard name compares with another by its tag alone.
 fn hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "proxy-connection"
-    )
+    static HOP_BY_HOP: [HeaderName; 9] = [
+        header::CONNECTION,
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+    ];
+    HOP_BY_HOP.contains(name)
 }
 
 /// Removes the headers that belong to one hop (and the ones `Connection` names), in place:
@@ -419,11 +440,7 @@ impl HttpClient {
             let resp = answered
                 .map_err(|_| UpstreamError::Timeout(wait.answer))?
                 .into_answer()?;
-            let is_sse = resp
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+            let is_sse = is_event_stream(resp.headers());
             let timer = match (is_sse, is_get) {
                 (false, _) => Some(Timer::Whole(wait.answer)),
                 (true, false) => Some(Timer::Gap(wait.stream_gap)),
@@ -519,5 +536,66 @@ mod tests {
                 && out.contains_key("authorization")
                 && out.contains_key("last-event-id")
         );
+    }
+
+    #[test]
+    fn a_media_type_is_read_without_its_parameters() {
+        let headers = |value: &[u8]| {
+            let mut headers = HeaderMap::new();
+            let value = HeaderValue::from_bytes(value).unwrap();
+            headers.insert(header::CONTENT_TYPE, value);
+            headers
+        };
+        for (value, media, stream) in [
+            (&b"application/json"[..], "application/json", false),
+            (
+                b" text/event-stream ; charset=utf-8",
+                "text/event-stream",
+                true,
+            ),
+            (b"Text/Event-Stream", "Text/Event-Stream", true),
+            (b"text/event-streams", "text/event-streams", false),
+            (b"\tapplication/json;", "application/json", false),
+            (b"", "", false),
+            (b";charset=utf-8", "", false),
+            // Not text: no media type is read from it.
+            (b"text/event-stream; x=\xff", "", false),
+        ] {
+            let h = headers(value);
+            assert_eq!(
+                (media_type(&h), is_event_stream(&h)),
+                (media, stream),
+                "{value:?}"
+            );
+        }
+        assert_eq!(media_type(&HeaderMap::new()), "");
+    }
+
+    #[test]
+    fn every_hop_by_hop_name_is_known_as_it_is_read_off_the_wire() {
+        let names = [
+            "Connection",
+            "Keep-Alive",
+            "Proxy-Authenticate",
+            "Proxy-Authorization",
+            "TE",
+            "Trailer",
+            "Transfer-Encoding",
+            "Upgrade",
+            "Proxy-Connection",
+        ];
+        for name in names {
+            let read = HeaderName::from_bytes(name.as_bytes()).unwrap();
+            assert!(hop_by_hop(&read), "{name}");
+        }
+        for name in [
+            "Content-Length",
+            "Keep",
+            "Proxy-Connections",
+            "X-Request-Id",
+        ] {
+            let read = HeaderName::from_bytes(name.as_bytes()).unwrap();
+            assert!(!hop_by_hop(&read), "{name}");
+        }
     }
 }

@@ -97,7 +97,9 @@ fn is_local_host(host_port: &str) -> bool {
             None => return false,
         }
     } else {
-        match host_port.rfind(':') {
+        // Searched as bytes, from the end: a port is a few digits, and `str`'s pattern
+        // search costs more to set up than this scan of a short name.
+        match host_port.bytes().rposition(|b| b == b':') {
             Some(i) => (&host_port[..i], &host_port[i..]),
             None => (host_port, ""),
         }

@@ -17,7 +17,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{fit_length, strip_hop_by_hop};
+use crate::net::client::{fit_length, media_type, strip_hop_by_hop};
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
@@ -308,14 +308,6 @@ fn unusable(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
     outcome.set("upstream_error");
     resp.extensions_mut().insert(outcome);
     resp
-}
-
-/// An answer's media type, without its parameters (`""` when it names none).
-pub(crate) fn media_type(headers: &HeaderMap) -> &str {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map_or("", |v| v.split(';').next().unwrap_or("").trim())
 }
 
 /// Whether a JSON answer must be parsed. A successful `tools/call` answer is rewritten only

@@ -9,9 +9,9 @@ use super::ToClient;
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::net::body::{Collected, collect_upstream};
+use crate::net::client::is_event_stream;
 use crate::pipeline::Pending;
 use crate::transport::exchange::StreamOutcome;
-use crate::transport::exchange::answers::media_type;
 use crate::transport::sse::{self, Split, Splitter};
 use axum::response::Response;
 use bytes::Bytes;
@@ -28,7 +28,7 @@ pub(super) async fn write(
 ) {
     let outcome = resp.extensions().get::<StreamOutcome>().cloned();
     let status = resp.status();
-    let is_sse = media_type(resp.headers()).eq_ignore_ascii_case("text/event-stream");
+    let is_sse = is_event_stream(resp.headers());
     let mut lines = Lines {
         to,
         pending,

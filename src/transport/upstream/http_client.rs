@@ -4,13 +4,13 @@
 use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{HttpClient, strip_hop_by_hop};
+use crate::net::client::{HttpClient, is_event_stream, strip_hop_by_hop};
 use crate::net::tls::TlsError;
 use crate::pipeline::asked::Retries;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::sse;
 use bytes::Bytes;
-use http::header::{self, HeaderMap};
+use http::header::HeaderMap;
 use http::{Method, Uri};
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -120,11 +120,7 @@ pub(crate) async fn exchange_message(
         return Err(ListFailed::Relay(Box::new(relay)));
     }
     let (parts, body) = resp.into_parts();
-    let is_sse = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+    let is_sse = is_event_stream(&parts.headers);
     let broke = |e: &dyn std::fmt::Display| {
         ListFailed::Unavailable(UpstreamError::Unreachable(format!(
             "the answer broke off: {e}"
