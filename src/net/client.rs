@@ -211,10 +211,16 @@ pub(crate) fn media_type(headers: &HeaderMap) -> &str {
     v[..end].trim_ascii()
 }
 
-/// Whether a message's body is an event stream: the one reading of it for the answer's
-/// deadline, the answer's reading and the stdio front alike.
+/// Whether a message's body is an event stream: the one reading of it wherever an answer is
+/// read (its deadline, the rules, a listing's exchange, the stdio front).
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    media_type(headers).eq_ignore_ascii_case("text/event-stream")
+    names_event_stream(media_type(headers))
+}
+
+/// Whether a media type (as [`media_type`] reads it) is an event stream's; a media type's
+/// case does not count.
+pub(crate) fn names_event_stream(media: &str) -> bool {
+    media.eq_ignore_ascii_case("text/event-stream")
 }
 
 /// Whether a header belongs to one hop (RFC 9110 section 7.6.1, and the common

@@ -17,7 +17,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{fit_length, media_type, strip_hop_by_hop};
+use crate::net::client::{fit_length, media_type, names_event_stream, strip_hop_by_hop};
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
@@ -152,7 +152,7 @@ where
     strip_hop_by_hop(&mut parts.headers);
     let media = media_type(&parts.headers);
     let is_json = media.eq_ignore_ascii_case("application/json");
-    if media.eq_ignore_ascii_case("text/event-stream") {
+    if names_event_stream(media) {
         // Its events may be rewritten as they pass: the server's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
         let outcome = StreamOutcome::default();
