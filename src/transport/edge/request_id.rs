@@ -7,6 +7,7 @@
 //! toolgate's, so the client always sees the id it can find in toolgate's log.
 
 use super::request::{Inbound, Outbound};
+use crate::gateway::IdText;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use std::convert::Infallible;
@@ -19,10 +20,7 @@ use tower_service::Service;
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The client's id when it is a sane token, else `mint()`, now in `headers` either way.
-fn settle<T>(headers: &mut HeaderMap, mint: impl FnOnce() -> T) -> HeaderValue
-where
-    T: AsRef<[u8]> + Send + 'static,
-{
+fn settle(headers: &mut HeaderMap, mint: impl FnOnce() -> IdText) -> HeaderValue {
     if let Some(v) = headers.get(&REQUEST_ID)
         && (1..=128).contains(&v.len())
         && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
