@@ -1,6 +1,7 @@
-//! The admin listener: `/healthz` (the process is alive), `/readyz` (toolgate serves, and
-//! each upstream's state; `?upstream=NAME` for one), `/metrics` (Prometheus text). It runs on its own address so that orchestrator
-//! probes and scrapes never share the clients' port, limits or origin policy.
+//! The admin listener: `/healthz` (the process is alive), `/readyz` (toolgate serves, and each
+//! upstream's state; `?upstream=NAME` for one), `/metrics` (Prometheus text). It runs on its
+//! own address so that orchestrator probes and scrapes never share the clients' port, limits or
+//! origin policy.
 
 use crate::gateway::Live;
 use axum::Router;

@@ -1,8 +1,8 @@
-//! What the operator allows, independent of any message's path: which clients may see and
-//! call which tools and how often ([`clients`], with the buckets [`shared`] by every replica),
-//! the rules on arguments beyond the advertised schema ([`rules`]), and which origins and
-//! hosts may reach the listener at all ([`origin`]), and whose a session is ([`sessions`]). The gateway holds them per
-//! configuration; the pipeline and the edge apply them.
+//! What the operator allows, independent of any message's path: which clients may see and call
+//! which tools and how often ([`clients`], with the buckets [`shared`] by every replica), the
+//! rules on arguments beyond the advertised schema ([`rules`]), which origins and hosts may
+//! reach the listener at all ([`origin`]), and whose a session is ([`sessions`]). The gateway
+//! holds them per configuration; the pipeline and the edge apply them.
 
 pub mod clients;
 pub mod origin;

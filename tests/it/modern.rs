@@ -140,7 +140,8 @@ async fn listings_expire_after_ttl() {
     )
     .await;
     assert_eq!(state.listings(), 2, "listed again after ttlMs");
-    // toolgate's own listing carries the client's _meta and credentials, and a modern method header.
+    // toolgate's own listing carries the client's _meta and credentials, and a modern method
+    // header.
     let seen = state
         .seen
         .lock()

@@ -1,9 +1,9 @@
-//! One table of scenarios driven through every front: the four modes and `ValidateLayer` in
-//! an application. Each scenario has one expected JSON-RPC answer, the same whatever the
-//! front and whichever kind of server is behind it (a scripted HTTP server, or the stdio
-//! fixture, which answer alike), and the calls are counted alike in every front's
-//! `/metrics` (over stdio, the one `--admin-listen` opens). What differs by transport by design (a `tools/call` sent as
-//! a notification: 400 over HTTP, no answer over stdio) is asserted where it is tested, in
+//! One table of scenarios driven through every front: the four modes and `ValidateLayer` in an
+//! application. Each scenario has one expected JSON-RPC answer, the same whatever the front and
+//! whichever kind of server is behind it (a scripted HTTP server, or the stdio fixture, which
+//! answer alike), and the calls are counted alike in every front's `/metrics` (over stdio, the
+//! one `--admin-listen` opens). What differs by transport by design (a `tools/call` sent as a
+//! notification: 400 over HTTP, no answer over stdio) is asserted where it is tested, in
 //! `hardening.rs` and `stdio.rs`.
 
 use crate::common;

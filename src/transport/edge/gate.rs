@@ -1,11 +1,11 @@
 //! The gate: what toolgate does with each MCP message for an endpoint (docs/contract.md), the
-//! innermost service of the edge's stack. A POST's body is read under the size limit and
-//! parsed (`-32700` / `-32600`, 400); a body in the 2026-07-28 envelope is held to that era's
-//! header rules (`-32020` on a mismatch: they compare headers with the parsed body, so they
-//! live here and not in a layer of their own). Then, for either kind of server, one path:
-//! the message's [`EndpointWay`] to the server is settled (`exchange::to_http`: the era
-//! bridges' sessions; `exchange::to_children`: which child), `pipeline::step` decides it with a listing sent that same
-//! way, and toolgate answers it or the way sends it. What comes back goes through
+//! innermost service of the edge's stack. A POST's body is read under the size limit and parsed
+//! (`-32700` / `-32600`, 400); a body in the 2026-07-28 envelope is held to that era's header
+//! rules (`-32020` on a mismatch: they compare headers with the parsed body, so they live here
+//! and not in a layer of their own). Then, for either kind of server, one path: the message's
+//! [`EndpointWay`] to the server is settled (`exchange::to_http`: the era bridges' sessions;
+//! `exchange::to_children`: which child), `pipeline::step` decides it with a listing sent that
+//! same way, and toolgate answers it or the way sends it. What comes back goes through
 //! `pipeline::settle` (over HTTP in `answers`, which also streams). GET (the server's stream)
 //! and DELETE (the end of a session) are each way's own.
 

@@ -1,10 +1,11 @@
 //! How a message reaches a Streamable HTTP server, from whichever front it came in by
-//! (`serve --upstream URL`, `ValidateLayer`, `stdio --upstream URL`). The message goes
-//! upstream with the client's own headers and its answer streams back through `answers`;
-//! the client keeps the session it has with the server. Two bridges keep a session of toolgate's instead (docs/contract.md §5): a
-//! 2026-07-28 client's request to a server that speaks only the handshake goes through
-//! toolgate's handshake with it, and a handshake-era client of a server that speaks only
-//! 2026-07-28 is answered `initialize` here and given a session toolgate keeps.
+//! (`serve --upstream URL`, `ValidateLayer`, `stdio --upstream URL`). The message goes upstream
+//! with the client's own headers and its answer streams back through `answers`; the client
+//! keeps the session it has with the server. Two bridges keep a session of toolgate's instead
+//! (docs/contract.md §5): a 2026-07-28 client's request to a server that speaks only the
+//! handshake goes through toolgate's handshake with it, and a handshake-era client of a server
+//! that speaks only 2026-07-28 is answered `initialize` here and given a session toolgate
+//! keeps.
 
 use super::answers::{self, Parking, Reading};
 use super::asking::{RetryServer, ReverseRounds};

@@ -1,8 +1,8 @@
 //! toolgate's own requests to a server, written once for every kind of server: the handshake
 //! that opens a session (for the era bridge, for a stdio child, for a stdio client whose
-//! session was lost, for `toolgate check`) and the era question (`server/discover`), over [`OwnRequests`], which a stdio child
-//! (`child::Within`) and an HTTP server in a session toolgate holds ([`HttpSession`])
-//! implement.
+//! session was lost, for `toolgate check`) and the era question (`server/discover`), over
+//! [`OwnRequests`], which a stdio child (`child::Within`) and an HTTP server in a session
+//! toolgate holds ([`HttpSession`]) implement.
 //!
 //! What differs by kind of server stays below the trait: a child matches answers by id on
 //! its stdout; an HTTP server answers each POST, and the session it opens is named in the
