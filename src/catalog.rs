@@ -585,7 +585,7 @@ fn dialect(schema: &Value) -> Result<Draft, Option<String>> {
     }
 }
 
-/// Reads a schema for the catalog (see [`Schema`]: its validators are made on first use).
+/// Reads a schema for the catalog (see `Schema`: its validators are made on first use).
 pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     let fail = |value, why: String| Schema {
         raw: raw.into(),

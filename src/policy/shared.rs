@@ -17,7 +17,7 @@ use std::time::Duration;
 /// How long a call waits for Redis before it is decided without it.
 const WAIT: Duration = Duration::from_millis(250);
 
-/// GCRA in one step. KEYS[1]: the bucket. ARGV: the emission interval and the burst
+/// GCRA in one step. `KEYS[1]`: the bucket. ARGV: the emission interval and the burst
 /// tolerance, in microseconds. Returns 0 when admitted, else how many microseconds until the
 /// next call would be.
 const SCRIPT: &str = r"
