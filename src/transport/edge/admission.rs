@@ -1,9 +1,9 @@
 //! The edge's outermost layer: what may reach any route at all, judged by the gateway in force.
 //!
-//! A path that a server or proxy further on could read as another path (a `.` or `..`
-//! segment, plain or percent-encoded, an encoded `/` or `\` inside a segment, a backslash) is
-//! refused with 400; a request from a foreign browser origin, or naming a foreign `Host` on a
-//! loopback listener, with 403 ([`crate::policy::origin`]). Both come before any routing decision: a
+//! A path that a server or proxy further on could read as another path (a `.` or `..` segment,
+//! plain or percent-encoded, an encoded `/` or `\` inside a segment, a backslash) is refused
+//! with 400; a request from a foreign browser origin, or naming a foreign `Host` on a loopback
+//! listener, with 403 ([`crate::policy::origin`]). Both come before any routing decision: a
 //! request that may not reach toolgate may not reach what lies behind it either.
 //!
 //! The request admitted goes on as an [`Inbound`] carrying the gateway it was judged by, so
