@@ -280,7 +280,8 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// through it.
 pub(crate) fn fit_length(headers: &mut HeaderMap, len: usize) {
     // Read as digits in place: a text check and a general parse cost more than the rest.
-    // (hyper refuses a message whose lengths differ, so the first is the one.)
+    // (hyper's reader keeps one of several alike lengths and refuses lengths that differ,
+    // so the first is the one.)
     let fits = headers.get(header::CONTENT_LENGTH).is_some_and(|v| {
         let digits = v.as_bytes();
         // At most 19 digits: no such number overflows the sum.

@@ -486,6 +486,41 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
     assert_eq!(r.status, 200);
 }
 
+/// A request with its `Content-Length` twice (alike, which HTTP/1.1 readers may accept) reaches
+/// the server with one: a proxy that passed both on would leave the server to decide which.
+/// `fit_length` keeps the first it finds, so this holds only while the request's reader keeps
+/// one.
+#[tokio::test]
+async fn a_length_sent_twice_goes_on_once() {
+    let (up, state) = Scripted::new(vec![]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}).to_string();
+    let mut s = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: {ACCEPT}\r\nContent-Length: {n}\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n",
+        n = body.len()
+    );
+    s.write_all(format!("{head}{body}").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let headers = state.seen_headers.lock().unwrap();
+    let lengths: Vec<_> = headers
+        .last()
+        .expect("the request reached the server")
+        .get_all(http::header::CONTENT_LENGTH)
+        .iter()
+        .cloned()
+        .collect();
+    assert_eq!(lengths, [http::HeaderValue::from(body.len())]);
+}
+
 /// A body that stalls holds its connection no longer than `limits.body_timeout`, over
 /// HTTP/1.1 and over HTTP/2 (where the stream is answered 408 and the connection serves on).
 #[tokio::test]
