@@ -237,6 +237,44 @@ async fn a_rotated_ca_file_is_read_again_without_a_restart() {
 
 // ---- TLS at toolgate's own listener ----
 
+/// A TLS client's settings: trusting `ca`, optionally with a client certificate, offering
+/// the protocols `alpn`.
+fn client_config(ca: &Ca, client: Option<(&str, &str)>, alpn: &[&[u8]]) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut config = match client {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(chain.as_bytes())
+                    .collect::<Result<_, _>>()
+                    .unwrap(),
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config
+}
+
+async fn tls_connect(
+    addr: std::net::SocketAddr,
+    config: rustls::ClientConfig,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// One client connection to toolgate over TLS, trusting `ca`, optionally with a client
 /// certificate; requests go one after another on it (keep-alive).
 struct TlsClient {
@@ -249,32 +287,7 @@ impl TlsClient {
         ca: &Ca,
         client: Option<(&str, &str)>,
     ) -> Result<TlsClient, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).unwrap())
-            .unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots);
-        let mut config = match client {
-            Some((chain, key)) => builder
-                .with_client_auth_cert(
-                    CertificateDer::pem_slice_iter(chain.as_bytes())
-                        .collect::<Result<_, _>>()
-                        .unwrap(),
-                    PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
-                )
-                .unwrap(),
-            None => builder.with_no_client_auth(),
-        };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect("localhost".try_into().unwrap(), tcp)
-            .await
-            .map_err(|e| e.to_string())?;
+        let tls = tls_connect(addr, client_config(ca, client, &[b"http/1.1"])).await?;
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| e.to_string())?;
@@ -363,6 +376,66 @@ async fn the_listener_serves_tls_and_takes_a_rotated_certificate_without_droppin
     );
     let logs = tg.logs_when(|l| l.contains("TLS files changed")).await;
     assert!(logs.contains("the listener's TLS files changed"), "{logs}");
+}
+
+/// The listener speaks the HTTP a TLS client negotiates: HTTP/2 for `h2`, HTTP/1.1 for
+/// `http/1.1` or for a client that offers nothing.
+#[tokio::test]
+async fn the_listener_speaks_the_http_that_alpn_settles() {
+    use http_body_util::BodyExt;
+    let ca = Ca::new("listener CA");
+    let (chain, key) = ca.leaf(&["localhost"]);
+    let (cert_file, key_file) = (TempFile::new(&chain), TempFile::new(&key));
+    let config = format!(
+        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        cert_file.path.display(),
+        key_file.path.display()
+    );
+    let tg = tls_gateway(&config).await;
+    let ping = || {
+        http::Request::post("https://localhost/mcp")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
+            )))
+            .unwrap()
+    };
+    let tls = tls_connect(tg.addr, client_config(&ca, None, &[b"h2", b"http/1.1"]))
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let resp = send.send_request(ping()).await.unwrap();
+    assert_eq!(
+        (resp.status().as_u16(), resp.version()),
+        (200, http::Version::HTTP_2)
+    );
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&body).unwrap()["id"],
+        1
+    );
+    for alpn in [&[b"http/1.1".as_slice()][..], &[]] {
+        let tls = tls_connect(tg.addr, client_config(&ca, None, alpn))
+            .await
+            .unwrap();
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let resp = send.send_request(ping()).await.unwrap();
+        assert_eq!(
+            (resp.status().as_u16(), resp.version()),
+            (200, http::Version::HTTP_11),
+            "{alpn:?}"
+        );
+    }
 }
 
 #[tokio::test]

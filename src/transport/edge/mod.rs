@@ -10,8 +10,9 @@
 //! 6. [`authenticate`]: who is calling (401/403);
 //! 7. [`gate`]: the MCP rules (docs/contract.md), then the upstream.
 //!
-//! The stack is built once per connection and served through hyper-util's Tower adapter; the
-//! runtime's tricks (re-poll, drain, connection timers) wrap the connection, not the stack.
+//! The stack is built once per connection and served through hyper-util's Tower adapter, by
+//! hyper's server for the connection's HTTP version; the runtime's tricks (the version,
+//! re-poll, drain, connection timers) wrap the connection, not the stack.
 
 mod admission;
 mod authenticate;
@@ -113,11 +114,12 @@ pub async fn serve(
     edge: Edge,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use crate::transport::runtime::repoll::Repoll;
+    use crate::transport::runtime::version::{Servers, Version};
     let Edge { app, tls } = edge;
     let live = app.live.clone();
     let drain = crate::transport::runtime::drain::Drain::new();
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let servers = Servers::new();
     // A connection holds a permit for its life; past the cap, clients wait in the listen
     // queue while the admin listener (its own accept loop) keeps answering.
     let permits = Arc::new(tokio::sync::Semaphore::new(connection_cap(
@@ -148,36 +150,37 @@ pub async fn serve(
         let limits = &live.load().config.limits;
         let timers = ConnTimers::new(limits.header_timeout, limits.idle_timeout);
         // Under TLS too: the handshake is timed like a request head.
-        let io = timers.io(stream);
+        let mut io = timers.io(stream);
         let service = hyper_util::service::TowerToHyperService::new(app.service(timers, peer));
+        let (servers, drain) = (servers.clone(), drain.clone());
+        // Re-polled in place when it wakes itself: see `repoll`. A task of its own for each
+        // kind of connection, so that a plaintext one's future carries no TLS state.
         match &tls {
-            None => {
-                let conn = builder
-                    .serve_connection(TokioIo::new(io), service)
-                    .into_owned();
-                let conn = drain.watch(conn);
-                // Re-polled in place when it wakes itself: see `repoll`.
-                tokio::spawn(crate::transport::runtime::repoll::Repoll::new(async move {
-                    let _ = conn.await;
-                    drop(permit);
-                }));
-            }
+            None => tokio::spawn(Repoll::new(async move {
+                match Version::read(&mut io).await {
+                    Ok(version) => {
+                        let _ = servers.serve(version, io, service, &drain).await;
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "a client connection ended before its first request")
+                    }
+                }
+                drop(permit);
+            })),
             Some(tls) => {
-                let (acceptor, builder, drain) = (tls.current(), builder.clone(), drain.clone());
-                tokio::spawn(crate::transport::runtime::repoll::Repoll::new(async move {
+                let acceptor = tls.current();
+                tokio::spawn(Repoll::new(async move {
                     match acceptor.accept(io).await {
                         Ok(stream) => {
-                            let conn = builder
-                                .serve_connection(TokioIo::new(stream), service)
-                                .into_owned();
-                            let _ = drain.watch(conn).await;
+                            let version = Version::negotiated(stream.get_ref().1.alpn_protocol());
+                            let _ = servers.serve(version, stream, service, &drain).await;
                         }
                         Err(e) => tracing::debug!(error = %e, "TLS handshake with a client failed"),
                     }
                     drop(permit);
-                }));
+                }))
             }
-        }
+        };
     }
     drop(listener);
     drain.shutdown().await;

@@ -19,6 +19,7 @@
 //! timed as a head; the idle timer covers them once the request ends.
 
 use crate::locks::MutexExt;
+use bytes::Bytes;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -78,6 +79,7 @@ impl ConnTimers {
             io,
             timers: self.clone(),
             sleep: None,
+            unread: Bytes::new(),
         }
     }
 
@@ -111,6 +113,17 @@ pub struct TimedIo<T> {
     io: T,
     timers: ConnTimers,
     sleep: Option<Pin<Box<Sleep>>>,
+    /// Bytes read before hyper took the connection, read again first (see [`Self::unread`]).
+    unread: Bytes,
+}
+
+impl<T> TimedIo<T> {
+    /// Gives `bytes` back, to be read again before anything more from the connection: what
+    /// was read to learn the connection's HTTP version (`version`). Here, in the wrapper every
+    /// read passes through anyway, rather than in a second one.
+    pub(crate) fn unread(&mut self, bytes: Bytes) {
+        self.unread = bytes;
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
@@ -120,6 +133,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if !this.unread.is_empty() {
+            let n = this.unread.len().min(buf.remaining());
+            buf.put_slice(&this.unread.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(r) => {
