@@ -361,7 +361,7 @@ impl HttpClient {
                 strip_hop_by_hop(&mut parts.headers);
                 fit_length(&mut parts.headers, body.len());
                 let req = http::Request::from_parts(parts, axum::body::Body::from(body));
-                Either::Right(Self::answered(app(req), false, wait))
+                Either::Right(Self::app_answer(app, req, false, wait))
             }
         }
     }
@@ -413,7 +413,7 @@ impl HttpClient {
             Transport::App(app) => {
                 let mut req = http::Request::new(axum::body::Body::from(body));
                 (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
-                return Either::Right(Self::answered(app(req), is_get, wait));
+                return Either::Right(Self::app_answer(app, req, is_get, wait));
             }
         };
         headers.remove(header::ACCEPT_ENCODING);
@@ -423,30 +423,45 @@ impl HttpClient {
         };
         let mut req = Request::new(Full::new(body));
         (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
-        let answer = pool.send(req).map(|sent| sent.map(|r| r.map(Inner::Wire)));
-        Either::Left(Self::answered(answer, is_get, wait))
+        // One reading of the clock for the head's deadline and the body's.
+        let started = tokio::time::Instant::now();
+        let answer =
+            (pool.send(req, started, wait.answer)).map(|sent| sent.map(|r| r.map(Inner::Wire)));
+        Either::Left(Self::answered(answer, started, is_get, wait))
     }
 
-    /// Waits (bounded) for an answer's head, and bounds its body as [`Wait`] says.
+    /// An application's answer to `req`, in process, bounded as the network's are.
+    fn app_answer(
+        app: &AppService,
+        req: http::Request<axum::body::Body>,
+        is_get: bool,
+        wait: Wait,
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + use<> {
+        let started = tokio::time::Instant::now();
+        let answer = tokio::time::timeout_at(started + wait.answer, app(req)).map(move |answer| {
+            let resp = answer.map_err(|_| UpstreamError::Timeout(wait.answer))?;
+            Ok(resp.map(|b| Inner::App(std::sync::Mutex::new(b))))
+        });
+        Self::answered(answer, started, is_get, wait)
+    }
+
+    /// An answer's head, already bounded by `started` + `wait.answer`, with its body bounded
+    /// as [`Wait`] says.
     ///
-    /// A map over the timeout rather than an `async fn`: one awaiting `answer` would hold it
-    /// twice (as its argument, and inside the timeout), and every request's future above it
-    /// would carry and copy both.
-    fn answered<A, F>(
+    /// A map rather than an `async fn`: one awaiting `answer` would hold it twice (as its
+    /// argument, and as awaited), and every request's future above it would carry and copy
+    /// both.
+    fn answered<F>(
         answer: F,
+        started: tokio::time::Instant,
         is_get: bool,
         wait: Wait,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>>
     where
-        F: Future<Output = A>,
-        A: IntoAnswer,
+        F: Future<Output = Result<Response<Inner>, UpstreamError>>,
     {
-        // One reading of the clock for the head's deadline and the body's.
-        let started = tokio::time::Instant::now();
-        tokio::time::timeout_at(started + wait.answer, answer).map(move |answered| {
-            let resp = answered
-                .map_err(|_| UpstreamError::Timeout(wait.answer))?
-                .into_answer()?;
+        answer.map(move |answered| {
+            let resp = answered?;
             let is_sse = is_event_stream(resp.headers());
             let timer = match (is_sse, is_get) {
                 (false, _) => Some(Timer::Whole(wait.answer)),
@@ -461,24 +476,6 @@ impl HttpClient {
                 restart: false,
             }))
         })
-    }
-}
-
-/// An answer's head as a transport gives it: the network's may have failed, the
-/// application's cannot.
-trait IntoAnswer {
-    fn into_answer(self) -> Result<Response<Inner>, UpstreamError>;
-}
-
-impl IntoAnswer for Result<Response<Inner>, UpstreamError> {
-    fn into_answer(self) -> Result<Response<Inner>, UpstreamError> {
-        self
-    }
-}
-
-impl IntoAnswer for Response<axum::body::Body> {
-    fn into_answer(self) -> Result<Response<Inner>, UpstreamError> {
-        Ok(self.map(|b| Inner::App(std::sync::Mutex::new(b))))
     }
 }
 

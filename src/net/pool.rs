@@ -18,6 +18,9 @@
 //! ready. One list behind one lock would pass that lock's cache line between the worker
 //! threads twice per request.
 //!
+//! A kept HTTP/1 connection also keeps the timer its requests' heads are timed on
+//! ([`Deadline`]).
+//!
 //! Over TLS (`https://`, see [`super::tls`]) the server may choose HTTP/2 by ALPN.
 //! An HTTP/2 connection carries every request at once, so it stays in the list while used:
 //! a request takes a handle on it rather than the connection itself.
@@ -35,8 +38,11 @@ use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::future::{Future, ready};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Once};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::time::Sleep;
 
 /// Flow control of an HTTP/2 connection every client shares: what one stream may hold
 /// unread, and what the whole connection may. A client that stops reading its answer stops
@@ -94,6 +100,67 @@ impl Sender {
 struct Kept {
     tx: Sender,
     since: Instant,
+    /// The timer of the requests it carried, for the next one (see [`Deadline`]).
+    timer: Option<Timer>,
+}
+
+/// A timer of the runtime's, kept between requests.
+type Timer = Pin<Box<Sleep>>;
+
+pin_project_lite::pin_project! {
+    /// An answer's head by a deadline: the head, or `None` once the deadline has passed,
+    /// and the timer it was timed on, to be kept with the connection for its next request.
+    ///
+    /// Why a kept timer: a new one is registered with the runtime's timer wheel under a
+    /// lock when first awaited, and taken out under that lock when dropped, about 0.8k
+    /// instructions per request (docs/performance.md). A kept one moved to a later deadline
+    /// is one atomic write; the wheel finds the new deadline when the old one comes round,
+    /// and only a timer moved earlier (a reload shortened `upstream_timeout`) or one that
+    /// fired while kept is registered again.
+    ///
+    /// Caveat: a kept timer's old deadline may wake the task that last waited on it, once,
+    /// to no effect.
+    struct Deadline<F> {
+        #[pin]
+        answer: F,
+        deadline: tokio::time::Instant,
+        timer: Option<Timer>,
+        // `timer` is set to `deadline`.
+        set: bool,
+    }
+}
+
+impl<F> Deadline<F> {
+    fn new(answer: F, deadline: tokio::time::Instant, timer: Option<Timer>) -> Deadline<F> {
+        Deadline {
+            answer,
+            deadline,
+            timer,
+            set: false,
+        }
+    }
+}
+
+impl<F: Future> Future for Deadline<F> {
+    type Output = (Option<F::Output>, Option<Timer>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(answer) = this.answer.poll(cx) {
+            return Poll::Ready((Some(answer), this.timer.take()));
+        }
+        let deadline = *this.deadline;
+        if !*this.set {
+            *this.set = true;
+            if let Some(kept) = this.timer {
+                kept.as_mut().reset(deadline);
+            }
+        }
+        let timer =
+            (this.timer).get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        std::task::ready!(timer.as_mut().poll(cx));
+        Poll::Ready((None, this.timer.take()))
+    }
 }
 
 impl Kept {
@@ -198,35 +265,55 @@ impl Pool {
         }
     }
 
-    /// Sends `req` (origin-form URI, `Host` set) and waits for the answer's head; `Err` says
-    /// why there is none.
+    /// Sends `req` (origin-form URI, `Host` set) and waits for the answer's head until
+    /// `started` + `wait`; `Err` says why there is none.
     ///
     /// A kept HTTP/1 connection, the common case, takes the request now, and the future only
-    /// waits for the head: it holds hyper's wait and the connection, not also the request
-    /// and the general path's states, which every level above it would carry and copy. The
-    /// rest (a new connection, HTTP/2, a kept connection the server closed) is boxed.
+    /// waits for the head, on the connection's own timer: it holds hyper's wait and the
+    /// connection, not also the request and the general path's states, which every level
+    /// above it would carry and copy. The rest (a new connection, HTTP/2, a kept connection
+    /// the server closed) is boxed, and timed on a timer of its own.
     pub fn send(
         &self,
         req: Request<Full<Bytes>>,
+        started: tokio::time::Instant,
+        wait: Duration,
     ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_ {
+        let deadline = started + wait;
         match self.take() {
-            Some(Sender::H1(mut h1)) => {
-                let sent = h1.try_send_request(req);
-                Either::Left(sent.then(move |sent| match sent {
-                    Ok(resp) => {
-                        self.put(Sender::H1(h1));
+            Some((Sender::H1(mut h1), timer)) => {
+                let sent = Deadline::new(h1.try_send_request(req), deadline, timer);
+                Either::Left(sent.then(move |(sent, timer)| match sent {
+                    Some(Ok(resp)) => {
+                        self.put(Sender::H1(h1), timer);
                         Either::Left(ready(Ok(resp)))
                     }
-                    Err(mut e) => match e.take_message() {
+                    // The connection goes with the request it still carries.
+                    None => Either::Left(ready(Err(UpstreamError::Timeout(wait)))),
+                    Some(Err(mut e)) => match e.take_message() {
                         // A kept connection the server closed just now: nothing was sent,
                         // so the request goes again, on another connection or a new one.
-                        Some(back) => Either::Right(Box::pin(self.send_on(None, back))),
+                        Some(back) => Either::Right(self.send_by(None, back, deadline, wait)),
                         None => Either::Left(ready(Err(classified(&e.into_error(), false)))),
                     },
                 }))
             }
-            taken => Either::Right(Box::pin(self.send_on(taken, req))),
+            taken => Either::Right(self.send_by(taken.map(|(tx, _)| tx), req, deadline, wait)),
         }
+    }
+
+    /// [`Self::send_on`] by `deadline`, boxed.
+    fn send_by(
+        &self,
+        taken: Option<Sender>,
+        req: Request<Full<Bytes>>,
+        deadline: tokio::time::Instant,
+        wait: Duration,
+    ) -> Pin<Box<dyn Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_>> {
+        Box::pin(
+            tokio::time::timeout_at(deadline, self.send_on(taken, req))
+                .map(move |sent| sent.unwrap_or(Err(UpstreamError::Timeout(wait)))),
+        )
     }
 
     /// [`Self::send`] on `taken` (a kept connection), else on another kept one or a new one.
@@ -236,14 +323,15 @@ impl Pool {
         mut req: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, UpstreamError> {
         loop {
-            let (tx, reused, asked_for_certificate) = match taken.take().or_else(|| self.take()) {
-                Some(tx) => (tx, true, false),
-                None => {
-                    // Boxed: a TLS and HTTP/2 handshake's future is many times a request's.
-                    let (tx, asked) = Box::pin(self.connect()).await?;
-                    (tx, false, asked)
-                }
-            };
+            let (tx, reused, asked_for_certificate) =
+                match taken.take().or_else(|| self.take().map(|(tx, _)| tx)) {
+                    Some(tx) => (tx, true, false),
+                    None => {
+                        // Boxed: a TLS and HTTP/2 handshake's future is many times a request's.
+                        let (tx, asked) = Box::pin(self.connect()).await?;
+                        (tx, false, asked)
+                    }
+                };
             let (sent, tx) = match tx {
                 Sender::H1(mut h1) => (h1.try_send_request(req).await, Some(Sender::H1(h1))),
                 Sender::H2(mut h2) => {
@@ -261,7 +349,7 @@ impl Pool {
             match sent {
                 Ok(resp) => {
                     if let Some(tx) = tx {
-                        self.put(tx);
+                        self.put(tx, None);
                     }
                     return Ok(resp);
                 }
@@ -274,14 +362,14 @@ impl Pool {
         }
     }
 
-    /// A ready connection, this thread's first; closed and expired ones go.
-    fn take(&self) -> Option<Sender> {
+    /// A ready connection, this thread's first, and its timer; closed and expired ones go.
+    fn take(&self) -> Option<(Sender, Option<Timer>)> {
         let me = slot();
         (0..SLOTS).find_map(|i| self.take_from(&self.kept[(me + i) % SLOTS]))
     }
 
     /// The most recently used ready connection of one list (a handle on it, for HTTP/2).
-    fn take_from(&self, shard: &Shard) -> Option<Sender> {
+    fn take_from(&self, shard: &Shard) -> Option<(Sender, Option<Timer>)> {
         let mut kept = shard.lock();
         let mut i = kept.len();
         while i > 0 {
@@ -293,20 +381,22 @@ impl Pool {
                 && h2.is_ready()
             {
                 k.since = Instant::now();
-                return Some(Sender::H2(h2.clone()));
+                return Some((Sender::H2(h2.clone()), None));
             } else if k.tx.is_ready() {
-                return Some(kept.swap_remove(i).tx);
+                let k = kept.swap_remove(i);
+                return Some((k.tx, k.timer));
             }
         }
         None
     }
 
-    fn put(&self, tx: Sender) {
+    fn put(&self, tx: Sender, timer: Option<Timer>) {
         let mut kept = self.kept[slot()].lock();
         if kept.len() < self.per_slot {
             kept.push(Kept {
                 tx,
                 since: Instant::now(),
+                timer,
             });
         }
     }
@@ -347,7 +437,7 @@ impl Pool {
                         }
                     });
                     // Shared from the start: other requests may use it while this one does.
-                    self.put(Sender::H2(tx.clone()));
+                    self.put(Sender::H2(tx.clone()), None);
                     Sender::H2(tx)
                 } else {
                     Sender::H1(handshake_h1(io).await.map_err(|e| fail(e.to_string()))?)
@@ -446,6 +536,16 @@ mod tests {
         (addr, accepted)
     }
 
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A request sent on `pool`, its head awaited for at most `wait`.
+    fn sent(
+        pool: &Pool,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + '_ {
+        pool.send(request(), tokio::time::Instant::now(), wait)
+    }
+
     async fn body(resp: Response<Incoming>) -> Bytes {
         use http_body_util::BodyExt;
         resp.into_body().collect().await.unwrap().to_bytes()
@@ -456,7 +556,7 @@ mod tests {
         let (addr, accepted) = server(usize::MAX, false).await;
         let pool = Pool::new(addr, None);
         for _ in 0..20 {
-            let resp = pool.send(request()).await.unwrap();
+            let resp = sent(&pool, WAIT).await.unwrap();
             assert_eq!(body(resp).await, "ok");
         }
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -466,9 +566,9 @@ mod tests {
     async fn a_connection_still_streaming_is_not_shared() {
         let (addr, accepted) = server(usize::MAX, true).await;
         let pool = Pool::new(addr, None);
-        let first = pool.send(request()).await.unwrap();
+        let first = sent(&pool, WAIT).await.unwrap();
         // The first answer's body is still coming: its connection is busy.
-        let second = pool.send(request()).await.unwrap();
+        let second = sent(&pool, WAIT).await.unwrap();
         assert_eq!(body(second).await, "ok");
         assert_eq!(body(first).await, "ok");
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
@@ -487,7 +587,7 @@ mod tests {
         let concurrent = 300;
         for _ in 0..3 {
             let answers = (0..concurrent).map(|_| async {
-                let resp = pool.send(request()).await.unwrap();
+                let resp = sent(&pool, WAIT).await.unwrap();
                 assert_eq!(body(resp).await, "ok");
             });
             futures_util::future::join_all(answers).await;
@@ -501,7 +601,7 @@ mod tests {
         let (addr, accepted) = server(1, false).await;
         let pool = Pool::new(addr, None);
         for _ in 0..5 {
-            let resp = pool.send(request()).await.unwrap();
+            let resp = sent(&pool, WAIT).await.unwrap();
             assert_eq!(body(resp).await, "ok");
             // Let the connection see the server's close.
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -513,8 +613,8 @@ mod tests {
     async fn idle_connections_close_and_busy_ones_stay() {
         let (addr, accepted) = server(usize::MAX, true).await;
         let pool = Pool::with_idle(addr, Duration::from_millis(50));
-        let streaming = pool.send(request()).await.unwrap();
-        let idle = pool.send(request()).await.unwrap();
+        let streaming = sent(&pool, WAIT).await.unwrap();
+        let idle = sent(&pool, WAIT).await.unwrap();
         assert_eq!(body(idle).await, "ok");
         // Past two sweeps: the idle connection is gone, the one mid-answer is kept.
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -528,13 +628,78 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         drop(listener);
-        let err = Pool::new(addr.clone(), None)
-            .send(request())
+        let err = sent(&Pool::new(addr.clone(), None), WAIT)
             .await
             .unwrap_err();
         assert!(
             matches!(&err, UpstreamError::Unreachable(why) if why.starts_with(&format!("connecting to {addr}: "))),
             "{err}"
         );
+    }
+
+    /// A server on one connection that answers its requests in turn, each after its delay
+    /// (`None`: never).
+    async fn answering_after(delays: Vec<Option<Duration>>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            for delay in delays {
+                let mut got = Vec::new();
+                while !got.windows(6).any(|w| w == b"\r\n\r\n{}") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let Some(delay) = delay else {
+                    // Holds the connection without answering until the client gives up.
+                    let _ = s.read(&mut buf).await;
+                    return;
+                };
+                tokio::time::sleep(delay).await;
+                let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                if s.write_all(answer).await.is_err() {
+                    return;
+                }
+            }
+        });
+        addr
+    }
+
+    fn kept_timers(pool: &Pool) -> usize {
+        let shards = pool.kept.iter().map(|s| s.lock());
+        shards
+            .map(|k| k.iter().filter(|k| k.timer.is_some()).count())
+            .sum()
+    }
+
+    /// A kept connection's timer, moved to each request's deadline: later than its last one
+    /// (an answer after the last deadline is still taken), past its last one (a timer that
+    /// fired while kept), and earlier (a shorter wait is held to).
+    #[tokio::test]
+    async fn a_kept_connection_times_each_head_on_its_own_timer() {
+        let ms = |n| Some(Duration::from_millis(n));
+        let addr = answering_after(vec![ms(20), ms(20), ms(300), ms(20), ms(20), None]).await;
+        let pool = Pool::new(addr, None);
+        let (short, shorter) = (Duration::from_millis(200), Duration::from_millis(100));
+        assert_eq!(body(sent(&pool, WAIT).await.unwrap()).await, "ok");
+        assert_eq!(body(sent(&pool, short).await.unwrap()).await, "ok");
+        assert_eq!(kept_timers(&pool), 1, "kept with its connection");
+        // Answered after the last request's deadline, on the same timer.
+        assert_eq!(body(sent(&pool, WAIT).await.unwrap()).await, "ok");
+        // The timer fires while kept; the next request is timed on it all the same.
+        assert_eq!(body(sent(&pool, shorter).await.unwrap()).await, "ok");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(body(sent(&pool, WAIT).await.unwrap()).await, "ok");
+        let started = tokio::time::Instant::now();
+        let late = sent(&pool, shorter).await.unwrap_err();
+        assert!(
+            matches!(late, UpstreamError::Timeout(d) if d == shorter),
+            "{late}"
+        );
+        let took = started.elapsed();
+        assert!(took >= shorter && took < Duration::from_secs(2), "{took:?}");
     }
 }
