@@ -72,6 +72,38 @@ pub struct UpstreamBody {
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     /// A frame came since the timer was last set (gap timers only).
     restart: bool,
+    /// What the answer's head said its body is, read once where the head arrived.
+    media: Media,
+}
+
+impl UpstreamBody {
+    /// What the answer's `Content-Type` names (see [`Media`]).
+    pub(crate) fn media(&self) -> Media {
+        self.media
+    }
+}
+
+/// What a message's `Content-Type` names, as far as the rules tell answers apart. Read once
+/// for an upstream's answer, where its head arrives; its deadline, the answer rules and a
+/// listing's exchange all go by that reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Media {
+    Json,
+    EventStream,
+    Other,
+}
+
+impl Media {
+    pub(crate) fn of(headers: &HeaderMap) -> Media {
+        let media = media_type(headers);
+        if media.eq_ignore_ascii_case("application/json") {
+            Media::Json
+        } else if names_event_stream(media) {
+            Media::EventStream
+        } else {
+            Media::Other
+        }
+    }
 }
 
 /// The body as the transport gives it. The application's is behind a mutex only to be
@@ -211,8 +243,8 @@ pub(crate) fn media_type(headers: &HeaderMap) -> &str {
     v[..end].trim_ascii()
 }
 
-/// Whether a message's body is an event stream: the one reading of it wherever an answer is
-/// read (its deadline, the rules, a listing's exchange, the stdio front).
+/// Whether a message's body is an event stream, for an answer that did not come from the
+/// upstream client (whose body says, as [`Media`]: the stdio front's).
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
     names_event_stream(media_type(headers))
 }
@@ -462,8 +494,8 @@ impl HttpClient {
     {
         answer.map(move |answered| {
             let resp = answered?;
-            let is_sse = is_event_stream(resp.headers());
-            let timer = match (is_sse, is_get) {
+            let media = Media::of(resp.headers());
+            let timer = match (media == Media::EventStream, is_get) {
                 (false, _) => Some(Timer::Whole(wait.answer)),
                 (true, false) => Some(Timer::Gap(wait.stream_gap)),
                 (true, true) => None,
@@ -474,6 +506,7 @@ impl HttpClient {
                 started,
                 sleep: None,
                 restart: false,
+                media,
             }))
         })
     }
@@ -571,8 +604,13 @@ mod tests {
                 (media, stream),
                 "{value:?}"
             );
+            assert_eq!(Media::of(&h) == Media::EventStream, stream, "{value:?}");
         }
         assert_eq!(media_type(&HeaderMap::new()), "");
+        assert_eq!(Media::of(&HeaderMap::new()), Media::Other);
+        for json in [&b"application/json"[..], b"Application/JSON; charset=utf-8"] {
+            assert_eq!(Media::of(&headers(json)), Media::Json, "{json:?}");
+        }
     }
 
     #[test]

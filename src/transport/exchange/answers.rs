@@ -17,7 +17,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{fit_length, media_type, names_event_stream, strip_hop_by_hop};
+use crate::net::client::{Media, fit_length, media_type, strip_hop_by_hop};
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
@@ -97,13 +97,14 @@ pub fn response<B>(
     gw: &Arc<Gateway>,
     pending: Pending,
     reading: Reading,
+    media: Media,
     resp: http::Response<B>,
 ) -> impl Future<Output = Response> + Send + '_
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
-    match at_once(gw, pending, reading, resp) {
+    match at_once(gw, pending, reading, media, resp) {
         Now::Answer(answer) => Either::Left(std::future::ready(answer)),
         Now::ReadFirst(unsettled) => Either::Right(unsettled.read(gw)),
     }
@@ -127,11 +128,12 @@ struct Unsettled<B> {
 }
 
 /// The answer when it is settled without reading the body whole, else what reading it
-/// whole needs.
+/// whole needs. `media`: what the answer's head named, as the upstream client read it.
 fn at_once<B>(
     gw: &Arc<Gateway>,
     pending: Pending,
     reading: Reading,
+    media: Media,
     resp: http::Response<B>,
 ) -> Now<B>
 where
@@ -150,9 +152,7 @@ where
     }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let media = media_type(&parts.headers);
-    let is_json = media.eq_ignore_ascii_case("application/json");
-    if names_event_stream(media) {
+    if media == Media::EventStream {
         // Its events may be rewritten as they pass: the server's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
         let outcome = StreamOutcome::default();
@@ -169,7 +169,8 @@ where
     if relayed_as_is(status, has_session) {
         return Now::Answer(Response::from_parts(parts, Body::new(body)));
     }
-    if !is_json {
+    if media != Media::Json {
+        let media = media_type(&parts.headers);
         let what = format!(
             "HTTP {} with {}",
             status.as_u16(),

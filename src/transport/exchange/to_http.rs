@@ -488,7 +488,8 @@ pub(crate) fn forward<'a>(
         match sent {
             Ok(resp) => {
                 note.outcome = "forwarded";
-                Box::pin(answers::response(gw, pending, reading, resp)).await
+                let media = resp.body().media();
+                Box::pin(answers::response(gw, pending, reading, media, resp)).await
             }
             Err(e) => {
                 tracing::warn!(upstream = %to.target.name, error = %e, "upstream unavailable");

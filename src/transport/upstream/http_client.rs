@@ -4,7 +4,7 @@
 use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{HttpClient, is_event_stream, strip_hop_by_hop};
+use crate::net::client::{HttpClient, Media, strip_hop_by_hop};
 use crate::net::tls::TlsError;
 use crate::pipeline::asked::Retries;
 use crate::pipeline::guard::{self, ListFailed};
@@ -120,7 +120,7 @@ pub(crate) async fn exchange_message(
         return Err(ListFailed::Relay(Box::new(relay)));
     }
     let (parts, body) = resp.into_parts();
-    let is_sse = is_event_stream(&parts.headers);
+    let is_sse = body.media() == Media::EventStream;
     let broke = |e: &dyn std::fmt::Display| {
         ListFailed::Unavailable(UpstreamError::Unreachable(format!(
             "the answer broke off: {e}"
