@@ -298,17 +298,9 @@ impl TlsClient {
     /// A `ping` on this connection; the status, or why there is none.
     async fn ping(&mut self) -> Result<u16, String> {
         use http_body_util::BodyExt;
-        let req = http::Request::post("/mcp")
-            .header("host", "localhost")
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .body(http_body_util::Full::new(bytes::Bytes::from(
-                json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
-            )))
-            .unwrap();
         let resp = self
             .send
-            .send_request(req)
+            .send_request(ping_request("/mcp"))
             .await
             .map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
@@ -320,6 +312,31 @@ impl TlsClient {
     }
 }
 
+/// A `ping` to toolgate at `uri` (over HTTP/2, one with its authority).
+fn ping_request(uri: &str) -> http::Request<http_body_util::Full<bytes::Bytes>> {
+    http::Request::post(uri)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
+        )))
+        .unwrap()
+}
+
+/// `[tls]` for a listener with a certificate for `localhost` from `ca`, and `extra` lines;
+/// the files it names, kept while they are used.
+fn listener_tls(ca: &Ca, extra: &str) -> (String, TempFile, TempFile) {
+    let (chain, key) = ca.leaf(&["localhost"]);
+    let (cert_file, key_file) = (TempFile::new(&chain), TempFile::new(&key));
+    let config = format!(
+        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n{extra}",
+        cert_file.path.display(),
+        key_file.path.display()
+    );
+    (config, cert_file, key_file)
+}
+
 async fn tls_gateway(config: &str) -> Toolgate {
     let (up, _) = Scripted::new(vec![]).spawn().await;
     Toolgate::serve(&up, Some(config)).await
@@ -328,13 +345,7 @@ async fn tls_gateway(config: &str) -> Toolgate {
 #[tokio::test]
 async fn the_listener_serves_tls_and_takes_a_rotated_certificate_without_dropping_connections() {
     let (old_ca, new_ca) = (Ca::new("old listener CA"), Ca::new("new listener CA"));
-    let (chain, key) = old_ca.leaf(&["localhost"]);
-    let (cert_file, key_file) = (TempFile::new(&chain), TempFile::new(&key));
-    let config = format!(
-        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
-        cert_file.path.display(),
-        key_file.path.display()
-    );
+    let (config, cert_file, key_file) = listener_tls(&old_ca, "");
     let tg = tls_gateway(&config).await;
     assert!(tg.logs().contains("listening on https://"), "{}", tg.logs());
     let mut kept = TlsClient::connect(tg.addr, &old_ca, None).await.unwrap();
@@ -384,24 +395,8 @@ async fn the_listener_serves_tls_and_takes_a_rotated_certificate_without_droppin
 async fn the_listener_speaks_the_http_that_alpn_settles() {
     use http_body_util::BodyExt;
     let ca = Ca::new("listener CA");
-    let (chain, key) = ca.leaf(&["localhost"]);
-    let (cert_file, key_file) = (TempFile::new(&chain), TempFile::new(&key));
-    let config = format!(
-        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
-        cert_file.path.display(),
-        key_file.path.display()
-    );
+    let (config, _cert, _key) = listener_tls(&ca, "");
     let tg = tls_gateway(&config).await;
-    let ping = || {
-        http::Request::post("https://localhost/mcp")
-            .header("host", "localhost")
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .body(http_body_util::Full::new(bytes::Bytes::from(
-                json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
-            )))
-            .unwrap()
-    };
     let tls = tls_connect(tg.addr, client_config(&ca, None, &[b"h2", b"http/1.1"]))
         .await
         .unwrap();
@@ -411,7 +406,8 @@ async fn the_listener_speaks_the_http_that_alpn_settles() {
             .await
             .unwrap();
     tokio::spawn(conn);
-    let resp = send.send_request(ping()).await.unwrap();
+    let resp = send.send_request(ping_request("https://localhost/mcp"));
+    let resp = resp.await.unwrap();
     assert_eq!(
         (resp.status().as_u16(), resp.version()),
         (200, http::Version::HTTP_2)
@@ -429,7 +425,7 @@ async fn the_listener_speaks_the_http_that_alpn_settles() {
             .await
             .unwrap();
         tokio::spawn(conn);
-        let resp = send.send_request(ping()).await.unwrap();
+        let resp = send.send_request(ping_request("/mcp")).await.unwrap();
         assert_eq!(
             (resp.status().as_u16(), resp.version()),
             (200, http::Version::HTTP_11),
@@ -441,15 +437,9 @@ async fn the_listener_speaks_the_http_that_alpn_settles() {
 #[tokio::test]
 async fn the_listener_can_require_client_certificates() {
     let (server_ca, client_ca) = (Ca::new("listener CA"), Ca::new("clients' CA"));
-    let (chain, key) = server_ca.leaf(&["localhost"]);
-    let (cert_file, key_file) = (TempFile::new(&chain), TempFile::new(&key));
     let client_ca_file = TempFile::new(&client_ca.cert_pem);
-    let config = format!(
-        "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nclient_ca_file = \"{}\"\n",
-        cert_file.path.display(),
-        key_file.path.display(),
-        client_ca_file.path.display()
-    );
+    let extra = format!("client_ca_file = \"{}\"\n", client_ca_file.path.display());
+    let (config, _cert, _key) = listener_tls(&server_ca, &extra);
     let tg = tls_gateway(&config).await;
     let refused = match TlsClient::connect(tg.addr, &server_ca, None).await {
         Err(_) => true,
