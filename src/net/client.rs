@@ -243,8 +243,8 @@ pub(crate) fn media_type(headers: &HeaderMap) -> &str {
     v[..end].trim_ascii()
 }
 
-/// Whether a message's body is an event stream, for an answer that did not come from the
-/// upstream client (whose body says, as [`Media`]: the stdio front's).
+/// Whether a message's body is an event stream, for the answers the stdio front writes out.
+/// An upstream's answer is read once, where its head arrives, as [`Media`].
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
     names_event_stream(media_type(headers))
 }
