@@ -17,7 +17,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{Media, fit_length, media_type, strip_hop_by_hop};
+use crate::net::client::{Media, UpstreamBody, fit_length, media_type, strip_hop_by_hop};
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
@@ -93,18 +93,13 @@ pub(crate) struct Parking {
 /// future then holds only what that reading needs. An `async fn` would also hold each
 /// argument as it was given, the answer's head among them, and the future of every call
 /// whose answer is read would carry both (docs/performance.md).
-pub fn response<B>(
+pub fn response(
     gw: &Arc<Gateway>,
     pending: Pending,
     reading: Reading,
-    media: Media,
-    resp: http::Response<B>,
-) -> impl Future<Output = Response> + Send + '_
-where
-    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
-    match at_once(gw, pending, reading, media, resp) {
+    resp: http::Response<UpstreamBody>,
+) -> impl Future<Output = Response> + Send + '_ {
+    match at_once(gw, pending, reading, resp) {
         Now::Answer(answer) => Either::Left(std::future::ready(answer)),
         Now::ReadFirst(unsettled) => Either::Right(unsettled.read(gw)),
     }
@@ -128,18 +123,13 @@ struct Unsettled<B> {
 }
 
 /// The answer when it is settled without reading the body whole, else what reading it
-/// whole needs. `media`: what the answer's head named, as the upstream client read it.
-fn at_once<B>(
+/// whole needs.
+fn at_once(
     gw: &Arc<Gateway>,
     pending: Pending,
     reading: Reading,
-    media: Media,
-    resp: http::Response<B>,
-) -> Now<B>
-where
-    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
+    resp: http::Response<UpstreamBody>,
+) -> Now<UpstreamBody> {
     let Reading {
         has_session,
         parking,
@@ -152,6 +142,8 @@ where
     }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    // As the upstream client read it, where the head arrived.
+    let media = body.media();
     if media == Media::EventStream {
         // Its events may be rewritten as they pass: the server's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);

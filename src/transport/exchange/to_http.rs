@@ -488,8 +488,7 @@ pub(crate) fn forward<'a>(
         match sent {
             Ok(resp) => {
                 note.outcome = "forwarded";
-                let media = resp.body().media();
-                Box::pin(answers::response(gw, pending, reading, media, resp)).await
+                Box::pin(answers::response(gw, pending, reading, resp)).await
             }
             Err(e) => {
                 tracing::warn!(upstream = %to.target.name, error = %e, "upstream unavailable");
