@@ -312,7 +312,7 @@ impl Pool {
     ) -> Pin<Box<dyn Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_>> {
         Box::pin(
             tokio::time::timeout_at(deadline, self.send_on(taken, req))
-                .map(move |sent| sent.unwrap_or(Err(UpstreamError::Timeout(wait)))),
+                .map(move |sent| sent.unwrap_or_else(|_| Err(UpstreamError::Timeout(wait)))),
         )
     }
 
