@@ -440,6 +440,13 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
     let t = closed_within(&mut slow, Duration::from_secs(10)).await;
     assert!(t < Duration::from_millis(2500), "{t:?}");
 
+    // Half of HTTP/2's connection preface, which a plaintext connection is read for first:
+    // closed after header_timeout too.
+    let mut slow = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    slow.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let t = closed_within(&mut slow, Duration::from_secs(10)).await;
+    assert!(t < Duration::from_millis(2500), "{t:?}");
+
     // Nothing at all: closed after header_timeout, from the accept.
     let mut silent = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
     let t = closed_within(&mut silent, Duration::from_secs(10)).await;
