@@ -517,6 +517,11 @@ async fn a_length_sent_twice_goes_on_once() {
         .unwrap();
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (_, answered) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    assert_eq!(
+        serde_json::from_str::<Value>(answered).unwrap(),
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "Method not found"}})
+    );
     let headers = state.seen_headers.lock().unwrap();
     let lengths: Vec<_> = headers
         .last()

@@ -393,7 +393,6 @@ async fn the_listener_serves_tls_and_takes_a_rotated_certificate_without_droppin
 /// `http/1.1` or for a client that offers nothing.
 #[tokio::test]
 async fn the_listener_speaks_the_http_that_alpn_settles() {
-    use http_body_util::BodyExt;
     let ca = Ca::new("listener CA");
     let (config, _cert, _key) = listener_tls(&ca, "");
     let tg = tls_gateway(&config).await;
@@ -412,11 +411,7 @@ async fn the_listener_speaks_the_http_that_alpn_settles() {
         (resp.status().as_u16(), resp.version()),
         (200, http::Version::HTTP_2)
     );
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    assert_eq!(
-        serde_json::from_slice::<serde_json::Value>(&body).unwrap()["id"],
-        1
-    );
+    assert_eq!(answer_of(resp).await, not_found());
     for alpn in [&[b"http/1.1".as_slice()][..], &[]] {
         let tls = tls_connect(tg.addr, client_config(&ca, None, alpn))
             .await
@@ -431,7 +426,20 @@ async fn the_listener_speaks_the_http_that_alpn_settles() {
             (200, http::Version::HTTP_11),
             "{alpn:?}"
         );
+        assert_eq!(answer_of(resp).await, not_found(), "{alpn:?}");
     }
+}
+
+/// The JSON-RPC message a response carries.
+async fn answer_of(resp: http::Response<hyper::body::Incoming>) -> serde_json::Value {
+    use http_body_util::BodyExt;
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// The scripted server's answer to `ping`, passed through as it came.
+fn not_found() -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}})
 }
 
 #[tokio::test]

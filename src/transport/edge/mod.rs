@@ -115,11 +115,11 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use crate::transport::runtime::repoll::Repoll;
-    use crate::transport::runtime::version::{Servers, Version};
+    use crate::transport::runtime::version::{Builders, Version};
     let Edge { app, tls } = edge;
     let live = app.live.clone();
     let drain = crate::transport::runtime::drain::Drain::new();
-    let servers = Servers::new();
+    let builders = Builders::new();
     // A connection holds a permit for its life; past the cap, clients wait in the listen
     // queue while the admin listener (its own accept loop) keeps answering.
     let permits = Arc::new(tokio::sync::Semaphore::new(connection_cap(
@@ -152,14 +152,14 @@ pub async fn serve(
         // Under TLS too: the handshake is timed like a request head.
         let mut io = timers.io(stream);
         let service = hyper_util::service::TowerToHyperService::new(app.service(timers, peer));
-        let (servers, drain) = (servers.clone(), drain.clone());
+        let (builders, drain) = (builders.clone(), drain.clone());
         // Re-polled in place when it wakes itself: see `repoll`. A task of its own for each
         // kind of connection, so that a plaintext one's future carries no TLS state.
         match &tls {
             None => tokio::spawn(Repoll::new(async move {
                 match Version::read(&mut io).await {
                     Ok(version) => {
-                        let _ = servers.serve(version, io, service, &drain).await;
+                        let _ = builders.serve(version, io, service, &drain).await;
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "a client connection ended before its first request")
@@ -173,7 +173,7 @@ pub async fn serve(
                     match acceptor.accept(io).await {
                         Ok(stream) => {
                             let version = Version::negotiated(stream.get_ref().1.alpn_protocol());
-                            let _ = servers.serve(version, stream, service, &drain).await;
+                            let _ = builders.serve(version, stream, service, &drain).await;
                         }
                         Err(e) => tracing::debug!(error = %e, "TLS handshake with a client failed"),
                     }

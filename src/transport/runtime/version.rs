@@ -71,16 +71,16 @@ impl Version {
     }
 }
 
-/// hyper's server for each version, as configured for a listener.
+/// hyper's connection builder for each HTTP version, as configured for a listener.
 #[derive(Clone)]
-pub(crate) struct Servers {
+pub(crate) struct Builders {
     http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,
 }
 
-impl Servers {
-    pub(crate) fn new() -> Servers {
-        Servers {
+impl Builders {
+    pub(crate) fn new() -> Builders {
+        Builders {
             http1: http1::Builder::new(),
             http2: http2::Builder::new(TokioExecutor::new()),
         }
