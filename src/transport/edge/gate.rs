@@ -218,7 +218,6 @@ fn post<'a, B: RequestBody>(
             Ok(bytes) => bytes,
             Err(refused) => return *refused,
         };
-        let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
         // Matched as parsed, not bound first: a binding would keep the parse's place in every
         // state of this future after it.
         let mut m = match message::parse(&bytes) {
@@ -237,41 +236,18 @@ fn post<'a, B: RequestBody>(
                     );
                 }
                 let up = whole.expect("step::batch refuses a batch for a stdio server");
+                let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
                 return Box::pin(passing::batch(rt, up, parts, bytes.clone(), &ctx, note)).await;
             }
             Ok(Parsed::Single(m)) => m,
         };
-        let era = ctx.era(m.version_text());
-        trace(note, &m, &bytes);
-        if let Err(refused) = message::header_rules(&parts.headers, &ctx, &m, era) {
-            return *refused;
-        }
-        if let Err(refused) = message::call_notification(rt.gw, rt.target, &m) {
-            note.outcome = "answered";
-            return *refused;
-        }
-        let to = match &rt.server {
-            Server::Http(up) => {
-                let to = rt.to_http(up);
-                let caller = (ctx.key, ctx.session.as_ref(), ctx.owner(rt.peer));
-                EndpointWay::Http(HttpWay::find(to, &parts.headers, &m, era, caller).await, to)
-            }
-            Server::Stdio(pool) => {
-                let to = rt.to_children(pool);
-                let caller = (ctx.key, ctx.owner(rt.peer));
-                match Box::pin(ChildWay::find(to, &parts.headers, &m, era, caller, note)).await {
-                    Ok(way) => EndpointWay::Child(way, to),
-                    Err(resp) => return resp,
-                }
-            }
+        let (to, origin) = match find_way(rt, &parts, &m, &bytes, client, note).await {
+            Ok(settled) => settled,
+            Err(refused) => return refused,
         };
         // For the access log when toolgate answers: the guard takes the params.
         let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
-        let origin = Origin {
-            target: rt.target,
-            era,
-            client: ctx.client,
-        };
+        let era = origin.era;
         let said = Said::of(&m, note.method);
         let way = EdgeWay {
             to,
@@ -301,6 +277,46 @@ fn post<'a, B: RequestBody>(
         };
         forward.send(&**rt.gw, &**rt.target).await
     }
+}
+
+/// One message's header rules, and its way to the server settled, with where it comes from.
+/// A future of its own, so that what it reads of the caller is not kept in the request's
+/// while the answer is awaited (nor is the request's future over the allocator's fast size).
+async fn find_way<'a>(
+    rt: &'a Route<'a>,
+    parts: &Parts,
+    m: &jsonrpc::Message<'_>,
+    bytes: &Bytes,
+    client: Option<Client>,
+    note: &mut Note,
+) -> Result<(EndpointWay<'a>, Origin<'a>), Response> {
+    let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
+    let era = ctx.era(m.version_text());
+    trace(note, m, bytes);
+    message::header_rules(&parts.headers, &ctx, m, era).map_err(|refused| *refused)?;
+    if let Err(refused) = message::call_notification(rt.gw, rt.target, m) {
+        note.outcome = "answered";
+        return Err(*refused);
+    }
+    let to = match &rt.server {
+        Server::Http(up) => {
+            let to = rt.to_http(up);
+            let caller = (ctx.key, ctx.session.as_ref(), ctx.owner(rt.peer));
+            EndpointWay::Http(HttpWay::find(to, &parts.headers, m, era, caller).await, to)
+        }
+        Server::Stdio(pool) => {
+            let to = rt.to_children(pool);
+            let caller = (ctx.key, ctx.owner(rt.peer));
+            let way = Box::pin(ChildWay::find(to, &parts.headers, m, era, caller, note)).await?;
+            EndpointWay::Child(way, to)
+        }
+    };
+    let origin = Origin {
+        target: rt.target,
+        era,
+        client: ctx.client,
+    };
+    Ok((to, origin))
 }
 
 /// What the trace says of one message: its request id, and a parent it carries in `_meta`.

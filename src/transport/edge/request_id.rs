@@ -9,6 +9,7 @@
 use super::request::{Inbound, Outbound};
 use crate::gateway::IdText;
 use bytes::Bytes;
+use http::header::Entry;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,18 +20,25 @@ use tower_service::Service;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The client's id when it is a sane token, else `mint()`, now in `headers` either way.
+/// The client's id when it is a sane token, else `mint()`, now in `headers` either way. One
+/// entry, found once, is read and, when needed, written.
 fn settle(headers: &mut HeaderMap, mint: impl FnOnce() -> IdText) -> HeaderValue {
-    if let Some(v) = headers.get(&REQUEST_ID)
-        && (1..=128).contains(&v.len())
-        && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
-    {
-        return v.clone();
+    let sane = |v: &HeaderValue| {
+        (1..=128).contains(&v.len()) && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
+    };
+    let minted = || {
+        HeaderValue::from_maybe_shared(Bytes::from_owner(mint()))
+            .expect("minted ids are visible ASCII")
+    };
+    match headers.entry(REQUEST_ID) {
+        Entry::Occupied(sent) if sane(sent.get()) => sent.get().clone(),
+        Entry::Occupied(mut odd) => {
+            let id = minted();
+            odd.insert(id.clone());
+            id
+        }
+        Entry::Vacant(none) => none.insert(minted()).clone(),
     }
-    let id = HeaderValue::from_maybe_shared(Bytes::from_owner(mint()))
-        .expect("minted ids are visible ASCII");
-    headers.insert(REQUEST_ID, id.clone());
-    id
 }
 
 /// Applies [`RequestId`] to a service.

@@ -64,8 +64,8 @@ pub(crate) struct HttpWay {
     cancelled: Option<Option<Box<str>>>,
     /// A handshake-era client in the session toolgate keeps for it in front of a server
     /// that speaks only 2026-07-28, and the 2026-07-28 headers its message goes with (the
-    /// params are whole).
-    reversed: Option<(Arc<Reverse>, HeaderMap)>,
+    /// params are whole). Boxed: it is rare, and every request's future holds the way.
+    reversed: Option<Box<(Arc<Reverse>, HeaderMap)>>,
     /// Whether the client cancels a bridged request by giving up on its answer, which the
     /// server is then told of (an HTTP client); a stdio client sends its cancellation, which
     /// goes in the session under the id its request went with.
@@ -96,12 +96,20 @@ impl HttpWay {
             None => key,
         };
         let session = match (era, m.is_request()) {
-            (Era::Modern, true) => {
-                let limits = &gw.config.limits;
-                up.bridge
-                    .session(up, headers, (narrowed, &declared), || gw.next_id(), limits)
+            (Era::Modern, true) => match up.bridge.session_at_hand(narrowed) {
+                Some(at_hand) => at_hand,
+                // Boxed: learning the server's era, or opening a session, is rare, and would
+                // otherwise sit in every request's future.
+                None => {
+                    let limits = &gw.config.limits;
+                    let ids = || gw.next_id();
+                    Box::pin(
+                        up.bridge
+                            .session(up, headers, (narrowed, &declared), ids, limits),
+                    )
                     .await
-            }
+                }
+            },
             // A cancellation goes inside the session the request went through.
             (Era::Modern, false) => up.bridge.existing(narrowed),
             (Era::Legacy, _) => None,
@@ -113,7 +121,7 @@ impl HttpWay {
             Era::Legacy => session_id.and_then(|id| reversed(up, id)).map(|r| {
                 let mut headers = headers.clone();
                 HttpBridge::modern_headers(&mut headers, m);
-                (r, headers)
+                Box::new((r, headers))
             }),
             Era::Modern => None,
         };
@@ -184,7 +192,7 @@ impl HttpWay {
     pub(crate) fn bridging(&self) -> Bridging<'_> {
         Bridging::of(
             self.session.as_ref().map(|s| &*s.init),
-            self.reversed.as_ref().map(|(r, _)| &**r),
+            self.reversed.as_ref().map(|r| &*r.0),
         )
     }
 
@@ -197,10 +205,10 @@ impl HttpWay {
     ) -> http_bridge::HttpLister<'l> {
         http_bridge::HttpLister {
             up: to.up,
-            headers: self.reversed.as_ref().map_or(headers, |(_, h)| h),
+            headers: self.reversed.as_ref().map_or(headers, |r| &r.1),
             session: self.session.as_deref(),
             key: self.key,
-            reverse: self.reversed.as_ref().map(|(r, _)| &**r),
+            reverse: self.reversed.as_ref().map(|r| &*r.0),
             client_is_modern: self.era == Era::Modern,
             limits: &to.gw.config.limits,
         }
@@ -211,7 +219,7 @@ impl HttpWay {
     /// way's parts beside it, and every request would carry and copy both
     /// (docs/performance.md).
     pub(crate) fn send<'a>(
-        self,
+        mut self,
         to: ToHttp<'a>,
         mut parts: Box<Parts>,
         mut body: Bytes,
@@ -224,7 +232,7 @@ impl HttpWay {
         // Boxed: what a bridged request keeps for after its answer is rare, and would
         // otherwise sit in every request's future.
         let mut bridged = None;
-        if let Some((reverse, headers)) = self.reversed {
+        if let Some((reverse, headers)) = self.reversed.take().map(|r| *r) {
             parts.headers = headers;
             reading.has_session = false;
             if pending.id.is_some() && asked::may_ask(said.method) {

@@ -440,6 +440,17 @@ impl HttpBridge {
         Ok(parked)
     }
 
+    /// What [`Self::session`] gives for scope `key` when the answer is at hand, without a
+    /// word to the server: `Some(None)` when the server needs no bridge, `Some(session)` when
+    /// it is open; `None` when only [`Self::session`] can tell.
+    pub fn session_at_hand(&self, key: ScopeKey) -> Option<Option<Arc<Session>>> {
+        match self.decided() {
+            Some(false) => Some(None),
+            Some(true) => self.sessions.locked().get(&key).cloned().map(Some),
+            None => None,
+        }
+    }
+
     /// The session a 2026-07-28 request of credential `key` goes through, or `None` when the
     /// upstream speaks 2026-07-28 itself (or could not be asked: the request then goes as it
     /// came, and its own answer tells the client what is wrong).
