@@ -441,3 +441,46 @@ async fn bodiless(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::Gateway;
+    use crate::transport::edge::request::test_config;
+    use http_body::Frame;
+
+    /// A request body the size of hyper's, which the edge's connections carry.
+    struct HypersSize {
+        _room: [u64; size_of::<hyper::body::Incoming>() / 8],
+    }
+
+    impl http_body::Body for HypersSize {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(None)
+        }
+    }
+
+    /// mimalloc hands out an aligned block of up to 1 KiB from the thread's free list, and a
+    /// larger one by a path several times as long; the gate's future is the one block the
+    /// edge allocates for every request (docs/performance.md).
+    #[tokio::test]
+    async fn the_gates_future_fits_the_allocators_fast_size() {
+        let live = Live::new(Gateway::new(test_config()).unwrap());
+        let endpoints = Endpoints::new(&live).unwrap();
+        let mut gate = Gate::new(&endpoints, std::net::Ipv4Addr::LOCALHOST.into());
+        let body = HypersSize {
+            _room: [0; size_of::<hyper::body::Incoming>() / 8],
+        };
+        let req = http::Request::post("/mcp").body(body).unwrap();
+        let inbound = Inbound::new(req, live.load(), Box::new(Note::new()));
+        let future = gate.call(Routed { inbound, target: 0 });
+        let size = size_of_val(&*future);
+        assert!(size <= 1024, "the gate's future is {size} bytes");
+    }
+}
