@@ -280,8 +280,9 @@ fn post<'a, B: RequestBody>(
 }
 
 /// One message's header rules, and its way to the server settled, with where it comes from.
-/// A future of its own, so that what it reads of the caller is not kept in the request's
-/// while the answer is awaited (nor is the request's future over the allocator's fast size).
+/// A future of its own: what it reads of the caller is not kept in the request's future
+/// while the answer is awaited, which keeps that future, boxed once per request, within the
+/// allocator's fast size (docs/performance.md).
 async fn find_way<'a>(
     rt: &'a Route<'a>,
     parts: &Parts,

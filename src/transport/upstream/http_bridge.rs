@@ -462,20 +462,16 @@ impl HttpBridge {
         ids: impl Fn() -> String,
         limits: &Limits,
     ) -> Option<Arc<Session>> {
-        match self.decided() {
-            Some(false) => return None,
-            Some(true) => {}
-            None => {
-                // Boxed, as the opening below: rare, and large next to a request's future.
-                let decided = Box::pin(self.ask_era(up, client, &ids(), limits)).await?;
-                self.era.decide(decided);
-                if !decided {
-                    return None;
-                }
-            }
+        if let Some(at_hand) = self.session_at_hand(key) {
+            return at_hand;
         }
-        if let Some(s) = self.sessions.locked().get(&key) {
-            return Some(s.clone());
+        if self.decided().is_none() {
+            // Boxed, as the opening below: rare, and large next to a request's future.
+            let decided = Box::pin(self.ask_era(up, client, &ids(), limits)).await?;
+            self.era.decide(decided);
+            if let Some(at_hand) = self.session_at_hand(key) {
+                return at_hand;
+            }
         }
         let opened = Arc::new(Box::pin(self.open(up, client, &ids(), declared, limits)).await?);
         let mut sessions = self.sessions.locked();
