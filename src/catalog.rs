@@ -14,7 +14,7 @@
 
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
-use crate::validate::{Compiled, InPlace, Shape};
+use crate::validate::{Compiled, InPlace, Shape, plain_pattern};
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
@@ -118,7 +118,8 @@ impl Schema {
             let mut c = self.value.clone();
             let closed = self.shape.is_some() && close(&mut c, true);
             let schema = if closed { &c } else { &self.value };
-            let validator = compile_for(schema, self.draft, self.validate_formats).ok()?;
+            let plain = plain_pattern::plain_everywhere(schema);
+            let validator = compile_for(schema, self.draft, self.validate_formats, plain).ok()?;
             Some(InPlaceCheck { validator, closed })
         });
         check.as_ref()
@@ -143,20 +144,23 @@ impl Schema {
 
 /// Compiles a schema of `draft`.
 fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
-    let validator =
-        compile_for(value, draft, validate_formats).map_err(|e| Uncompiled(e.masked().to_string()));
+    let validator = compile_for(value, draft, validate_formats, false)
+        .map_err(|e| Uncompiled(e.masked().to_string()));
     Built {
         validator,
         alternatives: crate::validate::alternatives(value),
     }
 }
 
+/// With `plain_patterns`, every `pattern` is matched without the regex engine
+/// (`validate::plain_pattern`): for the check in place, whose schema is judged to allow it.
 fn compile_for<F: Json>(
     schema: &Value,
     draft: Draft,
     validate_formats: bool,
+    plain_patterns: bool,
 ) -> Result<Validator<F>, jsonschema::ValidationError<'static>> {
-    jsonschema::options_for::<F>()
+    let options = jsonschema::options_for::<F>()
         .with_draft(draft)
         .offline()
         .should_validate_formats(validate_formats)
@@ -164,8 +168,14 @@ fn compile_for<F: Json>(
             PatternOptions::regex()
                 .size_limit(1 << 20)
                 .dfa_size_limit(1 << 20),
-        )
-        .build(schema)
+        );
+    if plain_patterns {
+        options
+            .with_keyword("pattern", plain_pattern::keyword::<F>)
+            .build(schema)
+    } else {
+        options.build(schema)
+    }
 }
 
 impl std::fmt::Debug for Schema {
@@ -871,6 +881,39 @@ mod tests {
                 !compile(composed, &settings()).in_place().unwrap().closed,
                 "{composed}"
             );
+        }
+    }
+
+    /// The check in place, with its patterns matched plainly or by the engine, answers as
+    /// the check by value, which keeps the engine's own.
+    #[test]
+    fn patterns_in_place_answer_as_by_value() {
+        let plain = r#"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{3}$"},"any":{"pattern":"^\\d+$"},"tags":{"type":"array","items":{"pattern":"^[a-z_-]+$"}}}}"#;
+        let engine = r#"{"type":"object","properties":{"code":{"type":"string","pattern":"^(LHR|JFK)$"},"any":{"pattern":"^\\d+$"},"tags":{"type":"array","items":{"pattern":"^[a-z_-]+$"}}}}"#;
+        for schema in [plain, engine] {
+            let schema = compile(schema, &settings());
+            let check = schema.in_place().expect("it compiles");
+            let by_value = schema.validator().unwrap();
+            for args in [
+                r#"{"code":"LHR"}"#,
+                r#"{"code":"LH"}"#,
+                r#"{"code":"LHRX"}"#,
+                r#"{"code":"lhr"}"#,
+                r#"{"code":"JFK","any":"123","tags":["a-b","c_d"]}"#,
+                r#"{"any":12}"#,
+                r#"{"any":"12a"}"#,
+                r#"{"any":"١٢"}"#,
+                r#"{"tags":["ok","Not"]}"#,
+                r#"{"tags":[1,"x"]}"#,
+            ] {
+                let in_place = crate::jsonrpc::arguments::Arguments::read(args).unwrap();
+                let value: Value = serde_json::from_str(args).unwrap();
+                assert_eq!(
+                    check.validator.is_valid(in_place.root()),
+                    by_value.is_valid(&value),
+                    "{args}"
+                );
+            }
         }
     }
 

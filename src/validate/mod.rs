@@ -6,6 +6,7 @@
 
 mod compiled;
 mod in_place;
+pub(crate) mod plain_pattern;
 mod report;
 mod undeclared;
 
