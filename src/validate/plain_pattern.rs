@@ -400,6 +400,73 @@ mod tests {
         }
     }
 
+    /// Patterns made at random from atoms and counts: each one judged plain compiles in the
+    /// engine and matches random strings as it does.
+    #[test]
+    fn random_plain_patterns_match_as_the_engine() {
+        let atoms = [
+            "a", "b", "-", "_", r"\d", r"\w", "[a-c]", "[ab-]", "[-a]", r"[\d_]", r"[a\-z]", r"\.",
+            r"\-", "/", " ", "[A-Z0-9]", "[z]",
+        ];
+        let counts = ["", "", "?", "*", "+", "{2}", "{1,2}", "{0,}", "{2,3}"];
+        let chars = [
+            "a", "b", "c", "z", "-", "_", "0", "9", ".", "/", " ", "é", "A", "\\",
+        ];
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut below = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let (mut judged, mut matched) = (0, 0);
+        for _ in 0..3000 {
+            let mut pattern = String::from("^");
+            for _ in 0..1 + below(4) {
+                pattern.push_str(atoms[below(atoms.len())]);
+                pattern.push_str(counts[below(counts.len())]);
+            }
+            pattern.push('$');
+            let Some(plain) = PlainPattern::parse(&pattern) else {
+                continue;
+            };
+            judged += 1;
+            let engine = jsonschema::options()
+                .with_pattern_options(jsonschema::PatternOptions::regex())
+                .build(&json!({"pattern": pattern}))
+                .unwrap_or_else(|e| panic!("{pattern} is judged plain but does not compile: {e}"));
+            for i in 0..50 {
+                let s = if i % 2 == 0 {
+                    (0..below(7)).map(|_| chars[below(chars.len())]).collect()
+                } else {
+                    near_match(&plain, &mut below)
+                };
+                let is = plain.is_match(&s);
+                assert_eq!(is, engine.is_valid(&json!(s)), "{pattern} against {s:?}");
+                matched += usize::from(is);
+            }
+        }
+        assert!(judged > 500, "only {judged} patterns were plain");
+        assert!(matched > judged * 10, "only {matched} strings matched");
+    }
+
+    /// A string each atom takes a run of, one character of it sometimes changed.
+    fn near_match(plain: &PlainPattern, below: &mut impl FnMut(usize) -> usize) -> String {
+        let mut s = Vec::new();
+        for atom in &plain.atoms {
+            let members: Vec<u8> = (0..128u8).filter(|&b| atom.takes(b)).collect();
+            let max = atom.max.min(atom.min + 2);
+            for _ in 0..atom.min + below((max - atom.min + 1) as usize) as u32 {
+                s.push(members[below(members.len())]);
+            }
+        }
+        if !s.is_empty() && below(3) == 0 {
+            let at = below(s.len());
+            s[at] = b"a-_0. "[below(6)];
+        }
+        String::from_utf8(s).unwrap()
+    }
+
     #[test]
     fn a_schema_is_plain_only_where_every_pattern_is() {
         let plain =
