@@ -146,11 +146,13 @@ impl Parser<'_> {
         Some(Some(set))
     }
 
-    /// After `\`: `\d`, `\w`, or an escaped ASCII punctuation character.
+    /// After `\`: `\d`, `\w`, or an escaped ASCII punctuation character other than `<` and
+    /// `>`, which the engine reads as word boundaries (ECMA-262, as the characters).
     fn escape(&mut self) -> Option<u128> {
         match self.next()? {
             b'd' => Some(DIGITS),
             b'w' => Some(WORD),
+            b'<' | b'>' => None,
             b if b.is_ascii_punctuation() => Some(1 << b),
             _ => None,
         }
@@ -354,6 +356,8 @@ mod tests {
             "^[z-a]$",
             r"^[\d-z]$",
             "^a$b$",
+            r"^a\<b$",
+            r"^[\>]$",
         ] {
             assert!(PlainPattern::parse(other).is_none(), "{other}");
         }
@@ -407,11 +411,13 @@ mod tests {
     fn random_plain_patterns_match_as_the_engine() {
         let atoms = [
             "a", "b", "-", "_", r"\d", r"\w", "[a-c]", "[ab-]", "[-a]", r"[\d_]", r"[a\-z]", r"\.",
-            r"\-", "/", " ", "[A-Z0-9]", "[z]",
+            r"\-", "/", " ", "[A-Z0-9]", "[z]", r"\<", r"[\<a]", r"\/", "<", r"\>", r"\_", "#",
+            r"\#", r"[\]a]", r"[\[]", r"[\.-z]", r"[ -/]", "[#]", r"\\", r"[\\]",
         ];
         let counts = ["", "", "?", "*", "+", "{2}", "{1,2}", "{0,}", "{2,3}"];
         let chars = [
-            "a", "b", "c", "z", "-", "_", "0", "9", ".", "/", " ", "é", "A", "\\",
+            "a", "b", "c", "z", "-", "_", "0", "9", ".", "/", " ", "é", "A", "\\", "<", "#", "]",
+            "[",
         ];
         let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut below = |n: usize| {
