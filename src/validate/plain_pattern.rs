@@ -10,7 +10,8 @@
 //! `\w` or a class of those (ranges too), with `?`, `*`, `+` or `{n}`, `{n,}`, `{n,m}`. An
 //! atom whose count may vary never shares a character with what can follow it, so its run
 //! is the longest one and the loop never has to go back. Anything else (alternation,
-//! groups, `.`, `\s`, negated classes, a non-ASCII character) is left to the engine.
+//! groups, `.`, `\s`, negated classes, a non-ASCII character, `\<` and `\>`, which the
+//! engine reads as word boundaries) is left to the engine.
 //!
 //! Only the check of arguments in place uses it (`catalog::InPlaceCheck`), and only for a
 //! schema whose every pattern has this shape ([`plain_everywhere`]). It accepts exactly the
