@@ -14,7 +14,7 @@
 
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
-use crate::validate::{Compiled, InPlace, Shape, plain_pattern};
+use crate::validate::{Compiled, Flat, InPlace, Shape, plain_pattern};
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
@@ -84,6 +84,9 @@ pub struct InPlaceCheck {
     /// walk would. Then one `is_valid` answers both questions for a valid call with every
     /// argument declared, and the walk runs only for calls it refuses.
     pub closed: bool,
+    /// The check of the arguments' text, for a schema of the flat shape most tools have:
+    /// tried first, it decides the common valid call without reading it into parts.
+    pub(crate) flat: Option<Flat>,
 }
 
 /// Why a schema has no validator (too large, unreadable, of an unknown dialect, or one
@@ -120,7 +123,12 @@ impl Schema {
             let schema = if closed { &c } else { &self.value };
             let plain = plain_pattern::plain_everywhere(schema);
             let validator = compile_for(schema, self.draft, self.validate_formats, plain).ok()?;
-            Some(InPlaceCheck { validator, closed })
+            let flat = Flat::of(&self.value);
+            Some(InPlaceCheck {
+                validator,
+                closed,
+                flat,
+            })
         });
         check.as_ref()
     }

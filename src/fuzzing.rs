@@ -104,6 +104,15 @@ pub fn validate(data: &[u8]) {
         return;
     };
     let mut args = serde_json::Value::Object(map);
+    if let Some(flat) = compiled.in_place().and_then(|c| c.flat.as_ref())
+        && let Some(valid) = flat.judge(raw.get())
+    {
+        assert_eq!(
+            valid,
+            v.is_valid(&args),
+            "the check of a flat schema judges as the validator"
+        );
+    }
     if let (Some(check), Some(in_place)) = (compiled.in_place(), Arguments::read(raw.get())) {
         let valid = check.validator.is_valid(in_place.root());
         // The closed form refuses more than the schema does, never less.

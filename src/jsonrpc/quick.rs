@@ -1,11 +1,11 @@
 //! A request's envelope read by hand, in one pass over its text.
 //!
 //! Why: through `serde_json`'s generic visitor a `tools/call`'s envelope cost about 23
-//! instructions a byte, most of them in skipping the arguments as text (which the guard then
-//! read again, into parts) and in matching member names. Requests come in a few plain
-//! shapes, and this reader takes those only: a request or notification whose only member
-//! kept raw is its id, with a `tools/call`'s params read typed and its arguments read into
-//! the validator's parts as it goes (`arguments`). Another method's params, a response's
+//! instructions a byte, most of them in skipping the arguments as text and in matching
+//! member names. Requests come in a few plain shapes, and this reader takes those only: a
+//! request or notification whose only member kept raw is its id, with a `tools/call`'s
+//! params read typed and its arguments kept as their text, checked as JSON (the guard reads
+//! them, by their tool's schema). Another method's params, a response's
 //! result or error (members kept raw, which `serde_json` would scan a second time to make),
 //! a member name with an escape, a `\u` escape anywhere, a member named twice, a
 //! `tools/call` whose params do not read, nesting past [`MAX_DEPTH`] or text that is not
@@ -14,7 +14,6 @@
 //! every member it keeps; the fuzz target for the envelope asserts that
 //! (`fuzzing::envelope`).
 
-use super::arguments::Arguments;
 use super::{CallParams, Envelope, Params};
 use crate::mcp::TOOLS_CALL;
 use crate::text::string_stop;
@@ -98,8 +97,8 @@ impl<'a> Scan<'a> {
 
     /// A `tools/call`'s params, as the derived reader of [`CallParams`] reads an object.
     fn call_params(&mut self) -> Option<CallParams<'a>> {
-        let (mut name, mut arguments, mut read, mut meta, mut state, mut task) =
-            (None, None, None, None, None, None);
+        let (mut name, mut arguments, mut meta, mut state, mut task) =
+            (None, None, None, None, None);
         let mut seen = Seen(0);
         self.object(|s, member| {
             let bit = match member {
@@ -113,15 +112,7 @@ impl<'a> Scan<'a> {
             seen.once(bit)?;
             match bit {
                 1 => name = Some(Cow::Borrowed(s.text()?)),
-                2 => {
-                    let start = s.at;
-                    match Arguments::read_at(s.text, start) {
-                        Some((parts, end)) => (read, s.at) = (Some(parts), end),
-                        // Not an object, or past the parts' bounds: checked as JSON only.
-                        None => s.skip(1)?,
-                    }
-                    arguments = Some(s.text.get(start..s.at)?);
-                }
+                2 => arguments = Some(s.text_of()?),
                 4 => meta = s.raw_or_null()?,
                 8 => state = s.raw_or_null()?,
                 _ => task = s.raw_or_null()?,
@@ -131,7 +122,6 @@ impl<'a> Scan<'a> {
         Some(CallParams {
             name: name?,
             arguments,
-            read,
             meta,
             request_state: state,
             task,
@@ -218,8 +208,22 @@ impl<'a> Scan<'a> {
         self.text.get(start..end)
     }
 
-    /// Skips the value here, checking it as `serde_json` checks a value it skips.
+    /// Skips the value here, checking it as `serde_json` checks a value it skips. A scalar
+    /// is skipped in its container's loop, and only a container is a call of its own: a
+    /// call's arguments are mostly scalars, and a call for each cost more than its skip.
+    #[inline(always)]
     fn skip(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string(),
+            b'-' | b'0'..=b'9' => self.number(),
+            b't' => self.word(b"true"),
+            b'f' => self.word(b"false"),
+            b'n' => self.word(b"null"),
+            _ => self.container(depth),
+        }
+    }
+
+    fn container(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
@@ -232,11 +236,6 @@ impl<'a> Scan<'a> {
                 s.skip(depth + 1)
             }),
             b'[' => self.members(b'[', b']', |s| s.skip(depth + 1)),
-            b'"' => self.string(),
-            b't' => self.word(b"true"),
-            b'f' => self.word(b"false"),
-            b'n' => self.word(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
             _ => None,
         }
     }
@@ -249,6 +248,7 @@ impl<'a> Scan<'a> {
 
     /// Skips a string: no control character, and only the escapes that stand for one
     /// character (`\u` is left to `serde_json`, which knows its surrogates).
+    #[inline(always)]
     fn string(&mut self) -> Option<()> {
         (self.peek()? == b'"').then_some(())?;
         let bytes = self.bytes();

@@ -225,7 +225,7 @@ fn decide<'a, R>(
     listed: Listed<R>,
     task: &mut bool,
 ) -> Result<Decision<R>, Wait<'a>> {
-    let mut params = match read_call(call) {
+    let params = match read_call(call) {
         Ok(p) => p,
         Err(answer) => return Ok(answered("malformed", answer)),
     };
@@ -240,11 +240,16 @@ fn decide<'a, R>(
         let label = listed_label(gw, call.key, tool);
         return admit(gw, call, tool, label, "forwarded", call.bytes.clone());
     }
-    let read = read_arguments(params.arguments, params.read.take());
+    let looked = gw.catalog.lookup(call.key, tool);
+    let judged = judge_flat(call, tool, &looked, &listed, params.arguments);
+    if judged == Some(true) {
+        return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
+    }
+    let read = read_arguments(params.arguments, judged == Some(false));
     if let Some(answer) = unreadable_arguments(call.id, &read) {
         return Ok(answered("malformed", answer));
     }
-    let entry = match (gw.catalog.lookup(call.key, tool), listed) {
+    let entry = match (looked, listed) {
         (_, Listed::Failed(failed)) => return Ok(listing_failed(gw, call, tool, failed)),
         (Lookup::Found(t), _) => t,
         (Lookup::Missing { relist: true }, Listed::NotYet) => {
@@ -341,12 +346,37 @@ enum Read<'a> {
     Value(Result<serde_json::Map<String, Value>, ArgumentsError>),
 }
 
-/// The arguments `text`, as the envelope's reader read them (`read`) or read here.
-fn read_arguments<'a>(text: Option<&'a str>, read: Option<Arguments<'a>>) -> Read<'a> {
+/// Whether the call is valid as its arguments' text reads, for a tool whose schema has the
+/// flat shape (`validate::Flat`) and no other rule on it: `Some(true)` for the common valid
+/// call, decided before its arguments are read into parts; `Some(false)` for a refused one;
+/// `None` when that check cannot tell. Tried ahead of the checks that come before the
+/// arguments' reading (readable, a known tool, a usable schema): a call it judges passes
+/// those, so the answer is theirs.
+fn judge_flat<R>(
+    call: &Call<'_>,
+    tool: &str,
+    looked: &Lookup,
+    listed: &Listed<R>,
+    text: Option<&str>,
+) -> Option<bool> {
+    let (Lookup::Found(entry), Listed::NotYet | Listed::Done) = (looked, listed) else {
+        return None;
+    };
+    let schema = &entry.input;
+    if schema.invalid.is_some() || call.target.rules(tool).is_some() {
+        return None;
+    }
+    let flat = schema.in_place()?.flat.as_ref()?;
+    flat.judge(text.unwrap_or("{}"))
+}
+
+/// The arguments `text`, read: as a value straight away when they are known to be
+/// `refused`, which the report reads them as.
+fn read_arguments(text: Option<&str>, refused: bool) -> Read<'_> {
     let Some(text) = text else {
         return Read::InPlace(Arguments::empty());
     };
-    match read.or_else(|| Arguments::read(text)) {
+    match (!refused).then(|| Arguments::read(text)).flatten() {
         Some(args) => Read::InPlace(args),
         None => Read::Value(jsonrpc::parse_arguments(text)),
     }

@@ -5,12 +5,14 @@
 //! `$ref`, `allOf` and nested arrays without a second schema walker.
 
 mod compiled;
+mod flat;
 mod in_place;
 pub(crate) mod plain_pattern;
 mod report;
 mod undeclared;
 
 pub use compiled::Compiled;
+pub(crate) use flat::Flat;
 pub use in_place::InPlace;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, alternatives, closest, violations};
 pub use undeclared::{Judge, Shape};
