@@ -87,6 +87,7 @@ pub(crate) fn edit_distance_within(a: &[char], b: &[char], k: usize) -> Option<u
 /// quote, an escape, or a control character (which no JSON string may hold). Eight bytes at
 /// a time: a loop over bytes costs about five instructions a byte, and `memchr`'s setup
 /// more than the scan of a short string, as most in a request are.
+#[inline(always)]
 pub(crate) fn string_stop(rest: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;

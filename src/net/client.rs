@@ -457,9 +457,8 @@ impl HttpClient {
         (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
         // One reading of the clock for the head's deadline and the body's.
         let started = tokio::time::Instant::now();
-        let answer =
-            (pool.send(req, started, wait.answer)).map(|sent| sent.map(|r| r.map(Inner::Wire)));
-        Either::Left(Self::answered(answer, started, is_get, wait))
+        let answer = pool.send(req, started, wait.answer);
+        Either::Left(Self::answered(answer, Inner::Wire, started, is_get, wait))
     }
 
     /// An application's answer to `req`, in process, bounded as the network's are.
@@ -474,23 +473,25 @@ impl HttpClient {
             let resp = answer.map_err(|_| UpstreamError::Timeout(wait.answer))?;
             Ok(resp.map(|b| Inner::App(std::sync::Mutex::new(b))))
         });
-        Self::answered(answer, started, is_get, wait)
+        Self::answered(answer, std::convert::identity, started, is_get, wait)
     }
 
-    /// An answer's head, already bounded by `started` + `wait.answer`, with its body bounded
-    /// as [`Wait`] says.
+    /// An answer's head, already bounded by `started` + `wait.answer`, with its body (made
+    /// an [`Inner`] by `inner`) bounded as [`Wait`] says.
     ///
     /// A map rather than an `async fn`: one awaiting `answer` would hold it twice (as its
     /// argument, and as awaited), and every request's future above it would carry and copy
-    /// both.
-    fn answered<F>(
+    /// both. The body is made an `Inner` in the same map, not in one of its own: each map
+    /// is a level every poll of the request goes through.
+    fn answered<F, B>(
         answer: F,
+        inner: fn(B) -> Inner,
         started: tokio::time::Instant,
         is_get: bool,
         wait: Wait,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>>
     where
-        F: Future<Output = Result<Response<Inner>, UpstreamError>>,
+        F: Future<Output = Result<Response<B>, UpstreamError>>,
     {
         answer.map(move |answered| {
             let resp = answered?;
@@ -500,8 +501,8 @@ impl HttpClient {
                 (true, false) => Some(Timer::Gap(wait.stream_gap)),
                 (true, true) => None,
             };
-            Ok(resp.map(|inner| UpstreamBody {
-                inner,
+            Ok(resp.map(|body| UpstreamBody {
+                inner: inner(body),
                 timer,
                 started,
                 sleep: None,

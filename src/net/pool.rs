@@ -35,9 +35,9 @@ use futures_util::future::Either;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::{TrySendError, http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use std::future::{Future, ready};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Once};
 use std::task::{Context, Poll};
@@ -163,6 +163,67 @@ impl<F: Future> Future for Deadline<F> {
     }
 }
 
+/// A request's future, boxed.
+type Sending<'p> =
+    Pin<Box<dyn Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + 'p>>;
+
+pin_project_lite::pin_project! {
+    /// A request a kept HTTP/1 connection took: its answer's head by the deadline, then the
+    /// connection kept again.
+    ///
+    /// Why by hand: as `then` over [`Deadline`] it was a flatten, a map and an either of
+    /// ready answers around it, each a level that every poll of the request went through.
+    #[project = OnKeptProj]
+    enum OnKept<'p, F> {
+        Waiting {
+            #[pin]
+            sent: Deadline<F>,
+            h1: Option<http1::SendRequest<Full<Bytes>>>,
+            pool: &'p Pool,
+            deadline: tokio::time::Instant,
+            wait: Duration,
+        },
+        /// The server had closed the connection just now: nothing was sent, so the request
+        /// goes again, on another connection or a new one.
+        Again { sending: Sending<'p> },
+    }
+}
+
+impl<F> Future for OnKept<'_, F>
+where
+    F: Future<Output = Result<Response<Incoming>, TrySendError<Request<Full<Bytes>>>>>,
+{
+    type Output = Result<Response<Incoming>, UpstreamError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let sending = match self.as_mut().project() {
+            OnKeptProj::Again { sending } => return sending.as_mut().poll(cx),
+            OnKeptProj::Waiting {
+                sent,
+                h1,
+                pool,
+                deadline,
+                wait,
+            } => match std::task::ready!(sent.poll(cx)) {
+                (Some(Ok(resp)), timer) => {
+                    if let Some(h1) = h1.take() {
+                        pool.put(Sender::H1(h1), timer);
+                    }
+                    return Poll::Ready(Ok(resp));
+                }
+                // The connection goes with the request it still carries.
+                (None, _) => return Poll::Ready(Err(UpstreamError::Timeout(*wait))),
+                (Some(Err(mut e)), _) => match e.take_message() {
+                    Some(back) => pool.send_by(None, back, *deadline, *wait),
+                    None => return Poll::Ready(Err(classified(&e.into_error(), false))),
+                },
+            },
+        };
+        self.set(OnKept::Again { sending });
+        self.poll(cx)
+    }
+}
+
 impl Kept {
     /// Closed, or idle for longer than `idle_for`. A connection still streaming an answer is
     /// not idle, however long ago it was taken.
@@ -281,23 +342,13 @@ impl Pool {
     ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_ {
         let deadline = started + wait;
         match self.take() {
-            Some((Sender::H1(mut h1), timer)) => {
-                let sent = Deadline::new(h1.try_send_request(req), deadline, timer);
-                Either::Left(sent.then(move |(sent, timer)| match sent {
-                    Some(Ok(resp)) => {
-                        self.put(Sender::H1(h1), timer);
-                        Either::Left(ready(Ok(resp)))
-                    }
-                    // The connection goes with the request it still carries.
-                    None => Either::Left(ready(Err(UpstreamError::Timeout(wait)))),
-                    Some(Err(mut e)) => match e.take_message() {
-                        // A kept connection the server closed just now: nothing was sent,
-                        // so the request goes again, on another connection or a new one.
-                        Some(back) => Either::Right(self.send_by(None, back, deadline, wait)),
-                        None => Either::Left(ready(Err(classified(&e.into_error(), false)))),
-                    },
-                }))
-            }
+            Some((Sender::H1(mut h1), timer)) => Either::Left(OnKept::Waiting {
+                sent: Deadline::new(h1.try_send_request(req), deadline, timer),
+                h1: Some(h1),
+                pool: self,
+                deadline,
+                wait,
+            }),
             taken => Either::Right(self.send_by(taken.map(|(tx, _)| tx), req, deadline, wait)),
         }
     }
@@ -309,7 +360,7 @@ impl Pool {
         req: Request<Full<Bytes>>,
         deadline: tokio::time::Instant,
         wait: Duration,
-    ) -> Pin<Box<dyn Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_>> {
+    ) -> Sending<'_> {
         Box::pin(
             tokio::time::timeout_at(deadline, self.send_on(taken, req))
                 .map(move |sent| sent.unwrap_or_else(|_| Err(UpstreamError::Timeout(wait)))),

@@ -349,9 +349,9 @@ enum Read<'a> {
 /// Whether the call is valid as its arguments' text reads, for a tool whose schema has the
 /// flat shape (`validate::Flat`) and no other rule on it: `Some(true)` for the common valid
 /// call, decided before its arguments are read into parts; `Some(false)` for a refused one;
-/// `None` when that check cannot tell. Tried ahead of the checks that come before the
-/// arguments' reading (readable, a known tool, a usable schema): a call it judges passes
-/// those, so the answer is theirs.
+/// `None` when that check cannot tell. It runs ahead of the checks that come before the
+/// arguments are read (readable arguments, a known tool, a usable schema), which any call
+/// it passes would pass too; a call it does not pass meets them in their order.
 fn judge_flat<R>(
     call: &Call<'_>,
     tool: &str,
