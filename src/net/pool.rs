@@ -31,7 +31,6 @@ use crate::net::tls::TlsConnect;
 use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
 use futures_util::FutureExt;
-use futures_util::future::Either;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -168,14 +167,14 @@ type Sending<'p> =
     Pin<Box<dyn Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + 'p>>;
 
 pin_project_lite::pin_project! {
-    /// A request a kept HTTP/1 connection took: its answer's head by the deadline, then the
-    /// connection kept again.
+    /// A request sent: the common case, a kept HTTP/1 connection that took it, waits for the
+    /// answer's head by the deadline and keeps the connection again; any other is boxed.
     ///
-    /// Why by hand: as `then` over [`Deadline`] it was a flatten, a map and an either of
-    /// ready answers around it, each a level that every poll of the request went through.
-    #[project = OnKeptProj]
-    enum OnKept<'p, F> {
-        Waiting {
+    /// Why by hand: as `then` over [`Deadline`] and an either of the two, it was a flatten,
+    /// a map and two eithers, each a level that every poll of the request went through.
+    #[project = SentProj]
+    enum Sent<'p, F> {
+        OnKept {
             #[pin]
             sent: Deadline<F>,
             h1: Option<http1::SendRequest<Full<Bytes>>>,
@@ -183,13 +182,13 @@ pin_project_lite::pin_project! {
             deadline: tokio::time::Instant,
             wait: Duration,
         },
-        /// The server had closed the connection just now: nothing was sent, so the request
-        /// goes again, on another connection or a new one.
-        Again { sending: Sending<'p> },
+        /// A new connection, HTTP/2, or a kept connection the server had closed just now
+        /// (nothing was sent, so the request goes again, on another connection or a new one).
+        Boxed { sending: Sending<'p> },
     }
 }
 
-impl<F> Future for OnKept<'_, F>
+impl<F> Future for Sent<'_, F>
 where
     F: Future<Output = Result<Response<Incoming>, TrySendError<Request<Full<Bytes>>>>>,
 {
@@ -197,8 +196,8 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let sending = match self.as_mut().project() {
-            OnKeptProj::Again { sending } => return sending.as_mut().poll(cx),
-            OnKeptProj::Waiting {
+            SentProj::Boxed { sending } => return sending.as_mut().poll(cx),
+            SentProj::OnKept {
                 sent,
                 h1,
                 pool,
@@ -219,7 +218,7 @@ where
                 },
             },
         };
-        self.set(OnKept::Again { sending });
+        self.set(Sent::Boxed { sending });
         self.poll(cx)
     }
 }
@@ -342,14 +341,16 @@ impl Pool {
     ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_ {
         let deadline = started + wait;
         match self.take() {
-            Some((Sender::H1(mut h1), timer)) => Either::Left(OnKept::Waiting {
+            Some((Sender::H1(mut h1), timer)) => Sent::OnKept {
                 sent: Deadline::new(h1.try_send_request(req), deadline, timer),
                 h1: Some(h1),
                 pool: self,
                 deadline,
                 wait,
-            }),
-            taken => Either::Right(self.send_by(taken.map(|(tx, _)| tx), req, deadline, wait)),
+            },
+            taken => Sent::Boxed {
+                sending: self.send_by(taken.map(|(tx, _)| tx), req, deadline, wait),
+            },
         }
     }
 
