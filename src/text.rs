@@ -111,6 +111,49 @@ pub(crate) fn string_stop(rest: &[u8]) -> Option<usize> {
     Some(at + tail)
 }
 
+/// A place in a JSON text, and the steps the hand readers of it share (`jsonrpc::arguments`
+/// into parts, `validate::Flat` against a schema).
+pub(crate) struct Cursor<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(text: &'a str) -> Cursor<'a> {
+        Cursor { text, at: 0 }
+    }
+
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    pub(crate) fn space(&mut self) {
+        let bytes = self.text.as_bytes();
+        while matches!(bytes.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// The byte `b`, here.
+    pub(crate) fn eat(&mut self, b: u8) -> Option<()> {
+        (self.peek()? == b).then(|| self.at += 1)
+    }
+
+    pub(crate) fn word(&mut self, word: &str) -> Option<()> {
+        self.text[self.at..]
+            .starts_with(word)
+            .then(|| self.at += word.len())
+    }
+
+    /// A string here with no escape and no control character, after its opening quote: its
+    /// end (the closing quote's place), or `None` when it stops at anything else.
+    #[inline(always)]
+    pub(crate) fn plain_end(&self, start: usize) -> Option<usize> {
+        let end = start + string_stop(self.text.as_bytes().get(start..)?)?;
+        (self.text.as_bytes()[end] == b'"').then_some(end)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@
 //! [`MAX_MEMBERS`] members, nesting past [`MAX_DEPTH`], text that is not JSON) goes the
 //! `Value` way, whose reader says what is wrong.
 
-use crate::text::string_stop;
+use crate::text::Cursor;
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 
@@ -50,17 +50,16 @@ impl<'a> Arguments<'a> {
     /// object, a duplicate key, past a bound, or not JSON.
     pub fn read(text: &'a str) -> Option<Arguments<'a>> {
         let mut r = Reader {
-            text,
-            at: 0,
+            c: Cursor::new(text),
             slots: Vec::with_capacity(16),
         };
-        r.space();
-        if r.peek()? != b'{' {
+        r.c.space();
+        if r.c.peek()? != b'{' {
             return None;
         }
         r.value(0)?;
-        r.space();
-        (r.at == text.len()).then_some(Arguments { slots: r.slots })
+        r.c.space();
+        (r.c.at == text.len()).then_some(Arguments { slots: r.slots })
     }
 
     /// No arguments: an empty object.
@@ -87,33 +86,21 @@ impl<'a> Arguments<'a> {
 }
 
 struct Reader<'a> {
-    text: &'a str,
-    at: usize,
+    c: Cursor<'a>,
     slots: Vec<Slot<'a>>,
 }
 
 impl<'a> Reader<'a> {
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.at).copied()
-    }
-
-    fn space(&mut self) {
-        let bytes = self.text.as_bytes();
-        while matches!(bytes.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.at += 1;
-        }
-    }
-
     fn eat(&mut self, b: u8) -> Option<()> {
-        self.space();
-        (self.peek()? == b).then(|| self.at += 1)
+        self.c.space();
+        self.c.eat(b)
     }
 
     fn value(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let slot = match self.peek()? {
+        let slot = match self.c.peek()? {
             b'{' => return self.object(depth),
             b'[' => return self.array(depth),
             b'"' => Slot::String(self.string()?),
@@ -128,17 +115,14 @@ impl<'a> Reader<'a> {
     }
 
     fn word(&mut self, word: &str, slot: Slot<'a>) -> Option<Slot<'a>> {
-        self.text[self.at..].starts_with(word).then(|| {
-            self.at += word.len();
-            slot
-        })
+        self.c.word(word).map(|()| slot)
     }
 
     fn object(&mut self, depth: usize) -> Option<()> {
         let head = self.slots.len();
         self.slots.push(Slot::Object { len: 0, end: 0 });
         let len = self.members(b'}', |r, len| {
-            if r.peek()? != b'"' {
+            if r.c.peek()? != b'"' {
                 return None;
             }
             let key = r.string()?;
@@ -147,7 +131,7 @@ impl<'a> Reader<'a> {
             }
             r.slots.push(Slot::Key(key));
             r.eat(b':')?;
-            r.space();
+            r.c.space();
             r.value(depth + 1)
         })?;
         let end = u32::try_from(self.slots.len()).ok()?;
@@ -186,22 +170,22 @@ impl<'a> Reader<'a> {
         close: u8,
         mut member: impl FnMut(&mut Self, u32) -> Option<()>,
     ) -> Option<u32> {
-        self.at += 1;
-        self.space();
-        if self.peek()? == close {
-            self.at += 1;
+        self.c.at += 1;
+        self.c.space();
+        if self.c.peek()? == close {
+            self.c.at += 1;
             return Some(0);
         }
         let mut len: u32 = 0;
         loop {
-            self.space();
+            self.c.space();
             member(self, len)?;
             len = len.checked_add(1)?;
-            self.space();
-            match self.peek()? {
-                b',' => self.at += 1,
+            self.c.space();
+            match self.c.peek()? {
+                b',' => self.c.at += 1,
                 b if b == close => {
-                    self.at += 1;
+                    self.c.at += 1;
                     return Some(len);
                 }
                 _ => return None,
@@ -212,18 +196,17 @@ impl<'a> Reader<'a> {
     /// A string at `"`: borrowed when it has no escape and no control character, else read
     /// by `serde_json`, which unescapes the first and refuses the second.
     fn string(&mut self) -> Option<Cow<'a, str>> {
-        let start = self.at + 1;
-        let end = start + string_stop(self.text.as_bytes().get(start..)?)?;
-        if self.text.as_bytes()[end] == b'"' {
-            self.at = end + 1;
-            return self.text.get(start..end).map(Cow::Borrowed);
+        let start = self.c.at + 1;
+        if let Some(end) = self.c.plain_end(start) {
+            self.c.at = end + 1;
+            return self.c.text.get(start..end).map(Cow::Borrowed);
         }
         self.escaped(start)
     }
 
     #[cold]
     fn escaped(&mut self, start: usize) -> Option<Cow<'a, str>> {
-        let bytes = self.text.as_bytes();
+        let bytes = self.c.text.as_bytes();
         let mut at = start;
         loop {
             match *bytes.get(at)? {
@@ -232,16 +215,16 @@ impl<'a> Reader<'a> {
                 _ => at += 1,
             }
         }
-        self.at = at + 1;
-        serde_json::from_str(self.text.get(start - 1..=at)?)
+        self.c.at = at + 1;
+        serde_json::from_str(self.c.text.get(start - 1..=at)?)
             .ok()
             .map(Cow::Owned)
     }
 
     /// A number: a plain unsigned integer read here, any other by `serde_json`.
     fn number(&mut self) -> Option<Number> {
-        let bytes = self.text.as_bytes();
-        let start = self.at;
+        let bytes = self.c.text.as_bytes();
+        let start = self.c.at;
         let mut at = start;
         while matches!(
             bytes.get(at),
@@ -249,7 +232,7 @@ impl<'a> Reader<'a> {
         ) {
             at += 1;
         }
-        self.at = at;
+        self.c.at = at;
         let digits = &bytes[start..at];
         let plain = digits.len() <= 19
             && digits.iter().all(u8::is_ascii_digit)
@@ -260,7 +243,7 @@ impl<'a> Reader<'a> {
                 .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
             return Some(Number::from(n));
         }
-        serde_json::from_str(&self.text[start..at]).ok()
+        serde_json::from_str(&self.c.text[start..at]).ok()
     }
 }
 

@@ -21,7 +21,7 @@
 //! answers alike: its tests and the fuzz replay hold it to that.
 
 use super::plain_pattern::PlainPattern;
-use crate::text::string_stop;
+use crate::text::Cursor;
 use Stop::{CannotTell, Refused};
 use serde_json::{Map, Value};
 
@@ -125,7 +125,7 @@ impl Flat {
     /// argument declared: `Some(true)`, or `Some(false)` when it refuses them; `None` when
     /// this check cannot tell.
     pub(crate) fn judge(&self, text: &str) -> Option<bool> {
-        match self.read(&mut Cursor { text, at: 0 }) {
+        match self.read(&mut Cursor::new(text)) {
             Ok(()) => Some(true),
             Err(Refused) => Some(false),
             Err(CannotTell) => None,
@@ -141,7 +141,7 @@ impl Flat {
             c.at += 1;
         } else {
             loop {
-                let key = c.plain_string().ok_or(CannotTell)?;
+                let key = plain_string(c).ok_or(CannotTell)?;
                 let Some(at) = self.properties.iter().position(|p| &*p.name == key) else {
                     return Err(if self.closed { Refused } else { CannotTell });
                 };
@@ -225,7 +225,7 @@ impl Kind {
                 choices,
             } => {
                 (first == b'"').then_some(()).ok_or(Refused)?;
-                let s = c.plain_string().ok_or(CannotTell)?;
+                let s = plain_string(c).ok_or(CannotTell)?;
                 let bounded = *min > 0 || *max < u64::MAX;
                 (!bounded || (*min..=*max).contains(&(s.chars().count() as u64)))
                     && pattern.as_ref().is_none_or(|p| p.is_match(s))
@@ -235,7 +235,7 @@ impl Kind {
                 matches!(first, b'0'..=b'9' | b'-')
                     .then_some(())
                     .ok_or(Refused)?;
-                let n = i128::from(c.plain_integer().ok_or(CannotTell)?);
+                let n = i128::from(plain_integer(c).ok_or(CannotTell)?);
                 (*min..=*max).contains(&n)
             }
             Kind::Boolean => c.word("true").or_else(|| c.word("false")).is_some(),
@@ -252,60 +252,31 @@ fn integer(value: &Value) -> Option<i128> {
         .or_else(|| value.as_u64().map(i128::from))
 }
 
-struct Cursor<'a> {
-    text: &'a str,
-    at: usize,
+/// A string here with no escape and no control character: what it says.
+#[inline(always)]
+fn plain_string<'a>(c: &mut Cursor<'a>) -> Option<&'a str> {
+    c.eat(b'"')?;
+    let start = c.at;
+    let end = c.plain_end(start)?;
+    c.at = end + 1;
+    c.text.get(start..end)
 }
 
-impl<'a> Cursor<'a> {
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.at).copied()
+/// A number here written as a plain unsigned integer (digits, no leading zero) that fits a
+/// `u64`; any other number is not read.
+fn plain_integer(c: &mut Cursor<'_>) -> Option<u64> {
+    let bytes = c.text.as_bytes();
+    let start = c.at;
+    let mut n: u64 = 0;
+    while let Some(d) = bytes.get(c.at).filter(|b| b.is_ascii_digit()) {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        c.at += 1;
     }
-
-    fn space(&mut self) {
-        let bytes = self.text.as_bytes();
-        while matches!(bytes.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.at += 1;
-        }
-    }
-
-    fn eat(&mut self, b: u8) -> Option<()> {
-        (self.peek()? == b).then(|| self.at += 1)
-    }
-
-    fn word(&mut self, word: &str) -> Option<()> {
-        self.text[self.at..]
-            .starts_with(word)
-            .then(|| self.at += word.len())
-    }
-
-    /// A string with no escape and no control character: what it says.
-    #[inline(always)]
-    fn plain_string(&mut self) -> Option<&'a str> {
-        self.eat(b'"')?;
-        let start = self.at;
-        let end = start + string_stop(self.text.as_bytes().get(start..)?)?;
-        (self.text.as_bytes()[end] == b'"').then_some(())?;
-        self.at = end + 1;
-        self.text.get(start..end)
-    }
-
-    /// A number written as a plain unsigned integer (digits, no leading zero) that fits a
-    /// `u64`; any other number is not read.
-    fn plain_integer(&mut self) -> Option<u64> {
-        let bytes = self.text.as_bytes();
-        let start = self.at;
-        let mut n: u64 = 0;
-        while let Some(d) = bytes.get(self.at).filter(|b| b.is_ascii_digit()) {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.at += 1;
-        }
-        let digits = self.at - start;
-        let plain = digits > 0
-            && (bytes[start] != b'0' || digits == 1)
-            && !matches!(bytes.get(self.at), Some(b'.' | b'e' | b'E' | b'-' | b'+'));
-        plain.then_some(n)
-    }
+    let digits = c.at - start;
+    let plain = digits > 0
+        && (bytes[start] != b'0' || digits == 1)
+        && !matches!(bytes.get(c.at), Some(b'.' | b'e' | b'E' | b'-' | b'+'));
+    plain.then_some(n)
 }
 
 #[cfg(test)]
@@ -487,13 +458,7 @@ mod tests {
             r#"{"a":1}"#,
         ];
         let names = ["a", "b", "c", "d"];
-        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut below = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut below = crate::validate::draws(0x2545_f491_4f6c_dd1d);
         let mut judged = [0; 2];
         for _ in 0..400 {
             let mut properties = Map::new();

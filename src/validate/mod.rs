@@ -17,6 +17,19 @@ pub use in_place::InPlace;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, alternatives, closest, violations};
 pub use undeclared::{Judge, Shape};
 
+/// Numbers below a bound, drawn from `seed` (xorshift): the randomized tests draw the same
+/// cases on every run.
+#[cfg(test)]
+pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
+    let mut state = seed;
+    move |n| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    }
+}
+
 use jsonschema::JsonType;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
