@@ -170,8 +170,8 @@ pin_project_lite::pin_project! {
     /// A request sent: the common case, a kept HTTP/1 connection that took it, waits for the
     /// answer's head by the deadline and keeps the connection again; any other is boxed.
     ///
-    /// Why by hand: as `then` over [`Deadline`] and an either of the two, it was a flatten,
-    /// a map and two eithers, each a level that every poll of the request went through.
+    /// Why by hand: `then` over [`Deadline`] and an either of the two would be a flatten, a
+    /// map and two eithers, each a level that every poll of the request goes through.
     #[project = SentProj]
     enum Sent<'p, F> {
         OnKept {
