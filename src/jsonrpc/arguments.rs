@@ -2,9 +2,10 @@
 //!
 //! Why: reading arguments into a `serde_json::Value` allocates every key and string and
 //! builds a map per object, and drops it all again, for a call that is forwarded as the
-//! bytes it came in. The guard reads a call's arguments so when the check of their text
-//! (`validate::Flat`) cannot decide, and the validator walks the parts
-//! (`validate::InPlace`). A call that fails, or that
+//! bytes it came in. The envelope's reader (`quick`) reads a call's nested arguments so in
+//! its own pass, the guard any others that the check of their text (`validate::Flat`)
+//! cannot decide, and the validator walks the parts (`validate::InPlace`). A call that
+//! fails, or that
 //! a rule must read as a value (coercion, reports, the undeclared-argument walk, path rules),
 //! is read as a `Value` after all.
 //!
@@ -49,8 +50,17 @@ impl<'a> Arguments<'a> {
     /// The arguments in `text`, or `None` when they must be read as a `Value`: not an
     /// object, a duplicate key, past a bound, or not JSON.
     pub fn read(text: &'a str) -> Option<Arguments<'a>> {
+        let (args, end) = Arguments::read_at(text, 0)?;
+        let mut c = Cursor { text, at: end };
+        c.space();
+        (c.at == text.len()).then_some(args)
+    }
+
+    /// The arguments that start at `at` in `text` (the envelope's reader, in its pass), and
+    /// where they end; `None` as for [`Self::read`].
+    pub(crate) fn read_at(text: &'a str, at: usize) -> Option<(Arguments<'a>, usize)> {
         let mut r = Reader {
-            c: Cursor::new(text),
+            c: Cursor { text, at },
             slots: Vec::with_capacity(16),
         };
         r.c.space();
@@ -58,8 +68,7 @@ impl<'a> Arguments<'a> {
             return None;
         }
         r.value(0)?;
-        r.c.space();
-        (r.c.at == text.len()).then_some(Arguments { slots: r.slots })
+        Some((Arguments { slots: r.slots }, r.c.at))
     }
 
     /// No arguments: an empty object.

@@ -4,16 +4,16 @@
 //! instructions a byte, most of them in skipping the arguments as text and in matching
 //! member names. Requests come in a few plain shapes, and this reader takes those only: a
 //! request or notification whose only member kept raw is its id, with a `tools/call`'s
-//! params read typed and its arguments kept as their text, checked as JSON (the guard reads
-//! them, by their tool's schema). Another method's params, a response's
-//! result or error (members kept raw, which `serde_json` would scan a second time to make),
-//! a member name with an escape, a `\u` escape anywhere, a member named twice, a
-//! `tools/call` whose params do not read, nesting past [`MAX_DEPTH`] or text that is not
-//! JSON all give `None`, and `serde_json` reads the message as before and says what is
-//! wrong. What it takes it reads as `serde_json` reads it, to the byte of
-//! every member it keeps; the fuzz target for the envelope asserts that
-//! (`fuzzing::envelope`).
+//! params read typed and its arguments kept as their text, checked as JSON, and read into
+//! the validator's parts as it goes when they nest (`arguments`). Another method's params,
+//! a response's result or error (members kept raw, which `serde_json` would scan a second
+//! time to make), a member name with an escape, a `\u` escape anywhere, a member named
+//! twice, a `tools/call` whose params do not read, nesting past [`MAX_DEPTH`] or text that
+//! is not JSON all give `None`, and `serde_json` reads the message as before and says what
+//! is wrong. What it takes it reads as `serde_json` reads it, to the byte of every member
+//! it keeps; the fuzz target for the envelope asserts that (`fuzzing::envelope`).
 
+use super::arguments::Arguments;
 use super::{CallParams, Envelope, Params};
 use crate::mcp::TOOLS_CALL;
 use crate::text::string_stop;
@@ -97,8 +97,8 @@ impl<'a> Scan<'a> {
 
     /// A `tools/call`'s params, as the derived reader of [`CallParams`] reads an object.
     fn call_params(&mut self) -> Option<CallParams<'a>> {
-        let (mut name, mut arguments, mut meta, mut state, mut task) =
-            (None, None, None, None, None);
+        let (mut name, mut arguments, mut read, mut meta, mut state, mut task) =
+            (None, None, None, None, None, None);
         let mut seen = Seen(0);
         self.object(|s, member| {
             let bit = match member {
@@ -112,7 +112,7 @@ impl<'a> Scan<'a> {
             seen.once(bit)?;
             match bit {
                 1 => name = Some(Cow::Borrowed(s.text()?)),
-                2 => arguments = Some(s.text_of()?),
+                2 => (arguments, read) = s.arguments()?,
                 4 => meta = s.raw_or_null()?,
                 8 => state = s.raw_or_null()?,
                 _ => task = s.raw_or_null()?,
@@ -122,10 +122,50 @@ impl<'a> Scan<'a> {
         Some(CallParams {
             name: name?,
             arguments,
+            read,
             meta,
             request_state: state,
             task,
         })
+    }
+
+    /// A call's arguments: their text, checked as JSON, and their parts when they nest.
+    ///
+    /// Why both: arguments that are all scalars, as most are, are checked on their text
+    /// against a flat schema (`validate::Flat`), so they are only skipped here. Nested ones
+    /// cannot pass that check, and the validator walks their parts: read here, in this
+    /// pass, the scan of the members before the first container is all the work done
+    /// twice.
+    fn arguments(&mut self) -> Option<(Option<&'a str>, Option<Arguments<'a>>)> {
+        let start = self.at;
+        let mut nested = false;
+        let scalars = self.peek()? == b'{'
+            && self
+                .members(b'{', b'}', |s| {
+                    s.string()?;
+                    s.space();
+                    (s.peek()? == b':').then(|| s.at += 1)?;
+                    s.space();
+                    nested = matches!(s.peek()?, b'{' | b'[');
+                    if nested {
+                        return None;
+                    }
+                    s.skip(1)
+                })
+                .is_some();
+        let mut read = None;
+        if !scalars {
+            if self.text.as_bytes()[start] == b'{' && !nested {
+                return None;
+            }
+            self.at = start;
+            match Arguments::read_at(self.text, start) {
+                Some((parts, end)) => (read, self.at) = (Some(parts), end),
+                // Not an object, or past the parts' bounds: checked as JSON only.
+                None => self.skip(1)?,
+            }
+        }
+        Some((Some(self.text.get(start..self.at)?), read))
     }
 
     /// An object at this place, each member's value read by `member` given its name.
@@ -331,6 +371,40 @@ mod tests {
             call.meta.is_none(),
             "a null `_meta` is none, as an `Option` reads it"
         );
+    }
+
+    #[test]
+    fn arguments_are_read_into_parts_only_when_they_nest() {
+        let call = |arguments: &str| {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{arguments}}}}}"#
+            );
+            assert!(super::super::read_alike(&text), "{text}");
+            match envelope(&text).and_then(|e| e.params) {
+                Some(Params::Call(c)) => (c.arguments.map(str::to_owned), c.read.is_some()),
+                _ => panic!("{text} reads"),
+            }
+        };
+        for (arguments, in_parts) in [
+            (r#"{"a":"x","b":1,"c":true,"d":null}"#, false),
+            (r#"{}"#, false),
+            (r#"{"a":"x","b":[1,{"c":2}]}"#, true),
+            (r#"{"a":{}}"#, true),
+            (r#"[1]"#, false),
+            (r#"7"#, false),
+        ] {
+            assert_eq!(
+                call(arguments),
+                (Some(arguments.into()), in_parts),
+                "{arguments}"
+            );
+        }
+        for not_json in [r#"{"a":tru}"#, r#"{"a":1,}"#, r#"{"a":[1,}"#] {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{not_json}}}}}"#
+            );
+            assert!(envelope(&text).is_none(), "{text}");
+        }
     }
 
     #[test]

@@ -225,7 +225,7 @@ fn decide<'a, R>(
     listed: Listed<R>,
     task: &mut bool,
 ) -> Result<Decision<R>, Wait<'a>> {
-    let params = match read_call(call) {
+    let mut params = match read_call(call) {
         Ok(p) => p,
         Err(answer) => return Ok(answered("malformed", answer)),
     };
@@ -245,7 +245,7 @@ fn decide<'a, R>(
     if judged == Some(true) {
         return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
     }
-    let read = read_arguments(params.arguments, judged == Some(false));
+    let read = read_arguments(params.arguments, params.read.take(), judged == Some(false));
     if let Some(answer) = unreadable_arguments(call.id, &read) {
         return Ok(answered("malformed", answer));
     }
@@ -370,13 +370,20 @@ fn judge_flat<R>(
     flat.judge(text.unwrap_or("{}"))
 }
 
-/// The arguments `text`, read: as a value straight away when they are known to be
-/// `refused`, which the report reads them as.
-fn read_arguments(text: Option<&str>, refused: bool) -> Read<'_> {
+/// The arguments `text`, as the envelope's reader read them (`read`) or read here: as a
+/// value straight away when they are known to be `refused`, which the report reads them as.
+fn read_arguments<'a>(
+    text: Option<&'a str>,
+    read: Option<Arguments<'a>>,
+    refused: bool,
+) -> Read<'a> {
     let Some(text) = text else {
         return Read::InPlace(Arguments::empty());
     };
-    match (!refused).then(|| Arguments::read(text)).flatten() {
+    match (!refused)
+        .then(|| read.or_else(|| Arguments::read(text)))
+        .flatten()
+    {
         Some(args) => Read::InPlace(args),
         None => Read::Value(jsonrpc::parse_arguments(text)),
     }
