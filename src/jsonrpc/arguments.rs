@@ -5,9 +5,8 @@
 //! bytes it came in. The envelope's reader (`quick`) reads a call's nested arguments so in
 //! its own pass, the guard any others that the check of their text (`validate::Flat`)
 //! cannot decide, and the validator walks the parts (`validate::InPlace`). A call that
-//! fails, or that
-//! a rule must read as a value (coercion, reports, the undeclared-argument walk, path rules),
-//! is read as a `Value` after all.
+//! fails, or that a rule must read as a value (coercion, reports, the undeclared-argument
+//! walk, path rules), is read as a `Value` after all.
 //!
 //! What the reader accepts is JSON, and it reads it as `serde_json` would: the same numbers
 //! (anything but a plain unsigned integer is parsed by `serde_json` itself) and the same
@@ -51,9 +50,10 @@ impl<'a> Arguments<'a> {
     /// object, a duplicate key, past a bound, or not JSON.
     pub fn read(text: &'a str) -> Option<Arguments<'a>> {
         let (args, end) = Arguments::read_at(text, 0)?;
-        let mut c = Cursor { text, at: end };
-        c.space();
-        (c.at == text.len()).then_some(args)
+        let rest = text.as_bytes().get(end..)?;
+        rest.iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .then_some(args)
     }
 
     /// The arguments that start at `at` in `text` (the envelope's reader, in its pass), and
