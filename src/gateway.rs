@@ -31,6 +31,8 @@ pub struct Target {
     pub tls: crate::config::UpstreamTls,
     pub validation: Validation,
     rules: HashMap<String, ToolRules>,
+    /// Its series in the metrics every message counts in, found once.
+    pub series: crate::metrics::UpstreamSeries,
 }
 
 impl Target {
@@ -58,6 +60,7 @@ impl Target {
             tls: Default::default(),
             validation,
             rules,
+            series: Default::default(),
         })
     }
 

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 mod process;
@@ -231,7 +231,21 @@ impl Counter {
             s.value.add(n);
             return;
         }
-        let s = self.series.grow(|series| {
+        self.install(k, labels).value.add(n);
+    }
+
+    /// The series of `labels` (`other`'s past the bound), to count on without finding it again.
+    fn tally(&self, labels: &[&str]) -> Tally {
+        let k = key(labels);
+        match self.series.current().get(&k) {
+            Some(s) if s.is(labels) => Tally(s.clone()),
+            _ => Tally(self.install(k, labels)),
+        }
+    }
+
+    /// The series of `labels`, whose key is `k`, added unless another thread did meanwhile.
+    fn install(&self, k: u64, labels: &[&str]) -> Arc<Series> {
+        self.series.grow(|series| {
             let collides = series.get(&k).is_some_and(|s| !s.is(labels));
             let (k, labels): (u64, Vec<&str>) =
                 if collides || (series.len() >= MAX_SERIES && !series.contains_key(&k)) {
@@ -240,14 +254,12 @@ impl Counter {
                 } else {
                     (k, labels.to_vec())
                 };
-            // Another thread may have installed it meanwhile.
             series.get(&k).cloned().ok_or_else(|| {
                 let labels = labels.iter().map(|l| Box::from(*l)).collect();
                 let value = Spread::default();
                 (k, Arc::new(Series { labels, value }))
             })
-        });
-        s.value.add(n);
+        })
     }
 
     fn render(&self, out: &mut String) {
@@ -309,6 +321,18 @@ struct Lane {
 struct Buckets([Lane; SLOTS]);
 
 impl Buckets {
+    /// One observation, in one bucket: the cumulative counts are summed at scrape time.
+    fn record(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let lane = &self.0[slot()];
+        if let Some(i) = BUCKETS.iter().position(|le| secs <= *le) {
+            lane.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+        lane.sum_micros
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+        lane.count.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn total(&self, f: impl Fn(&Lane) -> &AtomicU64) -> u64 {
         self.0.iter().map(|l| f(l).load(Ordering::Relaxed)).sum()
     }
@@ -330,28 +354,17 @@ impl Histogram {
         }
     }
 
-    pub fn observe(&self, upstream: &str, d: Duration) {
-        let secs = d.as_secs_f64();
-        // One bucket per observation; the cumulative counts are summed at scrape time.
-        let record = |b: &Buckets| {
-            let lane = &b.0[slot()];
-            if let Some(i) = BUCKETS.iter().position(|le| secs <= *le) {
-                lane.counts[i].fetch_add(1, Ordering::Relaxed);
-            }
-            lane.sum_micros
-                .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
-            lane.count.fetch_add(1, Ordering::Relaxed);
-        };
+    /// The buckets of `upstream`, added on its first observation.
+    fn buckets(&self, upstream: &str) -> Arc<Buckets> {
         if let Some(b) = self.series.current().get(upstream) {
-            return record(b);
+            return b.clone();
         }
-        let b = self.series.grow(|series| {
+        self.series.grow(|series| {
             series
                 .get(upstream)
                 .cloned()
                 .ok_or_else(|| (upstream.into(), Arc::default()))
-        });
-        record(&b);
+        })
     }
 
     fn render(&self, out: &mut String) {
@@ -458,6 +471,97 @@ impl Default for Metrics {
     }
 }
 
+/// One counter series, found once.
+#[derive(Clone)]
+struct Tally(Arc<Series>);
+
+impl Tally {
+    fn inc(&self) {
+        self.0.value.add(1);
+    }
+}
+
+/// Entries an upstream keeps of the request counts it has seen: the kinds of message and
+/// outcome in use. Past them, a count finds its series by its labels.
+const KEPT_REQUEST_SERIES: usize = 32;
+
+/// Entries an upstream keeps of its tools' call counts, each tool's and outcome's in the
+/// entry its name picks, the first to come keeping it; a count whose entry another holds
+/// finds its series by its labels.
+const KEPT_TOOL_SERIES: usize = 64;
+
+/// One upstream's series in the families every message it carries counts in, each found
+/// the first time and kept: a message then neither hashes its labels nor reads the family's
+/// map (about 0.5k instructions a message; docs/performance.md). A series appears with its
+/// first count, as before.
+///
+/// A request count is labelled by the upstream and two static texts, a method's label and
+/// an outcome, and kept by where those texts lie: a static text never moves and is never
+/// freed, so where it lies names it. Alike texts at two places take two entries of one
+/// series.
+///
+/// Caveat: the series are those of the [`Metrics`] they are counted in first, which are
+/// the gateway's: an upstream's series and its gateway's metrics go together.
+pub struct UpstreamSeries {
+    requests: [OnceLock<(&'static str, &'static str, Tally)>; KEPT_REQUEST_SERIES],
+    tool_calls: [OnceLock<(Box<str>, &'static str, Tally)>; KEPT_TOOL_SERIES],
+    latency: OnceLock<Arc<Buckets>>,
+}
+
+impl Default for UpstreamSeries {
+    fn default() -> Self {
+        UpstreamSeries {
+            requests: std::array::from_fn(|_| OnceLock::new()),
+            tool_calls: std::array::from_fn(|_| OnceLock::new()),
+            latency: OnceLock::new(),
+        }
+    }
+}
+
+impl UpstreamSeries {
+    /// Counts a message to `upstream` in `requests`, by its method's label and outcome.
+    pub fn request(
+        &self,
+        metrics: &Metrics,
+        upstream: &str,
+        method: &'static str,
+        outcome: &'static str,
+    ) {
+        let labels = [upstream, method, outcome];
+        for kept in &self.requests {
+            let (m, o, tally) =
+                kept.get_or_init(|| (method, outcome, metrics.requests.tally(&labels)));
+            if std::ptr::eq(*m, method) && std::ptr::eq(*o, outcome) {
+                return tally.inc();
+            }
+        }
+        metrics.requests.inc(&labels);
+    }
+
+    /// Counts a call of `tool` on `upstream` in `tool_calls`, by its outcome.
+    pub fn tool_call(&self, metrics: &Metrics, upstream: &str, tool: &str, outcome: &'static str) {
+        let labels = [upstream, tool, outcome];
+        // The entry a call picks: from its name's length, first and last bytes, which tell
+        // most of a server's tools apart and cost nothing to read, and its outcome's length.
+        let bytes = tool.as_bytes();
+        let ends = [bytes.first(), bytes.last()].map(|b| usize::from(*b.unwrap_or(&0)));
+        let pick = bytes.len() * 31 + ends[0] * 7 + ends[1] + outcome.len() * 13;
+        let kept = &self.tool_calls[pick % KEPT_TOOL_SERIES];
+        let (t, o, tally) =
+            kept.get_or_init(|| (tool.into(), outcome, metrics.tool_calls.tally(&labels)));
+        if std::ptr::eq(*o, outcome) && **t == *tool {
+            return tally.inc();
+        }
+        metrics.tool_calls.inc(&labels);
+    }
+
+    /// Records how long `upstream` took to answer, in `upstream_latency`.
+    pub fn latency(&self, metrics: &Metrics, upstream: &str, took: Duration) {
+        let buckets = (self.latency).get_or_init(|| metrics.upstream_latency.buckets(upstream));
+        buckets.record(took);
+    }
+}
+
 /// Method names as metric labels: the MCP ones as they are, anything else as `other`, so a
 /// client cannot mint series.
 pub fn method_label(method: Option<&str>) -> &'static str {
@@ -558,10 +662,54 @@ mod tests {
     }
 
     #[test]
+    fn an_upstreams_kept_series_count_as_their_labels_say() {
+        let (m, up) = (Metrics::default(), UpstreamSeries::default());
+        // More kinds of message than the upstream keeps, each counted twice.
+        let outcomes: Vec<&'static str> = (0..KEPT_REQUEST_SERIES + 5)
+            .map(|i| &*Box::leak(format!("o{i}").into_boxed_str()))
+            .collect();
+        for o in outcomes.iter().chain(&outcomes) {
+            up.request(&m, "u", "ping", o);
+        }
+        // Two tools whose calls pick the same entry, and two outcomes of one tool.
+        for (tool, outcome) in [
+            ("a1b", "forwarded"),
+            ("a2b", "forwarded"),
+            ("a1b", "denied"),
+        ] {
+            up.tool_call(&m, "u", tool, outcome);
+            up.tool_call(&m, "u", tool, outcome);
+        }
+        up.latency(&m, "u", Duration::from_millis(3));
+        up.latency(&m, "u", Duration::from_millis(30));
+        let out = m.render(0, 0, 0);
+        for o in &outcomes {
+            let line = format!(
+                "toolgate_requests_total{{upstream=\"u\",method=\"ping\",outcome=\"{o}\"}} 2\n"
+            );
+            assert!(out.contains(&line), "{line} in {out}");
+        }
+        for (tool, outcome) in [
+            ("a1b", "forwarded"),
+            ("a2b", "forwarded"),
+            ("a1b", "denied"),
+        ] {
+            let line = format!(
+                "toolgate_tool_calls_total{{upstream=\"u\",tool=\"{tool}\",outcome=\"{outcome}\"}} 2\n"
+            );
+            assert!(out.contains(&line), "{line} in {out}");
+        }
+        assert!(
+            out.contains("toolgate_upstream_latency_seconds_count{upstream=\"u\"} 2\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn histograms_are_cumulative() {
         let h = Histogram::new("lat", "help");
-        h.observe("u", Duration::from_millis(3));
-        h.observe("u", Duration::from_secs(2));
+        h.buckets("u").record(Duration::from_millis(3));
+        h.buckets("u").record(Duration::from_secs(2));
         let mut out = String::new();
         h.render(&mut out);
         assert!(

@@ -226,8 +226,9 @@ where
 impl Kept {
     /// Closed, or idle for longer than `idle_for`. A connection still streaming an answer is
     /// not idle, however long ago it was taken.
-    fn spent(&self, idle_for: Duration) -> bool {
-        self.tx.is_closed() || (self.tx.is_ready() && self.since.elapsed() > idle_for)
+    fn spent(&self, idle_for: Duration, now: Instant) -> bool {
+        self.tx.is_closed()
+            || (self.tx.is_ready() && now.saturating_duration_since(self.since) > idle_for)
     }
 }
 
@@ -340,7 +341,8 @@ impl Pool {
         wait: Duration,
     ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_ {
         let deadline = started + wait;
-        match self.take() {
+        // The request's own reading of the clock: idleness is counted in seconds.
+        match self.take(started.into_std()) {
             Some((Sender::H1(mut h1), timer)) => Sent::OnKept {
                 sent: Deadline::new(h1.try_send_request(req), deadline, timer),
                 h1: Some(h1),
@@ -376,7 +378,7 @@ impl Pool {
     ) -> Result<Response<Incoming>, UpstreamError> {
         loop {
             let (tx, reused, asked_for_certificate) =
-                match taken.take().or_else(|| self.take().map(|(tx, _)| tx)) {
+                match (taken.take()).or_else(|| self.take(Instant::now()).map(|(tx, _)| tx)) {
                     Some(tx) => (tx, true, false),
                     None => {
                         // Boxed: a TLS and HTTP/2 handshake's future is many times a request's.
@@ -415,24 +417,24 @@ impl Pool {
     }
 
     /// A ready connection, this thread's first, and its timer; closed and expired ones go.
-    fn take(&self) -> Option<(Sender, Option<Timer>)> {
+    fn take(&self, now: Instant) -> Option<(Sender, Option<Timer>)> {
         let me = slot();
-        (0..SLOTS).find_map(|i| self.take_from(&self.kept[(me + i) % SLOTS]))
+        (0..SLOTS).find_map(|i| self.take_from(&self.kept[(me + i) % SLOTS], now))
     }
 
     /// The most recently used ready connection of one list (a handle on it, for HTTP/2).
-    fn take_from(&self, shard: &Shard) -> Option<(Sender, Option<Timer>)> {
+    fn take_from(&self, shard: &Shard, now: Instant) -> Option<(Sender, Option<Timer>)> {
         let mut kept = shard.lock();
         let mut i = kept.len();
         while i > 0 {
             i -= 1;
             let k = &mut kept[i];
-            if k.spent(self.idle_for) {
+            if k.spent(self.idle_for, now) {
                 kept.swap_remove(i);
             } else if let Sender::H2(h2) = &k.tx
                 && h2.is_ready()
             {
-                k.since = Instant::now();
+                k.since = now;
                 return Some((Sender::H2(h2.clone()), None));
             } else if k.tx.is_ready() {
                 let k = kept.swap_remove(i);
@@ -509,7 +511,8 @@ impl Pool {
                 tokio::time::sleep(idle_for / 2).await;
                 let Some(kept) = kept.upgrade() else { return };
                 for shard in kept.iter() {
-                    shard.lock().retain(|k| !k.spent(idle_for));
+                    let now = Instant::now();
+                    shard.lock().retain(|k| !k.spent(idle_for, now));
                 }
             }
         });

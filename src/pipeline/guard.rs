@@ -114,9 +114,9 @@ fn answered<R>(outcome: &'static str, answer: Answer) -> Decision<R> {
 
 /// Counts one `tools/call` outcome. An unknown tool's name came from a client: it counts
 /// under [`UNLISTED`].
-fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &str) {
+fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &'static str) {
     let tool = if outcome == "unknown" { UNLISTED } else { tool };
-    gw.metrics.tool_calls.inc(&[&target.name, tool, outcome]);
+    (target.series).tool_call(&gw.metrics, &target.name, tool, outcome);
 }
 
 /// Decides one `tools/call` (docs/contract.md §1), when called unless the call must wait for

@@ -198,10 +198,9 @@ impl http_body::Body for Traced {
 
 /// Counts the request and writes its access-log line, when its head goes out.
 fn record(gw: &Gateway, target: usize, note: &Note, status: StatusCode, started: Option<Instant>) {
-    let upstream = &gw.targets[target].name;
-    gw.metrics
-        .requests
-        .inc(&[upstream, note.method, note.outcome]);
+    let to = &gw.targets[target];
+    let upstream = &to.name;
+    (to.series).request(&gw.metrics, upstream, note.method, note.outcome);
     if let Some(started) = started {
         let request_id = note.request_id.as_ref().and_then(|v| v.to_str().ok());
         tracing::info!(
