@@ -2,7 +2,9 @@
 //!
 //! No global registry (tests stay isolated) and no dependency beyond `arc-swap`. An increment
 //! hashes its label values, looks them up in the current map, and adds to this thread's slot
-//! of the value; a new label set installs a copy of the map once. Nothing on that path is
+//! of the value; a new label set installs a copy of the map once. The counts every message
+//! makes (its request, its tool call, its upstream's latency) skip the lookup: each upstream
+//! keeps the series it has counted in ([`UpstreamSeries`]). Nothing on either path is
 //! written by two threads: a read lock's count, or one shared atomic per value, would be a
 //! cache line passed between the worker threads on every request.
 //!
