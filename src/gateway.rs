@@ -51,8 +51,10 @@ impl Target {
                 rules.insert(tool.clone(), r);
             }
         }
+        let name: Arc<str> = name.into();
         Ok(Target {
-            name: name.into(),
+            series: crate::metrics::UpstreamSeries::new(name.clone()),
+            name,
             index: 0,
             path,
             url,
@@ -60,7 +62,6 @@ impl Target {
             tls: Default::default(),
             validation,
             rules,
-            series: Default::default(),
         })
     }
 

@@ -502,34 +502,29 @@ const KEPT_TOOL_SERIES: usize = 64;
 /// freed, so where it lies names it. Alike texts at two places take two entries of one
 /// series.
 ///
-/// Caveat: the series are those of the [`Metrics`] they are counted in first, which are
-/// the gateway's: an upstream's series and its gateway's metrics go together.
+/// Caveat: the series are those of the [`Metrics`] they are counted in first: an upstream
+/// is counted in its own gateway's, which a reload keeps.
 pub struct UpstreamSeries {
+    upstream: Arc<str>,
     requests: [OnceLock<(&'static str, &'static str, Tally)>; KEPT_REQUEST_SERIES],
     tool_calls: [OnceLock<(Box<str>, &'static str, Tally)>; KEPT_TOOL_SERIES],
     latency: OnceLock<Arc<Buckets>>,
 }
 
-impl Default for UpstreamSeries {
-    fn default() -> Self {
+impl UpstreamSeries {
+    /// The series of the upstream named `upstream`, none found yet.
+    pub fn new(upstream: Arc<str>) -> UpstreamSeries {
         UpstreamSeries {
+            upstream,
             requests: std::array::from_fn(|_| OnceLock::new()),
             tool_calls: std::array::from_fn(|_| OnceLock::new()),
             latency: OnceLock::new(),
         }
     }
-}
 
-impl UpstreamSeries {
-    /// Counts a message to `upstream` in `requests`, by its method's label and outcome.
-    pub fn request(
-        &self,
-        metrics: &Metrics,
-        upstream: &str,
-        method: &'static str,
-        outcome: &'static str,
-    ) {
-        let labels = [upstream, method, outcome];
+    /// Counts a message in `requests`, by its method's label and outcome.
+    pub fn request(&self, metrics: &Metrics, method: &'static str, outcome: &'static str) {
+        let labels = [&*self.upstream, method, outcome];
         for kept in &self.requests {
             let (m, o, tally) =
                 kept.get_or_init(|| (method, outcome, metrics.requests.tally(&labels)));
@@ -540,9 +535,9 @@ impl UpstreamSeries {
         metrics.requests.inc(&labels);
     }
 
-    /// Counts a call of `tool` on `upstream` in `tool_calls`, by its outcome.
-    pub fn tool_call(&self, metrics: &Metrics, upstream: &str, tool: &str, outcome: &'static str) {
-        let labels = [upstream, tool, outcome];
+    /// Counts a call of `tool` in `tool_calls`, by its outcome.
+    pub fn tool_call(&self, metrics: &Metrics, tool: &str, outcome: &'static str) {
+        let labels = [&*self.upstream, tool, outcome];
         // The entry a call picks: from its name's length, first and last bytes, which tell
         // most of a server's tools apart and cost nothing to read, and its outcome's length.
         let bytes = tool.as_bytes();
@@ -557,9 +552,10 @@ impl UpstreamSeries {
         metrics.tool_calls.inc(&labels);
     }
 
-    /// Records how long `upstream` took to answer, in `upstream_latency`.
-    pub fn latency(&self, metrics: &Metrics, upstream: &str, took: Duration) {
-        let buckets = (self.latency).get_or_init(|| metrics.upstream_latency.buckets(upstream));
+    /// Records how long the upstream took to answer, in `upstream_latency`.
+    pub fn latency(&self, metrics: &Metrics, took: Duration) {
+        let latency = &metrics.upstream_latency;
+        let buckets = (self.latency).get_or_init(|| latency.buckets(&self.upstream));
         buckets.record(took);
     }
 }
@@ -665,13 +661,13 @@ mod tests {
 
     #[test]
     fn an_upstreams_kept_series_count_as_their_labels_say() {
-        let (m, up) = (Metrics::default(), UpstreamSeries::default());
+        let (m, up) = (Metrics::default(), UpstreamSeries::new("u".into()));
         // More kinds of message than the upstream keeps, each counted twice.
         let outcomes: Vec<&'static str> = (0..KEPT_REQUEST_SERIES + 5)
             .map(|i| &*Box::leak(format!("o{i}").into_boxed_str()))
             .collect();
         for o in outcomes.iter().chain(&outcomes) {
-            up.request(&m, "u", "ping", o);
+            up.request(&m, "ping", o);
         }
         // Two tools whose calls pick the same entry, and two outcomes of one tool.
         for (tool, outcome) in [
@@ -679,11 +675,11 @@ mod tests {
             ("a2b", "forwarded"),
             ("a1b", "denied"),
         ] {
-            up.tool_call(&m, "u", tool, outcome);
-            up.tool_call(&m, "u", tool, outcome);
+            up.tool_call(&m, tool, outcome);
+            up.tool_call(&m, tool, outcome);
         }
-        up.latency(&m, "u", Duration::from_millis(3));
-        up.latency(&m, "u", Duration::from_millis(30));
+        up.latency(&m, Duration::from_millis(3));
+        up.latency(&m, Duration::from_millis(30));
         let out = m.render(0, 0, 0);
         for o in &outcomes {
             let line = format!(

@@ -100,7 +100,7 @@ impl<W: Way> Forward<W> {
         // (as it captured it, and as it awaits it), and every request would copy both.
         reply.map(move |reply| {
             let (gw, target) = (gw.borrow(), target.borrow());
-            (target.series).latency(&gw.metrics, &target.name, sent.elapsed());
+            (target.series).latency(&gw.metrics, sent.elapsed());
             reply
         })
     }

@@ -116,7 +116,7 @@ fn answered<R>(outcome: &'static str, answer: Answer) -> Decision<R> {
 /// under [`UNLISTED`].
 fn count(gw: &Gateway, target: &Target, tool: &str, outcome: &'static str) {
     let tool = if outcome == "unknown" { UNLISTED } else { tool };
-    (target.series).tool_call(&gw.metrics, &target.name, tool, outcome);
+    (target.series).tool_call(&gw.metrics, tool, outcome);
 }
 
 /// Decides one `tools/call` (docs/contract.md §1), when called unless the call must wait for

@@ -198,15 +198,14 @@ impl http_body::Body for Traced {
 
 /// Counts the request and writes its access-log line, when its head goes out.
 fn record(gw: &Gateway, target: usize, note: &Note, status: StatusCode, started: Option<Instant>) {
-    let to = &gw.targets[target];
-    let upstream = &to.name;
-    (to.series).request(&gw.metrics, upstream, note.method, note.outcome);
+    let upstream = &gw.targets[target];
+    (upstream.series).request(&gw.metrics, note.method, note.outcome);
     if let Some(started) = started {
         let request_id = note.request_id.as_ref().and_then(|v| v.to_str().ok());
         tracing::info!(
             target: "toolgate::access",
             request_id = request_id.unwrap_or("-"),
-            upstream = %upstream,
+            upstream = %upstream.name,
             client = note.client.as_deref().unwrap_or("-"),
             method = note.method,
             tool = note.tool.as_deref().unwrap_or("-"),
