@@ -131,9 +131,7 @@ fn call_error(
     gw.metrics
         .rewrites
         .inc(&[&pending.target.name, "tool_error"]);
-    gw.metrics
-        .tool_calls
-        .inc(&[&pending.target.name, tool, "rewritten"]);
+    (pending.target.series).tool_call(&gw.metrics, tool, "rewritten");
     Some(Answer::tool_error(
         pending.era,
         id,

@@ -102,9 +102,7 @@ pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<
     let id = pending.id.as_deref()?;
     let is_call = match &pending.kind {
         Kind::Call { tool, .. } => {
-            gw.metrics
-                .tool_calls
-                .inc(&[&pending.target.name, tool, "upstream_error"]);
+            (pending.target.series).tool_call(&gw.metrics, tool, "upstream_error");
             true
         }
         _ => false,
@@ -155,9 +153,7 @@ pub fn undecided(
         let name = m.params_name();
         let key = gw.scope(target, None, None);
         let tool = guard::listed_label(gw, &key, name.as_deref().unwrap_or(""));
-        gw.metrics
-            .tool_calls
-            .inc(&[&target.name, tool, "upstream_error"]);
+        (target.series).tool_call(&gw.metrics, tool, "upstream_error");
     }
     Some(failed(gw, target, era, Some(id), is_call, e))
 }
