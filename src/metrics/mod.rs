@@ -474,7 +474,6 @@ impl Default for Metrics {
 }
 
 /// One counter series, found once.
-#[derive(Clone)]
 struct Tally(Arc<Series>);
 
 impl Tally {

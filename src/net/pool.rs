@@ -510,8 +510,8 @@ impl Pool {
             loop {
                 tokio::time::sleep(idle_for / 2).await;
                 let Some(kept) = kept.upgrade() else { return };
+                let now = Instant::now();
                 for shard in kept.iter() {
-                    let now = Instant::now();
                     shard.lock().retain(|k| !k.spent(idle_for, now));
                 }
             }
