@@ -6,7 +6,7 @@
 //! ones named in `Connection` do not. `Accept-Encoding` is dropped on the way up so that
 //! answers toolgate may need to read arrive uncompressed.
 
-use super::pool::Pool;
+use super::pool::{Pool, WireBody};
 use super::tls::TlsError;
 use crate::error::UpstreamError;
 use bytes::Bytes;
@@ -16,7 +16,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
 
 use http_body_util::Full;
-use hyper::body::Incoming;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -110,7 +109,7 @@ impl Media {
 /// `Sync` like the network's (readers hold the answer across awaits); it is polled through
 /// `get_mut`, never locked.
 enum Inner {
-    Wire(Incoming),
+    Wire(WireBody),
     App(std::sync::Mutex<axum::body::Body>),
 }
 

@@ -7,11 +7,19 @@
 //! part of toolgate's own work after parsing.
 //!
 //! A connection is a hyper `SendRequest` in a short list. A request takes one that is ready,
-//! sends on it and puts it back as soon as the answer's head arrives: the connection becomes
-//! ready again once that answer's body is read, and a connection still streaming is skipped.
-//! Closed connections are dropped when seen; idle ones close after [`IDLE_FOR`], found by the
-//! next request or by a sweep. A request that finds nothing ready opens a connection, so the
-//! list grows to the peak concurrency.
+//! sends on it and puts it back once its answer has all arrived: with the answer's head when
+//! the body came with it (the common case), else when the body's end is read. Closed
+//! connections are dropped when seen; idle ones close after [`IDLE_FOR`], found by the next
+//! request or by a sweep. A request that finds nothing ready opens a connection, so the list
+//! grows to the peak concurrency.
+//!
+//! An HTTP/1 connection's own work (writing the request, reading the answer) is done in the
+//! task of the request that uses it ([`Conn`]), not in a task of its own: that task would be
+//! woken and run two or three times per request, each a hand-off between worker threads.
+//! While its answer's body still comes, the body carries the connection and drives it
+//! ([`WireBody`]). The price: a connection nobody uses is not watched, so a server's close
+//! is seen when the connection is next taken (nothing was sent on it yet: the request goes
+//! on another) or by the sweep.
 //!
 //! The list is kept per thread slot ([`crate::thread_slot`]): a request takes from and puts
 //! back to its own thread's list, and looks at the others' only when its own has nothing
@@ -32,14 +40,15 @@ use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Request, Response};
+use http_body::Body as _;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{TrySendError, http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Once};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::time::Sleep;
 
@@ -96,8 +105,64 @@ impl Sender {
     }
 }
 
+/// An HTTP/1 connection's own work: writing its requests, reading their answers, seeing the
+/// server close it. Polled by whoever waits on it ([`drive`]), never spawned.
+struct Conn {
+    work: Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>,
+    /// What `work` is polled with: a relay to the task driving it, while one does.
+    relay: Arc<Relay>,
+    waker: Waker,
+}
+
+/// Wakes the task that drives a connection, and none once the connection is kept.
+///
+/// Why: hyper leaves the waker of the connection's last poll in its request channel, on its
+/// socket and in the answer body's channel. With the task's own waker there, the next
+/// request's send, the server's close of an idle connection, or the reading of the body
+/// would wake that task (another client's, as often as not, or the reader's own task from
+/// inside its poll) for nothing. A connection put back disarms its relay.
+#[derive(Default)]
+struct Relay(futures_util::task::AtomicWaker);
+
+impl std::task::Wake for Relay {
+    fn wake(self: Arc<Self>) {
+        self.0.wake();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.wake();
+    }
+}
+
+impl Conn {
+    fn new(work: impl Future<Output = Result<(), hyper::Error>> + Send + 'static) -> Conn {
+        let relay = Arc::new(Relay::default());
+        Conn {
+            work: Box::pin(work),
+            waker: Waker::from(relay.clone()),
+            relay,
+        }
+    }
+}
+
+/// Polls `conn` once for the task of `cx`; one that has ended is let go (what its request
+/// was waiting for has already been told why by hyper).
+fn drive(conn: &mut Option<Conn>, cx: &mut Context<'_>) {
+    if let Some(c) = conn {
+        c.relay.0.register(cx.waker());
+        if let Poll::Ready(ended) = c.work.as_mut().poll(&mut Context::from_waker(&c.waker)) {
+            if let Err(e) = ended {
+                tracing::debug!(error = %e, "upstream connection ended");
+            }
+            *conn = None;
+        }
+    }
+}
+
 struct Kept {
     tx: Sender,
+    /// `None` for HTTP/2, whose connection runs in a task of its own (every request shares it).
+    conn: Option<Conn>,
     since: Instant,
     /// The timer of the requests it carried, for the next one (see [`Deadline`]).
     timer: Option<Timer>,
@@ -140,12 +205,16 @@ impl<F> Deadline<F> {
     }
 }
 
-impl<F: Future> Future for Deadline<F> {
-    type Output = (Option<F::Output>, Option<Timer>);
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+impl<F: Future> Deadline<F> {
+    /// The answer or the deadline; the answer polled without a waker when `quiet` (see
+    /// [`quiet`]).
+    fn poll_by(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        quiet: bool,
+    ) -> Poll<(Option<F::Output>, Option<Timer>)> {
         let this = self.project();
-        if let Poll::Ready(answer) = this.answer.poll(cx) {
+        if let Poll::Ready(answer) = poll_quietly(this.answer, cx, quiet) {
             return Poll::Ready((Some(answer), this.timer.take()));
         }
         let deadline = *this.deadline;
@@ -162,9 +231,25 @@ impl<F: Future> Future for Deadline<F> {
     }
 }
 
+/// Whether a request's answer is polled without a waker: while the request drives its
+/// connection (`conn` is there after the drive), only that drive can make the answer ready.
+/// With the task's waker, hyper's channel would wake the task from inside its own poll, and
+/// the task would be polled again for nothing.
+fn quiet(conn: &Option<Conn>) -> bool {
+    conn.is_some()
+}
+
+fn poll_quietly<F: Future>(f: Pin<&mut F>, cx: &mut Context<'_>, quiet: bool) -> Poll<F::Output> {
+    if quiet {
+        f.poll(&mut Context::from_waker(Waker::noop()))
+    } else {
+        f.poll(cx)
+    }
+}
+
 /// A request's future, boxed.
 type Sending<'p> =
-    Pin<Box<dyn Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + 'p>>;
+    Pin<Box<dyn Future<Output = Result<Response<WireBody>, UpstreamError>> + Send + 'p>>;
 
 pin_project_lite::pin_project! {
     /// A request sent: the common case, a kept HTTP/1 connection that took it, waits for the
@@ -178,6 +263,7 @@ pin_project_lite::pin_project! {
             #[pin]
             sent: Deadline<F>,
             h1: Option<http1::SendRequest<Full<Bytes>>>,
+            conn: Option<Conn>,
             pool: &'p Pool,
             deadline: tokio::time::Instant,
             wait: Duration,
@@ -192,7 +278,7 @@ impl<F> Future for Sent<'_, F>
 where
     F: Future<Output = Result<Response<Incoming>, TrySendError<Request<Full<Bytes>>>>>,
 {
-    type Output = Result<Response<Incoming>, UpstreamError>;
+    type Output = Result<Response<WireBody>, UpstreamError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let sending = match self.as_mut().project() {
@@ -200,15 +286,19 @@ where
             SentProj::OnKept {
                 sent,
                 h1,
+                conn,
                 pool,
                 deadline,
                 wait,
-            } => match std::task::ready!(sent.poll(cx)) {
+            } => match std::task::ready!({
+                drive(conn, cx);
+                sent.poll_by(cx, quiet(conn))
+            }) {
                 (Some(Ok(resp)), timer) => {
-                    if let Some(h1) = h1.take() {
-                        pool.put(Sender::H1(h1), timer);
-                    }
-                    return Poll::Ready(Ok(resp));
+                    return Poll::Ready(Ok(match h1.take() {
+                        Some(h1) => pool.answered(h1, conn.take(), timer, resp),
+                        None => resp.map(WireBody::alone),
+                    }));
                 }
                 // The connection goes with the request it still carries.
                 (None, _) => return Poll::Ready(Err(UpstreamError::Timeout(*wait))),
@@ -339,19 +429,25 @@ impl Pool {
         req: Request<Full<Bytes>>,
         started: tokio::time::Instant,
         wait: Duration,
-    ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + Send + '_ {
+    ) -> impl Future<Output = Result<Response<WireBody>, UpstreamError>> + Send + '_ {
         let deadline = started + wait;
         // The request's own reading of the clock: idleness is counted in seconds.
         match self.take(started.into_std()) {
-            Some((Sender::H1(mut h1), timer)) => Sent::OnKept {
+            Some(Kept {
+                tx: Sender::H1(mut h1),
+                conn,
+                timer,
+                ..
+            }) => Sent::OnKept {
                 sent: Deadline::new(h1.try_send_request(req), deadline, timer),
                 h1: Some(h1),
+                conn,
                 pool: self,
                 deadline,
                 wait,
             },
             taken => Sent::Boxed {
-                sending: self.send_by(taken.map(|(tx, _)| tx), req, deadline, wait),
+                sending: self.send_by(taken, req, deadline, wait),
             },
         }
     }
@@ -359,7 +455,7 @@ impl Pool {
     /// [`Self::send_on`] by `deadline`, boxed.
     fn send_by(
         &self,
-        taken: Option<Sender>,
+        taken: Option<Kept>,
         req: Request<Full<Bytes>>,
         deadline: tokio::time::Instant,
         wait: Duration,
@@ -373,21 +469,32 @@ impl Pool {
     /// [`Self::send`] on `taken` (a kept connection), else on another kept one or a new one.
     async fn send_on(
         &self,
-        mut taken: Option<Sender>,
+        mut taken: Option<Kept>,
         mut req: Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    ) -> Result<Response<WireBody>, UpstreamError> {
         loop {
-            let (tx, reused, asked_for_certificate) =
-                match (taken.take()).or_else(|| self.take(Instant::now()).map(|(tx, _)| tx)) {
-                    Some(tx) => (tx, true, false),
+            let (kept, reused, asked_for_certificate) =
+                match (taken.take()).or_else(|| self.take(Instant::now())) {
+                    Some(kept) => (kept, true, false),
                     None => {
                         // Boxed: a TLS and HTTP/2 handshake's future is many times a request's.
-                        let (tx, asked) = Box::pin(self.connect()).await?;
-                        (tx, false, asked)
+                        let (kept, asked) = Box::pin(self.connect()).await?;
+                        (kept, false, asked)
                     }
                 };
-            let (sent, tx) = match tx {
-                Sender::H1(mut h1) => (h1.try_send_request(req).await, Some(Sender::H1(h1))),
+            let Kept { tx, mut conn, .. } = kept;
+            let mut failed = match tx {
+                Sender::H1(mut h1) => {
+                    let mut answer = std::pin::pin!(h1.try_send_request(req));
+                    let sent = std::future::poll_fn(|cx| {
+                        drive(&mut conn, cx);
+                        poll_quietly(answer.as_mut(), cx, quiet(&conn))
+                    });
+                    match sent.await {
+                        Ok(resp) => return Ok(self.answered(h1, conn, None, resp)),
+                        Err(e) => e,
+                    }
+                }
                 Sender::H2(mut h2) => {
                     // HTTP/2 names the origin in the request (`:authority`), not in `Host`.
                     if let Some((_, origin)) = &self.tls {
@@ -397,33 +504,56 @@ impl Pool {
                         }
                         req.headers_mut().remove(http::header::HOST);
                     }
-                    (h2.try_send_request(req).await, None)
+                    match h2.try_send_request(req).await {
+                        Ok(resp) => return Ok(resp.map(WireBody::alone)),
+                        Err(e) => e,
+                    }
                 }
             };
-            match sent {
-                Ok(resp) => {
-                    if let Some(tx) = tx {
-                        self.put(tx, None);
-                    }
-                    return Ok(resp);
-                }
-                Err(mut e) => match e.take_message() {
-                    // As in `send`: nothing was sent on a kept connection the server closed.
-                    Some(back) if reused => req = back,
-                    _ => return Err(classified(&e.into_error(), asked_for_certificate)),
-                },
+            match failed.take_message() {
+                // As in `send`: nothing was sent on a kept connection the server closed.
+                Some(back) if reused => req = back,
+                _ => return Err(classified(&failed.into_error(), asked_for_certificate)),
             }
         }
     }
 
-    /// A ready connection, this thread's first, and its timer; closed and expired ones go.
-    fn take(&self, now: Instant) -> Option<(Sender, Option<Timer>)> {
+    /// An HTTP/1 answer, and the connection it came on: kept again now when the answer has
+    /// all arrived (the common case: its body came with its head), else carried by the body,
+    /// which drives it and keeps it again at the body's end. A connection that ended with
+    /// the answer (`conn` is `None`) goes.
+    fn answered(
+        &self,
+        h1: http1::SendRequest<Full<Bytes>>,
+        conn: Option<Conn>,
+        timer: Option<Timer>,
+        resp: Response<Incoming>,
+    ) -> Response<WireBody> {
+        let carried = match conn {
+            Some(conn) if !h1.is_ready() => Some(Box::new(Mutex::new(Carried {
+                h1,
+                conn: Some(conn),
+                timer,
+                kept: self.kept.clone(),
+                per_slot: self.per_slot,
+            }))),
+            Some(conn) => {
+                keep(&self.kept, self.per_slot, Sender::H1(h1), Some(conn), timer);
+                None
+            }
+            None => None,
+        };
+        resp.map(|body| WireBody { body, carried })
+    }
+
+    /// A ready connection, this thread's first; closed and expired ones go.
+    fn take(&self, now: Instant) -> Option<Kept> {
         let me = slot();
         (0..SLOTS).find_map(|i| self.take_from(&self.kept[(me + i) % SLOTS], now))
     }
 
     /// The most recently used ready connection of one list (a handle on it, for HTTP/2).
-    fn take_from(&self, shard: &Shard, now: Instant) -> Option<(Sender, Option<Timer>)> {
+    fn take_from(&self, shard: &Shard, now: Instant) -> Option<Kept> {
         let mut kept = shard.lock();
         let mut i = kept.len();
         while i > 0 {
@@ -435,28 +565,21 @@ impl Pool {
                 && h2.is_ready()
             {
                 k.since = now;
-                return Some((Sender::H2(h2.clone()), None));
+                return Some(Kept {
+                    tx: Sender::H2(h2.clone()),
+                    conn: None,
+                    since: now,
+                    timer: None,
+                });
             } else if k.tx.is_ready() {
-                let k = kept.swap_remove(i);
-                return Some((k.tx, k.timer));
+                return Some(kept.swap_remove(i));
             }
         }
         None
     }
 
-    fn put(&self, tx: Sender, timer: Option<Timer>) {
-        let mut kept = self.kept[slot()].lock();
-        if kept.len() < self.per_slot {
-            kept.push(Kept {
-                tx,
-                since: Instant::now(),
-                timer,
-            });
-        }
-    }
-
     /// A new connection, and whether its server asked for a client certificate.
-    async fn connect(&self) -> Result<(Sender, bool), UpstreamError> {
+    async fn connect(&self) -> Result<(Kept, bool), UpstreamError> {
         let fail =
             |why: String| UpstreamError::Unreachable(format!("connecting to {}: {why}", self.addr));
         let stream =
@@ -466,12 +589,10 @@ impl Pool {
                 .map_err(|e| fail(e.to_string()))?;
         let _ = stream.set_nodelay(true);
         let mut asked_for_certificate = false;
-        let tx = match &self.tls {
-            None => Sender::H1(
-                handshake_h1(TokioIo::new(stream))
-                    .await
-                    .map_err(|e| fail(e.to_string()))?,
-            ),
+        let (tx, conn) = match &self.tls {
+            None => handshake_h1(TokioIo::new(stream))
+                .await
+                .map_err(|e| fail(e.to_string()))?,
             Some((tls, _)) => {
                 let c = tls.connect(stream).await.map_err(|why| {
                     UpstreamError::Untrusted(format!("connecting to {}: {why}", self.addr))
@@ -491,15 +612,27 @@ impl Pool {
                         }
                     });
                     // Shared from the start: other requests may use it while this one does.
-                    self.put(Sender::H2(tx.clone()), None);
-                    Sender::H2(tx)
+                    keep(
+                        &self.kept,
+                        self.per_slot,
+                        Sender::H2(tx.clone()),
+                        None,
+                        None,
+                    );
+                    (Sender::H2(tx), None)
                 } else {
-                    Sender::H1(handshake_h1(io).await.map_err(|e| fail(e.to_string()))?)
+                    handshake_h1(io).await.map_err(|e| fail(e.to_string()))?
                 }
             }
         };
         self.sweeping.call_once(|| self.sweep());
-        Ok((tx, asked_for_certificate))
+        let kept = Kept {
+            tx,
+            conn,
+            since: Instant::now(),
+            timer: None,
+        };
+        Ok((kept, asked_for_certificate))
     }
 
     /// Closes idle connections when no request comes to find them; ends with the pool.
@@ -512,24 +645,149 @@ impl Pool {
                 let Some(kept) = kept.upgrade() else { return };
                 let now = Instant::now();
                 for shard in kept.iter() {
-                    shard.lock().retain(|k| !k.spent(idle_for, now));
+                    shard.lock().retain_mut(|k| {
+                        // Without a waker: a close is seen by the next sweep or request.
+                        drive(&mut k.conn, &mut Context::from_waker(Waker::noop()));
+                        !k.spent(idle_for, now)
+                    });
                 }
             }
         });
     }
 }
 
-async fn handshake_h1<T>(io: T) -> Result<http1::SendRequest<Full<Bytes>>, hyper::Error>
+/// An HTTP/1 connection over `io`: its request handle, and its own work, to be driven by
+/// the requests that use it.
+async fn handshake_h1<T>(io: T) -> Result<(Sender, Option<Conn>), hyper::Error>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let (tx, conn) = http1::handshake(io).await?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "upstream connection ended");
+    Ok((Sender::H1(tx), Some(Conn::new(conn))))
+}
+
+/// Puts a connection in this thread's list, unless the list is full (then it closes); an
+/// HTTP/1 connection's [`Relay`] is disarmed first.
+fn keep(kept: &Shards, per_slot: usize, tx: Sender, conn: Option<Conn>, timer: Option<Timer>) {
+    if let Some(c) = &conn {
+        c.relay.0.take();
+    }
+    let mut list = kept[slot()].lock();
+    if list.len() < per_slot {
+        list.push(Kept {
+            tx,
+            conn,
+            since: Instant::now(),
+            timer,
+        });
+    }
+}
+
+/// An HTTP/1 connection whose answer's body still comes, carried by that body.
+struct Carried {
+    h1: http1::SendRequest<Full<Bytes>>,
+    conn: Option<Conn>,
+    timer: Option<Timer>,
+    /// Where it goes back to.
+    kept: Arc<Shards>,
+    per_slot: usize,
+}
+
+impl Carried {
+    /// The body has ended: the connection is kept again once it is ready for the next
+    /// request (one more poll takes it there, when the body's end did not).
+    fn release(mut self, cx: &mut Context<'_>) {
+        if !self.h1.is_ready() {
+            drive(&mut self.conn, cx);
         }
-    });
-    Ok(tx)
+        if self.conn.is_some() && self.h1.is_ready() {
+            let tx = Sender::H1(self.h1);
+            keep(&self.kept, self.per_slot, tx, self.conn, self.timer);
+        }
+    }
+}
+
+/// An upstream answer's body as the network gives it; with, while it still comes over
+/// HTTP/1, the connection it comes on, which each poll of the body drives. A body dropped
+/// before its end closes that connection (what is left of the answer is not read).
+pub(crate) struct WireBody {
+    body: Incoming,
+    /// Behind a mutex only to be `Sync` like `Incoming`: used through `get_mut`, never locked.
+    carried: Option<Box<Mutex<Carried>>>,
+}
+
+impl WireBody {
+    /// A body whose connection is not carried (HTTP/2's, or one kept already).
+    fn alone(body: Incoming) -> WireBody {
+        WireBody {
+            body,
+            carried: None,
+        }
+    }
+
+    fn release(&mut self, cx: &mut Context<'_>) {
+        if let Some(carried) = self.carried.take() {
+            carried
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .release(cx);
+        }
+    }
+}
+
+impl std::fmt::Debug for WireBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireBody")
+            .field("body", &self.body)
+            .field("carries_its_connection", &self.carried.is_some())
+            .finish()
+    }
+}
+
+impl http_body::Body for WireBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let mut frame = Pin::new(&mut this.body).poll_frame(cx);
+        let Some(carried) = &mut this.carried else {
+            return frame;
+        };
+        if frame.is_pending() {
+            let carried = carried.get_mut().unwrap_or_else(PoisonError::into_inner);
+            drive(&mut carried.conn, cx);
+            frame = Pin::new(&mut this.body).poll_frame(cx);
+        }
+        match &frame {
+            Poll::Ready(None) => this.release(cx),
+            Poll::Ready(Some(Ok(_))) if this.body.is_end_stream() => this.release(cx),
+            // The connection broke under the body.
+            Poll::Ready(Some(Err(_))) => this.carried = None,
+            _ => {}
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for WireBody {
+    /// A body read to its end by its size, not by a last poll, still gives its connection back.
+    fn drop(&mut self) {
+        if self.carried.is_some() && self.body.is_end_stream() {
+            self.release(&mut Context::from_waker(Waker::noop()));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -597,11 +855,11 @@ mod tests {
     fn sent(
         pool: &Pool,
         wait: Duration,
-    ) -> impl Future<Output = Result<Response<Incoming>, UpstreamError>> + '_ {
+    ) -> impl Future<Output = Result<Response<WireBody>, UpstreamError>> + '_ {
         pool.send(request(), tokio::time::Instant::now(), wait)
     }
 
-    async fn body(resp: Response<Incoming>) -> Bytes {
+    async fn body(resp: Response<WireBody>) -> Bytes {
         use http_body_util::BodyExt;
         resp.into_body().collect().await.unwrap().to_bytes()
     }
@@ -665,16 +923,100 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn idle_connections_close_and_busy_ones_stay() {
+    async fn idle_connections_close_and_busy_ones_come_back() {
         let (addr, accepted) = server(usize::MAX, true).await;
         let pool = Pool::with_idle(addr, Duration::from_millis(50));
         let streaming = sent(&pool, WAIT).await.unwrap();
         let idle = sent(&pool, WAIT).await.unwrap();
         assert_eq!(body(idle).await, "ok");
-        // Past two sweeps: the idle connection is gone, the one mid-answer is kept.
+        let listed = |pool: &Pool| pool.kept.iter().map(|s| s.lock().len()).sum::<usize>();
+        // Past two sweeps: the idle connection is gone; the one mid-answer is its body's.
         tokio::time::sleep(Duration::from_millis(150)).await;
-        assert_eq!(pool.kept.iter().map(|s| s.lock().len()).sum::<usize>(), 1);
+        assert_eq!(listed(&pool), 0);
         assert_eq!(body(streaming).await, "ok");
+        assert_eq!(listed(&pool), 1, "kept again at its body's end");
+        assert_eq!(body(sent(&pool, WAIT).await.unwrap()).await, "ok");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// A body dropped before its end takes its connection with it: the next request opens
+    /// another, and is answered.
+    #[tokio::test]
+    async fn a_body_dropped_before_its_end_closes_its_connection() {
+        let (addr, accepted) = server(usize::MAX, true).await;
+        let pool = Pool::new(addr, None);
+        drop(sent(&pool, WAIT).await.unwrap());
+        assert_eq!(body(sent(&pool, WAIT).await.unwrap()).await, "ok");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// Counts the wakes a task gets.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A server that answers one request per connection and closes it `after` its answer.
+    async fn closing_later(
+        after: Duration,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let (mut buf, mut got) = (vec![0u8; 4096], Vec::new());
+                    while !got.windows(6).any(|w| w == b"\r\n\r\n{}") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    let _ = s.write_all(answer).await;
+                    tokio::time::sleep(after).await;
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    /// A connection back in its list wakes no task that used it: not when that task reads
+    /// the answer's body (which hyper's body channel would), not when the server closes it;
+    /// and the next request finds the close and goes on a new connection.
+    #[tokio::test]
+    async fn a_kept_connection_wakes_no_task_that_used_it() {
+        let (addr, accepted) = closing_later(Duration::from_millis(50)).await;
+        let pool = Pool::new(addr, None);
+        let wakes = Arc::new(Wakes(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let woken = || wakes.0.load(std::sync::atomic::Ordering::SeqCst);
+        let mut answer = std::pin::pin!(sent(&pool, WAIT));
+        let resp = loop {
+            if let Poll::Ready(resp) = answer.as_mut().poll(&mut cx) {
+                break resp.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        let before = woken();
+        let mut body = resp.into_body();
+        let frame = Pin::new(&mut body).poll_frame(&mut cx);
+        assert!(
+            matches!(&frame, Poll::Ready(Some(Ok(f))) if f.data_ref().is_some_and(|d| d == "ok")),
+            "{frame:?}"
+        );
+        assert_eq!(woken(), before, "reading the answer woke the task");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(woken(), before, "the server's close woke the task");
+        assert_eq!(self::body(sent(&pool, WAIT).await.unwrap()).await, "ok");
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
