@@ -207,7 +207,7 @@ impl<F> Deadline<F> {
 
 impl<F: Future> Deadline<F> {
     /// The answer or the deadline; the answer polled without a waker when `quiet` (see
-    /// [`quiet`]).
+    /// [`poll_quietly`]).
     fn poll_by(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -231,14 +231,10 @@ impl<F: Future> Deadline<F> {
     }
 }
 
-/// Whether a request's answer is polled without a waker: while the request drives its
-/// connection (`conn` is there after the drive), only that drive can make the answer ready.
-/// With the task's waker, hyper's channel would wake the task from inside its own poll, and
-/// the task would be polled again for nothing.
-fn quiet(conn: &Option<Conn>) -> bool {
-    conn.is_some()
-}
-
+/// Polls a request's answer, without a waker when `quiet`: while the request drives its
+/// connection (the connection is still there after the drive), only that drive can make the
+/// answer ready. With the task's waker, hyper's channel would wake the task from inside its
+/// own poll, and the task would be polled again for nothing.
 fn poll_quietly<F: Future>(f: Pin<&mut F>, cx: &mut Context<'_>, quiet: bool) -> Poll<F::Output> {
     if quiet {
         f.poll(&mut Context::from_waker(Waker::noop()))
@@ -292,7 +288,7 @@ where
                 wait,
             } => match std::task::ready!({
                 drive(conn, cx);
-                sent.poll_by(cx, quiet(conn))
+                sent.poll_by(cx, conn.is_some())
             }) {
                 (Some(Ok(resp)), timer) => {
                     return Poll::Ready(Ok(match h1.take() {
@@ -488,7 +484,7 @@ impl Pool {
                     let mut answer = std::pin::pin!(h1.try_send_request(req));
                     let sent = std::future::poll_fn(|cx| {
                         drive(&mut conn, cx);
-                        poll_quietly(answer.as_mut(), cx, quiet(&conn))
+                        poll_quietly(answer.as_mut(), cx, conn.is_some())
                     });
                     match sent.await {
                         Ok(resp) => return Ok(self.answered(h1, conn, None, resp)),
