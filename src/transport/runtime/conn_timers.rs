@@ -23,7 +23,7 @@ use bytes::Bytes;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
@@ -78,7 +78,7 @@ impl ConnTimers {
         TimedIo {
             io,
             timers: self.clone(),
-            sleep: None,
+            timer: None,
             unread: Bytes::new(),
         }
     }
@@ -112,9 +112,44 @@ impl Drop for InService {
 pub struct TimedIo<T> {
     io: T,
     timers: ConnTimers,
-    sleep: Option<Pin<Box<Sleep>>>,
+    timer: Option<Timer>,
     /// Bytes read before hyper took the connection, read again first (see [`Self::unread`]).
     unread: Bytes,
+}
+
+/// A connection's timer, and the waker it wakes.
+struct Timer {
+    sleep: Pin<Box<Sleep>>,
+    /// The waker the last poll left with the timer, until it fires or is moved.
+    ///
+    /// Why: a poll hands the timer the task's waker again, about 0.1k instructions, and a
+    /// connection is polled by the same task for each of its requests. While the timer
+    /// holds that task's waker, whether it fired is one load.
+    holds: Option<Waker>,
+}
+
+impl Timer {
+    fn new(deadline: Instant) -> Timer {
+        Timer {
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            holds: None,
+        }
+    }
+
+    /// Whether the timer fired; if not, it wakes the task of `cx` when it does.
+    fn fired(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            return self.sleep.is_elapsed();
+        }
+        let fired = self.sleep.as_mut().poll(cx).is_ready();
+        self.holds = (!fired).then(|| cx.waker().clone());
+        fired
+    }
+
+    fn reset(&mut self, deadline: Instant) {
+        self.sleep.as_mut().reset(deadline);
+        self.holds = None;
+    }
 }
 
 impl<T> TimedIo<T> {
@@ -156,17 +191,17 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 // The timer is moved only when the deadline comes earlier (a head started).
                 // A later one (each request ends a new idle period) is left for the timer to
                 // find when it fires: no timer is re-armed per request.
-                let sleep = match &mut this.sleep {
-                    Some(s) => {
-                        if deadline < s.deadline() {
-                            s.as_mut().reset(deadline);
+                let timer = match &mut this.timer {
+                    Some(t) => {
+                        if deadline < t.sleep.deadline() {
+                            t.reset(deadline);
                         }
-                        s
+                        t
                     }
-                    slot @ None => slot.insert(Box::pin(tokio::time::sleep_until(deadline))),
+                    slot @ None => slot.insert(Timer::new(deadline)),
                 };
                 loop {
-                    if sleep.as_mut().poll(cx).is_pending() {
+                    if !timer.fired(cx) {
                         return Poll::Pending;
                     }
                     if Instant::now() >= deadline {
@@ -175,7 +210,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                             "the connection was idle or slow to send a request head",
                         )));
                     }
-                    sleep.as_mut().reset(deadline);
+                    timer.reset(deadline);
                 }
             }
         }
@@ -371,6 +406,40 @@ mod tests {
         let e = io.read(&mut buf).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(60));
+    }
+
+    /// The timer wakes the task that last waited on the connection, not one before it.
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_wakes_the_last_task_to_wait() {
+        #[derive(Default)]
+        struct Woken(std::sync::atomic::AtomicBool);
+        impl std::task::Wake for Woken {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let (_client, server) = tokio::io::duplex(64);
+        let mut io = timers.io(server);
+        drop(timers.in_service(false));
+        let mut buf = [0u8; 8];
+        let mut read = |woken: &Arc<Woken>| {
+            let waker = Waker::from(woken.clone());
+            let mut buf = ReadBuf::new(&mut buf);
+            Pin::new(&mut io).poll_read(&mut Context::from_waker(&waker), &mut buf)
+        };
+        let (first, last) = (Arc::new(Woken::default()), Arc::new(Woken::default()));
+        assert!(read(&first).is_pending() && read(&first).is_pending());
+        assert!(read(&last).is_pending());
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert!(
+            last.0.load(std::sync::atomic::Ordering::SeqCst),
+            "the last task is woken"
+        );
+        let Poll::Ready(Err(e)) = read(&last) else {
+            panic!("the idle connection is closed");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     }
 
     #[tokio::test]
