@@ -28,6 +28,9 @@ use serde_json::{Map, Value};
 #[derive(Debug)]
 pub(crate) struct PlainPattern {
     atoms: Box<[Atom]>,
+    /// No atom takes `"` or `\`: a match over a JSON string's text, as written, stops at
+    /// its closing quote or at its first escape ([`Self::quoted_match`]).
+    quote_free: bool,
 }
 
 /// One character class repeated `min` to `max` times.
@@ -76,13 +79,34 @@ impl PlainPattern {
         while let Some(set) = p.atom()? {
             atoms.push(Atom::new(set, p.count()?));
         }
+        let quote_free = !atoms.iter().any(|a| a.takes(b'"') || a.takes(b'\\'));
         deterministic(&atoms).then(|| PlainPattern {
             atoms: atoms.into(),
+            quote_free,
         })
     }
 
     pub(crate) fn is_match(&self, text: &str) -> bool {
-        let text = text.as_bytes();
+        self.run(text.as_bytes()) == Some(text.len())
+    }
+
+    /// The length of a JSON string this pattern matches, read from just after its opening
+    /// quote (`rest`), when the string has no escape. `None` when the pattern does not
+    /// match the string's text up to its closing quote as written: the string may still
+    /// match once its escapes are read.
+    ///
+    /// Why: the string's end is then found by the match itself, not by a scan for it first.
+    pub(crate) fn quoted_match(&self, rest: &[u8]) -> Option<usize> {
+        if !self.quote_free {
+            return None;
+        }
+        let end = self.run(rest)?;
+        (rest.get(end) == Some(&b'"')).then_some(end)
+    }
+
+    /// Where a match at the start of `text` ends: each atom's longest run, when each is long
+    /// enough.
+    fn run(&self, text: &[u8]) -> Option<usize> {
         let mut at = 0usize;
         for atom in &self.atoms {
             let start = at;
@@ -91,10 +115,10 @@ impl PlainPattern {
                 at += 1;
             }
             if at - start < atom.min as usize {
-                return false;
+                return None;
             }
         }
-        at == text.len()
+        Some(at)
     }
 }
 
