@@ -12,7 +12,7 @@ use crate::policy::rules::ToolRules;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -354,8 +354,8 @@ impl Gateway {
         authorization: Option<&[u8]>,
     ) -> ScopeKey {
         let context = match (session, authorization) {
-            (Some(s), _) => self.hasher.hash_one((b's', s)),
-            (None, Some(a)) => self.hasher.hash_one((b'a', a)),
+            (Some(s), _) => self.keyed(b's', s),
+            (None, Some(a)) => self.keyed(b'a', a),
             (None, None) => 0,
         };
         ScopeKey {
@@ -366,6 +366,16 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// The keyed hash of `tag` and then `bytes`. Written as two pieces, not as a tuple, whose
+    /// hash writes the slice's length too: the tag comes first and the slice runs to the
+    /// end, so no two inputs read alike, and a call hashes about 0.1k instructions less.
+    fn keyed(&self, tag: u8, bytes: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write_u8(tag);
+        h.write(bytes);
+        h.finish()
+    }
+
     /// A scope within `key`'s, for what `extra` distinguishes there (a 2026-07-28 client's
     /// capabilities, which decide what a server of the handshake era lists for it).
     pub(crate) fn narrower(&self, key: ScopeKey, extra: &[u8]) -> ScopeKey {

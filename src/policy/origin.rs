@@ -57,18 +57,20 @@ impl OriginPolicy {
         if !self.check_host {
             return Ok(());
         }
-        let host = host.map(|h| h.to_str().unwrap_or(""));
+        // Compared as bytes: a name that is not text is no allowed one either, and checking
+        // that it is text first cost more than the comparisons.
+        let host = host.map(http::HeaderValue::as_bytes);
         // A request in absolute form names its host twice, nearly always alike: once is
         // enough to check.
         let authority = authority
-            .map(|a| a.as_str())
+            .map(|a| a.as_str().as_bytes())
             .filter(|a| host.is_none_or(|h| h != *a));
         let named = host.into_iter().chain(authority);
         for h in named {
             let allowed_host = || {
                 self.allowed.iter().any(|a| {
                     a.split_once("://")
-                        .is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(h))
+                        .is_some_and(|(_, rest)| rest.as_bytes().eq_ignore_ascii_case(h))
                 })
             };
             if !is_local_host(h) && !allowed_host() {
@@ -84,31 +86,30 @@ fn is_local_origin(origin: &str) -> bool {
         Some((scheme, rest))
             if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
         {
-            is_local_host(rest)
+            is_local_host(rest.as_bytes())
         }
         _ => false,
     }
 }
 
-fn is_local_host(host_port: &str) -> bool {
-    let (host, port) = if let Some(rest) = host_port.strip_prefix('[') {
-        match rest.split_once(']') {
-            Some((h, port)) => (h, port),
+fn is_local_host(host_port: &[u8]) -> bool {
+    let (host, port) = if let Some(rest) = host_port.strip_prefix(b"[") {
+        match rest.iter().position(|b| *b == b']') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
             None => return false,
         }
     } else {
-        // Searched as bytes, from the end: a port is a few digits, and `str`'s pattern
-        // search costs more to set up than this scan of a short name.
-        match host_port.bytes().rposition(|b| b == b':') {
+        // From the end: a port is a few digits.
+        match host_port.iter().rposition(|b| *b == b':') {
             Some(i) => (&host_port[..i], &host_port[i..]),
-            None => (host_port, ""),
+            None => (host_port, &[][..]),
         }
     };
     let port_ok = port.is_empty()
-        || port.strip_prefix(':').is_some_and(|d| {
-            !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit())
-        });
-    port_ok && (host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "::1")
+        || port
+            .strip_prefix(b":")
+            .is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.iter().all(u8::is_ascii_digit));
+    port_ok && (host.eq_ignore_ascii_case(b"localhost") || host == b"127.0.0.1" || host == b"::1")
 }
 
 #[cfg(test)]
@@ -159,6 +160,14 @@ mod tests {
                 .is_ok()
         );
         assert!(p.check(&headers(&[("host", "localhost")]), None).is_ok());
+        assert!(p.check(&headers(&[("host", "[::1]:8080")]), None).is_ok());
+        // A name that is not text is no local one, nor one an operator allowed.
+        let mut not_text = HeaderMap::new();
+        let value = http::HeaderValue::from_bytes(b"localhost\xff").unwrap();
+        not_text.insert(http::header::HOST, value);
+        assert!(p.check(&not_text, None).is_err());
+        let empty_allowed = OriginPolicy::new(&["http://".into()], true);
+        assert!(empty_allowed.check(&not_text, None).is_err());
         // HTTP/2: the host is named by `:authority`, with or without `Host`.
         let evil: http::uri::Authority = "evil.example".parse().unwrap();
         let local: http::uri::Authority = "127.0.0.1:8080".parse().unwrap();
