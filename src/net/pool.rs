@@ -184,7 +184,8 @@ pin_project_lite::pin_project! {
     /// instructions; this way it moves once per `upstream_timeout` at most.
     ///
     /// Caveat: a kept timer's old deadline may wake the task that last waited on it, once,
-    /// to no effect.
+    /// to no effect; a request waiting when that deadline comes is polled once more, and
+    /// moves the timer to its own.
     struct Deadline<F> {
         #[pin]
         answer: F,
