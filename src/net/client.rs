@@ -80,6 +80,14 @@ impl UpstreamBody {
     pub(crate) fn media(&self) -> Media {
         self.media
     }
+
+    /// Whether the body, read whole, is as long as the answer's `Content-Length` says when
+    /// it has one: hyper holds a body from the network to its declared length (a shorter
+    /// one fails, a longer one is cut there). An application's body, in process, is held to
+    /// nothing.
+    pub(crate) fn held_to_its_length(&self) -> bool {
+        matches!(self.inner, Inner::Wire(_))
+    }
 }
 
 /// What a message's `Content-Type` names, as far as the rules tell answers apart. Read once

@@ -117,6 +117,9 @@ enum Now<B> {
 struct Unsettled<B> {
     parts: http::response::Parts,
     body: B,
+    /// The body read whole is as long as the head's `Content-Length` says, when it has one
+    /// ([`UpstreamBody::held_to_its_length`]).
+    held_to_its_length: bool,
     pending: Pending,
     parking: Option<Box<Parking>>,
     reverse_rounds: Option<Box<ReverseRounds>>,
@@ -186,6 +189,7 @@ fn at_once(
     }
     Now::ReadFirst(Unsettled {
         parts,
+        held_to_its_length: body.held_to_its_length(),
         body,
         pending,
         parking,
@@ -204,6 +208,7 @@ where
         let Unsettled {
             parts,
             body,
+            held_to_its_length,
             pending,
             parking,
             reverse_rounds,
@@ -227,9 +232,9 @@ where
                     return unusable(gw, &pending, &e);
                 }
             };
-            let bytes = match renumber {
-                Some((from, to)) => bridge::renumbered(&bytes, from, to).unwrap_or(bytes),
-                None => bytes,
+            let (bytes, as_sent) = match renumber {
+                Some((from, to)) => (bridge::renumbered(&bytes, from, to).unwrap_or(bytes), false),
+                None => (bytes, held_to_its_length),
             };
             if let Some(reverse_rounds) = reverse_rounds
                 && status.is_success()
@@ -237,27 +242,32 @@ where
             {
                 return asking::answer(gw, pending, bytes, *reverse_rounds);
             }
-            json_answer(gw, &pending, parts, bytes)
+            json_answer(gw, &pending, parts, bytes, as_sent)
         }
     }
 }
 
-/// A JSON answer, read whole, after the answer rules.
+/// A JSON answer, read whole, after the answer rules. `as_sent`: `bytes` are the server's
+/// own, as long as its `Content-Length` says when it has one.
 fn json_answer(
     gw: &Gateway,
     pending: &Pending,
     mut parts: http::response::Parts,
     bytes: Bytes,
+    as_sent: bool,
 ) -> Response {
     let status = parts.status;
     if status.is_success() && !needs_reading(pending, &bytes) {
-        return whole(parts, bridge::complete(pending, bytes));
+        return match pending.completion() {
+            None => unchanged(parts, bytes, as_sent),
+            Some(c) => whole(parts, bridge::answer(bytes, c)),
+        };
     }
     // A refusal of the request itself (a 4xx whose error names no request: "No valid
     // session ID", "Bad Request") is the transport's word, not the tool's answer: the client
     // must see it as it came to recover (re-initialize, fix its headers).
     if status.is_client_error() && jsonrpc::refusal(&bytes).is_some() {
-        return whole(parts, bytes);
+        return unchanged(parts, bytes, as_sent);
     }
     let settled = match jsonrpc::parse(&bytes) {
         Ok(Parsed::Single(m)) => pipeline::settle(gw, pending, &m, bytes.clone()),
@@ -285,6 +295,16 @@ fn json_answer(
 fn whole(mut parts: http::response::Parts, bytes: Bytes) -> Response {
     fit_length(&mut parts.headers, bytes.len());
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// An answer read whole and passed on as it came: its length is not looked up again when it
+/// is known to hold (`as_sent`), a header lookup (about 0.1k instructions) on nearly every
+/// validated call.
+fn unchanged(parts: http::response::Parts, bytes: Bytes, as_sent: bool) -> Response {
+    if as_sent {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    whole(parts, bytes)
 }
 
 /// The answer to a request whose upstream answered something that is not JSON-RPC.
