@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub(crate) mod gateway;
 pub mod inspect;
 pub(crate) mod jsonrpc;
+mod kept_timer;
 mod locks;
 pub(crate) mod logformat;
 pub(crate) mod logwriter;

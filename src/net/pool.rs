@@ -34,6 +34,7 @@
 //! a request takes a handle on it rather than the connection itself.
 
 use crate::error::UpstreamError;
+use crate::kept_timer::KeptTimer;
 use crate::locks::MutexExt;
 use crate::net::tls::TlsConnect;
 use crate::thread_slot::{SLOTS, slot};
@@ -50,7 +51,6 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio::time::Sleep;
 
 /// Flow control of an HTTP/2 connection every client shares: what one stream may hold
 /// unread, and what the whole connection may. A client that stops reading its answer stops
@@ -165,37 +165,22 @@ struct Kept {
     conn: Option<Conn>,
     since: Instant,
     /// The timer of the requests it carried, for the next one (see [`Deadline`]).
-    timer: Option<Timer>,
+    timer: Option<KeptTimer>,
 }
-
-/// A timer of the runtime's, kept between requests.
-type Timer = Pin<Box<Sleep>>;
 
 pin_project_lite::pin_project! {
     /// An answer's head by a deadline: the head, or `None` once the deadline has passed,
     /// and the timer it was timed on, to be kept with the connection for its next request.
-    ///
-    /// Why a kept timer: a new one is registered with the runtime's timer wheel under a
-    /// lock when first awaited, and taken out under that lock when dropped, about 0.8k
-    /// instructions per request (docs/performance.md). A kept timer is moved only when the
-    /// deadline comes earlier than the one it is set to (a reload shortened
-    /// `upstream_timeout`): a later deadline, each request's, is left for the timer to find
-    /// when it fires, and the timer is moved then. Moving it per request cost 0.15k
-    /// instructions; this way it moves once per `upstream_timeout` at most.
-    ///
-    /// Caveat: a kept timer's old deadline may wake the task that last waited on it, once,
-    /// to no effect; a request waiting when that deadline comes is polled once more, and
-    /// moves the timer to its own.
     struct Deadline<F> {
         #[pin]
         answer: F,
         deadline: tokio::time::Instant,
-        timer: Option<Timer>,
+        timer: Option<KeptTimer>,
     }
 }
 
 impl<F> Deadline<F> {
-    fn new(answer: F, deadline: tokio::time::Instant, timer: Option<Timer>) -> Deadline<F> {
+    fn new(answer: F, deadline: tokio::time::Instant, timer: Option<KeptTimer>) -> Deadline<F> {
         Deadline {
             answer,
             deadline,
@@ -211,27 +196,15 @@ impl<F: Future> Deadline<F> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         quiet: bool,
-    ) -> Poll<(Option<F::Output>, Option<Timer>)> {
+    ) -> Poll<(Option<F::Output>, Option<KeptTimer>)> {
         let this = self.project();
         if let Poll::Ready(answer) = poll_quietly(this.answer, cx, quiet) {
             return Poll::Ready((Some(answer), this.timer.take()));
         }
         let deadline = *this.deadline;
-        if let Some(kept) = this.timer.as_mut()
-            && deadline < kept.deadline()
-        {
-            kept.as_mut().reset(deadline);
-        }
-        let timer =
-            (this.timer).get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        while timer.as_mut().poll(cx).is_ready() {
-            if tokio::time::Instant::now() >= deadline {
-                return Poll::Ready((None, this.timer.take()));
-            }
-            // An earlier request's deadline.
-            timer.as_mut().reset(deadline);
-        }
-        Poll::Pending
+        let timer = (this.timer).get_or_insert_with(|| KeptTimer::new(deadline));
+        std::task::ready!(timer.poll_until(deadline, cx));
+        Poll::Ready((None, this.timer.take()))
     }
 }
 
@@ -526,7 +499,7 @@ impl Pool {
         &self,
         h1: http1::SendRequest<Full<Bytes>>,
         conn: Option<Conn>,
-        timer: Option<Timer>,
+        timer: Option<KeptTimer>,
         resp: Response<Incoming>,
     ) -> Response<WireBody> {
         let carried = match conn {
@@ -668,7 +641,7 @@ where
 
 /// Puts a connection in this thread's list, unless the list is full (then it closes); an
 /// HTTP/1 connection's [`Relay`] is disarmed first.
-fn keep(kept: &Shards, per_slot: usize, tx: Sender, conn: Option<Conn>, timer: Option<Timer>) {
+fn keep(kept: &Shards, per_slot: usize, tx: Sender, conn: Option<Conn>, timer: Option<KeptTimer>) {
     if let Some(c) = &conn {
         c.relay.0.take();
     }
@@ -687,7 +660,7 @@ fn keep(kept: &Shards, per_slot: usize, tx: Sender, conn: Option<Conn>, timer: O
 struct Carried {
     h1: http1::SendRequest<Full<Bytes>>,
     conn: Option<Conn>,
-    timer: Option<Timer>,
+    timer: Option<KeptTimer>,
     /// Where it goes back to.
     kept: Arc<Shards>,
     per_slot: usize,

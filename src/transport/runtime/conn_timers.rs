@@ -18,15 +18,16 @@
 //! Caveat: bytes that arrive while a request is in service (a pipelined head) are not
 //! timed as a head; the idle timer covers them once the request ends.
 
+use crate::kept_timer::KeptTimer;
 use crate::locks::MutexExt;
 use bytes::Bytes;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 struct State {
     in_service: usize,
@@ -112,44 +113,9 @@ impl Drop for InService {
 pub struct TimedIo<T> {
     io: T,
     timers: ConnTimers,
-    timer: Option<Timer>,
+    timer: Option<KeptTimer>,
     /// Bytes read before hyper took the connection, read again first (see [`Self::unread`]).
     unread: Bytes,
-}
-
-/// A connection's timer, and the waker it wakes.
-struct Timer {
-    sleep: Pin<Box<Sleep>>,
-    /// The waker the last poll left with the timer, until it fires or is moved.
-    ///
-    /// Why: a poll hands the timer the task's waker again, about 0.1k instructions, and a
-    /// connection is polled by the same task for each of its requests. While the timer
-    /// holds that task's waker, whether it fired is one load.
-    holds: Option<Waker>,
-}
-
-impl Timer {
-    fn new(deadline: Instant) -> Timer {
-        Timer {
-            sleep: Box::pin(tokio::time::sleep_until(deadline)),
-            holds: None,
-        }
-    }
-
-    /// Whether the timer fired; if not, it wakes the task of `cx` when it does.
-    fn fired(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            return self.sleep.is_elapsed();
-        }
-        let fired = self.sleep.as_mut().poll(cx).is_ready();
-        self.holds = (!fired).then(|| cx.waker().clone());
-        fired
-    }
-
-    fn reset(&mut self, deadline: Instant) {
-        self.sleep.as_mut().reset(deadline);
-        self.holds = None;
-    }
 }
 
 impl<T> TimedIo<T> {
@@ -188,30 +154,14 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 let Some(deadline) = this.timers.deadline() else {
                     return Poll::Pending;
                 };
-                // The timer is moved only when the deadline comes earlier (a head started).
-                // A later one (each request ends a new idle period) is left for the timer to
-                // find when it fires: no timer is re-armed per request.
-                let timer = match &mut this.timer {
-                    Some(t) => {
-                        if deadline < t.sleep.deadline() {
-                            t.reset(deadline);
-                        }
-                        t
-                    }
-                    slot @ None => slot.insert(Timer::new(deadline)),
-                };
-                loop {
-                    if !timer.fired(cx) {
-                        return Poll::Pending;
-                    }
-                    if Instant::now() >= deadline {
-                        return Poll::Ready(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "the connection was idle or slow to send a request head",
-                        )));
-                    }
-                    timer.reset(deadline);
-                }
+                // Moved only when the deadline comes earlier (a head started); a later one
+                // (each request ends a new idle period) is found when the timer fires.
+                let timer = this.timer.get_or_insert_with(|| KeptTimer::new(deadline));
+                std::task::ready!(timer.poll_until(deadline, cx));
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the connection was idle or slow to send a request head",
+                )))
             }
         }
     }
@@ -353,6 +303,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::Waker;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[tokio::test(start_paused = true)]
