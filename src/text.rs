@@ -111,6 +111,45 @@ pub(crate) fn string_stop(rest: &[u8]) -> Option<usize> {
     Some(at + tail)
 }
 
+/// A member name as a key writes it without escapes, with its closing quote, by its first
+/// eight bytes as a word and a mask. The hand readers (`validate::Flat`, the envelope's) tell
+/// a key from each name they look for by one word compared, and by the rest of a longer name,
+/// rather than reading the key as a string first.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyWord {
+    word: u64,
+    mask: u64,
+}
+
+impl KeyWord {
+    /// `quoted`: the name and its closing quote.
+    pub(crate) const fn of(quoted: &[u8]) -> KeyWord {
+        let (mut word, mut mask, mut i) = (0, 0, 0);
+        while i < quoted.len() && i < 8 {
+            word |= (quoted[i] as u64) << (8 * i);
+            mask |= 0xff << (8 * i);
+            i += 1;
+        }
+        KeyWord { word, mask }
+    }
+
+    /// Whether the key `key` starts with `quoted`, the name this was made of: `key` and
+    /// `first` as [`key_word`] gives them.
+    #[inline(always)]
+    pub(crate) fn starts(self, quoted: &[u8], key: &[u8], first: u64) -> bool {
+        first & self.mask == self.word && (quoted.len() <= 8 || key.starts_with(quoted))
+    }
+}
+
+/// The key `rest` starts with, from just after its opening quote, and that text's first
+/// eight bytes as a word; `None` when `rest` does not start with a quote and eight bytes more.
+#[inline(always)]
+pub(crate) fn key_word(rest: &[u8]) -> Option<(&[u8], u64)> {
+    let key = rest.strip_prefix(b"\"")?;
+    let first: [u8; 8] = key.get(..8)?.try_into().ok()?;
+    Some((key, u64::from_le_bytes(first)))
+}
+
 /// A place in a JSON text, and the steps the hand readers of it share (`jsonrpc::arguments`
 /// into parts, `validate::Flat` against a schema).
 pub(crate) struct Cursor<'a> {

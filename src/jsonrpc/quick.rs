@@ -16,7 +16,7 @@
 use super::arguments::Arguments;
 use super::{CallParams, Envelope, Params};
 use crate::mcp::TOOLS_CALL;
-use crate::text::string_stop;
+use crate::text::{KeyWord, key_word, string_stop};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
@@ -32,15 +32,12 @@ pub(super) fn envelope(text: &str) -> Option<Envelope<'_>> {
     // result, and its id would have been read twice.
     let mut id = None;
     s.space();
-    s.object(|s, name| {
+    s.object(&ENVELOPE, |s, name| {
         let bit = match name {
-            "jsonrpc" => 1,
-            "id" => 2,
-            "method" => 4,
-            "params" => 8,
+            Some(i @ 0..4) => 1 << i,
             // A response's result or error: see below.
-            "result" | "error" => return None,
-            _ => return s.skip(1),
+            Some(_) => return None,
+            None => return s.skip(1),
         };
         seen.once(bit)?;
         match bit {
@@ -64,6 +61,40 @@ pub(super) fn envelope(text: &str) -> Option<Envelope<'_>> {
     }
     Some(env)
 }
+
+/// A member name the reader looks for, as a key writes it (with its closing quote).
+struct Name {
+    quoted: &'static [u8],
+    word: KeyWord,
+}
+
+impl Name {
+    const fn new(quoted: &'static [u8]) -> Name {
+        Name {
+            quoted,
+            word: KeyWord::of(quoted),
+        }
+    }
+}
+
+/// The envelope's members by position; the first four are a request's.
+const ENVELOPE: [Name; 6] = [
+    Name::new(b"jsonrpc\""),
+    Name::new(b"id\""),
+    Name::new(b"method\""),
+    Name::new(b"params\""),
+    Name::new(b"result\""),
+    Name::new(b"error\""),
+];
+
+/// A `tools/call`'s params' members, by position.
+const CALL_PARAMS: [Name; 5] = [
+    Name::new(b"name\""),
+    Name::new(b"arguments\""),
+    Name::new(b"_meta\""),
+    Name::new(b"requestState\""),
+    Name::new(b"task\""),
+];
 
 /// The members seen so far, one bit each.
 struct Seen(u8);
@@ -100,14 +131,10 @@ impl<'a> Scan<'a> {
         let (mut name, mut arguments, mut read, mut meta, mut state, mut task) =
             (None, None, None, None, None, None);
         let mut seen = Seen(0);
-        self.object(|s, member| {
+        self.object(&CALL_PARAMS, |s, member| {
             let bit = match member {
-                "name" => 1,
-                "arguments" => 2,
-                "_meta" => 4,
-                "requestState" => 8,
-                "task" => 16,
-                _ => return s.skip(1),
+                Some(i) => 1 << i,
+                None => return s.skip(1),
             };
             seen.once(bit)?;
             match bit {
@@ -168,10 +195,15 @@ impl<'a> Scan<'a> {
         Some((Some(self.text.get(start..self.at)?), read))
     }
 
-    /// An object at this place, each member's value read by `member` given its name.
-    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    /// An object at this place, each member's value read by `member` given which of `names`
+    /// it is, if any.
+    fn object<const N: usize>(
+        &mut self,
+        names: &[Name; N],
+        mut member: impl FnMut(&mut Self, Option<usize>) -> Option<()>,
+    ) -> Option<()> {
         self.members(b'{', b'}', |s| {
-            let name = s.text()?;
+            let name = s.name(names)?;
             s.space();
             (s.peek()? == b':').then(|| s.at += 1)?;
             s.space();
@@ -206,6 +238,24 @@ impl<'a> Scan<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// Which of `names` the member name here is: compared as written, a word each, else
+    /// read (a key near the text's end, or another name). Inlined over a fixed list, the
+    /// comparisons unroll, and cost less than reading the key (docs/performance.md).
+    #[inline(always)]
+    fn name<const N: usize>(&mut self, names: &[Name; N]) -> Option<Option<usize>> {
+        if let Some((key, first)) = key_word(&self.bytes()[self.at..])
+            && let Some(i) = names
+                .iter()
+                .position(|n| n.word.starts(n.quoted, key, first))
+        {
+            self.at += 1 + names[i].quoted.len();
+            return Some(Some(i));
+        }
+        let name = self.text()?.as_bytes();
+        let found = |n: &Name| n.quoted.strip_suffix(b"\"").is_some_and(|q| q == name);
+        Some(names.iter().position(found))
     }
 
     /// The value here, checked as JSON, as the text it was written as.
@@ -371,6 +421,30 @@ mod tests {
             call.meta.is_none(),
             "a null `_meta` is none, as an `Option` reads it"
         );
+    }
+
+    #[test]
+    fn member_names_are_told_as_written_and_at_the_text_end() {
+        for text in [
+            // Names that start as a known one, or that one starts as.
+            r#"{"jsonrpcx":1,"ids":2,"i":3,"method2":4,"jsonrpc":"2.0","id":1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"names":0,"nam":1,"argumentsX":{},"argument":2,"requestStateX":3,"name":"t","arguments":{}}}"#,
+            // Known names too near the text's end for a word: read as text.
+            r#"{"method":"m","jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","id":7,"params":{"arguments":{},"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","task":null}}"#,
+        ] {
+            assert!(envelope(text).is_some(), "{text}");
+            assert!(super::super::read_alike(text), "{text}");
+        }
+        let env = envelope(r#"{"ids":2,"id":5,"method":"m","jsonrpcx":"1.0","jsonrpc":"2.0"}"#)
+            .expect("read by hand");
+        assert_eq!(env.id.map(RawValue::get), Some("5"));
+        assert_eq!(env.jsonrpc, Some(r#""2.0""#));
+        // A name met twice, once told by its word and once read at the end, is left to
+        // `serde_json`, as any name met twice.
+        let twice = r#"{"id":1,"jsonrpc":"2.0","method":"m","id":2}"#;
+        assert!(envelope(twice).is_none(), "{twice}");
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! answers alike: its tests and the fuzz replay hold it to that.
 
 use super::plain_pattern::PlainPattern;
-use crate::text::Cursor;
+use crate::text::{Cursor, KeyWord, key_word};
 use Stop::{CannotTell, Refused};
 use serde_json::{Map, Value};
 
@@ -60,10 +60,8 @@ struct Property {
     /// The name as a key writes it without escapes, with its closing quote; `None` for a
     /// name only an escape can write (a quote, a backslash, a control character).
     quoted: Option<Box<[u8]>>,
-    /// The first eight bytes of `quoted` (fewer, for a shorter name), as a word and its mask:
-    /// a key is compared with every name by a word each.
-    word: u64,
-    mask: u64,
+    /// `quoted`'s first word: a key is compared with every name by a word each.
+    word: KeyWord,
     kind: Kind,
 }
 
@@ -71,25 +69,18 @@ impl Property {
     fn new(name: &str, kind: Kind) -> Property {
         let plain = !name.bytes().any(|b| matches!(b, b'"' | b'\\' | 0..=0x1f));
         let quoted: Option<Box<[u8]>> = plain.then(|| [name.as_bytes(), b"\""].concat().into());
-        let (mut word, mut mask) = ([0u8; 8], [0u8; 8]);
-        for (i, b) in quoted.iter().flat_map(|q| q.iter()).take(8).enumerate() {
-            (word[i], mask[i]) = (*b, 0xff);
-        }
         Property {
             name: name.into(),
+            word: KeyWord::of(quoted.as_deref().unwrap_or_default()),
             quoted,
-            word: u64::from_le_bytes(word),
-            mask: u64::from_le_bytes(mask),
             kind,
         }
     }
 
-    /// Whether `key`, a key's text from just after its opening quote with at least eight
-    /// bytes, and `first`, those bytes as a word, start with this name and its closing quote.
+    /// Whether the key `key` starts with this name and its closing quote (`key` and
+    /// `first` as [`key_word`] gives them).
     fn written_at(&self, key: &[u8], first: u64) -> bool {
-        self.quoted
-            .as_deref()
-            .is_some_and(|q| first & self.mask == self.word && (q.len() <= 8 || key.starts_with(q)))
+        (self.quoted.as_deref()).is_some_and(|q| self.word.starts(q, key, first))
     }
 }
 
@@ -206,12 +197,7 @@ impl Flat {
     /// compared with the key as written, a word at a time: that costs less than reading the
     /// key to its end and then looking it up.
     fn key(&self, c: &mut Cursor<'_>) -> Result<usize, Stop> {
-        let rest = &c.text.as_bytes()[c.at..];
-        if rest.first() == Some(&b'"')
-            && let Some(first) = rest.get(1..9)
-        {
-            let key = &rest[1..];
-            let first = u64::from_le_bytes(first.try_into().unwrap_or_default());
+        if let Some((key, first)) = key_word(&c.text.as_bytes()[c.at..]) {
             let found = self
                 .properties
                 .iter()
