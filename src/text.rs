@@ -116,25 +116,25 @@ pub(crate) fn string_stop(rest: &[u8]) -> Option<usize> {
 /// a key from each name they look for by one word compared, and by the rest of a longer name,
 /// rather than reading the key as a string first.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct KeyWord {
+pub(crate) struct NameWord {
     word: u64,
     mask: u64,
 }
 
-impl KeyWord {
+impl NameWord {
     /// `quoted`: the name and its closing quote.
-    pub(crate) const fn of(quoted: &[u8]) -> KeyWord {
+    pub(crate) const fn of(quoted: &[u8]) -> NameWord {
         let (mut word, mut mask, mut i) = (0, 0, 0);
         while i < quoted.len() && i < 8 {
             word |= (quoted[i] as u64) << (8 * i);
             mask |= 0xff << (8 * i);
             i += 1;
         }
-        KeyWord { word, mask }
+        NameWord { word, mask }
     }
 
     /// Whether the key `key` starts with `quoted`, the name this was made of: `key` and
-    /// `first` as [`key_word`] gives them.
+    /// `first` as [`key_first_word`] gives them.
     #[inline(always)]
     pub(crate) fn starts(self, quoted: &[u8], key: &[u8], first: u64) -> bool {
         first & self.mask == self.word && (quoted.len() <= 8 || key.starts_with(quoted))
@@ -144,7 +144,7 @@ impl KeyWord {
 /// The key `rest` starts with, from just after its opening quote, and that text's first
 /// eight bytes as a word; `None` when `rest` does not start with a quote and eight bytes more.
 #[inline(always)]
-pub(crate) fn key_word(rest: &[u8]) -> Option<(&[u8], u64)> {
+pub(crate) fn key_first_word(rest: &[u8]) -> Option<(&[u8], u64)> {
     let key = rest.strip_prefix(b"\"")?;
     let first: [u8; 8] = key.get(..8)?.try_into().ok()?;
     Some((key, u64::from_le_bytes(first)))

@@ -16,7 +16,7 @@
 use super::arguments::Arguments;
 use super::{CallParams, Envelope, Params};
 use crate::mcp::TOOLS_CALL;
-use crate::text::{KeyWord, key_word, string_stop};
+use crate::text::{NameWord, key_first_word, string_stop};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
@@ -65,14 +65,14 @@ pub(super) fn envelope(text: &str) -> Option<Envelope<'_>> {
 /// A member name the reader looks for, as a key writes it (with its closing quote).
 struct Name {
     quoted: &'static [u8],
-    word: KeyWord,
+    word: NameWord,
 }
 
 impl Name {
     const fn new(quoted: &'static [u8]) -> Name {
         Name {
             quoted,
-            word: KeyWord::of(quoted),
+            word: NameWord::of(quoted),
         }
     }
 }
@@ -245,7 +245,7 @@ impl<'a> Scan<'a> {
     /// comparisons unroll, and cost less than reading the key (docs/performance.md).
     #[inline(always)]
     fn name<const N: usize>(&mut self, names: &[Name; N]) -> Option<Option<usize>> {
-        if let Some((key, first)) = key_word(&self.bytes()[self.at..])
+        if let Some((key, first)) = key_first_word(&self.bytes()[self.at..])
             && let Some(i) = names
                 .iter()
                 .position(|n| n.word.starts(n.quoted, key, first))

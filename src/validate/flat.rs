@@ -21,7 +21,7 @@
 //! answers alike: its tests and the fuzz replay hold it to that.
 
 use super::plain_pattern::PlainPattern;
-use crate::text::{Cursor, KeyWord, key_word};
+use crate::text::{Cursor, NameWord, key_first_word};
 use Stop::{CannotTell, Refused};
 use serde_json::{Map, Value};
 
@@ -61,7 +61,7 @@ struct Property {
     /// name only an escape can write (a quote, a backslash, a control character).
     quoted: Option<Box<[u8]>>,
     /// `quoted`'s first word: a key is compared with every name by a word each.
-    word: KeyWord,
+    word: NameWord,
     kind: Kind,
 }
 
@@ -71,14 +71,14 @@ impl Property {
         let quoted: Option<Box<[u8]>> = plain.then(|| [name.as_bytes(), b"\""].concat().into());
         Property {
             name: name.into(),
-            word: KeyWord::of(quoted.as_deref().unwrap_or_default()),
+            word: NameWord::of(quoted.as_deref().unwrap_or_default()),
             quoted,
             kind,
         }
     }
 
     /// Whether the key `key` starts with this name and its closing quote (`key` and
-    /// `first` as [`key_word`] gives them).
+    /// `first` as [`key_first_word`] gives them).
     fn written_at(&self, key: &[u8], first: u64) -> bool {
         (self.quoted.as_deref()).is_some_and(|q| self.word.starts(q, key, first))
     }
@@ -197,7 +197,7 @@ impl Flat {
     /// compared with the key as written, a word at a time: that costs less than reading the
     /// key to its end and then looking it up.
     fn key(&self, c: &mut Cursor<'_>) -> Result<usize, Stop> {
-        if let Some((key, first)) = key_word(&c.text.as_bytes()[c.at..]) {
+        if let Some((key, first)) = key_first_word(&c.text.as_bytes()[c.at..]) {
             let found = self
                 .properties
                 .iter()
