@@ -60,42 +60,43 @@ pub(crate) enum Handled<W: Way> {
     Relayed(<W as Lister>::Relay),
     /// The era bridge took it: nothing goes to the server and nothing comes back.
     Consumed,
-    /// It goes to the server: [`Forward::send`].
-    Forward(Forward<W>),
+    /// It goes to the server, the way it was decided for: [`Forward::send`].
+    Forward(Forward),
 }
 
 /// A message the rules forward, not yet sent.
-pub(crate) struct Forward<W> {
-    way: W,
+///
+/// Without its way, which the front keeps and hands to [`Forward::send`]: the decision
+/// moves from the guard's future to the front's and on to the send, and a way carried
+/// along would be copied at each step (docs/performance.md).
+pub(crate) struct Forward {
     body: Bytes,
     pending: Pending,
 }
 
-impl<W: Way> Forward<W> {
+impl Forward {
     /// The request its answer is read against (`id` is `None` for a notification).
     pub(crate) fn pending(&self) -> &Pending {
         &self.pending
     }
 
-    /// Its way, for what the front learns once the message is forwarded (its hop's trace).
-    pub(crate) fn way_mut(&mut self) -> &mut W {
-        &mut self.way
-    }
-
-    /// Sends it now; the future ends with the way's reply, and records how long the server
-    /// took in the latency histogram. `gw` and `target` are borrowed by a front that awaits
-    /// at once, owned by one that waits on a task of its own.
-    pub(crate) fn send<G, T>(
+    /// Sends it now through `way`, the one it was decided for; the future ends with the
+    /// way's reply, and records how long the server took in the latency histogram. `gw`
+    /// and `target` are borrowed by a front that awaits at once, owned by one that waits
+    /// on a task of its own.
+    pub(crate) fn send<W, G, T>(
         self,
+        way: W,
         gw: G,
         target: T,
-    ) -> impl Future<Output = W::Reply> + Send + use<G, T, W>
+    ) -> impl Future<Output = W::Reply> + Send + use<W, G, T>
     where
+        W: Way,
         G: Borrow<Gateway> + Send,
         T: Borrow<Target> + Send,
     {
         let sent = Instant::now();
-        let reply = self.way.send(self.body, self.pending);
+        let reply = way.send(self.body, self.pending);
         // A map, not an async block awaiting it: a block would hold the way's future twice
         // (as it captured it, and as it awaits it), and every request would copy both.
         reply.map(move |reply| {
@@ -116,14 +117,14 @@ pub(crate) fn admit(gw: &Gateway, target: &Target, m: &Message<'_>) -> Result<()
 }
 
 /// Decides `m` (parsed from `bytes`) from `origin`, going `way`: the guard for a
-/// `tools/call`, then the era bridge. A block, not an `async fn`: that would keep `way` twice
-/// (as it was given, and as the body holds it), and every request would carry and copy both.
+/// `tools/call`, then the era bridge. A block, not an `async fn`: that would keep its
+/// arguments twice (as they were given, and as the body holds them).
 pub(crate) fn handle<'a, W: Way + 'a>(
     gw: &'a Gateway,
     origin: Origin<'a>,
     m: &'a mut Message<'_>,
     bytes: &'a Bytes,
-    way: W,
+    way: &'a W,
 ) -> impl Future<Output = Handled<W>> + 'a {
     let sender = Sender {
         target: origin.target,
@@ -132,9 +133,9 @@ pub(crate) fn handle<'a, W: Way + 'a>(
         client: origin.client,
     };
     async move {
-        let step = step::decide(gw, sender, m, bytes, way.bridging(), &way).await;
+        let step = step::decide(gw, sender, m, bytes, way.bridging(), way).await;
         match step {
-            Step::Forward { body, pending } => Handled::Forward(Forward { way, body, pending }),
+            Step::Forward { body, pending } => Handled::Forward(Forward { body, pending }),
             Step::Answer(a) => Handled::Answered(a),
             Step::Relay(r) => Handled::Relayed(r),
             Step::Consumed => Handled::Consumed,

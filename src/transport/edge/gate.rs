@@ -249,33 +249,37 @@ fn post<'a, B: RequestBody>(
         let name = note.wants_names(rt.gw).then(|| m.params_name()).flatten();
         let era = origin.era;
         let said = Said::of(&m, note.method);
-        let way = EdgeWay {
-            to,
-            rt,
-            parts,
-            said,
-            note: &mut *note,
+        // The send is awaited outside the block, which ends the way's place and the
+        // decision's in this future before it: the way, lent to the decision, would
+        // otherwise keep its own place beside the send's, which holds it.
+        let send = {
+            let way = EdgeWay {
+                to,
+                rt,
+                parts,
+                said,
+                note: &mut *note,
+            };
+            let forward = match engine::handle(rt.gw, origin, &mut m, &bytes, &way).await {
+                Handled::Forward(f) => f,
+                Handled::Answered(a) => {
+                    note.outcome = "answered";
+                    note.validation = a.outcome;
+                    note.tool = name.map(Into::into);
+                    return reply::answer(era, a);
+                }
+                Handled::Relayed(resp) => {
+                    note.outcome = "relayed";
+                    return *resp;
+                }
+                Handled::Consumed => {
+                    note.outcome = "answered";
+                    return reply::accepted();
+                }
+            };
+            forward.send(way, &**rt.gw, &**rt.target)
         };
-        // Sent after the match: sent inside it, the decision would keep its place in this
-        // future while the answer is awaited.
-        let forward = match engine::handle(rt.gw, origin, &mut m, &bytes, way).await {
-            Handled::Forward(f) => f,
-            Handled::Answered(a) => {
-                note.outcome = "answered";
-                note.validation = a.outcome;
-                note.tool = name.map(Into::into);
-                return reply::answer(era, a);
-            }
-            Handled::Relayed(resp) => {
-                note.outcome = "relayed";
-                return *resp;
-            }
-            Handled::Consumed => {
-                note.outcome = "answered";
-                return reply::accepted();
-            }
-        };
-        forward.send(&**rt.gw, &**rt.target).await
+        send.await
     }
 }
 

@@ -136,7 +136,7 @@ async fn handle<U: Upstream>(
     // A refused notification gets no answer on stdio; it is counted and goes no further.
     engine::admit(gw, up.target(), &m).ok()?;
     let era = Era::detect(None, m.version_text());
-    let way = StdioWay {
+    let mut way = StdioWay {
         way: up.way(&m, era).await,
         up: up.clone(),
         handshake: (m.is_request() && m.method() == Some("initialize")).then(|| Handshake {
@@ -152,18 +152,18 @@ async fn handle<U: Upstream>(
     };
     let begun = traces::Begun::of(gw, &m);
     let upstream = &up.target().name;
-    match engine::handle(gw, origin, &mut m, line, way).await {
-        Handled::Forward(mut f) => {
+    match engine::handle(gw, origin, &mut m, line, &way).await {
+        Handled::Forward(f) => {
             let owed = f.pending().clone();
             if let (Some(b), Some(id)) = (begun, owed.id.as_deref()) {
-                f.way_mut().hop_parent = Some(Box::new(b.hop_parent()));
+                way.hop_parent = Some(Box::new(b.hop_parent()));
                 to.traces.wait(id, b, owed.kind.call_outcome());
             }
             // Boxed: the message's task would otherwise hold the exchange's future (4 KB
             // over HTTP) three times over, as it is decided, handed on and raced with the
             // stop (docs/performance.md).
             Some(Exchange {
-                future: Box::pin(f.send(gw.clone(), up.target().clone())),
+                future: Box::pin(f.send(way, gw.clone(), up.target().clone())),
                 owed,
             })
         }
