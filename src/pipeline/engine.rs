@@ -2,10 +2,10 @@
 //! the stdio pipe, the in-process layer) and every kind of server behind it.
 //!
 //! A front reads and parses its transport's bytes, asks [`admit`], settles the message's
-//! [`Way`] to its server, and hands both to [`handle`]: the guard and the era bridge decide it
+//! [`Way`] to its server, and lends both to [`handle`]: the guard and the era bridge decide it
 //! (`step::decide`, listing the server's tools the same way the message goes), and what is
-//! forwarded is sent through the way ([`Forward::send`]), which also times the server's
-//! answer for the latency histogram. The front turns the [`Handled`] it gets back into its
+//! forwarded is sent through the way, which the front hands to [`Forward::send`]; that also
+//! times the server's answer for the latency histogram. The front turns the [`Handled`] it gets back into its
 //! transport's terms (an HTTP response, a line on stdout) and records it in its own log and
 //! trace. What comes back from the server is read by `pipeline::settle`, and a request that
 //! gets no usable answer by `pipeline::unanswered`, whichever way it went.
