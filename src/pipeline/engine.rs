@@ -5,10 +5,10 @@
 //! [`Way`] to its server, and lends both to [`handle`]: the guard and the era bridge decide it
 //! (`step::decide`, listing the server's tools the same way the message goes), and what is
 //! forwarded is sent through the way, which the front hands to [`Forward::send`]; that also
-//! times the server's answer for the latency histogram. The front turns the [`Handled`] it gets back into its
-//! transport's terms (an HTTP response, a line on stdout) and records it in its own log and
-//! trace. What comes back from the server is read by `pipeline::settle`, and a request that
-//! gets no usable answer by `pipeline::unanswered`, whichever way it went.
+//! times the server's answer for the latency histogram. The front turns the [`Handled`] it
+//! gets back into its transport's terms (an HTTP response, a line on stdout) and records it
+//! in its own log and trace. What comes back from the server is read by `pipeline::settle`,
+//! and a request that gets no usable answer by `pipeline::unanswered`, whichever way it went.
 
 use super::Pending;
 use super::answer::Answer;
