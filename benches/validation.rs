@@ -1,7 +1,8 @@
 //! Validation cost per call: the schemas of the demo server (small, typical, with refs and
-//! arrays) and a large generated one, valid and invalid arguments. "in place" is a valid
-//! call's whole check on the guard's common path (its arguments read where they lie and
-//! validated there); "check" is the check of a value, the path of calls that are refused or
+//! arrays) and a large generated one, valid and invalid arguments. "flat" is a valid call's
+//! whole check where the schema has the flat shape most tools have (its arguments' text
+//! checked as it is read, `validate::flat`); "in place" is the common path of the other
+//! schemas (its arguments read where they lie and validated there); "check" is the check of a value, the path of calls that are refused or
 //! coerced, with the argument parse that guards against duplicate keys and the walk for
 //! undeclared arguments beside it (zero where the schema's closed form settles it; the "open"
 //! row is the typical schema as most servers list it, without). Run with
@@ -87,10 +88,11 @@ fn main() {
         ),
     ];
     println!(
-        "{:<24} {:>12} {:>12} {:>14} {:>12} {:>14} {:>14} {:>14}",
+        "{:<24} {:>12} {:>12} {:>8} {:>14} {:>12} {:>14} {:>14} {:>14}",
         "schema",
         "compile µs",
         "is_valid ns",
+        "flat ns",
         "in place ns",
         "check ns",
         "undeclared ns",
@@ -112,6 +114,13 @@ fn main() {
         // checked there (against the closed form, where there is one).
         let valid_raw = serde_json::value::RawValue::from_string(valid.to_string()).unwrap();
         let settled = in_place.closed;
+        // Schemas of another shape have no flat check (shown as "-").
+        let flat = in_place.judge_flat(valid_raw.get()).map(|accepted| {
+            assert!(accepted, "{name}: the flat check accepts the valid call");
+            per_op(200_000, || {
+                black_box(in_place.judge_flat(black_box(valid_raw.get())));
+            })
+        });
         // Objects past the in-place reader's bound are read as values (shown as "-").
         let checked_in_place = Arguments::read(valid_raw.get()).map(|_| {
             per_op(200_000, || {
@@ -152,7 +161,8 @@ fn main() {
             }
         });
         println!(
-            "{name:<24} {compile_us:>12.1} {is_valid:>12.0} {:>14} {:>12.0} {undeclared:>14.0} {parse:>14.0} {:>14.1}",
+            "{name:<24} {compile_us:>12.1} {is_valid:>12.0} {:>8} {:>14} {:>12.0} {undeclared:>14.0} {parse:>14.0} {:>14.1}",
+            flat.map_or("-".into(), |ns| format!("{ns:.0}")),
             checked_in_place.map_or("-".into(), |ns| format!("{ns:.0}")),
             checked - clone,
             report / 1000.0

@@ -95,6 +95,15 @@ pub struct InPlaceCheck {
 #[error("{0}")]
 pub struct Uncompiled(pub String);
 
+impl InPlaceCheck {
+    /// The flat check of the arguments' `text`: `Some(true)` when the schema accepts them,
+    /// `Some(false)` when it refuses them, `None` when the schema is not flat or the check
+    /// cannot tell (the validator then decides).
+    pub fn judge_flat(&self, text: &str) -> Option<bool> {
+        self.flat.as_ref()?.judge(text)
+    }
+}
+
 impl Schema {
     /// The schema as the check reads it, with its `validator`.
     pub fn compiled<'a>(&'a self, validator: &'a Validator) -> Compiled<'a> {

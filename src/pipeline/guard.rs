@@ -366,8 +366,7 @@ fn judge_flat<R>(
     if schema.invalid.is_some() || call.target.rules(tool).is_some() {
         return None;
     }
-    let flat = schema.in_place()?.flat.as_ref()?;
-    flat.judge(text.unwrap_or("{}"))
+    schema.in_place()?.judge_flat(text.unwrap_or("{}"))
 }
 
 /// The arguments `text`, as the envelope's reader read them (`read`) or read here: as a
