@@ -2,11 +2,11 @@
 //! arrays) and a large generated one, valid and invalid arguments. "flat" is a valid call's
 //! whole check where the schema has the flat shape most tools have (its arguments' text
 //! checked as it is read, `validate::flat`); "in place" is the common path of the other
-//! schemas (its arguments read where they lie and validated there); "check" is the check of a value, the path of calls that are refused or
-//! coerced, with the argument parse that guards against duplicate keys and the walk for
-//! undeclared arguments beside it (zero where the schema's closed form settles it; the "open"
-//! row is the typical schema as most servers list it, without). Run with
-//! `cargo bench --bench validation`.
+//! schemas (its arguments read where they lie and validated there); "check" is the check of
+//! a value, the path of calls that are refused or coerced, with the argument parse that
+//! guards against duplicate keys and the walk for undeclared arguments beside it (zero where
+//! the schema's closed form settles it; the "open" row is the typical schema as most servers
+//! list it, without). Run with `cargo bench --bench validation`.
 
 use serde_json::{Value, json};
 use std::hint::black_box;

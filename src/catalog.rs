@@ -86,7 +86,7 @@ pub struct InPlaceCheck {
     pub closed: bool,
     /// The check of the arguments' text, for a schema of the flat shape most tools have:
     /// tried first, it decides the common valid call without reading it into parts.
-    pub(crate) flat: Option<Flat>,
+    flat: Option<Flat>,
 }
 
 /// Why a schema has no validator (too large, unreadable, of an unknown dialect, or one

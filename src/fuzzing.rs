@@ -104,9 +104,7 @@ pub fn validate(data: &[u8]) {
         return;
     };
     let mut args = serde_json::Value::Object(map);
-    if let Some(flat) = compiled.in_place().and_then(|c| c.flat.as_ref())
-        && let Some(valid) = flat.judge(raw.get())
-    {
+    if let Some(valid) = compiled.in_place().and_then(|c| c.judge_flat(raw.get())) {
         assert_eq!(
             valid,
             v.is_valid(&args),
