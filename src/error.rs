@@ -3,6 +3,19 @@
 
 use std::time::Duration;
 
+/// An error and each of its causes, `: `-separated: a client library's own text often says
+/// only which step failed ("client error (Connect)"), its causes why.
+pub(crate) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 /// Why no answer came from the upstream.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {

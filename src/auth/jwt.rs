@@ -4,11 +4,15 @@
 //!
 //! Keys come from a file (read at load and reload) or a URL: fetched on first use, again
 //! every `refresh`, and early (at most every 30 s) when a token names a key id the set lacks,
-//! which is how issuers rotate. A failed refresh keeps the keys already held.
+//! which is how issuers rotate. A failed refresh keeps the keys already held. A URL's
+//! certificate is checked against the system's roots and, for an issuer behind a private CA,
+//! `ca_file`'s, as an upstream's is.
 
 use super::Refusal;
 use crate::config::{ConfigError, Jwt};
+use crate::error::with_causes;
 use crate::locks::RwLockExt;
+use crate::net::tls::{Stamp, roots, stamps};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use jsonwebtoken::jwk::{Jwk, JwkSet};
@@ -49,6 +53,9 @@ pub struct Verifier {
 struct Keys {
     url: Option<http::Uri>,
     client: Option<JwksClient>,
+    /// `ca_file` and its stamp when the client was built: a reload that changes either
+    /// builds a new client.
+    trust: (Option<String>, Stamp),
     refresh: Duration,
     /// The key set and when it was fetched.
     held: RwLock<Option<(Arc<JwkSet>, Instant)>>,
@@ -68,6 +75,11 @@ impl Verifier {
         audience: Vec<String>,
         previous: Option<&Verifier>,
     ) -> Result<Verifier, ConfigError> {
+        if j.jwks_file.is_some() && j.ca_file.is_some() {
+            return Err(ConfigError(
+                "auth.jwt.ca_file is for jwks_url; jwks_file is read from disk".into(),
+            ));
+        }
         let keys = match (&j.jwks_file, &j.jwks_url) {
             (Some(path), None) => {
                 let text = std::fs::read_to_string(path)
@@ -78,6 +90,7 @@ impl Verifier {
                 Arc::new(Keys {
                     url: None,
                     client: None,
+                    trust: (None, Vec::new()),
                     refresh: j.refresh,
                     held: RwLock::new(Some((Arc::new(set), Instant::now()))),
                     fetching: Default::default(),
@@ -85,13 +98,17 @@ impl Verifier {
             }
             (None, Some(url)) => {
                 let uri = jwks_uri(url)?;
-                match previous
-                    .filter(|p| p.keys.url.as_ref() == Some(&uri) && p.keys.refresh == j.refresh)
-                {
+                let trust = (j.ca_file.clone(), stamps(&[j.ca_file.as_deref()]));
+                match previous.filter(|p| {
+                    p.keys.url.as_ref() == Some(&uri)
+                        && p.keys.refresh == j.refresh
+                        && p.keys.trust == trust
+                }) {
                     Some(p) => p.keys.clone(),
                     None => Arc::new(Keys {
                         url: Some(uri),
-                        client: Some(client()?),
+                        client: Some(client(j.ca_file.as_deref())?),
+                        trust,
                         refresh: j.refresh,
                         held: RwLock::new(None),
                         fetching: Default::default(),
@@ -270,7 +287,7 @@ impl Keys {
         let resp = tokio::time::timeout(FETCH_TIMEOUT, client.request(req))
             .await
             .map_err(|_| format!("no answer from {uri} within {FETCH_TIMEOUT:?}"))?
-            .map_err(|e| format!("{uri}: {e}"))?;
+            .map_err(|e| format!("{uri}: {}", with_causes(&e)))?;
         if !resp.status().is_success() {
             return Err(Unfetched(format!("{uri} answered {}", resp.status())));
         }
@@ -319,11 +336,18 @@ fn jwks_uri(url: &str) -> Result<http::Uri, ConfigError> {
     }
 }
 
-fn client() -> Result<JwksClient, ConfigError> {
+/// The JWKS client: the system's roots and `ca_file`'s, as an upstream's are built.
+fn client(ca_file: Option<&str>) -> Result<JwksClient, ConfigError> {
+    let roots =
+        roots(ca_file, false, "auth.jwt.ca_file").map_err(|e| ConfigError(e.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ConfigError(format!("auth.jwt: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(provider)
-        .map_err(|e| ConfigError(format!("auth.jwt: no TLS roots for fetching the JWKS: {e}")))?
+        .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .enable_http2()

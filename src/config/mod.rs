@@ -109,6 +109,9 @@ pub struct Jwt {
     /// Or fetched (https, or http to loopback), refreshed every `refresh` and when a token
     /// names a key id it does not hold.
     pub jwks_url: Option<String>,
+    /// PEM CA certificates to trust for `jwks_url`, besides the system's roots: an issuer
+    /// behind a private CA. Read again on reload when it changed.
+    pub ca_file: Option<String>,
     /// The `iss` every token must carry.
     pub issuer: String,
     /// Accepted `aud` values. Empty: each endpoint's own URL under `public_url`.
@@ -687,12 +690,14 @@ pub struct Overrides {
 
 /// Each of figment's errors as a line a person reads: the key as the file names it (figment
 /// files everything under its internal `default.` profile).
-fn figment_problems(e: figment::Error) -> Vec<String> {
+fn figment_problems(e: figment::Error, file: Option<&str>) -> Vec<String> {
     e.into_iter()
         .map(|e| {
-            e.to_string()
-                .replace("key \"default.", "key \"")
-                .replace(" TOML file", "")
+            let text = e.to_string().replace("key \"default.", "key \"");
+            match file {
+                Some(f) => text.replace(" in TOML source string", &format!(" in {f}")),
+                None => text,
+            }
         })
         .collect()
 }
@@ -725,14 +730,15 @@ impl Config {
     fn layered(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Vec<String>> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(path) = file {
-            let problems = Config::file_keys(path);
-            if !problems.is_empty() {
-                return Err(problems);
-            }
-            fig = fig.merge(Toml::file(path));
+            // Read once: a pipe (`/dev/stdin`, `<(…)`) has nothing left for a second read.
+            let text = Config::file_text(path)?;
+            fig = fig.merge(Toml::string(&text));
         }
         fig = fig.merge(env().filter(|k| is_config_key(k.as_str())));
-        let mut cfg: Config = fig.extract().map_err(figment_problems)?;
+        let named = file.map(|p| p.display().to_string());
+        let mut cfg: Config = fig
+            .extract()
+            .map_err(|e| figment_problems(e, named.as_deref()))?;
         if let Some(l) = overrides.listen {
             cfg.listen = l;
         }
@@ -749,19 +755,19 @@ impl Config {
         Ok(cfg)
     }
 
-    /// What is wrong with a configuration file before its values are read: it is missing,
-    /// it is not TOML, or it names keys toolgate does not know (each with the nearest known
-    /// one: [`reference::unknown_keys`]). One line per problem.
-    fn file_keys(path: &Path) -> Vec<String> {
+    /// A configuration file's text, or what is wrong with it before its values are read: it
+    /// is missing, it is not TOML, or it names keys toolgate does not know (each with the
+    /// nearest known one: [`reference::unknown_keys`]). One line per problem.
+    fn file_text(path: &Path) -> Result<String, Vec<String>> {
         let shown = path.display();
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return vec![format!("config file {shown} does not exist")];
+                return Err(vec![format!("config file {shown} does not exist")]);
             }
-            Err(e) => return vec![format!("config file {shown}: {e}")],
+            Err(e) => return Err(vec![format!("config file {shown}: {e}")]),
         };
-        match toml::from_str::<toml::Table>(&text) {
+        let problems: Vec<String> = match toml::from_str::<toml::Table>(&text) {
             Ok(table) => reference::unknown_keys(&table)
                 .into_iter()
                 .map(|p| format!("{shown}: {p}"))
@@ -774,6 +780,11 @@ impl Config {
                     None => vec![format!("{shown}: {why}")],
                 }
             }
+        };
+        if problems.is_empty() {
+            Ok(text)
+        } else {
+            Err(problems)
         }
     }
 

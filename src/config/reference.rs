@@ -113,6 +113,7 @@ const KEYS: &[Key] = &[
     key("auth.jwt.issuer", "JWT bearer tokens: the `iss` every token must carry.", "\"https://login.example.com\""),
     key("auth.jwt.jwks_url", "The issuer's keys, fetched (https, or http to loopback).", "\"https://login.example.com/.well-known/jwks.json\""),
     key("auth.jwt.jwks_file", "Or a JWKS document on disk.", "\"/etc/toolgate/jwks.json\""),
+    key("auth.jwt.ca_file", "PEM CA certificates trusted for jwks_url besides the system's roots (an issuer behind a private CA).", "\"/etc/toolgate/issuer-ca.crt\""),
     key("auth.jwt.audience", "Accepted `aud` values; empty: each endpoint's URL under public_url.", "[\"https://mcp.example.com/mcp\"]"),
     key("auth.jwt.identity_claim", "The claim that names the client for [clients].", "\"sub\""),
     key("auth.jwt.refresh", "How often the JWKS is fetched again.", "\"10m\""),

@@ -328,7 +328,7 @@ pub struct Pool {
 /// for a client certificate, so a connection closed under it is that verdict, whether or
 /// not the alert was read before the write failed.
 fn classified(e: &hyper::Error, asked_for_certificate: bool) -> UpstreamError {
-    let why = chain(e);
+    let why = crate::error::with_causes(e);
     if tls_refused(e) || why.contains("received fatal alert") {
         UpstreamError::Untrusted(why)
     } else if asked_for_certificate {
@@ -355,17 +355,6 @@ fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = c.source();
     }
     false
-}
-
-fn chain(e: &hyper::Error) -> String {
-    let mut text = e.to_string();
-    let mut cur = std::error::Error::source(e);
-    while let Some(c) = cur {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cur = c.source();
-    }
-    text
 }
 
 impl Pool {

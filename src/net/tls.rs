@@ -43,6 +43,8 @@ pub enum TlsError {
     /// The settings do not make a configuration.
     #[error("{0}")]
     Settings(&'static str),
+    #[error("no system root certificates were found; give {ca_key}")]
+    NoRoots { ca_key: &'static str },
     #[error("{0}")]
     Rustls(#[from] rustls::Error),
 }
@@ -204,34 +206,12 @@ impl TlsConnect {
 }
 
 fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
-    let mut roots = rustls::RootCertStore::empty();
-    if !s.only_ca_file {
-        let native = rustls_native_certs::load_native_certs();
-        let (added, _) = roots.add_parsable_certificates(native.certs);
-        if added == 0 && s.ca_file.is_none() {
-            return Err(TlsError::Settings(
-                "no system root certificates were found; give upstream_tls.ca_file",
-            ));
-        }
-    }
-    if let Some(path) = &s.ca_file {
-        let file = |why: String| TlsError::File {
-            what: "upstream_tls.ca_file",
-            path: path.clone(),
-            why,
-        };
-        let certs = certificates(path).map_err(|e| file(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(file("no PEM certificate in it".into()));
-        }
-        for c in certs {
-            roots.add(c).map_err(|e| file(e.to_string()))?;
-        }
-    } else if s.only_ca_file {
+    if s.only_ca_file && s.ca_file.is_none() {
         return Err(TlsError::Settings(
             "upstream_tls.only_ca_file is set without a ca_file",
         ));
     }
+    let roots = roots(s.ca_file.as_deref(), s.only_ca_file, "upstream_tls.ca_file")?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -265,6 +245,39 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config.client_auth_cert_resolver = Arc::new(Noting(config.client_auth_cert_resolver.clone()));
     Ok(config)
+}
+
+/// The roots a server's certificate is checked against: the system's (unless `only_ca_file`)
+/// and the PEM certificates in `ca_file`, which `ca_key` names in errors. Shared by every
+/// TLS client toolgate has, so that one setting means one thing wherever it is given.
+pub(crate) fn roots(
+    ca_file: Option<&str>,
+    only_ca_file: bool,
+    ca_key: &'static str,
+) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    if !only_ca_file {
+        let native = rustls_native_certs::load_native_certs();
+        let (added, _) = roots.add_parsable_certificates(native.certs);
+        if added == 0 && ca_file.is_none() {
+            return Err(TlsError::NoRoots { ca_key });
+        }
+    }
+    if let Some(path) = ca_file {
+        let file = |why: String| TlsError::File {
+            what: ca_key,
+            path: path.to_owned(),
+            why,
+        };
+        let certs = certificates(path).map_err(|e| file(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(file("no PEM certificate in it".into()));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| file(e.to_string()))?;
+        }
+    }
+    Ok(roots)
 }
 
 fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {

@@ -4,6 +4,7 @@
 
 use crate::common;
 use common::scripted::{Script, Scripted, open_tool};
+use common::tls_peer::{Ca, serve_tls};
 use common::{ACCEPT, Reply, Toolgate, call, request, tempfile_lite::TempFile};
 use http::Method;
 use jsonwebtoken::jwk::Jwk;
@@ -98,6 +99,16 @@ async fn scripted() -> (String, Arc<Scripted>) {
 /// Toolgate with static tokens, a JWT issuer (`jwks` is a file's content or a URL), an
 /// upstream credential and per-client rules; the files live as long as the gateway.
 async fn gateway(upstream: &str, jwks_source: &str, extra: &str) -> Toolgate {
+    gateway_with_jwt(upstream, jwks_source, "", extra).await
+}
+
+/// [`gateway`] with more of `[auth.jwt]`.
+async fn gateway_with_jwt(
+    upstream: &str,
+    jwks_source: &str,
+    jwt_extra: &str,
+    extra: &str,
+) -> Toolgate {
     let token_file = TempFile::new(CLIENT_TOKEN);
     let cred_file = TempFile::new(UPSTREAM_CREDENTIAL);
     let (jwks_line, jwks_file) = if jwks_source.starts_with("http") {
@@ -120,6 +131,7 @@ file = "{token}"
 [auth.jwt]
 {jwks_line}
 issuer = "{ISSUER}"
+{jwt_extra}
 
 [auth.upstream_header]
 file = "{cred}"
@@ -431,6 +443,17 @@ tool_rate_limits = { echo = "2/minute" }
 
 /// An issuer serving its JWKS on loopback, counting fetches; its keys can be rotated.
 async fn issuer(keys: String) -> (String, Arc<Mutex<String>>, Arc<AtomicUsize>) {
+    let (app, doc, fetches) = issuer_app(keys);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, doc, fetches)
+}
+
+/// An issuer's JWKS at `/jwks`, its document, and how many times it was fetched.
+fn issuer_app(keys: String) -> (axum::Router, Arc<Mutex<String>>, Arc<AtomicUsize>) {
     let doc = Arc::new(Mutex::new(keys));
     let fetches = Arc::new(AtomicUsize::new(0));
     let (d, f) = (doc.clone(), fetches.clone());
@@ -444,12 +467,58 @@ async fn issuer(keys: String) -> (String, Arc<Mutex<String>>, Arc<AtomicUsize>) 
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (url, doc, fetches)
+    (app, doc, fetches)
+}
+
+/// An issuer behind a private CA: over HTTPS, its keys are fetched once `auth.jwt.ca_file`
+/// holds that CA. While the file holds another, the handshake fails and tokens cannot be
+/// checked: 503, the certificate named as the reason, to the client and in the log. A reload
+/// reads the file again.
+#[tokio::test]
+async fn a_jwks_url_behind_a_private_ca_is_trusted_through_its_ca_file() {
+    let (up, _) = scripted().await;
+    let key = Key::rsa("issuer-rsa.pem", "k1");
+    let (ca, other) = (Ca::new("the issuer's private CA"), Ca::new("another CA"));
+    let (app, _, fetches) = issuer_app(jwks(&[&key]));
+    let port = serve_tls(&ca, &[b"http/1.1"], None, app).await;
+    let url = format!("https://localhost:{port}/jwks");
+    let token = key.sign(&good_claims("alice"));
+    let ca_file = TempFile::new(&other.cert_pem);
+    let jwt_extra = format!("ca_file = \"{}\"", ca_file.path.display());
+    let tg = gateway_with_jwt(&up, &url, &jwt_extra, "").await;
+
+    let r = post_as(&tg, Some(&token), call(1, "echo", json!({}))).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(
+        r.text().contains("tokens cannot be checked") && r.text().contains("UnknownIssuer"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(fetches.load(Ordering::SeqCst), 0, "no request got through");
+    let logs = tg
+        .logs_when(|l| l.contains("could not fetch the JWKS"))
+        .await;
+    let line = logs
+        .lines()
+        .find(|l| l.contains("could not fetch the JWKS"))
+        .unwrap_or_else(|| panic!("{logs}"));
+    assert!(
+        line.contains("WARN") && line.contains("UnknownIssuer"),
+        "{line}"
+    );
+
+    std::fs::write(&ca_file.path, &ca.cert_pem).unwrap();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &tg.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    tg.logs_when(|l| l.contains("configuration reloaded")).await;
+    for id in 2..=3 {
+        let r = post_as(&tg, Some(&token), call(id, "echo", json!({}))).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

@@ -139,12 +139,47 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("tls.cert_file /nonexistent/cert.pem"), "{err}");
 
+    let jwt = "[auth]\npublic_url = \"https://gw.test\"\n[auth.jwt]\nissuer = \"https://issuer.test\"\njwks_url = \"https://issuer.test/jwks\"\nca_file = \"/nonexistent/ca.pem\"\n";
+    let file = tempfile_lite::TempFile::new(jwt);
+    let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("auth.jwt.ca_file /nonexistent/ca.pem"),
+        "{err}"
+    );
+
     let file = tempfile_lite::TempFile::new("[limits]\nidle_timeout = 5\n");
     let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("expected a duration for key \"limits.idle_timeout\""),
         "the key as the file names it: {err}"
+    );
+}
+
+/// A configuration piped in (`/dev/stdin`, a process substitution) is read once, and checked
+/// as written: a pipe has nothing left for a second read, which would pass an empty file.
+#[tokio::test]
+async fn a_piped_configuration_is_checked_as_written() {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["config", "check", "/dev/stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"[limits]\nidle_timeout = 5\n")
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "toolgate config check: invalid type: found signed int `5`, expected a duration for key \"limits.idle_timeout\" in /dev/stdin\n"
     );
 }
 
@@ -318,6 +353,12 @@ async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
         err.contains("upstream_tls.ca_file /nonexistent/ca.pem"),
         "{err}"
     );
+
+    let jwt = "[auth]\npublic_url = \"https://gw.test\"\n[auth.jwt]\nissuer = \"https://issuer.test\"\njwks_file = \"/dev/null\"\nca_file = \"/nonexistent/ca.pem\"\n";
+    let (code, err) = serve_configured(plain, jwt).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("auth.jwt.ca_file is for jwks_url"), "{err}");
 
     let (code, err) = serve_configured(plain, "[reload]\ninterval = \"0s\"\n").await;
     assert_eq!(code, Some(1), "{err}");

@@ -22,6 +22,7 @@ pub mod modes;
 pub mod peers;
 pub mod scripted;
 pub mod stdio_gate;
+pub mod tls_peer;
 
 pub const ACCEPT: &str = "application/json, text/event-stream";
 
