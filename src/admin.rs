@@ -44,6 +44,7 @@ async fn metrics(State(live): State<Live>) -> Response {
         gw.catalog.scope_count(),
         gw.catalog.schema_count(),
         gw.catalog.compile_failures(),
+        gw.telemetry.as_ref().map(|t| t.lost()),
     );
     (
         [(

@@ -594,9 +594,43 @@ pub fn method_label(method: Option<&str>) -> &'static str {
     }
 }
 
+/// Spans that never reached the trace collector, by why (read at scrape time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpansLost {
+    /// The export queue was full.
+    pub queue_full: u64,
+    /// The collector could not be reached, or did not answer in time.
+    pub unreachable: u64,
+    /// The collector answered with an error status.
+    pub refused: u64,
+}
+
+impl SpansLost {
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_spans_lost_total Trace spans that never reached the collector, by reason.\n# TYPE toolgate_spans_lost_total counter"
+        );
+        for (reason, n) in [
+            ("queue_full", self.queue_full),
+            ("unreachable", self.unreachable),
+            ("refused", self.refused),
+        ] {
+            let _ = writeln!(out, "toolgate_spans_lost_total{{reason=\"{reason}\"}} {n}");
+        }
+    }
+}
+
 impl Metrics {
-    /// The Prometheus text exposition, with the catalog gauges read at scrape time.
-    pub fn render(&self, scopes: usize, schemas: usize, compile_failures: u64) -> String {
+    /// The Prometheus text exposition, with the catalog gauges read at scrape time, and the
+    /// spans lost when traces are exported.
+    pub fn render(
+        &self,
+        scopes: usize,
+        schemas: usize,
+        compile_failures: u64,
+        spans_lost: Option<SpansLost>,
+    ) -> String {
         let mut out = String::new();
         for c in [
             &self.requests,
@@ -621,6 +655,9 @@ impl Metrics {
             env!("CARGO_PKG_VERSION")
         );
         process::render(&mut out);
+        if let Some(lost) = spans_lost {
+            lost.render(&mut out);
+        }
         let _ = writeln!(
             out,
             "# HELP toolgate_catalog_scopes Sessions and credentials whose tool catalogs are cached.\n# TYPE toolgate_catalog_scopes gauge\ntoolgate_catalog_scopes {scopes}"
@@ -679,7 +716,7 @@ mod tests {
         }
         up.latency(&m, Duration::from_millis(3));
         up.latency(&m, Duration::from_millis(30));
-        let out = m.render(0, 0, 0);
+        let out = m.render(0, 0, 0, None);
         for o in &outcomes {
             let line = format!(
                 "toolgate_requests_total{{upstream=\"u\",method=\"ping\",outcome=\"{o}\"}} 2\n"

@@ -5,12 +5,15 @@
 //! A request's spans are built on the request path as plain data and handed to a bounded
 //! queue; one task batches them (up to 512, or every second) and posts them to the collector.
 //! A full queue drops spans, and a collector that does not answer costs a batch, never a
-//! request. Spans carry names and identifiers, never argument values.
+//! request. Spans lost either way are counted ([`SpansLost`]), and the log says once when
+//! the collector stops taking them and once when it takes them again: a wrong endpoint is
+//! otherwise silent. Spans carry names and identifiers, never argument values.
 
 pub(crate) mod hop;
 mod otlp;
 
 use crate::config::{ConfigError, TelemetryConfig};
+use crate::metrics::SpansLost;
 use crate::net::client::{HttpClient, Wait};
 use bytes::Bytes;
 use http::HeaderValue;
@@ -160,7 +163,15 @@ pub struct Telemetry {
     flushes: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
     ids: RandomState,
     next: AtomicU64,
-    pub dropped: AtomicU64,
+    lost: Arc<Lost>,
+}
+
+/// Spans that never reached the collector, by why.
+#[derive(Default)]
+struct Lost {
+    queue_full: AtomicU64,
+    unreachable: AtomicU64,
+    refused: AtomicU64,
 }
 
 impl Telemetry {
@@ -209,15 +220,32 @@ impl Telemetry {
         }
         let (tx, rx) = mpsc::channel(QUEUE);
         let (flushes, flush_rx) = mpsc::channel(1);
-        tokio::spawn(export(rx, flush_rx, up, resource));
+        let lost = Arc::new(Lost::default());
+        let exporter = Exporter {
+            up,
+            resource,
+            lost: lost.clone(),
+            failing: false,
+        };
+        tokio::spawn(export(rx, flush_rx, exporter));
         tracing::info!(endpoint = %endpoint, "exporting traces over OTLP/HTTP");
         Ok(Some(Arc::new(Telemetry {
             tx,
             flushes,
             ids: RandomState::new(),
             next: AtomicU64::new(1),
-            dropped: AtomicU64::new(0),
+            lost,
         })))
+    }
+
+    /// The spans lost so far, for the metrics.
+    pub fn lost(&self) -> SpansLost {
+        let read = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        SpansLost {
+            queue_full: read(&self.lost.queue_full),
+            unreachable: read(&self.lost.unreachable),
+            refused: read(&self.lost.refused),
+        }
     }
 
     fn id64(&self) -> u64 {
@@ -251,7 +279,7 @@ impl Telemetry {
     pub fn record(&self, mut span: Span) {
         span.clip();
         if self.tx.try_send(span).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.lost.queue_full.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -388,11 +416,19 @@ impl RequestTrace {
     }
 }
 
+/// What the export task sends with, and whether the collector is taking spans.
+struct Exporter {
+    up: HttpClient,
+    resource: Vec<(String, String)>,
+    lost: Arc<Lost>,
+    /// The last batch was lost: said once, until one goes through.
+    failing: bool,
+}
+
 async fn export(
     mut rx: mpsc::Receiver<Span>,
     mut flushes: mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
-    up: HttpClient,
-    resource: Vec<(String, String)>,
+    mut exporter: Exporter,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut tick = tokio::time::interval(EVERY);
@@ -417,7 +453,7 @@ async fn export(
             }
         };
         if flush && !batch.is_empty() {
-            send(&up, &resource, &batch).await;
+            exporter.send(&batch).await;
             batch.clear();
         }
         if let Some(done) = asked {
@@ -429,32 +465,49 @@ async fn export(
     }
 }
 
-async fn send(up: &HttpClient, resource: &[(String, String)], spans: &[Span]) {
-    let body = Bytes::from(otlp::encode(resource, spans));
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-protobuf"),
-    );
-    let wait = Wait {
-        answer: Duration::from_secs(5),
-        stream_gap: Duration::from_secs(5),
-    };
-    match up.send(http::Method::POST, headers, body, wait).await {
-        Ok(resp) if resp.status().is_success() => {
-            // Read to the end, so the connection is kept, but no further than a
-            // collector's answer needs: one that never ends must not fill the memory.
-            let _ = crate::net::body::read_limited(resp.into_body(), MAX_COLLECTOR_ANSWER).await;
+impl Exporter {
+    async fn send(&mut self, spans: &[Span]) {
+        let body = Bytes::from(otlp::encode(&self.resource, spans));
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-protobuf"),
+        );
+        let wait = Wait {
+            answer: Duration::from_secs(5),
+            stream_gap: Duration::from_secs(5),
+        };
+        let n = spans.len() as u64;
+        match self.up.send(http::Method::POST, headers, body, wait).await {
+            Ok(resp) if resp.status().is_success() => {
+                // Read to the end, so the connection is kept, but no further than a
+                // collector's answer needs: one that never ends must not fill the memory.
+                let _ =
+                    crate::net::body::read_limited(resp.into_body(), MAX_COLLECTOR_ANSWER).await;
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("traces: the collector takes spans again");
+                }
+            }
+            Ok(resp) => {
+                self.lost.refused.fetch_add(n, Ordering::Relaxed);
+                self.lost_batch(&format!("the collector answered {}", resp.status()));
+            }
+            Err(e) => {
+                self.lost.unreachable.fetch_add(n, Ordering::Relaxed);
+                self.lost_batch(&e.to_string());
+            }
         }
-        Ok(resp) => {
-            tracing::debug!(
-                status = resp.status().as_u16(),
-                spans = spans.len(),
-                "the collector refused a batch of spans"
-            )
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, spans = spans.len(), "a batch of spans was lost: no collector")
+    }
+
+    /// Says the first of a run of lost batches; the rest are counted and debug-logged only.
+    fn lost_batch(&mut self, why: &str) {
+        if std::mem::replace(&mut self.failing, true) {
+            tracing::debug!(error = why, "traces: a batch of spans was lost");
+        } else {
+            tracing::warn!(
+                error = why,
+                "traces: the collector did not take a batch of spans; spans are lost until it does"
+            );
         }
     }
 }

@@ -276,6 +276,98 @@ async fn a_missing_collector_costs_requests_nothing() {
         "{}",
         tg.logs()
     );
+    // What was lost is counted, and said once.
+    let lost = lost_spans(&tg, "unreachable", |n| n >= 100).await;
+    assert_eq!(lost_spans(&tg, "refused", |_| true).await, 0);
+    let logs = tg.logs();
+    assert_eq!(logs.matches(STOPPED).count(), 1, "{logs}");
+    assert!(
+        logs.lines()
+            .any(|l| l.contains(STOPPED) && l.contains("WARN")),
+        "{logs}"
+    );
+    assert!(lost >= 100, "two spans a call: {lost}");
+}
+
+/// What the log says when the collector stops taking spans, and when it takes them again.
+const STOPPED: &str = "the collector did not take a batch of spans";
+const AGAIN: &str = "the collector takes spans again";
+
+/// `toolgate_spans_lost_total` for `reason`, once `ready` holds for it (or after 10 s).
+async fn lost_spans(tg: &Toolgate, reason: &str, ready: impl Fn(u64) -> bool) -> u64 {
+    let series = format!("toolgate_spans_lost_total{{reason=\"{reason}\"}} ");
+    let mut n = 0;
+    for _ in 0..200 {
+        let metrics = tg.admin_get("/metrics").await.text();
+        n = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series} in {metrics}"))
+            .parse()
+            .unwrap();
+        if ready(n) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    n
+}
+
+/// A collector that refuses (503) is counted apart from one not there; the warning comes
+/// once for a run of lost batches, and the log says when spans go through again.
+#[tokio::test]
+async fn a_refusing_collector_is_counted_and_said_once_until_it_takes_spans_again() {
+    let refusing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (r, t) = (refusing.clone(), taken.clone());
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move || {
+            let (r, t) = (r.clone(), t.clone());
+            async move {
+                if r.load(std::sync::atomic::Ordering::SeqCst) {
+                    http::StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    http::StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let (up, _) = Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+        )
+        .spawn()
+        .await;
+    let config = format!("[telemetry]\notlp_endpoint = \"http://{addr}\"\n");
+    let tg = Toolgate::serve(&up, Some(&config)).await;
+
+    for round in 0..2 {
+        let r = post(&tg.url(), None, call(round, "echo", json!({}))).await;
+        assert_eq!(result_text(&r.answer()), "echoed");
+        lost_spans(&tg, "refused", |n| n >= 2 * (round as u64 + 1)).await;
+    }
+    assert_eq!(lost_spans(&tg, "refused", |_| true).await, 4);
+    assert_eq!(lost_spans(&tg, "unreachable", |_| true).await, 0);
+    let logs = tg.logs_when(|l| l.contains(STOPPED)).await;
+    assert_eq!(logs.matches(STOPPED).count(), 1, "{logs}");
+    assert!(logs.contains("503"), "{logs}");
+
+    refusing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let r = post(&tg.url(), None, call(9, "echo", json!({}))).await;
+    assert_eq!(result_text(&r.answer()), "echoed");
+    let logs = tg.logs_when(|l| l.contains(AGAIN)).await;
+    assert_eq!(logs.matches(AGAIN).count(), 1, "{logs}");
+    assert_eq!(taken.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(lost_spans(&tg, "refused", |_| true).await, 4);
+    assert_eq!(logs.matches(STOPPED).count(), 1, "{logs}");
 }
 
 /// `toolgate stdio` traces as `serve` does: a server span per request, named and attributed
