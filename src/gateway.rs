@@ -470,22 +470,31 @@ fn clients(
     Ok(clients)
 }
 
-/// The Redis limiter of `shared_state`, kept across reloads while the URL stays: its
-/// connection lives on.
+/// The Redis limiter of `shared_state`, kept across reloads while the URL and the CA file
+/// stay: its connection lives on.
 fn shared(
     config: &Config,
     previous: Option<&Gateway>,
 ) -> Result<Option<Arc<crate::policy::shared::SharedLimiter>>, ConfigError> {
-    Ok(match &config.shared_state.redis_url {
-        None => None,
-        Some(url) => match previous
+    let s = &config.shared_state;
+    let Some(url) = &s.redis_url else {
+        if s.ca_file.is_some() {
+            return Err(ConfigError(
+                "shared_state.ca_file is set without a redis_url".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let ca_file = s.ca_file.as_deref();
+    Ok(Some(
+        match previous
             .and_then(|p| p.shared.clone())
-            .filter(|s| s.url() == url)
+            .filter(|l| l.same(url, ca_file))
         {
-            Some(s) => Some(s),
-            None => Some(Arc::new(crate::policy::shared::SharedLimiter::new(url)?)),
+            Some(l) => l,
+            None => Arc::new(crate::policy::shared::SharedLimiter::new(url, ca_file)?),
         },
-    })
+    ))
 }
 
 /// The gateway in force. A reload swaps it whole; a request keeps the one it started with,

@@ -12,7 +12,7 @@ use super::Refusal;
 use crate::config::{ConfigError, Jwt};
 use crate::error::with_causes;
 use crate::locks::RwLockExt;
-use crate::net::tls::{Stamp, roots, stamps};
+use crate::net::tls::{CaFile, roots};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use jsonwebtoken::jwk::{Jwk, JwkSet};
@@ -53,9 +53,8 @@ pub struct Verifier {
 struct Keys {
     url: Option<http::Uri>,
     client: Option<JwksClient>,
-    /// `ca_file` and its stamp when the client was built: a reload that changes either
-    /// builds a new client.
-    trust: (Option<String>, Stamp),
+    /// `ca_file` when the client was built.
+    trust: CaFile,
     refresh: Duration,
     /// The key set and when it was fetched.
     held: RwLock<Option<(Arc<JwkSet>, Instant)>>,
@@ -90,7 +89,7 @@ impl Verifier {
                 Arc::new(Keys {
                     url: None,
                     client: None,
-                    trust: (None, Vec::new()),
+                    trust: CaFile::now(None),
                     refresh: j.refresh,
                     held: RwLock::new(Some((Arc::new(set), Instant::now()))),
                     fetching: Default::default(),
@@ -98,7 +97,7 @@ impl Verifier {
             }
             (None, Some(url)) => {
                 let uri = jwks_uri(url)?;
-                let trust = (j.ca_file.clone(), stamps(&[j.ca_file.as_deref()]));
+                let trust = CaFile::now(j.ca_file.as_deref());
                 match previous.filter(|p| {
                     p.keys.url.as_ref() == Some(&uri)
                         && p.keys.refresh == j.refresh

@@ -231,6 +231,9 @@ pub struct TelemetryConfig {
 pub struct SharedState {
     /// `redis://HOST:PORT/DB` or `rediss://…`; unset, each replica keeps its own buckets.
     pub redis_url: Option<String>,
+    /// PEM CA certificates to trust for a `rediss://` URL, besides the system's roots: a
+    /// Redis behind a private CA. Read again on reload when it changed.
+    pub ca_file: Option<String>,
     pub on_unavailable: OnUnavailable,
 }
 

@@ -247,6 +247,23 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
     Ok(config)
 }
 
+/// A CA file as it is now, by path and [`Stamp`]: a client built with it is built again
+/// when a reload finds either changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CaFile {
+    path: Option<String>,
+    stamp: Stamp,
+}
+
+impl CaFile {
+    pub(crate) fn now(path: Option<&str>) -> CaFile {
+        CaFile {
+            path: path.map(str::to_owned),
+            stamp: stamps(&[path]),
+        }
+    }
+}
+
 /// The roots a server's certificate is checked against: the system's (unless `only_ca_file`)
 /// and the PEM certificates in `ca_file`, which `ca_key` names in errors. Shared by every
 /// TLS client toolgate has, so that one setting means one thing wherever it is given.
@@ -278,6 +295,40 @@ pub(crate) fn roots(
         }
     }
     Ok(roots)
+}
+
+/// The system's roots and the PEM certificates in `ca_file` (named `ca_key` in errors), as
+/// PEM text: for a client that takes its roots that way (Redis's), and uses only those.
+pub(crate) fn roots_pem(ca_file: &str, ca_key: &'static str) -> Result<Vec<u8>, TlsError> {
+    use base64::Engine;
+    let file = |why: String| TlsError::File {
+        what: ca_key,
+        path: ca_file.to_owned(),
+        why,
+    };
+    let own = certificates(ca_file).map_err(|e| file(e.to_string()))?;
+    if own.is_empty() {
+        return Err(file("no PEM certificate in it".into()));
+    }
+    // Only what parses as a trust anchor: the client refuses the whole set for one that
+    // does not, where the system's store may hold such a certificate.
+    let mut probe = rustls::RootCertStore::empty();
+    let native: Vec<_> = rustls_native_certs::load_native_certs()
+        .certs
+        .into_iter()
+        .filter(|c| probe.add(c.clone()).is_ok())
+        .collect();
+    let mut pem = Vec::new();
+    for der in native.iter().chain(&own) {
+        let text = base64::engine::general_purpose::STANDARD.encode(der);
+        pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+        for line in text.as_bytes().chunks(64) {
+            pem.extend_from_slice(line);
+            pem.push(b'\n');
+        }
+        pem.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    }
+    Ok(pem)
 }
 
 fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {

@@ -11,6 +11,7 @@
 
 use super::clients::{Limited, Rate};
 use crate::config::ConfigError;
+use crate::net::tls::{CaFile, roots_pem};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 
@@ -45,15 +46,35 @@ pub enum Unshared {
 
 pub struct SharedLimiter {
     url: String,
+    /// `ca_file` when the connection was set up.
+    trust: CaFile,
     conn: ConnectionManager,
     script: redis::Script,
 }
 
 impl SharedLimiter {
-    /// A limiter on the Redis at `url` (`redis://` or `rediss://`); nothing is sent yet.
-    pub fn new(url: &str) -> Result<SharedLimiter, ConfigError> {
+    /// A limiter on the Redis at `url` (`redis://` or `rediss://`, whose certificate is
+    /// checked against the system's roots and `ca_file`'s); nothing is sent yet.
+    pub fn new(url: &str, ca_file: Option<&str>) -> Result<SharedLimiter, ConfigError> {
         let unusable = |e: redis::RedisError| ConfigError(format!("shared_state.redis_url: {e}"));
-        let client = redis::Client::open(url).map_err(unusable)?;
+        let client = match ca_file {
+            None => redis::Client::open(url),
+            Some(_) if !url.starts_with("rediss://") => {
+                return Err(ConfigError(
+                    "shared_state.ca_file is for a rediss:// redis_url".into(),
+                ));
+            }
+            Some(path) => {
+                let root_cert = roots_pem(path, "shared_state.ca_file")
+                    .map_err(|e| ConfigError(e.to_string()))?;
+                let certificates = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                };
+                redis::Client::build_with_tls(url, certificates)
+            }
+        }
+        .map_err(unusable)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(WAIT))
             .set_response_timeout(Some(WAIT))
@@ -62,6 +83,7 @@ impl SharedLimiter {
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(unusable)?;
         Ok(SharedLimiter {
             url: url.to_owned(),
+            trust: CaFile::now(ca_file),
             conn,
             script: redis::Script::new(SCRIPT),
         })
@@ -69,6 +91,11 @@ impl SharedLimiter {
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Whether this limiter is the one `url` and `ca_file` (as the file is now) would make.
+    pub fn same(&self, url: &str, ca_file: Option<&str>) -> bool {
+        self.url == url && self.trust == CaFile::now(ca_file)
     }
 
     /// The shared bucket's verdict; `Err` when Redis did not answer in time.

@@ -149,6 +149,16 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
         "{err}"
     );
 
+    let redis =
+        "[shared_state]\nredis_url = \"redis://127.0.0.1:6379/0\"\nca_file = \"/etc/hostname\"\n";
+    let file = tempfile_lite::TempFile::new(redis);
+    let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("shared_state.ca_file is for a rediss:// redis_url"),
+        "{err}"
+    );
+
     let file = tempfile_lite::TempFile::new("[limits]\nidle_timeout = 5\n");
     let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
     assert_eq!(code, Some(1), "{err}");

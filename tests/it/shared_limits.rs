@@ -1,11 +1,14 @@
 //! Rate limits shared by replicas: two toolgate processes and a real `redis-server` (found on
 //! the PATH, or Debian's, brought by the test itself). A client limited to 10 calls a minute
 //! gets exactly 10 across both; with Redis gone, `on_unavailable` decides and every request
-//! still gets an answer; Redis back, the shared limit holds again without a restart.
+//! still gets an answer; Redis back, the shared limit holds again without a restart. Over
+//! `rediss://`, a Redis behind a private CA is trusted through `shared_state.ca_file`.
 
 use crate::common;
 use common::peers::redis_server;
 use common::scripted::{Script, Scripted, open_tool};
+use common::tempfile_lite::TempFile;
+use common::tls_peer::Ca;
 use common::*;
 use serde_json::json;
 use std::process::Stdio;
@@ -15,10 +18,21 @@ use std::time::Duration;
 struct Redis {
     child: tokio::process::Child,
     port: u16,
+    /// A TLS server's certificate and key files.
+    _files: Vec<TempFile>,
 }
 
 impl Redis {
     async fn start(port: Option<u16>) -> Redis {
+        Redis::serve(port, None).await
+    }
+
+    /// A Redis speaking only TLS, as `localhost`, with a certificate `ca` signed.
+    async fn start_tls(ca: &Ca) -> Redis {
+        Redis::serve(None, Some(ca)).await
+    }
+
+    async fn serve(port: Option<u16>, tls: Option<&Ca>) -> Redis {
         let (program, libs) = tokio::task::spawn_blocking(redis_server).await.unwrap();
         let port = port.unwrap_or_else(|| {
             std::net::TcpListener::bind("127.0.0.1:0")
@@ -28,8 +42,30 @@ impl Redis {
                 .port()
         });
         let mut cmd = tokio::process::Command::new(program);
-        cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        let mut files = Vec::new();
+        match tls {
+            None => cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()]),
+            Some(ca) => {
+                let (chain, key) = ca.leaf(&["localhost"]);
+                files = vec![
+                    TempFile::new(&chain),
+                    TempFile::new(&key),
+                    TempFile::new(&ca.cert_pem),
+                ];
+                let [chain, key, ca] = [0, 1, 2].map(|i| files[i].path.display().to_string());
+                cmd.args([
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port.to_string(),
+                ])
+                .args(["--tls-cert-file", &chain, "--tls-key-file", &key])
+                .args(["--tls-ca-cert-file", &ca, "--tls-auth-clients", "no"])
+            }
+        };
+        cmd.args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -43,7 +79,11 @@ impl Redis {
                 .await
                 .is_ok()
             {
-                return Redis { child, port };
+                return Redis {
+                    child,
+                    port,
+                    _files: files,
+                };
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -58,11 +98,22 @@ impl Redis {
 }
 
 async fn two_replicas(up: &str, redis_port: u16, on_unavailable: &str) -> (Toolgate, Toolgate) {
+    let redis_url = format!("redis://127.0.0.1:{redis_port}/0");
+    replicas_of(
+        up,
+        &redis_url,
+        &format!("on_unavailable = \"{on_unavailable}\""),
+    )
+    .await
+}
+
+/// Two replicas sharing the Redis at `redis_url`, with more of `[shared_state]`.
+async fn replicas_of(up: &str, redis_url: &str, shared: &str) -> (Toolgate, Toolgate) {
     let config = format!(
         r#"
 [shared_state]
-redis_url = "redis://127.0.0.1:{redis_port}/0"
-on_unavailable = "{on_unavailable}"
+redis_url = "{redis_url}"
+{shared}
 
 [clients."*"]
 rate_limit = "10/minute"
@@ -157,5 +208,51 @@ async fn deny_refuses_calls_while_redis_is_away_but_still_answers_them() {
     assert!(
         m.contains(r#"toolgate_shared_state_unavailable_total{decided="deny"} 2"#),
         "{m}"
+    );
+}
+
+/// `rediss://` to a Redis behind a private CA: while `shared_state.ca_file` holds another
+/// CA, the handshake fails and each call is decided by the replica's own buckets, counted
+/// and logged with why; a reload that puts the Redis's CA in the file makes the limit shared.
+#[tokio::test]
+async fn a_redis_behind_a_private_ca_is_trusted_through_its_ca_file() {
+    let (ca, other) = (Ca::new("the Redis's private CA"), Ca::new("another CA"));
+    let redis = Redis::start_tls(&ca).await;
+    let (up, _) = upstream().spawn().await;
+    let ca_file = TempFile::new(&other.cert_pem);
+    let redis_url = format!("rediss://localhost:{}/0", redis.port);
+    let shared = format!("ca_file = \"{}\"", ca_file.path.display());
+    let (a, b) = replicas_of(&up, &redis_url, &shared).await;
+
+    let (forwarded, _) = calls([&a, &b], 2).await;
+    assert_eq!(forwarded, 2);
+    let m = a.admin_get("/metrics").await.text();
+    assert!(
+        m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
+        "{m}"
+    );
+    let logs = a.logs_when(|l| l.contains("UnknownIssuer")).await;
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("shared rate limits unavailable") && l.contains("UnknownIssuer")),
+        "{logs}"
+    );
+
+    std::fs::write(&ca_file.path, &ca.cert_pem).unwrap();
+    for tg in [&a, &b] {
+        let hup = std::process::Command::new("kill")
+            .args(["-HUP", &tg.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+        tg.logs_when(|l| l.contains("configuration reloaded")).await;
+    }
+    let (forwarded, refused) = calls([&a, &b], 16).await;
+    assert_eq!(forwarded, 10, "10 a minute across both replicas");
+    assert_eq!(refused, vec!["rate_limited".to_string(); 6]);
+    let m = a.admin_get("/metrics").await.text();
+    assert!(
+        m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
+        "no call decided locally since: {m}"
     );
 }
