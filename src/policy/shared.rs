@@ -89,10 +89,6 @@ impl SharedLimiter {
         })
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Whether this limiter is the one `url` and `ca_file` (as the file is now) would make.
     pub fn same(&self, url: &str, ca_file: Option<&str>) -> bool {
         self.url == url && self.trust == CaFile::now(ca_file)

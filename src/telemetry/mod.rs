@@ -1,6 +1,7 @@
 //! OpenTelemetry traces, exported over OTLP/HTTP (protobuf); off unless an endpoint is given
 //! (`[telemetry] otlp_endpoint`, or the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` /
-//! `OTEL_EXPORTER_OTLP_ENDPOINT`).
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`). A hosted backend's credentials come in the standard
+//! `OTEL_EXPORTER_OTLP_TRACES_HEADERS` / `OTEL_EXPORTER_OTLP_HEADERS`, never logged.
 //!
 //! A request's spans are built on the request path as plain data and handed to a bounded
 //! queue; one task batches them (up to 512, or every second) and posts them to the collector.
@@ -220,9 +221,17 @@ impl Telemetry {
         }
         let (tx, rx) = mpsc::channel(QUEUE);
         let (flushes, flush_rx) = mpsc::channel(1);
+        let headers = otlp_headers(
+            env("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+                .map(|v| ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", v))
+                .or_else(|| {
+                    env("OTEL_EXPORTER_OTLP_HEADERS").map(|v| ("OTEL_EXPORTER_OTLP_HEADERS", v))
+                }),
+        )?;
         let lost = Arc::new(Lost::default());
         let exporter = Exporter {
             up,
+            headers,
             resource,
             lost: lost.clone(),
             failing: false,
@@ -416,9 +425,42 @@ impl RequestTrace {
     }
 }
 
+/// An export's headers: the protobuf media type, and those of `given`, an environment
+/// variable's name and its value in the OpenTelemetry form (`key=value` pairs, comma-separated,
+/// values percent-encoded). Marked sensitive, and no value is ever in an error: they are
+/// credentials.
+fn otlp_headers(given: Option<(&str, String)>) -> Result<http::HeaderMap, ConfigError> {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-protobuf"),
+    );
+    let Some((var, list)) = given else {
+        return Ok(headers);
+    };
+    for (n, pair) in list
+        .split(',')
+        .enumerate()
+        .filter(|(_, p)| !p.trim().is_empty())
+    {
+        let bad = |why: &str| ConfigError(format!("{var}: entry {}: {why}", n + 1));
+        let (k, v) = pair.split_once('=').ok_or_else(|| bad("not key=value"))?;
+        let name = http::HeaderName::from_bytes(k.trim().as_bytes())
+            .map_err(|_| bad("not a header name"))?;
+        let v = v.trim();
+        let decoded = crate::text::percent_decode(v).unwrap_or_else(|| v.to_owned());
+        let mut value = HeaderValue::from_str(&decoded).map_err(|_| bad("not a header value"))?;
+        value.set_sensitive(true);
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
 /// What the export task sends with, and whether the collector is taking spans.
 struct Exporter {
     up: HttpClient,
+    /// Each export's headers: its media type, and any the environment gives.
+    headers: http::HeaderMap,
     resource: Vec<(String, String)>,
     lost: Arc<Lost>,
     /// The last batch was lost: said once, until one goes through.
@@ -468,11 +510,7 @@ async fn export(
 impl Exporter {
     async fn send(&mut self, spans: &[Span]) {
         let body = Bytes::from(otlp::encode(&self.resource, spans));
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/x-protobuf"),
-        );
+        let headers = self.headers.clone();
         let wait = Wait {
             answer: Duration::from_secs(5),
             stream_gap: Duration::from_secs(5),
@@ -515,6 +553,27 @@ impl Exporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn export_headers_come_from_the_opentelemetry_list_and_no_value_is_in_an_error() {
+        let h = otlp_headers(None).unwrap();
+        assert_eq!(h.len(), 1);
+        let var = "OTEL_EXPORTER_OTLP_HEADERS";
+        let h = otlp_headers(Some((var, "x-api-key=s3cret, tenant = team%20a,,".into()))).unwrap();
+        assert_eq!(h["x-api-key"], "s3cret");
+        assert_eq!(h["tenant"], "team a");
+        assert!(h["x-api-key"].is_sensitive());
+        assert_eq!(h["content-type"], "application/x-protobuf");
+        for (list, why) in [
+            ("a=1,s3cret", "entry 2: not key=value"),
+            ("bad name=s3cret", "entry 1: not a header name"),
+            ("a=s3cret%0A", "entry 1: not a header value"),
+        ] {
+            let e = otlp_headers(Some((var, list.into()))).unwrap_err().0;
+            assert_eq!(e, format!("{var}: {why}"));
+            assert!(!e.contains("s3cret"));
+        }
+    }
 
     #[test]
     fn a_span_holds_at_most_a_bounded_text_whatever_the_client_sent() {

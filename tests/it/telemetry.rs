@@ -17,12 +17,23 @@ use std::time::Duration;
 
 /// A collector on `127.0.0.1:0` keeping every request it decodes.
 pub(crate) async fn collector() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequest>>>) {
+    let (endpoint, got, _) = collector_seeing_headers().await;
+    (endpoint, got)
+}
+
+/// [`collector`], also keeping each export's headers.
+async fn collector_seeing_headers() -> (
+    String,
+    Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
+    Arc<Mutex<Vec<http::HeaderMap>>>,
+) {
     let got: Arc<Mutex<Vec<ExportTraceServiceRequest>>> = Arc::default();
-    let sink = got.clone();
+    let seen: Arc<Mutex<Vec<http::HeaderMap>>> = Arc::default();
+    let (sink, heads) = (got.clone(), seen.clone());
     let app = axum::Router::new().route(
         "/v1/traces",
         axum::routing::post(move |headers: http::HeaderMap, body: axum::body::Bytes| {
-            let sink = sink.clone();
+            let (sink, heads) = (sink.clone(), heads.clone());
             async move {
                 assert_eq!(
                     headers.get("content-type").unwrap(),
@@ -30,6 +41,7 @@ pub(crate) async fn collector() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequ
                 );
                 let req = ExportTraceServiceRequest::decode(body).expect("valid OTLP protobuf");
                 sink.lock().unwrap().push(req);
+                heads.lock().unwrap().push(headers);
                 ""
             }
         }),
@@ -39,7 +51,7 @@ pub(crate) async fn collector() -> (String, Arc<Mutex<Vec<ExportTraceServiceRequ
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    (format!("http://{addr}"), got)
+    (format!("http://{addr}"), got, seen)
 }
 
 fn text(v: &Option<AnyValue>) -> String {
@@ -106,7 +118,7 @@ const PARENT: &str = "00f067aa0ba902b7";
 
 #[tokio::test]
 async fn requests_become_spans_that_continue_the_client_s_trace() {
-    let (endpoint, got) = collector().await;
+    let (endpoint, got, export_headers) = collector_seeing_headers().await;
     let (up, seen) = Scripted::new(vec![
         json!({"name": "echo", "inputSchema": {"type": "object",
         "properties": {"secret": {"type": "string"}, "n": {"type": "integer"}}}}),
@@ -131,6 +143,10 @@ async fn requests_become_spans_that_continue_the_client_s_trace() {
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_SERVICE_NAME", "gateway-under-test"),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "authorization=Bearer%20collector-s3cret, x-tenant=t1",
+            ),
             (
                 "OTEL_RESOURCE_ATTRIBUTES",
                 "deployment.environment=test,team=a%20b",
@@ -250,6 +266,12 @@ async fn requests_become_spans_that_continue_the_client_s_trace() {
         !everything.contains("hunter2"),
         "argument values never leave"
     );
+    // The collector's credentials, from the standard variable, on every export; never logged.
+    for h in export_headers.lock().unwrap().iter() {
+        assert_eq!(h["authorization"], "Bearer collector-s3cret");
+        assert_eq!(h["x-tenant"], "t1");
+    }
+    assert!(!tg.logs().contains("collector-s3cret"), "{}", tg.logs());
 }
 
 #[tokio::test]
