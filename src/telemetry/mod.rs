@@ -1,6 +1,7 @@
 //! OpenTelemetry traces, exported over OTLP/HTTP (protobuf); off unless an endpoint is given
 //! (`[telemetry] otlp_endpoint`, or the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` /
-//! `OTEL_EXPORTER_OTLP_ENDPOINT`). A hosted backend's credentials come in the standard
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`); `OTEL_SDK_DISABLED=true` turns it off whatever they say.
+//! A hosted backend's credentials come in the standard
 //! `OTEL_EXPORTER_OTLP_TRACES_HEADERS` / `OTEL_EXPORTER_OTLP_HEADERS`, never logged.
 //!
 //! A request's spans are built on the request path as plain data and handed to a bounded
@@ -179,6 +180,10 @@ impl Telemetry {
     /// Starts the exporter when an endpoint is configured (`None` otherwise). Needs a runtime.
     pub fn start(cfg: &TelemetryConfig) -> Result<Option<Arc<Telemetry>>, ConfigError> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        // The standard switch, over any endpoint: tracing off without editing the file.
+        if env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+            return Ok(None);
+        }
         let endpoint = match (
             cfg.otlp_endpoint.clone(),
             env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),

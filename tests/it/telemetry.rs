@@ -6,6 +6,7 @@
 
 use crate::common;
 use common::scripted::{Script, Scripted, open_tool};
+use common::tempfile_lite::TempFile;
 use common::*;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -309,6 +310,39 @@ async fn a_missing_collector_costs_requests_nothing() {
         "{logs}"
     );
     assert!(lost >= 100, "two spans a call: {lost}");
+}
+
+/// `OTEL_SDK_DISABLED=true` turns tracing off over an endpoint the configuration gives.
+#[tokio::test]
+async fn the_standard_switch_turns_tracing_off() {
+    let (endpoint, _) = collector().await;
+    let (up, _) = Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+        )
+        .spawn()
+        .await;
+    let config = TempFile::new(&format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n"));
+    let args = [
+        "serve",
+        "--upstream",
+        &up,
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--config",
+        &config.path.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let tg = Toolgate::start_raw_env(args, &[("OTEL_SDK_DISABLED", "true")]).await;
+    let r = post(&tg.url(), None, call(1, "echo", json!({}))).await;
+    assert_eq!(result_text(&r.answer()), "echoed");
+    assert!(!tg.logs().contains("exporting traces"), "{}", tg.logs());
+    let metrics = tg.admin_get("/metrics").await.text();
+    assert!(!metrics.contains("toolgate_spans_lost_total"), "{metrics}");
 }
 
 /// What the log says when the collector stops taking spans, and when it takes them again.
