@@ -88,6 +88,10 @@ impl HopParent {
             .state
             .as_deref()
             .and_then(|s| HeaderValue::from_str(s).ok());
+        let parent = ctx.header_for(&span_id);
+        if !super::sampler::recorded(self.flags) {
+            return (Hop(None), HopContext { parent, state });
+        }
         let mut attrs = vec![("mcp.method.name", Attr::Str(method.to_owned()))];
         match to {
             HopTo::Child => attrs.push(("toolgate.server", Attr::Str("stdio".into()))),
@@ -107,7 +111,6 @@ impl HopParent {
             name: method.to_owned(),
             attrs,
         })));
-        let parent = ctx.header_for(&span_id);
         (hop, HopContext { parent, state })
     }
 }

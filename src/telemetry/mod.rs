@@ -13,12 +13,14 @@
 
 pub(crate) mod hop;
 mod otlp;
+mod sampler;
 
 use crate::config::{ConfigError, TelemetryConfig};
 use crate::metrics::SpansLost;
 use crate::net::client::{HttpClient, Wait};
 use bytes::Bytes;
 use http::HeaderValue;
+use sampler::{Sampler, recorded};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -166,6 +168,7 @@ pub struct Telemetry {
     ids: RandomState,
     next: AtomicU64,
     lost: Arc<Lost>,
+    sampler: Sampler,
 }
 
 /// Spans that never reached the collector, by why.
@@ -249,6 +252,10 @@ impl Telemetry {
             ids: RandomState::new(),
             next: AtomicU64::new(1),
             lost,
+            sampler: Sampler::from_env(
+                env("OTEL_TRACES_SAMPLER").as_deref(),
+                env("OTEL_TRACES_SAMPLER_ARG").as_deref(),
+            ),
         })))
     }
 
@@ -349,10 +356,11 @@ pub struct RequestTrace {
 impl RequestTrace {
     /// A server span, continuing the client's trace when it sent one.
     pub fn begin(tel: &Arc<Telemetry>, parent: Option<Context>) -> RequestTrace {
-        let (trace_id, parent_id, state, flags) = match parent {
-            Some(c) => (c.trace_id, Some(c.span_id), c.state, c.flags),
-            None => (tel.trace_id(), None, None, 1),
+        let (trace_id, parent_id, state, parent_flags) = match parent {
+            Some(c) => (c.trace_id, Some(c.span_id), c.state, Some(c.flags)),
+            None => (tel.trace_id(), None, None, None),
         };
+        let flags = tel.sampler.flags(&trace_id, parent_flags);
         RequestTrace {
             tel: tel.clone(),
             trace_id,
@@ -373,13 +381,16 @@ impl RequestTrace {
     pub fn adopt(&mut self, parent: Context) {
         self.trace_id = parent.trace_id;
         self.parent = Some(parent.span_id);
-        self.flags = parent.flags;
+        self.flags = self.tel.sampler.flags(&parent.trace_id, Some(parent.flags));
         self.state = parent.state;
     }
 
     /// Ends the server span as [`SpanFacts`] say, with what only the front knows (`extra`:
     /// an HTTP status, a session, a protocol version).
     pub fn finish_with(self, facts: &SpanFacts<'_>, extra: Vec<(&'static str, Attr)>) {
+        if !recorded(self.flags) {
+            return;
+        }
         let mut attrs = vec![
             ("mcp.method.name", Attr::Str(facts.method.to_owned())),
             ("toolgate.upstream", Attr::Str(facts.upstream.to_owned())),
@@ -414,6 +425,9 @@ impl RequestTrace {
 
     /// Ends the server span and hands it to the exporter.
     pub fn finish(self, name: String, attrs: Vec<(&'static str, Attr)>, error: bool) {
+        if !recorded(self.flags) {
+            return;
+        }
         let span = Span {
             trace_id: self.trace_id,
             span_id: self.span_id,

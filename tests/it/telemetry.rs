@@ -312,6 +312,88 @@ async fn a_missing_collector_costs_requests_nothing() {
     assert!(lost >= 100, "two spans a call: {lost}");
 }
 
+/// A client that sampled its trace out (`traceparent` flags `00`) gets no spans of
+/// toolgate's, and the server behind is told the same; a sampled trace's spans are made. With
+/// `OTEL_TRACES_SAMPLER=always_off`, a trace toolgate starts is not recorded either.
+#[tokio::test]
+async fn a_trace_the_client_sampled_out_gets_no_spans_and_passes_on_unsampled() {
+    let (endpoint, got) = collector().await;
+    let (up, seen) = Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+        )
+        .spawn()
+        .await;
+    let args = |up: &str| {
+        [
+            "serve",
+            "--upstream",
+            up,
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let tg =
+        Toolgate::start_raw_env(args(&up), &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
+    let unsampled = "11111111111111111111111111111111";
+    for (id, trace, flags) in [(1, unsampled, "00"), (2, TRACE, "01")] {
+        let traceparent = format!("00-{trace}-{PARENT}-{flags}");
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("traceparent", traceparent.as_str()),
+        ];
+        let r = request(
+            http::Method::POST,
+            &tg.url(),
+            &headers,
+            call(id, "echo", json!({})),
+        )
+        .await;
+        assert_eq!(result_text(&r.answer()), "echoed");
+    }
+    // The sampled call's server and client spans; the other's would have come first.
+    let spans = spans(&got, 2).await;
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert!(spans.iter().all(|s| hex(&s.trace_id) == TRACE));
+    let sent: Vec<String> = seen
+        .seen_headers
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h.get("traceparent").map(|v| v.to_str().unwrap().to_owned()))
+        .collect();
+    assert!(
+        sent.iter()
+            .any(|t| t.starts_with(&format!("00-{unsampled}-")) && t.ends_with("-00")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter()
+            .any(|t| t.starts_with(&format!("00-{TRACE}-")) && t.ends_with("-01"))
+    );
+
+    let (endpoint, _) = collector().await;
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_TRACES_SAMPLER", "always_off"),
+    ];
+    let tg = Toolgate::start_raw_env(args(&up), &env).await;
+    let r = post(&tg.url(), None, call(3, "echo", json!({}))).await;
+    assert_eq!(result_text(&r.answer()), "echoed");
+    // The decision the server is told is the one its spans follow (unit-tested).
+    let last = seen.seen_headers.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        last["traceparent"].to_str().unwrap().ends_with("-00"),
+        "{last:?}"
+    );
+}
+
 /// `OTEL_SDK_DISABLED=true` turns tracing off over an endpoint the configuration gives.
 #[tokio::test]
 async fn the_standard_switch_turns_tracing_off() {
