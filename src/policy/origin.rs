@@ -26,6 +26,16 @@ impl OriginPolicy {
         }
     }
 
+    /// Whether a page at `origin` may read toolgate's answers (CORS): an origin the operator
+    /// listed, or any under `"*"`. A localhost origin passes [`check`](Self::check) but is
+    /// not shared with unless listed.
+    pub fn shares_with(&self, origin: &http::HeaderValue) -> bool {
+        self.any
+            || origin
+                .to_str()
+                .is_ok_and(|o| self.allowed.iter().any(|a| a.eq_ignore_ascii_case(o)))
+    }
+
     /// `Err` carries the reason for the 403. `authority` is the request target's: over
     /// HTTP/2 it is the `:authority` every client sends, and usually the only name of the
     /// host, so it is held to the same rule as `Host` (both, when both came).

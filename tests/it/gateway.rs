@@ -528,6 +528,84 @@ async fn foreign_origins_and_hosts_are_forbidden() {
     assert_eq!(r.json(), json!({"jsonrpc":"2.0","id":1,"result":{}}));
 }
 
+/// A web page at an origin the operator listed can use the endpoint from a browser, behind
+/// either kind of server: its preflight is answered, and its answers name it (once, whatever
+/// the server said) and expose the session id. A localhost origin that is not listed passes
+/// the origin check but gets no CORS: its preflight meets the 405 of a method the endpoint
+/// does not have.
+#[tokio::test]
+async fn a_listed_browser_origin_gets_cors_behind_either_kind_of_server() {
+    const PAGE: &str = "https://inspector.example";
+    let config = format!("allowed_origins = [\"{PAGE}\"]\n");
+    let (_demo, by_http, _) = demo_behind_toolgate(Options::default(), Some(&config)).await;
+    let command = common::peers::stdio_fixture(&[]).await;
+    let by_command = Toolgate::in_front_of(&command, Some(&config)).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "browser", "version": "1"}}})
+    .to_string();
+    for (front, tg) in [
+        ("serve --upstream", &by_http),
+        ("serve -- CMD", &by_command),
+    ] {
+        let preflight = |origin| {
+            [
+                ("origin", origin),
+                ("access-control-request-method", "POST"),
+                (
+                    "access-control-request-headers",
+                    "content-type, mcp-protocol-version",
+                ),
+            ]
+        };
+        let r = request(Method::OPTIONS, &tg.url(), &preflight(PAGE), "").await;
+        assert_eq!(r.status, 204, "{front}");
+        let h = &r.headers;
+        assert_eq!(h["access-control-allow-origin"], PAGE, "{front}");
+        assert_eq!(h["access-control-allow-methods"], "GET, POST, DELETE");
+        assert_eq!(
+            h["access-control-allow-headers"],
+            "content-type, mcp-protocol-version"
+        );
+
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("origin", PAGE),
+        ];
+        let r = request(Method::POST, &tg.url(), &headers, init.clone()).await;
+        assert_eq!(r.status, 200, "{front}: {}", r.text());
+        let origins: Vec<_> = r
+            .headers
+            .get_all("access-control-allow-origin")
+            .iter()
+            .collect();
+        assert_eq!(origins, [PAGE], "{front}");
+        let exposed = r.headers["access-control-expose-headers"].to_str().unwrap();
+        assert!(exposed.contains("mcp-session-id"), "{front}: {exposed}");
+        assert!(r.headers.contains_key("mcp-session-id"), "{front}");
+
+        let local = "http://localhost:5173";
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", ACCEPT),
+            ("origin", local),
+        ];
+        let r = request(Method::POST, &tg.url(), &headers, init.clone()).await;
+        assert_eq!(r.status, 200, "{front}");
+        assert!(
+            !r.headers.contains_key("access-control-allow-origin"),
+            "{front}"
+        );
+        let r = request(Method::OPTIONS, &tg.url(), &preflight(local), "").await;
+        assert_eq!(r.status, 405, "{front}");
+        assert!(
+            !r.headers.contains_key("access-control-allow-origin"),
+            "{front}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn batches_pass_through_but_not_with_tool_calls() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
