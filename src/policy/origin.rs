@@ -5,8 +5,8 @@
 //!
 //! Runs on every request, so it compares in place and allocates nothing.
 
-use http::HeaderMap;
 use http::header::{HOST, ORIGIN};
+use http::{HeaderMap, HeaderValue};
 
 pub struct OriginPolicy {
     allowed: Vec<String>,
@@ -26,26 +26,18 @@ impl OriginPolicy {
         }
     }
 
-    /// Whether a page at `origin` may read toolgate's answers (CORS): an origin the operator
-    /// listed, or any under `"*"`. A localhost origin passes [`check`](Self::check) but is
-    /// not shared with unless listed.
-    pub fn shares_with(&self, origin: &http::HeaderValue) -> bool {
-        self.any
-            || origin
-                .to_str()
-                .is_ok_and(|o| self.allowed.iter().any(|a| a.eq_ignore_ascii_case(o)))
-    }
-
-    /// `Err` carries the reason for the 403. `authority` is the request target's: over
-    /// HTTP/2 it is the `:authority` every client sends, and usually the only name of the
-    /// host, so it is held to the same rule as `Host` (both, when both came).
+    /// `Err` carries the reason for the 403. `Ok` carries the origin a page may read the
+    /// answers from (CORS): one the operator listed, or any under `"*"`; a localhost origin
+    /// passes but is not shared with unless listed. `authority` is the request target's:
+    /// over HTTP/2 it is the `:authority` every client sends, and usually the only name of
+    /// the host, so it is held to the same rule as `Host` (both, when both came).
     pub fn check(
         &self,
         headers: &HeaderMap,
         authority: Option<&http::uri::Authority>,
-    ) -> Result<(), &'static str> {
+    ) -> Result<Option<HeaderValue>, &'static str> {
         if self.any {
-            return Ok(());
+            return Ok(headers.get(ORIGIN).cloned());
         }
         // One pass over the headers, the first of each name, rather than a lookup (a hash of
         // the name and a probe) for each of the two.
@@ -57,15 +49,17 @@ impl OriginPolicy {
                 host.get_or_insert(value);
             }
         }
+        let mut shared = None;
         if let Some(origin) = origin {
             let o = origin.to_str().unwrap_or("");
-            let ok = is_local_origin(o) || self.allowed.iter().any(|a| a.eq_ignore_ascii_case(o));
-            if !ok {
+            let listed = self.allowed.iter().any(|a| a.eq_ignore_ascii_case(o));
+            if !listed && !is_local_origin(o) {
                 return Err("Forbidden: Origin not allowed");
             }
+            shared = listed.then(|| origin.clone());
         }
         if !self.check_host {
-            return Ok(());
+            return Ok(shared);
         }
         // Compared as bytes: a name that is not text is no allowed one either, and checking
         // that it is text first cost more than the comparisons.
@@ -87,7 +81,7 @@ impl OriginPolicy {
                 return Err("Forbidden: Host not allowed");
             }
         }
-        Ok(())
+        Ok(shared)
     }
 }
 
@@ -209,6 +203,26 @@ mod tests {
             OriginPolicy::new(&["*".into()], true)
                 .check(&headers(&[("origin", "http://x"), ("host", "x")]), None)
                 .is_ok()
+        );
+    }
+
+    /// CORS goes to the origins listed (or any, under `"*"`), not to every local one.
+    #[test]
+    fn only_listed_origins_are_shared_with() {
+        let listed = OriginPolicy::new(&["https://app.example.com".into()], true);
+        let any = OriginPolicy::new(&["*".into()], true);
+        let shared = |p: &OriginPolicy, origin: &str| {
+            p.check(&headers(&[("origin", origin), ("host", "127.0.0.1")]), None)
+                .unwrap()
+                .map(|o| o.to_str().unwrap().to_owned())
+        };
+        let app = "https://app.example.com";
+        assert_eq!(shared(&listed, app).as_deref(), Some(app));
+        assert_eq!(shared(&listed, "http://localhost:3000"), None);
+        assert_eq!(shared(&any, "http://x").as_deref(), Some("http://x"));
+        assert_eq!(
+            listed.check(&headers(&[("host", "127.0.0.1")]), None),
+            Ok(None)
         );
     }
 }

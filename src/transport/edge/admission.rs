@@ -4,7 +4,9 @@
 //! plain or percent-encoded, an encoded `/` or `\` inside a segment, a backslash) is refused
 //! with 400; a request from a foreign browser origin, or naming a foreign `Host` on a loopback
 //! listener, with 403 ([`crate::policy::origin`]). Both come before any routing decision: a
-//! request that may not reach toolgate may not reach what lies behind it either.
+//! request that may not reach toolgate may not reach what lies behind it either. A page at an
+//! origin the operator listed is served CORS here ([`cors`]): its origin is found in the same
+//! pass.
 //!
 //! The request admitted goes on as an [`Inbound`] carrying the gateway it was judged by, so
 //! the layers within read one configuration per request, and a reload applies from the next
@@ -13,6 +15,7 @@
 //! Caveat: a refusal here carries no `X-Request-Id` and is neither counted nor logged; it
 //! names no endpoint to count it under.
 
+use super::cors;
 use super::request::{Inbound, Outbound};
 use crate::gateway::Live;
 use crate::jsonrpc;
@@ -21,7 +24,7 @@ use crate::transport::exchange::Note;
 use crate::transport::exchange::reply;
 use axum::response::Response;
 use futures_util::future::{Either, Ready, ready};
-use http::StatusCode;
+use http::{HeaderValue, StatusCode};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -106,14 +109,21 @@ where
             return refuse(StatusCode::BAD_REQUEST, why);
         }
         let gw = self.live.load();
-        if let Err(why) = gw.origins.check(req.headers(), req.uri().authority()) {
-            return refuse(StatusCode::FORBIDDEN, why);
+        let shared = match gw.origins.check(req.headers(), req.uri().authority()) {
+            Ok(shared) => shared,
+            Err(why) => return refuse(StatusCode::FORBIDDEN, why),
+        };
+        if let Some(origin) = &shared
+            && cors::is_preflight(&req)
+        {
+            return Either::Left(ready(Ok(cors::preflight(origin.clone(), req.headers()))));
         }
         let note = Box::new(Note::new());
         let entered = Entered::enter();
         Either::Right(ResponseFuture {
             inner: self.inner.call(Inbound::new(req, gw, note)),
             _in_service: entered,
+            shared,
         })
     }
 }
@@ -123,6 +133,8 @@ where
 pub(crate) struct ResponseFuture<F> {
     inner: F,
     _in_service: Entered,
+    /// The origin whose page may read the answer.
+    shared: Option<HeaderValue>,
 }
 
 impl<F> Future for ResponseFuture<F>
@@ -133,7 +145,11 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let Ok(out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
-        Poll::Ready(Ok(*out.resp))
+        let mut resp = *out.resp;
+        if let Some(origin) = self.shared.take() {
+            cors::shared_with(resp.headers_mut(), origin);
+        }
+        Poll::Ready(Ok(resp))
     }
 }
 

@@ -1,30 +1,25 @@
 //! CORS, so that a web page at an origin the operator listed (`allowed_origins`, or any under
-//! `"*"`) can use the endpoint from a browser: its preflight is answered here, and each answer
-//! it gets names it as the origin that may read it, with the headers a client must read
-//! exposed (`Mcp-Session-Id` above all). Origins toolgate refuses never get this far (403 in
-//! [`admission`](super::admission)); a localhost origin passes that check but is shared with
-//! only when it is listed, so that no page a local program serves can use the gateway by
-//! default.
+//! `"*"`) can use the endpoint from a browser: its preflight is answered at once, and each
+//! answer it gets names it as the origin that may read it, with the headers a client must
+//! read exposed (`Mcp-Session-Id` above all). Applied by [`admission`](super::admission),
+//! which judges the origin in the same pass over the headers (a layer of its own looked the
+//! header up again and wrapped every request's future, about 400 instructions a call); which
+//! origins are shared with is [`OriginPolicy::check`](crate::policy::origin::OriginPolicy::check)'s
+//! to say. A localhost origin passes that check but is shared with only when it is listed,
+//! so that no page a local program serves can use the gateway by default.
 //!
 //! Caveats: a preflight is answered before the request id, the count and the access log (it
 //! is no MCP message). An upstream's own `Access-Control-Allow-Origin` and
 //! `Access-Control-Expose-Headers` are replaced on the answers of a listed origin: toolgate
 //! decides which origins reach the endpoint, and two values would make a browser refuse both.
 
-use super::request::{Inbound, Outbound};
-use futures_util::future::{Either, Ready, ready};
+use axum::response::Response;
 use http::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
     ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS,
-    ACCESS_CONTROL_REQUEST_METHOD, ORIGIN, VARY,
+    ACCESS_CONTROL_REQUEST_METHOD, VARY,
 };
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use tower_layer::Layer;
-use tower_service::Service;
 
 /// What a page may read of an answer beyond the basic headers.
 const EXPOSED: HeaderValue = HeaderValue::from_static(
@@ -35,65 +30,16 @@ const ALLOWED_HEADERS: HeaderValue = HeaderValue::from_static(
     "accept, authorization, content-type, last-event-id, mcp-protocol-version, mcp-session-id",
 );
 
-/// Applies [`Cors`] to a service.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct CorsLayer;
-
-impl<S> Layer<S> for CorsLayer {
-    type Service = Cors<S>;
-
-    fn layer(&self, inner: S) -> Cors<S> {
-        Cors { inner }
-    }
-}
-
-/// Answers a listed origin's preflight, and names the origin on the answers it gets.
-#[derive(Clone)]
-pub(crate) struct Cors<S> {
-    inner: S,
-}
-
-impl<S, B> Service<Inbound<B>> for Cors<S>
-where
-    S: Service<Inbound<B>, Response = Outbound, Error = Infallible>,
-    S::Future: Unpin,
-{
-    type Response = Outbound;
-    type Error = Infallible;
-    /// The inner future as it is for a request with no listed origin: nearly all of them.
-    type Future =
-        Either<S::Future, Either<Ready<Result<Outbound, Infallible>>, ResponseFuture<S::Future>>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, inbound: Inbound<B>) -> Self::Future {
-        let headers = &inbound.head.headers;
-        let Some(origin) = headers
-            .get(ORIGIN)
-            .filter(|o| inbound.gw.origins.shares_with(o))
-            .cloned()
-        else {
-            return Either::Left(self.inner.call(inbound));
-        };
-        if inbound.head.method == Method::OPTIONS
-            && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD)
-        {
-            let answer = preflight(origin, headers.get(ACCESS_CONTROL_REQUEST_HEADERS));
-            return Either::Right(Either::Left(ready(Ok(inbound.answer(answer)))));
-        }
-        Either::Right(Either::Right(ResponseFuture {
-            inner: self.inner.call(inbound),
-            origin: Some(origin),
-        }))
-    }
+/// Whether `req` is a CORS preflight: an `OPTIONS` naming the method its page means to send.
+pub(super) fn is_preflight<B>(req: &http::Request<B>) -> bool {
+    req.method() == Method::OPTIONS && req.headers().contains_key(ACCESS_CONTROL_REQUEST_METHOD)
 }
 
 /// A preflight's answer: the methods the endpoint has, and the headers the page asked to
 /// send (any: its origin is one the operator listed).
-fn preflight(origin: HeaderValue, asked: Option<&HeaderValue>) -> axum::response::Response {
-    let mut resp = axum::response::Response::new(axum::body::Body::empty());
+pub(super) fn preflight(origin: HeaderValue, request: &HeaderMap) -> Response {
+    let asked = request.get(ACCESS_CONTROL_REQUEST_HEADERS);
+    let mut resp = Response::new(axum::body::Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
     let h = resp.headers_mut();
     h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
@@ -115,28 +61,8 @@ fn preflight(origin: HeaderValue, asked: Option<&HeaderValue>) -> axum::response
     resp
 }
 
-/// The inner service's answer, readable by the page at the request's origin.
-pub(crate) struct ResponseFuture<F> {
-    inner: F,
-    origin: Option<HeaderValue>,
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<Outbound, Infallible>> + Unpin,
-{
-    type Output = Result<Outbound, Infallible>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Ok(mut out) = std::task::ready!(Pin::new(&mut self.inner).poll(cx));
-        if let Some(origin) = self.origin.take() {
-            shared_with(out.resp.headers_mut(), origin);
-        }
-        Poll::Ready(Ok(out))
-    }
-}
-
-fn shared_with(h: &mut HeaderMap, origin: HeaderValue) {
+/// An answer, made readable by the page at `origin`.
+pub(super) fn shared_with(h: &mut HeaderMap, origin: HeaderValue) {
     h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
     h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSED);
     h.append(VARY, HeaderValue::from_static("origin"));
@@ -145,11 +71,11 @@ fn shared_with(h: &mut HeaderMap, origin: HeaderValue) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::Gateway;
-    use crate::transport::edge::request::test_config;
-    use crate::transport::exchange::Note;
-    use axum::response::Response;
-    use tower::ServiceExt;
+    use crate::gateway::{Gateway, Live};
+    use crate::transport::edge::admission::AdmissionLayer;
+    use crate::transport::edge::request::{Inbound, test_config};
+    use std::convert::Infallible;
+    use tower::{Layer, ServiceExt};
 
     /// The answer to a request with `headers`, from a gateway allowing `allowed`, whose inner
     /// service answers 200 with the upstream's own `Access-Control-Allow-Origin: *`.
@@ -160,15 +86,18 @@ mod tests {
                 .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
             std::future::ready(Ok::<_, Infallible>(inbound.answer(resp)))
         });
-        let mut req = http::Request::builder().method(method).uri("/mcp");
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri("/mcp")
+            .header("host", "127.0.0.1");
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
         let mut config = test_config();
         config.allowed_origins = allowed.iter().map(|o| o.to_string()).collect();
-        let gw = Gateway::new(config).unwrap();
-        let inbound = Inbound::new(req.body(()).unwrap(), gw, Box::new(Note::new()));
-        *CorsLayer.layer(inner).oneshot(inbound).await.unwrap().resp
+        let live = Live::new(Gateway::new(config).unwrap());
+        let admission = AdmissionLayer::new(live).layer(inner);
+        admission.oneshot(req.body(()).unwrap()).await.unwrap()
     }
 
     const PAGE: &str = "https://inspector.example";

@@ -2,14 +2,13 @@
 //!
 //! 1. [`conn_timers`](crate::transport::runtime::conn_timers): the request is in service (its
 //!    connection is not idle) until its answer's body is gone;
-//! 2. [`admission`]: paths no hop may misread (400), foreign origins and hosts (403); the
-//!    gateway in force is read here, once per request;
-//! 3. [`cors`]: a listed browser origin's preflight answered, its answers readable;
-//! 4. [`request_id`]: one `X-Request-Id` both ways;
-//! 5. [`observe`]: the request count, the access log, the server span;
-//! 6. [`routes`]: which endpoint, the `/.well-known/` documents, or 404;
-//! 7. [`authenticate`]: who is calling (401/403);
-//! 8. [`gate`]: the MCP rules (docs/contract.md), then the upstream.
+//! 2. [`admission`]: paths no hop may misread (400), foreign origins and hosts (403), CORS
+//!    for the origins listed ([`cors`]); the gateway in force is read here, once per request;
+//! 3. [`request_id`]: one `X-Request-Id` both ways;
+//! 4. [`observe`]: the request count, the access log, the server span;
+//! 5. [`routes`]: which endpoint, the `/.well-known/` documents, or 404;
+//! 6. [`authenticate`]: who is calling (401/403);
+//! 7. [`gate`]: the MCP rules (docs/contract.md), then the upstream.
 //!
 //! The stack is built once per connection and served through hyper-util's Tower adapter, by
 //! hyper's server for the connection's HTTP version; the runtime's tricks (the version,
@@ -35,7 +34,6 @@ use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};
 use admission::AdmissionLayer;
 use authenticate::AuthenticateLayer;
 use bind_sessions::BindSessionsLayer;
-use cors::CorsLayer;
 use gate::{Endpoints, Gate};
 use observe::ObserveLayer;
 use request_id::RequestIdLayer;
@@ -77,7 +75,6 @@ impl App {
         tower::ServiceBuilder::new()
             .layer(InServiceLayer::new(timers))
             .layer(AdmissionLayer::new(self.live.clone()))
-            .layer(CorsLayer)
             .layer(RequestIdLayer)
             .layer(ObserveLayer)
             .layer(RoutesLayer::new(self.endpoints.endpoints.clone()))
