@@ -6,7 +6,7 @@ use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
 use crate::transport::upstream::child::{ChildProcess, Within};
 use crate::transport::upstream::http_client::HttpUpstream;
-use crate::transport::upstream::own::{self, HttpSession, OwnRequests};
+use crate::transport::upstream::own::{self, HttpSession, OwnRequests, Unresulted};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
@@ -34,6 +34,9 @@ pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotL
         ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
+    if let Some((name, value)) = crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)? {
+        headers.insert(name, value);
+    }
     let session = HttpSession::new(&up, headers, &cfg.limits);
     let listed = listing(&session, cfg).await;
     let headers = session.into_headers();
@@ -62,7 +65,12 @@ pub async fn tools_of_command(command: &[String], cfg: &Config) -> Result<Vec<Va
 async fn listing<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>, CannotList> {
     own::handshake(server, "toolgate-check-0", None)
         .await
-        .map_err(|e| CannotList(format!("initialize: {e}")))?;
+        .map_err(|e| match e {
+            Unresulted::Status(s @ (401 | 403)) => CannotList(format!(
+                "initialize: the server answered HTTP {s}: it wants credentials; give toolgate's in auth.upstream_header of a --config file"
+            )),
+            e => CannotList(format!("initialize: {e}")),
+        })?;
     let mut tools = Vec::new();
     let mut cursor: Option<Value> = None;
     for page in 0..cfg.limits.max_list_pages.max(1) {

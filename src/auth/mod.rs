@@ -51,6 +51,29 @@ pub struct Identity {
     pub name: Arc<str>,
 }
 
+/// The credential `auth.upstream_header` gives the upstream (its secret read now), marked
+/// sensitive: what toolgate sends in place of a client's token, and with its own requests
+/// (`toolgate check`'s listing too).
+pub fn upstream_credential(
+    a: &config::Auth,
+) -> Result<Option<(HeaderName, HeaderValue)>, ConfigError> {
+    let Some(h) = &a.upstream_header else {
+        return Ok(None);
+    };
+    let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
+        ConfigError(format!(
+            "auth.upstream_header: {:?} is not a header name",
+            h.name
+        ))
+    })?;
+    let value = config::secret("auth.upstream_header", h.env.as_deref(), h.file.as_deref())?;
+    let mut value = HeaderValue::from_str(&value).map_err(|_| {
+        ConfigError("auth.upstream_header: the value is not a valid header value".into())
+    })?;
+    value.set_sensitive(true);
+    Ok(Some((name, value)))
+}
+
 impl Authenticator {
     /// `None` when `[auth]` configures no way to authenticate. Secrets are read now, so a
     /// reload picks up rotated files; `previous` lends its fetched keys when the JWKS URL is
@@ -115,26 +138,7 @@ impl Authenticator {
                 "auth.jwt: this toolgate was built without the `auth` feature".into(),
             ));
         }
-        let upstream = match &a.upstream_header {
-            Some(h) => {
-                let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
-                    ConfigError(format!(
-                        "auth.upstream_header: {:?} is not a header name",
-                        h.name
-                    ))
-                })?;
-                let value =
-                    config::secret("auth.upstream_header", h.env.as_deref(), h.file.as_deref())?;
-                let mut value = HeaderValue::from_str(&value).map_err(|_| {
-                    ConfigError(
-                        "auth.upstream_header: the value is not a valid header value".into(),
-                    )
-                })?;
-                value.set_sensitive(true);
-                Some((name, value))
-            }
-            None => None,
-        };
+        let upstream = upstream_credential(a)?;
         Ok(Some(Authenticator {
             tokens,
             #[cfg(feature = "auth")]

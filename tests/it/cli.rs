@@ -2,6 +2,7 @@
 //! refused with a clear message.
 
 use crate::common;
+use common::scripted::{Scripted, open_tool};
 use common::*;
 use serde_json::json;
 
@@ -196,6 +197,36 @@ async fn a_piped_configuration_is_checked_as_written() {
 async fn check(url: &str, format: &str) -> (i32, String, String) {
     let (code, out, err) = toolgate(&["check", "--upstream", url, "--format", format]).await;
     (code.unwrap_or(-1), out, err)
+}
+
+/// A server that wants a credential: without one, `check` says where to give it; with
+/// `auth.upstream_header` in `--config`, it lists as the gateway would.
+#[tokio::test]
+async fn check_lists_with_the_configured_upstream_credential() {
+    let mut scripted = Scripted::new(vec![open_tool("echo")]);
+    scripted.required_token = Some("s3cret-upstream");
+    let (url, seen) = scripted.spawn().await;
+    let (code, _, err) = check(&url, "text").await;
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "toolgate check: cannot list the tools of {url}: initialize: the server answered HTTP 401: it wants credentials; give toolgate's in auth.upstream_header of a --config file\n"
+        )
+    );
+    let secret = tempfile_lite::TempFile::new("Bearer s3cret-upstream");
+    let file = tempfile_lite::TempFile::new(&format!(
+        "upstream = \"{url}\"\n[auth.upstream_header]\nfile = \"{}\"\n",
+        secret.path.display()
+    ));
+    let (code, out, err) = toolgate(&["check", "--config", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with(&format!("toolgate check {url}: 1 tools")),
+        "{out}"
+    );
+    let last = seen.seen_headers.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last["authorization"], "Bearer s3cret-upstream");
 }
 
 /// `toolgate check --config FILE` lists the server the file names.

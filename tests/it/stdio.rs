@@ -6,6 +6,7 @@ use crate::common;
 use common::peers::{peers, python_client, server_everything_http};
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
+use common::tempfile_lite::TempFile;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -236,6 +237,43 @@ async fn python_sdk_client_and_server_through_toolgate_stdio() {
         r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
         json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""})
     );
+}
+
+/// A desktop client's pipe to a server that wants a credential: `auth.upstream_header`
+/// goes with every request toolgate sends it (the pipe's one client needs no token of its
+/// own), and is never logged.
+#[tokio::test]
+async fn stdio_upstream_sends_the_configured_credential_to_the_server() {
+    let mut scripted = Scripted::new(vec![open_tool("echo")]).script(
+        "echo",
+        Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+    );
+    scripted.required_token = Some("s3cret-upstream");
+    let (url, seen) = scripted.spawn().await;
+    let secret = TempFile::new("Bearer s3cret-upstream\n");
+    let config = TempFile::new(&format!(
+        "[auth.upstream_header]\nfile = \"{}\"\n",
+        secret.path.display()
+    ));
+    let mut g = StdioGate::start_args(vec![
+        "stdio".into(),
+        "--config".into(),
+        config.path.display().to_string(),
+        "--upstream".into(),
+        url,
+    ]);
+    g.initialize().await;
+    let a = g.ask(call(1, "echo", json!({}))).await;
+    assert_eq!(common::result_text(&a), "echoed", "{a}");
+    let seen = seen.seen_headers.lock().unwrap().clone();
+    assert!(
+        seen.len() >= 3,
+        "initialize, initialized, the call: {seen:?}"
+    );
+    for h in &seen {
+        assert_eq!(h["authorization"], "Bearer s3cret-upstream");
+    }
+    assert!(!g.logs().contains("s3cret"), "{}", g.logs());
 }
 
 #[tokio::test]

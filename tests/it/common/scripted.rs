@@ -64,6 +64,8 @@ pub struct Scripted {
     /// Speaks only the handshake: a request outside a session (`initialize` aside) gets 400,
     /// as a 2025-11-25 server answers `server/discover`.
     pub handshake_only: bool,
+    /// Answers 401 to every request without `Authorization: Bearer <this>`.
+    pub required_token: Option<&'static str>,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -96,7 +98,19 @@ async fn handle(
     s.seen.lock().unwrap().push(msg.clone());
     s.seen_versions.lock().unwrap().push(version);
     s.seen_raw.lock().unwrap().push(body.clone());
+    let authorized = s.required_token.is_none_or(|t| {
+        headers
+            .get("authorization")
+            .is_some_and(|v| v.as_bytes() == format!("Bearer {t}").as_bytes())
+    });
     s.seen_headers.lock().unwrap().push(headers);
+    if !authorized {
+        return Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header("www-authenticate", "Bearer")
+            .body(Body::empty())
+            .unwrap();
+    }
     if s.handshake_only && outside_session && msg["method"] != "initialize" {
         return json_response(
             400,
