@@ -281,35 +281,44 @@ pub(crate) fn roots(
         }
     }
     if let Some(path) = ca_file {
-        let file = |why: String| TlsError::File {
-            what: ca_key,
-            path: path.to_owned(),
-            why,
-        };
-        let certs = certificates(path).map_err(|e| file(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(file("no PEM certificate in it".into()));
-        }
-        for c in certs {
-            roots.add(c).map_err(|e| file(e.to_string()))?;
+        for c in ca_certificates(path, ca_key)? {
+            roots
+                .add(c)
+                .map_err(|e| ca_file_error(path, ca_key, e.to_string()))?;
         }
     }
     Ok(roots)
+}
+
+/// The certificates of a CA file, at least one.
+fn ca_certificates(
+    path: &str,
+    ca_key: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = certificates(path).map_err(|e| ca_file_error(path, ca_key, e.to_string()))?;
+    if certs.is_empty() {
+        return Err(ca_file_error(
+            path,
+            ca_key,
+            "no PEM certificate in it".into(),
+        ));
+    }
+    Ok(certs)
+}
+
+fn ca_file_error(path: &str, ca_key: &'static str, why: String) -> TlsError {
+    TlsError::File {
+        what: ca_key,
+        path: path.to_owned(),
+        why,
+    }
 }
 
 /// The system's roots and the PEM certificates in `ca_file` (named `ca_key` in errors), as
 /// PEM text: for a client that takes its roots that way (Redis's), and uses only those.
 pub(crate) fn roots_pem(ca_file: &str, ca_key: &'static str) -> Result<Vec<u8>, TlsError> {
     use base64::Engine;
-    let file = |why: String| TlsError::File {
-        what: ca_key,
-        path: ca_file.to_owned(),
-        why,
-    };
-    let own = certificates(ca_file).map_err(|e| file(e.to_string()))?;
-    if own.is_empty() {
-        return Err(file("no PEM certificate in it".into()));
-    }
+    let own = ca_certificates(ca_file, ca_key)?;
     // Only what parses as a trust anchor: the client refuses the whole set for one that
     // does not, where the system's store may hold such a certificate.
     let mut probe = rustls::RootCertStore::empty();

@@ -508,11 +508,7 @@ async fn a_jwks_url_behind_a_private_ca_is_trusted_through_its_ca_file() {
     );
 
     std::fs::write(&ca_file.path, &ca.cert_pem).unwrap();
-    let hup = std::process::Command::new("kill")
-        .args(["-HUP", &tg.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(hup.success());
+    tg.hup();
     tg.logs_when(|l| l.contains("configuration reloaded")).await;
     for id in 2..=3 {
         let r = post_as(&tg, Some(&token), call(id, "echo", json!({}))).await;

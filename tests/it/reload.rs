@@ -66,15 +66,6 @@ async fn start(config: &str) -> (Toolgate, TempFile, std::sync::Arc<Scripted>) {
     (tg, file, seen)
 }
 
-/// SIGHUP to toolgate: reload.
-fn hup(tg: &Toolgate) {
-    let sent = std::process::Command::new("kill")
-        .args(["-HUP", &tg.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-}
-
 fn rewrite(file: &TempFile, config: &str) {
     std::fs::write(&file.path, config).unwrap();
 }
@@ -90,7 +81,7 @@ async fn sighup_installs_new_rules_without_dropping_connections() {
         &file,
         "[reload]\nwatch = false\n[validation]\ndeny_tools = [\"secret\"]\n",
     );
-    hup(&tg);
+    tg.hup();
     wait_for_log(&tg, "configuration reloaded (SIGHUP)", 1).await;
 
     let after = send(&mut conn, call(2, "secret", json!({}))).await;
@@ -214,7 +205,7 @@ async fn watching_the_file_can_be_turned_off_by_a_reload() {
         denied(&send(&mut conn, call(2, "secret", json!({}))).await),
         "the edit is not read while watching is off"
     );
-    hup(&tg);
+    tg.hup();
     wait_for_log(&tg, "configuration reloaded (SIGHUP)", 1).await;
     assert!(!denied(
         &send(&mut conn, call(3, "secret", json!({}))).await

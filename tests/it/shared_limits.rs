@@ -240,11 +240,7 @@ async fn a_redis_behind_a_private_ca_is_trusted_through_its_ca_file() {
 
     std::fs::write(&ca_file.path, &ca.cert_pem).unwrap();
     for tg in [&a, &b] {
-        let hup = std::process::Command::new("kill")
-            .args(["-HUP", &tg.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(hup.success());
+        tg.hup();
         tg.logs_when(|l| l.contains("configuration reloaded")).await;
     }
     let (forwarded, refused) = calls([&a, &b], 16).await;

@@ -212,16 +212,7 @@ async fn requests_become_spans_that_continue_the_client_s_trace() {
         .find(|c| c.parent_span_id == valid.span_id)
         .expect("a client span for the hop");
     assert_eq!(hop.trace_id, valid.trace_id);
-    let sent: Vec<String> = seen
-        .seen_headers
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|h| {
-            h.get("traceparent")
-                .map(|v| v.to_str().unwrap().to_string())
-        })
-        .collect();
+    let sent = traceparents(&seen);
     assert!(
         sent.contains(&format!("00-{TRACE}-{}-01", hex(&hop.span_id))),
         "{sent:?}"
@@ -281,13 +272,7 @@ async fn a_missing_collector_costs_requests_nothing() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let (up, _) = Scripted::new(vec![open_tool("echo")])
-        .script(
-            "echo",
-            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
-        )
-        .spawn()
-        .await;
+    let (up, _) = echo_upstream().await;
     let config = format!("[telemetry]\notlp_endpoint = \"http://{closed}\"\n");
     let tg = Toolgate::serve(&up, Some(&config)).await;
     for i in 0..50 {
@@ -318,13 +303,7 @@ async fn a_missing_collector_costs_requests_nothing() {
 #[tokio::test]
 async fn a_trace_the_client_sampled_out_gets_no_spans_and_passes_on_unsampled() {
     let (endpoint, got) = collector().await;
-    let (up, seen) = Scripted::new(vec![open_tool("echo")])
-        .script(
-            "echo",
-            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
-        )
-        .spawn()
-        .await;
+    let (up, seen) = echo_upstream().await;
     let args = |up: &str| {
         [
             "serve",
@@ -361,13 +340,7 @@ async fn a_trace_the_client_sampled_out_gets_no_spans_and_passes_on_unsampled() 
     let spans = spans(&got, 2).await;
     assert_eq!(spans.len(), 2, "{spans:?}");
     assert!(spans.iter().all(|s| hex(&s.trace_id) == TRACE));
-    let sent: Vec<String> = seen
-        .seen_headers
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|h| h.get("traceparent").map(|v| v.to_str().unwrap().to_owned()))
-        .collect();
+    let sent = traceparents(&seen);
     assert!(
         sent.iter()
             .any(|t| t.starts_with(&format!("00-{unsampled}-")) && t.ends_with("-00")),
@@ -398,13 +371,7 @@ async fn a_trace_the_client_sampled_out_gets_no_spans_and_passes_on_unsampled() 
 #[tokio::test]
 async fn the_standard_switch_turns_tracing_off() {
     let (endpoint, _) = collector().await;
-    let (up, _) = Scripted::new(vec![open_tool("echo")])
-        .script(
-            "echo",
-            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
-        )
-        .spawn()
-        .await;
+    let (up, _) = echo_upstream().await;
     let config = TempFile::new(&format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n"));
     let args = [
         "serve",
@@ -425,6 +392,27 @@ async fn the_standard_switch_turns_tracing_off() {
     assert!(!tg.logs().contains("exporting traces"), "{}", tg.logs());
     let metrics = tg.admin_get("/metrics").await.text();
     assert!(!metrics.contains("toolgate_spans_lost_total"), "{metrics}");
+}
+
+/// The `traceparent` of every request the server got.
+fn traceparents(seen: &Scripted) -> Vec<String> {
+    seen.seen_headers
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h.get("traceparent").map(|v| v.to_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// A server with one tool, `echo`, answering "echoed".
+async fn echo_upstream() -> (String, Arc<Scripted>) {
+    Scripted::new(vec![open_tool("echo")])
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+        )
+        .spawn()
+        .await
 }
 
 /// What the log says when the collector stops taking spans, and when it takes them again.
@@ -477,13 +465,7 @@ async fn a_refusing_collector_is_counted_and_said_once_until_it_takes_spans_agai
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    let (up, _) = Scripted::new(vec![open_tool("echo")])
-        .script(
-            "echo",
-            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
-        )
-        .spawn()
-        .await;
+    let (up, _) = echo_upstream().await;
     let config = format!("[telemetry]\notlp_endpoint = \"http://{addr}\"\n");
     let tg = Toolgate::serve(&up, Some(&config)).await;
 
@@ -598,13 +580,7 @@ async fn the_stdio_front_traces_its_requests_alike() {
 #[tokio::test]
 async fn the_stdio_front_hands_an_http_server_the_hops_trace_context() {
     let (endpoint, got) = collector().await;
-    let (url, seen) = Scripted::new(vec![open_tool("echo")])
-        .script(
-            "echo",
-            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
-        )
-        .spawn()
-        .await;
+    let (url, seen) = echo_upstream().await;
     let config = common::tempfile_lite::TempFile::new(&format!(
         "[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
     ));
@@ -630,13 +606,7 @@ async fn the_stdio_front_hands_an_http_server_the_hops_trace_context() {
     assert_eq!(hex(&call.parent_span_id), PARENT);
     let hop = hop_under(&spans, call);
     assert_eq!(attr(hop, "toolgate.server").as_deref(), Some("http"));
-    let sent: Vec<String> = seen
-        .seen_headers
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|h| h.get("traceparent").map(|v| v.to_str().unwrap().to_owned()))
-        .collect();
+    let sent = traceparents(&seen);
     let expected = format!("00-{TRACE}-{}-01", hex(&hop.span_id));
     assert!(sent.contains(&expected), "{expected} in {sent:?}");
 }

@@ -179,6 +179,15 @@ impl Toolgate {
         .await
     }
 
+    /// SIGHUP: reload the configuration.
+    pub fn hup(&self) {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
