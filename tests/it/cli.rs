@@ -151,7 +151,7 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
     );
 
     let redis =
-        "[shared_state]\nredis_url = \"redis://127.0.0.1:6379/0\"\nca_file = \"/etc/hostname\"\n";
+        "[shared_state]\nredis_url = \"redis://127.0.0.1:9/0\"\nca_file = \"/etc/hostname\"\n";
     let file = tempfile_lite::TempFile::new(redis);
     let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
     assert_eq!(code, Some(1), "{err}");
