@@ -444,11 +444,7 @@ tool_rate_limits = { echo = "2/minute" }
 /// An issuer serving its JWKS on loopback, counting fetches; its keys can be rotated.
 async fn issuer(keys: String) -> (String, Arc<Mutex<String>>, Arc<AtomicUsize>) {
     let (app, doc, fetches) = issuer_app(keys);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let url = format!("http://{}/jwks", common::serve_on_loopback(app).await);
     (url, doc, fetches)
 }
 

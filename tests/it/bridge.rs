@@ -671,10 +671,7 @@ async fn ask_directly(server: &[String], msg: Value) -> Value {
 /// Serves `route` at `/mcp` on a loopback port of its own, in this process; its URL.
 async fn serve_in_process(route: axum::routing::MethodRouter) -> String {
     let app = axum::Router::new().route("/mcp", route);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    url
+    format!("http://{}/mcp", common::serve_on_loopback(app).await)
 }
 
 /// A 2026-07-28 client's cancellation reaches a handshake-only HTTP server inside the session

@@ -73,9 +73,7 @@ async fn the_layer_answers_bad_calls_itself_and_lets_good_ones_in() {
 
 #[tokio::test]
 async fn the_example_serves_over_http() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, example::app()).await });
+    let addr = common::serve_on_loopback(example::app()).await;
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Full<bytes::Bytes>>();
     let req = Request::post(format!("http://{addr}/mcp"))

@@ -653,9 +653,7 @@ async fn slow_notifications_server() -> (String, std::sync::Arc<std::sync::Mutex
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("http://{}/mcp", common::serve_on_loopback(app).await);
     (url, order)
 }
 

@@ -47,11 +47,7 @@ async fn collector_seeing_headers() -> (
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = serve_on_loopback(app).await;
     (format!("http://{addr}"), got, seen)
 }
 
@@ -460,11 +456,7 @@ async fn a_refusing_collector_is_counted_and_said_once_until_it_takes_spans_agai
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = serve_on_loopback(app).await;
     let (up, _) = echo_upstream().await;
     let config = format!("[telemetry]\notlp_endpoint = \"http://{addr}\"\n");
     let tg = Toolgate::serve(&up, Some(&config)).await;

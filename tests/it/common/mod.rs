@@ -202,6 +202,16 @@ impl Toolgate {
     }
 }
 
+/// Serves `app` on `127.0.0.1:0` for the rest of the test; returns its address.
+pub async fn serve_on_loopback(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}
+
 /// Collected log lines once `ready` holds for them, or after 10 s (the caller's assertion then
 /// says what is missing). A line reaches the test through toolgate's log thread and a pipe, a
 /// moment after the answer it belongs to.

@@ -11,7 +11,6 @@ use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -345,13 +344,7 @@ impl Scripted {
     /// Serves on `127.0.0.1:0`; returns the MCP URL.
     pub async fn spawn(self) -> (String, Arc<Scripted>) {
         let (app, state) = self.router();
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let addr = super::serve_on_loopback(app).await;
         (format!("http://{addr}/mcp"), state)
     }
 }
