@@ -9,12 +9,13 @@
 //! `ca_file`'s, as an upstream's is.
 
 use super::Refusal;
-use crate::config::{ConfigError, Jwt};
-use crate::error::with_causes;
+use crate::config::{ConfigError, Jwt, UpstreamTls};
+use crate::error::UpstreamError;
 use crate::locks::RwLockExt;
+use crate::net::body::{ReadError, read_limited};
+use crate::net::client::{HttpClient, Wait};
 use crate::net::tls::{CaFile, roots};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use serde_json::{Map, Value};
@@ -32,16 +33,12 @@ const ACCEPTED: [Algorithm; 9] = [
     Algorithm::ES384,
     Algorithm::EdDSA,
 ];
+const APPLICATION_JSON: http::HeaderValue = http::HeaderValue::from_static("application/json");
 const MAX_JWKS_BYTES: usize = 1024 * 1024;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 const UNKNOWN_KID_REFETCH: Duration = Duration::from_secs(30);
 /// After a failed fetch, how long requests wait before asking the issuer again.
 const FAILED_FETCH_PAUSE: Duration = Duration::from_secs(2);
-
-type JwksClient = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Empty<Bytes>,
->;
 
 pub struct Verifier {
     keys: Arc<Keys>,
@@ -52,7 +49,7 @@ pub struct Verifier {
 
 struct Keys {
     url: Option<http::Uri>,
-    client: Option<JwksClient>,
+    client: Option<HttpClient>,
     /// `ca_file` when the client was built.
     trust: CaFile,
     refresh: Duration,
@@ -105,8 +102,8 @@ impl Verifier {
                 }) {
                     Some(p) => p.keys.clone(),
                     None => Arc::new(Keys {
+                        client: Some(client(&uri, j.ca_file.as_deref())?),
                         url: Some(uri),
-                        client: Some(client(j.ca_file.as_deref())?),
                         trust,
                         refresh: j.refresh,
                         held: RwLock::new(None),
@@ -279,25 +276,29 @@ impl Keys {
         let (Some(uri), Some(client)) = (&self.url, &self.client) else {
             return Err(Unfetched("no JWKS URL".into()));
         };
-        let req = http::Request::get(uri.clone())
-            .header(http::header::ACCEPT, "application/json")
-            .body(Empty::new())
-            .map_err(|e| e.to_string())?;
-        let resp = tokio::time::timeout(FETCH_TIMEOUT, client.request(req))
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::ACCEPT, APPLICATION_JSON);
+        let wait = Wait {
+            answer: FETCH_TIMEOUT,
+            stream_gap: FETCH_TIMEOUT,
+        };
+        let resp = client
+            .send(http::Method::GET, headers, Bytes::new(), wait)
             .await
-            .map_err(|_| format!("no answer from {uri} within {FETCH_TIMEOUT:?}"))?
-            .map_err(|e| format!("{uri}: {}", with_causes(&e)))?;
+            .map_err(|e| format!("{uri}: {}", unfetched(e)))?;
         if !resp.status().is_success() {
             return Err(Unfetched(format!("{uri} answered {}", resp.status())));
         }
         let body = tokio::time::timeout(
             FETCH_TIMEOUT,
-            Limited::new(resp.into_body(), MAX_JWKS_BYTES).collect(),
+            read_limited(resp.into_body(), MAX_JWKS_BYTES),
         )
         .await
         .map_err(|_| format!("{uri}: the key set did not arrive within {FETCH_TIMEOUT:?}"))?
-        .map_err(|e| format!("{uri}: {e}"))?
-        .to_bytes();
+        .map_err(|e| match e {
+            ReadError::TooLarge => format!("{uri}: the key set is over {MAX_JWKS_BYTES} bytes"),
+            ReadError::Broken(why) => format!("{uri}: {why}"),
+        })?;
         serde_json::from_slice(&body).map_err(|e| Unfetched(format!("{uri}: not a JWKS: {e}")))
     }
 }
@@ -335,24 +336,22 @@ fn jwks_uri(url: &str) -> Result<http::Uri, ConfigError> {
     }
 }
 
-/// The JWKS client: the system's roots and `ca_file`'s, as an upstream's are built.
-fn client(ca_file: Option<&str>) -> Result<JwksClient, ConfigError> {
-    let roots =
-        roots(ca_file, false, "auth.jwt.ca_file").map_err(|e| ConfigError(e.to_string()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ConfigError(format!("auth.jwt: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .build();
-    Ok(
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build(https),
-    )
+/// The JWKS client: the system's roots and `ca_file`'s, and the environment's proxy, as an
+/// upstream's. The CA file is read here first so that a problem with it names this key.
+fn client(uri: &http::Uri, ca_file: Option<&str>) -> Result<HttpClient, ConfigError> {
+    roots(ca_file, false, "auth.jwt.ca_file").map_err(|e| ConfigError(e.to_string()))?;
+    let tls = UpstreamTls {
+        ca_file: ca_file.map(str::to_owned),
+        ..UpstreamTls::default()
+    };
+    HttpClient::new(uri.clone(), &tls).map_err(|e| ConfigError(format!("auth.jwt.jwks_url: {e}")))
+}
+
+/// Why no key set came, in words of the issuer rather than of a tool server.
+fn unfetched(e: UpstreamError) -> String {
+    match e {
+        UpstreamError::Unreachable(why) | UpstreamError::Untrusted(why) => why,
+        UpstreamError::Timeout(d) => format!("no answer within {d:?}"),
+        other => other.to_string(),
+    }
 }

@@ -7,6 +7,7 @@
 //! answers toolgate may need to read arrive uncompressed.
 
 use super::pool::{Pool, WireBody};
+use super::proxy::{Proxy, ProxyError};
 use super::tls::TlsError;
 use crate::error::UpstreamError;
 use bytes::Bytes;
@@ -30,6 +31,15 @@ pub(crate) type AppService = Arc<
         + Send
         + Sync,
 >;
+
+/// Why a client cannot be made: its TLS settings, or the proxy the environment names.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+}
 
 /// How a request reaches the endpoint: over the network (kept connections), or as a call
 /// of the application's own service, in process. One per upstream, so its size is nothing;
@@ -386,8 +396,9 @@ fn to_upstream(headers: &mut HeaderMap, host: Option<&HeaderValue>, len: usize) 
 }
 
 impl HttpClient {
-    /// A client of `uri`; `tls` applies to an `https://` one.
-    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpClient, TlsError> {
+    /// A client of `uri`; `tls` applies to an `https://` one. Its connections go through the
+    /// proxy the environment names for it ([`super::proxy`]).
+    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpClient, ClientError> {
         let https = uri.scheme_str() == Some("https");
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let host = uri.host().unwrap_or("localhost");
@@ -401,13 +412,17 @@ impl HttpClient {
         } else {
             None
         };
+        let proxy = Proxy::from_env(https, host, port)?;
+        if let Some(p) = &proxy {
+            tracing::info!(server = %addr, proxy = %p, "connecting through a proxy");
+        }
         Ok(HttpClient {
             host: host_header(&uri),
             path: uri
                 .path_and_query()
                 .cloned()
                 .map_or_else(|| Uri::from_static("/"), Uri::from),
-            transport: Transport::Wire(Pool::new(addr, tls)),
+            transport: Transport::Wire(Pool::new(addr, tls).through(proxy)),
             uri,
         })
     }

@@ -36,6 +36,7 @@
 use crate::error::UpstreamError;
 use crate::kept_timer::KeptTimer;
 use crate::locks::MutexExt;
+use crate::net::proxy::Proxy;
 use crate::net::tls::TlsConnect;
 use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
@@ -313,6 +314,8 @@ pub struct Pool {
     addr: String,
     /// For `https://` upstreams, and the origin HTTP/2 requests name (`https://host:port`).
     tls: Option<(TlsConnect, String)>,
+    /// What every connection is tunnelled through, when the environment names one.
+    proxy: Option<Proxy>,
     kept: Arc<Shards>,
     idle_for: Duration,
     /// How many connections one thread slot keeps.
@@ -363,11 +366,17 @@ impl Pool {
         Pool {
             addr,
             tls,
+            proxy: None,
             kept: Arc::default(),
             idle_for: IDLE_FOR,
             per_slot: kept_per_slot(),
             sweeping: Once::new(),
         }
+    }
+
+    /// The same pool, its connections tunnelled through `proxy` when there is one.
+    pub fn through(self, proxy: Option<Proxy>) -> Pool {
+        Pool { proxy, ..self }
     }
 
     #[cfg(test)]
@@ -542,14 +551,10 @@ impl Pool {
 
     /// A new connection, and whether its server asked for a client certificate.
     async fn connect(&self) -> Result<(Kept, bool), UpstreamError> {
-        let fail =
-            |why: String| UpstreamError::Unreachable(format!("connecting to {}: {why}", self.addr));
-        let stream =
-            tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.addr))
-                .await
-                .map_err(|_| fail(format!("no connection within {CONNECT_TIMEOUT:?}")))?
-                .map_err(|e| fail(e.to_string()))?;
-        let _ = stream.set_nodelay(true);
+        let fail = |why: String| self.unreachable(why);
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
+            .await
+            .map_err(|_| fail(format!("no connection within {CONNECT_TIMEOUT:?}")))??;
         let mut asked_for_certificate = false;
         let (tx, conn) = match &self.tls {
             None => handshake_h1(TokioIo::new(stream))
@@ -595,6 +600,25 @@ impl Pool {
             timer: None,
         };
         Ok((kept, asked_for_certificate))
+    }
+
+    /// A TCP stream to the server, directly or through the proxy.
+    async fn open(&self) -> Result<tokio::net::TcpStream, UpstreamError> {
+        let stream = match &self.proxy {
+            None => tokio::net::TcpStream::connect(&self.addr)
+                .await
+                .map_err(|e| self.unreachable(e))?,
+            Some(proxy) => proxy
+                .tunnel(&self.addr)
+                .await
+                .map_err(|e| self.unreachable(e))?,
+        };
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    fn unreachable(&self, why: impl std::fmt::Display) -> UpstreamError {
+        UpstreamError::Unreachable(format!("connecting to {}: {why}", self.addr))
     }
 
     /// Closes idle connections when no request comes to find them; ends with the pool.

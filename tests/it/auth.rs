@@ -3,8 +3,9 @@
 //! the scripted server, which records what reached it.
 
 use crate::common;
+use common::connect_proxy::ConnectProxy;
 use common::scripted::{Script, Scripted, open_tool};
-use common::tls_peer::{Ca, serve_tls};
+use common::tls_peer::{Ca, serve_tls, serve_tls_as};
 use common::{ACCEPT, Reply, Toolgate, call, request, tempfile_lite::TempFile};
 use http::Method;
 use jsonwebtoken::jwk::Jwk;
@@ -109,6 +110,17 @@ async fn gateway_with_jwt(
     jwt_extra: &str,
     extra: &str,
 ) -> Toolgate {
+    gateway_with_jwt_env(upstream, jwks_source, jwt_extra, extra, &[]).await
+}
+
+/// [`gateway_with_jwt`] with these environment variables.
+async fn gateway_with_jwt_env(
+    upstream: &str,
+    jwks_source: &str,
+    jwt_extra: &str,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> Toolgate {
     let token_file = TempFile::new(CLIENT_TOKEN);
     let cred_file = TempFile::new(UPSTREAM_CREDENTIAL);
     let (jwks_line, jwks_file) = if jwks_source.starts_with("http") {
@@ -141,7 +153,7 @@ file = "{cred}"
         cred = cred_file.path.display(),
     );
     // The secrets are read at load; kept, a reload reads them again.
-    Toolgate::serve(upstream, Some(&config))
+    Toolgate::serve_env(upstream, Some(&config), env)
         .await
         .holding([token_file, cred_file].into_iter().chain(jwks_file))
 }
@@ -511,6 +523,33 @@ async fn a_jwks_url_behind_a_private_ca_is_trusted_through_its_ca_file() {
         assert_eq!(r.status, 200, "{}", r.text());
     }
     assert_eq!(fetches.load(Ordering::SeqCst), 1);
+}
+
+/// An issuer only the proxy the environment names can reach: its keys come through the
+/// tunnel, with the proxy's credentials, as an upstream's answers do.
+#[tokio::test]
+async fn a_jwks_url_is_fetched_through_the_environments_proxy() {
+    let (up, _) = scripted().await;
+    let key = Key::rsa("issuer-rsa.pem", "k1");
+    let ca = Ca::new("the issuer's private CA");
+    let (app, _, fetches) = issuer_app(jwks(&[&key]));
+    let port = serve_tls_as(&ca, "keys.corp.test", &[b"http/1.1"], None, app).await;
+    let proxy = ConnectProxy::start("keys.corp.test", Some("gw:pw")).await;
+    let proxy_url = proxy.url("gw:pw@");
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let jwt_extra = format!("ca_file = \"{}\"", ca_file.path.display());
+    let url = format!("https://keys.corp.test:{port}/jwks");
+    let env = [("HTTPS_PROXY", proxy_url.as_str())];
+    let tg = gateway_with_jwt_env(&up, &url, &jwt_extra, "", &env).await;
+
+    let token = key.sign(&good_claims("alice"));
+    let r = post_as(&tg, Some(&token), call(1, "echo", json!({}))).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    let asked = proxy.asked();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].target, format!("keys.corp.test:{port}"));
+    assert_eq!(asked[0].credentials.as_deref(), Some("gw:pw"));
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ mod load;
 mod modern;
 mod ops;
 mod parity;
+mod proxy;
 mod recovery;
 mod reload;
 mod schemas;

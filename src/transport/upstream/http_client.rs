@@ -4,8 +4,8 @@
 use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
+use crate::net::client::ClientError;
 use crate::net::client::{HttpClient, Media, strip_hop_by_hop};
-use crate::net::tls::TlsError;
 use crate::pipeline::asked::Retries;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::sse;
@@ -24,7 +24,7 @@ pub struct HttpUpstream {
 
 impl HttpUpstream {
     /// An upstream at `uri`; `tls` applies to an `https://` one.
-    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpUpstream, TlsError> {
+    pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpUpstream, ClientError> {
         Ok(HttpUpstream {
             http: HttpClient::new(uri, tls)?,
             bridge: Default::default(),

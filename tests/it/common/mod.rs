@@ -17,6 +17,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use toolgate::demo;
 
+pub mod connect_proxy;
 pub mod in_process;
 pub mod modes;
 pub mod peers;
@@ -50,14 +51,29 @@ impl Toolgate {
         Self::start(&mut args, config).await
     }
 
+    /// [`Self::serve`] with these environment variables besides.
+    pub async fn serve_env(upstream: &str, config: Option<&str>, env: &[(&str, &str)]) -> Toolgate {
+        let mut args = vec!["serve".to_string(), "--upstream".into(), upstream.into()];
+        Self::start_env(&mut args, config, env).await
+    }
+
     pub async fn start(args: &mut Vec<String>, config: Option<&str>) -> Toolgate {
+        Self::start_env(args, config, &[]).await
+    }
+
+    /// [`Self::start`] with these environment variables besides.
+    pub async fn start_env(
+        args: &mut Vec<String>,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Toolgate {
         let file = config.map(tempfile_lite::TempFile::new);
         if let Some(f) = &file {
             args.push("--config".into());
             args.push(f.path.display().to_string());
         }
         args.extend(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from));
-        let mut tg = Toolgate::start_raw(args.clone()).await;
+        let mut tg = Toolgate::start_raw_env(args.clone(), env).await;
         tg._config = file;
         tg
     }

@@ -31,8 +31,14 @@ impl StdioGate {
     }
 
     pub fn start_args(args: Vec<String>) -> StdioGate {
+        StdioGate::start_args_env(args, &[])
+    }
+
+    /// The same, with these environment variables besides.
+    pub fn start_args_env(args: Vec<String>, env: &[(&str, &str)]) -> StdioGate {
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")
             .env_remove("TOOLGATE_PEERS_DIR")
             .env_remove("TOOLGATE_REDIS_SERVER")

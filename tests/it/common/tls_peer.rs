@@ -1,5 +1,5 @@
 //! TLS peers made for one test: a certificate authority, and any router served over TLS on
-//! `127.0.0.1:0` with a certificate it signed for `localhost`.
+//! `127.0.0.1:0` with a certificate it signed for `localhost` (or another name).
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -44,7 +44,18 @@ impl Ca {
 /// signed, offering `alpn`; with `client_ca`, clients must present a certificate from it.
 /// Returns the port.
 pub async fn serve_tls(server: &Ca, alpn: &[&[u8]], client_ca: Option<&Ca>, router: Router) -> u16 {
-    let (chain, key) = server.leaf(&["localhost"]);
+    serve_tls_as(server, "localhost", alpn, client_ca, router).await
+}
+
+/// [`serve_tls`] with a certificate for `name`.
+pub async fn serve_tls_as(
+    server: &Ca,
+    name: &str,
+    alpn: &[&[u8]],
+    client_ca: Option<&Ca>,
+    router: Router,
+) -> u16 {
+    let (chain, key) = server.leaf(&[name]);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()

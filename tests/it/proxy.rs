@@ -1,0 +1,217 @@
+//! Outbound HTTP through the forward proxy the environment names (`HTTPS_PROXY`): a
+//! `CONNECT` proxy made here, the only one that knows the server's name, in front of an
+//! HTTPS MCP server whose certificate a CA made here signed for that name. Every front that
+//! has an HTTP server behind it reaches it through the tunnel, TLS end to end, with the
+//! proxy's credentials; a refused tunnel is an error naming the proxy's status; a loopback
+//! server is reached directly; a proxy URL that cannot be used stops toolgate without
+//! showing its password.
+
+use crate::common;
+use common::connect_proxy::{Asked, ConnectProxy};
+use common::scripted::{Script, Scripted, open_tool};
+use common::stdio_gate::StdioGate;
+use common::tempfile_lite::TempFile;
+use common::tls_peer::{Ca, serve_tls, serve_tls_as};
+use common::*;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const SERVER_NAME: &str = "mcp.corp.test";
+const CREDENTIALS: &str = "gw-user:s3cret pass";
+/// [`CREDENTIALS`] as a URL's user info.
+const USER_INFO: &str = "gw-user:s3cret%20pass@";
+
+/// An MCP server over HTTPS as [`SERVER_NAME`], with one tool whose schema wants a string.
+async fn server(ca: &Ca) -> (u16, Arc<Scripted>) {
+    let tool = json!({"name": "greet", "inputSchema": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    }});
+    let scripted = Scripted::new(vec![tool, open_tool("echo")]).script(
+        "greet",
+        Script::Result(json!({"content": [{"type": "text", "text": "through the tunnel"}]})),
+    );
+    let (router, state) = scripted.router();
+    let port = serve_tls_as(ca, SERVER_NAME, &[b"h2", b"http/1.1"], None, router).await;
+    (port, state)
+}
+
+fn tls_config(ca_file: &TempFile) -> String {
+    format!("[upstream_tls]\nca_file = \"{}\"\n", ca_file.path.display())
+}
+
+/// A valid call answered by the server and an invalid one by toolgate, in `serve --upstream`
+/// or `stdio --upstream`.
+async fn calls_in(
+    mode: &str,
+    url: &str,
+    ca_file: &TempFile,
+    env: &[(&str, &str)],
+) -> (Value, Value, String) {
+    let valid = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": "Ada"}}});
+    let invalid = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": 42}}});
+    match mode {
+        "serve --upstream" => {
+            let tg = Toolgate::serve_env(url, Some(&tls_config(ca_file)), env).await;
+            let session = open_session(&tg.url()).await;
+            let a = post(&tg.url(), Some(&session), valid.to_string())
+                .await
+                .answer();
+            let b = post(&tg.url(), Some(&session), invalid.to_string())
+                .await
+                .answer();
+            (a, b, tg.logs())
+        }
+        _ => {
+            let config = TempFile::new(&tls_config(ca_file));
+            let args = [
+                "stdio",
+                "--config",
+                &config.path.display().to_string(),
+                "--upstream",
+                url,
+            ]
+            .map(String::from)
+            .to_vec();
+            let mut g = StdioGate::start_args_env(args, env);
+            g.initialize().await;
+            let a = g.ask(valid).await;
+            let b = g.ask(invalid).await;
+            (a, b, g.logs())
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_https_server_is_reached_through_the_proxy_in_every_mode() {
+    let ca = Ca::new("toolgate test CA");
+    let ca_file = TempFile::new(&ca.cert_pem);
+    for mode in ["serve --upstream", "stdio --upstream"] {
+        let (port, seen) = server(&ca).await;
+        let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
+        let proxy_url = proxy.url(USER_INFO);
+        let url = format!("https://{SERVER_NAME}:{port}/mcp");
+        let env = [
+            ("HTTPS_PROXY", proxy_url.as_str()),
+            ("NO_PROXY", "other.corp.test"),
+        ];
+        let (valid, invalid, logs) = calls_in(mode, &url, &ca_file, &env).await;
+
+        assert_eq!(result_text(&valid), "through the tunnel", "{mode}: {valid}");
+        assert_eq!(invalid["result"]["isError"], true, "{mode}: {invalid}");
+        assert!(result_text(&invalid).contains("name"), "{mode}: {invalid}");
+        assert_eq!(
+            seen.tool_calls().len(),
+            1,
+            "{mode}: only the valid call reaches the server"
+        );
+        let asked = proxy.asked();
+        assert!(!asked.is_empty(), "{mode}");
+        let expected = Asked {
+            target: format!("{SERVER_NAME}:{port}"),
+            credentials: Some(CREDENTIALS.into()),
+        };
+        assert!(asked.iter().all(|a| *a == expected), "{mode}: {asked:?}");
+        assert!(
+            logs.contains("connecting through a proxy") && logs.contains(&proxy.addr.to_string()),
+            "{mode}: {logs}"
+        );
+        assert!(
+            !logs.contains("s3cret"),
+            "{mode}: the proxy's password is never logged: {logs}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refused_tunnel_names_the_proxy_and_its_status() {
+    let ca = Ca::new("toolgate test CA");
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let (port, seen) = server(&ca).await;
+    let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
+    let proxy_url = proxy.url("");
+    let url = format!("https://{SERVER_NAME}:{port}/mcp");
+    let tg = Toolgate::serve_env(
+        &url,
+        Some(&tls_config(&ca_file)),
+        &[("https_proxy", &proxy_url)],
+    )
+    .await;
+    let a = post(&tg.url(), None, call(1, "echo", json!({})))
+        .await
+        .answer();
+    let text = result_text(&a);
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert!(
+        text.contains(&format!(
+            "connecting to {SERVER_NAME}:{port}: the proxy {} refused the tunnel: 407 Proxy \
+             Authentication Required (give the proxy's credentials in its URL",
+            proxy.addr
+        )),
+        "{text}"
+    );
+    assert!(seen.methods().is_empty(), "nothing reached the server");
+}
+
+#[tokio::test]
+async fn a_loopback_server_is_reached_directly() {
+    let ca = Ca::new("toolgate test CA");
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let scripted = Scripted::new(vec![open_tool("echo")]).script(
+        "echo",
+        Script::Result(json!({"content": [{"type": "text", "text": "direct"}]})),
+    );
+    let (router, _) = scripted.router();
+    let port = serve_tls(&ca, &[b"http/1.1"], None, router).await;
+    let proxy = ConnectProxy::start(SERVER_NAME, None).await;
+    let proxy_url = proxy.url("");
+    let url = format!("https://localhost:{port}/mcp");
+    let tg = Toolgate::serve_env(
+        &url,
+        Some(&tls_config(&ca_file)),
+        &[("HTTPS_PROXY", &proxy_url)],
+    )
+    .await;
+    let a = post(&tg.url(), None, call(1, "echo", json!({})))
+        .await
+        .answer();
+    assert_eq!(result_text(&a), "direct", "{a}");
+    assert!(proxy.asked().is_empty(), "{:?}", proxy.asked());
+}
+
+#[tokio::test]
+async fn a_proxy_url_that_cannot_be_used_stops_toolgate_without_its_password() {
+    for (value, why) in [
+        (
+            "socks5://gw-user:s3cret@127.0.0.1:1080",
+            "only an http:// proxy is supported",
+        ),
+        ("http://gw-user:s3cret@127.0.0.1:3128:9", "not a URL"),
+    ] {
+        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args([
+                "serve",
+                "--upstream",
+                "https://mcp.corp.test/mcp",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env("HTTPS_PROXY", value)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+            .await
+            .expect("toolgate stops")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("HTTPS_PROXY: {why}")),
+            "{value}: {stderr}"
+        );
+        assert!(!stderr.contains("s3cret"), "{stderr}");
+    }
+}
