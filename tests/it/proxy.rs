@@ -2,9 +2,9 @@
 //! `CONNECT` proxy made here, the only one that knows the server's name, in front of an
 //! HTTPS MCP server whose certificate a CA made here signed for that name. Every front that
 //! has an HTTP server behind it reaches it through the tunnel, TLS end to end, with the
-//! proxy's credentials; a refused tunnel is an error naming the proxy's status; a loopback
-//! server is reached directly; a proxy URL that cannot be used stops toolgate without
-//! showing its password.
+//! proxy's credentials, and so does the trace exporter (a JWKS URL: `auth.rs`); a refused
+//! tunnel is an error naming the proxy's status; a loopback server is reached directly; a
+//! proxy URL that cannot be used stops toolgate without showing its password.
 
 use crate::common;
 use common::connect_proxy::{Asked, ConnectProxy};
@@ -214,4 +214,41 @@ async fn a_proxy_url_that_cannot_be_used_stops_toolgate_without_its_password() {
         );
         assert!(!stderr.contains("s3cret"), "{stderr}");
     }
+}
+
+/// The trace collector is a server like any other: an `http://` one through `HTTP_PROXY`'s
+/// tunnel, while the loopback upstream beside it is reached directly.
+#[tokio::test]
+async fn spans_reach_a_collector_through_the_proxy() {
+    let (endpoint, got) = crate::telemetry::collector().await;
+    let port = endpoint.rsplit(':').next().unwrap().to_owned();
+    let collector = format!("http://collector.corp.test:{port}");
+    let proxy = ConnectProxy::start("collector.corp.test", None).await;
+    let proxy_url = proxy.url("");
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
+        ("HTTP_PROXY", proxy_url.as_str()),
+    ];
+    let tg = Toolgate::serve_env(&up, None, &env).await;
+    post(&tg.url(), None, call(1, "echo", json!({}))).await;
+    for _ in 0..100 {
+        if !got.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        !got.lock().unwrap().is_empty(),
+        "spans arrived: {}",
+        tg.logs()
+    );
+    let asked = proxy.asked();
+    assert!(
+        !asked.is_empty()
+            && asked
+                .iter()
+                .all(|a| a.target == format!("collector.corp.test:{port}")),
+        "{asked:?}"
+    );
 }
