@@ -478,21 +478,20 @@ fn shared(
 ) -> Result<Option<Arc<crate::policy::shared::SharedLimiter>>, ConfigError> {
     let s = &config.shared_state;
     let Some(url) = &s.redis_url else {
-        if s.ca_file.is_some() {
-            return Err(ConfigError(
-                "shared_state.ca_file is set without a redis_url".into(),
-            ));
+        if let Some(key) = s.tls_key_set() {
+            return Err(ConfigError(format!(
+                "shared_state.{key} is set without a redis_url"
+            )));
         }
         return Ok(None);
     };
-    let ca_file = s.ca_file.as_deref();
     Ok(Some(
         match previous
             .and_then(|p| p.shared.clone())
-            .filter(|l| l.same(url, ca_file))
+            .filter(|l| l.same(url, s))
         {
             Some(l) => l,
-            None => Arc::new(crate::policy::shared::SharedLimiter::new(url, ca_file)?),
+            None => Arc::new(crate::policy::shared::SharedLimiter::new(url, s)?),
         },
     ))
 }

@@ -14,7 +14,7 @@ use crate::error::UpstreamError;
 use crate::locks::RwLockExt;
 use crate::net::body::{ReadError, read_limited};
 use crate::net::client::{HttpClient, Wait};
-use crate::net::tls::{CaFile, roots};
+use crate::net::tls::{TlsFiles, roots};
 use bytes::Bytes;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
@@ -51,7 +51,7 @@ struct Keys {
     url: Option<http::Uri>,
     client: Option<HttpClient>,
     /// `ca_file` when the client was built.
-    trust: CaFile,
+    trust: TlsFiles,
     refresh: Duration,
     /// The key set and when it was fetched.
     held: RwLock<Option<(Arc<JwkSet>, Instant)>>,
@@ -86,7 +86,7 @@ impl Verifier {
                 Arc::new(Keys {
                     url: None,
                     client: None,
-                    trust: CaFile::now(None),
+                    trust: TlsFiles::now(&[None]),
                     refresh: j.refresh,
                     held: RwLock::new(Some((Arc::new(set), Instant::now()))),
                     fetching: Default::default(),
@@ -94,7 +94,7 @@ impl Verifier {
             }
             (None, Some(url)) => {
                 let uri = jwks_uri(url)?;
-                let trust = CaFile::now(j.ca_file.as_deref());
+                let trust = TlsFiles::now(&[j.ca_file.as_deref()]);
                 match previous.filter(|p| {
                     p.keys.url.as_ref() == Some(&uri)
                         && p.keys.refresh == j.refresh

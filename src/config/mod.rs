@@ -234,7 +234,25 @@ pub struct SharedState {
     /// PEM CA certificates to trust for a `rediss://` URL, besides the system's roots: a
     /// Redis behind a private CA. Read again on reload when it changed.
     pub ca_file: Option<String>,
+    /// A PEM certificate chain and its key, for a `rediss://` Redis that requires client
+    /// certificates (`tls-auth-clients yes`). Read again on reload when they changed.
+    pub client_cert_file: Option<String>,
+    pub client_key_file: Option<String>,
     pub on_unavailable: OnUnavailable,
+}
+
+impl SharedState {
+    /// The first of the TLS keys that is set, for the messages that say it needs a
+    /// `rediss://` URL.
+    pub fn tls_key_set(&self) -> Option<&'static str> {
+        [
+            ("ca_file", &self.ca_file),
+            ("client_cert_file", &self.client_cert_file),
+            ("client_key_file", &self.client_key_file),
+        ]
+        .into_iter()
+        .find_map(|(key, v)| v.is_some().then_some(key))
+    }
 }
 
 /// What a call is decided by when Redis does not answer.

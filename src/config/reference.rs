@@ -96,6 +96,8 @@ const KEYS: &[Key] = &[
 
     key("shared_state.redis_url", "Redis or Valkey holding the rate-limit buckets all replicas share.", "\"redis://127.0.0.1:6379/0\""),
     key("shared_state.ca_file", "PEM CA certificates trusted for a rediss:// URL besides the system's roots (a Redis behind a private CA).", "\"/etc/toolgate/redis-ca.crt\""),
+    key("shared_state.client_cert_file", "A PEM certificate chain, for a rediss:// Redis that requires client certificates.", "\"/etc/toolgate/redis-client.crt\""),
+    key("shared_state.client_key_file", "Its private key (PEM).", "\"/etc/toolgate/redis-client.key\""),
     key("shared_state.on_unavailable", "When Redis does not answer: local (this replica's buckets) | deny.", ""),
 
     key("telemetry.otlp_endpoint", "OTLP/HTTP collector for traces; unset, OTEL_EXPORTER_OTLP_* is used, else none.", "\"http://127.0.0.1:4318\""),

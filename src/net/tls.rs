@@ -247,19 +247,20 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
     Ok(config)
 }
 
-/// A CA file as it is now, by path and [`Stamp`]: a client built with it is built again
-/// when a reload finds either changed.
+/// The files a client's TLS is made with (a CA file, a client certificate and its key), as
+/// they are now, by path and [`Stamp`]: a client made with them is made again when a reload
+/// finds any of them changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CaFile {
-    path: Option<String>,
+pub(crate) struct TlsFiles {
+    paths: Vec<Option<String>>,
     stamp: Stamp,
 }
 
-impl CaFile {
-    pub(crate) fn now(path: Option<&str>) -> CaFile {
-        CaFile {
-            path: path.map(str::to_owned),
-            stamp: stamps(&[path]),
+impl TlsFiles {
+    pub(crate) fn now(paths: &[Option<&str>]) -> TlsFiles {
+        TlsFiles {
+            paths: paths.iter().map(|p| p.map(str::to_owned)).collect(),
+            stamp: stamps(paths),
         }
     }
 }
@@ -338,6 +339,40 @@ pub(crate) fn roots_pem(ca_file: &str, ca_key: &'static str) -> Result<Vec<u8>, 
         pem.extend_from_slice(b"-----END CERTIFICATE-----\n");
     }
     Ok(pem)
+}
+
+/// A client certificate chain and its key as PEM text, for a client that takes them that way
+/// (Redis's): both read, parsed and checked to go together now, so that a problem is found at
+/// the start and names its key (`keys`: the certificate's, the key's).
+pub(crate) fn client_identity_pem(
+    cert: &str,
+    key: &str,
+    keys: (&'static str, &'static str),
+) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+    let file = |what, path: &str, why: String| TlsError::File {
+        what,
+        path: path.to_owned(),
+        why,
+    };
+    let read = |what, path: &str| std::fs::read(path).map_err(|e| file(what, path, e.to_string()));
+    let (cert_pem, key_pem) = (read(keys.0, cert)?, read(keys.1, key)?);
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file(keys.0, cert, e.to_string()))?;
+    if chain.is_empty() {
+        return Err(file(keys.0, cert, "no PEM certificate in it".into()));
+    }
+    let private =
+        PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| file(keys.1, key, e.to_string()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    rustls::sign::CertifiedKey::from_der(chain, private, &provider).map_err(|e| {
+        file(
+            keys.0,
+            cert,
+            format!("the client certificate and key do not go together: {e}"),
+        )
+    })?;
+    Ok((cert_pem, key_pem))
 }
 
 fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {

@@ -10,8 +10,8 @@
 //! cannot reach Redis within [`WAIT`] is decided by `shared_state.on_unavailable`.
 
 use super::clients::{Limited, Rate};
-use crate::config::ConfigError;
-use crate::net::tls::{CaFile, roots_pem};
+use crate::config::{ConfigError, SharedState};
+use crate::net::tls::{TlsFiles, client_identity_pem, roots_pem};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 
@@ -35,6 +35,50 @@ redis.call('SET', KEYS[1], full_at, 'PX', math.floor((full_at - now) / 1000) + 1
 return 0
 ";
 
+fn tls_files(s: &SharedState) -> TlsFiles {
+    TlsFiles::now(&[
+        s.ca_file.as_deref(),
+        s.client_cert_file.as_deref(),
+        s.client_key_file.as_deref(),
+    ])
+}
+
+/// What TLS to Redis is made with, when the settings name any of it: the roots (the system's
+/// and `ca_file`'s) and the client certificate.
+fn certificates(s: &SharedState) -> Result<Option<redis::TlsCertificates>, ConfigError> {
+    let problem = |e: crate::net::tls::TlsError| ConfigError(e.to_string());
+    let root_cert = match &s.ca_file {
+        Some(path) => Some(roots_pem(path, "shared_state.ca_file").map_err(problem)?),
+        None => None,
+    };
+    let client_tls = match (&s.client_cert_file, &s.client_key_file) {
+        (Some(cert), Some(key)) => {
+            let keys = (
+                "shared_state.client_cert_file",
+                "shared_state.client_key_file",
+            );
+            let (client_cert, client_key) =
+                client_identity_pem(cert, key, keys).map_err(problem)?;
+            Some(redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            })
+        }
+        (None, None) => None,
+        _ => {
+            return Err(ConfigError(
+                "give both shared_state.client_cert_file and client_key_file".into(),
+            ));
+        }
+    };
+    Ok(
+        (root_cert.is_some() || client_tls.is_some()).then_some(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        }),
+    )
+}
+
 /// Why the shared bucket gave no verdict.
 #[derive(Debug, thiserror::Error)]
 pub enum Unshared {
@@ -46,33 +90,28 @@ pub enum Unshared {
 
 pub struct SharedLimiter {
     url: String,
-    /// `ca_file` when the connection was set up.
-    trust: CaFile,
+    /// The TLS files when the connection was set up.
+    files: TlsFiles,
     conn: ConnectionManager,
     script: redis::Script,
 }
 
 impl SharedLimiter {
-    /// A limiter on the Redis at `url` (`redis://` or `rediss://`, whose certificate is
-    /// checked against the system's roots and `ca_file`'s); nothing is sent yet.
-    pub fn new(url: &str, ca_file: Option<&str>) -> Result<SharedLimiter, ConfigError> {
+    /// A limiter on the Redis at `url` (`redis://`, or `rediss://`, whose certificate is
+    /// checked against the system's roots and `ca_file`'s, and which is shown the client
+    /// certificate when one is given); nothing is sent yet.
+    pub fn new(url: &str, s: &SharedState) -> Result<SharedLimiter, ConfigError> {
         let unusable = |e: redis::RedisError| ConfigError(format!("shared_state.redis_url: {e}"));
-        let client = match ca_file {
+        if let Some(key) = s.tls_key_set()
+            && !url.starts_with("rediss://")
+        {
+            return Err(ConfigError(format!(
+                "shared_state.{key} is for a rediss:// redis_url"
+            )));
+        }
+        let client = match certificates(s)? {
             None => redis::Client::open(url),
-            Some(_) if !url.starts_with("rediss://") => {
-                return Err(ConfigError(
-                    "shared_state.ca_file is for a rediss:// redis_url".into(),
-                ));
-            }
-            Some(path) => {
-                let root_cert = roots_pem(path, "shared_state.ca_file")
-                    .map_err(|e| ConfigError(e.to_string()))?;
-                let certificates = redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root_cert),
-                };
-                redis::Client::build_with_tls(url, certificates)
-            }
+            Some(certificates) => redis::Client::build_with_tls(url, certificates),
         }
         .map_err(unusable)?;
         let config = ConnectionManagerConfig::new()
@@ -83,15 +122,15 @@ impl SharedLimiter {
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(unusable)?;
         Ok(SharedLimiter {
             url: url.to_owned(),
-            trust: CaFile::now(ca_file),
+            files: tls_files(s),
             conn,
             script: redis::Script::new(SCRIPT),
         })
     }
 
-    /// Whether this limiter is the one `url` and `ca_file` (as the file is now) would make.
-    pub fn same(&self, url: &str, ca_file: Option<&str>) -> bool {
-        self.url == url && self.trust == CaFile::now(ca_file)
+    /// Whether this limiter is the one `url` and `s`'s files (as they are now) would make.
+    pub fn same(&self, url: &str, s: &SharedState) -> bool {
+        self.url == url && self.files == tls_files(s)
     }
 
     /// The shared bucket's verdict; `Err` when Redis did not answer in time.

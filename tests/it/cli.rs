@@ -159,6 +159,40 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
         err.contains("shared_state.ca_file is for a rediss:// redis_url"),
         "{err}"
     );
+    let ca = common::tls_peer::Ca::new("a CA");
+    let (chain, _) = ca.leaf(&["toolgate"]);
+    let (_, other_key) = ca.leaf(&["toolgate"]);
+    let (chain, other_key) = (
+        tempfile_lite::TempFile::new(&chain),
+        tempfile_lite::TempFile::new(&other_key),
+    );
+    let (cert, key) = (chain.path.display(), other_key.path.display());
+    for (url, keys, expected) in [
+        (
+            "redis",
+            format!("client_cert_file = \"{cert}\""),
+            "shared_state.client_cert_file is for a rediss:// redis_url".to_owned(),
+        ),
+        (
+            "rediss",
+            format!("client_key_file = \"{key}\""),
+            "give both shared_state.client_cert_file and client_key_file".to_owned(),
+        ),
+        (
+            "rediss",
+            format!("client_cert_file = \"{cert}\"\nclient_key_file = \"{key}\""),
+            format!(
+                "shared_state.client_cert_file {cert}: the client certificate and key do not go together"
+            ),
+        ),
+    ] {
+        let redis = format!("[shared_state]\nredis_url = \"{url}://127.0.0.1:9/0\"\n{keys}\n");
+        let file = tempfile_lite::TempFile::new(&redis);
+        let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&expected), "{err}");
+    }
 
     let file = tempfile_lite::TempFile::new("[limits]\nidle_timeout = 5\n");
     let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;

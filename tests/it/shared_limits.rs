@@ -2,7 +2,8 @@
 //! the PATH, or Debian's, brought by the test itself). A client limited to 10 calls a minute
 //! gets exactly 10 across both; with Redis gone, `on_unavailable` decides and every request
 //! still gets an answer; Redis back, the shared limit holds again without a restart. Over
-//! `rediss://`, a Redis behind a private CA is trusted through `shared_state.ca_file`.
+//! `rediss://`, a Redis behind a private CA is trusted through `shared_state.ca_file`, and one
+//! that requires client certificates is shown `shared_state.client_cert_file`.
 
 use crate::common;
 use common::peers::redis_server;
@@ -29,10 +30,15 @@ impl Redis {
 
     /// A Redis speaking only TLS, as `localhost`, with a certificate `ca` signed.
     async fn start_tls(ca: &Ca) -> Redis {
-        Redis::serve(None, Some(ca)).await
+        Redis::serve(None, Some((ca, false))).await
     }
 
-    async fn serve(port: Option<u16>, tls: Option<&Ca>) -> Redis {
+    /// [`Redis::start_tls`] that also requires clients to show a certificate `ca` signed.
+    async fn start_mutual_tls(ca: &Ca) -> Redis {
+        Redis::serve(None, Some((ca, true))).await
+    }
+
+    async fn serve(port: Option<u16>, tls: Option<(&Ca, bool)>) -> Redis {
         let (program, libs) = tokio::task::spawn_blocking(redis_server).await.unwrap();
         let port = port.unwrap_or_else(|| {
             std::net::TcpListener::bind("127.0.0.1:0")
@@ -45,7 +51,7 @@ impl Redis {
         let mut files = Vec::new();
         match tls {
             None => cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()]),
-            Some(ca) => {
+            Some((ca, auth_clients)) => {
                 let (chain, key) = ca.leaf(&["localhost"]);
                 files = vec![
                     TempFile::new(&chain),
@@ -62,7 +68,8 @@ impl Redis {
                     &port.to_string(),
                 ])
                 .args(["--tls-cert-file", &chain, "--tls-key-file", &key])
-                .args(["--tls-ca-cert-file", &ca, "--tls-auth-clients", "no"])
+                .args(["--tls-ca-cert-file", &ca, "--tls-auth-clients"])
+                .arg(if auth_clients { "yes" } else { "no" })
             }
         };
         cmd.args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
@@ -251,4 +258,52 @@ async fn a_redis_behind_a_private_ca_is_trusted_through_its_ca_file() {
         m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
         "no call decided locally since: {m}"
     );
+}
+
+/// A Redis that requires client certificates: without one, the replicas cannot use it and
+/// decide locally (counted, and logged with the server's refusal); shown one its CA signed,
+/// they share the limit.
+#[tokio::test]
+async fn a_redis_that_requires_client_certificates_is_shown_one() {
+    let ca = Ca::new("the Redis's private CA");
+    let redis = Redis::start_mutual_tls(&ca).await;
+    let (up, _) = upstream().spawn().await;
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let redis_url = format!("rediss://localhost:{}/0", redis.port);
+    let trust = format!("ca_file = \"{}\"", ca_file.path.display());
+    let (a, b) = replicas_of(&up, &redis_url, &trust).await;
+    let (forwarded, _) = calls([&a, &b], 2).await;
+    assert_eq!(forwarded, 2);
+    let m = a.admin_get("/metrics").await.text();
+    assert!(
+        m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
+        "{m}"
+    );
+    let logs = a
+        .logs_when(|l| l.contains("shared rate limits unavailable"))
+        .await;
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("shared rate limits unavailable")
+                && l.contains("CertificateRequired")),
+        "{logs}"
+    );
+    drop((a, b));
+
+    let (chain, key) = ca.leaf(&["toolgate"]);
+    let (chain, key) = (TempFile::new(&chain), TempFile::new(&key));
+    let shown = format!(
+        "{trust}\nclient_cert_file = \"{}\"\nclient_key_file = \"{}\"",
+        chain.path.display(),
+        key.path.display()
+    );
+    let (a, b) = replicas_of(&up, &redis_url, &shown).await;
+    let (forwarded, refused) = calls([&a, &b], 16).await;
+    assert_eq!(forwarded, 10, "10 a minute across both replicas");
+    assert_eq!(refused, vec!["rate_limited".to_string(); 6]);
+    let m = a.admin_get("/metrics").await.text();
+    let local = m
+        .lines()
+        .find(|l| l.starts_with(r#"toolgate_shared_state_unavailable_total{decided="local"}"#));
+    assert!(local.is_none_or(|l| l.ends_with(" 0")), "{m}");
 }
