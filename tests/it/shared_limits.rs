@@ -132,6 +132,31 @@ rate_limit = "10/minute"
     )
 }
 
+/// Two calls while Redis refuses the connection: both answered, decided by the replicas' own
+/// buckets, counted (`a` makes the first), and logged with `why`.
+async fn decided_locally(a: &Toolgate, b: &Toolgate, why: &str) {
+    let (forwarded, _) = calls([a, b], 2).await;
+    assert_eq!(forwarded, 2);
+    let m = a.admin_get("/metrics").await.text();
+    assert!(
+        m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
+        "{m}"
+    );
+    let logs = a.logs_when(|l| l.contains(why)).await;
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("shared rate limits unavailable") && l.contains(why)),
+        "{logs}"
+    );
+}
+
+/// 16 calls across both replicas, limited to 10 a minute: exactly 10 forwarded.
+async fn shared_limit_holds(a: &Toolgate, b: &Toolgate) {
+    let (forwarded, refused) = calls([a, b], 16).await;
+    assert_eq!(forwarded, 10, "10 a minute across both replicas");
+    assert_eq!(refused, vec!["rate_limited".to_string(); 6]);
+}
+
 /// Calls `echo` through each replica in turn; returns how many were forwarded and the
 /// refusals' codes.
 async fn calls(replicas: [&Toolgate; 2], n: usize) -> (usize, Vec<String>) {
@@ -230,29 +255,14 @@ async fn a_redis_behind_a_private_ca_is_trusted_through_its_ca_file() {
     let redis_url = format!("rediss://localhost:{}/0", redis.port);
     let shared = format!("ca_file = \"{}\"", ca_file.path.display());
     let (a, b) = replicas_of(&up, &redis_url, &shared).await;
-
-    let (forwarded, _) = calls([&a, &b], 2).await;
-    assert_eq!(forwarded, 2);
-    let m = a.admin_get("/metrics").await.text();
-    assert!(
-        m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
-        "{m}"
-    );
-    let logs = a.logs_when(|l| l.contains("UnknownIssuer")).await;
-    assert!(
-        logs.lines()
-            .any(|l| l.contains("shared rate limits unavailable") && l.contains("UnknownIssuer")),
-        "{logs}"
-    );
+    decided_locally(&a, &b, "UnknownIssuer").await;
 
     std::fs::write(&ca_file.path, &ca.cert_pem).unwrap();
     for tg in [&a, &b] {
         tg.hup();
         tg.logs_when(|l| l.contains("configuration reloaded")).await;
     }
-    let (forwarded, refused) = calls([&a, &b], 16).await;
-    assert_eq!(forwarded, 10, "10 a minute across both replicas");
-    assert_eq!(refused, vec!["rate_limited".to_string(); 6]);
+    shared_limit_holds(&a, &b).await;
     let m = a.admin_get("/metrics").await.text();
     assert!(
         m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
@@ -272,22 +282,7 @@ async fn a_redis_that_requires_client_certificates_is_shown_one() {
     let redis_url = format!("rediss://localhost:{}/0", redis.port);
     let trust = format!("ca_file = \"{}\"", ca_file.path.display());
     let (a, b) = replicas_of(&up, &redis_url, &trust).await;
-    let (forwarded, _) = calls([&a, &b], 2).await;
-    assert_eq!(forwarded, 2);
-    let m = a.admin_get("/metrics").await.text();
-    assert!(
-        m.contains(r#"toolgate_shared_state_unavailable_total{decided="local"} 1"#),
-        "{m}"
-    );
-    let logs = a
-        .logs_when(|l| l.contains("shared rate limits unavailable"))
-        .await;
-    assert!(
-        logs.lines()
-            .any(|l| l.contains("shared rate limits unavailable")
-                && l.contains("CertificateRequired")),
-        "{logs}"
-    );
+    decided_locally(&a, &b, "CertificateRequired").await;
     drop((a, b));
 
     let (chain, key) = ca.leaf(&["toolgate"]);
@@ -298,9 +293,7 @@ async fn a_redis_that_requires_client_certificates_is_shown_one() {
         key.path.display()
     );
     let (a, b) = replicas_of(&up, &redis_url, &shown).await;
-    let (forwarded, refused) = calls([&a, &b], 16).await;
-    assert_eq!(forwarded, 10, "10 a minute across both replicas");
-    assert_eq!(refused, vec!["rate_limited".to_string(); 6]);
+    shared_limit_holds(&a, &b).await;
     let m = a.admin_get("/metrics").await.text();
     let local = m
         .lines()
