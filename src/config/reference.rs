@@ -235,7 +235,9 @@ pub fn example() -> String {
          # Keys shown commented out have no default; each is an example of its value.\n\
          # Layers: these defaults < this file < TOOLGATE_* environment variables (nested keys\n\
          # joined with \"__\", e.g. TOOLGATE_VALIDATION__MODE=audit) < command-line flags.\n\
-         # Check a file with `toolgate config check FILE`.\n",
+         # Check a file with `toolgate config check FILE`.\n\
+         # A forward proxy to servers is not set here: HTTPS_PROXY, HTTP_PROXY and NO_PROXY are\n\
+         # read from the environment (docs/configuration.md).\n",
     );
     let mut current = None;
     for k in KEYS {
