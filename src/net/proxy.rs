@@ -239,10 +239,14 @@ fn bare(host: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// `localhost`, a name under it, or a loopback address, an IPv4 one written as IPv6
+/// (`::ffff:127.0.0.1`) too.
 fn is_loopback(host: &str) -> bool {
     host == "localhost"
         || host.ends_with(".localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || host
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// Whether `no_proxy` (comma-separated) names the server: `*`; a host name, which also
@@ -380,6 +384,7 @@ mod tests {
             "127.0.0.1",
             "127.8.9.1",
             "[::1]",
+            "[::ffff:127.0.0.1]",
         ] {
             assert_eq!(chosen(&vars, true, host, 443), None, "{host}");
             assert_eq!(chosen(&vars, false, host, 80), None, "{host}");
