@@ -186,7 +186,7 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
             ),
         ),
     ] {
-        let redis = format!("[shared_state]\nredis_url = \"{url}://127.0.0.1:9/0\"\n{keys}\n");
+        let redis = format!("[shared_state]\nredis_url = \"{url}://redis.corp.test/0\"\n{keys}\n");
         let file = tempfile_lite::TempFile::new(&redis);
         let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
         assert_eq!(code, Some(1), "{err}");

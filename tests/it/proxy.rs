@@ -186,12 +186,12 @@ async fn a_loopback_server_is_reached_directly() {
 async fn a_proxy_url_that_cannot_be_used_stops_toolgate_without_its_password() {
     for (value, why) in [
         (
-            "socks5://gw-user:s3cret@127.0.0.1:1080",
+            "socks5://gw-user:s3cret@proxy.corp.test:1080",
             "only an http:// proxy is supported",
         ),
-        ("http://gw-user:s3cret@127.0.0.1:3128:9", "not a URL"),
+        ("http://gw-user:s3cret@proxy.corp.test:3128:9", "not a URL"),
     ] {
-        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let run = without_proxies(tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")))
             .args([
                 "serve",
                 "--upstream",

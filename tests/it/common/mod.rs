@@ -18,6 +18,22 @@ use tokio::process::{Child, Command};
 use toolgate::demo;
 
 pub mod connect_proxy;
+
+/// `cmd` without the proxy variables of the machine the tests run on: a test's servers are
+/// its own, and a test that wants a proxy names one it made.
+pub fn without_proxies(mut cmd: Command) -> Command {
+    for name in [
+        "https_proxy",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "HTTP_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+    ] {
+        cmd.env_remove(name);
+    }
+    cmd
+}
 pub mod in_process;
 pub mod modes;
 pub mod peers;
@@ -86,7 +102,7 @@ impl Toolgate {
     /// The same, with these environment variables besides.
     pub async fn start_raw_env(args: Vec<String>, env: &[(&str, &str)]) -> Toolgate {
         let file: Option<tempfile_lite::TempFile> = None;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let mut child = without_proxies(Command::new(env!("CARGO_BIN_EXE_toolgate")))
             .args(args.iter())
             .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")

@@ -36,7 +36,7 @@ impl StdioGate {
 
     /// The same, with these environment variables besides.
     pub fn start_args_env(args: Vec<String>, env: &[(&str, &str)]) -> StdioGate {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let mut child = super::without_proxies(Command::new(env!("CARGO_BIN_EXE_toolgate")))
             .args(args)
             .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")
