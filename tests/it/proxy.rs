@@ -252,3 +252,28 @@ async fn spans_reach_a_collector_through_the_proxy() {
         "{asked:?}"
     );
 }
+
+/// A proxy that takes the connection and never answers `CONNECT` holds a call no longer than
+/// its deadline (`limits.upstream_timeout`).
+#[tokio::test]
+async fn a_silent_proxy_holds_a_call_no_longer_than_its_deadline() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            open.push(conn);
+        }
+    });
+    let config = "[limits]\nupstream_timeout = \"1s\"\n";
+    let url = format!("https://{SERVER_NAME}/mcp");
+    let tg = Toolgate::serve_env(&url, Some(config), &[("HTTPS_PROXY", &proxy_url)]).await;
+    let started = std::time::Instant::now();
+    let a = post(&tg.url(), None, call(1, "echo", json!({})))
+        .await
+        .answer();
+    assert!(started.elapsed() < std::time::Duration::from_secs(8), "{a}");
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert!(result_text(&a).contains("did not answer within 1s"), "{a}");
+    held.abort();
+}
