@@ -3,8 +3,9 @@
 //! HTTPS MCP server whose certificate a CA made here signed for that name. Every front that
 //! has an HTTP server behind it reaches it through the tunnel, TLS end to end, with the
 //! proxy's credentials, and so does the trace exporter (a JWKS URL: `auth.rs`); a refused
-//! tunnel is an error naming the proxy's status; a loopback server is reached directly; a
-//! proxy URL that cannot be used stops toolgate without showing its password.
+//! tunnel is an error naming the proxy's status; a silent proxy holds a call only until its
+//! deadline; a loopback server is reached directly; a proxy URL that cannot be used stops
+//! toolgate without showing its password.
 
 use crate::common;
 use common::connect_proxy::{Asked, ConnectProxy};
