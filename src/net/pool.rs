@@ -551,15 +551,14 @@ impl Pool {
 
     /// A new connection, and whether its server asked for a client certificate.
     async fn connect(&self) -> Result<(Kept, bool), UpstreamError> {
-        let fail = |why: String| self.unreachable(why);
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
             .await
-            .map_err(|_| fail(format!("no connection within {CONNECT_TIMEOUT:?}")))??;
+            .map_err(|_| self.unreachable(format!("no connection within {CONNECT_TIMEOUT:?}")))??;
         let mut asked_for_certificate = false;
         let (tx, conn) = match &self.tls {
             None => handshake_h1(TokioIo::new(stream))
                 .await
-                .map_err(|e| fail(e.to_string()))?,
+                .map_err(|e| self.unreachable(e))?,
             Some((tls, _)) => {
                 let c = tls.connect(stream).await.map_err(|why| {
                     UpstreamError::Untrusted(format!("connecting to {}: {why}", self.addr))
@@ -572,7 +571,7 @@ impl Pool {
                         .initial_connection_window_size(H2_CONNECTION_WINDOW)
                         .handshake(io)
                         .await
-                        .map_err(|e| fail(e.to_string()))?;
+                        .map_err(|e| self.unreachable(e))?;
                     tokio::spawn(async move {
                         if let Err(e) = conn.await {
                             tracing::debug!(error = %e, "upstream connection ended");
@@ -588,7 +587,7 @@ impl Pool {
                     );
                     (Sender::H2(tx), None)
                 } else {
-                    handshake_h1(io).await.map_err(|e| fail(e.to_string()))?
+                    handshake_h1(io).await.map_err(|e| self.unreachable(e))?
                 }
             }
         };

@@ -218,22 +218,12 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
         .with_root_certificates(roots);
     let mut config = match (&s.client_cert_file, &s.client_key_file) {
         (Some(cert), Some(key)) => {
-            let file = |what, path: &String, why: String| TlsError::File {
-                what,
-                path: path.clone(),
-                why,
-            };
-            let chain = certificates(cert)
-                .map_err(|e| file("upstream_tls.client_cert_file", cert, e.to_string()))?;
-            let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| file("upstream_tls.client_key_file", key, e.to_string()))?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| {
-                file(
-                    "upstream_tls.client_cert_file",
-                    cert,
-                    format!("the client certificate and key do not go together: {e}"),
-                )
-            })?
+            let keys = (
+                "upstream_tls.client_cert_file",
+                "upstream_tls.client_key_file",
+            );
+            let id = client_identity(cert, key, keys)?;
+            builder.with_client_auth_cert(id.chain, id.key)?
         }
         (None, None) => builder.with_no_client_auth(),
         _ => {
@@ -341,14 +331,23 @@ pub(crate) fn roots_pem(ca_file: &str, ca_key: &'static str) -> Result<Vec<u8>, 
     Ok(pem)
 }
 
-/// A client certificate chain and its key as PEM text, for a client that takes them that way
-/// (Redis's): both read, parsed and checked to go together now, so that a problem is found at
-/// the start and names its key (`keys`: the certificate's, the key's).
-pub(crate) fn client_identity_pem(
+/// A client certificate chain and its key: as their files hold them (PEM, for a client that
+/// takes them that way, Redis's) and parsed.
+pub(crate) struct ClientIdentity {
+    pub(crate) cert_pem: Vec<u8>,
+    pub(crate) key_pem: Vec<u8>,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+/// The client identity in `cert` and `key`, read, parsed and checked to go together, so that
+/// a problem is found when the settings are read and names its key (`keys`: the
+/// certificate's, the key's).
+pub(crate) fn client_identity(
     cert: &str,
     key: &str,
     keys: (&'static str, &'static str),
-) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+) -> Result<ClientIdentity, TlsError> {
     let file = |what, path: &str, why: String| TlsError::File {
         what,
         path: path.to_owned(),
@@ -365,14 +364,21 @@ pub(crate) fn client_identity_pem(
     let private =
         PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| file(keys.1, key, e.to_string()))?;
     let provider = rustls::crypto::ring::default_provider();
-    rustls::sign::CertifiedKey::from_der(chain, private, &provider).map_err(|e| {
-        file(
-            keys.0,
-            cert,
-            format!("the client certificate and key do not go together: {e}"),
-        )
-    })?;
-    Ok((cert_pem, key_pem))
+    rustls::sign::CertifiedKey::from_der(chain.clone(), private.clone_key(), &provider).map_err(
+        |e| {
+            file(
+                keys.0,
+                cert,
+                format!("the client certificate and key do not go together: {e}"),
+            )
+        },
+    )?;
+    Ok(ClientIdentity {
+        cert_pem,
+        key_pem,
+        chain,
+        key: private,
+    })
 }
 
 fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {

@@ -11,7 +11,7 @@
 
 use super::clients::{Limited, Rate};
 use crate::config::{ConfigError, SharedState};
-use crate::net::tls::{TlsFiles, client_identity_pem, roots_pem};
+use crate::net::tls::{TlsFiles, client_identity, roots_pem};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 
@@ -57,11 +57,10 @@ fn certificates(s: &SharedState) -> Result<Option<redis::TlsCertificates>, Confi
                 "shared_state.client_cert_file",
                 "shared_state.client_key_file",
             );
-            let (client_cert, client_key) =
-                client_identity_pem(cert, key, keys).map_err(problem)?;
+            let id = client_identity(cert, key, keys).map_err(problem)?;
             Some(redis::ClientTlsConfig {
-                client_cert,
-                client_key,
+                client_cert: id.cert_pem,
+                client_key: id.key_pem,
             })
         }
         (None, None) => None,

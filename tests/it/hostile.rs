@@ -369,14 +369,8 @@ async fn an_any_of_cannot_multiply_a_value() {
 /// and a 1 MB id, leave the peak RSS within 64 MiB of the first call's.
 #[tokio::test]
 async fn spans_waiting_for_a_silent_collector_stay_small() {
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", silent.local_addr().unwrap());
-    let held = tokio::spawn(async move {
-        let mut conns = Vec::new();
-        while let Ok((c, _)) = silent.accept().await {
-            conns.push(c);
-        }
-    });
+    let silent = common::SilentPeer::start().await;
+    let endpoint = format!("http://{}", silent.addr);
     let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
     let config = format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\n");
     let tg = Toolgate::serve(&up, Some(&config)).await;
@@ -399,5 +393,4 @@ async fn spans_waiting_for_a_silent_collector_stay_small() {
         after < after_one + 64,
         "peak RSS {after} MiB after 100 such calls, {after_one} MiB after one"
     );
-    held.abort();
 }

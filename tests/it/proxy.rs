@@ -101,9 +101,17 @@ async fn an_https_server_is_reached_through_the_proxy_in_every_mode() {
         ];
         let (valid, invalid, logs) = calls_in(mode, &url, &ca_file, &env).await;
 
-        assert_eq!(result_text(&valid), "through the tunnel", "{mode}: {valid}");
-        assert_eq!(invalid["result"]["isError"], true, "{mode}: {invalid}");
-        assert!(result_text(&invalid).contains("name"), "{mode}: {invalid}");
+        let through = json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"content": [{"type": "text", "text": "through the tunnel"}]}});
+        assert_eq!(valid, through, "{mode}");
+        let problem = "expected a string, got integer 42";
+        let refused = json!({"jsonrpc": "2.0", "id": 2, "result": {
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments",
+                "parameter_errors": {"/name": problem}, "tool": "greet"}},
+            "content": [{"type": "text", "text": format!("Invalid arguments for tool \"greet\" \
+                (1 problem):\n- name: {problem}\nCorrect the arguments and call the tool again.")}],
+            "isError": true}});
+        assert_eq!(invalid, refused, "{mode}");
         assert_eq!(
             seen.tool_calls().len(),
             1,
@@ -144,16 +152,18 @@ async fn a_refused_tunnel_names_the_proxy_and_its_status() {
     let a = post(&tg.url(), None, call(1, "echo", json!({})))
         .await
         .answer();
-    let text = result_text(&a);
-    assert_eq!(a["result"]["isError"], true, "{a}");
-    assert!(
-        text.contains(&format!(
-            "connecting to {SERVER_NAME}:{port}: the proxy {} refused the tunnel: 407 Proxy \
-             Authentication Required (give the proxy's credentials in its URL",
-            proxy.addr
-        )),
-        "{text}"
+    let reason = format!(
+        "could not reach the tool server: connecting to {SERVER_NAME}:{port}: the proxy {} \
+         refused the tunnel: 407 Proxy Authentication Required (give the proxy's credentials \
+         in its URL: http://user:password@host:port)",
+        proxy.addr
     );
+    let unavailable = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}},
+        "content": [{"type": "text", "text": format!("The tool server is unavailable: \
+            {reason}. Retrying in a moment may help if the server is restarting.")}],
+        "isError": true}});
+    assert_eq!(a, unavailable);
     assert!(seen.methods().is_empty(), "nothing reached the server");
 }
 
@@ -179,7 +189,9 @@ async fn a_loopback_server_is_reached_directly() {
     let a = post(&tg.url(), None, call(1, "echo", json!({})))
         .await
         .answer();
-    assert_eq!(result_text(&a), "direct", "{a}");
+    let direct = json!({"jsonrpc": "2.0", "id": 1,
+        "result": {"content": [{"type": "text", "text": "direct"}]}});
+    assert_eq!(a, direct);
     assert!(proxy.asked().is_empty(), "{:?}", proxy.asked());
 }
 
@@ -258,21 +270,19 @@ async fn spans_reach_a_collector_through_the_proxy() {
 /// its deadline (`limits.upstream_timeout`).
 #[tokio::test]
 async fn a_silent_proxy_holds_a_call_no_longer_than_its_deadline() {
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy_url = format!("http://{}", silent.local_addr().unwrap());
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((conn, _)) = silent.accept().await {
-            open.push(conn);
-        }
-    });
+    let silent = SilentPeer::start().await;
+    let proxy_url = format!("http://{}", silent.addr);
     let config = "[limits]\nupstream_timeout = \"1s\"\n";
     let url = format!("https://{SERVER_NAME}/mcp");
     let tg = Toolgate::serve_env(&url, Some(config), &[("HTTPS_PROXY", &proxy_url)]).await;
     let a = post(&tg.url(), None, call(1, "echo", json!({})))
         .await
         .answer();
-    assert_eq!(a["result"]["isError"], true, "{a}");
-    assert!(result_text(&a).contains("did not answer within 1s"), "{a}");
-    held.abort();
+    let reason = "the tool server did not answer within 1s";
+    let unavailable = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}},
+        "content": [{"type": "text", "text": format!("The tool server is unavailable: \
+            {reason}. It may still be working or overloaded; retrying later may help.")}],
+        "isError": true}});
+    assert_eq!(a, unavailable);
 }

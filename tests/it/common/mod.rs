@@ -19,6 +19,33 @@ use toolgate::demo;
 
 pub mod connect_proxy;
 
+/// A peer on `127.0.0.1:0` that takes every connection and never says a word, until it is
+/// dropped: a collector or a proxy that hangs.
+pub struct SilentPeer {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SilentPeer {
+    pub async fn start() -> SilentPeer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                open.push(conn);
+            }
+        });
+        SilentPeer { addr, task }
+    }
+}
+
+impl Drop for SilentPeer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// `cmd` without the proxy variables of the machine the tests run on: a test's servers are
 /// its own, and a test that wants a proxy names one it made.
 pub fn without_proxies(mut cmd: Command) -> Command {
