@@ -235,6 +235,30 @@ pub struct HttpClient {
     transport: Transport,
     /// The `Host` every request carries, built once.
     host: Option<HeaderValue>,
+    /// The proxy's credentials, which a plain server's requests sent to the proxy carry.
+    proxy_authorization: Option<HeaderValue>,
+}
+
+/// `path` (origin-form) as the absolute target a request sent to a proxy carries: `uri`'s
+/// scheme and host before it (never user info, which a target does not carry).
+fn absolute(uri: &Uri, path: &Uri) -> Uri {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = uri.scheme().cloned();
+    parts.authority = uri
+        .authority()
+        .and_then(|a| a.as_str().rsplit('@').next()?.parse().ok());
+    parts.path_and_query = path.path_and_query().cloned();
+    Uri::from_parts(parts).unwrap_or_else(|_| path.clone())
+}
+
+/// A 407 is a proxy's word, never a server's: a proxy on the way asked for credentials
+/// toolgate did not give. Passed on, it would tell the client that its own proxy wants them.
+#[cold]
+fn proxy_wants_credentials() -> UpstreamError {
+    UpstreamError::Unreachable(format!(
+        "a proxy on the way refused the request: 407 Proxy Authentication Required ({})",
+        super::proxy::CREDENTIALS_HINT
+    ))
 }
 
 /// `Host` for a request to `uri`: its host, with the port when it is not the scheme's own.
@@ -416,14 +440,25 @@ impl HttpClient {
         if let Some(p) = &proxy {
             tracing::info!(server = %addr, proxy = %p, "connecting through a proxy");
         }
+        let path = uri
+            .path_and_query()
+            .cloned()
+            .map_or_else(|| Uri::from_static("/"), Uri::from);
+        let (pool, path, proxy_authorization) = match proxy {
+            // A plain server's requests go to the proxy, each naming the server in full.
+            Some(p) if !https => (
+                Pool::new(p.addr().to_owned(), None),
+                absolute(&uri, &path),
+                p.authorization(),
+            ),
+            proxy => (Pool::new(addr, tls).through(proxy), path, None),
+        };
         Ok(HttpClient {
             host: host_header(&uri),
-            path: uri
-                .path_and_query()
-                .cloned()
-                .map_or_else(|| Uri::from_static("/"), Uri::from),
-            transport: Transport::Wire(Pool::new(addr, tls).through(proxy)),
+            path,
+            transport: Transport::Wire(pool),
             uri,
+            proxy_authorization,
         })
     }
 
@@ -438,6 +473,7 @@ impl HttpClient {
                 .map_or_else(|| Uri::from_static("/mcp"), Uri::from),
             transport: Transport::App(app),
             uri,
+            proxy_authorization: None,
         }
     }
 
@@ -494,6 +530,11 @@ impl HttpClient {
             .parse::<http::uri::PathAndQuery>()
             .map(Uri::from)
             .map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
+        // Sent to a proxy, a request names the server as the endpoint's path does.
+        let path = match self.path.authority() {
+            Some(_) => absolute(&self.uri, &path),
+            None => path,
+        };
         self.send_to(path, method, headers, Bytes::new(), wait)
             .await
     }
@@ -520,6 +561,9 @@ impl HttpClient {
             }
         };
         to_upstream(&mut headers, self.host.as_ref(), body.len());
+        if let Some(credentials) = &self.proxy_authorization {
+            headers.insert(header::PROXY_AUTHORIZATION, credentials.clone());
+        }
         let mut req = Request::new(Full::new(body));
         (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
         // One reading of the clock for the head's deadline and the body's.
@@ -562,6 +606,9 @@ impl HttpClient {
     {
         answer.map(move |answered| {
             let resp = answered?;
+            if resp.status() == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+                return Err(proxy_wants_credentials());
+            }
             let media = Media::of(resp.headers());
             let timer = match (media == Media::EventStream, is_get) {
                 (false, _) => Some(Timer::Whole(wait.answer)),
@@ -583,6 +630,26 @@ impl HttpClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_to_a_proxy_names_the_server_in_full() {
+        for (uri, path, target) in [
+            (
+                "http://mcp.corp.test:8080/mcp",
+                "/mcp",
+                "http://mcp.corp.test:8080/mcp",
+            ),
+            (
+                "http://mcp.corp.test/",
+                "/.well-known/x?a=1",
+                "http://mcp.corp.test/.well-known/x?a=1",
+            ),
+            ("http://u:pw@[::1]:9/mcp", "/mcp", "http://[::1]:9/mcp"),
+        ] {
+            let got = absolute(&uri.parse().unwrap(), &path.parse().unwrap());
+            assert_eq!(got, target, "{uri}");
+        }
+    }
 
     #[test]
     fn host_is_the_authority_without_a_default_port() {

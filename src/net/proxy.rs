@@ -3,10 +3,10 @@
 //! `no_proxy` / `NO_PROXY` for those reached directly (the lowercase name first, as curl
 //! reads them).
 //!
-//! Every server is reached through a `CONNECT` tunnel, `http://` ones too: TLS runs end to
-//! end with the server, and toolgate's connections, kept and reused, are the same whether a
-//! proxy is there or not. A proxy that allows `CONNECT` only to port 443 refuses a plain
-//! `http://` server, and the error carries its status.
+//! An `https://` server is reached through a `CONNECT` tunnel: TLS runs end to end with the
+//! server. A plain `http://` server's requests go to the proxy itself, each naming the server
+//! in full (`POST http://host:port/mcp`), as curl and Go's client send them: proxies commonly
+//! allow `CONNECT` only to port 443. Connections are kept and reused either way.
 //!
 //! Loopback servers (`localhost`, names under `.localhost`, loopback addresses) are never
 //! reached through a proxy: a sidecar's server is beside it, whatever the environment says
@@ -20,6 +20,10 @@ use tokio::net::TcpStream;
 
 /// The most of a proxy's answer to `CONNECT` that is read: a status line and a few headers.
 const MAX_ANSWER: usize = 8 * 1024;
+
+/// What a proxy's refusal for want of credentials (407) says to do.
+pub(crate) const CREDENTIALS_HINT: &str =
+    "give the proxy's credentials in its URL: http://user:password@host:port";
 
 /// A proxy that connections to one server go through.
 #[derive(Debug)]
@@ -46,7 +50,10 @@ pub(crate) enum TunnelError {
         proxy: String,
         source: std::io::Error,
     },
-    #[error("the proxy {proxy} refused the tunnel: {status}{hint}")]
+    #[error(
+        "the proxy {proxy} refused the tunnel: {status}{}",
+        parenthesized(hint)
+    )]
     Refused {
         proxy: String,
         status: String,
@@ -103,9 +110,7 @@ impl Proxy {
         };
         let uri: http::Uri = url.parse().map_err(|_| "not a URL")?;
         if uri.scheme_str() != Some("http") {
-            return Err(
-                "only an http:// proxy is supported (toolgate tunnels through it with CONNECT)",
-            );
+            return Err("only an http:// proxy is supported");
         }
         let authority = uri.authority().ok_or("no host in the proxy URL")?;
         let host = authority.host();
@@ -120,6 +125,19 @@ impl Proxy {
             addr: format!("{host}:{}", authority.port_u16().unwrap_or(80)),
             credentials,
         })
+    }
+
+    /// Where the proxy is (`host:port`): a plain server's requests are sent there.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// `Proxy-Authorization` for a request sent to the proxy, when its URL has credentials.
+    pub(crate) fn authorization(&self) -> Option<http::HeaderValue> {
+        let mut value =
+            http::HeaderValue::try_from(format!("Basic {}", self.credentials.as_ref()?)).ok()?;
+        value.set_sensitive(true);
+        Some(value)
     }
 
     /// A stream to `dest` (`host:port`) through the proxy, once it has agreed to `CONNECT`.
@@ -199,11 +217,7 @@ impl Proxy {
             .filter(|c| c.is_ascii_graphic() || *c == ' ')
             .take(100)
             .collect();
-        let hint = if code == "407" {
-            " (give the proxy's credentials in its URL: http://user:password@host:port)"
-        } else {
-            ""
-        };
+        let hint = if code == "407" { CREDENTIALS_HINT } else { "" };
         Err(TunnelError::Refused {
             proxy: self.addr.clone(),
             status,
@@ -216,6 +230,15 @@ impl std::fmt::Display for Proxy {
     /// Where the proxy is, never its credentials.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.addr)
+    }
+}
+
+/// ` (hint)`, or nothing.
+fn parenthesized(hint: &str) -> String {
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!(" ({hint})")
     }
 }
 

@@ -1,9 +1,10 @@
-//! Outbound HTTP through the forward proxy the environment names (`HTTPS_PROXY`): a
-//! `CONNECT` proxy made here, the only one that knows the server's name, in front of an
-//! HTTPS MCP server whose certificate a CA made here signed for that name. Every front that
-//! has an HTTP server behind it reaches it through the tunnel, TLS end to end, with the
-//! proxy's credentials, and so does the trace exporter (a JWKS URL: `auth.rs`); a refused
-//! tunnel is an error naming the proxy's status; a silent proxy holds a call only until its
+//! Outbound HTTP through the forward proxy the environment names (`HTTPS_PROXY`,
+//! `HTTP_PROXY`): a proxy made here, the only one that knows the server's name, in front of
+//! an HTTPS MCP server whose certificate a CA made here signed for that name, or a plain
+//! HTTP one. Every front that has an HTTP server behind it reaches it through the proxy
+//! with the proxy's credentials (an HTTPS server through a tunnel, TLS end to end; a plain
+//! one by requests sent to the proxy whole), and so does the trace exporter (a JWKS URL:
+//! `auth.rs`); a proxy's refusal is an error naming its status; a silent proxy holds a call only until its
 //! deadline; a loopback server is reached directly; a proxy URL that cannot be used stops
 //! toolgate without showing its password.
 
@@ -22,8 +23,9 @@ const CREDENTIALS: &str = "gw-user:s3cret pass";
 /// [`CREDENTIALS`] as a URL's user info.
 const USER_INFO: &str = "gw-user:s3cret%20pass@";
 
-/// An MCP server over HTTPS as [`SERVER_NAME`], with one tool whose schema wants a string.
-async fn server(ca: &Ca) -> (u16, Arc<Scripted>) {
+/// An MCP server with one tool whose schema wants a string: over HTTPS as [`SERVER_NAME`]
+/// with `ca`, else over plain HTTP.
+async fn server(ca: Option<&Ca>) -> (u16, Arc<Scripted>) {
     let tool = json!({"name": "greet", "inputSchema": {
         "type": "object",
         "properties": {"name": {"type": "string"}},
@@ -31,10 +33,13 @@ async fn server(ca: &Ca) -> (u16, Arc<Scripted>) {
     }});
     let scripted = Scripted::new(vec![tool, open_tool("echo")]).script(
         "greet",
-        Script::Result(json!({"content": [{"type": "text", "text": "through the tunnel"}]})),
+        Script::Result(json!({"content": [{"type": "text", "text": "through the proxy"}]})),
     );
     let (router, state) = scripted.router();
-    let port = serve_tls_as(ca, SERVER_NAME, &[b"h2", b"http/1.1"], None, router).await;
+    let port = match ca {
+        Some(ca) => serve_tls_as(ca, SERVER_NAME, &[b"h2", b"http/1.1"], None, router).await,
+        None => serve_on_loopback(router).await.port(),
+    };
     (port, state)
 }
 
@@ -47,7 +52,7 @@ fn tls_config(ca_file: &TempFile) -> String {
 async fn calls_in(
     mode: &str,
     url: &str,
-    ca_file: &TempFile,
+    config: &str,
     env: &[(&str, &str)],
 ) -> (Value, Value, String) {
     let valid = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -56,7 +61,7 @@ async fn calls_in(
         "params": {"name": "greet", "arguments": {"name": 42}}});
     match mode {
         "serve --upstream" => {
-            let tg = Toolgate::serve_env(url, Some(&tls_config(ca_file)), env).await;
+            let tg = Toolgate::serve_env(url, Some(config), env).await;
             let session = open_session(&tg.url()).await;
             let a = post(&tg.url(), Some(&session), valid.to_string())
                 .await
@@ -67,7 +72,7 @@ async fn calls_in(
             (a, b, tg.logs())
         }
         _ => {
-            let config = TempFile::new(&tls_config(ca_file));
+            let config = TempFile::new(config);
             let args = [
                 "stdio",
                 "--config",
@@ -87,23 +92,31 @@ async fn calls_in(
 }
 
 #[tokio::test]
-async fn an_https_server_is_reached_through_the_proxy_in_every_mode() {
+async fn a_server_is_reached_through_the_proxy_in_every_mode() {
     let ca = Ca::new("toolgate test CA");
     let ca_file = TempFile::new(&ca.cert_pem);
-    for mode in ["serve --upstream", "stdio --upstream"] {
-        let (port, seen) = server(&ca).await;
+    for (scheme, mode) in [
+        ("https", "serve --upstream"),
+        ("https", "stdio --upstream"),
+        ("http", "serve --upstream"),
+        ("http", "stdio --upstream"),
+    ] {
+        let https = scheme == "https";
+        let case = format!("{scheme}, {mode}");
+        let (port, seen) = server(https.then_some(&ca)).await;
         let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
         let proxy_url = proxy.url(USER_INFO);
-        let url = format!("https://{SERVER_NAME}:{port}/mcp");
-        let env = [
-            ("HTTPS_PROXY", proxy_url.as_str()),
-            ("NO_PROXY", "other.corp.test"),
-        ];
-        let (valid, invalid, logs) = calls_in(mode, &url, &ca_file, &env).await;
+        let url = format!("{scheme}://{SERVER_NAME}:{port}/mcp");
+        let (var, config) = match https {
+            true => ("HTTPS_PROXY", tls_config(&ca_file)),
+            false => ("HTTP_PROXY", String::new()),
+        };
+        let env = [(var, proxy_url.as_str()), ("NO_PROXY", "other.corp.test")];
+        let (valid, invalid, logs) = calls_in(mode, &url, &config, &env).await;
 
         let through = json!({"jsonrpc": "2.0", "id": 1,
-            "result": {"content": [{"type": "text", "text": "through the tunnel"}]}});
-        assert_eq!(valid, through, "{mode}");
+            "result": {"content": [{"type": "text", "text": "through the proxy"}]}});
+        assert_eq!(valid, through, "{case}");
         let problem = "expected a string, got integer 42";
         let refused = json!({"jsonrpc": "2.0", "id": 2, "result": {
             "_meta": {"toolgate/validation": {"code": "invalid_arguments",
@@ -111,60 +124,84 @@ async fn an_https_server_is_reached_through_the_proxy_in_every_mode() {
             "content": [{"type": "text", "text": format!("Invalid arguments for tool \"greet\" \
                 (1 problem):\n- name: {problem}\nCorrect the arguments and call the tool again.")}],
             "isError": true}});
-        assert_eq!(invalid, refused, "{mode}");
+        assert_eq!(invalid, refused, "{case}");
         assert_eq!(
             seen.tool_calls().len(),
             1,
-            "{mode}: only the valid call reaches the server"
+            "{case}: only the valid call reaches the server"
         );
-        let asked = proxy.asked();
-        assert!(!asked.is_empty(), "{mode}");
+        // A tunnel to an HTTPS server; a plain server's requests sent to the proxy whole.
+        let target = match https {
+            true => format!("{SERVER_NAME}:{port}"),
+            false => url.clone(),
+        };
         let expected = Asked {
-            target: format!("{SERVER_NAME}:{port}"),
+            target,
             credentials: Some(CREDENTIALS.into()),
         };
-        assert!(asked.iter().all(|a| *a == expected), "{mode}: {asked:?}");
+        let asked = proxy.asked();
+        assert!(!asked.is_empty(), "{case}");
+        assert!(asked.iter().all(|a| *a == expected), "{case}: {asked:?}");
         assert!(
             logs.contains("connecting through a proxy") && logs.contains(&proxy.addr.to_string()),
-            "{mode}: {logs}"
+            "{case}: {logs}"
         );
         assert!(
             !logs.contains("s3cret"),
-            "{mode}: the proxy's password is never logged: {logs}"
+            "{case}: the proxy's password is never logged: {logs}"
         );
     }
 }
 
+/// A proxy that wants credentials toolgate does not have refuses the tunnel to an HTTPS
+/// server, and a plain server's request sent to it: either is the way to the server
+/// failing, with the proxy's status and where to give its credentials.
 #[tokio::test]
-async fn a_refused_tunnel_names_the_proxy_and_its_status() {
+async fn a_proxy_that_wants_credentials_says_so_in_the_answer() {
     let ca = Ca::new("toolgate test CA");
     let ca_file = TempFile::new(&ca.cert_pem);
-    let (port, seen) = server(&ca).await;
-    let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
-    let proxy_url = proxy.url("");
-    let url = format!("https://{SERVER_NAME}:{port}/mcp");
-    let tg = Toolgate::serve_env(
-        &url,
-        Some(&tls_config(&ca_file)),
-        &[("https_proxy", &proxy_url)],
-    )
-    .await;
-    let a = post(&tg.url(), None, call(1, "echo", json!({})))
-        .await
-        .answer();
-    let reason = format!(
-        "could not reach the tool server: connecting to {SERVER_NAME}:{port}: the proxy {} \
-         refused the tunnel: 407 Proxy Authentication Required (give the proxy's credentials \
-         in its URL: http://user:password@host:port)",
-        proxy.addr
-    );
-    let unavailable = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}},
-        "content": [{"type": "text", "text": format!("The tool server is unavailable: \
-            {reason}. Retrying in a moment may help if the server is restarting.")}],
-        "isError": true}});
-    assert_eq!(a, unavailable);
-    assert!(seen.methods().is_empty(), "nothing reached the server");
+    for https in [true, false] {
+        let (port, seen) = server(https.then_some(&ca)).await;
+        let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
+        let proxy_url = proxy.url("");
+        let hint = "407 Proxy Authentication Required (give the proxy's credentials in its \
+                    URL: http://user:password@host:port)";
+        let (url, var, config, reason) = match https {
+            true => (
+                format!("https://{SERVER_NAME}:{port}/mcp"),
+                "https_proxy",
+                tls_config(&ca_file),
+                format!(
+                    "could not reach the tool server: connecting to {SERVER_NAME}:{port}: \
+                     the proxy {} refused the tunnel: {hint}",
+                    proxy.addr
+                ),
+            ),
+            false => (
+                format!("http://{SERVER_NAME}:{port}/mcp"),
+                "http_proxy",
+                String::new(),
+                format!(
+                    "could not reach the tool server: a proxy on the way refused the request: \
+                     {hint}"
+                ),
+            ),
+        };
+        let tg = Toolgate::serve_env(&url, Some(&config), &[(var, &proxy_url)]).await;
+        let a = post(&tg.url(), None, call(1, "echo", json!({})))
+            .await
+            .answer();
+        let unavailable = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}},
+            "content": [{"type": "text", "text": format!("The tool server is unavailable: \
+                {reason}. Retrying in a moment may help if the server is restarting.")}],
+            "isError": true}});
+        assert_eq!(a, unavailable, "{url}");
+        assert!(
+            seen.methods().is_empty(),
+            "{url}: nothing reached the server"
+        );
+    }
 }
 
 #[tokio::test]
@@ -229,8 +266,9 @@ async fn a_proxy_url_that_cannot_be_used_stops_toolgate_without_its_password() {
     }
 }
 
-/// The trace collector is a server like any other: an `http://` one through `HTTP_PROXY`'s
-/// tunnel, while the loopback upstream beside it is reached directly.
+/// The trace collector is a server like any other: an `http://` one through `HTTP_PROXY`,
+/// its requests sent to the proxy whole, while the loopback upstream beside it is reached
+/// directly.
 #[tokio::test]
 async fn spans_reach_a_collector_through_the_proxy() {
     let (endpoint, got) = crate::telemetry::collector().await;
@@ -261,7 +299,7 @@ async fn spans_reach_a_collector_through_the_proxy() {
         !asked.is_empty()
             && asked
                 .iter()
-                .all(|a| a.target == format!("collector.corp.test:{port}")),
+                .all(|a| a.target == format!("{collector}/v1/traces")),
         "{asked:?}"
     );
 }

@@ -1,6 +1,9 @@
 //! A forward proxy made for one test: it answers `CONNECT` and tunnels to servers it alone
 //! can name (`NAME:PORT` is `127.0.0.1:PORT` here), as a corporate proxy resolves names its
-//! clients cannot. It notes every tunnel asked for and the credentials that came with it.
+//! clients cannot, and passes on a request that names such a server in full
+//! (`POST http://NAME:PORT/mcp`), relaying the rest of its connection to the same server.
+//! It notes every tunnel and the first request of every connection, and the credentials
+//! that came with each.
 
 use base64::Engine;
 use std::net::SocketAddr;
@@ -8,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-/// One `CONNECT` the proxy was asked for.
+/// One tunnel (`target` is `NAME:PORT`) or connection's first request (`target` is the URL
+/// it named) the proxy was asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Asked {
     pub target: String,
@@ -57,13 +61,16 @@ async fn tunnel(
     noted: &Mutex<Vec<Asked>>,
 ) -> std::io::Result<()> {
     let mut client = BufReader::new(client);
-    let mut line = String::new();
-    client.read_line(&mut line).await?;
-    let target = line.split(' ').nth(1).unwrap_or_default().to_owned();
+    let mut head = String::new();
+    client.read_line(&mut head).await?;
+    let mut words = head.split(' ');
+    let connect = words.next() == Some("CONNECT");
+    let target = words.next().unwrap_or_default().to_owned();
     let mut given = None;
     loop {
         let mut header = String::new();
         if client.read_line(&mut header).await? == 0 || header == "\r\n" {
+            head.push_str("\r\n");
             break;
         }
         if let Some((k, v)) = header.split_once(':')
@@ -75,28 +82,40 @@ async fn tunnel(
                 .unwrap_or_default();
             given = Some(String::from_utf8_lossy(&plain).into_owned());
         }
+        head.push_str(&header);
     }
     noted.lock().unwrap().push(Asked {
         target: target.clone(),
         credentials: given.clone(),
     });
-    let mut client = client.into_inner();
     if credentials.is_some() && given.as_deref() != credentials {
         let refusal = "HTTP/1.1 407 Proxy Authentication Required\r\n\
                        Proxy-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\n\r\n";
-        return client.write_all(refusal.as_bytes()).await;
+        return client.into_inner().write_all(refusal.as_bytes()).await;
     }
-    let port = match target.split_once(':') {
+    // `NAME:PORT` for a tunnel, `http://NAME:PORT/path` for a request sent whole.
+    let authority = target.strip_prefix("http://").unwrap_or(&target);
+    let authority = authority.split('/').next().unwrap_or_default();
+    let port = match authority.split_once(':') {
         Some((host, port)) if host == name => port.to_owned(),
         _ => {
             let refusal = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n";
-            return client.write_all(refusal.as_bytes()).await;
+            return client.into_inner().write_all(refusal.as_bytes()).await;
         }
     };
     let mut server = TcpStream::connect(format!("127.0.0.1:{port}")).await?;
-    client
-        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        .await?;
+    if connect {
+        client
+            .get_mut()
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await?;
+    } else {
+        // The request goes on as it came (a server accepts a target in full); the rest of
+        // the connection is relayed as it is, to the same server.
+        server.write_all(head.as_bytes()).await?;
+        server.write_all(client.buffer()).await?;
+    }
+    let mut client = client.into_inner();
     tokio::io::copy_bidirectional(&mut client, &mut server).await?;
     Ok(())
 }
