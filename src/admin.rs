@@ -146,25 +146,21 @@ fn startable(command: &[String]) -> Result<(), NotReady> {
     }
 }
 
+/// An HTTP upstream is ready when a connection to it opens within 1 s, the way its requests
+/// open one: directly, or through the proxy the environment names (for a plain server
+/// behind a proxy, a connection to the proxy).
 async fn reachable(url: &str) -> Result<(), NotReady> {
     let uri: http::Uri = url.parse().map_err(|e| NotReady(format!("{e}")))?;
-    let host = uri
-        .host()
-        .ok_or("no host")?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(80);
-    match tokio::time::timeout(
-        Duration::from_secs(1),
-        tokio::net::TcpStream::connect((host.as_str(), port)),
-    )
-    .await
-    {
+    if uri.host().is_none() {
+        return Err("no host".into());
+    }
+    let crate::net::Server { https, host, port } = crate::net::Server::of(&uri);
+    let addr = format!("{host}:{port}");
+    let route = crate::net::proxy::Route::from_env(https, host, port)
+        .map_err(|e| NotReady(e.to_string()))?;
+    match tokio::time::timeout(Duration::from_secs(1), route.connect(&addr)).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(NotReady(format!("cannot connect to {host}:{port}: {e}"))),
-        Err(_) => Err(NotReady(format!(
-            "no connection to {host}:{port} within 1s"
-        ))),
+        Ok(Err(e)) => Err(NotReady(format!("cannot connect to {addr}: {e}"))),
+        Err(_) => Err(NotReady(format!("no connection to {addr} within 1s"))),
     }
 }

@@ -7,7 +7,7 @@
 //! answers toolgate may need to read arrive uncompressed.
 
 use super::pool::{Pool, WireBody};
-use super::proxy::{Proxy, ProxyError};
+use super::proxy::{ProxyError, Route};
 use super::tls::TlsError;
 use crate::error::UpstreamError;
 use bytes::Bytes;
@@ -256,7 +256,7 @@ fn absolute(uri: &Uri, path: &Uri) -> Uri {
 #[cold]
 fn proxy_wants_credentials() -> UpstreamError {
     UpstreamError::Unreachable(format!(
-        "a proxy on the way refused the request: 407 Proxy Authentication Required ({})",
+        "a proxy on the way refused the request: 407 Proxy Authentication Required{}",
         super::proxy::CREDENTIALS_HINT
     ))
 }
@@ -423,9 +423,7 @@ impl HttpClient {
     /// A client of `uri`; `tls` applies to an `https://` one. Its connections go through the
     /// proxy the environment names for it ([`super::proxy`]).
     pub fn new(uri: Uri, tls: &crate::config::UpstreamTls) -> Result<HttpClient, ClientError> {
-        let https = uri.scheme_str() == Some("https");
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let host = uri.host().unwrap_or("localhost");
+        let super::Server { https, host, port } = super::Server::of(&uri);
         let addr = format!("{host}:{port}");
         let tls = if https {
             let connect = super::tls::TlsConnect::new(tls, host)?;
@@ -436,27 +434,22 @@ impl HttpClient {
         } else {
             None
         };
-        let proxy = Proxy::from_env(https, host, port)?;
-        if let Some(p) = &proxy {
+        let route = Route::from_env(https, host, port)?;
+        if let Some(p) = route.proxy() {
             tracing::info!(server = %addr, proxy = %p, "connecting through a proxy");
         }
         let path = uri
             .path_and_query()
             .cloned()
             .map_or_else(|| Uri::from_static("/"), Uri::from);
-        let (pool, path, proxy_authorization) = match proxy {
-            // A plain server's requests go to the proxy, each naming the server in full.
-            Some(p) if !https => (
-                Pool::new(p.addr().to_owned(), None),
-                absolute(&uri, &path),
-                p.authorization(),
-            ),
-            proxy => (Pool::new(addr, tls).through(proxy), path, None),
+        let (path, proxy_authorization) = match &route {
+            Route::Forward(proxy) => (absolute(&uri, &path), proxy.authorization()),
+            _ => (path, None),
         };
         Ok(HttpClient {
             host: host_header(&uri),
             path,
-            transport: Transport::Wire(pool),
+            transport: Transport::Wire(Pool::new(addr, tls).through(route)),
             uri,
             proxy_authorization,
         })

@@ -10,3 +10,22 @@ pub mod client;
 mod pool;
 pub mod proxy;
 pub mod tls;
+
+/// Where a URL's server is: whether it is `https://`, its host (an IPv6 address in brackets),
+/// and its port, the scheme's own when none is written.
+pub(crate) struct Server<'a> {
+    pub(crate) https: bool,
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
+}
+
+impl Server<'_> {
+    pub(crate) fn of(uri: &http::Uri) -> Server<'_> {
+        let https = uri.scheme_str() == Some("https");
+        Server {
+            https,
+            host: uri.host().unwrap_or("localhost"),
+            port: uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
+        }
+    }
+}

@@ -36,7 +36,7 @@
 use crate::error::UpstreamError;
 use crate::kept_timer::KeptTimer;
 use crate::locks::MutexExt;
-use crate::net::proxy::Proxy;
+use crate::net::proxy::Route;
 use crate::net::tls::TlsConnect;
 use crate::thread_slot::{SLOTS, slot};
 use bytes::Bytes;
@@ -314,8 +314,8 @@ pub struct Pool {
     addr: String,
     /// For `https://` upstreams, and the origin HTTP/2 requests name (`https://host:port`).
     tls: Option<(TlsConnect, String)>,
-    /// What every connection is tunnelled through, when the environment names one.
-    proxy: Option<Proxy>,
+    /// How every connection goes: directly or through a proxy.
+    route: Route,
     kept: Arc<Shards>,
     idle_for: Duration,
     /// How many connections one thread slot keeps.
@@ -366,7 +366,7 @@ impl Pool {
         Pool {
             addr,
             tls,
-            proxy: None,
+            route: Route::Direct,
             kept: Arc::default(),
             idle_for: IDLE_FOR,
             per_slot: kept_per_slot(),
@@ -374,9 +374,9 @@ impl Pool {
         }
     }
 
-    /// The same pool, its connections tunnelled through `proxy` when there is one.
-    pub fn through(self, proxy: Option<Proxy>) -> Pool {
-        Pool { proxy, ..self }
+    /// The same pool, its connections opened on `route`.
+    pub fn through(self, route: Route) -> Pool {
+        Pool { route, ..self }
     }
 
     #[cfg(test)]
@@ -603,17 +603,7 @@ impl Pool {
 
     /// A TCP stream to the server, directly or through the proxy.
     async fn open(&self) -> Result<tokio::net::TcpStream, UpstreamError> {
-        let stream = match &self.proxy {
-            None => tokio::net::TcpStream::connect(&self.addr)
-                .await
-                .map_err(|e| self.unreachable(e))?,
-            Some(proxy) => proxy
-                .tunnel(&self.addr)
-                .await
-                .map_err(|e| self.unreachable(e))?,
-        };
-        let _ = stream.set_nodelay(true);
-        Ok(stream)
+        (self.route.connect(&self.addr).await).map_err(|e| self.unreachable(e))
     }
 
     fn unreachable(&self, why: impl std::fmt::Display) -> UpstreamError {

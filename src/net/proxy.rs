@@ -21,9 +21,10 @@ use tokio::net::TcpStream;
 /// The most of a proxy's answer to `CONNECT` that is read: a status line and a few headers.
 const MAX_ANSWER: usize = 8 * 1024;
 
-/// What a proxy's refusal for want of credentials (407) says to do.
+/// What a proxy's refusal for want of credentials (407) says to do, written to follow its
+/// status.
 pub(crate) const CREDENTIALS_HINT: &str =
-    "give the proxy's credentials in its URL: http://user:password@host:port";
+    " (give the proxy's credentials in its URL: http://user:password@host:port)";
 
 /// A proxy that connections to one server go through.
 #[derive(Debug)]
@@ -42,18 +43,17 @@ pub struct ProxyError {
     why: &'static str,
 }
 
-/// Why a tunnel through the proxy was not opened.
+/// Why a connection on a [`Route`] was not opened.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TunnelError {
+pub(crate) enum ConnectError {
+    #[error(transparent)]
+    Direct(std::io::Error),
     #[error("the proxy {proxy}: {source}")]
     Io {
         proxy: String,
         source: std::io::Error,
     },
-    #[error(
-        "the proxy {proxy} refused the tunnel: {status}{}",
-        parenthesized(hint)
-    )]
+    #[error("the proxy {proxy} refused the tunnel: {status}{hint}")]
     Refused {
         proxy: String,
         status: String,
@@ -63,14 +63,54 @@ pub(crate) enum TunnelError {
     Malformed { proxy: String, why: &'static str },
 }
 
+/// The way connections to one server go, as the environment names it.
+#[derive(Debug)]
+pub(crate) enum Route {
+    /// Straight to the server.
+    Direct,
+    /// Through the proxy's `CONNECT` tunnel: an `https://` server.
+    Tunnel(Proxy),
+    /// To the proxy, each request naming the server in full: a plain `http://` server.
+    Forward(Proxy),
+}
+
+impl Route {
+    /// The route to a server at `host`:`port` as this process's environment names it.
+    pub(crate) fn from_env(https: bool, host: &str, port: u16) -> Result<Route, ProxyError> {
+        Ok(match Proxy::from_env(https, host, port)? {
+            None => Route::Direct,
+            Some(proxy) if https => Route::Tunnel(proxy),
+            Some(proxy) => Route::Forward(proxy),
+        })
+    }
+
+    pub(crate) fn proxy(&self) -> Option<&Proxy> {
+        match self {
+            Route::Direct => None,
+            Route::Tunnel(proxy) | Route::Forward(proxy) => Some(proxy),
+        }
+    }
+
+    /// A connection that requests to the server at `addr` (`host:port`) go on.
+    pub(crate) async fn connect(&self, addr: &str) -> Result<TcpStream, ConnectError> {
+        let stream = match self {
+            Route::Direct => TcpStream::connect(addr)
+                .await
+                .map_err(ConnectError::Direct)?,
+            Route::Tunnel(proxy) => proxy.tunnel(addr).await?,
+            Route::Forward(proxy) => TcpStream::connect(&proxy.addr)
+                .await
+                .map_err(|source| proxy.failed(source))?,
+        };
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+}
+
 impl Proxy {
     /// The proxy for a server at `host`:`port` as this process's environment names it;
     /// `None` when the server is reached directly.
-    pub(crate) fn from_env(
-        https: bool,
-        host: &str,
-        port: u16,
-    ) -> Result<Option<Proxy>, ProxyError> {
+    fn from_env(https: bool, host: &str, port: u16) -> Result<Option<Proxy>, ProxyError> {
         Proxy::chosen(&|name| std::env::var(name).ok(), https, host, port)
     }
 
@@ -127,11 +167,6 @@ impl Proxy {
         })
     }
 
-    /// Where the proxy is (`host:port`): a plain server's requests are sent there.
-    pub(crate) fn addr(&self) -> &str {
-        &self.addr
-    }
-
     /// `Proxy-Authorization` for a request sent to the proxy, when its URL has credentials.
     pub(crate) fn authorization(&self) -> Option<http::HeaderValue> {
         let mut value =
@@ -140,14 +175,17 @@ impl Proxy {
         Some(value)
     }
 
-    /// A stream to `dest` (`host:port`) through the proxy, once it has agreed to `CONNECT`.
-    pub(crate) async fn tunnel(&self, dest: &str) -> Result<TcpStream, TunnelError> {
-        let io = |source| TunnelError::Io {
+    fn failed(&self, source: std::io::Error) -> ConnectError {
+        ConnectError::Io {
             proxy: self.addr.clone(),
             source,
-        };
+        }
+    }
+
+    /// A stream to `dest` (`host:port`) through the proxy, once it has agreed to `CONNECT`.
+    async fn tunnel(&self, dest: &str) -> Result<TcpStream, ConnectError> {
+        let io = |source| self.failed(source);
         let mut stream = TcpStream::connect(&self.addr).await.map_err(io)?;
-        let _ = stream.set_nodelay(true);
         let mut ask = format!("CONNECT {dest} HTTP/1.1\r\nHost: {dest}\r\n");
         if let Some(c) = &self.credentials {
             ask.push_str("Proxy-Authorization: Basic ");
@@ -163,8 +201,8 @@ impl Proxy {
 
     /// The proxy's answer to `CONNECT`, up to its blank line. The server has said nothing
     /// yet (a client speaks first in HTTP and in TLS), so anything past it is a fault.
-    async fn answer_head(&self, stream: &mut TcpStream) -> Result<Vec<u8>, TunnelError> {
-        let malformed = |why| TunnelError::Malformed {
+    async fn answer_head(&self, stream: &mut TcpStream) -> Result<Vec<u8>, ConnectError> {
+        let malformed = |why| ConnectError::Malformed {
             proxy: self.addr.clone(),
             why,
         };
@@ -174,10 +212,7 @@ impl Proxy {
             let n = stream
                 .read(&mut chunk)
                 .await
-                .map_err(|source| TunnelError::Io {
-                    proxy: self.addr.clone(),
-                    source,
-                })?;
+                .map_err(|source| self.failed(source))?;
             if n == 0 {
                 return Err(malformed(
                     "it closed the connection before answering CONNECT",
@@ -197,13 +232,13 @@ impl Proxy {
     }
 
     /// `Ok` for a 2xx answer; otherwise its status line, as far as it is printable.
-    fn agreed(&self, head: &[u8]) -> Result<(), TunnelError> {
+    fn agreed(&self, head: &[u8]) -> Result<(), ConnectError> {
         let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
         let line = String::from_utf8_lossy(line);
         let mut words = line.splitn(3, ' ');
         let (version, code) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
         if !version.starts_with("HTTP/1.") || code.len() != 3 {
-            return Err(TunnelError::Malformed {
+            return Err(ConnectError::Malformed {
                 proxy: self.addr.clone(),
                 why: "its answer to CONNECT is not HTTP/1",
             });
@@ -218,7 +253,7 @@ impl Proxy {
             .take(100)
             .collect();
         let hint = if code == "407" { CREDENTIALS_HINT } else { "" };
-        Err(TunnelError::Refused {
+        Err(ConnectError::Refused {
             proxy: self.addr.clone(),
             status,
             hint,
@@ -230,15 +265,6 @@ impl std::fmt::Display for Proxy {
     /// Where the proxy is, never its credentials.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.addr)
-    }
-}
-
-/// ` (hint)`, or nothing.
-fn parenthesized(hint: &str) -> String {
-    if hint.is_empty() {
-        String::new()
-    } else {
-        format!(" ({hint})")
     }
 }
 
@@ -521,7 +547,7 @@ mod tests {
         );
         assert!(matches!(
             p.agreed(b"SSH-2.0-OpenSSH\r\n\r\n"),
-            Err(TunnelError::Malformed { .. })
+            Err(ConnectError::Malformed { .. })
         ));
     }
 }

@@ -324,3 +324,55 @@ async fn a_silent_proxy_holds_a_call_no_longer_than_its_deadline() {
         "isError": true}});
     assert_eq!(a, unavailable);
 }
+
+/// `/readyz` asks for a server the way its requests go: through the proxy's tunnel for an
+/// HTTPS server (on 443 when its URL names no port), to the proxy for a plain one, never
+/// straight to a name only the proxy knows.
+#[tokio::test]
+async fn readiness_goes_the_way_requests_go() {
+    let ca = Ca::new("toolgate test CA");
+    let ca_file = TempFile::new(&ca.cert_pem);
+    let ready = json!({"ready": true, "upstreams": {"default": {"ready": true}}});
+    for https in [true, false] {
+        let (port, _) = server(https.then_some(&ca)).await;
+        let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
+        let proxy_url = proxy.url(USER_INFO);
+        let (url, var, config) = match https {
+            true => (
+                format!("https://{SERVER_NAME}:{port}/mcp"),
+                "HTTPS_PROXY",
+                tls_config(&ca_file),
+            ),
+            false => (
+                format!("http://{SERVER_NAME}:{port}/mcp"),
+                "HTTP_PROXY",
+                String::new(),
+            ),
+        };
+        let tg = Toolgate::serve_env(&url, Some(&config), &[(var, &proxy_url)]).await;
+        let r = tg.admin_get("/readyz?upstream=default").await;
+        assert_eq!((r.status, r.json()), (200, ready.clone()), "{url}");
+        if https {
+            let tunnel = Asked {
+                target: format!("{SERVER_NAME}:{port}"),
+                credentials: Some(CREDENTIALS.into()),
+            };
+            assert_eq!(proxy.asked(), vec![tunnel], "{url}");
+        } else {
+            assert!(proxy.asked().is_empty(), "{url}: {:?}", proxy.asked());
+        }
+    }
+
+    let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
+    let proxy_url = proxy.url(USER_INFO);
+    let url = format!("https://{SERVER_NAME}/mcp");
+    let config = tls_config(&ca_file);
+    let tg = Toolgate::serve_env(&url, Some(&config), &[("HTTPS_PROXY", &proxy_url)]).await;
+    let r = tg.admin_get("/readyz?upstream=default").await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    let tunnel = Asked {
+        target: format!("{SERVER_NAME}:443"),
+        credentials: Some(CREDENTIALS.into()),
+    };
+    assert_eq!(proxy.asked(), vec![tunnel]);
+}

@@ -62,7 +62,10 @@ async fn tunnel(
 ) -> std::io::Result<()> {
     let mut client = BufReader::new(client);
     let mut head = String::new();
-    client.read_line(&mut head).await?;
+    if client.read_line(&mut head).await? == 0 {
+        // Connected and closed without a request: a readiness probe.
+        return Ok(());
+    }
     let mut words = head.split(' ');
     let connect = words.next() == Some("CONNECT");
     let target = words.next().unwrap_or_default().to_owned();
