@@ -4,9 +4,9 @@
 //! HTTP one. Every front that has an HTTP server behind it reaches it through the proxy
 //! with the proxy's credentials (an HTTPS server through a tunnel, TLS end to end; a plain
 //! one by requests sent to the proxy whole), and so does the trace exporter (a JWKS URL:
-//! `auth.rs`); a proxy's refusal is an error naming its status; a silent proxy holds a call only until its
-//! deadline; a loopback server is reached directly; a proxy URL that cannot be used stops
-//! toolgate without showing its password.
+//! `auth.rs`); `/readyz` asks the same way; a proxy's refusal is an error naming its status;
+//! a silent proxy holds a call only until its deadline; a loopback server is reached
+//! directly; a proxy URL that cannot be used stops toolgate without showing its password.
 
 use crate::common;
 use common::connect_proxy::{Asked, ConnectProxy};
@@ -107,9 +107,10 @@ async fn a_server_is_reached_through_the_proxy_in_every_mode() {
         let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
         let proxy_url = proxy.url(USER_INFO);
         let url = format!("{scheme}://{SERVER_NAME}:{port}/mcp");
-        let (var, config) = match https {
-            true => ("HTTPS_PROXY", tls_config(&ca_file)),
-            false => ("HTTP_PROXY", String::new()),
+        let (var, config) = if https {
+            ("HTTPS_PROXY", tls_config(&ca_file))
+        } else {
+            ("HTTP_PROXY", String::new())
         };
         let env = [(var, proxy_url.as_str()), ("NO_PROXY", "other.corp.test")];
         let (valid, invalid, logs) = calls_in(mode, &url, &config, &env).await;
@@ -131,9 +132,10 @@ async fn a_server_is_reached_through_the_proxy_in_every_mode() {
             "{case}: only the valid call reaches the server"
         );
         // A tunnel to an HTTPS server; a plain server's requests sent to the proxy whole.
-        let target = match https {
-            true => format!("{SERVER_NAME}:{port}"),
-            false => url.clone(),
+        let target = if https {
+            format!("{SERVER_NAME}:{port}")
+        } else {
+            url.clone()
         };
         let expected = Asked {
             target,
@@ -166,8 +168,8 @@ async fn a_proxy_that_wants_credentials_says_so_in_the_answer() {
         let proxy_url = proxy.url("");
         let hint = "407 Proxy Authentication Required (give the proxy's credentials in its \
                     URL: http://user:password@host:port)";
-        let (url, var, config, reason) = match https {
-            true => (
+        let (url, var, config, reason) = if https {
+            (
                 format!("https://{SERVER_NAME}:{port}/mcp"),
                 "https_proxy",
                 tls_config(&ca_file),
@@ -176,8 +178,9 @@ async fn a_proxy_that_wants_credentials_says_so_in_the_answer() {
                      the proxy {} refused the tunnel: {hint}",
                     proxy.addr
                 ),
-            ),
-            false => (
+            )
+        } else {
+            (
                 format!("http://{SERVER_NAME}:{port}/mcp"),
                 "http_proxy",
                 String::new(),
@@ -185,7 +188,7 @@ async fn a_proxy_that_wants_credentials_says_so_in_the_answer() {
                     "could not reach the tool server: a proxy on the way refused the request: \
                      {hint}"
                 ),
-            ),
+            )
         };
         let tg = Toolgate::serve_env(&url, Some(&config), &[(var, &proxy_url)]).await;
         let a = post(&tg.url(), None, call(1, "echo", json!({})))
@@ -337,17 +340,18 @@ async fn readiness_goes_the_way_requests_go() {
         let (port, _) = server(https.then_some(&ca)).await;
         let proxy = ConnectProxy::start(SERVER_NAME, Some(CREDENTIALS)).await;
         let proxy_url = proxy.url(USER_INFO);
-        let (url, var, config) = match https {
-            true => (
+        let (url, var, config) = if https {
+            (
                 format!("https://{SERVER_NAME}:{port}/mcp"),
                 "HTTPS_PROXY",
                 tls_config(&ca_file),
-            ),
-            false => (
+            )
+        } else {
+            (
                 format!("http://{SERVER_NAME}:{port}/mcp"),
                 "HTTP_PROXY",
                 String::new(),
-            ),
+            )
         };
         let tg = Toolgate::serve_env(&url, Some(&config), &[(var, &proxy_url)]).await;
         let r = tg.admin_get("/readyz?upstream=default").await;
