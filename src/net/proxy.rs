@@ -1,7 +1,7 @@
-//! A forward proxy for outbound HTTP, as the environment names it: `https_proxy` /
-//! `HTTPS_PROXY` for `https://` servers, `http_proxy` / `HTTP_PROXY` for `http://` ones, and
-//! `no_proxy` / `NO_PROXY` for those reached directly (the lowercase name first, as curl
-//! reads them).
+//! The route to an HTTP server ([`Route`]): directly, or through the forward proxy the
+//! environment names: `https_proxy` / `HTTPS_PROXY` for `https://` servers, `http_proxy` /
+//! `HTTP_PROXY` for `http://` ones, and `no_proxy` / `NO_PROXY` for those reached directly
+//! (the lowercase name first, as curl reads them). Requests and `/readyz` take the same one.
 //!
 //! An `https://` server is reached through a `CONNECT` tunnel: TLS runs end to end with the
 //! server. A plain `http://` server's requests go to the proxy itself, each naming the server
