@@ -144,6 +144,9 @@ async fn a_server_is_reached_through_the_proxy_in_every_mode() {
         let asked = proxy.asked();
         assert!(!asked.is_empty(), "{case}");
         assert!(asked.iter().all(|a| *a == expected), "{case}: {asked:?}");
+        // Every request to a plain server went to the proxy: the client's handshake,
+        // toolgate's own listing and the valid call at least.
+        assert!(https || asked.len() >= 4, "{case}: {asked:?}");
         assert!(
             logs.contains("connecting through a proxy") && logs.contains(&proxy.addr.to_string()),
             "{case}: {logs}"
