@@ -26,8 +26,8 @@ const MAX_ANSWER: usize = 8 * 1024;
 pub(crate) const CREDENTIALS_HINT: &str =
     " (give the proxy's credentials in its URL: http://user:password@host:port)";
 
-/// A proxy that connections to one server go through.
-#[derive(Debug)]
+/// A proxy that connections to one server go through. Shown (`Display`, `Debug`) by where it
+/// is only, never with its credentials.
 pub(crate) struct Proxy {
     /// `host:port`, as a connect resolves it; also how messages name the proxy.
     addr: String,
@@ -262,9 +262,14 @@ impl Proxy {
 }
 
 impl std::fmt::Display for Proxy {
-    /// Where the proxy is, never its credentials.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.addr)
+    }
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Proxy({})", self.addr)
     }
 }
 
@@ -471,9 +476,12 @@ mod tests {
     }
 
     #[test]
-    fn a_proxy_url_gives_its_address_and_credentials() {
+    fn a_proxy_url_gives_its_address_and_credentials_and_shows_only_the_address() {
         let p = Proxy::parse("http://user%40corp:p%3Ass@proxy.corp:3128/").unwrap();
         assert_eq!(p.addr, "proxy.corp:3128");
+        let route = Route::Tunnel(Proxy::parse("http://u:pw@proxy.corp:3128").unwrap());
+        assert_eq!(format!("{route:?}"), "Tunnel(Proxy(proxy.corp:3128))");
+        assert_eq!(format!("{}", route.proxy().unwrap()), "proxy.corp:3128");
         use base64::Engine;
         let plain = base64::engine::general_purpose::STANDARD
             .decode(p.credentials.unwrap())

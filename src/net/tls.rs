@@ -43,6 +43,12 @@ pub enum TlsError {
     /// The settings do not make a configuration.
     #[error("{0}")]
     Settings(&'static str),
+    /// A client certificate without its key, or a key without its certificate.
+    #[error("give both {cert} and {}", key.rsplit('.').next().unwrap_or(key))]
+    HalfIdentity {
+        cert: &'static str,
+        key: &'static str,
+    },
     #[error("no system root certificates were found; give {ca_key}")]
     NoRoots { ca_key: &'static str },
     #[error("{0}")]
@@ -216,21 +222,18 @@ fn build(s: &UpstreamTls) -> Result<ClientConfig, TlsError> {
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
-    let mut config = match (&s.client_cert_file, &s.client_key_file) {
-        (Some(cert), Some(key)) => {
-            let keys = (
-                "upstream_tls.client_cert_file",
-                "upstream_tls.client_key_file",
-            );
-            let id = client_identity(cert, key, keys)?;
-            builder.with_client_auth_cert(id.chain, id.key)?
-        }
-        (None, None) => builder.with_no_client_auth(),
-        _ => {
-            return Err(TlsError::Settings(
-                "give both upstream_tls.client_cert_file and client_key_file",
-            ));
-        }
+    let keys = (
+        "upstream_tls.client_cert_file",
+        "upstream_tls.client_key_file",
+    );
+    let identity = client_identity(
+        s.client_cert_file.as_deref(),
+        s.client_key_file.as_deref(),
+        keys,
+    )?;
+    let mut config = match identity {
+        Some(id) => builder.with_client_auth_cert(id.chain, id.key)?,
+        None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config.client_auth_cert_resolver = Arc::new(Noting(config.client_auth_cert_resolver.clone()));
@@ -340,14 +343,24 @@ pub(crate) struct ClientIdentity {
     key: PrivateKeyDer<'static>,
 }
 
-/// The client identity in `cert` and `key`, read, parsed and checked to go together, so that
-/// a problem is found when the settings are read and names its key (`keys`: the
-/// certificate's, the key's).
+/// The client identity in `cert` and `key` when both are given, read, parsed and checked to
+/// go together, so that a problem is found when the settings are read and names its key
+/// (`keys`: the certificate's, the key's); `None` when neither is.
 pub(crate) fn client_identity(
-    cert: &str,
-    key: &str,
+    cert: Option<&str>,
+    key: Option<&str>,
     keys: (&'static str, &'static str),
-) -> Result<ClientIdentity, TlsError> {
+) -> Result<Option<ClientIdentity>, TlsError> {
+    let (cert, key) = match (cert, key) {
+        (Some(cert), Some(key)) => (cert, key),
+        (None, None) => return Ok(None),
+        _ => {
+            return Err(TlsError::HalfIdentity {
+                cert: keys.0,
+                key: keys.1,
+            });
+        }
+    };
     let file = |what, path: &str, why: String| TlsError::File {
         what,
         path: path.to_owned(),
@@ -373,12 +386,12 @@ pub(crate) fn client_identity(
             )
         },
     )?;
-    Ok(ClientIdentity {
+    Ok(Some(ClientIdentity {
         cert_pem,
         key_pem,
         chain,
         key: private,
-    })
+    }))
 }
 
 fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {

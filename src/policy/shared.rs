@@ -51,25 +51,20 @@ fn certificates(s: &SharedState) -> Result<Option<redis::TlsCertificates>, Confi
         Some(path) => Some(roots_pem(path, "shared_state.ca_file").map_err(problem)?),
         None => None,
     };
-    let client_tls = match (&s.client_cert_file, &s.client_key_file) {
-        (Some(cert), Some(key)) => {
-            let keys = (
-                "shared_state.client_cert_file",
-                "shared_state.client_key_file",
-            );
-            let id = client_identity(cert, key, keys).map_err(problem)?;
-            Some(redis::ClientTlsConfig {
-                client_cert: id.cert_pem,
-                client_key: id.key_pem,
-            })
-        }
-        (None, None) => None,
-        _ => {
-            return Err(ConfigError(
-                "give both shared_state.client_cert_file and client_key_file".into(),
-            ));
-        }
-    };
+    let keys = (
+        "shared_state.client_cert_file",
+        "shared_state.client_key_file",
+    );
+    let client_tls = client_identity(
+        s.client_cert_file.as_deref(),
+        s.client_key_file.as_deref(),
+        keys,
+    )
+    .map_err(problem)?
+    .map(|id| redis::ClientTlsConfig {
+        client_cert: id.cert_pem,
+        client_key: id.key_pem,
+    });
     Ok(
         (root_cert.is_some() || client_tls.is_some()).then_some(redis::TlsCertificates {
             client_tls,
