@@ -29,6 +29,9 @@ pub struct Target {
     pub command: Vec<String>,
     /// TLS to an `https://` URL.
     pub tls: crate::config::UpstreamTls,
+    /// What it gets in place of a client's token (`auth.upstream_header` for the server on
+    /// `/mcp`, each of `[[upstreams]]` its own), its secret read at load.
+    pub credential: Option<crate::auth::UpstreamCredential>,
     pub validation: Validation,
     rules: HashMap<String, ToolRules>,
     /// Its series in the metrics every message counts in, found once.
@@ -60,6 +63,7 @@ impl Target {
             url,
             command: Vec::new(),
             tls: Default::default(),
+            credential: None,
             validation,
             rules,
         })
@@ -169,6 +173,13 @@ impl Gateway {
         Gateway::build(config, None, Identities::Authenticated)
     }
 
+    /// The gateway behind a stdio pipe, whose one client launched toolgate: a server's
+    /// credential (`auth.upstream_header`) is sent without `[auth]` in front of it, since no
+    /// other client can borrow it.
+    pub fn for_pipe(config: Config) -> Result<Arc<Gateway>, ConfigError> {
+        Gateway::build(config, None, Identities::Launcher)
+    }
+
     /// The gateway inside an application, whose own authentication names its clients
     /// (`ClientName`): `[clients.NAME]` rules apply without `[auth]`.
     pub(crate) fn in_process(config: Config) -> Result<Arc<Gateway>, ConfigError> {
@@ -242,6 +253,14 @@ impl Gateway {
         };
         let targets = targets(&config, &catalog)?;
         let auth = Authenticator::from_config(&config, previous.and_then(|p| p.auth.as_ref()))?;
+        if auth.is_none()
+            && identities != Identities::Launcher
+            && let Some(key) = crate::auth::credential_keys(&config).next()
+        {
+            return Err(ConfigError(format!(
+                "{key} replaces the client's token, so it needs auth.tokens or auth.jwt"
+            )));
+        }
         let named = auth.is_some() || identities == Identities::Vouched;
         let clients = clients(&config, named)?;
         let (hasher, ids, metrics, limiter, sessions) = match previous {
@@ -399,7 +418,12 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
             catalog,
         )?;
         t.tls = config.upstream_tls.clone();
+        t.credential = crate::auth::upstream_credential(&config.auth)?;
         targets.push(t);
+    } else if config.auth.upstream_header.is_some() {
+        return Err(ConfigError(
+            "auth.upstream_header is the credential of the HTTP server on /mcp (upstream), and there is none; give each of [[upstreams]] its own upstream_header".into(),
+        ));
     }
     for u in &config.upstreams {
         let v = config.validation.with(&u.validation);
@@ -411,6 +435,10 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
             catalog,
         )?;
         t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
+        if let Some(h) = &u.upstream_header {
+            let key = format!("upstreams {:?}: upstream_header", u.name);
+            t.credential = Some(crate::auth::credential(&key, h)?);
+        }
         targets.push(t);
     }
     if config.upstream.is_none() && !config.command.is_empty() {
@@ -442,11 +470,13 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
     Ok(targets)
 }
 
-/// Who tells clients apart: toolgate's own `[auth]`, or an application that vouches for the
-/// names it hands the in-process layer.
+/// Who tells clients apart: toolgate's own `[auth]`, an application that vouches for the
+/// names it hands the in-process layer, or nobody, since the one client launched toolgate
+/// (a stdio pipe).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Identities {
     Authenticated,
+    Launcher,
     Vouched,
 }
 

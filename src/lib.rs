@@ -36,7 +36,6 @@ pub(crate) mod transport;
 pub(crate) mod validate;
 
 pub use admin::router as admin_router;
-pub use auth::upstream_credential;
 pub use gateway::{Gateway, Live};
 pub use logformat::JsonLines;
 pub use logwriter::{NonBlocking, drain as drain_logs};

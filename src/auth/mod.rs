@@ -30,7 +30,6 @@ pub struct Authenticator {
     public_url: Option<String>,
     authorization_servers: Vec<String>,
     required_scopes: Vec<String>,
-    upstream: Option<(HeaderName, HeaderValue)>,
 }
 
 /// Why a request is not let through.
@@ -51,27 +50,35 @@ pub struct Identity {
     pub name: Arc<str>,
 }
 
-/// The credential `auth.upstream_header` gives the upstream (its secret read now), marked
-/// sensitive: what toolgate sends in place of a client's token, and with its own requests
-/// (`toolgate check`'s listing too).
-pub fn upstream_credential(
+/// A credential toolgate sends a server in place of a client's token: the header's name and
+/// its value, marked sensitive so that no log or debug output shows it.
+pub(crate) type UpstreamCredential = (HeaderName, HeaderValue);
+
+/// The credential `auth.upstream_header` gives the server on `/mcp` (its secret read now):
+/// what toolgate sends in place of a client's token, and with its own requests (`toolgate
+/// check`'s listing too).
+pub(crate) fn upstream_credential(
     a: &config::Auth,
-) -> Result<Option<(HeaderName, HeaderValue)>, ConfigError> {
-    let Some(h) = &a.upstream_header else {
-        return Ok(None);
-    };
-    let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
-        ConfigError(format!(
-            "auth.upstream_header: {:?} is not a header name",
-            h.name
-        ))
-    })?;
-    let value = config::secret("auth.upstream_header", h.env.as_deref(), h.file.as_deref())?;
-    let mut value = HeaderValue::from_str(&value).map_err(|_| {
-        ConfigError("auth.upstream_header: the value is not a valid header value".into())
-    })?;
+) -> Result<Option<UpstreamCredential>, ConfigError> {
+    a.upstream_header
+        .as_ref()
+        .map(|h| credential("auth.upstream_header", h))
+        .transpose()
+}
+
+/// The credential `header` configures, named in errors by `what` (its key), never by its
+/// value.
+pub(crate) fn credential(
+    what: &str,
+    header: &config::UpstreamHeader,
+) -> Result<UpstreamCredential, ConfigError> {
+    let name = HeaderName::from_bytes(header.name.as_bytes())
+        .map_err(|_| ConfigError(format!("{what}: {:?} is not a header name", header.name)))?;
+    let value = config::secret(what, header.env.as_deref(), header.file.as_deref())?;
+    let mut value = HeaderValue::from_str(&value)
+        .map_err(|_| ConfigError(format!("{what}: the value is not a valid header value")))?;
     value.set_sensitive(true);
-    Ok(Some((name, value)))
+    Ok((name, value))
 }
 
 impl Authenticator {
@@ -84,11 +91,6 @@ impl Authenticator {
     ) -> Result<Option<Authenticator>, ConfigError> {
         let a = &cfg.auth;
         if !a.enabled() {
-            if a.upstream_header.is_some() {
-                return Err(ConfigError(
-                    "auth.upstream_header replaces the client's token, so it needs auth.tokens or auth.jwt".into(),
-                ));
-            }
             return Ok(None);
         }
         let mut tokens = Vec::new();
@@ -138,7 +140,6 @@ impl Authenticator {
                 "auth.jwt: this toolgate was built without the `auth` feature".into(),
             ));
         }
-        let upstream = upstream_credential(a)?;
         Ok(Some(Authenticator {
             tokens,
             #[cfg(feature = "auth")]
@@ -148,7 +149,6 @@ impl Authenticator {
             public_url,
             authorization_servers: a.authorization_servers.clone(),
             required_scopes: a.required_scopes.clone(),
-            upstream,
         }))
     }
 
@@ -208,10 +208,10 @@ impl Authenticator {
         found
     }
 
-    /// The client's credentials stay here; the upstream gets the configured one, if any.
-    pub fn to_upstream(&self, headers: &mut HeaderMap) {
+    /// The client's credentials stay here; the server gets its own, `credential`, if any.
+    pub fn to_upstream(&self, headers: &mut HeaderMap, credential: Option<&UpstreamCredential>) {
         headers.remove(AUTHORIZATION);
-        if let Some((name, value)) = &self.upstream {
+        if let Some((name, value)) = credential {
             headers.insert(name.clone(), value.clone());
         }
     }
@@ -269,6 +269,19 @@ impl Authenticator {
         }
         Some(doc)
     }
+}
+
+/// The keys that give a server a credential of toolgate's, as errors name them.
+pub(crate) fn credential_keys(cfg: &Config) -> impl Iterator<Item = String> + '_ {
+    let default = cfg
+        .auth
+        .upstream_header
+        .as_ref()
+        .map(|_| "auth.upstream_header".to_string());
+    let named = (cfg.upstreams.iter())
+        .filter(|u| u.upstream_header.is_some())
+        .map(|u| format!("upstreams {:?}: upstream_header", u.name));
+    default.into_iter().chain(named)
 }
 
 /// Each endpoint's public URL: the audience a JWT must name when none is configured.
@@ -340,7 +353,6 @@ mod tests {
             public_url: None,
             authorization_servers: Vec::new(),
             required_scopes: Vec::new(),
-            upstream: None,
         }
     }
 

@@ -425,13 +425,9 @@ async fn stdio(
             );
         }
         cfg.upstream = Some(url.clone());
-        // Taken here: over the edge it replaces a client's token and needs clients
-        // authenticated; this pipe's only client launched toolgate.
-        let credential = toolgate::upstream_credential(&cfg.auth)?;
-        cfg.auth.upstream_header = None;
-        let gw = Gateway::new(cfg)?;
+        let gw = Gateway::for_pipe(cfg)?;
         serve_admin(admin, Live::new(gw.clone()))?;
-        exit(toolgate::stdio_over_http(gw, &url, credential).await);
+        exit(toolgate::stdio_over_http(gw, &url).await);
     }
     if cfg.command.is_empty() {
         anyhow::bail!(

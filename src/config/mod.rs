@@ -209,6 +209,10 @@ pub struct NamedUpstream {
     /// TLS to this upstream, instead of the global `[upstream_tls]`.
     #[serde(default)]
     pub tls: Option<UpstreamTls>,
+    /// The credential this upstream gets in place of a client's token. Its own: the one of
+    /// `auth.upstream_header` goes to the server on `/mcp` only.
+    #[serde(default)]
+    pub upstream_header: Option<UpstreamHeader>,
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,

@@ -121,7 +121,7 @@ const KEYS: &[Key] = &[
     key("auth.jwt.identity_claim", "The claim that names the client for [clients].", "\"sub\""),
     key("auth.jwt.refresh", "How often the JWKS is fetched again.", "\"10m\""),
     key("auth.jwt.leeway", "Clock skew tolerated on exp and nbf.", "\"30s\""),
-    key("auth.upstream_header.name", "The header the server gets in place of the client's token.", "\"authorization\""),
+    key("auth.upstream_header.name", "The header the server on /mcp gets in place of the client's token (each of [[upstreams]] has its own).", "\"authorization\""),
     key("auth.upstream_header.env", "The environment variable holding its value.", "\"UPSTREAM_AUTHORIZATION\""),
     key("auth.upstream_header.file", "Or a regular file holding it.", "\"/run/secrets/upstream\""),
 
@@ -137,6 +137,9 @@ const KEYS: &[Key] = &[
     key("upstreams[].tls.client_cert_file", "As upstream_tls.client_cert_file.", "\"/etc/toolgate/billing-client.crt\""),
     key("upstreams[].tls.client_key_file", "As upstream_tls.client_key_file.", "\"/etc/toolgate/billing-client.key\""),
     key("upstreams[].tls.server_name", "As upstream_tls.server_name.", "\"billing.internal\""),
+    key("upstreams[].upstream_header.name", "Its own credential in place of the client's token (auth.upstream_header is the /mcp server's only).", "\"authorization\""),
+    key("upstreams[].upstream_header.env", "As auth.upstream_header.env.", "\"BILLING_AUTHORIZATION\""),
+    key("upstreams[].upstream_header.file", "As auth.upstream_header.file.", "\"/run/secrets/billing\""),
     key("upstreams[].validation.mode", "Its own validation.mode; a key left out keeps the global value.", "\"audit\""),
     key("upstreams[].validation.coerce", "Its own validation.coerce.", "false"),
     key("upstreams[].validation.answer", "Its own validation.answer.", "\"protocol_error\""),

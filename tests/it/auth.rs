@@ -744,3 +744,170 @@ async fn a_jwt_for_one_endpoint_is_refused_at_another() {
     assert_eq!(at("/mcp", &both).await.status, 200);
     assert_eq!(at("/b/mcp", &both).await.status, 200);
 }
+
+/// Several servers behind one gateway, each with its own credential or none: each gets only
+/// its own, under its own header's name, with every request toolgate sends it: a client's
+/// call, toolgate's own listing, and for a 2026-07-28 client in front of a handshake-only
+/// server the era question and the session toolgate bridges it through.
+#[tokio::test]
+async fn each_server_gets_its_own_credential_and_no_other() {
+    let (main, main_seen) = scripted().await;
+    let (plain, plain_seen) = scripted().await;
+    let mut billing = Scripted::new(vec![open_tool("echo")])
+        .handshake_only()
+        .script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "billed"}]})),
+        );
+    billing.required_header = Some(("x-api-key", "billing-key-7"));
+    let (billing, billing_seen) = billing.spawn().await;
+    let token = TempFile::new(CLIENT_TOKEN);
+    let main_credential = TempFile::new(UPSTREAM_CREDENTIAL);
+    let billing_credential = TempFile::new("billing-key-7");
+    let config = format!(
+        r#"
+[[auth.tokens]]
+name = "ci-bot"
+file = "{}"
+
+[auth.upstream_header]
+file = "{}"
+
+[[upstreams]]
+name = "billing"
+url = "{billing}"
+
+[upstreams.upstream_header]
+name = "x-api-key"
+file = "{}"
+
+[[upstreams]]
+name = "plain"
+url = "{plain}"
+"#,
+        token.path.display(),
+        main_credential.path.display(),
+        billing_credential.path.display(),
+    );
+    let tg = Toolgate::serve(&main, Some(&config)).await.holding([
+        token,
+        main_credential,
+        billing_credential,
+    ]);
+    let bearer = format!("Bearer {CLIENT_TOKEN}");
+    let legacy = [
+        ("content-type", "application/json"),
+        ("accept", ACCEPT),
+        ("authorization", bearer.as_str()),
+    ];
+    for path in ["/mcp", "/plain/mcp"] {
+        let url = format!("http://{}{path}", tg.addr);
+        let r = request(Method::POST, &url, &legacy, call(1, "echo", json!({}))).await;
+        assert_eq!(
+            r.answer()["result"]["content"][0]["text"],
+            "echoed",
+            "{path}: {}",
+            r.text()
+        );
+    }
+    let modern = [
+        legacy.as_slice(),
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ],
+    ]
+    .concat();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {}, "_meta": common::modes::modern_meta()}});
+    let url = format!("http://{}/billing/mcp", tg.addr);
+    let r = request(Method::POST, &url, &modern, call.to_string()).await;
+    assert_eq!(
+        r.answer()["result"]["content"][0]["text"],
+        "billed",
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        billing_seen.methods(),
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ],
+        "asked its era, then bridged"
+    );
+
+    let credentials = |seen: &Scripted| -> Vec<(Option<String>, Option<String>)> {
+        let text =
+            |h: &http::HeaderMap, name: &str| h.get(name).map(|v| v.to_str().unwrap().to_string());
+        let headers = seen.seen_headers.lock().unwrap();
+        assert!(!headers.is_empty());
+        let mut each: Vec<_> = headers
+            .iter()
+            .map(|h| (text(h, "authorization"), text(h, "x-api-key")))
+            .collect();
+        each.dedup();
+        each
+    };
+    assert_eq!(
+        credentials(&main_seen),
+        [(Some(UPSTREAM_CREDENTIAL.to_string()), None)]
+    );
+    assert_eq!(
+        credentials(&billing_seen),
+        [(None, Some("billing-key-7".to_string()))]
+    );
+    assert_eq!(credentials(&plain_seen), [(None, None)]);
+    let logs = tg.logs();
+    for secret in [CLIENT_TOKEN, "upstream-credential-42", "billing-key-7"] {
+        assert!(!logs.contains(secret), "no secret in the logs");
+    }
+}
+
+/// A server's credential is refused at startup where it cannot be what it says: with no
+/// authentication in front of it (any client would borrow it), or given to a server that is
+/// not there.
+#[tokio::test]
+async fn a_server_credential_that_cannot_apply_is_refused_at_startup() {
+    let key = TempFile::new("k");
+    let token = TempFile::new(CLIENT_TOKEN);
+    let (key, token_file) = (key.path.display(), token.path.display());
+    let cases = [
+        (
+            format!(
+                "[[upstreams]]\nname = \"billing\"\nurl = \"http://127.0.0.1:9/mcp\"\n[upstreams.upstream_header]\nfile = \"{key}\"\n"
+            ),
+            true,
+            "upstreams \"billing\": upstream_header replaces the client's token, so it needs auth.tokens or auth.jwt",
+        ),
+        (
+            format!(
+                "[[auth.tokens]]\nname = \"ci-bot\"\nfile = \"{token_file}\"\n[auth.upstream_header]\nfile = \"{key}\"\n[[upstreams]]\nname = \"billing\"\nurl = \"http://127.0.0.1:9/mcp\"\n"
+            ),
+            false,
+            "auth.upstream_header is the credential of the HTTP server on /mcp (upstream), and there is none; give each of [[upstreams]] its own upstream_header",
+        ),
+    ];
+    for (config, with_upstream, says) in cases {
+        let cfg = TempFile::new(&config);
+        let mut args = vec!["serve"];
+        if with_upstream {
+            args.extend(["--upstream", "http://127.0.0.1:9/mcp"]);
+        }
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
+            .arg("--config")
+            .arg(&cfg.path)
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "off"])
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{config}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}

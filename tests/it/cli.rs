@@ -238,7 +238,7 @@ async fn check(url: &str, format: &str) -> (i32, String, String) {
 #[tokio::test]
 async fn check_lists_with_the_configured_upstream_credential() {
     let mut scripted = Scripted::new(vec![open_tool("echo")]);
-    scripted.required_token = Some("s3cret-upstream");
+    scripted.required_header = Some(("authorization", "Bearer s3cret-upstream"));
     let (url, seen) = scripted.spawn().await;
     let (code, _, err) = check(&url, "text").await;
     assert_eq!(code, 2, "{err}");

@@ -241,39 +241,55 @@ async fn python_sdk_client_and_server_through_toolgate_stdio() {
 
 /// A desktop client's pipe to a server that wants a credential: `auth.upstream_header`
 /// goes with every request toolgate sends it (the pipe's one client needs no token of its
-/// own), and is never logged.
+/// own), under the header's own name, and is never logged. For a 2026-07-28 client in front
+/// of a handshake-only server, that includes the era question and the bridged session.
 #[tokio::test]
 async fn stdio_upstream_sends_the_configured_credential_to_the_server() {
-    let mut scripted = Scripted::new(vec![open_tool("echo")]).script(
-        "echo",
-        Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
-    );
-    scripted.required_token = Some("s3cret-upstream");
-    let (url, seen) = scripted.spawn().await;
-    let secret = TempFile::new("Bearer s3cret-upstream\n");
-    let config = TempFile::new(&format!(
-        "[auth.upstream_header]\nfile = \"{}\"\n",
-        secret.path.display()
-    ));
-    let mut g = StdioGate::start_args(vec![
-        "stdio".into(),
-        "--config".into(),
-        config.path.display().to_string(),
-        "--upstream".into(),
-        url,
-    ]);
-    g.initialize().await;
-    let a = g.ask(call(1, "echo", json!({}))).await;
-    assert_eq!(common::result_text(&a), "echoed", "{a}");
-    let seen = seen.seen_headers.lock().unwrap().clone();
-    assert!(
-        seen.len() >= 3,
-        "initialize, initialized, the call: {seen:?}"
-    );
-    for h in &seen {
-        assert_eq!(h["authorization"], "Bearer s3cret-upstream");
+    let cases = [
+        ("authorization", "Bearer s3cret-upstream", false),
+        ("x-api-key", "s3cret-key", true),
+    ];
+    for (header, value, modern) in cases {
+        let mut scripted = Scripted::new(vec![open_tool("echo")]).script(
+            "echo",
+            Script::Result(json!({"content": [{"type": "text", "text": "echoed"}]})),
+        );
+        scripted.required_header = Some((header, value));
+        scripted.handshake_only = modern;
+        let (url, seen) = scripted.spawn().await;
+        let secret = TempFile::new(&format!("{value}\n"));
+        let config = TempFile::new(&format!(
+            "[auth.upstream_header]\nname = \"{header}\"\nfile = \"{}\"\n",
+            secret.path.display()
+        ));
+        let mut g = StdioGate::start_args(vec![
+            "stdio".into(),
+            "--config".into(),
+            config.path.display().to_string(),
+            "--upstream".into(),
+            url,
+        ]);
+        let mut call = call(1, "echo", json!({}));
+        if modern {
+            call["params"]["_meta"] = common::modes::modern_meta();
+        } else {
+            g.initialize().await;
+        }
+        let a = g.ask(call).await;
+        assert_eq!(common::result_text(&a), "echoed", "{header}: {a}");
+        if modern {
+            assert_eq!(seen.methods()[..2], ["server/discover", "initialize"]);
+        }
+        let seen = seen.seen_headers.lock().unwrap().clone();
+        assert!(
+            seen.len() >= 3,
+            "initialize, initialized, the call: {seen:?}"
+        );
+        for h in &seen {
+            assert_eq!(h[header], value, "{header}");
+        }
+        assert!(!g.logs().contains("s3cret"), "{}", g.logs());
     }
-    assert!(!g.logs().contains("s3cret"), "{}", g.logs());
 }
 
 #[tokio::test]

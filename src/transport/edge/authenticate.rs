@@ -3,7 +3,7 @@
 //! answered 401 (403 for a token without the scope) with a `WWW-Authenticate` challenge that
 //! names the endpoint's protected-resource metadata. The client's name goes into the note,
 //! where the gate's per-client rules and the access log read it; the client's
-//! `Authorization` never goes upstream (toolgate's own upstream credential does, when set).
+//! `Authorization` never goes upstream (the endpoint's server's own credential does, when set).
 //!
 //! Caveat: without `[auth]`, every request passes untouched and unnamed; limits per client
 //! then key on the client's address.
@@ -70,14 +70,15 @@ where
                 target,
             } = routed;
             let Inbound { head, gw, note, .. } = &mut inbound;
-            let path = &gw.targets[target].path;
+            let target_of = &gw.targets[target];
+            let path = &target_of.path;
             let Some(auth) = &gw.auth else {
                 // The gateway `call` found `[auth]` in; never taken, and no panic if it were.
                 return inner.call(Routed { inbound, target }).await;
             };
             match auth.authenticate(&head.headers, path).await {
                 Ok(identity) => {
-                    auth.to_upstream(&mut head.headers);
+                    auth.to_upstream(&mut head.headers, target_of.credential.as_ref());
                     note.client = Some(identity.name);
                 }
                 Err(refusal) => {

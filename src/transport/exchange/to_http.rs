@@ -103,9 +103,10 @@ impl HttpWay {
                 None => {
                     let limits = &gw.config.limits;
                     let ids = || gw.next_id();
+                    let client = (headers, to.target.credential.as_ref());
                     Box::pin(
                         up.bridge
-                            .session(up, headers, (narrowed, &declared), ids, limits),
+                            .session(up, client, (narrowed, &declared), ids, limits),
                     )
                     .await
                 }
@@ -446,7 +447,13 @@ async fn initialize(
     let limits = &to.gw.config.limits;
     match up
         .bridge
-        .reverse(up, &headers, said.params, &own_id, limits)
+        .reverse(
+            up,
+            (&headers, to.target.credential.as_ref()),
+            said.params,
+            &own_id,
+            limits,
+        )
         .await
     {
         Some((session, result)) => {

@@ -29,7 +29,7 @@ use crate::transport::upstream::multiplex::Owner;
 use crate::transport::upstream::own::{self, HttpSession};
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
 use serde_json::value::RawValue;
 use std::sync::{Arc, Mutex};
@@ -58,8 +58,6 @@ pub(crate) struct Http {
     /// The session's GET stream, opened after each `initialize`.
     stream: Mutex<Option<JoinHandle<()>>>,
     to: ToClient,
-    /// What the server gets as its credential with every request (`auth.upstream_header`).
-    credential: Option<(HeaderName, HeaderValue)>,
 }
 
 /// How one message reaches the server: the HTTP edge's way, the headers it goes with, and
@@ -104,7 +102,10 @@ impl Http {
         if let Some(v) = &s.version {
             h.insert(mcp::PROTOCOL_VERSION, v.clone());
         }
-        if let Some((name, value)) = &self.credential {
+        // The server's credential with every request (`auth.upstream_header`): the client
+        // that launched toolgate is the pipe's only one, so it needs no authentication in
+        // front of it, as the HTTP edge's does (`Gateway::for_pipe`).
+        if let Some((name, value)) = &self.target.credential {
             h.insert(name, value.clone());
         }
         h
@@ -217,14 +218,8 @@ impl SessionLister<'_> {
     }
 }
 
-/// Runs until the client goes away; returns the process exit status. `credential` goes to
-/// the server with every request: the client that launched toolgate is its only one, so
-/// the credential needs no client authentication in front of it, as the HTTP edge's does.
-pub async fn run(
-    gw: Arc<Gateway>,
-    url: &str,
-    credential: Option<(HeaderName, HeaderValue)>,
-) -> i32 {
+/// Runs until the client goes away; returns the process exit status.
+pub async fn run(gw: Arc<Gateway>, url: &str) -> i32 {
     let uri = match crate::config::parse_upstream_url(url) {
         Ok(u) => u,
         Err(e) => {
@@ -247,7 +242,6 @@ pub async fn run(
         session: Mutex::default(),
         stream: Mutex::default(),
         to: to.clone(),
-        credential,
     });
     super::serve(http, to, writer, None).await
 }

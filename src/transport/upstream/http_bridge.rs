@@ -15,6 +15,7 @@
 //! toolgate's own headers and the client's credential, nothing else of the client's: an
 //! encoding or an expectation a server cannot take would make it decide wrong.
 
+use crate::auth::UpstreamCredential;
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::error::UpstreamError;
@@ -258,6 +259,10 @@ pub struct HttpBridge {
     pub rounds: Arc<super::rounds::Rounds>,
 }
 
+/// A client's message as toolgate's own requests in its name go: its headers, and the
+/// server's credential of toolgate's, if it has one (`gateway::Target::credential`).
+pub(crate) type ClientHeaders<'a> = (&'a HeaderMap, Option<&'a UpstreamCredential>);
+
 /// The headers of a request toolgate writes itself: the client's (its credentials, its
 /// session), for a plain JSON body, without the name of the client's own call. What
 /// describes the client's own body goes: a `Content-Encoding` it claimed would make the
@@ -274,10 +279,10 @@ fn own_headers(client: &HeaderMap) -> HeaderMap {
     headers
 }
 
-/// The headers of a probe of toolgate's own: JSON in, JSON or SSE out, and the client's
-/// credential (`Authorization`, which carries toolgate's own upstream credential when
-/// `[auth]` replaces the client's).
-fn probe_headers(client: &HeaderMap) -> HeaderMap {
+/// The headers of a probe of toolgate's own: JSON in, JSON or SSE out, and the credential
+/// the client's requests go with: its `Authorization`, or the server's own (`credential`,
+/// whatever its header's name) when `[auth]` replaces the client's.
+fn probe_headers(client: &HeaderMap, credential: Option<&UpstreamCredential>) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
@@ -286,6 +291,9 @@ fn probe_headers(client: &HeaderMap) -> HeaderMap {
     );
     if let Some(credential) = client.get(AUTHORIZATION) {
         headers.insert(AUTHORIZATION, credential.clone());
+    }
+    if let Some((name, value)) = credential {
+        headers.insert(name, value.clone());
     }
     headers
 }
@@ -329,11 +337,11 @@ pub fn cancel_in_session(
 /// fail and the server be taken for what it is not.
 async fn discover(
     up: &HttpUpstream,
-    client: &HeaderMap,
+    (client, credential): ClientHeaders<'_>,
     id: &str,
     limits: &Limits,
 ) -> Result<Box<RawValue>, Unresulted> {
-    let mut headers = probe_headers(client);
+    let mut headers = probe_headers(client, credential);
     headers.insert(
         mcp::PROTOCOL_VERSION,
         HeaderValue::from_static(mcp::MODERN_VERSION),
@@ -457,7 +465,7 @@ impl HttpBridge {
     pub async fn session(
         &self,
         up: &Arc<HttpUpstream>,
-        client: &HeaderMap,
+        client: ClientHeaders<'_>,
         (key, declared): (ScopeKey, &Declared),
         ids: impl Fn() -> String,
         limits: &Limits,
@@ -473,7 +481,7 @@ impl HttpBridge {
                 return at_hand;
             }
         }
-        let opened = Arc::new(Box::pin(self.open(up, client, &ids(), declared, limits)).await?);
+        let opened = Arc::new(Box::pin(self.open(up, client.0, &ids(), declared, limits)).await?);
         let mut sessions = self.sessions.locked();
         // Credentials come from clients: past the bound, one session is forgotten (the
         // server expires it) to make room, and its credential's next request opens another.
@@ -492,7 +500,7 @@ impl HttpBridge {
     pub async fn reverse(
         &self,
         up: &HttpUpstream,
-        client: &HeaderMap,
+        client: ClientHeaders<'_>,
         params: Option<&RawValue>,
         id: &str,
         limits: &Limits,
@@ -578,7 +586,7 @@ impl HttpBridge {
     async fn ask_era(
         &self,
         up: &HttpUpstream,
-        client: &HeaderMap,
+        client: ClientHeaders<'_>,
         id: &str,
         limits: &Limits,
     ) -> Option<bool> {
@@ -666,10 +674,21 @@ mod tests {
             HeaderValue::from_static("100-continue"),
         );
         client.insert(mcp::SESSION_ID, HeaderValue::from_static("s"));
-        let probe = probe_headers(&client);
+        let probe = probe_headers(&client, None);
         let mut names: Vec<&str> = probe.keys().map(|k| k.as_str()).collect();
         names.sort_unstable();
         assert_eq!(names, ["accept", "authorization", "content-type"]);
+        // The server's own credential, whatever its header's name, with the client's
+        // `Authorization` gone as `[auth]` leaves it.
+        client.remove(AUTHORIZATION);
+        let key = (
+            http::HeaderName::from_static("x-api-key"),
+            HeaderValue::from_static("k"),
+        );
+        let probe = probe_headers(&client, Some(&key));
+        let mut names: Vec<&str> = probe.keys().map(|k| k.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["accept", "content-type", "x-api-key"]);
     }
 
     #[test]

@@ -63,8 +63,9 @@ pub struct Scripted {
     /// Speaks only the handshake: a request outside a session (`initialize` aside) gets 400,
     /// as a 2025-11-25 server answers `server/discover`.
     pub handshake_only: bool,
-    /// Answers 401 to every request without `Authorization: Bearer <this>`.
-    pub required_token: Option<&'static str>,
+    /// Answers 401 to every request without this header with this value (a credential:
+    /// `authorization` with `Bearer ...`, or an API key under a header of its own).
+    pub required_header: Option<(&'static str, &'static str)>,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -97,11 +98,9 @@ async fn handle(
     s.seen.lock().unwrap().push(msg.clone());
     s.seen_versions.lock().unwrap().push(version);
     s.seen_raw.lock().unwrap().push(body.clone());
-    let authorized = s.required_token.is_none_or(|t| {
-        headers
-            .get("authorization")
-            .is_some_and(|v| v.as_bytes() == format!("Bearer {t}").as_bytes())
-    });
+    let authorized = s
+        .required_header
+        .is_none_or(|(name, value)| headers.get(name).is_some_and(|v| v == value));
     s.seen_headers.lock().unwrap().push(headers);
     if !authorized {
         return Response::builder()
