@@ -147,7 +147,7 @@ fn gateway() -> &'static Arc<Gateway> {
 pub fn canon(data: &[u8]) {
     let gw = gateway();
     let target = gw.targets[0].clone();
-    let key = gw.scope(&target, Some(b"fuzz"), None);
+    let key = gw.scope(&target, Some(b"fuzz"), []);
     for (id, kind) in [
         (
             "1",

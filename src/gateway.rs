@@ -365,17 +365,19 @@ impl Gateway {
             .map_or("?", |t| &t.name)
     }
 
-    /// Which catalog a request reads: its session's, or (stateless) its credentials'.
-    pub fn scope(
+    /// Which catalog a request reads: its session's, or (stateless) its credential's, given
+    /// as each header a client's credential travels in and its value
+    /// (`auth::CLIENT_CREDENTIALS`): two credentials never share a scope, whatever header
+    /// carries them, and none is held as it came.
+    pub fn scope<'a>(
         &self,
         target: &Target,
         session: Option<&[u8]>,
-        authorization: Option<&[u8]>,
+        credential: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     ) -> ScopeKey {
-        let context = match (session, authorization) {
-            (Some(s), _) => self.keyed(b's', s),
-            (None, Some(a)) => self.keyed(b'a', a),
-            (None, None) => 0,
+        let context = match session {
+            Some(s) => self.keyed(b's', s),
+            None => self.credential_keyed(credential),
         };
         ScopeKey {
             upstream: target.index,
@@ -392,6 +394,27 @@ impl Gateway {
         let mut h = self.hasher.build_hasher();
         h.write_u8(tag);
         h.write(bytes);
+        h.finish()
+    }
+
+    /// The keyed hash of a credential's headers, each name and value with its length; 0
+    /// (the public scope) for none.
+    fn credential_keyed<'a>(
+        &self,
+        credential: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> u64 {
+        let mut credential = credential.into_iter().peekable();
+        if credential.peek().is_none() {
+            return 0;
+        }
+        let mut h = self.hasher.build_hasher();
+        h.write_u8(b'c');
+        for (name, value) in credential {
+            h.write_usize(name.len());
+            h.write(name.as_bytes());
+            h.write_usize(value.len());
+            h.write(value);
+        }
         h.finish()
     }
 

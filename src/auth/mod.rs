@@ -18,6 +18,17 @@ use std::sync::Arc;
 
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
+/// The headers a client's credential travels in to a server when toolgate does not
+/// authenticate it: MCP's `Authorization`, a session's `Cookie`, and the API-key headers
+/// servers read. What tells two stateless clients apart (their catalogs' and bridged
+/// sessions' scope), and what toolgate's own question to a server in a client's name carries.
+pub static CLIENT_CREDENTIALS: [HeaderName; 4] = [
+    AUTHORIZATION,
+    http::header::COOKIE,
+    HeaderName::from_static("x-api-key"),
+    HeaderName::from_static("api-key"),
+];
+
 pub struct Authenticator {
     /// Token bytes and the name each stands for.
     tokens: Vec<(Box<[u8]>, Arc<str>)>,

@@ -151,7 +151,7 @@ pub fn undecided(
     let is_call = m.method() == Some(mcp::TOOLS_CALL);
     if is_call {
         let name = m.params_name();
-        let key = gw.scope(target, None, None);
+        let key = gw.scope(target, None, []);
         let tool = guard::listed_label(gw, &key, name.as_deref().unwrap_or(""));
         (target.series).tool_call(&gw.metrics, tool, "upstream_error");
     }

@@ -216,7 +216,7 @@ mod tests {
         let target = &gw.targets[0];
         let sender = Sender {
             target,
-            key: gw.scope(target, Some(b"s"), None),
+            key: gw.scope(target, Some(b"s"), []),
             era,
             client: None,
         };

@@ -178,7 +178,7 @@ async fn a_2026_client_is_served_by_a_handshake_only_http_server() {
 /// (remembering whose credential opened it), and can be told to forget one (then 404).
 #[derive(Default)]
 struct HandshakeOnly {
-    /// Session id → the `Authorization` that opened it.
+    /// Session id → the credential that opened it.
     opened: std::sync::Mutex<Vec<(String, String)>>,
     ended: std::sync::Mutex<Vec<String>>,
     /// (session, credential) of every `tools/call`.
@@ -192,8 +192,10 @@ async fn handshake_only(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let m: Value = serde_json::from_slice(&body).unwrap_or_default();
-    let auth = headers
-        .get("authorization")
+    // The client's credential, in whichever header it travels.
+    let auth = ["authorization", "x-api-key", "cookie"]
+        .iter()
+        .find_map(|name| headers.get(*name))
         .map_or("", |v| v.to_str().unwrap())
         .to_string();
     let session = headers
@@ -258,6 +260,11 @@ async fn handshake_only(
 }
 
 async fn modern_add(url: &str, id: i64, auth: &str, a: Value) -> Value {
+    modern_add_as(url, id, ("authorization", auth), a).await
+}
+
+/// [`modern_add`] with the credential in `header`.
+async fn modern_add_as(url: &str, id: i64, (header, auth): (&str, &str), a: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
         "name": "add", "arguments": {"a": a, "b": 2},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -271,7 +278,7 @@ async fn modern_add(url: &str, id: i64, auth: &str, a: Value) -> Value {
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-method", "tools/call"),
             ("mcp-name", "add"),
-            ("authorization", auth),
+            (header, auth),
         ],
         body.to_string(),
     )
@@ -279,57 +286,58 @@ async fn modern_add(url: &str, id: i64, auth: &str, a: Value) -> Value {
     .answer()
 }
 
-/// Over HTTP the bridge opens one session per credential, replaces a session the server
-/// ended, and completes what the server's results lack.
+/// Over HTTP the bridge opens one session per credential, whatever header carries it (MCP's
+/// `Authorization`, an API key, a cookie), replaces a session the server ended, and completes
+/// what the server's results lack.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bridged_http_sessions_follow_credentials_and_come_back_after_a_404() {
-    let state = std::sync::Arc::new(HandshakeOnly::default());
-    let url = serve_in_process(axum::routing::post(handshake_only).with_state(state.clone())).await;
-    let tg = Toolgate::serve(&url, None).await;
+    let cases = [
+        ("authorization", "Bearer alice", "Bearer bob"),
+        ("x-api-key", "alice-key", "bob-key"),
+        ("cookie", "sid=alice", "sid=bob"),
+    ];
+    for (header, alice, bob) in cases {
+        let state = std::sync::Arc::new(HandshakeOnly::default());
+        let url =
+            serve_in_process(axum::routing::post(handshake_only).with_state(state.clone())).await;
+        let tg = Toolgate::serve(&url, None).await;
+        let add = |id, auth, a| {
+            let url = tg.url();
+            async move { modern_add_as(&url, id, (header, auth), a).await }
+        };
 
-    let r = modern_add(&tg.url(), 1, "Bearer alice", json!(1)).await;
-    assert_eq!(r["id"], 1);
-    assert_eq!(r["result"]["content"][0]["text"], "3", "{r}");
-    assert_eq!(r["result"]["resultType"], "complete");
-    let r = modern_add(&tg.url(), 2, "Bearer bob", json!(40)).await;
-    assert_eq!(r["result"]["content"][0]["text"], "42", "{r}");
-    // Checked against the schema listed through the bridge, never sent.
-    let r = modern_add(&tg.url(), 3, "Bearer bob", json!("forty")).await;
-    assert_eq!(r["result"]["isError"], true, "{r}");
-    assert_eq!(r["result"]["resultType"], "complete");
-    {
-        let opened = state.opened.lock().unwrap().clone();
+        let r = add(1, alice, json!(1)).await;
+        assert_eq!(r["id"], 1);
+        assert_eq!(r["result"]["content"][0]["text"], "3", "{header}: {r}");
+        assert_eq!(r["result"]["resultType"], "complete");
+        let r = add(2, bob, json!(40)).await;
+        assert_eq!(r["result"]["content"][0]["text"], "42", "{header}: {r}");
+        // Checked against the schema listed through the bridge, never sent.
+        let r = add(3, bob, json!("forty")).await;
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert_eq!(r["result"]["resultType"], "complete");
+        let each = [
+            ("s1".to_string(), alice.to_string()),
+            ("s2".to_string(), bob.to_string()),
+        ];
+        assert_eq!(*state.opened.lock().unwrap(), each, "{header}");
         assert_eq!(
-            opened,
-            [
-                ("s1".to_string(), "Bearer alice".to_string()),
-                ("s2".to_string(), "Bearer bob".to_string())
-            ]
+            *state.calls.lock().unwrap(),
+            each,
+            "{header}: each credential's calls go through its own session"
         );
-        let calls = state.calls.lock().unwrap().clone();
-        assert_eq!(
-            calls,
-            [
-                ("s1".to_string(), "Bearer alice".to_string()),
-                ("s2".to_string(), "Bearer bob".to_string())
-            ],
-            "each credential's calls go through its own session"
-        );
+
+        state.ended.lock().unwrap().push("s1".into());
+        let r = add(4, alice, json!(1)).await;
+        assert_eq!(r["id"], 4);
+        let text = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("ended the session"), "{r}");
+        let r = add(5, alice, json!(2)).await;
+        assert_eq!(r["result"]["content"][0]["text"], "4", "{r}");
+        assert_eq!(state.opened.lock().unwrap()[2], ("s3".into(), alice.into()));
     }
-
-    state.ended.lock().unwrap().push("s1".into());
-    let r = modern_add(&tg.url(), 4, "Bearer alice", json!(1)).await;
-    assert_eq!(r["id"], 4);
-    let text = r["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(text.contains("ended the session"), "{r}");
-    let r = modern_add(&tg.url(), 5, "Bearer alice", json!(2)).await;
-    assert_eq!(r["result"]["content"][0]["text"], "4", "{r}");
-    assert_eq!(
-        state.opened.lock().unwrap()[2],
-        ("s3".into(), "Bearer alice".into())
-    );
 }
 
 /// The other way: a handshake-era client in front of a stdio server that speaks only

@@ -3,6 +3,7 @@
 //! on the way in and out of the stack. Shared by the edge's handlers, so none of them
 //! imports another for its types.
 
+use crate::auth::CLIENT_CREDENTIALS;
 use crate::gateway::{Gateway, Target};
 use crate::mcp::{self, Era};
 use crate::policy::clients::Client;
@@ -13,7 +14,6 @@ use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::multiplex::Owner;
 use axum::response::Response;
-use http::header::AUTHORIZATION;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue};
 use serde_json::value::RawValue;
@@ -148,13 +148,11 @@ impl Caller {
         client: Option<Client>,
     ) -> Caller {
         // One pass over the headers, the first of each name, rather than a lookup (a hash
-        // of the name and a probe) for each of the three.
-        let (mut session, mut authorization, mut version) = (None, None, None);
+        // of the name and a probe) for each.
+        let (mut session, mut version) = (None, None);
         for (name, value) in headers {
             let slot = if name == mcp::SESSION_ID {
                 &mut session
-            } else if name == AUTHORIZATION {
-                &mut authorization
             } else if name == mcp::PROTOCOL_VERSION {
                 &mut version
             } else {
@@ -162,12 +160,19 @@ impl Caller {
             };
             slot.get_or_insert(value);
         }
+        // Read only without a session, whose id is the scope: every value of each header
+        // a credential travels in (a cookie may come in several).
+        let credential = session.is_none().then(|| {
+            CLIENT_CREDENTIALS.iter().flat_map(|name| {
+                (headers.get_all(name).iter()).map(|v| (name.as_str(), v.as_bytes()))
+            })
+        });
         Caller {
             client,
             key: gw.scope(
                 target,
                 session.map(|s| s.as_bytes()),
-                authorization.map(|a| a.as_bytes()),
+                credential.into_iter().flatten(),
             ),
             version: version.cloned(),
             session: session.cloned(),
@@ -202,7 +207,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_first_value_of_each_header_names_the_caller() {
+    fn a_session_and_a_version_are_their_first_values_and_a_credential_all_of_them() {
+        use http::header::AUTHORIZATION;
         let gw = Gateway::new(test_config()).unwrap();
         let target = &gw.targets[0];
         let mut h = HeaderMap::new();
@@ -210,13 +216,50 @@ mod tests {
         h.append(AUTHORIZATION, "Bearer b".parse().unwrap());
         h.insert(mcp::PROTOCOL_VERSION, "2025-11-25".parse().unwrap());
         let c = Caller::of(&gw, target, &h, None);
-        assert_eq!(c.key, gw.scope(target, None, Some(b"Bearer a")));
+        let both = [
+            ("authorization", &b"Bearer a"[..]),
+            ("authorization", b"Bearer b"),
+        ];
+        assert_eq!(c.key, gw.scope(target, None, both));
         assert_eq!(c.version(), Some("2025-11-25"));
         assert!(!c.has_session());
         h.append(mcp::SESSION_ID, "s1".parse().unwrap());
         h.append(mcp::SESSION_ID, "s2".parse().unwrap());
         let c = Caller::of(&gw, target, &h, None);
-        assert_eq!(c.key, gw.scope(target, Some(b"s1"), Some(b"Bearer a")));
+        assert_eq!(c.key, gw.scope(target, Some(b"s1"), []));
         assert!(c.has_session());
+    }
+
+    /// Stateless clients that differ only in a credential header other than
+    /// `Authorization` (an API key, a cookie) have scopes of their own; a header that is no
+    /// credential (a request id) changes nothing.
+    #[test]
+    fn every_header_a_credential_travels_in_tells_stateless_clients_apart() {
+        use http::header::COOKIE;
+        let gw = Gateway::new(test_config()).unwrap();
+        let target = &gw.targets[0];
+        let key = |pairs: &[(&str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                h.append(
+                    http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    value.parse().unwrap(),
+                );
+            }
+            Caller::of(&gw, target, &h, None).key
+        };
+        let none = key(&[]);
+        assert_eq!(none, gw.scope(target, None, []));
+        assert_eq!(key(&[("x-request-id", "1")]), none);
+        let a = key(&[("x-api-key", "a")]);
+        assert_ne!(a, none);
+        assert_ne!(a, key(&[("x-api-key", "b")]));
+        assert_eq!(a, key(&[("x-api-key", "a"), ("x-request-id", "2")]));
+        assert_ne!(a, key(&[("api-key", "a")]), "the header is part of it");
+        let cookies = key(&[(COOKIE.as_str(), "s=1"), (COOKIE.as_str(), "t=2")]);
+        assert_ne!(
+            cookies,
+            key(&[(COOKIE.as_str(), "s=1"), (COOKIE.as_str(), "t=3")])
+        );
     }
 }

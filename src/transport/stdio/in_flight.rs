@@ -166,7 +166,7 @@ mod tests {
             id: Some(serde_json::value::RawValue::from_string(id.into()).unwrap()),
             kind: Kind::Other,
             era: Era::Legacy,
-            key: to.gw.scope(&target, None, None),
+            key: to.gw.scope(&target, None, []),
             target,
             client: None,
             bridged: None,

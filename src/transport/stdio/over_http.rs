@@ -85,7 +85,7 @@ impl Http {
     fn session_key(&self) -> ScopeKey {
         let s = self.session.locked();
         self.gw
-            .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), None)
+            .scope(&self.target, s.id.as_ref().map(|v| v.as_bytes()), [])
     }
 
     fn headers(&self) -> HeaderMap {

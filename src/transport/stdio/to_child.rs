@@ -32,7 +32,7 @@ use std::time::Duration;
 pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     let target = gw.targets[0].clone();
     let (to, writer) = ToClient::open(gw.clone());
-    let key = gw.scope(&target, Some(b"stdio"), None);
+    let key = gw.scope(&target, Some(b"stdio"), []);
     let (exited, gone) = tokio::sync::oneshot::channel();
     let handler = {
         let to = to.clone();

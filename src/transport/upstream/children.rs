@@ -314,7 +314,7 @@ impl StdioPool {
             self.index,
             Arc::downgrade(&self.sessions),
         );
-        let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), None);
+        let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), []);
         let handler = {
             let deliver_to = deliver_to.clone();
             move |ev| match ev {

@@ -15,7 +15,7 @@
 //! toolgate's own headers and the client's credential, nothing else of the client's: an
 //! encoding or an expectation a server cannot take would make it decide wrong.
 
-use crate::auth::UpstreamCredential;
+use crate::auth::{CLIENT_CREDENTIALS, UpstreamCredential};
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::error::UpstreamError;
@@ -30,7 +30,7 @@ use crate::transport::upstream::own::{self, HttpSession, Unresulted};
 pub use crate::transport::upstream::rounds::Unresumed;
 use crate::transport::upstream::rounds::{Listening, Offered, Parked, Questions};
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -280,8 +280,8 @@ fn own_headers(client: &HeaderMap) -> HeaderMap {
 }
 
 /// The headers of a probe of toolgate's own: JSON in, JSON or SSE out, and the credential
-/// the client's requests go with: its `Authorization`, or the server's own (`credential`,
-/// whatever its header's name) when `[auth]` replaces the client's.
+/// the client's requests go with: the client's own (`auth::CLIENT_CREDENTIALS`), or the
+/// server's (`credential`, whatever its header's name) when `[auth]` replaces the client's.
 fn probe_headers(client: &HeaderMap, credential: Option<&UpstreamCredential>) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -289,8 +289,10 @@ fn probe_headers(client: &HeaderMap, credential: Option<&UpstreamCredential>) ->
         ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
-    if let Some(credential) = client.get(AUTHORIZATION) {
-        headers.insert(AUTHORIZATION, credential.clone());
+    for name in &CLIENT_CREDENTIALS {
+        for value in client.get_all(name) {
+            headers.append(name, value.clone());
+        }
     }
     if let Some((name, value)) = credential {
         headers.insert(name, value.clone());
@@ -667,20 +669,38 @@ mod tests {
     #[test]
     fn the_era_probe_carries_only_toolgates_headers_and_the_credential() {
         let mut client = HeaderMap::new();
-        client.insert(AUTHORIZATION, HeaderValue::from_static("Bearer t"));
+        client.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer t"),
+        );
         client.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         client.insert(
             http::header::EXPECT,
             HeaderValue::from_static("100-continue"),
         );
         client.insert(mcp::SESSION_ID, HeaderValue::from_static("s"));
+        client.insert("x-request-id", HeaderValue::from_static("r"));
+        client.append(http::header::COOKIE, HeaderValue::from_static("a=1"));
+        client.append(http::header::COOKIE, HeaderValue::from_static("b=2"));
+        client.insert("x-api-key", HeaderValue::from_static("k1"));
         let probe = probe_headers(&client, None);
         let mut names: Vec<&str> = probe.keys().map(|k| k.as_str()).collect();
         names.sort_unstable();
-        assert_eq!(names, ["accept", "authorization", "content-type"]);
-        // The server's own credential, whatever its header's name, with the client's
-        // `Authorization` gone as `[auth]` leaves it.
-        client.remove(AUTHORIZATION);
+        assert_eq!(
+            names,
+            [
+                "accept",
+                "authorization",
+                "content-type",
+                "cookie",
+                "x-api-key"
+            ]
+        );
+        assert_eq!(probe.get_all(http::header::COOKIE).iter().count(), 2);
+        // The server's own credential, whatever its header's name, with the client's gone
+        // as `[auth]` leaves it.
+        let mut client = HeaderMap::new();
+        client.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         let key = (
             http::HeaderName::from_static("x-api-key"),
             HeaderValue::from_static("k"),

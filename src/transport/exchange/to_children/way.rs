@@ -130,7 +130,7 @@ impl ChildWay {
         };
         let (sc, kind) = found.map_err(|e| no_child(to, era, m, e))?;
         let key = match (&kind, sc.declared()) {
-            (Kind::Session(Some(id)), _) => to.gw.scope(to.target, Some(id.as_bytes()), None),
+            (Kind::Session(Some(id)), _) => to.gw.scope(to.target, Some(id.as_bytes()), []),
             // A bridged child lists its tools by what its clients can do.
             (_, Some(caps)) if era == Era::Modern => to.gw.narrower(caller, caps.as_bytes()),
             _ => caller,
