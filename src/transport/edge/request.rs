@@ -160,12 +160,14 @@ impl Caller {
             };
             slot.get_or_insert(value);
         }
-        // Read only without a session, whose id is the scope: every value of each header
-        // a credential travels in (a cookie may come in several).
+        // Read only without a session, whose id is the scope: every value of the headers a
+        // credential travels in (a cookie may come in several), in the order they came. A
+        // second pass over the few headers a request has costs less than a lookup of each
+        // name (0.77k instructions a stateless call for the lookups).
         let credential = session.is_none().then(|| {
-            CLIENT_CREDENTIALS.iter().flat_map(|name| {
-                (headers.get_all(name).iter()).map(|v| (name.as_str(), v.as_bytes()))
-            })
+            (headers.iter())
+                .filter(|(name, _)| CLIENT_CREDENTIALS.contains(name))
+                .map(|(name, value)| (name.as_str(), value.as_bytes()))
         });
         Caller {
             client,
