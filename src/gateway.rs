@@ -201,14 +201,13 @@ impl Gateway {
         if old.upstream != config.upstream || old.command != config.command {
             fixed.push("upstream/command");
         }
-        let names = |c: &Config| -> Vec<(String, String)> {
-            c.upstreams
-                .iter()
-                .map(|u| (u.name.clone(), u.url.clone()))
+        fn names(c: &Config) -> Vec<(&str, Option<&str>, &[String])> {
+            (c.upstreams.iter())
+                .map(|u| (u.name.as_str(), u.url.as_deref(), u.command.as_slice()))
                 .collect()
-        };
+        }
         if names(old) != names(&config) {
-            fixed.push("upstreams (names and URLs)");
+            fixed.push("upstreams (names, URLs and commands)");
         }
         // The files they name are read again when they change; which files, only at start.
         let tls = |c: &Config| -> Vec<Option<crate::config::UpstreamTls>> {
@@ -450,13 +449,9 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
     }
     for u in &config.upstreams {
         let v = config.validation.with(&u.validation);
-        let mut t = Target::new(
-            &u.name,
-            format!("/{}/mcp", u.name),
-            u.url.clone(),
-            v,
-            catalog,
-        )?;
+        let url = u.url.clone().unwrap_or_default();
+        let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, v, catalog)?;
+        t.command = u.command.clone();
         t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
         if let Some(h) = &u.upstream_header {
             let key = format!("upstreams {:?}: upstream_header", u.name);

@@ -205,7 +205,12 @@ pub fn secret(what: &str, env: Option<&str>, file: Option<&str>) -> Result<Strin
 #[serde(deny_unknown_fields)]
 pub struct NamedUpstream {
     pub name: String,
-    pub url: String,
+    /// An HTTP server's URL, or:
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A stdio server toolgate starts for it, as the top-level `command`.
+    #[serde(default)]
+    pub command: Vec<String>,
     /// TLS to this upstream, instead of the global `[upstream_tls]`.
     #[serde(default)]
     pub tls: Option<UpstreamTls>,
@@ -216,6 +221,30 @@ pub struct NamedUpstream {
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,
+}
+
+impl NamedUpstream {
+    /// An HTTP server with a URL that parses, or a stdio server, with only what applies to
+    /// its kind.
+    fn check(&self) -> Result<(), ConfigError> {
+        let name = &self.name;
+        match (&self.url, self.command.is_empty()) {
+            (Some(url), true) => parse_upstream_url(url).map(drop),
+            (None, false) if self.tls.is_some() => Err(ConfigError(format!(
+                "upstreams {name:?}: tls is for an https:// url; a stdio server (command) has none"
+            ))),
+            (None, false) if self.upstream_header.is_some() => Err(ConfigError(format!(
+                "upstreams {name:?}: upstream_header is sent to an HTTP server; a stdio server (command) gets no headers"
+            ))),
+            (None, false) => Ok(()),
+            (Some(_), false) => Err(ConfigError(format!(
+                "upstreams {name:?}: give either url or command, not both"
+            ))),
+            (None, true) => Err(ConfigError(format!(
+                "upstreams {name:?}: give its url, or the command that starts it"
+            ))),
+        }
+    }
 }
 
 /// Trace export over OTLP/HTTP (protobuf).
@@ -860,7 +889,7 @@ impl Config {
                     u.name
                 )));
             }
-            parse_upstream_url(&u.url)?;
+            u.check()?;
         }
         if let Some(u) = &self.upstream {
             parse_upstream_url(u)?;

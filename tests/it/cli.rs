@@ -106,6 +106,38 @@ async fn the_configuration_example_passes_its_own_check() {
     assert_eq!(out, format!("{path}: ok\n"));
 }
 
+/// A named server is an HTTP server (`url`) or a stdio server (`command`), with only what
+/// applies to its kind; the configuration check says which key is wrong.
+#[tokio::test]
+async fn a_named_server_is_a_url_or_a_command_with_only_what_applies() {
+    let cases = [
+        (
+            "url = \"http://127.0.0.1:9/mcp\"\ncommand = [\"srv\"]\n",
+            "upstreams \"files\": give either url or command, not both",
+        ),
+        (
+            "",
+            "upstreams \"files\": give its url, or the command that starts it",
+        ),
+        (
+            "command = [\"srv\"]\ntls = { only_ca_file = true }\n",
+            "upstreams \"files\": tls is for an https:// url; a stdio server (command) has none",
+        ),
+        (
+            "command = [\"srv\"]\nupstream_header = { env = \"HOME\" }\n",
+            "upstreams \"files\": upstream_header is sent to an HTTP server; a stdio server (command) gets no headers",
+        ),
+    ];
+    for (keys, says) in cases {
+        let text = format!("[[upstreams]]\nname = \"files\"\n{keys}");
+        let file = tempfile_lite::TempFile::new(&text);
+        let path = file.path.display().to_string();
+        let (code, _, err) = config(&["check", &path]).await;
+        assert_eq!(code, Some(1), "{text}");
+        assert_eq!(err, format!("toolgate config check: {says}\n"), "{text}");
+    }
+}
+
 /// Every problem on a line of its own, exit status 1, whatever `RUST_BACKTRACE` says; and
 /// what `serve` would read beyond the file (a certificate) is read too.
 #[tokio::test]

@@ -64,6 +64,83 @@ async fn health_and_readiness() {
     );
 }
 
+/// An HTTP server on `/mcp` and a stdio server toolgate starts (`[[upstreams]] command`) on
+/// `/files/mcp`, behind one listener: each path reaches its own server with its own rules,
+/// answers and counts, and `/readyz` names both.
+#[tokio::test]
+async fn an_http_server_and_a_stdio_server_each_on_its_own_path() {
+    let p = tokio::task::spawn_blocking(common::peers::peers)
+        .await
+        .unwrap();
+    let command = json!([
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string()
+    ]);
+    let config = format!("[[upstreams]]\nname = \"files\"\ncommand = {command}\n");
+    let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some(&config)).await;
+    let files = format!("http://{}/files/mcp", tg.addr);
+    let (at_demo, at_files) = (open_session(&tg.url()).await, open_session(&files).await);
+
+    let r = post(
+        &tg.url(),
+        Some(&at_demo),
+        call(1, "add", json!({"a": "40", "b": 2})),
+    )
+    .await;
+    assert_eq!(
+        r.answer(),
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 42}}})
+    );
+    let r = post(
+        &files,
+        Some(&at_files),
+        call(2, "add", json!({"a": "1", "b": 2})),
+    )
+    .await;
+    assert_eq!(
+        r.answer(),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "3"}]}})
+    );
+    let r = post(
+        &files,
+        Some(&at_files),
+        call(3, "add", json!({"a": "x", "b": 2})),
+    )
+    .await;
+    let a = r.answer();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/a"].is_string(),
+        "{a}"
+    );
+    // A tool only the other server has is unknown here.
+    let r = post(&files, Some(&at_files), call(4, "book_flight", json!({}))).await;
+    assert_eq!(r.answer()["error"]["code"], -32602, "{}", r.text());
+    assert_eq!(
+        demo.calls().len(),
+        1,
+        "only /mcp's call reached the HTTP server"
+    );
+
+    let r = tg.admin_get("/readyz").await;
+    assert_eq!(
+        r.json(),
+        json!({"ready": true, "upstreams": {"default": {"ready": true}, "files": {"ready": true}}})
+    );
+    let metrics = tg.admin_get("/metrics").await.text();
+    for line in [
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"add\",outcome=\"coerced\"} 1",
+        "toolgate_tool_calls_total{upstream=\"files\",tool=\"add\",outcome=\"coerced\"} 1",
+        "toolgate_tool_calls_total{upstream=\"files\",tool=\"add\",outcome=\"rejected_invalid\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+    assert!(
+        metrics.contains("toolgate_stdio_sessions{upstream=\"files\"} 1"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn every_metric_family_counts() {
     let (_demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
