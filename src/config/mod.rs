@@ -171,6 +171,9 @@ impl Auth {
     }
 }
 
+/// Where toolgate's own configuration comes from in the environment (`TOOLGATE_LOG__LEVEL`).
+pub const ENV_PREFIX: &str = "TOOLGATE_";
+
 /// The value of a secret from an environment variable or a file, named in errors by where
 /// it was looked for, never by what it holds.
 pub fn secret(what: &str, env: Option<&str>, file: Option<&str>) -> Result<String, ConfigError> {
@@ -760,7 +763,7 @@ fn figment_problems(e: figment::Error, file: Option<&str>) -> Vec<String> {
 const FLAG_VARIABLES: &[&str] = &["TOOLGATE_UPSTREAM"];
 
 fn env() -> Env {
-    Env::prefixed("TOOLGATE_").split("__")
+    Env::prefixed(ENV_PREFIX).split("__")
 }
 
 /// Whether `key` (`limits.max_body_bytes`, or only its first part) starts with a top-level key
@@ -776,6 +779,26 @@ fn is_config_key(key: &str) -> bool {
 }
 
 impl Config {
+    /// The environment variables no server toolgate starts is given: those this
+    /// configuration reads toolgate's own secrets from (its clients' tokens, each HTTP
+    /// server's credential) and toolgate's own configuration (`TOOLGATE_*`, which may carry
+    /// a Redis password). A stdio server is often another party's code, beside servers whose
+    /// credentials are not its own; the rest of the environment, which whoever launched
+    /// toolgate set for the server too, it gets.
+    pub fn withheld_from_servers(&self) -> Vec<std::ffi::OsString> {
+        let credentials = (self.auth.tokens.iter().map(|t| &t.env))
+            .chain(self.auth.upstream_header.iter().map(|h| &h.env))
+            .chain(
+                (self.upstreams.iter()).filter_map(|u| u.upstream_header.as_ref().map(|h| &h.env)),
+            )
+            .flatten()
+            .map(std::ffi::OsString::from);
+        let own = std::env::vars_os()
+            .map(|(name, _)| name)
+            .filter(|name| name.as_encoded_bytes().starts_with(ENV_PREFIX.as_bytes()));
+        credentials.chain(own).collect()
+    }
+
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
         Config::layered(file, overrides).map_err(|problems| ConfigError(problems.join("; ")))
     }
@@ -857,7 +880,7 @@ impl Config {
         let mut keys: Vec<String> = std::env::vars_os()
             .filter_map(|(k, _)| k.into_string().ok())
             .filter(|k| {
-                k.strip_prefix("TOOLGATE_").is_some_and(|rest| {
+                k.strip_prefix(ENV_PREFIX).is_some_and(|rest| {
                     let top = rest.split("__").next().unwrap_or_default();
                     !is_config_key(&top.to_ascii_lowercase())
                         && !FLAG_VARIABLES.contains(&k.as_str())

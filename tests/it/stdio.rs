@@ -698,3 +698,85 @@ async fn a_pipes_notifications_reach_an_http_server_in_the_order_written() {
         );
     }
 }
+
+/// A stdio server gets the environment toolgate was started with (what whoever launched
+/// toolgate set for the server), less toolgate's own: the variables its clients' tokens and
+/// its HTTP servers' credentials are read from, and its configuration (`TOOLGATE_*`). In
+/// `serve -- CMD`, beside an HTTP server with a credential of its own, and `stdio -- CMD`.
+#[tokio::test]
+async fn a_stdio_server_is_not_given_toolgates_own_secrets() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let server = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string(),
+        "--environ".into(),
+    ];
+    const TOKEN: &str = "ci-bot-secret-token-0123456789";
+    let env = [
+        ("CI_BOT_TOKEN", TOKEN),
+        ("BILLING_KEY", "billing-key"),
+        ("SERVER_API_KEY", "the server's own"),
+        ("TOOLGATE_LOG__FORMAT", "human"),
+    ];
+    let names = |a: &Value| -> Vec<String> {
+        serde_json::from_str(&common::result_text(a)).unwrap_or_else(|_| panic!("{a}"))
+    };
+
+    let config = "[[auth.tokens]]\nname = \"ci-bot\"\nenv = \"CI_BOT_TOKEN\"\n\n[[upstreams]]\nname = \"billing\"\nurl = \"http://127.0.0.1:9/mcp\"\nupstream_header = { env = \"BILLING_KEY\" }\n";
+    let config = TempFile::new(config);
+    let mut args = vec!["serve".to_string(), "--config".into()];
+    args.push(config.path.display().to_string());
+    args.extend(
+        [
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--",
+        ]
+        .map(String::from),
+    );
+    let tg = common::Toolgate::start_raw_env([args, server.clone()].concat(), &env).await;
+    let bearer = format!("Bearer {TOKEN}");
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("accept", common::ACCEPT),
+        ("authorization", bearer.as_str()),
+    ];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = common::request(http::Method::POST, &tg.url(), &headers, init.to_string()).await;
+    let session = r.headers["mcp-session-id"].to_str().unwrap().to_string();
+    headers.push(("mcp-session-id", &session));
+    let body = call(1, "environ", json!({})).to_string();
+    let r = common::request(http::Method::POST, &tg.url(), &headers, body).await;
+    let served = names(&r.answer());
+
+    let mut g =
+        StdioGate::start_args_env([vec!["stdio".into(), "--".into()], server].concat(), &env);
+    g.initialize().await;
+    let piped = names(&g.ask(call(1, "environ", json!({}))).await);
+
+    // The pipe's configuration names no secret: only toolgate's own configuration goes.
+    let cases = [
+        (
+            "serve -- CMD",
+            served,
+            &["CI_BOT_TOKEN", "BILLING_KEY", "TOOLGATE_LOG__FORMAT"][..],
+        ),
+        ("stdio -- CMD", piped, &["TOOLGATE_LOG__FORMAT"]),
+    ];
+    for (mode, names, withheld) in cases {
+        assert!(
+            names.contains(&"SERVER_API_KEY".to_string()),
+            "{mode}: {names:?}"
+        );
+        assert!(names.contains(&"PATH".to_string()), "{mode}: {names:?}");
+        for name in withheld {
+            assert!(
+                !names.contains(&name.to_string()),
+                "{mode}: {name} in {names:?}"
+            );
+        }
+    }
+}

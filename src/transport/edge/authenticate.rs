@@ -70,15 +70,14 @@ where
                 target,
             } = routed;
             let Inbound { head, gw, note, .. } = &mut inbound;
-            let target_of = &gw.targets[target];
-            let path = &target_of.path;
+            let (path, credential) = (&gw.targets[target].path, &gw.targets[target].credential);
             let Some(auth) = &gw.auth else {
                 // The gateway `call` found `[auth]` in; never taken, and no panic if it were.
                 return inner.call(Routed { inbound, target }).await;
             };
             match auth.authenticate(&head.headers, path).await {
                 Ok(identity) => {
-                    auth.to_upstream(&mut head.headers, target_of.credential.as_ref());
+                    auth.to_upstream(&mut head.headers, credential.as_ref());
                     note.client = Some(identity.name);
                 }
                 Err(refusal) => {

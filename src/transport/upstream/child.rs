@@ -411,13 +411,17 @@ async fn read_stdout(
 }
 
 impl ChildProcess {
-    /// Starts `command` (program and arguments) in its own process group. `handler` gets
-    /// what no waiter claims, on the reader: it must not block.
+    /// Starts `command` (program and arguments) in its own process group, with the
+    /// environment less what `cfg` withholds from servers
+    /// ([`crate::config::Config::withheld_from_servers`]), its lines bounded by
+    /// `limits.max_response_bytes`. `handler` gets what no waiter claims, on the reader: it
+    /// must not block.
     pub fn spawn(
         command: &[String],
-        max_line: usize,
+        cfg: &crate::config::Config,
         handler: impl Fn(FromChild) + Send + Sync + 'static,
     ) -> std::io::Result<Arc<ChildProcess>> {
+        let max_line = cfg.limits.max_response_bytes;
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command to run"))?;
@@ -427,6 +431,9 @@ impl ChildProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        for name in cfg.withheld_from_servers() {
+            cmd.env_remove(name);
+        }
         #[cfg(unix)]
         cmd.process_group(0);
         let mut child = cmd
@@ -837,7 +844,9 @@ mod tests {
         let cmd = ["sh".to_string(), "-c".to_string(), "exit 3".to_string()];
         let (tx, rx) = oneshot::channel();
         let tx = Mutex::new(Some(tx));
-        let child = ChildProcess::spawn(&cmd, 1024, move |ev| {
+        let mut cfg = crate::config::Config::default();
+        cfg.limits.max_response_bytes = 1024;
+        let child = ChildProcess::spawn(&cmd, &cfg, move |ev| {
             if let (FromChild::Exited(_), Some(tx)) = (ev, tx.lock().unwrap().take()) {
                 let _ = tx.send(());
             }

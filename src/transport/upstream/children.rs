@@ -305,7 +305,6 @@ impl StdioPool {
         shared: bool,
     ) -> Result<Arc<SessionChild>, NoChild> {
         let gw = self.gw();
-        let limits = &gw.config.limits;
         let (unsolicited, _) = broadcast::channel(256);
         // The handler can run before the child is a session: it finds the session here.
         let deliver_to: Arc<std::sync::OnceLock<std::sync::Weak<SessionChild>>> = Arc::default();
@@ -348,11 +347,10 @@ impl StdioPool {
                 }
             }
         };
-        let child = ChildProcess::spawn(&self.command, limits.max_response_bytes, handler)
-            .map_err(|e| {
-                tracing::error!(error = %e, "the tool server cannot be started");
-                NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
-            })?;
+        let child = ChildProcess::spawn(&self.command, &gw.config, handler).map_err(|e| {
+            tracing::error!(error = %e, "the tool server cannot be started");
+            NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
+        })?;
         gw.metrics.children.add(&Self::target(&gw, index).name, 1);
         let sc = Arc::new(SessionChild {
             child,
