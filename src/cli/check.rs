@@ -1,5 +1,6 @@
 //! `toolgate check`: lists a server's tools the way the gateway would and reports what will
-//! go wrong at runtime, for a server author's CI.
+//! go wrong at runtime, for a server author's CI; given a gateway's configuration, each server
+//! it names, with the settings the gateway applies to that server.
 //!
 //! Errors (exit status 1): a schema that does not compile with the gateway's settings, an
 //! `inputSchema` that is not `{"type": "object"}` at its root, a tool name the spec forbids,
@@ -39,16 +40,58 @@ pub struct Report {
     pub problems: Vec<Problem>,
 }
 
-/// Lists the tools of the server at `url` as the gateway would and checks them.
-pub async fn check_http(url: &str, cfg: &Config) -> Result<Report, CannotList> {
-    let tools = inspect::tools_at_url(url, cfg).await?;
-    Ok(check_tools(url, &tools, cfg))
+/// A server `check` lists: an HTTP server's URL or a stdio server's command.
+pub enum Server {
+    Http(String),
+    Stdio(Vec<String>),
 }
 
-/// Launches a stdio server, lists its tools as the gateway would and checks them.
-pub async fn check_stdio(command: &[String], cfg: &Config) -> Result<Report, CannotList> {
-    let tools = inspect::tools_of_command(command, cfg).await?;
-    Ok(check_tools(&command.join(" "), &tools, cfg))
+impl Server {
+    /// How reports and errors name it.
+    pub fn label(&self) -> String {
+        match self {
+            Server::Http(url) => url.clone(),
+            Server::Stdio(command) => command.join(" "),
+        }
+    }
+
+    /// Lists its tools as the gateway would, with `cfg`, and checks them.
+    pub async fn check(&self, label: &str, cfg: &Config) -> Result<Report, CannotList> {
+        let tools = match self {
+            Server::Http(url) => inspect::tools_at_url(url, cfg).await?,
+            Server::Stdio(command) => inspect::tools_of_command(command, cfg).await?,
+        };
+        Ok(check_tools(label, &tools, cfg))
+    }
+}
+
+/// Every server a configuration names, each with the configuration the gateway applies to
+/// it: the server on `/mcp`, then each of `[[upstreams]]`, named in its label, with its own
+/// TLS, credential and validation settings.
+pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
+    let mut servers = Vec::new();
+    match (&cfg.upstream, cfg.command.is_empty()) {
+        (Some(url), _) => servers.push((Server::Http(url.clone()), url.clone(), cfg.clone())),
+        (None, false) => {
+            let server = Server::Stdio(cfg.command.clone());
+            let label = server.label();
+            servers.push((server, label, cfg.clone()))
+        }
+        (None, true) => {}
+    }
+    for u in &cfg.upstreams {
+        let server = match &u.url {
+            Some(url) => Server::Http(url.clone()),
+            None => Server::Stdio(u.command.clone()),
+        };
+        let mut own = cfg.clone();
+        own.upstream_tls = u.tls.clone().unwrap_or_else(|| cfg.upstream_tls.clone());
+        own.auth.upstream_header = u.upstream_header.clone();
+        own.validation = cfg.validation.with(&u.validation);
+        let label = format!("{} ({})", u.name, server.label());
+        servers.push((server, label, own));
+    }
+    servers
 }
 
 /// Checks listed tool definitions with the gateway's settings in `cfg`.

@@ -70,7 +70,7 @@ enum Cmd {
         common: Common,
     },
     /// List a server's tools, compile every schema as the gateway would, report problems.
-    /// Exits 1 when something would fail at runtime, 2 when the server cannot be listed.
+    /// Exits 1 when something would fail at runtime, 2 when a server cannot be listed.
     Check {
         /// The MCP endpoint to check.
         #[arg(long)]
@@ -78,7 +78,8 @@ enum Cmd {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
-        /// A configuration file whose limits and validation settings apply.
+        /// A configuration file whose limits and validation settings apply; without a
+        /// server on the command line, every server it names is checked with its own.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Or a stdio server to launch and check, after `--`.
@@ -512,7 +513,8 @@ async fn run_demo(common: Common) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `toolgate check`: lists a server's tools and reports what its schemas would do to clients.
+/// `toolgate check`: lists the tools of the server the command line names, or of every server
+/// the configuration names, and reports what their schemas would do to clients.
 async fn check(
     upstream: Option<String>,
     format: Format,
@@ -520,28 +522,49 @@ async fn check(
     command: Vec<String>,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config.as_deref(), &Overrides::default())?;
-    // The server the command line names, else the one the file names.
-    let (upstream, command) = match (upstream, command.is_empty()) {
-        (None, true) => (cfg.upstream.clone(), cfg.command.clone()),
-        given => (given.0, command),
-    };
-    let (what, listed) = match (upstream, command.is_empty()) {
-        (Some(url), true) => (url.clone(), check::check_http(&url, &cfg).await),
-        (None, false) => (command.join(" "), check::check_stdio(&command, &cfg).await),
-        _ => anyhow::bail!("toolgate check takes --upstream URL or a command after `--`"),
-    };
-    let report = match listed {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("toolgate check: cannot list the tools of {what}: {e}");
-            exit(2);
+    // The server the command line names, else every one the file names.
+    let servers = match (upstream, command.is_empty()) {
+        (Some(url), true) => vec![(check::Server::Http(url.clone()), url, cfg)],
+        (None, false) => {
+            let server = check::Server::Stdio(command);
+            let label = server.label();
+            vec![(server, label, cfg)]
+        }
+        (None, true) => check::servers_of(&cfg),
+        (Some(_), false) => {
+            anyhow::bail!("toolgate check takes --upstream URL or a command after `--`, not both")
         }
     };
-    match format {
-        Format::Text => print!("{}", report.text()),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    if servers.is_empty() {
+        anyhow::bail!(
+            "toolgate check takes --upstream URL, a command after `--`, or a --config file that names servers"
+        );
     }
-    exit(if report.errors > 0 { 1 } else { 0 });
+    let (mut reports, mut unlisted) = (Vec::new(), false);
+    for (server, label, cfg) in &servers {
+        match server.check(label, cfg).await {
+            Ok(report) => reports.push(report),
+            Err(e) => {
+                eprintln!("toolgate check: cannot list the tools of {label}: {e}");
+                unlisted = true;
+            }
+        }
+    }
+    match (format, &reports[..]) {
+        (Format::Text, _) => reports.iter().for_each(|r| print!("{}", r.text())),
+        // One server, one object; several, an array of them in the file's order.
+        (Format::Json, [one]) if servers.len() == 1 => {
+            println!("{}", serde_json::to_string_pretty(one)?)
+        }
+        (Format::Json, _) if servers.len() == 1 => {}
+        (Format::Json, _) => println!("{}", serde_json::to_string_pretty(&reports)?),
+    }
+    let failed = reports.iter().any(|r| r.errors > 0);
+    exit(match (unlisted, failed) {
+        (true, _) => 2,
+        (false, true) => 1,
+        (false, false) => 0,
+    });
 }
 
 fn print_demo_help(addr: SocketAddr) {

@@ -315,6 +315,89 @@ async fn check_reads_the_server_from_its_configuration() {
     );
 }
 
+/// `toolgate check --config FILE` for a gateway of several servers: each one it names, in
+/// its order, with the settings the gateway gives that server (here a credential of its own,
+/// under its own header's name), an HTTP one or a stdio one; a server that cannot be listed
+/// is said on stderr, the others are still reported, and the status is 2.
+#[tokio::test]
+async fn check_lists_every_server_a_configuration_names_with_its_own_settings() {
+    let (addr, _) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
+        .await
+        .unwrap();
+    let mut billing = Scripted::new(vec![open_tool("invoice")]);
+    billing.required_header = Some(("x-api-key", "billing-key"));
+    let (billing, _) = billing.spawn().await;
+    let p = tokio::task::spawn_blocking(common::peers::peers)
+        .await
+        .unwrap();
+    let fixture = p.fixtures.join("stdio_server.py").display().to_string();
+    let python = p.python.display().to_string();
+    let key = tempfile_lite::TempFile::new("billing-key");
+    let servers = format!(
+        "upstream = \"http://{addr}/mcp\"\n\n[[upstreams]]\nname = \"billing\"\nurl = \"{billing}\"\nupstream_header = {{ name = \"x-api-key\", file = \"{}\" }}\n\n[[upstreams]]\nname = \"files\"\ncommand = {}\n",
+        key.path.display(),
+        json!([python, fixture]),
+    );
+    let file = tempfile_lite::TempFile::new(&servers);
+    let path = file.path.display().to_string();
+    let (code, out, err) = toolgate(&["check", "--config", &path]).await;
+    assert_eq!(code, Some(0), "{err}{out}");
+    let summaries: Vec<&str> = (out.lines())
+        .filter(|l| l.starts_with("toolgate check "))
+        .collect();
+    assert_eq!(summaries.len(), 3, "{out}");
+    assert!(
+        summaries[0].starts_with(&format!("toolgate check http://{addr}/mcp: 6 tools")),
+        "{out}"
+    );
+    assert!(
+        summaries[1].starts_with(&format!("toolgate check billing ({billing}): 1 tools")),
+        "{out}"
+    );
+    assert!(
+        summaries[2].starts_with(&format!("toolgate check files ({python} {fixture}): ")),
+        "{out}"
+    );
+    let (_, out, _) = toolgate(&["check", "--config", &path, "--format", "json"]).await;
+    let reports: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let labels: Vec<&str> = (reports.as_array().unwrap().iter())
+        .map(|r| r["upstream"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            format!("http://{addr}/mcp"),
+            format!("billing ({billing})"),
+            format!("files ({python} {fixture})")
+        ]
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gone = format!(
+        "{servers}\n[[upstreams]]\nname = \"gone\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
+    );
+    let file = tempfile_lite::TempFile::new(&gone);
+    let (code, out, err) = toolgate(&["check", "--config", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "toolgate check: cannot list the tools of gone (http://127.0.0.1:{port}/mcp): "
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("toolgate check "))
+            .count(),
+        3,
+        "{out}"
+    );
+}
+
 #[tokio::test]
 async fn check_passes_a_clean_server() {
     let (addr, _) = toolgate::demo::spawn(
