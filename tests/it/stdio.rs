@@ -723,20 +723,7 @@ async fn a_stdio_server_is_not_given_toolgates_own_secrets() {
     };
 
     let config = "[[auth.tokens]]\nname = \"ci-bot\"\nenv = \"CI_BOT_TOKEN\"\n\n[[upstreams]]\nname = \"billing\"\nurl = \"http://127.0.0.1:9/mcp\"\nupstream_header = { env = \"BILLING_KEY\" }\n";
-    let config = TempFile::new(config);
-    let mut args = vec!["serve".to_string(), "--config".into()];
-    args.push(config.path.display().to_string());
-    args.extend(
-        [
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--",
-        ]
-        .map(String::from),
-    );
-    let tg = common::Toolgate::start_raw_env([args, server.clone()].concat(), &env).await;
+    let tg = common::Toolgate::in_front_of_env(&server, Some(config), &env).await;
     let bearer = format!("Bearer {TOKEN}");
     let mut headers = vec![
         ("content-type", "application/json"),

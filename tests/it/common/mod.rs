@@ -193,6 +193,15 @@ impl Toolgate {
     /// Starts `toolgate serve -- COMMAND` (HTTP in front of a stdio server) with an optional
     /// config file body.
     pub async fn in_front_of(command: &[String], config: Option<&str>) -> Toolgate {
+        Toolgate::in_front_of_env(command, config, &[]).await
+    }
+
+    /// [`Self::in_front_of`] with these environment variables besides.
+    pub async fn in_front_of_env(
+        command: &[String],
+        config: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Toolgate {
         let mut args = vec!["serve".to_string()];
         let file = config.map(tempfile_lite::TempFile::new);
         if let Some(f) = &file {
@@ -209,7 +218,7 @@ impl Toolgate {
             .map(String::from),
         );
         args.extend(command.iter().cloned());
-        let mut tg = Toolgate::start_raw(args).await;
+        let mut tg = Toolgate::start_raw_env(args, env).await;
         tg.keep(file);
         tg
     }
