@@ -27,6 +27,8 @@ pub struct Target {
     pub url: String,
     /// The stdio server to launch, when there is no URL.
     pub command: Vec<String>,
+    /// The variables of toolgate's environment that stdio server alone is given.
+    pub upstream_env: Vec<String>,
     /// TLS to an `https://` URL.
     pub tls: crate::config::UpstreamTls,
     /// What it gets in place of a client's token (`auth.upstream_header` for the server on
@@ -62,6 +64,7 @@ impl Target {
             path,
             url,
             command: Vec::new(),
+            upstream_env: Vec::new(),
             tls: Default::default(),
             credential: None,
             validation,
@@ -452,6 +455,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
         let url = u.url.clone().unwrap_or_default();
         let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, v, catalog)?;
         t.command = u.command.clone();
+        t.upstream_env = u.upstream_env.clone();
         t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
         if let Some(h) = &u.upstream_header {
             let key = format!("upstreams {:?}: upstream_header", u.name);

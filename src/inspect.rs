@@ -50,10 +50,15 @@ pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotL
     listed
 }
 
-/// The tools of a stdio server `command` launches (initialize, every page), ended after.
-pub async fn tools_of_command(command: &[String], cfg: &Config) -> Result<Vec<Value>, CannotList> {
+/// The tools of a stdio server `command` launches (initialize, every page), ended after; the
+/// server is given `own_env`, its own variables, as the gateway gives them.
+pub async fn tools_of_command(
+    command: &[String],
+    own_env: &[String],
+    cfg: &Config,
+) -> Result<Vec<Value>, CannotList> {
     // Nothing it sends on its own matters to a listing.
-    let child = ChildProcess::spawn(command, cfg, |_| {}).map_err(|e| e.to_string())?;
+    let child = ChildProcess::spawn(command, (cfg, own_env), |_| {}).map_err(|e| e.to_string())?;
     let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
     child.shutdown(cfg.stdio.shutdown_grace).await;
     listed

@@ -40,10 +40,11 @@ pub struct Report {
     pub problems: Vec<Problem>,
 }
 
-/// A server `check` lists: an HTTP server's URL or a stdio server's command.
+/// A server `check` lists: an HTTP server's URL, or a stdio server's command and the
+/// variables it alone is given (`upstream_env`).
 pub enum Server {
     Http(String),
-    Stdio(Vec<String>),
+    Stdio(Vec<String>, Vec<String>),
 }
 
 impl Server {
@@ -51,7 +52,7 @@ impl Server {
     pub fn label(&self) -> String {
         match self {
             Server::Http(url) => url.clone(),
-            Server::Stdio(command) => command.join(" "),
+            Server::Stdio(command, _) => command.join(" "),
         }
     }
 
@@ -59,7 +60,7 @@ impl Server {
     pub async fn check(&self, label: &str, cfg: &Config) -> Result<Report, CannotList> {
         let tools = match self {
             Server::Http(url) => inspect::tools_at_url(url, cfg).await?,
-            Server::Stdio(command) => inspect::tools_of_command(command, cfg).await?,
+            Server::Stdio(command, own) => inspect::tools_of_command(command, own, cfg).await?,
         };
         Ok(check_tools(label, &tools, cfg))
     }
@@ -73,7 +74,7 @@ pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
     match (&cfg.upstream, cfg.command.is_empty()) {
         (Some(url), _) => servers.push((Server::Http(url.clone()), url.clone(), cfg.clone())),
         (None, false) => {
-            let server = Server::Stdio(cfg.command.clone());
+            let server = Server::Stdio(cfg.command.clone(), Vec::new());
             let label = server.label();
             servers.push((server, label, cfg.clone()))
         }
@@ -82,7 +83,7 @@ pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
     for u in &cfg.upstreams {
         let server = match &u.url {
             Some(url) => Server::Http(url.clone()),
-            None => Server::Stdio(u.command.clone()),
+            None => Server::Stdio(u.command.clone(), u.upstream_env.clone()),
         };
         let mut own = cfg.clone();
         own.upstream_tls = u.tls.clone().unwrap_or_else(|| cfg.upstream_tls.clone());

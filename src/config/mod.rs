@@ -221,6 +221,10 @@ pub struct NamedUpstream {
     /// `auth.upstream_header` goes to the server on `/mcp` only.
     #[serde(default)]
     pub upstream_header: Option<UpstreamHeader>,
+    /// For a stdio server: the variables of toolgate's environment that it alone is given
+    /// (its own credentials); every other server toolgate starts goes without them.
+    #[serde(default)]
+    pub upstream_env: Vec<String>,
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,
@@ -232,14 +236,26 @@ impl NamedUpstream {
     fn check(&self) -> Result<(), ConfigError> {
         let name = &self.name;
         match (&self.url, self.command.is_empty()) {
-            (Some(url), true) => parse_upstream_url(url).map(drop),
             (None, false) if self.tls.is_some() => Err(ConfigError(format!(
                 "upstreams {name:?}: tls is for an https:// url; a stdio server (command) has none"
             ))),
             (None, false) if self.upstream_header.is_some() => Err(ConfigError(format!(
                 "upstreams {name:?}: upstream_header is sent to an HTTP server; a stdio server (command) gets no headers"
             ))),
-            (None, false) => Ok(()),
+            (None, false) => match self
+                .upstream_env
+                .iter()
+                .find(|v| v.is_empty() || v.contains(['=', '\0']))
+            {
+                Some(v) => Err(ConfigError(format!(
+                    "upstreams {name:?}: upstream_env {v:?} is not the name of an environment variable"
+                ))),
+                None => Ok(()),
+            },
+            (Some(_), true) if !self.upstream_env.is_empty() => Err(ConfigError(format!(
+                "upstreams {name:?}: upstream_env is given to a stdio server (command); an HTTP server gets upstream_header"
+            ))),
+            (Some(url), true) => parse_upstream_url(url).map(drop),
             (Some(_), false) => Err(ConfigError(format!(
                 "upstreams {name:?}: give either url or command, not both"
             ))),
@@ -779,13 +795,18 @@ fn is_config_key(key: &str) -> bool {
 }
 
 impl Config {
-    /// The environment variables no server toolgate starts is given: those this
+    /// The environment variables a server toolgate starts is not given: those this
     /// configuration reads toolgate's own secrets from (its clients' tokens, each HTTP
-    /// server's credential) and toolgate's own configuration (`TOOLGATE_*`, which may carry
-    /// a Redis password). A stdio server is often another party's code, beside servers whose
-    /// credentials are not its own; the rest of the environment, which whoever launched
-    /// toolgate set for the server too, it gets.
-    pub fn withheld_from_servers(&self) -> Vec<std::ffi::OsString> {
+    /// server's credential), toolgate's own configuration (`TOOLGATE_*`, which may carry a
+    /// Redis password), and those another stdio server alone is given (`upstream_env`; the
+    /// server's `own` it keeps). A stdio server is often another party's code, beside
+    /// servers whose credentials are not its own; the rest of the environment, which whoever
+    /// launched toolgate set for the server too, it gets.
+    pub fn withheld_from_servers(&self, own: &[String]) -> Vec<std::ffi::OsString> {
+        let others = (self.upstreams.iter())
+            .flat_map(|u| &u.upstream_env)
+            .filter(|v| !own.contains(v))
+            .map(std::ffi::OsString::from);
         let credentials = (self.auth.tokens.iter().map(|t| &t.env))
             .chain(self.auth.upstream_header.iter().map(|h| &h.env))
             .chain(
@@ -793,10 +814,10 @@ impl Config {
             )
             .flatten()
             .map(std::ffi::OsString::from);
-        let own = std::env::vars_os()
+        let config = std::env::vars_os()
             .map(|(name, _)| name)
             .filter(|name| name.as_encoded_bytes().starts_with(ENV_PREFIX.as_bytes()));
-        credentials.chain(own).collect()
+        credentials.chain(config).chain(others).collect()
     }
 
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {

@@ -127,6 +127,14 @@ async fn a_named_server_is_a_url_or_a_command_with_only_what_applies() {
             "command = [\"srv\"]\nupstream_header = { env = \"HOME\" }\n",
             "upstreams \"files\": upstream_header is sent to an HTTP server; a stdio server (command) gets no headers",
         ),
+        (
+            "url = \"http://127.0.0.1:9/mcp\"\nupstream_env = [\"KEY\"]\n",
+            "upstreams \"files\": upstream_env is given to a stdio server (command); an HTTP server gets upstream_header",
+        ),
+        (
+            "command = [\"srv\"]\nupstream_env = [\"KEY=value\"]\n",
+            "upstreams \"files\": upstream_env \"KEY=value\" is not the name of an environment variable",
+        ),
     ];
     for (keys, says) in cases {
         let text = format!("[[upstreams]]\nname = \"files\"\n{keys}");

@@ -701,8 +701,10 @@ async fn a_pipes_notifications_reach_an_http_server_in_the_order_written() {
 
 /// A stdio server gets the environment toolgate was started with (what whoever launched
 /// toolgate set for the server), less toolgate's own: the variables its clients' tokens and
-/// its HTTP servers' credentials are read from, and its configuration (`TOOLGATE_*`). In
-/// `serve -- CMD`, beside an HTTP server with a credential of its own, and `stdio -- CMD`.
+/// its HTTP servers' credentials are read from, its configuration (`TOOLGATE_*`), and what
+/// another stdio server alone is given (`upstream_env`). In `serve -- CMD` beside an HTTP
+/// server with a credential of its own and a second stdio server with a variable of its own,
+/// in that second server, and in `stdio -- CMD`.
 #[tokio::test]
 async fn a_stdio_server_is_not_given_toolgates_own_secrets() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
@@ -715,6 +717,7 @@ async fn a_stdio_server_is_not_given_toolgates_own_secrets() {
     let env = [
         ("CI_BOT_TOKEN", TOKEN),
         ("BILLING_KEY", "billing-key"),
+        ("GITHUB_TOKEN", "github-token"),
         ("SERVER_API_KEY", "the server's own"),
         ("TOOLGATE_LOG__FORMAT", "human"),
     ];
@@ -722,22 +725,33 @@ async fn a_stdio_server_is_not_given_toolgates_own_secrets() {
         serde_json::from_str(&common::result_text(a)).unwrap_or_else(|_| panic!("{a}"))
     };
 
-    let config = "[[auth.tokens]]\nname = \"ci-bot\"\nenv = \"CI_BOT_TOKEN\"\n\n[[upstreams]]\nname = \"billing\"\nurl = \"http://127.0.0.1:9/mcp\"\nupstream_header = { env = \"BILLING_KEY\" }\n";
-    let tg = common::Toolgate::in_front_of_env(&server, Some(config), &env).await;
+    let config = format!(
+        "[[auth.tokens]]\nname = \"ci-bot\"\nenv = \"CI_BOT_TOKEN\"\n\n[[upstreams]]\nname = \"billing\"\nurl = \"http://127.0.0.1:9/mcp\"\nupstream_header = {{ env = \"BILLING_KEY\" }}\n\n[[upstreams]]\nname = \"github\"\ncommand = {}\nupstream_env = [\"GITHUB_TOKEN\"]\n",
+        json!(server)
+    );
+    let tg = common::Toolgate::in_front_of_env(&server, Some(&config), &env).await;
     let bearer = format!("Bearer {TOKEN}");
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("accept", common::ACCEPT),
-        ("authorization", bearer.as_str()),
-    ];
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let r = common::request(http::Method::POST, &tg.url(), &headers, init.to_string()).await;
-    let session = r.headers["mcp-session-id"].to_str().unwrap().to_string();
-    headers.push(("mcp-session-id", &session));
-    let body = call(1, "environ", json!({})).to_string();
-    let r = common::request(http::Method::POST, &tg.url(), &headers, body).await;
-    let served = names(&r.answer());
+    let environ = |path: &'static str| {
+        let (url, bearer) = (format!("http://{}{path}", tg.addr), bearer.clone());
+        async move {
+            let mut headers = vec![
+                ("content-type", "application/json"),
+                ("accept", common::ACCEPT),
+                ("authorization", bearer.as_str()),
+            ];
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+            let r = common::request(http::Method::POST, &url, &headers, init.to_string()).await;
+            let session = r.headers["mcp-session-id"].to_str().unwrap().to_string();
+            headers.push(("mcp-session-id", &session));
+            let body = call(1, "environ", json!({})).to_string();
+            common::request(http::Method::POST, &url, &headers, body)
+                .await
+                .answer()
+        }
+    };
+    let served = names(&environ("/mcp").await);
+    let beside = names(&environ("/github/mcp").await);
 
     let mut g =
         StdioGate::start_args_env([vec!["stdio".into(), "--".into()], server].concat(), &env);
@@ -745,20 +759,29 @@ async fn a_stdio_server_is_not_given_toolgates_own_secrets() {
     let piped = names(&g.ask(call(1, "environ", json!({}))).await);
 
     // The pipe's configuration names no secret: only toolgate's own configuration goes.
+    let withheld = ["CI_BOT_TOKEN", "BILLING_KEY", "TOOLGATE_LOG__FORMAT"];
     let cases = [
         (
             "serve -- CMD",
             served,
-            &["CI_BOT_TOKEN", "BILLING_KEY", "TOOLGATE_LOG__FORMAT"][..],
+            &[&withheld[..], &["GITHUB_TOKEN"]].concat(),
+            None,
         ),
-        ("stdio -- CMD", piped, &["TOOLGATE_LOG__FORMAT"]),
+        (
+            "its own variable",
+            beside,
+            &withheld.to_vec(),
+            Some("GITHUB_TOKEN"),
+        ),
+        ("stdio -- CMD", piped, &vec!["TOOLGATE_LOG__FORMAT"], None),
     ];
-    for (mode, names, withheld) in cases {
-        assert!(
-            names.contains(&"SERVER_API_KEY".to_string()),
-            "{mode}: {names:?}"
-        );
-        assert!(names.contains(&"PATH".to_string()), "{mode}: {names:?}");
+    for (mode, names, withheld, own) in cases {
+        for given in ["SERVER_API_KEY", "PATH"].into_iter().chain(own) {
+            assert!(
+                names.contains(&given.to_string()),
+                "{mode}: {given} not in {names:?}"
+            );
+        }
         for name in withheld {
             assert!(
                 !names.contains(&name.to_string()),

@@ -47,7 +47,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
             }
         }
     };
-    let process = match ChildProcess::spawn(command, &gw.config, handler) {
+    let process = match ChildProcess::spawn(command, (&gw.config, &[]), handler) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("{e}");

@@ -412,13 +412,13 @@ async fn read_stdout(
 
 impl ChildProcess {
     /// Starts `command` (program and arguments) in its own process group, with the
-    /// environment less what `cfg` withholds from servers
-    /// ([`crate::config::Config::withheld_from_servers`]), its lines bounded by
+    /// environment less what `cfg` withholds from a server whose own variables are
+    /// `own_env` ([`crate::config::Config::withheld_from_servers`]), its lines bounded by
     /// `limits.max_response_bytes`. `handler` gets what no waiter claims, on the reader: it
     /// must not block.
     pub fn spawn(
         command: &[String],
-        cfg: &crate::config::Config,
+        (cfg, own_env): (&crate::config::Config, &[String]),
         handler: impl Fn(FromChild) + Send + Sync + 'static,
     ) -> std::io::Result<Arc<ChildProcess>> {
         let max_line = cfg.limits.max_response_bytes;
@@ -431,7 +431,7 @@ impl ChildProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        for name in cfg.withheld_from_servers() {
+        for name in cfg.withheld_from_servers(own_env) {
             cmd.env_remove(name);
         }
         #[cfg(unix)]
@@ -846,7 +846,7 @@ mod tests {
         let tx = Mutex::new(Some(tx));
         let mut cfg = crate::config::Config::default();
         cfg.limits.max_response_bytes = 1024;
-        let child = ChildProcess::spawn(&cmd, &cfg, move |ev| {
+        let child = ChildProcess::spawn(&cmd, (&cfg, &[]), move |ev| {
             if let (FromChild::Exited(_), Some(tx)) = (ev, tx.lock().unwrap().take()) {
                 let _ = tx.send(());
             }

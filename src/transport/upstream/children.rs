@@ -347,7 +347,12 @@ impl StdioPool {
                 }
             }
         };
-        let child = ChildProcess::spawn(&self.command, &gw.config, handler).map_err(|e| {
+        let child = ChildProcess::spawn(
+            &self.command,
+            (&gw.config, &Self::target(&gw, index).upstream_env),
+            handler,
+        )
+        .map_err(|e| {
             tracing::error!(error = %e, "the tool server cannot be started");
             NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
         })?;
