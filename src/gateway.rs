@@ -450,7 +450,15 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
             "auth.upstream_header is the credential of the HTTP server on /mcp (upstream), and there is none; give each of [[upstreams]] its own upstream_header".into(),
         ));
     }
+    let has_default = config.upstream.is_some() || !config.command.is_empty();
     for u in &config.upstreams {
+        if has_default && u.name == "default" {
+            // Metrics, logs and `/readyz` name the server on `/mcp` so.
+            return Err(ConfigError(
+                "upstreams \"default\": the server on /mcp has that name; give this one another"
+                    .into(),
+            ));
+        }
         let v = config.validation.with(&u.validation);
         let url = u.url.clone().unwrap_or_default();
         let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, v, catalog)?;

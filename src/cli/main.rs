@@ -480,7 +480,7 @@ fn config(what: ConfigCmd) -> ! {
 /// compiled, its secrets and certificates read. A file that names no server is checked as if
 /// `--upstream` gave one.
 fn usable(mut cfg: Config) -> Result<(), String> {
-    if cfg.upstream.is_none() && cfg.command.is_empty() {
+    if cfg.upstream.is_none() && cfg.command.is_empty() && cfg.upstreams.is_empty() {
         cfg.upstream = Some("http://127.0.0.1:9/mcp".into());
     }
     let gw = Gateway::new(cfg).map_err(|e| e.to_string())?;

@@ -136,6 +136,14 @@ async fn a_named_server_is_a_url_or_a_command_with_only_what_applies() {
             "upstreams \"files\": upstream_env \"KEY=value\" is not the name of an environment variable",
         ),
     ];
+    let named_default = "upstream = \"http://127.0.0.1:9/mcp\"\n[[upstreams]]\nname = \"default\"\nurl = \"http://127.0.0.1:9/b\"\n";
+    let file = tempfile_lite::TempFile::new(named_default);
+    let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "toolgate config check: configuration: upstreams \"default\": the server on /mcp has that name; give this one another\n"
+    );
     for (keys, says) in cases {
         let text = format!("[[upstreams]]\nname = \"files\"\n{keys}");
         let file = tempfile_lite::TempFile::new(&text);
