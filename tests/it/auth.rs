@@ -824,10 +824,9 @@ url = "{plain}"
         let url = format!("http://{}{path}", tg.addr);
         let r = request(Method::POST, &url, &legacy, call(1, "echo", json!({}))).await;
         assert_eq!(
-            r.answer()["result"]["content"][0]["text"],
-            "echoed",
-            "{path}: {}",
-            r.text()
+            r.answer(),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "echoed"}]}}),
+            "{path}"
         );
     }
     let modern = [
@@ -844,10 +843,9 @@ url = "{plain}"
     let url = format!("http://{}/billing/mcp", tg.addr);
     let r = request(Method::POST, &url, &modern, call.to_string()).await;
     assert_eq!(
-        r.answer()["result"]["content"][0]["text"],
-        "billed",
-        "{}",
-        r.text()
+        r.answer(),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": "billed"}], "resultType": "complete"}})
     );
     assert_eq!(
         billing_seen.methods(),

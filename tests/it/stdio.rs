@@ -275,8 +275,12 @@ async fn stdio_upstream_sends_the_configured_credential_to_the_server() {
         } else {
             g.initialize().await;
         }
-        let a = g.ask(call).await;
-        assert_eq!(common::result_text(&a), "echoed", "{header}: {a}");
+        let mut expected = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "echoed"}]}});
+        if modern {
+            expected["result"]["resultType"] = json!("complete");
+        }
+        assert_eq!(g.ask(call).await, expected, "{header}");
         if modern {
             assert_eq!(seen.methods()[..2], ["server/discover", "initialize"]);
         }
