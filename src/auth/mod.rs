@@ -4,8 +4,8 @@
 //! if it has the shape of one, as a JWT against the configured issuer's keys. What fails is
 //! answered 401 (no token, or one that does not verify) or 403 (a valid token without the
 //! required scopes), with a `WWW-Authenticate` that points at toolgate's RFC 9728 metadata
-//! when `public_url` is set. The client's credentials stop here (its token, and its cookies
-//! and API keys): the upstream gets the credential the operator configured, or none.
+//! when `public_url` is set. The client's token stops here: the upstream gets the credential
+//! the operator configured, or none.
 
 #[cfg(feature = "auth")]
 mod jwt;
@@ -18,11 +18,10 @@ use std::sync::Arc;
 
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
-/// The headers a client's credential travels in: MCP's `Authorization`, a session's
-/// `Cookie`, and the API-key headers servers read. Without `[auth]` they go to the server:
-/// they tell two stateless clients apart (their catalogs' and bridged sessions' scope), and
-/// toolgate's own question to a server in a client's name carries them. With it, they stop
-/// at toolgate ([`Authenticator::to_upstream`]).
+/// The headers a client's credential travels in to a server when toolgate does not
+/// authenticate it: MCP's `Authorization`, a session's `Cookie`, and the API-key headers
+/// servers read. What tells two stateless clients apart (their catalogs' and bridged
+/// sessions' scope), and what toolgate's own question to a server in a client's name carries.
 pub static CLIENT_CREDENTIALS: [HeaderName; 4] = [
     AUTHORIZATION,
     http::header::COOKIE,
@@ -220,13 +219,9 @@ impl Authenticator {
         found
     }
 
-    /// The client's credentials stay here, whichever header carries them (a browser's
-    /// cookies for toolgate's own site among them); the server gets its own, `credential`,
-    /// if any.
+    /// The client's credentials stay here; the server gets its own, `credential`, if any.
     pub fn to_upstream(&self, headers: &mut HeaderMap, credential: Option<&UpstreamCredential>) {
-        for name in &CLIENT_CREDENTIALS {
-            headers.remove(name);
-        }
+        headers.remove(AUTHORIZATION);
         if let Some((name, value)) = credential {
             headers.insert(name.clone(), value.clone());
         }
