@@ -459,12 +459,12 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
                     .into(),
             ));
         }
-        let v = config.validation.with(&u.validation);
+        let v = u.validation_in(config);
         let url = u.url.clone().unwrap_or_default();
         let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, v, catalog)?;
         t.command = u.command.clone();
         t.upstream_env = u.upstream_env.clone();
-        t.tls = u.tls.clone().unwrap_or_else(|| config.upstream_tls.clone());
+        t.tls = u.tls_in(config);
         if let Some(h) = &u.upstream_header {
             let key = format!("upstreams {:?}: upstream_header", u.name);
             t.credential = Some(crate::auth::credential(&key, h)?);

@@ -44,7 +44,10 @@ pub struct Report {
 /// variables it alone is given (`upstream_env`).
 pub enum Server {
     Http(String),
-    Stdio(Vec<String>, Vec<String>),
+    Stdio {
+        command: Vec<String>,
+        own_env: Vec<String>,
+    },
 }
 
 impl Server {
@@ -52,7 +55,7 @@ impl Server {
     pub fn label(&self) -> String {
         match self {
             Server::Http(url) => url.clone(),
-            Server::Stdio(command, _) => command.join(" "),
+            Server::Stdio { command, .. } => command.join(" "),
         }
     }
 
@@ -60,7 +63,9 @@ impl Server {
     pub async fn check(&self, label: &str, cfg: &Config) -> Result<Report, CannotList> {
         let tools = match self {
             Server::Http(url) => inspect::tools_at_url(url, cfg).await?,
-            Server::Stdio(command, own) => inspect::tools_of_command(command, own, cfg).await?,
+            Server::Stdio { command, own_env } => {
+                inspect::tools_of_command(command, own_env, cfg).await?
+            }
         };
         Ok(check_tools(label, &tools, cfg))
     }
@@ -74,7 +79,10 @@ pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
     match (&cfg.upstream, cfg.command.is_empty()) {
         (Some(url), _) => servers.push((Server::Http(url.clone()), url.clone(), cfg.clone())),
         (None, false) => {
-            let server = Server::Stdio(cfg.command.clone(), Vec::new());
+            let server = Server::Stdio {
+                command: cfg.command.clone(),
+                own_env: Vec::new(),
+            };
             let label = server.label();
             servers.push((server, label, cfg.clone()))
         }
@@ -83,12 +91,15 @@ pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
     for u in &cfg.upstreams {
         let server = match &u.url {
             Some(url) => Server::Http(url.clone()),
-            None => Server::Stdio(u.command.clone(), u.upstream_env.clone()),
+            None => Server::Stdio {
+                command: u.command.clone(),
+                own_env: u.upstream_env.clone(),
+            },
         };
         let mut own = cfg.clone();
-        own.upstream_tls = u.tls.clone().unwrap_or_else(|| cfg.upstream_tls.clone());
+        own.upstream_tls = u.tls_in(cfg);
         own.auth.upstream_header = u.upstream_header.clone();
-        own.validation = cfg.validation.with(&u.validation);
+        own.validation = u.validation_in(cfg);
         let label = format!("{} ({})", u.name, server.label());
         servers.push((server, label, own));
     }

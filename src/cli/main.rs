@@ -526,7 +526,10 @@ async fn check(
     let servers = match (upstream, command.is_empty()) {
         (Some(url), true) => vec![(check::Server::Http(url.clone()), url, cfg)],
         (None, false) => {
-            let server = check::Server::Stdio(command, Vec::new());
+            let server = check::Server::Stdio {
+                command,
+                own_env: Vec::new(),
+            };
             let label = server.label();
             vec![(server, label, cfg)]
         }

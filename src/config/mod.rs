@@ -231,6 +231,16 @@ pub struct NamedUpstream {
 }
 
 impl NamedUpstream {
+    /// Its TLS, as the gateway and `check` apply it: its own `tls`, else `[upstream_tls]`.
+    pub fn tls_in(&self, cfg: &Config) -> UpstreamTls {
+        self.tls.clone().unwrap_or_else(|| cfg.upstream_tls.clone())
+    }
+
+    /// Its validation settings: the global `[validation]` with its overrides.
+    pub fn validation_in(&self, cfg: &Config) -> Validation {
+        cfg.validation.with(&self.validation)
+    }
+
     /// An HTTP server with a URL that parses, or a stdio server, with only what applies to
     /// its kind.
     fn check(&self) -> Result<(), ConfigError> {
