@@ -35,6 +35,8 @@ pub struct Target {
     /// `/mcp`, each of `[[upstreams]]` its own), its secret read at load.
     pub credential: Option<crate::auth::UpstreamCredential>,
     pub validation: Validation,
+    /// The `[limits]` it is held to: the global ones, with a named server's own timeouts.
+    pub limits: crate::config::Limits,
     rules: HashMap<String, ToolRules>,
     /// Its series in the metrics every message counts in, found once.
     pub series: crate::metrics::UpstreamSeries,
@@ -45,7 +47,7 @@ impl Target {
         name: &str,
         path: String,
         url: String,
-        validation: Validation,
+        (validation, limits): (Validation, crate::config::Limits),
         catalog: &Catalog,
     ) -> Result<Target, ConfigError> {
         let mut rules = HashMap::new();
@@ -68,6 +70,7 @@ impl Target {
             tls: Default::default(),
             credential: None,
             validation,
+            limits,
             rules,
         })
     }
@@ -439,7 +442,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
             "default",
             "/mcp".into(),
             url.clone(),
-            config.validation.clone(),
+            (config.validation.clone(), config.limits.clone()),
             catalog,
         )?;
         t.tls = config.upstream_tls.clone();
@@ -459,9 +462,9 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
                     .into(),
             ));
         }
-        let v = u.validation_in(config);
+        let held = (u.validation_in(config), u.limits_in(config));
         let url = u.url.clone().unwrap_or_default();
-        let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, v, catalog)?;
+        let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, held, catalog)?;
         t.command = u.command.clone();
         t.upstream_env = u.upstream_env.clone();
         t.tls = u.tls_in(config);
@@ -476,7 +479,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
             "default",
             "/mcp".into(),
             String::new(),
-            config.validation.clone(),
+            (config.validation.clone(), config.limits.clone()),
             catalog,
         )?;
         t.command = config.command.clone();

@@ -73,7 +73,7 @@ impl Server {
 
 /// Every server a configuration names, each with the configuration the gateway applies to
 /// it: the server on `/mcp`, then each of `[[upstreams]]`, named in its label, with its own
-/// TLS, credential and validation settings.
+/// TLS, credential, validation settings and timeouts.
 pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
     let mut servers = Vec::new();
     match (&cfg.upstream, cfg.command.is_empty()) {
@@ -100,6 +100,7 @@ pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
         own.upstream_tls = u.tls_in(cfg);
         own.auth.upstream_header = u.upstream_header.clone();
         own.validation = u.validation_in(cfg);
+        own.limits = u.limits_in(cfg);
         let label = format!("{} ({})", u.name, server.label());
         servers.push((server, label, own));
     }

@@ -228,6 +228,13 @@ pub struct NamedUpstream {
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,
+    /// Its own `limits.upstream_timeout`: a server whose tools run for minutes beside
+    /// servers that answer at once.
+    #[serde(default, with = "humantime_serde")]
+    pub upstream_timeout: Option<Duration>,
+    /// Its own `limits.stream_gap_timeout`.
+    #[serde(default, with = "humantime_serde")]
+    pub stream_gap_timeout: Option<Duration>,
 }
 
 impl NamedUpstream {
@@ -241,6 +248,15 @@ impl NamedUpstream {
         cfg.validation.with(&self.validation)
     }
 
+    /// The `[limits]` it is held to: the global ones with its own timeouts.
+    pub fn limits_in(&self, cfg: &Config) -> Limits {
+        Limits {
+            upstream_timeout: self.upstream_timeout.unwrap_or(cfg.limits.upstream_timeout),
+            stream_gap_timeout: (self.stream_gap_timeout).unwrap_or(cfg.limits.stream_gap_timeout),
+            ..cfg.limits.clone()
+        }
+    }
+
     /// An HTTP server with a URL that parses, or a stdio server, with only what applies to
     /// its kind.
     fn check(&self) -> Result<(), ConfigError> {
@@ -251,6 +267,9 @@ impl NamedUpstream {
             ))),
             (None, false) if self.upstream_header.is_some() => Err(ConfigError(format!(
                 "upstreams {name:?}: upstream_header is sent to an HTTP server; a stdio server (command) gets no headers"
+            ))),
+            (None, false) if self.stream_gap_timeout.is_some() => Err(ConfigError(format!(
+                "upstreams {name:?}: stream_gap_timeout bounds an HTTP server's event stream; a stdio server (command) is held to upstream_timeout"
             ))),
             (None, false) => match self
                 .upstream_env

@@ -134,6 +134,8 @@ const KEYS: &[Key] = &[
     key("upstreams[].url", "Its URL (http:// or https://).", "\"http://127.0.0.1:3001/mcp\""),
     key("upstreams[].command", "Or a stdio server toolgate starts for it, as command: one child per session, [stdio]'s bounds for each server.", "[\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv/files\"]"),
     key("upstreams[].upstream_env", "A stdio server's own variables of toolgate's environment: it alone is given them.", "[\"GITHUB_TOKEN\"]"),
+    key("upstreams[].upstream_timeout", "Its own limits.upstream_timeout: a server whose tools run long, beside quick ones.", "\"10m\""),
+    key("upstreams[].stream_gap_timeout", "Its own limits.stream_gap_timeout (an HTTP server only).", "\"15m\""),
     key("upstreams[].tls.ca_file", "Its own [upstream_tls], instead of the global one.", "\"/etc/toolgate/billing-ca.crt\""),
     key("upstreams[].tls.only_ca_file", "As upstream_tls.only_ca_file.", "true"),
     key("upstreams[].tls.client_cert_file", "As upstream_tls.client_cert_file.", "\"/etc/toolgate/billing-client.crt\""),

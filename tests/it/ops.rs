@@ -2,6 +2,7 @@
 //! request id, and a graceful shutdown that lets in-flight streams finish.
 
 use crate::common;
+use common::scripted::{Script, Scripted, open_tool};
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -62,6 +63,56 @@ async fn health_and_readiness() {
         200,
         "alive even when not ready"
     );
+}
+
+/// Each named server is held to its own `upstream_timeout` when it gives one, and to
+/// `[limits]` otherwise, whichever kind of server it is: a tool that answers in two seconds
+/// is unavailable on the servers held to one second and answered on those given five.
+#[tokio::test]
+async fn each_named_server_is_held_to_its_own_timeout() {
+    let p = tokio::task::spawn_blocking(common::peers::peers)
+        .await
+        .unwrap();
+    let child = json!([
+        p.python.display().to_string(),
+        p.fixtures.join("stdio_server.py").display().to_string()
+    ]);
+    let done = json!({"content": [{"type": "text", "text": "slow done"}]});
+    let scripted = || {
+        Scripted::new(vec![open_tool("slow")])
+            .script("slow", Script::Slow(Duration::from_secs(2), done.clone()))
+            .spawn()
+    };
+    let ((quick, _), (long, _)) = tokio::join!(scripted(), scripted());
+    let config = format!(
+        "[limits]\nupstream_timeout = \"1s\"\n\n[[upstreams]]\nname = \"quick\"\nurl = \"{quick}\"\n\n[[upstreams]]\nname = \"long\"\nurl = \"{long}\"\nupstream_timeout = \"5s\"\n\n[[upstreams]]\nname = \"quick-child\"\ncommand = {child}\n\n[[upstreams]]\nname = \"long-child\"\ncommand = {child}\nupstream_timeout = \"5s\"\n"
+    );
+    let tg = Toolgate::start(&mut vec!["serve".to_string()], Some(&config)).await;
+    let slow_at = |name: &'static str| {
+        let url = format!("http://{}/{name}/mcp", tg.addr);
+        async move {
+            let session = open_session(&url).await;
+            post(&url, Some(&session), call(1, "slow", json!({})))
+                .await
+                .answer()
+        }
+    };
+    let answers = tokio::join!(
+        slow_at("quick"),
+        slow_at("long"),
+        slow_at("quick-child"),
+        slow_at("long-child")
+    );
+    let unavailable = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "The tool server is unavailable: the tool server did not answer within 1s. It may still be working or overloaded; retrying later may help."}],
+        "isError": true,
+        "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": "the tool server did not answer within 1s"}}
+    }});
+    let answered = json!({"jsonrpc": "2.0", "id": 1, "result": done});
+    assert_eq!(answers.0, unavailable, "quick");
+    assert_eq!(answers.1, answered, "long");
+    assert_eq!(answers.2, unavailable, "quick-child");
+    assert_eq!(answers.3, answered, "long-child");
 }
 
 /// An HTTP server on `/mcp` and a stdio server toolgate starts (`[[upstreams]] command`) on

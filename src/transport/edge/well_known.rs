@@ -53,7 +53,7 @@ pub(super) async fn serve(
     // Pass-through: `/.well-known/<doc><endpoint path>` becomes the same document for the
     // upstream's path; anything else goes to the first HTTP upstream as it came.
     let http = |e: &Endpoint| match &e.server {
-        Server::Http(up) => Some(up.clone()),
+        Server::Http(up) => Some((up.clone(), e.index)),
         Server::Stdio(_) => None,
     };
     // The longest endpoint path that ends the request's: `/a/mcp` before `/mcp`.
@@ -64,10 +64,10 @@ pub(super) async fn serve(
         .and_then(|e| {
             let prefix = &path[..path.len() - e.path.len()];
             let up = http(e)?;
-            let mapped = format!("{prefix}{}", up.http.uri.path().trim_end_matches('/'));
+            let mapped = format!("{prefix}{}", up.0.http.uri.path().trim_end_matches('/'));
             Some((up, mapped))
         });
-    let Some((up, upstream_path)) = mapped.or_else(|| {
+    let Some(((up, index), upstream_path)) = mapped.or_else(|| {
         endpoints
             .iter()
             .find_map(http)
@@ -81,7 +81,12 @@ pub(super) async fn serve(
     };
     match up
         .http
-        .send_to_path(&target, method.clone(), headers, (&gw.config.limits).into())
+        .send_to_path(
+            &target,
+            method.clone(),
+            headers,
+            (&gw.targets[index].limits).into(),
+        )
         .await
     {
         Ok(resp) => {

@@ -13,7 +13,7 @@ use super::asking::{self, ReverseRounds};
 use super::reply;
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
@@ -581,13 +581,13 @@ impl SseInspector {
 /// the retry, read by the same rules, its answer under the retry's id; another question makes
 /// another round.
 pub(crate) async fn resume(
-    gw: &Arc<Gateway>,
+    (gw, target): (&Arc<Gateway>, &Target),
     up: &HttpUpstream,
     retry: &bridge::Retry,
     key: ScopeKey,
     pending: &Pending,
 ) -> Result<Response, Unresumed> {
-    let wait = (&gw.config.limits).into();
+    let wait = (&target.limits).into();
     let parked = up.bridge.resume(up, retry, key, wait).await?;
     let StreamRest {
         session,

@@ -101,7 +101,7 @@ impl HttpWay {
                 // Boxed: learning the server's era, or opening a session, is rare, and would
                 // otherwise sit in every request's future.
                 None => {
-                    let limits = &gw.config.limits;
+                    let limits = &to.target.limits;
                     let ids = || gw.next_id();
                     let client = (headers, to.target.credential.as_ref());
                     Box::pin(
@@ -211,7 +211,7 @@ impl HttpWay {
             key: self.key,
             reverse: self.reversed.as_ref().map(|r| &*r.0),
             client_is_modern: self.era == Era::Modern,
-            limits: &to.gw.config.limits,
+            limits: &to.target.limits,
         }
     }
 
@@ -238,7 +238,7 @@ impl HttpWay {
             reading.has_session = false;
             if pending.id.is_some() && asked::may_ask(said.method) {
                 // The server may ask for input, which its handshake-era client is asked.
-                let limits = &to.gw.config.limits;
+                let limits = &to.target.limits;
                 let retry = HttpRetrying::new(up.clone(), parts.headers.clone(), limits);
                 reading.reverse_rounds = Some(Box::new(ReverseRounds {
                     request: body.clone(),
@@ -356,7 +356,7 @@ async fn bridged_end(
     (headers, abandon, pending): (HeaderMap, Option<Abandon>, Pending),
     note: &mut Note,
 ) -> Response {
-    let (limits, up) = (&to.gw.config.limits, to.up);
+    let (limits, up) = (&to.target.limits, to.up);
     let status = resp.status();
     let Some(e) = (up.bridge)
         .lost_session(up, status, &headers, key, limits)
@@ -384,7 +384,7 @@ impl Round {
     /// The client's answer goes to the server's question, and what the server says next
     /// (its answer, or another question) answers the retry.
     async fn resume(self, to: ToHttp<'_>, pending: Pending, note: &mut Note) -> Response {
-        match answers::resume(to.gw, to.up, &self.retry, self.key, &pending).await {
+        match answers::resume((to.gw, to.target), to.up, &self.retry, self.key, &pending).await {
             Ok(resp) => {
                 note.outcome = "forwarded";
                 resp
@@ -406,7 +406,7 @@ impl Round {
 /// gives up first.
 fn cancels(to: ToHttp<'_>, session: &HeaderMap, ours: &RawValue) -> Abandon {
     let (up, session, id) = (to.up.clone(), session.clone(), ours.to_owned());
-    let limits = to.gw.config.limits.clone();
+    let limits = to.target.limits.clone();
     Abandon::new(move || http_bridge::cancel_in_session(up, &session, &id, &limits))
 }
 
@@ -444,7 +444,7 @@ async fn initialize(
     }
     let Some(id) = said.id else { return resp };
     let (up, own_id) = (to.up, to.gw.next_id());
-    let limits = &to.gw.config.limits;
+    let limits = &to.target.limits;
     match up
         .bridge
         .reverse(
@@ -483,7 +483,7 @@ pub(crate) fn forward<'a>(
     note: &'a mut Note,
 ) -> impl Future<Output = Response> + Send + 'a {
     let (gw, up) = (to.gw, to.up);
-    let wait = (&gw.config.limits).into();
+    let wait = (&to.target.limits).into();
     let hop = note.hop(HopTo::Http(&up.http.uri)).map(|(hop, context)| {
         context.carry(&mut parts.headers);
         hop

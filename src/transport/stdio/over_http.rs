@@ -78,7 +78,7 @@ impl Http {
     }
 
     fn timeout(&self) -> Wait {
-        (&self.gw.config.limits).into()
+        (&self.target.limits).into()
     }
 
     /// The scope of the client's session (or of no session).
@@ -136,7 +136,7 @@ impl Http {
         let id = self.gw.next_id();
         let mut headers = self.headers();
         headers.remove(mcp::PROTOCOL_VERSION);
-        let opening = HttpSession::new(&self.up, headers, &self.gw.config.limits);
+        let opening = HttpSession::new(&self.up, headers, &self.target.limits);
         if own::handshake(&opening, &id, Some(&params)).await.is_err() {
             return false;
         }
@@ -206,7 +206,7 @@ impl SessionLister<'_> {
         let Err(ListFailed::Relay(resp)) = &listed else {
             return listed;
         };
-        let limits = &http.gw.config.limits;
+        let limits = &http.target.limits;
         if way.in_own_session()
             || !http_bridge::session_lost(&http.up, resp.status(), headers, limits).await
             || !http.reinitialize().await
@@ -423,7 +423,7 @@ impl Http {
         body: Bytes,
         (pending, method, hop_parent): (&Pending, &'static str, Option<&HopParent>),
     ) -> Response {
-        let limits = &self.gw.config.limits;
+        let limits = &self.target.limits;
         if !http_bridge::session_lost(&self.up, resp.status(), &self.headers(), limits).await
             || !self.reinitialize().await
         {

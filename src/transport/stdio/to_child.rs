@@ -56,7 +56,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
     };
     tracing::info!(server = %process.command(), "started the tool server");
     let up = Arc::new(Child {
-        timeout: gw.config.limits.upstream_timeout,
+        timeout: target.limits.upstream_timeout,
         gw,
         target,
         key,

@@ -489,7 +489,10 @@ impl StdioPool {
             None => {
                 let gw = self.gw();
                 sc.child
-                    .initialize(&gw.next_id(), gw.config.limits.upstream_timeout)
+                    .initialize(
+                        &gw.next_id(),
+                        Self::target(&gw, self.index).limits.upstream_timeout,
+                    )
                     .await
                     .map_err(|e| NoChild::Failed(UpstreamError::Unreachable(e.to_string())))?;
             }
@@ -527,7 +530,7 @@ impl StdioPool {
     /// with `client`'s capabilities and name.
     async fn open_modern(&self, sc: &SessionChild, client: &Declared) -> Result<(), NoChild> {
         let gw = self.gw();
-        let timeout = gw.config.limits.upstream_timeout;
+        let timeout = Self::target(&gw, self.index).limits.upstream_timeout;
         let params = client.initialize_params();
         match sc
             .child

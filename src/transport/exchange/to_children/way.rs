@@ -140,7 +140,7 @@ impl ChildWay {
             kind,
             era,
             key,
-            timeout: to.gw.config.limits.upstream_timeout,
+            timeout: to.target.limits.upstream_timeout,
         })
     }
 
