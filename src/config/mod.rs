@@ -252,7 +252,9 @@ impl NamedUpstream {
     pub fn limits_in(&self, cfg: &Config) -> Limits {
         Limits {
             upstream_timeout: self.upstream_timeout.unwrap_or(cfg.limits.upstream_timeout),
-            stream_gap_timeout: (self.stream_gap_timeout).unwrap_or(cfg.limits.stream_gap_timeout),
+            stream_gap_timeout: self
+                .stream_gap_timeout
+                .unwrap_or(cfg.limits.stream_gap_timeout),
             ..cfg.limits.clone()
         }
     }
