@@ -4,7 +4,7 @@
 //! upstream's business, so they are fetched from the upstream's origin with the endpoint
 //! path mapped to the upstream's, and passed back untouched.
 
-use crate::auth::METADATA_PATH;
+use crate::auth::{Authenticator, METADATA_PATH};
 use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::transport::edge::request::{Endpoint, Server};
@@ -22,36 +22,57 @@ pub(super) async fn serve(
     query: Option<&str>,
     headers: http::HeaderMap,
 ) -> Response {
-    let not_found = || {
-        reply::transport(
-            StatusCode::NOT_FOUND,
-            jsonrpc::INVALID_REQUEST,
-            "Not found: no document at this path",
-        )
-    };
-    if let Some(auth) = &gw.auth {
-        let Some(rest) = path.strip_prefix(METADATA_PATH) else {
-            return not_found();
-        };
-        let index = match rest {
-            "" | "/" => 0,
-            p => match endpoints.iter().find(|e| e.path == p) {
-                Some(e) => e.index,
-                None => return not_found(),
-            },
-        };
-        let Some(doc) = auth.metadata(&gw.targets[index].path) else {
-            return not_found();
-        };
-        let mut r = reply::json(StatusCode::OK, doc.to_string().into_bytes());
-        r.headers_mut().insert(
-            header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            header::HeaderValue::from_static("*"),
-        );
-        return r;
+    match &gw.auth {
+        Some(auth) => own_metadata(gw, auth, endpoints, path),
+        None => from_upstream(gw, endpoints, (method, path, query), headers).await,
     }
-    // Pass-through: `/.well-known/<doc><endpoint path>` becomes the same document for the
-    // upstream's path; anything else goes to the first HTTP upstream as it came.
+}
+
+fn not_found() -> Response {
+    reply::transport(
+        StatusCode::NOT_FOUND,
+        jsonrpc::INVALID_REQUEST,
+        "Not found: no document at this path",
+    )
+}
+
+/// toolgate's RFC 9728 document for the endpoint the path names.
+fn own_metadata(
+    gw: &Gateway,
+    auth: &Authenticator,
+    endpoints: &[Endpoint],
+    path: &str,
+) -> Response {
+    let Some(rest) = path.strip_prefix(METADATA_PATH) else {
+        return not_found();
+    };
+    let index = match rest {
+        "" | "/" => 0,
+        p => match endpoints.iter().find(|e| e.path == p) {
+            Some(e) => e.index,
+            None => return not_found(),
+        },
+    };
+    let Some(doc) = auth.metadata(&gw.targets[index].path) else {
+        return not_found();
+    };
+    let mut r = reply::json(StatusCode::OK, doc.to_string().into_bytes());
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        header::HeaderValue::from_static("*"),
+    );
+    r
+}
+
+/// The upstream's own document: `/.well-known/<doc><endpoint path>` becomes the same
+/// document for the upstream's path; anything else goes to the first HTTP upstream as it
+/// came.
+async fn from_upstream(
+    gw: &Gateway,
+    endpoints: &[Endpoint],
+    (method, path, query): (&Method, &str, Option<&str>),
+    headers: http::HeaderMap,
+) -> Response {
     let http = |e: &Endpoint| match &e.server {
         Server::Http(up) => Some((up.clone(), e.index)),
         Server::Stdio(_) => None,
@@ -63,9 +84,9 @@ pub(super) async fn serve(
         .max_by_key(|e| e.path.len())
         .and_then(|e| {
             let prefix = &path[..path.len() - e.path.len()];
-            let up = http(e)?;
-            let mapped = format!("{prefix}{}", up.0.http.uri.path().trim_end_matches('/'));
-            Some((up, mapped))
+            let (up, index) = http(e)?;
+            let mapped = format!("{prefix}{}", up.http.uri.path().trim_end_matches('/'));
+            Some(((up, index), mapped))
         });
     let Some(((up, index), upstream_path)) = mapped.or_else(|| {
         endpoints
@@ -79,14 +100,10 @@ pub(super) async fn serve(
         Some(q) => format!("{upstream_path}?{q}"),
         None => upstream_path,
     };
+    let wait = (&gw.targets[index].limits).into();
     match up
         .http
-        .send_to_path(
-            &target,
-            method.clone(),
-            headers,
-            (&gw.targets[index].limits).into(),
-        )
+        .send_to_path(&target, method.clone(), headers, wait)
         .await
     {
         Ok(resp) => {
