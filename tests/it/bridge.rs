@@ -524,12 +524,7 @@ async fn a_handshake_client_is_served_by_a_2026_only_http_server() {
 /// for a bounded time, and then served as it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers_discover_is_asked_once() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let server = [
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-        "--silent-on-unknown".into(),
-    ];
+    let server = crate::common::peers::stdio_fixture(&["--silent-on-unknown"]).await;
     let (mut g, _config) = common::stdio_gate::StdioGate::start(
         &server,
         Some("[limits]\nupstream_timeout = \"1s\"\n"),

@@ -5,7 +5,6 @@
 //! of inputs (id spellings, URI forms, path forms, error-set sizes) so they stay closed.
 
 use crate::common;
-use common::peers::peers;
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
 use common::*;
@@ -16,11 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The dependency-free stdio fixture, as a command.
 async fn fixture() -> Vec<String> {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    vec![
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-    ]
+    crate::common::peers::stdio_fixture(&[]).await
 }
 
 /// `toolgate serve -- <fixture>` with an optional config.

@@ -70,13 +70,7 @@ async fn health_and_readiness() {
 /// is unavailable on the servers held to one second and answered on those given five.
 #[tokio::test]
 async fn each_named_server_is_held_to_its_own_timeout() {
-    let p = tokio::task::spawn_blocking(common::peers::peers)
-        .await
-        .unwrap();
-    let child = json!([
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string()
-    ]);
+    let child = json!(common::peers::stdio_fixture(&[]).await);
     let done = json!({"content": [{"type": "text", "text": "slow done"}]});
     let scripted = || {
         Scripted::new(vec![open_tool("slow")])
@@ -120,13 +114,7 @@ async fn each_named_server_is_held_to_its_own_timeout() {
 /// answers and counts, and `/readyz` names both.
 #[tokio::test]
 async fn an_http_server_and_a_stdio_server_each_on_its_own_path() {
-    let p = tokio::task::spawn_blocking(common::peers::peers)
-        .await
-        .unwrap();
-    let command = json!([
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string()
-    ]);
+    let command = json!(common::peers::stdio_fixture(&[]).await);
     let config = format!("[[upstreams]]\nname = \"files\"\ncommand = {command}\n");
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some(&config)).await;
     let files = format!("http://{}/files/mcp", tg.addr);

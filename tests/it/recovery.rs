@@ -127,13 +127,8 @@ fn alive(pid: u32) -> bool {
 
 #[tokio::test]
 async fn toolgate_stdio_stops_its_server_on_sigterm() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    for extra in [None, Some("--ignore-sigterm")] {
-        let mut cmd = vec![
-            p.python.display().to_string(),
-            p.fixtures.join("stdio_server.py").display().to_string(),
-        ];
-        cmd.extend(extra.map(String::from));
+    for extra in [&[][..], &["--ignore-sigterm"]] {
+        let cmd = crate::common::peers::stdio_fixture(extra).await;
         let (mut g, _) = StdioGate::start(&cmd, None);
         g.initialize().await;
         let logs = g.logs_when(|l| l.contains("fixture pid")).await;
@@ -170,12 +165,7 @@ async fn toolgate_stdio_stops_its_server_on_sigterm() {
 /// ignores SIGTERM.
 #[tokio::test]
 async fn a_sigterm_after_stdin_closed_cuts_the_graces_short() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let cmd = vec![
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-        "--ignore-sigterm".into(),
-    ];
+    let cmd = crate::common::peers::stdio_fixture(&["--ignore-sigterm"]).await;
     let (mut g, _) = StdioGate::start(&cmd, None);
     g.initialize().await;
     let slow = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "slow", "arguments": {}}});
@@ -383,11 +373,7 @@ async fn toolgate_stdio_opens_a_new_session_when_the_server_lost_its_own() {
 
 #[tokio::test]
 async fn a_cancelled_request_ends_its_post_in_front_of_a_stdio_server() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let command = [
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-    ];
+    let command = crate::common::peers::stdio_fixture(&[]).await;
     let tg = Toolgate::in_front_of(&command, None).await;
     let session = open_session(&tg.url()).await;
     let (url, s) = (tg.url(), session.clone());
@@ -458,11 +444,7 @@ async fn a_2026_client_reaches_a_stdio_server_without_a_handshake_in_its_way() {
 /// request.
 #[tokio::test]
 async fn a_2026_client_closing_its_response_cancels_the_request_on_the_stdio_server() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let command = [
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-    ];
+    let command = crate::common::peers::stdio_fixture(&[]).await;
     let tg = Toolgate::in_front_of(&command, None).await;
     let modern = |id: i64, tool: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {},

@@ -377,14 +377,8 @@ async fn invalid_schemas_are_hidden_over_http_on_every_page_and_in_both_eras() {
 
 #[tokio::test]
 async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let fixture = vec![
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-        "--invalid-tools".into(),
-        "--page-size".into(),
-        "3".into(),
-    ];
+    let fixture =
+        crate::common::peers::stdio_fixture(&["--invalid-tools", "--page-size", "3"]).await;
     // stdio -- CMD.
     let (mut g, _) = StdioGate::start(&fixture, None);
     g.initialize().await;

@@ -45,12 +45,7 @@ fn children_with(marker: &str) -> usize {
 }
 
 async fn sidecar(marker: &str, config: Option<&str>) -> Toolgate {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let command = [
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-        marker.to_string(),
-    ];
+    let command = crate::common::peers::stdio_fixture(&[marker]).await;
     Toolgate::in_front_of(&command, config).await
 }
 

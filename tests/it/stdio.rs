@@ -711,12 +711,7 @@ async fn a_pipes_notifications_reach_an_http_server_in_the_order_written() {
 /// in that second server, and in `stdio -- CMD`.
 #[tokio::test]
 async fn a_stdio_server_is_not_given_toolgates_own_secrets() {
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let server = vec![
-        p.python.display().to_string(),
-        p.fixtures.join("stdio_server.py").display().to_string(),
-        "--environ".into(),
-    ];
+    let server = crate::common::peers::stdio_fixture(&["--environ"]).await;
     const TOKEN: &str = "ci-bot-secret-token-0123456789";
     let env = [
         ("CI_BOT_TOKEN", TOKEN),
