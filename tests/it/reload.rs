@@ -4,13 +4,14 @@
 
 use crate::common;
 use bytes::Bytes;
-use common::scripted::{Scripted, open_tool};
+use common::scripted::{Script, Scripted, open_tool};
 use common::tempfile_lite::TempFile;
 use common::{ACCEPT, Toolgate, call};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// One keep-alive HTTP/1.1 connection to toolgate, kept across reloads.
 async fn connect(tg: &Toolgate) -> SendRequest<Full<Bytes>> {
@@ -210,4 +211,38 @@ async fn watching_the_file_can_be_turned_off_by_a_reload() {
     assert!(!denied(
         &send(&mut conn, call(3, "secret", json!({}))).await
     ));
+}
+
+/// A named server's own timeout is read again on a reload, as the rest of its settings are.
+#[tokio::test]
+async fn a_named_servers_timeout_changes_on_reload() {
+    let done = json!({"content": [{"type": "text", "text": "slow done"}]});
+    let (up, _) = Scripted::new(vec![open_tool("slow")])
+        .script("slow", Script::Slow(Duration::from_secs(2), done.clone()))
+        .spawn()
+        .await;
+    let config = |timeout: &str| {
+        format!(
+            "[reload]\nwatch = false\n\n[[upstreams]]\nname = \"slow\"\nurl = \"{up}\"\nupstream_timeout = \"{timeout}\"\n"
+        )
+    };
+    let file = TempFile::new(&config("1s"));
+    let path = file.path.display().to_string();
+    let tg = Toolgate::start(&mut vec!["serve".into(), "--config".into(), path], None).await;
+    let url = format!("http://{}/slow/mcp", tg.addr);
+    let a = common::post(&url, None, call(1, "slow", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/upstream"]["reason"],
+        "the tool server did not answer within 1s"
+    );
+
+    rewrite(&file, &config("5s"));
+    tg.hup();
+    wait_for_log(&tg, "configuration reloaded (SIGHUP)", 1).await;
+    let a = common::post(&url, None, call(2, "slow", json!({})))
+        .await
+        .json();
+    assert_eq!(a, json!({"jsonrpc": "2.0", "id": 2, "result": done}));
 }
