@@ -268,6 +268,7 @@ impl Gateway {
         }
         let named = auth.is_some() || identities == Identities::Vouched;
         let clients = clients(&config, named)?;
+        servers_reached(&config, auth.is_some(), &targets)?;
         let (hasher, ids, metrics, limiter, sessions) = match previous {
             Some(p) => (
                 p.hasher.clone(),
@@ -531,6 +532,31 @@ fn clients(
         );
     }
     Ok(clients)
+}
+
+/// Each client's `upstreams` names servers of this gateway, and is decided where the client
+/// is authenticated: without authentication there is no one to tell apart.
+fn servers_reached(
+    config: &Config,
+    authenticated: bool,
+    targets: &[Arc<Target>],
+) -> Result<(), ConfigError> {
+    for (client, policy) in &config.clients {
+        if !policy.upstreams.is_empty() && !authenticated {
+            return Err(ConfigError(format!(
+                "clients.{client:?}.upstreams needs auth.tokens or auth.jwt: which servers a client reaches is decided where it is authenticated"
+            )));
+        }
+        let named = |name: &String| targets.iter().any(|t| *t.name == **name);
+        if let Some(unknown) = policy.upstreams.iter().find(|name| !named(name)) {
+            let known: Vec<&str> = targets.iter().map(|t| &*t.name).collect();
+            return Err(ConfigError(format!(
+                "clients.{client:?}.upstreams: no server is named {unknown:?} (the servers: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The Redis limiter of `shared_state`, kept across reloads while the URL and the CA file

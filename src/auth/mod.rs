@@ -52,6 +52,9 @@ pub enum Refusal {
     Invalid(String),
     /// A valid token without the required scopes: 403 `insufficient_scope`.
     InsufficientScope,
+    /// A valid token of a client whose `[clients]` rules keep it from this server (its
+    /// `upstreams`): 403 `insufficient_scope`, no other token would help that client.
+    NotForThisServer,
     /// The keys to check it with cannot be had: 503, the gateway's fault, not the client's.
     Unavailable(String),
 }
@@ -253,6 +256,12 @@ impl Authenticator {
                         self.required_scopes.join(" ")
                     ),
                 )
+            }
+            Refusal::NotForThisServer => {
+                let why = "this client may not use the server at this endpoint";
+                params.push("error=\"insufficient_scope\"".into());
+                params.push(format!("error_description=\"{why}\""));
+                (StatusCode::FORBIDDEN, format!("Forbidden: {why}"))
             }
             Refusal::Unavailable(why) => (
                 StatusCode::SERVICE_UNAVAILABLE,

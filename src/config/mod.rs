@@ -163,6 +163,9 @@ pub struct ClientPolicy {
     pub rate_limit: Option<String>,
     /// Per-tool rates that replace `rate_limit` for those tools.
     pub tool_rate_limits: HashMap<String, String>,
+    /// Only these servers, by name (`default` is the one on `/mcp`); empty reaches all. A
+    /// server behind the gateway may belong to another party than the others.
+    pub upstreams: Vec<String>,
 }
 
 impl Auth {

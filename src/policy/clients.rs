@@ -29,6 +29,8 @@ pub struct ClientRules {
     deny: Vec<String>,
     rate: Option<Rate>,
     tool_rates: HashMap<String, Rate>,
+    /// The servers it may reach by name; empty, all.
+    upstreams: Vec<String>,
 }
 
 impl ClientRules {
@@ -45,7 +47,13 @@ impl ClientRules {
                 .iter()
                 .map(|(t, r)| Ok((t.clone(), parse(r)?)))
                 .collect::<Result<_, ConfigError>>()?,
+            upstreams: p.upstreams.clone(),
         })
+    }
+
+    /// Whether it may reach the server named `upstream`.
+    pub fn reaches(&self, upstream: &str) -> bool {
+        self.upstreams.is_empty() || self.upstreams.iter().any(|u| u == upstream)
     }
 
     pub fn allows(&self, tool: &str) -> bool {

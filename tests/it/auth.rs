@@ -909,3 +909,89 @@ async fn a_server_credential_that_cannot_apply_is_refused_at_startup() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// A client's `upstreams` keeps it to the servers named there: at another server's endpoint
+/// its good token is refused, 403, and nothing reaches that server; a client without the rule
+/// reaches every server. The names are checked at start, and the rule needs clients told
+/// apart.
+#[tokio::test]
+async fn a_client_reaches_only_the_servers_its_rules_name() {
+    let (main, main_seen) = scripted().await;
+    let (billing, billing_seen) = scripted().await;
+    let (alice, bob) = (
+        "alice-token-0123456789abcdef",
+        "bob-token-0123456789abcdef01",
+    );
+    let files = [TempFile::new(alice), TempFile::new(bob)];
+    let tokens = format!(
+        "[[auth.tokens]]\nname = \"alice\"\nfile = \"{}\"\n\n[[auth.tokens]]\nname = \"bob\"\nfile = \"{}\"\n\n",
+        files[0].path.display(),
+        files[1].path.display()
+    );
+    let billing_server = format!("[[upstreams]]\nname = \"billing\"\nurl = \"{billing}\"\n\n");
+    let config = format!("{tokens}{billing_server}[clients.bob]\nupstreams = [\"default\"]\n");
+    let tg = Toolgate::serve(&main, Some(&config)).await.holding(files);
+    let at = |path: &str, token: &str| {
+        let (url, bearer) = (
+            format!("http://{}{path}", tg.addr),
+            format!("Bearer {token}"),
+        );
+        async move {
+            let headers = [
+                ("content-type", "application/json"),
+                ("accept", ACCEPT),
+                ("authorization", bearer.as_str()),
+            ];
+            request(Method::POST, &url, &headers, call(1, "echo", json!({}))).await
+        }
+    };
+
+    let refused = at("/billing/mcp", bob).await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(
+        refused.json(),
+        json!({"jsonrpc": "2.0", "error": {"code": -32600,
+               "message": "Forbidden: this client may not use the server at this endpoint"}})
+    );
+    assert_eq!(
+        challenge(&refused),
+        "Bearer error=\"insufficient_scope\", error_description=\"this client may not use the server at this endpoint\""
+    );
+    assert!(billing_seen.seen.lock().unwrap().is_empty());
+    assert_eq!(
+        at("/mcp", bob).await.answer()["result"]["content"][0]["text"],
+        "echoed"
+    );
+    assert_eq!(
+        at("/billing/mcp", alice).await.answer()["result"]["content"][0]["text"],
+        "echoed"
+    );
+    let calls = |seen: &Scripted| {
+        let seen = seen.seen.lock().unwrap();
+        seen.iter().filter(|m| m["method"] == "tools/call").count()
+    };
+    assert_eq!((calls(&main_seen), calls(&billing_seen)), (1, 1));
+
+    let refusals = [
+        (
+            format!("{tokens}[clients.bob]\nupstreams = [\"billing\"]\n"),
+            "clients.\"bob\".upstreams: no server is named \"billing\" (the servers: default)",
+        ),
+        (
+            "[clients.\"*\"]\nupstreams = [\"default\"]\n".to_string(),
+            "clients.\"*\".upstreams needs auth.tokens or auth.jwt: which servers a client reaches is decided where it is authenticated",
+        ),
+    ];
+    for (config, says) in refusals {
+        let file = TempFile::new(&config);
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["config", "check"])
+            .arg(&file.path)
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}

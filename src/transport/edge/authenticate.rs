@@ -1,8 +1,9 @@
 //! Who is calling, when `[auth]` is configured: a request for an endpoint must carry a bearer
 //! token toolgate accepts (a static token, or a JWT checked against the JWKS), else it is
 //! answered 401 (403 for a token without the scope) with a `WWW-Authenticate` challenge that
-//! names the endpoint's protected-resource metadata. The client's name goes into the note,
-//! where the gate's per-client rules and the access log read it; the client's
+//! names the endpoint's protected-resource metadata; a client whose `[clients]` rules keep it
+//! from the endpoint's server (`upstreams`) is answered 403 as well. The client's name goes
+//! into the note, where the gate's per-client rules and the access log read it; the client's
 //! `Authorization` never goes upstream (the endpoint's server's own credential does, when set).
 //!
 //! Caveat: without `[auth]`, every request passes untouched and unnamed; limits per client
@@ -70,23 +71,30 @@ where
                 target,
             } = routed;
             let Inbound { head, gw, note, .. } = &mut inbound;
-            let (path, credential) = (&gw.targets[target].path, &gw.targets[target].credential);
+            let to = &gw.targets[target];
             let Some(auth) = &gw.auth else {
                 // The gateway `call` found `[auth]` in; never taken, and no panic if it were.
                 return inner.call(Routed { inbound, target }).await;
             };
-            match auth.authenticate(&head.headers, path).await {
+            let reaches = |name: &std::sync::Arc<str>| {
+                let rules = gw.client(Some(name.clone())).and_then(|c| c.rules);
+                rules.is_none_or(|r| r.reaches(&to.name))
+            };
+            let authenticated = match auth.authenticate(&head.headers, &to.path).await {
+                Ok(identity) if !reaches(&identity.name) => Err(Refusal::NotForThisServer),
+                other => other,
+            };
+            match authenticated {
                 Ok(identity) => {
-                    auth.to_upstream(&mut head.headers, credential.as_ref());
+                    auth.to_upstream(&mut head.headers, to.credential.as_ref());
                     note.client = Some(identity.name);
                 }
                 Err(refusal) => {
-                    note.outcome = if matches!(refusal, Refusal::InsufficientScope) {
-                        "forbidden"
-                    } else {
-                        "unauthorized"
+                    note.outcome = match refusal {
+                        Refusal::InsufficientScope | Refusal::NotForThisServer => "forbidden",
+                        _ => "unauthorized",
                     };
-                    let (status, challenge, message) = auth.challenge(&refusal, path);
+                    let (status, challenge, message) = auth.challenge(&refusal, &to.path);
                     let mut r = reply::transport(status, jsonrpc::INVALID_REQUEST, &message);
                     if let Ok(v) = HeaderValue::from_str(&challenge) {
                         r.headers_mut().insert(WWW_AUTHENTICATE, v);
