@@ -411,6 +411,14 @@ async fn stdio(
     };
     let mut cfg = Config::load(config.as_deref(), &overrides)?;
     init_logs(&cfg);
+    if !cfg.upstreams.is_empty() {
+        // A file shared with `serve` is usable here; what it names beyond one server is not.
+        let names: Vec<&str> = cfg.upstreams.iter().map(|u| u.name.as_str()).collect();
+        tracing::warn!(
+            upstreams = %names.join(", "),
+            "toolgate stdio serves the one server after `--` or at --upstream; the configuration's [[upstreams]] are served by toolgate serve"
+        );
+    }
     // Only where asked on the command line: the file's address (or its default) would be
     // taken by the second pipe a desktop client starts.
     let admin = match admin_listen.is_some().then(|| cfg.admin_addr()).transpose()? {

@@ -173,6 +173,28 @@ async fn server_stderr_becomes_log_lines() {
     assert!(relayed(&logs), "{logs}");
 }
 
+/// A configuration shared with `serve` names servers the pipe does not serve: it still works,
+/// and a warning names what is left out.
+#[tokio::test]
+async fn named_servers_of_a_shared_configuration_are_said_to_be_left_out() {
+    let config = "[[upstreams]]\nname = \"billing\"\nurl = \"http://127.0.0.1:9/mcp\"\n\n[[upstreams]]\nname = \"search\"\nurl = \"http://127.0.0.1:9/b\"\n";
+    let (mut g, _file) = StdioGate::start(&common::peers::stdio_fixture(&[]).await, Some(config));
+    g.initialize().await;
+    let a = g
+        .ask(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .await;
+    assert_eq!(a, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+    let warned = |logs: &str| {
+        logs.lines().any(|l| {
+            l.contains("WARN")
+                && l.contains("the configuration's [[upstreams]] are served by toolgate serve")
+                && l.contains("upstreams=billing, search")
+        })
+    };
+    let logs = g.logs_when(warned).await;
+    assert!(warned(&logs), "{logs}");
+}
+
 #[tokio::test]
 async fn server_everything_over_stdio() {
     let se = tokio::task::spawn_blocking(|| peers().server_everything.display().to_string())
