@@ -427,7 +427,8 @@ async fn stdio(
         })?),
         _ => None,
     };
-    if let Some(url) = upstream {
+    // The server named on the command line, else in the file, as for `serve`.
+    if let Some(url) = upstream.or_else(|| cfg.upstream.clone()) {
         if !cfg.command.is_empty() {
             anyhow::bail!(
                 "toolgate stdio takes either --upstream URL or a command after `--`, not both"
@@ -440,7 +441,7 @@ async fn stdio(
     }
     if cfg.command.is_empty() {
         anyhow::bail!(
-            "toolgate stdio needs the server to launch after `--`, e.g. `toolgate stdio -- python server.py`"
+            "toolgate stdio needs its server: the command that launches it after `--` (`toolgate stdio -- python server.py`), or --upstream URL"
         );
     }
     cfg.upstream = None;

@@ -318,6 +318,27 @@ async fn stdio_upstream_sends_the_configured_credential_to_the_server() {
     }
 }
 
+/// The server may be named in the configuration file, as for `serve`: its `upstream` or its
+/// `command`.
+#[tokio::test]
+async fn the_server_may_come_from_the_configuration_file() {
+    let (addr, _demo) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
+        .await
+        .unwrap();
+    let fixture = json!(common::peers::stdio_fixture(&[]).await);
+    for config in [
+        format!("upstream = \"http://{addr}/mcp\"\n"),
+        format!("command = {fixture}\n"),
+    ] {
+        let file = TempFile::new(&config);
+        let path = file.path.display().to_string();
+        let mut g = StdioGate::start_args(vec!["stdio".into(), "--config".into(), path]);
+        g.initialize().await;
+        let a = g.ask(call(1, "add", json!({"a": "40", "b": 2}))).await;
+        assert_eq!(a["result"]["content"][0]["text"], "42", "{config}: {a}");
+    }
+}
+
 #[tokio::test]
 async fn stdio_client_in_front_of_an_http_server() {
     let (addr, demo) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
