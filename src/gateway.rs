@@ -35,11 +35,38 @@ pub struct Target {
     /// `/mcp`, each of `[[upstreams]]` its own), its secret read at load.
     pub credential: Option<crate::auth::UpstreamCredential>,
     pub validation: Validation,
-    /// The `[limits]` it is held to: the global ones, with a named server's own timeouts.
+    /// The `[limits]` it is held to: the global ones, with a named server's own.
     pub limits: crate::config::Limits,
+    /// The `[stdio]` bounds its children are held to, likewise.
+    pub stdio: crate::config::StdioLimits,
     rules: HashMap<String, ToolRules>,
     /// Its series in the metrics every message counts in, found once.
     pub series: crate::metrics::UpstreamSeries,
+}
+
+/// The settings a server is held to: the global ones, with a named server's own.
+struct HeldTo {
+    validation: Validation,
+    limits: crate::config::Limits,
+    stdio: crate::config::StdioLimits,
+}
+
+impl HeldTo {
+    fn global(c: &Config) -> HeldTo {
+        HeldTo {
+            validation: c.validation.clone(),
+            limits: c.limits.clone(),
+            stdio: c.stdio.clone(),
+        }
+    }
+
+    fn named(u: &crate::config::NamedUpstream, c: &Config) -> HeldTo {
+        HeldTo {
+            validation: u.validation_in(c),
+            limits: u.limits_in(c),
+            stdio: u.stdio_in(c),
+        }
+    }
 }
 
 impl Target {
@@ -47,9 +74,14 @@ impl Target {
         name: &str,
         path: String,
         url: String,
-        (validation, limits): (Validation, crate::config::Limits),
+        held: HeldTo,
         catalog: &Catalog,
     ) -> Result<Target, ConfigError> {
+        let HeldTo {
+            validation,
+            limits,
+            stdio,
+        } = held;
         let mut rules = HashMap::new();
         for (tool, policy) in &validation.tools {
             if let Some(r) = ToolRules::from_policy(policy, catalog)
@@ -71,6 +103,7 @@ impl Target {
             credential: None,
             validation,
             limits,
+            stdio,
             rules,
         })
     }
@@ -443,7 +476,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
             "default",
             "/mcp".into(),
             url.clone(),
-            (config.validation.clone(), config.limits.clone()),
+            HeldTo::global(config),
             catalog,
         )?;
         t.tls = config.upstream_tls.clone();
@@ -463,7 +496,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
                     .into(),
             ));
         }
-        let held = (u.validation_in(config), u.limits_in(config));
+        let held = HeldTo::named(u, config);
         let url = u.url.clone().unwrap_or_default();
         let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, held, catalog)?;
         t.command = u.command.clone();
@@ -480,7 +513,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
             "default",
             "/mcp".into(),
             String::new(),
-            (config.validation.clone(), config.limits.clone()),
+            HeldTo::global(config),
             catalog,
         )?;
         t.command = config.command.clone();

@@ -231,13 +231,34 @@ pub struct NamedUpstream {
     /// Overrides of the global `[validation]` for this upstream only.
     #[serde(default)]
     pub validation: ValidationOverride,
-    /// Its own `limits.upstream_timeout`: a server whose tools run for minutes beside
-    /// servers that answer at once.
-    #[serde(default, with = "humantime_serde")]
+    /// Overrides of the global `[limits]` that apply to one server: a server whose tools run
+    /// for minutes beside servers that answer at once.
+    #[serde(default)]
+    pub limits: LimitsOverride,
+    /// Overrides of the global `[stdio]` bounds, for a stdio server: fewer children of a
+    /// server that each start a browser.
+    #[serde(default)]
+    pub stdio: StdioOverride,
+}
+
+/// A named server's own `[limits]`: any key left out keeps the global value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsOverride {
+    #[serde(with = "humantime_serde")]
     pub upstream_timeout: Option<Duration>,
-    /// Its own `limits.stream_gap_timeout`.
-    #[serde(default, with = "humantime_serde")]
+    #[serde(with = "humantime_serde")]
     pub stream_gap_timeout: Option<Duration>,
+}
+
+/// A named stdio server's own `[stdio]` bounds: any key left out keeps the global value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StdioOverride {
+    pub max_sessions: Option<usize>,
+    pub max_sessions_per_client: Option<usize>,
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Option<Duration>,
 }
 
 impl NamedUpstream {
@@ -251,14 +272,27 @@ impl NamedUpstream {
         cfg.validation.with(&self.validation)
     }
 
-    /// The `[limits]` it is held to: the global ones with its own timeouts.
+    /// The `[limits]` it is held to: the global ones with its own.
     pub fn limits_in(&self, cfg: &Config) -> Limits {
+        let own = &self.limits;
         Limits {
-            upstream_timeout: self.upstream_timeout.unwrap_or(cfg.limits.upstream_timeout),
-            stream_gap_timeout: self
+            upstream_timeout: own.upstream_timeout.unwrap_or(cfg.limits.upstream_timeout),
+            stream_gap_timeout: own
                 .stream_gap_timeout
                 .unwrap_or(cfg.limits.stream_gap_timeout),
             ..cfg.limits.clone()
+        }
+    }
+
+    /// The `[stdio]` bounds its children are held to: the global ones with its own.
+    pub fn stdio_in(&self, cfg: &Config) -> StdioLimits {
+        let (own, all) = (&self.stdio, &cfg.stdio);
+        StdioLimits {
+            max_sessions: own.max_sessions.unwrap_or(all.max_sessions),
+            max_sessions_per_client: (own.max_sessions_per_client)
+                .unwrap_or(all.max_sessions_per_client),
+            idle_timeout: own.idle_timeout.unwrap_or(all.idle_timeout),
+            ..all.clone()
         }
     }
 
@@ -273,8 +307,8 @@ impl NamedUpstream {
             (None, false) if self.upstream_header.is_some() => Err(ConfigError(format!(
                 "upstreams {name:?}: upstream_header is sent to an HTTP server; a stdio server (command) gets no headers"
             ))),
-            (None, false) if self.stream_gap_timeout.is_some() => Err(ConfigError(format!(
-                "upstreams {name:?}: stream_gap_timeout bounds an HTTP server's event stream; a stdio server (command) is held to upstream_timeout"
+            (None, false) if self.limits.stream_gap_timeout.is_some() => Err(ConfigError(format!(
+                "upstreams {name:?}: limits.stream_gap_timeout bounds an HTTP server's event stream; a stdio server (command) is held to upstream_timeout"
             ))),
             (None, false) => match self
                 .upstream_env
@@ -286,6 +320,9 @@ impl NamedUpstream {
                 ))),
                 None => Ok(()),
             },
+            (Some(_), true) if self.stdio != StdioOverride::default() => Err(ConfigError(format!(
+                "upstreams {name:?}: stdio bounds a stdio server's children; an HTTP server (url) has none"
+            ))),
             (Some(_), true) if !self.upstream_env.is_empty() => Err(ConfigError(format!(
                 "upstreams {name:?}: upstream_env is given to a stdio server (command); an HTTP server gets upstream_header"
             ))),

@@ -132,8 +132,12 @@ async fn a_named_server_is_a_url_or_a_command_with_only_what_applies() {
             "upstreams \"files\": upstream_env is given to a stdio server (command); an HTTP server gets upstream_header",
         ),
         (
-            "command = [\"srv\"]\nstream_gap_timeout = \"1m\"\n",
-            "upstreams \"files\": stream_gap_timeout bounds an HTTP server's event stream; a stdio server (command) is held to upstream_timeout",
+            "command = [\"srv\"]\nlimits = { stream_gap_timeout = \"1m\" }\n",
+            "upstreams \"files\": limits.stream_gap_timeout bounds an HTTP server's event stream; a stdio server (command) is held to upstream_timeout",
+        ),
+        (
+            "url = \"http://127.0.0.1:9/mcp\"\nstdio = { max_sessions = 2 }\n",
+            "upstreams \"files\": stdio bounds a stdio server's children; an HTTP server (url) has none",
         ),
         (
             "command = [\"srv\"]\nupstream_env = [\"KEY=value\"]\n",

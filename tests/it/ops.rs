@@ -65,8 +65,8 @@ async fn health_and_readiness() {
     );
 }
 
-/// Each named server is held to its own `upstream_timeout` when it gives one, and to
-/// `[limits]` otherwise, whichever kind of server it is: a tool that answers in two seconds
+/// Each named server is held to its own `limits.upstream_timeout` when it gives one, and to
+/// `[limits]`' otherwise, whichever kind of server it is: a tool that answers in two seconds
 /// is unavailable on the servers held to one second and answered on those given five.
 #[tokio::test]
 async fn each_named_server_is_held_to_its_own_timeout() {
@@ -79,7 +79,7 @@ async fn each_named_server_is_held_to_its_own_timeout() {
     };
     let ((quick, _), (long, _)) = tokio::join!(scripted(), scripted());
     let config = format!(
-        "[limits]\nupstream_timeout = \"1s\"\n\n[[upstreams]]\nname = \"quick\"\nurl = \"{quick}\"\n\n[[upstreams]]\nname = \"long\"\nurl = \"{long}\"\nupstream_timeout = \"5s\"\n\n[[upstreams]]\nname = \"quick-child\"\ncommand = {child}\n\n[[upstreams]]\nname = \"long-child\"\ncommand = {child}\nupstream_timeout = \"5s\"\n"
+        "[limits]\nupstream_timeout = \"1s\"\n\n[[upstreams]]\nname = \"quick\"\nurl = \"{quick}\"\n\n[[upstreams]]\nname = \"long\"\nurl = \"{long}\"\nlimits = {{ upstream_timeout = \"5s\" }}\n\n[[upstreams]]\nname = \"quick-child\"\ncommand = {child}\n\n[[upstreams]]\nname = \"long-child\"\ncommand = {child}\nlimits = {{ upstream_timeout = \"5s\" }}\n"
     );
     let tg = Toolgate::start(&mut vec!["serve".to_string()], Some(&config)).await;
     let slow_at = |name: &'static str| {
@@ -107,6 +107,36 @@ async fn each_named_server_is_held_to_its_own_timeout() {
     assert_eq!(answers.1, answered, "long");
     assert_eq!(answers.2, unavailable, "quick-child");
     assert_eq!(answers.3, answered, "long-child");
+}
+
+/// Each named stdio server's children are bounded by its own `[upstreams.stdio]` when it
+/// gives them, and by `[stdio]` otherwise: the server held to one child refuses a second
+/// session while the other opens as many as `[stdio]` allows.
+#[tokio::test]
+async fn each_named_stdio_server_is_held_to_its_own_bounds() {
+    let child = json!(common::peers::stdio_fixture(&[]).await);
+    let config = format!(
+        "[stdio]\nmax_sessions = 3\n\n[[upstreams]]\nname = \"one\"\ncommand = {child}\nstdio = {{ max_sessions = 1 }}\n\n[[upstreams]]\nname = \"many\"\ncommand = {child}\n"
+    );
+    let tg = Toolgate::start(&mut vec!["serve".to_string()], Some(&config)).await;
+    let (one, many) = (
+        format!("http://{}/one/mcp", tg.addr),
+        format!("http://{}/many/mcp", tg.addr),
+    );
+    let _held = open_session(&one).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let refused = post(&one, None, init.to_string()).await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(
+        refused.json(),
+        json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32603,
+            "message": "Too many sessions: this gateway runs at most 1 of this tool server's processes; try again later"}})
+    );
+    for _ in 0..3 {
+        open_session(&many).await;
+    }
+    assert_eq!(post(&many, None, init.to_string()).await.status, 503);
 }
 
 /// An HTTP server on `/mcp` and a stdio server toolgate starts (`[[upstreams]] command`) on

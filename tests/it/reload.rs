@@ -223,7 +223,7 @@ async fn a_named_servers_timeout_changes_on_reload() {
         .await;
     let config = |timeout: &str| {
         format!(
-            "[reload]\nwatch = false\n\n[[upstreams]]\nname = \"slow\"\nurl = \"{up}\"\nupstream_timeout = \"{timeout}\"\n"
+            "[reload]\nwatch = false\n\n[[upstreams]]\nname = \"slow\"\nurl = \"{up}\"\nlimits = {{ upstream_timeout = \"{timeout}\" }}\n"
         )
     };
     let file = TempFile::new(&config("1s"));

@@ -277,7 +277,7 @@ impl StdioPool {
             index,
         });
         let weak = Arc::downgrade(&pool);
-        let every = (pool.gw().config.stdio.idle_timeout / 2)
+        let every = (Self::target(&pool.gw(), index).stdio.idle_timeout / 2)
             .clamp(Duration::from_millis(100), Duration::from_secs(5));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
@@ -376,7 +376,7 @@ impl StdioPool {
 
     /// A new session's child for `owner`, with the session id toolgate minted for it.
     pub fn open(&self, owner: &str) -> Result<(String, Arc<SessionChild>), NoChild> {
-        let limits = &self.gw().config.stdio;
+        let limits = &Self::target(&self.gw(), self.index).stdio;
         {
             let sessions = self.sessions.locked();
             if sessions.len() >= limits.max_sessions {
@@ -548,7 +548,7 @@ impl StdioPool {
     }
 
     async fn reap_idle(&self) {
-        let idle = self.gw().config.stdio.idle_timeout;
+        let idle = Self::target(&self.gw(), self.index).stdio.idle_timeout;
         let stale: Vec<String> = self
             .sessions
             .locked()

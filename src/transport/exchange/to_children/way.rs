@@ -36,7 +36,7 @@ pub(crate) struct ToChildren<'a> {
 }
 
 fn no_child(to: ToChildren<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Response {
-    let max = to.gw.config.stdio.max_sessions;
+    let max = to.target.stdio.max_sessions;
     match e {
         NoChild::UnknownSession => reply::json(
             StatusCode::NOT_FOUND,
@@ -44,7 +44,7 @@ fn no_child(to: ToChildren<'_>, era: Era, m: &Message<'_>, e: NoChild) -> Respon
         ),
         NoChild::TooMany => {
             let msg = format!(
-                "Too many sessions: this gateway runs at most {max} tool server processes; try again later"
+                "Too many sessions: this gateway runs at most {max} of this tool server's processes; try again later"
             );
             reply::json(
                 StatusCode::SERVICE_UNAVAILABLE,
