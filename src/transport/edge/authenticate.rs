@@ -119,7 +119,16 @@ mod tests {
     /// Sends a request with `authorization` through the layer; the inner service answers 200
     /// with the `Authorization` it saw (or "none").
     async fn send(auth: bool, authorization: Option<&str>) -> Outbound {
-        let mut config = test_config();
+        send_to(0, test_config(), auth, authorization).await
+    }
+
+    /// [`send`], for the endpoint of `target` of `config`.
+    async fn send_to(
+        target: usize,
+        mut config: crate::config::Config,
+        auth: bool,
+        authorization: Option<&str>,
+    ) -> Outbound {
         let mut token_file = None;
         if auth {
             static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -150,7 +159,7 @@ mod tests {
             let _ = std::fs::remove_file(file);
         }
         let inbound = Inbound::new(req.body(()).unwrap(), gw, Box::new(Note::new()));
-        let routed = Routed { inbound, target: 0 };
+        let routed = Routed { inbound, target };
         AuthenticateLayer
             .layer(inner)
             .oneshot(routed)
@@ -189,5 +198,43 @@ mod tests {
             assert_eq!(out.note.outcome, "unauthorized");
             assert!(body(out).await.contains("\"code\":-32600"));
         }
+    }
+
+    #[tokio::test]
+    async fn a_client_kept_from_a_server_is_forbidden_at_its_endpoint() {
+        let mut config = test_config();
+        config.upstreams = vec![crate::config::NamedUpstream {
+            name: "other".into(),
+            url: Some("http://127.0.0.1:9/other".into()),
+            command: Vec::new(),
+            tls: None,
+            upstream_header: None,
+            upstream_env: Vec::new(),
+            validation: Default::default(),
+            limits: Default::default(),
+            stdio: Default::default(),
+        }];
+        let rules = crate::config::ClientPolicy {
+            upstreams: vec!["default".into()],
+            ..Default::default()
+        };
+        config.clients.insert("ci".into(), rules);
+        let token = Some("Bearer s3cret-token-value");
+        let out = send_to(1, config.clone(), true, token).await;
+        assert_eq!(out.resp.status(), 403);
+        assert_eq!(out.note.outcome, "forbidden");
+        let challenge = out.resp.headers()[WWW_AUTHENTICATE].to_str().unwrap();
+        assert!(
+            challenge.contains("error=\"insufficient_scope\""),
+            "{challenge}"
+        );
+        assert!(
+            body(out)
+                .await
+                .contains("this client may not use the server")
+        );
+        let out = send_to(0, config, true, token).await;
+        assert_eq!(out.resp.status(), 200);
+        assert_eq!(out.note.client.as_deref(), Some("ci"));
     }
 }
