@@ -958,6 +958,10 @@ async fn a_client_reaches_only_the_servers_its_rules_name() {
         "Bearer error=\"insufficient_scope\", error_description=\"this client may not use the server at this endpoint\""
     );
     assert!(billing_seen.seen.lock().unwrap().is_empty());
+    let metrics = tg.admin_get("/metrics").await.text();
+    let counted =
+        "toolgate_requests_total{upstream=\"billing\",method=\"-\",outcome=\"forbidden\"} 1";
+    assert!(metrics.contains(counted), "{metrics}");
     assert_eq!(
         at("/mcp", bob).await.answer()["result"]["content"][0]["text"],
         "echoed"
