@@ -44,46 +44,18 @@ pub struct Target {
     pub series: crate::metrics::UpstreamSeries,
 }
 
-/// The settings a server is held to: the global ones, with a named server's own.
-struct HeldTo {
-    validation: Validation,
-    limits: crate::config::Limits,
-    stdio: crate::config::StdioLimits,
-}
-
-impl HeldTo {
-    fn global(c: &Config) -> HeldTo {
-        HeldTo {
-            validation: c.validation.clone(),
-            limits: c.limits.clone(),
-            stdio: c.stdio.clone(),
-        }
-    }
-
-    fn named(u: &crate::config::NamedUpstream, c: &Config) -> HeldTo {
-        HeldTo {
-            validation: u.validation_in(c),
-            limits: u.limits_in(c),
-            stdio: u.stdio_in(c),
-        }
-    }
-}
-
 impl Target {
+    /// `applied`: the configuration as it applies to this server (the global one, or a named
+    /// server's `NamedUpstream::applied`), whose TLS, validation and limits it keeps.
     fn new(
         name: &str,
         path: String,
         url: String,
-        held: HeldTo,
+        applied: &Config,
         catalog: &Catalog,
     ) -> Result<Target, ConfigError> {
-        let HeldTo {
-            validation,
-            limits,
-            stdio,
-        } = held;
         let mut rules = HashMap::new();
-        for (tool, policy) in &validation.tools {
+        for (tool, policy) in &applied.validation.tools {
             if let Some(r) = ToolRules::from_policy(policy, catalog)
                 .map_err(|e| ConfigError(format!("upstream {name}, tool {tool}: {e}")))?
             {
@@ -99,11 +71,11 @@ impl Target {
             url,
             command: Vec::new(),
             upstream_env: Vec::new(),
-            tls: Default::default(),
+            tls: applied.upstream_tls.clone(),
             credential: None,
-            validation,
-            limits,
-            stdio,
+            validation: applied.validation.clone(),
+            limits: applied.limits.clone(),
+            stdio: applied.stdio.clone(),
             rules,
         })
     }
@@ -472,14 +444,7 @@ impl Gateway {
 fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, ConfigError> {
     let mut targets = Vec::new();
     if let Some(url) = &config.upstream {
-        let mut t = Target::new(
-            "default",
-            "/mcp".into(),
-            url.clone(),
-            HeldTo::global(config),
-            catalog,
-        )?;
-        t.tls = config.upstream_tls.clone();
+        let mut t = Target::new("default", "/mcp".into(), url.clone(), config, catalog)?;
         t.credential = crate::auth::upstream_credential(&config.auth)?;
         targets.push(t);
     } else if config.auth.upstream_header.is_some() {
@@ -496,12 +461,10 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
                     .into(),
             ));
         }
-        let held = HeldTo::named(u, config);
-        let url = u.url.clone().unwrap_or_default();
-        let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, held, catalog)?;
+        let (url, own) = (u.url.clone().unwrap_or_default(), u.applied(config));
+        let mut t = Target::new(&u.name, format!("/{}/mcp", u.name), url, &own, catalog)?;
         t.command = u.command.clone();
         t.upstream_env = u.upstream_env.clone();
-        t.tls = u.tls_in(config);
         if let Some(h) = &u.upstream_header {
             let key = format!("upstreams {:?}: upstream_header", u.name);
             t.credential = Some(crate::auth::credential(&key, h)?);
@@ -509,13 +472,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
         targets.push(t);
     }
     if config.upstream.is_none() && !config.command.is_empty() {
-        let mut t = Target::new(
-            "default",
-            "/mcp".into(),
-            String::new(),
-            HeldTo::global(config),
-            catalog,
-        )?;
+        let mut t = Target::new("default", "/mcp".into(), String::new(), config, catalog)?;
         t.command = config.command.clone();
         targets.insert(0, t);
     }

@@ -96,13 +96,8 @@ pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
                 own_env: u.upstream_env.clone(),
             },
         };
-        let mut own = cfg.clone();
-        own.upstream_tls = u.tls_in(cfg);
-        own.auth.upstream_header = u.upstream_header.clone();
-        own.validation = u.validation_in(cfg);
-        own.limits = u.limits_in(cfg);
         let label = format!("{} ({})", u.name, server.label());
-        servers.push((server, label, own));
+        servers.push((server, label, u.applied(cfg)));
     }
     servers
 }

@@ -207,7 +207,7 @@ pub fn secret(what: &str, env: Option<&str>, file: Option<&str>) -> Result<Strin
     Ok(value)
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NamedUpstream {
     pub name: String,
@@ -262,38 +262,25 @@ pub struct StdioOverride {
 }
 
 impl NamedUpstream {
-    /// Its TLS, as the gateway and `check` apply it: its own `tls`, else `[upstream_tls]`.
-    pub fn tls_in(&self, cfg: &Config) -> UpstreamTls {
-        self.tls.clone().unwrap_or_else(|| cfg.upstream_tls.clone())
-    }
-
-    /// Its validation settings: the global `[validation]` with its overrides.
-    pub fn validation_in(&self, cfg: &Config) -> Validation {
-        cfg.validation.with(&self.validation)
-    }
-
-    /// The `[limits]` it is held to: the global ones with its own.
-    pub fn limits_in(&self, cfg: &Config) -> Limits {
-        let own = &self.limits;
-        Limits {
-            upstream_timeout: own.upstream_timeout.unwrap_or(cfg.limits.upstream_timeout),
-            stream_gap_timeout: own
-                .stream_gap_timeout
-                .unwrap_or(cfg.limits.stream_gap_timeout),
-            ..cfg.limits.clone()
-        }
-    }
-
-    /// The `[stdio]` bounds its children are held to: the global ones with its own.
-    pub fn stdio_in(&self, cfg: &Config) -> StdioLimits {
-        let (own, all) = (&self.stdio, &cfg.stdio);
-        StdioLimits {
-            max_sessions: own.max_sessions.unwrap_or(all.max_sessions),
-            max_sessions_per_client: (own.max_sessions_per_client)
-                .unwrap_or(all.max_sessions_per_client),
-            idle_timeout: own.idle_timeout.unwrap_or(all.idle_timeout),
-            ..all.clone()
-        }
+    /// The configuration as it applies to this server, for the gateway and `check` alike:
+    /// the global one with its own `tls`, credential, `validation`, `limits` and `stdio`. The
+    /// one place that says which settings a named server may have of its own.
+    pub fn applied(&self, cfg: &Config) -> Config {
+        let (limits, stdio) = (&self.limits, &self.stdio);
+        let mut own = cfg.clone();
+        own.upstream_tls = self.tls.clone().unwrap_or_else(|| cfg.upstream_tls.clone());
+        own.auth.upstream_header = self.upstream_header.clone();
+        own.validation = cfg.validation.with(&self.validation);
+        let global = &cfg.limits;
+        own.limits.upstream_timeout = limits.upstream_timeout.unwrap_or(global.upstream_timeout);
+        own.limits.stream_gap_timeout =
+            (limits.stream_gap_timeout).unwrap_or(global.stream_gap_timeout);
+        let global = &cfg.stdio;
+        own.stdio.max_sessions = stdio.max_sessions.unwrap_or(global.max_sessions);
+        own.stdio.max_sessions_per_client =
+            (stdio.max_sessions_per_client).unwrap_or(global.max_sessions_per_client);
+        own.stdio.idle_timeout = stdio.idle_timeout.unwrap_or(global.idle_timeout);
+        own
     }
 
     /// An HTTP server with a URL that parses, or a stdio server, with only what applies to

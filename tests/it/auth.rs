@@ -962,14 +962,9 @@ async fn a_client_reaches_only_the_servers_its_rules_name() {
     let counted =
         "toolgate_requests_total{upstream=\"billing\",method=\"-\",outcome=\"forbidden\"} 1";
     assert!(metrics.contains(counted), "{metrics}");
-    assert_eq!(
-        at("/mcp", bob).await.answer()["result"]["content"][0]["text"],
-        "echoed"
-    );
-    assert_eq!(
-        at("/billing/mcp", alice).await.answer()["result"]["content"][0]["text"],
-        "echoed"
-    );
+    let echoed = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "echoed"}]}});
+    assert_eq!(at("/mcp", bob).await.answer(), echoed);
+    assert_eq!(at("/billing/mcp", alice).await.answer(), echoed);
     let calls = |seen: &Scripted| {
         let seen = seen.seen.lock().unwrap();
         seen.iter().filter(|m| m["method"] == "tools/call").count()
@@ -988,14 +983,9 @@ async fn a_client_reaches_only_the_servers_its_rules_name() {
     ];
     for (config, says) in refusals {
         let file = TempFile::new(&config);
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .args(["config", "check"])
-            .arg(&file.path)
-            .output()
-            .await
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        let path = file.path.display().to_string();
+        let (code, _, err) = common::run_toolgate(&["config", "check", &path]).await;
+        assert_eq!(code, Some(1), "{err}");
         assert!(err.contains(says), "{err}");
     }
 }

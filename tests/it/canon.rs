@@ -741,11 +741,7 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
 /// name the upstream's address either: a reference stands for it, as for an upstream's error.
 #[tokio::test]
 async fn masking_covers_toolgates_own_errors() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::closed_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let tg = Toolgate::serve(&url, Some("[errors]\nmask_internal = true\n")).await;
     let a = post(&tg.url(), None, call(1, "anything", json!({})))

@@ -68,22 +68,7 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
 
 /// `toolgate config` with `args`: its exit status, stdout and stderr.
 async fn config(args: &[&str]) -> (Option<i32>, String, String) {
-    toolgate(&[&["config"], args].concat()).await
-}
-
-/// `toolgate` with `args` and `RUST_BACKTRACE=1`: its exit status, stdout and stderr.
-async fn toolgate(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_toolgate(&[&["config"], args].concat()).await
 }
 
 #[tokio::test]
@@ -285,7 +270,7 @@ async fn a_piped_configuration_is_checked_as_written() {
 }
 
 async fn check(url: &str, format: &str) -> (i32, String, String) {
-    let (code, out, err) = toolgate(&["check", "--upstream", url, "--format", format]).await;
+    let (code, out, err) = run_toolgate(&["check", "--upstream", url, "--format", format]).await;
     (code.unwrap_or(-1), out, err)
 }
 
@@ -309,7 +294,8 @@ async fn check_lists_with_the_configured_upstream_credential() {
         "upstream = \"{url}\"\n[auth.upstream_header]\nfile = \"{}\"\n",
         secret.path.display()
     ));
-    let (code, out, err) = toolgate(&["check", "--config", &file.path.display().to_string()]).await;
+    let (code, out, err) =
+        run_toolgate(&["check", "--config", &file.path.display().to_string()]).await;
     assert_eq!(code, Some(0), "{err}");
     assert!(
         out.starts_with(&format!("toolgate check {url}: 1 tools")),
@@ -364,7 +350,7 @@ async fn check_lists_every_server_a_configuration_names_with_its_own_settings() 
     );
     let file = tempfile_lite::TempFile::new(&servers);
     let path = file.path.display().to_string();
-    let (code, out, err) = toolgate(&["check", "--config", &path]).await;
+    let (code, out, err) = run_toolgate(&["check", "--config", &path]).await;
     assert_eq!(code, Some(0), "{err}{out}");
     let summaries: Vec<&str> = (out.lines())
         .filter(|l| l.starts_with("toolgate check "))
@@ -382,7 +368,7 @@ async fn check_lists_every_server_a_configuration_names_with_its_own_settings() 
         summaries[2].starts_with(&format!("toolgate check files ({python} {fixture}): ")),
         "{out}"
     );
-    let (_, out, _) = toolgate(&["check", "--config", &path, "--format", "json"]).await;
+    let (_, out, _) = run_toolgate(&["check", "--config", &path, "--format", "json"]).await;
     let reports: serde_json::Value = serde_json::from_str(&out).unwrap();
     let labels: Vec<&str> = (reports.as_array().unwrap().iter())
         .map(|r| r["upstream"].as_str().unwrap())
@@ -396,16 +382,13 @@ async fn check_lists_every_server_a_configuration_names_with_its_own_settings() 
         ]
     );
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let gone = format!(
         "{servers}\n[[upstreams]]\nname = \"gone\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
     );
     let file = tempfile_lite::TempFile::new(&gone);
-    let (code, out, err) = toolgate(&["check", "--config", &file.path.display().to_string()]).await;
+    let (code, out, err) =
+        run_toolgate(&["check", "--config", &file.path.display().to_string()]).await;
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.starts_with(&format!(
@@ -526,7 +509,7 @@ async fn check_reports_what_would_fail_at_runtime() {
 /// `toolgate serve` with `args` and `RUST_BACKTRACE=1`, as many Rust users run everything:
 /// its exit status and stderr.
 async fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
-    let (code, _, err) = toolgate(&[&["serve"], args].concat()).await;
+    let (code, _, err) = run_toolgate(&[&["serve"], args].concat()).await;
     (code, err)
 }
 

@@ -872,10 +872,7 @@ async fn ending_a_session_drops_its_catalog() {
 
 #[tokio::test]
 async fn an_unreachable_upstream_gets_a_clear_answer() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = closed_port();
     let tg = Toolgate::serve(&format!("http://127.0.0.1:{port}/mcp"), None).await;
     let a = post(&tg.url(), None, call(1, "add", json!({"a": 1, "b": 2}))).await;
     assert_eq!(a.status, 200);

@@ -20,11 +20,7 @@ async fn health_and_readiness() {
         json!({"ready": true, "upstreams": {"default": {"ready": true}}})
     );
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     // Two upstreams, one of them down: toolgate still serves the other, so it is ready, and
     // the body says which one is not; each answers for itself by name.
     let config = format!(

@@ -234,8 +234,12 @@ async fn a_named_servers_timeout_changes_on_reload() {
         .await
         .json();
     assert_eq!(
-        a["result"]["_meta"]["toolgate/upstream"]["reason"],
-        "the tool server did not answer within 1s"
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "The tool server is unavailable: the tool server did not answer within 1s. It may still be working or overloaded; retrying later may help."}],
+            "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": "the tool server did not answer within 1s"}}
+        }})
     );
 
     rewrite(&file, &config("5s"));

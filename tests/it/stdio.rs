@@ -326,16 +326,24 @@ async fn the_server_may_come_from_the_configuration_file() {
         .await
         .unwrap();
     let fixture = json!(common::peers::stdio_fixture(&[]).await);
-    for config in [
-        format!("upstream = \"http://{addr}/mcp\"\n"),
-        format!("command = {fixture}\n"),
+    let text = json!([{"type": "text", "text": "42"}]);
+    for (config, result) in [
+        (
+            format!("upstream = \"http://{addr}/mcp\"\n"),
+            json!({"content": text, "structuredContent": {"result": 42}}),
+        ),
+        (format!("command = {fixture}\n"), json!({"content": text})),
     ] {
         let file = TempFile::new(&config);
         let path = file.path.display().to_string();
         let mut g = StdioGate::start_args(vec!["stdio".into(), "--config".into(), path]);
         g.initialize().await;
         let a = g.ask(call(1, "add", json!({"a": "40", "b": 2}))).await;
-        assert_eq!(a["result"]["content"][0]["text"], "42", "{config}: {a}");
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 1, "result": result}),
+            "{config}"
+        );
     }
 }
 

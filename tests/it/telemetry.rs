@@ -264,10 +264,7 @@ async fn requests_become_spans_that_continue_the_client_s_trace() {
 
 #[tokio::test]
 async fn a_missing_collector_costs_requests_nothing() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = format!("127.0.0.1:{}", common::closed_port());
     let (up, _) = echo_upstream().await;
     let config = format!("[telemetry]\notlp_endpoint = \"http://{closed}\"\n");
     let tg = Toolgate::serve(&up, Some(&config)).await;

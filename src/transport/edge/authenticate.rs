@@ -206,13 +206,7 @@ mod tests {
         config.upstreams = vec![crate::config::NamedUpstream {
             name: "other".into(),
             url: Some("http://127.0.0.1:9/other".into()),
-            command: Vec::new(),
-            tls: None,
-            upstream_header: None,
-            upstream_env: Vec::new(),
-            validation: Default::default(),
-            limits: Default::default(),
-            stdio: Default::default(),
+            ..Default::default()
         }];
         let rules = crate::config::ClientPolicy {
             upstreams: vec!["default".into()],

@@ -475,6 +475,28 @@ pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
     request(Method::POST, url, &headers, body.to_string()).await
 }
 
+/// `toolgate` with `args` and `RUST_BACKTRACE=1`, run to its end: its exit status, stdout
+/// and stderr.
+pub async fn run_toolgate(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A loopback port nothing listens on: taken from the system and let go at once.
+pub fn closed_port() -> u16 {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    taken.local_addr().unwrap().port()
+}
+
 pub fn call(id: i64, tool: &str, args: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}).to_string()
 }
