@@ -355,7 +355,7 @@ impl Catalog {
             schemas: Mutex::new(HashMap::new()),
             refresh_locks: Mutex::new(HashMap::new()),
             settings,
-            max_scopes: max_scopes.max(1),
+            max_scopes,
         }
     }
 

@@ -77,7 +77,7 @@ async fn listing<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>,
         })?;
     let mut tools = Vec::new();
     let mut cursor: Option<Value> = None;
-    for page in 0..cfg.limits.max_list_pages.max(1) {
+    for page in 0..cfg.limits.max_list_pages {
         let id = format!("toolgate-check-list-{page}");
         let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
         if let Some(c) = &cursor {

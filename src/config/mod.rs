@@ -1008,13 +1008,50 @@ impl Config {
                 self.reload.interval
             )));
         }
-        if self.limits.max_body_bytes == 0 {
-            return Err(ConfigError("limits.max_body_bytes must be above 0".into()));
+        if let Some(key) = self.bound_at_zero() {
+            return Err(ConfigError(format!("{key} must be above 0")));
         }
-        if self.stdio.max_in_flight == 0 {
-            return Err(ConfigError("stdio.max_in_flight must be above 0".into()));
+        for u in &self.upstreams {
+            if let Some(key) = u.applied(self).bound_at_zero() {
+                return Err(ConfigError(format!(
+                    "upstreams {:?}: {key} must be above 0",
+                    u.name
+                )));
+            }
         }
         Ok(())
+    }
+
+    /// The first bound set to zero. At zero each would refuse every call, every session or
+    /// every connection, or silently check nothing (a schema or an answer too large to read
+    /// at any size), so none is taken as "off". `shutdown_grace` may be zero: stop at once.
+    fn bound_at_zero(&self) -> Option<&'static str> {
+        let (l, s) = (&self.limits, &self.stdio);
+        let jwt_refresh = self.auth.jwt.as_ref().map(|j| j.refresh);
+        [
+            ("limits.max_body_bytes", l.max_body_bytes == 0),
+            ("limits.max_response_bytes", l.max_response_bytes == 0),
+            ("limits.max_sse_event_bytes", l.max_sse_event_bytes == 0),
+            ("limits.max_schema_bytes", l.max_schema_bytes == 0),
+            ("limits.upstream_timeout", l.upstream_timeout.is_zero()),
+            ("limits.stream_gap_timeout", l.stream_gap_timeout.is_zero()),
+            ("limits.header_timeout", l.header_timeout.is_zero()),
+            ("limits.body_timeout", l.body_timeout.is_zero()),
+            ("limits.idle_timeout", l.idle_timeout.is_zero()),
+            ("limits.max_connections", l.max_connections == 0),
+            ("limits.max_scopes", l.max_scopes == 0),
+            ("limits.max_list_pages", l.max_list_pages == 0),
+            ("stdio.max_sessions", s.max_sessions == 0),
+            (
+                "stdio.max_sessions_per_client",
+                s.max_sessions_per_client == 0,
+            ),
+            ("stdio.idle_timeout", s.idle_timeout.is_zero()),
+            ("stdio.max_in_flight", s.max_in_flight == 0),
+            ("auth.jwt.refresh", jwt_refresh.is_some_and(|r| r.is_zero())),
+        ]
+        .into_iter()
+        .find_map(|(key, zero)| zero.then_some(key))
     }
 }
 
@@ -1032,8 +1069,8 @@ impl Config {
     }
 }
 
-/// An upstream URL must be absolute `http://`; TLS to upstreams is not built in yet, and
-/// saying so beats failing on the first request.
+/// An upstream URL must be absolute `http://` or `https://`: saying so at the start beats
+/// failing on the first request.
 pub fn parse_upstream_url(url: &str) -> Result<http::Uri, ConfigError> {
     let uri: http::Uri = url
         .parse()

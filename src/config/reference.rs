@@ -133,7 +133,7 @@ const KEYS: &[Key] = &[
 
     key("upstreams[].name", "Further servers, each on /<name>/mcp: its name.", "\"billing\""),
     key("upstreams[].url", "Its URL (http:// or https://).", "\"http://127.0.0.1:3001/mcp\""),
-    key("upstreams[].command", "Or a stdio server toolgate starts for it, as command: one child per session, [stdio]'s bounds for each server.", "[\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv/files\"]"),
+    key("upstreams[].command", "Or a stdio server toolgate starts for it, as command: one child per session, within [stdio]'s bounds or its own stdio.", "[\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv/files\"]"),
     key("upstreams[].upstream_env", "A stdio server's own variables of toolgate's environment: it alone is given them.", "[\"GITHUB_TOKEN\"]"),
     key("upstreams[].tls.ca_file", "Its own [upstream_tls], instead of the global one.", "\"/etc/toolgate/billing-ca.crt\""),
     key("upstreams[].tls.only_ca_file", "As upstream_tls.only_ca_file.", "true"),

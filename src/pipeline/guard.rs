@@ -847,7 +847,7 @@ pub async fn list_all<L: Lister>(
     let mut cursor: Option<Box<RawValue>> = None;
     let mut tools = Vec::new();
     let (mut ttl, mut public) = (None, false);
-    for _ in 0..gw.config.limits.max_list_pages.max(1) {
+    for _ in 0..gw.config.limits.max_list_pages {
         let id = gw.next_id();
         let mut params = BTreeMap::new();
         if let Some(c) = &cursor {

@@ -205,5 +205,5 @@ fn connection_cap(configured: usize) -> usize {
             "limits.max_connections is over half the descriptor limit: capped"
         );
     }
-    configured.min(budget).max(1)
+    configured.min(budget)
 }
