@@ -152,67 +152,53 @@ async fn a_named_server_is_a_url_or_a_command_with_only_what_applies() {
 /// (stop at once) is not a bound and stays allowed.
 #[tokio::test]
 async fn a_bound_at_zero_is_refused_by_name() {
-    let stdio_server = "[[upstreams]]\nname = \"files\"\ncommand = [\"srv\"]\n";
-    let http_server = "[[upstreams]]\nname = \"files\"\nurl = \"http://127.0.0.1:9/mcp\"\n";
-    let jwt = "[auth]\npublic_url = \"https://gw.test\"\n[auth.jwt]\nissuer = \"https://issuer.test\"\njwks_file = \"/dev/null\"\n";
-    let cases: [(&str, &str); 21] = [
-        ("[limits]\nmax_body_bytes = 0\n", "limits.max_body_bytes"),
-        (
-            "[limits]\nmax_response_bytes = 0\n",
-            "limits.max_response_bytes",
-        ),
-        (
-            "[limits]\nmax_sse_event_bytes = 0\n",
-            "limits.max_sse_event_bytes",
-        ),
-        (
-            "[limits]\nmax_schema_bytes = 0\n",
-            "limits.max_schema_bytes",
-        ),
-        (
-            "[limits]\nupstream_timeout = \"0s\"\n",
-            "limits.upstream_timeout",
-        ),
-        (
-            "[limits]\nstream_gap_timeout = \"0s\"\n",
-            "limits.stream_gap_timeout",
-        ),
-        (
-            "[limits]\nheader_timeout = \"0s\"\n",
-            "limits.header_timeout",
-        ),
-        ("[limits]\nbody_timeout = \"0ms\"\n", "limits.body_timeout"),
-        ("[limits]\nidle_timeout = \"0s\"\n", "limits.idle_timeout"),
-        ("[limits]\nmax_connections = 0\n", "limits.max_connections"),
-        ("[limits]\nmax_scopes = 0\n", "limits.max_scopes"),
-        ("[limits]\nmax_list_pages = 0\n", "limits.max_list_pages"),
-        ("[stdio]\nmax_sessions = 0\n", "stdio.max_sessions"),
-        (
-            "[stdio]\nmax_sessions_per_client = 0\n",
-            "stdio.max_sessions_per_client",
-        ),
-        ("[stdio]\nidle_timeout = \"0s\"\n", "stdio.idle_timeout"),
-        ("[stdio]\nmax_in_flight = 0\n", "stdio.max_in_flight"),
-        (&format!("{jwt}refresh = \"0s\"\n"), "auth.jwt.refresh"),
-        (
-            &format!("{stdio_server}stdio = {{ max_sessions = 0 }}\n"),
-            "upstreams \"files\": stdio.max_sessions",
-        ),
-        (
-            &format!("{stdio_server}stdio = {{ idle_timeout = \"0s\" }}\n"),
-            "upstreams \"files\": stdio.idle_timeout",
-        ),
-        (
-            &format!("{http_server}limits = {{ upstream_timeout = \"0s\" }}\n"),
-            "upstreams \"files\": limits.upstream_timeout",
-        ),
-        (
-            &format!("{http_server}limits = {{ stream_gap_timeout = \"0s\" }}\n"),
-            "upstreams \"files\": limits.stream_gap_timeout",
-        ),
+    let global = [
+        ("limits", "max_body_bytes", "0"),
+        ("limits", "max_response_bytes", "0"),
+        ("limits", "max_sse_event_bytes", "0"),
+        ("limits", "max_schema_bytes", "0"),
+        ("limits", "upstream_timeout", "\"0s\""),
+        ("limits", "stream_gap_timeout", "\"0s\""),
+        ("limits", "header_timeout", "\"0s\""),
+        ("limits", "body_timeout", "\"0ms\""),
+        ("limits", "idle_timeout", "\"0s\""),
+        ("limits", "max_connections", "0"),
+        ("limits", "max_scopes", "0"),
+        ("limits", "max_list_pages", "0"),
+        ("stdio", "max_sessions", "0"),
+        ("stdio", "max_sessions_per_client", "0"),
+        ("stdio", "idle_timeout", "\"0s\""),
+        ("stdio", "max_in_flight", "0"),
     ];
+    let mut cases: Vec<(String, String)> = global
+        .iter()
+        .map(|(table, key, zero)| {
+            (
+                format!("[{table}]\n{key} = {zero}\n"),
+                format!("{table}.{key}"),
+            )
+        })
+        .collect();
+    let jwt = "[auth]\npublic_url = \"https://gw.test\"\n[auth.jwt]\nissuer = \"https://issuer.test\"\njwks_file = \"/dev/null\"\n";
+    cases.push((
+        format!("{jwt}refresh = \"0s\"\n"),
+        "auth.jwt.refresh".into(),
+    ));
+    let (stdio, http) = ("command = [\"srv\"]", "url = \"http://127.0.0.1:9/mcp\"");
+    let named = [
+        (stdio, "stdio", "max_sessions", "0"),
+        (stdio, "stdio", "idle_timeout", "\"0s\""),
+        (http, "limits", "upstream_timeout", "\"0s\""),
+        (http, "limits", "stream_gap_timeout", "\"0s\""),
+    ];
+    cases.extend(named.iter().map(|(server, table, key, zero)| {
+        (
+            format!("[[upstreams]]\nname = \"files\"\n{server}\n{table} = {{ {key} = {zero} }}\n"),
+            format!("upstreams \"files\": {table}.{key}"),
+        )
+    }));
     for (text, key) in cases {
-        let file = tempfile_lite::TempFile::new(text);
+        let file = tempfile_lite::TempFile::new(&text);
         let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
         assert_eq!(code, Some(1), "{text}");
         assert_eq!(
@@ -223,15 +209,11 @@ async fn a_bound_at_zero_is_refused_by_name() {
     }
     let grace = "[limits]\nshutdown_grace = \"0s\"\n[stdio]\nshutdown_grace = \"0s\"\n";
     let file = tempfile_lite::TempFile::new(grace);
-    let path = file.path.display().to_string();
-    let (code, out, err) = config(&["check", &path]).await;
+    let (code, out, err) = config(&["check", &file.path.display().to_string()]).await;
     assert_eq!((code, err.as_str()), (Some(0), ""), "{out}");
 
-    let (code, err) = serve_configured(
-        "http://127.0.0.1:9/mcp",
-        "[limits]\nupstream_timeout = \"0s\"\n",
-    )
-    .await;
+    let zero_timeout = "[limits]\nupstream_timeout = \"0s\"\n";
+    let (code, err) = serve_configured("http://127.0.0.1:9/mcp", zero_timeout).await;
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
