@@ -129,7 +129,7 @@ const KEYS: &[Key] = &[
     key("clients.NAME.deny_tools", "These tools are not reachable for it.", "[\"delete_*\"]"),
     key("clients.NAME.rate_limit", "Calls per tool: N/second, N/minute or N/hour.", "\"60/minute\""),
     key("clients.NAME.tool_rate_limits", "Per-tool rates that replace rate_limit for those tools.", "{ search = \"10/second\" }"),
-    key("clients.NAME.upstreams", "Only these servers, by name (\"default\" is the one on /mcp); unset, all. Needs [auth].", "[\"default\", \"search\"]"),
+    key("clients.NAME.upstreams", "Only these servers, by name (\"default\" is the one on /mcp); empty, all (as allow_tools). Needs [auth].", "[\"default\", \"search\"]"),
 
     key("upstreams[].name", "Further servers, each on /<name>/mcp: its name.", "\"billing\""),
     key("upstreams[].url", "Its URL (http:// or https://).", "\"http://127.0.0.1:3001/mcp\""),
