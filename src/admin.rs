@@ -4,6 +4,7 @@
 //! origin policy.
 
 use crate::gateway::Live;
+use crate::transport::upstream::child::find_program;
 use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -73,7 +74,8 @@ async fn readyz(State(live): State<Live>, uri: http::Uri) -> Response {
         let check = if t.command.is_empty() {
             reachable(&t.url).await
         } else {
-            startable(&t.command)
+            // Each session starts its own process: ready when its program can be found.
+            find_program(&t.command).map_err(|e| NotReady(e.to_string()))
         };
         asked = Some(check.is_ok());
         let state = match check {
@@ -127,22 +129,6 @@ struct NotReady(String);
 impl From<&str> for NotReady {
     fn from(why: &str) -> NotReady {
         NotReady(why.to_owned())
-    }
-}
-
-/// A stdio upstream is ready when its program can be found (each session starts its own).
-fn startable(command: &[String]) -> Result<(), NotReady> {
-    let program = command.first().ok_or("no command")?;
-    let found = if program.contains('/') {
-        std::path::Path::new(program).is_file()
-    } else {
-        std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
-    };
-    if found {
-        Ok(())
-    } else {
-        Err(NotReady(format!("cannot find the program {program:?}")))
     }
 }
 

@@ -700,6 +700,16 @@ fn call_value(id: i64, tool: &str) -> Value {
 async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
     let command = ["/nonexistent/toolgate-test-server".to_string()];
     let tg = Toolgate::in_front_of(&command, None).await;
+    // Said at start, before any session needs it.
+    let logs = tg
+        .logs_when(|l| l.contains("its sessions are refused"))
+        .await;
+    assert!(
+        logs.lines().any(|l| l.contains("ERROR")
+            && l.contains("upstream=default")
+            && l.contains("cannot find the program \"/nonexistent/toolgate-test-server\"")),
+        "{logs}"
+    );
     let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "add", "arguments": {}}});
     call["params"]["_meta"] = common::modes::modern_meta();
@@ -715,10 +725,11 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
         result_text(&a).contains("configuration problem") && !result_text(&a).contains("Retrying"),
         "and that retrying will not help: {a}"
     );
-    let logs = tg.logs_when(|l| l.contains("cannot be started")).await;
+    let logs = tg.logs_when(|l| l.contains("error=cannot start")).await;
     assert!(
-        logs.lines()
-            .any(|l| l.contains("ERROR") && l.contains("the tool server cannot be started")),
+        logs.lines().any(|l| l.contains("ERROR")
+            && l.contains("the tool server cannot be started")
+            && l.contains("upstream=default")),
         "{logs}"
     );
     let metrics = tg.admin_get("/metrics").await.text();

@@ -119,6 +119,7 @@ pub async fn serve(
     use crate::transport::runtime::version::{Builders, Version};
     let Edge { app, tls } = edge;
     let live = app.live.clone();
+    say_unstartable(&live.load());
     let drain = crate::transport::runtime::drain::Drain::new();
     let builders = Builders::new();
     // A connection holds a permit for its life; past the cap, clients wait in the listen
@@ -192,6 +193,22 @@ pub async fn serve(
 /// `limits.max_connections`, but never more than half the descriptor limit: upstream
 /// connections, stdio children's pipes and the admin listener need descriptors too, and a
 /// listener out of them stops answering everyone.
+/// A stdio server whose program cannot be found is said once, at start: toolgate serves on
+/// (the other servers, and this one once its program is there), refusing its sessions, as
+/// `/readyz` says.
+fn say_unstartable(gw: &crate::gateway::Gateway) {
+    use crate::transport::upstream::child::find_program;
+    for t in gw.targets.iter().filter(|t| !t.command.is_empty()) {
+        if let Err(e) = find_program(&t.command) {
+            tracing::error!(
+                upstream = %t.name,
+                error = %e,
+                "the tool server cannot be started: its sessions are refused until its program is found"
+            );
+        }
+    }
+}
+
 fn connection_cap(configured: usize) -> usize {
     use nix::sys::resource::{Resource, getrlimit};
     let budget = getrlimit(Resource::RLIMIT_NOFILE)

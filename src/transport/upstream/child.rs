@@ -410,6 +410,31 @@ async fn read_stdout(
     handler(FromChild::Exited(how));
 }
 
+/// Why a stdio server's program cannot be started, known before any session asks.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotStartable {
+    #[error("no command")]
+    NoCommand,
+    #[error("cannot find the program {0:?}")]
+    NotFound(String),
+}
+
+/// Whether `command`'s program can be found the way a spawn finds it (a path, or a name on
+/// `PATH`), so that `/readyz` and the line at start say it before a session needs it.
+pub(crate) fn find_program(command: &[String]) -> Result<(), NotStartable> {
+    let program = command.first().ok_or(NotStartable::NoCommand)?;
+    let found = if program.contains('/') {
+        std::path::Path::new(program).is_file()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+    };
+    match found {
+        true => Ok(()),
+        false => Err(NotStartable::NotFound(program.clone())),
+    }
+}
+
 impl ChildProcess {
     /// Starts `command` (program and arguments) in its own process group, with the
     /// environment less what `cfg` withholds from a server whose own variables are

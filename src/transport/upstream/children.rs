@@ -353,7 +353,8 @@ impl StdioPool {
             handler,
         )
         .map_err(|e| {
-            tracing::error!(error = %e, "the tool server cannot be started");
+            let upstream = &Self::target(&gw, index).name;
+            tracing::error!(%upstream, error = %e, "the tool server cannot be started");
             NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
         })?;
         gw.metrics.children.add(&Self::target(&gw, index).name, 1);
