@@ -158,19 +158,46 @@ async fn closing_stdin_stops_even_a_server_that_ignores_sigterm() {
     assert!(!pid_alive(pid), "no orphan left behind");
 }
 
+/// A server's stderr becomes toolgate's log lines, named by its program and process id, in
+/// front of either front; its arguments, which may carry a secret (a database URL with its
+/// password), are in no log line.
 #[tokio::test]
-async fn server_stderr_becomes_log_lines() {
-    let (mut g, _) = StdioGate::start(
-        &tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap(),
-        None,
-    );
-    g.initialize().await;
+async fn server_stderr_becomes_log_lines_without_the_servers_arguments() {
+    let secret = "postgresql://app:s3cret-pw@db/app";
+    let command = common::peers::stdio_fixture(&[secret]).await;
+    let program = std::path::Path::new(&command[0]).file_name().unwrap();
+    let server = format!("server={}", program.to_string_lossy());
     let relayed = |logs: &str| {
-        logs.lines()
-            .any(|l| l.contains("toolgate::upstream") && l.contains("fixture pid"))
+        logs.lines().any(|l| {
+            l.contains("toolgate::upstream") && l.contains("fixture pid") && l.contains(&server)
+        })
     };
-    let logs = g.logs_when(relayed).await;
-    assert!(relayed(&logs), "{logs}");
+    let said = |logs: &str| {
+        assert!(relayed(logs), "{logs}");
+        let line = logs.lines().find(|l| l.contains("fixture pid")).unwrap();
+        let said_pid = line.split("fixture pid ").nth(1).unwrap();
+        let pid = said_pid.split_whitespace().next().unwrap();
+        assert!(line.contains(&format!("pid={pid}")), "{line}");
+        assert!(
+            !logs.contains("s3cret-pw"),
+            "no argument in the logs: {logs}"
+        );
+    };
+
+    let (mut g, _) = StdioGate::start(&command, None);
+    g.initialize().await;
+    said(&g.logs_when(relayed).await);
+
+    let tg = common::Toolgate::in_front_of(&command, None).await;
+    common::open_session(&tg.url()).await;
+    let logs = tg.logs_when(relayed).await;
+    said(&logs);
+    assert!(
+        logs.lines().any(|l| l.contains("started the tool server")
+            && l.contains("upstream=default")
+            && l.contains(&server)),
+        "a session's child is tied to its server: {logs}"
+    );
 }
 
 /// A configuration shared with `serve` names servers the pipe does not serve: it still works,

@@ -54,7 +54,8 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
             return 1;
         }
     };
-    tracing::info!(server = %process.command(), "started the tool server");
+    let pid = process.pid();
+    tracing::info!(server = %process.program(), pid, "started the tool server");
     let up = Arc::new(Child {
         timeout: target.limits.upstream_timeout,
         gw,

@@ -71,7 +71,9 @@ pub struct ChildProcess {
     ended: Arc<std::sync::OnceLock<String>>,
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
-    command: String,
+    /// The program's file name: how logs name the child. Never its arguments, which may
+    /// carry a secret (a database URL with its password, a token flag).
+    program: String,
     /// The bridged calls waiting on it that its questions go to, and the rounds those
     /// questions started (`child_questions`).
     pub(crate) questions: Arc<Questions>,
@@ -323,16 +325,17 @@ async fn write_lines(
     }
 }
 
-/// The child's stderr, line by line, into toolgate's log.
-async fn log_stderr(stderr: tokio::process::ChildStderr, name: String) {
+/// The child's stderr, line by line, into toolgate's log, named by its program and process
+/// id (one child per session: the id tells them apart).
+async fn log_stderr(stderr: tokio::process::ChildStderr, program: String, pid: Option<u32>) {
     let mut r = BufReader::new(stderr);
     while let Ok(line) = read_line(&mut r, 16 * 1024).await {
         match line {
             Line::Whole(l) => {
-                tracing::info!(target: "toolgate::upstream", server = %name, "{}", String::from_utf8_lossy(&l))
+                tracing::info!(target: "toolgate::upstream", server = %program, pid, "{}", String::from_utf8_lossy(&l))
             }
             Line::TooLong(_) => {
-                tracing::info!(target: "toolgate::upstream", server = %name, "(a stderr line over 16 KiB, not shown)")
+                tracing::info!(target: "toolgate::upstream", server = %program, pid, "(a stderr line over 16 KiB, not shown)")
             }
             Line::Eof => break,
         }
@@ -468,11 +471,13 @@ impl ChildProcess {
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
-        let label = command.join(" ");
+        let label = std::path::Path::new(program)
+            .file_name()
+            .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
 
         let (to_child, lines) = mpsc::unbounded_channel::<Bytes>();
         tokio::spawn(write_lines(stdin, lines));
-        tokio::spawn(log_stderr(stderr, label.clone()));
+        tokio::spawn(log_stderr(stderr, label.clone(), pid));
         let waiters: Arc<Mutex<Waiters>> = Arc::new(Mutex::new(Some(HashMap::new())));
         let me = Arc::new(ChildProcess {
             to_child: Mutex::new(Some(to_child)),
@@ -480,7 +485,7 @@ impl ChildProcess {
             ended: Arc::new(std::sync::OnceLock::new()),
             process: tokio::sync::Mutex::new(Some(child)),
             pid,
-            command: label,
+            program: label,
             questions: Arc::default(),
             rounds: Rounds::default(),
         });
@@ -495,8 +500,13 @@ impl ChildProcess {
         Ok(me)
     }
 
-    pub fn command(&self) -> &str {
-        &self.command
+    /// How logs name it: its program, with [`Self::pid`].
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
     }
 
     async fn exit_status(&self) -> String {

@@ -315,7 +315,7 @@ impl StdioPool {
         );
         let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), []);
         let handler = {
-            let deliver_to = deliver_to.clone();
+            let (deliver_to, label) = (deliver_to.clone(), label.clone());
             move |ev| match ev {
                 FromChild::Message(line) => {
                     if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
@@ -357,7 +357,11 @@ impl StdioPool {
             tracing::error!(%upstream, error = %e, "the tool server cannot be started");
             NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
         })?;
-        gw.metrics.children.add(&Self::target(&gw, index).name, 1);
+        let upstream = &Self::target(&gw, index).name;
+        gw.metrics.children.add(upstream, 1);
+        // Its stderr lines carry its program and pid: this line ties them to the server.
+        let (program, pid) = (child.program(), child.pid());
+        tracing::info!(session = %label, %upstream, server = %program, pid, "started the tool server");
         let sc = Arc::new(SessionChild {
             child,
             owner: owner.into(),
