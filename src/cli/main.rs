@@ -517,8 +517,10 @@ async fn run_demo(common: Common) -> anyhow::Result<()> {
     .await?;
     source.upstream = Some(format!("http://{up}/mcp"));
     tracing::info!("example tool server on http://{up}/mcp");
-    let addr = run_gateway(source.load()?, source).await?;
-    print_demo_help(addr);
+    let cfg = source.load()?;
+    let help = (cfg.tls.is_some(), cfg.auth.enabled());
+    let addr = run_gateway(cfg, source).await?;
+    print_demo_help(addr, help);
     Ok(())
 }
 
@@ -579,26 +581,47 @@ async fn check(
     });
 }
 
-fn print_demo_help(addr: SocketAddr) {
-    let url = format!("http://{addr}/mcp");
+/// The demo's walk-through, written for the configuration in force: a file with `[tls]` is
+/// served over https, and one with `[auth]` needs a client's token on each command.
+fn print_demo_help(addr: SocketAddr, (tls, auth): (bool, bool)) {
+    let scheme = if tls { "https" } else { "http" };
+    let url = format!("{scheme}://{addr}/mcp");
+    let mut notes = String::new();
+    if tls {
+        notes.push_str("  This configuration has [tls]: give curl its CA with --cacert FILE.\n");
+    }
+    let token = if auth {
+        notes.push_str(
+            "  This configuration has [auth]: set TOKEN to one of its clients' tokens.\n",
+        );
+        r#" -H "authorization: Bearer $TOKEN""#
+    } else {
+        ""
+    };
+    if !notes.is_empty() {
+        notes.insert(0, '\n');
+    }
+    let headers = format!(
+        "-H 'content-type: application/json' -H 'accept: application/json, text/event-stream'{token}"
+    );
     println!(
         r#"
 toolgate demo: the gateway is on {url}, in front of an example tool server.
-
+{notes}
 Try it (another terminal):
 
   # 1. open a session
-  curl -si {url} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+  curl -si {url} {headers} \
     -d '{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"curl","version":"1"}}}}}}' \
     | grep -i mcp-session-id
   S=<the session id printed above>
 
   # 2. a call with the date in the wrong format: toolgate answers, the server never sees it
-  curl -s {url} -H "mcp-session-id: $S" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+  curl -s {url} -H "mcp-session-id: $S" {headers} \
     -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"book_flight","arguments":{{"origin":"LHR","destination":"JFK","departureDate":"2031-08-08","passengers":12}}}}}}'
 
   # 3. "10" for an integer: coerced to 10 and forwarded
-  curl -s {url} -H "mcp-session-id: $S" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+  curl -s {url} -H "mcp-session-id: $S" {headers} \
     -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"add","arguments":{{"a":"10","b":2}}}}}}'
 
 Press Ctrl-C to stop."#

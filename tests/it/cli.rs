@@ -29,6 +29,95 @@ async fn demo_runs_the_gateway_in_front_of_the_example_server() {
     assert_eq!(result_text(&a), "12");
 }
 
+/// The walk-through `demo` prints follows the configuration in force: with `[auth]`, each of
+/// its commands carries a client's token, and the commands as printed work.
+#[tokio::test]
+async fn the_demo_walkthrough_works_as_printed_with_auth() {
+    use tokio::io::AsyncBufReadExt;
+    let token = "demo-walkthrough-token-0123456789";
+    let file =
+        tempfile_lite::TempFile::new("[[auth.tokens]]\nname = \"bob\"\nenv = \"DEMO_BOB_TOKEN\"\n");
+    let mut demo = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "off",
+            "--config",
+        ])
+        .arg(&file.path)
+        .env("DEMO_BOB_TOKEN", token)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.contains("Press Ctrl-C") {
+            break;
+        }
+    }
+    assert!(
+        printed.contains("This configuration has [auth]"),
+        "{printed}"
+    );
+    let commands: Vec<String> = printed
+        .split("  curl ")
+        .skip(1)
+        .map(|c| c.split("\n\n").next().unwrap().to_string())
+        .collect();
+    assert_eq!(commands.len(), 3, "{printed}");
+    let mut session = String::new();
+    let mut answers = Vec::new();
+    for c in &commands {
+        let c = c.replace("$TOKEN", token).replace("$S", &session);
+        let (url, headers, body) = curl_parts(&c);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (&**k, &**v)).collect();
+        let r = request(http::Method::POST, &url, &headers, body).await;
+        assert_eq!(r.status, 200, "{c}: {}", r.text());
+        if let Some(s) = r.headers.get("mcp-session-id") {
+            session = s.to_str().unwrap().to_string();
+        }
+        answers.push(r.json());
+    }
+    let code = &answers[1]["result"]["_meta"]["toolgate/validation"]["code"];
+    assert_eq!(code, "invalid_arguments", "{}", answers[1]);
+    assert_eq!(result_text(&answers[2]), "12", "{}", answers[2]);
+}
+
+/// A printed `curl` command's URL, its `-H` headers and its `-d` body.
+fn curl_parts(command: &str) -> (String, Vec<(String, String)>, String) {
+    let url = command
+        .split_whitespace()
+        .find(|w| w.starts_with("http"))
+        .unwrap()
+        .to_string();
+    let quoted = |after: &str| -> Vec<String> {
+        command
+            .split(after)
+            .skip(1)
+            .map(|rest| {
+                let q = rest.chars().next().unwrap();
+                rest[1..].split(q).next().unwrap().to_string()
+            })
+            .collect()
+    };
+    let headers = quoted("-H ")
+        .into_iter()
+        .map(|h| {
+            let (k, v) = h.split_once(": ").unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    let body = quoted("-d ").pop().unwrap();
+    (url, headers, body)
+}
+
 #[tokio::test]
 async fn bad_configuration_is_refused_with_a_clear_message() {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
