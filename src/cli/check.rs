@@ -51,11 +51,17 @@ pub enum Server {
 }
 
 impl Server {
-    /// How reports and errors name it.
+    /// How reports and errors name it: a stdio server by its program, its arguments elided,
+    /// as the logs do (an argument may be a secret, and a report may land in a pod's log).
     pub fn label(&self) -> String {
         match self {
             Server::Http(url) => url.clone(),
-            Server::Stdio { command, .. } => command.join(" "),
+            Server::Stdio { command, .. } => {
+                let program = command.first().map(std::path::Path::new);
+                let name = program.and_then(|p| p.file_name()).unwrap_or_default();
+                let elided = if command.len() > 1 { " …" } else { "" };
+                format!("{}{elided}", name.to_string_lossy())
+            }
         }
     }
 
