@@ -744,7 +744,8 @@ async fn shared_verdict(
                 OnUnavailable::Deny => "deny",
             };
             gw.metrics.shared_state_unavailable.inc(&[decided]);
-            tracing::warn!(upstream = %target, tool = shown(tool), error = %why, decided, "shared rate limits unavailable");
+            // The limiter logs when Redis stops and starts answering; a call is counted.
+            tracing::debug!(upstream = %target, tool = shown(tool), error = %why, decided, "decided without the shared rate limits");
             match policy {
                 OnUnavailable::Local => Ok(gw.limiter.admit(client, target, tool, rate)),
                 OnUnavailable::Deny => {

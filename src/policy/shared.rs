@@ -7,12 +7,16 @@
 //! bucket has refilled: Redis holds only buckets in use.
 //!
 //! The connection is made on first use and made again by itself after a failure. A call that
-//! cannot reach Redis within [`WAIT`] is decided by `shared_state.on_unavailable`.
+//! cannot reach Redis within [`WAIT`] is decided by `shared_state.on_unavailable`, and so are
+//! the calls of the next [`RETRY_AFTER`], without waiting for it.
 
 use super::clients::{Limited, Rate};
 use crate::config::{ConfigError, SharedState};
+use crate::locks::MutexExt;
 use crate::net::tls::{TlsFiles, client_identity, roots_pem};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How long a call waits for Redis before it is decided without it.
@@ -80,7 +84,15 @@ pub enum Unshared {
     Failed(redis::RedisError),
     #[error("no answer within {0:?}")]
     Silent(Duration),
+    /// Redis failed a call moments ago: this one did not wait for it ([`RETRY_AFTER`]).
+    #[error("Redis did not answer a moment ago")]
+    Resting,
 }
+
+/// After Redis fails a call, how long the calls that follow are decided without asking it.
+/// A Redis that drops packets would otherwise cost every call [`WAIT`]; one call asks again
+/// when this has passed.
+const RETRY_AFTER: Duration = Duration::from_millis(500);
 
 pub struct SharedLimiter {
     url: String,
@@ -88,6 +100,86 @@ pub struct SharedLimiter {
     files: TlsFiles,
     conn: ConnectionManager,
     script: redis::Script,
+    health: Health,
+}
+
+/// Whether Redis answers, as the calls that asked it found. Said in the log when it changes
+/// (a `WARN` when Redis stops answering or fails for another reason, an `INFO` when it
+/// answers again), never once per call: the calls decided without it are counted instead.
+struct Health {
+    epoch: std::time::Instant,
+    /// Until when, in milliseconds since `epoch`, calls do not ask Redis; 0 while it answers.
+    resting_until: AtomicU64,
+    /// Why Redis last failed, as logged; `None` while it answers.
+    failing: Mutex<Option<Reason>>,
+}
+
+/// What makes a failure worth another line: no answer in time (however it showed: toolgate's
+/// wait or the connection's), or an error of another kind (a certificate refused).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    NoAnswer,
+    Failed(redis::ErrorKind),
+}
+
+impl Unshared {
+    fn reason(&self) -> Reason {
+        match self {
+            Unshared::Failed(e) if !e.is_timeout() => Reason::Failed(e.kind()),
+            _ => Reason::NoAnswer,
+        }
+    }
+}
+
+impl Health {
+    fn new() -> Health {
+        Health {
+            epoch: std::time::Instant::now(),
+            resting_until: AtomicU64::new(0),
+            failing: Mutex::new(None),
+        }
+    }
+
+    /// Milliseconds since `epoch`, from 1 (0 means "answers").
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX) + 1
+    }
+
+    /// Whether this call asks Redis: always while it answers; once it failed, only one call
+    /// each [`RETRY_AFTER`].
+    fn ask(&self) -> bool {
+        let until = self.resting_until.load(Ordering::Relaxed);
+        if until == 0 {
+            return true;
+        }
+        let now = self.now();
+        let next = now + RETRY_AFTER.as_millis() as u64;
+        now >= until
+            && (self.resting_until)
+                .compare_exchange(until, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    fn failed(&self, why: &Unshared) {
+        let next = self.now() + RETRY_AFTER.as_millis() as u64;
+        self.resting_until.store(next, Ordering::Relaxed);
+        let mut failing = self.failing.locked();
+        if *failing != Some(why.reason()) {
+            tracing::warn!(error = %why, "shared rate limits unavailable: calls are decided by shared_state.on_unavailable until Redis answers");
+            *failing = Some(why.reason());
+        }
+    }
+
+    /// Most calls find Redis answering: one read, no write.
+    fn answered(&self) {
+        let resting = self.resting_until.load(Ordering::Relaxed) != 0;
+        if resting
+            && self.resting_until.swap(0, Ordering::Relaxed) != 0
+            && self.failing.locked().take().is_some()
+        {
+            tracing::info!("shared rate limits available again: Redis answers");
+        }
+    }
 }
 
 impl SharedLimiter {
@@ -119,6 +211,7 @@ impl SharedLimiter {
             files: tls_files(s),
             conn,
             script: redis::Script::new(SCRIPT),
+            health: Health::new(),
         })
     }
 
@@ -127,7 +220,8 @@ impl SharedLimiter {
         self.url == url && self.files == tls_files(s)
     }
 
-    /// The shared bucket's verdict; `Err` when Redis did not answer in time.
+    /// The shared bucket's verdict; `Err` when Redis did not answer in time, or failed a
+    /// call a moment ago.
     pub async fn admit(
         &self,
         client: &str,
@@ -148,8 +242,11 @@ impl SharedLimiter {
         invocation
             .arg(interval.as_micros() as u64)
             .arg(tolerance.as_micros() as u64);
+        if !self.health.ask() {
+            return Err(Unshared::Resting);
+        }
         let call = invocation.invoke_async::<u64>(&mut conn);
-        match tokio::time::timeout(WAIT, call).await {
+        let verdict = match tokio::time::timeout(WAIT, call).await {
             Ok(Ok(0)) => Ok(Ok(())),
             Ok(Ok(wait_us)) => Ok(Err(Limited {
                 retry_after: Duration::from_micros(wait_us),
@@ -157,6 +254,11 @@ impl SharedLimiter {
             })),
             Ok(Err(e)) => Err(Unshared::Failed(e)),
             Err(_) => Err(Unshared::Silent(WAIT)),
+        };
+        match &verdict {
+            Ok(_) => self.health.answered(),
+            Err(why) => self.health.failed(why),
         }
+        verdict
     }
 }

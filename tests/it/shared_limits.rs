@@ -242,7 +242,36 @@ async fn two_replicas_enforce_one_limit_and_survive_redis_going_away() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(forwarded >= 10, "Redis was read again: {forwarded}");
+    let back = |l: &str| l.contains("shared rate limits available again");
+    assert!(a.logs_when(back).await.lines().any(back), "{}", a.logs());
     drop(redis);
+}
+
+/// A Redis that takes connections and never answers (a partition that drops packets): every
+/// call is still answered and counted as decided without it, and the log says so once, not
+/// once per call.
+#[tokio::test]
+async fn a_silent_redis_is_said_once_not_once_per_call() {
+    let silent = common::SilentPeer::start().await;
+    let (up, _) = upstream().spawn().await;
+    let redis_url = format!("redis://{}/0", silent.addr);
+    let (a, _b) = replicas_of(&up, &redis_url, "on_unavailable = \"local\"").await;
+    // Fewer than the limit (10 a minute), which the replica's own bucket still holds.
+    for id in 0..8 {
+        let answer = post(&a.url(), None, call(id, "echo", json!({})))
+            .await
+            .answer();
+        assert_eq!(result_text(&answer), "echoed", "{answer}");
+    }
+    let m = a.admin_get("/metrics").await.text();
+    let series = r#"toolgate_shared_state_unavailable_total{decided="local"} 8"#;
+    assert!(m.contains(series), "{series} in\n{m}");
+    let said: Vec<String> = (a.logs().lines())
+        .filter(|l| l.contains("shared rate limits unavailable"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(said.len(), 1, "one line for 8 calls: {said:#?}");
+    assert!(said[0].contains("WARN"), "{said:?}");
 }
 
 #[tokio::test]
