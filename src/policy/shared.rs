@@ -142,7 +142,12 @@ impl Health {
 
     /// Milliseconds since `epoch`, from 1 (0 means "answers").
     fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX) + 1
+        u64::try_from(self.epoch.elapsed().as_millis()).map_or(u64::MAX, |ms| ms.saturating_add(1))
+    }
+
+    /// When the calls after one that failed now ask Redis again.
+    fn next_try(&self) -> u64 {
+        self.now().saturating_add(RETRY_AFTER.as_millis() as u64)
     }
 
     /// Whether this call asks Redis: always while it answers; once it failed, only one call
@@ -152,21 +157,19 @@ impl Health {
         if until == 0 {
             return true;
         }
-        let now = self.now();
-        let next = now + RETRY_AFTER.as_millis() as u64;
-        now >= until
+        self.now() >= until
             && (self.resting_until)
-                .compare_exchange(until, next, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(until, self.next_try(), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }
 
     fn failed(&self, why: &Unshared) {
-        let next = self.now() + RETRY_AFTER.as_millis() as u64;
-        self.resting_until.store(next, Ordering::Relaxed);
+        self.resting_until.store(self.next_try(), Ordering::Relaxed);
+        let reason = Some(why.reason());
         let mut failing = self.failing.locked();
-        if *failing != Some(why.reason()) {
+        if *failing != reason {
             tracing::warn!(error = %why, "shared rate limits unavailable: calls are decided by shared_state.on_unavailable until Redis answers");
-            *failing = Some(why.reason());
+            *failing = reason;
         }
     }
 
