@@ -265,3 +265,31 @@ impl SharedLimiter {
         verdict
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a failure the calls do not ask; once the rest is over exactly one asks, and an
+    /// answer lets every call ask again.
+    #[test]
+    fn after_a_failure_one_call_asks_again() {
+        let health = Health::new();
+        assert!(
+            health.ask() && health.ask(),
+            "while Redis answers, every call asks"
+        );
+        health.failed(&Unshared::Silent(WAIT));
+        assert!(!health.ask(), "a call just after a failure does not ask");
+        // The rest is over.
+        health.resting_until.store(1, Ordering::Relaxed);
+        assert!(health.ask(), "one call asks again");
+        assert!(!health.ask(), "and only one");
+        health.answered();
+        assert!(health.ask() && health.ask(), "an answer ends the rest");
+        assert!(
+            health.failing.locked().is_none(),
+            "the failure is forgotten"
+        );
+    }
+}
