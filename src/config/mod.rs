@@ -1002,6 +1002,9 @@ impl Config {
             }
         }
         self.admin_addr()?;
+        self.allowed_origins
+            .iter()
+            .try_for_each(|o| check_origin(o))?;
         if self.reload.interval < Duration::from_millis(100) {
             return Err(ConfigError(format!(
                 "reload.interval {:?} is too short: give at least 100ms",
@@ -1066,6 +1069,37 @@ impl Config {
                 ))
             }),
         }
+    }
+}
+
+/// An `allowed_origins` entry must be written as a browser sends `Origin`: `scheme://host`
+/// with its port only when it is not the scheme's default, and no path. Written otherwise
+/// (`app.example.com`, `https://app.example.com:443/ui`) it would match no request, and the
+/// page would be refused with nothing to say why. `"*"` and `"null"` are taken as written.
+fn check_origin(origin: &str) -> Result<(), ConfigError> {
+    let not = |why: String| Err(ConfigError(format!("allowed_origins {origin:?} {why}")));
+    if matches!(origin, "*" | "null") {
+        return Ok(());
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return not("is not an origin: write it as a browser sends it, scheme://host[:port] (\"https://app.example.com\")".into());
+    };
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    if scheme.is_empty() || host.is_empty() || host.contains(['/', '?', '#', '@']) {
+        return not(format!(
+            "is not an origin: an origin has no path, query or user; write \"{scheme}://HOST[:PORT]\""
+        ));
+    }
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "https" => ":443",
+        "http" => ":80",
+        _ => return Ok(()),
+    };
+    match host.strip_suffix(default_port) {
+        Some(bare) => not(format!(
+            "names the default port, which a browser leaves out of Origin: write \"{scheme}://{bare}\""
+        )),
+        None => Ok(()),
     }
 }
 

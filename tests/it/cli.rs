@@ -236,6 +236,42 @@ async fn a_named_server_is_a_url_or_a_command_with_only_what_applies() {
     }
 }
 
+/// An allowed origin is written as a browser sends `Origin`, or it would match no request:
+/// one that is not an origin, has a path or names the default port is refused with what to
+/// write; a trailing slash, capitals, another scheme, `"*"` and `"null"` are taken.
+#[tokio::test]
+async fn an_allowed_origin_is_written_as_browsers_send_it() {
+    let refused = [
+        (
+            "app.example.com",
+            "is not an origin: write it as a browser sends it, scheme://host[:port] (\"https://app.example.com\")",
+        ),
+        (
+            "https://app.example.com/ui",
+            "is not an origin: an origin has no path, query or user; write \"https://HOST[:PORT]\"",
+        ),
+        (
+            "https://app.example.com:443",
+            "names the default port, which a browser leaves out of Origin: write \"https://app.example.com\"",
+        ),
+        (
+            "http://[::1]:80",
+            "names the default port, which a browser leaves out of Origin: write \"http://[::1]\"",
+        ),
+    ];
+    for (origin, why) in refused {
+        let file = tempfile_lite::TempFile::new(&format!("allowed_origins = [\"{origin}\"]\n"));
+        let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+        assert_eq!(code, Some(1), "{origin}");
+        let said = format!("toolgate config check: allowed_origins \"{origin}\" {why}\n");
+        assert_eq!(err, said, "{origin}");
+    }
+    let taken = r#"allowed_origins = ["https://app.example.com/", "HTTPS://App.Example.com", "http://localhost:5173", "chrome-extension://abcdef", "null", "*"]"#;
+    let file = tempfile_lite::TempFile::new(taken);
+    let (code, out, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!((code, err.as_str()), (Some(0), ""), "{out}");
+}
+
 /// A bound at zero would refuse every call, session or connection, or check nothing, so it is
 /// refused by name, in the global tables and in a named server's own alike; a zero grace
 /// (stop at once) is not a bound and stays allowed.
