@@ -107,14 +107,20 @@ impl Authenticator {
         if !a.enabled() {
             return Ok(None);
         }
-        let mut tokens = Vec::new();
+        let mut tokens: Vec<(Box<[u8]>, Arc<str>)> = Vec::new();
         for t in &a.tokens {
             let what = format!("auth token {:?}", t.name);
             let value = config::secret(&what, t.env.as_deref(), t.file.as_deref())?;
-            tokens.push((
-                value.into_bytes().into_boxed_slice(),
-                Arc::from(t.name.as_str()),
-            ));
+            let value = value.into_bytes().into_boxed_slice();
+            // A token stands for one client: which name a shared one gave would depend on
+            // the order of the file.
+            if let Some((_, other)) = tokens.iter().find(|(v, n)| *v == value && **n != *t.name) {
+                return Err(ConfigError(format!(
+                    "auth tokens {other:?} and {:?} hold the same token: each client needs its own",
+                    t.name
+                )));
+            }
+            tokens.push((value, Arc::from(t.name.as_str())));
         }
         if let Some(url) = &a.public_url {
             let ok = url

@@ -391,6 +391,30 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
         "{err}"
     );
 
+    // A token stands for one client; two tokens for one client (a rotation) are fine.
+    let (one, two) = (
+        tempfile_lite::TempFile::new("a-token-of-32-characters-or-so-1"),
+        tempfile_lite::TempFile::new("a-token-of-32-characters-or-so-2"),
+    );
+    let token = |name: &str, file: &tempfile_lite::TempFile| {
+        format!(
+            "[[auth.tokens]]\nname = \"{name}\"\nfile = \"{}\"\n",
+            file.path.display()
+        )
+    };
+    let shared = [token("bob", &one), token("al", &one)].concat();
+    let file = tempfile_lite::TempFile::new(&shared);
+    let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "toolgate config check: configuration: auth tokens \"bob\" and \"al\" hold the same token: each client needs its own\n"
+    );
+    let rotation = [token("bob", &one), token("bob", &two)].concat();
+    let file = tempfile_lite::TempFile::new(&rotation);
+    let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+
     let redis =
         "[shared_state]\nredis_url = \"redis://127.0.0.1:9/0\"\nca_file = \"/etc/hostname\"\n";
     let file = tempfile_lite::TempFile::new(redis);
