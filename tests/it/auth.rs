@@ -303,6 +303,16 @@ async fn jwts_are_checked_for_signature_issuer_audience_expiry_and_scope() {
             "{case}: {c} / {}",
             r.text()
         );
+        // The operator reads why too (at debug), and never the token.
+        let logs = tg
+            .logs_when(|l| l.contains("credentials refused") && l.contains(says))
+            .await;
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("credentials refused") && l.contains(says)),
+            "{case}: {logs}"
+        );
+        assert!(!logs.contains(&token), "{case}: no token in the logs");
     }
 
     let no_scope = rsa.sign(&spoil("scope", json!("profile")));

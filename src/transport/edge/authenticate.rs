@@ -95,6 +95,9 @@ where
                         _ => "unauthorized",
                     };
                     let (status, challenge, message) = auth.challenge(&refusal, &to.path);
+                    // Why, for an operator whose issuer or audience does not match (never the
+                    // token): the access log says only that it was refused.
+                    tracing::debug!(upstream = %to.name, why = %message, "credentials refused");
                     let mut r = reply::transport(status, jsonrpc::INVALID_REQUEST, &message);
                     if let Ok(v) = HeaderValue::from_str(&challenge) {
                         r.headers_mut().insert(WWW_AUTHENTICATE, v);
