@@ -77,20 +77,41 @@ impl Server {
     }
 }
 
+/// A server to check: its name behind the gateway, how its report names it, and the
+/// configuration the gateway applies to it.
+pub struct Named {
+    pub name: String,
+    pub label: String,
+    pub server: Server,
+    pub cfg: Config,
+}
+
+impl Named {
+    /// The server on `/mcp`, named `default`.
+    pub fn default(server: Server, cfg: &Config) -> Named {
+        let label = server.label();
+        Named {
+            name: "default".into(),
+            label,
+            server,
+            cfg: cfg.clone(),
+        }
+    }
+}
+
 /// Every server a configuration names, each with the configuration the gateway applies to
 /// it: the server on `/mcp`, then each of `[[upstreams]]`, named in its label, with its own
 /// TLS, credential, validation settings and timeouts.
-pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
+pub fn servers_of(cfg: &Config) -> Vec<Named> {
     let mut servers = Vec::new();
     match (&cfg.upstream, cfg.command.is_empty()) {
-        (Some(url), _) => servers.push((Server::Http(url.clone()), url.clone(), cfg.clone())),
+        (Some(url), _) => servers.push(Named::default(Server::Http(url.clone()), cfg)),
         (None, false) => {
             let server = Server::Stdio {
                 command: cfg.command.clone(),
                 own_env: Vec::new(),
             };
-            let label = server.label();
-            servers.push((server, label, cfg.clone()))
+            servers.push(Named::default(server, cfg))
         }
         (None, true) => {}
     }
@@ -103,7 +124,13 @@ pub fn servers_of(cfg: &Config) -> Vec<(Server, String, Config)> {
             },
         };
         let label = format!("{} ({})", u.name, server.label());
-        servers.push((server, label, u.applied(cfg)));
+        let (name, cfg) = (u.name.clone(), u.applied(cfg));
+        servers.push(Named {
+            name,
+            label,
+            server,
+            cfg,
+        });
     }
     servers
 }

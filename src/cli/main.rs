@@ -12,6 +12,7 @@ use toolgate::Live;
 use toolgate::config::{Config, LogFormat, Overrides};
 
 mod check;
+mod rules;
 // The example server is the binary's own: the library ships it only to tests (feature `demo`),
 // and what tests read of it (the requests it saw) goes unused here.
 #[allow(dead_code)]
@@ -535,14 +536,13 @@ async fn check(
     let cfg = Config::load(config.as_deref(), &Overrides::default())?;
     // The server the command line names, else every one the file names.
     let servers = match (upstream, command.is_empty()) {
-        (Some(url), true) => vec![(check::Server::Http(url.clone()), url, cfg)],
+        (Some(url), true) => vec![check::Named::default(check::Server::Http(url), &cfg)],
         (None, false) => {
             let server = check::Server::Stdio {
                 command,
                 own_env: Vec::new(),
             };
-            let label = server.label();
-            vec![(server, label, cfg)]
+            vec![check::Named::default(server, &cfg)]
         }
         (None, true) => check::servers_of(&cfg),
         (Some(_), false) => {
@@ -554,16 +554,29 @@ async fn check(
             "toolgate check takes --upstream URL, a command after `--`, or a --config file that names servers"
         );
     }
-    let (mut reports, mut unlisted) = (Vec::new(), false);
-    for (server, label, cfg) in &servers {
-        match server.check(label, cfg).await {
-            Ok(report) => reports.push(report),
+    let (mut reports, mut listed) = (Vec::new(), Vec::new());
+    for s in &servers {
+        match s.server.check(&s.label, &s.cfg).await {
+            Ok(report) => {
+                listed.push(Some(report.tools.clone()));
+                reports.push(report);
+            }
             Err(e) => {
-                eprintln!("toolgate check: cannot list the tools of {label}: {e}");
-                unlisted = true;
+                eprintln!("toolgate check: cannot list the tools of {}: {e}", s.label);
+                listed.push(None);
             }
         }
     }
+    let found: Vec<rules::Found<'_>> = (servers.iter().zip(&listed))
+        .map(|(s, tools)| rules::Found {
+            name: &s.name,
+            tools: tools.as_deref(),
+        })
+        .collect();
+    for line in rules::unmatched(&cfg, &found) {
+        eprintln!("toolgate check: {line}");
+    }
+    let unlisted = listed.iter().any(Option::is_none);
     match (format, &reports[..]) {
         (Format::Text, _) => reports.iter().for_each(|r| print!("{}", r.text())),
         // One server, one object; several, an array of them in the file's order.

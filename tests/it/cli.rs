@@ -553,6 +553,72 @@ async fn check_reads_the_server_from_its_configuration() {
 /// its order, with the settings the gateway gives that server (here a credential of its own,
 /// under its own header's name), an HTTP one or a stdio one; a server that cannot be listed
 /// is said on stderr, the others are still reported, and the status is 2.
+/// A rule that names tools and matches none of the servers it applies to is said, where it
+/// is written (a misspelt deny list leaves its tool reachable); one that matches a tool of
+/// any of its servers, or applies to a server that could not be listed, is not.
+#[tokio::test]
+async fn check_says_which_rules_match_no_listed_tool() {
+    let (files, _) = Scripted::new(vec![open_tool("read_file"), open_tool("delete_file")])
+        .spawn()
+        .await;
+    let (billing, _) = Scripted::new(vec![open_tool("invoice")]).spawn().await;
+    let gone = format!("http://127.0.0.1:{}/mcp", closed_port());
+    let token = tempfile_lite::TempFile::new("a-token-of-32-characters-or-so-1");
+    let config = format!(
+        r#"upstream = "{files}"
+
+[validation]
+deny_tools = ["delete_fle", "delete_*"]
+[validation.tools.read_fil]
+mode = "audit"
+
+[[upstreams]]
+name = "billing"
+url = "{billing}"
+validation = {{ allow_tools = ["invoice", "refund"], tools = {{ invoic = {{ mode = "audit" }} }} }}
+
+[[upstreams]]
+name = "gone"
+url = "{gone}"
+validation = {{ deny_tools = ["anything"] }}
+
+[[auth.tokens]]
+name = "bot"
+file = "{}"
+
+[clients.bot]
+upstreams = ["default", "billing"]
+deny_tools = ["read_file"]
+tool_rate_limits = {{ invoic = "1/second" }}
+
+[clients."*"]
+deny_tools = ["refnd"]
+"#,
+        token.path.display()
+    );
+    let file = tempfile_lite::TempFile::new(&config);
+    let (code, _, err) =
+        run_toolgate(&["check", "--config", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(2), "one server cannot be listed: {err}");
+    let said: Vec<&str> = err.lines().filter(|l| !l.contains("cannot list")).collect();
+    let misspelt = |rule: &str| {
+        format!("toolgate check: {rule} matches no tool that its servers list: misspelt?")
+    };
+    // Not said: what matches on one of its servers (`delete_*`, `read_file`, `invoice`),
+    // and what applies to the server that could not be listed (`anything`, the global
+    // `read_fil`, every client's `refnd`).
+    assert_eq!(
+        said,
+        [
+            misspelt(r#"clients."bot".tool_rate_limits "invoic""#),
+            misspelt(r#"upstreams "billing" validation.allow_tools "refund""#),
+            misspelt(r#"upstreams "billing" validation.tools "invoic""#),
+            misspelt(r#"validation.deny_tools "delete_fle""#),
+        ],
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn check_lists_every_server_a_configuration_names_with_its_own_settings() {
     let (addr, _) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
