@@ -1005,6 +1005,7 @@ impl Config {
         self.allowed_origins
             .iter()
             .try_for_each(|o| check_origin(o))?;
+        check_log_level(&self.log.level)?;
         if self.reload.interval < Duration::from_millis(100) {
             return Err(ConfigError(format!(
                 "reload.interval {:?} is too short: give at least 100ms",
@@ -1069,6 +1070,28 @@ impl Config {
                 ))
             }),
         }
+    }
+}
+
+/// `log.level` is read as a tracing filter, whose every directive must name a level: `info`,
+/// or `target=level`. A word that is no level (`verbose`) would be read as a target to log
+/// alone, and every other line, errors included, would be left out.
+fn check_log_level(filter: &str) -> Result<(), ConfigError> {
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    let is_level = |w: &str| LEVELS.iter().any(|l| l.eq_ignore_ascii_case(w.trim()));
+    let bad = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .find(|d| match d.rsplit_once('=') {
+            Some((target, level)) => target.trim().is_empty() || !is_level(level),
+            None => !is_level(d),
+        });
+    match bad {
+        Some(d) => Err(ConfigError(format!(
+            "log.level {filter:?}: {d:?} is neither a level (trace, debug, info, warn, error, off) nor target=level (\"info,toolgate=debug\")"
+        ))),
+        None => Ok(()),
     }
 }
 

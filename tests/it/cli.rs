@@ -459,6 +459,26 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
         assert!(err.contains(&expected), "{err}");
     }
 
+    // A log level that is no level would be read as a target, leaving out every other line.
+    for (level, directive) in [
+        ("verbose", "verbose"),
+        ("info,toolgate=loud", "toolgate=loud"),
+    ] {
+        let file = tempfile_lite::TempFile::new(&format!("[log]\nlevel = \"{level}\"\n"));
+        let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "toolgate config check: log.level \"{level}\": \"{directive}\" is neither a level (trace, debug, info, warn, error, off) nor target=level (\"info,toolgate=debug\")\n"
+            )
+        );
+    }
+    let file =
+        tempfile_lite::TempFile::new("[log]\nlevel = \"WARN,toolgate=debug,hyper[conn]=off\"\n");
+    let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+
     let file = tempfile_lite::TempFile::new("[limits]\nidle_timeout = 5\n");
     let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
     assert_eq!(code, Some(1), "{err}");
