@@ -200,6 +200,51 @@ async fn server_stderr_becomes_log_lines_without_the_servers_arguments() {
     );
 }
 
+/// A line on a server's stdout that is not JSON (a banner) reaches no client, under either
+/// front, and is said once at `WARN`, without its text.
+#[tokio::test]
+async fn a_line_on_stdout_that_is_not_json_is_dropped_and_said() {
+    let command = common::peers::stdio_fixture(&["--banner"]).await;
+    let said_once = |logs: &str| {
+        let said: Vec<&str> = logs.lines().filter(|l| l.contains("not JSON")).collect();
+        assert_eq!(said.len(), 1, "{logs}");
+        assert!(said[0].contains("WARN") && !said[0].contains("stdio-fixture starting"));
+    };
+
+    // The pipe's client reads only messages (its first line is the answer to initialize).
+    let (mut g, _) = StdioGate::start(&command, None);
+    g.initialize().await;
+    said_once(&g.logs_when(|l| l.contains("not JSON")).await);
+
+    // An HTTP client's stream carries the server's first message, not the banner before it.
+    let tg = common::Toolgate::in_front_of(&command, None).await;
+    let session = common::open_session(&tg.url()).await;
+    let req = http::Request::get(tg.url())
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = common::client().request(req).await.unwrap();
+    let r = common::post(
+        &tg.url(),
+        Some(&session),
+        common::call(1, "notify", json!({})),
+    )
+    .await;
+    assert_eq!(common::result_text(&r.json()), "notified");
+    use http_body_util::BodyExt;
+    let mut body = resp.into_body();
+    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+    let first = &common::sse_messages(&text)[0];
+    assert_eq!(first["method"], "notifications/message", "{text}");
+    said_once(&tg.logs_when(|l| l.contains("not JSON")).await);
+}
+
 /// A configuration shared with `serve` names servers the pipe does not serve: it still works,
 /// and a warning names what is left out.
 #[tokio::test]

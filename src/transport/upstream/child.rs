@@ -342,6 +342,27 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, program: String, pid: O
     }
 }
 
+fn is_json(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+}
+
+/// A line of the child's stdout that is not JSON is dropped: said once at `WARN` for each
+/// child (the mistake is the server's, and a server that logs on stdout would flood the log),
+/// and at `DEBUG` after. Its text is never logged: it may hold anything.
+fn not_json(bytes: usize, said: &mut bool) {
+    if std::mem::replace(said, true) {
+        tracing::debug!(
+            bytes,
+            "the tool server wrote a line on stdout that is not JSON; dropped"
+        );
+    } else {
+        tracing::warn!(
+            bytes,
+            "the tool server wrote a line on stdout that is not JSON; dropped (stdout carries only messages, a server's own output belongs on stderr)"
+        );
+    }
+}
+
 /// The child's stdout: each line goes to whoever waits for its id, or else to `handler`;
 /// at its end, the waiters are let go and `handler` is told how the child ended.
 async fn read_stdout(
@@ -377,12 +398,18 @@ async fn read_stdout(
             None => handler(FromChild::Message(line)),
         }
     };
+    let mut said_not_json = false;
     loop {
         match read_line(&mut r, max_line).await {
             Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Line::Whole(l)) => {
                 let line = Bytes::from(l);
-                deliver(response_id(&line), line);
+                match response_id(&line) {
+                    Some(id) => deliver(Some(id), line),
+                    None if is_json(&line) => deliver(None, line),
+                    // A banner or a log line on stdout: no client could read it as a message.
+                    None => not_json(line.len(), &mut said_not_json),
+                }
             }
             // Answered all the same, as an error in the answer's place: whoever waits for
             // that id gets it, as a line the child could have written.
