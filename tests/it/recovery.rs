@@ -313,25 +313,10 @@ async fn what_a_stdio_server_asks_before_the_get_stream_opens_still_reaches_the_
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     // The GET stream opens only now; the request is waiting for it.
-    let req = http::Request::get(tg.url())
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .body(http_body_util::Full::new(bytes::Bytes::new()))
-        .unwrap();
-    let resp = common::client().request(req).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let mut body = resp.into_body();
+    let mut body = common::get_stream(&tg.url(), &session).await;
     let mut text = String::new();
-    use http_body_util::BodyExt;
     while !text.contains("roots/list") {
-        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
-            .await
-            .expect("the stream carries the server's request")
-            .unwrap()
-            .unwrap();
-        if let Ok(data) = frame.into_data() {
-            text.push_str(&String::from_utf8_lossy(&data));
-        }
+        text.push_str(&common::next_frame(&mut body, Duration::from_secs(10)).await);
     }
     let asked = sse_messages(&text)
         .into_iter()

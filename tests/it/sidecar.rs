@@ -184,25 +184,12 @@ async fn limits_idle_reaping_and_the_get_stream() {
     );
 
     // What the child sends on its own arrives on the session's GET stream.
-    let req = http::Request::get(tg.url())
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &a)
-        .body(http_body_util::Full::new(bytes::Bytes::new()))
-        .unwrap();
-    let resp = client().request(req).await.unwrap();
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = get_stream(&tg.url(), &a).await;
     let r = post(&tg.url(), Some(&a), call(1, "notify", json!({})))
         .await
         .json();
     assert_eq!(result_text(&r), "notified");
-    use http_body_util::BodyExt;
-    let mut body = resp.into_body();
-    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+    let text = next_frame(&mut body, Duration::from_secs(5)).await;
     assert_eq!(
         sse_messages(&text),
         vec![

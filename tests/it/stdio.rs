@@ -219,12 +219,7 @@ async fn a_line_on_stdout_that_is_not_json_is_dropped_and_said() {
     // An HTTP client's stream carries the server's first message, not the banner before it.
     let tg = common::Toolgate::in_front_of(&command, None).await;
     let session = common::open_session(&tg.url()).await;
-    let req = http::Request::get(tg.url())
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .body(http_body_util::Full::new(bytes::Bytes::new()))
-        .unwrap();
-    let resp = common::client().request(req).await.unwrap();
+    let mut stream = common::get_stream(&tg.url(), &session).await;
     let r = common::post(
         &tg.url(),
         Some(&session),
@@ -232,14 +227,7 @@ async fn a_line_on_stdout_that_is_not_json_is_dropped_and_said() {
     )
     .await;
     assert_eq!(common::result_text(&r.json()), "notified");
-    use http_body_util::BodyExt;
-    let mut body = resp.into_body();
-    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+    let text = common::next_frame(&mut stream, Duration::from_secs(5)).await;
     let first = &common::sse_messages(&text)[0];
     assert_eq!(first["method"], "notifications/message", "{text}");
     said_once(&tg.logs_when(|l| l.contains("not JSON")).await);

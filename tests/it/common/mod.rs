@@ -413,6 +413,33 @@ pub async fn request(
     }
 }
 
+/// Opens a session's GET stream, where what a server sends on its own arrives.
+pub async fn get_stream(url: &str, session: &str) -> hyper::body::Incoming {
+    let req = Request::get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = client().request(req).await.unwrap();
+    assert_eq!(resp.status(), 200, "the GET stream opens");
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    resp.into_body()
+}
+
+/// The text a stream's next data frame carries, within `wait`.
+pub async fn next_frame(body: &mut hyper::body::Incoming, wait: Duration) -> String {
+    loop {
+        let frame = tokio::time::timeout(wait, body.frame())
+            .await
+            .expect("a frame in time")
+            .expect("the stream goes on")
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            return String::from_utf8_lossy(&data).into_owned();
+        }
+    }
+}
+
 /// POSTs a JSON-RPC body the way MCP clients do.
 pub async fn post(url: &str, session: Option<&str>, body: impl Into<Bytes>) -> Reply {
     let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
