@@ -190,9 +190,6 @@ pub async fn serve(
     Ok(())
 }
 
-/// `limits.max_connections`, but never more than half the descriptor limit: upstream
-/// connections, stdio children's pipes and the admin listener need descriptors too, and a
-/// listener out of them stops answering everyone.
 /// A stdio server whose program cannot be found is said once, at start: toolgate serves on
 /// (the other servers, and this one once its program is there), refusing its sessions, as
 /// `/readyz` says.
@@ -209,6 +206,9 @@ fn say_unstartable(gw: &crate::gateway::Gateway) {
     }
 }
 
+/// `limits.max_connections`, but never more than half the descriptor limit: upstream
+/// connections, stdio children's pipes and the admin listener need descriptors too, and a
+/// listener out of them stops answering everyone.
 fn connection_cap(configured: usize) -> usize {
     use nix::sys::resource::{Resource, getrlimit};
     let budget = getrlimit(Resource::RLIMIT_NOFILE)

@@ -459,9 +459,10 @@ pub(crate) fn find_program(command: &[String]) -> Result<(), NotStartable> {
         std::env::var_os("PATH")
             .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
     };
-    match found {
-        true => Ok(()),
-        false => Err(NotStartable::NotFound(program.clone())),
+    if found {
+        Ok(())
+    } else {
+        Err(NotStartable::NotFound(program.clone()))
     }
 }
 
