@@ -79,18 +79,18 @@ impl Server {
 
 /// A server to check: its name behind the gateway, how its report names it, and the
 /// configuration the gateway applies to it.
-pub struct Named {
+pub struct ToCheck {
     pub name: String,
     pub label: String,
     pub server: Server,
     pub cfg: Config,
 }
 
-impl Named {
+impl ToCheck {
     /// The server on `/mcp`, named `default`.
-    pub fn default(server: Server, cfg: &Config) -> Named {
+    pub fn on_mcp(server: Server, cfg: &Config) -> ToCheck {
         let label = server.label();
-        Named {
+        ToCheck {
             name: "default".into(),
             label,
             server,
@@ -102,16 +102,16 @@ impl Named {
 /// Every server a configuration names, each with the configuration the gateway applies to
 /// it: the server on `/mcp`, then each of `[[upstreams]]`, named in its label, with its own
 /// TLS, credential, validation settings and timeouts.
-pub fn servers_of(cfg: &Config) -> Vec<Named> {
+pub fn servers_of(cfg: &Config) -> Vec<ToCheck> {
     let mut servers = Vec::new();
     match (&cfg.upstream, cfg.command.is_empty()) {
-        (Some(url), _) => servers.push(Named::default(Server::Http(url.clone()), cfg)),
+        (Some(url), _) => servers.push(ToCheck::on_mcp(Server::Http(url.clone()), cfg)),
         (None, false) => {
             let server = Server::Stdio {
                 command: cfg.command.clone(),
                 own_env: Vec::new(),
             };
-            servers.push(Named::default(server, cfg))
+            servers.push(ToCheck::on_mcp(server, cfg))
         }
         (None, true) => {}
     }
@@ -125,7 +125,7 @@ pub fn servers_of(cfg: &Config) -> Vec<Named> {
         };
         let label = format!("{} ({})", u.name, server.label());
         let (name, cfg) = (u.name.clone(), u.applied(cfg));
-        servers.push(Named {
+        servers.push(ToCheck {
             name,
             label,
             server,

@@ -536,13 +536,13 @@ async fn check(
     let cfg = Config::load(config.as_deref(), &Overrides::default())?;
     // The server the command line names, else every one the file names.
     let servers = match (upstream, command.is_empty()) {
-        (Some(url), true) => vec![check::Named::default(check::Server::Http(url), &cfg)],
+        (Some(url), true) => vec![check::ToCheck::on_mcp(check::Server::Http(url), &cfg)],
         (None, false) => {
             let server = check::Server::Stdio {
                 command,
                 own_env: Vec::new(),
             };
-            vec![check::Named::default(server, &cfg)]
+            vec![check::ToCheck::on_mcp(server, &cfg)]
         }
         (None, true) => check::servers_of(&cfg),
         (Some(_), false) => {
