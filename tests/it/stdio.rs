@@ -200,21 +200,28 @@ async fn server_stderr_becomes_log_lines_without_the_servers_arguments() {
     );
 }
 
-/// A line on a server's stdout that is not JSON (a banner) reaches no client, under either
-/// front, and is said once at `WARN`, without its text.
+/// A line on a server's stdout that is not a JSON-RPC message (a banner) reaches no client,
+/// under either front, and is said once at `WARN`, without its text.
 #[tokio::test]
-async fn a_line_on_stdout_that_is_not_json_is_dropped_and_said() {
+async fn a_line_on_stdout_that_is_no_message_is_dropped_and_said() {
     let command = common::peers::stdio_fixture(&["--banner"]).await;
+    // Two lines, text then JSON: the first said at WARN, the second at DEBUG.
+    const SAID: &str = "not a JSON-RPC message";
+    let both = |logs: &str| logs.matches(SAID).count() >= 2;
     let said_once = |logs: &str| {
-        let said: Vec<&str> = logs.lines().filter(|l| l.contains("not JSON")).collect();
-        assert_eq!(said.len(), 1, "{logs}");
-        assert!(said[0].contains("WARN") && !said[0].contains("stdio-fixture starting"));
+        let said: Vec<&str> = logs.lines().filter(|l| l.contains(SAID)).collect();
+        assert_eq!(said.len(), 2, "{logs}");
+        assert!(
+            said[0].contains("WARN") && said[1].contains("DEBUG"),
+            "{said:?}"
+        );
+        assert!(!logs.contains("stdio-fixture starting") && !logs.contains("no message either"));
     };
 
     // The pipe's client reads only messages (its first line is the answer to initialize).
     let (mut g, _) = StdioGate::start(&command, None);
     g.initialize().await;
-    said_once(&g.logs_when(|l| l.contains("not JSON")).await);
+    said_once(&g.logs_when(both).await);
 
     // An HTTP client's stream carries the server's first message, not the banner before it.
     let tg = common::Toolgate::in_front_of(&command, None).await;
@@ -230,7 +237,7 @@ async fn a_line_on_stdout_that_is_not_json_is_dropped_and_said() {
     let text = common::next_frame(&mut stream, Duration::from_secs(5)).await;
     let first = &common::sse_messages(&text)[0];
     assert_eq!(first["method"], "notifications/message", "{text}");
-    said_once(&tg.logs_when(|l| l.contains("not JSON")).await);
+    said_once(&tg.logs_when(both).await);
 }
 
 /// A configuration shared with `serve` names servers the pipe does not serve: it still works,

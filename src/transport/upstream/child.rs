@@ -342,23 +342,24 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, program: String, pid: O
     }
 }
 
-fn is_json(line: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+fn is_message(line: &[u8]) -> bool {
+    matches!(jsonrpc::parse(line), Ok(Parsed::Single(_)))
 }
 
-/// A line of the child's stdout that is not JSON is dropped: said once at `WARN` for each
-/// child (the mistake is the server's, and a server that logs on stdout would flood the log),
-/// and at `DEBUG` after. Its text is never logged: it may hold anything.
-fn not_json(bytes: usize, said: &mut bool) {
+/// A line of the child's stdout that is not one JSON-RPC message is dropped, whichever front
+/// serves the child: said once at `WARN` for each child (the mistake is the server's, and a
+/// server that logs on stdout would flood the log), and at `DEBUG` after. Its text is never
+/// logged: it may hold anything.
+fn not_a_message(bytes: usize, said: &mut bool) {
     if std::mem::replace(said, true) {
         tracing::debug!(
             bytes,
-            "the tool server wrote a line on stdout that is not JSON; dropped"
+            "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped"
         );
     } else {
         tracing::warn!(
             bytes,
-            "the tool server wrote a line on stdout that is not JSON; dropped (stdout carries only messages, a server's own output belongs on stderr)"
+            "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped (stdout carries only messages, a server's own output belongs on stderr)"
         );
     }
 }
@@ -398,7 +399,7 @@ async fn read_stdout(
             None => handler(FromChild::Message(line)),
         }
     };
-    let mut said_not_json = false;
+    let mut said_not_a_message = false;
     loop {
         match read_line(&mut r, max_line).await {
             Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
@@ -406,9 +407,9 @@ async fn read_stdout(
                 let line = Bytes::from(l);
                 match response_id(&line) {
                     Some(id) => deliver(Some(id), line),
-                    None if is_json(&line) => deliver(None, line),
+                    None if is_message(&line) => deliver(None, line),
                     // A banner or a log line on stdout: no client could read it as a message.
-                    None => not_json(line.len(), &mut said_not_json),
+                    None => not_a_message(line.len(), &mut said_not_a_message),
                 }
             }
             // Answered all the same, as an error in the answer's place: whoever waits for
