@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use toolgate::Gateway;
 use toolgate::Live;
-use toolgate::config::{Config, LogFormat, Overrides};
+use toolgate::config::{Config, LogFormat, Overrides, names_listener};
 
 mod check;
 mod rules;
@@ -236,6 +236,12 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     };
     let grace = cfg.limits.shutdown_grace;
     let gw = Gateway::new(cfg)?;
+    if let Some(t) = gw.targets.iter().find(|t| names_listener(&t.url, addr)) {
+        anyhow::bail!(toolgate::config::ConfigError(format!(
+            "the server {:?} ({}) is this gateway's own listener: each request would come back to it",
+            &*t.name, t.url
+        )));
+    }
     let live = Live::new(gw.clone());
     // Everything the configuration names is read before toolgate says it listens.
     let edge = toolgate::Edge::new(&live)?;

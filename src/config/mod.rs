@@ -1126,6 +1126,33 @@ fn check_origin(origin: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// Whether a server URL names the listener at `listen` (an address, or `localhost` for a
+/// loopback listener; an unspecified listener takes every loopback address): a gateway in
+/// front of itself would send each request back to itself, and on again, until connections
+/// and memory ran out.
+pub fn names_listener(url: &str, listen: SocketAddr) -> bool {
+    let Ok(uri) = parse_upstream_url(url) else {
+        return false;
+    };
+    let default_port = if uri.scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    };
+    if uri.port_u16().unwrap_or(default_port) != listen.port() {
+        return false;
+    }
+    let host = uri.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let at = listen.ip();
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip == at || (ip.is_loopback() && at.is_unspecified()),
+        Err(_) => {
+            host.eq_ignore_ascii_case("localhost") && (at.is_loopback() || at.is_unspecified())
+        }
+    }
+}
+
 /// An upstream URL must be absolute `http://` or `https://`: saying so at the start beats
 /// failing on the first request.
 pub fn parse_upstream_url(url: &str) -> Result<http::Uri, ConfigError> {
@@ -1147,6 +1174,30 @@ pub struct ConfigError(pub String);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_url_that_names_the_listener_is_told_apart() {
+        let at = |a: &str| a.parse::<SocketAddr>().unwrap();
+        for (url, listen) in [
+            ("http://127.0.0.1:8080/mcp", "127.0.0.1:8080"),
+            ("http://LOCALHOST:8080/mcp", "127.0.0.1:8080"),
+            ("http://127.0.0.1:8080/mcp", "0.0.0.0:8080"),
+            ("http://[::1]:8080/mcp", "[::1]:8080"),
+            ("http://localhost:8080/mcp", "[::]:8080"),
+            ("https://10.0.0.5/mcp", "10.0.0.5:443"),
+        ] {
+            assert!(names_listener(url, at(listen)), "{url} at {listen}");
+        }
+        for (url, listen) in [
+            ("http://127.0.0.1:8081/mcp", "127.0.0.1:8080"),
+            ("http://127.0.0.2:8080/mcp", "127.0.0.1:8080"),
+            ("http://10.0.0.5:8080/mcp", "0.0.0.0:8080"),
+            ("http://mcp.internal:8080/mcp", "0.0.0.0:8080"),
+            ("https://10.0.0.5/mcp", "10.0.0.5:80"),
+        ] {
+            assert!(!names_listener(url, at(listen)), "{url} at {listen}");
+        }
+    }
 
     #[test]
     fn a_secret_is_read_only_from_a_regular_file() {

@@ -842,6 +842,33 @@ async fn serve_configured(url: &str, config: &str) -> (Option<i32>, String) {
     serve_fails(&args).await
 }
 
+/// A server at the gateway's own listener would send each request back to it, and on again:
+/// refused at start, whether the URL names the address or `localhost`.
+#[tokio::test]
+async fn a_server_at_the_gateways_own_listener_is_refused_at_start() {
+    let port = closed_port();
+    let listen = format!("127.0.0.1:{port}");
+    for host in ["127.0.0.1", "localhost"] {
+        let upstream = format!("http://{host}:{port}/mcp");
+        let args = [
+            "--listen",
+            &listen,
+            "--admin-listen",
+            "off",
+            "--upstream",
+            &upstream,
+        ];
+        let (code, err) = serve_fails(&args).await;
+        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "toolgate: configuration: the server \"default\" ({upstream}) is this gateway's own listener: each request would come back to it\n"
+            )
+        );
+    }
+}
+
 /// What the configuration names and cannot be used stops toolgate before anything listens:
 /// exit status 1 and one line that says what, whatever `RUST_BACKTRACE` says.
 #[tokio::test]
