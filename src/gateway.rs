@@ -323,11 +323,7 @@ impl Gateway {
     /// The client a request comes from, with the rules that apply to it; `None` when there
     /// is neither an identity nor a rule for anyone.
     pub fn client(&self, identity: Option<Arc<str>>) -> Option<Client> {
-        let rules = identity
-            .as_deref()
-            .and_then(|n| self.clients.get(n))
-            .or_else(|| self.clients.get("*"))
-            .cloned();
+        let rules = self.rules_of(identity.as_deref()).cloned();
         if rules.is_none() && identity.is_none() {
             return None;
         }
@@ -335,6 +331,13 @@ impl Gateway {
             name: identity.unwrap_or_else(|| self.anonymous.clone()),
             rules,
         })
+    }
+
+    /// The `[clients]` rules of `identity`, else those of `"*"`.
+    pub(crate) fn rules_of(&self, identity: Option<&str>) -> Option<&Arc<ClientRules>> {
+        identity
+            .and_then(|n| self.clients.get(n))
+            .or_else(|| self.clients.get("*"))
     }
 
     /// A fresh id for a message toolgate sends or writes on its own behalf.

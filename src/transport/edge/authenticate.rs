@@ -76,10 +76,8 @@ where
                 // The gateway `call` found `[auth]` in; never taken, and no panic if it were.
                 return inner.call(Routed { inbound, target }).await;
             };
-            let reaches = |name: &std::sync::Arc<str>| {
-                let rules = gw.client(Some(name.clone())).and_then(|c| c.rules);
-                rules.is_none_or(|r| r.reaches(&to.name))
-            };
+            let reaches =
+                |name: &str| (gw.rules_of(Some(name))).is_none_or(|r| r.reaches(&to.name));
             let authenticated = match auth.authenticate(&head.headers, &to.path).await {
                 Ok(identity) if !reaches(&identity.name) => Err(Refusal::NotForThisServer),
                 other => other,
