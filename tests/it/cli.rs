@@ -85,9 +85,18 @@ async fn the_demo_walkthrough_works_as_printed_with_auth() {
         }
         answers.push(r.json());
     }
-    let code = &answers[1]["result"]["_meta"]["toolgate/validation"]["code"];
-    assert_eq!(code, "invalid_arguments", "{}", answers[1]);
-    assert_eq!(result_text(&answers[2]), "12", "{}", answers[2]);
+    assert_eq!(
+        answers[1]["result"]["_meta"],
+        json!({"toolgate/validation": {"code": "invalid_arguments", "tool": "book_flight",
+            "parameter_errors": {
+                "/departureDate": "must match the pattern ^\\d{2}/\\d{2}/\\d{4}$, got \"2031-08-08\"",
+                "/passengers": "must be at most 9, got 12"}}})
+    );
+    assert_eq!(
+        answers[2],
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "12"}],
+            "structuredContent": {"result": 12}}})
+    );
 }
 
 /// A printed `curl` command's URL, its `-H` headers and its `-d` body.
