@@ -82,6 +82,18 @@ impl UpstreamError {
         }
     }
 
+    /// The failure's kind, as the log tells one from another.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            UpstreamError::Unreachable(_) => "unreachable",
+            UpstreamError::Untrusted(_) => "untrusted",
+            UpstreamError::Timeout(_) => "timeout",
+            UpstreamError::NotJsonRpc(_) => "not_jsonrpc",
+            UpstreamError::OverLimit(_) => "over_limit",
+            UpstreamError::CannotStart(_) => "cannot_start",
+        }
+    }
+
     /// Whether the same request may succeed later.
     pub fn retry_hint(&self) -> &'static str {
         match self {

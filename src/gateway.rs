@@ -42,6 +42,8 @@ pub struct Target {
     rules: HashMap<String, ToolRules>,
     /// Its series in the metrics every message counts in, found once.
     pub series: crate::metrics::UpstreamSeries,
+    /// What the log has said of its requests that got no usable answer.
+    pub failures: crate::pipeline::failures::FailureLog,
 }
 
 impl Target {
@@ -77,6 +79,7 @@ impl Target {
             limits: applied.limits.clone(),
             stdio: applied.stdio.clone(),
             rules,
+            failures: Default::default(),
         })
     }
 

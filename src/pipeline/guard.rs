@@ -450,12 +450,12 @@ fn listing_failed<R>(
     let target = call.target;
     let answer = match failed {
         ListFailed::Relay(r) => return Decision::Relay(r),
-        ListFailed::Unavailable(e) => {
-            tracing::warn!(upstream = %target.name, tool = shown(tool), error = %e, "tools/call: could not list tools");
-            super::failed(gw, target, call.era, Some(call.id), true, &e)
-        }
+        ListFailed::Unavailable(e) => super::failed(gw, target, call.era, Some(call.id), true, &e),
         ListFailed::Refused(why) => {
-            tracing::warn!(upstream = %target.name, tool = shown(tool), error = %why, "tools/call: tools/list failed");
+            let said = format_args!("the tools/list it needed was refused: {why}");
+            target
+                .failures
+                .failed(&target.name, "tools_list_refused", &said);
             let text = format!(
                 "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
             );
@@ -468,7 +468,8 @@ fn listing_failed<R>(
             )
         }
     };
-    count(gw, target, tool, "upstream_error");
+    // No listing named the tool: its name is the client's.
+    count(gw, target, UNLISTED, "upstream_error");
     answered("upstream_error", answer)
 }
 

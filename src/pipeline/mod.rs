@@ -10,9 +10,9 @@
 //! - [`settle`] makes of it what the client is sent: the rules' replacement, or the answer
 //!   completed for the client's era ([`bridge::complete`]).
 //!
-//! A message that gets no usable answer is answered and counted in one place too:
+//! A message that gets no usable answer is answered, counted and logged in one place too:
 //! [`unanswered`] for a forwarded request, [`undecided`] for one whose server could not take
-//! it before it was decided.
+//! it before it was decided; [`failures`] keeps a server that is down from flooding the log.
 
 pub mod answer;
 pub(crate) mod asked;
@@ -20,6 +20,7 @@ pub mod bridge;
 pub mod canon;
 pub(crate) mod carried;
 pub mod engine;
+pub(crate) mod failures;
 pub mod guard;
 pub mod learn;
 pub mod step;
@@ -119,7 +120,7 @@ pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<
 
 /// toolgate's answer for a request no usable answer came for: the reason, or with
 /// `errors.mask_internal` a reference under which the reason is logged (it may name the
-/// server's address or a file path).
+/// server's address or a file path). Unmasked, the reason is logged as [`failures`] says.
 pub fn failed(
     gw: &Gateway,
     target: &Target,
@@ -129,6 +130,7 @@ pub fn failed(
     e: &UpstreamError,
 ) -> answer::Answer {
     if !gw.config.errors.mask_internal {
+        target.failures.failed(&target.name, e.kind(), e);
         return answer::Answer::upstream_failed(era, id, is_call, e);
     }
     let reference = gw.next_id();

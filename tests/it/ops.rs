@@ -3,6 +3,7 @@
 
 use crate::common;
 use common::scripted::{Script, Scripted, open_tool};
+use common::stdio_gate::StdioGate;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -408,4 +409,87 @@ async fn json_logs_keep_lists_as_arrays() {
     assert_eq!(line["fields"]["keywords"], json!(["pattern"]), "{line}");
     assert_eq!(line["fields"]["outcome"], "rejected_invalid", "{line}");
     assert_eq!(line["fields"]["tool"], "book_flight", "{line}");
+}
+
+/// A server that is down fails every request sent to it. The log says so once, not once per
+/// request, whichever front the requests came through; each request is still answered with
+/// why, and counted.
+#[tokio::test]
+async fn a_server_that_is_down_is_said_once_not_per_request() {
+    const CALLS: usize = 20;
+    let gone = format!("http://127.0.0.1:{}/mcp", closed_port());
+    let said = |logs: &str, level: &str| {
+        logs.lines()
+            .filter(|l| l.contains(level) && l.contains("no usable answer from the tool server"))
+            .count()
+    };
+    let unavailable = |a: &serde_json::Value| {
+        assert_eq!(
+            a["result"]["_meta"]["toolgate/upstream"]["code"], "upstream_unavailable",
+            "{a}"
+        );
+    };
+
+    let tg = Toolgate::serve(&gone, None).await;
+    for id in 0..CALLS as i64 {
+        unavailable(
+            &post(&tg.url(), None, call(id, "add", json!({})))
+                .await
+                .json(),
+        );
+    }
+    let logs = tg.logs_when(|l| said(l, "") == CALLS).await;
+    assert_eq!(
+        (said(&logs, "WARN"), said(&logs, "DEBUG")),
+        (1, CALLS - 1),
+        "{logs}"
+    );
+    let metrics = tg.admin_get("/metrics").await.text();
+    assert!(
+        metrics.contains(&format!(
+            "toolgate_tool_calls_total{{upstream=\"default\",tool=\"(unlisted)\",outcome=\"upstream_error\"}} {CALLS}"
+        )),
+        "{metrics}"
+    );
+
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), gone]);
+    for id in 0..CALLS as i64 {
+        let a = g.ask(serde_json::from_str(&call(id, "add", json!({}))).unwrap());
+        unavailable(&a.await);
+    }
+    let logs = g.logs_when(|l| said(l, "") == CALLS).await;
+    assert_eq!(
+        (said(&logs, "WARN"), said(&logs, "DEBUG")),
+        (1, CALLS - 1),
+        "{logs}"
+    );
+}
+
+/// A text logged from outside (here a server's error, logged under the reference its client
+/// got) cannot start a line of its own: its line breaks are written escaped, so no value can
+/// forge a line that reads as toolgate's.
+#[tokio::test]
+async fn a_logged_text_cannot_forge_a_line() {
+    let forged = "2026-11-30T00:00:00.000000Z ERROR toolgate: forged";
+    let (up, _) = Scripted::new(vec![open_tool("fail")])
+        .script(
+            "fail",
+            Script::Error(json!({"code": -32603, "message": format!("boom\n{forged}\rX")})),
+        )
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&up, Some("[errors]\nmask_internal = true\n")).await;
+    let a = post(&tg.url(), None, call(1, "fail", json!({})))
+        .await
+        .json();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    let logs = tg
+        .logs_when(|l| l.contains("masked an upstream error"))
+        .await;
+    let line = logs
+        .lines()
+        .find(|l| l.contains("masked an upstream error"))
+        .unwrap();
+    assert!(line.contains(&format!("boom\\n{forged}\\rX")), "{line}");
+    assert!(!logs.lines().any(|l| l.starts_with(forged)), "{logs}");
 }

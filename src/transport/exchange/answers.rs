@@ -307,7 +307,6 @@ fn unchanged(parts: http::response::Parts, bytes: Bytes, as_sent: bool) -> Respo
 
 /// The answer to a request whose upstream answered something that is not JSON-RPC.
 fn not_jsonrpc(gw: &Gateway, pending: &Pending, what: String) -> Response {
-    tracing::warn!(upstream = %pending.target.name, answer = %what, "upstream answered a request with something that is not JSON-RPC");
     unusable(gw, pending, &UpstreamError::NotJsonRpc(what))
 }
 

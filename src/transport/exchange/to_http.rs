@@ -505,10 +505,7 @@ pub(crate) fn forward<'a>(
                 note.outcome = "forwarded";
                 Box::pin(answers::response(gw, pending, reading, resp)).await
             }
-            Err(e) => {
-                tracing::warn!(upstream = %to.target.name, error = %e, "upstream unavailable");
-                reply::upstream_failed(gw, &pending, &e, note)
-            }
+            Err(e) => reply::upstream_failed(gw, &pending, &e, note),
         }
     }
 }
