@@ -24,6 +24,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,9 @@ pub struct Schema {
     /// it declares, or its root is not an object schema as MCP requires. A schema that is
     /// valid but that toolgate cannot compile (a lookbehind pattern) is not invalid.
     pub invalid: Option<String>,
+    /// Whether a listing has had it said invalid in the log: once per distinct schema, as a
+    /// compile failure is, not again for every session that lists it.
+    invalid_said: AtomicBool,
     /// What the schema declares at each place, for undeclared arguments.
     pub shape: Option<Shape>,
     built: OnceLock<Built>,
@@ -105,6 +109,10 @@ impl InPlaceCheck {
 }
 
 impl Schema {
+    /// Whether this is the first time it is said invalid in the log (see `invalid_said`).
+    pub(crate) fn first_said_invalid(&self) -> bool {
+        !self.invalid_said.swap(true, Ordering::Relaxed)
+    }
     /// The schema as the check reads it, with its `validator`.
     pub fn compiled<'a>(&'a self, validator: &'a Validator) -> Compiled<'a> {
         Compiled {
@@ -207,8 +215,8 @@ impl std::fmt::Debug for Schema {
 pub struct Invalid {
     pub name: Box<str>,
     pub why: String,
-    /// The scope's catalog did not hold it with this schema before: log it.
-    pub new_here: bool,
+    /// Its schema, which knows whether it was said invalid in the log before.
+    pub schema: Arc<Schema>,
 }
 
 /// What the catalog knows of one tool.
@@ -408,7 +416,7 @@ impl Catalog {
 
     /// Learns one page that a client listed. A first page without `nextCursor` is the
     /// whole list; otherwise pages add to what is known. Returns the page's tools whose
-    /// schema no client can use, each marked when this scope had not seen it so.
+    /// schema no client can use.
     pub fn learn_page(&self, key: &ScopeKey, page: &Page, first_page: bool) -> Vec<Invalid> {
         let compiled: Vec<_> = page
             .tools
@@ -418,21 +426,18 @@ impl Catalog {
         let whole = first_page && page.next_cursor.is_none();
         let key = if page.public { key.public_of() } else { *key };
         let expires = page.ttl.map(|t| Instant::now() + t);
-        let mut invalid = Vec::new();
+        let invalid = compiled
+            .iter()
+            .filter_map(|(name, tool)| {
+                let why = tool.input.invalid.as_ref()?;
+                Some(Invalid {
+                    name: name.clone(),
+                    why: why.clone(),
+                    schema: tool.input.clone(),
+                })
+            })
+            .collect();
         self.update(&key, |cat| {
-            for (name, tool) in &compiled {
-                if let Some(why) = &tool.input.invalid {
-                    let known = cat
-                        .tools
-                        .get(name)
-                        .is_some_and(|t| Arc::ptr_eq(&t.input, &tool.input));
-                    invalid.push(Invalid {
-                        name: name.clone(),
-                        why: why.clone(),
-                        new_here: !known,
-                    });
-                }
-            }
             if whole {
                 cat.tools.clear();
                 cat.complete = true;
@@ -621,6 +626,7 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         draft: Draft::Draft202012,
         validate_formats: settings.validate_formats,
         invalid: None,
+        invalid_said: AtomicBool::new(false),
         shape: None,
         built: OnceLock::new(),
         in_place: OnceLock::new(),
@@ -651,6 +657,7 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     Schema {
         raw: raw.into(),
         invalid: invalid_for_clients(&value, draft),
+        invalid_said: AtomicBool::new(false),
         shape: Shape::of(&value),
         value,
         refused: None,

@@ -45,7 +45,7 @@ pub fn list_answer(
         if !v.hides_invalid(&bad.name) {
             continue;
         }
-        if bad.new_here {
+        if bad.schema.first_said_invalid() {
             tracing::warn!(upstream = %pending.target.name, tool = %bad.name, problem = %bad.why, "a tool's input schema is invalid: hidden from tools/list, and calls to it are refused as unknown");
         }
         unusable.push(bad.name);

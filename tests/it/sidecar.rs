@@ -384,3 +384,38 @@ async fn sessions_and_children_are_gauged() {
         "{text}"
     );
 }
+
+/// A session whose client never opens a GET stream (many only POST): what its child sends on
+/// its own is kept for one, up to 256 messages, the oldest dropped past that. The log says
+/// so once, not once per message, and says how many when a stream opens at last; that stream
+/// gets the newest 256.
+#[tokio::test]
+async fn a_session_without_a_get_stream_keeps_the_newest_and_says_so_once() {
+    const KEPT: usize = 256;
+    const SENT: usize = KEPT + 44;
+    let m = marker();
+    let tg = sidecar(&m, None).await;
+    let s = open_session(&tg.url()).await;
+    for id in 0..SENT as i64 {
+        let r = post(&tg.url(), Some(&s), call(id, "notify", json!({}))).await;
+        assert_eq!(result_text(&r.json()), "notified");
+    }
+    let dropping = "no GET stream has taken the tool server's last 256 messages";
+    let logs = tg.logs_when(|l| l.contains(dropping)).await;
+    assert_eq!(logs.matches(dropping).count(), 1, "{logs}");
+
+    let mut body = get_stream(&tg.url(), &s).await;
+    let mut text = String::new();
+    while !(text.ends_with("\n\n") && sse_messages(&text).len() >= KEPT) {
+        text += &next_frame(&mut body, Duration::from_secs(5)).await;
+    }
+    let hello = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hello from the server"}});
+    assert_eq!(sse_messages(&text), vec![hello; KEPT]);
+    let logs = tg.logs_when(|l| l.contains("a GET stream opened")).await;
+    let line = logs
+        .lines()
+        .find(|l| l.contains("a GET stream opened"))
+        .unwrap_or_else(|| panic!("{logs}"));
+    assert!(line.contains(&format!("dropped={}", SENT - KEPT)), "{line}");
+    assert_eq!(logs.matches(dropping).count(), 1, "{logs}");
+}

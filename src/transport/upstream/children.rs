@@ -37,7 +37,7 @@ pub struct SessionChild {
     /// What it sent while no GET stream was open (a server asks `roots/list` right after
     /// `notifications/initialized`, before the client has opened one): handed to the next
     /// stream first. Bounded; its lock also orders a subscription against a message.
-    backlog: Mutex<VecDeque<Bytes>>,
+    backlog: Mutex<Backlog>,
     /// The streams waiting for what the child sends about one request: that request's
     /// progress, or a `subscriptions/listen` request's notifications. Keyed by the raw JSON
     /// of the progress token: on the shared child the id toolgate gave the request, which it
@@ -104,12 +104,25 @@ const MAX_CAPABILITY_SETS: usize = 8;
 /// Messages kept for a GET stream that is not open yet.
 const BACKLOG: usize = 256;
 
+/// What a session's child sent while no GET stream was open. A client that never opens one
+/// (many only POST) would otherwise see a server's every later notification logged: its
+/// first drop is said at `WARN`, the rest counted and said when a stream takes the backlog.
+#[derive(Default)]
+struct Backlog {
+    kept: VecDeque<Bytes>,
+    dropped: u64,
+}
+
 impl SessionChild {
     /// A GET stream's receiver, and what was sent before it opened.
     pub fn subscribe(&self) -> (Vec<Bytes>, broadcast::Receiver<Bytes>) {
         let mut backlog = self.backlog.locked();
         let rx = self.unsolicited.subscribe();
-        (backlog.drain(..).collect(), rx)
+        let dropped = std::mem::take(&mut backlog.dropped);
+        if dropped > 0 {
+            tracing::info!(server = %self.child.program(), pid = self.child.pid(), dropped, "a GET stream opened; the oldest of what the tool server sent before were dropped");
+        }
+        (backlog.kept.drain(..).collect(), rx)
     }
 
     /// Passes a message the child sent on its own to the stream of the request it is about,
@@ -130,13 +143,14 @@ impl SessionChild {
         if self.unsolicited.receiver_count() > 0 {
             let _ = self.unsolicited.send(line);
         } else {
-            if backlog.len() >= BACKLOG {
-                backlog.pop_front();
-                tracing::warn!(
-                    "no GET stream for {BACKLOG} messages of a stdio server: the oldest is dropped"
-                );
+            if backlog.kept.len() >= BACKLOG {
+                backlog.kept.pop_front();
+                backlog.dropped += 1;
+                if backlog.dropped == 1 {
+                    tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "no GET stream has taken the tool server's last {BACKLOG} messages: the oldest are dropped until one opens (said once)");
+                }
             }
-            backlog.push_back(line);
+            backlog.kept.push_back(line);
         }
     }
 
