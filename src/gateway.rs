@@ -43,7 +43,7 @@ pub struct Target {
     /// Its series in the metrics every message counts in, found once.
     pub series: crate::metrics::UpstreamSeries,
     /// What the log has said of its requests that got no usable answer.
-    pub failures: crate::pipeline::failures::FailureLog,
+    pub failures: crate::error::FailureLog,
 }
 
 impl Target {

@@ -12,7 +12,8 @@
 //!
 //! A message that gets no usable answer is answered, counted and logged in one place too:
 //! [`unanswered`] for a forwarded request, [`undecided`] for one whose server could not take
-//! it before it was decided; [`failures`] keeps a server that is down from flooding the log.
+//! it before it was decided; [`crate::error::FailureLog`] keeps a server that is down from
+//! flooding the log.
 
 pub mod answer;
 pub(crate) mod asked;
@@ -20,7 +21,6 @@ pub mod bridge;
 pub mod canon;
 pub(crate) mod carried;
 pub mod engine;
-pub(crate) mod failures;
 pub mod guard;
 pub mod learn;
 pub mod step;
@@ -120,7 +120,7 @@ pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<
 
 /// toolgate's answer for a request no usable answer came for: the reason, or with
 /// `errors.mask_internal` a reference under which the reason is logged (it may name the
-/// server's address or a file path). Unmasked, the reason is logged as [`failures`] says.
+/// server's address or a file path). Unmasked, the reason is logged as [`crate::error::FailureLog`] says.
 pub fn failed(
     gw: &Gateway,
     target: &Target,
