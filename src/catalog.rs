@@ -113,6 +113,7 @@ impl Schema {
     pub(crate) fn first_said_invalid(&self) -> bool {
         !self.invalid_said.swap(true, Ordering::Relaxed)
     }
+
     /// The schema as the check reads it, with its `validator`.
     pub fn compiled<'a>(&'a self, validator: &'a Validator) -> Compiled<'a> {
         Compiled {

@@ -157,7 +157,7 @@ impl FailureLog {
                 error = %e,
                 kind,
                 unsaid,
-                "a request got no usable answer from the tool server (the same again is said at most once each 10 s; unsaid: how many were not since the last line)"
+                "a request got no usable answer from the tool server (the same again is said at most once each 10 s; unsaid counts those not said since the last line)"
             ),
             None => {
                 tracing::debug!(upstream, error = %e, "a request got no usable answer from the tool server")

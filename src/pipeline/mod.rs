@@ -120,7 +120,8 @@ pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<
 
 /// toolgate's answer for a request no usable answer came for: the reason, or with
 /// `errors.mask_internal` a reference under which the reason is logged (it may name the
-/// server's address or a file path). Unmasked, the reason is logged as [`crate::error::FailureLog`] says.
+/// server's address or a file path). Unmasked, the reason is logged as
+/// [`crate::error::FailureLog`] says.
 pub fn failed(
     gw: &Gateway,
     target: &Target,

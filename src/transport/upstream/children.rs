@@ -104,9 +104,10 @@ const MAX_CAPABILITY_SETS: usize = 8;
 /// Messages kept for a GET stream that is not open yet.
 const BACKLOG: usize = 256;
 
-/// What a session's child sent while no GET stream was open. A client that never opens one
-/// (many only POST) would otherwise see a server's every later notification logged: its
-/// first drop is said at `WARN`, the rest counted and said when a stream takes the backlog.
+/// What a session's child sent while no GET stream was open. Were each drop said, a client
+/// that never opens one (many only POST) would put a line in the log for each of its server's
+/// later messages: the first drop is said at `WARN`, the rest counted and said when a stream
+/// takes the backlog.
 #[derive(Default)]
 struct Backlog {
     kept: VecDeque<Bytes>,
@@ -147,7 +148,7 @@ impl SessionChild {
                 backlog.kept.pop_front();
                 backlog.dropped += 1;
                 if backlog.dropped == 1 {
-                    tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "no GET stream has taken the tool server's last {BACKLOG} messages: the oldest are dropped until one opens (said once)");
+                    tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "no GET stream has taken the tool server's last {BACKLOG} messages: the oldest are dropped until one opens (said once until then)");
                 }
             }
             backlog.kept.push_back(line);
