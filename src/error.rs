@@ -94,7 +94,7 @@ impl UpstreamError {
             UpstreamError::Timeout(_) => "timeout",
             UpstreamError::NotJsonRpc(_) => "not_jsonrpc",
             UpstreamError::OverLimit(_) => "over_limit",
-            UpstreamError::CannotStart(_) => "cannot_start",
+            UpstreamError::CannotStart(_) => CANNOT_START,
         }
     }
 
@@ -123,16 +123,19 @@ impl UpstreamError {
     }
 }
 
-/// How long the same kind of failure of one server goes unsaid at `WARN` after it was said.
+/// [`UpstreamError::CannotStart`]'s kind.
+const CANNOT_START: &str = "cannot_start";
+
+/// How long the same kind of failure of one server goes unsaid after it was said.
 pub(crate) const SAID_AGAIN_AFTER: Duration = Duration::from_secs(10);
 
 /// What the log says when requests to a server get no usable answer. A server that is down
 /// fails every request sent to it; a line for each would bury every other line (and past
 /// 10,000 queued, the log writer drops lines) while saying nothing new, and each failure is
 /// counted anyway (`toolgate_requests_total{outcome="upstream_error"}`, and a call's in
-/// `toolgate_tool_calls_total`). So the first failure of a kind is said at `WARN`, the same
-/// kind again at most once each [`SAID_AGAIN_AFTER`] with how many went unsaid meanwhile,
-/// and the rest at `DEBUG`. A failure of another kind (the server answered late where it had
+/// `toolgate_tool_calls_total`). So the first failure of a kind is said at `WARN` (`ERROR`
+/// for a server that cannot be started), the same kind again at most once each
+/// [`SAID_AGAIN_AFTER`] with how many went unsaid meanwhile, and the rest at `DEBUG`. A failure of another kind (the server answered late where it had
 /// refused connections) is said at once.
 ///
 /// Under `errors.mask_internal` each failure is said with the reference its client was given
@@ -150,18 +153,22 @@ struct Said {
 impl FailureLog {
     /// A request to `upstream` got no usable answer, for reason `e` of `kind`
     /// ([`UpstreamError::kind`], or the listing's own).
+    /// A server that cannot be started is said at `ERROR`: the gateway's own configuration
+    /// is wrong, and every request to it fails until that is fixed.
     pub(crate) fn failed(&self, upstream: &str, kind: &'static str, e: &dyn Display) {
+        const SAID: &str = "a request got no usable answer from the tool server (the same again is said at most once each 10 s; unsaid counts those not said since the last line)";
         match self.tell(kind, Instant::now()) {
-            Some(unsaid) => tracing::warn!(
-                upstream,
-                error = %e,
-                kind,
-                unsaid,
-                "a request got no usable answer from the tool server (the same again is said at most once each 10 s; unsaid counts those not said since the last line)"
-            ),
-            None => {
-                tracing::debug!(upstream, error = %e, "a request got no usable answer from the tool server")
+            Some(unsaid) if kind == CANNOT_START => {
+                tracing::error!(upstream = %upstream, error = %e, kind, unsaid, "{SAID}")
             }
+            Some(unsaid) => {
+                tracing::warn!(upstream = %upstream, error = %e, kind, unsaid, "{SAID}")
+            }
+            None => tracing::debug!(
+                upstream = %upstream,
+                error = %e,
+                "a request got no usable answer from the tool server"
+            ),
         }
     }
 

@@ -725,7 +725,9 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
         result_text(&a).contains("configuration problem") && !result_text(&a).contains("Retrying"),
         "and that retrying will not help: {a}"
     );
-    let logs = tg.logs_when(|l| l.contains("error=cannot start")).await;
+    let logs = tg
+        .logs_when(|l| l.contains("error=the tool server cannot be started"))
+        .await;
     assert!(
         logs.lines().any(|l| l.contains("ERROR")
             && l.contains("the tool server cannot be started")

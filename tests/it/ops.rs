@@ -463,6 +463,23 @@ async fn a_server_that_is_down_is_said_once_not_per_request() {
         (1, CALLS - 1),
         "{logs}"
     );
+
+    // In front of stdio children whose program is not there: each session it would start
+    // fails, said once at ERROR (the configuration's fault) past the line at start.
+    let gone = ["/nonexistent/toolgate-test-server".to_string()];
+    let tg = Toolgate::in_front_of(&gone, None).await;
+    for id in 0..CALLS as i64 {
+        let a = post(&tg.url(), None, call(id, "add", json!({})))
+            .await
+            .json();
+        assert_eq!(a["result"]["isError"], true, "{a}");
+    }
+    let logs = tg.logs_when(|l| said(l, "") == CALLS).await;
+    assert_eq!(
+        (said(&logs, "ERROR"), said(&logs, "DEBUG")),
+        (1, CALLS - 1),
+        "{logs}"
+    );
 }
 
 /// A text logged from outside (here a server's error, logged under the reference its client

@@ -367,11 +367,8 @@ impl StdioPool {
             (&gw.config, &Self::target(&gw, index).upstream_env),
             handler,
         )
-        .map_err(|e| {
-            let upstream = &Self::target(&gw, index).name;
-            tracing::error!(%upstream, error = %e, "the tool server cannot be started");
-            NoChild::Failed(UpstreamError::CannotStart(e.to_string()))
-        })?;
+        // Said where every failure is (`error::FailureLog`), not once per session it fails.
+        .map_err(|e| NoChild::Failed(UpstreamError::CannotStart(e.to_string())))?;
         let upstream = &Self::target(&gw, index).name;
         gw.metrics.children.add(upstream, 1);
         // Its stderr lines carry its program and pid: this line ties them to the server.
