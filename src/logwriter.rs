@@ -1,7 +1,9 @@
 //! A non-blocking log writer: request threads hand formatted lines to a channel, one thread
 //! writes them to stderr in batches. An access line per request would otherwise cost a write
-//! system call on the request path. If the writer falls 10,000 lines behind, further lines are
-//! dropped and counted rather than stall requests; the count is logged when it catches up.
+//! system call on the request path. If the writer falls 10,000 lines or 16 MiB behind (stderr
+//! blocked: a full pipe, a stalled log collector), further lines are dropped and counted rather
+//! than stall requests or grow memory; the count is logged when it catches up. Bytes as well as
+//! lines: a line may carry a server's text (a stdio server's stderr line is up to 16 KiB).
 //!
 //! One event is one line. A value logged as text can carry a line break of its own (an
 //! upstream's error text under `errors.mask_internal`, a child's stderr line with a carriage
@@ -11,8 +13,8 @@
 //! format escapes them already.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -20,7 +22,13 @@ use tracing_subscriber::fmt::MakeWriter;
 pub struct NonBlocking {
     tx: SyncSender<Vec<u8>>,
     dropped: Arc<AtomicU64>,
+    /// The bytes of the lines handed over and not yet written.
+    queued_bytes: Arc<AtomicUsize>,
 }
+
+/// Lines queued at most, and their bytes at most (see the module documentation).
+const MAX_QUEUED_LINES: usize = 10_000;
+const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
 
 static WRITER_THREAD: OnceLock<Mutex<Option<std::thread::JoinHandle<()>>>> = OnceLock::new();
 /// Lines handed over and not yet written.
@@ -38,27 +46,53 @@ pub fn drain() {
 
 impl NonBlocking {
     pub fn stderr() -> NonBlocking {
-        let (tx, rx) = sync_channel::<Vec<u8>>(10_000);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let d = dropped.clone();
+        let (w, rx) = NonBlocking::new();
+        let (dropped, bytes) = (w.dropped.clone(), w.queued_bytes.clone());
         let handle = std::thread::Builder::new()
             .name("toolgate-log".into())
-            .spawn(move || write_all(rx, d))
+            .spawn(move || write_all(rx, dropped, bytes))
             .expect("the log thread starts");
         let _ = WRITER_THREAD.set(Mutex::new(Some(handle)));
-        NonBlocking { tx, dropped }
+        w
+    }
+
+    fn new() -> (NonBlocking, Receiver<Vec<u8>>) {
+        let (tx, rx) = sync_channel::<Vec<u8>>(MAX_QUEUED_LINES);
+        let w = NonBlocking {
+            tx,
+            dropped: Arc::default(),
+            queued_bytes: Arc::default(),
+        };
+        (w, rx)
+    }
+
+    /// Queues one line, unless the writer is too far behind.
+    fn queue(&self, line: Vec<u8>) {
+        let len = line.len();
+        if self.queued_bytes.fetch_add(len, Ordering::AcqRel) + len > MAX_QUEUED_BYTES {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        QUEUED.fetch_add(1, Ordering::AcqRel);
+        if self.tx.try_send(line).is_err() {
+            QUEUED.fetch_sub(1, Ordering::AcqRel);
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
-fn write_all(rx: Receiver<Vec<u8>>, dropped: Arc<AtomicU64>) {
+fn write_all(rx: Receiver<Vec<u8>>, dropped: Arc<AtomicU64>, queued_bytes: Arc<AtomicUsize>) {
     let mut err = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr());
     while let Ok(line) = rx.recv() {
         let _ = write_event(&mut err, &line);
-        let mut written = 1;
+        let (mut written, mut bytes) = (1, line.len());
         // Drain what queued meanwhile, then one flush for the batch.
         while let Ok(more) = rx.try_recv() {
             let _ = write_event(&mut err, &more);
             written += 1;
+            bytes += more.len();
         }
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
@@ -68,6 +102,7 @@ fn write_all(rx: Receiver<Vec<u8>>, dropped: Arc<AtomicU64>) {
             );
         }
         let _ = err.flush();
+        queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
         QUEUED.fetch_sub(written, Ordering::AcqRel);
     }
 }
@@ -104,16 +139,8 @@ impl Write for Line {
 
 impl Drop for Line {
     fn drop(&mut self) {
-        if self.buf.is_empty() {
-            return;
-        }
-        QUEUED.fetch_add(1, Ordering::AcqRel);
-        match self.w.tx.try_send(std::mem::take(&mut self.buf)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                QUEUED.fetch_sub(1, Ordering::AcqRel);
-                self.w.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        if !self.buf.is_empty() {
+            self.w.queue(std::mem::take(&mut self.buf));
         }
     }
 }
@@ -130,7 +157,7 @@ impl<'a> MakeWriter<'a> for NonBlocking {
 
 #[cfg(test)]
 mod tests {
-    use super::write_event;
+    use super::*;
 
     fn written(event: &str) -> String {
         let mut out = Vec::new();
@@ -147,5 +174,19 @@ mod tests {
         );
         assert_eq!(written("no end\rx"), "no end\\rx");
         assert_eq!(written(""), "");
+    }
+
+    /// A writer that writes nothing (stderr blocked) holds at most 16 MiB of lines, however
+    /// long they are; the rest are dropped and counted.
+    #[test]
+    fn a_blocked_writer_holds_a_bounded_queue() {
+        let (w, _rx) = NonBlocking::new();
+        let line = vec![b'x'; 16 * 1024];
+        for _ in 0..2_000 {
+            w.queue(line.clone());
+        }
+        let held = MAX_QUEUED_BYTES / line.len();
+        assert_eq!(w.queued_bytes.load(Ordering::Relaxed), held * line.len());
+        assert_eq!(w.dropped.load(Ordering::Relaxed), 2_000 - held as u64);
     }
 }

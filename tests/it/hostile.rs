@@ -394,3 +394,55 @@ async fn spans_waiting_for_a_silent_collector_stay_small() {
         "peak RSS {after} MiB after 100 such calls, {after_one} MiB after one"
     );
 }
+
+/// A stdio server floods its stderr (each line becomes one of toolgate's log lines) while
+/// toolgate's own stderr is not read: a full pipe, a stalled log collector. The lines waiting
+/// to be written stay within 16 MiB however long each is, and the rest are dropped; measured
+/// against the same flood with toolgate's stderr read.
+#[tokio::test]
+async fn a_blocked_log_holds_a_bounded_queue() {
+    use std::process::Stdio;
+    let python = tokio::task::spawn_blocking(common::peers::peers)
+        .await
+        .unwrap()
+        .python
+        .display()
+        .to_string();
+    let flood = "import sys\nline = 'x' * 16000 + '\\n'\nwhile True:\n    sys.stderr.write(line)\n";
+    let peak_under = |read: bool| {
+        let python = python.clone();
+        async move {
+            let mut toolgate =
+                without_proxies(tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")))
+                    .args(["stdio", "--", &python, "-c", flood])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .unwrap();
+            // Held open either way: a closed pipe would fail toolgate's writes, not block them.
+            let mut stderr = toolgate.stderr.take().unwrap();
+            let (reader, _unread) = match read {
+                true => (
+                    Some(tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+                    })),
+                    None,
+                ),
+                false => (None, Some(stderr)),
+            };
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+            let peak = peak_mib(toolgate.id().unwrap());
+            let _ = toolgate.kill().await;
+            drop(reader);
+            peak
+        }
+    };
+    let read = peak_under(true).await;
+    let blocked = peak_under(false).await;
+    assert!(
+        blocked <= read + 40,
+        "{blocked} MiB with stderr blocked against {read} MiB with it read"
+    );
+}
