@@ -540,7 +540,8 @@ impl Catalog {
         let (input, fresh) = self.shared(&t.input);
         if fresh && let Some(why) = &input.refused {
             // Once per distinct schema: the operator learns which tools go unchecked.
-            tracing::warn!(tool = %t.name, error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
+            let tool = crate::text::clipped(&t.name, 200);
+            tracing::warn!(tool = %tool, error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
         }
         Tool {
             input,

@@ -115,7 +115,10 @@ fn call_error(
     }
     let (text, details) = if gw.config.errors.mask_internal && e.code != jsonrpc::INVALID_PARAMS {
         let reference = gw.next_id();
-        tracing::warn!(upstream = %pending.target.name, tool, code = e.code, reference, upstream_message = %e.message, "masked an upstream error");
+        // The server's text, which an operator looks up by the reference: a few KiB of it.
+        let said = crate::text::clipped(&e.message, 4096);
+        let tool = crate::text::clipped(tool, 200);
+        tracing::warn!(upstream = %pending.target.name, tool, code = e.code, reference, upstream_message = %said, "masked an upstream error");
         (
             format!("The tool \"{tool}\" failed with an internal error (reference {reference})."),
             json!({"code": e.code, "reference": reference}),

@@ -7,6 +7,7 @@ use super::answer::Answer;
 use crate::catalog::{Page, ScopeKey};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
+use crate::text::clipped;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -46,7 +47,8 @@ pub fn list_answer(
             continue;
         }
         if bad.schema.first_said_invalid() {
-            tracing::warn!(upstream = %pending.target.name, tool = %bad.name, problem = %bad.why, "a tool's input schema is invalid: hidden from tools/list, and calls to it are refused as unknown");
+            let (tool, problem) = (clipped(&bad.name, 200), clipped(&bad.why, 4096));
+            tracing::warn!(upstream = %pending.target.name, tool = %tool, problem = %problem, "a tool's input schema is invalid: hidden from tools/list, and calls to it are refused as unknown");
         }
         unusable.push(bad.name);
     }
