@@ -248,6 +248,31 @@ async fn made_up_names_are_compared_and_logged_within_bounds() {
     );
 }
 
+/// A server's listing is as long-winded as it likes: a log line shows only the first bytes of
+/// a tool name it gave (here of a tool hidden for an invalid schema, which is logged).
+#[tokio::test]
+async fn a_servers_long_names_are_logged_within_bounds() {
+    let name = "n".repeat(1 << 20);
+    let tool = json!({"name": name, "inputSchema": {"type": "array"}});
+    let (up, _) = Scripted::new(vec![tool, open_tool("ok")]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let a = post(&tg.url(), None, list).await.json();
+    assert_eq!(a["result"]["tools"], json!([open_tool("ok")]), "hidden");
+    let logs = tg
+        .logs_when(|l| l.contains("input schema is invalid"))
+        .await;
+    let line = logs
+        .lines()
+        .find(|l| l.contains("input schema is invalid"))
+        .unwrap_or_else(|| panic!("{}", &logs[..logs.len().min(2000)]));
+    assert!(
+        line.contains(&format!("tool={} ", "n".repeat(200))),
+        "{line}"
+    );
+    assert!(line.len() < 1000, "{} bytes", line.len());
+}
+
 /// The CPU seconds a process has used, from `/proc`.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
