@@ -440,6 +440,7 @@ async fn a_blocked_log_holds_a_bounded_queue() {
             let mut toolgate =
                 without_proxies(tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")))
                     .args(["stdio", "--", &python, "-c", flood])
+                    .env("RUST_LOG", "info")
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
