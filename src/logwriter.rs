@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use tracing_subscriber::fmt::MakeWriter;
 
 #[derive(Clone)]
@@ -30,14 +30,17 @@ pub struct NonBlocking {
 const MAX_QUEUED_LINES: usize = 10_000;
 const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
 
-static WRITER_THREAD: OnceLock<Mutex<Option<std::thread::JoinHandle<()>>>> = OnceLock::new();
-/// Lines handed over and not yet written.
-static QUEUED: AtomicU64 = AtomicU64::new(0);
+/// The stderr writer's queued bytes, for [`drain`]: nothing is queued when they are 0 (no
+/// line is empty).
+static STDERR_QUEUED: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
 /// Waits (at most half a second) until every queued line is written: call before exiting.
 pub fn drain() {
+    let Some(queued) = STDERR_QUEUED.get() else {
+        return;
+    };
     for _ in 0..500 {
-        if QUEUED.load(Ordering::Acquire) == 0 {
+        if queued.load(Ordering::Acquire) == 0 {
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -48,11 +51,11 @@ impl NonBlocking {
     pub fn stderr() -> NonBlocking {
         let (w, rx) = NonBlocking::new();
         let (dropped, bytes) = (w.dropped.clone(), w.queued_bytes.clone());
-        let handle = std::thread::Builder::new()
+        let _ = STDERR_QUEUED.set(bytes.clone());
+        std::thread::Builder::new()
             .name("toolgate-log".into())
             .spawn(move || write_all(rx, dropped, bytes))
             .expect("the log thread starts");
-        let _ = WRITER_THREAD.set(Mutex::new(Some(handle)));
         w
     }
 
@@ -74,9 +77,7 @@ impl NonBlocking {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        QUEUED.fetch_add(1, Ordering::AcqRel);
         if self.tx.try_send(line).is_err() {
-            QUEUED.fetch_sub(1, Ordering::AcqRel);
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -87,11 +88,10 @@ fn write_all(rx: Receiver<Vec<u8>>, dropped: Arc<AtomicU64>, queued_bytes: Arc<A
     let mut err = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr());
     while let Ok(line) = rx.recv() {
         let _ = write_event(&mut err, &line);
-        let (mut written, mut bytes) = (1, line.len());
+        let mut bytes = line.len();
         // Drain what queued meanwhile, then one flush for the batch.
         while let Ok(more) = rx.try_recv() {
             let _ = write_event(&mut err, &more);
-            written += 1;
             bytes += more.len();
         }
         let lost = dropped.swap(0, Ordering::Relaxed);
@@ -103,7 +103,6 @@ fn write_all(rx: Receiver<Vec<u8>>, dropped: Arc<AtomicU64>, queued_bytes: Arc<A
         }
         let _ = err.flush();
         queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
-        QUEUED.fetch_sub(written, Ordering::AcqRel);
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::common;
 use common::scripted::{Scripted, open_tool};
+use common::stdio_gate::StdioGate;
 use common::*;
 use serde_json::{Value, json};
 
@@ -258,7 +259,11 @@ async fn a_servers_long_names_are_logged_within_bounds() {
     let tg = Toolgate::serve(&up, None).await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
     let a = post(&tg.url(), None, list).await.json();
-    assert_eq!(a["result"]["tools"], json!([open_tool("ok")]), "hidden");
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [open_tool("ok")]}}),
+        "hidden"
+    );
     let logs = tg
         .logs_when(|l| l.contains("input schema is invalid"))
         .await;
@@ -426,7 +431,6 @@ async fn spans_waiting_for_a_silent_collector_stay_small() {
 /// against the same flood with toolgate's stderr read.
 #[tokio::test]
 async fn a_blocked_log_holds_a_bounded_queue() {
-    use std::process::Stdio;
     let python = tokio::task::spawn_blocking(common::peers::peers)
         .await
         .unwrap()
@@ -437,16 +441,10 @@ async fn a_blocked_log_holds_a_bounded_queue() {
     let peak_under = |read: bool| {
         let python = python.clone();
         async move {
-            let mut toolgate =
-                without_proxies(tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")))
-                    .args(["stdio", "--", &python, "-c", flood])
-                    .env("RUST_LOG", "info")
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .unwrap();
+            let mut toolgate = StdioGate::command(["stdio", "--", &python, "-c", flood])
+                .env("RUST_LOG", "info")
+                .spawn()
+                .unwrap();
             // Held open either way: a closed pipe would fail toolgate's writes, not block them.
             let mut stderr = toolgate.stderr.take().unwrap();
             let (reader, _unread) = match read {

@@ -417,26 +417,29 @@ async fn json_logs_keep_lists_as_arrays() {
 #[tokio::test]
 async fn a_server_that_is_down_is_said_once_not_per_request() {
     const CALLS: usize = 20;
-    let gone = format!("http://127.0.0.1:{}/mcp", closed_port());
+    let port = closed_port();
+    let gone = format!("http://127.0.0.1:{port}/mcp");
     let said = |logs: &str, level: &str| {
         logs.lines()
             .filter(|l| l.contains(level) && l.contains("no usable answer from the tool server"))
             .count()
     };
-    let unavailable = |a: &serde_json::Value| {
-        assert_eq!(
-            a["result"]["_meta"]["toolgate/upstream"]["code"], "upstream_unavailable",
-            "{a}"
-        );
+    // The answer a call gets, `reason` being why (the same in every mode).
+    let unavailable = |id: i64, reason: &str, hint: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": format!("The tool server is unavailable: {reason}. {hint}")}],
+            "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}}}})
     };
+    let refused = format!(
+        "could not reach the tool server: connecting to 127.0.0.1:{port}: Connection refused (os error 111)"
+    );
+    let retry = "Retrying in a moment may help if the server is restarting.";
 
     let tg = Toolgate::serve(&gone, None).await;
     for id in 0..CALLS as i64 {
-        unavailable(
-            &post(&tg.url(), None, call(id, "add", json!({})))
-                .await
-                .json(),
-        );
+        let a = post(&tg.url(), None, call(id, "add", json!({}))).await;
+        assert_eq!(a.json(), unavailable(id, &refused, retry));
     }
     let logs = tg.logs_when(|l| said(l, "") == CALLS).await;
     assert_eq!(
@@ -455,7 +458,7 @@ async fn a_server_that_is_down_is_said_once_not_per_request() {
     let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), gone]);
     for id in 0..CALLS as i64 {
         let a = g.ask(serde_json::from_str(&call(id, "add", json!({}))).unwrap());
-        unavailable(&a.await);
+        assert_eq!(a.await, unavailable(id, &refused, retry));
     }
     let logs = g.logs_when(|l| said(l, "") == CALLS).await;
     assert_eq!(
@@ -468,11 +471,18 @@ async fn a_server_that_is_down_is_said_once_not_per_request() {
     // fails, said once at ERROR (the configuration's fault) past the line at start.
     let gone = ["/nonexistent/toolgate-test-server".to_string()];
     let tg = Toolgate::in_front_of(&gone, None).await;
+    let cannot =
+        "the tool server cannot be started: cannot start \"/nonexistent/toolgate-test-server\"";
+    let fix =
+        "This is a configuration problem of the gateway; retrying will not help until it is fixed.";
     for id in 0..CALLS as i64 {
         let a = post(&tg.url(), None, call(id, "add", json!({})))
             .await
             .json();
-        assert_eq!(a["result"]["isError"], true, "{a}");
+        let reason = a["result"]["_meta"]["toolgate/upstream"]["reason"].as_str();
+        let reason = reason.unwrap_or_else(|| panic!("{a}"));
+        assert!(reason.starts_with(cannot), "{a}");
+        assert_eq!(a, unavailable(id, reason, fix));
     }
     let logs = tg.logs_when(|l| said(l, "") == CALLS).await;
     assert_eq!(
@@ -499,7 +509,15 @@ async fn a_logged_text_cannot_forge_a_line() {
     let a = post(&tg.url(), None, call(1, "fail", json!({})))
         .await
         .json();
-    assert_eq!(a["result"]["isError"], true, "{a}");
+    let reference = a["result"]["_meta"]["toolgate/upstream_error"]["reference"].as_str();
+    let reference = reference.unwrap_or_else(|| panic!("{a}"));
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": format!("The tool \"fail\" failed with an internal error (reference {reference}).")}],
+            "isError": true,
+            "_meta": {"toolgate/upstream_error": {"code": -32603, "reference": reference}}}})
+    );
     let logs = tg
         .logs_when(|l| l.contains("masked an upstream error"))
         .await;

@@ -398,7 +398,10 @@ async fn a_session_without_a_get_stream_keeps_the_newest_and_says_so_once() {
     let s = open_session(&tg.url()).await;
     for id in 0..SENT as i64 {
         let r = post(&tg.url(), Some(&s), call(id, "notify", json!({}))).await;
-        assert_eq!(result_text(&r.json()), "notified");
+        assert_eq!(
+            r.json(),
+            json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "notified"}]}})
+        );
     }
     let dropping = "no GET stream has taken the tool server's last 256 messages";
     let logs = tg.logs_when(|l| l.contains(dropping)).await;

@@ -30,22 +30,29 @@ impl StdioGate {
         (StdioGate::start_args(args), file)
     }
 
+    /// The binary with `args`, each of its pipes the test's, killed on drop: for a test
+    /// that reads (or does not read) them itself.
+    pub fn command<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Command {
+        let mut cmd = super::without_proxies(Command::new(env!("CARGO_BIN_EXE_toolgate")));
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
     pub fn start_args(args: Vec<String>) -> StdioGate {
         StdioGate::start_args_env(args, &[])
     }
 
     /// The same, with these environment variables besides.
     pub fn start_args_env(args: Vec<String>, env: &[(&str, &str)]) -> StdioGate {
-        let mut child = super::without_proxies(Command::new(env!("CARGO_BIN_EXE_toolgate")))
-            .args(args)
+        let mut child = StdioGate::command(args)
             .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")
             .env_remove("TOOLGATE_PEERS_DIR")
             .env_remove("TOOLGATE_REDIS_SERVER")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .unwrap();
         let logs = Arc::new(Mutex::new(Vec::new()));
