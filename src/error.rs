@@ -2,10 +2,9 @@
 //! and how often the log says so ([`FailureLog`]); what the client is told of it (an answer in
 //! its era, a metric) is the pipeline's.
 
-use crate::locks::MutexExt;
+use crate::lograte::{AT_RATE, LogRate};
 use std::fmt::Display;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// An error and each of its causes, `: `-separated: a client library's own text often says
 /// only which step failed ("client error (Connect)"), its causes why.
@@ -126,29 +125,16 @@ impl UpstreamError {
 /// [`UpstreamError::CannotStart`]'s kind.
 const CANNOT_START: &str = "cannot_start";
 
-/// How long the same kind of failure of one server goes unsaid after it was said.
-pub(crate) const SAID_AGAIN_AFTER: Duration = Duration::from_secs(10);
-
 /// What the log says when requests to a server get no usable answer. A server that is down
-/// fails every request sent to it; a line for each would bury every other line (and past
-/// 10,000 queued, the log writer drops lines) while saying nothing new, and each failure is
-/// counted anyway (`toolgate_requests_total{outcome="upstream_error"}`, and a call's in
-/// `toolgate_tool_calls_total`). So the first failure of a kind is said at `WARN` (`ERROR`
-/// for a server that cannot be started), the same kind again at most once each
-/// [`SAID_AGAIN_AFTER`] with how many went unsaid meanwhile, and the rest at `DEBUG`. A failure of another kind (the server answered late where it had
-/// refused connections) is said at once.
+/// fails every request sent to it, and each failure is counted anyway
+/// (`toolgate_requests_total{outcome="upstream_error"}`, and a call's in
+/// `toolgate_tool_calls_total`); so each kind is said at the rate of a [`LogRate`], at `WARN`
+/// (`ERROR` for a server that cannot be started), and the rest at `DEBUG`.
 ///
 /// Under `errors.mask_internal` each failure is said with the reference its client was given
 /// instead (`pipeline::failed`): the reference is what an operator looks up.
 #[derive(Default)]
-pub struct FailureLog(Mutex<Option<Said>>);
-
-/// The last failure said at `WARN`, and how many came after it unsaid.
-struct Said {
-    kind: &'static str,
-    at: Instant,
-    unsaid: u64,
-}
+pub struct FailureLog(LogRate);
 
 impl FailureLog {
     /// A request to `upstream` got no usable answer, for reason `e` of `kind`
@@ -156,59 +142,15 @@ impl FailureLog {
     /// A server that cannot be started is said at `ERROR`: the gateway's own configuration
     /// is wrong, and every request to it fails until that is fixed.
     pub(crate) fn failed(&self, upstream: &str, kind: &'static str, e: &dyn Display) {
-        const SAID: &str = "a request got no usable answer from the tool server (the same again is said at most once each 10 s; unsaid counts those not said since the last line)";
-        match self.tell(kind, Instant::now()) {
+        const SAID: &str = "a request got no usable answer from the tool server";
+        match self.0.say(kind) {
             Some(unsaid) if kind == CANNOT_START => {
-                tracing::error!(upstream = %upstream, error = %e, kind, unsaid, "{SAID}")
+                tracing::error!(upstream = %upstream, error = %e, kind, unsaid, "{SAID} {AT_RATE}")
             }
             Some(unsaid) => {
-                tracing::warn!(upstream = %upstream, error = %e, kind, unsaid, "{SAID}")
+                tracing::warn!(upstream = %upstream, error = %e, kind, unsaid, "{SAID} {AT_RATE}")
             }
-            None => tracing::debug!(
-                upstream = %upstream,
-                error = %e,
-                "a request got no usable answer from the tool server"
-            ),
+            None => tracing::debug!(upstream = %upstream, error = %e, "{SAID}"),
         }
-    }
-
-    /// Whether a failure of `kind` at `now` is said at `WARN`, with how many went unsaid
-    /// since the last line that was.
-    fn tell(&self, kind: &'static str, now: Instant) -> Option<u64> {
-        let mut said = self.0.locked();
-        if let Some(s) = said.as_mut()
-            && s.kind == kind
-            && now.saturating_duration_since(s.at) < SAID_AGAIN_AFTER
-        {
-            s.unsaid += 1;
-            return None;
-        }
-        let unsaid = said.as_ref().map_or(0, |s| s.unsaid);
-        *said = Some(Said {
-            kind,
-            at: now,
-            unsaid: 0,
-        });
-        Some(unsaid)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_same_failure_is_said_once_per_window_with_the_count_between() {
-        let log = FailureLog::default();
-        let (down, late) = ("unreachable", "timeout");
-        let t0 = Instant::now();
-        assert_eq!(log.tell(down, t0), Some(0));
-        assert_eq!(log.tell(down, t0 + Duration::from_secs(1)), None);
-        assert_eq!(log.tell(down, t0 + Duration::from_secs(9)), None);
-        assert_eq!(log.tell(down, t0 + SAID_AGAIN_AFTER), Some(2));
-        // Another kind is said at once, and counts what the first left unsaid.
-        assert_eq!(log.tell(down, t0 + SAID_AGAIN_AFTER), None);
-        assert_eq!(log.tell(late, t0 + SAID_AGAIN_AFTER), Some(1));
-        assert_eq!(log.tell(late, t0 + SAID_AGAIN_AFTER), None);
     }
 }

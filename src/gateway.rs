@@ -44,6 +44,9 @@ pub struct Target {
     pub series: crate::metrics::UpstreamSeries,
     /// What the log has said of its requests that got no usable answer.
     pub failures: crate::error::FailureLog,
+    /// How often the log says that a `tools/list` answer of its could not be read: per
+    /// listing, so per session, while it answers so.
+    pub(crate) unreadable_listings: crate::lograte::LogRate,
 }
 
 impl Target {
@@ -80,6 +83,7 @@ impl Target {
             stdio: applied.stdio.clone(),
             rules,
             failures: Default::default(),
+            unreadable_listings: Default::default(),
         })
     }
 

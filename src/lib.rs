@@ -23,6 +23,7 @@ pub(crate) mod jsonrpc;
 mod kept_timer;
 mod locks;
 pub(crate) mod logformat;
+pub(crate) mod lograte;
 pub(crate) mod logwriter;
 pub(crate) mod mcp;
 pub(crate) mod metrics;

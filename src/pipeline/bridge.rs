@@ -10,6 +10,7 @@
 
 use crate::jsonrpc;
 use crate::locks::MutexExt;
+use crate::lograte::{AT_RATE, LogRate};
 use crate::mcp;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -323,6 +324,10 @@ pub struct Reverse {
 /// and sends with each of its requests.
 const MAX_ENVELOPE_MEMBER: usize = 16 * 1024;
 
+/// How often the log says that a client's handshake member was over
+/// [`MAX_ENVELOPE_MEMBER`]: a client may send its handshake again and again.
+static OVERSIZED_SAID: LogRate = LogRate::new();
+
 /// What a 2026-07-28 client says of itself in its envelope, as toolgate's handshake with a
 /// server of the handshake era carries it: its capabilities (what the server may ask of it,
 /// which the bridge turns into input-required rounds) and its `clientInfo`. Each is kept only
@@ -579,10 +584,14 @@ impl Reverse {
         // can do is small, and a larger one is not carried (nor its cost paid per request).
         let kept = |what: &str, v: Option<Box<RawValue>>| match v {
             Some(v) if v.get().len() > MAX_ENVELOPE_MEMBER => {
-                tracing::warn!(
-                    bytes = v.get().len(),
+                let bytes = v.get().len();
+                let said = format_args!(
                     "a handshake-era client's {what} is over {MAX_ENVELOPE_MEMBER} bytes; it is not bridged"
                 );
+                match OVERSIZED_SAID.say("client_member_over") {
+                    Some(unsaid) => tracing::warn!(bytes, unsaid, "{said} {AT_RATE}"),
+                    None => tracing::debug!(bytes, "{said}"),
+                }
                 None
             }
             v => v,

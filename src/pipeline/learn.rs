@@ -7,6 +7,7 @@ use super::answer::Answer;
 use crate::catalog::{Page, ScopeKey};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
+use crate::lograte::AT_RATE;
 use crate::text::clipped;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -32,7 +33,19 @@ pub fn list_answer(
     let mut page = match Page::parse(result) {
         Ok(p) => p,
         Err(e) => {
-            tracing::warn!(upstream = %pending.target.name, error = %e, "could not read a tools/list answer");
+            let upstream = &pending.target.name;
+            const SAID: &str =
+                "could not read a tools/list answer; it goes to the client as it came";
+            match pending
+                .target
+                .unreadable_listings
+                .say("tools_list_unreadable")
+            {
+                Some(unsaid) => {
+                    tracing::warn!(upstream = %upstream, error = %e, unsaid, "{SAID} {AT_RATE}")
+                }
+                None => tracing::debug!(upstream = %upstream, error = %e, "{SAID}"),
+            }
             return None;
         }
     };

@@ -399,7 +399,7 @@ async fn a_handshake_client_is_served_by_a_2026_only_stdio_server() {
 /// A Streamable HTTP server of 2026-07-28 only, in this process: `initialize` is a removed
 /// method (404, -32601), every request must carry the `_meta` envelope (else 400, -32602)
 /// and, for `tools/call`, an `Mcp-Name` that matches.
-async fn modern_only(
+pub(crate) async fn modern_only(
     axum::extract::State(seen): axum::extract::State<std::sync::Arc<std::sync::Mutex<Vec<Value>>>>,
     headers: http::HeaderMap,
     body: axum::body::Bytes,
@@ -672,7 +672,7 @@ async fn ask_directly(server: &[String], msg: Value) -> Value {
 }
 
 /// Serves `route` at `/mcp` on a loopback port of its own, in this process; its URL.
-async fn serve_in_process(route: axum::routing::MethodRouter) -> String {
+pub(crate) async fn serve_in_process(route: axum::routing::MethodRouter) -> String {
     let app = axum::Router::new().route("/mcp", route);
     format!("http://{}/mcp", common::serve_on_loopback(app).await)
 }

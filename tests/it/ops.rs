@@ -492,6 +492,78 @@ async fn a_server_that_is_down_is_said_once_not_per_request() {
     );
 }
 
+/// Other causes that repeat with each request or session are said at the same rate as a
+/// server that is down: a server whose listings toolgate cannot read, a handshake-era client
+/// whose capabilities are too large to bridge, a server that will not open a session for a
+/// 2026-07-28 client. Each request still gets its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cause_that_repeats_is_said_at_a_rate() {
+    const TIMES: i64 = 10;
+    let (url, _server) = Scripted::new(vec![open_tool("add")])
+        .list_extra(json!({"tools": 5}))
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, None).await;
+    for id in 0..TIMES {
+        let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+        let a = post(&tg.url(), None, list.to_string()).await;
+        assert_eq!(
+            a.json(),
+            json!({"jsonrpc": "2.0", "id": id, "result": {"tools": 5}})
+        );
+    }
+    said_at_rate(&tg, "could not read a tools/list answer", TIMES).await;
+
+    let url = crate::bridge::serve_in_process(
+        axum::routing::post(crate::bridge::modern_only).with_state(Default::default()),
+    )
+    .await;
+    let tg = Toolgate::serve(&url, None).await;
+    let big = "x".repeat(17 * 1024);
+    for id in 0..TIMES {
+        let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"experimental": {"big": big}},
+            "clientInfo": {"name": "big", "version": "1"}}});
+        let a = post(&tg.url(), None, init.to_string()).await.json();
+        assert_eq!(a["result"]["protocolVersion"], "2025-11-25", "{a}");
+    }
+    said_at_rate(
+        &tg,
+        "capabilities is over 16384 bytes; it is not bridged",
+        TIMES,
+    )
+    .await;
+
+    let refusal = json!({"code": -32603, "message": "no sessions today"});
+    let (url, _server) = Scripted::new(vec![open_tool("add")])
+        .handshake_only()
+        .script("initialize", Script::Error(refusal))
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, None).await;
+    let no_session = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
+        "message": "Bad Request: No valid session ID provided"}});
+    for id in 0..TIMES {
+        let ping = json!({"jsonrpc": "2.0", "id": id, "method": "ping",
+            "params": {"_meta": common::modes::modern_meta()}});
+        let a = post_modern(&tg.url(), "ping", ping).await;
+        assert_eq!((a.status, a.json()), (400, no_session.clone()));
+    }
+    said_at_rate(&tg, "could not open a session with the upstream", TIMES).await;
+}
+
+/// Of `times` lines saying `what`, the first is at `WARN` and the rest at `DEBUG`.
+async fn said_at_rate(tg: &Toolgate, what: &str, times: i64) {
+    let said = |logs: &str, level: &str| {
+        logs.lines()
+            .filter(|l| l.contains(level) && l.contains(what))
+            .count() as i64
+    };
+    let logs = tg.logs_when(|l| said(l, "") >= times).await;
+    let levels = (said(&logs, " WARN "), said(&logs, "DEBUG"));
+    assert_eq!(levels, (1, times - 1), "{logs}");
+}
+
 /// A text logged from outside (here a server's error, logged under the reference its client
 /// got) cannot start a line of its own: its line breaks are written escaped, so no value can
 /// forge a line that reads as toolgate's.

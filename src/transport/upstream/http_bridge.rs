@@ -20,6 +20,7 @@ use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::locks::MutexExt;
+use crate::lograte::{AT_RATE, LogRate};
 use crate::mcp;
 use crate::pipeline::bridge::{Declared, Retry, Reverse, answer_to};
 use crate::pipeline::guard::{self, ListFailed};
@@ -257,6 +258,9 @@ pub struct HttpBridge {
     reversed: Mutex<HashMap<String, Arc<Reverse>>>,
     /// Bridged calls waiting for their client's answer to the server's question.
     pub rounds: Arc<super::rounds::Rounds>,
+    /// How often the log says that the server would not open a session for a client: once
+    /// per request while it will not.
+    refused: LogRate,
 }
 
 /// A client's message as toolgate's own requests in its name go: its headers, and the
@@ -632,7 +636,11 @@ impl HttpBridge {
         let init = match own::handshake(&opening, id, Some(&params)).await {
             Ok(init) => init,
             Err(why) => {
-                tracing::warn!(error = %why, "could not open a session with the upstream for 2026-07-28 clients");
+                const SAID: &str = "could not open a session with the upstream for a 2026-07-28 client; its request goes as it came";
+                match self.refused.say("bridge_session_refused") {
+                    Some(unsaid) => tracing::warn!(error = %why, unsaid, "{SAID} {AT_RATE}"),
+                    None => tracing::debug!(error = %why, "{SAID}"),
+                }
                 return None;
             }
         };

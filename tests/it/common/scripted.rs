@@ -123,7 +123,7 @@ async fn handle(
     };
     let method = msg["method"].as_str().unwrap_or("");
     let key = match method {
-        "initialize" => {
+        "initialize" if !s.scripts.contains_key("initialize") => {
             let r = json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}});
             let mut resp = json_response(200, r.to_string());
             resp.headers_mut().insert("mcp-session-id", "scripted-session".parse().unwrap());
@@ -145,6 +145,7 @@ async fn handle(
             }
             return json_response(200, json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string());
         }
+        "initialize" => method.to_string(),
         "tools/call" => msg["params"]["name"].as_str().unwrap_or("").to_string(),
         "resources/read" => msg["params"]["uri"].as_str().unwrap_or("").to_string(),
         _ => return json_response(200, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}).to_string()),
