@@ -44,9 +44,9 @@ pub struct Target {
     pub series: crate::metrics::UpstreamSeries,
     /// What the log has said of its requests that got no usable answer.
     pub failures: crate::error::FailureLog,
-    /// How often the log says that a `tools/list` answer of its could not be read: per
-    /// listing, so per session, while it answers so.
-    pub(crate) unreadable_listings: crate::lograte::LogRate,
+    /// How often the log says what toolgate did with an answer of its that it could not read
+    /// (a listing) or passed on unread (over a limit): each may come with every request.
+    pub(crate) answers: crate::lograte::LogRate,
 }
 
 impl Target {
@@ -83,7 +83,7 @@ impl Target {
             stdio: applied.stdio.clone(),
             rules,
             failures: Default::default(),
-            unreadable_listings: Default::default(),
+            answers: Default::default(),
         })
     }
 

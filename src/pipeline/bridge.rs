@@ -10,7 +10,7 @@
 
 use crate::jsonrpc;
 use crate::locks::MutexExt;
-use crate::lograte::{AT_RATE, LogRate};
+use crate::lograte::{LogRate, warn_at_rate};
 use crate::mcp;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -588,10 +588,7 @@ impl Reverse {
                 let said = format_args!(
                     "a handshake-era client's {what} is over {MAX_ENVELOPE_MEMBER} bytes; it is not bridged"
                 );
-                match OVERSIZED_SAID.say("client_member_over") {
-                    Some(unsaid) => tracing::warn!(bytes, unsaid, "{said} {AT_RATE}"),
-                    None => tracing::debug!(bytes, "{said}"),
-                }
+                warn_at_rate!(OVERSIZED_SAID, "client_member_over", { bytes, }, said);
                 None
             }
             v => v,

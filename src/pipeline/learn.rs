@@ -7,7 +7,7 @@ use super::answer::Answer;
 use crate::catalog::{Page, ScopeKey};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
-use crate::lograte::AT_RATE;
+use crate::lograte::warn_at_rate;
 use crate::text::clipped;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -33,19 +33,9 @@ pub fn list_answer(
     let mut page = match Page::parse(result) {
         Ok(p) => p,
         Err(e) => {
-            let upstream = &pending.target.name;
-            const SAID: &str =
-                "could not read a tools/list answer; it goes to the client as it came";
-            match pending
-                .target
-                .unreadable_listings
-                .say("tools_list_unreadable")
-            {
-                Some(unsaid) => {
-                    tracing::warn!(upstream = %upstream, error = %e, unsaid, "{SAID} {AT_RATE}")
-                }
-                None => tracing::debug!(upstream = %upstream, error = %e, "{SAID}"),
-            }
+            let target = &pending.target;
+            warn_at_rate!(target.answers, "tools_list_unreadable", { upstream = %target.name, error = %e, },
+                "could not read a tools/list answer; it goes to the client as it came");
             return None;
         }
     };

@@ -109,7 +109,11 @@ impl Splitter {
                 }
             };
             if i == self.line_start {
-                // An empty line ends the event.
+                // An empty line ends the event; one over the cap is refused whole as well,
+                // however its bytes were cut into reads.
+                if term_end > self.max_event {
+                    return Some(self.overflow());
+                }
                 let ev = self.buf.split_to(term_end).freeze();
                 self.scan = 0;
                 self.line_start = 0;
@@ -119,12 +123,13 @@ impl Splitter {
             i = term_end;
         }
         self.scan = i;
-        if self.buf.len() > self.max_event {
-            self.scan = 0;
-            self.line_start = 0;
-            return Some(Split::Overflow(self.buf.split().freeze()));
-        }
-        None
+        (self.buf.len() > self.max_event).then(|| self.overflow())
+    }
+
+    fn overflow(&mut self) -> Split {
+        self.scan = 0;
+        self.line_start = 0;
+        Split::Overflow(self.buf.split().freeze())
     }
 
     /// What is left when the stream ends: an event without its terminating blank line.
@@ -283,5 +288,22 @@ mod tests {
             s.next_event(),
             Some(Split::Overflow(Bytes::from_static(b"data: 0123456789")))
         );
+    }
+
+    #[test]
+    fn an_event_over_the_cap_overflows_though_it_came_whole() {
+        let mut s = Splitter::new(12);
+        s.push(b"data: 1\n\ndata: 0123456789\n\ndata: 2\n\n");
+        assert_eq!(
+            s.next_event(),
+            Some(Split::Event(Bytes::from_static(b"data: 1\n\n")))
+        );
+        assert_eq!(
+            s.next_event(),
+            Some(Split::Overflow(Bytes::from_static(
+                b"data: 0123456789\n\ndata: 2\n\n"
+            )))
+        );
+        assert_eq!(s.next_event(), None);
     }
 }

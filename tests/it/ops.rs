@@ -495,7 +495,8 @@ async fn a_server_that_is_down_is_said_once_not_per_request() {
 /// Other causes that repeat with each request or session are said at the same rate as a
 /// server that is down: a server whose listings toolgate cannot read, a handshake-era client
 /// whose capabilities are too large to bridge, a server that will not open a session for a
-/// 2026-07-28 client. Each request still gets its answer.
+/// 2026-07-28 client, a server whose answers come in events too large to read. Each request
+/// still gets its answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cause_that_repeats_is_said_at_a_rate() {
     const TIMES: i64 = 10;
@@ -550,6 +551,30 @@ async fn a_cause_that_repeats_is_said_at_a_rate() {
         assert_eq!((a.status, a.json()), (400, no_session.clone()));
     }
     said_at_rate(&tg, "could not open a session with the upstream", TIMES).await;
+
+    let text = "x".repeat(30_000);
+    let big = json!({"jsonrpc": "2.0", "id": "$id", "result": {"content": [{"type": "text", "text": text}]}});
+    let (url, _server) = Scripted::new(vec![open_tool("big")])
+        .script(
+            "big",
+            Script::Sse {
+                messages: vec![big],
+                numbered: false,
+            },
+        )
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, Some("[limits]\nmax_sse_event_bytes = 20000\n")).await;
+    for id in 0..TIMES {
+        let a = post(&tg.url(), None, call(id, "big", json!({}))).await;
+        assert_eq!(result_text(&a.answer()), text);
+    }
+    said_at_rate(
+        &tg,
+        "over max_sse_event_bytes; the rest of the stream passed",
+        TIMES,
+    )
+    .await;
 }
 
 /// Of `times` lines saying `what`, the first is at `WARN` and the rest at `DEBUG`.

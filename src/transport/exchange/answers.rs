@@ -15,6 +15,7 @@ use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
+use crate::lograte::warn_at_rate;
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::{Media, UpstreamBody, fit_length, media_type, strip_hop_by_hop};
@@ -224,7 +225,9 @@ where
                     return unusable(gw, &pending, &UpstreamError::answer_over(max));
                 }
                 Ok(Collected::TooLarge(rest)) => {
-                    tracing::warn!(upstream = %pending.target.name, "answer over max_response_bytes: passed through unread");
+                    let target = &pending.target;
+                    warn_at_rate!(target.answers, "answer_over", { upstream = %target.name, },
+                        "an answer over max_response_bytes; passed through unread");
                     return Response::from_parts(parts, rest);
                 }
                 Err(e) => {
@@ -409,7 +412,9 @@ impl SseInspector {
                     break;
                 }
                 Split::Overflow(held) => {
-                    tracing::warn!(upstream = %self.pending.target.name, "SSE event over max_sse_event_bytes: rest of the stream passed through uninspected");
+                    let target = &self.pending.target;
+                    warn_at_rate!(target.answers, "sse_event_over", { upstream = %target.name, },
+                        "an SSE event over max_sse_event_bytes; the rest of the stream passed through uninspected");
                     self.raw = true;
                     self.out.push_back(held);
                     break;
@@ -427,7 +432,8 @@ impl SseInspector {
     /// An event over `limits.max_sse_event_bytes` in a renumbered stream: the request is
     /// answered with why, unless it has been, and the rest of the stream is dropped.
     fn over_limit(&mut self) {
-        tracing::warn!(upstream = %self.pending.target.name, "SSE event over max_sse_event_bytes in a shared session: the request is answered with why");
+        // Said as the request's failure is (`pipeline::unanswered`).
+        tracing::debug!(upstream = %self.pending.target.name, "an SSE event over max_sse_event_bytes in a shared session: the request is answered with why");
         self.dropping = true;
         if self.answered {
             return;

@@ -5,6 +5,7 @@ use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
+use crate::lograte::{LogRate, warn_at_rate};
 use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::{Line, read_line};
 use bytes::Bytes;
@@ -134,7 +135,12 @@ impl ToClient {
     /// skip every answer-side rule, so it goes no further.
     pub(crate) fn unsolicited(&self, key: ScopeKey, line: Bytes) {
         let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
-            tracing::warn!(
+            // The server's mistake, which may come with every message it sends.
+            static SAID: LogRate = LogRate::new();
+            warn_at_rate!(
+                SAID,
+                "not_a_message",
+                {},
                 "the tool server sent something that is not one JSON-RPC message; dropped"
             );
             return;

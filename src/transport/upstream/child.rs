@@ -14,6 +14,7 @@ use super::rounds::{Listening, Offered, Questions, Rounds};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
+use crate::lograte::{LogRate, warn_at_rate};
 use crate::pipeline::asked::Retries;
 use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, ListFailed, Lister};
@@ -346,24 +347,6 @@ fn is_message(line: &[u8]) -> bool {
     matches!(jsonrpc::parse(line), Ok(Parsed::Single(_)))
 }
 
-/// A line of the child's stdout that is not one JSON-RPC message is dropped, whichever front
-/// serves the child: said once at `WARN` for each child (the mistake is the server's, and a
-/// server that logs on stdout would flood the log), and at `DEBUG` after. Its text is never
-/// logged: it may hold anything.
-fn not_a_message(bytes: usize, said: &mut bool) {
-    if std::mem::replace(said, true) {
-        tracing::debug!(
-            bytes,
-            "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped"
-        );
-    } else {
-        tracing::warn!(
-            bytes,
-            "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped (stdout carries only messages, a server's own output belongs on stderr)"
-        );
-    }
-}
-
 /// The child's stdout: each line goes to whoever waits for its id, or else to `handler`;
 /// at its end, the waiters are let go and `handler` is told how the child ended.
 async fn read_stdout(
@@ -399,7 +382,10 @@ async fn read_stdout(
             None => handler(FromChild::Message(line)),
         }
     };
-    let mut said_not_a_message = false;
+    // What the child writes that no client gets as it came, said at this rate for each
+    // child: the mistake is the server's, and may come with every call. Its text is never
+    // logged: it may hold anything.
+    let said = LogRate::new();
     loop {
         match read_line(&mut r, max_line).await {
             Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
@@ -409,21 +395,32 @@ async fn read_stdout(
                     Some(id) => deliver(Some(id), line),
                     None if is_message(&line) => deliver(None, line),
                     // A banner or a log line on stdout: no client could read it as a message.
-                    None => not_a_message(line.len(), &mut said_not_a_message),
+                    None => warn_at_rate!(said, "not_a_message", { bytes = line.len(), },
+                        "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped (stdout carries only messages, a server's own output belongs on stderr)"),
                 }
             }
             // Answered all the same, as an error in the answer's place: whoever waits for
             // that id gets it, as a line the child could have written.
             Ok(Line::TooLong(Some(id))) => {
-                tracing::warn!(
-                    "the tool server wrote a line over {max_line} bytes; it is answered as an error"
+                warn_at_rate!(
+                    said,
+                    "answer_over",
+                    {},
+                    format_args!(
+                        "the tool server wrote a line over {max_line} bytes; it is answered as an error"
+                    )
                 );
                 if let Some(e) = over_limit_error(&id, max_line, "the tool server's answer") {
                     deliver(Some(jsonrpc::id_key(&id).into_owned()), Bytes::from(e));
                 }
             }
-            Ok(Line::TooLong(None)) => tracing::warn!(
-                "the tool server wrote a line over {max_line} bytes without an id; dropped"
+            Ok(Line::TooLong(None)) => warn_at_rate!(
+                said,
+                "line_over",
+                {},
+                format_args!(
+                    "the tool server wrote a line over {max_line} bytes without an id; dropped"
+                )
             ),
             Ok(Line::Eof) | Err(_) => break,
         }

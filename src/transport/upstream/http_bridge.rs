@@ -20,7 +20,7 @@ use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::locks::MutexExt;
-use crate::lograte::{AT_RATE, LogRate};
+use crate::lograte::{LogRate, warn_at_rate};
 use crate::mcp;
 use crate::pipeline::bridge::{Declared, Retry, Reverse, answer_to};
 use crate::pipeline::guard::{self, ListFailed};
@@ -636,11 +636,8 @@ impl HttpBridge {
         let init = match own::handshake(&opening, id, Some(&params)).await {
             Ok(init) => init,
             Err(why) => {
-                const SAID: &str = "could not open a session with the upstream for a 2026-07-28 client; its request goes as it came";
-                match self.refused.say("bridge_session_refused") {
-                    Some(unsaid) => tracing::warn!(error = %why, unsaid, "{SAID} {AT_RATE}"),
-                    None => tracing::debug!(error = %why, "{SAID}"),
-                }
+                warn_at_rate!(self.refused, "bridge_session_refused", { error = %why, },
+                    "could not open a session with the upstream for a 2026-07-28 client; its request goes as it came");
                 return None;
             }
         };
