@@ -261,7 +261,8 @@ pub fn complete(pending: &super::Pending, answer: Bytes) -> Bytes {
 /// "complete"`, and a cacheable one `ttlMs: 0` with `cacheScope: "private"`, when it has
 /// none. Nothing may be cached: a handshake-era server says that its lists changed on a
 /// session's stream, which a 2026-07-28 client does not have. A result that asks for input
-/// (`inputRequests`) without saying so is left as it is: its type is not sure.
+/// (`inputRequests`) or starts a task (`task`) without saying so is left as it is: its type
+/// is not sure.
 pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
     if completion == Completion::Native && crate::text::holds!(&bytes, "\"resultType\"") {
         return bytes;
@@ -277,7 +278,9 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
     else {
         return bytes;
     };
-    if result.contains_key("inputRequests") && !result.contains_key("resultType") {
+    if (result.contains_key("inputRequests") || result.contains_key("task"))
+        && !result.contains_key("resultType")
+    {
         return bytes;
     }
     let complete = RawValue::from_string("\"complete\"".into()).expect("a JSON string");
@@ -761,6 +764,9 @@ mod tests {
         // Asks for input without saying so: its type is not sure.
         let asks = r#"{"jsonrpc":"2.0","id":1,"result":{"inputRequests":{}}}"#;
         assert_eq!(native(asks), json!({"inputRequests": {}}));
+        // Starts a task (2025-11-25) without saying so: not complete either.
+        let task = r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t1"}}}"#;
+        assert_eq!(native(task), json!({"task": {"taskId": "t1"}}));
         let typed = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#;
         assert_eq!(native(typed)["resultType"], "complete");
         let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}"#;

@@ -150,6 +150,20 @@ struct ResultView<'a> {
     is_error: Option<bool>,
     #[serde(borrow, default, rename = "structuredContent")]
     structured: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "resultType")]
+    result_type: Option<&'a str>,
+    #[serde(borrow, default)]
+    task: Option<&'a RawValue>,
+}
+
+impl ResultView<'_> {
+    /// Whether this is the tool's result, not a step before it: a task the call started
+    /// (2025-11-25's `task`, the 2026-07-28 extension's `resultType: "task"`) or a request
+    /// for the client's input (`resultType: "input_required"`). Neither holds the tool's
+    /// output yet.
+    fn is_final(&self) -> bool {
+        self.task.is_none() && self.result_type.is_none_or(|t| t == "complete")
+    }
 }
 
 fn check_output(
@@ -160,7 +174,7 @@ fn check_output(
     result: &RawValue,
 ) -> Option<Answer> {
     let r: ResultView<'_> = serde_json::from_str(result.get()).ok()?;
-    if r.is_error == Some(true) {
+    if r.is_error == Some(true) || !r.is_final() {
         return None;
     }
     let Lookup::Found(t) = gw.catalog.lookup(&pending.key, tool) else {
@@ -293,6 +307,22 @@ pub fn read_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_complete_result_holds_the_tools_output() {
+        let view = |r: &str| {
+            serde_json::from_str::<ResultView<'_>>(r)
+                .unwrap()
+                .is_final()
+        };
+        assert!(view(r#"{"content":[]}"#));
+        assert!(view(r#"{"content":[],"resultType":"complete"}"#));
+        assert!(!view(r#"{"task":{"taskId":"t1","status":"working"}}"#));
+        assert!(!view(r#"{"resultType":"task","task":{"taskId":"t1"}}"#));
+        assert!(!view(
+            r#"{"resultType":"input_required","inputRequests":{}}"#
+        ));
+    }
 
     #[test]
     fn protocol_signals_and_failures_are_told_apart() {

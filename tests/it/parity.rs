@@ -26,6 +26,7 @@ fn scripted() -> Scripted {
         tools.push(open_tool(name));
     }
     tools.push(weather);
+    tools.push(research());
     Scripted::new(tools)
         .script(
             "add",
@@ -58,6 +59,18 @@ fn scripted() -> Scripted {
             "weather",
             Script::Result(json!({"content": [{"type": "text", "text": "{\"celsius\": \"warm\"}"}], "structuredContent": {"celsius": "warm"}})),
         )
+        .script("research", Script::Result(json!({"task": task()})))
+}
+
+/// A tool with an outputSchema that starts a task (2025-11-25) when asked to, as the stdio
+/// fixture lists it; the scripted server answers every call of it so.
+fn research() -> Value {
+    json!({"name": "research", "description": "Researches, as a task when asked.", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}, "execution": {"taskSupport": "optional"}})
+}
+
+/// The task both servers say `research` started.
+fn task() -> Value {
+    json!({"taskId": "task-1", "status": "working", "createdAt": "2026-11-30T00:00:00Z", "lastUpdatedAt": "2026-11-30T00:00:00Z", "ttl": 60000, "pollInterval": 1000})
 }
 
 fn call(id: i64, tool: &str, args: Value) -> Value {
@@ -127,6 +140,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
                 "content": [{"type": "text", "text": "The tool \"weather\" returned a result that does not match its declared outputSchema:\n- structuredContent/celsius: expected a number, got string \"warm\"\nThis is a fault of the tool server, not of the call."}],
                 "isError": true,
                 "_meta": {"toolgate/output_validation": {"code": "invalid_output", "errors": {"/celsius": "expected a number, got string \"warm\""}}}}}),
+        ),
+        (
+            "a call that starts a task: no output of the tool yet",
+            json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "research", "arguments": {}, "task": {"ttl": 60000}}}),
+            json!({"jsonrpc": "2.0", "id": 13, "result": {"task": task()}}),
         ),
         (
             "progress on the way",
@@ -200,6 +218,7 @@ fn expected_counts() -> Vec<String> {
         ("internal", "forwarded"),
         ("internal", "rewritten"),
         ("notify", "forwarded"),
+        ("research", "forwarded"),
         ("weather", "forwarded"),
     ]
     .map(|(tool, outcome)| {
