@@ -276,8 +276,9 @@ pub fn read_answer(
             !already
                 && match e.code {
                     -32002 => true,
-                    0 | -32603 => says_not_found(&e.message),
-                    -32602 => e.data.is_none() || says_not_found(&e.message),
+                    // `-32602` is also every other invalid request (2026-07-28: a missing
+                    // `_meta`), so it is read as "not found" only when it says so.
+                    0 | -32603 | -32602 => says_not_found(&e.message),
                     _ => false,
                 }
         }

@@ -221,13 +221,17 @@ async fn every_resource_not_found_variant_becomes_sep_2164() {
 async fn other_resource_answers_pass_untouched() {
     let ok = json!({"contents": [{"uri": "ok://x", "text": "hello"}]});
     let canonical = json!({"code": -32602, "message": "Resource not found: done://z", "data": {"uri": "done://z"}});
+    // Another invalid request: no resource is said to be missing.
+    let invalid =
+        json!({"code": -32602, "message": "Invalid params: the 2026-07-28 envelope is missing"});
     let s = Scripted::new(vec![])
         .script("ok://x", Script::Result(ok.clone()))
         .script(
             "down://y",
             Script::Error(json!({"code": -32603, "message": "database unavailable"})),
         )
-        .script("done://z", Script::Error(canonical.clone()));
+        .script("done://z", Script::Error(canonical.clone()))
+        .script("meta://w", Script::Error(invalid.clone()));
     let (tg, _) = gateway(s, None).await;
     assert_eq!(
         post(&tg.url(), None, read(1, "ok://x")).await.text(),
@@ -237,6 +241,10 @@ async fn other_resource_answers_pass_untouched() {
     assert_eq!(
         post(&tg.url(), None, read(3, "done://z")).await.text(),
         json!({"jsonrpc": "2.0", "id": 3, "error": canonical}).to_string()
+    );
+    assert_eq!(
+        post(&tg.url(), None, read(4, "meta://w")).await.text(),
+        json!({"jsonrpc": "2.0", "id": 4, "error": invalid}).to_string()
     );
 }
 
