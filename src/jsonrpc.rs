@@ -255,7 +255,7 @@ impl<'de> Visitor<'de> for EnvelopeSeed {
                     once(8, "params")?;
                     let call = self.typed_call && env.method.as_deref() == Some(TOOLS_CALL);
                     env.params = Some(if call {
-                        Params::Call(map.next_value()?)
+                        Params::Call(map.next_value_seed(ObjectOnly::default())?)
                     } else {
                         Params::Raw(map.next_value()?)
                     });
@@ -275,6 +275,44 @@ impl<'de> Visitor<'de> for EnvelopeSeed {
         }
         Ok(env)
     }
+}
+
+/// Reads `T` from an object only. A derived struct reader takes an array too, its members by
+/// position (`["add", {...}]` as a call's params), and MCP's params are objects.
+struct ObjectOnly<T>(std::marker::PhantomData<T>);
+
+impl<T> Default for ObjectOnly<T> {
+    fn default() -> Self {
+        ObjectOnly(std::marker::PhantomData)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for ObjectOnly<T> {
+    type Value = T;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOnly<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+}
+
+/// A `tools/call`'s params read from their text, when the envelope's pass left them so.
+pub fn call_params(text: &str) -> Result<CallParams<'_>, serde_json::Error> {
+    // A raw value's text starts at its first byte: an object's is `{`.
+    if !text.starts_with('{') {
+        return Err(de::Error::custom("\"params\" must be an object"));
+    }
+    serde_json::from_str(text)
 }
 
 fn envelope(text: &str, typed_call: bool) -> Result<Envelope<'_>, serde_json::Error> {
@@ -405,6 +443,9 @@ fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection> {
     };
     let is_response = msg.result.is_some() || msg.error.is_some();
     match (&msg.method, is_response) {
+        (Some(_), false) if msg.id.is_some_and(|id| !is_request_id(id)) => Err(Rejection::Invalid(
+            "a request's \"id\" must be a string or a number".into(),
+        )),
         (Some(_), false) => Ok(msg),
         (None, true) if msg.id.is_some() => Ok(msg),
         (Some(_), true) => Err(Rejection::Invalid(
@@ -414,6 +455,13 @@ fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection> {
             "neither a request, a notification nor a response".into(),
         )),
     }
+}
+
+/// MCP's request ids: a string or a number, never `null` (unlike JSON-RPC's), nor a boolean,
+/// an array or an object. A response may name no request with `null`; a request must name
+/// itself for its answer to find it.
+fn is_request_id(id: &RawValue) -> bool {
+    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }
 
 #[derive(serde::Serialize)]
@@ -783,9 +831,29 @@ mod tests {
     }
 
     #[test]
-    fn null_id_is_kept() {
-        let m = single(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap();
-        assert_eq!(m.id.unwrap().get(), "null");
+    fn a_request_id_is_a_string_or_a_number() {
+        for id in ["1", "-7", "1.5", "2e3", r#""a""#] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert_eq!(single(&body).unwrap().id.unwrap().get(), id);
+        }
+        for id in ["null", "true", "false", "[1]", r#"{"a":1}"#] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert_eq!(single(&body).unwrap_err().code(), INVALID_REQUEST, "{id}");
+        }
+        // A response that names no request keeps its `null`.
+        let m = single(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}"#);
+        assert_eq!(m.unwrap().id.unwrap().get(), "null");
+    }
+
+    #[test]
+    fn a_calls_params_are_an_object() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["add",{"a":1}]}"#;
+        let m = single(body).unwrap();
+        let Some(Params::Raw(raw)) = m.params else {
+            panic!("read typed: {:?}", m.params)
+        };
+        assert!(call_params(raw.get()).is_err());
+        assert_eq!(call_params(r#"{"name":"add"}"#).unwrap().name, "add");
     }
 
     #[test]

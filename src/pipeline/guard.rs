@@ -301,7 +301,7 @@ fn read_call<'a>(call: &mut Call<'a>) -> Result<CallParams<'a>, Answer> {
     match call.params.take() {
         Some(Params::Call(p)) => Ok(p),
         Some(Params::Raw(raw)) => {
-            serde_json::from_str(raw.get()).map_err(|e| malformed(e.to_string()))
+            jsonrpc::call_params(raw.get()).map_err(|e| malformed(e.to_string()))
         }
         None => Err(malformed("missing params with a \"name\"".into())),
     }

@@ -156,6 +156,16 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!([{"jsonrpc": "2.0", "id": 10, "method": "ping"}, call(11, "add", json!({"a": 1, "b": 2}))]),
             json!([{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}}]),
         ),
+        (
+            "a request whose id is no string or number",
+            json!({"jsonrpc": "2.0", "id": true, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}),
+            json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: a request's \"id\" must be a string or a number"}}),
+        ),
+        (
+            "a call whose params are no object",
+            json!({"jsonrpc": "2.0", "id": 14, "method": "tools/call", "params": ["add", {"a": 1, "b": 2}]}),
+            json!({"jsonrpc": "2.0", "id": 14, "error": {"code": -32602, "message": "Invalid params for tools/call: \"params\" must be an object"}}),
+        ),
         // Last: the stdio fixture exits, and what becomes of the session then is each kind
         // of server's policy (docs/architecture.md), asserted in `recovery.rs`.
         (
