@@ -308,11 +308,13 @@ async fn check_grades_server_everything() {
     );
 }
 
-/// The TypeScript SDK client's task-augmented call (SEP-1686) with arguments toolgate
-/// refuses: the SDK reads toolgate's answer as the JSON-RPC error it is, with the report in
-/// its data, in all four modes, in front of server-everything over HTTP and over stdio.
-#[tokio::test]
-async fn typescript_sdk_task_augmented_call_with_bad_arguments_reads_the_error_in_every_mode() {
+/// The TypeScript SDK client's task-augmented calls (SEP-1686), in all four modes, in front
+/// of server-everything over HTTP and over stdio. With arguments toolgate refuses, the SDK
+/// reads toolgate's answer as the JSON-RPC error it is, with the report in its data. With
+/// valid ones, the task's whole life passes: created, polled with `tasks/get`, and its
+/// result fetched with `tasks/result`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_task_augmented_calls_in_every_mode() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let http = peers::server_everything_http().await;
     let stdio_server = [p.server_everything.display().to_string(), "stdio".into()];
@@ -322,13 +324,16 @@ async fn typescript_sdk_task_augmented_call_with_bad_arguments_reads_the_error_i
         "message": "MCP error -32602: Invalid arguments for tool \"get-sum\" (1 problem):",
         "data": {"code": "invalid_arguments", "tool": "get-sum", "text": report,
                  "parameter_errors": {"/b": "expected a number, got string \"many\""}}}]]);
-    let calls = [("get-sum", json!({"a": 1, "b": "many"}))];
+    let calls = [
+        ("get-sum", json!({"a": 1, "b": "many"})),
+        ("simulate-research-query", json!({"topic": "rust"})),
+    ];
 
     let serve_upstream = Toolgate::serve(&http.url, None).await;
     let serve_command = Toolgate::in_front_of(&stdio_server, None).await;
     let mut stdio_command = vec![toolgate.to_string(), "stdio".into(), "--".into()];
     stdio_command.extend(stdio_server.iter().cloned());
-    for (mode, server) in [
+    let modes = [
         ("serve --upstream", serve_upstream.url()),
         ("serve -- CMD", serve_command.url()),
         (
@@ -339,8 +344,26 @@ async fn typescript_sdk_task_augmented_call_with_bad_arguments_reads_the_error_i
             ),
         ),
         ("stdio -- CMD", format!("stdio:{}", json!(stdio_command))),
-    ] {
-        let out = peers::typescript_client(&server, &calls).await;
-        assert_eq!(out["calls"], expected, "{mode}");
+    ];
+    // At once: the task takes four seconds of the server's in each.
+    let runs = modes
+        .iter()
+        .map(|(_, server)| peers::typescript_client(server, &calls));
+    for ((mode, _), out) in modes.iter().zip(futures_util::future::join_all(runs).await) {
+        assert_eq!(out["calls"][0], expected[0], "{mode}");
+        let task = out["calls"][1].as_array().expect("the task's messages");
+        let kinds: Vec<&str> = task.iter().map(|m| m["type"].as_str().unwrap()).collect();
+        let polled = &kinds[1..kinds.len() - 1];
+        assert!(
+            kinds.first() == Some(&"taskCreated")
+                && kinds.last() == Some(&"result")
+                && polled.iter().all(|k| *k == "taskStatus"),
+            "{mode}: {kinds:?}"
+        );
+        let report = task.last().unwrap()["result"]["content"][0]["text"].as_str();
+        assert!(
+            report.is_some_and(|r| r.starts_with("# Research Report: rust\n")),
+            "{mode}: {task:?}"
+        );
     }
 }
