@@ -111,6 +111,8 @@ pub struct Gateway {
     clients: HashMap<String, Arc<ClientRules>>,
     /// Kept across reloads, so a reload does not refill every bucket.
     pub limiter: Arc<RateLimiter>,
+    /// The tool of each task a call started, kept across reloads as the tasks are.
+    pub tasks: Arc<crate::tasks::Tasks>,
     /// Trace export, when an OTLP endpoint is configured; made once per process.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// The replicas' shared buckets, when `[shared_state]` names a Redis.
@@ -281,19 +283,27 @@ impl Gateway {
         let named = auth.is_some() || identities == Identities::Vouched;
         let clients = clients(&config, named)?;
         servers_reached(&config, auth.is_some(), &targets)?;
-        let (hasher, ids, metrics, limiter, sessions) = match previous {
+        let (hasher, ids, metrics, limiter, sessions, tasks) = match previous {
             Some(p) => (
                 p.hasher.clone(),
                 p.ids.clone(),
                 p.metrics.clone(),
                 p.limiter.clone(),
                 p.sessions.clone(),
+                p.tasks.clone(),
             ),
             None => {
                 let hasher = RandomState::new();
                 let prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
                 let ids = Arc::new(Ids::new(prefix));
-                (hasher, ids, Arc::default(), Arc::default(), Arc::default())
+                (
+                    hasher,
+                    ids,
+                    Arc::default(),
+                    Arc::default(),
+                    Arc::default(),
+                    Arc::default(),
+                )
             }
         };
         let shared = shared(&config, previous)?;
@@ -319,6 +329,7 @@ impl Gateway {
             auth,
             clients,
             limiter,
+            tasks,
             anonymous: Arc::from("(anonymous)"),
             sessions,
             hasher,

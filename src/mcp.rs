@@ -9,6 +9,7 @@ pub const TOOLS_CALL: &str = "tools/call";
 pub const TOOLS_LIST: &str = "tools/list";
 pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
 pub const RESOURCES_READ: &str = "resources/read";
+pub const TASKS_RESULT: &str = "tasks/result";
 
 // Header names as `HeaderName`s: looking a header up by `&str` parses the name every time.
 pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");

@@ -21,6 +21,7 @@ use crate::validate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::fmt::Write;
 
 #[derive(Deserialize)]
@@ -156,6 +157,12 @@ struct ResultView<'a> {
     task: Option<&'a RawValue>,
 }
 
+#[derive(Deserialize)]
+struct TaskView<'a> {
+    #[serde(borrow, rename = "taskId")]
+    id: Cow<'a, str>,
+}
+
 impl ResultView<'_> {
     /// Whether this is the tool's result, not a step before it: a task the call started
     /// (2025-11-25's `task`, the 2026-07-28 extension's `resultType: "task"`) or a request
@@ -174,13 +181,23 @@ fn check_output(
     result: &RawValue,
 ) -> Option<Answer> {
     let r: ResultView<'_> = serde_json::from_str(result.get()).ok()?;
-    if r.is_error == Some(true) || !r.is_final() {
+    if r.is_error == Some(true) {
         return None;
     }
     let Lookup::Found(t) = gw.catalog.lookup(&pending.key, tool) else {
         return None;
     };
     let out = t.output?;
+    if !r.is_final() {
+        // A task's output comes as the answer to `tasks/result`, checked there.
+        if let Some(task) = r
+            .task
+            .and_then(|t| serde_json::from_str::<TaskView<'_>>(t.get()).ok())
+        {
+            gw.tasks.started(pending.key, &task.id, tool);
+        }
+        return None;
+    }
     let validator = out.validator().ok()?;
     let content: Value = match r.structured {
         Some(s) => serde_json::from_str(s.get()).ok()?,

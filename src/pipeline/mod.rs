@@ -53,6 +53,11 @@ pub enum Kind {
     Read {
         uri: Option<Box<str>>,
     },
+    /// `tasks/result` (SEP-1686): its answer is the result of the call that started the task,
+    /// held to that call's rules when the task's tool is known ([`crate::tasks`]).
+    TaskResult {
+        task: Box<str>,
+    },
     Other,
 }
 
@@ -173,6 +178,12 @@ struct ReadParams<'a> {
     uri: Option<Cow<'a, str>>,
 }
 
+#[derive(Deserialize)]
+struct TaskParams<'a> {
+    #[serde(borrow, rename = "taskId")]
+    task_id: Cow<'a, str>,
+}
+
 /// The kind of a request other than `tools/call` (which [`guard`] classifies as it decides).
 pub fn classify(m: &Message<'_>) -> Kind {
     if !m.is_request() {
@@ -195,6 +206,13 @@ pub fn classify(m: &Message<'_>) -> Kind {
                 .and_then(|p| p.uri)
                 .map(|u| u.as_ref().into()),
         },
+        Some(mcp::TASKS_RESULT) => m
+            .raw_params()
+            .and_then(|p| serde_json::from_str::<TaskParams<'_>>(p.get()).ok())
+            .filter(|p| p.task_id.len() <= crate::tasks::MAX_NAME)
+            .map_or(Kind::Other, |p| Kind::TaskResult {
+                task: p.task_id.as_ref().into(),
+            }),
         _ => Kind::Other,
     }
 }
@@ -226,6 +244,10 @@ pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
         Kind::List { first_page } => learn::list_answer(gw, pending, *first_page, m),
         Kind::Call { tool, retry, .. } => canon::call_answer(gw, pending, tool, *retry, m),
         Kind::Read { uri } => canon::read_answer(gw, pending, uri.as_deref(), m),
+        Kind::TaskResult { task } => gw
+            .tasks
+            .tool(pending.key, task)
+            .and_then(|tool| canon::call_answer(gw, pending, &tool, false, m)),
         Kind::Other => None,
     };
     Observed {

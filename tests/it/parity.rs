@@ -60,6 +60,10 @@ fn scripted() -> Scripted {
             Script::Result(json!({"content": [{"type": "text", "text": "{\"celsius\": \"warm\"}"}], "structuredContent": {"celsius": "warm"}})),
         )
         .script("research", Script::Result(json!({"task": task()})))
+        .script(
+            "tasks/result",
+            Script::Result(json!({"content": [{"type": "text", "text": "42"}], "structuredContent": {"answer": 42}})),
+        )
 }
 
 /// A tool with an outputSchema that starts a task (2025-11-25) when asked to, as the stdio
@@ -145,6 +149,14 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             "a call that starts a task: no output of the tool yet",
             json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "research", "arguments": {}, "task": {"ttl": 60000}}}),
             json!({"jsonrpc": "2.0", "id": 13, "result": {"task": task()}}),
+        ),
+        (
+            "the task's result, held to its tool's outputSchema",
+            json!({"jsonrpc": "2.0", "id": 15, "method": "tasks/result", "params": {"taskId": "task-1"}}),
+            json!({"jsonrpc": "2.0", "id": 15, "result": {
+                "content": [{"type": "text", "text": "The tool \"research\" returned a result that does not match its declared outputSchema:\n- structuredContent/answer: expected a string, got integer 42\nThis is a fault of the tool server, not of the call."}],
+                "isError": true,
+                "_meta": {"toolgate/output_validation": {"code": "invalid_output", "errors": {"/answer": "expected a string, got integer 42"}}}}}),
         ),
         (
             "progress on the way",

@@ -148,6 +148,7 @@ async fn handle(
         "initialize" => method.to_string(),
         "tools/call" => msg["params"]["name"].as_str().unwrap_or("").to_string(),
         "resources/read" => msg["params"]["uri"].as_str().unwrap_or("").to_string(),
+        "tasks/result" => method.to_string(),
         _ => return json_response(200, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}).to_string()),
     };
     let Some(script) = s.scripts.get(&key).cloned() else {
