@@ -7,9 +7,8 @@
 //! Only tasks whose output is checked are kept (a tool with an `outputSchema`, under
 //! `validation.output`). Servers name their tasks and clients start them, so what is kept is
 //! bounded: at most [`MAX_TASKS`], the oldest forgotten first, and a task id or tool name
-//! past [`MAX_NAME`] bytes is not kept at all: at most about 3.5 MB, and about 0.6 MB for
-//! ids and names of 32 bytes. A forgotten task's result passes as it comes, as any answer
-//! toolgate has no rule for.
+//! past [`MAX_NAME`] bytes is not kept at all (docs/security.md has what that costs). A
+//! forgotten task's result passes as it comes, as any answer toolgate has no rule for.
 
 use crate::catalog::ScopeKey;
 use crate::locks::MutexExt;
