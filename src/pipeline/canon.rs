@@ -151,8 +151,10 @@ struct ResultView<'a> {
     is_error: Option<bool>,
     #[serde(borrow, default, rename = "structuredContent")]
     structured: Option<&'a RawValue>,
+    /// Owned when written with an escape: borrowed only, such a type would fail the whole
+    /// view, and the output would go unchecked.
     #[serde(borrow, default, rename = "resultType")]
-    result_type: Option<&'a str>,
+    result_type: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     task: Option<&'a RawValue>,
 }
@@ -169,7 +171,7 @@ impl ResultView<'_> {
     /// for the client's input (`resultType: "input_required"`). Neither holds the tool's
     /// output yet.
     fn is_final(&self) -> bool {
-        self.task.is_none() && self.result_type.is_none_or(|t| t == "complete")
+        self.task.is_none() && self.result_type.as_deref().is_none_or(|t| t == "complete")
     }
 }
 
@@ -335,6 +337,7 @@ mod tests {
         };
         assert!(view(r#"{"content":[]}"#));
         assert!(view(r#"{"content":[],"resultType":"complete"}"#));
+        assert!(view(r#"{"content":[],"resultType":"compl\u0065te"}"#));
         assert!(!view(r#"{"task":{"taskId":"t1","status":"working"}}"#));
         assert!(!view(r#"{"resultType":"task","task":{"taskId":"t1"}}"#));
         assert!(!view(
