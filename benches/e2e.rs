@@ -4,8 +4,9 @@
 //!
 //! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run, `-- --only "valid
 //! call" --conc 8` for one row, `-- --only memory` for the sessions alone, `-- --only
-//! features` for what TLS to the upstream, tracing and shared rate limits cost; `--load URL
-//! CONC SECS` drives a proxy started by hand, to profile it with strace or perf; `--pin`
+//! features` for what TLS to the upstream, tracing, shared rate limits and output validation
+//! cost; `--load URL CONC SECS` drives a proxy started by hand, to profile it with strace or
+//! perf; `--pin`
 //! runs both proxies on CPU 1 alone, under `taskset`, so that with the benchmark itself on CPU 0
 //! (`taskset -c 0 target/release/deps/e2e-* --bench --pin --conc 256`) each proxy has exactly
 //! one core, the cell where a proxy's tail shows first); `--sessions N` sets how many sessions
@@ -556,8 +557,8 @@ async fn collector() -> String {
 
 /// What optional features cost per validated call at c=8, each against plain toolgate in the
 /// same interleaved rounds: TLS to the upstream (through a TLS-terminating toolgate in front of
-/// the same server), trace export to a collector, and rate limits in Redis against the same
-/// limits kept locally.
+/// the same server), trace export to a collector, rate limits in Redis against the same
+/// limits kept locally, and output validation on (for a tool without an `outputSchema`).
 async fn features(upstream: &str, dur: Duration, rounds: usize) {
     let dir = scratch();
     // A CA and a certificate for the TLS hop.
@@ -600,6 +601,9 @@ async fn features(upstream: &str, dur: Duration, rounds: usize) {
         &format!("[telemetry]\notlp_endpoint = \"{sink}\"\n"),
     );
     let local = toolgate_with(upstream, "local-limits", limits);
+    // The demo's `book_flight` declares no `outputSchema`: what output validation costs a
+    // call it does not apply to.
+    let output = toolgate_with(upstream, "output", "[validation]\noutput = \"enforce\"\n");
     let redis = redis();
     let shared = redis.as_ref().map(|(_, url)| {
         toolgate_with(
@@ -613,6 +617,7 @@ async fn features(upstream: &str, dur: Duration, rounds: usize) {
         ("upstream over TLS", &over_tls),
         ("traces exported", &traced),
         ("local limits", &local),
+        ("output validation", &output),
     ];
     if let Some(s) = &shared {
         vias.push(("shared limits", s));

@@ -155,6 +155,7 @@ pub fn canon(data: &[u8]) {
                 tool: "t".into(),
                 outcome: "forwarded",
                 retry: false,
+                output: false,
             },
         ),
         ("\"a\"", Kind::List { first_page: true }),

@@ -9,7 +9,9 @@
 use super::Kind;
 use super::answer::Answer;
 use crate::catalog::{Lookup, Page, Schema, ScopeKey};
-use crate::config::{AnswerShape, Mode, OnCompileError, OnUnavailable, ToolSettings, Undeclared};
+use crate::config::{
+    AnswerShape, Mode, OnCompileError, OnUnavailable, OutputMode, ToolSettings, Undeclared,
+};
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::arguments::Arguments;
@@ -693,8 +695,17 @@ fn admitted<R>(
             tool: label.into(),
             outcome,
             retry: call.retry,
+            output: checks_output(gw, call, tool),
         },
     )
+}
+
+/// Whether the answer to a call of `tool` is checked against its `outputSchema`: only under
+/// `validation.output`, and only for a tool that declares one, whose answers alone are then
+/// read in full (the others pass as they come).
+fn checks_output(gw: &Gateway, call: &Call<'_>, tool: &str) -> bool {
+    call.target.validation.output != OutputMode::Off
+        && matches!(gw.catalog.lookup(call.key, tool), Lookup::Found(t) if t.output.is_some())
 }
 
 /// A call admitted but for its client's rate, which the replicas share.

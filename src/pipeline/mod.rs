@@ -42,10 +42,13 @@ pub enum Kind {
     /// `outcome`: what the guard made of it (`forwarded`, `coerced`, `audited`), for traces.
     /// `retry`: it carried a `requestState` (2026-07-28, SEP-2322), so a `-32602` answer is
     /// the server refusing that state, a protocol error the client must see as such.
+    /// `output`: its answer's output is checked (`validation.output`, and the tool declares
+    /// an `outputSchema`), so its answer is read whatever it looks like.
     Call {
         tool: Box<str>,
         outcome: &'static str,
         retry: bool,
+        output: bool,
     },
     List {
         first_page: bool,

@@ -328,9 +328,7 @@ fn unusable(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
 /// one whole JSON object cannot be either, so the common case skips the parse. Anything that
 /// is not plainly one object is still read, so a truncated or foreign body is caught.
 fn needs_reading(pending: &Pending, body: &[u8]) -> bool {
-    if !matches!(pending.kind, Kind::Call { .. })
-        || pending.target.validation.output != crate::config::OutputMode::Off
-    {
+    if !matches!(pending.kind, Kind::Call { output: false, .. }) {
         return true;
     }
     let trimmed = body.trim_ascii();
