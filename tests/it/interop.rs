@@ -353,6 +353,7 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
         assert_eq!(out["calls"][0], expected[0], "{mode}");
         let task = out["calls"][1].as_array().expect("the task's messages");
         let kinds: Vec<&str> = task.iter().map(|m| m["type"].as_str().unwrap()).collect();
+        assert!(kinds.len() >= 2, "{mode}: {task:?}");
         let polled = &kinds[1..kinds.len() - 1];
         assert!(
             kinds.first() == Some(&"taskCreated")
