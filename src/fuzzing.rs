@@ -25,7 +25,7 @@ pub fn envelope(data: &[u8]) {
         );
     }
     if let Ok(Body::Single(m)) = jsonrpc::parse_from_client(data) {
-        let _ = pipeline::classify(&m);
+        let _ = pipeline::classify(&m, true);
         if let Some(p) = m.raw_params() {
             arguments(p);
         }

@@ -72,12 +72,8 @@ impl NonBlocking {
     /// Queues one line, unless the writer is too far behind.
     fn queue(&self, line: Vec<u8>) {
         let len = line.len();
-        if self.queued_bytes.fetch_add(len, Ordering::AcqRel) + len > MAX_QUEUED_BYTES {
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        if self.tx.try_send(line).is_err() {
+        let fits = self.queued_bytes.fetch_add(len, Ordering::AcqRel) + len <= MAX_QUEUED_BYTES;
+        if !fits || self.tx.try_send(line).is_err() {
             self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }

@@ -188,7 +188,9 @@ struct TaskParams<'a> {
 }
 
 /// The kind of a request other than `tools/call` (which [`guard`] classifies as it decides).
-pub fn classify(m: &Message<'_>) -> Kind {
+/// `follows_tasks`: a task's result is held to its call's rules (only under
+/// `validation.output`, [`crate::tasks`]); otherwise it passes as any answer no rule reads.
+pub fn classify(m: &Message<'_>, follows_tasks: bool) -> Kind {
     if !m.is_request() {
         return Kind::Other;
     }
@@ -209,7 +211,7 @@ pub fn classify(m: &Message<'_>) -> Kind {
                 .and_then(|p| p.uri)
                 .map(|u| u.as_ref().into()),
         },
-        Some(mcp::TASKS_RESULT) => m
+        Some(mcp::TASKS_RESULT) if follows_tasks => m
             .raw_params()
             .and_then(|p| serde_json::from_str::<TaskParams<'_>>(p.get()).ok())
             .filter(|p| p.task_id.len() <= crate::tasks::MAX_NAME)

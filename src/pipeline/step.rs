@@ -13,6 +13,7 @@ use super::answer::Answer;
 use super::bridge::{self, Bridged, Completion, Reverse};
 use super::guard::{self, Call, Decision, Lister};
 use crate::catalog::ScopeKey;
+use crate::config::OutputMode;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::Message;
 use crate::mcp::{self, Era};
@@ -130,7 +131,10 @@ pub fn decide<'a, L: Lister>(
                     Decision::Relay(r) => return Step::Relay(r),
                 }
             }
-            _ => (bytes.clone(), super::classify(m)),
+            _ => {
+                let follows_tasks = sender.target.validation.output != OutputMode::Off;
+                (bytes.clone(), super::classify(m, follows_tasks))
+            }
         };
         let method = m.method().unwrap_or("");
         // Only requests cross to a handshake server through the bridge; notifications and the
