@@ -481,7 +481,14 @@ fn book(args: &Value) -> Value {
             true,
         );
     }
-    let n = args["passengers"].as_u64().unwrap_or(1);
+    // Read as a Rust server reads an integer: `2.0` is not one.
+    let n = match &args["passengers"] {
+        Value::Null => 1,
+        v => match v.as_u64() {
+            Some(n) => n,
+            None => return text_result(format!("Invalid passengers {v}: not an integer."), true),
+        },
+    };
     text_result(
         format!(
             "Booked {n} seat(s) from {} to {} on {date}.",
@@ -527,5 +534,28 @@ mod tests {
             &json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2999", "passengers": 2}),
         );
         assert_eq!(r["isError"], false);
+    }
+
+    #[test]
+    fn passengers_are_read_as_a_rust_server_reads_an_integer() {
+        let trip = |passengers: Value| {
+            book(
+                &json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2999", "passengers": passengers}),
+            )
+        };
+        assert_eq!(
+            trip(json!(2))["content"][0]["text"],
+            "Booked 2 seat(s) from LHR to JFK on 01/01/2999."
+        );
+        assert_eq!(
+            trip(Value::Null)["content"][0]["text"],
+            "Booked 1 seat(s) from LHR to JFK on 01/01/2999."
+        );
+        let r = trip(json!(2.0));
+        assert_eq!(r["isError"], true);
+        assert_eq!(
+            r["content"][0]["text"],
+            "Invalid passengers 2.0: not an integer."
+        );
     }
 }

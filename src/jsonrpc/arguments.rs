@@ -85,6 +85,14 @@ impl<'a> Arguments<'a> {
         }
     }
 
+    /// Whether a number among the arguments is a whole number written as a float (`2.0`),
+    /// which coercion may write as an integer (`validate::check`).
+    pub(crate) fn has_whole_float(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| matches!(s, Slot::Number(n) if whole_float(n).is_some()))
+    }
+
     /// The arguments as a map, as the `Value` reader would have made them.
     pub fn to_map(&self) -> Map<String, Value> {
         match self.root().value() {
@@ -92,6 +100,14 @@ impl<'a> Arguments<'a> {
             _ => Map::new(),
         }
     }
+}
+
+/// `n` as an integer, when it was written as a float (`2.0`, `1e2`) and is whole and within
+/// an `i64`.
+pub(crate) fn whole_float(n: &Number) -> Option<i64> {
+    let f = n.as_f64().filter(|_| n.is_f64())?;
+    // `i64::MAX as f64` is 2^63, the first float past the range.
+    (f.fract() == 0.0 && (i64::MIN as f64..i64::MAX as f64).contains(&f)).then_some(f as i64)
 }
 
 struct Reader<'a> {

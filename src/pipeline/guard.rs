@@ -404,8 +404,10 @@ fn passes_in_place(
         return false;
     };
     let walked = schema.shape.is_some() && !matches!(settings.undeclared, Undeclared::Allow);
+    // A whole number written as a float is coerced where the schema wants an integer.
     (check.closed || !walked)
         && call.target.rules(tool).is_none()
+        && !(settings.coerce && args.has_whole_float())
         && check.validator.is_valid(args.root())
 }
 

@@ -49,10 +49,11 @@ pub enum Verdict {
     Invalid(Report),
 }
 
-/// Checks arguments and, with `coerce`, repairs strings the schema wants as another type.
-/// The repair happens in place, so the caller forwards (or checks further) exactly what was
-/// validated. At most `max_errors` errors are examined: a hostile schema can make them grow
-/// exponentially with the instance's depth.
+/// Checks arguments and, with `coerce`, repairs strings the schema wants as another type and
+/// writes whole numbers where it wants an integer as integers. The repair happens in place,
+/// so the caller forwards (or checks further) exactly what was validated. At most
+/// `max_errors` errors are examined: a hostile schema can make them grow exponentially with
+/// the instance's depth.
 pub fn check(
     tool: &str,
     schema: Compiled<'_>,
@@ -60,49 +61,162 @@ pub fn check(
     coerce: bool,
     max_errors: usize,
 ) -> Verdict {
-    let validator = schema.validator;
-    if validator.is_valid(args) {
-        return Verdict::Valid;
-    }
-    // Repair reads the validator's errors too: not for a value too large to explain.
-    if coerce && report::explainable(schema.alternatives, args).is_ok() {
-        let mut changed: Vec<String> = Vec::new();
-        for round in 0..MAX_COERCE_ROUNDS {
-            let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
-            let fixes: Vec<(String, Value)> = errors
-                .iter()
-                .filter_map(|e| match (e.kind(), e.instance().as_ref()) {
-                    (ValidationErrorKind::Type { kind }, Value::String(s)) => {
-                        convert(s, kind).map(|v| (e.instance_path().as_str().to_owned(), v))
-                    }
-                    _ => None,
-                })
-                .collect();
-            if fixes.is_empty() && round == 0 {
-                // Nothing to repair: these are the errors the report explains.
-                let report = Report::of_errors(tool, schema.value, &errors, max_errors);
-                return Verdict::Invalid(report);
-            }
-            drop(errors);
-            if fixes.is_empty() {
-                break;
-            }
-            for (pointer, v) in fixes {
-                if let Some(slot) = args.pointer_mut(&pointer) {
-                    *slot = v;
-                    let top = pointer.split('/').nth(1).unwrap_or_default();
-                    let top = top.replace("~1", "/").replace("~0", "~");
-                    if !changed.contains(&top) {
-                        changed.push(top);
-                    }
-                }
-            }
-            if validator.is_valid(args) {
-                return Verdict::Coerced { changed };
-            }
+    let mut changed: Vec<String> = Vec::new();
+    if !schema.validator.is_valid(args) {
+        // Repair reads the validator's errors too: not for a value too large to explain.
+        if !coerce || report::explainable(schema.alternatives, args).is_err() {
+            return Verdict::Invalid(Report::build(tool, schema, args, max_errors));
+        }
+        if let Err(invalid) = repair(tool, schema, args, max_errors, &mut changed) {
+            return invalid;
         }
     }
-    Verdict::Invalid(Report::build(tool, schema, args, max_errors))
+    if coerce {
+        whole_numbers(schema.validator, args, max_errors, &mut changed);
+    }
+    if changed.is_empty() {
+        Verdict::Valid
+    } else {
+        Verdict::Coerced { changed }
+    }
+}
+
+/// Converts the strings the validator's type errors point at, round after round, until the
+/// arguments are valid; `Err` is the verdict on arguments that stay invalid.
+fn repair(
+    tool: &str,
+    schema: Compiled<'_>,
+    args: &mut Value,
+    max_errors: usize,
+    changed: &mut Vec<String>,
+) -> Result<(), Verdict> {
+    let validator = schema.validator;
+    for round in 0..MAX_COERCE_ROUNDS {
+        let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
+        let fixes: Vec<(String, Value)> = errors
+            .iter()
+            .filter_map(|e| match (e.kind(), e.instance().as_ref()) {
+                (ValidationErrorKind::Type { kind }, Value::String(s)) => {
+                    convert(s, kind).map(|v| (e.instance_path().as_str().to_owned(), v))
+                }
+                _ => None,
+            })
+            .collect();
+        if fixes.is_empty() && round == 0 {
+            // Nothing to repair: these are the errors the report explains.
+            let report = Report::of_errors(tool, schema.value, &errors, max_errors);
+            return Err(Verdict::Invalid(report));
+        }
+        drop(errors);
+        if fixes.is_empty() {
+            break;
+        }
+        for (pointer, v) in fixes {
+            replace(args, &pointer, v, changed);
+        }
+        if validator.is_valid(args) {
+            return Ok(());
+        }
+    }
+    Err(Verdict::Invalid(Report::build(
+        tool, schema, args, max_errors,
+    )))
+}
+
+/// Puts `v` at `pointer` and notes the argument that holds it.
+fn replace(args: &mut Value, pointer: &str, v: Value, changed: &mut Vec<String>) {
+    if let Some(slot) = args.pointer_mut(pointer) {
+        *slot = v;
+        let top = pointer.split('/').nth(1).unwrap_or_default();
+        let top = top.replace("~1", "/").replace("~0", "~");
+        if !changed.contains(&top) {
+            changed.push(top);
+        }
+    }
+}
+
+/// Whole numbers written as floats (`2.0`, `1e2`) where the schema wants an integer, written
+/// as integers. JSON Schema counts `2.0` as an integer, so the arguments are valid either
+/// way; but a server that reads the argument into an integer type refuses it (Rust's
+/// `serde`, Go's `encoding/json`), and a model whose provider carries numbers as doubles
+/// sends it so. Each such number is probed with a fraction: where the schema wants an
+/// integer, the validator says so with a type error at its place. Costs nothing for
+/// arguments without such a number.
+fn whole_numbers(
+    validator: &jsonschema::Validator,
+    args: &mut Value,
+    max_errors: usize,
+    changed: &mut Vec<String>,
+) {
+    let mut found = Vec::new();
+    whole_floats(args, &mut String::new(), &mut found);
+    if found.is_empty() {
+        return;
+    }
+    let originals: Vec<Value> = found
+        .iter()
+        .map(|(pointer, _)| match args.pointer_mut(pointer) {
+            Some(slot) => std::mem::replace(slot, Value::from(0.5)),
+            None => Value::Null,
+        })
+        .collect();
+    let integers: Vec<String> = validator
+        .iter_errors(args)
+        .take(max_errors)
+        .filter_map(|e| match e.kind() {
+            ValidationErrorKind::Type { kind } if only_integer(kind) => {
+                Some(e.instance_path().as_str().to_owned())
+            }
+            _ => None,
+        })
+        .collect();
+    for ((pointer, whole), original) in found.into_iter().zip(originals) {
+        if integers.contains(&pointer) {
+            replace(args, &pointer, Value::from(whole), changed);
+        } else if let Some(slot) = args.pointer_mut(&pointer) {
+            *slot = original;
+        }
+    }
+}
+
+/// The places (JSON pointers) of whole numbers written as floats within `v`, and their
+/// values as integers.
+fn whole_floats(v: &Value, at: &mut String, found: &mut Vec<(String, i64)>) {
+    let len = at.len();
+    match v {
+        Value::Number(n) => {
+            if let Some(whole) = crate::jsonrpc::arguments::whole_float(n) {
+                found.push((at.clone(), whole));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                at.push('/');
+                at.push_str(&i.to_string());
+                whole_floats(item, at, found);
+                at.truncate(len);
+            }
+        }
+        Value::Object(members) => {
+            for (key, member) in members {
+                at.push('/');
+                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                whole_floats(member, at, found);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A type that an integer meets and a fraction does not.
+fn only_integer(kind: &TypeKind) -> bool {
+    match kind {
+        TypeKind::Single(k) => *k == JsonType::Integer,
+        TypeKind::Multiple(set) => {
+            set.contains(JsonType::Integer) && !set.contains(JsonType::Number)
+        }
+    }
 }
 
 /// Converts a string to a value of one of the wanted types, when it reads as one exactly.
@@ -211,5 +325,45 @@ mod tests {
             Verdict::Invalid(_)
         ));
         assert!(matches!(run(&s, json!({"a": 3}), true).0, Verdict::Valid));
+    }
+
+    #[test]
+    fn whole_numbers_become_integers_where_the_schema_wants_one() {
+        let s = schema(json!({
+            "type": "object",
+            "$defs": {"n": {"type": ["integer", "null"]}},
+            "properties": {
+                "a": {"type": "integer"},
+                "b": {"type": "number"},
+                "c": {"type": "array", "items": {"$ref": "#/$defs/n"}},
+                "d~/": {"type": "integer", "minimum": 1},
+                "e": {}
+            }
+        }));
+        let args: Value = serde_json::from_str(
+            r#"{"a": 2.0, "b": 2.0, "c": [1e2, -3.0, null], "d~/": 4.0, "e": 5.0}"#,
+        )
+        .unwrap();
+        let (v, args) = run(&s, args, true);
+        let Verdict::Coerced { mut changed } = v else {
+            panic!("{v:?}")
+        };
+        changed.sort();
+        assert_eq!(changed, ["a", "c", "d~/"]);
+        assert_eq!(
+            args.to_string(),
+            r#"{"a":2,"b":2.0,"c":[100,-3,null],"d~/":4,"e":5.0}"#
+        );
+        // Strict mode forwards them as they came; a fraction or a float past an integer's
+        // range stays what it is.
+        let args: Value = serde_json::from_str(r#"{"a": 2.0}"#).unwrap();
+        assert!(matches!(run(&s, args, false).0, Verdict::Valid));
+        let args: Value = serde_json::from_str(r#"{"a": 1e19, "b": 2.5}"#).unwrap();
+        assert!(matches!(run(&s, args, true).0, Verdict::Valid));
+        // With a string coerced in the same call.
+        let args: Value = serde_json::from_str(r#"{"a": "7", "c": [2.0]}"#).unwrap();
+        let (v, args) = run(&s, args, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args.to_string(), r#"{"a":7,"c":[2]}"#);
     }
 }

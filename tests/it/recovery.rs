@@ -44,12 +44,27 @@ fn raw_calls(seen: &Scripted) -> Vec<String> {
         .collect()
 }
 
+/// Each call to `measure`, and its arguments as the server must receive them: a string
+/// converted, and a whole number written as a float (`3.0`) where the schema wants an
+/// integer; every other argument byte for byte.
+const COERCED: [(&str, &str); 2] = [
+    (
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#,
+        r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#,
+    ),
+    (
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":2.0,"b":3.0,"c":1.50}}}"#,
+        r#""arguments":{"a":2.0,"b":3,"c":1.50}"#,
+    ),
+];
+
 #[tokio::test]
 async fn coercion_rewrites_only_the_arguments_it_coerced() {
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#;
-    let coerced = r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#;
     let command = stdio_fixture().await;
-    for mode in Mode::EVERY_FRONT {
+    for (mode, (body, coerced)) in Mode::EVERY_FRONT
+        .into_iter()
+        .flat_map(|m| COERCED.map(|c| (m, c)))
+    {
         let (up, seen) = Scripted::new(vec![measure_tool()]).spawn().await;
         let a = Front::start(mode, &up, &command).await.ask_line(body).await;
         // What the server received: the scripted HTTP server keeps it, the stdio fixture
