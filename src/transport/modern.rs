@@ -72,12 +72,22 @@ pub enum Mismatch {
     NoName(String),
     #[error("Mcp-Name header {header:?} does not match {body:?}")]
     Name { header: String, body: String },
+    /// Two values of one mirrored header: a hop that reads the last, or joins them, would
+    /// see another value than the one checked.
+    #[error("the {0} header appears more than once")]
+    Repeated(&'static str),
 }
 
 /// `Err` says which header does not match.
 pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), Mismatch> {
-    let header =
-        |name: http::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(decode);
+    let header = |name: http::HeaderName, shown: &'static str| {
+        let mut values = headers.get_all(name).iter();
+        let first = values.next();
+        match values.next() {
+            Some(_) => Err(Mismatch::Repeated(shown)),
+            None => Ok(first.and_then(|v| v.to_str().ok()).map(decode)),
+        }
+    };
     let params = match &m.params {
         Some(Params::Call(call)) => Named {
             name: Some(call.name.clone()),
@@ -88,7 +98,7 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), Mismatch> {
         None => Named::default(),
     };
     match (
-        header(mcp::PROTOCOL_VERSION),
+        header(mcp::PROTOCOL_VERSION, "MCP-Protocol-Version")?,
         params.meta.as_ref().and_then(|m| m.version.as_deref()),
     ) {
         (Some(h), Some(b)) if h != b => {
@@ -103,7 +113,7 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), Mismatch> {
     let Some(method) = m.method() else {
         return Ok(());
     };
-    match header(mcp::METHOD_HEADER) {
+    match header(mcp::METHOD_HEADER, "Mcp-Method")? {
         None => return Err(Mismatch::NoMethod),
         Some(h) if h != method => {
             return Err(Mismatch::Method {
@@ -118,7 +128,7 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), Mismatch> {
         "resources/read" => params.uri.as_deref(),
         _ => return Ok(()),
     };
-    match (header(mcp::NAME_HEADER), named) {
+    match (header(mcp::NAME_HEADER, "Mcp-Name")?, named) {
         (None, _) => Err(Mismatch::NoName(method.to_owned())),
         (Some(h), Some(b)) if h != b => Err(Mismatch::Name {
             header: h,
@@ -142,9 +152,11 @@ fn decode(v: &str) -> String {
 }
 
 /// A header value as 2026-07-28 carries it: as it is when it is plain visible ASCII,
-/// `=?base64?…?=` otherwise.
+/// `=?base64?…?=` otherwise, and when it starts or ends with a space (which HTTP trims).
 fn encode(v: &str) -> String {
-    if v.bytes().all(|b| b.is_ascii_graphic() || b == b' ') && !v.starts_with("=?base64?") {
+    let visible = v.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+    let trimmed = !v.starts_with(' ') && !v.ends_with(' ');
+    if visible && trimmed && !v.starts_with("=?base64?") {
         return v.to_owned();
     }
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -193,9 +205,12 @@ mod tests {
 
     #[test]
     fn values_that_are_not_plain_ascii_travel_in_base64() {
-        for v in ["weather", "café ☕", "a\nb", "=?base64?x?="] {
+        for v in ["weather", "café ☕", "a\nb", "=?base64?x?=", " padded ", "a b"] {
             assert_eq!(decode(&encode(v)), v, "{v}");
         }
+        assert_eq!(encode("a b"), "a b");
+        assert!(encode(" padded").starts_with("=?base64?"));
+        assert!(encode("padded ").starts_with("=?base64?"));
         assert_eq!(encode("weather"), "weather");
         assert_eq!(encode("é"), "=?base64?w6k=?=");
     }
@@ -264,6 +279,19 @@ mod tests {
                 .to_string()
                 .contains("missing")
         );
+        for name in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
+            let mut twice = headers(&ok);
+            twice.append(
+                http::HeaderName::from_static(name),
+                HeaderValue::from_static("other"),
+            );
+            let e = check(&twice, &m).unwrap_err();
+            assert!(matches!(e, Mismatch::Repeated(_)), "{name}: {e}");
+            assert!(
+                e.to_string().ends_with("header appears more than once"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -73,6 +73,21 @@ async fn headers_must_match_the_body() {
         r.json()["error"]["message"],
         "Header mismatch: the Mcp-Method header is missing"
     );
+    // The name checked is the one every hop reads: one value, not the first of two.
+    let r = modern_post(
+        &tg.url(),
+        modern_call(3, "add", json!({"a": 1, "b": 2})),
+        "add",
+        &[("mcp-name", "sub")],
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            400,
+            json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32020, "message": "Header mismatch: the Mcp-Name header appears more than once"}})
+        )
+    );
     assert_eq!(
         state.seen.lock().unwrap().len(),
         0,
