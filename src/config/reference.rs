@@ -54,7 +54,7 @@ const KEYS: &[Key] = &[
     key("stdio.max_in_flight", "toolgate stdio: messages in flight at once; then stdin waits.", ""),
 
     key("validation.mode", "enforce (answer invalid calls) | audit (forward, log and count them) | off.", ""),
-    key("validation.coerce", "Turn \"10\" into 10 (and the like) where the schema wants it, then forward.", ""),
+    key("validation.coerce", "Turn \"10\" into 10, 2.0 into 2 (and the like) where the schema wants it, then forward.", ""),
     key("validation.answer", "How an invalid call is answered: tool_error (SEP-1303, isError) | protocol_error (-32602).", ""),
     key("validation.on_compile_error", "A tool whose schema does not compile: forward its calls unvalidated | reject them.", ""),
     key("validation.unknown_dialect", "A $schema naming an unknown dialect: reject (does not compile) | draft202012.", ""),
