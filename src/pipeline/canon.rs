@@ -91,30 +91,21 @@ fn call_error(
     id: &RawValue,
     err: &RawValue,
 ) -> Option<Answer> {
-    let e: ErrorObject = serde_json::from_str(err.get()).ok()?;
-    if is_protocol_signal(e.code) {
-        return None;
-    }
-    if matches!(e.code, -32602 | -32603 | 0) && says_unknown_tool(&e.message, tool) {
-        let canonical = format!("Unknown tool: {tool}");
-        if e.code == jsonrpc::INVALID_PARAMS && e.message == canonical {
+    let e = LooseError::read(err);
+    if let Some(code) = e.code {
+        if is_protocol_signal(code) {
             return None;
         }
-        tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind = "unknown_tool", "rewrote an upstream error");
-        gw.metrics
-            .rewrites
-            .inc(&[&pending.target.name, "unknown_tool"]);
-        return Some(Answer::error(
-            Some(id),
-            jsonrpc::INVALID_PARAMS,
-            &canonical,
-            Some(&json!({"tool": tool})),
-        ));
+        if matches!(code, -32602 | -32603 | 0) && says_unknown_tool(&e.message, tool) {
+            return unknown_tool(gw, pending, tool, id, code, &e.message);
+        }
+        if !is_tool_failure(code) {
+            return None;
+        }
     }
-    if !is_tool_failure(e.code) {
-        return None;
-    }
-    let (text, details) = if gw.config.errors.mask_internal && e.code != jsonrpc::INVALID_PARAMS {
+    let (text, details) = if gw.config.errors.mask_internal
+        && e.code != Some(jsonrpc::INVALID_PARAMS)
+    {
         let reference = gw.next_id();
         // The server's text, which an operator looks up by the reference: a few KiB of it.
         let said = crate::text::clipped(&e.message, 4096);
@@ -122,14 +113,18 @@ fn call_error(
         tracing::warn!(upstream = %pending.target.name, tool, code = e.code, reference, upstream_message = %said, "masked an upstream error");
         (
             format!("The tool \"{tool}\" failed with an internal error (reference {reference})."),
-            json!({"code": e.code, "reference": reference}),
+            json!({"code": e.raw_code, "reference": reference}),
         )
     } else {
-        let mut d = json!({"code": e.code, "message": e.message});
+        let mut d = json!({"code": e.raw_code, "message": e.message});
         if let Some(data) = e.data {
             d["data"] = data;
         }
-        (e.message, d)
+        let text = match e.message.trim().is_empty() {
+            true => format!("The tool \"{tool}\" failed without saying why."),
+            false => e.message,
+        };
+        (text, d)
     };
     tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind = "tool_error", "rewrote an upstream error");
     gw.metrics
@@ -143,6 +138,65 @@ fn call_error(
         "toolgate/upstream_error",
         details,
     ))
+}
+
+/// A server's "unknown tool" in whatever words and code, as the spec's `-32602`; `None`
+/// when it is already that.
+fn unknown_tool(
+    gw: &Gateway,
+    pending: &Pending,
+    tool: &str,
+    id: &RawValue,
+    code: i64,
+    message: &str,
+) -> Option<Answer> {
+    let canonical = format!("Unknown tool: {tool}");
+    if code == jsonrpc::INVALID_PARAMS && message == canonical {
+        return None;
+    }
+    tracing::info!(upstream = %pending.target.name, tool, code, kind = "unknown_tool", "rewrote an upstream error");
+    gw.metrics
+        .rewrites
+        .inc(&[&pending.target.name, "unknown_tool"]);
+    Some(Answer::error(
+        Some(id),
+        jsonrpc::INVALID_PARAMS,
+        &canonical,
+        Some(&json!({"tool": tool})),
+    ))
+}
+
+/// A call's error as the server wrote it, whatever its shape. A client's SDK drops an error
+/// whose `code` is no integer (or that is no object) as unreadable, and its call would wait
+/// for an answer that never comes: such an error is the tool's failure too.
+struct LooseError {
+    /// The code, when it is an integer.
+    code: Option<i64>,
+    /// The code as it came, for the answer's `_meta` (`null` when there was none).
+    raw_code: Value,
+    /// Empty when there is none, or it is no string.
+    message: String,
+    data: Option<Value>,
+}
+
+impl LooseError {
+    fn read(err: &RawValue) -> LooseError {
+        let mut v: Value = serde_json::from_str(err.get()).unwrap_or_default();
+        let message = match &mut v {
+            Value::String(s) => std::mem::take(s),
+            v => match v.get_mut("message") {
+                Some(Value::String(s)) => std::mem::take(s),
+                _ => String::new(),
+            },
+        };
+        let raw_code = v.get_mut("code").map(Value::take).unwrap_or_default();
+        LooseError {
+            code: raw_code.as_i64(),
+            raw_code,
+            message,
+            data: v.get_mut("data").map(Value::take),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -327,6 +381,28 @@ pub fn read_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_is_read_whatever_its_shape() {
+        let read = |e: &str| {
+            let e = LooseError::read(&RawValue::from_string(e.into()).unwrap());
+            (e.code, e.raw_code, e.message, e.data)
+        };
+        assert_eq!(
+            read(r#"{"code": 7, "message": "quota", "data": [1]}"#),
+            (Some(7), json!(7), "quota".into(), Some(json!([1])))
+        );
+        assert_eq!(
+            read(r#"{"message": "boom"}"#),
+            (None, Value::Null, "boom".into(), None)
+        );
+        assert_eq!(
+            read(r#"{"code": "E1", "message": 5}"#),
+            (None, json!("E1"), String::new(), None)
+        );
+        assert_eq!(read(r#""boom""#), (None, Value::Null, "boom".into(), None));
+        assert_eq!(read("[1]"), (None, Value::Null, String::new(), None));
+    }
 
     #[test]
     fn only_a_complete_result_holds_the_tools_output() {

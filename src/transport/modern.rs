@@ -205,7 +205,14 @@ mod tests {
 
     #[test]
     fn values_that_are_not_plain_ascii_travel_in_base64() {
-        for v in ["weather", "café ☕", "a\nb", "=?base64?x?=", " padded ", "a b"] {
+        for v in [
+            "weather",
+            "café ☕",
+            "a\nb",
+            "=?base64?x?=",
+            " padded ",
+            "a b",
+        ] {
             assert_eq!(decode(&encode(v)), v, "{v}");
         }
         assert_eq!(encode("a b"), "a b");

@@ -45,6 +45,13 @@ async fn tool_failures_reported_as_errors_become_tool_errors() {
             "impl_defined_top",
             json!({"code": -32019, "message": "rate limited"}),
         ),
+        // Errors a client's SDK cannot read as errors: its call would never be answered.
+        ("no_code", json!({"message": "disk full"})),
+        (
+            "text_code",
+            json!({"code": "E_QUOTA", "message": "quota exceeded"}),
+        ),
+        ("fraction_code", json!({"code": -32603.5, "message": "odd"})),
     ];
     let mut s = Scripted::new(cases.iter().map(|(n, _)| open_tool(n)).collect());
     for (n, e) in &cases {
@@ -694,6 +701,41 @@ async fn answer_rules_hold_alike_in_every_mode() {
     ];
     for (mode, a) in answers {
         assert_eq!(a, expected, "{mode}");
+    }
+}
+
+/// An error no client can read as one (no code), and one that says nothing: in every mode,
+/// the tool's failure in words the model can read.
+#[tokio::test]
+async fn malformed_tool_errors_become_tool_errors_in_every_mode() {
+    let command = common::peers::stdio_fixture(&["--garbled"]).await;
+    let garbled = json!({"message": "boom"});
+    let hushed = json!({"code": -32603, "message": ""});
+    let failed = |id: i64, text: &str, details: &Value| {
+        json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+            "_meta": {"toolgate/upstream_error": details}}})
+    };
+    for mode in Mode::EVERY_FRONT {
+        // The HTTP servers answer as the stdio fixture does.
+        let (up, _) = Scripted::new(vec![open_tool("garbled"), open_tool("hushed")])
+            .script("garbled", Script::Error(garbled.clone()))
+            .script("hushed", Script::Error(hushed.clone()))
+            .spawn()
+            .await;
+        let mut front = Front::start(mode, &up, &command).await;
+        assert_eq!(
+            front.ask(call_value(1, "garbled")).await,
+            failed(1, "boom", &json!({"code": null, "message": "boom"})),
+            "{mode}"
+        );
+        let why = "The tool \"hushed\" failed without saying why.";
+        assert_eq!(
+            front.ask(call_value(2, "hushed")).await,
+            failed(2, why, &hushed),
+            "{mode}"
+        );
     }
 }
 
