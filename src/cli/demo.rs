@@ -239,7 +239,10 @@ async fn handle(
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (msg, unreadable) = match serde_json::from_slice::<Value>(&body) {
+        Ok(msg) => (msg, None),
+        Err(e) => (Value::Null, Some(e)),
+    };
     demo.record(Seen {
         http_method: method.to_string(),
         session: session.clone(),
@@ -272,7 +275,14 @@ async fn handle(
             &json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not found"}}),
         );
     }
-    // A response, a notification or garbage: accepted, as servers do for client responses.
+    if let Some(e) = unreadable {
+        // As the SDKs' servers answer a body that is not JSON.
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &rpc_error(&Value::Null, -32700, &format!("Parse error: {e}")),
+        );
+    }
+    // A response or a notification: accepted, as servers do for client responses.
     let (Some(method_name), Some(id)) = (
         msg.get("method").and_then(Value::as_str),
         msg.get("id").cloned(),
@@ -534,6 +544,31 @@ mod tests {
             &json!({"origin": "LHR", "destination": "JFK", "departureDate": "01/01/2999", "passengers": 2}),
         );
         assert_eq!(r["isError"], false);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_json_gets_a_parse_error() {
+        use tower::ServiceExt;
+        let options = Options {
+            page_size: 0,
+            sse: false,
+            extra_tools: Vec::new(),
+        };
+        let (app, _) = app(options);
+        let req = http::Request::post("/mcp")
+            .header("content-type", "application/json")
+            .body(Body::from(r#"{"jsonrpc":"2.0","id":1"#))
+            .unwrap();
+        let resp = app.oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            (v["id"].clone(), v["error"]["code"].clone()),
+            (Value::Null, json!(-32700))
+        );
     }
 
     #[test]
