@@ -72,7 +72,7 @@ pub fn check(
         }
     }
     if coerce {
-        whole_numbers(schema.validator, args, max_errors, &mut changed);
+        whole_numbers(schema, args, max_errors, &mut changed);
     }
     if changed.is_empty() {
         Verdict::Valid
@@ -139,30 +139,34 @@ fn replace(args: &mut Value, pointer: &str, v: Value, changed: &mut Vec<String>)
 /// as integers. JSON Schema counts `2.0` as an integer, so the arguments are valid either
 /// way; but a server that reads the argument into an integer type refuses it (Rust's
 /// `serde`, Go's `encoding/json`), and a model whose provider carries numbers as doubles
-/// sends it so. Each such number is probed with a fraction: where the schema wants an
-/// integer, the validator says so with a type error at its place. Costs nothing for
-/// arguments without such a number.
+/// sends it so. Each such number is probed with a string in its place: where the schema
+/// wants an integer and no other number, the validator says so with a type error there. Costs nothing for
+/// arguments without such a number; at most [`MAX_WHOLE_NUMBERS`] are probed.
 fn whole_numbers(
-    validator: &jsonschema::Validator,
+    schema: Compiled<'_>,
     args: &mut Value,
     max_errors: usize,
     changed: &mut Vec<String>,
 ) {
     let mut found = Vec::new();
     whole_floats(args, &mut String::new(), &mut found);
-    if found.is_empty() {
+    // The probe reads the validator's errors, as repair does: not for a value too large to
+    // explain.
+    if found.is_empty() || report::explainable(schema.alternatives, args).is_err() {
         return;
     }
     let originals: Vec<Value> = found
         .iter()
         .map(|(pointer, _)| match args.pointer_mut(pointer) {
-            Some(slot) => std::mem::replace(slot, Value::from(0.5)),
+            Some(slot) => std::mem::replace(slot, Value::String(String::new())),
             None => Value::Null,
         })
         .collect();
-    let integers: Vec<String> = validator
+    // Each probe makes one type error where a number is wanted; the numbers' own keywords
+    // (bounds, `multipleOf`) do not apply to it, and few others do.
+    let mut integers: Vec<String> = (schema.validator)
         .iter_errors(args)
-        .take(max_errors)
+        .take(2 * found.len() + max_errors)
         .filter_map(|e| match e.kind() {
             ValidationErrorKind::Type { kind } if only_integer(kind) => {
                 Some(e.instance_path().as_str().to_owned())
@@ -170,8 +174,9 @@ fn whole_numbers(
             _ => None,
         })
         .collect();
+    integers.sort_unstable();
     for ((pointer, whole), original) in found.into_iter().zip(originals) {
-        if integers.contains(&pointer) {
+        if integers.binary_search(&pointer).is_ok() {
             replace(args, &pointer, Value::from(whole), changed);
         } else if let Some(slot) = args.pointer_mut(&pointer) {
             *slot = original;
@@ -179,11 +184,16 @@ fn whole_numbers(
     }
 }
 
+/// Whole numbers written as floats that one call may have written as integers: a bound on
+/// the probe's work, far past what a tool's arguments hold.
+const MAX_WHOLE_NUMBERS: usize = 1024;
+
 /// The places (JSON pointers) of whole numbers written as floats within `v`, and their
-/// values as integers.
+/// values as integers: the first [`MAX_WHOLE_NUMBERS`].
 fn whole_floats(v: &Value, at: &mut String, found: &mut Vec<(String, i64)>) {
     let len = at.len();
     match v {
+        _ if found.len() == MAX_WHOLE_NUMBERS => {}
         Value::Number(n) => {
             if let Some(whole) = crate::jsonrpc::arguments::whole_float(n) {
                 found.push((at.clone(), whole));
@@ -360,6 +370,17 @@ mod tests {
         assert!(matches!(run(&s, args, false).0, Verdict::Valid));
         let args: Value = serde_json::from_str(r#"{"a": 1e19, "b": 2.5}"#).unwrap();
         assert!(matches!(run(&s, args, true).0, Verdict::Valid));
+        // More than `max_errors` of them, each with a second error on the probe's fraction.
+        let s2 = schema(
+            json!({"type": "object", "properties": {"c": {"type": "array",
+            "items": {"type": "integer", "minimum": 1}}}}),
+        );
+        let floats: Vec<String> = (1..=100).map(|i| format!("{i}.0")).collect();
+        let args: Value =
+            serde_json::from_str(&format!(r#"{{"c": [{}]}}"#, floats.join(","))).unwrap();
+        let (v, args) = run(&s2, args, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args["c"], json!((1..=100).collect::<Vec<i64>>()));
         // With a string coerced in the same call.
         let args: Value = serde_json::from_str(r#"{"a": "7", "c": [2.0]}"#).unwrap();
         let (v, args) = run(&s, args, true);
