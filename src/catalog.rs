@@ -287,8 +287,9 @@ pub struct Catalog {
 
 #[derive(Deserialize)]
 struct ListResult<'a> {
+    /// Each read on its own: one entry that is no tool must not cost the others.
     #[serde(borrow, default)]
-    tools: Vec<ToolDef<'a>>,
+    tools: Vec<&'a RawValue>,
     #[serde(borrow, default, rename = "nextCursor")]
     next_cursor: Option<&'a RawValue>,
     #[serde(default, rename = "ttlMs")]
@@ -317,6 +318,8 @@ pub struct Listed {
 /// One page of a `tools/list` result, read for what the catalog needs.
 pub struct Page {
     pub tools: Vec<Listed>,
+    /// Entries that are no tool definition (no object, or no string `name`): not learned.
+    pub malformed: usize,
     /// The raw `nextCursor`, when there is one (and it is not null).
     pub next_cursor: Option<Box<RawValue>>,
     /// How long the listing may be cached (`ttlMs`, 2026-07-28).
@@ -329,19 +332,21 @@ impl Page {
     /// One page of a `tools/list` result; `Err` when it is not one.
     pub fn parse(result: &RawValue) -> Result<Page, serde_json::Error> {
         let r: ListResult<'_> = serde_json::from_str(result.get())?;
+        let listed = r.tools.len();
+        let tools: Vec<Listed> = (r.tools.into_iter())
+            .filter_map(|t| serde_json::from_str::<ToolDef<'_>>(t.get()).ok())
+            .map(|t| Listed {
+                name: t.name.as_ref().into(),
+                input: t.input_schema.map_or("{}", RawValue::get).into(),
+                output: t
+                    .output_schema
+                    .filter(|o| o.get() != "null")
+                    .map(|o| o.get().into()),
+            })
+            .collect();
         Ok(Page {
-            tools: r
-                .tools
-                .into_iter()
-                .map(|t| Listed {
-                    name: t.name.as_ref().into(),
-                    input: t.input_schema.map_or("{}", RawValue::get).into(),
-                    output: t
-                        .output_schema
-                        .filter(|o| o.get() != "null")
-                        .map(|o| o.get().into()),
-                })
-                .collect(),
+            malformed: listed - tools.len(),
+            tools,
             // Under a second (`ttlMs: 0` says "do not cache") counts as one: the listing must
             // still decide the call that fetched it, and a listing per call would double the
             // upstream's load.

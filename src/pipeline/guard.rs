@@ -876,6 +876,9 @@ pub async fn list_all<L: Lister>(
         let result = lister.list(body, &id).await?;
         let page = Page::parse(&result)
             .map_err(|e| ListFailed::Refused(format!("tools/list result: {e}")))?;
+        if let Some(target) = gw.targets.get(key.upstream as usize) {
+            super::learn::say_malformed(target, page.malformed);
+        }
         tools.extend(page.tools);
         ttl = match (ttl, page.ttl) {
             (Some(a), Some(b)) => Some(std::cmp::min(a, b)),

@@ -5,7 +5,8 @@
 use super::Pending;
 use super::answer::Answer;
 use crate::catalog::{Page, ScopeKey};
-use crate::gateway::Gateway;
+use crate::config::InvalidSchemas;
+use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Message};
 use crate::lograte::warn_at_rate;
 use crate::text::clipped;
@@ -55,9 +56,12 @@ pub fn list_answer(
         }
         unusable.push(bad.name);
     }
+    // Entries that are no tool: an SDK that reads the listing whole fails on one of them.
+    let hide_malformed = page.malformed > 0 && v.invalid_tool_schemas == InvalidSchemas::Hide;
+    say_malformed(&pending.target, page.malformed);
     // The catalog is the scope's, shared by its clients; a client's own rules only hide.
     let client = pending.client.as_ref().filter(|c| c.rules.is_some());
-    if !globally && client.is_none() && unusable.is_empty() {
+    if !globally && client.is_none() && unusable.is_empty() && !hide_malformed {
         return None;
     }
     let visible = |name: &str| {
@@ -65,9 +69,9 @@ pub fn list_answer(
             && client.is_none_or(|c| c.allows(name))
             && !unusable.iter().any(|u| &**u == name)
     };
-    let hidden = without_denied(m.id?, result, visible);
+    let hidden = without_denied(m.id?, result, visible, !hide_malformed);
     if hidden.is_some() {
-        let kind = if unusable.is_empty() {
+        let kind = if unusable.is_empty() && !hide_malformed {
             "tools_hidden_by_policy"
         } else {
             "tools_hidden_invalid_schema"
@@ -77,24 +81,37 @@ pub fn list_answer(
     hidden
 }
 
+/// Entries of a listing that are no tool definition, said at the listing failures' rate.
+pub(crate) fn say_malformed(target: &Target, entries: usize) {
+    if entries > 0 {
+        warn_at_rate!(target.answers, "tools_list_malformed", { upstream = %target.name, entries, },
+            "a tools/list entry is no tool definition (no object, or no string name): not learned, and hidden from the listing clients see unless validation.invalid_tool_schemas is \"forward\"");
+    }
+}
+
 #[derive(Deserialize)]
 struct Named<'a> {
     #[serde(borrow)]
     name: Cow<'a, str>,
 }
 
-/// The listing without denied tools; every other member kept as it came.
+/// The listing without denied tools, and without the entries that are no tool unless
+/// `keep_malformed`; every other member kept as it came.
 fn without_denied(
     id: &RawValue,
     result: &RawValue,
     visible: impl Fn(&str) -> bool,
+    keep_malformed: bool,
 ) -> Option<Answer> {
     let mut r: BTreeMap<String, Box<RawValue>> = serde_json::from_str(result.get()).ok()?;
     let tools: Vec<Box<RawValue>> = serde_json::from_str(r.get("tools")?.get()).ok()?;
     let before = tools.len();
     let kept: Vec<_> = tools
         .into_iter()
-        .filter(|t| serde_json::from_str::<Named<'_>>(t.get()).is_ok_and(|n| visible(&n.name)))
+        .filter(|t| match serde_json::from_str::<Named<'_>>(t.get()) {
+            Ok(n) => visible(&n.name),
+            Err(_) => keep_malformed,
+        })
         .collect();
     if kept.len() == before {
         return None;

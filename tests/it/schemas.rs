@@ -378,6 +378,57 @@ async fn invalid_schemas_are_hidden_over_http_on_every_page_and_in_both_eras() {
     assert_eq!(names.len(), 6, "{names:?}");
 }
 
+/// Entries a listing holds that are no tool definition: what the stdio fixture's
+/// `--malformed-tools` adds.
+fn malformed_entries() -> [Value; 3] {
+    [
+        json!("not a tool"),
+        json!({"name": 5, "inputSchema": {"type": "object"}}),
+        json!({"inputSchema": {"type": "object"}}),
+    ]
+}
+
+#[tokio::test]
+async fn entries_that_are_no_tool_cost_only_themselves_in_every_mode() {
+    use common::modes::{Front, Mode};
+    let fixture = common::peers::stdio_fixture(&["--malformed-tools"]).await;
+    let add = json!({"name": "add", "description": "Add two integers.", "inputSchema": {"type": "object", "properties": {"a": {"type": "integer", "description": "first"}, "b": {"type": "integer", "description": "second"}}, "required": ["a", "b"]}});
+    for forward in [false, true] {
+        let config = forward.then_some("[validation]\ninvalid_tool_schemas = \"forward\"\n");
+        for mode in Mode::EVERY_FRONT {
+            let mut tools = vec![add.clone()];
+            tools.extend(malformed_entries());
+            let (up, _) = Scripted::new(tools).spawn().await;
+            let mut front = Front::start_with(mode, &up, &fixture, config).await;
+            // The tools beside them are learned: a bad call is refused, in words.
+            let refused = front
+                .ask(tool_call(1, "add", json!({"a": 1, "b": "x"})))
+                .await;
+            assert_eq!(
+                refused["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+                json!({"/b": "expected an integer, got string \"x\""}),
+                "{mode}: {refused}"
+            );
+            // Hidden from the listing the client reads, unless forwarded as they came.
+            let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+            let tools = front.ask(list).await["result"]["tools"].clone();
+            let tools = tools
+                .as_array()
+                .unwrap_or_else(|| panic!("{mode}: {tools}"));
+            let malformed: Vec<&Value> = tools.iter().filter(|t| !t["name"].is_string()).collect();
+            let expected: Vec<Value> = match forward {
+                true => malformed_entries().to_vec(),
+                false => Vec::new(),
+            };
+            assert_eq!(malformed, expected.iter().collect::<Vec<_>>(), "{mode}");
+            assert!(
+                tools.iter().any(|t| t["name"] == "add"),
+                "{mode}: {tools:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
     let fixture =
