@@ -844,6 +844,7 @@ mod tests {
         for i in 0..50 {
             let page = Page {
                 tools: vec![listed("add", ADD)],
+                malformed: 0,
                 next_cursor: None,
                 ttl: None,
                 public: false,
