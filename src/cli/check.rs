@@ -141,21 +141,27 @@ pub fn check_tools(upstream: &str, tools: &[Value], cfg: &Config) -> Report {
     let mut names = Vec::new();
     let mut seen = HashSet::new();
     for t in tools {
-        let name = t
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let name = t.get("name").and_then(Value::as_str);
         let mut say = |severity, kind, message: String| {
             problems.push(Problem {
-                tool: name.clone(),
+                tool: name.unwrap_or_default().to_string(),
                 severity,
                 kind,
                 message,
             })
         };
-        check_tool(t, &name, cfg, &mut seen, &mut say);
-        names.push(name);
+        match name.filter(|_| t.is_object()) {
+            Some(name) => check_tool(t, name, cfg, &mut seen, &mut say),
+            None => say(
+                Severity::Error,
+                "definition",
+                format!(
+                    "{} is no tool definition: the gateway drops it from listings and learns the tools beside it",
+                    entry(t)
+                ),
+            ),
+        }
+        names.push(name.unwrap_or_default().to_string());
     }
     let count = |s| problems.iter().filter(|p| p.severity == s).count();
     Report {
@@ -165,6 +171,23 @@ pub fn check_tools(upstream: &str, tools: &[Value], cfg: &Config) -> Report {
         warnings: count(Severity::Warning),
         notes: count(Severity::Note),
         problems,
+    }
+}
+
+/// A listing's entry that is no tool, as a sentence names it.
+fn entry(t: &Value) -> String {
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    match t.get("name") {
+        _ if !t.is_object() => format!("an entry that is {}", kind(t)),
+        None => "an entry without a name".into(),
+        Some(n) => format!("an entry whose name is {}", kind(n)),
     }
 }
 
@@ -358,6 +381,8 @@ mod tests {
             json!({"name": "good", "inputSchema": {"type": "object", "properties": {"y": {"type": "string"}}}}),
             json!({"name": "typo", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "strin", "description": "x"}}, "additionalProperties": false}}),
             json!({"name": "lookbehind", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x", "pattern": "(?<=a)b"}}, "additionalProperties": false}}),
+            json!("not a tool"),
+            json!({"name": 5, "inputSchema": {"type": "object"}}),
         ];
         let r = check_tools("u", &tools, &settings);
         let kinds: Vec<_> = r
@@ -379,8 +404,14 @@ mod tests {
                 ("good", Severity::Warning, "description"),
                 ("typo", Severity::Error, "invalid_schema"),
                 ("lookbehind", Severity::Error, "input_schema"),
+                ("", Severity::Error, "definition"),
+                ("", Severity::Error, "definition"),
             ]
         );
-        assert_eq!((r.errors, r.warnings, r.notes), (6, 2, 3));
+        assert_eq!((r.errors, r.warnings, r.notes), (8, 2, 3));
+        assert_eq!(
+            r.problems.last().unwrap().message,
+            "an entry whose name is a number is no tool definition: the gateway drops it from listings and learns the tools beside it"
+        );
     }
 }
