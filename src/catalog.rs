@@ -161,7 +161,7 @@ impl Schema {
             let built = build(&self.value, self.draft, self.validate_formats);
             if let Err(why) = &built.validator {
                 // Once per distinct schema: the operator learns that a tool goes unchecked.
-                tracing::warn!(error = %why, "a tool's input schema does not compile; calls to it follow validation.on_compile_error");
+                tracing::warn!(error = %why, "a tool's schema does not compile: calls to a tool whose input schema it is follow validation.on_compile_error, and a result it is the output schema of goes unchecked");
             }
             built
         })
@@ -212,9 +212,11 @@ impl std::fmt::Debug for Schema {
     }
 }
 
-/// A listed tool whose input schema no client can use.
+/// A listed tool whose input or output schema no client can use.
 pub struct Invalid {
     pub name: Box<str>,
+    /// Which of its schemas: `"input"` or `"output"`.
+    pub which: &'static str,
     pub why: String,
     /// Its schema, which knows whether it was said invalid in the log before.
     pub schema: Arc<Schema>,
@@ -225,6 +227,19 @@ pub struct Invalid {
 pub struct Tool {
     pub input: Arc<Schema>,
     pub output: Option<Arc<Schema>>,
+}
+
+impl Tool {
+    /// The schema that makes the tool unusable to every client, if one does, and which it
+    /// is: an input or output schema that is no valid object schema (MCP wants both to be
+    /// one). A client's SDK that reads such an output schema refuses the whole listing.
+    pub fn invalid(&self) -> Option<(&'static str, &Arc<Schema>)> {
+        if self.input.invalid.is_some() {
+            return Some(("input", &self.input));
+        }
+        let output = self.output.as_ref().filter(|o| o.invalid.is_some());
+        output.map(|o| ("output", o))
+    }
 }
 
 #[derive(Default)]
@@ -435,11 +450,12 @@ impl Catalog {
         let invalid = compiled
             .iter()
             .filter_map(|(name, tool)| {
-                let why = tool.input.invalid.as_ref()?;
+                let (which, schema) = tool.invalid()?;
                 Some(Invalid {
                     name: name.clone(),
-                    why: why.clone(),
-                    schema: tool.input.clone(),
+                    which,
+                    why: schema.invalid.clone()?,
+                    schema: schema.clone(),
                 })
             })
             .collect();

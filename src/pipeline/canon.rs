@@ -244,6 +244,10 @@ fn check_output(
         return None;
     };
     let out = t.output?;
+    if out.invalid.is_some() && pending.target.validation.hides_invalid(tool) {
+        // Left out of the listing the client saw: no contract it knows of.
+        return None;
+    }
     if !r.is_final() {
         // A task's output comes as the answer to `tasks/result`, checked there.
         if let Some(task) = r

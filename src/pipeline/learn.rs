@@ -4,7 +4,7 @@
 
 use super::Pending;
 use super::answer::Answer;
-use crate::catalog::{Page, ScopeKey};
+use crate::catalog::{Invalid, Page, ScopeKey};
 use crate::config::InvalidSchemas;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Message};
@@ -46,22 +46,26 @@ pub fn list_answer(
         page.tools.retain(|t| v.allows(&t.name));
     }
     let mut unusable: Vec<Box<str>> = Vec::new();
+    let mut no_output: Vec<Box<str>> = Vec::new();
     for bad in gw.catalog.learn_page(&pending.key, &page, first_page) {
         if !v.hides_invalid(&bad.name) {
             continue;
         }
         if bad.schema.first_said_invalid() {
-            let (tool, problem) = (clipped(&bad.name, 200), clipped(&bad.why, 4096));
-            tracing::warn!(upstream = %pending.target.name, tool = %tool, problem = %problem, "a tool's input schema is invalid: hidden from tools/list, and calls to it are refused as unknown");
+            say_invalid(&pending.target, &bad);
         }
-        unusable.push(bad.name);
+        match bad.which {
+            "input" => unusable.push(bad.name),
+            _ => no_output.push(bad.name),
+        }
     }
     // Entries that are no tool: an SDK that reads the listing whole fails on one of them.
     let hide_malformed = page.malformed > 0 && v.invalid_tool_schemas == InvalidSchemas::Hide;
     say_malformed(&pending.target, page.malformed);
     // The catalog is the scope's, shared by its clients; a client's own rules only hide.
     let client = pending.client.as_ref().filter(|c| c.rules.is_some());
-    if !globally && client.is_none() && unusable.is_empty() && !hide_malformed {
+    let invalid = !unusable.is_empty() || hide_malformed;
+    if !globally && client.is_none() && !invalid && no_output.is_empty() {
         return None;
     }
     let visible = |name: &str| {
@@ -69,16 +73,32 @@ pub fn list_answer(
             && client.is_none_or(|c| c.allows(name))
             && !unusable.iter().any(|u| &**u == name)
     };
-    let hidden = without_denied(m.id?, result, visible, !hide_malformed);
-    if hidden.is_some() {
-        let kind = if unusable.is_empty() && !hide_malformed {
-            "tools_hidden_by_policy"
-        } else {
-            "tools_hidden_invalid_schema"
+    let rewrite = Rewrite {
+        visible,
+        keep_malformed: !hide_malformed,
+        no_output: &no_output,
+    };
+    let rewritten = rewrite.listing(m.id?, result);
+    if rewritten.is_some() {
+        let kind = match (invalid, no_output.is_empty()) {
+            (true, _) => "tools_hidden_invalid_schema",
+            (false, false) => "output_schemas_left_out",
+            (false, true) => "tools_hidden_by_policy",
         };
         gw.metrics.rewrites.inc(&[&pending.target.name, kind]);
     }
-    hidden
+    rewritten
+}
+
+/// A tool whose input or output schema no client can use, said once per schema.
+fn say_invalid(target: &Target, bad: &Invalid) {
+    let (tool, problem) = (clipped(&bad.name, 200), clipped(&bad.why, 4096));
+    match bad.which {
+        "input" => tracing::warn!(upstream = %target.name, tool = %tool, problem = %problem,
+            "a tool's input schema is invalid: hidden from tools/list, and calls to it are refused as unknown"),
+        _ => tracing::warn!(upstream = %target.name, tool = %tool, problem = %problem,
+            "a tool's output schema is invalid: the tool is listed without it, and its results are not checked against it"),
+    }
 }
 
 /// Entries of a listing that are no tool definition, said at the listing failures' rate.
@@ -95,31 +115,52 @@ struct Named<'a> {
     name: Cow<'a, str>,
 }
 
-/// The listing without denied tools, and without the entries that are no tool unless
-/// `keep_malformed`; every other member kept as it came.
-fn without_denied(
-    id: &RawValue,
-    result: &RawValue,
-    visible: impl Fn(&str) -> bool,
+/// How a listing is rewritten for the client: which tools it sees, whether entries that
+/// are no tool stay, and which tools are listed without their `outputSchema`.
+struct Rewrite<'a, F> {
+    visible: F,
     keep_malformed: bool,
-) -> Option<Answer> {
-    let mut r: BTreeMap<String, Box<RawValue>> = serde_json::from_str(result.get()).ok()?;
-    let tools: Vec<Box<RawValue>> = serde_json::from_str(r.get("tools")?.get()).ok()?;
-    let before = tools.len();
-    let kept: Vec<_> = tools
-        .into_iter()
-        .filter(|t| match serde_json::from_str::<Named<'_>>(t.get()) {
-            Ok(n) => visible(&n.name),
-            Err(_) => keep_malformed,
+    no_output: &'a [Box<str>],
+}
+
+impl<F: Fn(&str) -> bool> Rewrite<'_, F> {
+    /// The listing rewritten; every other member, of it and of each tool kept, as it came.
+    /// `None` when nothing changes.
+    fn listing(&self, id: &RawValue, result: &RawValue) -> Option<Answer> {
+        let mut r: BTreeMap<String, Box<RawValue>> = serde_json::from_str(result.get()).ok()?;
+        let tools: Vec<Box<RawValue>> = serde_json::from_str(r.get("tools")?.get()).ok()?;
+        let before = tools.len();
+        let mut changed = false;
+        let kept: Vec<_> = tools
+            .into_iter()
+            .filter_map(|t| {
+                let (keep, strip) = match serde_json::from_str::<Named<'_>>(t.get()) {
+                    Ok(n) => (
+                        (self.visible)(&n.name),
+                        self.no_output.iter().any(|o| **o == *n.name),
+                    ),
+                    Err(_) => (self.keep_malformed, false),
+                };
+                let stripped = (keep && strip).then(|| without_output(&t)).flatten();
+                changed |= stripped.is_some();
+                keep.then(|| stripped.unwrap_or(t))
+            })
+            .collect();
+        if kept.len() == before && !changed {
+            return None;
+        }
+        r.insert("tools".into(), serde_json::value::to_raw_value(&kept).ok()?);
+        Some(Answer {
+            body: jsonrpc::result_response(id, &r),
+            error_code: None,
+            outcome: None,
         })
-        .collect();
-    if kept.len() == before {
-        return None;
     }
-    r.insert("tools".into(), serde_json::value::to_raw_value(&kept).ok()?);
-    Some(Answer {
-        body: jsonrpc::result_response(id, &r),
-        error_code: None,
-        outcome: None,
-    })
+}
+
+/// The tool `t` without its `outputSchema`; `None` when it has none.
+fn without_output(t: &RawValue) -> Option<Box<RawValue>> {
+    let mut tool: BTreeMap<String, Box<RawValue>> = serde_json::from_str(t.get()).ok()?;
+    tool.remove("outputSchema")?;
+    serde_json::value::to_raw_value(&tool).ok()
 }

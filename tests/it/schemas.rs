@@ -388,18 +388,36 @@ fn malformed_entries() -> [Value; 3] {
     ]
 }
 
+/// `shapeless`, as the stdio fixture's `--malformed-tools` lists it: an output schema that is
+/// no object schema.
+fn shapeless() -> Value {
+    json!({"name": "shapeless", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}})
+}
+
+/// What no client can read in a listing costs only itself: an entry that is no tool is left
+/// out, a tool whose output schema is no object schema is listed without it (an SDK refuses
+/// the whole listing for either), and the tools beside them are learned and checked. With
+/// `invalid_tool_schemas = "forward"`, the listing goes as it came.
 #[tokio::test]
-async fn entries_that_are_no_tool_cost_only_themselves_in_every_mode() {
+async fn what_no_client_can_read_in_a_listing_costs_only_itself_in_every_mode() {
     use common::modes::{Front, Mode};
     let fixture = common::peers::stdio_fixture(&["--malformed-tools"]).await;
     let add = json!({"name": "add", "description": "Add two integers.", "inputSchema": {"type": "object", "properties": {"a": {"type": "integer", "description": "first"}, "b": {"type": "integer", "description": "second"}}, "required": ["a", "b"]}});
+    let shapeless_result = json!({"content": [], "structuredContent": {"a": 1}});
     for forward in [false, true] {
-        let config = forward.then_some("[validation]\ninvalid_tool_schemas = \"forward\"\n");
+        let config = match forward {
+            false => "[validation]\noutput = \"enforce\"\n",
+            true => "[validation]\noutput = \"enforce\"\ninvalid_tool_schemas = \"forward\"\n",
+        };
         for mode in Mode::EVERY_FRONT {
             let mut tools = vec![add.clone()];
             tools.extend(malformed_entries());
-            let (up, _) = Scripted::new(tools).spawn().await;
-            let mut front = Front::start_with(mode, &up, &fixture, config).await;
+            tools.push(shapeless());
+            let (up, _) = Scripted::new(tools)
+                .script("shapeless", Script::Result(shapeless_result.clone()))
+                .spawn()
+                .await;
+            let mut front = Front::start_with(mode, &up, &fixture, Some(config)).await;
             // The tools beside them are learned: a bad call is refused, in words.
             let refused = front
                 .ask(tool_call(1, "add", json!({"a": 1, "b": "x"})))
@@ -409,18 +427,34 @@ async fn entries_that_are_no_tool_cost_only_themselves_in_every_mode() {
                 json!({"/b": "expected an integer, got string \"x\""}),
                 "{mode}: {refused}"
             );
-            // Hidden from the listing the client reads, unless forwarded as they came.
-            let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+            let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
             let tools = front.ask(list).await["result"]["tools"].clone();
             let tools = tools
                 .as_array()
                 .unwrap_or_else(|| panic!("{mode}: {tools}"));
             let malformed: Vec<&Value> = tools.iter().filter(|t| !t["name"].is_string()).collect();
-            let expected: Vec<Value> = match forward {
-                true => malformed_entries().to_vec(),
-                false => Vec::new(),
-            };
-            assert_eq!(malformed, expected.iter().collect::<Vec<_>>(), "{mode}");
+            let listed = tools.iter().find(|t| t["name"] == "shapeless");
+            let called = front.ask(tool_call(3, "shapeless", json!({}))).await;
+            if forward {
+                assert_eq!(
+                    malformed,
+                    malformed_entries().iter().collect::<Vec<_>>(),
+                    "{mode}"
+                );
+                assert_eq!(listed, Some(&shapeless()), "{mode}");
+                assert_eq!(called["result"]["isError"], true, "{mode}: {called}");
+            } else {
+                assert!(malformed.is_empty(), "{mode}: {malformed:?}");
+                let without_output =
+                    json!({"name": "shapeless", "inputSchema": {"type": "object"}});
+                assert_eq!(listed, Some(&without_output), "{mode}");
+                // Its results are held to no output schema: the client knows of none.
+                assert_eq!(
+                    called,
+                    json!({"jsonrpc": "2.0", "id": 3, "result": shapeless_result}),
+                    "{mode}"
+                );
+            }
             assert!(
                 tools.iter().any(|t| t["name"] == "add"),
                 "{mode}: {tools:?}"
