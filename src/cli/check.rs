@@ -232,13 +232,23 @@ fn check_tool(t: &Value, name: &str, cfg: &Config, seen: &mut HashSet<String>, s
         ),
         Some(schema) => check_input_schema(&inspect::read_schema(schema, cfg), schema, say),
     }
-    let output = t.get("outputSchema").map(|o| inspect::read_schema(o, cfg));
-    if let Some(why) = output.and_then(|o| o.uncompiled) {
-        say(
+    let output = (t.get("outputSchema"))
+        .filter(|o| !o.is_null())
+        .map(|o| inspect::read_schema(o, cfg));
+    match output.map(|o| (o.invalid, o.uncompiled)) {
+        Some((Some(why), _)) => say(
+            Severity::Error,
+            "invalid_schema",
+            format!(
+                "outputSchema is invalid: {why}; toolgate lists this tool without it (validation.invalid_tool_schemas = \"hide\")"
+            ),
+        ),
+        Some((None, Some(why))) => say(
             Severity::Error,
             "output_schema",
             format!("outputSchema does not compile: {why}"),
-        );
+        ),
+        _ => {}
     }
 }
 
@@ -383,6 +393,7 @@ mod tests {
             json!({"name": "lookbehind", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x", "pattern": "(?<=a)b"}}, "additionalProperties": false}}),
             json!("not a tool"),
             json!({"name": 5, "inputSchema": {"type": "object"}}),
+            json!({"name": "shapeless", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false}, "outputSchema": {"type": "array"}}),
         ];
         let r = check_tools("u", &tools, &settings);
         let kinds: Vec<_> = r
@@ -406,11 +417,12 @@ mod tests {
                 ("lookbehind", Severity::Error, "input_schema"),
                 ("", Severity::Error, "definition"),
                 ("", Severity::Error, "definition"),
+                ("shapeless", Severity::Error, "invalid_schema"),
             ]
         );
-        assert_eq!((r.errors, r.warnings, r.notes), (8, 2, 3));
+        assert_eq!((r.errors, r.warnings, r.notes), (9, 2, 3));
         assert_eq!(
-            r.problems.last().unwrap().message,
+            r.problems[r.problems.len() - 2].message,
             "an entry whose name is a number is no tool definition: the gateway drops it from listings and learns the tools beside it"
         );
     }
