@@ -230,9 +230,10 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// The schema that makes the tool unusable to every client, if one does, and which it
-    /// is: an input or output schema that is no valid object schema (MCP wants both to be
-    /// one). A client's SDK that reads such an output schema refuses the whole listing.
+    /// Its schema that no client can use, if one is, and which: an input or output schema
+    /// that is no valid object schema (MCP wants both to be one). The input schema first: it
+    /// makes the whole tool unusable, where an output schema only makes the listing that
+    /// holds it unreadable to a client's SDK.
     pub fn invalid(&self) -> Option<(&'static str, &Arc<Schema>)> {
         if self.input.invalid.is_some() {
             return Some(("input", &self.input));
