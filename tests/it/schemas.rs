@@ -394,6 +394,26 @@ fn shapeless() -> Value {
     json!({"name": "shapeless", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}})
 }
 
+/// `add` called with `b` a string, as toolgate answers it.
+fn refused_add() -> Value {
+    let text = "Invalid arguments for tool \"add\" (1 problem):\n- b: expected an integer, got string \"x\" (parameter description: second)\nCorrect the arguments and call the tool again.";
+    json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}],
+        "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
+            "parameter_errors": {"/b": "expected an integer, got string \"x\""}}}}})
+}
+
+/// `shapeless`'s result held to the output schema it declares, as toolgate answers it.
+fn shapeless_refused() -> Value {
+    let text = "The tool \"shapeless\" returned a result that does not match its declared outputSchema:\n- structuredContent: expected an array, got object {\"a\":1}\nThis is a fault of the tool server, not of the call.";
+    json!({"jsonrpc": "2.0", "id": 3, "result": {
+        "content": [{"type": "text", "text": text}],
+        "isError": true,
+        "_meta": {"toolgate/output_validation": {"code": "invalid_output",
+            "errors": {"": "expected an array, got object {\"a\":1}"}}}}})
+}
+
 /// What no client can read in a listing costs only itself: an entry that is no tool is left
 /// out, a tool whose output schema is no object schema is listed without it (an SDK refuses
 /// the whole listing for either), and the tools beside them are learned and checked. With
@@ -422,11 +442,7 @@ async fn what_no_client_can_read_in_a_listing_costs_only_itself_in_every_mode() 
             let refused = front
                 .ask(tool_call(1, "add", json!({"a": 1, "b": "x"})))
                 .await;
-            assert_eq!(
-                refused["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
-                json!({"/b": "expected an integer, got string \"x\""}),
-                "{mode}: {refused}"
-            );
+            assert_eq!(refused, refused_add(), "{mode}");
             let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
             let tools = front.ask(list).await["result"]["tools"].clone();
             let tools = tools
@@ -442,7 +458,7 @@ async fn what_no_client_can_read_in_a_listing_costs_only_itself_in_every_mode() 
                     "{mode}"
                 );
                 assert_eq!(listed, Some(&shapeless()), "{mode}");
-                assert_eq!(called["result"]["isError"], true, "{mode}: {called}");
+                assert_eq!(called, shapeless_refused(), "{mode}");
             } else {
                 assert!(malformed.is_empty(), "{mode}: {malformed:?}");
                 let without_output =
