@@ -24,15 +24,6 @@ use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::fmt::Write;
 
-#[derive(Deserialize)]
-struct ErrorObject {
-    code: i64,
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    data: Option<Value>,
-}
-
 /// Codes the spec gives a meaning clients act on: never rewritten.
 fn is_protocol_signal(code: i64) -> bool {
     matches!(code, -32042 | -32022..=-32020 | -32601 | -32600 | -32700)
@@ -166,9 +157,9 @@ fn unknown_tool(
     ))
 }
 
-/// A call's error as the server wrote it, whatever its shape. A client's SDK drops an error
-/// whose `code` is no integer (or that is no object) as unreadable, and its call would wait
-/// for an answer that never comes: such an error is the tool's failure too.
+/// An error as the server wrote it, whatever its shape. A client's SDK drops an error whose
+/// `code` is no integer (or that is no object) as unreadable, and its call would wait for an
+/// answer that never comes: for a call, such an error is the tool's failure too.
 struct LooseError {
     /// The code, when it is an integer.
     code: Option<i64>,
@@ -346,16 +337,16 @@ pub fn read_answer(
     let canonical = format!("Resource not found: {uri}");
     let not_found = match (m.error, m.result) {
         (Some(err), _) => {
-            let e: ErrorObject = serde_json::from_str(err.get()).ok()?;
-            let already = e.code == jsonrpc::INVALID_PARAMS
+            let e = LooseError::read(err);
+            let already = e.code == Some(jsonrpc::INVALID_PARAMS)
                 && e.message == canonical
                 && e.data.as_ref().and_then(|d| d.get("uri")) == Some(&json!(uri));
             !already
                 && match e.code {
-                    -32002 => true,
+                    Some(-32002) => true,
                     // `-32602` is also every other invalid request (2026-07-28: a missing
                     // `_meta`), so it is read as "not found" only when it says so.
-                    0 | -32603 | -32602 => says_not_found(&e.message),
+                    Some(0 | -32603 | -32602) => says_not_found(&e.message),
                     _ => false,
                 }
         }

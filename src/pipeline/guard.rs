@@ -209,7 +209,7 @@ async fn waited<'a, L: Lister>(
     loop {
         let listed = match wait {
             Wait::SharedRate(admitting) => return admitting.ask(gw, &call).await,
-            Wait::Listing { meta } => list(gw, call.key, meta, lister).await,
+            Wait::Listing { meta } => list(gw, call.target, call.key, meta, lister).await,
         };
         // Decided again with the listing's outcome, which never waits for another.
         wait = match decide(gw, &mut call, listed, task) {
@@ -835,6 +835,7 @@ fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
 /// them while this one waited its turn.
 async fn list<L: Lister>(
     gw: &Gateway,
+    target: &Target,
     key: &ScopeKey,
     meta: Option<&RawValue>,
     lister: &L,
@@ -845,7 +846,7 @@ async fn list<L: Lister>(
     if gw.catalog.listed_since(key, asked) {
         return Listed::Done;
     }
-    match list_all(gw, key, meta, lister).await {
+    match list_all(gw, target, key, meta, lister).await {
         Ok(()) => Listed::Done,
         Err(failed) => Listed::Failed(failed),
     }
@@ -855,6 +856,7 @@ async fn list<L: Lister>(
 /// (protocol version, capabilities in the modern era) goes with each page request.
 pub async fn list_all<L: Lister>(
     gw: &Gateway,
+    target: &Target,
     key: &ScopeKey,
     meta: Option<&RawValue>,
     lister: &L,
@@ -876,9 +878,7 @@ pub async fn list_all<L: Lister>(
         let result = lister.list(body, &id).await?;
         let page = Page::parse(&result)
             .map_err(|e| ListFailed::Refused(format!("tools/list result: {e}")))?;
-        if let Some(target) = gw.targets.get(key.upstream as usize) {
-            super::learn::say_malformed(target, page.malformed);
-        }
+        super::learn::say_malformed(target, page.malformed);
         tools.extend(page.tools);
         ttl = match (ttl, page.ttl) {
             (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
@@ -891,7 +891,7 @@ pub async fn list_all<L: Lister>(
         }
     }
     tracing::debug!(
-        upstream = gw.upstream_name(key),
+        upstream = %target.name,
         tools = tools.len(),
         "listed tools for a scope"
     );
