@@ -576,25 +576,82 @@ pub enum ArgumentsError {
     NotObject,
     /// The same key twice at the given JSON pointer.
     Duplicate { pointer: String },
-    /// Not readable as JSON (nesting over the parser's limit, for example).
-    Unreadable(String),
+    /// JSON text no value can be read from at the given JSON pointer: a problem in the
+    /// arguments a model can correct, so it is reported as a violation, like a duplicate.
+    Unreadable { pointer: String, why: Unreadable },
+}
+
+/// What the parser could not read of a value in a call's arguments. The text is JSON (the
+/// envelope's reader checked it); these are what JSON allows and no value can hold.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// Arrays and objects nested past the parser's limit (128 levels).
+    TooDeep,
+    /// A number past a 64-bit float's range (`1e400`).
+    OutOfRange,
+    /// A `\u` escape of half a UTF-16 pair: no Unicode text holds it.
+    HalfCharacter,
+    /// Anything else the parser refused, in its words.
+    Other(String),
+}
+
+impl Unreadable {
+    /// Told from `serde_json`'s own words, the only thing its error type carries through a
+    /// visitor: a wording it changes falls to [`Unreadable::Other`], still a violation.
+    fn from_parser(msg: &str) -> Unreadable {
+        let msg = msg.split(" at line ").next().unwrap_or(msg);
+        match msg {
+            "recursion limit exceeded" => Unreadable::TooDeep,
+            "number out of range" => Unreadable::OutOfRange,
+            "lone leading surrogate in hex escape"
+            | "unexpected end of hex escape"
+            | "invalid unicode code point" => Unreadable::HalfCharacter,
+            other => Unreadable::Other(other.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Unreadable {
+    /// What the model reads after the argument's path.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreadable::TooDeep => f.write_str(
+                "nests arrays and objects more than 128 levels deep; send it less deeply nested",
+            ),
+            Unreadable::OutOfRange => {
+                f.write_str("is a number too large to read (past 1.8e308); send a smaller one")
+            }
+            Unreadable::HalfCharacter => f.write_str(
+                "holds a \\u escape that is half of a character (an unpaired surrogate); \
+                 send the whole character or leave it out",
+            ),
+            Unreadable::Other(why) => write!(f, "cannot be read: {why}"),
+        }
+    }
 }
 
 /// Parses `arguments` and refuses duplicate keys at any depth. `serde_json::Value` keeps the
 /// last of two equal keys while some servers keep the first, so validating a parsed value with
 /// duplicates would let the server act on a value nobody checked.
 ///
-/// The hot path keeps no path bookkeeping: a duplicate's JSON pointer is assembled only on the
-/// way out of the error, each enclosing object or array prefixing its own segment.
+/// The hot path keeps no path bookkeeping: the JSON pointer of a duplicate or of a value
+/// that cannot be read is assembled only on the way out of the error, each enclosing object
+/// or array prefixing its own segment.
 pub fn parse_arguments(text: &str) -> Result<Map<String, Value>, ArgumentsError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let value = Strict.deserialize(&mut de).map_err(|e| {
         let msg = e.to_string();
-        match msg.strip_prefix(DUPLICATE_MARK) {
-            Some(rest) => ArgumentsError::Duplicate {
-                pointer: rest.split(POINTER_END).next().unwrap_or(rest).to_string(),
+        let (why, pointer) = match msg.strip_prefix(MARK) {
+            Some(rest) => split_mark(rest),
+            None => (msg.as_str(), ""),
+        };
+        let pointer = pointer.to_string();
+        match why {
+            DUPLICATE => ArgumentsError::Duplicate { pointer },
+            why => ArgumentsError::Unreadable {
+                pointer,
+                why: Unreadable::from_parser(why),
             },
-            None => ArgumentsError::Unreadable(msg),
         }
     })?;
     match value {
@@ -603,21 +660,32 @@ pub fn parse_arguments(text: &str) -> Result<Map<String, Value>, ArgumentsError>
     }
 }
 
-const DUPLICATE_MARK: &str = "toolgate:duplicate-key:";
-/// Ends the pointer inside the error text (serde_json appends a position after it).
+/// Starts an error's text once it says where in the arguments it is: then
+/// `{why}{WHY_END}{pointer}{POINTER_END}`, and serde_json's position after it.
+const MARK: &str = "toolgate:argument:";
+const WHY_END: char = '\u{2}';
 const POINTER_END: char = '\u{1}';
+/// The `why` of a key named twice.
+const DUPLICATE: &str = "duplicate key";
 
-/// Re-raises a child's duplicate-key error with this level's segment in front.
+/// The why and the pointer of a marked error's text, past the mark.
+fn split_mark(rest: &str) -> (&str, &str) {
+    let (why, at) = rest.split_once(WHY_END).unwrap_or((rest, ""));
+    (why, at.split(POINTER_END).next().unwrap_or(at))
+}
+
+/// A child's error with this level's segment in front of its pointer; an error of the
+/// parser's own (a value it could not read) is marked here, where it is first seen.
 fn prefixed<E: de::Error>(e: E, segment: &str) -> E {
     let msg = e.to_string();
-    match msg.strip_prefix(DUPLICATE_MARK) {
-        Some(rest) => {
-            let inner = rest.split(POINTER_END).next().unwrap_or(rest);
-            let seg = crate::text::pointer_token(segment);
-            E::custom(format_args!("{DUPLICATE_MARK}/{seg}{inner}{POINTER_END}"))
-        }
-        None => e,
-    }
+    let (why, inner) = match msg.strip_prefix(MARK) {
+        Some(rest) => split_mark(rest),
+        None => (msg.split(" at line ").next().unwrap_or(&msg), ""),
+    };
+    let seg = crate::text::pointer_token(segment);
+    E::custom(format_args!(
+        "{MARK}{why}{WHY_END}/{seg}{inner}{POINTER_END}"
+    ))
 }
 
 #[derive(Clone, Copy)]
@@ -676,7 +744,7 @@ impl<'de> Visitor<'de> for Strict {
                 Entry::Occupied(seen) => {
                     let seg = crate::text::pointer_token(seen.key());
                     return Err(de::Error::custom(format_args!(
-                        "{DUPLICATE_MARK}/{seg}{POINTER_END}"
+                        "{MARK}{DUPLICATE}{WHY_END}/{seg}{POINTER_END}"
                     )));
                 }
             };
@@ -896,10 +964,36 @@ mod tests {
         );
         let m = single(&deep).unwrap();
         let args = RawValue::from_string(m.raw_params().unwrap().get().to_string()).unwrap();
-        assert!(matches!(
-            parse_arguments(args.get()),
-            Err(ArgumentsError::Unreadable(_))
-        ));
+        let Err(ArgumentsError::Unreadable { pointer, why }) = parse_arguments(args.get()) else {
+            panic!("refused as too deep");
+        };
+        assert_eq!(why, Unreadable::TooDeep);
+        assert_eq!(pointer, "/0".repeat(127));
+    }
+
+    /// Each thing JSON allows and no value holds is told by its kind, at its place; these
+    /// pin `serde_json`'s wording, which is all its error carries.
+    #[test]
+    fn what_the_parser_cannot_read_is_found_with_its_path() {
+        for (args, at, kind) in [
+            (r#"{"s":"\ud800"}"#, "/s", Unreadable::HalfCharacter),
+            (r#"{"s":"\ud800x"}"#, "/s", Unreadable::HalfCharacter),
+            (r#"{"s":"\udc00"}"#, "/s", Unreadable::HalfCharacter),
+            (r#"{"a":[1,{"n":1e400}]}"#, "/a/1/n", Unreadable::OutOfRange),
+            (r#"{"a":{"\ud800":1}}"#, "/a", Unreadable::HalfCharacter),
+            (r#"{"\ud800":1}"#, "", Unreadable::HalfCharacter),
+        ] {
+            assert_eq!(
+                parse_arguments(args),
+                Err(ArgumentsError::Unreadable {
+                    pointer: at.into(),
+                    why: kind
+                }),
+                "{args}"
+            );
+        }
+        let pair = r#"{"s":"\ud83d\ude00"}"#;
+        assert_eq!(parse_arguments(pair).unwrap()["s"], "\u{1F600}");
     }
 
     #[test]

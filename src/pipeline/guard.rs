@@ -18,7 +18,7 @@ use crate::jsonrpc::arguments::Arguments;
 use crate::jsonrpc::{self, ArgumentsError, CallParams, Params};
 use crate::mcp::{self, Era};
 use crate::policy::clients::{Limited, Rate};
-use crate::validate::{self, Judge, Report, Verdict};
+use crate::validate::{self, Judge, Report, Verdict, Violation};
 use bytes::Bytes;
 use futures_util::future::Either;
 use serde_json::value::RawValue;
@@ -248,8 +248,8 @@ fn decide<'a, R>(
         return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
     }
     let read = read_arguments(params.arguments, params.read.take(), judged == Some(false));
-    if let Some(answer) = unreadable_arguments(call.id, &read) {
-        return Ok(answered("malformed", answer));
+    if let Read::Value(Err(ArgumentsError::NotObject)) = read {
+        return Ok(answered("malformed", not_object(call.id)));
     }
     let entry = match (looked, listed) {
         (_, Listed::Failed(failed)) => return Ok(listing_failed(gw, call, tool, failed)),
@@ -338,8 +338,9 @@ fn deny<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Option<Decision<R>> {
     ))
 }
 
-/// Arguments that name a key twice: the place of the second, a violation the report names.
-struct DuplicateKey(String);
+/// Arguments whose text cannot be read as one value: a key named twice, or a value the
+/// parser cannot hold. A violation the report names, at its place.
+struct Misread(Violation);
 
 /// A call's arguments: read in place (the common path), or as a value, whose reader also
 /// says what is wrong with them.
@@ -411,36 +412,33 @@ fn passes_in_place(
         && check.validator.is_valid(args.root())
 }
 
-/// The answer to arguments that are no object or cannot be read, if they are such.
-fn unreadable_arguments(id: &RawValue, read: &Read<'_>) -> Option<Answer> {
-    let Read::Value(arguments) = read else {
-        return None;
-    };
-    match arguments {
-        Err(ArgumentsError::NotObject) => Some(Answer::error(
-            Some(id),
-            jsonrpc::INVALID_PARAMS,
-            "Invalid params for tools/call: \"arguments\" must be an object",
-            None,
-        )),
-        Err(ArgumentsError::Unreadable(e)) => Some(Answer::error(
-            Some(id),
-            jsonrpc::INVALID_REQUEST,
-            &format!("Invalid Request: unreadable arguments: {e}"),
-            None,
-        )),
-        _ => None,
-    }
+/// The `-32602` for arguments that are no object: a malformed call, not a violation.
+fn not_object(id: &RawValue) -> Answer {
+    Answer::error(
+        Some(id),
+        jsonrpc::INVALID_PARAMS,
+        "Invalid params for tools/call: \"arguments\" must be an object",
+        None,
+    )
 }
 
-/// The call's readable arguments as an object; `Err` is a duplicate key.
-fn arguments(read: Read<'_>) -> Result<Value, DuplicateKey> {
+/// The call's arguments as an object, or what could not be read of them.
+fn arguments(read: Read<'_>) -> Result<Value, Misread> {
     match read {
         Read::InPlace(args) => Ok(Value::Object(args.to_map())),
         Read::Value(Ok(map)) => Ok(Value::Object(map)),
-        Read::Value(Err(ArgumentsError::Duplicate { pointer })) => Err(DuplicateKey(pointer)),
-        // `unreadable_arguments` answered the others.
-        Read::Value(Err(_)) => Ok(Value::Object(Default::default())),
+        Read::Value(Err(ArgumentsError::Duplicate { pointer })) => Err(Misread(Violation {
+            pointer,
+            keyword: "duplicateKey".into(),
+            message: "appears more than once; send each argument once".into(),
+        })),
+        Read::Value(Err(ArgumentsError::Unreadable { pointer, why })) => Err(Misread(Violation {
+            pointer,
+            keyword: "unreadable".into(),
+            message: why.to_string(),
+        })),
+        // Answered before the arguments are read as an object (`not_object`).
+        Read::Value(Err(ArgumentsError::NotObject)) => Ok(Value::Object(Default::default())),
     }
 }
 
@@ -523,7 +521,7 @@ fn check(
     schema: &Schema,
     validator: &jsonschema::Validator,
     settings: ToolSettings,
-    args: &mut Result<Value, DuplicateKey>,
+    args: &mut Result<Value, Misread>,
 ) -> Checked {
     let v = &call.target.validation;
     let mut checked = Checked {
@@ -531,11 +529,12 @@ fn check(
         coerced: None,
     };
     match args {
-        Err(DuplicateKey(pointer)) => {
-            checked.report = Some(Report::duplicate_key(
+        Err(Misread(violation)) => {
+            let violation = std::mem::take(violation);
+            checked.report = Some(Report::misread(
                 tool,
                 &schema.value,
-                std::mem::take(pointer),
+                violation,
                 v.max_errors,
             ))
         }

@@ -9,7 +9,7 @@ use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Violation {
     /// RFC 6901 pointer into `arguments`.
     pub pointer: String,
@@ -112,14 +112,11 @@ impl Report {
         (self.violations, self.descriptions) = both.into_iter().unzip();
     }
 
-    /// The `arguments` object repeats a key: the server may read either value.
-    pub fn duplicate_key(tool: &str, schema: &Value, pointer: String, max: usize) -> Report {
+    /// Arguments whose text cannot be read as one value: a key named twice (the server may
+    /// read either value) or a value the parser cannot hold. One violation, at its place.
+    pub fn misread(tool: &str, schema: &Value, violation: Violation, max: usize) -> Report {
         let found = Found {
-            list: vec![Violation {
-                pointer,
-                keyword: "duplicateKey".into(),
-                message: "appears more than once; send each argument once".into(),
-            }],
+            list: vec![violation],
             omitted: 0,
         };
         Report::from_violations(tool, schema, found, max)

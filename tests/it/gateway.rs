@@ -461,7 +461,7 @@ async fn oversized_bodies_get_413_with_a_jsonrpc_body() {
 
 #[tokio::test]
 async fn deep_nesting_is_refused_without_crashing() {
-    let (_demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
+    let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
     let s = open_session(&tg.url()).await;
     let deep = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add","arguments":{{"a":{}1{}}}}}}}"#,
@@ -471,8 +471,15 @@ async fn deep_nesting_is_refused_without_crashing() {
     let r = post(&tg.url(), Some(&s), deep).await;
     assert_eq!(r.status, 200);
     let a = r.json();
-    assert_eq!(a["error"]["code"], -32600);
     assert_eq!(a["id"], 1);
+    let errors = &a["result"]["_meta"]["toolgate/validation"]["parameter_errors"];
+    // Named by its first 120 characters.
+    let pointer = format!("{}…", &format!("/a{}", "/0".repeat(126))[..120]);
+    assert_eq!(
+        errors[pointer.as_str()],
+        "nests arrays and objects more than 128 levels deep; send it less deeply nested"
+    );
+    assert!(demo.calls().is_empty());
     // Still serving.
     let a = post(&tg.url(), Some(&s), call(2, "add", json!({"a": 1, "b": 1})))
         .await

@@ -84,6 +84,69 @@ async fn coercion_rewrites_only_the_arguments_it_coerced() {
     }
 }
 
+/// Arguments that are JSON and that no value holds, each with where it is and what the model
+/// reads of it: a key named twice, half a UTF-16 pair (as a model's broken emoji arrives), a
+/// number past a float's range, and nesting past the parser's limit.
+fn misread() -> [(String, &'static str, &'static str); 4] {
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    // Past the parser's limit, at 128 levels; an answer names at most 120 characters of it.
+    let at_limit: &'static str = format!("{}…", &format!("/a{}", "/0".repeat(126))[..120]).leak();
+    [
+        (
+            r#""a":1,"b":2,"a":3"#.into(),
+            "/a",
+            "appears more than once; send each argument once",
+        ),
+        (
+            r#""a":"\ud83d","b":2"#.into(),
+            "/a",
+            "holds a \\u escape that is half of a character (an unpaired surrogate); send the whole character or leave it out",
+        ),
+        (
+            r#""a":1e400,"b":2"#.into(),
+            "/a",
+            "is a number too large to read (past 1.8e308); send a smaller one",
+        ),
+        (
+            format!(r#""a":{deep},"b":2"#),
+            at_limit,
+            "nests arrays and objects more than 128 levels deep; send it less deeply nested",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn arguments_no_value_holds_are_violations_in_every_mode() {
+    let command = stdio_fixture().await;
+    for mode in Mode::EVERY_FRONT {
+        let (up, seen) = Scripted::new(vec![add_tool()]).spawn().await;
+        let mut front = Front::start(mode, &up, &command).await;
+        for (args, at, why) in misread() {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add","arguments":{{{args}}}}}}}"#
+            );
+            let a = front.ask_line(&line).await;
+            let result = &a["result"];
+            assert_eq!(result["isError"], true, "{mode}: {at}: {a}");
+            assert_eq!(
+                result["_meta"]["toolgate/validation"],
+                json!({"code": "invalid_arguments", "tool": "add", "parameter_errors": {at: why}}),
+                "{mode}"
+            );
+            if at == "/a" {
+                let text = format!(
+                    "Invalid arguments for tool \"add\" (1 problem):\n- a: {why} (parameter description: first)\nCorrect the arguments and call the tool again."
+                );
+                assert_eq!(result["content"], json!([{"type": "text", "text": text}]));
+            }
+        }
+        assert!(
+            raw_calls(&seen).is_empty(),
+            "{mode}: none reached the server"
+        );
+    }
+}
+
 /// An upstream that refuses every call the way the TypeScript SDK refuses a request without a
 /// valid session: HTTP 400, an error that names no request. Returns its URL and that body.
 async fn refusing_upstream() -> (String, &'static str) {
