@@ -63,7 +63,7 @@ pub fn sse(data: &[u8]) {
             let bytes = match split {
                 Split::Event(e) => {
                     let _ = sse::data(&e);
-                    let _ = sse::has_id(&e);
+                    let _ = sse::place(&e);
                     let _ = sse::with_data(&e, b"{}");
                     e
                 }

@@ -511,6 +511,25 @@ impl HttpClient {
         self.send_to(self.path.clone(), method, headers, body, wait)
     }
 
+    /// A request's stream that its server ended before the answer, asked for again (a GET
+    /// with the request's headers and `Last-Event-ID`, SEP-1699). What comes back is bounded
+    /// as the request's own stream was, not as a session's stream is: it is that answer's.
+    pub fn resume(
+        &self,
+        headers: HeaderMap,
+        wait: Wait,
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
+        let sent = self.send(Method::GET, headers, Bytes::new(), wait);
+        sent.map(move |answered| {
+            let mut resp = answered?;
+            let body = resp.body_mut();
+            if body.media == Media::EventStream {
+                body.timer = Some(Timer::Gap(wait.stream_gap));
+            }
+            Ok(resp)
+        })
+    }
+
     /// The same, to another path on the upstream's origin (its `/.well-known/` documents).
     pub async fn send_to_path(
         &self,

@@ -160,9 +160,42 @@ pub fn data(event: &[u8]) -> Option<Cow<'_, str>> {
     out
 }
 
-/// Whether the event carries an `id:` field (the stream is resumable).
-pub fn has_id(event: &[u8]) -> bool {
-    event.starts_with(b"id:") || event.windows(4).any(|w| w == b"\nid:" || w == b"\rid:")
+/// Where an event leaves its stream for a client that resumes it: the event id it sets,
+/// and the reconnection time it asks for, in milliseconds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Place<'a> {
+    pub id: Option<&'a str>,
+    pub retry: Option<u64>,
+}
+
+/// The event's `id` and `retry` fields, the last of each (an empty `id` clears the one
+/// before, as the SSE standard has it, and a `retry` that is not digits is ignored).
+pub fn place(event: &[u8]) -> Place<'_> {
+    let mut place = Place::default();
+    // Nearly every event of a call's stream is `event:` and `data:` lines alone.
+    let may_name = |field: &[u8]| {
+        event.starts_with(field)
+            || (event.windows(field.len() + 1))
+                .any(|w| matches!(w[0], b'\n' | b'\r') && &w[1..] == field)
+    };
+    if !may_name(b"id") && !may_name(b"retry") {
+        return place;
+    }
+    let Ok(text) = std::str::from_utf8(event) else {
+        return place;
+    };
+    for line in text.split(['\n', '\r']) {
+        let (name, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match name {
+            "id" if !value.contains('\0') => place.id = Some(value).filter(|v| !v.is_empty()),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                place.retry = value.parse().ok()
+            }
+            _ => {}
+        }
+    }
+    place
 }
 
 /// The same event with its data replaced: `id:`, `event:` and other fields are kept, so a
@@ -272,12 +305,29 @@ mod tests {
     #[test]
     fn rewritten_events_keep_their_fields() {
         let ev = b"event: message\r\nid: 42\r\ndata: {\"old\":1}\r\n\r\n";
-        assert!(has_id(ev));
+        assert_eq!(place(ev).id, Some("42"));
         assert_eq!(
             &with_data(ev, b"{\"new\":2}")[..],
             b"event: message\nid: 42\ndata: {\"new\":2}\n\n"
         );
-        assert!(!has_id(b"data: x\n\n"));
+    }
+
+    #[test]
+    fn an_event_says_where_a_resumed_stream_starts() {
+        let at = |id, retry| Place { id, retry };
+        for (ev, expected) in [
+            (&b"data: x\n\n"[..], at(None, None)),
+            (
+                b"id: s1_7\nretry: 500\ndata: \n\n",
+                at(Some("s1_7"), Some(500)),
+            ),
+            (b"retry:250\nid:9\n\n", at(Some("9"), Some(250))),
+            (b"id: 1\nid\ndata: x\n\n", at(None, None)),
+            (b"id: a\0b\nretry: 5s\n\n", at(None, None)),
+            (b"data: {\"identity\":1}\nretrying: 1\n\n", at(None, None)),
+        ] {
+            assert_eq!(place(ev), expected, "{}", String::from_utf8_lossy(ev));
+        }
     }
 
     #[test]

@@ -254,6 +254,8 @@ async fn a_proxy_url_that_cannot_be_used_stops_toolgate_without_its_password() {
                 "https://mcp.corp.test/mcp",
                 "--listen",
                 "127.0.0.1:0",
+                "--admin-listen",
+                "off",
             ])
             .env("HTTPS_PROXY", value)
             .kill_on_drop(true)

@@ -147,6 +147,47 @@ async fn arguments_no_value_holds_are_violations_in_every_mode() {
     }
 }
 
+/// A server that ends each call's stream before it answers (SEP-1699): toolgate asks for the
+/// stream again itself, in every mode with an HTTP server, and the answer that comes on the
+/// resumed stream is coerced, masked and output-checked as any other. Without it, a stdio
+/// client had no answer at all and an HTTP client's own resumption got the server's answer
+/// unread (a masked secret included).
+#[tokio::test]
+async fn a_stream_the_server_ends_before_its_answer_is_resumed_under_the_rules() {
+    const RULES: &str = "[errors]\nmask_internal = true\n[validation]\noutput = \"enforce\"\n";
+    let server = common::peers::typescript_polling_server().await;
+    let call = |id: i64, tool: &str, args: serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}).to_string()
+    };
+    let expected = [
+        (
+            call(1, "wait", json!({"n": "2"})),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "waited 2"}]}}),
+        ),
+        (
+            call(2, "wait_fail", json!({})),
+            json!({"jsonrpc": "2.0", "id": 2, "result": {
+                "content": [{"type": "text", "text": "The tool \"wait_fail\" failed with an internal error (reference REF)."}],
+                "isError": true,
+                "_meta": {"toolgate/upstream_error": {"code": -32603, "reference": "REF"}}}}),
+        ),
+        (
+            call(3, "wait_typed", json!({})),
+            json!({"jsonrpc": "2.0", "id": 3, "result": {
+                "content": [{"type": "text", "text": "The tool \"wait_typed\" returned a result that does not match its declared outputSchema:\n- structuredContent/n: expected an integer, got string \"many\"\nThis is a fault of the tool server, not of the call."}],
+                "isError": true,
+                "_meta": {"toolgate/output_validation": {"code": "invalid_output", "errors": {"/n": "expected an integer, got string \"many\""}}}}}),
+        ),
+    ];
+    for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
+        let mut front = Front::start_with(mode, &server.url, &[], Some(RULES)).await;
+        for (line, answer) in &expected {
+            let got = front.ask_negotiated(line).await;
+            assert_eq!(&common::referenced(got), answer, "{mode}");
+        }
+    }
+}
+
 /// An upstream that refuses every call the way the TypeScript SDK refuses a request without a
 /// valid session: HTTP 400, an error that names no request. Returns its URL and that body.
 async fn refusing_upstream() -> (String, &'static str) {

@@ -11,6 +11,7 @@
 use super::StreamOutcome;
 use super::asking::{self, ReverseRounds};
 use super::reply;
+use super::resume::{NotResumed, Resumer};
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
@@ -39,6 +40,7 @@ use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Statuses whose body the client must see as it came: authentication challenges, and a
 /// session the server ended (the client re-initializes on that 404).
@@ -59,6 +61,9 @@ pub(crate) struct Reading {
     /// For a handshake-era client's request to a server of 2026-07-28: what its rounds
     /// need, should the server ask for input.
     pub(crate) reverse_rounds: Option<Box<ReverseRounds>>,
+    /// For a request to a server that answers in event streams: how to ask for its stream
+    /// again should the server end it before the answer.
+    pub(crate) resume: Option<Box<Resumer>>,
 }
 
 impl Reading {
@@ -68,6 +73,7 @@ impl Reading {
             has_session,
             parking: None,
             reverse_rounds: None,
+            resume: None,
         }
     }
 }
@@ -138,6 +144,7 @@ fn at_once(
         has_session,
         parking,
         reverse_rounds,
+        resume,
     } = reading;
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -149,6 +156,7 @@ fn at_once(
     // As the upstream client read it, where the head arrived.
     let media = body.media();
     if media == Media::EventStream {
+        pending.target.answered_in_stream();
         // Its events may be rewritten as they pass: the server's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
         let outcome = StreamOutcome::default();
@@ -156,7 +164,8 @@ fn at_once(
         let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
         inspector.parking = parking.map(|p| *p);
         inspector.reverse_rounds = reverse_rounds.map(|r| *r);
-        return Now::Answer(Response::from_parts(parts, sse_stream(inspector, body)));
+        let stream = sse_stream(inspector, body, resume);
+        return Now::Answer(Response::from_parts(parts, stream));
     }
     if pending.id.is_none() {
         // A notification's or a response's acknowledgement: nothing to answer.
@@ -346,8 +355,15 @@ struct SseInspector {
     /// stream is passed on: its answer would reach the client under an id it does not know.
     dropping: bool,
     answered: bool,
-    /// The upstream numbers its events, so a clean end may be resumed by the client.
-    resumable: bool,
+    /// The id of the server's last numbered event: a clean end before the answer may be
+    /// resumed from it (by toolgate when it can, else by the client).
+    last_id: Option<Bytes>,
+    /// The time the server asked a resuming client to wait.
+    retry: Option<Duration>,
+    /// Messages read: a resumption that brings one is progress.
+    heard: u64,
+    /// Why the stream, ended before the answer, was not resumed.
+    not_resumed: Option<NotResumed>,
     out: VecDeque<Bytes>,
     /// Set when toolgate answers the request itself, at the stream's end.
     outcome: StreamOutcome,
@@ -372,7 +388,10 @@ impl SseInspector {
             raw: false,
             dropping: false,
             answered: false,
-            resumable: false,
+            last_id: None,
+            retry: None,
+            heard: 0,
+            not_resumed: None,
             out: VecDeque::new(),
             outcome,
             parking: None,
@@ -448,12 +467,17 @@ impl SseInspector {
     /// is read: the answer's id may be spelled differently from the request's, so no text
     /// search can tell which event it is. After it, only `list_changed` needs the rules.
     fn on_event(&mut self, ev: Bytes) -> Bytes {
-        if !self.resumable && sse::has_id(&ev) {
-            self.resumable = true;
+        let place = sse::place(&ev);
+        if let Some(id) = place.id {
+            self.last_id = Some(ev.slice_ref(id.as_bytes()));
+        }
+        if let Some(ms) = place.retry {
+            self.retry = Some(Duration::from_millis(ms));
         }
         let Some(data) = sse::data(&ev) else {
             return ev;
         };
+        self.heard += u64::from(!data.is_empty());
         let about_us = !self.answered && self.pending.id.is_some();
         if !about_us && !data.contains(mcp::TOOLS_LIST_CHANGED) {
             return ev;
@@ -564,14 +588,28 @@ impl SseInspector {
         parking.rounds.park(state, parked);
     }
 
+    /// The event to resume the stream from, when the server ended it cleanly before the
+    /// answer and it can go on: what is left of an event cut off by the end is dropped, as
+    /// the SSE standard has it.
+    fn resumes_from(&mut self) -> Option<Bytes> {
+        let open = !self.answered && !self.raw && !self.dropping && self.held.is_none();
+        let from = self
+            .last_id
+            .clone()
+            .filter(|_| open && self.pending.id.is_some())?;
+        self.splitter.finish();
+        Some(from)
+    }
+
     fn end(&mut self, broke: Option<String>) {
         if let Some(rest) = self.splitter.finish().filter(|_| !self.dropping) {
             self.out.push_back(rest);
         }
-        if self.answered || self.raw || (broke.is_none() && self.resumable) {
+        let resumable = self.last_id.is_some() && self.not_resumed.is_none();
+        if self.answered || self.raw || (broke.is_none() && resumable) {
             return;
         }
-        let why = UpstreamError::unanswered_stream(broke);
+        let why = UpstreamError::unanswered_stream(broke.or(self.not_resumed.take()));
         if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
             self.outcome.set("upstream_error");
             self.out.push_back(sse::event(&a.body));
@@ -613,7 +651,7 @@ pub(crate) async fn resume(
     inspector.parking = Some(parking);
     // What was read past the question first.
     inspector.feed(Bytes::new());
-    let mut resp = Response::new(sse_stream(inspector, body));
+    let mut resp = Response::new(sse_stream(inspector, body, None));
     // Its span ends with the stream, as a first answer's does.
     resp.extensions_mut().insert(outcome);
     let headers = resp.headers_mut();
@@ -625,25 +663,29 @@ pub(crate) async fn resume(
     Ok(resp)
 }
 
-/// Streams the upstream body through the inspector, one event at a time.
-fn sse_stream<B>(inspector: SseInspector, body: B) -> Body
+/// Streams the upstream body through the inspector, one event at a time; with `resume`,
+/// a stream the server ends before the answer is asked for again and read on.
+fn sse_stream<B>(inspector: SseInspector, body: B, resume: Option<Box<Resumer>>) -> Body
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     struct State<B> {
         insp: SseInspector,
-        body: Option<B>,
+        /// The server's stream: the first, or one resumed.
+        body: Option<http_body_util::Either<B, UpstreamBody>>,
         done: bool,
         /// The server's answer asked for input: the rest is toolgate's rounds.
         rounds: Option<asking::AskingStream>,
+        resume: Option<Box<Resumer>>,
     }
     let stream = futures_util::stream::unfold(
         State {
             insp: inspector,
-            body: Some(body),
+            body: Some(http_body_util::Either::Left(body)),
             done: false,
             rounds: None,
+            resume,
         },
         |mut st| async move {
             loop {
@@ -689,6 +731,10 @@ where
                         st.insp.end(Some(e.to_string()));
                     }
                     None => {
+                        if let Some(body) = resumed(&mut st.insp, st.resume.as_deref_mut()).await {
+                            st.body = Some(http_body_util::Either::Right(body));
+                            continue;
+                        }
                         st.done = true;
                         st.insp.end(None);
                     }
@@ -697,4 +743,19 @@ where
         },
     );
     Body::from_stream(stream)
+}
+
+/// The stream again, when the server ended it cleanly before the answer and toolgate can
+/// ask for it; why not is kept for the request's answer.
+async fn resumed(insp: &mut SseInspector, resume: Option<&mut Resumer>) -> Option<UpstreamBody> {
+    let resume = resume?;
+    let from = insp.resumes_from()?;
+    match resume.resume(&from, insp.retry, insp.heard).await {
+        Ok(body) => Some(body),
+        Err(why) => {
+            tracing::debug!(upstream = %insp.pending.target.name, why = %why, "a stream the server ended before its answer was not resumed");
+            insp.not_resumed = Some(why);
+            None
+        }
+    }
 }

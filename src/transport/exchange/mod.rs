@@ -9,6 +9,7 @@ pub(crate) mod answers;
 pub(crate) mod asking;
 mod note;
 pub(crate) mod reply;
+mod resume;
 pub(crate) mod to_children;
 pub(crate) mod to_http;
 

@@ -10,6 +10,7 @@
 use super::answers::{self, Parking, Reading};
 use super::asking::{RetryServer, ReverseRounds};
 use super::reply;
+use super::resume::Resumer;
 use super::{Note, Said};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
@@ -276,6 +277,7 @@ impl HttpWay {
             reading = Reading {
                 has_session: false,
                 reverse_rounds: None,
+                resume: None,
                 parking: Some(Box::new(Parking {
                     rounds: up.bridge.rounds.clone(),
                     key: self.key,
@@ -479,7 +481,7 @@ pub(crate) fn forward<'a>(
     mut parts: Box<Parts>,
     body: Bytes,
     pending: Pending,
-    reading: Reading,
+    mut reading: Reading,
     note: &'a mut Note,
 ) -> impl Future<Output = Response> + Send + 'a {
     let (gw, up) = (to.gw, to.up);
@@ -488,6 +490,12 @@ pub(crate) fn forward<'a>(
         context.carry(&mut parts.headers);
         hop
     });
+    if pending.id.is_some() && to.target.streams() {
+        // Its headers, should the server end its stream before the answer: kept only for a
+        // server that answers in streams, so a JSON answer's request pays nothing for it.
+        let headers = parts.headers.clone();
+        reading.resume = Some(Box::new(Resumer::new(up.clone(), headers, wait)));
+    }
     // Both boxed: the upstream client's future and the answer's reading would otherwise
     // sit in every level of a request's future above this one, each of which copies it as
     // it is made (docs/performance.md).

@@ -187,6 +187,29 @@ impl Front {
         all.pop().expect("an answer")
     }
 
+    /// [`Front::ask_line`] as a client that negotiated 2025-11-25 sends it: over HTTP with
+    /// the `MCP-Protocol-Version` header that era asks of every request after `initialize`
+    /// (a server of the TypeScript SDK numbers its streams, and may end them early, only
+    /// then). Over stdio, as `ask_line`.
+    pub async fn ask_negotiated(&mut self, line: &str) -> Value {
+        let Front::Http { tg, session } = self else {
+            return self.ask_line(line).await;
+        };
+        let url = tg.url();
+        let session = match session {
+            Some(s) => s.clone(),
+            None => session.insert(open_session(&url).await).clone(),
+        };
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", super::ACCEPT),
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+        ];
+        let r = super::request(http::Method::POST, &url, &headers, line.to_owned()).await;
+        r.answer()
+    }
+
     /// What a handshake-era request brings back, in order: what the server sent on the
     /// way (over HTTP, on the request's stream), then the answer.
     pub async fn exchange_line(&mut self, line: &str) -> Vec<Value> {

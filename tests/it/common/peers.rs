@@ -217,6 +217,27 @@ async fn python_http_on(python: &std::path::Path, name: &str, args: &[&str]) -> 
     }
 }
 
+/// The TypeScript SDK's server that ends each call's stream before it answers
+/// (`fixtures/ts_polling_server.mjs`, on Node 22), on the free port it prints.
+pub async fn typescript_polling_server() -> HttpPeer {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut child = tokio::process::Command::new(p.node_22.join("node"))
+        .arg(p.fixtures.join("ts_polling_server.mjs"))
+        .env("MCP_SDK_DIR", &p.typescript_sdk)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the polling server starts");
+    let port = super::port_line(&mut child).await;
+    HttpPeer {
+        child,
+        port,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
 /// A peer serving MCP over HTTP, killed with the test.
 pub struct HttpPeer {
     child: tokio::process::Child,
