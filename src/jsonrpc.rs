@@ -622,8 +622,7 @@ impl fmt::Display for Unreadable {
                 f.write_str("is a number too large to read (past 1.8e308); send a smaller one")
             }
             Unreadable::HalfCharacter => f.write_str(
-                "holds a \\u escape that is half of a character (an unpaired surrogate); \
-                 send the whole character or leave it out",
+                "holds a \\u escape that is half of a character (an unpaired surrogate); send the whole character or leave it out",
             ),
             Unreadable::Other(why) => write!(f, "cannot be read: {why}"),
         }

@@ -188,6 +188,102 @@ async fn a_stream_the_server_ends_before_its_answer_is_resumed_under_the_rules()
     }
 }
 
+/// The first SSE event on `body` that `wanted` picks, each frame within 10 s; `None` when
+/// the stream ends first. The body stays open.
+async fn event_where(
+    body: &mut hyper::body::Incoming,
+    wanted: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let mut text = String::new();
+    loop {
+        if let Some(ev) = text.split("\n\n").find(|ev| wanted(ev)) {
+            return Some(ev.to_owned());
+        }
+        let frame = tokio::time::timeout(
+            Duration::from_secs(10),
+            http_body_util::BodyExt::frame(body),
+        )
+        .await
+        .expect("a frame in time")?
+        .ok()?;
+        if let Ok(data) = frame.into_data() {
+            text.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+}
+
+/// The first message event of the stream resumed from `last_id`, asked for again as a
+/// client does while the server refuses (a stream still held elsewhere: 409) or ends it
+/// first.
+async fn resumed(
+    headers: &impl Fn(http::request::Builder) -> http::request::Builder,
+    url: &str,
+    last_id: &str,
+) -> String {
+    for _ in 0..20 {
+        let get = headers(http::Request::get(url))
+            .header("last-event-id", last_id)
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let mut body = client().request(get).await.unwrap().into_body();
+        if let Some(ev) = event_where(&mut body, |ev| ev.contains("data: {")).await {
+            return ev;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the stream resumed from {last_id} brought no message");
+}
+
+/// A client that loses a call's stream and asks the server for the rest itself (a GET with
+/// `Last-Event-ID`) gets the answer there under the call's rules, as often as it asks: it
+/// cannot drop its connection to read a server's internal error unmasked. Every front a
+/// client reaches over HTTP with an HTTP server behind it.
+#[tokio::test]
+async fn a_client_that_resumes_a_lost_stream_gets_its_answer_under_the_rules() {
+    let server = common::peers::typescript_polling_server().await;
+    let rules = "[errors]\nmask_internal = true\n";
+    let masked = json!({"jsonrpc": "2.0", "id": 9, "result": {
+        "content": [{"type": "text", "text": "The tool \"wait_fail\" failed with an internal error (reference REF)."}],
+        "isError": true,
+        "_meta": {"toolgate/upstream_error": {"code": -32603, "reference": "REF"}}}});
+    for mode in [Mode::ServeUpstream, Mode::Layer] {
+        let Front::Http { tg, .. } = Front::start_with(mode, &server.url, &[], Some(rules)).await
+        else {
+            unreachable!("an HTTP front")
+        };
+        let url = tg.url();
+        let session = open_session(&url).await;
+        let headers = |req: http::request::Builder| {
+            req.header("accept", ACCEPT)
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", "2025-11-25")
+        };
+        let call = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"wait_fail","arguments":{}}}"#;
+        let post = headers(http::Request::post(&url))
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(call)))
+            .unwrap();
+        let mut stream = client().request(post).await.unwrap().into_body();
+        let first = event_where(&mut stream, |ev| ev.contains("id:"))
+            .await
+            .unwrap();
+        let last_id = first
+            .lines()
+            .find_map(|l| l.strip_prefix("id: "))
+            .unwrap()
+            .to_owned();
+        // The client's connection goes; the server answers meanwhile, and keeps the answer.
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        for _ in 0..2 {
+            let ev = resumed(&headers, &url, &last_id).await;
+            let data = ev.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+            let answer = referenced(serde_json::from_str(data).unwrap());
+            assert_eq!(answer, masked, "{mode}");
+        }
+    }
+}
+
 /// An upstream that refuses every call the way the TypeScript SDK refuses a request without a
 /// valid session: HTTP 400, an error that names no request. Returns its URL and that body.
 async fn refusing_upstream() -> (String, &'static str) {

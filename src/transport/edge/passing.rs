@@ -42,7 +42,11 @@ pub(super) async fn bodiless(
         return reply::method_not_allowed("this session has no stream", "POST, DELETE");
     }
     let pending = passing(rt, ctx, era);
-    let reading = Reading::of(ctx.has_session());
+    let mut reading = Reading::of(ctx.has_session());
+    if !is_delete && ctx.has_session() {
+        // A client resuming a stream it lost gets the answers there under their rules.
+        reading.replays_of = Some(up.clone());
+    }
     let resp = to_http::forward(rt.to_http(up), parts, Bytes::new(), pending, reading, note).await;
     if is_delete && resp.status().is_success() && ctx.has_session() {
         rt.gw.catalog.forget(&ctx.key);

@@ -64,6 +64,8 @@ pub(crate) struct Reading {
     /// For a request to a server that answers in event streams: how to ask for its stream
     /// again should the server end it before the answer.
     pub(crate) resume: Option<Box<Resumer>>,
+    /// For a client's GET: the server whose answers on numbered streams it may carry again.
+    pub(crate) replays_of: Option<Arc<HttpUpstream>>,
 }
 
 impl Reading {
@@ -74,6 +76,7 @@ impl Reading {
             parking: None,
             reverse_rounds: None,
             resume: None,
+            replays_of: None,
         }
     }
 }
@@ -145,6 +148,7 @@ fn at_once(
         parking,
         reverse_rounds,
         resume,
+        replays_of,
     } = reading;
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -164,8 +168,8 @@ fn at_once(
         let mut inspector = SseInspector::new(gw.clone(), pending, outcome);
         inspector.parking = parking.map(|p| *p);
         inspector.reverse_rounds = reverse_rounds.map(|r| *r);
-        let stream = sse_stream(inspector, body, resume);
-        return Now::Answer(Response::from_parts(parts, stream));
+        (inspector.resume, inspector.replays_of) = (resume, replays_of);
+        return Now::Answer(Response::from_parts(parts, sse_stream(inspector, body)));
     }
     if pending.id.is_none() {
         // A notification's or a response's acknowledgement: nothing to answer.
@@ -364,6 +368,10 @@ struct SseInspector {
     heard: u64,
     /// Why the stream, ended before the answer, was not resumed.
     not_resumed: Option<NotResumed>,
+    /// How to ask for the stream again ([`Reading::resume`]).
+    resume: Option<Box<Resumer>>,
+    /// A client's GET: whose answers it may carry again ([`Reading::replays_of`]).
+    replays_of: Option<Arc<HttpUpstream>>,
     out: VecDeque<Bytes>,
     /// Set when toolgate answers the request itself, at the stream's end.
     outcome: StreamOutcome,
@@ -392,6 +400,8 @@ impl SseInspector {
             retry: None,
             heard: 0,
             not_resumed: None,
+            resume: None,
+            replays_of: None,
             out: VecDeque::new(),
             outcome,
             parking: None,
@@ -479,6 +489,9 @@ impl SseInspector {
         };
         self.heard += u64::from(!data.is_empty());
         let about_us = !self.answered && self.pending.id.is_some();
+        if !about_us && let Some(answer) = self.replayed(&ev, &data) {
+            return answer;
+        }
         if !about_us && !data.contains(mcp::TOOLS_LIST_CHANGED) {
             return ev;
         }
@@ -513,14 +526,40 @@ impl SseInspector {
 
     /// `ev`, whose data is `data`, after the answer rules.
     fn settled(&mut self, ev: &Bytes, data: Bytes) -> Bytes {
-        let Some(s) = pipeline::settle_bytes(&self.gw, &self.pending, data) else {
-            return ev.clone();
+        let (ev, answers) = settled_event(&self.gw, &self.pending, ev, data);
+        self.answered |= answers;
+        ev
+    }
+
+    /// On a client's GET, an answer the server sends again to a request of a numbered
+    /// stream, under that request's rules; `None` for anything else.
+    fn replayed(&self, ev: &Bytes, data: &str) -> Option<Bytes> {
+        let up = self.replays_of.as_ref()?;
+        if !crate::text::holds!(data.as_bytes(), "\"id\"") {
+            return None;
+        }
+        let Ok(Parsed::Single(m)) = jsonrpc::parse(data.as_bytes()) else {
+            return None;
         };
-        self.answered |= s.answers;
-        if s.rewritten || (s.answers && self.pending.completion().is_some()) {
-            sse::with_data(ev, &s.body)
-        } else {
-            ev.clone()
+        let id = m.id.filter(|_| m.method.is_none())?;
+        let pending = up.numbered.found(self.pending.key, id.get())?;
+        let data = Bytes::copy_from_slice(data.as_bytes());
+        Some(settled_event(&self.gw, &pending, ev, data).0)
+    }
+
+    /// The stream again, when the server ended it cleanly before the answer and toolgate can
+    /// ask for it; why not is kept for the request's answer.
+    async fn resumed(&mut self) -> Option<UpstreamBody> {
+        self.resume.as_ref()?;
+        let from = self.resumes_from()?;
+        let resume = self.resume.as_deref_mut()?;
+        match resume.resume(&from, self.retry, self.heard).await {
+            Ok(body) => Some(body),
+            Err(why) => {
+                tracing::debug!(upstream = %self.pending.target.name, why = %why, "a stream the server ended before its answer was not resumed");
+                self.not_resumed = Some(why);
+                None
+            }
         }
     }
 
@@ -651,7 +690,7 @@ pub(crate) async fn resume(
     inspector.parking = Some(parking);
     // What was read past the question first.
     inspector.feed(Bytes::new());
-    let mut resp = Response::new(sse_stream(inspector, body, None));
+    let mut resp = Response::new(sse_stream(inspector, body));
     // Its span ends with the stream, as a first answer's does.
     resp.extensions_mut().insert(outcome);
     let headers = resp.headers_mut();
@@ -663,9 +702,9 @@ pub(crate) async fn resume(
     Ok(resp)
 }
 
-/// Streams the upstream body through the inspector, one event at a time; with `resume`,
-/// a stream the server ends before the answer is asked for again and read on.
-fn sse_stream<B>(inspector: SseInspector, body: B, resume: Option<Box<Resumer>>) -> Body
+/// Streams the upstream body through the inspector, one event at a time; a stream the
+/// server ends before the answer is asked for again and read on, when the inspector can.
+fn sse_stream<B>(inspector: SseInspector, body: B) -> Body
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -677,7 +716,6 @@ where
         done: bool,
         /// The server's answer asked for input: the rest is toolgate's rounds.
         rounds: Option<asking::AskingStream>,
-        resume: Option<Box<Resumer>>,
     }
     let stream = futures_util::stream::unfold(
         State {
@@ -685,7 +723,6 @@ where
             body: Some(http_body_util::Either::Left(body)),
             done: false,
             rounds: None,
-            resume,
         },
         |mut st| async move {
             loop {
@@ -731,7 +768,7 @@ where
                         st.insp.end(Some(e.to_string()));
                     }
                     None => {
-                        if let Some(body) = resumed(&mut st.insp, st.resume.as_deref_mut()).await {
+                        if let Some(body) = st.insp.resumed().await {
                             st.body = Some(http_body_util::Either::Right(body));
                             continue;
                         }
@@ -745,17 +782,27 @@ where
     Body::from_stream(stream)
 }
 
-/// The stream again, when the server ended it cleanly before the answer and toolgate can
-/// ask for it; why not is kept for the request's answer.
-async fn resumed(insp: &mut SseInspector, resume: Option<&mut Resumer>) -> Option<UpstreamBody> {
-    let resume = resume?;
-    let from = insp.resumes_from()?;
-    match resume.resume(&from, insp.retry, insp.heard).await {
-        Ok(body) => Some(body),
-        Err(why) => {
-            tracing::debug!(upstream = %insp.pending.target.name, why = %why, "a stream the server ended before its answer was not resumed");
-            insp.not_resumed = Some(why);
-            None
+/// `ev`, whose data is `data`, after the answer rules for `pending`; and whether it is the
+/// request's answer.
+fn settled_event(gw: &Gateway, pending: &Pending, ev: &Bytes, data: Bytes) -> (Bytes, bool) {
+    let Some(s) = pipeline::settle_bytes(gw, pending, data) else {
+        return (ev.clone(), false);
+    };
+    let ev = match s.rewritten || (s.answers && pending.completion().is_some()) {
+        true => sse::with_data(ev, &s.body),
+        false => ev.clone(),
+    };
+    (ev, s.answers)
+}
+
+impl Drop for SseInspector {
+    /// A request's numbered stream, done: its client may ask the server for it again, and
+    /// the answer it gets there is read by this request's rules (`upstream::numbered`).
+    fn drop(&mut self) {
+        if let Some(resume) = &self.resume
+            && self.last_id.is_some()
+        {
+            resume.server().numbered.keep(&self.pending);
         }
     }
 }

@@ -36,6 +36,11 @@ pub(crate) struct Resumer {
 pub(crate) type NotResumed = String;
 
 impl Resumer {
+    /// The server asked.
+    pub(crate) fn server(&self) -> &HttpUpstream {
+        &self.up
+    }
+
     pub(crate) fn new(up: Arc<HttpUpstream>, headers: HeaderMap, wait: Wait) -> Resumer {
         Resumer {
             up,

@@ -278,6 +278,7 @@ impl HttpWay {
                 has_session: false,
                 reverse_rounds: None,
                 resume: None,
+                replays_of: None,
                 parking: Some(Box::new(Parking {
                     rounds: up.bridge.rounds.clone(),
                     key: self.key,

@@ -20,6 +20,8 @@ pub struct HttpUpstream {
     pub http: HttpClient,
     /// Its 2026-07-28 clients' sessions, when it speaks only the handshake.
     pub bridge: super::http_bridge::HttpBridge,
+    /// Requests it answered on numbered streams, which a client may ask it for again.
+    pub(crate) numbered: super::numbered::NumberedStreams,
 }
 
 impl HttpUpstream {
@@ -28,6 +30,7 @@ impl HttpUpstream {
         Ok(HttpUpstream {
             http: HttpClient::new(uri, tls)?,
             bridge: Default::default(),
+            numbered: Default::default(),
         })
     }
 
@@ -36,6 +39,7 @@ impl HttpUpstream {
         HttpUpstream {
             http: HttpClient::in_process(uri, app),
             bridge: Default::default(),
+            numbered: Default::default(),
         }
     }
 }

@@ -7,5 +7,6 @@ pub mod children;
 pub mod http_bridge;
 pub mod http_client;
 pub(crate) mod multiplex;
+pub(crate) mod numbered;
 pub(crate) mod own;
 pub(crate) mod rounds;
