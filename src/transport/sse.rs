@@ -11,7 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
 
-/// How a reading of a stream's events ([`each_data`]) ended.
+/// How a reading of a stream's events ([`each_event`]) ended.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Read {
     /// The reader said to stop.
@@ -24,13 +24,32 @@ pub(crate) enum Read {
     Overflowed,
 }
 
-/// Hands the data of each event of a stream that is read rather than passed on (a session's
-/// own stream, the answer to one of toolgate's own requests) to `each`, as it comes, until the
-/// body ends or breaks, an event is over `max_event` bytes, or `each` says to stop (`false`).
+/// Hands the data of each event of a stream that is read rather than passed on (the answer
+/// to one of toolgate's own requests) to `each`, as it comes, until the body ends or breaks,
+/// an event is over `max_event` bytes, or `each` says to stop (`false`).
 pub(crate) async fn each_data<B>(
-    mut body: B,
+    body: B,
     max_event: usize,
     mut each: impl FnMut(&str) -> bool,
+) -> Read
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    each_event(body, max_event, |ev| {
+        match data(ev).filter(|d| !d.is_empty()) {
+            Some(d) => each(&d),
+            None => true,
+        }
+    })
+    .await
+}
+
+/// The same with each whole event, its fields and all.
+pub(crate) async fn each_event<B>(
+    mut body: B,
+    max_event: usize,
+    mut each: impl FnMut(&[u8]) -> bool,
 ) -> Read
 where
     B: http_body::Body<Data = Bytes> + Unpin,
@@ -49,9 +68,7 @@ where
             let Split::Event(ev) = split else {
                 return Read::Overflowed;
             };
-            if let Some(d) = data(&ev).filter(|d| !d.is_empty())
-                && !each(&d)
-            {
+            if !each(&ev) {
                 return Read::Stopped;
             }
         }

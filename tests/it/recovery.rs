@@ -188,6 +188,31 @@ async fn a_stream_the_server_ends_before_its_answer_is_resumed_under_the_rules()
     }
 }
 
+/// A session's own stream that the server ends (as a proxy closing quiet connections does)
+/// is opened again by toolgate where it is the client, from the last event: what the server
+/// sends there afterwards still reaches a stdio client.
+#[tokio::test]
+async fn a_session_stream_the_server_ends_is_opened_again() {
+    let server = common::peers::typescript_polling_server().await;
+    let args = ["stdio", "--upstream", &server.url];
+    let mut g = StdioGate::start_args(args.map(str::to_owned).to_vec());
+    g.initialize().await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang_up", "arguments": {}}});
+    g.send(&call.to_string()).await;
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    let (mut answered, mut said) = (false, 0);
+    while !answered || said < 2 {
+        let m = g.recv().await;
+        match m.get("method") {
+            None => answered = result_text(&m) == "hung up",
+            Some(_) => {
+                assert_eq!(m, changed);
+                said += 1;
+            }
+        }
+    }
+}
+
 /// The first SSE event on `body` that `wanted` picks, each frame within 10 s; `None` when
 /// the stream ends first. The body stays open.
 async fn event_where(

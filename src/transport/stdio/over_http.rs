@@ -27,6 +27,7 @@ use crate::transport::upstream::http_bridge;
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::multiplex::Owner;
 use crate::transport::upstream::own::{self, HttpSession};
+use crate::transport::upstream::session_stream;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
@@ -464,26 +465,16 @@ impl Http {
         headers
     }
 
-    /// The session's GET stream: what the server sends on its own (a 405 means it has none).
+    /// The session's GET stream: what the server sends on its own, opened again when it
+    /// ends (`upstream::session_stream`; a 405 means it has none).
     async fn server_stream(&self) {
-        let mut headers = self.headers();
+        let headers = self.headers();
         if !headers.contains_key(mcp::SESSION_ID) {
             return;
         }
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        let Ok(resp) = self
-            .up
-            .http
-            .send(Method::GET, headers, Bytes::new(), self.timeout())
-            .await
-        else {
-            return;
-        };
-        if !resp.status().is_success() {
-            return;
-        }
-        let max = self.gw.config.limits.max_sse_event_bytes;
-        let read = sse::each_data(resp.into_body(), max, |d| {
+        let (max, wait) = (self.gw.config.limits.max_sse_event_bytes, self.timeout());
+        let open = |last_id| session_stream::open(&self.up, headers.clone(), last_id, wait);
+        let read = session_stream::follow(open, max, |d| {
             let line = Bytes::copy_from_slice(d.as_bytes());
             self.to.unsolicited(self.session_key(), line);
             true

@@ -30,6 +30,7 @@ use crate::transport::upstream::multiplex::Multiplexed;
 use crate::transport::upstream::own::{self, HttpSession, Unresulted};
 pub use crate::transport::upstream::rounds::Unresumed;
 use crate::transport::upstream::rounds::{Listening, Offered, Parked, Questions};
+use crate::transport::upstream::session_stream;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
@@ -362,33 +363,30 @@ async fn discover(
 /// A bridged session's own stream (GET): each question the server asks there goes to the
 /// bridged call waiting (the server is refused when several wait); with none waiting, or
 /// anything else, it goes no further (the 2026-07-28 clients have no stream to take it). A
-/// server without one answers 405.
+/// server without one answers 405; one that ends it has it opened again
+/// (`upstream::session_stream`).
 async fn read_session_stream(
     up: std::sync::Weak<HttpUpstream>,
     headers: HeaderMap,
     questions: std::sync::Weak<Questions>,
     limits: Limits,
 ) {
-    let Some(server) = up.upgrade() else { return };
-    let sent = server
-        .http
-        .send(
-            http::Method::GET,
-            headers.clone(),
-            Bytes::new(),
-            (&limits).into(),
-        )
-        .await;
-    // Not kept while the stream lasts: it outlives no reload.
-    drop(server);
-    let Ok(resp) = sent else { return };
-    if !resp.status().is_success() {
-        return;
-    }
-    let max_event = limits.max_sse_event_bytes;
+    let (max_event, wait) = (limits.max_sse_event_bytes, (&limits).into());
+    // The server is not kept while the stream lasts: it outlives no reload. Nor is it
+    // opened again once the session is gone.
+    let asking = questions.clone();
+    let open = |last_id| {
+        let (up, headers, asked) = (up.clone(), headers.clone(), asking.clone());
+        async move {
+            match (up.upgrade(), asked.strong_count()) {
+                (Some(server), 1..) => session_stream::open(&server, headers, last_id, wait).await,
+                _ => session_stream::Opened::Never,
+            }
+        }
+    };
     // Refusals are sent from here, in order, while the reading goes on.
     let (refused, mut refusals) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let answer = async move {
+    let answer = async {
         while let Some(refusal) = refusals.recv().await {
             let Some(server) = up.upgrade() else { return };
             let mut headers = headers.clone();
@@ -402,7 +400,7 @@ async fn read_session_stream(
                 .await;
         }
     };
-    let read = sse::each_data(resp.into_body(), max_event, move |d| {
+    let read = session_stream::follow(open, max_event, move |d| {
         let Some(questions) = questions.upgrade() else {
             return false;
         };

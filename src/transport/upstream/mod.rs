@@ -10,3 +10,4 @@ pub(crate) mod multiplex;
 pub(crate) mod numbered;
 pub(crate) mod own;
 pub(crate) mod rounds;
+pub(crate) mod session_stream;
