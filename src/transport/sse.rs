@@ -157,9 +157,15 @@ impl Splitter {
     }
 }
 
+/// An event's fields: a stream may open with a byte order mark, which the SSE standard has
+/// a reader ignore (the TypeScript SDK's client does); it stays in the bytes passed on.
+fn fields(event: &[u8]) -> &[u8] {
+    event.strip_prefix("\u{feff}".as_bytes()).unwrap_or(event)
+}
+
 /// The event's data: its `data` lines joined by newlines, or `None` when it has none.
 pub fn data(event: &[u8]) -> Option<Cow<'_, str>> {
-    let text = std::str::from_utf8(event).ok()?;
+    let text = std::str::from_utf8(fields(event)).ok()?;
     let mut out: Option<Cow<'_, str>> = None;
     for line in text.split(['\n', '\r']) {
         let value = if let Some(rest) = line.strip_prefix("data:") {
@@ -189,6 +195,7 @@ pub struct Place<'a> {
 /// before, as the SSE standard has it, and a `retry` that is not digits is ignored).
 pub fn place(event: &[u8]) -> Place<'_> {
     let mut place = Place::default();
+    let event = fields(event);
     // Nearly every event of a call's stream is `event:` and `data:` lines alone.
     let may_name = |field: &[u8]| {
         event.starts_with(field)
@@ -219,7 +226,7 @@ pub fn place(event: &[u8]) -> Place<'_> {
 /// rewritten event keeps its place in a resumable stream.
 pub fn with_data(event: &[u8], json: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(json.len() + 64);
-    if let Ok(text) = std::str::from_utf8(event) {
+    if let Ok(text) = std::str::from_utf8(fields(event)) {
         for line in text.split(['\n', '\r']) {
             if line.is_empty() || line.starts_with("data") {
                 continue;
@@ -327,6 +334,14 @@ mod tests {
             &with_data(ev, b"{\"new\":2}")[..],
             b"event: message\nid: 42\ndata: {\"new\":2}\n\n"
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_opening_the_stream_is_no_part_of_its_first_field() {
+        let ev = "\u{feff}id: 1\ndata: {\"a\":1}\n\n".as_bytes();
+        assert_eq!(data(ev).as_deref(), Some("{\"a\":1}"));
+        assert_eq!(place(ev).id, Some("1"));
+        assert_eq!(&with_data(ev, b"{}")[..], b"id: 1\ndata: {}\n\n");
     }
 
     #[test]

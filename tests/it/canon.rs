@@ -739,6 +739,34 @@ async fn malformed_tool_errors_become_tool_errors_in_every_mode() {
     }
 }
 
+/// An answer's stream that opens with a byte order mark, which the SSE standard has a reader
+/// ignore: its first event is still read by the answer rules, in every mode with an HTTP
+/// server. Otherwise its answer went by unread and toolgate added one of its own.
+#[tokio::test]
+async fn a_stream_opening_with_a_byte_order_mark_is_read_under_the_rules() {
+    const BODY: &str = "\u{feff}data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"boom\"}}\n\n";
+    for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
+        let script = Script::Raw {
+            status: 200,
+            content_type: "text/event-stream",
+            body: BODY,
+        };
+        let (up, _) = Scripted::new(vec![open_tool("marked")])
+            .script("marked", script)
+            .spawn()
+            .await;
+        let mut front = Front::start(mode, &up, &[]).await;
+        let got = front
+            .exchange_line(&call_value(1, "marked").to_string())
+            .await;
+        let failed = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "boom"}],
+            "isError": true,
+            "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "boom"}}}});
+        assert_eq!(got, [failed], "{mode}");
+    }
+}
+
 fn call_value(id: i64, tool: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
 }
