@@ -40,9 +40,25 @@ pub enum UpstreamError {
     /// problem of the gateway's.
     #[error("the tool server cannot be started: {0}")]
     CannotStart(String),
+    /// The server answered its endpoint with a redirection (a server mounted at `/mcp/`
+    /// answers `/mcp` so): a configuration problem of the gateway's, since toolgate follows
+    /// none; the URL to give instead is said.
+    #[error("the tool server's endpoint is elsewhere: {0}")]
+    Moved(String),
 }
 
 impl UpstreamError {
+    /// An answer whose head redirects the request (`status`, 3xx) to `location`.
+    pub(crate) fn moved(status: http::StatusCode, location: Option<&str>) -> UpstreamError {
+        let status = status.as_u16();
+        UpstreamError::Moved(match location {
+            Some(to) => format!(
+                "it answers HTTP {status} to {to}; toolgate follows no redirection: give that URL as the upstream"
+            ),
+            None => format!("it answers HTTP {status} with no location"),
+        })
+    }
+
     /// An answer's body that stopped before the request's answer: it `broke` (how), or an
     /// event stream ended without it. Unreachable rather than malformed: the server, or the
     /// way to it, went away mid-answer, which every front says alike.
@@ -94,6 +110,7 @@ impl UpstreamError {
             UpstreamError::NotJsonRpc(_) => "not_jsonrpc",
             UpstreamError::OverLimit(_) => "over_limit",
             UpstreamError::CannotStart(_) => CANNOT_START,
+            UpstreamError::Moved(_) => MOVED,
         }
     }
 
@@ -115,7 +132,7 @@ impl UpstreamError {
             UpstreamError::OverLimit(_) => {
                 "Ask for less (a narrower query, a smaller page); the same call will fail the same way."
             }
-            UpstreamError::CannotStart(_) => {
+            UpstreamError::CannotStart(_) | UpstreamError::Moved(_) => {
                 "This is a configuration problem of the gateway; retrying will not help until it is fixed."
             }
         }
@@ -124,6 +141,8 @@ impl UpstreamError {
 
 /// [`UpstreamError::CannotStart`]'s kind.
 const CANNOT_START: &str = "cannot_start";
+/// [`UpstreamError::Moved`]'s kind.
+const MOVED: &str = "moved";
 
 /// What the log says when requests to a server get no usable answer. A server that is down
 /// fails every request sent to it, and each failure is counted anyway
@@ -139,12 +158,13 @@ pub struct FailureLog(LogRate);
 impl FailureLog {
     /// A request to `upstream` got no usable answer, for reason `e` of `kind`
     /// ([`UpstreamError::kind`], or the listing's own).
-    /// A server that cannot be started is said at `ERROR`: the gateway's own configuration
-    /// is wrong, and every request to it fails until that is fixed.
+    /// A server that cannot be started, or whose endpoint is elsewhere, is said at `ERROR`:
+    /// the gateway's own configuration is wrong, and every request to it fails until that is
+    /// fixed.
     pub(crate) fn failed(&self, upstream: &str, kind: &'static str, e: &dyn Display) {
         const SAID: &str = "a request got no usable answer from the tool server";
         match self.0.say(kind) {
-            Some(unsaid) if kind == CANNOT_START => {
+            Some(unsaid) if kind == CANNOT_START || kind == MOVED => {
                 tracing::error!(upstream = %upstream, error = %e, kind, unsaid, "{SAID} {AT_RATE}")
             }
             Some(unsaid) => {

@@ -68,6 +68,16 @@ impl From<&crate::config::Limits> for Wait {
     }
 }
 
+/// What a request asked, for the reading of its answer's head.
+#[derive(Clone, Copy)]
+struct Asked {
+    /// A GET: a session's stream, bounded by no timer once its head is in.
+    is_get: bool,
+    /// For the MCP endpoint, whose redirection toolgate does not follow (a document
+    /// elsewhere on the server's origin is relayed as it comes, redirection or not).
+    endpoint: bool,
+}
+
 /// An upstream's response body, under the [`Wait`] in force when it was asked for. An
 /// upstream that sends its head and then stalls fails the body with [`BodyError::Stalled`],
 /// which every reader already turns into an answer for the client.
@@ -486,14 +496,15 @@ impl HttpClient {
                 let http::request::Parts {
                     method, headers, ..
                 } = *parts;
-                Either::Left(self.send_to(self.path.clone(), method, headers, body, wait))
+                let path = self.path.clone();
+                Either::Left(self.send_to(path, method, headers, body, wait, true))
             }
             Transport::App(app) => {
                 let mut parts = *parts;
                 strip_hop_by_hop(&mut parts.headers);
                 fit_length(&mut parts.headers, body.len());
                 let req = http::Request::from_parts(parts, axum::body::Body::from(body));
-                Either::Right(Self::app_answer(app, req, false, wait))
+                Either::Right(Self::app_answer(app, req, false, true, wait))
             }
         }
     }
@@ -508,7 +519,7 @@ impl HttpClient {
         body: Bytes,
         wait: Wait,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
-        self.send_to(self.path.clone(), method, headers, body, wait)
+        self.send_to(self.path.clone(), method, headers, body, wait, true)
     }
 
     /// A request's stream that its server ended before the answer, asked for again (a GET
@@ -547,7 +558,7 @@ impl HttpClient {
             Some(_) => absolute(&self.uri, &path),
             None => path,
         };
-        self.send_to(path, method, headers, Bytes::new(), wait)
+        self.send_to(path, method, headers, Bytes::new(), wait, false)
             .await
     }
 
@@ -560,6 +571,7 @@ impl HttpClient {
         mut headers: HeaderMap,
         body: Bytes,
         wait: Wait,
+        endpoint: bool,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + '_ {
         let is_get = method == Method::GET;
         let pool = match &self.transport {
@@ -569,7 +581,7 @@ impl HttpClient {
                 fit_length(&mut headers, body.len());
                 let mut req = http::Request::new(axum::body::Body::from(body));
                 (*req.method_mut(), *req.uri_mut(), *req.headers_mut()) = (method, path, headers);
-                return Either::Right(Self::app_answer(app, req, is_get, wait));
+                return Either::Right(Self::app_answer(app, req, is_get, endpoint, wait));
             }
         };
         to_upstream(&mut headers, self.host.as_ref(), body.len());
@@ -581,7 +593,8 @@ impl HttpClient {
         // One reading of the clock for the head's deadline and the body's.
         let started = tokio::time::Instant::now();
         let answer = pool.send(req, started, wait.answer);
-        Either::Left(Self::answered(answer, Inner::Wire, started, is_get, wait))
+        let asked = Asked { is_get, endpoint };
+        Either::Left(Self::answered(answer, Inner::Wire, started, asked, wait))
     }
 
     /// An application's answer to `req`, in process, bounded as the network's are.
@@ -589,6 +602,7 @@ impl HttpClient {
         app: &AppService,
         req: http::Request<axum::body::Body>,
         is_get: bool,
+        endpoint: bool,
         wait: Wait,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + use<> {
         let started = tokio::time::Instant::now();
@@ -596,7 +610,8 @@ impl HttpClient {
             let resp = answer.map_err(|_| UpstreamError::Timeout(wait.answer))?;
             Ok(resp.map(|b| Inner::App(std::sync::Mutex::new(b))))
         });
-        Self::answered(answer, std::convert::identity, started, is_get, wait)
+        let asked = Asked { is_get, endpoint };
+        Self::answered(answer, std::convert::identity, started, asked, wait)
     }
 
     /// An answer's head, already bounded by `started` + `wait.answer`, with its body (made
@@ -610,7 +625,7 @@ impl HttpClient {
         answer: F,
         inner: fn(B) -> Inner,
         started: tokio::time::Instant,
-        is_get: bool,
+        asked: Asked,
         wait: Wait,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>>
     where
@@ -618,11 +633,19 @@ impl HttpClient {
     {
         answer.map(move |answered| {
             let resp = answered?;
-            if resp.status() == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+            let status = resp.status();
+            if status == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED {
                 return Err(proxy_wants_credentials());
             }
+            if asked.endpoint && status.is_redirection() {
+                let to = resp.headers().get(header::LOCATION);
+                return Err(UpstreamError::moved(
+                    status,
+                    to.and_then(|v| v.to_str().ok()),
+                ));
+            }
             let media = Media::of(resp.headers());
-            let timer = match (media == Media::EventStream, is_get) {
+            let timer = match (media == Media::EventStream, asked.is_get) {
                 (false, _) => Some(Timer::Whole(wait.answer)),
                 (true, false) => Some(Timer::Gap(wait.stream_gap)),
                 (true, true) => None,

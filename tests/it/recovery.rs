@@ -213,6 +213,45 @@ async fn a_session_stream_the_server_ends_is_opened_again() {
     }
 }
 
+/// A server whose endpoint redirects (a server mounted at `/mcp/` answers `/mcp` with 307)
+/// is a configuration to fix: toolgate follows no redirection, and every mode with an HTTP
+/// server, and `toolgate check`, says the URL to give instead, where it said only "not
+/// JSON-RPC: HTTP 307".
+#[tokio::test]
+async fn an_endpoint_that_redirects_is_said_with_the_url_to_give() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let moved = format!("http://{}/mcp/", listener.local_addr().unwrap());
+    let to = moved.clone();
+    let app = axum::Router::new().fallback(move || {
+        let to = to.clone();
+        async move {
+            (
+                http::StatusCode::TEMPORARY_REDIRECT,
+                [(http::header::LOCATION, to)],
+            )
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = moved.trim_end_matches('/').to_owned();
+    let why = format!(
+        "the tool server's endpoint is elsewhere: it answers HTTP 307 to {moved}; toolgate follows no redirection: give that URL as the upstream"
+    );
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let expected = json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32603,
+        "message": format!("Upstream MCP server unavailable: {why}")}});
+    for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
+        let answer = match Front::start(mode, &url, &[]).await {
+            Front::Http { tg, .. } => post(&tg.url(), None, initialize.to_string()).await.json(),
+            Front::Stdio { mut g, .. } => g.ask(initialize.clone()).await,
+        };
+        assert_eq!(answer, expected, "{mode}");
+    }
+    let (code, _, err) = run_toolgate(&["check", "--upstream", &url]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&why), "{err}");
+}
+
 /// The first SSE event on `body` that `wanted` picks, each frame within 10 s; `None` when
 /// the stream ends first. The body stays open.
 async fn event_where(
