@@ -100,7 +100,8 @@ impl Target {
     /// Its server answered a request in an event stream.
     pub(crate) fn answered_in_stream(&self) {
         if !self.streams() {
-            (self.streams).store(true, std::sync::atomic::Ordering::Relaxed);
+            self.streams
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
