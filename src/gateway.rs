@@ -47,10 +47,10 @@ pub struct Target {
     /// How often the log says what toolgate did with an answer of its that it could not read
     /// (a listing) or passed on unread (over a limit): each may come with every request.
     pub(crate) answers: crate::lograte::LogRate,
-    /// Its server has answered a request in an event stream, which it may end before the
-    /// answer: its requests then keep what asking for the stream again takes
+    /// Its server has numbered the events of a request's stream, which it may then end
+    /// before the answer: its requests keep what asking for the stream again takes
     /// (`exchange::resume`).
-    streams: std::sync::atomic::AtomicBool,
+    numbers_streams: std::sync::atomic::AtomicBool,
 }
 
 impl Target {
@@ -88,20 +88,21 @@ impl Target {
             rules,
             failures: Default::default(),
             answers: Default::default(),
-            streams: Default::default(),
+            numbers_streams: Default::default(),
         })
     }
 
-    /// Whether its server has answered a request in an event stream.
-    pub(crate) fn streams(&self) -> bool {
-        self.streams.load(std::sync::atomic::Ordering::Relaxed)
+    /// Whether its server has numbered the events of a request's stream.
+    pub(crate) fn numbers_streams(&self) -> bool {
+        self.numbers_streams
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Its server answered a request in an event stream.
-    pub(crate) fn answered_in_stream(&self) {
-        if !self.streams() {
-            self.streams
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+    /// Its server numbered the events of a request's stream.
+    pub(crate) fn numbered_a_stream(&self) {
+        if !self.numbers_streams() {
+            let numbers = &self.numbers_streams;
+            numbers.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -61,7 +61,7 @@ pub(crate) struct Reading {
     /// For a handshake-era client's request to a server of 2026-07-28: what its rounds
     /// need, should the server ask for input.
     pub(crate) reverse_rounds: Option<Box<ReverseRounds>>,
-    /// For a request to a server that answers in event streams: how to ask for its stream
+    /// For a request to a server that numbers its streams: how to ask for its stream
     /// again should the server end it before the answer.
     pub(crate) resume: Option<Box<Resumer>>,
     /// For a client's GET: the server whose answers on numbered streams it may carry again.
@@ -160,7 +160,6 @@ fn at_once(
     // As the upstream client read it, where the head arrived.
     let media = body.media();
     if media == Media::EventStream {
-        pending.target.answered_in_stream();
         // Its events may be rewritten as they pass: the server's length no longer holds.
         parts.headers.remove(CONTENT_LENGTH);
         let outcome = StreamOutcome::default();
@@ -479,6 +478,9 @@ impl SseInspector {
     fn on_event(&mut self, ev: Bytes) -> Bytes {
         let place = sse::place(&ev);
         if let Some(id) = place.id {
+            if self.last_id.is_none() {
+                self.pending.target.numbered_a_stream();
+            }
             self.last_id = Some(ev.slice_ref(id.as_bytes()));
         }
         if let Some(ms) = place.retry {

@@ -5,7 +5,7 @@
 //! sees one stream, and an answer a server sends on a resumed stream is rewritten, masked and
 //! checked as any other. A stdio client, which cannot resume anything, gets its answer too.
 //!
-//! Kept for the requests of a server that answers in event streams: the request's headers
+//! Kept for the requests of a server that numbers its streams: the request's headers
 //! (its session, version and credentials) are what the resumed stream is asked with.
 
 use crate::net::client::{Media, UpstreamBody, Wait};

@@ -491,9 +491,10 @@ pub(crate) fn forward<'a>(
         context.carry(&mut parts.headers);
         hop
     });
-    if pending.id.is_some() && to.target.streams() {
+    if pending.id.is_some() && to.target.numbers_streams() {
         // Its headers, should the server end its stream before the answer: kept only for a
-        // server that answers in streams, so a JSON answer's request pays nothing for it.
+        // server that numbers its streams (no other can be asked for one again), so that a
+        // request to any other pays nothing for it.
         let headers = parts.headers.clone();
         reading.resume = Some(Box::new(Resumer::new(up.clone(), headers, wait)));
     }
