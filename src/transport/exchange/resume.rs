@@ -10,15 +10,13 @@
 
 use crate::net::client::{Media, UpstreamBody, Wait};
 use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::session_stream::DEFAULT_RETRY;
 use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// How long toolgate waits before asking again when the server named no time (`retry`).
-const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 
 /// What asking for a request's stream again needs.
 pub(crate) struct Resumer {
@@ -36,11 +34,6 @@ pub(crate) struct Resumer {
 pub(crate) type NotResumed = String;
 
 impl Resumer {
-    /// The server asked.
-    pub(crate) fn server(&self) -> &HttpUpstream {
-        &self.up
-    }
-
     pub(crate) fn new(up: Arc<HttpUpstream>, headers: HeaderMap, wait: Wait) -> Resumer {
         Resumer {
             up,
@@ -48,6 +41,11 @@ impl Resumer {
             wait,
             quiet: None,
         }
+    }
+
+    /// The server whose stream it asks for again.
+    pub(crate) fn server(&self) -> &HttpUpstream {
+        &self.up
     }
 
     /// The stream again from the event `last_id`, after the server's `retry` time: its body,

@@ -21,8 +21,9 @@ use http::header::{ACCEPT, HeaderMap, HeaderValue};
 use std::future::Future;
 use std::time::Duration;
 
-/// The wait before opening again when the server named none.
-const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// The wait before asking for a stream again when the server named none (`retry`), as the
+/// TypeScript SDK's client waits: here, and for a request's stream (`exchange::resume`).
+pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 /// The longest wait between two openings.
 const MAX_WAIT: Duration = Duration::from_secs(30);
 
