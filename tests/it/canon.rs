@@ -741,7 +741,8 @@ async fn malformed_tool_errors_become_tool_errors_in_every_mode() {
 
 /// An answer's stream that opens with a byte order mark, which the SSE standard has a reader
 /// ignore: its first event is still read by the answer rules, in every mode with an HTTP
-/// server. Otherwise its answer went by unread and toolgate added one of its own.
+/// server: read as part of its first field, the answer would go by unread, and toolgate
+/// would add one of its own.
 #[tokio::test]
 async fn a_stream_opening_with_a_byte_order_mark_is_read_under_the_rules() {
     const BODY: &str = "\u{feff}data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"boom\"}}\n\n";

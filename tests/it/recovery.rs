@@ -149,9 +149,8 @@ async fn arguments_no_value_holds_are_violations_in_every_mode() {
 
 /// A server that ends each call's stream before it answers (SEP-1699): toolgate asks for the
 /// stream again itself, in every mode with an HTTP server, and the answer that comes on the
-/// resumed stream is coerced, masked and output-checked as any other. Without it, a stdio
-/// client had no answer at all and an HTTP client's own resumption got the server's answer
-/// unread (a masked secret included).
+/// resumed stream is coerced, masked and output-checked as any other: a stdio client cannot
+/// resume a stream, and an HTTP client's own resumption would get the answer unread.
 #[tokio::test]
 async fn a_stream_the_server_ends_before_its_answer_is_resumed_under_the_rules() {
     const RULES: &str = "[errors]\nmask_internal = true\n[validation]\noutput = \"enforce\"\n";
@@ -215,8 +214,7 @@ async fn a_session_stream_the_server_ends_is_opened_again() {
 
 /// A server whose endpoint redirects (a server mounted at `/mcp/` answers `/mcp` with 307)
 /// is a configuration to fix: toolgate follows no redirection, and every mode with an HTTP
-/// server, and `toolgate check`, says the URL to give instead, where it said only "not
-/// JSON-RPC: HTTP 307".
+/// server, and `toolgate check`, says the URL to give instead of "not JSON-RPC: HTTP 307".
 #[tokio::test]
 async fn an_endpoint_that_redirects_is_said_with_the_url_to_give() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
