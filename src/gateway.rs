@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// One upstream as the rules see it: its name, where it is, and its resolved policy.
 pub struct Target {
@@ -50,7 +50,7 @@ pub struct Target {
     /// Its server has numbered the events of a request's stream, which it may then end
     /// before the answer: its requests keep what asking for the stream again takes
     /// (`exchange::resume`).
-    numbers_streams: std::sync::atomic::AtomicBool,
+    numbers_streams: AtomicBool,
 }
 
 impl Target {
@@ -94,15 +94,13 @@ impl Target {
 
     /// Whether its server has numbered the events of a request's stream.
     pub(crate) fn numbers_streams(&self) -> bool {
-        self.numbers_streams
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.numbers_streams.load(Ordering::Relaxed)
     }
 
     /// Its server numbered the events of a request's stream.
     pub(crate) fn numbered_a_stream(&self) {
         if !self.numbers_streams() {
-            let numbers = &self.numbers_streams;
-            numbers.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.numbers_streams.store(true, Ordering::Relaxed);
         }
     }
 

@@ -84,32 +84,36 @@ async fn coercion_rewrites_only_the_arguments_it_coerced() {
     }
 }
 
-/// Arguments that are JSON and that no value holds, each with where it is and what the model
-/// reads of it: a key named twice, half a UTF-16 pair (as a model's broken emoji arrives), a
-/// number past a float's range, and nesting past the parser's limit.
-fn misread() -> [(String, &'static str, &'static str); 4] {
+/// Arguments that are JSON and that no value holds, each with where it is, the line of the
+/// report that names it, and what the model reads of it: a key named twice, half a UTF-16 pair
+/// (as a model's broken emoji arrives), a number past a float's range, and nesting past the
+/// parser's limit.
+fn misread() -> [(String, String, String, &'static str); 4] {
     let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
     // Past the parser's limit, at 128 levels; an answer names at most 120 characters of it.
-    let at_limit: &'static str = format!("{}…", &format!("/a{}", "/0".repeat(126))[..120]).leak();
+    let at_limit = format!("{}…", &format!("/a{}", "/0".repeat(126))[..120]);
+    let shown_at_limit = format!("a{}.0…", "[0]".repeat(58));
+    let a = || ("/a".to_owned(), "a".to_owned());
+    let with = |(at, shown): (String, String), args: String, why| (args, at, shown, why);
     [
-        (
+        with(
+            a(),
             r#""a":1,"b":2,"a":3"#.into(),
-            "/a",
             "appears more than once; send each argument once",
         ),
-        (
+        with(
+            a(),
             r#""a":"\ud83d","b":2"#.into(),
-            "/a",
             "holds a \\u escape that is half of a character (an unpaired surrogate); send the whole character or leave it out",
         ),
-        (
+        with(
+            a(),
             r#""a":1e400,"b":2"#.into(),
-            "/a",
             "is a number too large to read (past 1.8e308); send a smaller one",
         ),
-        (
+        with(
+            (at_limit, shown_at_limit),
             format!(r#""a":{deep},"b":2"#),
-            at_limit,
             "nests arrays and objects more than 128 levels deep; send it less deeply nested",
         ),
     ]
@@ -121,24 +125,25 @@ async fn arguments_no_value_holds_are_violations_in_every_mode() {
     for mode in Mode::EVERY_FRONT {
         let (up, seen) = Scripted::new(vec![add_tool()]).spawn().await;
         let mut front = Front::start(mode, &up, &command).await;
-        for (args, at, why) in misread() {
+        for (args, at, shown, why) in misread() {
             let line = format!(
                 r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add","arguments":{{{args}}}}}}}"#
             );
-            let a = front.ask_line(&line).await;
-            let result = &a["result"];
-            assert_eq!(result["isError"], true, "{mode}: {at}: {a}");
-            assert_eq!(
-                result["_meta"]["toolgate/validation"],
-                json!({"code": "invalid_arguments", "tool": "add", "parameter_errors": {at: why}}),
-                "{mode}"
+            // The argument's description goes with a place the schema declares.
+            let described = if at == "/a" {
+                " (parameter description: first)"
+            } else {
+                ""
+            };
+            let text = format!(
+                "Invalid arguments for tool \"add\" (1 problem):\n- {shown}: {why}{described}\nCorrect the arguments and call the tool again."
             );
-            if at == "/a" {
-                let text = format!(
-                    "Invalid arguments for tool \"add\" (1 problem):\n- a: {why} (parameter description: first)\nCorrect the arguments and call the tool again."
-                );
-                assert_eq!(result["content"], json!([{"type": "text", "text": text}]));
-            }
+            let expected = json!({"jsonrpc": "2.0", "id": 1, "result": {
+                "content": [{"type": "text", "text": text}],
+                "isError": true,
+                "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
+                    "parameter_errors": {at: why}}}}});
+            assert_eq!(front.ask_line(&line).await, expected, "{mode}");
         }
         assert!(
             raw_calls(&seen).is_empty(),
@@ -199,11 +204,15 @@ async fn a_session_stream_the_server_ends_is_opened_again() {
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang_up", "arguments": {}}});
     g.send(&call.to_string()).await;
     let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "hung up"}]}});
     let (mut answered, mut said) = (false, 0);
     while !answered || said < 2 {
         let m = g.recv().await;
         match m.get("method") {
-            None => answered = result_text(&m) == "hung up",
+            None => {
+                assert_eq!(m, answer);
+                answered = true;
+            }
             Some(_) => {
                 assert_eq!(m, changed);
                 said += 1;

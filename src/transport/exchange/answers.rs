@@ -552,9 +552,10 @@ impl SseInspector {
     /// The stream again, when the server ended it cleanly before the answer and toolgate can
     /// ask for it; why not is kept for the request's answer.
     async fn resumed(&mut self) -> Option<UpstreamBody> {
-        self.resume.as_ref()?;
         let from = self.resumes_from()?;
         let resume = self.resume.as_deref_mut()?;
+        // What is left of an event cut off by the end is dropped, as the SSE standard has it.
+        self.splitter.finish();
         match resume.resume(&from, self.retry, self.heard).await {
             Ok(body) => Some(body),
             Err(why) => {
@@ -630,16 +631,12 @@ impl SseInspector {
     }
 
     /// The event to resume the stream from, when the server ended it cleanly before the
-    /// answer and it can go on: what is left of an event cut off by the end is dropped, as
-    /// the SSE standard has it.
-    fn resumes_from(&mut self) -> Option<Bytes> {
+    /// answer and it can go on.
+    fn resumes_from(&self) -> Option<Bytes> {
         let open = !self.answered && !self.raw && !self.dropping && self.held.is_none();
-        let from = self
-            .last_id
+        self.last_id
             .clone()
-            .filter(|_| open && self.pending.id.is_some())?;
-        self.splitter.finish();
-        Some(from)
+            .filter(|_| open && self.pending.id.is_some())
     }
 
     fn end(&mut self, broke: Option<String>) {
