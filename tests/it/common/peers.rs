@@ -200,36 +200,31 @@ pub async fn python_1_http(name: &str) -> HttpPeer {
 
 async fn python_http_on(python: &std::path::Path, name: &str, args: &[&str]) -> HttpPeer {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut child = tokio::process::Command::new(python)
-        .arg(p.fixtures.join(name))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{name} starts: {e}"));
-    let port = super::port_line(&mut child).await;
-    HttpPeer {
-        child,
-        port,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(p.fixtures.join(name)).args(args);
+    on_the_port_it_prints(cmd, name).await
 }
 
 /// The TypeScript SDK's server that ends each call's stream before it answers
 /// (`fixtures/ts_polling_server.mjs`, on Node 22), on the free port it prints.
 pub async fn typescript_polling_server() -> HttpPeer {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let mut child = tokio::process::Command::new(p.node_22.join("node"))
-        .arg(p.fixtures.join("ts_polling_server.mjs"))
-        .env("MCP_SDK_DIR", &p.typescript_sdk)
+    let mut cmd = tokio::process::Command::new(p.node_22.join("node"));
+    cmd.arg(p.fixtures.join("ts_polling_server.mjs"))
+        .env("MCP_SDK_DIR", &p.typescript_sdk);
+    on_the_port_it_prints(cmd, "ts_polling_server.mjs").await
+}
+
+/// A fixture's process (`cmd`, named `name`) serving MCP over HTTP on the free port it prints
+/// on stdout's first line, killed with the test.
+async fn on_the_port_it_prints(mut cmd: tokio::process::Command, name: &str) -> HttpPeer {
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("the polling server starts");
+        .unwrap_or_else(|e| panic!("{name} starts: {e}"));
     let port = super::port_line(&mut child).await;
     HttpPeer {
         child,
