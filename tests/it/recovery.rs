@@ -407,6 +407,39 @@ async fn an_upstream_refusing_the_request_itself_is_relayed_as_it_came() {
     assert_eq!(a["result"]["isError"], true, "{a}");
 }
 
+/// A stdio server that closes its output and runs on can never answer again: the call in
+/// flight is answered as soon as the output ends, not when the process exits (a minute later
+/// here), in every mode with a stdio server, and the process is stopped.
+#[tokio::test]
+async fn a_stdio_server_that_closes_its_output_is_answered_for_at_once() {
+    use common::processes::{children_with, marker, wait_for};
+    let m = marker();
+    let command = common::peers::stdio_fixture(&["--mute", &m]).await;
+    for mode in [Mode::ServeCommand, Mode::StdioCommand] {
+        let mut front = Front::start(mode, "", &command).await;
+        let line = call(1, "mute", json!({}));
+        let a = tokio::time::timeout(Duration::from_secs(4), front.ask_line(&line))
+            .await
+            .unwrap_or_else(|_| panic!("{mode}: no answer while the server runs on"));
+        let reason =
+            "could not reach the tool server: the tool server closed its output before answering";
+        let text = format!(
+            "The tool server is unavailable: {reason}. Retrying in a moment may help if the server is restarting."
+        );
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {
+                "content": [{"type": "text", "text": text}], "isError": true,
+                "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}}}}),
+            "{mode}"
+        );
+        assert!(
+            wait_for(|| children_with(&m) == 0).await,
+            "{mode}: the server is stopped"
+        );
+    }
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
 }

@@ -3,60 +3,14 @@
 
 use crate::common;
 use common::peers::peers;
+use common::processes::{children_with, marker, wait_for};
 use common::*;
 use serde_json::json;
 use std::time::Duration;
 
-fn marker() -> String {
-    format!(
-        "--marker=t{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
-
-/// Live (non-zombie) processes whose command line carries the marker.
-fn children_with(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
-        .filter(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            // The servers, not toolgate (whose own command line names them too).
-            cmdline.contains(marker)
-                && cmdline
-                    .split('\0')
-                    .next()
-                    .is_some_and(|argv0| argv0.contains("python"))
-                && !stat.contains(") Z ")
-        })
-        .count()
-}
-
 async fn sidecar(marker: &str, config: Option<&str>) -> Toolgate {
     let command = crate::common::peers::stdio_fixture(&[marker]).await;
     Toolgate::in_front_of(&command, config).await
-}
-
-async fn wait_for(cond: impl Fn() -> bool) -> bool {
-    for _ in 0..100 {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    cond()
 }
 
 #[tokio::test]

@@ -423,6 +423,10 @@ impl<U: Upstream> Run<U> {
         {
             self.to.refuse(&line, &why);
         }
+        // A server that closed its output may still run, and can never answer again; one
+        // that exited is only reaped here.
+        let how = self.up.end(self.short_grace).await;
+        tracing::debug!("the tool server {how}");
         1
     }
 

@@ -535,10 +535,14 @@ impl ChildProcess {
         self.pid
     }
 
+    /// How the child ended, once its output has. A child that exits closes its output as it
+    /// goes, and its status follows within moments; one that closed its output and runs on
+    /// can never answer again, so the requests in flight are not held for its exit: its owner
+    /// stops it once told (`FromChild::Exited`).
     async fn exit_status(&self) -> String {
         let mut p = self.process.lock().await;
         match p.as_mut() {
-            Some(c) => match tokio::time::timeout(Duration::from_secs(5), c.wait()).await {
+            Some(c) => match tokio::time::timeout(EXIT_AFTER_OUTPUT, c.wait()).await {
                 Ok(Ok(s)) => format!("exited with {s}"),
                 _ => "closed its output".into(),
             },
@@ -694,6 +698,9 @@ impl ChildProcess {
         "was killed with SIGKILL after ignoring SIGTERM".into()
     }
 }
+
+/// How long a child whose output ended has to show its exit status.
+const EXIT_AFTER_OUTPUT: Duration = Duration::from_millis(500);
 
 /// How long a server has to answer `server/discover`; a server that drops requests it does
 /// not know would otherwise hold the first 2026-07-28 request for the whole upstream timeout.

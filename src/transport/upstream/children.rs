@@ -348,12 +348,19 @@ impl StdioPool {
                     gw.metrics.children.add(upstream, -1);
                     // Still registered: it exited on its own, a fault. Otherwise toolgate
                     // ended the session (DELETE, idle, shutdown), and `close` says so.
-                    let on_its_own = sessions.upgrade().is_some_and(|s| {
+                    let removed = sessions.upgrade().and_then(|s| {
                         let mut s = s.locked();
-                        let removed = s.remove(&label).is_some();
+                        let removed = s.remove(&label);
                         gw.metrics.sessions.set(upstream, s.len() as i64);
                         removed
                     });
+                    let on_its_own = removed.is_some();
+                    // A child that only closed its output runs on, its process group with
+                    // it; one that exited is reaped.
+                    if let Some(sc) = removed {
+                        let grace = gw.config.stdio.shutdown_grace;
+                        tokio::spawn(async move { sc.child.shutdown(grace).await });
+                    }
                     if on_its_own {
                         tracing::warn!(session = %label, "the tool server {how}; its session ends");
                     } else {

@@ -64,6 +64,7 @@ pub fn without_proxies(mut cmd: Command) -> Command {
 pub mod in_process;
 pub mod modes;
 pub mod peers;
+pub mod processes;
 pub mod scripted;
 pub mod stdio_gate;
 pub mod tls_peer;
