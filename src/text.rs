@@ -12,6 +12,11 @@ macro_rules! holds {
 }
 pub(crate) use holds;
 
+/// The byte order mark a text may open with. A reader of JSON (RFC 8259) and of an event
+/// stream (the SSE standard) may ignore it, and the TypeScript SDK's client does; Python's
+/// `json` refuses a message that opens with one.
+pub(crate) const BOM: &[u8] = "\u{feff}".as_bytes();
+
 /// `s` with its `%XX` escapes decoded; `None` when an escape is malformed or the result is not
 /// UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {

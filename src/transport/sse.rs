@@ -160,7 +160,7 @@ impl Splitter {
 /// An event's fields: a stream may open with a byte order mark, which the SSE standard has
 /// a reader ignore (the TypeScript SDK's client does); it stays in the bytes passed on.
 fn fields(event: &[u8]) -> &[u8] {
-    event.strip_prefix("\u{feff}".as_bytes()).unwrap_or(event)
+    event.strip_prefix(crate::text::BOM).unwrap_or(event)
 }
 
 /// The event's data: its `data` lines joined by newlines, or `None` when it has none.

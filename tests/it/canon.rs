@@ -739,32 +739,65 @@ async fn malformed_tool_errors_become_tool_errors_in_every_mode() {
     }
 }
 
-/// An answer's stream that opens with a byte order mark, which the SSE standard has a reader
-/// ignore: its first event is still read by the answer rules, in every mode with an HTTP
-/// server: read as part of its first field, the answer would go by unread, and toolgate
-/// would add one of its own.
+/// An answer that opens with a byte order mark, which the SSE standard and RFC 8259 let a
+/// reader ignore, as a stream and as JSON: it is still read by the answer rules, and passed on
+/// without the mark, in every mode with an HTTP server. Read as part of its first field, a
+/// stream's answer would go by unread and toolgate would add one of its own; JSON would be
+/// "not JSON-RPC" to toolgate, or reach a client that may refuse it.
 #[tokio::test]
-async fn a_stream_opening_with_a_byte_order_mark_is_read_under_the_rules() {
-    const BODY: &str = "\u{feff}data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"boom\"}}\n\n";
+async fn an_answer_opening_with_a_byte_order_mark_is_read_under_the_rules() {
+    const ERROR: &str = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}"#;
+    const RESULT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+    let failed = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "boom"}],
+        "isError": true,
+        "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "boom"}}}});
+    let answers = [
+        (
+            "text/event-stream",
+            format!("\u{feff}data: {ERROR}\n\n"),
+            &failed,
+        ),
+        ("application/json", format!("\u{feff}{ERROR}"), &failed),
+        (
+            "application/json",
+            format!("\u{feff}{RESULT}"),
+            &serde_json::from_str(RESULT).unwrap(),
+        ),
+    ];
     for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
-        let script = Script::Raw {
-            status: 200,
-            content_type: "text/event-stream",
-            body: BODY,
-        };
-        let (up, _) = Scripted::new(vec![open_tool("marked")])
-            .script("marked", script)
-            .spawn()
-            .await;
-        let mut front = Front::start(mode, &up, &[]).await;
+        for (content_type, body, expected) in &answers {
+            let script = Script::Raw {
+                status: 200,
+                content_type,
+                body: body.clone().leak(),
+            };
+            let (up, _) = Scripted::new(vec![open_tool("marked")])
+                .script("marked", script)
+                .spawn()
+                .await;
+            let mut front = Front::start(mode, &up, &[]).await;
+            let got = front
+                .exchange_line(&call_value(1, "marked").to_string())
+                .await;
+            assert_eq!(got, [(*expected).clone()], "{mode}: {body}");
+        }
+    }
+}
+
+/// A stdio server whose output opens with a byte order mark (a console whose encoding writes
+/// one): its first answer, to `initialize`, is read as the message it is, in every mode with a
+/// stdio server, rather than dropped as a line that is no message.
+#[tokio::test]
+async fn a_stdio_server_whose_output_opens_with_a_byte_order_mark_is_understood() {
+    let command = common::peers::stdio_fixture(&["--bom"]).await;
+    for mode in [Mode::ServeCommand, Mode::StdioCommand] {
+        let mut front = Front::start(mode, "", &command).await;
         let got = front
-            .exchange_line(&call_value(1, "marked").to_string())
+            .ask_line(&call(1, "add", json!({"a": 1, "b": 2})))
             .await;
-        let failed = json!({"jsonrpc": "2.0", "id": 1, "result": {
-            "content": [{"type": "text", "text": "boom"}],
-            "isError": true,
-            "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "boom"}}}});
-        assert_eq!(got, [failed], "{mode}");
+        let three = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "3"}]}});
+        assert_eq!(got, three, "{mode}");
     }
 }
 

@@ -247,6 +247,12 @@ where
                     return unusable(gw, &pending, &e);
                 }
             };
+            // Read, and passed on, without a byte order mark: a client need not ignore one.
+            let (bytes, held_to_its_length) = if bytes.starts_with(crate::text::BOM) {
+                (bytes.slice(crate::text::BOM.len()..), false)
+            } else {
+                (bytes, held_to_its_length)
+            };
             let (bytes, as_sent) = match renumber {
                 Some((from, to)) => (bridge::renumbered(&bytes, from, to).unwrap_or(bytes), false),
                 None => (bytes, held_to_its_length),

@@ -390,7 +390,11 @@ async fn read_stdout(
         match read_line(&mut r, max_line).await {
             Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Line::Whole(l)) => {
-                let line = Bytes::from(l);
+                // A console's encoding may open the output with a byte order mark.
+                let mut line = Bytes::from(l);
+                if line.starts_with(crate::text::BOM) {
+                    line = line.slice(crate::text::BOM.len()..);
+                }
                 match response_id(&line) {
                     Some(id) => deliver(Some(id), line),
                     None if is_message(&line) => deliver(None, line),
