@@ -48,12 +48,17 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
-    /// An answer whose head redirects the request (`status`, 3xx) to `location`.
+    /// An answer whose head redirects the request (`status`, 3xx) to `location`, said
+    /// without what may carry a credential (a user and password, a query, a fragment): the
+    /// text reaches the log and the request's client.
     pub(crate) fn moved(status: http::StatusCode, location: Option<&str>) -> UpstreamError {
         let status = status.as_u16();
-        UpstreamError::Moved(match location {
-            Some(to) => format!(
+        UpstreamError::Moved(match location.map(credential_free) {
+            Some((to, false)) => format!(
                 "it answers HTTP {status} to {to}; toolgate follows no redirection: give that URL as the upstream"
+            ),
+            Some((to, true)) => format!(
+                "it answers HTTP {status} to {to} (with more, not shown); toolgate follows no redirection: give that URL as the upstream"
             ),
             None => format!("it answers HTTP {status} with no location"),
         })
@@ -139,6 +144,22 @@ impl UpstreamError {
     }
 }
 
+/// `url` without its user and password, query and fragment; and whether any was left out.
+fn credential_free(url: &str) -> (String, bool) {
+    let kept = url.split(['?', '#']).next().unwrap_or_default();
+    let (scheme, rest) = kept.split_once("://").unwrap_or(("", kept));
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let shown = match scheme {
+        "" => format!("{host}{path}"),
+        _ => format!("{scheme}://{host}{path}"),
+    };
+    let cut = shown.len() != url.len();
+    (shown, cut)
+}
+
 /// [`UpstreamError::CannotStart`]'s kind.
 const CANNOT_START: &str = "cannot_start";
 /// [`UpstreamError::Moved`]'s kind.
@@ -171,6 +192,34 @@ impl FailureLog {
                 tracing::warn!(upstream = %upstream, error = %e, kind, unsaid, "{SAID} {AT_RATE}")
             }
             None => tracing::debug!(upstream = %upstream, error = %e, "{SAID}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirection_is_said_without_what_may_carry_a_credential() {
+        let said = |to| UpstreamError::moved(http::StatusCode::TEMPORARY_REDIRECT, Some(to));
+        let given = "; toolgate follows no redirection: give that URL as the upstream";
+        for (to, shown) in [
+            ("http://up:8080/mcp/", "to http://up:8080/mcp/".to_string()),
+            ("/mcp/", "to /mcp/".to_string()),
+            (
+                "https://alice:s3cret@up/mcp?key=s3cret#s3cret",
+                "to https://up/mcp (with more, not shown)".to_string(),
+            ),
+            (
+                "/mcp/?token=s3cret",
+                "to /mcp/ (with more, not shown)".to_string(),
+            ),
+        ] {
+            let expected = format!(
+                "the tool server's endpoint is elsewhere: it answers HTTP 307 {shown}{given}"
+            );
+            assert_eq!(said(to).to_string(), expected);
         }
     }
 }
