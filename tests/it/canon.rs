@@ -801,6 +801,63 @@ async fn a_stdio_server_whose_output_opens_with_a_byte_order_mark_is_understood(
     }
 }
 
+/// A listing the server answers with no JSON-RPC (an error page, a 405): the call that
+/// needed it is answered as a forwarded call so answered is, alike in every mode with an HTTP
+/// server, not with the server's page; a refusal of the request itself (a 4xx whose error
+/// names no request) still reaches an HTTP client as it came.
+#[tokio::test]
+async fn a_listing_answered_with_no_json_rpc_fails_the_call_as_a_forwarded_one_would() {
+    let unavailable = |what: &str| {
+        let reason =
+            format!("the tool server answered with something that is not JSON-RPC: {what}");
+        let text = format!(
+            "The tool server is unavailable: {reason}. This is a server-side fault; retrying is unlikely to help until it is fixed."
+        );
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": text}], "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}}}})
+    };
+    let pages = [
+        (
+            500,
+            "text/html",
+            "<html>oops</html>",
+            "HTTP 500 with text/html",
+        ),
+        (
+            405,
+            "text/plain",
+            "Method Not Allowed",
+            "HTTP 405 with text/plain",
+        ),
+        (
+            502,
+            "application/json",
+            "{}",
+            "HTTP 502 with a body that is not a JSON-RPC message",
+        ),
+    ];
+    for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
+        for (status, content_type, body, what) in pages {
+            let script = Script::Raw {
+                status,
+                content_type,
+                body,
+            };
+            let (up, seen) = Scripted::new(vec![open_tool("marked")])
+                .script("tools/list", script)
+                .spawn()
+                .await;
+            let mut front = Front::start(mode, &up, &[]).await;
+            let got = front
+                .exchange_line(&call_value(1, "marked").to_string())
+                .await;
+            assert_eq!(got, [unavailable(what)], "{mode}: {what}");
+            assert!(seen.tool_calls().is_empty(), "{mode}: unchecked, not sent");
+        }
+    }
+}
+
 fn call_value(id: i64, tool: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
 }

@@ -19,14 +19,14 @@ use crate::jsonrpc::{self, Body as Parsed};
 use crate::lograte::warn_at_rate;
 use crate::mcp;
 use crate::net::body::{Collected, collect_upstream};
-use crate::net::client::{Media, UpstreamBody, fit_length, media_type, strip_hop_by_hop};
+use crate::net::client::{Media, UpstreamBody, fit_length, strip_hop_by_hop};
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
 use crate::pipeline::{self, Kind, Pending};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::Unresumed;
-use crate::transport::upstream::http_client::HttpUpstream;
+use crate::transport::upstream::http_client::{HttpUpstream, no_message, relayed_as_is};
 use crate::transport::upstream::multiplex::Sent;
 use crate::transport::upstream::rounds::{Listening, Parked, Rounds, StreamRest};
 use axum::body::Body;
@@ -41,14 +41,6 @@ use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Statuses whose body the client must see as it came: authentication challenges, and a
-/// session the server ended (the client re-initializes on that 404).
-fn relayed_as_is(status: StatusCode, has_session: bool) -> bool {
-    status == StatusCode::UNAUTHORIZED
-        || status == StatusCode::FORBIDDEN
-        || (status == StatusCode::NOT_FOUND && has_session)
-}
 
 /// How an answer is read besides its rules: whether the request was in the client's own
 /// session, and for a call bridged to a server of the handshake era, where the server's
@@ -178,17 +170,8 @@ fn at_once(
         return Now::Answer(Response::from_parts(parts, Body::new(body)));
     }
     if media != Media::Json {
-        let media = media_type(&parts.headers);
-        let what = format!(
-            "HTTP {} with {}",
-            status.as_u16(),
-            if media.is_empty() {
-                "no content type"
-            } else {
-                media
-            }
-        );
-        return Now::Answer(not_jsonrpc(gw, &pending, what));
+        let e = no_message(status, &parts.headers);
+        return Now::Answer(unusable(gw, &pending, &e));
     }
     // In a session toolgate shares between clients, the answer comes under toolgate's id.
     let renumbered = (parking.as_ref()).is_some_and(|p| p.renumber.is_some());
@@ -291,13 +274,7 @@ fn json_answer(
     }
     let settled = match jsonrpc::parse(&bytes) {
         Ok(Parsed::Single(m)) => pipeline::settle(gw, pending, &m, bytes.clone()),
-        _ => {
-            let what = format!(
-                "HTTP {} with a body that is not a JSON-RPC message",
-                status.as_u16()
-            );
-            return not_jsonrpc(gw, pending, what);
-        }
+        _ => return unusable(gw, pending, &no_message(status, &parts.headers)),
     };
     if settled.rewritten {
         parts.status = settled
@@ -324,11 +301,6 @@ fn unchanged(parts: http::response::Parts, bytes: Bytes, as_sent: bool) -> Respo
         return Response::from_parts(parts, Body::from(bytes));
     }
     whole(parts, bytes)
-}
-
-/// The answer to a request whose upstream answered something that is not JSON-RPC.
-fn not_jsonrpc(gw: &Gateway, pending: &Pending, what: String) -> Response {
-    unusable(gw, pending, &UpstreamError::NotJsonRpc(what))
 }
 
 /// toolgate's answer to a request whose server answered nothing usable. Its outcome goes with

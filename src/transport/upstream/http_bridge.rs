@@ -175,7 +175,13 @@ impl guard::Lister for HttpLister<'_> {
         {
             return Err(ListFailed::Unavailable(e));
         }
-        listed
+        match listed {
+            Err(ListFailed::Relay(resp)) => {
+                let has_session = headers.contains_key(mcp::SESSION_ID);
+                Err(super::http_client::refused(resp, has_session, id, self.limits).await)
+            }
+            listed => listed,
+        }
     }
 }
 

@@ -5,13 +5,13 @@ use crate::config::Limits;
 use crate::error::UpstreamError;
 use crate::net::body::{Collected, collect_upstream};
 use crate::net::client::ClientError;
-use crate::net::client::{HttpClient, Media, strip_hop_by_hop};
+use crate::net::client::{HttpClient, Media, media_type, strip_hop_by_hop};
 use crate::pipeline::asked::Retries;
 use crate::pipeline::guard::{self, ListFailed};
 use crate::transport::sse;
 use bytes::Bytes;
 use http::header::HeaderMap;
-use http::{Method, Uri};
+use http::{Method, StatusCode, Uri};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -82,6 +82,64 @@ impl Retries for HttpRetrying {
             }
         }
     }
+}
+
+/// Statuses whose body the client must see as it came: authentication challenges, and a
+/// session the server ended (the client re-initializes on that 404).
+pub(crate) fn relayed_as_is(status: StatusCode, has_session: bool) -> bool {
+    status == StatusCode::UNAUTHORIZED
+        || status == StatusCode::FORBIDDEN
+        || (status == StatusCode::NOT_FOUND && has_session)
+}
+
+/// An answer with no JSON-RPC message in it (an error page, a 405), said by its status and
+/// what its body is, alike for a client's request and for toolgate's own.
+pub(crate) fn no_message(status: StatusCode, headers: &HeaderMap) -> UpstreamError {
+    let what = match media_type(headers) {
+        "" => "no content type",
+        _ if Media::of(headers) == Media::Json => "a body that is not a JSON-RPC message",
+        media => media,
+    };
+    UpstreamError::NotJsonRpc(format!("HTTP {} with {what}", status.as_u16()))
+}
+
+/// What becomes of toolgate's own request (a listing) answered with a status that is no
+/// success: the response as it came where its client must see it so (an authentication
+/// challenge, its session ended, a 4xx refusal of the request itself), the server's error
+/// where it answers the request, and otherwise the failure a client's request so answered
+/// gets ([`no_message`]) rather than the server's page.
+pub(crate) async fn refused(
+    resp: Box<axum::response::Response>,
+    has_session: bool,
+    id: &str,
+    limits: &Limits,
+) -> ListFailed<Box<axum::response::Response>> {
+    let status = resp.status();
+    if relayed_as_is(status, has_session) {
+        return ListFailed::Relay(resp);
+    }
+    let (parts, body) = resp.into_parts();
+    let Ok(Collected::Whole(bytes)) = collect_upstream(body, limits.max_response_bytes).await
+    else {
+        return ListFailed::Unavailable(no_message(status, &parts.headers));
+    };
+    match guard::match_answer(&bytes, id) {
+        Some(Err(e)) => ListFailed::Refused(e.0),
+        _ if status.is_client_error() && refuses(&bytes) => {
+            let body = axum::body::Body::from(bytes);
+            ListFailed::Relay(Box::new(axum::response::Response::from_parts(parts, body)))
+        }
+        _ => ListFailed::Unavailable(no_message(status, &parts.headers)),
+    }
+}
+
+/// Whether `body` is an error that answers no request of the client's: a refusal of the
+/// HTTP request itself (`id` null or absent, or the `"server-error"` Python SDK 1.x servers
+/// write).
+fn refuses(body: &[u8]) -> bool {
+    use crate::jsonrpc::{self, Body};
+    jsonrpc::refusal(body).is_some()
+        || matches!(jsonrpc::parse(body), Ok(Body::Single(m)) if m.error.is_some() && m.method.is_none())
 }
 
 /// Sends one request toolgate wrote and reads the answer to it, from a JSON body or from

@@ -129,6 +129,7 @@ async fn handle(
             resp.headers_mut().insert("mcp-session-id", "scripted-session".parse().unwrap());
             return resp;
         }
+        "tools/list" if s.scripts.contains_key("tools/list") => method.to_string(),
         "tools/list" => {
             let start: usize = msg["params"]["cursor"]
                 .as_str()
@@ -324,6 +325,8 @@ impl Scripted {
             .count()
     }
 
+    /// Scripts the answer to the tool (or resource URI) `key`, or to `initialize`,
+    /// `tools/list` or `tasks/result` when `key` names the method.
     pub fn script(mut self, key: &str, s: Script) -> Scripted {
         self.scripts.insert(key.to_string(), s);
         self
