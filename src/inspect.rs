@@ -37,8 +37,16 @@ pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotL
     if let Some((name, value)) = crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)? {
         headers.insert(name, value);
     }
-    let session = HttpSession::new(&up, headers, &cfg.limits);
-    let listed = listing(&session, cfg).await;
+    let session = HttpSession::new(&up, headers.clone(), &cfg.limits);
+    let listed = match own::handshake(&session, "toolgate-check-0", None).await {
+        Ok(_) => pages(&session, cfg).await,
+        Err(Unresulted::Status(400 | 404 | 405))
+            if speaks_http_and_sse(&up, &headers, cfg).await =>
+        {
+            Err(CannotList(HTTP_AND_SSE.into()))
+        }
+        Err(e) => Err(refused_handshake(e)),
+    };
     let headers = session.into_headers();
     if headers.contains_key(crate::mcp::SESSION_ID) {
         let wait = (&cfg.limits).into();
@@ -64,17 +72,58 @@ pub async fn tools_of_command(
     listed
 }
 
+/// What `check` says of a server of the HTTP+SSE transport.
+const HTTP_AND_SSE: &str = "the server speaks the HTTP+SSE transport of 2024-11-05 (an event stream at this URL names where messages go), which the protocol replaced with Streamable HTTP in 2025-03-26; toolgate serves Streamable HTTP servers: give the URL of the server's Streamable HTTP endpoint (SDK servers serve it at /mcp when run with that transport)";
+
+/// Whether the server at `up` answers a GET with an event stream whose first event is an
+/// `endpoint`, as a server of the HTTP+SSE transport does (and asked so after its POST was
+/// refused, as the protocol has a client tell the two transports apart).
+async fn speaks_http_and_sse(up: &HttpUpstream, headers: &HeaderMap, cfg: &Config) -> bool {
+    let mut headers = headers.clone();
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    headers.remove(CONTENT_TYPE);
+    let first_event = async {
+        let resp = (up.http)
+            .send(Method::GET, headers, Bytes::new(), (&cfg.limits).into())
+            .await
+            .ok()?;
+        let mut named = None;
+        let max = cfg.limits.max_sse_event_bytes;
+        crate::transport::sse::each_event(resp.into_body(), max, |ev| {
+            named = Some(crate::transport::sse::name(ev) == "endpoint");
+            false
+        })
+        .await;
+        named
+    };
+    let wait = cfg.limits.upstream_timeout;
+    matches!(
+        tokio::time::timeout(wait, first_event).await,
+        Ok(Some(true))
+    )
+}
+
 /// A server's tools, as a client of the handshake era lists them: the handshake, then every
 /// page of `tools/list` (at most `limits.max_list_pages`, as the gateway).
 async fn listing<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>, CannotList> {
     own::handshake(server, "toolgate-check-0", None)
         .await
-        .map_err(|e| match e {
-            Unresulted::Status(s @ (401 | 403)) => CannotList(format!(
-                "initialize: the server answered HTTP {s}: it wants credentials; give toolgate's in auth.upstream_header of a --config file"
-            )),
-            e => CannotList(format!("initialize: {e}")),
-        })?;
+        .map_err(refused_handshake)?;
+    pages(server, cfg).await
+}
+
+/// Why the handshake failed, for the operator.
+fn refused_handshake(e: Unresulted) -> CannotList {
+    match e {
+        Unresulted::Status(s @ (401 | 403)) => CannotList(format!(
+            "initialize: the server answered HTTP {s}: it wants credentials; give toolgate's in auth.upstream_header of a --config file"
+        )),
+        e => CannotList(format!("initialize: {e}")),
+    }
+}
+
+/// Every page of `tools/list`, after the handshake.
+async fn pages<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>, CannotList> {
     let mut tools = Vec::new();
     let mut cursor: Option<Value> = None;
     for page in 0..cfg.limits.max_list_pages {

@@ -183,6 +183,22 @@ pub fn data(event: &[u8]) -> Option<Cow<'_, str>> {
     out
 }
 
+/// The event's type: its `event` field, the last one, or `message` when it has none, as
+/// the SSE standard has it.
+pub fn name(event: &[u8]) -> &str {
+    let Ok(text) = std::str::from_utf8(fields(event)) else {
+        return "message";
+    };
+    let mut name = "message";
+    for line in text.split(['\n', '\r']) {
+        if let Some(value) = line.strip_prefix("event:") {
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            name = if value.is_empty() { "message" } else { value };
+        }
+    }
+    name
+}
+
 /// Where an event leaves its stream for a client that resumes it: the event id it sets,
 /// and the reconnection time it asks for, in milliseconds.
 #[derive(Debug, Default, PartialEq, Eq)]

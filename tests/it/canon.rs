@@ -828,7 +828,7 @@ async fn a_listing_answered_with_no_json_rpc_fails_the_call_as_a_forwarded_one_w
             405,
             "text/plain",
             "Method Not Allowed",
-            "HTTP 405 with text/plain",
+            "HTTP 405 with text/plain (this URL takes no messages: `toolgate check` says whether the server speaks the HTTP+SSE transport of 2024-11-05)",
         ),
         (
             502,

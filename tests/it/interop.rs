@@ -279,6 +279,32 @@ async fn python_sdk_client_falls_back_to_legacy_through_toolgate() {
     );
 }
 
+/// A server of the HTTP+SSE transport of 2024-11-05 (the Python SDK's `sse_app`), which
+/// toolgate does not serve: `check` names the transport and what to give instead, and a
+/// client's request gets an error that says where to look.
+#[tokio::test]
+async fn a_server_of_the_http_and_sse_transport_is_named_for_what_it_is() {
+    let peer = common::peers::python_http("py_server.py", &["sse"]).await;
+    let url = format!("http://127.0.0.1:{}/sse", peer.port);
+    let (status, _, err) = run_toolgate(&["check", "--upstream", &url]).await;
+    assert_eq!(status, Some(2));
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "toolgate check: cannot list the tools of {url}: the server speaks the HTTP+SSE transport of 2024-11-05 (an event stream at this URL names where messages go), which the protocol replaced with Streamable HTTP in 2025-03-26; toolgate serves Streamable HTTP servers: give the URL of the server's Streamable HTTP endpoint (SDK servers serve it at /mcp when run with that transport)"
+        )
+    );
+    let tg = Toolgate::serve(&url, None).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post(&tg.url(), None, init.to_string()).await;
+    let message = "Upstream MCP server unavailable: the tool server answered with something that is not JSON-RPC: HTTP 405 with text/plain (this URL takes no messages: `toolgate check` says whether the server speaks the HTTP+SSE transport of 2024-11-05)";
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": message}})
+    );
+}
+
 #[tokio::test]
 async fn check_grades_server_everything() {
     let se = server_everything_http().await;

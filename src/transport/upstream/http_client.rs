@@ -100,7 +100,14 @@ pub(crate) fn no_message(status: StatusCode, headers: &HeaderMap) -> UpstreamErr
         _ if Media::of(headers) == Media::Json => "a body that is not a JSON-RPC message",
         media => media,
     };
-    UpstreamError::NotJsonRpc(format!("HTTP {} with {what}", status.as_u16()))
+    // Where a server of the HTTP+SSE transport answers a message posted to its event stream.
+    let hint = match status {
+        StatusCode::METHOD_NOT_ALLOWED => {
+            " (this URL takes no messages: `toolgate check` says whether the server speaks the HTTP+SSE transport of 2024-11-05)"
+        }
+        _ => "",
+    };
+    UpstreamError::NotJsonRpc(format!("HTTP {} with {what}{hint}", status.as_u16()))
 }
 
 /// What becomes of toolgate's own request (a listing) answered with a status that is no
