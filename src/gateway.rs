@@ -4,7 +4,7 @@
 
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, CompileSettings, ScopeKey};
-use crate::config::{Config, ConfigError, Validation};
+use crate::config::{Config, ConfigError, UpstreamTransport, Validation};
 use crate::metrics::Metrics;
 use crate::policy::clients::{Client, ClientRules, RateLimiter};
 use crate::policy::origin::OriginPolicy;
@@ -25,6 +25,8 @@ pub struct Target {
     pub path: String,
     /// Empty for a stdio upstream.
     pub url: String,
+    /// The transport the server at `url` speaks.
+    pub transport: crate::config::UpstreamTransport,
     /// The stdio server to launch, when there is no URL.
     pub command: Vec<String>,
     /// The variables of toolgate's environment that stdio server alone is given.
@@ -78,6 +80,7 @@ impl Target {
             index: 0,
             path,
             url,
+            transport: applied.upstream_transport,
             command: Vec::new(),
             upstream_env: Vec::new(),
             tls: applied.upstream_tls.clone(),
@@ -235,16 +238,27 @@ impl Gateway {
         if old.admin_listen != config.admin_listen {
             fixed.push("admin_listen");
         }
-        if old.upstream != config.upstream || old.command != config.command {
-            fixed.push("upstream/command");
+        if old.upstream != config.upstream
+            || old.upstream_transport != config.upstream_transport
+            || old.command != config.command
+        {
+            fixed.push("upstream/upstream_transport/command");
         }
-        fn names(c: &Config) -> Vec<(&str, Option<&str>, &[String])> {
+        type Named<'a> = (&'a str, Option<&'a str>, &'a [String], UpstreamTransport);
+        fn names(c: &Config) -> Vec<Named<'_>> {
             (c.upstreams.iter())
-                .map(|u| (u.name.as_str(), u.url.as_deref(), u.command.as_slice()))
+                .map(|u| {
+                    (
+                        u.name.as_str(),
+                        u.url.as_deref(),
+                        u.command.as_slice(),
+                        u.transport,
+                    )
+                })
                 .collect()
         }
         if names(old) != names(&config) {
-            fixed.push("upstreams (names, URLs and commands)");
+            fixed.push("upstreams (names, URLs, transports and commands)");
         }
         // The files they name are read again when they change; which files, only at start.
         let tls = |c: &Config| -> Vec<Option<crate::config::UpstreamTls>> {

@@ -5,12 +5,14 @@
 use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
 use crate::transport::upstream::child::{ChildProcess, Within};
+use crate::transport::upstream::event_stream::EventStreamServer;
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::own::{self, HttpSession, OwnRequests, Unresulted};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// Why a server's tools could not be listed: a sentence for the operator.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,9 @@ impl From<String> for CannotList {
 /// (initialize, every page, then the session ended).
 pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotList> {
     let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
+    if cfg.upstream_transport == crate::config::UpstreamTransport::Sse {
+        return tools_over_event_stream(uri, cfg).await;
+    }
     let up = HttpUpstream::new(uri, &cfg.upstream_tls).map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -58,6 +63,18 @@ pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotL
     listed
 }
 
+/// The tools of a server of the HTTP+SSE transport at `uri`, listed in one session, as the
+/// gateway reaches it (a child of its own).
+async fn tools_over_event_stream(uri: http::Uri, cfg: &Config) -> Result<Vec<Value>, CannotList> {
+    let credential = crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)?;
+    let server = EventStreamServer::new(uri, &cfg.upstream_tls, credential, cfg.limits.clone())
+        .map_err(|e| e.to_string())?;
+    let child = ChildProcess::connect(&Arc::new(server), cfg.limits.max_response_bytes, |_| {});
+    let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
+    child.shutdown(cfg.stdio.shutdown_grace).await;
+    listed
+}
+
 /// The tools of a stdio server `command` launches (initialize, every page), ended after; the
 /// server is given `own_env`, its own variables, as the gateway gives them.
 pub async fn tools_of_command(
@@ -72,8 +89,8 @@ pub async fn tools_of_command(
     listed
 }
 
-/// What `check` says of a server of the HTTP+SSE transport.
-const HTTP_AND_SSE: &str = "the server speaks the HTTP+SSE transport of 2024-11-05 (an event stream at this URL names where messages go), which the protocol replaced with Streamable HTTP in 2025-03-26; toolgate serves Streamable HTTP servers: give the URL of the server's Streamable HTTP endpoint (SDK servers serve it at /mcp when run with that transport)";
+/// What `check` says of a server of the HTTP+SSE transport given as a Streamable HTTP one.
+const HTTP_AND_SSE: &str = "the server speaks the HTTP+SSE transport of 2024-11-05 (an event stream at this URL names where messages go), which the protocol replaced with Streamable HTTP in 2025-03-26; give upstream_transport = \"sse\" (--upstream-transport sse), or transport = \"sse\" in its [[upstreams]] entry";
 
 /// Whether the server at `up` answers a GET with an event stream whose first event is an
 /// `endpoint`, as a server of the HTTP+SSE transport does (and asked so after its POST was

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use toolgate::Gateway;
 use toolgate::Live;
-use toolgate::config::{Config, LogFormat, Overrides, names_listener};
+use toolgate::config::{Config, LogFormat, Overrides, UpstreamTransport, names_listener};
 
 mod check;
 mod rules;
@@ -42,6 +42,9 @@ enum Cmd {
         /// The upstream MCP endpoint, e.g. http://127.0.0.1:3000/mcp.
         #[arg(long, env = "TOOLGATE_UPSTREAM")]
         upstream: Option<String>,
+        /// The transport it speaks [default: streamable-http].
+        #[arg(long, value_enum)]
+        upstream_transport: Option<Transport>,
         #[command(flatten)]
         common: Common,
         /// Or a stdio server to launch per session: `toolgate serve -- npx -y some-server`.
@@ -54,9 +57,12 @@ enum Cmd {
         /// A configuration file (`toolgate config example` prints one).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// A Streamable HTTP upstream instead of a command.
+        /// An HTTP upstream instead of a command.
         #[arg(long)]
         upstream: Option<String>,
+        /// The transport it speaks [default: streamable-http].
+        #[arg(long, value_enum)]
+        upstream_transport: Option<Transport>,
         /// An admin address for /healthz, /readyz and /metrics [default: none: a desktop
         /// client may start several, and one port would be taken].
         #[arg(long)]
@@ -76,6 +82,9 @@ enum Cmd {
         /// The MCP endpoint to check.
         #[arg(long)]
         upstream: Option<String>,
+        /// The transport it speaks [default: streamable-http].
+        #[arg(long, value_enum)]
+        upstream_transport: Option<Transport>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
@@ -116,6 +125,22 @@ enum ConfigCmd {
         /// The configuration file.
         file: PathBuf,
     },
+}
+
+/// An HTTP server's transport, as `upstream_transport` names it.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Transport {
+    StreamableHttp,
+    Sse,
+}
+
+impl From<Transport> for UpstreamTransport {
+    fn from(t: Transport) -> UpstreamTransport {
+        match t {
+            Transport::StreamableHttp => UpstreamTransport::StreamableHttp,
+            Transport::Sse => UpstreamTransport::Sse,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -354,11 +379,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Stdio {
             config,
             upstream,
+            upstream_transport,
             admin_listen,
             command,
-        } => stdio(config, upstream, admin_listen, command).await?,
+        } => {
+            let upstream = (upstream, upstream_transport.map(Into::into));
+            stdio(config, upstream, admin_listen, command).await?
+        }
         Cmd::Serve {
             upstream,
+            upstream_transport,
             common,
             command,
         } => {
@@ -367,6 +397,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 overrides: Overrides {
                     listen: common.listen,
                     upstream,
+                    upstream_transport: upstream_transport.map(Into::into),
                     admin_listen: common.admin_listen,
                     command,
                 },
@@ -379,10 +410,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Demo { common } => run_demo(common).await?,
         Cmd::Check {
             upstream,
+            upstream_transport,
             format,
             config,
             command,
-        } => check(upstream, format, config, command).await?,
+        } => {
+            let upstream = (upstream, upstream_transport.map(Into::into));
+            check(upstream, format, config, command).await?
+        }
         Cmd::Config { what } => config(what),
         Cmd::DemoServer {
             listen,
@@ -407,7 +442,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// the client closes its pipe.
 async fn stdio(
     config: Option<PathBuf>,
-    upstream: Option<String>,
+    (upstream, upstream_transport): (Option<String>, Option<UpstreamTransport>),
     admin_listen: Option<String>,
     command: Vec<String>,
 ) -> anyhow::Result<()> {
@@ -442,9 +477,17 @@ async fn stdio(
             );
         }
         cfg.upstream = Some(url.clone());
+        if let Some(t) = upstream_transport {
+            cfg.upstream_transport = t;
+        }
+        let transport = cfg.upstream_transport;
         let gw = Gateway::for_pipe(cfg)?;
         serve_admin(admin, Live::new(gw.clone()))?;
-        exit(toolgate::stdio_over_http(gw, &url).await);
+        exit(match transport {
+            UpstreamTransport::StreamableHttp => toolgate::stdio_over_http(gw, &url).await,
+            // Served as a child is: one session, its stream.
+            UpstreamTransport::Sse => toolgate::stdio_to_child(gw).await,
+        });
     }
     if cfg.command.is_empty() {
         anyhow::bail!(
@@ -452,10 +495,9 @@ async fn stdio(
         );
     }
     cfg.upstream = None;
-    let command = cfg.command.clone();
     let gw = Gateway::new(cfg)?;
     serve_admin(admin, Live::new(gw.clone()))?;
-    exit(toolgate::stdio_to_child(gw, &command).await);
+    exit(toolgate::stdio_to_child(gw).await);
 }
 
 /// The admin listener (`/healthz`, `/readyz`, `/metrics`), when there is one.
@@ -534,12 +576,15 @@ async fn run_demo(common: Common) -> anyhow::Result<()> {
 /// `toolgate check`: lists the tools of the server the command line names, or of every server
 /// the configuration names, and reports what their schemas would do to clients.
 async fn check(
-    upstream: Option<String>,
+    (upstream, upstream_transport): (Option<String>, Option<UpstreamTransport>),
     format: Format,
     config: Option<PathBuf>,
     command: Vec<String>,
 ) -> anyhow::Result<()> {
-    let cfg = Config::load(config.as_deref(), &Overrides::default())?;
+    let mut cfg = Config::load(config.as_deref(), &Overrides::default())?;
+    if let Some(t) = upstream_transport {
+        cfg.upstream_transport = t;
+    }
     // The server the command line names, else every one the file names.
     let servers = match (upstream, command.is_empty()) {
         (Some(url), true) => vec![check::ToCheck::on_mcp(check::Server::Http(url), &cfg)],

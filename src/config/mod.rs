@@ -22,6 +22,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The default upstream, served on `/mcp`.
     pub upstream: Option<String>,
+    /// The transport `upstream` speaks.
+    pub upstream_transport: UpstreamTransport,
     /// Or: a stdio server to launch (program and arguments), the default upstream.
     pub command: Vec<String>,
     /// Further upstreams, each served on `/<name>/mcp`.
@@ -214,6 +216,9 @@ pub struct NamedUpstream {
     /// An HTTP server's URL, or:
     #[serde(default)]
     pub url: Option<String>,
+    /// The transport an HTTP server speaks.
+    #[serde(default)]
+    pub transport: UpstreamTransport,
     /// A stdio server toolgate starts for it, as the top-level `command`.
     #[serde(default)]
     pub command: Vec<String>,
@@ -269,6 +274,7 @@ impl NamedUpstream {
         let (limits, stdio) = (&self.limits, &self.stdio);
         let mut own = cfg.clone();
         own.upstream_tls = self.tls.clone().unwrap_or_else(|| cfg.upstream_tls.clone());
+        own.upstream_transport = self.transport;
         own.auth.upstream_header = self.upstream_header.clone();
         own.validation = cfg.validation.with(&self.validation);
         let global = &cfg.limits;
@@ -294,6 +300,11 @@ impl NamedUpstream {
             (None, false) if self.upstream_header.is_some() => Err(ConfigError(format!(
                 "upstreams {name:?}: upstream_header is sent to an HTTP server; a stdio server (command) gets no headers"
             ))),
+            (None, false) if self.transport != UpstreamTransport::default() => {
+                Err(ConfigError(format!(
+                    "upstreams {name:?}: transport is an HTTP server's (url); a stdio server (command) speaks stdio"
+                )))
+            }
             (None, false) if self.limits.stream_gap_timeout.is_some() => Err(ConfigError(format!(
                 "upstreams {name:?}: limits.stream_gap_timeout bounds an HTTP server's event stream; a stdio server (command) is held to upstream_timeout"
             ))),
@@ -363,6 +374,17 @@ impl SharedState {
         .into_iter()
         .find_map(|(key, v)| v.is_some().then_some(key))
     }
+}
+
+/// The transport of an HTTP server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpstreamTransport {
+    /// Streamable HTTP (2025-03-26 and after): each message a POST to the URL.
+    #[default]
+    StreamableHttp,
+    /// HTTP+SSE (2024-11-05): an event stream at the URL names where messages are posted.
+    Sse,
 }
 
 /// What a call is decided by when Redis does not answer.
@@ -666,6 +688,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             upstream: None,
+            upstream_transport: UpstreamTransport::default(),
             command: Vec::new(),
             upstreams: Vec::new(),
             admin_listen: "127.0.0.1:9090".into(),
@@ -815,6 +838,7 @@ impl Validation {
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub upstream: Option<String>,
+    pub upstream_transport: Option<UpstreamTransport>,
     pub admin_listen: Option<String>,
     pub command: Vec<String>,
 }
@@ -900,6 +924,9 @@ impl Config {
         }
         if let Some(u) = &overrides.upstream {
             cfg.upstream = Some(u.clone());
+        }
+        if let Some(t) = overrides.upstream_transport {
+            cfg.upstream_transport = t;
         }
         if !overrides.command.is_empty() {
             cfg.command = overrides.command.clone();

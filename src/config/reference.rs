@@ -29,6 +29,7 @@ const fn key(path: &'static str, doc: &'static str, example: &'static str) -> Ke
 const KEYS: &[Key] = &[
     key("listen", "Where clients connect (IP:PORT). Loopback unless clients are remote; then set allowed_origins and authentication.", ""),
     key("upstream", "The HTTP MCP server served on /mcp (or --upstream URL).", "\"http://127.0.0.1:3000/mcp\""),
+    key("upstream_transport", "The transport it speaks: \"streamable-http\", or \"sse\" for the HTTP+SSE transport of 2024-11-05, served as a stdio server is (--upstream-transport).", ""),
     key("command", "Or a stdio MCP server toolgate starts, as an array: program, then arguments (or `-- CMD` on the command line).", ""),
     key("admin_listen", "The admin listener (/healthz, /readyz, /metrics), or \"off\".", ""),
     key("allowed_origins", "Browser origins allowed besides localhost ones; \"*\" allows any.", ""),
@@ -133,6 +134,7 @@ const KEYS: &[Key] = &[
 
     key("upstreams[].name", "Further servers, each on /<name>/mcp: its name.", "\"billing\""),
     key("upstreams[].url", "Its URL (http:// or https://).", "\"http://127.0.0.1:3001/mcp\""),
+    key("upstreams[].transport", "As upstream_transport, for its url.", "\"streamable-http\""),
     key("upstreams[].command", "Or a stdio server toolgate starts for it, as command: one child per session, within [stdio]'s bounds or its own stdio.", "[\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv/files\"]"),
     key("upstreams[].upstream_env", "A stdio server's own variables of toolgate's environment: it alone is given them.", "[\"GITHUB_TOKEN\"]"),
     key("upstreams[].tls.ca_file", "Its own [upstream_tls], instead of the global one.", "\"/etc/toolgate/billing-ca.crt\""),

@@ -541,12 +541,13 @@ impl HttpClient {
         })
     }
 
-    /// The same, to another path on the upstream's origin (its `/.well-known/` documents).
+    /// The same, to another path on the upstream's origin (its `/.well-known/` documents, the
+    /// endpoint an HTTP+SSE server names for messages).
     pub async fn send_to_path(
         &self,
         path_and_query: &str,
         method: Method,
-        headers: HeaderMap,
+        (headers, body): (HeaderMap, Bytes),
         wait: Wait,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let path = path_and_query
@@ -558,8 +559,7 @@ impl HttpClient {
             Some(_) => absolute(&self.uri, &path),
             None => path,
         };
-        self.send_to(path, method, headers, Bytes::new(), wait, false)
-            .await
+        self.send_to(path, method, headers, body, wait, false).await
     }
 
     /// The request made here, and only its sending awaited: an `async fn` would keep what

@@ -5,6 +5,7 @@
 //! server's own answer, identical to calling the server directly.
 
 use crate::common;
+use common::modes::{Front, Mode};
 use common::peers::{peers, python_client, server_everything_http, wait_for_port};
 use common::*;
 use serde_json::{Value, json};
@@ -279,11 +280,11 @@ async fn python_sdk_client_falls_back_to_legacy_through_toolgate() {
     );
 }
 
-/// A server of the HTTP+SSE transport of 2024-11-05 (the Python SDK's `sse_app`), which
-/// toolgate does not serve: `check` names the transport and what to give instead, and a
-/// client's request gets an error that says where to look.
+/// A server of the HTTP+SSE transport of 2024-11-05 (the Python SDK's `sse_app`) given as a
+/// Streamable HTTP one: `check` names the transport and the setting to give, and a client's
+/// request gets an error that says where to look.
 #[tokio::test]
-async fn a_server_of_the_http_and_sse_transport_is_named_for_what_it_is() {
+async fn a_server_of_the_http_and_sse_transport_given_as_another_is_named() {
     let peer = common::peers::python_http("py_server.py", &["sse"]).await;
     let url = format!("http://127.0.0.1:{}/sse", peer.port);
     let (status, _, err) = run_toolgate(&["check", "--upstream", &url]).await;
@@ -291,7 +292,7 @@ async fn a_server_of_the_http_and_sse_transport_is_named_for_what_it_is() {
     assert_eq!(
         err.trim_end(),
         format!(
-            "toolgate check: cannot list the tools of {url}: the server speaks the HTTP+SSE transport of 2024-11-05 (an event stream at this URL names where messages go), which the protocol replaced with Streamable HTTP in 2025-03-26; toolgate serves Streamable HTTP servers: give the URL of the server's Streamable HTTP endpoint (SDK servers serve it at /mcp when run with that transport)"
+            "toolgate check: cannot list the tools of {url}: the server speaks the HTTP+SSE transport of 2024-11-05 (an event stream at this URL names where messages go), which the protocol replaced with Streamable HTTP in 2025-03-26; give upstream_transport = \"sse\" (--upstream-transport sse), or transport = \"sse\" in its [[upstreams]] entry"
         )
     );
     let tg = Toolgate::serve(&url, None).await;
@@ -303,6 +304,65 @@ async fn a_server_of_the_http_and_sse_transport_is_named_for_what_it_is() {
         r.json(),
         json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": message}})
     );
+}
+
+/// A server of the HTTP+SSE transport behind toolgate (`upstream_transport = "sse"`), served
+/// as a stdio server's child is, through `serve` and `stdio` alike: the same rules on every
+/// call, and `check` lists it.
+#[tokio::test]
+async fn a_server_of_the_http_and_sse_transport_is_served_under_the_rules() {
+    let peer = common::peers::python_http("py_server.py", &["sse"]).await;
+    let url = format!("http://127.0.0.1:{}/sse", peer.port);
+    let text = |t: &str| json!({"content": [{"type": "text", "text": t}], "isError": false});
+    let invalid = "Invalid arguments for tool \"add\" (1 problem):\n- a: expected an integer, got string \"x\"\nCorrect the arguments and call the tool again.";
+    let scenarios = [
+        (
+            json!({"name": "add", "arguments": {"a": 1, "b": 2}}),
+            json!({"result": merged(text("3"), json!({"structuredContent": {"result": 3}}))}),
+        ),
+        (
+            json!({"name": "add", "arguments": {"a": "10", "b": 2}}),
+            json!({"result": merged(text("12"), json!({"structuredContent": {"result": 12}}))}),
+        ),
+        (
+            json!({"name": "add", "arguments": {"a": "x", "b": 2}}),
+            json!({"result": {
+            "content": [{"type": "text", "text": invalid}], "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
+                "parameter_errors": {"/a": "expected an integer, got string \"x\""}}}}}),
+        ),
+        (
+            json!({"name": "nope", "arguments": {}}),
+            json!({"error": {"code": -32602, "message": "Unknown tool: nope", "data": {"tool": "nope", "suggestions": []}}}),
+        ),
+    ];
+    for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
+        let mut front =
+            Front::start_with(mode, &url, &[], Some("upstream_transport = \"sse\"\n")).await;
+        for (id, (params, expected)) in scenarios.iter().enumerate() {
+            let call =
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            let mut expected = expected.clone();
+            expected["jsonrpc"] = json!("2.0");
+            expected["id"] = json!(id);
+            assert_eq!(front.ask(call).await, expected, "{mode}: {params}");
+        }
+    }
+    let (status, out, _) =
+        run_toolgate(&["check", "--upstream", &url, "--upstream-transport", "sse"]).await;
+    assert_eq!(status, Some(0), "{out}");
+    assert!(
+        out.starts_with(&format!("toolgate check {url}: 3 tools, 0 errors")),
+        "{out}"
+    );
+}
+
+/// `a` with `b`'s members added.
+fn merged(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {
+        a.extend(b.clone());
+    }
+    a
 }
 
 #[tokio::test]

@@ -29,6 +29,7 @@ use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::{self, Bridging};
 use crate::policy::clients::Client;
 use crate::telemetry;
+use crate::transport::upstream::child::ChildSource;
 use crate::transport::upstream::children::StdioPool;
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
@@ -72,15 +73,18 @@ impl Endpoints {
         let mut endpoints = Vec::new();
         let mut pools = Vec::new();
         for (index, target) in gw.targets.iter().enumerate() {
-            let server = if target.command.is_empty() {
-                let uri = parse_upstream_url(&target.url)?;
-                let up = HttpUpstream::new(uri, &target.tls)
-                    .map_err(|e| ConfigError(format!("upstream {}: {e}", target.name)))?;
-                Server::Http(Arc::new(up))
-            } else {
-                let pool = StdioPool::new(live.clone(), index);
-                pools.push(pool.clone());
-                Server::Stdio(pool)
+            let server = match ChildSource::of(target).map_err(ConfigError)? {
+                None => {
+                    let uri = parse_upstream_url(&target.url)?;
+                    let up = HttpUpstream::new(uri, &target.tls)
+                        .map_err(|e| ConfigError(format!("upstream {}: {e}", target.name)))?;
+                    Server::Http(Arc::new(up))
+                }
+                Some(source) => {
+                    let pool = StdioPool::new(live.clone(), index, source);
+                    pools.push(pool.clone());
+                    Server::Stdio(pool)
+                }
             };
             endpoints.push(Endpoint {
                 path: target.path.clone(),

@@ -103,7 +103,12 @@ async fn from_upstream(
     let wait = (&gw.targets[index].limits).into();
     match up
         .http
-        .send_to_path(&target, method.clone(), headers, wait)
+        .send_to_path(
+            &target,
+            method.clone(),
+            (headers, bytes::Bytes::new()),
+            wait,
+        )
         .await
     {
         Ok(resp) => {

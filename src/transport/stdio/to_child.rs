@@ -20,7 +20,7 @@ use crate::pipeline::step::Bridging;
 use crate::transport::exchange::to_children::{ChildReply, ChildWay};
 use crate::transport::exchange::{Note, Said, StreamOutcome};
 use crate::transport::upstream::child::{
-    ChildLister, ChildProcess, FromChild, OwnRequestFailed, ServerEra,
+    ChildLister, ChildSource, FromChild, OwnRequestFailed, ServerEra,
 };
 use crate::transport::upstream::children::SessionChild;
 use serde_json::value::RawValue;
@@ -28,9 +28,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs until the client or the server goes away; returns the process exit status.
-pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
+/// Runs until the client or the server goes away; returns the process exit status. The
+/// child is the first target's: its command, or a session with its HTTP+SSE server.
+pub async fn run(gw: Arc<Gateway>) -> i32 {
     let target = gw.targets[0].clone();
+    let source = match ChildSource::of(&target) {
+        Ok(Some(source)) => source,
+        Ok(None) => ChildSource::Command(Vec::new()),
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
     let (to, writer) = ToClient::open(gw.clone());
     let key = gw.scope(&target, Some(b"stdio"), []);
     let (exited, gone) = tokio::sync::oneshot::channel();
@@ -47,7 +56,7 @@ pub async fn run(gw: Arc<Gateway>, command: &[String]) -> i32 {
             }
         }
     };
-    let process = match ChildProcess::spawn(command, (&gw.config, &[]), handler) {
+    let process = match source.start((&gw.config, &[]), handler) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("{e}");

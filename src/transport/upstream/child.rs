@@ -72,13 +72,74 @@ pub struct ChildProcess {
     ended: Arc<std::sync::OnceLock<String>>,
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
+    /// In place of a process, an HTTP+SSE server's session ([`ChildProcess::connect`]): the
+    /// task that holds its stream, and how the stream ended.
+    stream: Option<(tokio::task::AbortHandle, Arc<std::sync::OnceLock<String>>)>,
     /// The program's file name: how logs name the child. Never its arguments, which may
-    /// carry a secret (a database URL with its password, a token flag).
+    /// carry a secret (a database URL with its password, a token flag). An HTTP+SSE
+    /// server's host and port.
     program: String,
     /// The bridged calls waiting on it that its questions go to, and the rounds those
     /// questions started (`child_questions`).
     pub(crate) questions: Arc<Questions>,
     pub(crate) rounds: Rounds<Waiting>,
+}
+
+/// What a child is: a stdio server toolgate starts, or a session with a server of the
+/// HTTP+SSE transport, which is served as one (`event_stream`).
+#[derive(Clone)]
+pub enum ChildSource {
+    Command(Vec<String>),
+    EventStream(Arc<super::event_stream::EventStreamServer>),
+}
+
+impl ChildSource {
+    /// The children of `target`: its command, or sessions with it when it is an HTTP server
+    /// of the HTTP+SSE transport (`None` for a Streamable HTTP server, which has none).
+    pub(crate) fn of(target: &crate::gateway::Target) -> Result<Option<ChildSource>, String> {
+        use crate::config::UpstreamTransport;
+        if !target.command.is_empty() {
+            return Ok(Some(ChildSource::Command(target.command.clone())));
+        }
+        if target.transport == UpstreamTransport::StreamableHttp {
+            return Ok(None);
+        }
+        let uri = crate::config::parse_upstream_url(&target.url).map_err(|e| e.0)?;
+        let server = super::event_stream::EventStreamServer::new(
+            uri,
+            &target.tls,
+            target.credential.clone(),
+            target.limits.clone(),
+        )
+        .map_err(|e| format!("upstream {}: {e}", target.name))?;
+        Ok(Some(ChildSource::EventStream(Arc::new(server))))
+    }
+
+    /// A new child, as [`ChildProcess::spawn`] starts one or [`ChildProcess::connect`] opens
+    /// one.
+    pub fn start(
+        &self,
+        (cfg, own_env): (&crate::config::Config, &[String]),
+        handler: impl Fn(FromChild) + Send + Sync + 'static,
+    ) -> std::io::Result<Arc<ChildProcess>> {
+        match self {
+            ChildSource::Command(command) => ChildProcess::spawn(command, (cfg, own_env), handler),
+            ChildSource::EventStream(server) => Ok(ChildProcess::connect(
+                server,
+                cfg.limits.max_response_bytes,
+                handler,
+            )),
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        // A process is killed when its handle drops; a stream is closed likewise.
+        if let Some((task, _)) = &self.stream {
+            task.abort();
+        }
+    }
 }
 
 /// A bridged call waiting on a child (`child_questions`): for its answer, and for the
@@ -350,7 +411,7 @@ fn is_message(line: &[u8]) -> bool {
 /// The child's stdout: each line goes to whoever waits for its id, or else to `handler`;
 /// at its end, the waiters are let go and `handler` is told how the child ended.
 async fn read_stdout(
-    stdout: tokio::process::ChildStdout,
+    stdout: impl tokio::io::AsyncRead + Unpin,
     max_line: usize,
     (waiters, ended, questions): (
         Arc<Mutex<Waiters>>,
@@ -508,26 +569,61 @@ impl ChildProcess {
         let (to_child, lines) = mpsc::unbounded_channel::<Bytes>();
         tokio::spawn(write_lines(stdin, lines));
         tokio::spawn(log_stderr(stderr, label.clone(), pid));
-        let waiters: Arc<Mutex<Waiters>> = Arc::new(Mutex::new(Some(HashMap::new())));
-        let me = Arc::new(ChildProcess {
+        let me = ChildProcess::new(to_child, Some(child), None, label);
+        Ok(me.reading(stdout, max_line, handler))
+    }
+
+    /// A session with a server of the HTTP+SSE transport, served as a child is: its event
+    /// stream is the child's output, each message posted is a line written to it
+    /// (`event_stream`). Opened at once; a stream that cannot be opened ends the "child"
+    /// with the reason, as a process that exits at once does.
+    pub fn connect(
+        server: &Arc<super::event_stream::EventStreamServer>,
+        max_line: usize,
+        handler: impl Fn(FromChild) + Send + Sync + 'static,
+    ) -> Arc<ChildProcess> {
+        let stream = server.open();
+        let held = Some((stream.task, stream.ended));
+        let me = ChildProcess::new(stream.to_server, None, held, server.label());
+        me.reading(stream.output, max_line, handler)
+    }
+
+    fn new(
+        to_child: mpsc::UnboundedSender<Bytes>,
+        process: Option<tokio::process::Child>,
+        stream: Option<(tokio::task::AbortHandle, Arc<std::sync::OnceLock<String>>)>,
+        program: String,
+    ) -> ChildProcess {
+        ChildProcess {
+            pid: process.as_ref().and_then(tokio::process::Child::id),
             to_child: Mutex::new(Some(to_child)),
-            waiters,
+            waiters: Arc::new(Mutex::new(Some(HashMap::new()))),
             ended: Arc::new(std::sync::OnceLock::new()),
-            process: tokio::sync::Mutex::new(Some(child)),
-            pid,
-            program: label,
+            process: tokio::sync::Mutex::new(process),
+            stream,
+            program,
             questions: Arc::default(),
             rounds: Rounds::default(),
-        });
+        }
+    }
+
+    /// The child, its `output` read by a task of its own.
+    fn reading(
+        self,
+        output: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+        max_line: usize,
+        handler: impl Fn(FromChild) + Send + Sync + 'static,
+    ) -> Arc<ChildProcess> {
+        let me = Arc::new(self);
         let shared = (me.waiters.clone(), me.ended.clone(), me.questions.clone());
         tokio::spawn(read_stdout(
-            stdout,
+            output,
             max_line,
             shared,
             Arc::downgrade(&me),
             handler,
         ));
-        Ok(me)
+        me
     }
 
     /// How logs name it: its program, with [`Self::pid`].
@@ -544,6 +640,9 @@ impl ChildProcess {
     /// can never answer again, so the requests in flight are not held for its exit: its owner
     /// stops it once told (`FromChild::Exited`).
     async fn exit_status(&self) -> String {
+        if let Some((_, ended)) = &self.stream {
+            return ended.get().cloned().unwrap_or_else(|| "was let go".into());
+        }
         let mut p = self.process.lock().await;
         match p.as_mut() {
             Some(c) => match tokio::time::timeout(EXIT_AFTER_OUTPUT, c.wait()).await {
@@ -663,6 +762,9 @@ impl ChildProcess {
     /// Kills the child's process group at once (SIGKILL): the last resort when toolgate must
     /// end now and a shutdown in progress would take too long.
     pub fn kill_group(&self) {
+        if let Some((task, _)) = &self.stream {
+            task.abort();
+        }
         #[cfg(unix)]
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             let _ = nix::sys::signal::killpg(
@@ -674,6 +776,11 @@ impl ChildProcess {
 
     pub async fn shutdown(&self, grace: Duration) -> String {
         self.to_child.locked().take();
+        if let Some((task, _)) = &self.stream {
+            // What was posted before is the server's; its session ends with its stream.
+            task.abort();
+            return "was let go: its event stream is closed".into();
+        }
         let mut guard = self.process.lock().await;
         let Some(child) = guard.as_mut() else {
             return "was already stopped".into();

@@ -14,7 +14,7 @@ use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline;
 use crate::pipeline::bridge::{Declared, Reverse};
-use crate::transport::upstream::child::{ChildProcess, FromChild, ServerEra};
+use crate::transport::upstream::child::{ChildProcess, ChildSource, FromChild, ServerEra};
 use crate::transport::upstream::multiplex::Multiplexed;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -257,7 +257,7 @@ impl SessionChild {
 }
 
 pub struct StdioPool {
-    command: Vec<String>,
+    source: ChildSource,
     sessions: Sessions,
     /// The children for requests without a session, one per era: a 2026-07-28 server refuses
     /// stateless requests on a process that was initialized, and a legacy one needs the
@@ -282,9 +282,9 @@ pub enum NoChild {
 }
 
 impl StdioPool {
-    pub fn new(live: Live, index: usize) -> Arc<StdioPool> {
+    pub fn new(live: Live, index: usize, source: ChildSource) -> Arc<StdioPool> {
         let pool = Arc::new(StdioPool {
-            command: live.load().targets[index].command.clone(),
+            source,
             sessions: Sessions::default(),
             shared: Default::default(),
             by_capabilities: Default::default(),
@@ -369,13 +369,13 @@ impl StdioPool {
                 }
             }
         };
-        let child = ChildProcess::spawn(
-            &self.command,
-            (&gw.config, &Self::target(&gw, index).upstream_env),
-            handler,
-        )
-        // Said where every failure is (`error::FailureLog`), not once per session it fails.
-        .map_err(|e| NoChild::Failed(UpstreamError::CannotStart(e.to_string())))?;
+        let child = (self.source)
+            .start(
+                (&gw.config, &Self::target(&gw, index).upstream_env),
+                handler,
+            )
+            // Said where every failure is (`error::FailureLog`), not once per session it fails.
+            .map_err(|e| NoChild::Failed(UpstreamError::CannotStart(e.to_string())))?;
         let upstream = &Self::target(&gw, index).name;
         gw.metrics.children.add(upstream, 1);
         // Its stderr lines carry its program and pid: this line ties them to the server.

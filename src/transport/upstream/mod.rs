@@ -4,6 +4,7 @@
 pub mod child;
 pub(crate) mod child_questions;
 pub mod children;
+pub mod event_stream;
 pub mod http_bridge;
 pub mod http_client;
 pub(crate) mod multiplex;

@@ -1,0 +1,315 @@
+//! A server of the HTTP+SSE transport of 2024-11-05, which Streamable HTTP replaced: a GET
+//! opens an event stream whose first event (`endpoint`) names where the client posts its
+//! messages, and every message of the server comes on that stream. One stream is one session.
+//!
+//! Such a server is a pipe of messages both ways, as a stdio server is, so it is served as
+//! one: each stream stands in for a child process ([`super::child::ChildProcess::connect`]),
+//! its messages written as the lines a child's stdout would carry. Everything a child has
+//! (a session per child, the shared child, answers by id, questions, cancellation, the
+//! handshake and era rules) is then the same for it.
+//!
+//! Caveats: toolgate's own credential for the server (`upstream_header`) goes with the GET
+//! and every POST, never a client's; a stream that ends ends its session, as a child's exit
+//! does (the transport has no resumption); a POST refused answers its request with an error.
+
+use crate::config::{Limits, UpstreamTls};
+use crate::error::UpstreamError;
+use crate::net::client::{ClientError, HttpClient, Media, UpstreamBody};
+use crate::transport::sse::{self, Split, Splitter};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Uri};
+use http_body_util::BodyExt;
+use std::sync::{Arc, OnceLock};
+use tokio::io::{AsyncWriteExt, DuplexStream};
+use tokio::sync::mpsc;
+
+/// How much of the server's messages may wait, as lines, for the reader of its "output".
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// One HTTP+SSE server: where its event stream is, and what each request to it carries.
+pub struct EventStreamServer {
+    http: HttpClient,
+    credential: Option<(HeaderName, HeaderValue)>,
+    limits: Limits,
+}
+
+/// One session's stream, as a child's pipes: what toolgate writes goes to `to_server`, what
+/// the server sends comes out of `output` as lines. `ended` says why the stream ended.
+pub(crate) struct Stream {
+    pub(crate) to_server: mpsc::UnboundedSender<Bytes>,
+    pub(crate) output: DuplexStream,
+    pub(crate) ended: Arc<OnceLock<String>>,
+    pub(crate) task: tokio::task::AbortHandle,
+}
+
+impl EventStreamServer {
+    /// The server whose event stream is at `uri`, reached with `tls` (an `https://` one), its
+    /// requests carrying `credential` and held to `limits`.
+    pub fn new(
+        uri: Uri,
+        tls: &UpstreamTls,
+        credential: Option<(HeaderName, HeaderValue)>,
+        limits: Limits,
+    ) -> Result<EventStreamServer, ClientError> {
+        Ok(EventStreamServer {
+            http: HttpClient::new(uri, tls)?,
+            credential,
+            limits,
+        })
+    }
+
+    /// How logs name it: its host and port (its URL may carry a secret in its query).
+    pub fn label(&self) -> String {
+        self.http.uri.authority().map_or_else(String::new, |a| {
+            a.as_str().rsplit('@').next().unwrap_or("").to_string()
+        })
+    }
+
+    /// Opens one session: the stream, read and written by a task of its own until the server
+    /// ends it or toolgate lets it go.
+    pub(crate) fn open(self: &Arc<Self>) -> Stream {
+        let (to_server, outgoing) = mpsc::unbounded_channel();
+        let (output, pipe) = tokio::io::duplex(PIPE_BYTES);
+        let ended = Arc::new(OnceLock::new());
+        let (me, why) = (self.clone(), ended.clone());
+        let task = tokio::spawn(async move {
+            let mut pipe = pipe;
+            let how = me.session(outgoing, &mut pipe).await;
+            // Said before the pipe closes: its reader then asks how the stream ended.
+            let _ = why.set(how);
+        });
+        Stream {
+            to_server,
+            output,
+            ended,
+            task: task.abort_handle(),
+        }
+    }
+
+    fn headers(&self, accept: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
+        if let Some((name, value)) = &self.credential {
+            headers.insert(name.clone(), value.clone());
+        }
+        headers
+    }
+
+    /// The session's life: the stream opened, its endpoint learned, then messages posted
+    /// and events read until either ends. Returns how it ended.
+    async fn session(
+        &self,
+        outgoing: mpsc::UnboundedReceiver<Bytes>,
+        pipe: &mut DuplexStream,
+    ) -> String {
+        let wait = (&self.limits).into();
+        let resp = match (self.http)
+            .send(
+                Method::GET,
+                self.headers("text/event-stream"),
+                Bytes::new(),
+                wait,
+            )
+            .await
+        {
+            Ok(resp) => resp,
+            Err(e) => return format!("could not open its event stream: {e}"),
+        };
+        if !resp.status().is_success() {
+            return format!("refused its event stream: HTTP {}", resp.status().as_u16());
+        }
+        if resp.body().media() != Media::EventStream {
+            return "answered its event stream's URL with no event stream".into();
+        }
+        let mut events = Events::new(resp.into_body(), self.limits.max_sse_event_bytes);
+        let endpoint = match events.endpoint(&self.http.uri).await {
+            Ok(endpoint) => endpoint,
+            Err(why) => return why,
+        };
+        let (refusals, mut refused) = mpsc::unbounded_channel();
+        let posting = self.post_each(endpoint, outgoing, refusals);
+        let reading = async {
+            loop {
+                let line = tokio::select! {
+                    event = events.next() => match event {
+                        Ok(Some(message)) => message,
+                        Ok(None) => return "closed its event stream".to_string(),
+                        Err(why) => return why,
+                    },
+                    Some(refusal) = refused.recv() => refusal,
+                };
+                if pipe.write_all(&line).await.is_err() {
+                    return "was let go".into();
+                }
+            }
+        };
+        tokio::select! {
+            how = reading => how,
+            () = posting => "was let go".into(),
+        }
+    }
+
+    /// Posts each message, in order, to the session's `endpoint`. A refused request is
+    /// answered with an error (its line goes to `refusals`), so its caller does not wait on.
+    async fn post_each(
+        &self,
+        endpoint: String,
+        mut outgoing: mpsc::UnboundedReceiver<Bytes>,
+        refusals: mpsc::UnboundedSender<Bytes>,
+    ) {
+        while let Some(message) = outgoing.recv().await {
+            let mut headers = self.headers("application/json, text/event-stream");
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            let sent = (self.http).send_to_path(
+                &endpoint,
+                Method::POST,
+                (headers, message.clone()),
+                (&self.limits).into(),
+            );
+            let why = match sent.await {
+                Ok(resp) if resp.status().is_success() => continue,
+                Ok(resp) => format!("HTTP {}", resp.status().as_u16()),
+                Err(e) => e.to_string(),
+            };
+            if let Some(error) = refused(&message, &why) {
+                let _ = refusals.send(error);
+            }
+        }
+    }
+}
+
+/// The error that answers `message` (a request) whose POST failed for `why`, as a line.
+fn refused(message: &[u8], why: &str) -> Option<Bytes> {
+    let Ok(crate::jsonrpc::Body::Single(m)) = crate::jsonrpc::parse(message) else {
+        return None;
+    };
+    let id = m.id.filter(|_| m.method.is_some())?;
+    let text = UpstreamError::Unreachable(format!("the server refused the message: {why}"));
+    let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text.to_string()}});
+    Some(Bytes::from(format!("{error}\n")))
+}
+
+/// A session's events, read one at a time.
+struct Events {
+    body: UpstreamBody,
+    splitter: Splitter,
+}
+
+impl Events {
+    fn new(body: UpstreamBody, max_event: usize) -> Events {
+        Events {
+            body,
+            splitter: Splitter::new(max_event),
+        }
+    }
+
+    /// The next event, whole; `Ok(None)` at the stream's end.
+    async fn event(&mut self) -> Result<Option<Bytes>, String> {
+        loop {
+            match self.splitter.next_event() {
+                Some(Split::Event(ev)) => return Ok(Some(ev)),
+                Some(_) => return Err("sent an event over limits.max_sse_event_bytes".into()),
+                None => {}
+            }
+            let Some(frame) = self.body.frame().await else {
+                return Ok(None);
+            };
+            match frame.map(http_body::Frame::into_data) {
+                Ok(Ok(chunk)) => self.splitter.push(&chunk),
+                Ok(Err(_)) => {}
+                Err(e) => return Err(format!("broke its event stream: {e}")),
+            }
+        }
+    }
+
+    /// The path (and query) the first `endpoint` event names, on the stream's own origin:
+    /// messages posted elsewhere would take toolgate's credential to another server.
+    async fn endpoint(&mut self, stream: &Uri) -> Result<String, String> {
+        loop {
+            let Some(event) = self.event().await? else {
+                return Err("closed its event stream before naming its endpoint".into());
+            };
+            if sse::name(&event) != "endpoint" {
+                continue;
+            }
+            let data = sse::data(&event).unwrap_or_default();
+            return same_origin(stream, data.trim())
+                .ok_or_else(|| "named an endpoint that is not on its own origin".to_string());
+        }
+    }
+
+    /// The data of the next `message` event, as one line; `Ok(None)` at the stream's end.
+    async fn next(&mut self) -> Result<Option<Bytes>, String> {
+        loop {
+            let Some(event) = self.event().await? else {
+                return Ok(None);
+            };
+            if sse::name(&event) != "message" {
+                continue;
+            }
+            let Some(data) = sse::data(&event).filter(|d| !d.trim().is_empty()) else {
+                continue;
+            };
+            // A message's line breaks can only be whitespace between its tokens: JSON
+            // strings hold none.
+            let mut line = data.replace(['\n', '\r'], " ");
+            line.push('\n');
+            return Ok(Some(Bytes::from(line)));
+        }
+    }
+}
+
+/// `endpoint` (a path, or a URL) as a path and query on `stream`'s origin; `None` when it
+/// names another origin.
+fn same_origin(stream: &Uri, endpoint: &str) -> Option<String> {
+    if endpoint.starts_with('/') && !endpoint.starts_with("//") {
+        return Some(endpoint.to_string());
+    }
+    let uri: Uri = endpoint.parse().ok()?;
+    match (uri.scheme(), uri.authority()) {
+        (Some(scheme), Some(authority))
+            if Some(scheme) == stream.scheme() && Some(authority) == stream.authority() =>
+        {
+            Some(uri.path_and_query().map_or("/", |p| p.as_str()).to_string())
+        }
+        (None, None) => {
+            // Relative to the stream's own path.
+            let base = stream.path();
+            let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
+            Some(format!("{dir}{endpoint}"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_taken_on_the_streams_origin_only() {
+        let stream: Uri = "http://up:8000/sse".parse().unwrap();
+        let on = |e| same_origin(&stream, e);
+        assert_eq!(
+            on("/messages/?session_id=1").as_deref(),
+            Some("/messages/?session_id=1")
+        );
+        assert_eq!(on("http://up:8000/m?s=1").as_deref(), Some("/m?s=1"));
+        assert_eq!(on("messages?s=1").as_deref(), Some("/messages?s=1"));
+        assert_eq!(on("http://elsewhere:8000/m"), None);
+        assert_eq!(on("https://up:8000/m"), None);
+        assert_eq!(on("//elsewhere/m"), None);
+    }
+
+    #[test]
+    fn a_refused_request_is_answered_and_a_notification_is_not() {
+        let request = br#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#;
+        let error = refused(request, "HTTP 400").unwrap();
+        let error: serde_json::Value = serde_json::from_slice(&error).unwrap();
+        assert_eq!(error["id"], 7);
+        assert_eq!(error["error"]["code"], -32603);
+        let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert!(refused(note, "HTTP 400").is_none());
+    }
+}
