@@ -318,9 +318,14 @@ impl NamedUpstream {
                 ))),
                 None => Ok(()),
             },
-            (Some(_), true) if self.stdio != StdioOverride::default() => Err(ConfigError(format!(
-                "upstreams {name:?}: stdio bounds a stdio server's children; an HTTP server (url) has none"
-            ))),
+            (Some(_), true)
+                if self.stdio != StdioOverride::default()
+                    && self.transport == UpstreamTransport::StreamableHttp =>
+            {
+                Err(ConfigError(format!(
+                    "upstreams {name:?}: stdio bounds a stdio server's children (and an HTTP+SSE server's sessions); a Streamable HTTP server (url) has none"
+                )))
+            }
             (Some(_), true) if !self.upstream_env.is_empty() => Err(ConfigError(format!(
                 "upstreams {name:?}: upstream_env is given to a stdio server (command); an HTTP server gets upstream_header"
             ))),

@@ -423,7 +423,8 @@ pub struct Metrics {
     /// Time from sending a message to its server until the answer (or its stream) is in
     /// hand, whatever the kind of server.
     pub upstream_latency: Histogram,
-    /// `{upstream}`: stdio server processes running (`serve -- CMD`), shared ones included.
+    /// `{upstream}`: stdio server processes running (`serve -- CMD`), shared ones included; an
+    /// HTTP+SSE server's event streams, which stand in for them.
     pub children: Level,
     /// `{upstream}`: sessions open with a stdio server (`serve -- CMD`), each with its child.
     pub sessions: Level,
@@ -463,11 +464,11 @@ impl Default for Metrics {
             ),
             children: Level::new(
                 "toolgate_stdio_children",
-                "stdio server processes running, by upstream.",
+                "stdio server processes running (an HTTP+SSE server's event streams open), by upstream.",
             ),
             sessions: Level::new(
                 "toolgate_stdio_sessions",
-                "Sessions open with a stdio server, each with its own process, by upstream.",
+                "Sessions open with a stdio server, each with its own process (or event stream), by upstream.",
             ),
         }
     }

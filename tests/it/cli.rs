@@ -220,7 +220,11 @@ async fn a_named_server_is_a_url_or_a_command_with_only_what_applies() {
         ),
         (
             "url = \"http://127.0.0.1:9/mcp\"\nstdio = { max_sessions = 2 }\n",
-            "upstreams \"files\": stdio bounds a stdio server's children; an HTTP server (url) has none",
+            "upstreams \"files\": stdio bounds a stdio server's children (and an HTTP+SSE server's sessions); a Streamable HTTP server (url) has none",
+        ),
+        (
+            "command = [\"srv\"]\ntransport = \"sse\"\n",
+            "upstreams \"files\": transport is an HTTP server's (url); a stdio server (command) speaks stdio",
         ),
         (
             "command = [\"srv\"]\nupstream_env = [\"KEY=value\"]\n",

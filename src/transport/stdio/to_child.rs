@@ -64,7 +64,7 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
         }
     };
     let pid = process.pid();
-    tracing::info!(server = %process.program(), pid, "started the tool server");
+    tracing::info!(server = %process.program(), pid, "{}", process.started());
     let up = Arc::new(Child {
         timeout: target.limits.upstream_timeout,
         gw,

@@ -626,6 +626,14 @@ impl ChildProcess {
         me
     }
 
+    /// What the log says of its start.
+    pub fn started(&self) -> &'static str {
+        match self.stream {
+            Some(_) => "opened a session with the tool server (HTTP+SSE)",
+            None => "started the tool server",
+        }
+    }
+
     /// How logs name it: its program, with [`Self::pid`].
     pub fn program(&self) -> &str {
         &self.program

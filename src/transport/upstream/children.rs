@@ -380,7 +380,7 @@ impl StdioPool {
         gw.metrics.children.add(upstream, 1);
         // Its stderr lines carry its program and pid: this line ties them to the server.
         let (program, pid) = (child.program(), child.pid());
-        tracing::info!(session = %label, %upstream, server = %program, pid, "started the tool server");
+        tracing::info!(session = %label, %upstream, server = %program, pid, "{}", child.started());
         let sc = Arc::new(SessionChild {
             child,
             owner: owner.into(),

@@ -263,24 +263,22 @@ impl Events {
 /// `endpoint` (a path, or a URL) as a path and query on `stream`'s origin; `None` when it
 /// names another origin.
 fn same_origin(stream: &Uri, endpoint: &str) -> Option<String> {
-    if endpoint.starts_with('/') && !endpoint.starts_with("//") {
+    if endpoint.starts_with("//") {
+        // Another host, the stream's scheme.
+        return None;
+    }
+    if endpoint.starts_with('/') {
         return Some(endpoint.to_string());
     }
-    let uri: Uri = endpoint.parse().ok()?;
-    match (uri.scheme(), uri.authority()) {
-        (Some(scheme), Some(authority))
-            if Some(scheme) == stream.scheme() && Some(authority) == stream.authority() =>
-        {
-            Some(uri.path_and_query().map_or("/", |p| p.as_str()).to_string())
-        }
-        (None, None) => {
-            // Relative to the stream's own path.
-            let base = stream.path();
-            let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
-            Some(format!("{dir}{endpoint}"))
-        }
-        _ => None,
+    if !endpoint.contains("://") {
+        // Relative to the stream's own path.
+        let base = stream.path();
+        let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
+        return Some(format!("{dir}{endpoint}"));
     }
+    let uri: Uri = endpoint.parse().ok()?;
+    let same = uri.scheme() == stream.scheme() && uri.authority() == stream.authority();
+    same.then(|| uri.path_and_query().map_or("/", |p| p.as_str()).to_string())
 }
 
 #[cfg(test)]
