@@ -674,6 +674,7 @@ impl ChildProcess {
     fn gone(&self) -> UpstreamError {
         UpstreamError::Unreachable(match self.ended.get() {
             Some(how) => format!("the tool server {how}"),
+            None if self.stream.is_some() => "the tool server's event stream has ended".into(),
             None => "the tool server has exited".into(),
         })
     }

@@ -114,6 +114,9 @@ impl EventStreamServer {
             .await
         {
             Ok(resp) => resp,
+            Err(UpstreamError::Unreachable(why)) => {
+                return format!("could not be reached for its event stream: {why}");
+            }
             Err(e) => return format!("could not open its event stream: {e}"),
         };
         if !resp.status().is_success() {
@@ -123,9 +126,12 @@ impl EventStreamServer {
             return "answered its event stream's URL with no event stream".into();
         }
         let mut events = Events::new(resp.into_body(), self.limits.max_sse_event_bytes);
-        let endpoint = match events.endpoint(&self.http.uri).await {
-            Ok(endpoint) => endpoint,
-            Err(why) => return why,
+        // Bounded as an answer is: until then, every message waits.
+        let wait = self.limits.upstream_timeout;
+        let endpoint = match tokio::time::timeout(wait, events.endpoint(&self.http.uri)).await {
+            Ok(Ok(endpoint)) => endpoint,
+            Ok(Err(why)) => return why,
+            Err(_) => return format!("named no endpoint within {wait:?}"),
         };
         let (refusals, mut refused) = mpsc::unbounded_channel();
         let posting = self.post_each(endpoint, outgoing, refusals);
