@@ -357,6 +357,35 @@ async fn a_server_of_the_http_and_sse_transport_is_served_under_the_rules() {
     );
 }
 
+/// An HTTP+SSE server that goes away mid-session: the session ends as a child's exit ends
+/// one. Its calls are answered that the server is unavailable, never left waiting, and then
+/// the session is gone (404), so the client opens another.
+#[tokio::test]
+async fn a_session_whose_http_and_sse_server_goes_away_ends() {
+    let peer = common::peers::python_http("py_server.py", &["sse"]).await;
+    let url = format!("http://127.0.0.1:{}/sse", peer.port);
+    let tg = Toolgate::serve(&url, Some("upstream_transport = \"sse\"\n")).await;
+    let session = open_session(&tg.url()).await;
+    let add = call(1, "add", json!({"a": 1, "b": 2}));
+    let r = post(&tg.url(), Some(&session), add.clone()).await;
+    assert_eq!(r.json()["result"]["content"][0]["text"], "3");
+    peer.stop().await;
+    for _ in 0..50 {
+        let r = post(&tg.url(), Some(&session), add.clone()).await;
+        if r.status == 404 {
+            return;
+        }
+        let a = r.json();
+        assert_eq!(a["result"]["isError"], true, "{a}");
+        assert_eq!(
+            a["result"]["_meta"]["toolgate/upstream"]["code"], "upstream_unavailable",
+            "{a}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the session outlived its server's stream");
+}
+
 /// `a` with `b`'s members added.
 fn merged(mut a: Value, b: Value) -> Value {
     if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {

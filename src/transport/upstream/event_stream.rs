@@ -10,7 +10,8 @@
 //!
 //! Caveats: toolgate's own credential for the server (`upstream_header`) goes with the GET
 //! and every POST, never a client's; a stream that ends ends its session, as a child's exit
-//! does (the transport has no resumption); a POST refused answers its request with an error.
+//! does (the transport has no resumption), and so does a message the server refuses to take
+//! (a POST not answered 2xx): what waits on the session is told why.
 
 use crate::config::{Limits, UpstreamTls};
 use crate::error::UpstreamError;
@@ -133,17 +134,12 @@ impl EventStreamServer {
             Ok(Err(why)) => return why,
             Err(_) => return format!("named no endpoint within {wait:?}"),
         };
-        let (refusals, mut refused) = mpsc::unbounded_channel();
-        let posting = self.post_each(endpoint, outgoing, refusals);
         let reading = async {
             loop {
-                let line = tokio::select! {
-                    event = events.next() => match event {
-                        Ok(Some(message)) => message,
-                        Ok(None) => return "closed its event stream".to_string(),
-                        Err(why) => return why,
-                    },
-                    Some(refusal) = refused.recv() => refusal,
+                let line = match events.next().await {
+                    Ok(Some(message)) => message,
+                    Ok(None) => return "closed its event stream".to_string(),
+                    Err(why) => return why,
                 };
                 if pipe.write_all(&line).await.is_err() {
                     return "was let go".into();
@@ -152,48 +148,40 @@ impl EventStreamServer {
         };
         tokio::select! {
             how = reading => how,
-            () = posting => "was let go".into(),
+            how = self.post_each(endpoint, outgoing) => how,
         }
     }
 
-    /// Posts each message, in order, to the session's `endpoint`. A refused request is
-    /// answered with an error (its line goes to `refusals`), so its caller does not wait on.
+    /// Posts each message, in order, to the session's `endpoint`, until toolgate lets the
+    /// session go or the server refuses one: a server that takes no more messages (its
+    /// session gone, or itself) ends the session, and what waits on it is told why.
     async fn post_each(
         &self,
         endpoint: String,
         mut outgoing: mpsc::UnboundedReceiver<Bytes>,
-        refusals: mpsc::UnboundedSender<Bytes>,
-    ) {
+    ) -> String {
         while let Some(message) = outgoing.recv().await {
             let mut headers = self.headers("application/json, text/event-stream");
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             let sent = (self.http).send_to_path(
                 &endpoint,
                 Method::POST,
-                (headers, message.clone()),
+                (headers, message),
                 (&self.limits).into(),
             );
-            let why = match sent.await {
-                Ok(resp) if resp.status().is_success() => continue,
-                Ok(resp) => format!("HTTP {}", resp.status().as_u16()),
-                Err(e) => e.to_string(),
-            };
-            if let Some(error) = refused(&message, &why) {
-                let _ = refusals.send(error);
+            match sent.await {
+                Ok(resp) if resp.status().is_success() => {}
+                Ok(resp) => {
+                    return format!("refused a message with HTTP {}", resp.status().as_u16());
+                }
+                Err(UpstreamError::Unreachable(why)) => {
+                    return format!("could not be reached for a message: {why}");
+                }
+                Err(e) => return format!("did not take a message: {e}"),
             }
         }
+        "was let go".into()
     }
-}
-
-/// The error that answers `message` (a request) whose POST failed for `why`, as a line.
-fn refused(message: &[u8], why: &str) -> Option<Bytes> {
-    let Ok(crate::jsonrpc::Body::Single(m)) = crate::jsonrpc::parse(message) else {
-        return None;
-    };
-    let id = m.id.filter(|_| m.method.is_some())?;
-    let text = UpstreamError::Unreachable(format!("the server refused the message: {why}"));
-    let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text.to_string()}});
-    Some(Bytes::from(format!("{error}\n")))
 }
 
 /// A session's events, read one at a time.
@@ -304,16 +292,5 @@ mod tests {
         assert_eq!(on("http://elsewhere:8000/m"), None);
         assert_eq!(on("https://up:8000/m"), None);
         assert_eq!(on("//elsewhere/m"), None);
-    }
-
-    #[test]
-    fn a_refused_request_is_answered_and_a_notification_is_not() {
-        let request = br#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#;
-        let error = refused(request, "HTTP 400").unwrap();
-        let error: serde_json::Value = serde_json::from_slice(&error).unwrap();
-        assert_eq!(error["id"], 7);
-        assert_eq!(error["error"]["code"], -32603);
-        let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-        assert!(refused(note, "HTTP 400").is_none());
     }
 }
