@@ -772,14 +772,7 @@ async fn an_answer_opening_with_a_byte_order_mark_is_read_under_the_rules() {
                 content_type,
                 body: body.clone().leak(),
             };
-            let (up, _) = Scripted::new(vec![open_tool("marked")])
-                .script("marked", script)
-                .spawn()
-                .await;
-            let mut front = Front::start(mode, &up, &[]).await;
-            let got = front
-                .exchange_line(&call_value(1, "marked").to_string())
-                .await;
+            let (got, _) = call_marked(mode, "marked", script).await;
             assert_eq!(got, [(*expected).clone()], "{mode}: {body}");
         }
     }
@@ -844,18 +837,27 @@ async fn a_listing_answered_with_no_json_rpc_fails_the_call_as_a_forwarded_one_w
                 content_type,
                 body,
             };
-            let (up, seen) = Scripted::new(vec![open_tool("marked")])
-                .script("tools/list", script)
-                .spawn()
-                .await;
-            let mut front = Front::start(mode, &up, &[]).await;
-            let got = front
-                .exchange_line(&call_value(1, "marked").to_string())
-                .await;
+            let (got, seen) = call_marked(mode, "tools/list", script).await;
             assert_eq!(got, [unavailable(what)], "{mode}: {what}");
             assert!(seen.tool_calls().is_empty(), "{mode}: unchecked, not sent");
         }
     }
+}
+
+/// What a call to the open tool `marked` brings back through `mode`, its server answering
+/// `key` (the tool, or a method) with `script`; and the server, for what it was sent.
+async fn call_marked(
+    mode: Mode,
+    key: &str,
+    script: Script,
+) -> (Vec<Value>, std::sync::Arc<Scripted>) {
+    let (up, seen) = Scripted::new(vec![open_tool("marked")])
+        .script(key, script)
+        .spawn()
+        .await;
+    let mut front = Front::start(mode, &up, &[]).await;
+    let line = call_value(1, "marked").to_string();
+    (front.exchange_line(&line).await, seen)
 }
 
 fn call_value(id: i64, tool: &str) -> Value {
