@@ -5,7 +5,7 @@
 use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
 use crate::transport::upstream::child::{ChildProcess, Within};
-use crate::transport::upstream::event_stream::EventStreamServer;
+use crate::transport::upstream::event_stream::{EventStreamServer, Terms};
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::own::{self, HttpSession, OwnRequests, Unresulted};
 use bytes::Bytes;
@@ -66,10 +66,13 @@ pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotL
 /// The tools of a server of the HTTP+SSE transport at `uri`, listed in one session, as the
 /// gateway reaches it (a child of its own).
 async fn tools_over_event_stream(uri: http::Uri, cfg: &Config) -> Result<Vec<Value>, CannotList> {
-    let credential = crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)?;
-    let server = EventStreamServer::new(uri, &cfg.upstream_tls, credential, cfg.limits.clone())
-        .map_err(|e| e.to_string())?;
-    let child = ChildProcess::connect(&Arc::new(server), cfg.limits.max_response_bytes, |_| {});
+    let terms = Terms {
+        credential: crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)?,
+        limits: cfg.limits.clone(),
+    };
+    let server = EventStreamServer::new(uri, &cfg.upstream_tls).map_err(|e| e.to_string())?;
+    let max_line = cfg.limits.max_response_bytes;
+    let child = ChildProcess::connect(&Arc::new(server), terms, max_line, |_| {});
     let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
     child.shutdown(cfg.stdio.shutdown_grace).await;
     listed

@@ -72,9 +72,8 @@ pub struct ChildProcess {
     ended: Arc<std::sync::OnceLock<String>>,
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
-    /// In place of a process, an HTTP+SSE server's session ([`ChildProcess::connect`]): the
-    /// task that holds its stream, and how the stream ended.
-    stream: Option<(tokio::task::AbortHandle, Arc<std::sync::OnceLock<String>>)>,
+    /// In place of a process, an HTTP+SSE server's session ([`ChildProcess::connect`]).
+    stream: Option<super::event_stream::Running>,
     /// The program's file name: how logs name the child. Never its arguments, which may
     /// carry a secret (a database URL with its password, a token flag). An HTTP+SSE
     /// server's host and port.
@@ -105,39 +104,30 @@ impl ChildSource {
             return Ok(None);
         }
         let uri = crate::config::parse_upstream_url(&target.url).map_err(|e| e.0)?;
-        let server = super::event_stream::EventStreamServer::new(
-            uri,
-            &target.tls,
-            target.credential.clone(),
-            target.limits.clone(),
-        )
-        .map_err(|e| format!("upstream {}: {e}", target.name))?;
+        let server = super::event_stream::EventStreamServer::new(uri, &target.tls)
+            .map_err(|e| format!("upstream {}: {e}", target.name))?;
         Ok(Some(ChildSource::EventStream(Arc::new(server))))
     }
 
-    /// A new child, as [`ChildProcess::spawn`] starts one or [`ChildProcess::connect`] opens
-    /// one.
+    /// A new child of `target`'s, with the gateway's configuration `cfg`, as
+    /// [`ChildProcess::spawn`] starts one or [`ChildProcess::connect`] opens one.
     pub fn start(
         &self,
-        (cfg, own_env): (&crate::config::Config, &[String]),
+        (cfg, target): (&crate::config::Config, &crate::gateway::Target),
         handler: impl Fn(FromChild) + Send + Sync + 'static,
     ) -> std::io::Result<Arc<ChildProcess>> {
         match self {
-            ChildSource::Command(command) => ChildProcess::spawn(command, (cfg, own_env), handler),
-            ChildSource::EventStream(server) => Ok(ChildProcess::connect(
-                server,
-                cfg.limits.max_response_bytes,
-                handler,
-            )),
-        }
-    }
-}
-
-impl Drop for ChildProcess {
-    fn drop(&mut self) {
-        // A process is killed when its handle drops; a stream is closed likewise.
-        if let Some((task, _)) = &self.stream {
-            task.abort();
+            ChildSource::Command(command) => {
+                ChildProcess::spawn(command, (cfg, &target.upstream_env), handler)
+            }
+            ChildSource::EventStream(server) => {
+                let terms = super::event_stream::Terms {
+                    credential: target.credential.clone(),
+                    limits: target.limits.clone(),
+                };
+                let max_line = cfg.limits.max_response_bytes;
+                Ok(ChildProcess::connect(server, terms, max_line, handler))
+            }
         }
     }
 }
@@ -577,21 +567,22 @@ impl ChildProcess {
     /// stream is the child's output, each message posted is a line written to it
     /// (`event_stream`). Opened at once; a stream that cannot be opened ends the "child"
     /// with the reason, as a process that exits at once does.
-    pub fn connect(
+    pub(crate) fn connect(
         server: &Arc<super::event_stream::EventStreamServer>,
+        terms: super::event_stream::Terms,
         max_line: usize,
         handler: impl Fn(FromChild) + Send + Sync + 'static,
     ) -> Arc<ChildProcess> {
-        let stream = server.open();
-        let held = Some((stream.task, stream.ended));
-        let me = ChildProcess::new(stream.to_server, None, held, server.label());
+        let stream = server.open(terms);
+        let running = Some(stream.running);
+        let me = ChildProcess::new(stream.to_server, None, running, server.label());
         me.reading(stream.output, max_line, handler)
     }
 
     fn new(
         to_child: mpsc::UnboundedSender<Bytes>,
         process: Option<tokio::process::Child>,
-        stream: Option<(tokio::task::AbortHandle, Arc<std::sync::OnceLock<String>>)>,
+        stream: Option<super::event_stream::Running>,
         program: String,
     ) -> ChildProcess {
         ChildProcess {
@@ -648,8 +639,11 @@ impl ChildProcess {
     /// can never answer again, so the requests in flight are not held for its exit: its owner
     /// stops it once told (`FromChild::Exited`).
     async fn exit_status(&self) -> String {
-        if let Some((_, ended)) = &self.stream {
-            return ended.get().cloned().unwrap_or_else(|| "was let go".into());
+        if let Some(stream) = &self.stream {
+            return stream
+                .ended()
+                .cloned()
+                .unwrap_or_else(|| "was let go".into());
         }
         let mut p = self.process.lock().await;
         match p.as_mut() {
@@ -771,8 +765,8 @@ impl ChildProcess {
     /// Kills the child's process group at once (SIGKILL): the last resort when toolgate must
     /// end now and a shutdown in progress would take too long.
     pub fn kill_group(&self) {
-        if let Some((task, _)) = &self.stream {
-            task.abort();
+        if let Some(stream) = &self.stream {
+            stream.abort();
         }
         #[cfg(unix)]
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
@@ -785,9 +779,8 @@ impl ChildProcess {
 
     pub async fn shutdown(&self, grace: Duration) -> String {
         self.to_child.locked().take();
-        if let Some((task, _)) = &self.stream {
-            // What was posted before is the server's; its session ends with its stream.
-            task.abort();
+        if let Some(stream) = &self.stream {
+            stream.close(grace).await;
             return "was let go: its event stream is closed".into();
         }
         let mut guard = self.process.lock().await;

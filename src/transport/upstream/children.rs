@@ -370,10 +370,7 @@ impl StdioPool {
             }
         };
         let child = (self.source)
-            .start(
-                (&gw.config, &Self::target(&gw, index).upstream_env),
-                handler,
-            )
+            .start((&gw.config, &Self::target(&gw, index)), handler)
             // Said where every failure is (`error::FailureLog`), not once per session it fails.
             .map_err(|e| NoChild::Failed(UpstreamError::CannotStart(e.to_string())))?;
         let upstream = &Self::target(&gw, index).name;

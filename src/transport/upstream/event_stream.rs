@@ -28,35 +28,68 @@ use tokio::sync::mpsc;
 /// How much of the server's messages may wait, as lines, for the reader of its "output".
 const PIPE_BYTES: usize = 64 * 1024;
 
-/// One HTTP+SSE server: where its event stream is, and what each request to it carries.
+/// One HTTP+SSE server: where its event stream is.
 pub struct EventStreamServer {
     http: HttpClient,
-    credential: Option<(HeaderName, HeaderValue)>,
-    limits: Limits,
+}
+
+/// What one session's requests carry and are held to, as the gateway in force when it
+/// opens says.
+pub(crate) struct Terms {
+    pub(crate) credential: Option<(HeaderName, HeaderValue)>,
+    pub(crate) limits: Limits,
 }
 
 /// One session's stream, as a child's pipes: what toolgate writes goes to `to_server`, what
-/// the server sends comes out of `output` as lines. `ended` says why the stream ended.
+/// the server sends comes out of `output` as lines.
 pub(crate) struct Stream {
     pub(crate) to_server: mpsc::UnboundedSender<Bytes>,
     pub(crate) output: DuplexStream,
-    pub(crate) ended: Arc<OnceLock<String>>,
-    pub(crate) task: tokio::task::AbortHandle,
+    pub(crate) running: Running,
+}
+
+/// The task that holds a session's stream, as the child that stands for the session holds
+/// it: the stream is closed when it is dropped, as a child's process is killed.
+pub(crate) struct Running {
+    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    abort: tokio::task::AbortHandle,
+    ended: Arc<OnceLock<String>>,
+}
+
+impl Running {
+    /// How the session ended, once it has.
+    pub(crate) fn ended(&self) -> Option<&String> {
+        self.ended.get()
+    }
+
+    /// Closes the stream at once.
+    pub(crate) fn abort(&self) {
+        self.abort.abort();
+    }
+
+    /// Closes the stream once what was written to it is posted (its writer gone, the task
+    /// ends after the last), waiting at most `grace`, as a child gets its grace after its
+    /// stdin closes.
+    pub(crate) async fn close(&self, grace: std::time::Duration) {
+        if let Some(task) = self.task.lock().await.take()
+            && tokio::time::timeout(grace, task).await.is_err()
+        {
+            self.abort();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.abort();
+    }
 }
 
 impl EventStreamServer {
-    /// The server whose event stream is at `uri`, reached with `tls` (an `https://` one), its
-    /// requests carrying `credential` and held to `limits`.
-    pub fn new(
-        uri: Uri,
-        tls: &UpstreamTls,
-        credential: Option<(HeaderName, HeaderValue)>,
-        limits: Limits,
-    ) -> Result<EventStreamServer, ClientError> {
+    /// The server whose event stream is at `uri`, reached with `tls` (an `https://` one).
+    pub fn new(uri: Uri, tls: &UpstreamTls) -> Result<EventStreamServer, ClientError> {
         Ok(EventStreamServer {
             http: HttpClient::new(uri, tls)?,
-            credential,
-            limits,
         })
     }
 
@@ -69,48 +102,43 @@ impl EventStreamServer {
 
     /// Opens one session: the stream, read and written by a task of its own until the server
     /// ends it or toolgate lets it go.
-    pub(crate) fn open(self: &Arc<Self>) -> Stream {
+    pub(crate) fn open(self: &Arc<Self>, terms: Terms) -> Stream {
         let (to_server, outgoing) = mpsc::unbounded_channel();
         let (output, pipe) = tokio::io::duplex(PIPE_BYTES);
         let ended = Arc::new(OnceLock::new());
         let (me, why) = (self.clone(), ended.clone());
         let task = tokio::spawn(async move {
             let mut pipe = pipe;
-            let how = me.session(outgoing, &mut pipe).await;
+            let how = me.session(&terms, outgoing, &mut pipe).await;
             // Said before the pipe closes: its reader then asks how the stream ended.
             let _ = why.set(how);
         });
         Stream {
             to_server,
             output,
-            ended,
-            task: task.abort_handle(),
+            running: Running {
+                abort: task.abort_handle(),
+                task: tokio::sync::Mutex::new(Some(task)),
+                ended,
+            },
         }
-    }
-
-    fn headers(&self, accept: &'static str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(ACCEPT, HeaderValue::from_static(accept));
-        if let Some((name, value)) = &self.credential {
-            headers.insert(name.clone(), value.clone());
-        }
-        headers
     }
 
     /// The session's life: the stream opened, its endpoint learned, then messages posted
     /// and events read until either ends. Returns how it ended.
     async fn session(
         &self,
+        terms: &Terms,
         outgoing: mpsc::UnboundedReceiver<Bytes>,
         pipe: &mut DuplexStream,
     ) -> String {
-        let wait = (&self.limits).into();
+        let limits = &terms.limits;
         let resp = match (self.http)
             .send(
                 Method::GET,
-                self.headers("text/event-stream"),
+                terms.headers("text/event-stream"),
                 Bytes::new(),
-                wait,
+                limits.into(),
             )
             .await
         {
@@ -126,9 +154,9 @@ impl EventStreamServer {
         if resp.body().media() != Media::EventStream {
             return "answered its event stream's URL with no event stream".into();
         }
-        let mut events = Events::new(resp.into_body(), self.limits.max_sse_event_bytes);
+        let mut events = Events::new(resp.into_body(), limits.max_sse_event_bytes);
         // Bounded as an answer is: until then, every message waits.
-        let wait = self.limits.upstream_timeout;
+        let wait = limits.upstream_timeout;
         let endpoint = match tokio::time::timeout(wait, events.endpoint(&self.http.uri)).await {
             Ok(Ok(endpoint)) => endpoint,
             Ok(Err(why)) => return why,
@@ -148,7 +176,7 @@ impl EventStreamServer {
         };
         tokio::select! {
             how = reading => how,
-            how = self.post_each(endpoint, outgoing) => how,
+            how = self.post_each(terms, endpoint, outgoing) => how,
         }
     }
 
@@ -157,17 +185,18 @@ impl EventStreamServer {
     /// session gone, or itself) ends the session, and what waits on it is told why.
     async fn post_each(
         &self,
+        terms: &Terms,
         endpoint: String,
         mut outgoing: mpsc::UnboundedReceiver<Bytes>,
     ) -> String {
         while let Some(message) = outgoing.recv().await {
-            let mut headers = self.headers("application/json, text/event-stream");
+            let mut headers = terms.headers("application/json, text/event-stream");
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             let sent = (self.http).send_to_path(
                 &endpoint,
                 Method::POST,
                 (headers, message),
-                (&self.limits).into(),
+                (&terms.limits).into(),
             );
             match sent.await {
                 Ok(resp) if resp.status().is_success() => {}
@@ -181,6 +210,17 @@ impl EventStreamServer {
             }
         }
         "was let go".into()
+    }
+}
+
+impl Terms {
+    fn headers(&self, accept: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
+        if let Some((name, value)) = &self.credential {
+            headers.insert(name.clone(), value.clone());
+        }
+        headers
     }
 }
 
