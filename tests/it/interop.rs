@@ -347,6 +347,15 @@ async fn a_server_of_the_http_and_sse_transport_is_served_under_the_rules() {
             expected["id"] = json!(id);
             assert_eq!(front.ask(call).await, expected, "{mode}: {params}");
         }
+        // A 2026-07-28 client, bridged to the server's handshake as to a stdio child's.
+        let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 2, "b": 2}}});
+        let a = front.ask_modern(call).await;
+        let four = json!({"jsonrpc": "2.0", "id": 9, "result": {
+            "content": [{"type": "text", "text": "4"}], "isError": false,
+            "structuredContent": {"result": 4}, "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "toolgate-fixture", "version": ""}}}});
+        assert_eq!(a, four, "{mode}");
     }
     let (status, out, _) =
         run_toolgate(&["check", "--upstream", &url, "--upstream-transport", "sse"]).await;

@@ -8,6 +8,9 @@
 //! handler gets [`FromChild::Exited`], so nothing waits forever. Shutdown closes stdin, then
 //! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
 //! and `uvx` servers run as grandchildren.
+//!
+//! A session with a server of the HTTP+SSE transport is a child too ([`ChildSource`]): its
+//! event stream stands in for the process and its pipes (`event_stream`).
 
 use super::own::{self, OwnRequests, Unresulted};
 use super::rounds::{Listening, Offered, Questions, Rounds};
