@@ -308,7 +308,7 @@ async fn a_server_of_the_http_and_sse_transport_given_as_another_is_named() {
 
 /// A server of the HTTP+SSE transport behind toolgate (`upstream_transport = "sse"`), served
 /// as a stdio server's child is, through `serve` and `stdio` alike: the same rules on every
-/// call, and `check` lists it.
+/// call, for the Python SDK's own client too, and `check` lists it.
 #[tokio::test]
 async fn a_server_of_the_http_and_sse_transport_is_served_under_the_rules() {
     let peer = common::peers::python_http("py_server.py", &["sse"]).await;
@@ -361,6 +361,26 @@ async fn a_server_of_the_http_and_sse_transport_is_served_under_the_rules() {
             four["result"]["_meta"] = json!({"io.modelcontextprotocol/serverInfo": info});
         }
         assert_eq!(front.ask_modern(call).await, four, "{mode}");
+    }
+    // The Python SDK's own client, in both its connect modes.
+    let tg = Toolgate::serve(&url, Some("upstream_transport = \"sse\"\n")).await;
+    for mode in ["legacy", "auto"] {
+        let calls = [
+            ("add", json!({"a": 1, "b": 2})),
+            ("add", json!({"a": "x", "b": 2})),
+        ];
+        let out = common::peers::python_client(&tg.url(), mode, &calls).await;
+        assert_eq!(out["tools"], json!(["add", "book", "list_files"]), "{mode}");
+        assert_eq!(
+            out["calls"][0]["content"],
+            json!([{"type": "text", "text": "3"}])
+        );
+        let violation = &out["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"];
+        assert_eq!(
+            violation,
+            &json!({"/a": "expected an integer, got string \"x\""}),
+            "{mode}"
+        );
     }
     let (status, out, _) =
         run_toolgate(&["check", "--upstream", &url, "--upstream-transport", "sse"]).await;
