@@ -391,6 +391,50 @@ async fn a_server_of_the_http_and_sse_transport_is_served_under_the_rules() {
     );
 }
 
+/// server-everything over the HTTP+SSE transport, behind toolgate: its questions in the middle
+/// of a call (sampling, elicitation, roots) reach the Python SDK's client and its answers come
+/// back, its progress too, for a handshake-era client and, bridged in input-required rounds,
+/// a 2026-07-28 one.
+#[tokio::test]
+async fn server_everything_over_http_and_sse_asks_its_client_through_toolgate() {
+    let se = common::peers::server_everything_sse().await;
+    let tg = Toolgate::serve(&se.url, Some("upstream_transport = \"sse\"\n")).await;
+    let calls = [
+        ("get-sum", json!({"a": 1, "b": 2})),
+        (
+            "trigger-long-running-operation",
+            json!({"duration": 1, "steps": 2}),
+        ),
+        (
+            "trigger-sampling-request",
+            json!({"prompt": "hi", "maxTokens": 5}),
+        ),
+        ("trigger-elicitation-request", json!({})),
+        ("get-roots-list", json!({})),
+    ];
+    for mode in ["legacy", "auto"] {
+        let out = common::peers::python_client_answering(&tg.url(), mode, &calls).await;
+        let text = |i: usize| {
+            out["calls"][i]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(text(0), "The sum of 1 and 2 is 3.", "{mode}: {out}");
+        assert_eq!(
+            text(1),
+            "Long running operation completed. Duration: 1 seconds, Steps: 2."
+        );
+        assert!(text(2).contains("hi from the model"), "{mode}: {out}");
+        assert_eq!(
+            text(3),
+            "\u{2705} User provided the requested information!",
+            "{mode}"
+        );
+        assert!(text(4).contains("URI: file:///work/ada"), "{mode}: {out}");
+    }
+}
+
 /// An HTTP+SSE server that goes away mid-session: the session ends as a child's exit ends
 /// one. Its calls are answered that the server is unavailable, never left waiting, and then
 /// the session is gone (404), so the client opens another.

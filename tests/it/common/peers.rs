@@ -273,9 +273,27 @@ pub async fn server_everything_http() -> HttpPeer {
 
 /// [`server_everything_http`] on `port` (to start it again where a client knew it).
 pub async fn server_everything_http_at(port: u16) -> HttpPeer {
+    server_everything_on("streamableHttp", port).await
+}
+
+/// server-everything over the HTTP+SSE transport of 2024-11-05, its event stream at the
+/// peer's `url`.
+pub async fn server_everything_sse() -> HttpPeer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut peer = server_everything_on("sse", port).await;
+    peer.url = format!("http://127.0.0.1:{port}/sse");
+    peer
+}
+
+/// server-everything speaking `transport` on `port`.
+async fn server_everything_on(transport: &str, port: u16) -> HttpPeer {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let child = tokio::process::Command::new(&p.server_everything)
-        .arg("streamableHttp")
+        .arg(transport)
         .env("PORT", port.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
