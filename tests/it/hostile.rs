@@ -470,3 +470,46 @@ async fn a_blocked_log_holds_a_bounded_queue() {
         "{blocked} MiB with stderr blocked against {read} MiB with it read"
     );
 }
+
+/// A server of the HTTP+SSE transport that names an endpoint on another origin: nothing is
+/// posted there (the posts would carry toolgate's credential to that host), and what waits on
+/// the session is told why.
+#[tokio::test]
+async fn an_event_streams_endpoint_elsewhere_is_never_posted_to() {
+    use futures_util::StreamExt;
+    let posted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = posted.clone();
+    let elsewhere = axum::Router::new().fallback(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { axum::http::StatusCode::ACCEPTED }
+    });
+    let elsewhere = serve_on_loopback(elsewhere).await;
+    let endpoint = format!("event: endpoint\ndata: http://{elsewhere}/messages?session_id=1\n\n");
+    let stream = axum::Router::new().route(
+        "/sse",
+        axum::routing::get(move || {
+            let first = futures_util::stream::once(std::future::ready(Ok::<_, std::io::Error>(
+                bytes::Bytes::from(endpoint.clone()),
+            )));
+            let body = axum::body::Body::from_stream(first.chain(futures_util::stream::pending()));
+            async move {
+                axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(body)
+                    .unwrap()
+            }
+        }),
+    );
+    let up = serve_on_loopback(stream).await;
+    let config = "upstream_transport = \"sse\"\n";
+    let tg = Toolgate::serve(&format!("http://{up}/sse"), Some(config)).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post(&tg.url(), None, init.to_string()).await;
+    let message = "Upstream MCP server unavailable: could not reach the tool server: the tool server named an endpoint that is not on its own origin before answering";
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": message}})
+    );
+    assert_eq!(posted.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
