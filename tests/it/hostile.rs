@@ -476,7 +476,6 @@ async fn a_blocked_log_holds_a_bounded_queue() {
 /// the session is told why.
 #[tokio::test]
 async fn an_event_streams_endpoint_elsewhere_is_never_posted_to() {
-    use futures_util::StreamExt;
     let posted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = posted.clone();
     let elsewhere = axum::Router::new().fallback(move || {
@@ -485,11 +484,34 @@ async fn an_event_streams_endpoint_elsewhere_is_never_posted_to() {
     });
     let elsewhere = serve_on_loopback(elsewhere).await;
     let endpoint = format!("event: endpoint\ndata: http://{elsewhere}/messages?session_id=1\n\n");
+    let up = event_stream_server(endpoint).await;
+    let why = "named an endpoint that is not on its own origin";
+    assert_eq!(
+        initialize_through_event_stream(up, "").await,
+        failed_for(why)
+    );
+    assert_eq!(posted.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+/// A server of the HTTP+SSE transport that never names its endpoint: every message would
+/// wait on it, so the session gives up before their `limits.upstream_timeout` (at half of it,
+/// at most 10 s) and says why.
+#[tokio::test]
+async fn an_event_stream_that_names_no_endpoint_is_given_up() {
+    let up = event_stream_server(": a comment, and nothing more\n\n".into()).await;
+    let limits = "[limits]\nupstream_timeout = \"1s\"\n";
+    let answer = initialize_through_event_stream(up, limits).await;
+    assert_eq!(answer, failed_for("named no endpoint within 500ms"));
+}
+
+/// An HTTP+SSE server at `/sse` whose stream sends `first`, then stays open and silent.
+async fn event_stream_server(first: String) -> std::net::SocketAddr {
+    use futures_util::StreamExt;
     let stream = axum::Router::new().route(
         "/sse",
         axum::routing::get(move || {
             let first = futures_util::stream::once(std::future::ready(Ok::<_, std::io::Error>(
-                bytes::Bytes::from(endpoint.clone()),
+                bytes::Bytes::from(first.clone()),
             )));
             let body = axum::body::Body::from_stream(first.chain(futures_util::stream::pending()));
             async move {
@@ -500,16 +522,23 @@ async fn an_event_streams_endpoint_elsewhere_is_never_posted_to() {
             }
         }),
     );
-    let up = serve_on_loopback(stream).await;
-    let config = "upstream_transport = \"sse\"\n";
-    let tg = Toolgate::serve(&format!("http://{up}/sse"), Some(config)).await;
+    serve_on_loopback(stream).await
+}
+
+/// The answer to an `initialize` through toolgate in front of the HTTP+SSE server at `up`,
+/// with `config` besides the transport.
+async fn initialize_through_event_stream(up: std::net::SocketAddr, config: &str) -> Value {
+    let config = format!("upstream_transport = \"sse\"\n{config}");
+    let tg = Toolgate::serve(&format!("http://{up}/sse"), Some(&config)).await;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let r = post(&tg.url(), None, init.to_string()).await;
-    let message = "Upstream MCP server unavailable: could not reach the tool server: the tool server named an endpoint that is not on its own origin before answering";
-    assert_eq!(
-        r.json(),
-        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": message}})
+    post(&tg.url(), None, init.to_string()).await.json()
+}
+
+/// toolgate's answer to an `initialize` whose HTTP+SSE session ended because the server `why`.
+fn failed_for(why: &str) -> Value {
+    let message = format!(
+        "Upstream MCP server unavailable: could not reach the tool server: the tool server {why} before answering"
     );
-    assert_eq!(posted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": message}})
 }

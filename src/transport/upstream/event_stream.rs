@@ -25,6 +25,10 @@ use std::sync::{Arc, OnceLock};
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 
+/// The longest a server has to name its endpoint once its stream is open; servers name it
+/// at once.
+const ENDPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How much of the server's messages may wait, as lines, for the reader of its "output".
 const PIPE_BYTES: usize = 64 * 1024;
 
@@ -155,8 +159,9 @@ impl EventStreamServer {
             return "answered its event stream's URL with no event stream".into();
         }
         let mut events = Events::new(resp.into_body(), limits.max_sse_event_bytes);
-        // Bounded as an answer is: until then, every message waits.
-        let wait = limits.upstream_timeout;
+        // Every message waits for it, and each is bounded by `upstream_timeout`: the session
+        // gives up first, so that they hear why.
+        let wait = (limits.upstream_timeout / 2).min(ENDPOINT_WAIT);
         let endpoint = match tokio::time::timeout(wait, events.endpoint(&self.http.uri)).await {
             Ok(Ok(endpoint)) => endpoint,
             Ok(Err(why)) => return why,
