@@ -336,6 +336,8 @@ struct SseInspector {
     /// stream is passed on: its answer would reach the client under an id it does not know.
     dropping: bool,
     answered: bool,
+    /// The answer as sent, kept for a client that asks the server for it again.
+    sent: Option<Bytes>,
     /// The id of the server's last numbered event: a clean end before the answer may be
     /// resumed from it (by toolgate when it can, else by the client).
     last_id: Option<Bytes>,
@@ -373,6 +375,7 @@ impl SseInspector {
             raw: false,
             dropping: false,
             answered: false,
+            sent: None,
             last_id: None,
             retry: None,
             heard: 0,
@@ -506,8 +509,11 @@ impl SseInspector {
 
     /// `ev`, whose data is `data`, after the answer rules.
     fn settled(&mut self, ev: &Bytes, data: Bytes) -> Bytes {
-        let (ev, answers) = settled_event(&self.gw, &self.pending, ev, data);
-        self.answered |= answers;
+        let (ev, answer) = settled_event(&self.gw, &self.pending, ev, data);
+        if answer.is_some() {
+            self.answered = true;
+            self.sent = answer;
+        }
         ev
     }
 
@@ -522,9 +528,18 @@ impl SseInspector {
             return None;
         };
         let id = m.id.filter(|_| m.method.is_none())?;
-        let pending = up.numbered.found(self.pending.key, id.get())?;
+        let (pending, sent) = up.numbered.found(self.pending.key, id.get())?;
+        // Sent again as it was first sent: read again, it would be counted, logged and
+        // masked under a new reference each time.
+        if let Some(sent) = sent {
+            return Some(sse::with_data(ev, &sent));
+        }
         let data = Bytes::copy_from_slice(data.as_bytes());
-        Some(settled_event(&self.gw, &pending, ev, data).0)
+        let (ev, answer) = settled_event(&self.gw, &pending, ev, data);
+        if let Some(answer) = answer {
+            up.numbered.keep(&pending, Some(answer));
+        }
+        Some(ev)
     }
 
     /// The stream again, when the server ended it cleanly before the answer and toolgate can
@@ -761,15 +776,22 @@ where
 
 /// `ev`, whose data is `data`, after the answer rules for `pending`; and whether it is the
 /// request's answer.
-fn settled_event(gw: &Gateway, pending: &Pending, ev: &Bytes, data: Bytes) -> (Bytes, bool) {
+/// `ev`, whose data is `data`, after the answer rules; and, when it answers `pending`, the
+/// answer as sent.
+fn settled_event(
+    gw: &Gateway,
+    pending: &Pending,
+    ev: &Bytes,
+    data: Bytes,
+) -> (Bytes, Option<Bytes>) {
     let Some(s) = pipeline::settle_bytes(gw, pending, data) else {
-        return (ev.clone(), false);
+        return (ev.clone(), None);
     };
     let ev = match s.rewritten || (s.answers && pending.completion().is_some()) {
         true => sse::with_data(ev, &s.body),
         false => ev.clone(),
     };
-    (ev, s.answers)
+    (ev, s.answers.then_some(s.body))
 }
 
 impl Drop for SseInspector {
@@ -779,7 +801,10 @@ impl Drop for SseInspector {
         if let Some(resume) = &self.resume
             && self.last_id.is_some()
         {
-            resume.server().numbered.keep(&self.pending);
+            resume
+                .server()
+                .numbered
+                .keep(&self.pending, self.sent.take());
         }
     }
 }
