@@ -1,7 +1,7 @@
 //! One table of scenarios driven through every front: the four modes and `ValidateLayer` in an
 //! application. Each scenario has one expected JSON-RPC answer, the same whatever the front and
 //! whichever kind of server is behind it (a scripted HTTP server, or the stdio fixture, which
-//! answer alike), and the calls are counted alike in every front's `/metrics` (over stdio, the
+//! answer alike, directly or over the HTTP+SSE transport), and the calls are counted alike in every front's `/metrics` (over stdio, the
 //! one `--admin-listen` opens). What differs by transport by design (a `tools/call` sent as a
 //! notification: 400 over HTTP, no answer over stdio) is asserted where it is tested, in
 //! `hardening.rs` and `stdio.rs`.
@@ -220,6 +220,29 @@ async fn every_front_answers_every_scenario_alike() {
                 assert_eq!(&calls, expected, "{mode} counts as {first} does")
             }
         }
+    }
+}
+
+/// The same table through a server of the HTTP+SSE transport: the stdio fixture behind
+/// `fixtures/sse_bridge.py`, in both fronts that reach an HTTP server. Such a server is
+/// served as a stdio server's child is, and answers and is counted as the other fronts do.
+#[tokio::test]
+async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
+    let command = common::peers::stdio_fixture(&["--typed"]).await;
+    let mut args = vec!["--"];
+    args.extend(command.iter().map(String::as_str));
+    let bridge = common::peers::python_http("sse_bridge.py", &args).await;
+    let url = format!("http://127.0.0.1:{}/sse", bridge.port);
+    let config = format!("upstream_transport = \"sse\"\n{CONFIG}");
+    for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
+        let mut front = Front::start_with(mode, &url, &[], Some(&config)).await;
+        for (name, sent, expected) in table() {
+            let got: Vec<Value> = front.exchange_line(&sent.to_string()).await;
+            let got: Vec<Value> = got.into_iter().map(referenced).collect();
+            assert_eq!(got, expected, "{mode}: {name}");
+        }
+        let calls = tool_calls(&front.metrics().await);
+        assert_eq!(calls, expected_counts(), "{mode}");
     }
 }
 
