@@ -32,6 +32,8 @@ impl HopContext {
 pub(crate) enum HopTo<'a> {
     Child,
     Http(&'a http::Uri),
+    /// A server of the HTTP+SSE transport, reached as a child is.
+    EventStream(&'a http::Uri),
 }
 
 /// How a hop ended, as its span says. Every front's hop to the same kind of server ends in
@@ -95,14 +97,8 @@ impl HopParent {
         let mut attrs = vec![("mcp.method.name", Attr::Str(method.to_owned()))];
         match to {
             HopTo::Child => attrs.push(("toolgate.server", Attr::Str("stdio".into()))),
-            HopTo::Http(uri) => {
-                let host = uri.host().unwrap_or_default();
-                attrs.push(("toolgate.server", Attr::Str("http".into())));
-                attrs.push(("server.address", Attr::Str(host.to_owned())));
-                if let Some(port) = uri.port_u16() {
-                    attrs.push(("server.port", Attr::Int(i64::from(port))));
-                }
-            }
+            HopTo::Http(uri) => server_at(&mut attrs, "http", uri),
+            HopTo::EventStream(uri) => server_at(&mut attrs, "http+sse", uri),
         }
         let hop = Hop(Some(Box::new(OpenHop {
             parent: self,
@@ -112,6 +108,18 @@ impl HopParent {
             attrs,
         })));
         (hop, HopContext { parent, state })
+    }
+}
+
+/// A hop's attributes for the HTTP server of `kind` at `uri`.
+fn server_at(attrs: &mut Vec<(&'static str, Attr)>, kind: &str, uri: &http::Uri) {
+    attrs.push(("toolgate.server", Attr::Str(kind.into())));
+    attrs.push((
+        "server.address",
+        Attr::Str(uri.host().unwrap_or_default().into()),
+    ));
+    if let Some(port) = uri.port_u16() {
+        attrs.push(("server.port", Attr::Int(i64::from(port))));
     }
 }
 

@@ -233,8 +233,11 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
     args.extend(command.iter().map(String::as_str));
     let bridge = common::peers::python_http("sse_bridge.py", &args).await;
     let url = format!("http://127.0.0.1:{}/sse", bridge.port);
-    let config = format!("upstream_transport = \"sse\"\n{CONFIG}");
     for mode in [Mode::ServeUpstream, Mode::StdioUpstream] {
+        let (endpoint, got) = crate::telemetry::collector().await;
+        let config = format!(
+            "upstream_transport = \"sse\"\n{CONFIG}[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
+        );
         let mut front = Front::start_with(mode, &url, &[], Some(&config)).await;
         for (name, sent, expected) in table() {
             let got: Vec<Value> = front.exchange_line(&sent.to_string()).await;
@@ -243,6 +246,30 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
         }
         let calls = tool_calls(&front.metrics().await);
         assert_eq!(calls, expected_counts(), "{mode}");
+        // Its hops say what the server is, and where.
+        let mut hops = Vec::new();
+        for _ in 0..100 {
+            let all = crate::telemetry::spans(&got, 1).await;
+            hops = all.into_iter().filter(|s| s.kind == 3).collect();
+            if !hops.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(!hops.is_empty(), "{mode}");
+        for hop in &hops {
+            let attr = |name| crate::telemetry::attr(hop, name);
+            assert_eq!(
+                attr("toolgate.server").as_deref(),
+                Some("http+sse"),
+                "{mode}"
+            );
+            assert_eq!(
+                attr("server.address").as_deref(),
+                Some("127.0.0.1"),
+                "{mode}"
+            );
+        }
     }
 }
 

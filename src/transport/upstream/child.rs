@@ -620,6 +620,14 @@ impl ChildProcess {
         me
     }
 
+    /// Where a hop to it goes, for its span.
+    pub(crate) fn hop_to(&self) -> crate::telemetry::hop::HopTo<'_> {
+        match &self.stream {
+            Some(stream) => crate::telemetry::hop::HopTo::EventStream(stream.uri()),
+            None => crate::telemetry::hop::HopTo::Child,
+        }
+    }
+
     /// What the log says of its start.
     pub fn started(&self) -> &'static str {
         match self.stream {

@@ -55,12 +55,18 @@ pub(crate) struct Stream {
 /// The task that holds a session's stream, as the child that stands for the session holds
 /// it: the stream is closed when it is dropped, as a child's process is killed.
 pub(crate) struct Running {
+    server: Arc<EventStreamServer>,
     task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     abort: tokio::task::AbortHandle,
     ended: Arc<OnceLock<String>>,
 }
 
 impl Running {
+    /// Where the server's stream is.
+    pub(crate) fn uri(&self) -> &Uri {
+        &self.server.http.uri
+    }
+
     /// How the session ended, once it has.
     pub(crate) fn ended(&self) -> Option<&String> {
         self.ended.get()
@@ -121,6 +127,7 @@ impl EventStreamServer {
             to_server,
             output,
             running: Running {
+                server: self.clone(),
                 abort: task.abort_handle(),
                 task: tokio::sync::Mutex::new(Some(task)),
                 ended,

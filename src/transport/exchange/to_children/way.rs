@@ -11,7 +11,6 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared};
 use crate::pipeline::step::Bridging;
 use crate::pipeline::{self, Pending};
-use crate::telemetry::hop::HopTo;
 use crate::transport::exchange::asking::{RetryServer, ReverseRounds};
 use crate::transport::exchange::reply;
 use crate::transport::exchange::{Note, Said};
@@ -246,7 +245,7 @@ impl ChildWay {
         said: Said<'_>,
         note: &mut Note,
     ) -> Written {
-        let hop = note.hop(HopTo::Child).map(|(hop, _)| hop);
+        let hop = note.hop(self.sc.child.hop_to()).map(|(hop, _)| hop);
         let mut w = Writing {
             gw,
             pending,
