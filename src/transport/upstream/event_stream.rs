@@ -11,7 +11,10 @@
 //! Caveats: toolgate's own credential for the server (`upstream_header`) goes with the GET
 //! and every POST, never a client's; a stream that ends ends its session, as a child's exit
 //! does (the transport has no resumption), and so does a message the server refuses to take
-//! (a POST not answered 2xx): what waits on the session is told why.
+//! (a POST not answered 2xx), an event over `limits.max_sse_event_bytes` (past it, the stream
+//! cannot be read on), or no endpoint named in time: what waits on the session is told why.
+//! An endpoint is taken on the stream's own origin only, as the TypeScript SDK's client takes
+//! one: the posts carry toolgate's credential.
 
 use crate::config::{Limits, UpstreamTls};
 use crate::error::UpstreamError;
