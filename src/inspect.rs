@@ -66,8 +66,9 @@ pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotL
 /// The tools of a server of the HTTP+SSE transport at `uri`, listed in one session, as the
 /// gateway reaches it (a child of its own).
 async fn tools_over_event_stream(uri: http::Uri, cfg: &Config) -> Result<Vec<Value>, CannotList> {
+    let credential = crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)?;
     let terms = Terms {
-        credential: crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)?,
+        credentials: crate::auth::carried(None, credential.as_ref()),
         limits: cfg.limits.clone(),
     };
     let server = EventStreamServer::new(uri, &cfg.upstream_tls).map_err(|e| e.to_string())?;

@@ -29,6 +29,27 @@ pub static CLIENT_CREDENTIALS: [HeaderName; 4] = [
     HeaderName::from_static("api-key"),
 ];
 
+/// The credential a request to a server goes with, as a client's own messages carry it: the
+/// client's (`CLIENT_CREDENTIALS` of `client`), or the server's (`credential`, whatever its
+/// header's name) when `[auth]` replaces the client's.
+pub(crate) fn carried(
+    client: Option<&HeaderMap>,
+    credential: Option<&UpstreamCredential>,
+) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Some(client) = client {
+        for name in &CLIENT_CREDENTIALS {
+            for value in client.get_all(name) {
+                headers.append(name, value.clone());
+            }
+        }
+    }
+    if let Some((name, value)) = credential {
+        headers.insert(name, value.clone());
+    }
+    headers
+}
+
 pub struct Authenticator {
     /// Token bytes and the name each stands for.
     tokens: Vec<(Box<[u8]>, Arc<str>)>,

@@ -435,6 +435,70 @@ async fn server_everything_over_http_and_sse_asks_its_client_through_toolgate() 
     }
 }
 
+/// A session with an HTTP+SSE server goes with the credential of the client that opened it,
+/// as its messages would to a Streamable HTTP server: its stream and every post. A session
+/// clients share goes with none of theirs.
+#[tokio::test]
+async fn an_http_and_sse_session_goes_with_its_openers_credential() {
+    use futures_util::StreamExt;
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let said = |seen: &Arc<Mutex<Vec<String>>>, what: &str, headers: &axum::http::HeaderMap| {
+        let auth = headers
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_owned());
+        seen.lock().unwrap().push(format!("{what} {auth:?}"));
+    };
+    let (on_get, on_post) = (seen.clone(), seen.clone());
+    let server = axum::Router::new()
+        .route(
+            "/sse",
+            axum::routing::get(move |headers: axum::http::HeaderMap| {
+                said(&on_get, "GET", &headers);
+                let endpoint = "event: endpoint\ndata: /messages\n\n";
+                let first = futures_util::stream::once(std::future::ready(
+                    Ok::<_, std::io::Error>(bytes::Bytes::from_static(endpoint.as_bytes())),
+                ));
+                let body =
+                    axum::body::Body::from_stream(first.chain(futures_util::stream::pending()));
+                async move {
+                    axum::response::Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(body)
+                        .unwrap()
+                }
+            }),
+        )
+        .route(
+            "/messages",
+            axum::routing::post(move |headers: axum::http::HeaderMap| {
+                said(&on_post, "POST", &headers);
+                async { axum::http::StatusCode::ACCEPTED }
+            }),
+        );
+    let up = serve_on_loopback(server).await;
+    // The server takes every message and answers none: each request ends at its timeout.
+    let config = "upstream_transport = \"sse\"\n[limits]\nupstream_timeout = \"1s\"\n";
+    let tg = Toolgate::serve(&format!("http://{up}/sse"), Some(config)).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let alice = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", "Bearer alice"),
+    ];
+    request(http::Method::POST, &tg.url(), &alice, init.to_string()).await;
+    let mut bob = alice;
+    bob[2].1 = "Bearer bob";
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    request(http::Method::POST, &tg.url(), &bob, ping.to_string()).await;
+    let seen = seen.lock().unwrap().clone();
+    let alices = ["GET Some(\"Bearer alice\")", "POST Some(\"Bearer alice\")"];
+    assert_eq!(&seen[..2], alices, "{seen:?}");
+    assert_eq!(seen[2], "GET None", "the shared session's: {seen:?}");
+    assert!(seen[3..].iter().all(|s| s.ends_with("None")), "{seen:?}");
+}
+
 /// An HTTP+SSE server that goes away mid-session: the session ends as a child's exit ends
 /// one. Its calls are answered that the server is unavailable, never left waiting, and then
 /// the session is gone (404), so the client opens another.

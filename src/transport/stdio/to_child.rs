@@ -56,7 +56,7 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
             }
         }
     };
-    let process = match source.start((&gw.config, &target), handler) {
+    let process = match source.start((&gw.config, &target, None), handler) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("{e}");

@@ -113,10 +113,16 @@ impl ChildSource {
     }
 
     /// A new child of `target`'s, with the gateway's configuration `cfg`, as
-    /// [`ChildProcess::spawn`] starts one or [`ChildProcess::connect`] opens one.
+    /// [`ChildProcess::spawn`] starts one or [`ChildProcess::connect`] opens one; the session
+    /// of an HTTP+SSE server goes with the credential of the client that opens it (`client`'s
+    /// headers), if one does.
     pub fn start(
         &self,
-        (cfg, target): (&crate::config::Config, &crate::gateway::Target),
+        (cfg, target, client): (
+            &crate::config::Config,
+            &crate::gateway::Target,
+            Option<&http::HeaderMap>,
+        ),
         handler: impl Fn(FromChild) + Send + Sync + 'static,
     ) -> std::io::Result<Arc<ChildProcess>> {
         match self {
@@ -125,7 +131,7 @@ impl ChildSource {
             }
             ChildSource::EventStream(server) => {
                 let terms = super::event_stream::Terms {
-                    credential: target.credential.clone(),
+                    credentials: crate::auth::carried(client, target.credential.as_ref()),
                     limits: target.limits.clone(),
                 };
                 let max_line = cfg.limits.max_response_bytes;

@@ -313,12 +313,17 @@ impl StdioPool {
         gw.targets[index].clone()
     }
 
+    /// A new child: a session's own, opened by `owner` with its request's `headers`, or,
+    /// `None`, one clients share.
     fn spawn(
         &self,
         label: String,
-        owner: &str,
-        shared: bool,
+        opener: Option<(&str, &http::HeaderMap)>,
     ) -> Result<Arc<SessionChild>, NoChild> {
+        let (owner, shared, client) = match opener {
+            Some((owner, headers)) => (owner, false, Some(headers)),
+            None => ("", true, None),
+        };
         let gw = self.gw();
         let (unsolicited, _) = broadcast::channel(256);
         // The handler can run before the child is a session: it finds the session here.
@@ -370,7 +375,7 @@ impl StdioPool {
             }
         };
         let child = (self.source)
-            .start((&gw.config, &Self::target(&gw, index)), handler)
+            .start((&gw.config, &Self::target(&gw, index), client), handler)
             // Said where every failure is (`error::FailureLog`), not once per session it fails.
             .map_err(|e| NoChild::Failed(UpstreamError::CannotStart(e.to_string())))?;
         let upstream = &Self::target(&gw, index).name;
@@ -395,8 +400,13 @@ impl StdioPool {
         Ok(sc)
     }
 
-    /// A new session's child for `owner`, with the session id toolgate minted for it.
-    pub fn open(&self, owner: &str) -> Result<(String, Arc<SessionChild>), NoChild> {
+    /// A new session's child for `owner`, whose `initialize` came with `headers`, with the
+    /// session id toolgate minted for it.
+    pub fn open(
+        &self,
+        owner: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<(String, Arc<SessionChild>), NoChild> {
         let limits = &Self::target(&self.gw(), self.index).stdio;
         {
             let sessions = self.sessions.locked();
@@ -410,7 +420,7 @@ impl StdioPool {
         }
         let rs = std::collections::hash_map::RandomState::new();
         let id = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
-        let sc = self.spawn(id.clone(), owner, false)?;
+        let sc = self.spawn(id.clone(), Some((owner, headers)))?;
         let open = {
             let mut sessions = self.sessions.locked();
             sessions.insert(id.clone(), sc.clone());
@@ -504,7 +514,7 @@ impl StdioPool {
             Era::Legacy => "shared",
             Era::Modern => "shared-2026-07-28",
         };
-        let sc = self.spawn(label.into(), "", true)?;
+        let sc = self.spawn(label.into(), None)?;
         match client {
             Some(client) => self.open_modern(&sc, &client).await?,
             None => {
@@ -541,7 +551,7 @@ impl StdioPool {
             return Ok(first.used());
         }
         let label = format!("shared-2026-07-28-{}", children.len() + 1);
-        let sc = self.spawn(label, "", true)?;
+        let sc = self.spawn(label, None)?;
         self.open_modern(&sc, &client).await?;
         children.insert(client.capabilities_text().into(), sc.clone());
         Ok(sc)

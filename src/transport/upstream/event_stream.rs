@@ -8,8 +8,10 @@
 //! (a session per child, the shared child, answers by id, questions, cancellation, the
 //! handshake and era rules) is then the same for it.
 //!
-//! Caveats: toolgate's own credential for the server (`upstream_header`) goes with the GET
-//! and every POST, never a client's; a stream that ends ends its session, as a child's exit
+//! Caveats: a session's GET and every POST go with the credential of the client that opened
+//! it, as its messages would to a Streamable HTTP server (or toolgate's own for the server,
+//! `upstream_header`, in its place); a session shared by clients without one goes with
+//! toolgate's own only. A stream that ends ends its session, as a child's exit
 //! does (the transport has no resumption), and so does a message the server refuses to take
 //! (a POST not answered 2xx), an event over `limits.max_sse_event_bytes` (past it, the stream
 //! cannot be read on), or no endpoint named in time: what waits on the session is told why.
@@ -21,7 +23,7 @@ use crate::error::UpstreamError;
 use crate::net::client::{ClientError, HttpClient, Media, UpstreamBody};
 use crate::transport::sse::{self, Split, Splitter};
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::{Method, Uri};
 use http_body_util::BodyExt;
 use std::sync::{Arc, OnceLock};
@@ -41,9 +43,9 @@ pub struct EventStreamServer {
 }
 
 /// What one session's requests carry and are held to, as the gateway in force when it
-/// opens says.
+/// opens says: the credential its requests go with (`auth::carried`), and the limits.
 pub(crate) struct Terms {
-    pub(crate) credential: Option<(HeaderName, HeaderValue)>,
+    pub(crate) credentials: HeaderMap,
     pub(crate) limits: Limits,
 }
 
@@ -230,11 +232,8 @@ impl EventStreamServer {
 
 impl Terms {
     fn headers(&self, accept: &'static str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
+        let mut headers = self.credentials.clone();
         headers.insert(ACCEPT, HeaderValue::from_static(accept));
-        if let Some((name, value)) = &self.credential {
-            headers.insert(name.clone(), value.clone());
-        }
         headers
     }
 }

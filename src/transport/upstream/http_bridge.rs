@@ -15,7 +15,7 @@
 //! toolgate's own headers and the client's credential, nothing else of the client's: an
 //! encoding or an expectation a server cannot take would make it decide wrong.
 
-use crate::auth::{CLIENT_CREDENTIALS, UpstreamCredential};
+use crate::auth::UpstreamCredential;
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::error::UpstreamError;
@@ -294,20 +294,12 @@ fn own_headers(client: &HeaderMap) -> HeaderMap {
 /// the client's requests go with: the client's own (`auth::CLIENT_CREDENTIALS`), or the
 /// server's (`credential`, whatever its header's name) when `[auth]` replaces the client's.
 fn probe_headers(client: &HeaderMap, credential: Option<&UpstreamCredential>) -> HeaderMap {
-    let mut headers = HeaderMap::new();
+    let mut headers = crate::auth::carried(Some(client), credential);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
         ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
-    for name in &CLIENT_CREDENTIALS {
-        for value in client.get_all(name) {
-            headers.append(name, value.clone());
-        }
-    }
-    if let Some((name, value)) = credential {
-        headers.insert(name, value.clone());
-    }
     headers
 }
 

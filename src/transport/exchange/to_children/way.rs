@@ -117,7 +117,7 @@ impl ChildWay {
         // opener, not in a session's own requests.
         let found = match (session, m.method()) {
             (None, Some("initialize")) => pool
-                .open(&owner.key())
+                .open(&owner.key(), headers)
                 .map(|(id, sc)| (sc, Kind::Session(Some(id)))),
             (Some(s), _) => pool.session(s).map(|sc| (sc, Kind::Session(None))),
             (None, _) => {
