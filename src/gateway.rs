@@ -503,6 +503,10 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
         return Err(ConfigError(
             "auth.upstream_header is the credential of the HTTP server on /mcp (upstream), and there is none; give each of [[upstreams]] its own upstream_header".into(),
         ));
+    } else if config.upstream_transport != UpstreamTransport::default() {
+        return Err(ConfigError(
+            "upstream_transport is the transport of the HTTP server on /mcp (upstream), and there is none; a stdio server (command) speaks stdio, and each of [[upstreams]] has its own transport".into(),
+        ));
     }
     let has_default = config.upstream.is_some() || !config.command.is_empty();
     for u in &config.upstreams {

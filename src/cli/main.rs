@@ -494,6 +494,11 @@ async fn stdio(
             "toolgate stdio needs its server: the command that launches it after `--` (`toolgate stdio -- python server.py`), or --upstream URL"
         );
     }
+    if upstream_transport.is_some() {
+        anyhow::bail!(
+            "--upstream-transport is the transport of --upstream URL; a command after `--` speaks stdio"
+        );
+    }
     cfg.upstream = None;
     let gw = Gateway::new(cfg)?;
     serve_admin(admin, Live::new(gw.clone()))?;
@@ -583,6 +588,10 @@ async fn check(
 ) -> anyhow::Result<()> {
     let mut cfg = Config::load(config.as_deref(), &Overrides::default())?;
     if let Some(t) = upstream_transport {
+        anyhow::ensure!(
+            upstream.is_some(),
+            "--upstream-transport is the transport of --upstream URL; a command after `--`, or a --config file's servers, say their own"
+        );
         cfg.upstream_transport = t;
     }
     // The server the command line names, else every one the file names.

@@ -189,6 +189,51 @@ async fn the_configuration_example_passes_its_own_check() {
     assert_eq!(out, format!("{path}: ok\n"));
 }
 
+/// A transport is an HTTP server's: given for a command, or for no server, it is refused with
+/// what it applies to, in a file and on every command line that takes it.
+#[tokio::test]
+async fn a_transport_given_for_no_http_server_is_refused() {
+    let file = tempfile_lite::TempFile::new("command = [\"srv\"]\nupstream_transport = \"sse\"\n");
+    let path = file.path.display().to_string();
+    let in_file = "upstream_transport is the transport of the HTTP server on /mcp (upstream), and there is none; a stdio server (command) speaks stdio, and each of [[upstreams]] has its own transport";
+    let (code, _, err) = run_toolgate(&["config", "check", &path]).await;
+    assert_eq!(
+        (code, err),
+        (
+            Some(1),
+            format!("toolgate config check: configuration: {in_file}\n")
+        )
+    );
+    let serve = [
+        "serve",
+        "--upstream-transport",
+        "sse",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "off",
+        "--",
+        "srv",
+    ];
+    let (code, _, err) = run_toolgate(&serve).await;
+    assert_eq!(
+        (code, err),
+        (Some(1), format!("toolgate: configuration: {in_file}\n"))
+    );
+    let flag = "--upstream-transport is the transport of --upstream URL";
+    for args in [
+        &["stdio", "--upstream-transport", "sse", "--", "srv"][..],
+        &["check", "--upstream-transport", "sse", "--", "srv"][..],
+    ] {
+        let (code, _, err) = run_toolgate(args).await;
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("toolgate: {flag}")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// A named server is an HTTP server (`url`) or a stdio server (`command`), with only what
 /// applies to its kind; the configuration check says which key is wrong.
 #[tokio::test]
