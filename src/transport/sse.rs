@@ -47,7 +47,7 @@ where
 
 /// The same with each whole event, its fields and all.
 pub(crate) async fn each_event<B>(
-    mut body: B,
+    body: B,
     max_event: usize,
     mut each: impl FnMut(&[u8]) -> bool,
 ) -> Read
@@ -55,25 +55,56 @@ where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    use http_body_util::BodyExt;
-    let mut splitter = Splitter::new(max_event);
-    while let Some(frame) = body.frame().await {
-        let chunk = match frame.map(http_body::Frame::into_data) {
-            Ok(Ok(chunk)) => chunk,
-            Ok(Err(_)) => continue,
-            Err(e) => return Read::Broke(e.to_string()),
-        };
-        splitter.push(&chunk);
-        while let Some(split) = splitter.next_event() {
-            let Split::Event(ev) = split else {
-                return Read::Overflowed;
+    let mut events = Events::new(body, max_event);
+    loop {
+        match events.next().await {
+            Ok(Some(ev)) if !each(&ev) => return Read::Stopped,
+            Ok(Some(_)) => {}
+            Ok(None) => return Read::Ended,
+            Err(end) => return end,
+        }
+    }
+}
+
+/// A stream's events, read one at a time, for a reader that waits between them (a session
+/// with a server of the HTTP+SSE transport).
+pub(crate) struct Events<B> {
+    body: B,
+    splitter: Splitter,
+}
+
+impl<B> Events<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    pub(crate) fn new(body: B, max_event: usize) -> Events<B> {
+        Events {
+            body,
+            splitter: Splitter::new(max_event),
+        }
+    }
+
+    /// The next event, whole; `Ok(None)` at the body's end, else why no more can be read
+    /// ([`Read::Broke`], [`Read::Overflowed`]). Cancel-safe: what was read stays.
+    pub(crate) async fn next(&mut self) -> Result<Option<Bytes>, Read> {
+        use http_body_util::BodyExt;
+        loop {
+            match self.splitter.next_event() {
+                Some(Split::Event(ev)) => return Ok(Some(ev)),
+                Some(_) => return Err(Read::Overflowed),
+                None => {}
+            }
+            let Some(frame) = self.body.frame().await else {
+                return Ok(None);
             };
-            if !each(&ev) {
-                return Read::Stopped;
+            match frame.map(http_body::Frame::into_data) {
+                Ok(Ok(chunk)) => self.splitter.push(&chunk),
+                Ok(Err(_)) => {}
+                Err(e) => return Err(Read::Broke(e.to_string())),
             }
         }
     }
-    Read::Ended
 }
 
 pub struct Splitter {

@@ -34,7 +34,11 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
     let target = gw.targets[0].clone();
     let source = match ChildSource::of(&target) {
         Ok(Some(source)) => source,
-        Ok(None) => ChildSource::Command(Vec::new()),
+        // A Streamable HTTP server is reached through `over_http`, never as a child.
+        Ok(None) => {
+            tracing::error!("the server is a Streamable HTTP one: no child stands for it");
+            return 1;
+        }
         Err(e) => {
             tracing::error!("{e}");
             return 1;

@@ -21,11 +21,10 @@
 use crate::config::{Limits, UpstreamTls};
 use crate::error::UpstreamError;
 use crate::net::client::{ClientError, HttpClient, Media, UpstreamBody};
-use crate::transport::sse::{self, Split, Splitter};
+use crate::transport::sse;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::{Method, Uri};
-use http_body_util::BodyExt;
 use std::sync::{Arc, OnceLock};
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
@@ -239,36 +238,19 @@ impl Terms {
 }
 
 /// A session's events, read one at a time.
-struct Events {
-    body: UpstreamBody,
-    splitter: Splitter,
-}
+struct Events(sse::Events<UpstreamBody>);
 
 impl Events {
     fn new(body: UpstreamBody, max_event: usize) -> Events {
-        Events {
-            body,
-            splitter: Splitter::new(max_event),
-        }
+        Events(sse::Events::new(body, max_event))
     }
 
-    /// The next event, whole; `Ok(None)` at the stream's end.
+    /// The next event, whole; `Ok(None)` at the stream's end; else how the session ends.
     async fn event(&mut self) -> Result<Option<Bytes>, String> {
-        loop {
-            match self.splitter.next_event() {
-                Some(Split::Event(ev)) => return Ok(Some(ev)),
-                Some(_) => return Err("sent an event over limits.max_sse_event_bytes".into()),
-                None => {}
-            }
-            let Some(frame) = self.body.frame().await else {
-                return Ok(None);
-            };
-            match frame.map(http_body::Frame::into_data) {
-                Ok(Ok(chunk)) => self.splitter.push(&chunk),
-                Ok(Err(_)) => {}
-                Err(e) => return Err(format!("broke its event stream: {e}")),
-            }
-        }
+        self.0.next().await.map_err(|end| match end {
+            sse::Read::Broke(e) => format!("broke its event stream: {e}"),
+            _ => "sent an event over limits.max_sse_event_bytes".into(),
+        })
     }
 
     /// The path (and query) the first `endpoint` event names, on the stream's own origin:
