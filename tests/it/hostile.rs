@@ -471,6 +471,85 @@ async fn a_blocked_log_holds_a_bounded_queue() {
     );
 }
 
+/// A stdio client stops reading its stdout while the server floods it with log
+/// notifications, 50 MB of them, in front of either kind of server: what waits for the
+/// client stays within a few MiB (toolgate stops reading the server, which its pipe or TCP
+/// then holds back, as the client's own pipe would), measured against the same flood read as
+/// it comes. Once the client reads again it gets every notification and the answer.
+#[tokio::test]
+async fn a_client_that_stops_reading_holds_back_the_server_not_toolgates_memory() {
+    const COUNT: usize = 500;
+    const SIZE: usize = 100_000;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x".repeat(SIZE)}});
+    let mut messages = vec![note; COUNT];
+    messages.push(json!({"jsonrpc": "2.0", "id": "$id", "result": {"content": [{"type": "text", "text": "flooded"}]}}));
+    let (url, _server) = Scripted::new(vec![open_tool("flood")])
+        .script(
+            "flood",
+            common::scripted::Script::Sse {
+                messages,
+                numbered: false,
+            },
+        )
+        .spawn()
+        .await;
+    let command = common::peers::stdio_fixture(&[]).await;
+    let fronts = [
+        (
+            "stdio -- CMD",
+            [vec!["stdio".into(), "--".into()], command].concat(),
+        ),
+        (
+            "stdio --upstream",
+            vec!["stdio".into(), "--upstream".into(), url],
+        ),
+    ];
+    for (front, args) in fronts {
+        let (before, read) = flooded_client(args.clone(), (COUNT, SIZE), false).await;
+        let (_, stalled) = flooded_client(args, (COUNT, SIZE), true).await;
+        assert!(
+            read.max(stalled) <= before + 24,
+            "{front}: {stalled} MiB with the client's stdout unread and {read} MiB with it read, against {before} MiB before the flood"
+        );
+    }
+}
+
+/// toolgate's peak RSS in MiB before and while a client calls `flood`, reading its stdout at
+/// once or only after a stall; every notification and the answer are checked as they arrive.
+async fn flooded_client(
+    args: Vec<String>,
+    (count, size): (usize, usize),
+    stall: bool,
+) -> (u64, u64) {
+    let mut g = StdioGate::start_args(args);
+    g.initialize().await;
+    let list = json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"});
+    assert!(g.ask(list).await["result"]["tools"].is_array());
+    let before = peak_mib(g.child.id().unwrap());
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "flood", "arguments": {"count": count, "size": size}}});
+    g.send(&call.to_string()).await;
+    if stall {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    }
+    let mut notes = 0;
+    let answer = loop {
+        let m = g.recv().await;
+        match m["method"].as_str() {
+            Some("notifications/message") => {
+                assert_eq!(m["params"]["data"].as_str().map(str::len), Some(size));
+                notes += 1;
+            }
+            _ => break m,
+        }
+    };
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "flooded",
+        "{answer}"
+    );
+    assert_eq!(notes, count, "every notification");
+    (before, peak_mib(g.child.id().unwrap()))
+}
+
 /// A server of the HTTP+SSE transport that names an endpoint on another origin: nothing is
 /// posted there (the posts would carry toolgate's credential to that host), and what waits on
 /// the session is told why.

@@ -1,5 +1,8 @@
 //! The client's side of the pipe: its lines in, bounded, and every line back out through one
-//! writer, answers read against their requests on the way.
+//! writer, answers read against their requests on the way. What waits for the client to read
+//! it is bounded too: past [`MAX_UNREAD`] bytes, the front reads nothing more that would add
+//! to it ([`ToClient::paced`]), so a server that writes faster than the client reads is held
+//! back by its pipe, as the client's own pipe would hold it back.
 
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
@@ -11,8 +14,9 @@ use crate::transport::upstream::child::{Line, read_line};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 /// What the writer of stdout is given.
@@ -27,7 +31,7 @@ pub(super) enum Out {
 pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
     r: &mut R,
     max: usize,
-    out: &mpsc::UnboundedSender<Out>,
+    to: &ToClient,
 ) -> Option<Bytes> {
     loop {
         match read_line(r, max).await {
@@ -36,9 +40,11 @@ pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
             Ok(Line::TooLong(id)) => {
                 let msg = format!("Invalid Request: the message is over the {max}-byte limit");
                 let id = id.and_then(|i| RawValue::from_string(i).ok());
-                let _ = out.send(Out::Line(
-                    jsonrpc::error_response(id.as_deref(), jsonrpc::INVALID_REQUEST, &msg, None)
-                        .into(),
+                to.write(jsonrpc::error_response(
+                    id.as_deref(),
+                    jsonrpc::INVALID_REQUEST,
+                    &msg,
+                    None,
                 ));
             }
             Ok(Line::Eof) | Err(_) => return None,
@@ -46,30 +52,89 @@ pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
     }
 }
 
+/// Bytes a client may leave unread before the front stops reading what would add to them:
+/// room for many answers of the usual size, and a bound on what a client that stops reading
+/// (a suspended desktop app, a stalled pipe) makes toolgate hold.
+pub(super) const MAX_UNREAD: usize = 4 << 20;
+
+/// What waits for the client's pipe, counted in bytes.
+#[derive(Default)]
+pub(super) struct Unread {
+    bytes: AtomicUsize,
+    /// The writer has ended: nothing will be taken again, and nothing need wait.
+    closed: AtomicBool,
+    /// Told when the count falls to half of [`MAX_UNREAD`] (a reader held back then reads
+    /// a run of lines, not one per line written), and when the writer ends.
+    taken: Notify,
+}
+
+impl Unread {
+    fn add(&self, n: usize) {
+        self.bytes.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn taken(&self, n: usize) {
+        let before = self.bytes.fetch_sub(n, Ordering::AcqRel);
+        if before > MAX_UNREAD / 2 && before - n <= MAX_UNREAD / 2 {
+            self.taken.notify_waiters();
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.taken.notify_waiters();
+    }
+
+    fn has_room(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.bytes.load(Ordering::Acquire) <= MAX_UNREAD
+    }
+
+    async fn room(&self) {
+        loop {
+            let taken = self.taken.notified();
+            tokio::pin!(taken);
+            // Listening before looking: a fall between the look and the wait is heard.
+            taken.as_mut().enable();
+            if self.has_room() {
+                return;
+            }
+            taken.await;
+        }
+    }
+}
+
 /// The one writer of stdout: lines from every task, never interleaved.
-fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) {
+fn spawn_writer(unread: Arc<Unread>) -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) {
     let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(o) = out_rx.recv().await {
-            match o {
-                Out::Line(l) => {
-                    if stdout.write_all(&l).await.is_err()
-                        || stdout.write_all(b"\n").await.is_err()
-                        || stdout.flush().await.is_err()
-                    {
-                        return 0;
-                    }
-                }
-                Out::Exit(code) => {
-                    let _ = stdout.flush().await;
-                    return code;
-                }
-            }
-        }
-        0
+        let status = write_lines(&mut out_rx, &unread).await;
+        unread.close();
+        status
     });
     (out, writer)
+}
+
+/// Writes each line as it comes; the exit status once told to end, or 0 when stdout closes.
+async fn write_lines(lines: &mut mpsc::UnboundedReceiver<Out>, unread: &Unread) -> i32 {
+    let mut stdout = tokio::io::stdout();
+    while let Some(o) = lines.recv().await {
+        match o {
+            Out::Line(l) => {
+                if stdout.write_all(&l).await.is_err()
+                    || stdout.write_all(b"\n").await.is_err()
+                    || stdout.flush().await.is_err()
+                {
+                    return 0;
+                }
+                unread.taken(l.len());
+            }
+            Out::Exit(code) => {
+                let _ = stdout.flush().await;
+                return code;
+            }
+        }
+    }
+    0
 }
 
 /// Everything that goes back to the stdio client: toolgate's own answers, the server's
@@ -78,6 +143,7 @@ fn spawn_writer() -> (mpsc::UnboundedSender<Out>, tokio::task::JoinHandle<i32>) 
 pub(crate) struct ToClient {
     pub(super) gw: Arc<Gateway>,
     pub(super) out: mpsc::UnboundedSender<Out>,
+    pub(super) unread: Arc<Unread>,
     /// The spans of the requests waiting for their answers.
     pub(super) traces: Arc<super::traces::Traces>,
 }
@@ -85,13 +151,29 @@ pub(crate) struct ToClient {
 impl ToClient {
     /// The client's side, and the writer task that ends with toolgate's exit status.
     pub(crate) fn open(gw: Arc<Gateway>) -> (ToClient, JoinHandle<i32>) {
-        let (out, writer) = spawn_writer();
+        let unread = Arc::<Unread>::default();
+        let (out, writer) = spawn_writer(unread.clone());
         let traces = Arc::default();
-        (ToClient { gw, out, traces }, writer)
+        let to = ToClient {
+            gw,
+            out,
+            unread,
+            traces,
+        };
+        (to, writer)
     }
 
     pub(crate) fn write(&self, line: impl Into<Bytes>) {
-        let _ = self.out.send(Out::Line(line.into()));
+        let line = line.into();
+        self.unread.add(line.len());
+        let _ = self.out.send(Out::Line(line));
+    }
+
+    /// Resolves once the client has read enough of what it was sent to be sent more (at most
+    /// [`MAX_UNREAD`] bytes waiting): whatever reads on the client's behalf awaits it before
+    /// reading on.
+    pub(crate) async fn paced(&self) {
+        self.unread.room().await;
     }
 
     /// Ends the span of `pending` once its answer is written.

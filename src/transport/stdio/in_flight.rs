@@ -154,6 +154,7 @@ mod tests {
             ToClient {
                 gw,
                 out,
+                unread: Default::default(),
                 traces: Default::default(),
             },
             rx,

@@ -91,6 +91,8 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
                     return None;
                 }
             }
+            // Read no faster than the client reads: the server is held back by TCP.
+            self.to.paced().await;
             match body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {

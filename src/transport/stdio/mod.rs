@@ -346,7 +346,8 @@ impl<U: Upstream> Run<U> {
                 () = self.term.recv() => return End::Terminated,
                 m = async {
                     self.in_flight.room(max_in_flight).await;
-                    next_message(&mut self.stdin, self.max, &to.out).await
+                    to.paced().await;
+                    next_message(&mut self.stdin, self.max, to).await
                 } => m,
             };
             let Some(line) = next else {
@@ -417,7 +418,7 @@ impl<U: Upstream> Run<U> {
         // within a moment) get the same error instead of no answer.
         while let Ok(Some(line)) = tokio::time::timeout(
             Duration::from_millis(200),
-            next_message(&mut self.stdin, self.max, &self.to.out),
+            next_message(&mut self.stdin, self.max, &self.to),
         )
         .await
         {

@@ -20,7 +20,7 @@ use crate::pipeline::step::Bridging;
 use crate::transport::exchange::to_children::{ChildReply, ChildWay};
 use crate::transport::exchange::{Note, Said, StreamOutcome};
 use crate::transport::upstream::child::{
-    ChildLister, ChildSource, FromChild, OwnRequestFailed, ServerEra,
+    ChildLister, ChildSource, FromChild, Handler, OwnRequestFailed, ServerEra,
 };
 use crate::transport::upstream::children::SessionChild;
 use serde_json::value::RawValue;
@@ -47,18 +47,10 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
     let (to, writer) = ToClient::open(gw.clone());
     let key = gw.scope(&target, Some(b"stdio"), []);
     let (exited, gone) = tokio::sync::oneshot::channel();
-    let handler = {
-        let to = to.clone();
-        let exited = std::sync::Mutex::new(Some(exited));
-        move |ev| match ev {
-            FromChild::Message(line) => to.unsolicited(key, line),
-            // Logged by the front, which knows whether the client had asked for it.
-            FromChild::Exited(how) => {
-                if let Some(tx) = exited.locked().take() {
-                    let _ = tx.send(how);
-                }
-            }
-        }
+    let handler = Heard {
+        to: to.clone(),
+        key,
+        exited: std::sync::Mutex::new(Some(exited)),
     };
     let process = match source.start((&gw.config, &target, None), handler) {
         Ok(c) => c,
@@ -78,6 +70,32 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
         settled: tokio::sync::OnceCell::new(),
     });
     super::serve(up, to, writer, Some(gone)).await
+}
+
+/// What the child sends on its own, on its way to the client, read no faster than the
+/// client reads; and the child's end.
+struct Heard {
+    to: ToClient,
+    key: ScopeKey,
+    exited: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<String>>>,
+}
+
+impl Handler for Heard {
+    fn handle(&self, ev: FromChild) {
+        match ev {
+            FromChild::Message(line) => self.to.unsolicited(self.key, line),
+            // Logged by the front, which knows whether the client had asked for it.
+            FromChild::Exited(how) => {
+                if let Some(tx) = self.exited.locked().take() {
+                    let _ = tx.send(how);
+                }
+            }
+        }
+    }
+
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        self.to.paced()
+    }
 }
 
 /// The child behind the front.

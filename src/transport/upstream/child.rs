@@ -68,6 +68,25 @@ pub enum FromChild {
     Exited(String),
 }
 
+/// What a child's reader hands what no waiter claims to, on the reader: it must not block.
+/// A closure of [`FromChild`] is one.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, ev: FromChild);
+
+    /// Resolves when the reader may read the child's next line. A handler that passes lines
+    /// on to a reader slower than the child (a client that stops reading its pipe) makes the
+    /// child wait here, as that reader's own pipe would, instead of holding its lines.
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+}
+
+impl<F: Fn(FromChild) + Send + Sync + 'static> Handler for F {
+    fn handle(&self, ev: FromChild) {
+        self(ev);
+    }
+}
+
 pub struct ChildProcess {
     to_child: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
     waiters: Arc<Mutex<Waiters>>,
@@ -123,7 +142,7 @@ impl ChildSource {
             &crate::gateway::Target,
             Option<&http::HeaderMap>,
         ),
-        handler: impl Fn(FromChild) + Send + Sync + 'static,
+        handler: impl Handler,
     ) -> std::io::Result<Arc<ChildProcess>> {
         match self {
             ChildSource::Command(command) => {
@@ -418,7 +437,7 @@ async fn read_stdout(
         Arc<Questions>,
     ),
     child: std::sync::Weak<ChildProcess>,
-    handler: impl Fn(FromChild) + Send + Sync + 'static,
+    handler: impl Handler,
 ) {
     let mut r = BufReader::new(stdout);
     let deliver = |id: Option<String>, line: Bytes| {
@@ -426,7 +445,7 @@ async fn read_stdout(
             // A question for a bridged call waiting goes to that call.
             match questions.offer(&line) {
                 Offered::Taken => {}
-                Offered::Left => handler(FromChild::Message(line)),
+                Offered::Left => handler.handle(FromChild::Message(line)),
                 Offered::Ambiguous(refusal) => {
                     if let Some(child) = child.upgrade() {
                         let _ = child.send(Bytes::from(refusal));
@@ -439,7 +458,7 @@ async fn read_stdout(
             Some(w) => {
                 let _ = w.send(Given::Answer(line));
             }
-            None => handler(FromChild::Message(line)),
+            None => handler.handle(FromChild::Message(line)),
         }
     };
     // What the child writes that no client gets as it came, said at this rate for each
@@ -447,6 +466,7 @@ async fn read_stdout(
     // logged: it may hold anything.
     let said = LogRate::new();
     loop {
+        handler.ready().await;
         match read_line(&mut r, max_line).await {
             Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Line::Whole(l)) => {
@@ -499,7 +519,7 @@ async fn read_stdout(
     };
     let _ = ended.set(how.clone());
     drop(orphans);
-    handler(FromChild::Exited(how));
+    handler.handle(FromChild::Exited(how));
 }
 
 /// Why a stdio server's program cannot be started, known before any session asks.
@@ -537,7 +557,7 @@ impl ChildProcess {
     pub fn spawn(
         command: &[String],
         (cfg, own_env): (&crate::config::Config, &[String]),
-        handler: impl Fn(FromChild) + Send + Sync + 'static,
+        handler: impl Handler,
     ) -> std::io::Result<Arc<ChildProcess>> {
         let max_line = cfg.limits.max_response_bytes;
         let (program, args) = command
@@ -580,7 +600,7 @@ impl ChildProcess {
         server: &Arc<super::event_stream::EventStreamServer>,
         terms: super::event_stream::Terms,
         max_line: usize,
-        handler: impl Fn(FromChild) + Send + Sync + 'static,
+        handler: impl Handler,
     ) -> Arc<ChildProcess> {
         let stream = server.open(terms);
         let running = Some(stream.running);
@@ -612,7 +632,7 @@ impl ChildProcess {
         self,
         output: impl tokio::io::AsyncRead + Unpin + Send + 'static,
         max_line: usize,
-        handler: impl Fn(FromChild) + Send + Sync + 'static,
+        handler: impl Handler,
     ) -> Arc<ChildProcess> {
         let me = Arc::new(self);
         let shared = (me.waiters.clone(), me.ended.clone(), me.questions.clone());

@@ -398,7 +398,8 @@ async fn read_session_stream(
                 .await;
         }
     };
-    let read = session_stream::follow(open, max_event, move |d| {
+    let pace = (max_event, session_stream::at_once);
+    let read = session_stream::follow(open, pace, move |d| {
         let Some(questions) = questions.upgrade() else {
             return false;
         };

@@ -65,10 +65,12 @@ pub(crate) async fn open(
 }
 
 /// Reads the stream `open` opens, each message's data to `each` (`false`: stop), opening it
-/// again as the module says. Returns how the last reading ended.
-pub(crate) async fn follow<O, F, B>(
+/// again as the module says. Before each read it awaits `ready`: a reader that passes the
+/// messages on to a slower one holds the server back by TCP instead of holding them. Returns
+/// how the last reading ended.
+pub(crate) async fn follow<O, F, B, R>(
     mut open: O,
-    max_event: usize,
+    (max_event, ready): (usize, impl Fn() -> R),
     mut each: impl FnMut(&str) -> bool,
 ) -> Read
 where
@@ -76,6 +78,7 @@ where
     F: Future<Output = Opened<B>>,
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
+    R: Future<Output = ()>,
 {
     let (mut last_id, mut retry) = (None::<String>, None::<Duration>);
     let mut wait = Duration::ZERO;
@@ -89,24 +92,28 @@ where
                 continue;
             }
         };
-        let mut heard = false;
-        let read = sse::each_event(body, max_event, |ev| {
-            let place = sse::place(ev);
+        let (mut events, mut heard) = (sse::Events::new(body, max_event), false);
+        let read = loop {
+            ready().await;
+            let ev = match events.next().await {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break Read::Ended,
+                Err(end) => break end,
+            };
+            let place = sse::place(&ev);
             if let Some(id) = place.id {
                 last_id = Some(id.to_owned());
             }
             if let Some(ms) = place.retry {
                 retry = Some(Duration::from_millis(ms));
             }
-            match sse::data(ev).filter(|d| !d.is_empty()) {
-                Some(d) => {
-                    heard = true;
-                    each(&d)
+            if let Some(d) = sse::data(&ev).filter(|d| !d.is_empty()) {
+                heard = true;
+                if !each(&d) {
+                    break Read::Stopped;
                 }
-                None => true,
             }
-        })
-        .await;
+        };
         if matches!(read, Read::Stopped | Read::Overflowed) {
             return read;
         }
@@ -118,6 +125,9 @@ where
         };
     }
 }
+
+/// For a reader that never waits.
+pub(crate) async fn at_once() {}
 
 /// The next wait after one that found nothing: twice as long, from 1 s, up to 30 s.
 fn longer(wait: Duration) -> Duration {
@@ -160,7 +170,7 @@ mod tests {
         };
         let mut read = Vec::new();
         let started = tokio::time::Instant::now();
-        let end = follow(open, 1024, |d| {
+        let end = follow(open, (1024, at_once), |d| {
             read.push(d.to_owned());
             true
         })
@@ -193,7 +203,7 @@ mod tests {
             streams(last_id)
         };
         let started = tokio::time::Instant::now();
-        follow(open, 1024, |_| true).await;
+        follow(open, (1024, at_once), |_| true).await;
         let waits: Vec<u64> = (at.into_inner().unwrap().windows(2))
             .map(|w| (w[1] - w[0]).as_secs())
             .collect();
@@ -205,7 +215,7 @@ mod tests {
     async fn the_reader_stops_it() {
         let open = server(vec![Some("data: a\n\ndata: b\n\n"), Some("data: c\n\n")]);
         let mut read = Vec::new();
-        let end = follow(open, 1024, |d| {
+        let end = follow(open, (1024, at_once), |d| {
             read.push(d.to_owned());
             false
         })
