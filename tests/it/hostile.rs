@@ -493,7 +493,7 @@ async fn a_client_that_stops_reading_holds_back_the_server_not_toolgates_memory(
         )
         .spawn()
         .await;
-    let command = common::peers::stdio_fixture(&[]).await;
+    let command = common::peers::stdio_fixture(&["--flood"]).await;
     let fronts = [
         (
             "stdio -- CMD",
