@@ -376,3 +376,147 @@ async fn a_session_without_a_get_stream_keeps_the_newest_and_says_so_once() {
     assert!(line.contains(&format!("dropped={}", SENT - KEPT)), "{line}");
     assert_eq!(logs.matches(dropping).count(), 1, "{logs}");
 }
+
+/// A server that writes faster than toolgate passes its messages on loses none of them to a
+/// client that reads: 3,000 messages written at once reach the session's GET stream (its
+/// log), the session's request stream (its progress) and, without a session, the shared
+/// child's request stream, each in full and in order, the answer last.
+#[tokio::test]
+async fn a_client_that_reads_gets_all_a_fast_server_sends() {
+    const COUNT: i64 = 3000;
+    let m = marker();
+    let command = crate::common::peers::stdio_fixture(&["--flood", &m]).await;
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let (url, s) = (tg.url(), open_session(&tg.url()).await);
+    let flood = |token: Option<&str>| {
+        let mut params = json!({"name": "flood", "arguments": {"count": COUNT, "size": 100}});
+        if let Some(t) = token {
+            params["_meta"] = json!({"progressToken": t});
+        }
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}).to_string()
+    };
+    let answer = json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "flooded"}]}});
+    let data = "x".repeat(100);
+
+    // The session's log, on its GET stream.
+    let mut body = get_stream(&url, &s).await;
+    assert_eq!(post(&url, Some(&s), flood(None)).await.json(), answer);
+    let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}});
+    assert_eq!(
+        events(&mut body, COUNT as usize).await,
+        vec![log; COUNT as usize]
+    );
+
+    // Progress, on the request's own stream: in a session, and without one.
+    let progress = |t: &str| {
+        let mut all: Vec<_> = (0..COUNT)
+            .map(|n| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": n, "total": COUNT, "message": data}}))
+            .collect();
+        all.push(answer.clone());
+        all
+    };
+    let in_session = post(&url, Some(&s), flood(Some("p"))).await;
+    assert_eq!(in_session.messages(), progress("p"));
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let shared = request(http::Method::POST, &url, &headers, flood(Some("q"))).await;
+    assert_eq!(shared.messages(), progress("q"));
+    let logs = tg.logs();
+    assert!(!logs.contains("read nothing"), "{logs}");
+    drop(tg);
+    assert!(wait_for(|| children_with(&m) == 0).await);
+}
+
+/// A client that sends a request over a connection it never reads from, with a receive
+/// buffer of 4 KiB: its stream fills at once.
+async fn never_reading(url: &str, headers: &[(&str, &str)], body: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let authority = url.trim_start_matches("http://").split('/').next().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(authority.parse().unwrap()).await.unwrap();
+    let method = if body.is_empty() { "GET" } else { "POST" };
+    let mut head = format!(
+        "{method} /mcp HTTP/1.1\r\nhost: {authority}\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head += &format!("{name}: {value}\r\n");
+    }
+    stream
+        .write_all(format!("{head}\r\n{body}").as_bytes())
+        .await
+        .unwrap();
+    stream
+}
+
+/// A client that reads nothing of what it asked for holds the others back for a moment
+/// only, and loses only its own messages: without a session, its request's stream is given
+/// up after 250 ms, and the next client's call is answered; in a session, a GET stream that
+/// takes nothing for 5 s is closed, and what comes after is kept for the next one, which
+/// gets the newest 256. Each is said in the log.
+#[tokio::test]
+async fn a_client_that_reads_nothing_holds_the_others_back_for_a_moment_only() {
+    let m = marker();
+    let command = crate::common::peers::stdio_fixture(&["--flood", &m]).await;
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let url = tg.url();
+    let json = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let flood = |token: bool| {
+        let mut params = json!({"name": "flood", "arguments": {"count": 2000, "size": 10000}});
+        if token {
+            params["_meta"] = json!({"progressToken": "p"});
+        }
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string()
+    };
+    let sum =
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "5"}]}});
+
+    let _stuck = never_reading(&url, &json, &flood(true)).await;
+    let next = request(
+        http::Method::POST,
+        &url,
+        &json,
+        call(2, "add", json!({"a": 2, "b": 3})),
+    );
+    assert_eq!(next.await.json(), sum);
+    let logs = tg.logs_when(|l| l.contains("for 250ms")).await;
+    assert!(
+        logs.contains("a client has read nothing of its request's stream for 250ms"),
+        "{logs}"
+    );
+
+    let s = open_session(&url).await;
+    let session = [
+        ("accept", "text/event-stream"),
+        ("mcp-session-id", s.as_str()),
+    ];
+    let _stuck_get = never_reading(&url, &session, "").await;
+    let called = post(&url, Some(&s), flood(false)).await;
+    assert_eq!(called.json()["result"]["content"][0]["text"], "flooded");
+    let closed = "a client has read nothing of its session's GET stream for 5s";
+    assert!(tg.logs_when(|l| l.contains(closed)).await.contains(closed));
+    let mut body = get_stream(&url, &s).await;
+    assert_eq!(events(&mut body, 256).await.len(), 256);
+    drop(tg);
+    assert!(wait_for(|| children_with(&m) == 0).await);
+}
+
+/// The messages of a stream's next `n` events.
+async fn events(body: &mut hyper::body::Incoming, n: usize) -> Vec<serde_json::Value> {
+    let (mut text, mut seen) = (String::new(), 0);
+    while seen < n {
+        // An event's end may fall between two frames.
+        let from = text.len().saturating_sub(1);
+        text += &next_frame(body, Duration::from_secs(10)).await;
+        seen += text[from..].matches("\n\n").count();
+    }
+    sse_messages(&text)
+}

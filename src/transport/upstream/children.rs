@@ -14,7 +14,7 @@ use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline;
 use crate::pipeline::bridge::{Declared, Reverse};
-use crate::transport::upstream::child::{ChildProcess, ChildSource, FromChild, ServerEra};
+use crate::transport::upstream::child::{ChildProcess, ChildSource, FromChild, Handler, ServerEra};
 use crate::transport::upstream::multiplex::Multiplexed;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -23,7 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 type Sessions = Arc<Mutex<HashMap<String, Arc<SessionChild>>>>;
 
@@ -32,8 +32,10 @@ pub struct SessionChild {
     /// Who opened the session (see `stdio.max_sessions_per_client`).
     owner: Box<str>,
     last_used: Mutex<Instant>,
-    /// What the child sends on its own, for the session's GET stream.
-    unsolicited: broadcast::Sender<Bytes>,
+    /// The session's open GET stream, which takes what the child sends on its own: the one
+    /// opened last (a client that opens another has given up the one before; each message
+    /// goes on one stream only).
+    get: Mutex<Option<mpsc::Sender<Bytes>>>,
     /// What it sent while no GET stream was open (a server asks `roots/list` right after
     /// `notifications/initialized`, before the client has opened one): handed to the next
     /// stream first. Bounded; its lock also orders a subscription against a message.
@@ -43,7 +45,10 @@ pub struct SessionChild {
     /// of the progress token: on the shared child the id toolgate gave the request, which it
     /// also gives as the progress token and which the server uses as the subscription id; in
     /// a session, the client's own token.
-    related: Mutex<HashMap<Box<str>, mpsc::Sender<Bytes>>>,
+    related: Mutex<HashMap<Box<str>, Related>>,
+    /// A message about a request whose stream was full, held (and the child's output with
+    /// it) until that stream takes it.
+    stalled: Mutex<Option<Stalled>>,
     /// Serves requests without a session: it has no GET stream to keep messages for.
     shared: bool,
     /// Serves 2026-07-28 requests over the handshake era (`pipeline::bridge`): the server's
@@ -94,9 +99,35 @@ impl Drop for Relation {
     }
 }
 
-/// Messages about one request held for its stream; a client that reads slower loses the
-/// oldest progress, never the answer (which does not pass through here).
+/// Messages held for one stream (a request's, or the session's GET). A full stream holds the
+/// child's output back, as a client's own pipe would hold a server it reads: nothing is
+/// dropped for a client that reads, however fast the server writes.
 const RELATED: usize = 64;
+
+/// How long a full stream may hold a session's child's output back. A client that reads
+/// nothing for that long (a stuck one) would hold its session's other requests with it: what
+/// the child sends about its request is dropped from then on, said once, its answer still
+/// comes; a GET stream is closed, and what comes is kept for the next.
+const LAG: Duration = Duration::from_secs(5);
+
+/// The same on the shared child, whose output every client without a session waits on: a
+/// client that reads at all takes a message sooner, and one that is stuck holds the others
+/// back this long at most.
+const SHARED_LAG: Duration = Duration::from_millis(250);
+
+/// A stream waiting for what the child sends about one request.
+struct Related {
+    sink: mpsc::Sender<Bytes>,
+    /// It was full for [`LAG`] ([`SHARED_LAG`]): what comes for it now is dropped.
+    lagging: bool,
+}
+
+struct Stalled {
+    /// The request whose stream it is, by its key in `related`; `None`: the GET stream.
+    key: Option<Box<str>>,
+    sink: mpsc::Sender<Bytes>,
+    line: Bytes,
+}
 
 /// Capability sets of 2026-07-28 clients given a bridged shared child of their own.
 const MAX_CAPABILITY_SETS: usize = 8;
@@ -114,11 +145,26 @@ struct Backlog {
     dropped: u64,
 }
 
+impl Backlog {
+    fn keep(&mut self, line: Bytes, child: &ChildProcess) {
+        if self.kept.len() >= BACKLOG {
+            self.kept.pop_front();
+            self.dropped += 1;
+            if self.dropped == 1 {
+                tracing::warn!(server = %child.program(), pid = child.pid(), "no GET stream has taken the tool server's last {BACKLOG} messages: the oldest are dropped until one opens (said once until then)");
+            }
+        }
+        self.kept.push_back(line);
+    }
+}
+
 impl SessionChild {
-    /// A GET stream's receiver, and what was sent before it opened.
-    pub fn subscribe(&self) -> (Vec<Bytes>, broadcast::Receiver<Bytes>) {
+    /// A GET stream's receiver, and what was sent before it opened. The stream opened before
+    /// it, if one still was, ends.
+    pub fn subscribe(&self) -> (Vec<Bytes>, mpsc::Receiver<Bytes>) {
         let mut backlog = self.backlog.locked();
-        let rx = self.unsolicited.subscribe();
+        let (tx, rx) = mpsc::channel(RELATED);
+        *self.get.locked() = Some(tx);
         let dropped = std::mem::take(&mut backlog.dropped);
         if dropped > 0 {
             tracing::info!(server = %self.child.program(), pid = self.child.pid(), dropped, "a GET stream opened; the oldest of what the tool server sent before were dropped");
@@ -127,7 +173,7 @@ impl SessionChild {
     }
 
     /// Passes a message the child sent on its own to the stream of the request it is about,
-    /// else (in a session) to the open GET streams, or keeps it for the next one.
+    /// else (in a session) to the open GET stream, or keeps it for the next one.
     fn deliver(&self, line: Bytes) {
         let line = match self.deliver_related(line) {
             Ok(()) => return,
@@ -140,24 +186,38 @@ impl SessionChild {
             );
             return;
         }
+        self.to_get_stream(line);
+    }
+
+    /// To the session's GET stream (held while it is full), or kept for the next one.
+    fn to_get_stream(&self, line: Bytes) {
         let mut backlog = self.backlog.locked();
-        if self.unsolicited.receiver_count() > 0 {
-            let _ = self.unsolicited.send(line);
-        } else {
-            if backlog.kept.len() >= BACKLOG {
-                backlog.kept.pop_front();
-                backlog.dropped += 1;
-                if backlog.dropped == 1 {
-                    tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "no GET stream has taken the tool server's last {BACKLOG} messages: the oldest are dropped until one opens (said once until then)");
-                }
+        let mut get = self.get.locked();
+        let Some(sink) = get.as_ref() else {
+            return backlog.keep(line, &self.child);
+        };
+        let line = match sink.try_send(line) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Full(line)) => {
+                let sink = sink.clone();
+                *self.stalled.locked() = Some(Stalled {
+                    key: None,
+                    sink,
+                    line,
+                });
+                return;
             }
-            backlog.kept.push_back(line);
-        }
+            Err(mpsc::error::TrySendError::Closed(line)) => line,
+        };
+        // The stream is gone (its client left).
+        *get = None;
+        backlog.keep(line, &self.child);
     }
 
     /// A message about a request whose answer is a stream (its progress, a listen request's
-    /// notifications) goes to that stream; `Err` gives back one that is about none. Read
-    /// only while some request waits for such messages.
+    /// notifications) goes to that stream (held, when it is full, until [`Self::unstall`]);
+    /// `Err` gives back one that is about none. Read only while some request waits for such
+    /// messages.
     fn deliver_related(&self, line: Bytes) -> Result<(), Bytes> {
         if self.related.locked().is_empty() {
             return Err(line);
@@ -170,13 +230,64 @@ impl SessionChild {
                     .or(p.meta.and_then(|m| m.subscription))
                     .map(|k| jsonrpc::id_key(k.get()).into_owned())
             });
-        let Some(sink) = key.and_then(|k| self.related.locked().get(k.as_str()).cloned()) else {
+        let Some((key, sink)) = key.and_then(|k| {
+            let related = self.related.locked();
+            let r = related.get(k.as_str())?;
+            Some((k, (!r.lagging).then(|| r.sink.clone())))
+        }) else {
             return Err(line);
         };
-        if sink.try_send(line).is_err() {
-            tracing::debug!("a request's stream is full or gone: a message about it is dropped");
+        if let Some(sink) = sink
+            && let Err(mpsc::error::TrySendError::Full(line)) = sink.try_send(line)
+        {
+            let key = Some(key.into());
+            *self.stalled.locked() = Some(Stalled { key, sink, line });
         }
         Ok(())
+    }
+
+    /// Waits until a message held for a full stream is taken, for [`LAG`] ([`SHARED_LAG`])
+    /// at most; the child's reader waits here before it reads on.
+    pub(crate) async fn unstall(&self) {
+        // One kept for the next GET stream may find it full too.
+        loop {
+            let Some(stalled) = self.stalled.locked().take() else {
+                return;
+            };
+            self.wait_for_room(stalled).await;
+        }
+    }
+
+    async fn wait_for_room(&self, Stalled { key, sink, line }: Stalled) {
+        let lag = if self.shared { SHARED_LAG } else { LAG };
+        let reserved = tokio::time::timeout(lag, sink.reserve()).await;
+        if let Ok(Ok(permit)) = reserved {
+            return permit.send(line);
+        }
+        let Some(key) = key else {
+            return self.get_stream_stuck(&sink, line, lag);
+        };
+        // Else its stream is gone: nothing waits for the message.
+        if reserved.is_err() {
+            if let Some(r) = self.related.locked().get_mut(&key) {
+                r.lagging = true;
+            }
+            tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "a client has read nothing of its request's stream for {lag:?}: what the tool server sends about that request is dropped from now on, its answer still goes");
+        }
+    }
+
+    /// The GET stream `sink` took nothing for `lag`, or is gone: it is closed, and `line`
+    /// kept for the next.
+    fn get_stream_stuck(&self, sink: &mpsc::Sender<Bytes>, line: Bytes, lag: Duration) {
+        let mut get = self.get.locked();
+        if get.as_ref().is_some_and(|g| g.same_channel(sink)) {
+            *get = None;
+            if !sink.is_closed() {
+                tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "a client has read nothing of its session's GET stream for {lag:?}: the stream is closed, and what the tool server sends is kept for the next");
+            }
+        }
+        drop(get);
+        self.to_get_stream(line);
     }
 
     /// Registers a stream for what the child sends about the request whose progress token
@@ -184,7 +295,11 @@ impl SessionChild {
     pub fn relate(self: &Arc<Self>, id: &str) -> (Relation, mpsc::Receiver<Bytes>) {
         let (tx, rx) = mpsc::channel(RELATED);
         let key: Box<str> = jsonrpc::id_key(id).into();
-        self.related.locked().insert(key.clone(), tx);
+        let related = Related {
+            sink: tx,
+            lagging: false,
+        };
+        self.related.locked().insert(key.clone(), related);
         (
             Relation {
                 child: self.clone(),
@@ -216,14 +331,14 @@ impl SessionChild {
     /// The stdio front's one child: the front hears what it sends on its own itself, and
     /// settles its era.
     pub(crate) fn of_pipe(child: Arc<ChildProcess>) -> Arc<SessionChild> {
-        let (unsolicited, _) = broadcast::channel(1);
         Arc::new(SessionChild {
             child,
             owner: "stdio".into(),
             last_used: Mutex::new(Instant::now()),
-            unsolicited,
+            get: Mutex::default(),
             backlog: Mutex::default(),
             related: Mutex::default(),
+            stalled: Mutex::default(),
             shared: false,
             bridged: std::sync::OnceLock::new(),
             declared: std::sync::OnceLock::new(),
@@ -253,6 +368,72 @@ impl SessionChild {
     /// not answer.
     fn alive(&self) -> bool {
         !self.child.has_ended()
+    }
+}
+
+/// What a child of the pool sends on its own, and its end, as the pool hears them.
+struct Heard {
+    live: Live,
+    index: usize,
+    key: crate::catalog::ScopeKey,
+    label: String,
+    sessions: std::sync::Weak<Mutex<HashMap<String, Arc<SessionChild>>>>,
+    /// The child's session, set right after the child starts: it can speak before.
+    deliver_to: Arc<std::sync::OnceLock<std::sync::Weak<SessionChild>>>,
+}
+
+impl Handler for Heard {
+    fn handle(&self, ev: FromChild) {
+        match ev {
+            FromChild::Message(line) => {
+                if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
+                    pipeline::observe_unsolicited(&self.live.load(), &self.key, &m);
+                }
+                // Set right after the child starts, with nothing to wait for in between.
+                if let Some(sc) = self.deliver_to.wait().upgrade() {
+                    sc.deliver(line);
+                }
+            }
+            FromChild::Exited(how) => self.exited(&how),
+        }
+    }
+
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        let sc = self.deliver_to.get().and_then(std::sync::Weak::upgrade);
+        async move {
+            if let Some(sc) = sc {
+                sc.unstall().await;
+            }
+        }
+    }
+}
+
+impl Heard {
+    fn exited(&self, how: &str) {
+        let (gw, label) = (self.live.load(), &self.label);
+        gw.catalog.forget(&self.key);
+        let upstream = &gw.targets[self.index].name;
+        gw.metrics.children.add(upstream, -1);
+        // Still registered: it exited on its own, a fault. Otherwise toolgate ended the
+        // session (DELETE, idle, shutdown), and `close` says so.
+        let removed = self.sessions.upgrade().and_then(|s| {
+            let mut s = s.locked();
+            let removed = s.remove(label);
+            gw.metrics.sessions.set(upstream, s.len() as i64);
+            removed
+        });
+        let on_its_own = removed.is_some();
+        // A child that only closed its output runs on, its process group with it; one that
+        // exited is reaped.
+        if let Some(sc) = removed {
+            let grace = gw.config.stdio.shutdown_grace;
+            tokio::spawn(async move { sc.child.shutdown(grace).await });
+        }
+        if on_its_own {
+            tracing::warn!(session = %label, "the tool server {how}; its session ends");
+        } else {
+            tracing::debug!(session = %label, "the tool server {how}");
+        }
     }
 }
 
@@ -325,55 +506,16 @@ impl StdioPool {
             None => ("", true, None),
         };
         let gw = self.gw();
-        let (unsolicited, _) = broadcast::channel(256);
-        // The handler can run before the child is a session: it finds the session here.
-        let deliver_to: Arc<std::sync::OnceLock<std::sync::Weak<SessionChild>>> = Arc::default();
-        let (live, index, sessions) = (
-            self.live.clone(),
-            self.index,
-            Arc::downgrade(&self.sessions),
-        );
-        let key = gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), []);
-        let handler = {
-            let (deliver_to, label) = (deliver_to.clone(), label.clone());
-            move |ev| match ev {
-                FromChild::Message(line) => {
-                    if let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) {
-                        pipeline::observe_unsolicited(&live.load(), &key, &m);
-                    }
-                    // Set right after the child starts, with nothing to wait for in between.
-                    if let Some(sc) = deliver_to.wait().upgrade() {
-                        sc.deliver(line);
-                    }
-                }
-                FromChild::Exited(how) => {
-                    let gw = live.load();
-                    gw.catalog.forget(&key);
-                    let upstream = &gw.targets[index].name;
-                    gw.metrics.children.add(upstream, -1);
-                    // Still registered: it exited on its own, a fault. Otherwise toolgate
-                    // ended the session (DELETE, idle, shutdown), and `close` says so.
-                    let removed = sessions.upgrade().and_then(|s| {
-                        let mut s = s.locked();
-                        let removed = s.remove(&label);
-                        gw.metrics.sessions.set(upstream, s.len() as i64);
-                        removed
-                    });
-                    let on_its_own = removed.is_some();
-                    // A child that only closed its output runs on, its process group with
-                    // it; one that exited is reaped.
-                    if let Some(sc) = removed {
-                        let grace = gw.config.stdio.shutdown_grace;
-                        tokio::spawn(async move { sc.child.shutdown(grace).await });
-                    }
-                    if on_its_own {
-                        tracing::warn!(session = %label, "the tool server {how}; its session ends");
-                    } else {
-                        tracing::debug!(session = %label, "the tool server {how}");
-                    }
-                }
-            }
+        let index = self.index;
+        let handler = Heard {
+            live: self.live.clone(),
+            index,
+            key: gw.scope(&Self::target(&gw, index), Some(label.as_bytes()), []),
+            label: label.clone(),
+            sessions: Arc::downgrade(&self.sessions),
+            deliver_to: Arc::default(),
         };
+        let deliver_to = handler.deliver_to.clone();
         let child = (self.source)
             .start((&gw.config, &Self::target(&gw, index), client), handler)
             // Said where every failure is (`error::FailureLog`), not once per session it fails.
@@ -387,9 +529,10 @@ impl StdioPool {
             child,
             owner: owner.into(),
             last_used: Mutex::new(Instant::now()),
-            unsolicited,
+            get: Mutex::default(),
             backlog: Mutex::default(),
             related: Mutex::default(),
+            stalled: Mutex::default(),
             shared,
             bridged: std::sync::OnceLock::new(),
             declared: std::sync::OnceLock::new(),

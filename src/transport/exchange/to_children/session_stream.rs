@@ -56,20 +56,9 @@ pub(crate) async fn bodiless(
             .map(|line| Ok::<_, std::convert::Infallible>(crate::transport::sse::event(&line))),
     );
     let live = futures_util::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(line) => {
-                    return Some((
-                        Ok::<_, std::convert::Infallible>(crate::transport::sse::event(&line)),
-                        rx,
-                    ));
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!("a slow GET stream missed {n} messages")
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+        let line = rx.recv().await?;
+        let event = crate::transport::sse::event(&line);
+        Some((Ok::<_, std::convert::Infallible>(event), rx))
     });
     use futures_util::StreamExt;
     let stream = earlier.chain(live);
