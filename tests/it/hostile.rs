@@ -550,6 +550,66 @@ async fn flooded_client(
     (before, peak_mib(g.child.id().unwrap()))
 }
 
+/// A stdio server busy with a call that reads nothing meanwhile (the fixture's `slow`, two
+/// seconds) while 24 calls of 1 MiB each are sent to it, in both modes with a child: what
+/// waits for it stays within 16 MiB, the calls past that are answered at once that it is not
+/// reading, and the rest are answered by the server once it reads again. Without the bound
+/// a server that never reads again would have every request sent to it kept, past its
+/// timeout, for good.
+#[tokio::test]
+async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
+    const CALLS: i64 = 24;
+    let command = common::peers::stdio_fixture(&[]).await;
+    let pad = "x".repeat(1 << 20);
+    let calls: Vec<String> = (1..=CALLS)
+        .map(|id| call(id, "seen", json!({ "pad": pad })))
+        .collect();
+    let refused = "the tool server is not reading what it is sent";
+
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let (url, s) = (tg.url(), open_session(&tg.url()).await);
+    let slow = {
+        let (url, s) = (url.clone(), s.clone());
+        tokio::spawn(async move { post(&url, Some(&s), call(0, "slow", json!({}))).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let answers =
+        futures_util::future::join_all(calls.iter().map(|c| post(&url, Some(&s), c.clone()))).await;
+    let texts: Vec<String> = answers
+        .iter()
+        .map(|a| a.json()["result"]["content"][0]["text"].to_string())
+        .collect();
+    assert_eq!(
+        slow.await.unwrap().json()["result"]["content"][0]["text"],
+        "slow done"
+    );
+    let over = texts.iter().filter(|t| t.contains(refused)).count();
+    let served = texts.iter().filter(|t| t.contains("tools/call")).count();
+    assert!(
+        over >= 8 && over + served == CALLS as usize,
+        "serve -- CMD: {texts:?}"
+    );
+
+    let mut g = StdioGate::start_args([vec!["stdio".into(), "--".into()], command].concat());
+    g.initialize().await;
+    g.send(&call(0, "slow", json!({}))).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for c in &calls {
+        g.send(c).await;
+    }
+    let mut texts = Vec::new();
+    while texts.len() <= CALLS as usize {
+        texts.push(g.recv().await["result"]["content"][0]["text"].to_string());
+    }
+    assert!(texts.contains(&"\"slow done\"".to_string()), "{texts:?}");
+    let over = texts.iter().filter(|t| t.contains(refused)).count();
+    let served = texts.iter().filter(|t| t.contains("tools/call")).count();
+    assert!(
+        over >= 8 && over + served == CALLS as usize,
+        "stdio -- CMD: {texts:?}"
+    );
+}
+
 /// A server of the HTTP+SSE transport that names an endpoint on another origin: nothing is
 /// posted there (the posts would carry toolgate's credential to that host), and what waits on
 /// the session is told why.

@@ -12,6 +12,7 @@
 //! A session with a server of the HTTP+SSE transport is a child too ([`ChildSource`]): its
 //! event stream stands in for the process and its pipes (`event_stream`).
 
+use super::input::{Input, Lines, Refused};
 use super::own::{self, OwnRequests, Unresulted};
 use super::rounds::{Listening, Offered, Questions, Rounds};
 use crate::error::UpstreamError;
@@ -29,7 +30,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// The answer to a request its client cancelled (the code LSP gave it; outside JSON-RPC's
 /// reserved range).
@@ -88,7 +89,7 @@ impl<F: Fn(FromChild) + Send + Sync + 'static> Handler for F {
 }
 
 pub struct ChildProcess {
-    to_child: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
+    to_child: Mutex<Option<Input>>,
     waiters: Arc<Mutex<Waiters>>,
     /// How the child ended, once its output has: what a request still waiting is told.
     ended: Arc<std::sync::OnceLock<String>>,
@@ -391,10 +392,7 @@ fn response_id(line: &[u8]) -> Option<String> {
 
 /// Writes each line to the child's stdin, in order, until the child stops reading or
 /// toolgate lets it go: dropping stdin closes it, the child's signal to finish.
-async fn write_lines(
-    mut stdin: tokio::process::ChildStdin,
-    mut lines: mpsc::UnboundedReceiver<Bytes>,
-) {
+async fn write_lines(mut stdin: tokio::process::ChildStdin, mut lines: Lines) {
     while let Some(line) = lines.recv().await {
         let ok = stdin.write_all(&line).await.is_ok()
             && stdin.write_all(b"\n").await.is_ok()
@@ -585,7 +583,7 @@ impl ChildProcess {
             .file_name()
             .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
 
-        let (to_child, lines) = mpsc::unbounded_channel::<Bytes>();
+        let (to_child, lines) = super::input::input();
         tokio::spawn(write_lines(stdin, lines));
         tokio::spawn(log_stderr(stderr, label.clone(), pid));
         let me = ChildProcess::new(to_child, Some(child), None, label);
@@ -609,7 +607,7 @@ impl ChildProcess {
     }
 
     fn new(
-        to_child: mpsc::UnboundedSender<Bytes>,
+        to_child: Input,
         process: Option<tokio::process::Child>,
         stream: Option<super::event_stream::Running>,
         program: String,
@@ -697,6 +695,10 @@ impl ChildProcess {
         let to = self.to_child.locked();
         match to.as_ref().map(|t| t.send(line)) {
             Some(Ok(())) => Ok(()),
+            Some(Err(Refused::Full(waiting))) => Err(UpstreamError::Unreachable(format!(
+                "the tool server is not reading what it is sent ({} MiB wait for it)",
+                waiting >> 20
+            ))),
             _ => Err(self.gone()),
         }
     }

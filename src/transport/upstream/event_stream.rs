@@ -27,7 +27,6 @@ use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::{Method, Uri};
 use std::sync::{Arc, OnceLock};
 use tokio::io::{AsyncWriteExt, DuplexStream};
-use tokio::sync::mpsc;
 
 /// The longest a server has to name its endpoint once its stream is open; servers name it
 /// at once.
@@ -51,7 +50,7 @@ pub(crate) struct Terms {
 /// One session's stream, as a child's pipes: what toolgate writes goes to `to_server`, what
 /// the server sends comes out of `output` as lines.
 pub(crate) struct Stream {
-    pub(crate) to_server: mpsc::UnboundedSender<Bytes>,
+    pub(crate) to_server: super::input::Input,
     pub(crate) output: DuplexStream,
     pub(crate) running: Running,
 }
@@ -117,7 +116,7 @@ impl EventStreamServer {
     /// Opens one session: the stream, read and written by a task of its own until the server
     /// ends it or toolgate lets it go.
     pub(crate) fn open(self: &Arc<Self>, terms: Terms) -> Stream {
-        let (to_server, outgoing) = mpsc::unbounded_channel();
+        let (to_server, outgoing) = super::input::input();
         let (output, pipe) = tokio::io::duplex(PIPE_BYTES);
         let ended = Arc::new(OnceLock::new());
         let (me, why) = (self.clone(), ended.clone());
@@ -144,7 +143,7 @@ impl EventStreamServer {
     async fn session(
         &self,
         terms: &Terms,
-        outgoing: mpsc::UnboundedReceiver<Bytes>,
+        outgoing: super::input::Lines,
         pipe: &mut DuplexStream,
     ) -> String {
         let limits = &terms.limits;
@@ -203,7 +202,7 @@ impl EventStreamServer {
         &self,
         terms: &Terms,
         endpoint: String,
-        mut outgoing: mpsc::UnboundedReceiver<Bytes>,
+        mut outgoing: super::input::Lines,
     ) -> String {
         while let Some(message) = outgoing.recv().await {
             let mut headers = terms.headers("application/json, text/event-stream");

@@ -7,6 +7,7 @@ pub mod children;
 pub mod event_stream;
 pub mod http_bridge;
 pub mod http_client;
+pub(crate) mod input;
 pub(crate) mod multiplex;
 pub(crate) mod numbered;
 pub(crate) mod own;
