@@ -520,3 +520,41 @@ async fn events(body: &mut hyper::body::Incoming, n: usize) -> Vec<serde_json::V
     }
     sse_messages(&text)
 }
+
+/// What a session's child sends while no GET stream is open is kept up to 16 MiB as well as
+/// up to 256 messages: a server that logs forty messages of 1 MiB each before the client
+/// opens its stream leaves the newest that fit, then what comes live.
+#[tokio::test]
+async fn what_waits_for_a_get_stream_is_bounded_in_bytes() {
+    let m = marker();
+    let command = crate::common::peers::stdio_fixture(&["--flood", &m]).await;
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let (url, s) = (tg.url(), open_session(&tg.url()).await);
+    let size = 1 << 20;
+    let flood = call(1, "flood", json!({"count": 40, "size": size}));
+    assert_eq!(
+        post(&url, Some(&s), flood).await.json()["result"]["content"][0]["text"],
+        "flooded"
+    );
+    let data = "x".repeat(size);
+    let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}});
+    // As the fixture writes it (Python's separators).
+    let written = format!(
+        r#"{{"jsonrpc": "2.0", "method": "notifications/message", "params": {{"level": "info", "data": "{data}"}}}}"#
+    );
+    let kept = (16 << 20) / written.len();
+
+    let mut body = get_stream(&url, &s).await;
+    assert_eq!(
+        post(&url, Some(&s), call(2, "notify", json!({})))
+            .await
+            .json()["id"],
+        2
+    );
+    let hello = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hello from the server"}});
+    let mut expected = vec![log; kept];
+    expected.push(hello);
+    assert_eq!(events(&mut body, kept + 1).await, expected);
+    drop(tg);
+    assert!(wait_for(|| children_with(&m) == 0).await);
+}

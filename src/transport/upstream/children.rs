@@ -132,8 +132,10 @@ struct Stalled {
 /// Capability sets of 2026-07-28 clients given a bridged shared child of their own.
 const MAX_CAPABILITY_SETS: usize = 8;
 
-/// Messages kept for a GET stream that is not open yet.
+/// Messages kept for a GET stream that is not open yet, and their bytes at most (the newest
+/// message is kept whatever its size).
 const BACKLOG: usize = 256;
+const BACKLOG_BYTES: usize = 16 << 20;
 
 /// What a session's child sent while no GET stream was open. Were each drop said, a client
 /// that never opens one (many only POST) would put a line in the log for each of its server's
@@ -142,19 +144,29 @@ const BACKLOG: usize = 256;
 #[derive(Default)]
 struct Backlog {
     kept: VecDeque<Bytes>,
+    /// The bytes of `kept`.
+    bytes: usize,
     dropped: u64,
 }
 
 impl Backlog {
     fn keep(&mut self, line: Bytes, child: &ChildProcess) {
-        if self.kept.len() >= BACKLOG {
-            self.kept.pop_front();
+        self.bytes += line.len();
+        self.kept.push_back(line);
+        while self.kept.len() > BACKLOG || (self.bytes > BACKLOG_BYTES && self.kept.len() > 1) {
+            let oldest = self.kept.pop_front().expect("more than one kept");
+            self.bytes -= oldest.len();
             self.dropped += 1;
             if self.dropped == 1 {
-                tracing::warn!(server = %child.program(), pid = child.pid(), "no GET stream has taken the tool server's last {BACKLOG} messages: the oldest are dropped until one opens (said once until then)");
+                tracing::warn!(server = %child.program(), pid = child.pid(), "no GET stream has taken the tool server's last {BACKLOG} messages (or {} MiB): the oldest are dropped until one opens (said once until then)", BACKLOG_BYTES >> 20);
             }
         }
-        self.kept.push_back(line);
+    }
+
+    /// What was kept, for a stream that opens.
+    fn take(&mut self) -> Vec<Bytes> {
+        self.bytes = 0;
+        self.kept.drain(..).collect()
     }
 }
 
@@ -169,7 +181,7 @@ impl SessionChild {
         if dropped > 0 {
             tracing::info!(server = %self.child.program(), pid = self.child.pid(), dropped, "a GET stream opened; the oldest of what the tool server sent before were dropped");
         }
-        (backlog.kept.drain(..).collect(), rx)
+        (backlog.take(), rx)
     }
 
     /// Passes a message the child sent on its own to the stream of the request it is about,
