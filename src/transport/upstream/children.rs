@@ -106,8 +106,9 @@ const RELATED: usize = 64;
 
 /// How long a full stream may hold a session's child's output back. A client that reads
 /// nothing for that long (a stuck one) would hold its session's other requests with it: what
-/// the child sends about its request is dropped from then on, said once, its answer still
-/// comes; a GET stream is closed, and what comes is kept for the next.
+/// the child sends about its request is dropped whenever the stream is full from then on
+/// (said once; its answer still comes); a GET stream is closed, and what comes is kept for
+/// the next.
 const LAG: Duration = Duration::from_secs(5);
 
 /// The same on the shared child, whose output every client without a session waits on: a
@@ -118,7 +119,8 @@ const SHARED_LAG: Duration = Duration::from_millis(250);
 /// A stream waiting for what the child sends about one request.
 struct Related {
     sink: mpsc::Sender<Bytes>,
-    /// It was full for [`LAG`] ([`SHARED_LAG`]): what comes for it now is dropped.
+    /// It was full for [`LAG`] ([`SHARED_LAG`]): what comes for it while it is full is
+    /// dropped from then on.
     lagging: bool,
 }
 
@@ -242,15 +244,16 @@ impl SessionChild {
                     .or(p.meta.and_then(|m| m.subscription))
                     .map(|k| jsonrpc::id_key(k.get()).into_owned())
             });
-        let Some((key, sink)) = key.and_then(|k| {
+        let Some((key, sink, lagging)) = key.and_then(|k| {
             let related = self.related.locked();
             let r = related.get(k.as_str())?;
-            Some((k, (!r.lagging).then(|| r.sink.clone())))
+            Some((k, r.sink.clone(), r.lagging))
         }) else {
             return Err(line);
         };
-        if let Some(sink) = sink
-            && let Err(mpsc::error::TrySendError::Full(line)) = sink.try_send(line)
+        // A stream given up once no longer holds the child back: it takes what fits.
+        if let Err(mpsc::error::TrySendError::Full(line)) = sink.try_send(line)
+            && !lagging
         {
             let key = Some(key.into());
             *self.stalled.locked() = Some(Stalled { key, sink, line });
@@ -284,7 +287,7 @@ impl SessionChild {
             if let Some(r) = self.related.locked().get_mut(&key) {
                 r.lagging = true;
             }
-            tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "a client has read nothing of its request's stream for {lag:?}: what the tool server sends about that request is dropped from now on, its answer still goes");
+            tracing::warn!(server = %self.child.program(), pid = self.child.pid(), "a client has read nothing of its request's stream for {lag:?}: what the tool server sends about that request is dropped whenever the stream is full from now on, its answer still goes");
         }
     }
 
