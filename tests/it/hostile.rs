@@ -472,7 +472,8 @@ async fn a_blocked_log_holds_a_bounded_queue() {
 }
 
 /// A stdio client stops reading its stdout while the server floods it with log
-/// notifications, 50 MB of them, in front of either kind of server: what waits for the
+/// notifications, 50 MB of them, in front of every kind of server (a child, a Streamable HTTP
+/// server, one of the HTTP+SSE transport): what waits for the
 /// client stays within a few MiB (toolgate stops reading the server, which its pipe or TCP
 /// then holds back, as the client's own pipe would), measured against the same flood read as
 /// it comes. Once the client reads again it gets every notification and the answer.
@@ -494,6 +495,10 @@ async fn a_client_that_stops_reading_holds_back_the_server_not_toolgates_memory(
         .spawn()
         .await;
     let command = common::peers::stdio_fixture(&["--flood"]).await;
+    let mut bridged = vec!["--"];
+    bridged.extend(command.iter().map(String::as_str));
+    let bridge = common::peers::python_http("sse_bridge.py", &bridged).await;
+    let sse = format!("http://127.0.0.1:{}/sse", bridge.port);
     let fronts = [
         (
             "stdio -- CMD",
@@ -502,6 +507,12 @@ async fn a_client_that_stops_reading_holds_back_the_server_not_toolgates_memory(
         (
             "stdio --upstream",
             vec!["stdio".into(), "--upstream".into(), url],
+        ),
+        (
+            "stdio --upstream, HTTP+SSE",
+            ["stdio", "--upstream", &sse, "--upstream-transport", "sse"]
+                .map(String::from)
+                .to_vec(),
         ),
     ];
     for (front, args) in fronts {
