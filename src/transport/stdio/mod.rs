@@ -415,11 +415,13 @@ impl<U: Upstream> Run<U> {
         let why = Arc::new(UpstreamError::Unreachable(format!("the tool server {how}")));
         self.in_flight.stop(why.clone()).await;
         // Requests the client sent before it could know (already in the pipe, or arriving
-        // within a moment) get the same error instead of no answer.
-        while let Ok(Some(line)) = tokio::time::timeout(
-            Duration::from_millis(200),
-            next_message(&mut self.stdin, self.max, &self.to),
-        )
+        // within a moment) get the same error instead of no answer, while the client reads
+        // what it is sent.
+        let (stdin, to) = (&mut self.stdin, &self.to);
+        while let Ok(Some(line)) = tokio::time::timeout(Duration::from_millis(200), async {
+            to.paced().await;
+            next_message(stdin, self.max, to).await
+        })
         .await
         {
             self.to.refuse(&line, &why);
