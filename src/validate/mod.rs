@@ -95,12 +95,7 @@ fn repair(
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
         let fixes: Vec<(String, Value)> = errors
             .iter()
-            .filter_map(|e| match (e.kind(), e.instance().as_ref()) {
-                (ValidationErrorKind::Type { kind }, Value::String(s)) => {
-                    convert(s, kind).map(|v| (e.instance_path().as_str().to_owned(), v))
-                }
-                _ => None,
-            })
+            .filter_map(|e| fix_for(e).map(|v| (e.instance_path().as_str().to_owned(), v)))
             .collect();
         if fixes.is_empty() && round == 0 {
             // Nothing to repair: these are the errors the report explains.
@@ -121,6 +116,40 @@ fn repair(
     Err(Verdict::Invalid(Report::build(
         tool, schema, args, max_errors,
     )))
+}
+
+/// What a string the validator refuses converts to: the first type wanted at its place
+/// ([`wanted_types`]) that it reads as.
+fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
+    let Value::String(s) = e.instance().as_ref() else {
+        return None;
+    };
+    wanted_types(e)
+        .into_iter()
+        .find_map(|kind| convert(s, kind))
+}
+
+/// The types an error says are wanted at its place: its own, for a type error; for a value
+/// no branch of an `anyOf` or `oneOf` takes, those its branches want at that same place, in
+/// their order. An optional value is such a choice (Pydantic writes `Optional[int]` as
+/// `anyOf: [{type: integer}, {type: null}]`), and is coerced as a plain one is.
+fn wanted_types<'a>(e: &'a jsonschema::ValidationError<'_>) -> Vec<&'a TypeKind> {
+    match e.kind() {
+        ValidationErrorKind::Type { kind } => vec![kind],
+        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
+            (context.iter().flatten())
+                .filter_map(|b| match b.kind() {
+                    ValidationErrorKind::Type { kind }
+                        if b.instance_path() == e.instance_path() =>
+                    {
+                        Some(kind)
+                    }
+                    _ => None,
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Puts `v` at `pointer` and notes the argument that holds it.
@@ -167,12 +196,8 @@ fn whole_numbers(
     let mut integers: Vec<String> = (schema.validator)
         .iter_errors(args)
         .take(2 * found.len() + max_errors)
-        .filter_map(|e| match e.kind() {
-            ValidationErrorKind::Type { kind } if only_integer(kind) => {
-                Some(e.instance_path().as_str().to_owned())
-            }
-            _ => None,
-        })
+        .filter(wants_an_integer)
+        .map(|e| e.instance_path().as_str().to_owned())
         .collect();
     integers.sort_unstable();
     for ((pointer, whole), original) in found.into_iter().zip(originals) {
@@ -220,6 +245,19 @@ fn whole_floats(v: &Value, at: &mut String, found: &mut Vec<(String, i64)>) {
 }
 
 /// A type that an integer meets and a fraction does not.
+/// Whether a probe's error says an integer, and no other number, is wanted at its place.
+fn wants_an_integer(e: &jsonschema::ValidationError<'_>) -> bool {
+    let kinds = wanted_types(e);
+    kinds.iter().any(|k| only_integer(k)) && !kinds.iter().any(|k| wants_type(k, JsonType::Number))
+}
+
+fn wants_type(kind: &TypeKind, t: JsonType) -> bool {
+    match kind {
+        TypeKind::Single(k) => *k == t,
+        TypeKind::Multiple(set) => set.contains(t),
+    }
+}
+
 fn only_integer(kind: &TypeKind) -> bool {
     match kind {
         TypeKind::Single(k) => *k == JsonType::Integer,
@@ -231,10 +269,7 @@ fn only_integer(kind: &TypeKind) -> bool {
 
 /// Converts a string to a value of one of the wanted types, when it reads as one exactly.
 fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
-    let wants = |t: JsonType| match kind {
-        TypeKind::Single(k) => *k == t,
-        TypeKind::Multiple(set) => set.contains(t),
-    };
+    let wants = |t: JsonType| wants_type(kind, t);
     let t = s.trim();
     if wants(JsonType::Integer) || wants(JsonType::Number) {
         if let Ok(i) = t.parse::<i64>() {
@@ -317,6 +352,44 @@ mod tests {
             args,
             json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
         );
+    }
+
+    #[test]
+    fn an_optional_value_is_coerced_as_a_plain_one_is() {
+        let optional = |t: &str| json!({"anyOf": [{"type": t}, {"type": "null"}]});
+        let s = schema(json!({
+            "type": "object",
+            "$defs": {"Zip": {"type": "integer", "minimum": 10000}},
+            "properties": {
+                "age": optional("integer"),
+                "tags": optional("array"),
+                "zip": {"oneOf": [{"$ref": "#/$defs/Zip"}, {"type": "null"}]},
+                "ratio": {"anyOf": [{"type": "integer"}, {"type": "number"}]},
+                "name": optional("string")
+            }
+        }));
+        let sent =
+            json!({"age": "36", "tags": "[\"a\"]", "zip": "12345", "ratio": 2.0, "name": "7"});
+        let (v, args) = run(&s, sent, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        let coerced = json!({"age": 36, "tags": ["a"], "zip": 12345, "ratio": 2.0, "name": "7"});
+        assert_eq!(args, coerced);
+        // A whole number written as a float, where the optional value is an integer.
+        let (_, args) = run(&s, json!({"age": 36.0}), true);
+        assert_eq!(args, json!({"age": 36}));
+        // What reads as none of the wanted types stays a violation, as does one under a bound.
+        assert!(matches!(
+            run(&s, json!({"age": "x"}), true).0,
+            Verdict::Invalid(_)
+        ));
+        assert!(matches!(
+            run(&s, json!({"zip": "123"}), true).0,
+            Verdict::Invalid(_)
+        ));
+        assert!(matches!(
+            run(&s, json!({"age": "36"}), false).0,
+            Verdict::Invalid(_)
+        ));
     }
 
     #[test]

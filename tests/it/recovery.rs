@@ -23,7 +23,8 @@ fn measure_tool() -> serde_json::Value {
     json!({"name": "measure", "inputSchema": {"type": "object", "properties": {
         "a": {"type": "number", "description": "any number"},
         "b": {"type": "integer", "description": "a whole number"},
-        "c": {"type": "number", "description": "a decimal"}}}})
+        "c": {"type": "number", "description": "a decimal"},
+        "d": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": "an optional whole number"}}}})
 }
 
 /// The stdio fixture's `add`.
@@ -46,8 +47,9 @@ fn raw_calls(seen: &Scripted) -> Vec<String> {
 
 /// Each call to `measure`, and its arguments as the server must receive them: a string
 /// converted, and a whole number written as a float (`3.0`) where the schema wants an
-/// integer; every other argument byte for byte.
-const COERCED: [(&str, &str); 2] = [
+/// integer, a plain one or an optional one (`anyOf` with `null`, as Pydantic writes
+/// `Optional[int]`); every other argument byte for byte.
+const COERCED: [(&str, &str); 4] = [
     (
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#,
         r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#,
@@ -55,6 +57,14 @@ const COERCED: [(&str, &str); 2] = [
     (
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":2.0,"b":3.0,"c":1.50}}}"#,
         r#""arguments":{"a":2.0,"b":3,"c":1.50}"#,
+    ),
+    (
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":"1","c":1.50,"d":"4"}}}"#,
+        r#""arguments":{"a":1,"c":1.50,"d":4}"#,
+    ),
+    (
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":2.0,"c":1.50,"d":5.0}}}"#,
+        r#""arguments":{"a":2.0,"c":1.50,"d":5}"#,
     ),
 ];
 
