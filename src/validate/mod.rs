@@ -31,7 +31,7 @@ pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
 }
 
 use jsonschema::JsonType;
-use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::error::TypeKind;
 use serde_json::Value;
 
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
@@ -119,37 +119,15 @@ fn repair(
 }
 
 /// What a string the validator refuses converts to: the first type wanted at its place
-/// ([`wanted_types`]) that it reads as.
+/// ([`report::wanted_types`]) that it reads as. An optional value is a choice of types
+/// (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type: null}]`), and is
+/// coerced as a plain one is.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     let Value::String(s) = e.instance().as_ref() else {
         return None;
     };
-    wanted_types(e)
-        .into_iter()
-        .find_map(|kind| convert(s, kind))
-}
-
-/// The types an error says are wanted at its place: its own, for a type error; for a value
-/// no branch of an `anyOf` or `oneOf` takes, those its branches want at that same place, in
-/// their order. An optional value is such a choice (Pydantic writes `Optional[int]` as
-/// `anyOf: [{type: integer}, {type: null}]`), and is coerced as a plain one is.
-fn wanted_types<'a>(e: &'a jsonschema::ValidationError<'_>) -> Vec<&'a TypeKind> {
-    match e.kind() {
-        ValidationErrorKind::Type { kind } => vec![kind],
-        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
-            (context.iter().flatten())
-                .filter_map(|b| match b.kind() {
-                    ValidationErrorKind::Type { kind }
-                        if b.instance_path() == e.instance_path() =>
-                    {
-                        Some(kind)
-                    }
-                    _ => None,
-                })
-                .collect()
-        }
-        _ => Vec::new(),
-    }
+    let (kinds, _) = report::wanted_types(e);
+    kinds.into_iter().find_map(|kind| convert(s, kind))
 }
 
 /// Puts `v` at `pointer` and notes the argument that holds it.
@@ -247,7 +225,7 @@ fn whole_floats(v: &Value, at: &mut String, found: &mut Vec<(String, i64)>) {
 /// A type that an integer meets and a fraction does not.
 /// Whether a probe's error says an integer, and no other number, is wanted at its place.
 fn wants_an_integer(e: &jsonschema::ValidationError<'_>) -> bool {
-    let kinds = wanted_types(e);
+    let (kinds, _) = report::wanted_types(e);
     kinds.iter().any(|k| only_integer(k)) && !kinds.iter().any(|k| wants_type(k, JsonType::Number))
 }
 

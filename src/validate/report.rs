@@ -405,14 +405,58 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
             one(format!("must be a valid {format}, got {got}"))
         }
         ValidationErrorKind::FalseSchema => one("is not accepted here".into()),
-        ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => one(
-            format!("does not match any of the accepted forms, got {got}"),
-        ),
+        ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
+            one(match branch_types(e) {
+                Some(types) => format!("expected {types}, got {} {got}", type_of(e.instance())),
+                None => format!("does not match any of the accepted forms, got {got}"),
+            })
+        }
         ValidationErrorKind::OneOfMultipleValid { .. } => one(format!(
             "matches more than one of the accepted forms, got {got}"
         )),
         _ => one(e.masked().to_string()),
     }
+}
+
+/// The types an error says are wanted at its place: its own, for a type error; for a value
+/// no branch of an `anyOf` or `oneOf` takes, those its branches want at that same place, in
+/// their order, and whether each branch refused the value for its type.
+pub(super) fn wanted_types<'a>(e: &'a ValidationError<'_>) -> (Vec<&'a TypeKind>, bool) {
+    match e.kind() {
+        ValidationErrorKind::Type { kind } => (vec![kind], true),
+        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
+            let at = |b: &'a ValidationError<'_>| match b.kind() {
+                ValidationErrorKind::Type { kind } if b.instance_path() == e.instance_path() => {
+                    Some(kind)
+                }
+                _ => None,
+            };
+            let each: Vec<Option<&TypeKind>> = context
+                .iter()
+                .map(|branch| branch.iter().find_map(at))
+                .collect();
+            let every = each.iter().all(Option::is_some);
+            (each.into_iter().flatten().collect(), every)
+        }
+        _ => (Vec::new(), false),
+    }
+}
+
+/// The types the branches of `e` (an `anyOf` or `oneOf`) want, when each refused the value
+/// for its type: "expected an integer or null" tells a model more than "any of the forms".
+fn branch_types(e: &ValidationError<'_>) -> Option<String> {
+    let (kinds, every) = wanted_types(e);
+    let mut types: Vec<jsonschema::JsonType> = Vec::new();
+    for t in kinds.into_iter().flat_map(|kind| match kind {
+        TypeKind::Single(t) => vec![*t],
+        TypeKind::Multiple(set) => set.iter().collect(),
+    }) {
+        if !types.contains(&t) {
+            types.push(t);
+        }
+    }
+    let names: Vec<String> = types.into_iter().map(with_article).collect();
+    (every && !names.is_empty()).then(|| names.join(" or "))
 }
 
 /// The allowed values, cut after a few: a huge `enum` must not become a huge answer.
@@ -427,15 +471,16 @@ fn options_preview(options: &Value) -> String {
     }
 }
 
+fn with_article(t: jsonschema::JsonType) -> String {
+    let n = t.as_str();
+    match n {
+        "integer" | "array" | "object" => format!("an {n}"),
+        "null" => n.to_owned(),
+        _ => format!("a {n}"),
+    }
+}
+
 fn type_names(kind: &TypeKind) -> String {
-    let with_article = |t: jsonschema::JsonType| {
-        let n = t.as_str();
-        match n {
-            "integer" | "array" | "object" => format!("an {n}"),
-            "null" => n.to_owned(),
-            _ => format!("a {n}"),
-        }
-    };
     match kind {
         TypeKind::Single(t) => with_article(*t),
         TypeKind::Multiple(set) => set
@@ -664,6 +709,30 @@ mod tests {
             "must be at most 9, got 12"
         );
         assert_eq!(d["code"], "invalid_arguments");
+    }
+
+    #[test]
+    fn a_choice_of_types_says_the_types() {
+        let schema = json!({"type": "object", "properties": {
+            "tags": {"anyOf": [{"type": "array"}, {"type": "null"}]},
+            "n": {"oneOf": [{"type": "integer"}, {"type": ["integer", "string"], "minLength": 3}]},
+            "at": {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "integer"}]}
+        }});
+        let r = report(schema, json!({"tags": "x", "n": true, "at": "b"}));
+        let d = r.details();
+        assert_eq!(
+            d["parameter_errors"]["/tags"],
+            "expected an array or null, got string \"x\""
+        );
+        assert_eq!(
+            d["parameter_errors"]["/n"],
+            "expected an integer or a string, got boolean true"
+        );
+        // A branch that refused it for another reason than its type: the forms, as before.
+        assert_eq!(
+            d["parameter_errors"]["/at"],
+            "does not match any of the accepted forms, got \"b\""
+        );
     }
 
     #[test]
