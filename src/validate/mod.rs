@@ -31,7 +31,7 @@ pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
 }
 
 use jsonschema::JsonType;
-use jsonschema::error::TypeKind;
+use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
@@ -93,10 +93,16 @@ fn repair(
     let validator = schema.validator;
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
-        let fixes: Vec<(String, Value)> = errors
-            .iter()
-            .filter_map(|e| fix_for(e).map(|v| (e.instance_path().as_str().to_owned(), v)))
-            .collect();
+        let mut fixes: Vec<(String, Value)> = Vec::new();
+        for leaf in errors.iter().flat_map(type_errors) {
+            let at = leaf.instance_path().as_str();
+            // Two branches may want one string as two types: the first one's wins.
+            if !fixes.iter().any(|(p, _)| p == at)
+                && let Some(v) = fix_for(leaf)
+            {
+                fixes.push((at.to_owned(), v));
+            }
+        }
         if fixes.is_empty() && round == 0 {
             // Nothing to repair: these are the errors the report explains.
             let report = Report::of_errors(tool, schema.value, &errors, max_errors);
@@ -118,16 +124,29 @@ fn repair(
     )))
 }
 
-/// What a string the validator refuses converts to: the first type wanted at its place
-/// ([`report::wanted_types`]) that it reads as. An optional value is a choice of types
-/// (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type: null}]`), and is
-/// coerced as a plain one is.
+/// What the string a type error points at converts to, when it reads as the type wanted.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
-    let Value::String(s) = e.instance().as_ref() else {
-        return None;
-    };
-    let (kinds, _) = report::wanted_types(e);
-    kinds.into_iter().find_map(|kind| convert(s, kind))
+    match (e.kind(), e.instance().as_ref()) {
+        (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
+        _ => None,
+    }
+}
+
+/// The type errors an error stands for: itself, or, for a value no branch of an `anyOf` or
+/// `oneOf` takes, those of each branch, at any depth. An optional value is such a choice
+/// (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type: null}]`, and an
+/// optional object's members are checked inside its branch): its strings are coerced, and
+/// its whole numbers written as integers, as a plain value's are.
+fn type_errors<'a, 'b>(
+    e: &'a jsonschema::ValidationError<'b>,
+) -> Vec<&'a jsonschema::ValidationError<'b>> {
+    match e.kind() {
+        ValidationErrorKind::Type { .. } => vec![e],
+        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
+            context.iter().flatten().flat_map(type_errors).collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Puts `v` at `pointer` and notes the argument that holds it.
@@ -171,11 +190,26 @@ fn whole_numbers(
         .collect();
     // Each probe makes one type error where a number is wanted; the numbers' own keywords
     // (bounds, `multipleOf`) do not apply to it, and few others do.
-    let mut integers: Vec<String> = (schema.validator)
+    let mut integers = Vec::new();
+    for e in (schema.validator)
         .iter_errors(args)
         .take(2 * found.len() + max_errors)
-        .filter(wants_an_integer)
-        .map(|e| e.instance_path().as_str().to_owned())
+    {
+        integers.extend(type_errors(&e).into_iter().filter_map(|t| match t.kind() {
+            ValidationErrorKind::Type { kind } => Some((
+                t.instance_path().as_str().to_owned(),
+                wants_type(kind, JsonType::Number),
+                only_integer(kind),
+            )),
+            _ => None,
+        }));
+    }
+    // An integer where some branch wants one, and none wants any other number.
+    let mut integers: Vec<String> = (integers.iter())
+        .filter(|(at, _, integer)| {
+            *integer && !integers.iter().any(|(p, number, _)| p == at && *number)
+        })
+        .map(|(at, _, _)| at.clone())
         .collect();
     integers.sort_unstable();
     for ((pointer, whole), original) in found.into_iter().zip(originals) {
@@ -222,13 +256,6 @@ fn whole_floats(v: &Value, at: &mut String, found: &mut Vec<(String, i64)>) {
     }
 }
 
-/// A type that an integer meets and a fraction does not.
-/// Whether a probe's error says an integer, and no other number, is wanted at its place.
-fn wants_an_integer(e: &jsonschema::ValidationError<'_>) -> bool {
-    let (kinds, _) = report::wanted_types(e);
-    kinds.iter().any(|k| only_integer(k)) && !kinds.iter().any(|k| wants_type(k, JsonType::Number))
-}
-
 fn wants_type(kind: &TypeKind, t: JsonType) -> bool {
     match kind {
         TypeKind::Single(k) => *k == t,
@@ -236,6 +263,7 @@ fn wants_type(kind: &TypeKind, t: JsonType) -> bool {
     }
 }
 
+/// A type that an integer meets and a fraction does not.
 fn only_integer(kind: &TypeKind) -> bool {
     match kind {
         TypeKind::Single(k) => *k == JsonType::Integer,
@@ -368,6 +396,19 @@ mod tests {
             run(&s, json!({"age": "36"}), false).0,
             Verdict::Invalid(_)
         ));
+        // Within an optional object or array, as within a plain one.
+        let s = schema(json!({
+            "type": "object",
+            "$defs": {"P": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+            "properties": {
+                "who": {"anyOf": [{"$ref": "#/$defs/P"}, {"type": "null"}]},
+                "ids": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]}
+            }
+        }));
+        let sent = json!({"who": "{\"n\": \"3\"}", "ids": ["1", 2.0]});
+        let (v, args) = run(&s, sent, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args, json!({"who": {"n": 3}, "ids": [1, 2]}));
     }
 
     #[test]

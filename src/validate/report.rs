@@ -335,11 +335,41 @@ fn describe(
         }
         return unexpected.len().saturating_sub(room);
     }
+    if let Some(branch) = only_branch_for_more_than_type(e) {
+        let (start, mut more) = (out.len(), 0);
+        for inner in branch {
+            more += describe(inner, schema, room - (out.len() - start), out);
+        }
+        return more;
+    }
     if room == 0 {
         return 1;
     }
     out.push(describe_one(e));
     0
+}
+
+/// The errors of the one branch of an `anyOf` or `oneOf` that refused the value for more
+/// than its type, when every other branch refused it for its type alone: an optional value's
+/// own errors (`Optional[date]` given "tomorrow" is not a valid date, which says more than
+/// "none of the accepted forms").
+fn only_branch_for_more_than_type<'a>(
+    e: &'a ValidationError<'_>,
+) -> Option<&'a [ValidationError<'static>]> {
+    let (ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }) =
+        e.kind()
+    else {
+        return None;
+    };
+    let for_its_type = |branch: &&Vec<ValidationError<'static>>| {
+        branch.iter().any(|b| {
+            matches!(b.kind(), ValidationErrorKind::Type { .. })
+                && b.instance_path() == e.instance_path()
+        })
+    };
+    let mut others = context.iter().filter(|b| !for_its_type(b));
+    let one = others.next()?;
+    (others.next().is_none() && !one.is_empty()).then_some(one.as_slice())
 }
 
 fn describe_one(e: &ValidationError<'_>) -> Violation {
@@ -421,7 +451,7 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
 /// The types an error says are wanted at its place: its own, for a type error; for a value
 /// no branch of an `anyOf` or `oneOf` takes, those its branches want at that same place, in
 /// their order, and whether each branch refused the value for its type.
-pub(super) fn wanted_types<'a>(e: &'a ValidationError<'_>) -> (Vec<&'a TypeKind>, bool) {
+fn wanted_types<'a>(e: &'a ValidationError<'_>) -> (Vec<&'a TypeKind>, bool) {
     match e.kind() {
         ValidationErrorKind::Type { kind } => (vec![kind], true),
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
@@ -728,10 +758,29 @@ mod tests {
             d["parameter_errors"]["/n"],
             "expected an integer or a string, got boolean true"
         );
-        // A branch that refused it for another reason than its type: the forms, as before.
+        // One branch refused it for more than its type: that branch's errors, as an
+        // optional value's own; several: the forms.
         assert_eq!(
             d["parameter_errors"]["/at"],
-            "does not match any of the accepted forms, got \"b\""
+            "must match the pattern ^a, got \"b\""
+        );
+        let schema = json!({"type": "object", "properties": {
+            "day": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
+            "who": {"anyOf": [{"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}, "required": ["name"]}, {"type": "null"}]},
+            "at": {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "minLength": 3}]}
+        }});
+        let r = report(
+            schema,
+            json!({"day": "tomorrow", "who": {"n": 4}, "at": "b"}),
+        );
+        assert_eq!(
+            r.details()["parameter_errors"],
+            json!({
+                "/day": "must be a valid date, got \"tomorrow\"",
+                "/who/n": "must be at most 3, got 4",
+                "/who/name": "is required but missing",
+                "/at": "does not match any of the accepted forms, got \"b\""
+            })
         );
     }
 
