@@ -356,20 +356,10 @@ fn describe(
 fn only_branch_for_more_than_type<'a>(
     e: &'a ValidationError<'_>,
 ) -> Option<&'a [ValidationError<'static>]> {
-    let (ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }) =
-        e.kind()
-    else {
-        return None;
-    };
-    let for_its_type = |branch: &&Vec<ValidationError<'static>>| {
-        branch.iter().any(|b| {
-            matches!(b.kind(), ValidationErrorKind::Type { .. })
-                && b.instance_path() == e.instance_path()
-        })
-    };
-    let mut others = context.iter().filter(|b| !for_its_type(b));
-    let one = others.next()?;
-    (others.next().is_none() && !one.is_empty()).then_some(one.as_slice())
+    let branches = branches(e);
+    let mut others = branches.iter().filter(|(_, wanted)| wanted.is_none());
+    let (one, _) = others.next()?;
+    (others.next().is_none() && !one.is_empty()).then_some(*one)
 }
 
 fn describe_one(e: &ValidationError<'_>) -> Violation {
@@ -448,45 +438,42 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
     }
 }
 
-/// The types an error says are wanted at its place: its own, for a type error; for a value
-/// no branch of an `anyOf` or `oneOf` takes, those its branches want at that same place, in
-/// their order, and whether each branch refused the value for its type.
-fn wanted_types<'a>(e: &'a ValidationError<'_>) -> (Vec<&'a TypeKind>, bool) {
-    match e.kind() {
-        ValidationErrorKind::Type { kind } => (vec![kind], true),
-        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
-            let at = |b: &'a ValidationError<'_>| match b.kind() {
-                ValidationErrorKind::Type { kind } if b.instance_path() == e.instance_path() => {
-                    Some(kind)
-                }
-                _ => None,
-            };
-            let each: Vec<Option<&TypeKind>> = context
-                .iter()
-                .map(|branch| branch.iter().find_map(at))
-                .collect();
-            let every = each.iter().all(Option::is_some);
-            (each.into_iter().flatten().collect(), every)
-        }
-        _ => (Vec::new(), false),
-    }
+/// The branches of `e`, when it is an `anyOf` or `oneOf` no branch of which takes the value,
+/// each with the type it wants at `e`'s place if it refused the value for its type there.
+fn branches<'a>(
+    e: &'a ValidationError<'_>,
+) -> Vec<(&'a [ValidationError<'static>], Option<&'a TypeKind>)> {
+    let (ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }) =
+        e.kind()
+    else {
+        return Vec::new();
+    };
+    let wanted = |b: &'a ValidationError<'static>| match b.kind() {
+        ValidationErrorKind::Type { kind } if b.instance_path() == e.instance_path() => Some(kind),
+        _ => None,
+    };
+    (context.iter())
+        .map(|branch| (branch.as_slice(), branch.iter().find_map(wanted)))
+        .collect()
 }
 
-/// The types the branches of `e` (an `anyOf` or `oneOf`) want, when each refused the value
-/// for its type: "expected an integer or null" tells a model more than "any of the forms".
+/// The types the branches of `e` want, when each refused the value for its type: "expected
+/// an integer or null" tells a model more than "any of the forms".
 fn branch_types(e: &ValidationError<'_>) -> Option<String> {
-    let (kinds, every) = wanted_types(e);
     let mut types: Vec<jsonschema::JsonType> = Vec::new();
-    for t in kinds.into_iter().flat_map(|kind| match kind {
-        TypeKind::Single(t) => vec![*t],
-        TypeKind::Multiple(set) => set.iter().collect(),
-    }) {
-        if !types.contains(&t) {
-            types.push(t);
+    for (_, wanted) in branches(e) {
+        let each: Vec<jsonschema::JsonType> = match wanted? {
+            TypeKind::Single(t) => vec![*t],
+            TypeKind::Multiple(set) => set.iter().collect(),
+        };
+        for t in each {
+            if !types.contains(&t) {
+                types.push(t);
+            }
         }
     }
     let names: Vec<String> = types.into_iter().map(with_article).collect();
-    (every && !names.is_empty()).then(|| names.join(" or "))
+    (!names.is_empty()).then(|| names.join(" or "))
 }
 
 /// The allowed values, cut after a few: a huge `enum` must not become a huge answer.
