@@ -33,6 +33,7 @@ pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
 use jsonschema::JsonType;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Rounds of coercion: a JSON-encoded array may hold strings that need converting too.
 const MAX_COERCE_ROUNDS: usize = 4;
@@ -93,14 +94,12 @@ fn repair(
     let validator = schema.validator;
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
-        let mut fixes: Vec<(String, Value)> = Vec::new();
+        // Two branches may want one string as two types: the first one's wins.
+        let mut fixes: BTreeMap<String, Value> = BTreeMap::new();
         for leaf in errors.iter().flat_map(type_errors) {
-            let at = leaf.instance_path().as_str();
-            // Two branches may want one string as two types: the first one's wins.
-            if !fixes.iter().any(|(p, _)| p == at)
-                && let Some(v) = fix_for(leaf)
-            {
-                fixes.push((at.to_owned(), v));
+            if let Some(v) = fix_for(leaf) {
+                let at = leaf.instance_path().as_str().to_owned();
+                fixes.entry(at).or_insert(v);
             }
         }
         if fixes.is_empty() && round == 0 {
@@ -133,21 +132,29 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
 }
 
 /// The type errors an error stands for: itself, or, for a value no branch of an `anyOf` or
-/// `oneOf` takes, those of each branch, at any depth. An optional value is such a choice
-/// (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type: null}]`, and an
-/// optional object's members are checked inside its branch): its strings are coerced, and
-/// its whole numbers written as integers, as a plain value's are.
+/// `oneOf` of a few branches takes, those of each branch, at any depth. An optional value is
+/// such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type:
+/// null}]`, and an optional object's members are checked inside its branch): its strings are
+/// coerced, and its whole numbers written as integers, as a plain value's are.
 fn type_errors<'a, 'b>(
     e: &'a jsonschema::ValidationError<'b>,
 ) -> Vec<&'a jsonschema::ValidationError<'b>> {
     match e.kind() {
         ValidationErrorKind::Type { .. } => vec![e],
-        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
+        ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }
+            if context.len() <= MAX_COERCED_BRANCHES =>
+        {
             context.iter().flatten().flat_map(type_errors).collect()
         }
         _ => Vec::new(),
     }
 }
+
+/// The most branches a choice may have for its values to be coerced: an optional value has
+/// two, a union of models a few. Each round of repair reads every error of the arguments
+/// again, so a choice of many branches, which only a costly schema has, is left as it came
+/// (its errors cost as much as they cost without coercion).
+const MAX_COERCED_BRANCHES: usize = 16;
 
 /// Puts `v` at `pointer` and notes the argument that holds it.
 fn replace(args: &mut Value, pointer: &str, v: Value, changed: &mut Vec<String>) {
@@ -190,30 +197,25 @@ fn whole_numbers(
         .collect();
     // Each probe makes one type error where a number is wanted; the numbers' own keywords
     // (bounds, `multipleOf`) do not apply to it, and few others do.
-    let mut integers = Vec::new();
+    // Where some branch wants an integer, and where some wants any other number.
+    let (mut integers, mut numbers) = (BTreeSet::new(), BTreeSet::new());
     for e in (schema.validator)
         .iter_errors(args)
         .take(2 * found.len() + max_errors)
     {
-        integers.extend(type_errors(&e).into_iter().filter_map(|t| match t.kind() {
-            ValidationErrorKind::Type { kind } => Some((
-                t.instance_path().as_str().to_owned(),
-                wants_type(kind, JsonType::Number),
-                only_integer(kind),
-            )),
-            _ => None,
-        }));
+        for t in type_errors(&e) {
+            if let ValidationErrorKind::Type { kind } = t.kind() {
+                let at = t.instance_path().as_str();
+                if wants_type(kind, JsonType::Number) {
+                    numbers.insert(at.to_owned());
+                } else if only_integer(kind) {
+                    integers.insert(at.to_owned());
+                }
+            }
+        }
     }
-    // An integer where some branch wants one, and none wants any other number.
-    let mut integers: Vec<String> = (integers.iter())
-        .filter(|(at, _, integer)| {
-            *integer && !integers.iter().any(|(p, number, _)| p == at && *number)
-        })
-        .map(|(at, _, _)| at.clone())
-        .collect();
-    integers.sort_unstable();
     for ((pointer, whole), original) in found.into_iter().zip(originals) {
-        if integers.binary_search(&pointer).is_ok() {
+        if integers.contains(&pointer) && !numbers.contains(&pointer) {
             replace(args, &pointer, Value::from(whole), changed);
         } else if let Some(slot) = args.pointer_mut(&pointer) {
             *slot = original;
