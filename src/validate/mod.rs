@@ -195,9 +195,9 @@ fn whole_numbers(
             None => Value::Null,
         })
         .collect();
-    // Each probe makes one type error where a number is wanted; the numbers' own keywords
-    // (bounds, `multipleOf`) do not apply to it, and few others do.
-    // Where some branch wants an integer, and where some wants any other number.
+    // Each probe makes one type error where a number is wanted (in each branch of a choice
+    // that wants one); the numbers' own keywords (bounds, `multipleOf`) do not apply to it,
+    // and few others do. Kept: where some branch wants an integer and none another number.
     let (mut integers, mut numbers) = (BTreeSet::new(), BTreeSet::new());
     for e in (schema.validator)
         .iter_errors(args)

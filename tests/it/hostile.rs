@@ -553,10 +553,8 @@ async fn flooded_client(
             _ => break m,
         }
     };
-    assert_eq!(
-        answer["result"]["content"][0]["text"], "flooded",
-        "{answer}"
-    );
+    let flooded = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "flooded"}]}});
+    assert_eq!(answer, flooded);
     assert_eq!(notes, count, "every notification");
     (before, peak_mib(g.child.id().unwrap()))
 }
@@ -575,7 +573,6 @@ async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
     let calls: Vec<String> = (1..=CALLS)
         .map(|id| call(id, "seen", json!({ "pad": pad })))
         .collect();
-    let refused = "the tool server is not reading what it is sent";
 
     let tg = Toolgate::in_front_of(&command, None).await;
     let (url, s) = (tg.url(), open_session(&tg.url()).await);
@@ -586,20 +583,9 @@ async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let answers =
         futures_util::future::join_all(calls.iter().map(|c| post(&url, Some(&s), c.clone()))).await;
-    let texts: Vec<String> = answers
-        .iter()
-        .map(|a| a.json()["result"]["content"][0]["text"].to_string())
-        .collect();
-    assert_eq!(
-        slow.await.unwrap().json()["result"]["content"][0]["text"],
-        "slow done"
-    );
-    let over = texts.iter().filter(|t| t.contains(refused)).count();
-    let served = texts.iter().filter(|t| t.contains("tools/call")).count();
-    assert!(
-        over >= 8 && over + served == CALLS as usize,
-        "serve -- CMD: {texts:?}"
-    );
+    let mut answers: Vec<Value> = answers.iter().map(|a| a.json()).collect();
+    answers.push(slow.await.unwrap().json());
+    served_or_refused("serve -- CMD", answers, CALLS as usize);
 
     let mut g = StdioGate::start_args([vec!["stdio".into(), "--".into()], command].concat());
     g.initialize().await;
@@ -608,17 +594,52 @@ async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
     for c in &calls {
         g.send(c).await;
     }
-    let mut texts = Vec::new();
-    while texts.len() <= CALLS as usize {
-        texts.push(g.recv().await["result"]["content"][0]["text"].to_string());
+    let mut answers = Vec::new();
+    while answers.len() <= CALLS as usize {
+        answers.push(g.recv().await);
     }
-    assert!(texts.contains(&"\"slow done\"".to_string()), "{texts:?}");
-    let over = texts.iter().filter(|t| t.contains(refused)).count();
-    let served = texts.iter().filter(|t| t.contains("tools/call")).count();
-    assert!(
-        over >= 8 && over + served == CALLS as usize,
-        "stdio -- CMD: {texts:?}"
-    );
+    served_or_refused("stdio -- CMD", answers, CALLS as usize);
+}
+
+/// Checks each answer whole: `slow`'s (id 0), and each call's, served by the fixture (the
+/// methods it has seen) or refused at once because the server is not reading; at least 8 of
+/// `calls` refused.
+fn served_or_refused(front: &str, answers: Vec<Value>, calls: usize) {
+    let text = |a: &Value| {
+        a["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut refused = 0;
+    for a in &answers {
+        let (id, t) = (a["id"].clone(), text(a));
+        let expected = if id == 0 {
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"content": [{"type": "text", "text": "slow done"}]}})
+        } else if t.starts_with('[') && t.contains("tools/call") {
+            json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": t}]}})
+        } else {
+            refused += 1;
+            let reason = a["result"]["_meta"]["toolgate/upstream"]["reason"]
+                .as_str()
+                .unwrap_or("");
+            let waiting =
+                "could not reach the tool server: the tool server is not reading what it is sent (";
+            assert!(
+                reason.starts_with(waiting) && reason.ends_with(" MiB wait for it)"),
+                "{front}: {a}"
+            );
+            let said = format!("The tool server is unavailable: {reason}.");
+            assert!(t.starts_with(&said), "{front}: {a}");
+            json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": t}],
+                "isError": true,
+                "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}}}})
+        };
+        assert_eq!(a, &expected, "{front}");
+    }
+    assert_eq!(answers.len(), calls + 1, "{front}");
+    assert!(refused >= 8, "{front}: {answers:?}");
 }
 
 /// A server of the HTTP+SSE transport that names an endpoint on another origin: nothing is

@@ -499,8 +499,8 @@ async fn a_client_that_reads_nothing_holds_the_others_back_for_a_moment_only() {
         ("mcp-session-id", s.as_str()),
     ];
     let _stuck_get = never_reading(&url, &session, "").await;
-    let called = post(&url, Some(&s), flood(false)).await;
-    assert_eq!(called.json()["result"]["content"][0]["text"], "flooded");
+    let flooded = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "flooded"}]}});
+    assert_eq!(post(&url, Some(&s), flood(false)).await.json(), flooded);
     let closed = "a client has read nothing of its session's GET stream for 5s";
     assert!(tg.logs_when(|l| l.contains(closed)).await.contains(closed));
     let mut body = get_stream(&url, &s).await;
@@ -532,10 +532,8 @@ async fn what_waits_for_a_get_stream_is_bounded_in_bytes() {
     let (url, s) = (tg.url(), open_session(&tg.url()).await);
     let size = 1 << 20;
     let flood = call(1, "flood", json!({"count": 40, "size": size}));
-    assert_eq!(
-        post(&url, Some(&s), flood).await.json()["result"]["content"][0]["text"],
-        "flooded"
-    );
+    let flooded = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "flooded"}]}});
+    assert_eq!(post(&url, Some(&s), flood).await.json(), flooded);
     let data = "x".repeat(size);
     let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}});
     // As the fixture writes it (Python's separators).

@@ -55,7 +55,7 @@ pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
 /// Bytes a client may leave unread before the front stops reading what would add to them:
 /// room for many answers of the usual size, and a bound on what a client that stops reading
 /// (a suspended desktop app, a stalled pipe) makes toolgate hold.
-pub(super) const MAX_UNREAD: usize = 4 << 20;
+const MAX_UNREAD: usize = 4 << 20;
 
 /// What waits for the client's pipe, counted in bytes.
 #[derive(Default)]

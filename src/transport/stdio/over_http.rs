@@ -474,8 +474,8 @@ impl Http {
         }
         let (max, wait) = (self.gw.config.limits.max_sse_event_bytes, self.timeout());
         let open = |last_id| session_stream::open(&self.up, headers.clone(), last_id, wait);
-        let pace = (max, || self.to.paced());
-        let read = session_stream::follow(open, pace, |d| {
+        let paced = || self.to.paced();
+        let read = session_stream::follow(open, max, paced, |d| {
             let line = Bytes::copy_from_slice(d.as_bytes());
             self.to.unsolicited(self.session_key(), line);
             true

@@ -398,8 +398,8 @@ async fn read_session_stream(
                 .await;
         }
     };
-    let pace = (max_event, session_stream::at_once);
-    let read = session_stream::follow(open, pace, move |d| {
+    let at_once = session_stream::at_once;
+    let read = session_stream::follow(open, max_event, at_once, move |d| {
         let Some(questions) = questions.upgrade() else {
             return false;
         };

@@ -70,7 +70,8 @@ pub(crate) async fn open(
 /// how the last reading ended.
 pub(crate) async fn follow<O, F, B, R>(
     mut open: O,
-    (max_event, ready): (usize, impl Fn() -> R),
+    max_event: usize,
+    ready: impl Fn() -> R,
     mut each: impl FnMut(&str) -> bool,
 ) -> Read
 where
@@ -170,7 +171,7 @@ mod tests {
         };
         let mut read = Vec::new();
         let started = tokio::time::Instant::now();
-        let end = follow(open, (1024, at_once), |d| {
+        let end = follow(open, 1024, at_once, |d| {
             read.push(d.to_owned());
             true
         })
@@ -203,7 +204,7 @@ mod tests {
             streams(last_id)
         };
         let started = tokio::time::Instant::now();
-        follow(open, (1024, at_once), |_| true).await;
+        follow(open, 1024, at_once, |_| true).await;
         let waits: Vec<u64> = (at.into_inner().unwrap().windows(2))
             .map(|w| (w[1] - w[0]).as_secs())
             .collect();
@@ -215,7 +216,7 @@ mod tests {
     async fn the_reader_stops_it() {
         let open = server(vec![Some("data: a\n\ndata: b\n\n"), Some("data: c\n\n")]);
         let mut read = Vec::new();
-        let end = follow(open, (1024, at_once), |d| {
+        let end = follow(open, 1024, at_once, |d| {
             read.push(d.to_owned());
             false
         })
