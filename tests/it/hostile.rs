@@ -2,6 +2,7 @@
 //! bounded, says in its logs what it refused, and answers every request.
 
 use crate::common;
+use common::processes::peak_mib;
 use common::scripted::{Scripted, open_tool};
 use common::stdio_gate::StdioGate;
 use common::*;
@@ -335,18 +336,6 @@ async fn learning_a_listing_compiles_only_what_calls_need() {
         used < 10.0,
         "learning the listing and two calls took {used} s of CPU"
     );
-}
-
-/// The peak resident memory of a process, in MiB.
-fn peak_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM is readable on Linux");
-    kib / 1024
 }
 
 /// An `anyOf` of 1,000 branches against a 1 MB string cannot make the validator's errors hold

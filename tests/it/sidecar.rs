@@ -509,6 +509,46 @@ async fn a_client_that_reads_nothing_holds_the_others_back_for_a_moment_only() {
     assert!(wait_for(|| children_with(&m) == 0).await);
 }
 
+/// What a stream holds for a client that reads nothing is bounded in bytes, not only in
+/// messages: 64 progress notifications of 1 MiB held for a stuck client raise toolgate's
+/// peak memory by a few MiB over what the same flood read by a client took.
+#[tokio::test]
+async fn what_a_stream_holds_for_a_stuck_client_is_bounded_in_bytes() {
+    let m = marker();
+    let command = crate::common::peers::stdio_fixture(&["--flood", &m]).await;
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let url = tg.url();
+    let json = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let flood = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "flood", "arguments": {"count": 64, "size": 1 << 20},
+        "_meta": {"progressToken": "p"}}})
+    .to_string();
+    let read = request(http::Method::POST, &url, &json, flood.clone()).await;
+    assert_eq!(read.messages().len(), 65);
+    let after_read = common::processes::peak_mib(tg.pid());
+
+    let _stuck = never_reading(&url, &json, &flood).await;
+    // Answered once the child has written the whole flood.
+    let next = request(
+        http::Method::POST,
+        &url,
+        &json,
+        call(2, "add", json!({"a": 2, "b": 3})),
+    );
+    assert_eq!(next.await.json()["result"]["content"][0]["text"], "5");
+    let after_stuck = common::processes::peak_mib(tg.pid());
+    assert!(
+        after_stuck < after_read + 16,
+        "peak {after_stuck} MiB held for a stuck client, {after_read} MiB for one that read"
+    );
+    drop(tg);
+    assert!(wait_for(|| children_with(&m) == 0).await);
+}
+
 /// The messages of a stream's next `n` events.
 async fn events(body: &mut hyper::body::Incoming, n: usize) -> Vec<serde_json::Value> {
     let (mut text, mut seen) = (String::new(), 0);

@@ -16,6 +16,7 @@ use crate::pipeline;
 use crate::pipeline::bridge::{Declared, Reverse};
 use crate::transport::upstream::child::{ChildProcess, ChildSource, FromChild, Handler, ServerEra};
 use crate::transport::upstream::multiplex::Multiplexed;
+use crate::transport::upstream::paced;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -23,7 +24,6 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
 type Sessions = Arc<Mutex<HashMap<String, Arc<SessionChild>>>>;
 
@@ -35,7 +35,7 @@ pub struct SessionChild {
     /// The session's open GET stream, which takes what the child sends on its own: the one
     /// opened last (a client that opens another has given up the one before; each message
     /// goes on one stream only).
-    get: Mutex<Option<mpsc::Sender<Bytes>>>,
+    get: Mutex<Option<paced::Sender>>,
     /// What it sent while no GET stream was open (a server asks `roots/list` right after
     /// `notifications/initialized`, before the client has opened one): handed to the next
     /// stream first. Bounded; its lock also orders a subscription against a message.
@@ -99,11 +99,6 @@ impl Drop for Relation {
     }
 }
 
-/// Messages held for one stream (a request's, or the session's GET). A full stream holds the
-/// child's output back, as a client's own pipe would hold a server it reads: nothing is
-/// dropped for a client that reads, however fast the server writes.
-const RELATED: usize = 64;
-
 /// How long a full stream may hold a session's child's output back. A client that reads
 /// nothing for that long (a stuck one) would hold its session's other requests with it: what
 /// the child sends about its request is dropped whenever the stream is full from then on
@@ -118,7 +113,10 @@ const SHARED_LAG: Duration = Duration::from_millis(250);
 
 /// A stream waiting for what the child sends about one request.
 struct Related {
-    sink: mpsc::Sender<Bytes>,
+    /// Bounded in messages and bytes ([`paced`]). A full stream holds the child's output
+    /// back, as a client's own pipe would hold a server it reads: nothing is dropped for a
+    /// client that reads, however fast the server writes.
+    sink: paced::Sender,
     /// It was full for [`LAG`] ([`SHARED_LAG`]): what comes for it while it is full is
     /// dropped from then on.
     lagging: bool,
@@ -127,7 +125,7 @@ struct Related {
 struct Stalled {
     /// The request whose stream it is, by its key in `related`; `None`: the GET stream.
     key: Option<Box<str>>,
-    sink: mpsc::Sender<Bytes>,
+    sink: paced::Sender,
     line: Bytes,
 }
 
@@ -175,9 +173,9 @@ impl Backlog {
 impl SessionChild {
     /// A GET stream's receiver, and what was sent before it opened. The stream opened before
     /// it, if one still was, ends.
-    pub fn subscribe(&self) -> (Vec<Bytes>, mpsc::Receiver<Bytes>) {
+    pub(crate) fn subscribe(&self) -> (Vec<Bytes>, paced::Receiver) {
         let mut backlog = self.backlog.locked();
-        let (tx, rx) = mpsc::channel(RELATED);
+        let (tx, rx) = paced::channel();
         *self.get.locked() = Some(tx);
         let dropped = std::mem::take(&mut backlog.dropped);
         if dropped > 0 {
@@ -212,7 +210,7 @@ impl SessionChild {
         };
         let line = match sink.try_send(line) {
             Ok(()) => return,
-            Err(mpsc::error::TrySendError::Full(line)) => {
+            Err(paced::TrySendError::Full(line)) => {
                 let sink = sink.clone();
                 *self.stalled.locked() = Some(Stalled {
                     key: None,
@@ -221,7 +219,7 @@ impl SessionChild {
                 });
                 return;
             }
-            Err(mpsc::error::TrySendError::Closed(line)) => line,
+            Err(paced::TrySendError::Closed(line)) => line,
         };
         // The stream is gone (its client left).
         *get = None;
@@ -252,7 +250,7 @@ impl SessionChild {
             return Err(line);
         };
         // A stream given up once no longer holds the child back: it takes what fits.
-        if let Err(mpsc::error::TrySendError::Full(line)) = sink.try_send(line)
+        if let Err(paced::TrySendError::Full(line)) = sink.try_send(line)
             && !lagging
         {
             let key = Some(key.into());
@@ -275,9 +273,9 @@ impl SessionChild {
 
     async fn wait_for_room(&self, Stalled { key, sink, line }: Stalled) {
         let lag = if self.shared { SHARED_LAG } else { LAG };
-        let reserved = tokio::time::timeout(lag, sink.reserve()).await;
-        if let Ok(Ok(permit)) = reserved {
-            return permit.send(line);
+        let reserved = tokio::time::timeout(lag, sink.room_for(&line)).await;
+        if let Ok(Ok(room)) = reserved {
+            return room.send(line);
         }
         let Some(key) = key else {
             return self.get_stream_stuck(&sink, line, lag);
@@ -293,7 +291,7 @@ impl SessionChild {
 
     /// The GET stream `sink` took nothing for `lag`, or is gone: it is closed, and `line`
     /// kept for the next.
-    fn get_stream_stuck(&self, sink: &mpsc::Sender<Bytes>, line: Bytes, lag: Duration) {
+    fn get_stream_stuck(&self, sink: &paced::Sender, line: Bytes, lag: Duration) {
         let mut get = self.get.locked();
         if get.as_ref().is_some_and(|g| g.same_channel(sink)) {
             *get = None;
@@ -307,8 +305,8 @@ impl SessionChild {
 
     /// Registers a stream for what the child sends about the request whose progress token
     /// (or, on the shared child, id) is the raw JSON `id`.
-    pub fn relate(self: &Arc<Self>, id: &str) -> (Relation, mpsc::Receiver<Bytes>) {
-        let (tx, rx) = mpsc::channel(RELATED);
+    pub(crate) fn relate(self: &Arc<Self>, id: &str) -> (Relation, paced::Receiver) {
+        let (tx, rx) = paced::channel();
         let key: Box<str> = jsonrpc::id_key(id).into();
         let related = Related {
             sink: tx,

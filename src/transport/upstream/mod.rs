@@ -11,5 +11,6 @@ pub(crate) mod input;
 pub(crate) mod multiplex;
 pub(crate) mod numbered;
 pub(crate) mod own;
+pub(crate) mod paced;
 pub(crate) mod rounds;
 pub(crate) mod session_stream;

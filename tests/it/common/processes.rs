@@ -1,5 +1,5 @@
 //! The stdio fixture's processes, found by a marker on their command line: how a test knows
-//! that no child outlives what it belongs to.
+//! that no child outlives what it belongs to; and a process's peak memory.
 
 use std::time::Duration;
 
@@ -50,4 +50,16 @@ pub async fn wait_for(cond: impl Fn() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     cond()
+}
+
+/// The peak resident memory of a process, in MiB.
+pub fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM is readable on Linux");
+    kib / 1024
 }
