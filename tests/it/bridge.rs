@@ -1255,3 +1255,51 @@ async fn a_refused_question_answers_the_call_with_why() {
         );
     }
 }
+
+/// A handshake-era server that asks question after question on a bridged session's own stream
+/// while two calls wait (so neither can be asked) and takes none of its refusals cannot make
+/// toolgate queue them: its stream is read no further while 16 wait, and the server is held
+/// back by its connection. Each of 1,000 questions carries 64 KiB, so what the connections
+/// hold is a few hundred at most.
+#[tokio::test]
+async fn refusals_waiting_for_a_server_hold_back_its_questions() {
+    let count = 1000;
+    let question = json!({"jsonrpc": "2.0", "id": "q", "method": "roots/list",
+        "params": {"_meta": {"pad": "x".repeat(64 << 10)}}});
+    let (url, up) = Scripted::new(vec![open_tool("wait")])
+        .handshake_only()
+        .script("wait", common::scripted::Script::Hang)
+        .script("$response", common::scripted::Script::Hang)
+        .own_stream(question, count)
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, None).await;
+    let calls: Vec<_> = (1..=2)
+        .map(|id| {
+            let (url, call) = (tg.url(), capable(id, "tools/call", json!({"name": "wait"})));
+            tokio::spawn(async move { post_modern(&url, "tools/call", call).await })
+        })
+        .collect();
+    let taken = || {
+        up.own_stream_taken
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let mut last = usize::MAX;
+    while taken() != last {
+        last = taken();
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    assert!(
+        taken() < count / 2,
+        "{} of {count} questions taken",
+        taken()
+    );
+    let refused = up.seen.lock().unwrap().iter().any(|m| {
+        m["id"] == "q"
+            && m["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("several of its calls"))
+    });
+    assert!(refused, "the first question was refused");
+    calls.iter().for_each(tokio::task::JoinHandle::abort);
+}

@@ -358,6 +358,9 @@ async fn discover(
     own::discover(&HttpSession::new(up, headers, limits), id).await
 }
 
+/// Refusals waiting to be sent to a server on a bridged session's own stream.
+const REFUSALS: usize = 16;
+
 /// A bridged session's own stream (GET): each question the server asks there goes to the
 /// bridged call waiting (the server is refused when several wait); with none waiting, or
 /// anything else, it goes no further (the 2026-07-28 clients have no stream to take it). A
@@ -382,8 +385,9 @@ async fn read_session_stream(
             }
         }
     };
-    // Refusals are sent from here, in order, while the reading goes on.
-    let (refused, mut refusals) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    // Refusals are sent from here, in order, while the reading goes on; a server that asks
+    // faster than it takes its refusals has its stream read no further until it does.
+    let (refused, mut refusals) = tokio::sync::mpsc::channel::<Vec<u8>>(REFUSALS);
     let answer = async {
         while let Some(refusal) = refusals.recv().await {
             let Some(server) = up.upgrade() else { return };
@@ -398,8 +402,13 @@ async fn read_session_stream(
                 .await;
         }
     };
-    let at_once = session_stream::at_once;
-    let read = session_stream::follow(open, max_event, at_once, move |d| {
+    // One event is read at a time: room for its refusal is there before it is read.
+    let waits = refused.clone();
+    let room = move || {
+        let refused = waits.clone();
+        async move { drop(refused.reserve().await) }
+    };
+    let read = session_stream::follow(open, max_event, room, move |d| {
         let Some(questions) = questions.upgrade() else {
             return false;
         };
@@ -409,7 +418,7 @@ async fn read_session_stream(
                 "the server sent a message on the bridged session's own stream that no call waits for; dropped"
             ),
             Offered::Ambiguous(refusal) => {
-                let _ = refused.send(refusal);
+                let _ = refused.try_send(refusal);
             }
         }
         true

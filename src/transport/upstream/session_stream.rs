@@ -127,9 +127,6 @@ where
     }
 }
 
-/// For a reader that never waits.
-pub(crate) async fn at_once() {}
-
 /// The next wait after one that found nothing: twice as long, from 1 s, up to 30 s.
 fn longer(wait: Duration) -> Duration {
     (wait * 2).clamp(DEFAULT_RETRY, MAX_WAIT)
@@ -138,6 +135,9 @@ fn longer(wait: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// For a reader that never waits.
+    async fn at_once() {}
     use http_body_util::Full;
     use std::sync::Mutex;
 

@@ -66,6 +66,11 @@ pub struct Scripted {
     /// Answers 401 to every request without this header with this value (a credential:
     /// `authorization` with `Bearer ...`, or an API key under a header of its own).
     pub required_header: Option<(&'static str, &'static str)>,
+    /// The session's own stream (GET): this message, this many times, once two tool calls
+    /// wait (405 when unset).
+    pub own_stream: Option<(Value, usize)>,
+    /// How many of the own stream's messages were taken from it (written to its connection).
+    pub own_stream_taken: std::sync::atomic::AtomicUsize,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -147,6 +152,8 @@ async fn handle(
             return json_response(200, json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string());
         }
         "initialize" => method.to_string(),
+        // A response to a question the server asked.
+        "" if s.scripts.contains_key("$response") => "$response".to_string(),
         "tools/call" => msg["params"]["name"].as_str().unwrap_or("").to_string(),
         "resources/read" => msg["params"]["uri"].as_str().unwrap_or("").to_string(),
         "tasks/result" => method.to_string(),
@@ -257,6 +264,36 @@ async fn handle(
     }
 }
 
+/// The session's own stream, when scripted: its messages go out once two tool calls wait,
+/// each counted as it is taken.
+async fn own_stream(State(s): State<Arc<Scripted>>) -> Response {
+    let Some((message, count)) = s.own_stream.clone() else {
+        return Response::builder()
+            .status(StatusCode::METHOD_NOT_ALLOWED)
+            .body(Body::empty())
+            .unwrap();
+    };
+    let event = Bytes::from(format!("event: message\ndata: {message}\n\n"));
+    let stream = futures_util::stream::unfold(0, move |sent| {
+        let (s, event) = (s.clone(), event.clone());
+        async move {
+            while s.tool_calls().len() < 2 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            if sent == count {
+                return None;
+            }
+            s.own_stream_taken
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Some((Ok::<_, std::io::Error>(event), sent + 1))
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
 /// The upstream's own RFC 9728 document, for pass-through tests.
 async fn metadata(uri: axum::http::Uri, headers: HeaderMap) -> Response {
     let host = headers
@@ -326,9 +363,16 @@ impl Scripted {
     }
 
     /// Scripts the answer to the tool (or resource URI) `key`, or to `initialize`,
-    /// `tools/list` or `tasks/result` when `key` names the method.
+    /// `tools/list` or `tasks/result` when `key` names the method, or to the client's
+    /// responses to the server's questions when `key` is `$response`.
     pub fn script(mut self, key: &str, s: Script) -> Scripted {
         self.scripts.insert(key.to_string(), s);
+        self
+    }
+
+    /// Sends `message` `count` times on the session's own stream once two tool calls wait.
+    pub fn own_stream(mut self, message: Value, count: usize) -> Scripted {
+        self.own_stream = Some((message, count));
         self
     }
 
@@ -336,7 +380,7 @@ impl Scripted {
     pub fn router(self) -> (Router, Arc<Scripted>) {
         let state = Arc::new(self);
         let app = Router::new()
-            .route("/mcp", post(handle))
+            .route("/mcp", post(handle).get(own_stream))
             .route(
                 "/.well-known/oauth-protected-resource/mcp",
                 axum::routing::get(metadata),
