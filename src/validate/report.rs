@@ -223,7 +223,21 @@ fn described(schema: &Value, errors: &[ValidationError<'_>], max: usize) -> Foun
         let room = max.saturating_sub(found.list.len());
         found.omitted += describe(e, schema, room, &mut found.list);
     }
+    drop_patterns_of_formats(&mut found.list);
     found
+}
+
+/// A value that is not of its `format` needs no word on the `pattern` beside it: schema
+/// generators write a format's own expression there (zod's `datetime()` and `email()`), and
+/// a model reads "must be a valid date-time" more readily than the expression.
+fn drop_patterns_of_formats(list: &mut Vec<Violation>) {
+    let formats: std::collections::BTreeSet<String> = (list.iter())
+        .filter(|v| v.keyword == "format")
+        .map(|v| v.pointer.clone())
+        .collect();
+    if !formats.is_empty() {
+        list.retain(|v| v.keyword != "pattern" || !formats.contains(&v.pointer));
+    }
 }
 
 /// The most that the errors built to explain (or repair) one value may copy: the value's
@@ -335,7 +349,7 @@ fn describe(
         }
         return unexpected.len().saturating_sub(room);
     }
-    if let Some(branch) = only_branch_for_more_than_type(e) {
+    if let Some(branch) = branch_meant(e) {
         let (start, mut more) = (out.len(), 0);
         for inner in branch {
             more += describe(inner, schema, room - (out.len() - start), out);
@@ -349,17 +363,86 @@ fn describe(
     0
 }
 
-/// The errors of the one branch of an `anyOf` or `oneOf` that refused the value for more
-/// than its type, when every other branch refused it for its type alone: an optional value's
-/// own errors (`Optional[date]` given "tomorrow" is not a valid date, which says more than
-/// "none of the accepted forms").
-fn only_branch_for_more_than_type<'a>(
-    e: &'a ValidationError<'_>,
-) -> Option<&'a [ValidationError<'static>]> {
-    let branches = branches(e);
-    let mut others = branches.iter().filter(|(_, wanted)| wanted.is_none());
-    let (one, _) = others.next()?;
-    (others.next().is_none() && !one.is_empty()).then_some(*one)
+/// The errors of the one branch of an `anyOf` or `oneOf` the value was meant for, when the
+/// others say it is not theirs: they refused it for its type alone or, past that, for a
+/// member that names another form (`"kind": "b"` where a branch's `kind` is `"a"`, a
+/// discriminated union). An optional value's own errors (`Optional[date]` given "tomorrow" is
+/// not a valid date) and the named form's (its missing member) say more than "none of the
+/// accepted forms".
+fn branch_meant<'a>(e: &'a ValidationError<'_>) -> Option<&'a [ValidationError<'static>]> {
+    let at = e.instance_path().as_str();
+    let mut untyped = branches(e)
+        .into_iter()
+        .filter(|(_, wanted)| wanted.is_none());
+    let (first, _) = untyped.next()?;
+    let rest: Vec<_> = untyped.map(|(b, _)| b).collect();
+    let one = if rest.is_empty() {
+        first
+    } else {
+        let mut named = std::iter::once(first)
+            .chain(rest)
+            .filter(|b| forms_named(b, at).next().is_none());
+        let one = named.next()?;
+        if named.next().is_some() {
+            return None;
+        }
+        one
+    };
+    (!one.is_empty()).then_some(one)
+}
+
+/// The errors of a branch that say the value at `at` names another form: a `const` or `enum`
+/// refused on one of its members.
+fn forms_named<'a, 'e>(
+    branch: &'a [ValidationError<'e>],
+    at: &'a str,
+) -> impl Iterator<Item = &'a ValidationError<'e>> {
+    branch.iter().filter(move |b| {
+        let member = b.instance_path().as_str().strip_prefix(at);
+        let member = member.and_then(|m| m.strip_prefix('/'));
+        matches!(
+            b.kind(),
+            ValidationErrorKind::Constant { .. } | ValidationErrorKind::Enum { .. }
+        ) && member.is_some_and(|m| !m.is_empty() && !m.contains('/'))
+    })
+}
+
+/// When every branch of `e` (but those refusing the value's type) is another form named by
+/// the same member, that member's one violation: the values it may take ("kind" given "c"
+/// where the forms are "a" and "b").
+fn unknown_form(e: &ValidationError<'_>) -> Option<Violation> {
+    let at = e.instance_path().as_str();
+    let branches: Vec<_> = (branches(e).into_iter())
+        .filter(|(_, wanted)| wanted.is_none())
+        .map(|(b, _)| b)
+        .collect();
+    let (first, rest) = branches.split_first()?;
+    forms_named(first, at).find_map(|named| {
+        let pointer = named.instance_path().as_str();
+        let mut values = Vec::new();
+        for branch in std::iter::once(first).chain(rest) {
+            let same = forms_named(branch, at).find(|b| b.instance_path().as_str() == pointer)?;
+            match same.kind() {
+                ValidationErrorKind::Constant { expected_value } => {
+                    values.push(Value::clone(expected_value));
+                }
+                ValidationErrorKind::Enum { options } => {
+                    values.extend(options.as_array().into_iter().flatten().cloned());
+                }
+                _ => return None,
+            }
+        }
+        values.dedup();
+        let got = preview(named.instance());
+        Some(Violation {
+            pointer: pointer.to_owned(),
+            keyword: named.kind().keyword().to_owned(),
+            message: format!(
+                "must be one of {}, got {got}",
+                options_preview(&Value::Array(values))
+            ),
+        })
+    })
 }
 
 fn describe_one(e: &ValidationError<'_>) -> Violation {
@@ -426,6 +509,9 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
         }
         ValidationErrorKind::FalseSchema => one("is not accepted here".into()),
         ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
+            if let Some(v) = unknown_form(e) {
+                return v;
+            }
             one(match branch_types(e) {
                 Some(types) => format!("expected {types}, got {} {got}", type_of(e.instance())),
                 None => format!("does not match any of the accepted forms, got {got}"),
@@ -767,6 +853,48 @@ mod tests {
                 "/who/n": "must be at most 3, got 4",
                 "/who/name": "is required but missing",
                 "/at": "does not match any of the accepted forms, got \"b\""
+            })
+        );
+    }
+
+    #[test]
+    fn a_discriminated_union_says_the_named_forms_errors() {
+        let form = |kind: &str, member: &str, t: &str| json!({"type": "object", "properties": {"kind": {"type": "string", "const": kind}, member: {"type": t}}, "required": ["kind", member]});
+        let schema = json!({"type": "object", "properties": {
+            "du": {"oneOf": [form("a", "x", "number"), form("b", "y", "string"), {"type": "null"}]},
+            "other": {"anyOf": [form("a", "x", "number"), {"type": "object", "properties": {"kind": {"enum": ["b", "c"]}}, "required": ["kind"]}]},
+        }});
+        let r = report(
+            schema.clone(),
+            json!({"du": {"kind": "b", "x": 2}, "other": {"kind": "d"}}),
+        );
+        assert_eq!(
+            r.details()["parameter_errors"],
+            json!({
+                "/du/y": "is required but missing",
+                "/other/kind": "must be one of [\"a\",\"b\",\"c\"], got \"d\""
+            })
+        );
+        // The form the value names is the one described, whatever else it carries.
+        let r = report(schema, json!({"du": {"kind": "a", "y": 2, "x": "1"}}));
+        assert_eq!(
+            r.details()["parameter_errors"],
+            json!({"/du/x": "expected a number, got string \"1\""})
+        );
+    }
+
+    #[test]
+    fn a_value_not_of_its_format_is_not_told_the_formats_pattern() {
+        let schema = json!({"type": "object", "properties": {
+            "when": {"type": "string", "format": "date-time", "pattern": "^\\d{4}-\\d\\d-\\d\\dT"},
+            "day": {"type": "string", "format": "date", "pattern": "^2"},
+        }});
+        let r = report(schema, json!({"when": "2026-11-30", "day": "1999-01-01"}));
+        assert_eq!(
+            r.details()["parameter_errors"],
+            json!({
+                "/when": "must be a valid date-time, got \"2026-11-30\"",
+                "/day": "must match the pattern ^2, got \"1999-01-01\""
             })
         );
     }

@@ -976,3 +976,66 @@ async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
         }
     }
 }
+
+/// A TypeScript server declares its tools with zod, and the SDK writes the schemas: a
+/// discriminated union becomes a `oneOf` of objects told apart by a `const` member, a
+/// date-time a `format` with zod's own expression as a `pattern` beside it. A refusal says
+/// what the form the call names lacks, the forms there are when it names none, and a
+/// date-time's format without the expression; what the server takes goes to it, coerced as
+/// the form it names wants. In every mode, in front of the real server.
+#[tokio::test]
+async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
+    let (http, command) = (
+        common::peers::typescript_zod_http().await,
+        common::peers::typescript_zod_stdio().await,
+    );
+    let ship = |item: serde_json::Value, when: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ship", "arguments": {"item": item, "when": when}}})
+        .to_string()
+    };
+    let refused = |errors: serde_json::Value, lines: &[&str]| {
+        let text = format!(
+            "Invalid arguments for tool \"ship\" ({} problem{}):\n{}\nCorrect the arguments and call the tool again.",
+            lines.len(),
+            if lines.len() == 1 { "" } else { "s" },
+            lines.join("\n")
+        );
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": text}], "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "ship",
+                "parameter_errors": errors}}}})
+    };
+    let at = "2026-11-30T10:00:00Z";
+    let cases = [
+        (
+            ship(json!({"kind": "letter", "weight": 2}), at),
+            refused(
+                json!({"/item/pages": "is required but missing"}),
+                &["- item.pages: is required but missing"],
+            ),
+        ),
+        (
+            ship(json!({"kind": "parcel"}), "2026-11-30"),
+            refused(
+                json!({"/item/kind": "must be one of [\"box\",\"letter\"], got \"parcel\"",
+                    "/when": "must be a valid date-time, got \"2026-11-30\""}),
+                &[
+                    "- item.kind: must be one of [\"box\",\"letter\"], got \"parcel\"",
+                    "- when: must be a valid date-time, got \"2026-11-30\"",
+                ],
+            ),
+        ),
+        (
+            ship(json!({"kind": "letter", "pages": "3"}), at),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": format!(r#"{{"item":{{"kind":"letter","pages":3}},"when":"{at}"}}"#)}]}}),
+        ),
+    ];
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        for (call, expected) in &cases {
+            assert_eq!(&front.ask_line(call).await, expected, "{mode}: {call}");
+        }
+    }
+}

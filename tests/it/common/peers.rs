@@ -215,6 +215,28 @@ pub async fn typescript_polling_server() -> HttpPeer {
     on_the_port_it_prints(cmd, "ts_polling_server.mjs").await
 }
 
+/// The command of a TypeScript SDK server whose tools are declared with zod
+/// (`fixtures/ts_zod_server.mjs`, on Node 22), over stdio.
+pub async fn typescript_zod_stdio() -> Vec<String> {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    [
+        p.node_22.join("node"),
+        p.fixtures.join("ts_zod_server.mjs"),
+        p.typescript_sdk.clone(),
+    ]
+    .iter()
+    .map(|a| a.display().to_string())
+    .collect()
+}
+
+/// The same server over Streamable HTTP, on the free port it prints.
+pub async fn typescript_zod_http() -> HttpPeer {
+    let command = typescript_zod_stdio().await;
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..]).arg("--http");
+    on_the_port_it_prints(cmd, "ts_zod_server.mjs").await
+}
+
 /// A fixture's process (`cmd`, named `name`) serving MCP over HTTP on the free port it prints
 /// on stdout's first line, killed with the test.
 async fn on_the_port_it_prints(mut cmd: tokio::process::Command, name: &str) -> HttpPeer {
