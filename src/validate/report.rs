@@ -730,7 +730,8 @@ pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
         .iter()
         .filter_map(|c| {
             let len = c.chars().take(MAX_COMPARED_CHARS + 1).count();
-            let allowed = (len / 3).max(2);
+            // A name is near one it shares a character with at least: "c" is no typo of "b".
+            let allowed = (len / 3).max(2).min(len.min(name.len()).saturating_sub(1));
             if len > MAX_COMPARED_CHARS || len.abs_diff(name.len()) > allowed {
                 return None;
             }
@@ -934,6 +935,11 @@ mod tests {
         let c = vec!["departureDate".to_string(), "origin".to_string()];
         assert_eq!(closest("departure_date", &c), Some("departureDate"));
         assert_eq!(closest("zzz", &c), None);
+        let short = vec!["b".to_string(), "ab".to_string(), "name".to_string()];
+        assert_eq!(closest("c", &short), None, "nothing in common");
+        assert_eq!(closest("ba", &short), Some("ab"), "a swap");
+        assert_eq!(closest("nme", &short), Some("name"));
+        assert_eq!(closest("x", &short), None);
         // Bounded: a huge name is not compared, and a huge candidate is skipped.
         let huge = "a".repeat(4 << 20);
         assert_eq!(closest(&huge, &c), None);
