@@ -14,7 +14,7 @@
 
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
-use crate::validate::{Compiled, Flat, InPlace, Shape, plain_pattern};
+use crate::validate::{Compiled, Flat, InPlace, Shape, local_time, plain_pattern};
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
@@ -190,6 +190,8 @@ fn compile_for<F: Json>(
         .with_draft(draft)
         .offline()
         .should_validate_formats(validate_formats)
+        .with_format("date-time", local_time::date_time)
+        .with_format("time", local_time::time)
         .with_pattern_options(
             PatternOptions::regex()
                 .size_limit(1 << 20)

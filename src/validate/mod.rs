@@ -7,6 +7,7 @@
 mod compiled;
 mod flat;
 mod in_place;
+pub(crate) mod local_time;
 pub(crate) mod plain_pattern;
 mod report;
 mod undeclared;

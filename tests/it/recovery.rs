@@ -1039,3 +1039,45 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
         }
     }
 }
+
+/// The Python SDK's `MCPServer` declares a naive `datetime` as `"format": "date-time"` and a
+/// `time` as `"format": "time"`, and writes and reads them without an offset. A call with a
+/// local time reaches it, and its result, the same local times, passes output validation;
+/// what is no date-time at all is still refused. In every mode, in front of the real server.
+#[tokio::test]
+async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() {
+    const RULES: &str = "[validation]\noutput = \"enforce\"\n";
+    let http = common::peers::python_http("py_server.py", &["clock"]).await;
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command: Vec<String> = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("py_server.py").display().to_string(),
+        "clock-stdio".into(),
+    ];
+    let schedule = |when: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "schedule", "arguments": {"when": when, "at": "09:30:00"}}})
+        .to_string()
+    };
+    let slot = json!({"when": "2026-11-30T10:00:00", "at": "09:30:00"});
+    let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "{\n  \"when\": \"2026-11-30T10:00:00\",\n  \"at\": \"09:30:00\"\n}"}],
+        "structuredContent": slot, "isError": false}});
+    let why = "must be a valid date-time, got \"2026-11-30\"";
+    let text = format!(
+        "Invalid arguments for tool \"schedule\" (1 problem):\n- when: {why}\nCorrect the arguments and call the tool again."
+    );
+    let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "schedule",
+            "parameter_errors": {"/when": why}}}}});
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start_with(mode, &http.url, &command, Some(RULES)).await;
+        let local = front.ask_line(&schedule("2026-11-30T10:00:00")).await;
+        assert_eq!(local, taken, "{mode}");
+        let spaced = front.ask_line(&schedule("2026-11-30 10:00:00")).await;
+        assert_eq!(spaced, taken, "{mode}: a space for the T");
+        let date = front.ask_line(&schedule("2026-11-30")).await;
+        assert_eq!(date, refused, "{mode}");
+    }
+}
