@@ -923,7 +923,8 @@ pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, Erro
     Some(Err(ErrorAnswer(message)))
 }
 
-/// The original message with the `changed` arguments replaced by their coerced values; every
+/// The original message with the `changed` arguments replaced by their coerced values (or
+/// left out, where coercion left them out); every
 /// other member, of the arguments and of the message, goes as it came (a number too large for
 /// a float keeps its digits). Only coerced calls pay for this.
 fn with_arguments(bytes: &[u8], args: &Value, changed: &[String]) -> Option<Bytes> {
@@ -935,10 +936,11 @@ fn with_arguments(bytes: &[u8], args: &Value, changed: &[String]) -> Option<Byte
         None => BTreeMap::new(),
     };
     for name in changed {
-        raw_args.insert(
-            name.clone(),
-            serde_json::value::to_raw_value(args.get(name)?).ok()?,
-        );
+        // An argument coercion left out (a `null` for an optional one) goes out.
+        match args.get(name) {
+            Some(v) => raw_args.insert(name.clone(), serde_json::value::to_raw_value(v).ok()?),
+            None => raw_args.remove(name),
+        };
     }
     params.insert(
         "arguments".into(),
@@ -964,6 +966,14 @@ mod tests {
             v,
             json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":10,"b":2},"_meta":{"progressToken":5}}})
         );
+    }
+
+    #[test]
+    fn an_argument_coercion_left_out_goes_out() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"b":null}}}"#;
+        let out = with_arguments(body, &json!({"a": 1}), &["b".into()]).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["params"]["arguments"], json!({"a": 1}));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod compiled;
 mod flat;
 mod in_place;
 pub(crate) mod local_time;
+mod lookup;
 pub(crate) mod plain_pattern;
 mod report;
 mod undeclared;
@@ -95,13 +96,17 @@ fn repair(
     let validator = schema.validator;
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
-        // Two branches may want one string as two types: the first one's wins.
-        let mut fixes: BTreeMap<String, Value> = BTreeMap::new();
+        // Two branches may want one string as two types: the first one's wins. `None`: the
+        // member is left out.
+        let mut fixes: BTreeMap<String, Option<Value>> = BTreeMap::new();
         for leaf in errors.iter().flat_map(type_errors) {
-            if let Some(v) = fix_for(leaf) {
-                let at = leaf.instance_path().as_str().to_owned();
-                fixes.entry(at).or_insert(v);
-            }
+            let at = leaf.instance_path().as_str();
+            let fix = match fix_for(leaf) {
+                Some(v) => Some(v),
+                None if left_out(schema.value, leaf) => None,
+                None => continue,
+            };
+            fixes.entry(at.to_owned()).or_insert(fix);
         }
         if fixes.is_empty() && round == 0 {
             // Nothing to repair: these are the errors the report explains.
@@ -122,6 +127,15 @@ fn repair(
     Err(Verdict::Invalid(Report::build(
         tool, schema, args, max_errors,
     )))
+}
+
+/// Whether the value a type error points at is a `null` for a member its object may leave
+/// out: it is left out, as if not given. A model sends `null` for an argument it means to
+/// leave out (a provider's strict mode writes every optional parameter as required and
+/// nullable), and servers refuse it where they take its absence (zod's `.optional()`, a
+/// Pydantic parameter with a default that is not `None`).
+fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
+    e.instance().is_null() && lookup::optional_member(root, e.instance_path().as_str())
 }
 
 /// What the string a type error points at converts to, when it reads as the type wanted.
@@ -157,10 +171,18 @@ fn type_errors<'a, 'b>(
 /// (its errors cost as much as they cost without coercion).
 const MAX_COERCED_BRANCHES: usize = 16;
 
-/// Puts `v` at `pointer` and notes the argument that holds it.
-fn replace(args: &mut Value, pointer: &str, v: Value, changed: &mut Vec<String>) {
-    if let Some(slot) = args.pointer_mut(pointer) {
-        *slot = v;
+/// Puts `v` at `pointer` (`None`: leaves the member there out) and notes the argument that
+/// holds it.
+fn replace(args: &mut Value, pointer: &str, v: Option<Value>, changed: &mut Vec<String>) {
+    let done = match v {
+        Some(v) => args.pointer_mut(pointer).map(|slot| *slot = v),
+        None => pointer.rsplit_once('/').and_then(|(parent, name)| {
+            let name = name.replace("~1", "/").replace("~0", "~");
+            let members = args.pointer_mut(parent)?.as_object_mut()?;
+            members.remove(&name).map(drop)
+        }),
+    };
+    if done.is_some() {
         let top = pointer.split('/').nth(1).unwrap_or_default();
         let top = top.replace("~1", "/").replace("~0", "~");
         if !changed.contains(&top) {
@@ -217,7 +239,7 @@ fn whole_numbers(
     }
     for ((pointer, whole), original) in found.into_iter().zip(originals) {
         if integers.contains(&pointer) && !numbers.contains(&pointer) {
-            replace(args, &pointer, Value::from(whole), changed);
+            replace(args, &pointer, Some(Value::from(whole)), changed);
         } else if let Some(slot) = args.pointer_mut(&pointer) {
             *slot = original;
         }
@@ -361,6 +383,40 @@ mod tests {
             args,
             json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
         );
+    }
+
+    #[test]
+    fn a_null_for_an_argument_that_may_be_left_out_is_left_out() {
+        let s = schema(json!({
+            "type": "object",
+            "$defs": {"who": {"type": "object", "properties": {"n": {"type": "integer"}, "k": {"type": "string"}}, "required": ["k"]}},
+            "properties": {
+                "a": {"type": "integer"},
+                "b": {"type": "integer", "minimum": 1},
+                "who": {"$ref": "#/$defs/who"},
+                "list": {"type": "array", "items": {"type": "integer"}},
+                "any": {"type": ["string", "null"]}
+            },
+            "required": ["a"]
+        }));
+        let sent = json!({"a": 1, "b": null, "who": {"n": null, "k": "x"}, "any": null});
+        let (v, args) = run(&s, sent, true);
+        let Verdict::Coerced { mut changed } = v else {
+            panic!("{v:?}")
+        };
+        changed.sort();
+        assert_eq!(changed, ["b", "who"]);
+        assert_eq!(args, json!({"a": 1, "who": {"k": "x"}, "any": null}));
+        // What must be there, an item, or a null under strict mode: a violation.
+        for (sent, coerce) in [
+            (json!({"a": null}), true),
+            (json!({"a": 1, "who": {"k": null}}), true),
+            (json!({"a": 1, "list": [null]}), true),
+            (json!({"a": 1, "b": null}), false),
+        ] {
+            let verdict = run(&s, sent.clone(), coerce).0;
+            assert!(matches!(verdict, Verdict::Invalid(_)), "{sent}");
+        }
     }
 
     #[test]

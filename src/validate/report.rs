@@ -4,6 +4,7 @@
 //! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
 
 use super::compiled::Compiled;
+use super::lookup::{resolve, segments, subschema};
 use crate::text::edit_distance_within;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
 use serde_json::{Map, Value, json};
@@ -455,10 +456,9 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
     };
     match e.kind() {
         ValidationErrorKind::Type { kind } => one(format!(
-            "expected {}, got {} {}",
+            "expected {}, got {}",
             type_names(kind),
-            type_of(e.instance()),
-            got
+            what_came(e.instance())
         )),
         ValidationErrorKind::Required { property } => {
             let name = property
@@ -513,7 +513,7 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
                 return v;
             }
             one(match branch_types(e) {
-                Some(types) => format!("expected {types}, got {} {got}", type_of(e.instance())),
+                Some(types) => format!("expected {types}, got {}", what_came(e.instance())),
                 None => format!("does not match any of the accepted forms, got {got}"),
             })
         }
@@ -594,6 +594,14 @@ fn type_names(kind: &TypeKind) -> String {
     }
 }
 
+/// The type of what came and a preview of it: `string "x"`; `null` alone.
+fn what_came(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        v => format!("{} {}", type_of(v), preview(v)),
+    }
+}
+
 fn type_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -618,13 +626,6 @@ fn preview(v: &Value) -> String {
     }
 }
 
-fn segments(pointer: &str) -> impl Iterator<Item = String> + '_ {
-    pointer
-        .split('/')
-        .skip(1)
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
-}
-
 /// `/passengers/0/name` → `passengers[0].name`; the root is "arguments".
 fn display_path(pointer: &str) -> String {
     let pointer = cut(pointer, PATH_CHARS);
@@ -645,54 +646,6 @@ fn display_path(pointer: &str) -> String {
     } else {
         out
     }
-}
-
-/// Follows local `$ref`s (`#/...`), a bounded number of hops.
-pub(super) fn resolve<'a>(root: &'a Value, mut s: &'a Value) -> &'a Value {
-    for _ in 0..16 {
-        match s.get("$ref").and_then(Value::as_str) {
-            Some("#") => s = root,
-            Some(r) if r.starts_with("#/") => match root.pointer(&r[1..]) {
-                Some(next) => s = next,
-                None => break,
-            },
-            _ => break,
-        }
-    }
-    s
-}
-
-/// The subschema that describes the value at an instance pointer, for the common shapes:
-/// `properties`, `items`, `prefixItems`, local `$ref`s and composition branches.
-fn subschema<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
-    let mut cur = root;
-    for seg in segments(pointer) {
-        cur = child(root, cur, &seg, 0)?;
-    }
-    Some(cur)
-}
-
-fn child<'a>(root: &'a Value, s: &'a Value, seg: &str, depth: usize) -> Option<&'a Value> {
-    if depth > 8 {
-        return None;
-    }
-    let s = resolve(root, s);
-    if let Some(p) = s.get("properties").and_then(|p| p.get(seg)) {
-        return Some(p);
-    }
-    if let Ok(i) = seg.parse::<usize>() {
-        if let Some(p) = s.get("prefixItems").and_then(|p| p.get(i)) {
-            return Some(p);
-        }
-        if let Some(items) = s.get("items").filter(|i| i.is_object()) {
-            return Some(items);
-        }
-    }
-    ["allOf", "anyOf", "oneOf"]
-        .iter()
-        .filter_map(|k| s.get(*k).and_then(Value::as_array))
-        .flatten()
-        .find_map(|branch| child(root, branch, seg, depth + 1))
 }
 
 fn description(s: &Value) -> Option<String> {
@@ -882,6 +835,14 @@ mod tests {
             r.details()["parameter_errors"],
             json!({"/du/x": "expected a number, got string \"1\""})
         );
+    }
+
+    #[test]
+    fn a_null_is_said_once() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let r = report(schema, json!({"n": null}));
+        let d = r.details();
+        assert_eq!(d["parameter_errors"]["/n"], "expected an integer, got null");
     }
 
     #[test]

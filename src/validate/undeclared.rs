@@ -12,7 +12,8 @@
 //! schema says `additionalProperties` or `unevaluatedProperties` (any value) is left to the
 //! validator: the schema's word wins.
 
-use super::report::{Found, MAX_COMPARED_CHARS, Violation, resolve};
+use super::lookup::resolve;
+use super::report::{Found, MAX_COMPARED_CHARS, Violation};
 use crate::text::edit_distance_within;
 use crate::text::pointer_token;
 use serde_json::Value;

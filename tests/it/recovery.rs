@@ -982,7 +982,8 @@ async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
 /// date-time a `format` with zod's own expression as a `pattern` beside it. A refusal says
 /// what the form the call names lacks, the forms there are when it names none, and a
 /// date-time's format without the expression; what the server takes goes to it, coerced as
-/// the form it names wants. In every mode, in front of the real server.
+/// the form it names wants, and a `null` for an optional argument zod refuses is left out.
+/// In every mode, in front of the real server.
 #[tokio::test]
 async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
     let (http, command) = (
@@ -1030,6 +1031,13 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             ship(json!({"kind": "letter", "pages": "3"}), at),
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": format!(r#"{{"item":{{"kind":"letter","pages":3}},"when":"{at}"}}"#)}]}}),
+        ),
+        // A null for the optional note, which zod refuses: left out, as if not given.
+        (
+            ship(json!({"kind": "box", "weight": 2}), at)
+                .replace(r#""when""#, r#""note":null,"when""#),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
         ),
     ];
     for mode in Mode::EVERY_FRONT {
