@@ -417,18 +417,20 @@ async fn a_client_that_reads_gets_all_a_fast_server_sends() {
     };
     let in_session = post(&url, Some(&s), flood(Some("p"))).await;
     assert_eq!(in_session.messages(), progress("p"));
-    let headers = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
-    let shared = request(http::Method::POST, &url, &headers, flood(Some("q"))).await;
+    let shared = request(http::Method::POST, &url, &SESSIONLESS, flood(Some("q"))).await;
     assert_eq!(shared.messages(), progress("q"));
     let logs = tg.logs();
     assert!(!logs.contains("read nothing"), "{logs}");
     drop(tg);
     assert!(wait_for(|| children_with(&m) == 0).await);
 }
+
+/// The headers of a request without a session.
+const SESSIONLESS: [(&str, &str); 3] = [
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2025-11-25"),
+];
 
 /// A client that sends a request over a connection it never reads from, with a receive
 /// buffer of 4 KiB: its stream fills at once.
@@ -464,11 +466,6 @@ async fn a_client_that_reads_nothing_holds_the_others_back_for_a_moment_only() {
     let command = crate::common::peers::stdio_fixture(&["--flood", &m]).await;
     let tg = Toolgate::in_front_of(&command, None).await;
     let url = tg.url();
-    let json = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
     let flood = |token: bool| {
         let mut params = json!({"name": "flood", "arguments": {"count": 2000, "size": 10000}});
         if token {
@@ -479,11 +476,11 @@ async fn a_client_that_reads_nothing_holds_the_others_back_for_a_moment_only() {
     let sum =
         json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "5"}]}});
 
-    let _stuck = never_reading(&url, &json, &flood(true)).await;
+    let _stuck = never_reading(&url, &SESSIONLESS, &flood(true)).await;
     let next = request(
         http::Method::POST,
         &url,
-        &json,
+        &SESSIONLESS,
         call(2, "add", json!({"a": 2, "b": 3})),
     );
     assert_eq!(next.await.json(), sum);
@@ -518,25 +515,20 @@ async fn what_a_stream_holds_for_a_stuck_client_is_bounded_in_bytes() {
     let command = crate::common::peers::stdio_fixture(&["--flood", &m]).await;
     let tg = Toolgate::in_front_of(&command, None).await;
     let url = tg.url();
-    let json = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
     let flood = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "flood", "arguments": {"count": 64, "size": 1 << 20},
         "_meta": {"progressToken": "p"}}})
     .to_string();
-    let read = request(http::Method::POST, &url, &json, flood.clone()).await;
+    let read = request(http::Method::POST, &url, &SESSIONLESS, flood.clone()).await;
     assert_eq!(read.messages().len(), 65);
     let after_read = common::processes::peak_mib(tg.pid());
 
-    let _stuck = never_reading(&url, &json, &flood).await;
+    let _stuck = never_reading(&url, &SESSIONLESS, &flood).await;
     // Answered once the child has written the whole flood.
     let next = request(
         http::Method::POST,
         &url,
-        &json,
+        &SESSIONLESS,
         call(2, "add", json!({"a": 2, "b": 3})),
     );
     assert_eq!(next.await.json()["result"]["content"][0]["text"], "5");
