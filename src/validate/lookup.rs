@@ -6,10 +6,12 @@ use serde_json::Value;
 
 /// The unescaped tokens of an RFC 6901 pointer.
 pub(super) fn segments(pointer: &str) -> impl Iterator<Item = String> + '_ {
-    pointer
-        .split('/')
-        .skip(1)
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+    pointer.split('/').skip(1).map(unescape)
+}
+
+/// One token of an RFC 6901 pointer, unescaped (`crate::text::pointer_token` escapes it).
+pub(super) fn unescape(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
 }
 
 /// Follows local `$ref`s (`#/...`), a bounded number of hops.
@@ -74,7 +76,7 @@ pub(super) fn optional_member(root: &Value, pointer: &str) -> bool {
     let Some((parent, name)) = pointer.rsplit_once('/') else {
         return false;
     };
-    let name = name.replace("~1", "/").replace("~0", "~");
+    let name = unescape(name);
     let Some(object) = subschema(root, parent) else {
         return false;
     };

@@ -177,14 +177,13 @@ fn replace(args: &mut Value, pointer: &str, v: Option<Value>, changed: &mut Vec<
     let done = match v {
         Some(v) => args.pointer_mut(pointer).map(|slot| *slot = v),
         None => pointer.rsplit_once('/').and_then(|(parent, name)| {
-            let name = name.replace("~1", "/").replace("~0", "~");
+            let name = lookup::unescape(name);
             let members = args.pointer_mut(parent)?.as_object_mut()?;
             members.remove(&name).map(drop)
         }),
     };
     if done.is_some() {
-        let top = pointer.split('/').nth(1).unwrap_or_default();
-        let top = top.replace("~1", "/").replace("~0", "~");
+        let top = lookup::unescape(pointer.split('/').nth(1).unwrap_or_default());
         if !changed.contains(&top) {
             changed.push(top);
         }

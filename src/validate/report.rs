@@ -372,24 +372,26 @@ fn describe(
 /// accepted forms".
 fn branch_meant<'a>(e: &'a ValidationError<'_>) -> Option<&'a [ValidationError<'static>]> {
     let at = e.instance_path().as_str();
-    let mut untyped = branches(e)
-        .into_iter()
-        .filter(|(_, wanted)| wanted.is_none());
-    let (first, _) = untyped.next()?;
-    let rest: Vec<_> = untyped.map(|(b, _)| b).collect();
-    let one = if rest.is_empty() {
-        first
-    } else {
-        let mut named = std::iter::once(first)
-            .chain(rest)
-            .filter(|b| forms_named(b, at).next().is_none());
-        let one = named.next()?;
-        if named.next().is_some() {
-            return None;
+    let one = match untyped_branches(e).as_slice() {
+        [one] => *one,
+        many => {
+            let mut named = many.iter().filter(|b| forms_named(b, at).next().is_none());
+            let one = *named.next()?;
+            if named.next().is_some() {
+                return None;
+            }
+            one
         }
-        one
     };
     (!one.is_empty()).then_some(one)
+}
+
+/// The branches of `e` that refused the value for more than its type.
+fn untyped_branches<'a>(e: &'a ValidationError<'_>) -> Vec<&'a [ValidationError<'static>]> {
+    (branches(e).into_iter())
+        .filter(|(_, wanted)| wanted.is_none())
+        .map(|(b, _)| b)
+        .collect()
 }
 
 /// The errors of a branch that say the value at `at` names another form: a `const` or `enum`
@@ -413,10 +415,7 @@ fn forms_named<'a, 'e>(
 /// where the forms are "a" and "b").
 fn unknown_form(e: &ValidationError<'_>) -> Option<Violation> {
     let at = e.instance_path().as_str();
-    let branches: Vec<_> = (branches(e).into_iter())
-        .filter(|(_, wanted)| wanted.is_none())
-        .map(|(b, _)| b)
-        .collect();
+    let branches = untyped_branches(e);
     let (first, rest) = branches.split_first()?;
     forms_named(first, at).find_map(|named| {
         let pointer = named.instance_path().as_str();

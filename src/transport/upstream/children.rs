@@ -274,7 +274,7 @@ impl SessionChild {
     async fn wait_for_room(&self, Stalled { key, sink, line }: Stalled) {
         let lag = if self.shared { SHARED_LAG } else { LAG };
         let reserved = tokio::time::timeout(lag, sink.room_for(&line)).await;
-        if let Ok(Ok(room)) = reserved {
+        if let Ok(Some(room)) = reserved {
             return room.send(line);
         }
         let Some(key) = key else {

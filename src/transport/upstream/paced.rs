@@ -59,13 +59,18 @@ impl Sender {
             })
     }
 
-    /// Waits until the stream has room for `line`; `Err`: the stream is gone. Dropped before
+    /// Waits until the stream has room for `line`; `None`: the stream is gone. Dropped before
     /// it is done, it leaves the stream as it was.
-    pub(crate) async fn room_for(&self, line: &Bytes) -> Result<Room, ()> {
+    pub(crate) async fn room_for(&self, line: &Bytes) -> Option<Room> {
         // A stream's receiver dropped gives back the room of all it held, so this wait ends.
-        let bytes = (self.room.clone().acquire_many_owned(cost(line)).await).map_err(|_| ())?;
-        let slot = self.tx.clone().reserve_owned().await.map_err(|_| ())?;
-        Ok(Room { slot, bytes })
+        let bytes = self
+            .room
+            .clone()
+            .acquire_many_owned(cost(line))
+            .await
+            .ok()?;
+        let slot = self.tx.clone().reserve_owned().await.ok()?;
+        Some(Room { slot, bytes })
     }
 
     pub(crate) fn same_channel(&self, other: &Sender) -> bool {
@@ -144,6 +149,6 @@ mod tests {
         drop(rx);
         let gone = tx.try_send(Bytes::from_static(b"{}"));
         assert!(matches!(gone, Err(TrySendError::Closed(_))), "{gone:?}");
-        assert!(tx.room_for(&Bytes::new()).await.is_err());
+        assert!(tx.room_for(&Bytes::new()).await.is_none());
     }
 }
