@@ -76,7 +76,8 @@ pub struct Schema {
 /// A schema's validator, made on first use.
 struct Built {
     validator: Result<Validator, Uncompiled>,
-    /// Its `anyOf` and `oneOf` branches (`validate::alternatives`).
+    /// Its `anyOf` and `oneOf` branches, counted as often as a value may meet them
+    /// (`validate::unfolded`).
     alternatives: usize,
 }
 
@@ -168,13 +169,25 @@ impl Schema {
     }
 }
 
-/// Compiles a schema of `draft`.
+/// The most subschemas a schema may unfold into (`validate::unfolded`): a call every branch
+/// of nested choices refuses is checked against each, and a few hundred bytes of `$ref`s to
+/// choices of choices unfold into billions.
+const MAX_UNFOLDED: usize = 1_000_000;
+
+/// Compiles a schema of `draft`, when checking a call against it is bounded.
 fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
-    let validator = compile_for(value, draft, validate_formats, false)
-        .map_err(|e| Uncompiled(e.masked().to_string()));
+    let unfolded = crate::validate::unfolded(value);
+    let validator = if unfolded.schemas > MAX_UNFOLDED {
+        Err(Uncompiled(format!(
+            "its references and choices unfold into more than {MAX_UNFOLDED} subschemas, too many to check a call against"
+        )))
+    } else {
+        compile_for(value, draft, validate_formats, false)
+            .map_err(|e| Uncompiled(e.masked().to_string()))
+    };
     Built {
         validator,
-        alternatives: crate::validate::alternatives(value),
+        alternatives: unfolded.alternatives,
     }
 }
 

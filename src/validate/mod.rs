@@ -12,12 +12,14 @@ mod lookup;
 pub(crate) mod plain_pattern;
 mod report;
 mod undeclared;
+mod unfolded;
 
 pub use compiled::Compiled;
 pub(crate) use flat::Flat;
 pub use in_place::InPlace;
-pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, alternatives, closest, violations};
+pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
 pub use undeclared::{Judge, Shape};
+pub use unfolded::unfolded;
 
 /// Numbers below a bound, drawn from `seed` (xorshift): the randomized tests draw the same
 /// cases on every run.

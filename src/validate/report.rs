@@ -255,8 +255,8 @@ pub struct Unexplainable {
     alternatives: usize,
 }
 
-/// Whether `value`'s errors against a schema of `alternatives` branches ([`alternatives`])
-/// can be built within [`MAX_EXPLAINED_BYTES`].
+/// Whether `value`'s errors against a schema of `alternatives` branches
+/// (`validate::unfolded`) can be built within [`MAX_EXPLAINED_BYTES`].
 pub fn explainable(alternatives: usize, value: &Value) -> Result<(), Unexplainable> {
     if alternatives == 0 {
         return Ok(());
@@ -269,28 +269,6 @@ pub fn explainable(alternatives: usize, value: &Value) -> Result<(), Unexplainab
             alternatives,
         }),
     }
-}
-
-/// The branches of every `anyOf` and `oneOf` in a schema, walked without recursion (a
-/// schema may nest as deep as its size allows).
-pub fn alternatives(schema: &Value) -> usize {
-    let mut stack = vec![schema];
-    let mut n = 0usize;
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(m) => {
-                for (k, v) in m {
-                    if let ("anyOf" | "oneOf", Value::Array(branches)) = (k.as_str(), v) {
-                        n = n.saturating_add(branches.len());
-                    }
-                    stack.push(v);
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
-        }
-    }
-    n
 }
 
 /// About the bytes of a value's text: its strings and keys, and a little for the rest.
