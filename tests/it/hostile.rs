@@ -705,8 +705,10 @@ fn failed_for(why: &str) -> Value {
 
 /// A schema of nested choices (nine levels of `anyOf` of 16 branches, each a `$ref` to the
 /// next, a few hundred bytes) would have a call that every branch refuses checked against
-/// 16⁹ subschemas: it is taken as a schema that does not compile (`on_compile_error`), said
-/// once in the log, and its calls are answered at once, within the CPU a valid call takes.
+/// 16⁹ subschemas; one whose 16 branches each lead round to it through the same member would
+/// have a value nested six levels deep checked against 16⁶. Each is taken as a schema that
+/// does not compile (`on_compile_error`), said in the log, and its calls are answered at
+/// once, within the CPU a valid call takes.
 #[tokio::test]
 async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
     let mut defs = serde_json::Map::new();
@@ -715,22 +717,37 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
         defs.insert(format!("d{level}"), json!({"anyOf": vec![next; 16]}));
     }
     defs.insert("d9".into(), json!({"type": "object", "required": ["q"]}));
-    let schema = json!({"type": "object", "$defs": defs, "allOf": [{"$ref": "#/$defs/d0"}]});
-    let tools = vec![json!({"name": "nested", "inputSchema": schema})];
+    let nested = json!({"type": "object", "$defs": defs, "allOf": [{"$ref": "#/$defs/d0"}]});
+    let branches: Vec<Value> = (0..16)
+        .map(|i| json!({"properties": {"x": {"$ref": "#"}}, "required": [format!("k{i}")]}))
+        .collect();
+    let round = json!({"type": "object", "anyOf": branches});
+    let six_deep = (0..6).fold(json!({}), |v, _| json!({"x": v}));
+    let tools = vec![
+        json!({"name": "nested", "inputSchema": nested}),
+        json!({"name": "round", "inputSchema": round}),
+    ];
     let (up, seen) = Scripted::new(tools).spawn().await;
     let config = "[validation]\non_compile_error = \"reject\"\n";
     let tg = Toolgate::serve(&up, Some(config)).await;
-    let before = cpu_seconds(tg.pid());
-    let a = post(&tg.url(), None, call(1, "nested", json!({"a": 1})))
-        .await
-        .json();
-    let used = cpu_seconds(tg.pid()) - before;
-    let text = "The input schema of tool \"nested\" is not usable (its references and choices unfold into more than 1000000 subschemas, too many to check a call against), so calls to it are refused. This is a server-side problem.";
-    let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "content": [{"type": "text", "text": text}], "isError": true,
-        "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}});
-    assert_eq!(a, refused);
-    assert!(used < 5.0, "one call took {used} s of CPU");
+    for (id, (tool, args)) in [("nested", json!({"a": 1})), ("round", six_deep)]
+        .into_iter()
+        .enumerate()
+    {
+        let before = cpu_seconds(tg.pid());
+        let a = post(&tg.url(), None, call(id as i64, tool, args))
+            .await
+            .json();
+        let used = cpu_seconds(tg.pid()) - before;
+        let text = format!(
+            "The input schema of tool \"{tool}\" is not usable (its references and choices unfold into more than 1000000 subschemas, too many to check a call against), so calls to it are refused. This is a server-side problem."
+        );
+        let refused = json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": text}], "isError": true,
+            "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}});
+        assert_eq!(a, refused);
+        assert!(used < 5.0, "{tool}: one call took {used} s of CPU");
+    }
     assert!(seen.tool_calls().is_empty());
     let said = "unfold into more than 1000000 subschemas";
     assert!(tg.logs_when(|l| l.contains(said)).await.contains(said));
