@@ -41,13 +41,12 @@ const SAME_VALUE: [&str; 8] = [
     "oneOf",
 ];
 
-/// Keywords whose subschemas apply to some of the value's items, or its members' names.
+/// Keywords whose subschemas apply to some of the value's items.
 const SOME_ITEMS: [&str; 4] = ["items", "additionalItems", "contains", "unevaluatedItems"];
-const SOME_MEMBERS: [&str; 3] = [
-    "patternProperties",
-    "additionalProperties",
-    "unevaluatedProperties",
-];
+
+/// Keywords whose subschemas apply to the members no other keyword names: a member one of
+/// these applies to is none that `properties` or `patternProperties` apply to.
+const OTHER_MEMBERS: [&str; 2] = ["additionalProperties", "unevaluatedProperties"];
 
 /// Deeper than this, a schema is taken as unfolding without end.
 const MAX_DEPTH: usize = 256;
@@ -82,8 +81,8 @@ struct Walk<'a> {
     done: HashMap<&'a str, Unfolded>,
     /// The `$ref` targets being unfolded, each with the length of `path` when it was entered.
     within: HashMap<&'a str, usize>,
-    /// Where in the value the walk is: member names, `[i]`, `[]` (some items), `{}` (some
-    /// members), `<>` (the members' names).
+    /// Where in the value the walk is: member names, `[i]`, `[]` (some items), `{}` (members
+    /// a pattern matches), `{+}` (the other members), `<>` (the members' names).
     path: Vec<String>,
     /// For each `$ref` target being unfolded, the references back to it by where they lead
     /// round from (the path since it was entered).
@@ -126,9 +125,10 @@ impl<'a> Walk<'a> {
                 });
             }
             for (place, child) in applied(keyword, v) {
-                self.path.extend(place.clone());
+                let deeper = place.is_some();
+                self.path.extend(place);
                 total.add(self.schema(child, depth + 1));
-                if place.is_some() {
+                if deeper {
                     self.path.pop();
                 }
             }
@@ -206,7 +206,9 @@ fn applied<'a>(k: &'a str, v: &'a Value) -> Vec<(Option<String>, &'a Value)> {
         "items" if v.is_array() => each(&|i, _| Some(format!("[{i}]"))),
         "propertyNames" => each(&|_, _| Some("<>".into())),
         k if SOME_ITEMS.contains(&k) => each(&|_, _| Some("[]".into())),
-        k if SOME_MEMBERS.contains(&k) => each(&|_, _| Some("{}".into())),
+        // Two patterns may match one name.
+        "patternProperties" => each(&|_, _| Some("{}".into())),
+        k if OTHER_MEMBERS.contains(&k) => each(&|_, _| Some("{+}".into())),
         k if SAME_VALUE.contains(&k) => each(&|_, _| None),
         _ => Vec::new(),
     }
@@ -275,7 +277,8 @@ mod tests {
             "properties": {"root": {"$ref": "#/$defs/n"}}});
         assert!(unfolded(&tree).schemas < 20, "{:?}", unfolded(&tree));
         let any = json!({"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#"}},
-            {"type": "object", "additionalProperties": {"$ref": "#"}}]});
+            {"type": "object", "additionalProperties": {"$ref": "#"},
+                "patternProperties": {"^x": {"$ref": "#"}}}]});
         assert!(unfolded(&any).schemas < 20, "{:?}", unfolded(&any));
         let pair = json!({"type": "array", "prefixItems": [{"$ref": "#"}, {"$ref": "#"}]});
         assert!(unfolded(&pair).schemas < 20, "{:?}", unfolded(&pair));

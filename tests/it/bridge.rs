@@ -1294,12 +1294,15 @@ async fn refusals_waiting_for_a_server_hold_back_its_questions() {
         "{} of {count} questions taken",
         taken()
     );
-    let refused = up.seen.lock().unwrap().iter().any(|m| {
-        m["id"] == "q"
-            && m["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("several of its calls"))
-    });
-    assert!(refused, "the first question was refused");
+    let why = "the client cannot be asked: several of its calls are waiting and nothing says which one this question is for";
+    let refusal = json!({"jsonrpc": "2.0", "id": "q", "error": {"code": -32603, "message": why}});
+    let first = up
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "q")
+        .cloned();
+    assert_eq!(first, Some(refusal), "the first question was refused");
     calls.iter().for_each(tokio::task::JoinHandle::abort);
 }

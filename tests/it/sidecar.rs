@@ -519,8 +519,19 @@ async fn what_a_stream_holds_for_a_stuck_client_is_bounded_in_bytes() {
         "name": "flood", "arguments": {"count": 64, "size": 1 << 20},
         "_meta": {"progressToken": "p"}}})
     .to_string();
+    let data = "x".repeat(1 << 20);
+    let mut flooded: Vec<_> = (0..64)
+        .map(|n| {
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+            "progressToken": "p", "progress": n, "total": 64, "message": data}})
+        })
+        .collect();
+    flooded.push(json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "flooded"}]}}));
     let read = request(http::Method::POST, &url, &SESSIONLESS, flood.clone()).await;
-    assert_eq!(read.messages().len(), 65);
+    assert!(
+        read.messages() == flooded,
+        "every progress message, then the answer"
+    );
     let after_read = common::processes::peak_mib(tg.pid());
 
     let _stuck = never_reading(&url, &SESSIONLESS, &flood).await;
@@ -531,7 +542,9 @@ async fn what_a_stream_holds_for_a_stuck_client_is_bounded_in_bytes() {
         &SESSIONLESS,
         call(2, "add", json!({"a": 2, "b": 3})),
     );
-    assert_eq!(next.await.json()["result"]["content"][0]["text"], "5");
+    let sum =
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "5"}]}});
+    assert_eq!(next.await.json(), sum);
     let after_stuck = common::processes::peak_mib(tg.pid());
     assert!(
         after_stuck < after_read + 16,
