@@ -96,19 +96,35 @@ fn repair(
     changed: &mut Vec<String>,
 ) -> Result<(), Verdict> {
     let validator = schema.validator;
+    // The arguments as they came, kept once a lone value is put in an array: a refusal then
+    // speaks of what was sent, not of an array the model never wrote.
+    let mut as_sent: Option<Value> = None;
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
         // Two branches may want one string as two types: the first one's wins. `None`: the
         // member is left out.
         let mut fixes: BTreeMap<String, Option<Value>> = BTreeMap::new();
+        // A lone value is put in an array only where no branch reads it as anything else.
+        let mut wraps: BTreeMap<String, Value> = BTreeMap::new();
         for leaf in errors.iter().flat_map(type_errors) {
             let at = leaf.instance_path().as_str();
             let fix = match fix_for(leaf) {
                 Some(v) => Some(v),
                 None if left_out(schema.value, leaf) => None,
-                None => continue,
+                None => {
+                    if let Some(v) = wrapped(leaf) {
+                        wraps.entry(at.to_owned()).or_insert(v);
+                    }
+                    continue;
+                }
             };
             fixes.entry(at.to_owned()).or_insert(fix);
+        }
+        for (at, v) in wraps {
+            if !fixes.contains_key(&at) {
+                as_sent.get_or_insert_with(|| args.clone());
+                fixes.insert(at, Some(v));
+            }
         }
         if fixes.is_empty() && round == 0 {
             // Nothing to repair: these are the errors the report explains.
@@ -125,6 +141,9 @@ fn repair(
         if validator.is_valid(args) {
             return Ok(());
         }
+    }
+    if let Some(sent) = as_sent {
+        *args = sent;
     }
     Err(Verdict::Invalid(Report::build(
         tool, schema, args, max_errors,
@@ -146,6 +165,21 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
         _ => None,
     }
+}
+
+/// A lone value where the schema wants an array, as an array of it: a model sends `"a"` for
+/// a list of one. A string that opens a bracket is not: it is an array's JSON text that does
+/// not read (a model's cut-off list), which no array of it would mean.
+fn wrapped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
+    let ValidationErrorKind::Type { kind } = e.kind() else {
+        return None;
+    };
+    let lone = match e.instance().as_ref() {
+        Value::Null | Value::Array(_) => return None,
+        Value::String(s) if s.trim_start().starts_with('[') => return None,
+        v => v,
+    };
+    wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()]))
 }
 
 /// The type errors an error stands for: itself, or, for a value no branch of an `anyOf` or
@@ -384,6 +418,50 @@ mod tests {
             args,
             json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
         );
+    }
+
+    #[test]
+    fn a_lone_value_where_an_array_is_wanted_is_an_array_of_it() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "names": {"type": "array", "items": {"type": "string"}},
+                "ids": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]},
+                "rows": {"type": "array", "items": {"type": "object"}},
+                "either": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "integer"}]}
+            }
+        }));
+        let (v, args) = run(
+            &s,
+            json!({"names": "a", "ids": "7", "rows": {"k": 1}, "either": "5"}),
+            true,
+        );
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"names": ["a"], "ids": [7], "rows": [{"k": 1}], "either": 5}),
+            "a branch that reads the value as it is wins over an array of it"
+        );
+        // An array's text cut off is not a list of one; a refusal speaks of what was sent.
+        for (sent, why) in [
+            (
+                json!({"names": "[\"a\", \"b"}),
+                "names: expected an array, got string",
+            ),
+            (
+                json!({"ids": "x", "names": 1}),
+                "names: expected an array, got integer 1",
+            ),
+        ] {
+            let (v, args) = run(&s, sent.clone(), true);
+            let Verdict::Invalid(report) = v else {
+                panic!("{sent}: {v:?}")
+            };
+            assert_eq!(args, sent);
+            assert!(report.text().contains(why), "{}", report.text());
+        }
+        let (v, _) = run(&s, json!({"names": "a"}), false);
+        assert!(matches!(v, Verdict::Invalid(_)), "strict mode: {v:?}");
     }
 
     #[test]

@@ -1089,3 +1089,49 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
         assert_eq!(date, refused, "{mode}");
     }
 }
+
+/// A model sends `"a"` for a list of one; a Python server (Pydantic) refuses it. With
+/// coercion on it goes as `["a"]`, every other argument as it came; an array's JSON text cut
+/// off is refused as it was sent.
+#[tokio::test]
+async fn a_lone_value_is_a_list_of_one_in_every_mode() {
+    let http = common::peers::python_http("py_server.py", &["clock"]).await;
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command: Vec<String> = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("py_server.py").display().to_string(),
+        "clock-stdio".into(),
+    ];
+    let label = |arguments: serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "label", "arguments": arguments}})
+        .to_string()
+    };
+    let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "a:3"}],
+        "structuredContent": {"result": "a:3"}, "isError": false}});
+    let counts = "expected an array or null, got integer 3";
+    let names = "expected an array, got string \"[\\\"a\\\"\"";
+    let text = format!(
+        "Invalid arguments for tool \"label\" (2 problems):\n- counts: {counts}\n- names: {names}\nCorrect the arguments and call the tool again."
+    );
+    let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "label",
+            "parameter_errors": {"/counts": counts, "/names": names}}}}});
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        let lone = front
+            .ask_line(&label(json!({"names": "a", "counts": 3})))
+            .await;
+        assert_eq!(lone, taken, "{mode}");
+        let text = front
+            .ask_line(&label(json!({"names": "a", "counts": "3"})))
+            .await;
+        assert_eq!(text, taken, "{mode}: a lone string read as the item it is");
+        let cut = front
+            .ask_line(&label(json!({"names": "[\"a\"", "counts": 3})))
+            .await;
+        assert_eq!(cut, refused, "{mode}");
+    }
+}
