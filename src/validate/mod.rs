@@ -121,10 +121,10 @@ fn repair(
             fixes.entry(at.to_owned()).or_insert(fix);
         }
         for (at, v) in wraps {
-            if !fixes.contains_key(&at) {
+            fixes.entry(at).or_insert_with(|| {
                 as_sent.get_or_insert_with(|| args.clone());
-                fixes.insert(at, Some(v));
-            }
+                Some(v)
+            });
         }
         if fixes.is_empty() && round == 0 {
             // Nothing to repair: these are the errors the report explains.
