@@ -14,7 +14,9 @@
 
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
-use crate::validate::{Compiled, Flat, InPlace, Shape, local_time, plain_pattern};
+use crate::validate::{
+    Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, Shape, local_time, plain_pattern,
+};
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
 use serde::Deserialize;
@@ -79,6 +81,8 @@ struct Built {
     /// Its `anyOf` and `oneOf` branches, counted as often as a value may meet them
     /// (`validate::unfolded`).
     alternatives: usize,
+    /// How its checks multiply with each level of a value, for a schema whose do.
+    doubling: Option<Doubling>,
 }
 
 /// The check of a call's arguments read in place (`validate::InPlace`), the common path.
@@ -121,7 +125,30 @@ impl Schema {
             value: &self.value,
             validator,
             alternatives: self.built().alternatives,
+            doubling: self.built().doubling,
         }
+    }
+
+    /// How its checks multiply with each level of a value, for a schema that compiles and
+    /// whose do.
+    pub fn doubling(&self) -> Option<Doubling> {
+        self.validator().ok()?;
+        self.built().doubling
+    }
+
+    /// Whether checking `value` against it is bounded: a schema whose checks multiply with
+    /// each level of a value (`validate::Doubling`) checks values only so deep, and one
+    /// deeper is as if the schema did not compile.
+    pub fn reaches(&self, value: &Value) -> Result<(), Uncompiled> {
+        let Some(doubling) = self.built().doubling else {
+            return Ok(());
+        };
+        doubling.reaches(value).map_err(|depth| {
+            Uncompiled(format!(
+                "for a value {depth} levels deep: its references multiply the checks at each level of a value, and values up to {} levels deep are checked",
+                doubling.levels
+            ))
+        })
     }
 
     /// Its validator, compiled the first time it is asked for.
@@ -136,6 +163,10 @@ impl Schema {
     /// has a `shape` that closes.
     pub fn in_place(&self) -> Option<&InPlaceCheck> {
         self.validator().ok()?;
+        if self.built().doubling.is_some() {
+            // Each call's depth is looked at first (`reaches`), on the arguments read whole.
+            return None;
+        }
         let check = self.in_place.get_or_init(|| {
             let mut c = self.value.clone();
             let closed = self.shape.is_some() && close(&mut c, true);
@@ -169,11 +200,6 @@ impl Schema {
     }
 }
 
-/// The most subschemas a schema may unfold into (`validate::unfolded`): a call every branch
-/// of nested choices refuses is checked against each, and a few hundred bytes of `$ref`s to
-/// choices of choices unfold into billions.
-const MAX_UNFOLDED: usize = 1_000_000;
-
 /// Compiles a schema of `draft`, when checking a call against it is bounded.
 fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
     let unfolded = crate::validate::unfolded(value);
@@ -188,6 +214,7 @@ fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
     Built {
         validator,
         alternatives: unfolded.alternatives,
+        doubling: unfolded.doubling,
     }
 }
 

@@ -181,6 +181,9 @@ pub struct SchemaReading {
     pub uncompiled: Option<String>,
     /// Where properties are left open (no `additionalProperties`), for an input schema.
     pub open_places: Vec<String>,
+    /// For a schema whose checks multiply with each level of a value, how deep a value is
+    /// checked (`validate::Doubling`).
+    pub levels: Option<usize>,
 }
 
 /// Reads `schema` as the gateway compiles a tool's schema.
@@ -194,6 +197,7 @@ pub fn read_schema(schema: &Value, cfg: &Config) -> SchemaReading {
     };
     SchemaReading {
         invalid: compiled.invalid.clone(),
+        levels: compiled.doubling().map(|d| d.levels),
         uncompiled,
         open_places,
     }

@@ -235,6 +235,15 @@ fn check_tool(t: &Value, name: &str, cfg: &Config, seen: &mut HashSet<String>, s
     let output = (t.get("outputSchema"))
         .filter(|o| !o.is_null())
         .map(|o| inspect::read_schema(o, cfg));
+    if let Some(levels) = output.as_ref().and_then(|o| o.levels) {
+        say(
+            Severity::Warning,
+            "output_schema",
+            format!(
+                "outputSchema's references multiply the checks at each level of a value (two ways lead round to one place through the same member): results are checked up to {levels} levels deep, and a deeper one goes unchecked"
+            ),
+        );
+    }
     match output.map(|o| (o.invalid, o.uncompiled)) {
         Some((Some(why), _)) => say(
             Severity::Error,
@@ -269,6 +278,15 @@ fn check_input_schema(read: &SchemaReading, schema: &Value, say: &mut Say<'_>) {
             "input_schema",
             format!(
                 "inputSchema does not compile: {why}; calls to it follow validation.on_compile_error"
+            ),
+        );
+    }
+    if let Some(levels) = read.levels {
+        say(
+            Severity::Warning,
+            "input_schema",
+            format!(
+                "inputSchema's references multiply the checks at each level of a value (two ways lead round to one place through the same member): arguments are checked up to {levels} levels deep, and a deeper call follows validation.on_compile_error"
             ),
         );
     }

@@ -13,7 +13,7 @@
 
 use super::Pending;
 use super::answer::Answer;
-use crate::catalog::Lookup;
+use crate::catalog::{Lookup, Schema};
 use crate::config::OutputMode;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Message};
@@ -249,33 +249,7 @@ fn check_output(
         }
         return None;
     }
-    let validator = out.validator().ok()?;
-    let content: Value = match r.structured {
-        Some(s) => serde_json::from_str(s.get()).ok()?,
-        None => {
-            // A tool that declares an outputSchema must return structured content.
-            Value::Null
-        }
-    };
-    if r.structured.is_some() && validator.is_valid(&content) {
-        return None;
-    }
-    let found = if r.structured.is_none() {
-        validate::Found {
-            list: vec![validate::Violation {
-                pointer: String::new(),
-                keyword: "structuredContent".into(),
-                message: "is missing, though the tool declares an outputSchema".into(),
-            }],
-            omitted: 0,
-        }
-    } else {
-        validate::violations(
-            out.compiled(validator),
-            &content,
-            pending.target.validation.max_errors,
-        )
-    };
+    let found = output_violations(&out, &r, pending.target.validation.max_errors)?;
     let keywords: Vec<&str> = found.list.iter().map(|v| v.keyword.as_str()).collect();
     if pending.target.validation.output == OutputMode::Audit {
         tracing::info!(upstream = %pending.target.name, tool, outcome = "output_audited", ?keywords, "tools/call");
@@ -314,6 +288,38 @@ fn check_output(
         text,
         "toolgate/output_validation",
         json!({"code": "invalid_output", "errors": errors}),
+    ))
+}
+
+/// What a final result breaks of its output schema; `None` when it holds it, or when it
+/// cannot be checked (a schema that does not compile, a result too deep for a schema whose
+/// checks multiply with each level).
+fn output_violations(
+    out: &Schema,
+    r: &ResultView<'_>,
+    max_errors: usize,
+) -> Option<validate::Found> {
+    let validator = out.validator().ok()?;
+    let Some(structured) = r.structured else {
+        // A tool that declares an outputSchema must return structured content.
+        let missing = validate::Violation {
+            pointer: String::new(),
+            keyword: "structuredContent".into(),
+            message: "is missing, though the tool declares an outputSchema".into(),
+        };
+        return Some(validate::Found {
+            list: vec![missing],
+            omitted: 0,
+        });
+    };
+    let content: Value = serde_json::from_str(structured.get()).ok()?;
+    if out.reaches(&content).is_err() || validator.is_valid(&content) {
+        return None;
+    }
+    Some(validate::violations(
+        out.compiled(validator),
+        &content,
+        max_errors,
     ))
 }
 

@@ -277,6 +277,11 @@ fn decide<'a, R>(
         return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
     }
     let mut args = arguments(read);
+    if let Ok(args) = &args
+        && let Err(why) = schema.reaches(args)
+    {
+        return unusable_schema(gw, call, tool, &why.0);
+    }
     let checked = check(call, tool, schema, validator, settings, &mut args);
     let Some(report) = checked.report else {
         let (Some(changed), Ok(args)) = (checked.coerced, &args) else {
@@ -485,7 +490,7 @@ fn unusable_schema<'a, R>(
     let target = call.target;
     match target.validation.on_compile_error {
         OnCompileError::Forward => {
-            tracing::debug!(upstream = %target.name, tool = shown(tool), "schema does not compile: forwarded unvalidated");
+            tracing::debug!(upstream = %target.name, tool = shown(tool), why, "schema not usable for the call: forwarded unvalidated");
             admit(gw, call, tool, tool, "forwarded", call.bytes.clone())
         }
         OnCompileError::Reject => {
@@ -569,9 +574,8 @@ fn check(
     if let Some(rules) = call.target.rules(tool) {
         if let Some(extra) = &rules.extra
             && let Ok(ev) = extra.validator()
-            && !ev.is_valid(args)
+            && let Some(found) = extra_violations(extra, ev, args, v.max_errors)
         {
-            let found = validate::violations(extra.compiled(ev), args, v.max_errors);
             let report = checked.report.get_or_insert_with(empty);
             report.extend(&extra.value, found);
         }
@@ -586,6 +590,29 @@ fn check(
         }
     }
     checked
+}
+
+/// What the operator's extra schema finds wrong with `args`. Arguments too deep for it to
+/// check within its bound (`Schema::reaches`) are refused: the rule is the operator's, and
+/// a call must not pass it by nesting.
+fn extra_violations(
+    extra: &Schema,
+    validator: &jsonschema::Validator,
+    args: &Value,
+    max_errors: usize,
+) -> Option<validate::Found> {
+    if let Err(why) = extra.reaches(args) {
+        let list = vec![validate::Violation {
+            pointer: String::new(),
+            keyword: "schema".into(),
+            message: format!(
+                "cannot be checked against the operator's schema for this tool ({why})"
+            ),
+        }];
+        return Some(validate::Found { list, omitted: 0 });
+    }
+    (!validator.is_valid(args))
+        .then(|| validate::violations(extra.compiled(validator), args, max_errors))
 }
 
 /// A call that breaks the contract: counted by keyword, then forwarded in `audit` mode or

@@ -1,5 +1,6 @@
 //! A compiled schema as the check and its reports read it.
 
+use super::Doubling;
 use jsonschema::Validator;
 use serde_json::Value;
 
@@ -11,4 +12,16 @@ pub struct Compiled<'a> {
     pub value: &'a Value,
     pub validator: &'a Validator,
     pub alternatives: usize,
+    pub doubling: Option<Doubling>,
+}
+
+impl Compiled<'_> {
+    /// The branches `value`'s errors may copy: for a schema whose checks multiply with each
+    /// level of a value, counted once per way to each.
+    pub fn alternatives_for(&self, value: &Value) -> usize {
+        match self.doubling {
+            Some(d) => d.alternatives(self.alternatives, value),
+            None => self.alternatives,
+        }
+    }
 }

@@ -4,7 +4,9 @@
 //! Coercion is guided by the validator's own type errors, so it reaches properties behind
 //! `$ref`, `allOf` and nested arrays without a second schema walker.
 
+mod applicators;
 mod compiled;
+mod doubling;
 mod flat;
 mod in_place;
 pub(crate) mod local_time;
@@ -19,7 +21,7 @@ pub(crate) use flat::Flat;
 pub use in_place::InPlace;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
 pub use undeclared::{Judge, Shape};
-pub use unfolded::unfolded;
+pub use unfolded::{Doubling, MAX_UNFOLDED, unfolded};
 
 /// Numbers below a bound, drawn from `seed` (xorshift): the randomized tests draw the same
 /// cases on every run.
@@ -69,7 +71,7 @@ pub fn check(
     let mut changed: Vec<String> = Vec::new();
     if !schema.validator.is_valid(args) {
         // Repair reads the validator's errors too: not for a value too large to explain.
-        if !coerce || report::explainable(schema.alternatives, args).is_err() {
+        if !coerce || report::explainable(schema, args).is_err() {
             return Verdict::Invalid(Report::build(tool, schema, args, max_errors));
         }
         if let Err(invalid) = repair(tool, schema, args, max_errors, &mut changed) {
@@ -243,7 +245,7 @@ fn whole_numbers(
     whole_floats(args, &mut String::new(), &mut found);
     // The probe reads the validator's errors, as repair does: not for a value too large to
     // explain.
-    if found.is_empty() || report::explainable(schema.alternatives, args).is_err() {
+    if found.is_empty() || report::explainable(schema, args).is_err() {
         return;
     }
     let originals: Vec<Value> = found

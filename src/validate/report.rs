@@ -205,7 +205,7 @@ impl Report {
 /// every unexpected key).
 pub fn violations(schema: Compiled<'_>, args: &Value, max: usize) -> Found {
     let mut found = Found::default();
-    if let Err(why) = explainable(schema.alternatives, args) {
+    if let Err(why) = explainable(schema, args) {
         found.list.push(Violation {
             pointer: String::new(),
             keyword: "schema".into(),
@@ -255,9 +255,10 @@ pub struct Unexplainable {
     alternatives: usize,
 }
 
-/// Whether `value`'s errors against a schema of `alternatives` branches
-/// (`validate::unfolded`) can be built within [`MAX_EXPLAINED_BYTES`].
-pub fn explainable(alternatives: usize, value: &Value) -> Result<(), Unexplainable> {
+/// Whether `value`'s errors against `schema`, of the branches it unfolds into
+/// (`validate::unfolded`), can be built within [`MAX_EXPLAINED_BYTES`].
+pub fn explainable(schema: Compiled<'_>, value: &Value) -> Result<(), Unexplainable> {
+    let alternatives = schema.alternatives_for(value);
     if alternatives == 0 {
         return Ok(());
     }

@@ -4,23 +4,70 @@
 //! its error keeps each branch's errors: nine levels of `anyOf` of 16 branches, each a `$ref`
 //! to the next, are a few hundred bytes of schema and 16⁹ subschemas for a refused call.
 
+use super::applicators::applied;
+use super::doubling;
 use serde_json::Value;
 use std::collections::HashMap;
+
+/// The most subschemas a schema may unfold into for one value: a call every branch of
+/// nested choices refuses is checked against each, and a few hundred bytes of `$ref`s to
+/// choices of choices unfold into billions.
+pub const MAX_UNFOLDED: usize = 1_000_000;
 
 /// What a schema unfolds into.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Unfolded {
-    /// Its subschemas, each counted as often as a value may be checked against it.
+    /// Its subschemas, each counted as often as a value may be checked against it (for a
+    /// schema that doubles, at each level of the value).
     pub schemas: usize,
     /// The branches of its `anyOf`s and `oneOf`s, counted the same way: a refused value's
     /// error holds a copy of it for each.
     pub alternatives: usize,
+    /// For a schema whose checks multiply with each level of a value, how.
+    pub doubling: Option<Doubling>,
+}
+
+/// How the checks of a schema multiply with each level of a value (`doubling`): a value is
+/// checked against it only as deep as they stay within [`MAX_UNFOLDED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Doubling {
+    /// The most ways one level of a value multiplies a check into.
+    pub per_level: u64,
+    /// The deepest a value checked against it may be, in levels.
+    pub levels: usize,
+}
+
+impl Doubling {
+    fn of(schemas: usize, per_level: u64) -> Self {
+        let (mut levels, mut checks) = (0, schemas as u64);
+        while checks.saturating_mul(per_level) <= MAX_UNFOLDED as u64 {
+            checks *= per_level;
+            levels += 1;
+        }
+        Doubling { per_level, levels }
+    }
+
+    /// Whether `value` is within the levels a check may reach; `Err` is how deep it is.
+    pub fn reaches(&self, value: &Value) -> Result<(), usize> {
+        match doubling::depth(value) {
+            d if d <= self.levels => Ok(()),
+            d => Err(d),
+        }
+    }
+
+    /// The branches a value's error may copy, `alternatives` counted once per way.
+    pub fn alternatives(&self, alternatives: usize, value: &Value) -> usize {
+        let depth = u32::try_from(doubling::depth(value)).unwrap_or(u32::MAX);
+        let ways = self.per_level.saturating_pow(depth);
+        alternatives.saturating_mul(usize::try_from(ways).unwrap_or(usize::MAX))
+    }
 }
 
 impl Unfolded {
     const MAX: Unfolded = Unfolded {
         schemas: usize::MAX,
         alternatives: usize::MAX,
+        doubling: None,
     };
 
     fn add(&mut self, other: Unfolded) {
@@ -29,64 +76,41 @@ impl Unfolded {
     }
 }
 
-/// Keywords whose subschemas apply to the value itself.
-const SAME_VALUE: [&str; 8] = [
-    "dependentSchemas",
-    "not",
-    "if",
-    "then",
-    "else",
-    "allOf",
-    "anyOf",
-    "oneOf",
-];
-
-/// Keywords whose subschemas apply to some of the value's items.
-const SOME_ITEMS: [&str; 4] = ["items", "additionalItems", "contains", "unevaluatedItems"];
-
-/// Keywords whose subschemas apply to the members no other keyword names: a member one of
-/// these applies to is none that `properties` or `patternProperties` apply to.
-const OTHER_MEMBERS: [&str; 2] = ["additionalProperties", "unevaluatedProperties"];
-
 /// Deeper than this, a schema is taken as unfolding without end.
 const MAX_DEPTH: usize = 256;
 
 /// What `root` unfolds into. A `$ref` back to a schema it is within counts once: the
 /// validator does not check a value against a schema it is checking it against already, and
 /// going round through a member or an item takes a value nested one level deeper, which the
-/// value's own size bounds. Unless two such references lead round from one place to one
-/// member (two branches of a choice, each with `"x": {"$ref": "#"}`): each level of the value
-/// then doubles the work, and a value six levels deep is enough to hold a core for minutes.
-/// Such a schema unfolds without end.
+/// value's own size bounds. Unless two ways lead round from one subschema to itself through
+/// the same steps into the value (two forms of a union, each with `"left": {"$ref":
+/// "#/$defs/Expr"}`; `doubling`): each level of the value then multiplies the checks, and a
+/// refused value twenty-five levels deep holds a core for minutes. Such a schema is checked
+/// only as deep as its checks stay within [`MAX_UNFOLDED`] (`Doubling`).
 pub fn unfolded(root: &Value) -> Unfolded {
     let mut walk = Walk {
         root,
         done: HashMap::new(),
-        within: HashMap::from([("#", 0)]),
-        path: Vec::new(),
-        round: HashMap::new(),
+        within: HashMap::new(),
         back: 0,
         visits: 0,
     };
-    let found = walk.schema(root, 0);
-    match walk.doubles("#").0 {
-        true => Unfolded::MAX,
-        false => found,
+    walk.within.insert("#", 0);
+    let mut found = walk.schema(root, 0);
+    if found.schemas <= MAX_UNFOLDED
+        && let Some(per_level) = doubling::per_level(root)
+    {
+        found.doubling = Some(Doubling::of(found.schemas, per_level));
     }
+    found
 }
 
 struct Walk<'a> {
     root: &'a Value,
     /// What each `$ref` target unfolds into, by its pointer.
     done: HashMap<&'a str, Unfolded>,
-    /// The `$ref` targets being unfolded, each with the length of `path` when it was entered.
+    /// The `$ref` targets being unfolded, each with the references back to it so far.
     within: HashMap<&'a str, usize>,
-    /// Where in the value the walk is: member names, `[i]`, `[]` (some items), `{}` (members
-    /// a pattern matches), `{+}` (the other members), `<>` (the members' names).
-    path: Vec<String>,
-    /// For each `$ref` target being unfolded, the references back to it by where they lead
-    /// round from (the path since it was entered).
-    round: HashMap<&'a str, HashMap<Vec<String>, usize>>,
     /// References back found so far: what a target unfolds into is kept for its next
     /// reference only when none led round to a target outside it.
     back: usize,
@@ -111,7 +135,7 @@ impl<'a> Walk<'a> {
         }
         let mut total = Unfolded {
             schemas: 1,
-            alternatives: 0,
+            ..Unfolded::default()
         };
         if let Some(r) = members.get("$ref").and_then(Value::as_str) {
             total.add(self.reference(r, depth));
@@ -120,30 +144,24 @@ impl<'a> Walk<'a> {
             if matches!(keyword.as_str(), "anyOf" | "oneOf") {
                 let branches = v.as_array().map_or(0, Vec::len);
                 total.add(Unfolded {
-                    schemas: 0,
                     alternatives: branches,
+                    ..Unfolded::default()
                 });
             }
-            for (place, child) in applied(keyword, v) {
-                let deeper = place.is_some();
-                self.path.extend(place);
+            for (_, child) in applied(keyword, v) {
                 total.add(self.schema(child, depth + 1));
-                if deeper {
-                    self.path.pop();
-                }
             }
         }
         total
     }
 
     fn reference(&mut self, r: &'a str, depth: usize) -> Unfolded {
-        if let Some(&entered) = self.within.get(r) {
-            let from = self.path[entered..].to_vec();
-            *self.round.entry(r).or_default().entry(from).or_default() += 1;
+        if let Some(to_r) = self.within.get_mut(r) {
+            *to_r += 1;
             self.back += 1;
             return Unfolded {
                 schemas: 1,
-                alternatives: 0,
+                ..Unfolded::default()
             };
         }
         if let Some(known) = self.done.get(r) {
@@ -156,61 +174,14 @@ impl<'a> Walk<'a> {
         let Some(target) = target else {
             return Unfolded::default();
         };
-        self.within.insert(r, self.path.len());
+        self.within.insert(r, 0);
         let back = self.back;
-        let mut found = self.schema(target, depth + 1);
-        self.within.remove(r);
-        let (doubles, to_r) = self.doubles(r);
-        if doubles {
-            found = Unfolded::MAX;
-        }
+        let found = self.schema(target, depth + 1);
+        let to_r = self.within.remove(r).unwrap_or_default();
         if self.back - back == to_r {
             self.done.insert(r, found);
         }
         found
-    }
-
-    /// Whether two references back to `r` lead round from one place to one member, and how
-    /// many references back to `r` there were.
-    fn doubles(&mut self, r: &str) -> (bool, usize) {
-        let round = self.round.remove(r).unwrap_or_default();
-        let to_r = round.values().sum();
-        let doubles = round.into_iter().any(|(from, n)| n > 1 && !from.is_empty());
-        (doubles, to_r)
-    }
-}
-
-/// The subschemas keyword `k` of a schema holds, each with where it applies in the value:
-/// `None` for the value itself.
-fn applied<'a>(k: &'a str, v: &'a Value) -> Vec<(Option<String>, &'a Value)> {
-    let each = |place: &dyn Fn(usize, &str) -> Option<String>| match v {
-        Value::Object(m)
-            if matches!(k, "properties" | "patternProperties" | "dependentSchemas") =>
-        {
-            m.iter()
-                .enumerate()
-                .map(|(i, (name, s))| (place(i, name), s))
-                .collect()
-        }
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (place(i, ""), s))
-            .collect(),
-        one => vec![(place(0, ""), one)],
-    };
-    match k {
-        "properties" => each(&|_, name| Some(name.to_owned())),
-        "prefixItems" => each(&|i, _| Some(format!("[{i}]"))),
-        // Draft 7's `items` as an array is a prefix, as `prefixItems` is.
-        "items" if v.is_array() => each(&|i, _| Some(format!("[{i}]"))),
-        "propertyNames" => each(&|_, _| Some("<>".into())),
-        k if SOME_ITEMS.contains(&k) => each(&|_, _| Some("[]".into())),
-        // Two patterns may match one name.
-        "patternProperties" => each(&|_, _| Some("{}".into())),
-        k if OTHER_MEMBERS.contains(&k) => each(&|_, _| Some("{+}".into())),
-        k if SAME_VALUE.contains(&k) => each(&|_, _| None),
-        _ => Vec::new(),
     }
 }
 
@@ -248,7 +219,8 @@ mod tests {
             unfolded(&root),
             Unfolded {
                 schemas: 5,
-                alternatives: 2
+                alternatives: 2,
+                doubling: None
             }
         );
     }
@@ -265,11 +237,25 @@ mod tests {
     }
 
     #[test]
-    fn two_references_back_from_one_place_to_one_member_unfold_without_end() {
+    fn two_ways_round_through_one_member_are_checked_only_so_deep() {
         let branches: Vec<Value> = (0..2)
             .map(|i| json!({"properties": {"x": {"$ref": "#"}}, "required": [format!("k{i}")]}))
             .collect();
-        assert_eq!(unfolded(&json!({"anyOf": branches})), Unfolded::MAX);
+        let two = unfolded(&json!({"anyOf": branches}));
+        // Seven subschemas a way: 7 × 2¹⁷ is within a million, 7 × 2¹⁸ is not.
+        assert_eq!(two.schemas, 7);
+        let doubling = two.doubling.expect("it doubles");
+        assert_eq!(
+            doubling,
+            Doubling {
+                per_level: 2,
+                levels: 17
+            }
+        );
+        let deep = |levels: usize| (0..levels).fold(json!(1), |v, _| json!({"x": v}));
+        assert_eq!(doubling.reaches(&deep(17)), Ok(()));
+        assert_eq!(doubling.reaches(&deep(18)), Err(18));
+        assert_eq!(doubling.alternatives(2, &deep(3)), 2 * 8);
         // A tree, and a value of any JSON: each member or item is checked once per level.
         let tree = json!({"$defs": {"n": {"type": "object", "properties": {
             "left": {"$ref": "#/$defs/n"}, "right": {"$ref": "#/$defs/n"},
@@ -286,7 +272,10 @@ mod tests {
         let via = json!({"$defs": {"n": {"$ref": "#"}}, "anyOf": [
             {"properties": {"x": {"$ref": "#/$defs/n"}}, "required": ["a"]},
             {"properties": {"x": {"$ref": "#/$defs/n"}}, "required": ["b"]}]});
-        assert_eq!(unfolded(&via), Unfolded::MAX);
+        assert!(unfolded(&via).doubling.is_some());
+        for plain in [tree, any, pair] {
+            assert_eq!(unfolded(&plain).doubling, None);
+        }
     }
 
     #[test]

@@ -804,6 +804,9 @@ async fn check_reports_what_would_fail_at_runtime() {
         json!({"name": "remote", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json", "description": "x"}}}}),
         json!({"name": "listy", "description": "d", "inputSchema": {"type": "array"}}),
         json!({"name": "quiet", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}),
+        json!({"name": "round", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false, "anyOf": [
+            {"properties": {"x": {"$ref": "#", "description": "x"}}, "required": ["a"]},
+            {"properties": {"x": {"$ref": "#", "description": "x"}}, "required": ["b"]}]}}),
     ];
     let (addr, _) = toolgate::demo::spawn(
         ([127, 0, 0, 1], 0).into(),
@@ -819,7 +822,7 @@ async fn check_reports_what_would_fail_at_runtime() {
     assert_eq!(code, 1, "{out}");
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["errors"], 3);
-    assert_eq!(r["warnings"], 2);
+    assert_eq!(r["warnings"], 3);
     assert_eq!(
         r["notes"], 7,
         "the demo's four open tools and three of these"
@@ -849,6 +852,7 @@ async fn check_reports_what_would_fail_at_runtime() {
         ("quiet", "warning", "description"),
         ("quiet", "note", "open_properties"),
         ("quiet", "warning", "description"),
+        ("round", "warning", "input_schema"),
     ];
     assert_eq!(
         problems,
@@ -867,6 +871,10 @@ async fn check_reports_what_would_fail_at_runtime() {
     assert_eq!(
         r["problems"][8]["message"],
         "inputSchema is invalid: its root is not an object schema (\"type\": \"object\"), as MCP requires; toolgate hides this tool from tools/list (validation.invalid_tool_schemas = \"hide\")"
+    );
+    assert_eq!(
+        r["problems"][12]["message"],
+        "inputSchema's references multiply the checks at each level of a value (two ways lead round to one place through the same member): arguments are checked up to 17 levels deep, and a deeper call follows validation.on_compile_error"
     );
     let (code, _, err) = check("http://127.0.0.1:1/mcp", "text").await;
     assert_eq!(code, 2);

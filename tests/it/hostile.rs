@@ -3,7 +3,7 @@
 
 use crate::common;
 use common::processes::peak_mib;
-use common::scripted::{Scripted, open_tool};
+use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
 use common::*;
 use serde_json::{Value, json};
@@ -703,12 +703,62 @@ fn failed_for(why: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": message}})
 }
 
+/// An operator's extra schema and a tool's output schema whose checks multiply with each
+/// level of a value (16 branches leading round through one member) are bounded as a tool's
+/// input schema is: a call nested deeper than the operator's schema can check is refused
+/// (the rule is the operator's, and nesting must not pass it), and a result nested deeper
+/// than its output schema can check goes unchecked, as under an output schema that does not
+/// compile.
+#[tokio::test]
+async fn operator_rules_and_results_that_multiply_checks_are_bounded() {
+    let branches: Vec<Value> = (0..16)
+        .map(|i| json!({"properties": {"x": {"$ref": "#"}}, "required": [format!("k{i}")]}))
+        .collect();
+    let round = json!({"type": "object", "anyOf": branches});
+    let deep = |levels: usize| (0..levels).fold(json!({}), |v, _| json!({"x": v}));
+    let result = json!({"content": [], "structuredContent": deep(6)});
+    let tools =
+        vec![json!({"name": "plain", "inputSchema": {"type": "object"}, "outputSchema": round})];
+    let (up, seen) = Scripted::new(tools)
+        .script("plain", Script::Result(result.clone()))
+        .spawn()
+        .await;
+    let config = format!(
+        "[validation]\noutput = \"enforce\"\n[validation.tools.plain]\nextra_schema = '{round}'\n"
+    );
+    let tg = Toolgate::serve(&up, Some(&config)).await;
+    let before = cpu_seconds(tg.pid());
+    let refused = post(&tg.url(), None, call(1, "plain", deep(6)))
+        .await
+        .json();
+    let why = "cannot be checked against the operator's schema for this tool (for a value 6 levels deep: its references multiply the checks at each level of a value, and values up to 3 levels deep are checked)";
+    let text = format!(
+        "Invalid arguments for tool \"plain\" (1 problem):\n- arguments: {why}\nCorrect the arguments and call the tool again."
+    );
+    assert_eq!(
+        refused,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": text}], "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "plain",
+                "parameter_errors": {"": why}}}}})
+    );
+    assert!(seen.tool_calls().is_empty());
+    let shallow = json!({"x": {"k1": 1}, "k0": 1});
+    let taken = post(&tg.url(), None, call(2, "plain", shallow))
+        .await
+        .json();
+    assert_eq!(taken, json!({"jsonrpc": "2.0", "id": 2, "result": result}));
+    let used = cpu_seconds(tg.pid()) - before;
+    assert!(used < 5.0, "two calls took {used} s of CPU");
+}
+
 /// A schema of nested choices (nine levels of `anyOf` of 16 branches, each a `$ref` to the
 /// next, a few hundred bytes) would have a call that every branch refuses checked against
-/// 16⁹ subschemas; one whose 16 branches each lead round to it through the same member would
-/// have a value nested six levels deep checked against 16⁶. Each is taken as a schema that
-/// does not compile (`on_compile_error`), said in the log, and its calls are answered at
-/// once, within the CPU a valid call takes.
+/// 16⁹ subschemas: it is taken as a schema that does not compile (`on_compile_error`), said
+/// in the log. One whose 16 branches each lead round to it through the same member would
+/// have a value nested six levels deep checked against 16⁶: a value is checked against it
+/// only three levels deep, and a deeper one follows `on_compile_error`. Each call is answered
+/// at once, within the CPU a valid call takes.
 #[tokio::test]
 async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
     let mut defs = serde_json::Map::new();
@@ -722,7 +772,7 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
         .map(|i| json!({"properties": {"x": {"$ref": "#"}}, "required": [format!("k{i}")]}))
         .collect();
     let round = json!({"type": "object", "anyOf": branches});
-    let six_deep = (0..6).fold(json!({}), |v, _| json!({"x": v}));
+    let deep = |levels: usize| (0..levels).fold(json!({}), |v, _| json!({"x": v}));
     let tools = vec![
         json!({"name": "nested", "inputSchema": nested}),
         json!({"name": "round", "inputSchema": round}),
@@ -730,24 +780,40 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
     let (up, seen) = Scripted::new(tools).spawn().await;
     let config = "[validation]\non_compile_error = \"reject\"\n";
     let tg = Toolgate::serve(&up, Some(config)).await;
-    for (id, (tool, args)) in [("nested", json!({"a": 1})), ("round", six_deep)]
-        .into_iter()
-        .enumerate()
-    {
+    let unusable = |tool: &str, why: &str| {
+        let text = format!(
+            "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
+        );
+        json!({"content": [{"type": "text", "text": text}], "isError": true,
+            "_meta": {"toolgate/validation": {"code": "schema_unusable"}}})
+    };
+    let never = "its references and choices unfold into more than 1000000 subschemas, too many to check a call against";
+    let six = "for a value 6 levels deep: its references multiply the checks at each level of a value, and values up to 3 levels deep are checked";
+    let cases = [
+        ("nested", json!({"a": 1}), unusable("nested", never)),
+        ("round", deep(6), unusable("round", six)),
+    ];
+    for (id, (tool, args, result)) in cases.into_iter().enumerate() {
         let before = cpu_seconds(tg.pid());
         let a = post(&tg.url(), None, call(id as i64, tool, args))
             .await
             .json();
         let used = cpu_seconds(tg.pid()) - before;
-        let text = format!(
-            "The input schema of tool \"{tool}\" is not usable (its references and choices unfold into more than 1000000 subschemas, too many to check a call against), so calls to it are refused. This is a server-side problem."
-        );
-        let refused = json!({"jsonrpc": "2.0", "id": id, "result": {
-            "content": [{"type": "text", "text": text}], "isError": true,
-            "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}});
-        assert_eq!(a, refused);
+        assert_eq!(a, json!({"jsonrpc": "2.0", "id": id, "result": result}));
         assert!(used < 5.0, "{tool}: one call took {used} s of CPU");
     }
+    // Three levels deep, a value is checked: each level lacks a `k` member.
+    let before = cpu_seconds(tg.pid());
+    let a = post(&tg.url(), None, call(2, "round", deep(3)))
+        .await
+        .json();
+    let used = cpu_seconds(tg.pid()) - before;
+    let meta = &a["result"]["_meta"]["toolgate/validation"];
+    assert_eq!(meta["code"], "invalid_arguments", "{a}");
+    assert!(
+        used < 5.0,
+        "round, three levels: one call took {used} s of CPU"
+    );
     assert!(seen.tool_calls().is_empty());
     let said = "unfold into more than 1000000 subschemas";
     assert!(tg.logs_when(|l| l.contains(said)).await.contains(said));

@@ -1135,3 +1135,60 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
         assert_eq!(cut, refused, "{mode}");
     }
 }
+
+/// Pydantic writes a discriminated union whose forms hold it again (`Add(left: Expr, right:
+/// Expr)`, `Mul(left: Expr, right: Expr)`) so that both forms lead round through `left`: the
+/// checks of a refused value double with each level. Such a schema is checked as deep as
+/// that stays bounded (here 12 levels), in every mode: a refusal within it names the place,
+/// and a value deeper is forwarded unchecked (`on_compile_error = "forward"`), the server's
+/// own answer back at once.
+#[tokio::test]
+async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
+    let http = common::peers::python_http("py_server.py", &["clock"]).await;
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command: Vec<String> = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("py_server.py").display().to_string(),
+        "clock-stdio".into(),
+    ];
+    let chain = |levels: usize, leaf: serde_json::Value| {
+        let expr = (0..levels).fold(json!({"kind": "num", "value": leaf}), |e, i| {
+            let kind = if i % 2 == 0 { "add" } else { "mul" };
+            json!({"kind": kind, "left": e, "right": {"kind": "num", "value": 2}})
+        });
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "evaluate", "arguments": {"expr": expr}}})
+        .to_string()
+    };
+    let why = "expected a number, got string \"x\"";
+    let text = format!(
+        "Invalid arguments for tool \"evaluate\" (1 problem):\n- expr.left.left.left.value: {why}\nCorrect the arguments and call the tool again."
+    );
+    let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "evaluate",
+            "parameter_errors": {"/expr/left/left/left/value": why}}}}});
+    // ((1 + 2) × 2 + 2) × 2 …: thirty levels.
+    let deep = (0..30).fold(1.0, |v, i| if i % 2 == 0 { v + 2.0 } else { v * 2.0 });
+    let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": format!("{deep:?}")}],
+        "structuredContent": {"result": deep}, "isError": false}});
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        assert_eq!(
+            front.ask_line(&chain(3, json!("x"))).await,
+            refused,
+            "{mode}"
+        );
+        assert_eq!(front.ask_line(&chain(30, json!(1))).await, taken, "{mode}");
+        let server = front.ask_line(&chain(30, json!("x"))).await;
+        let said = server["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            server["result"]["isError"] == true
+                && said.starts_with("Error executing tool evaluate"),
+            "{mode}: {server}"
+        );
+    }
+}

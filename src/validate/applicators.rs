@@ -1,0 +1,90 @@
+//! Where in a value each subschema of a schema applies: to the value itself, or one step
+//! into it (a member, an item, a member's name). What a schema costs to check is read from
+//! these steps.
+
+use serde_json::Value;
+
+/// One step from a value into a part of it that a subschema applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step<'a> {
+    /// The member `properties` names.
+    Member(&'a str),
+    /// The members a `patternProperties` pattern matches.
+    Pattern,
+    /// The members no `properties` or `patternProperties` of the same schema names
+    /// (`additionalProperties`, `unevaluatedProperties`).
+    Other,
+    /// The item at an index (`prefixItems`, draft 7's `items` as an array).
+    Item(usize),
+    /// The items past those (`items`, `additionalItems`, `unevaluatedItems`).
+    Rest,
+    /// Any item (`contains`).
+    Any,
+    /// A member's name (`propertyNames`): a string, with no parts of its own.
+    Name,
+}
+
+impl Step<'_> {
+    /// Whether one part of a value may be reached by both steps: `same` when both are
+    /// keywords of one schema, which splits the members and items between them.
+    pub(super) fn meets(self, other: Self, same: bool) -> bool {
+        use Step::*;
+        match (self, other) {
+            (Member(a), Member(b)) => a == b,
+            (Item(i), Item(j)) => i == j,
+            (Member(_) | Pattern, Pattern) | (Pattern, Member(_)) => true,
+            (Member(_) | Pattern, Other) | (Other, Member(_) | Pattern) => !same,
+            (Other, Other) => true,
+            (Item(_), Rest) | (Rest, Item(_)) => !same,
+            (Item(_) | Rest | Any, Rest | Any) | (Any, Item(_)) => true,
+            (Name, Name) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Keywords whose subschemas apply to the value itself.
+const SAME_VALUE: [&str; 8] = [
+    "dependentSchemas",
+    "not",
+    "if",
+    "then",
+    "else",
+    "allOf",
+    "anyOf",
+    "oneOf",
+];
+
+/// The subschemas keyword `k` of a schema holds, each with the step into the value where it
+/// applies: `None` for the value itself.
+pub(super) fn applied<'a>(k: &'a str, v: &'a Value) -> Vec<(Option<Step<'a>>, &'a Value)> {
+    let each = |step: &dyn Fn(usize, &'a str) -> Option<Step<'a>>| match v {
+        Value::Object(m)
+            if matches!(k, "properties" | "patternProperties" | "dependentSchemas") =>
+        {
+            m.iter()
+                .enumerate()
+                .map(|(i, (name, s))| (step(i, name), s))
+                .collect()
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (step(i, ""), s))
+            .collect(),
+        one => vec![(step(0, ""), one)],
+    };
+    match k {
+        "properties" => each(&|_, name| Some(Step::Member(name))),
+        "prefixItems" => each(&|i, _| Some(Step::Item(i))),
+        // Draft 7's `items` as an array is a prefix, as `prefixItems` is.
+        "items" if v.is_array() => each(&|i, _| Some(Step::Item(i))),
+        "items" | "additionalItems" | "unevaluatedItems" => each(&|_, _| Some(Step::Rest)),
+        "contains" => each(&|_, _| Some(Step::Any)),
+        "propertyNames" => each(&|_, _| Some(Step::Name)),
+        "patternProperties" => each(&|_, _| Some(Step::Pattern)),
+        "additionalProperties" | "unevaluatedProperties" => each(&|_, _| Some(Step::Other)),
+        k if SAME_VALUE.contains(&k) => each(&|_, _| None),
+        _ => Vec::new(),
+    }
+}
