@@ -40,7 +40,7 @@ pub(super) fn per_level(root: &Value) -> Option<u64> {
 }
 
 /// How many levels deep a value is: the most steps from it to a part of it.
-pub(crate) fn depth(value: &Value) -> usize {
+pub(super) fn depth(value: &Value) -> usize {
     let mut stack = vec![(value, 0)];
     let mut deepest = 0;
     while let Some((v, d)) = stack.pop() {

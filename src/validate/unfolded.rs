@@ -17,8 +17,8 @@ pub const MAX_UNFOLDED: usize = 1_000_000;
 /// What a schema unfolds into.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Unfolded {
-    /// Its subschemas, each counted as often as a value may be checked against it (for a
-    /// schema that doubles, at each level of the value).
+    /// Its subschemas, each counted as often as a value may be checked against it along one
+    /// way (for a schema whose ways multiply with each level of a value, see `doubling`).
     pub schemas: usize,
     /// The branches of its `anyOf`s and `oneOf`s, counted the same way: a refused value's
     /// error holds a copy of it for each.
@@ -39,7 +39,7 @@ pub struct Doubling {
 
 impl Doubling {
     fn of(schemas: usize, per_level: u64) -> Self {
-        let (mut levels, mut checks) = (0, schemas as u64);
+        let (mut levels, mut checks) = (0, schemas.max(1) as u64);
         while checks.saturating_mul(per_level) <= MAX_UNFOLDED as u64 {
             checks *= per_level;
             levels += 1;
@@ -91,11 +91,10 @@ pub fn unfolded(root: &Value) -> Unfolded {
     let mut walk = Walk {
         root,
         done: HashMap::new(),
-        within: HashMap::new(),
+        within: HashMap::from([("#", 0)]),
         back: 0,
         visits: 0,
     };
-    walk.within.insert("#", 0);
     let mut found = walk.schema(root, 0);
     if found.schemas <= MAX_UNFOLDED
         && let Some(per_level) = doubling::per_level(root)

@@ -1040,11 +1040,44 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
                 "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
         ),
     ];
+    // A filter of filters: checked as deep as its bound (15 levels), forwarded past it. The
+    // server echoes it with each form's members in the order its schema declares them.
+    let find = |levels: usize, value: serde_json::Value| {
+        let (mut filter, mut echoed) = (
+            json!({"op": "eq", "field": "a", "value": value}),
+            format!(r#"{{"op":"eq","field":"a","value":{value}}}"#),
+        );
+        for i in 0..levels {
+            let op = if i % 2 == 0 { "and" } else { "or" };
+            filter = json!({"op": op, "all": [filter]});
+            echoed = format!(r#"{{"op":"{op}","all":[{echoed}]}}"#);
+        }
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "find", "arguments": {"filter": filter}}});
+        (call.to_string(), format!(r#"{{"filter":{echoed}}}"#))
+    };
+    let why = "expected a string, got integer 1";
+    let text = format!(
+        "Invalid arguments for tool \"find\" (1 problem):\n- filter.all[0].all[0].value: {why}\nCorrect the arguments and call the tool again."
+    );
+    let filter_refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "find",
+            "parameter_errors": {"/filter/all/0/all/0/value": why}}}}});
+    let (deep, echoed) = find(20, json!("b"));
+    let deep_taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": echoed}]}});
     for mode in Mode::EVERY_FRONT {
         let mut front = Front::start(mode, &http.url, &command).await;
         for (call, expected) in &cases {
             assert_eq!(&front.ask_line(call).await, expected, "{mode}: {call}");
         }
+        assert_eq!(
+            front.ask_line(&find(2, json!(1)).0).await,
+            filter_refused,
+            "{mode}"
+        );
+        assert_eq!(front.ask_line(&deep).await, deep_taken, "{mode}");
     }
 }
 
