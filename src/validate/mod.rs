@@ -98,9 +98,11 @@ fn repair(
     changed: &mut Vec<String>,
 ) -> Result<(), Verdict> {
     let validator = schema.validator;
-    // The arguments as they came, kept once a lone value is put in an array: a refusal then
-    // speaks of what was sent, not of an array the model never wrote.
-    let mut as_sent: Option<Value> = None;
+    // The arguments as they came, kept once a lone value is put in an array, and from the
+    // start where the schema's checks multiply with each level of a value (`Doubling`): a
+    // refusal then speaks of what was sent, not of an array the model never wrote, and JSON
+    // text read as a value cannot take the arguments past the levels such a schema checks.
+    let mut as_sent: Option<Value> = schema.doubling.map(|_| args.clone());
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
         // Two branches may want one string as two types: the first one's wins. `None`: the
@@ -139,6 +141,9 @@ fn repair(
         }
         for (pointer, v) in fixes {
             replace(args, &pointer, v, changed);
+        }
+        if schema.doubling.is_some_and(|d| d.reaches(args).is_err()) {
+            break;
         }
         if validator.is_valid(args) {
             return Ok(());
@@ -464,6 +469,25 @@ mod tests {
         }
         let (v, _) = run(&s, json!({"names": "a"}), false);
         assert!(matches!(v, Verdict::Invalid(_)), "strict mode: {v:?}");
+    }
+
+    #[test]
+    fn text_read_as_a_value_stays_within_the_levels_a_doubling_schema_checks() {
+        let branches: Vec<Value> = (0..2)
+            .map(|i| json!({"properties": {"x": {"$ref": "#"}}, "required": [format!("k{i}")]}))
+            .collect();
+        let s = schema(json!({"type": "object", "anyOf": branches}));
+        // Forty levels as text: read as a value, each would double the checks.
+        let deep = (0..40).fold(json!({}), |v, _| json!({"x": v}));
+        let sent = json!({"x": deep["x"].to_string(), "k0": 1});
+        let (v, args) = run(&s, sent.clone(), true);
+        assert!(matches!(v, Verdict::Invalid(_)), "{v:?}");
+        assert_eq!(args, sent, "refused as it was sent");
+        // Within them, text is read as a value as for any schema.
+        let shallow = json!({"x": "{\"k1\": 2}", "k0": 1});
+        let (v, args) = run(&s, shallow, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args, json!({"x": {"k1": 2}, "k0": 1}));
     }
 
     #[test]

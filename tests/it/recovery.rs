@@ -1223,5 +1223,29 @@ async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
                 && said.starts_with("Error executing tool evaluate"),
             "{mode}: {server}"
         );
+        // As JSON text, read as a value only within the bound: past it, refused as sent.
+        let text = front.ask_line(&as_text(&chain(30, json!("x")))).await;
+        let why = &text["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/expr"];
+        let why = why.as_str().unwrap_or_default();
+        assert!(
+            why.starts_with("expected an object, got string"),
+            "{mode}: {text}"
+        );
+        let three = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "8.0"}],
+            "structuredContent": {"result": 8.0}, "isError": false}});
+        assert_eq!(
+            front.ask_line(&as_text(&chain(3, json!(1)))).await,
+            three,
+            "{mode}"
+        );
     }
+}
+
+/// A `tools/call` with its `expr` argument written as JSON text.
+fn as_text(call: &str) -> String {
+    let mut call: serde_json::Value = serde_json::from_str(call).unwrap();
+    let expr = call["params"]["arguments"]["expr"].to_string();
+    call["params"]["arguments"]["expr"] = json!(expr);
+    call.to_string()
 }
