@@ -9,6 +9,7 @@
 //! itself.
 
 use super::applicators::{Step, applied};
+use super::references::References;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -69,6 +70,7 @@ impl<'a> Graph<'a> {
             same: Vec::new(),
             steps: Vec::new(),
         };
+        let refs = References::of(root);
         let mut index: HashMap<*const Value, usize> = HashMap::new();
         let mut todo: Vec<&'a Value> = Vec::new();
         let mut node = |s: &'a Value, todo: &mut Vec<&'a Value>, g: &mut Graph<'a>| {
@@ -86,7 +88,7 @@ impl<'a> Graph<'a> {
                 at += 1;
                 continue;
             };
-            if let Some(target) = members.get("$ref").and_then(|r| local(root, r)) {
+            for target in refs.from(members) {
                 let to = node(target, &mut todo, &mut graph);
                 graph.same[at].push(to);
             }
@@ -122,14 +124,6 @@ impl<'a> Graph<'a> {
         nodes
             .iter()
             .any(|&n| self.steps[n].iter().any(|&(_, to)| component[to] == c))
-    }
-}
-
-/// What a local `$ref` points at.
-fn local<'a>(root: &'a Value, r: &Value) -> Option<&'a Value> {
-    match r.as_str()? {
-        "#" => Some(root),
-        r => root.pointer(r.strip_prefix('#')?),
     }
 }
 
@@ -417,6 +411,25 @@ mod tests {
         assert_eq!(per_level(&twice), Some(2), "two ways to the same value");
         let three = union(&[("a", &["x"]), ("b", &["x"]), ("c", &["x", "y"])]);
         assert_eq!(per_level(&three), Some(3));
+    }
+
+    #[test]
+    fn every_kind_of_reference_is_followed() {
+        let branches = |to: Value| -> Vec<Value> {
+            (0..4)
+                .map(|i| json!({"properties": {"x": to}, "required": [format!("k{i}")]}))
+                .collect()
+        };
+        let schemas = [
+            json!({"$anchor": "n", "anyOf": branches(json!({"$ref": "#n"}))}),
+            json!({"$recursiveAnchor": true, "anyOf": branches(json!({"$recursiveRef": "#"}))}),
+            json!({"$dynamicAnchor": "n", "anyOf": branches(json!({"$dynamicRef": "#n"}))}),
+            json!({"$ref": "urn:n", "$defs": {"n": {"$id": "urn:n",
+                "anyOf": branches(json!({"$ref": "urn:n"}))}}}),
+        ];
+        for s in schemas {
+            assert_eq!(per_level(&s), Some(4), "{s}");
+        }
     }
 
     #[test]

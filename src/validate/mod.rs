@@ -12,6 +12,7 @@ mod in_place;
 pub(crate) mod local_time;
 mod lookup;
 pub(crate) mod plain_pattern;
+mod references;
 mod report;
 mod undeclared;
 mod unfolded;

@@ -6,6 +6,7 @@
 
 use super::applicators::applied;
 use super::doubling;
+use super::references::References;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -89,9 +90,9 @@ const MAX_DEPTH: usize = 256;
 /// only as deep as its checks stay within [`MAX_UNFOLDED`] (`Doubling`).
 pub fn unfolded(root: &Value) -> Unfolded {
     let mut walk = Walk {
-        root,
+        refs: References::of(root),
         done: HashMap::new(),
-        within: HashMap::from([("#", 0)]),
+        within: HashMap::from([(root as *const Value, 0)]),
         back: 0,
         visits: 0,
     };
@@ -105,11 +106,11 @@ pub fn unfolded(root: &Value) -> Unfolded {
 }
 
 struct Walk<'a> {
-    root: &'a Value,
-    /// What each `$ref` target unfolds into, by its pointer.
-    done: HashMap<&'a str, Unfolded>,
-    /// The `$ref` targets being unfolded, each with the references back to it so far.
-    within: HashMap<&'a str, usize>,
+    refs: References<'a>,
+    /// What each reference's target unfolds into, by where it is.
+    done: HashMap<*const Value, Unfolded>,
+    /// The references' targets being unfolded, each with the references back to it so far.
+    within: HashMap<*const Value, usize>,
     /// References back found so far: what a target unfolds into is kept for its next
     /// reference only when none led round to a target outside it.
     back: usize,
@@ -136,8 +137,8 @@ impl<'a> Walk<'a> {
             schemas: 1,
             ..Unfolded::default()
         };
-        if let Some(r) = members.get("$ref").and_then(Value::as_str) {
-            total.add(self.reference(r, depth));
+        for target in self.refs.from(members) {
+            total.add(self.reference(target, depth));
         }
         for (keyword, v) in members {
             if matches!(keyword.as_str(), "anyOf" | "oneOf") {
@@ -154,8 +155,9 @@ impl<'a> Walk<'a> {
         total
     }
 
-    fn reference(&mut self, r: &'a str, depth: usize) -> Unfolded {
-        if let Some(to_r) = self.within.get_mut(r) {
+    fn reference(&mut self, target: &'a Value, depth: usize) -> Unfolded {
+        let r = target as *const Value;
+        if let Some(to_r) = self.within.get_mut(&r) {
             *to_r += 1;
             self.back += 1;
             return Unfolded {
@@ -163,20 +165,13 @@ impl<'a> Walk<'a> {
                 ..Unfolded::default()
             };
         }
-        if let Some(known) = self.done.get(r) {
+        if let Some(known) = self.done.get(&r) {
             return *known;
         }
-        let target = match r {
-            "#" => Some(self.root),
-            _ => r.strip_prefix('#').and_then(|p| self.root.pointer(p)),
-        };
-        let Some(target) = target else {
-            return Unfolded::default();
-        };
         self.within.insert(r, 0);
         let back = self.back;
         let found = self.schema(target, depth + 1);
-        let to_r = self.within.remove(r).unwrap_or_default();
+        let to_r = self.within.remove(&r).unwrap_or_default();
         if self.back - back == to_r {
             self.done.insert(r, found);
         }

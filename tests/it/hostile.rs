@@ -703,6 +703,63 @@ fn failed_for(why: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": message}})
 }
 
+/// A loop of references is measured whichever way its references are written: an
+/// `$anchor`, an embedded resource's `$id`, `$recursiveRef` (2019-09) and `$dynamicRef`
+/// (2020-12) lead round as a JSON pointer does. Sixteen branches leading round through one
+/// member each way, and a value six levels deep: each answered at once, as a value deeper
+/// than such a schema checks (`on_compile_error`).
+#[tokio::test]
+async fn every_kind_of_reference_is_measured() {
+    let branches = |to: Value| -> Vec<Value> {
+        (0..16)
+            .map(|i| json!({"properties": {"x": to}, "required": [format!("k{i}")]}))
+            .collect()
+    };
+    let schemas = [
+        (
+            "anchor",
+            json!({"type": "object", "$anchor": "n", "anyOf": branches(json!({"$ref": "#n"}))}),
+        ),
+        (
+            "id",
+            json!({"type": "object", "$ref": "urn:toolgate:n", "$defs": {"n": {"$id": "urn:toolgate:n",
+            "anyOf": branches(json!({"$ref": "urn:toolgate:n"}))}}}),
+        ),
+        (
+            "recursive",
+            json!({"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object",
+            "$recursiveAnchor": true, "anyOf": branches(json!({"$recursiveRef": "#"}))}),
+        ),
+        (
+            "dynamic",
+            json!({"type": "object", "$dynamicAnchor": "n", "anyOf": branches(json!({"$dynamicRef": "#n"}))}),
+        ),
+    ];
+    let tools: Vec<Value> = (schemas.iter())
+        .map(|(name, schema)| json!({"name": name, "inputSchema": schema}))
+        .collect();
+    let (up, seen) = Scripted::new(tools).spawn().await;
+    let config = "[validation]\non_compile_error = \"reject\"\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    let six = (0..6).fold(json!({}), |v, _| json!({"x": v}));
+    for (id, (tool, _)) in schemas.iter().enumerate() {
+        let before = cpu_seconds(tg.pid());
+        let a = post(&tg.url(), None, call(id as i64, tool, six.clone()))
+            .await
+            .json();
+        let used = cpu_seconds(tg.pid()) - before;
+        let text = a["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            text.contains("not usable (for a value 6 levels deep"),
+            "{tool}: {a}"
+        );
+        assert!(used < 5.0, "{tool}: one call took {used} s of CPU");
+    }
+    assert!(seen.tool_calls().is_empty());
+}
+
 /// An operator's extra schema and a tool's output schema whose checks multiply with each
 /// level of a value (16 branches leading round through one member) are bounded as a tool's
 /// input schema is: a call nested deeper than the operator's schema can check is refused
