@@ -995,35 +995,22 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             "params": {"name": "ship", "arguments": {"item": item, "when": when}}})
         .to_string()
     };
-    let refused = |errors: serde_json::Value, lines: &[&str]| {
-        let text = format!(
-            "Invalid arguments for tool \"ship\" ({} problem{}):\n{}\nCorrect the arguments and call the tool again.",
-            lines.len(),
-            if lines.len() == 1 { "" } else { "s" },
-            lines.join("\n")
-        );
-        json!({"jsonrpc": "2.0", "id": 1, "result": {
-            "content": [{"type": "text", "text": text}], "isError": true,
-            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "ship",
-                "parameter_errors": errors}}}})
-    };
     let at = "2026-11-30T10:00:00Z";
     let cases = [
         (
             ship(json!({"kind": "letter", "weight": 2}), at),
-            refused(
-                json!({"/item/pages": "is required but missing"}),
-                &["- item.pages: is required but missing"],
-            ),
+            refused_arguments("ship", &[("/item/pages", "is required but missing")]),
         ),
         (
             ship(json!({"kind": "parcel"}), "2026-11-30"),
-            refused(
-                json!({"/item/kind": "must be one of [\"box\",\"letter\"], got \"parcel\"",
-                    "/when": "must be a valid date-time, got \"2026-11-30\""}),
+            refused_arguments(
+                "ship",
                 &[
-                    "- item.kind: must be one of [\"box\",\"letter\"], got \"parcel\"",
-                    "- when: must be a valid date-time, got \"2026-11-30\"",
+                    (
+                        "/item/kind",
+                        "must be one of [\"box\",\"letter\"], got \"parcel\"",
+                    ),
+                    ("/when", "must be a valid date-time, got \"2026-11-30\""),
                 ],
             ),
         ),
@@ -1056,14 +1043,13 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             "params": {"name": "find", "arguments": {"filter": filter}}});
         (call.to_string(), format!(r#"{{"filter":{echoed}}}"#))
     };
-    let why = "expected a string, got integer 1";
-    let text = format!(
-        "Invalid arguments for tool \"find\" (1 problem):\n- filter.all[0].all[0].value: {why}\nCorrect the arguments and call the tool again."
+    let filter_refused = refused_arguments(
+        "find",
+        &[(
+            "/filter/all/0/all/0/value",
+            "expected a string, got integer 1",
+        )],
     );
-    let filter_refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "content": [{"type": "text", "text": text}], "isError": true,
-        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "find",
-            "parameter_errors": {"/filter/all/0/all/0/value": why}}}}});
     let (deep, echoed) = find(20, json!("b"));
     let deep_taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
         "content": [{"type": "text", "text": echoed}]}});
@@ -1088,13 +1074,7 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
 #[tokio::test]
 async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() {
     const RULES: &str = "[validation]\noutput = \"enforce\"\n";
-    let http = common::peers::python_http("py_server.py", &["clock"]).await;
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let command: Vec<String> = vec![
-        p.python.display().to_string(),
-        p.fixtures.join("py_server.py").display().to_string(),
-        "clock-stdio".into(),
-    ];
+    let (http, command) = common::peers::python_clock().await;
     let schedule = |when: &str| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "schedule", "arguments": {"when": when, "at": "09:30:00"}}})
@@ -1104,14 +1084,10 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
     let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
         "content": [{"type": "text", "text": "{\n  \"when\": \"2026-11-30T10:00:00\",\n  \"at\": \"09:30:00\"\n}"}],
         "structuredContent": slot, "isError": false}});
-    let why = "must be a valid date-time, got \"2026-11-30\"";
-    let text = format!(
-        "Invalid arguments for tool \"schedule\" (1 problem):\n- when: {why}\nCorrect the arguments and call the tool again."
+    let refused = refused_arguments(
+        "schedule",
+        &[("/when", "must be a valid date-time, got \"2026-11-30\"")],
     );
-    let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "content": [{"type": "text", "text": text}], "isError": true,
-        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "schedule",
-            "parameter_errors": {"/when": why}}}}});
     for mode in Mode::EVERY_FRONT {
         let mut front = Front::start_with(mode, &http.url, &command, Some(RULES)).await;
         let local = front.ask_line(&schedule("2026-11-30T10:00:00")).await;
@@ -1128,13 +1104,7 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
 /// off is refused as it was sent.
 #[tokio::test]
 async fn a_lone_value_is_a_list_of_one_in_every_mode() {
-    let http = common::peers::python_http("py_server.py", &["clock"]).await;
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let command: Vec<String> = vec![
-        p.python.display().to_string(),
-        p.fixtures.join("py_server.py").display().to_string(),
-        "clock-stdio".into(),
-    ];
+    let (http, command) = common::peers::python_clock().await;
     let label = |arguments: serde_json::Value| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "label", "arguments": arguments}})
@@ -1143,15 +1113,13 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
     let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
         "content": [{"type": "text", "text": "a:3"}],
         "structuredContent": {"result": "a:3"}, "isError": false}});
-    let counts = "expected an array or null, got integer 3";
-    let names = "expected an array, got string \"[\\\"a\\\"\"";
-    let text = format!(
-        "Invalid arguments for tool \"label\" (2 problems):\n- counts: {counts}\n- names: {names}\nCorrect the arguments and call the tool again."
+    let refused = refused_arguments(
+        "label",
+        &[
+            ("/counts", "expected an array or null, got integer 3"),
+            ("/names", "expected an array, got string \"[\\\"a\\\"\""),
+        ],
     );
-    let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "content": [{"type": "text", "text": text}], "isError": true,
-        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "label",
-            "parameter_errors": {"/counts": counts, "/names": names}}}}});
     for mode in Mode::EVERY_FRONT {
         let mut front = Front::start(mode, &http.url, &command).await;
         let lone = front
@@ -1177,13 +1145,7 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
 /// own answer back at once.
 #[tokio::test]
 async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
-    let http = common::peers::python_http("py_server.py", &["clock"]).await;
-    let p = tokio::task::spawn_blocking(peers).await.unwrap();
-    let command: Vec<String> = vec![
-        p.python.display().to_string(),
-        p.fixtures.join("py_server.py").display().to_string(),
-        "clock-stdio".into(),
-    ];
+    let (http, command) = common::peers::python_clock().await;
     let chain = |levels: usize, leaf: serde_json::Value| {
         let expr = (0..levels).fold(json!({"kind": "num", "value": leaf}), |e, i| {
             let kind = if i % 2 == 0 { "add" } else { "mul" };
@@ -1193,14 +1155,13 @@ async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
             "params": {"name": "evaluate", "arguments": {"expr": expr}}})
         .to_string()
     };
-    let why = "expected a number, got string \"x\"";
-    let text = format!(
-        "Invalid arguments for tool \"evaluate\" (1 problem):\n- expr.left.left.left.value: {why}\nCorrect the arguments and call the tool again."
+    let refused = refused_arguments(
+        "evaluate",
+        &[(
+            "/expr/left/left/left/value",
+            "expected a number, got string \"x\"",
+        )],
     );
-    let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "content": [{"type": "text", "text": text}], "isError": true,
-        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "evaluate",
-            "parameter_errors": {"/expr/left/left/left/value": why}}}}});
     // ((1 + 2) × 2 + 2) × 2 …: thirty levels.
     let deep = (0..30).fold(1.0, |v, i| if i % 2 == 0 { v + 2.0 } else { v * 2.0 });
     let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
@@ -1248,4 +1209,36 @@ fn as_text(call: &str) -> String {
     let expr = call["params"]["arguments"]["expr"].to_string();
     call["params"]["arguments"]["expr"] = json!(expr);
     call.to_string()
+}
+
+/// toolgate's refusal of a call's arguments with id 1, as a tool error: each problem as its
+/// place (a JSON pointer) and what is wrong, in the order the report gives them.
+fn refused_arguments(tool: &str, problems: &[(&str, &str)]) -> serde_json::Value {
+    let place = |pointer: &str| {
+        let mut shown = String::new();
+        for part in pointer.split('/').skip(1) {
+            match part.parse::<usize>() {
+                Ok(i) => shown.push_str(&format!("[{i}]")),
+                Err(_) if shown.is_empty() => shown.push_str(part),
+                Err(_) => shown.push_str(&format!(".{part}")),
+            }
+        }
+        shown
+    };
+    let lines: Vec<String> = (problems.iter())
+        .map(|(at, why)| format!("- {}: {why}", place(at)))
+        .collect();
+    let text = format!(
+        "Invalid arguments for tool \"{tool}\" ({} problem{}):\n{}\nCorrect the arguments and call the tool again.",
+        lines.len(),
+        if lines.len() == 1 { "" } else { "s" },
+        lines.join("\n")
+    );
+    let errors: serde_json::Map<String, serde_json::Value> = (problems.iter())
+        .map(|(at, why)| ((*at).to_owned(), json!(why)))
+        .collect();
+    json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": tool,
+            "parameter_errors": errors}}}})
 }

@@ -192,6 +192,19 @@ pub async fn python_http(name: &str, args: &[&str]) -> HttpPeer {
     python_http_on(&p.python, name, args).await
 }
 
+/// The Python SDK's `MCPServer` of local date-times, lists and an expression tree
+/// (`fixtures/py_server.py clock`) over HTTP, and the command that runs it over stdio.
+pub async fn python_clock() -> (HttpPeer, Vec<String>) {
+    let http = python_http("py_server.py", &["clock"]).await;
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let command = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("py_server.py").display().to_string(),
+        "clock-stdio".into(),
+    ];
+    (http, command)
+}
+
 /// [`python_http`] with the Python SDK 1.x, which speaks only the handshake.
 pub async fn python_1_http(name: &str) -> HttpPeer {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
