@@ -167,10 +167,18 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
     e.instance().is_null() && lookup::optional_member(root, e.instance_path().as_str())
 }
 
-/// What the string a type error points at converts to, when it reads as the type wanted.
+/// What the value a type error points at converts to: a string that reads as the type
+/// wanted, or an integer where a string is wanted, as its digits (a model writes an id or a
+/// code of digits as a number: `"order": 12345`). A number with a fraction or an exponent is
+/// not: which text it stands for is not known.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
+        (ValidationErrorKind::Type { kind }, Value::Number(n))
+            if wants_type(kind, JsonType::String) && (n.is_i64() || n.is_u64()) =>
+        {
+            Some(Value::String(n.to_string()))
+        }
         _ => None,
     }
 }
@@ -426,6 +434,36 @@ mod tests {
             args,
             json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
         );
+    }
+
+    #[test]
+    fn an_integer_where_a_string_is_wanted_is_its_digits() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "codes": {"type": "array", "items": {"type": "string"}},
+                "either": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+                "ratio": {"type": "string"}
+            }
+        }));
+        let (v, args) = run(
+            &s,
+            json!({"id": 12345, "codes": [7, "x"], "either": 3}),
+            true,
+        );
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"id": "12345", "codes": ["7", "x"], "either": 3})
+        );
+        // A fraction, an exponent or a float is no string of digits.
+        for ratio in [json!(0.5), json!(2.0), json!(1e3)] {
+            let (v, _) = run(&s, json!({"ratio": ratio}), true);
+            assert!(matches!(v, Verdict::Invalid(_)), "{ratio}: {v:?}");
+        }
+        let (v, _) = run(&s, json!({"id": 12345}), false);
+        assert!(matches!(v, Verdict::Invalid(_)), "strict mode: {v:?}");
     }
 
     #[test]

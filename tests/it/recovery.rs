@@ -1099,9 +1099,9 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
     }
 }
 
-/// A model sends `"a"` for a list of one; a Python server (Pydantic) refuses it. With
-/// coercion on it goes as `["a"]`, every other argument as it came; an array's JSON text cut
-/// off is refused as it was sent.
+/// A model sends `"a"` for a list of one, and `12345` for a string of digits; a Python
+/// server (Pydantic) refuses both. With coercion on they go as `["a"]` and `"12345"`, every
+/// other argument as it came; an array's JSON text cut off is refused as it was sent.
 #[tokio::test]
 async fn a_lone_value_is_a_list_of_one_in_every_mode() {
     let (http, command) = common::peers::python_clock().await;
@@ -1130,6 +1130,16 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             .ask_line(&label(json!({"names": "a", "counts": "3"})))
             .await;
         assert_eq!(text, taken, "{mode}: a lone string read as the item it is");
+        let digits = front
+            .ask_line(&label(json!({"names": [12345, "a"], "counts": [2]})))
+            .await;
+        let joined = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "12345|a:2"}],
+            "structuredContent": {"result": "12345|a:2"}, "isError": false}});
+        assert_eq!(
+            digits, joined,
+            "{mode}: an integer where a string is wanted"
+        );
         let cut = front
             .ask_line(&label(json!({"names": "[\"a\"", "counts": 3})))
             .await;
