@@ -241,9 +241,48 @@ fn same_value_ways(
     place: &HashMap<usize, usize>,
     within: &dyn Fn(&usize) -> bool,
 ) -> Vec<HashMap<usize, u64>> {
+    let next = without_loops(graph, nodes, place, within);
+    let mut ways: Vec<Option<HashMap<usize, u64>>> = vec![None; next.len()];
+    for start in 0..next.len() {
+        let mut stack = vec![start];
+        while let Some(&at) = stack.last() {
+            if ways[at].is_some() {
+                stack.pop();
+                continue;
+            }
+            let pending: Vec<usize> = next[at]
+                .iter()
+                .copied()
+                .filter(|&t| ways[t].is_none())
+                .collect();
+            if !pending.is_empty() {
+                stack.extend(pending);
+                continue;
+            }
+            let mut mine = HashMap::from([(at, 1u64)]);
+            for &t in &next[at] {
+                for (&p, &w) in ways[t].as_ref().into_iter().flatten() {
+                    let e = mine.entry(p).or_insert(0);
+                    *e = e.saturating_add(w);
+                }
+            }
+            ways[at] = Some(mine);
+            stack.pop();
+        }
+    }
+    ways.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// The loop's steps to the same value, each place's by its place in the loop, with those
+/// that lead back to a place being walked cut (once, walking them in order): what is left
+/// has no loop, so each place's ways are summed from those of the places it leads to.
+fn without_loops(
+    graph: &Graph<'_>,
+    nodes: &[usize],
+    place: &HashMap<usize, usize>,
+    within: &dyn Fn(&usize) -> bool,
+) -> Vec<Vec<usize>> {
     let n = nodes.len();
-    // The steps to the same value that lead back to a place being walked are cut, once,
-    // so that what is left has no loop and each place's ways are summed from its next.
     let mut next: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut state = vec![0u8; n];
     for start in 0..n {
@@ -278,35 +317,7 @@ fn same_value_ways(
             }
         }
     }
-    let mut ways: Vec<Option<HashMap<usize, u64>>> = vec![None; n];
-    for start in 0..n {
-        let mut stack = vec![start];
-        while let Some(&at) = stack.last() {
-            if ways[at].is_some() {
-                stack.pop();
-                continue;
-            }
-            let pending: Vec<usize> = next[at]
-                .iter()
-                .copied()
-                .filter(|&t| ways[t].is_none())
-                .collect();
-            if !pending.is_empty() {
-                stack.extend(pending);
-                continue;
-            }
-            let mut mine = HashMap::from([(at, 1u64)]);
-            for &t in &next[at] {
-                for (&p, &w) in ways[t].as_ref().into_iter().flatten() {
-                    let e = mine.entry(p).or_insert(0);
-                    *e = e.saturating_add(w);
-                }
-            }
-            ways[at] = Some(mine);
-            stack.pop();
-        }
-    }
-    ways.into_iter().map(Option::unwrap_or_default).collect()
+    next
 }
 
 /// The strongly connected components of a graph (Tarjan's, without recursion): each node's
