@@ -16,6 +16,7 @@ use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
 use crate::validate::{
     Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, Shape, local_time, plain_pattern,
+    without_unrunnable,
 };
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
@@ -62,7 +63,7 @@ pub struct Schema {
     validate_formats: bool,
     /// Why no client can use this schema, and where: it is not a JSON Schema of the dialect
     /// it declares, or its root is not an object schema as MCP requires. A schema that is
-    /// valid but that toolgate cannot compile (a lookbehind pattern) is not invalid.
+    /// valid but that toolgate cannot compile (an unknown format's dialect) is not invalid.
     pub invalid: Option<String>,
     /// Whether a listing has had it said invalid in the log: once per distinct schema, as a
     /// compile failure is, not again for every session that lists it.
@@ -83,6 +84,9 @@ struct Built {
     alternatives: usize,
     /// How its checks multiply with each level of a value, for a schema whose do.
     doubling: Option<Doubling>,
+    /// For a schema with `pattern`s toolgate's engine cannot run, the schema as it is
+    /// checked, without them, and where they were (`validate::without_unrunnable`).
+    unrunnable: Option<(Value, Vec<String>)>,
 }
 
 /// The check of a call's arguments read in place (`validate::InPlace`), the common path.
@@ -168,12 +172,13 @@ impl Schema {
             return None;
         }
         let check = self.in_place.get_or_init(|| {
-            let mut c = self.value.clone();
+            let checked = self.checked();
+            let mut c = checked.clone();
             let closed = self.shape.is_some() && close(&mut c, true);
-            let schema = if closed { &c } else { &self.value };
+            let schema = if closed { &c } else { checked };
             let plain = plain_pattern::plain_everywhere(schema);
             let validator = compile_for(schema, self.draft, self.validate_formats, plain).ok()?;
-            let flat = Flat::of(&self.value);
+            let flat = Flat::of(checked);
             Some(InPlaceCheck {
                 validator,
                 closed,
@@ -181,6 +186,19 @@ impl Schema {
             })
         });
         check.as_ref()
+    }
+
+    /// The schema as it is checked: without the `pattern`s toolgate's engine cannot run.
+    fn checked(&self) -> &Value {
+        self.built()
+            .unrunnable
+            .as_ref()
+            .map_or(&self.value, |(v, _)| v)
+    }
+
+    /// Where its `pattern`s are that toolgate's engine cannot run, and so does not check.
+    pub fn unchecked_patterns(&self) -> &[String] {
+        self.built().unrunnable.as_ref().map_or(&[], |(_, at)| at)
     }
 
     /// Whether it was found not to compile, as far as it has been compiled.
@@ -195,6 +213,9 @@ impl Schema {
                 // Once per distinct schema: the operator learns that a tool goes unchecked.
                 tracing::warn!(error = %why, "a tool's schema does not compile: calls to a tool whose input schema it is follow validation.on_compile_error, and a result it is the output schema of goes unchecked");
             }
+            if let Some((_, at)) = &built.unrunnable {
+                tracing::warn!(patterns = ?at, "a tool's schema has patterns toolgate's regular-expression engine cannot run (a lookaround, a backreference): they go unchecked, the server checks them, and the rest of the schema is checked");
+            }
             built
         })
     }
@@ -203,18 +224,32 @@ impl Schema {
 /// Compiles a schema of `draft`, when checking a call against it is bounded.
 fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
     let unfolded = crate::validate::unfolded(value);
+    let mut unrunnable = None;
     let validator = if unfolded.schemas > MAX_UNFOLDED {
         Err(Uncompiled(format!(
             "its references and choices unfold into more than {MAX_UNFOLDED} subschemas, too many to check a call against"
         )))
     } else {
-        compile_for(value, draft, validate_formats, false)
-            .map_err(|e| Uncompiled(e.masked().to_string()))
+        compile_for(value, draft, validate_formats, false).or_else(|e| {
+            let runs = |p: &str| {
+                let alone = serde_json::json!({ "pattern": p });
+                let alone: Result<Validator, _> =
+                    compile_for(&alone, draft, validate_formats, false);
+                alone.is_ok()
+            };
+            let (without, at) = without_unrunnable(value, runs)
+                .ok_or_else(|| Uncompiled(e.masked().to_string()))?;
+            let validator = compile_for(&without, draft, validate_formats, false)
+                .map_err(|_| Uncompiled(e.masked().to_string()))?;
+            unrunnable = Some((without, at));
+            Ok(validator)
+        })
     };
     Built {
         validator,
         alternatives: unfolded.alternatives,
         doubling: unfolded.doubling,
+        unrunnable,
     }
 }
 
@@ -937,15 +972,20 @@ mod tests {
     }
 
     #[test]
-    fn backtracking_patterns_are_refused() {
-        // Lookaround needs a backtracking engine; the linear-time one refuses it at compile.
+    fn backtracking_patterns_are_left_out_and_the_rest_checked() {
+        // Lookaround needs a backtracking engine, which toolgate does not run on a client's
+        // text: the pattern goes unchecked, the rest of the schema does not.
+        let s = compile(
+            r#"{"properties":{"x":{"type":"string","pattern":"^(?=a)a$"},"y":{"type":"integer"}}}"#,
+            &settings(),
+        );
+        let validator = s.validator().expect("compiled without the pattern");
+        assert_eq!(s.unchecked_patterns(), ["/properties/x"]);
+        assert!(validator.is_valid(&serde_json::json!({"x": "b", "y": 1})));
+        assert!(!validator.is_valid(&serde_json::json!({"y": "1"})));
         assert!(
-            compile(
-                r#"{"properties":{"x":{"type":"string","pattern":"^(?=a)a$"}}}"#,
-                &settings()
-            )
-            .validator()
-            .is_err()
+            s.in_place().is_some(),
+            "the check in place is of the same schema"
         );
     }
 
@@ -1025,12 +1065,17 @@ mod tests {
             let got = compile(schema, &settings()).invalid.unwrap_or_default();
             assert!(got.contains(why), "{schema}: {got}");
         }
-        // Valid, though toolgate's engine cannot compile it: not invalid for clients.
+        // Valid, though toolgate's engine cannot run the pattern: not invalid for clients,
+        // and checked without it.
         let lookbehind = compile(
             r#"{"type":"object","properties":{"x":{"type":"string","pattern":"(?<=a)b"}}}"#,
             &settings(),
         );
-        assert!(lookbehind.invalid.is_none() && lookbehind.validator().is_err());
+        assert!(lookbehind.invalid.is_none());
+        let validator = lookbehind.validator().expect("checked without the pattern");
+        assert_eq!(lookbehind.unchecked_patterns(), ["/properties/x"]);
+        assert!(validator.is_valid(&serde_json::json!({"x": "c"})));
+        assert!(!validator.is_valid(&serde_json::json!({"x": 1})));
     }
 
     #[test]

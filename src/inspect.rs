@@ -184,6 +184,8 @@ pub struct SchemaReading {
     /// For a schema whose checks multiply with each level of a value, how deep a value is
     /// checked (`validate::Doubling`).
     pub levels: Option<usize>,
+    /// Where its `pattern`s are that toolgate's engine cannot run, and so does not check.
+    pub unchecked_patterns: Vec<String>,
 }
 
 /// Reads `schema` as the gateway compiles a tool's schema.
@@ -198,6 +200,7 @@ pub fn read_schema(schema: &Value, cfg: &Config) -> SchemaReading {
     SchemaReading {
         invalid: compiled.invalid.clone(),
         levels: compiled.doubling().map(|d| d.levels),
+        unchecked_patterns: compiled.unchecked_patterns().to_vec(),
         uncompiled,
         open_places,
     }

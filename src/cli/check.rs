@@ -281,6 +281,16 @@ fn check_input_schema(read: &SchemaReading, schema: &Value, say: &mut Say<'_>) {
             ),
         );
     }
+    if !read.unchecked_patterns.is_empty() {
+        say(
+            Severity::Warning,
+            "input_schema",
+            format!(
+                "inputSchema has patterns toolgate's regular-expression engine cannot run (a lookaround, a backreference) at {}: toolgate does not check them, the server does, and the rest of the schema is checked",
+                read.unchecked_patterns.join(", ")
+            ),
+        );
+    }
     if let Some(levels) = read.levels {
         say(
             Severity::Warning,

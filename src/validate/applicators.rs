@@ -55,24 +55,45 @@ const SAME_VALUE: [&str; 8] = [
     "oneOf",
 ];
 
+/// Where in a keyword's value a subschema is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part<'a> {
+    /// The keyword's value itself.
+    Whole,
+    /// A member of it, by name.
+    Member(&'a str),
+    /// An item of it, by index.
+    Item(usize),
+}
+
 /// The subschemas keyword `k` of a schema holds, each with the step into the value where it
 /// applies: `None` for the value itself.
 pub(super) fn applied<'a>(k: &'a str, v: &'a Value) -> Vec<(Option<Step<'a>>, &'a Value)> {
+    (applied_at(k, v).into_iter())
+        .map(|(step, _, s)| (step, s))
+        .collect()
+}
+
+/// [`applied`], each subschema with where it is in the keyword's value.
+pub(super) fn applied_at<'a>(
+    k: &'a str,
+    v: &'a Value,
+) -> Vec<(Option<Step<'a>>, Part<'a>, &'a Value)> {
     let each = |step: &dyn Fn(usize, &'a str) -> Option<Step<'a>>| match v {
         Value::Object(m)
             if matches!(k, "properties" | "patternProperties" | "dependentSchemas") =>
         {
             m.iter()
                 .enumerate()
-                .map(|(i, (name, s))| (step(i, name), s))
+                .map(|(i, (name, s))| (step(i, name), Part::Member(name), s))
                 .collect()
         }
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .map(|(i, s)| (step(i, ""), s))
+            .map(|(i, s)| (step(i, ""), Part::Item(i), s))
             .collect(),
-        one => vec![(step(0, ""), one)],
+        one => vec![(step(0, ""), Part::Whole, one)],
     };
     match k {
         "properties" => each(&|_, name| Some(Step::Member(name))),

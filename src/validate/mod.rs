@@ -16,6 +16,7 @@ mod references;
 mod report;
 mod undeclared;
 mod unfolded;
+mod unrunnable;
 
 pub use compiled::Compiled;
 pub(crate) use flat::Flat;
@@ -23,6 +24,7 @@ pub use in_place::InPlace;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
 pub use undeclared::{Judge, Shape};
 pub use unfolded::{Doubling, MAX_UNFOLDED, unfolded};
+pub use unrunnable::without_unrunnable;
 
 /// Numbers below a bound, drawn from `seed` (xorshift): the randomized tests draw the same
 /// cases on every run.

@@ -1047,7 +1047,7 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
         "find",
         &[(
             "/filter/all/0/all/0/value",
-            "expected a string, got integer 1",
+            "expected a string, got boolean true",
         )],
     );
     let (deep, echoed) = find(20, json!("b"));
@@ -1059,7 +1059,7 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             assert_eq!(&front.ask_line(call).await, expected, "{mode}: {call}");
         }
         assert_eq!(
-            front.ask_line(&find(2, json!(1)).0).await,
+            front.ask_line(&find(2, json!(true)).0).await,
             filter_refused,
             "{mode}"
         );
