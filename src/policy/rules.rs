@@ -30,6 +30,14 @@ impl ToolRules {
                 if let Err(e) = s.validator() {
                     return Err(format!("extra_schema does not compile: {e}"));
                 }
+                // A tool's own schema is checked without such patterns; the operator's rule
+                // must hold whole, or the operator must know it cannot.
+                if !s.unchecked_patterns().is_empty() {
+                    return Err(format!(
+                        "extra_schema has patterns toolgate's regular-expression engine cannot run (a lookaround, a backreference) at {}: write them without",
+                        s.unchecked_patterns().join(", ")
+                    ));
+                }
                 Some(s)
             }
             None => None,

@@ -189,6 +189,26 @@ async fn the_configuration_example_passes_its_own_check() {
     assert_eq!(out, format!("{path}: ok\n"));
 }
 
+/// An operator's `extra_schema` holds whole or not at all: a pattern toolgate's engine cannot
+/// run (a lookahead meant to keep `..` out of a path) is refused when the configuration is
+/// read, where a tool's own schema is checked without it.
+#[tokio::test]
+async fn an_operators_pattern_toolgate_cannot_run_is_refused() {
+    let file = tempfile_lite::TempFile::new(
+        "upstream = \"http://127.0.0.1:9/mcp\"\n[validation.tools.read_file]\nextra_schema = '{\"properties\": {\"path\": {\"pattern\": \"^(?!.*\\\\.\\\\.)\"}}}'\n",
+    );
+    let path = file.path.display().to_string();
+    let (code, _, err) = run_toolgate(&["config", "check", &path]).await;
+    let why = "upstream default, tool read_file: extra_schema has patterns toolgate's regular-expression engine cannot run (a lookaround, a backreference) at /properties/path: write them without";
+    assert_eq!(
+        (code, err),
+        (
+            Some(1),
+            format!("toolgate config check: configuration: {why}\n")
+        )
+    );
+}
+
 /// A transport is an HTTP server's: given for a command, or for no server, it is refused with
 /// what it applies to, in a file and on every command line that takes it.
 #[tokio::test]

@@ -285,9 +285,13 @@ async fn schemas_that_do_not_compile_are_forwarded_by_default() {
     .await
     .json();
     assert_eq!(result_text(&a), "lookaround got {\"x\":\"b\"}");
-    let a = post(&tg.url(), Some(&s), call(1, "lookaround", json!({"x": true})))
-        .await
-        .json();
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(1, "lookaround", json!({"x": true})),
+    )
+    .await
+    .json();
     assert_eq!(
         a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
         json!({"/x": "expected a string, got boolean true"})
