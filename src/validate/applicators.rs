@@ -44,8 +44,10 @@ impl Step<'_> {
 }
 
 /// Keywords whose subschemas apply to the value itself.
-const SAME_VALUE: [&str; 8] = [
+const SAME_VALUE: [&str; 9] = [
     "dependentSchemas",
+    // Draft 7's: each member a schema, or a list of names (no schema).
+    "dependencies",
     "not",
     "if",
     "then",
@@ -81,7 +83,10 @@ pub(super) fn applied_at<'a>(
 ) -> Vec<(Option<Step<'a>>, Part<'a>, &'a Value)> {
     let each = |step: &dyn Fn(usize, &'a str) -> Option<Step<'a>>| match v {
         Value::Object(m)
-            if matches!(k, "properties" | "patternProperties" | "dependentSchemas") =>
+            if matches!(
+                k,
+                "properties" | "patternProperties" | "dependentSchemas" | "dependencies"
+            ) =>
         {
             m.iter()
                 .enumerate()

@@ -441,6 +441,10 @@ mod tests {
         for s in schemas {
             assert_eq!(per_level(&s), Some(4), "{s}");
         }
+        // Through draft 7's `dependencies`, whose schemas apply to the value itself.
+        let deps = json!({"dependencies": {"a": {"anyOf": branches(json!({"$ref": "#"}))},
+            "b": ["a"]}});
+        assert_eq!(per_level(&deps), Some(4));
     }
 
     #[test]
