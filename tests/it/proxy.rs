@@ -58,7 +58,7 @@ async fn calls_in(
     let valid = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "greet", "arguments": {"name": "Ada"}}});
     let invalid = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "greet", "arguments": {"name": 42}}});
+        "params": {"name": "greet", "arguments": {"name": true}}});
     match mode {
         "serve --upstream" => {
             let tg = Toolgate::serve_env(url, Some(config), env).await;
@@ -118,7 +118,7 @@ async fn a_server_is_reached_through_the_proxy_in_every_mode() {
         let through = json!({"jsonrpc": "2.0", "id": 1,
             "result": {"content": [{"type": "text", "text": "through the proxy"}]}});
         assert_eq!(valid, through, "{case}");
-        let problem = "expected a string, got integer 42";
+        let problem = "expected a string, got boolean true";
         let refused = json!({"jsonrpc": "2.0", "id": 2, "result": {
             "_meta": {"toolgate/validation": {"code": "invalid_arguments",
                 "parameter_errors": {"/name": problem}, "tool": "greet"}},
