@@ -272,6 +272,96 @@ mod tests {
         }
     }
 
+    /// Random schemas of choices, members, items and every kind of reference, leading
+    /// anywhere in the document: each is measured without panicking, and one measured as
+    /// doubling is checked only so deep that its ways stay within the bound.
+    #[test]
+    fn any_schema_of_references_is_measured() {
+        let mut below = crate::validate::draws(0x5851_f42d_4c95_7f2d);
+        let mut doubled = 0;
+        for _ in 0..2_000 {
+            let root = random_schema(&mut below, 0);
+            let u = unfolded(&root);
+            if let Some(d) = u.doubling {
+                doubled += 1;
+                assert!(d.per_level >= 2, "{root}");
+                let ways = d.per_level.saturating_pow(d.levels as u32);
+                assert!(
+                    (u.schemas as u64).saturating_mul(ways) <= MAX_UNFOLDED as u64,
+                    "{root}"
+                );
+            }
+        }
+        assert!(doubled > 100, "the draws reach doubling schemas: {doubled}");
+    }
+
+    fn random_schema(below: &mut impl FnMut(usize) -> usize, depth: usize) -> Value {
+        let targets = [
+            "#",
+            "#/$defs/a",
+            "#/$defs/b",
+            "#n",
+            "urn:x",
+            "#/$defs/missing",
+        ];
+        let mut s = serde_json::Map::new();
+        if depth == 0 {
+            let mut defs = serde_json::Map::new();
+            defs.insert("a".into(), random_schema(below, 2));
+            let mut b = random_schema(below, 2);
+            b["$id"] = json!("urn:x");
+            defs.insert("b".into(), b);
+            s.insert("$defs".into(), Value::Object(defs));
+            s.insert("$anchor".into(), json!("n"));
+            s.insert("$dynamicAnchor".into(), json!("n"));
+            s.insert("$recursiveAnchor".into(), json!(true));
+        }
+        if depth >= 4 {
+            return json!({"type": "string"});
+        }
+        for _ in 0..1 + below(3) {
+            let child = |below: &mut dyn FnMut(usize) -> usize| match below(5) {
+                0 => json!({"$ref": targets[below(targets.len())]}),
+                1 => json!({"$dynamicRef": "#n"}),
+                2 => json!({"$recursiveRef": "#"}),
+                _ => json!({"type": "integer"}),
+            };
+            match below(7) {
+                0 => {
+                    let branches: Vec<Value> = (0..1 + below(4))
+                        .map(|_| random_schema(below, depth + 1))
+                        .collect();
+                    s.insert(
+                        ["anyOf", "oneOf", "allOf"][below(3)].into(),
+                        json!(branches),
+                    );
+                }
+                1 => {
+                    let name = ["x", "y"][below(2)];
+                    let props = json!({ name: random_schema(below, depth + 1) });
+                    s.insert("properties".into(), props);
+                }
+                2 => {
+                    s.insert("items".into(), random_schema(below, depth + 1));
+                }
+                3 => {
+                    s.insert("additionalProperties".into(), child(below));
+                }
+                4 => {
+                    s.insert("patternProperties".into(), json!({"^x": child(below)}));
+                }
+                5 => {
+                    s.insert("not".into(), child(below));
+                }
+                _ => {
+                    let r = child(below);
+                    s.extend(r.as_object().cloned().unwrap_or_default());
+                }
+            }
+        }
+        Value::Object(s)
+    }
+
     #[test]
     fn what_cannot_be_kept_is_walked_within_a_bound() {
         // Each level refers twice to the next, and the last leads round to the root: nothing
