@@ -339,8 +339,38 @@ fn describe(
     if room == 0 {
         return 1;
     }
-    out.push(describe_one(e));
+    out.push(offset_wanted(schema, e).unwrap_or_else(|| describe_one(e)));
     0
+}
+
+/// A local date-time refused by the pattern a schema writes beside `format: date-time` (zod's
+/// `datetime()` takes only `Z`): said as the offset it lacks, with the value the pattern
+/// takes, rather than as the pattern's few hundred characters. `None` when the pattern
+/// would not take the value with `Z` either.
+fn offset_wanted(schema: &Value, e: &ValidationError<'_>) -> Option<Violation> {
+    let ValidationErrorKind::Pattern { pattern } = e.kind() else {
+        return None;
+    };
+    let at = e.instance_path().as_str();
+    let place = subschema(schema, at)?;
+    if place.get("format")? != "date-time" {
+        return None;
+    }
+    let local = e.instance().as_str()?;
+    let with_offset = Value::String(format!("{}Z", local.replacen(' ', "T", 1)));
+    let engine = regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build()
+        .ok()?;
+    engine.is_match(with_offset.as_str()?).then(|| Violation {
+        pointer: at.to_owned(),
+        keyword: "pattern".into(),
+        message: format!(
+            "must be a date-time with its offset, as this tool takes it (such as {}), got {}",
+            preview(&with_offset),
+            preview(e.instance())
+        ),
+    })
 }
 
 /// The errors of the one branch of an `anyOf` or `oneOf` the value was meant for, when the

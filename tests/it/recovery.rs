@@ -1019,6 +1019,17 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": format!(r#"{{"item":{{"kind":"letter","pages":3}},"when":"{at}"}}"#)}]}}),
         ),
+        // A local time, which zod's pattern refuses: said as the offset it lacks.
+        (
+            ship(json!({"kind": "box", "weight": 2}), "2026-11-30T10:00:00"),
+            refused_arguments(
+                "ship",
+                &[(
+                    "/when",
+                    "must be a date-time with its offset, as this tool takes it (such as \"2026-11-30T10:00:00Z\"), got \"2026-11-30T10:00:00\"",
+                )],
+            ),
+        ),
         // A null for the optional note, which zod refuses: left out, as if not given.
         (
             ship(json!({"kind": "box", "weight": 2}), at)
