@@ -23,8 +23,8 @@ const MAX_PAIRS: usize = 4_000_000;
 /// When some level of a value may be checked along two ways that both lead back to the
 /// subschema they began from: the most ways one step into a value may multiply a way into
 /// (at least 2). `None`: each level of a value is checked along a bounded number of ways.
-pub(super) fn per_level(root: &Value) -> Option<u64> {
-    let graph = Graph::of(root);
+pub(super) fn per_level<'a>(root: &'a Value, refs: &References<'a>) -> Option<u64> {
+    let graph = Graph::of(root, refs);
     let (component, count) = components(&graph.all_edges());
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); count];
     for (node, &c) in component.iter().enumerate() {
@@ -65,12 +65,11 @@ struct Graph<'a> {
 }
 
 impl<'a> Graph<'a> {
-    fn of(root: &'a Value) -> Self {
+    fn of(root: &'a Value, refs: &References<'a>) -> Self {
         let mut graph = Graph {
             same: Vec::new(),
             steps: Vec::new(),
         };
-        let refs = References::of(root);
         let mut index: HashMap<*const Value, usize> = HashMap::new();
         let mut todo: Vec<&'a Value> = Vec::new();
         let mut node = |s: &'a Value, todo: &mut Vec<&'a Value>, g: &mut Graph<'a>| {
@@ -375,6 +374,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn per_level_of(root: &Value) -> Option<u64> {
+        per_level(root, &References::of(root))
+    }
+
     /// A union of forms as Pydantic writes it: each form's members of the union's type hold
     /// the union again, with the forms referred to by name.
     fn union(forms: &[(&str, &[&str])]) -> Value {
@@ -404,24 +407,24 @@ mod tests {
             ("add", &["left", "right"]),
             ("mul", &["left", "right"]),
         ]);
-        assert_eq!(per_level(&expr), Some(2));
+        assert_eq!(per_level_of(&expr), Some(2));
         let filter = union(&[("eq", &[]), ("and", &["all"]), ("or", &["all"])]);
-        assert_eq!(per_level(&filter), Some(2));
+        assert_eq!(per_level_of(&filter), Some(2));
         // Each form's own member: one way per level.
         let distinct = union(&[
             ("num", &[]),
             ("add", &["left", "right"]),
             ("neg", &["operand"]),
         ]);
-        assert_eq!(per_level(&distinct), None);
+        assert_eq!(per_level_of(&distinct), None);
         let two = (0..2)
             .map(|i| json!({"properties": {"x": {"$ref": "#"}}, "required": [format!("k{i}")]}))
             .collect::<Vec<_>>();
-        assert_eq!(per_level(&json!({"anyOf": two})), Some(2));
+        assert_eq!(per_level_of(&json!({"anyOf": two})), Some(2));
         let twice = json!({"properties": {"x": {"allOf": [{"$ref": "#"}, {"$ref": "#"}]}}});
-        assert_eq!(per_level(&twice), Some(2), "two ways to the same value");
+        assert_eq!(per_level_of(&twice), Some(2), "two ways to the same value");
         let three = union(&[("a", &["x"]), ("b", &["x"]), ("c", &["x", "y"])]);
-        assert_eq!(per_level(&three), Some(3));
+        assert_eq!(per_level_of(&three), Some(3));
     }
 
     #[test]
@@ -439,12 +442,12 @@ mod tests {
                 "anyOf": branches(json!({"$ref": "urn:n"}))}}}),
         ];
         for s in schemas {
-            assert_eq!(per_level(&s), Some(4), "{s}");
+            assert_eq!(per_level_of(&s), Some(4), "{s}");
         }
         // Through draft 7's `dependencies`, whose schemas apply to the value itself.
         let deps = json!({"dependencies": {"a": {"anyOf": branches(json!({"$ref": "#"}))},
             "b": ["a"]}});
-        assert_eq!(per_level(&deps), Some(4));
+        assert_eq!(per_level_of(&deps), Some(4));
     }
 
     #[test]
@@ -453,17 +456,17 @@ mod tests {
             "left": {"$ref": "#/$defs/n"}, "right": {"$ref": "#/$defs/n"},
             "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}},
             "properties": {"root": {"$ref": "#/$defs/n"}}});
-        assert_eq!(per_level(&tree), None);
+        assert_eq!(per_level_of(&tree), None);
         let any = json!({"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#"}},
             {"type": "object", "additionalProperties": {"$ref": "#"},
                 "patternProperties": {"^x": {"$ref": "#"}}}]});
-        assert_eq!(per_level(&any), None);
+        assert_eq!(per_level_of(&any), None);
         let pair = json!({"type": "array", "prefixItems": [{"$ref": "#"}, {"$ref": "#"}]});
-        assert_eq!(per_level(&pair), None);
+        assert_eq!(per_level_of(&pair), None);
         let plain = json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}]}}});
-        assert_eq!(per_level(&plain), None);
+        assert_eq!(per_level_of(&plain), None);
         // A loop of references to the same value alone reaches no deeper level.
-        assert_eq!(per_level(&json!({"allOf": [{"$ref": "#"}]})), None);
+        assert_eq!(per_level_of(&json!({"allOf": [{"$ref": "#"}]})), None);
     }
 
     #[test]
@@ -472,12 +475,12 @@ mod tests {
         // names are not those of the same schema, but may be those of another.
         let both =
             json!({"properties": {"x": {"$ref": "#"}}, "patternProperties": {"^x": {"$ref": "#"}}});
-        assert_eq!(per_level(&both), Some(2));
+        assert_eq!(per_level_of(&both), Some(2));
         let across = json!({"anyOf": [{"properties": {"x": {"$ref": "#"}}},
             {"additionalProperties": {"$ref": "#"}}]});
-        assert_eq!(per_level(&across), Some(2));
+        assert_eq!(per_level_of(&across), Some(2));
         let items = json!({"anyOf": [{"items": {"$ref": "#"}}, {"contains": {"$ref": "#"}}]});
-        assert_eq!(per_level(&items), Some(2));
+        assert_eq!(per_level_of(&items), Some(2));
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub fn unfolded(root: &Value) -> Unfolded {
     };
     let mut found = walk.schema(root, 0);
     if found.schemas <= MAX_UNFOLDED
-        && let Some(per_level) = doubling::per_level(root)
+        && let Some(per_level) = doubling::per_level(root, &walk.refs)
     {
         found.doubling = Some(Doubling::of(found.schemas, per_level));
     }

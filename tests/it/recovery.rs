@@ -1207,11 +1207,11 @@ async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
         );
         // As JSON text, read as a value only within the bound: past it, refused as sent.
         let text = front.ask_line(&as_text(&chain(30, json!("x")))).await;
-        let why = &text["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/expr"];
-        let why = why.as_str().unwrap_or_default();
-        assert!(
-            why.starts_with("expected an object, got string"),
-            "{mode}: {text}"
+        let sent = r#"expected an object, got string "{\"kind\":\"mul\",\"left\":{\"kind\":\"add\",\"left\":{\"ki…"#;
+        assert_eq!(
+            text,
+            refused_arguments("evaluate", &[("/expr", sent)]),
+            "{mode}"
         );
         let three = json!({"jsonrpc": "2.0", "id": 1, "result": {
             "content": [{"type": "text", "text": "8.0"}],
