@@ -244,6 +244,16 @@ fn check_tool(t: &Value, name: &str, cfg: &Config, seen: &mut HashSet<String>, s
             ),
         );
     }
+    if let Some(o) = output.as_ref().filter(|o| !o.unchecked_patterns.is_empty()) {
+        say(
+            Severity::Warning,
+            "output_schema",
+            format!(
+                "outputSchema has patterns toolgate's regular-expression engine cannot run (a lookaround, a backreference) at {}: results are checked without them",
+                o.unchecked_patterns.join(", ")
+            ),
+        );
+    }
     match output.map(|o| (o.invalid, o.uncompiled)) {
         Some((Some(why), _)) => say(
             Severity::Error,
@@ -418,7 +428,7 @@ mod tests {
             json!({"name": "remote", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json", "description": "x"}}}}),
             json!({"name": "good", "inputSchema": {"type": "object", "properties": {"y": {"type": "string"}}}}),
             json!({"name": "typo", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "strin", "description": "x"}}, "additionalProperties": false}}),
-            json!({"name": "lookbehind", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x", "pattern": "(?<=a)b"}}, "additionalProperties": false}}),
+            json!({"name": "lookbehind", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string", "description": "x", "pattern": "(?<=a)b"}}, "additionalProperties": false}, "outputSchema": {"type": "object", "properties": {"y": {"type": "string", "pattern": "(?!a)"}}}}),
             json!("not a tool"),
             json!({"name": 5, "inputSchema": {"type": "object"}}),
             json!({"name": "shapeless", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false}, "outputSchema": {"type": "array"}}),
@@ -443,12 +453,13 @@ mod tests {
                 ("good", Severity::Warning, "description"),
                 ("typo", Severity::Error, "invalid_schema"),
                 ("lookbehind", Severity::Warning, "input_schema"),
+                ("lookbehind", Severity::Warning, "output_schema"),
                 ("", Severity::Error, "definition"),
                 ("", Severity::Error, "definition"),
                 ("shapeless", Severity::Error, "invalid_schema"),
             ]
         );
-        assert_eq!((r.errors, r.warnings, r.notes), (8, 3, 3));
+        assert_eq!((r.errors, r.warnings, r.notes), (8, 4, 3));
         assert_eq!(
             r.problems[r.problems.len() - 2].message,
             "an entry whose name is a number is no tool definition: the gateway drops it from listings and learns the tools beside it"
