@@ -59,29 +59,73 @@ fn offset(b: &[u8]) -> Option<i32> {
     }
 }
 
+/// The instant a `date-time` with an offset names, written in UTC: `T`, then `Z`, the seconds
+/// and their fraction kept. A server that takes only `Z` (zod's `datetime()`) reads it as the
+/// same time. `None` for a local time, whose instant is not known, and for what is no
+/// `date-time`.
+pub(crate) fn in_utc(s: &str) -> Option<String> {
+    if !date_time(s) {
+        return None;
+    }
+    let b = s.as_bytes();
+    let fraction = b[19..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit() || **c == b'.')
+        .count();
+    let zone = &b[19 + fraction..];
+    if zone.is_empty() {
+        return None;
+    }
+    let (hour, minute) = (two(&b[11..13])?, two(&b[14..16])?);
+    let minutes = i32::from(hour) * 60 + i32::from(minute) - offset(zone)?;
+    let (year, month, day) = full_date(&b[..10])?;
+    let (year, month, day) = match minutes.div_euclid(24 * 60) {
+        -1 if day > 1 => (year, month, day - 1),
+        -1 if month > 1 => (year, month - 1, days_in(year, month - 1)),
+        -1 => (year.checked_sub(1)?, 12, 31),
+        1 if day < days_in(year, month) => (year, month, day + 1),
+        1 if month < 12 => (year, month + 1, 1),
+        1 => (year + 1, 1, 1),
+        _ => (year, month, day),
+    };
+    if year > 9999 {
+        return None;
+    }
+    let minutes = minutes.rem_euclid(24 * 60);
+    let seconds = &s[17..19 + fraction];
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{seconds}Z",
+        minutes / 60,
+        minutes % 60
+    ))
+}
+
 /// A `full-date`: `YYYY-MM-DD`, the day within its month.
 fn date(b: &[u8]) -> bool {
+    full_date(b).is_some()
+}
+
+/// The year, month and day of a `full-date`, the day within its month.
+fn full_date(b: &[u8]) -> Option<(u32, u8, u8)> {
     let [y1, y2, y3, y4, b'-', m1, m2, b'-', d1, d2] = *b else {
-        return false;
+        return None;
     };
-    let (Some(hi), Some(lo), Some(month), Some(day)) = (
-        two(&[y1, y2]),
-        two(&[y3, y4]),
-        two(&[m1, m2]),
-        two(&[d1, d2]),
-    ) else {
-        return false;
-    };
+    let (hi, lo) = (two(&[y1, y2])?, two(&[y3, y4])?);
+    let (month, day) = (two(&[m1, m2])?, two(&[d1, d2])?);
     let year = u32::from(hi) * 100 + u32::from(lo);
+    ((1..=12).contains(&month) && (1..=days_in(year, month)).contains(&day))
+        .then_some((year, month, day))
+}
+
+/// The days of a month (1 to 12) in a year.
+fn days_in(year: u32, month: u8) -> u8 {
     let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+    match month {
         4 | 6 | 9 | 11 => 30,
         2 if leap => 29,
         2 => 28,
-        _ => return false,
-    };
-    (1..=days).contains(&day)
+        _ => 31,
+    }
 }
 
 fn two(b: &[u8]) -> Option<u8> {
@@ -135,6 +179,34 @@ mod tests {
             "",
         ] {
             assert!(!date_time(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_date_time_with_an_offset_is_the_same_instant_in_utc() {
+        for (given, utc) in [
+            ("2026-11-30T10:00:00+02:00", "2026-11-30T08:00:00Z"),
+            ("2026-11-30T10:00:00.250-08:00", "2026-11-30T18:00:00.250Z"),
+            ("2026-11-30 23:30:00-01:00", "2026-12-01T00:30:00Z"),
+            ("2026-12-31T23:59:59-00:01", "2027-01-01T00:00:59Z"),
+            ("2026-03-01T01:00:00+05:30", "2026-02-28T19:30:00Z"),
+            ("2024-03-01T01:00:00+05:30", "2024-02-29T19:30:00Z"),
+            ("2026-01-01T00:00:00+00:01", "2025-12-31T23:59:00Z"),
+            ("2026-05-01T00:00:00+01:00", "2026-04-30T23:00:00Z"),
+            ("1998-12-31T15:59:60-08:00", "1998-12-31T23:59:60Z"),
+            ("2026-11-30t10:00:00z", "2026-11-30T10:00:00Z"),
+            ("2026-11-30T10:00:00Z", "2026-11-30T10:00:00Z"),
+        ] {
+            assert_eq!(in_utc(given).as_deref(), Some(utc), "{given}");
+        }
+        for none in [
+            "2026-11-30T10:00:00",
+            "2026-11-30T10:00:00+0200",
+            "0000-01-01T00:00:00+01:00",
+            "9999-12-31T23:00:00-01:00",
+            "tomorrow",
+        ] {
+            assert_eq!(in_utc(none), None, "{none}");
         }
     }
 

@@ -59,8 +59,9 @@ pub enum Verdict {
     Invalid(Report),
 }
 
-/// Checks arguments and, with `coerce`, repairs strings the schema wants as another type and
-/// writes whole numbers where it wants an integer as integers. The repair happens in place,
+/// Checks arguments and, with `coerce`, repairs what a model sends nearly as the schema wants
+/// it (a value of another type or form, [`fix_for`]; a lone value for an array; a `null` for
+/// a member it may leave out) and writes whole numbers where it wants an integer as integers. The repair happens in place,
 /// so the caller forwards (or checks further) exactly what was validated. At most
 /// `max_errors` errors are examined: a hostile schema can make them grow exponentially with
 /// the instance's depth.
@@ -91,8 +92,8 @@ pub fn check(
     }
 }
 
-/// Converts the strings the validator's type errors point at, round after round, until the
-/// arguments are valid; `Err` is the verdict on arguments that stay invalid.
+/// Converts the values the validator's type and pattern errors point at, round after round,
+/// until the arguments are valid; `Err` is the verdict on arguments that stay invalid.
 fn repair(
     tool: &str,
     schema: Compiled<'_>,
@@ -113,7 +114,7 @@ fn repair(
         let mut fixes: BTreeMap<String, Option<Value>> = BTreeMap::new();
         // A lone value is put in an array only where no branch reads it as anything else.
         let mut wraps: BTreeMap<String, Value> = BTreeMap::new();
-        for leaf in errors.iter().flat_map(type_errors) {
+        for leaf in errors.iter().flat_map(fixable_errors) {
             let at = leaf.instance_path().as_str();
             let fix = match fix_for(leaf) {
                 Some(v) => Some(v),
@@ -169,12 +170,15 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
     e.instance().is_null() && lookup::optional_member(root, e.instance_path().as_str())
 }
 
-/// What the value a type error points at converts to: a string that reads as the type
-/// wanted, or an integer where a string is wanted, as its digits (a model writes an id or a
-/// code of digits as a number: `"order": 12345`). A number with a fraction or an exponent is
-/// not: which text it stands for is not known.
+/// What the value a type or pattern error points at converts to: a string that reads as the
+/// type wanted, or an integer where a string is wanted, as its digits (a model writes an id or
+/// a code of digits as a number: `"order": 12345`). A number with a fraction or an exponent is
+/// not: which text it stands for is not known. A date-time with an offset a pattern refuses
+/// converts to the same instant in UTC where the pattern takes that (zod's `datetime()` takes
+/// only `Z`); a local time does not, as which instant it names is not known.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
+        (ValidationErrorKind::Pattern { .. }, _) => report::in_utc(e).map(Value::String),
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
         (ValidationErrorKind::Type { kind }, Value::Number(n))
             if wants_type(kind, JsonType::String) && (n.is_i64() || n.is_u64()) =>
@@ -200,20 +204,20 @@ fn wrapped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()]))
 }
 
-/// The type errors an error stands for: itself, or, for a value no branch of an `anyOf` or
-/// `oneOf` of a few branches takes, those of each branch, at any depth. An optional value is
+/// The type and pattern errors an error stands for: itself, or, for a value no branch of an
+/// `anyOf` or `oneOf` of a few branches takes, those of each branch, at any depth. An optional value is
 /// such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type:
 /// null}]`, and an optional object's members are checked inside its branch): its strings are
 /// coerced, and its whole numbers written as integers, as a plain value's are.
-fn type_errors<'a, 'b>(
+fn fixable_errors<'a, 'b>(
     e: &'a jsonschema::ValidationError<'b>,
 ) -> Vec<&'a jsonschema::ValidationError<'b>> {
     match e.kind() {
-        ValidationErrorKind::Type { .. } => vec![e],
+        ValidationErrorKind::Type { .. } | ValidationErrorKind::Pattern { .. } => vec![e],
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }
             if context.len() <= MAX_COERCED_BRANCHES =>
         {
-            context.iter().flatten().flat_map(type_errors).collect()
+            context.iter().flatten().flat_map(fixable_errors).collect()
         }
         _ => Vec::new(),
     }
@@ -279,7 +283,7 @@ fn whole_numbers(
         .iter_errors(args)
         .take(2 * found.len() + max_errors)
     {
-        for t in type_errors(&e) {
+        for t in fixable_errors(&e) {
             if let ValidationErrorKind::Type { kind } = t.kind() {
                 let at = t.instance_path().as_str();
                 if wants_type(kind, JsonType::Number) {
@@ -466,6 +470,54 @@ mod tests {
         }
         let (v, _) = run(&s, json!({"id": 12345}), false);
         assert!(matches!(v, Verdict::Invalid(_)), "strict mode: {v:?}");
+    }
+
+    #[test]
+    fn a_date_time_a_pattern_takes_only_in_utc_is_that_instant_in_utc() {
+        let utc_only = json!({"type": "string", "format": "date-time",
+            "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d+)?Z$"});
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "when": utc_only,
+                "until": {"anyOf": [utc_only, {"type": "null"}]},
+                "code": {"type": "string", "pattern": "^[A-Z]{3}$"}
+            }
+        }));
+        let given =
+            json!({"when": "2026-11-30T10:00:00+02:00", "until": "2026-12-31T23:30:00.5-01:00"});
+        let (v, args) = run(&s, given.clone(), true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"when": "2026-11-30T08:00:00Z", "until": "2027-01-01T00:30:00.5Z"})
+        );
+        let messages = |v: Verdict| match v {
+            Verdict::Invalid(r) => r.violations.into_iter().map(|v| v.message).collect(),
+            v => panic!("{v:?}"),
+        };
+        let (v, args) = run(&s, given.clone(), false);
+        assert_eq!(args, given, "strict mode");
+        let said: Vec<String> = messages(v);
+        assert_eq!(
+            said,
+            [
+                "must be a date-time in UTC, as this tool takes it (such as \"2027-01-01T00:30:00.5Z\", the same instant), got \"2026-12-31T23:30:00.5-01:00\"",
+                "must be a date-time in UTC, as this tool takes it (such as \"2026-11-30T08:00:00Z\", the same instant), got \"2026-11-30T10:00:00+02:00\"",
+            ]
+        );
+        // A local time names no known instant; a pattern that is not of a date-time is left
+        // to say what it wants.
+        let local = json!({"when": "2026-11-30T10:00:00", "code": "2026-11-30T10:00:00+02:00"});
+        let (v, args) = run(&s, local.clone(), true);
+        assert_eq!(args, local);
+        let said: Vec<String> = messages(v);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].starts_with("must match"), "{said:?}");
+        assert!(
+            said[1].starts_with("must be a date-time with its offset"),
+            "{said:?}"
+        );
     }
 
     #[test]

@@ -343,34 +343,63 @@ fn describe(
     0
 }
 
-/// A local date-time refused by the pattern a schema writes beside `format: date-time` (zod's
-/// `datetime()` takes only `Z`): said as the offset it lacks, with the value the pattern
-/// takes, rather than as the pattern's few hundred characters. `None` when the pattern
-/// would not take the value with `Z` either.
+/// A date-time refused by the pattern a schema writes beside `format: date-time` (zod's
+/// `datetime()` takes only `Z`): said as what the pattern takes, rather than as its few
+/// hundred characters. A time with another offset is said as the same instant in UTC; a local
+/// time as the offset it lacks. `None` when the pattern takes neither.
 fn offset_wanted(schema: &Value, e: &ValidationError<'_>) -> Option<Violation> {
+    let message = match in_utc(e) {
+        Some(utc) => format!(
+            "must be a date-time in UTC, as this tool takes it (such as {}, the same instant), got {}",
+            preview(&Value::String(utc)),
+            preview(e.instance())
+        ),
+        None => with_offset(schema, e)?,
+    };
+    Some(Violation {
+        pointer: e.instance_path().as_str().to_owned(),
+        keyword: "pattern".into(),
+        message,
+    })
+}
+
+/// The same instant in UTC, where the pattern `e` refused a date-time with another offset and
+/// takes it so.
+pub(super) fn in_utc(e: &ValidationError<'_>) -> Option<String> {
     let ValidationErrorKind::Pattern { pattern } = e.kind() else {
         return None;
     };
-    let at = e.instance_path().as_str();
-    let place = subschema(schema, at)?;
+    let given = e.instance().as_str()?;
+    let utc = super::local_time::in_utc(given).filter(|utc| utc != given)?;
+    takes(pattern, &utc).then_some(utc)
+}
+
+/// A local time the pattern beside `format: date-time` refused, said as the offset it lacks.
+fn with_offset(schema: &Value, e: &ValidationError<'_>) -> Option<String> {
+    let ValidationErrorKind::Pattern { pattern } = e.kind() else {
+        return None;
+    };
+    let place = subschema(schema, e.instance_path().as_str())?;
     if place.get("format")? != "date-time" {
         return None;
     }
     let local = e.instance().as_str()?;
     let with_offset = Value::String(format!("{}Z", local.replacen(' ', "T", 1)));
-    let engine = regex::RegexBuilder::new(pattern)
-        .size_limit(1 << 20)
-        .build()
-        .ok()?;
-    engine.is_match(with_offset.as_str()?).then(|| Violation {
-        pointer: at.to_owned(),
-        keyword: "pattern".into(),
-        message: format!(
+    takes(pattern, with_offset.as_str()?).then(|| {
+        format!(
             "must be a date-time with its offset, as this tool takes it (such as {}), got {}",
             preview(&with_offset),
             preview(e.instance())
-        ),
+        )
     })
+}
+
+/// Whether `pattern` matches `s`; `false` for a pattern too large for a bounded engine.
+fn takes(pattern: &str, s: &str) -> bool {
+    let engine = regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build();
+    engine.is_ok_and(|engine| engine.is_match(s))
 }
 
 /// The errors of the one branch of an `anyOf` or `oneOf` the value was meant for, when the

@@ -982,8 +982,9 @@ async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
 /// date-time a `format` with zod's own expression as a `pattern` beside it. A refusal says
 /// what the form the call names lacks, the forms there are when it names none, and a
 /// date-time's format without the expression; what the server takes goes to it, coerced as
-/// the form it names wants, and a `null` for an optional argument zod refuses is left out.
-/// In every mode, in front of the real server.
+/// the form it names wants, a time with another offset than the `Z` zod's expression takes
+/// goes as the same instant in UTC, and a `null` for an optional argument zod refuses is left
+/// out. In every mode, in front of the real server.
 #[tokio::test]
 async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
     let (http, command) = (
@@ -1029,6 +1030,15 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
                     "must be a date-time with its offset, as this tool takes it (such as \"2026-11-30T10:00:00Z\"), got \"2026-11-30T10:00:00\"",
                 )],
             ),
+        ),
+        // A time with another offset, which zod's pattern refuses: the same instant in UTC.
+        (
+            ship(
+                json!({"kind": "box", "weight": 2}),
+                "2026-11-30T11:30:00+01:30",
+            ),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
         ),
         // A null for the optional note, which zod refuses: left out, as if not given.
         (
