@@ -119,7 +119,7 @@ fn full_date(b: &[u8]) -> Option<(u32, u8, u8)> {
 
 /// The days of a month (1 to 12) in a year.
 fn days_in(year: u32, month: u8) -> u8 {
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
     match month {
         4 | 6 | 9 | 11 => 30,
         2 if leap => 29,
