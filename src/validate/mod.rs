@@ -355,7 +355,10 @@ fn only_integer(kind: &TypeKind) -> bool {
     }
 }
 
-/// Converts a string to a value of one of the wanted types, when it reads as one exactly.
+/// Converts a string to a value of one of the wanted types, when it reads as one exactly:
+/// as JSON writes it, and as Pydantic's lax mode reads it where no other type could be meant
+/// (`"10.0"` for an integer, `"True"` and `"yes"` for a boolean). Digits alone for a boolean
+/// are not: a `"1"` may be a count.
 fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
     let wants = |t: JsonType| wants_type(kind, t);
     let t = s.trim();
@@ -367,16 +370,23 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
             return Some(Value::from(u));
         }
     }
+    if only_integer(kind)
+        && let Some(i) = whole_text(t)
+    {
+        return Some(Value::from(i));
+    }
     if wants(JsonType::Number)
         && let Some(n) = t.parse::<f64>().ok().and_then(serde_json::Number::from_f64)
     {
         return Some(Value::Number(n));
     }
     if wants(JsonType::Boolean) {
-        match t {
-            "true" => return Some(Value::Bool(true)),
-            "false" => return Some(Value::Bool(false)),
-            _ => {}
+        let is = |word: &str| t.eq_ignore_ascii_case(word);
+        if is("true") || is("yes") {
+            return Some(Value::Bool(true));
+        }
+        if is("false") || is("no") {
+            return Some(Value::Bool(false));
         }
     }
     if wants(JsonType::Array) || wants(JsonType::Object) {
@@ -387,6 +397,13 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
         }
     }
     None
+}
+
+/// An integer written with a fraction of zeros (`"10.0"`), as Pydantic reads it for an `int`.
+fn whole_text(t: &str) -> Option<i64> {
+    let (whole, zeros) = t.split_once('.')?;
+    let zeros_only = !zeros.is_empty() && zeros.bytes().all(|b| b == b'0');
+    zeros_only.then(|| whole.parse().ok()).flatten()
 }
 
 #[cfg(test)]
@@ -440,6 +457,27 @@ mod tests {
             args,
             json!({"a": 10, "flag": true, "tags": [1, 2], "ratio": 0.5})
         );
+        // As Pydantic's lax mode reads them.
+        let (v, args) = run(
+            &s,
+            json!({"a": "10.00", "flag": "No", "tags": ["-3.0", "7"], "ratio": "2.0"}),
+            true,
+        );
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"a": 10, "flag": false, "tags": [-3, 7], "ratio": 2.0})
+        );
+        for (a, flag) in [
+            ("10.5", "true"),
+            ("1e3", "true"),
+            ("10.", "true"),
+            ("1", "1"),
+            ("1", "y"),
+        ] {
+            let (v, _) = run(&s, json!({"a": a, "flag": flag}), true);
+            assert!(matches!(v, Verdict::Invalid(_)), "{a}, {flag}: {v:?}");
+        }
     }
 
     #[test]

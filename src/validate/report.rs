@@ -471,14 +471,10 @@ fn unknown_form(e: &ValidationError<'_>) -> Option<Violation> {
             }
         }
         values.dedup();
-        let got = preview(named.instance());
         Some(Violation {
             pointer: pointer.to_owned(),
             keyword: named.kind().keyword().to_owned(),
-            message: format!(
-                "must be one of {}, got {got}",
-                options_preview(&Value::Array(values))
-            ),
+            message: one_of(&Value::Array(values), named.instance()),
         })
     })
 }
@@ -510,10 +506,7 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
         ValidationErrorKind::Pattern { pattern } => {
             one(format!("must match the pattern {pattern}, got {got}"))
         }
-        ValidationErrorKind::Enum { options } => one(format!(
-            "must be one of {}, got {got}",
-            options_preview(options)
-        )),
+        ValidationErrorKind::Enum { options } => one(one_of(options, e.instance())),
         ValidationErrorKind::Constant { expected_value } => {
             one(format!("must be exactly {expected_value}, got {got}"))
         }
@@ -600,6 +593,27 @@ fn branch_types(e: &ValidationError<'_>) -> Option<String> {
 }
 
 /// The allowed values, cut after a few: a huge `enum` must not become a huge answer.
+/// A value none of `options` is, said with the options and, where one of them is a string
+/// near enough to be a likely slip (`"Europe/Pari"`, `"HIGH"` for `"high"`), that one: past
+/// the dozen options a refusal shows, the one meant may be among those it does not. Nearer
+/// than a name must be to be told its parameter: options are often short words, and `"boat"`
+/// is no slip for `"road"`.
+fn one_of(options: &Value, given: &Value) -> String {
+    let mut message = format!(
+        "must be one of {}, got {}",
+        options_preview(options),
+        preview(given)
+    );
+    let strings: Vec<String> = (options.as_array().into_iter().flatten())
+        .filter_map(|o| o.as_str().map(str::to_owned))
+        .collect();
+    let slip = |g| closest_within(g, &strings, |len| (len / 6).max(1));
+    if let Some(close) = given.as_str().and_then(slip) {
+        let _ = write!(message, "; did you mean {}?", Value::from(close));
+    }
+    message
+}
+
 fn options_preview(options: &Value) -> String {
     const SHOWN: usize = 12;
     match options.as_array() {
@@ -711,6 +725,15 @@ pub const MAX_COMPARED_CHARS: usize = 256;
 /// compared, a candidate whose length alone puts it out of reach is skipped, and the distance
 /// is computed only within the band it may take (`edit_distance_within`).
 pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
+    closest_within(name, candidates, |len| (len / 3).max(2))
+}
+
+/// [`closest`], with at most `edits(len)` edits from a candidate of `len` characters.
+fn closest_within<'a>(
+    name: &str,
+    candidates: &'a [String],
+    edits: impl Fn(usize) -> usize,
+) -> Option<&'a str> {
     let name: Vec<char> = name.chars().take(MAX_COMPARED_CHARS + 1).collect();
     if name.len() > MAX_COMPARED_CHARS {
         return None;
@@ -721,7 +744,7 @@ pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
         .filter_map(|c| {
             let len = c.chars().take(MAX_COMPARED_CHARS + 1).count();
             // A name is near one it shares a character with at least: "c" is no typo of "b".
-            let allowed = (len / 3).max(2).min(len.min(name.len()).saturating_sub(1));
+            let allowed = edits(len).min(len.min(name.len()).saturating_sub(1));
             if len > MAX_COMPARED_CHARS || len.abs_diff(name.len()) > allowed {
                 return None;
             }
@@ -803,6 +826,42 @@ mod tests {
             "must be at most 9, got 12"
         );
         assert_eq!(d["code"], "invalid_arguments");
+    }
+
+    #[test]
+    fn an_option_near_the_value_an_enum_refused_is_named() {
+        let zones: Vec<String> = (0..40).map(|i| format!("Zone/{i:02}")).collect();
+        let mut zones = json!(zones);
+        zones.as_array_mut().unwrap().push(json!("Europe/Paris"));
+        let r = report(
+            json!({"type": "object", "properties": {
+                "zone": {"enum": zones},
+                "level": {"enum": ["low", "high", 3]},
+                "kind": {"enum": ["box", "letter"]},
+                "mode": {"enum": ["air", "rail", "road"]}
+            }}),
+            json!({"zone": "Europe/Pari", "level": "HIGH", "kind": "parcel", "mode": "boat"}),
+        );
+        let d = r.details();
+        let said = |at: &str| d["parameter_errors"][at].as_str().unwrap().to_owned();
+        assert!(
+            said("/zone")
+                .ends_with(", … (29 more)], got \"Europe/Pari\"; did you mean \"Europe/Paris\"?"),
+            "{}",
+            said("/zone")
+        );
+        assert_eq!(
+            said("/level"),
+            "must be one of [\"low\",\"high\",3], got \"HIGH\"; did you mean \"high\"?"
+        );
+        assert_eq!(
+            said("/kind"),
+            "must be one of [\"box\",\"letter\"], got \"parcel\""
+        );
+        assert_eq!(
+            said("/mode"),
+            "must be one of [\"air\",\"rail\",\"road\"], got \"boat\""
+        );
     }
 
     #[test]

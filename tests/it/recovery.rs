@@ -1122,7 +1122,9 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
 
 /// A model sends `"a"` for a list of one, and `12345` for a string of digits; a Python
 /// server (Pydantic) refuses both. With coercion on they go as `["a"]` and `"12345"`, every
-/// other argument as it came; an array's JSON text cut off is refused as it was sent.
+/// other argument as it came; an array's JSON text cut off is refused as it was sent. What
+/// Pydantic's lax mode takes and JSON Schema does not (`"3.0"` for an integer, `"Yes"` for a
+/// boolean) goes as the value it reads.
 #[tokio::test]
 async fn a_lone_value_is_a_list_of_one_in_every_mode() {
     let (http, command) = common::peers::python_clock().await;
@@ -1161,6 +1163,16 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             digits, joined,
             "{mode}: an integer where a string is wanted"
         );
+        // As Pydantic's lax mode reads them: the server would take them as they are.
+        let lax = front
+            .ask_line(&label(
+                json!({"names": ["a"], "counts": ["3.0"], "upper": "Yes"}),
+            ))
+            .await;
+        let upper = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "A:3"}],
+            "structuredContent": {"result": "A:3"}, "isError": false}});
+        assert_eq!(lax, upper, "{mode}: \"3.0\" and \"Yes\"");
         let cut = front
             .ask_line(&label(json!({"names": "[\"a\"", "counts": 3})))
             .await;
@@ -1171,8 +1183,8 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
 /// Pydantic writes a discriminated union whose forms hold it again (`Add(left: Expr, right:
 /// Expr)`, `Mul(left: Expr, right: Expr)`) so that both forms lead round through `left`: the
 /// checks of a refused value double with each level. Such a schema is checked as deep as
-/// that stays bounded (here 12 levels), in every mode: a refusal within it names the place,
-/// and a value deeper is forwarded unchecked (`on_compile_error = "forward"`), the server's
+/// that stays bounded (here 12 levels), in every mode: a refusal within it names the place
+/// (and, for a form named in the wrong case, the form meant), and a value deeper is forwarded unchecked (`on_compile_error = "forward"`), the server's
 /// own answer back at once.
 #[tokio::test]
 async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
@@ -1193,6 +1205,13 @@ async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
             "expected a number, got string \"x\"",
         )],
     );
+    let slipped = refused_arguments(
+        "evaluate",
+        &[(
+            "/expr/kind",
+            r#"must be one of ["num","add","mul"], got "Add"; did you mean "add"?"#,
+        )],
+    );
     // ((1 + 2) × 2 + 2) × 2 …: thirty levels.
     let deep = (0..30).fold(1.0, |v, i| if i % 2 == 0 { v + 2.0 } else { v * 2.0 });
     let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
@@ -1206,6 +1225,9 @@ async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
             "{mode}"
         );
         assert_eq!(front.ask_line(&chain(30, json!(1))).await, taken, "{mode}");
+        // A form named in the wrong case: the form meant is named.
+        let add = chain(1, json!(1)).replace(r#""add""#, r#""Add""#);
+        assert_eq!(front.ask_line(&add).await, slipped, "{mode}");
         let server = front.ask_line(&chain(30, json!("x"))).await;
         let said = server["result"]["content"][0]["text"]
             .as_str()
