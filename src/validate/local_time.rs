@@ -59,6 +59,51 @@ fn offset(b: &[u8]) -> Option<i32> {
     }
 }
 
+/// A `date-time` or a `time` (as `format` names them) written as RFC 3339 writes it, where
+/// `s` is one with its seconds left out (`2026-11-30T10:00`, `09:30`), an offset without its
+/// colon (`+0200`) or a space for the `T`: the same time, as Pydantic reads it, in the text
+/// every RFC 3339 reader takes. `None` where `s` is already so written or is no such time.
+pub(crate) fn canonical(s: &str, format: &str) -> Option<String> {
+    let (date, clock) = match format {
+        "date-time" if s.len() > 11 && matches!(s.as_bytes()[10], b'T' | b't' | b' ') => {
+            (Some(&s[..10]), &s[11..])
+        }
+        "time" => (None, s),
+        _ => return None,
+    };
+    let hm = clock.get(..5).filter(|hm| {
+        let b = hm.as_bytes();
+        b[2] == b':' && two(&b[..2]).is_some() && two(&b[3..]).is_some()
+    })?;
+    let rest = &clock[5..];
+    // Only ASCII is stepped over: every cut falls between characters.
+    let (seconds, zone) = match rest.strip_prefix(':') {
+        Some(after) => {
+            let n = (after.bytes())
+                .take_while(|c| c.is_ascii_digit() || *c == b'.')
+                .count();
+            rest.split_at(1 + n)
+        }
+        None => (":00", rest),
+    };
+    let zone = match zone.as_bytes() {
+        [sign @ (b'+' | b'-'), h @ ..] if h.len() == 4 && h.iter().all(u8::is_ascii_digit) => {
+            format!("{}{}:{}", char::from(*sign), &zone[1..3], &zone[3..])
+        }
+        _ => zone.to_owned(),
+    };
+    let written = match date {
+        Some(date) => format!("{date}T{hm}{seconds}{zone}"),
+        None => format!("{hm}{seconds}{zone}"),
+    };
+    let valid = if date.is_some() {
+        date_time(&written)
+    } else {
+        time(&written)
+    };
+    (valid && written != s).then_some(written)
+}
+
 /// The instant a `date-time` with an offset names, written in UTC: `T`, then `Z`, the seconds
 /// and their fraction kept. A server that takes only `Z` (zod's `datetime()`) reads it as the
 /// same time. `None` for a local time, whose instant is not known, and for what is no
@@ -207,6 +252,60 @@ mod tests {
             "tomorrow",
         ] {
             assert_eq!(in_utc(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn a_time_nearly_as_rfc_3339_writes_it_is_written_so() {
+        for (given, format, written) in [
+            ("2026-11-30T10:00", "date-time", "2026-11-30T10:00:00"),
+            ("2026-11-30 10:00", "date-time", "2026-11-30T10:00:00"),
+            ("2026-11-30T10:00Z", "date-time", "2026-11-30T10:00:00Z"),
+            (
+                "2026-11-30T10:00+02:00",
+                "date-time",
+                "2026-11-30T10:00:00+02:00",
+            ),
+            (
+                "2026-11-30T10:00:00+0200",
+                "date-time",
+                "2026-11-30T10:00:00+02:00",
+            ),
+            (
+                "2026-11-30t10:00:00.5-0130",
+                "date-time",
+                "2026-11-30T10:00:00.5-01:30",
+            ),
+            ("2026-11-30 10:00:00", "date-time", "2026-11-30T10:00:00"),
+            ("09:30", "time", "09:30:00"),
+            ("09:30+0100", "time", "09:30:00+01:00"),
+        ] {
+            assert_eq!(
+                canonical(given, format).as_deref(),
+                Some(written),
+                "{given}"
+            );
+        }
+        for (none, format) in [
+            ("2026-11-30T10:00:00", "date-time"),
+            ("2026-11-30T10:00:00Z", "date-time"),
+            ("2026-11-30", "date-time"),
+            ("2026-11-30T9:30", "date-time"),
+            ("2026-11-31T10:00", "date-time"),
+            ("2026-11-30T10:00:0", "date-time"),
+            ("2026-11-30T10:00+2", "date-time"),
+            ("2026-11-30T10:00", "date"),
+            ("9:30", "time"),
+            ("0930", "time"),
+            ("24:00", "time"),
+            ("09:30:00", "time"),
+            ("é9:30", "time"),
+            ("09:30:5é", "time"),
+            ("09:3é", "time"),
+            ("2026-11-30Té:aé", "date-time"),
+            ("", "time"),
+        ] {
+            assert_eq!(canonical(none, format), None, "{none}");
         }
     }
 

@@ -92,7 +92,7 @@ pub fn check(
     }
 }
 
-/// Converts the values the validator's type and pattern errors point at, round after round,
+/// Converts the values the validator's type, pattern and format errors point at, round after round,
 /// until the arguments are valid; `Err` is the verdict on arguments that stay invalid.
 fn repair(
     tool: &str,
@@ -102,11 +102,13 @@ fn repair(
     changed: &mut Vec<String>,
 ) -> Result<(), Verdict> {
     let validator = schema.validator;
-    // The arguments as they came, kept once a lone value is put in an array, and from the
-    // start where the schema's checks multiply with each level of a value (`Doubling`): a
-    // refusal then speaks of what was sent, not of an array the model never wrote, and JSON
-    // text read as a value cannot take the arguments past the levels such a schema checks.
-    let mut as_sent: Option<Value> = schema.doubling.map(|_| args.clone());
+    // A refusal speaks of the arguments as they came once a lone value is put in an array or
+    // a number written as text (not of a value the model never wrote), and where the
+    // schema's checks multiply with each level of a value (`Doubling`), so that JSON text read
+    // as a value cannot take the arguments past the levels such a schema checks. A string
+    // read as a number stays read: "must be at most 10, got 20" says more than its type.
+    let sent = args.clone();
+    let mut as_sent = schema.doubling.is_some();
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
         // Two branches may want one string as two types: the first one's wins. `None`: the
@@ -117,7 +119,10 @@ fn repair(
         for leaf in errors.iter().flat_map(fixable_errors) {
             let at = leaf.instance_path().as_str();
             let fix = match fix_for(leaf) {
-                Some(v) => Some(v),
+                Some(v) => {
+                    as_sent |= leaf.instance().is_number();
+                    Some(v)
+                }
                 None if left_out(schema.value, leaf) => None,
                 None => {
                     if let Some(v) = wrapped(leaf) {
@@ -130,7 +135,7 @@ fn repair(
         }
         for (at, v) in wraps {
             fixes.entry(at).or_insert_with(|| {
-                as_sent.get_or_insert_with(|| args.clone());
+                as_sent = true;
                 Some(v)
             });
         }
@@ -153,7 +158,7 @@ fn repair(
             return Ok(());
         }
     }
-    if let Some(sent) = as_sent {
+    if as_sent {
         *args = sent;
     }
     Err(Verdict::Invalid(Report::build(
@@ -173,12 +178,17 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
 /// What the value a type or pattern error points at converts to: a string that reads as the
 /// type wanted, or an integer where a string is wanted, as its digits (a model writes an id or
 /// a code of digits as a number: `"order": 12345`). A number with a fraction or an exponent is
-/// not: which text it stands for is not known. A date-time with an offset a pattern refuses
+/// not: which text it stands for is not known. A date-time or a time its `format` refuses
+/// for how it is written (its seconds left out, as Pydantic takes it) converts to the same
+/// time as RFC 3339 writes it. A date-time with an offset a pattern refuses
 /// converts to the same instant in UTC where the pattern takes that (zod's `datetime()` takes
 /// only `Z`); a local time does not, as which instant it names is not known.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Pattern { .. }, _) => report::in_utc(e).map(Value::String),
+        (ValidationErrorKind::Format { format }, Value::String(s)) => {
+            local_time::canonical(s, format).map(Value::String)
+        }
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
         (ValidationErrorKind::Type { kind }, Value::Number(n))
             if wants_type(kind, JsonType::String) && (n.is_i64() || n.is_u64()) =>
@@ -204,7 +214,7 @@ fn wrapped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()]))
 }
 
-/// The type and pattern errors an error stands for: itself, or, for a value no branch of an
+/// The type, pattern and format errors an error stands for: itself, or, for a value no branch of an
 /// `anyOf` or `oneOf` of a few branches takes, those of each branch, at any depth. An optional value is
 /// such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type:
 /// null}]`, and an optional object's members are checked inside its branch): its strings are
@@ -213,7 +223,9 @@ fn fixable_errors<'a, 'b>(
     e: &'a jsonschema::ValidationError<'b>,
 ) -> Vec<&'a jsonschema::ValidationError<'b>> {
     match e.kind() {
-        ValidationErrorKind::Type { .. } | ValidationErrorKind::Pattern { .. } => vec![e],
+        ValidationErrorKind::Type { .. }
+        | ValidationErrorKind::Pattern { .. }
+        | ValidationErrorKind::Format { .. } => vec![e],
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }
             if context.len() <= MAX_COERCED_BRANCHES =>
         {
@@ -555,6 +567,51 @@ mod tests {
         assert!(
             said[1].starts_with("must be a date-time with its offset"),
             "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_time_nearly_as_rfc_3339_writes_it_goes_so_and_a_number_is_refused_as_sent() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "when": {"type": "string", "format": "date-time"},
+                "at": {"anyOf": [{"type": "string", "format": "time"}, {"type": "null"}]},
+                "span": {"type": "string", "format": "duration"}
+            }
+        }));
+        let (v, args) = run(
+            &s,
+            json!({"when": "2026-11-30 10:00+0100", "at": "09:30"}),
+            true,
+        );
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"when": "2026-11-30T10:00:00+01:00", "at": "09:30:00"})
+        );
+        let said = |v: Verdict| match v {
+            Verdict::Invalid(r) => (r.violations.into_iter())
+                .map(|v| format!("{}: {}", v.pointer, v.message))
+                .collect::<Vec<_>>(),
+            v => panic!("{v:?}"),
+        };
+        let (v, _) = run(&s, json!({"when": "2026-11-30T10:00"}), false);
+        assert_eq!(
+            said(v),
+            [
+                "/when: must be a valid date-time, got \"2026-11-30T10:00\"; did you mean \"2026-11-30T10:00:00\"?"
+            ]
+        );
+        // Digits a format does not take: refused as the number sent.
+        let (v, args) = run(&s, json!({"span": 3600, "when": 1764496800}), true);
+        assert_eq!(args, json!({"span": 3600, "when": 1764496800}));
+        assert_eq!(
+            said(v),
+            [
+                "/span: expected a string, got integer 3600",
+                "/when: expected a string, got integer 1764496800"
+            ]
         );
     }
 

@@ -4,6 +4,7 @@
 //! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
 
 use super::compiled::Compiled;
+use super::local_time::canonical;
 use super::lookup::{resolve, segments, subschema};
 use crate::text::edit_distance_within;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
@@ -535,7 +536,12 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
         ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
         ValidationErrorKind::UniqueItems => one("must not repeat items".into()),
         ValidationErrorKind::Format { format } => {
-            one(format!("must be a valid {format}, got {got}"))
+            let mut message = format!("must be a valid {format}, got {got}");
+            let written = (e.instance().as_str()).and_then(|s| canonical(s, format));
+            if let Some(written) = written {
+                let _ = write!(message, "; did you mean {}?", Value::from(written));
+            }
+            one(message)
         }
         ValidationErrorKind::FalseSchema => one("is not accepted here".into()),
         ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {

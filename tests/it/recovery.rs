@@ -1040,6 +1040,15 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
         ),
+        // The same without its seconds: written with them, then in UTC.
+        (
+            ship(
+                json!({"kind": "box", "weight": 2}),
+                "2026-11-30T11:30+01:30",
+            ),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
+        ),
         // A null for the optional note, which zod refuses: left out, as if not given.
         (
             ship(json!({"kind": "box", "weight": 2}), at)
@@ -1091,16 +1100,18 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
 /// The Python SDK's `MCPServer` declares a naive `datetime` as `"format": "date-time"` and a
 /// `time` as `"format": "time"`, and writes and reads them without an offset. A call with a
 /// local time reaches it, and its result, the same local times, passes output validation;
-/// what is no date-time at all is still refused. In every mode, in front of the real server.
+/// one without its seconds (which Pydantic takes) goes with them; what is no date-time at all
+/// is still refused, a number as it was sent. In every mode, in front of the real server.
 #[tokio::test]
 async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() {
     const RULES: &str = "[validation]\noutput = \"enforce\"\n";
     let (http, command) = common::peers::python_clock().await;
-    let schedule = |when: &str| {
+    let schedule_at = |when: &str, at: &str| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "schedule", "arguments": {"when": when, "at": "09:30:00"}}})
+            "params": {"name": "schedule", "arguments": {"when": when, "at": at}}})
         .to_string()
     };
+    let schedule = |when: &str| schedule_at(when, "09:30:00");
     let slot = json!({"when": "2026-11-30T10:00:00", "at": "09:30:00"});
     let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
         "content": [{"type": "text", "text": "{\n  \"when\": \"2026-11-30T10:00:00\",\n  \"at\": \"09:30:00\"\n}"}],
@@ -1117,6 +1128,21 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
         assert_eq!(spaced, taken, "{mode}: a space for the T");
         let date = front.ask_line(&schedule("2026-11-30")).await;
         assert_eq!(date, refused, "{mode}");
+        // Without their seconds, as a model writes them: written with them.
+        let short = front
+            .ask_line(&schedule_at("2026-11-30 10:00", "09:30"))
+            .await;
+        assert_eq!(short, taken, "{mode}: without seconds");
+        // A number for a date-time is refused as sent, not as the digits it was tried as.
+        let number = schedule("").replace(r#""when":"""#, r#""when":1764496800"#);
+        assert_eq!(
+            front.ask_line(&number).await,
+            refused_arguments(
+                "schedule",
+                &[("/when", "expected a string, got integer 1764496800")]
+            ),
+            "{mode}"
+        );
     }
 }
 
