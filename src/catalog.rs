@@ -15,7 +15,7 @@
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
 use crate::validate::{
-    Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, Shape, local_time, plain_pattern,
+    Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, Shape, duration, local_time, plain_pattern,
     without_unrunnable,
 };
 use jsonschema::json::Json;
@@ -267,6 +267,7 @@ fn compile_for<F: Json>(
         .should_validate_formats(validate_formats)
         .with_format("date-time", local_time::date_time)
         .with_format("time", local_time::time)
+        .with_format("duration", duration::duration)
         .with_pattern_options(
             PatternOptions::regex()
                 .size_limit(1 << 20)

@@ -7,6 +7,7 @@
 mod applicators;
 mod compiled;
 mod doubling;
+pub(crate) mod duration;
 mod flat;
 mod in_place;
 pub(crate) mod local_time;

@@ -1101,7 +1101,9 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
 /// `time` as `"format": "time"`, and writes and reads them without an offset. A call with a
 /// local time reaches it, and its result, the same local times, passes output validation;
 /// one without its seconds (which Pydantic takes) goes with them; what is no date-time at all
-/// is still refused, a number as it was sent. In every mode, in front of the real server.
+/// is still refused, a number as it was sent. A `timedelta` as Pydantic writes it, with a
+/// fraction of a second or a sign, is a `duration` on the way in and out. In every mode, in
+/// front of the real server.
 #[tokio::test]
 async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() {
     const RULES: &str = "[validation]\noutput = \"enforce\"\n";
@@ -1133,6 +1135,23 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
             .ask_line(&schedule_at("2026-11-30 10:00", "09:30"))
             .await;
         assert_eq!(short, taken, "{mode}: without seconds");
+        // Durations as Pydantic writes them, with a fraction of a second or a sign: taken on
+        // the way in and out.
+        for (span, twice) in [
+            ("PT1.5S", "PT3S"),
+            ("-PT0.25S", "-PT0.5S"),
+            ("P1DT0.000001S", "P2DT0.000002S"),
+        ] {
+            let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "pause", "arguments": {"span": span}}});
+            let answer = front.ask_line(&call.to_string()).await;
+            let paused = json!({"span": span, "twice": twice});
+            assert_eq!(
+                answer["result"]["structuredContent"], paused,
+                "{mode}: {answer}"
+            );
+            assert_eq!(answer["result"]["isError"], false, "{mode}: {answer}");
+        }
         // A number for a date-time is refused as sent, not as the digits it was tried as.
         let number = schedule("").replace(r#""when":"""#, r#""when":1764496800"#);
         assert_eq!(
