@@ -63,7 +63,7 @@ fn offset(b: &[u8]) -> Option<i32> {
 /// `s` is one with its seconds left out (`2026-11-30T10:00`, `09:30`), an offset without its
 /// colon (`+0200`) or a space for the `T`: the same time, as Pydantic reads it, in the text
 /// every RFC 3339 reader takes. `None` where `s` is already so written or is no such time.
-pub(crate) fn canonical(s: &str, format: &str) -> Option<String> {
+pub(super) fn canonical(s: &str, format: &str) -> Option<String> {
     let (date, clock) = match format {
         "date-time" if s.len() > 11 && matches!(s.as_bytes()[10], b'T' | b't' | b' ') => {
             (Some(&s[..10]), &s[11..])

@@ -18,6 +18,7 @@ mod report;
 mod undeclared;
 mod unfolded;
 mod unrunnable;
+mod written;
 
 pub use compiled::Compiled;
 pub(crate) use flat::Flat;
@@ -179,16 +180,16 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
 /// What the value a type or pattern error points at converts to: a string that reads as the
 /// type wanted, or an integer where a string is wanted, as its digits (a model writes an id or
 /// a code of digits as a number: `"order": 12345`). A number with a fraction or an exponent is
-/// not: which text it stands for is not known. A date-time or a time its `format` refuses
-/// for how it is written (its seconds left out, as Pydantic takes it) converts to the same
-/// time as RFC 3339 writes it. A date-time with an offset a pattern refuses
+/// not: which text it stands for is not known. A value its `format` refuses for how it is
+/// written (a time's seconds left out, a space in a URI's query, as Pydantic and zod take
+/// them) converts to the same value as the format writes it ([`written::as_written`]). A date-time with an offset a pattern refuses
 /// converts to the same instant in UTC where the pattern takes that (zod's `datetime()` takes
 /// only `Z`); a local time does not, as which instant it names is not known.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Pattern { .. }, _) => report::in_utc(e).map(Value::String),
         (ValidationErrorKind::Format { format }, Value::String(s)) => {
-            local_time::canonical(s, format).map(Value::String)
+            written::as_written(s, format).map(Value::String)
         }
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
         (ValidationErrorKind::Type { kind }, Value::Number(n))

@@ -4,8 +4,8 @@
 //! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
 
 use super::compiled::Compiled;
-use super::local_time::canonical;
 use super::lookup::{resolve, segments, subschema};
+use super::written::as_written;
 use crate::text::edit_distance_within;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
 use serde_json::{Map, Value, json};
@@ -537,7 +537,7 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
         ValidationErrorKind::UniqueItems => one("must not repeat items".into()),
         ValidationErrorKind::Format { format } => {
             let mut message = format!("must be a valid {format}, got {got}");
-            let written = (e.instance().as_str()).and_then(|s| canonical(s, format));
+            let written = (e.instance().as_str()).and_then(|s| as_written(s, format));
             if let Some(written) = written {
                 let _ = write!(message, "; did you mean {}?", Value::from(written));
             }

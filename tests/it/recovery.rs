@@ -1165,6 +1165,46 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
     }
 }
 
+/// A model writes a URL with a space in its query, or a letter outside ASCII in its path;
+/// Pydantic's `AnyUrl` (as zod's `url()`) takes it and percent-encodes it, where the `uri`
+/// format refuses it. With coercion on it goes percent-encoded, as the server would read it;
+/// in strict mode the refusal names that; a host outside ASCII is not encoded. In every mode,
+/// in front of the real server.
+#[tokio::test]
+async fn a_url_a_server_would_encode_goes_encoded_in_every_mode() {
+    let (http, command) = common::peers::python_clock().await;
+    let visit = |url: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "visit", "arguments": {"url": url}}})
+        .to_string()
+    };
+    let given = "https://x.example/ünï?q=rust tokio";
+    let encoded = "https://x.example/%C3%BCn%C3%AF?q=rust%20tokio";
+    let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": encoded}],
+        "structuredContent": {"result": encoded}, "isError": false}});
+    let strict = refused_arguments(
+        "visit",
+        &[(
+            "/url",
+            &format!("must be a valid uri, got \"{given}\"; did you mean \"{encoded}\"?"),
+        )],
+    );
+    let host = refused_arguments(
+        "visit",
+        &[("/url", "must be a valid uri, got \"https://ü.example/a b\"")],
+    );
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        assert_eq!(front.ask_line(&visit(given)).await, taken, "{mode}");
+        let far = front.ask_line(&visit("https://ü.example/a b")).await;
+        assert_eq!(far, host, "{mode}");
+        let rules = Some("[validation]\ncoerce = false\n");
+        let mut front = Front::start_with(mode, &http.url, &command, rules).await;
+        assert_eq!(front.ask_line(&visit(given)).await, strict, "{mode}");
+    }
+}
+
 /// A model sends `"a"` for a list of one, and `12345` for a string of digits; a Python
 /// server (Pydantic) refuses both. With coercion on they go as `["a"]` and `"12345"`, every
 /// other argument as it came; an array's JSON text cut off is refused as it was sent. What

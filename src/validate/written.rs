@@ -1,0 +1,112 @@
+//! A value nearly as its `format` writes it, written so: the same value in the text every
+//! reader of the format takes. Coercion sends it in place of what came; a refusal in strict
+//! mode names it.
+
+use serde_json::{Value, json};
+use std::sync::LazyLock;
+
+/// `s` as `format` writes it, where it is not so written and can be without changing what it
+/// names: a date-time or a time with its seconds left out ([`super::local_time::canonical`]);
+/// a URI with a space or a character outside ASCII after its authority, percent-encoded as a
+/// browser, `new URL()` (zod's `url()`) and Pydantic's `AnyUrl` encode it.
+pub(super) fn as_written(s: &str, format: &str) -> Option<String> {
+    match format {
+        "date-time" | "time" => super::local_time::canonical(s, format),
+        "uri" | "uri-reference" => encoded(s, format),
+        _ => None,
+    }
+}
+
+/// A URI's path, query and fragment with each character a URI cannot hold percent-encoded
+/// (RFC 3987 §3.1, an IRI's mapping to a URI, which leaves a URI's own characters as they
+/// are). Its scheme and authority stay as they came: a host outside ASCII is a name to map
+/// (IDNA), which encoding would not mean.
+fn encoded(s: &str, format: &str) -> Option<String> {
+    let rest = s.find("://").map_or(0, |at| at + 3);
+    let start = rest + s[rest..].find(['/', '?', '#']).unwrap_or(s.len() - rest);
+    let (head, tail) = s.split_at(start);
+    if head.bytes().any(|b| !held(b)) || tail.bytes().all(held) {
+        return None;
+    }
+    let mut written = head.to_owned();
+    for b in tail.bytes() {
+        if held(b) {
+            written.push(char::from(b));
+        } else {
+            written.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let checker = match format {
+        "uri" => &URI,
+        _ => &URI_REFERENCE,
+    };
+    checker.is_valid(&json!(written)).then_some(written)
+}
+
+/// A byte a URI holds as it is: RFC 3986's unreserved and reserved characters, and `%`.
+fn held(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=%".contains(&b)
+}
+
+/// The validator's own checks of the formats, so that what is written is what it takes.
+static URI: LazyLock<jsonschema::Validator> = LazyLock::new(|| format_checker("uri"));
+static URI_REFERENCE: LazyLock<jsonschema::Validator> =
+    LazyLock::new(|| format_checker("uri-reference"));
+
+fn format_checker(format: &str) -> jsonschema::Validator {
+    let schema: Value = json!({"type": "string", "format": format});
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("a schema of one format compiles")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uri_with_what_it_cannot_hold_is_percent_encoded_after_its_authority() {
+        for (given, written) in [
+            (
+                "https://x.example/search?q=rust tokio",
+                "https://x.example/search?q=rust%20tokio",
+            ),
+            ("https://x.example/ünï", "https://x.example/%C3%BCn%C3%AF"),
+            ("http://x.example/a b#c d", "http://x.example/a%20b#c%20d"),
+            (
+                "http://x.example/{id}|\"x\"",
+                "http://x.example/%7Bid%7D%7C%22x%22",
+            ),
+            (
+                "mailto:ada@x.example?subject=hi there",
+                "mailto:ada@x.example?subject=hi%20there",
+            ),
+        ] {
+            assert_eq!(
+                as_written(given, "uri").as_deref(),
+                Some(written),
+                "{given}"
+            );
+        }
+        assert_eq!(
+            as_written("a b/c", "uri-reference").as_deref(),
+            None,
+            "no path before its authority's end"
+        );
+        assert_eq!(
+            as_written("/a b", "uri-reference").as_deref(),
+            Some("/a%20b")
+        );
+        for (none, format) in [
+            ("https://x.example/a", "uri"),
+            ("https://ü.example/a b", "uri"),
+            ("https://x example/a", "uri"),
+            ("x.example/a b", "uri"),
+            (" https://x.example/", "uri"),
+            ("https://x.example/a b", "iri"),
+        ] {
+            assert_eq!(as_written(none, format), None, "{none}");
+        }
+    }
+}
