@@ -317,7 +317,7 @@ fn describe(
         let allowed = allowed_names(schema, at);
         for name in unexpected.iter().take(room) {
             let mut message = "is not an accepted argument".to_owned();
-            if let Some(close) = closest(name, &allowed) {
+            if let Some(close) = searched(&allowed).and_then(|all| closest(name, all)) {
                 let _ = write!(message, "; did you mean \"{close}\"?");
             } else if !allowed.is_empty() {
                 let _ = write!(message, "; accepted: {}", cut(&allowed.join(", "), 400));
@@ -613,7 +613,7 @@ fn one_of(options: &Value, given: &Value) -> String {
     let strings: Vec<String> = (options.as_array().into_iter().flatten())
         .filter_map(|o| o.as_str().map(str::to_owned))
         .collect();
-    let slip = |g| closest_within(g, &strings, |len| (len / 6).max(1));
+    let slip = |g| closest_within(g, searched(&strings)?, |len| (len / 6).max(1));
     if let Some(close) = given.as_str().and_then(slip) {
         let _ = write!(message, "; did you mean {}?", Value::from(close));
     }
@@ -719,6 +719,18 @@ fn allowed_names(root: &Value, at: &str) -> Vec<String> {
         .and_then(Value::as_object)
         .map(|p| p.keys().cloned().collect())
         .unwrap_or_default()
+}
+
+/// The most names or options one violation's suggestion is searched among: each of a
+/// refusal's violations searches them all, so a schema of tens of thousands of options would
+/// make a refused call cost many times a valid one (20,000 options, 32 violations: 0.11 s of
+/// CPU against 0.014 s without the search). Real enums and objects stay far below it (the
+/// IANA time zones number about 600).
+const MAX_SEARCHED: usize = 1024;
+
+/// `candidates`, where few enough to search.
+fn searched(candidates: &[String]) -> Option<&[String]> {
+    (candidates.len() <= MAX_SEARCHED).then_some(candidates)
 }
 
 /// Names longer than this are never compared: a typo of a name that long is not what a
@@ -868,6 +880,14 @@ mod tests {
             said("/mode"),
             "must be one of [\"air\",\"rail\",\"road\"], got \"boat\""
         );
+        // Past the options a suggestion is searched among, none is.
+        let many: Vec<String> = (0..=MAX_SEARCHED).map(|i| format!("z{i:04}")).collect();
+        let r = report(
+            json!({"type": "object", "properties": {"z": {"enum": many}}}),
+            json!({"z": "z0001x"}),
+        );
+        let said = r.details()["parameter_errors"]["/z"].to_string();
+        assert!(!said.contains("did you mean"), "{said}");
     }
 
     #[test]
