@@ -8,13 +8,41 @@ use std::sync::LazyLock;
 /// `s` as `format` writes it, where it is not so written and can be without changing what it
 /// names: a date-time or a time with its seconds left out ([`super::local_time::canonical`]);
 /// a URI with a space or a character outside ASCII after its authority, percent-encoded as a
-/// browser, `new URL()` (zod's `url()`) and Pydantic's `AnyUrl` encode it.
+/// browser, `new URL()` (zod's `url()`) and Pydantic's `AnyUrl` encode it; a UUID without
+/// its hyphens, in braces or as a URN, as Pydantic's `UUID` reads it.
 pub(super) fn as_written(s: &str, format: &str) -> Option<String> {
     match format {
         "date-time" | "time" => super::local_time::canonical(s, format),
         "uri" | "uri-reference" => encoded(s, format),
+        "uuid" => hyphenated(s),
         _ => None,
     }
+}
+
+/// A UUID's 32 hexadecimal digits in their groups of 8, 4, 4, 4 and 12, from the same digits
+/// written without hyphens, in braces (`{…}`) or after `urn:uuid:`.
+fn hyphenated(s: &str) -> Option<String> {
+    let bare = (s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .or_else(|| s.strip_prefix("urn:uuid:"))
+        .unwrap_or(s);
+    let digits: Vec<u8> = bare.bytes().filter(|&b| b != b'-').collect();
+    let grouped = bare.len() == 36 && [8, 13, 18, 23].iter().all(|&i| bare.as_bytes()[i] == b'-');
+    if digits.len() != 32
+        || !digits.iter().all(u8::is_ascii_hexdigit)
+        || !(grouped || bare.len() == 32)
+    {
+        return None;
+    }
+    let text = std::str::from_utf8(&digits).ok()?;
+    let written = [
+        &text[..8],
+        &text[8..12],
+        &text[12..16],
+        &text[16..20],
+        &text[20..],
+    ]
+    .join("-");
+    (written != s).then_some(written)
 }
 
 /// A URI's path, query and fragment with each character a URI cannot hold percent-encoded
@@ -98,6 +126,37 @@ mod tests {
             as_written("/a b", "uri-reference").as_deref(),
             Some("/a%20b")
         );
+        for (given, written) in [
+            (
+                "1b4e28ba2fa111d2883f0016d3cca427",
+                "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+            ),
+            (
+                "{1B4E28BA-2FA1-11D2-883F-0016D3CCA427}",
+                "1B4E28BA-2FA1-11D2-883F-0016D3CCA427",
+            ),
+            (
+                "urn:uuid:1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+            ),
+        ] {
+            assert_eq!(
+                as_written(given, "uuid").as_deref(),
+                Some(written),
+                "{given}"
+            );
+        }
+        for none in [
+            "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+            "1b4e28ba-2fa111d2-883f-0016d3cca427",
+            "1b4e28ba2fa111d2883f0016d3cca42",
+            "1b4e28ba2fa111d2883f0016d3cca42g",
+            " 1b4e28ba2fa111d2883f0016d3cca427",
+            "{1b4e28ba2fa111d2883f0016d3cca427",
+            "1b4e28ba2fa111d2883f0016d3cca427é",
+        ] {
+            assert_eq!(as_written(none, "uuid"), None, "{none}");
+        }
         for (none, format) in [
             ("https://x.example/a", "uri"),
             ("https://ü.example/a b", "uri"),

@@ -1165,30 +1165,38 @@ async fn a_local_time_is_a_date_time_as_python_servers_write_it_in_every_mode() 
     }
 }
 
-/// A model writes a URL with a space in its query, or a letter outside ASCII in its path;
-/// Pydantic's `AnyUrl` (as zod's `url()`) takes it and percent-encodes it, where the `uri`
-/// format refuses it. With coercion on it goes percent-encoded, as the server would read it;
-/// in strict mode the refusal names that; a host outside ASCII is not encoded. In every mode,
-/// in front of the real server.
+/// A model writes a URL with a space in its query, or a letter outside ASCII in its path, and
+/// a UUID without its hyphens; Pydantic's `AnyUrl` (as zod's `url()`) takes the URL and
+/// percent-encodes it, and its `UUID` reads the digits, where the `uri` and `uuid` formats
+/// refuse them. With coercion on they go as the formats write them, as the server would read
+/// them; in strict mode the refusal names that; a host outside ASCII is not encoded. In every
+/// mode, in front of the real server.
 #[tokio::test]
-async fn a_url_a_server_would_encode_goes_encoded_in_every_mode() {
+async fn a_value_as_its_format_writes_it_goes_so_in_every_mode() {
     let (http, command) = common::peers::python_clock().await;
     let visit = |url: &str| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "visit", "arguments": {"url": url}}})
+            "params": {"name": "visit", "arguments": {"url": url, "order": "1b4e28ba2fa111d2883f0016d3cca427"}}})
         .to_string()
     };
     let given = "https://x.example/ünï?q=rust tokio";
     let encoded = "https://x.example/%C3%BCn%C3%AF?q=rust%20tokio";
+    let read = format!("{encoded} 1b4e28ba-2fa1-11d2-883f-0016d3cca427");
     let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "content": [{"type": "text", "text": encoded}],
-        "structuredContent": {"result": encoded}, "isError": false}});
+        "content": [{"type": "text", "text": read}],
+        "structuredContent": {"result": read}, "isError": false}});
     let strict = refused_arguments(
         "visit",
-        &[(
-            "/url",
-            &format!("must be a valid uri, got \"{given}\"; did you mean \"{encoded}\"?"),
-        )],
+        &[
+            (
+                "/order",
+                "must be a valid uuid, got \"1b4e28ba2fa111d2883f0016d3cca427\"; did you mean \"1b4e28ba-2fa1-11d2-883f-0016d3cca427\"?",
+            ),
+            (
+                "/url",
+                &format!("must be a valid uri, got \"{given}\"; did you mean \"{encoded}\"?"),
+            ),
+        ],
     );
     let host = refused_arguments(
         "visit",
