@@ -108,9 +108,12 @@ fn repair(
     // a number written as text (not of a value the model never wrote), and where the
     // schema's checks multiply with each level of a value (`Doubling`), so that JSON text read
     // as a value cannot take the arguments past the levels such a schema checks. A string
-    // read as a number stays read: "must be at most 10, got 20" says more than its type.
+    // read as a number stays read: "must be at most 10, got 20" says more than its type. A
+    // repair cut short, with values left that it would convert, speaks of them as they came
+    // too, not of some converted and some not.
     let sent = args.clone();
     let mut as_sent = schema.doubling.is_some();
+    let mut cut_short = true;
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
         // Two branches may want one string as two types: the first one's wins. `None`: the
@@ -148,6 +151,7 @@ fn repair(
         }
         drop(errors);
         if fixes.is_empty() {
+            cut_short = false;
             break;
         }
         for (pointer, v) in fixes {
@@ -160,7 +164,7 @@ fn repair(
             return Ok(());
         }
     }
-    if as_sent {
+    if as_sent || cut_short {
         *args = sent;
     }
     Err(Verdict::Invalid(Report::build(
@@ -615,6 +619,27 @@ mod tests {
                 "/when: expected a string, got integer 1764496800"
             ]
         );
+    }
+
+    #[test]
+    fn a_repair_cut_short_speaks_of_the_arguments_as_sent() {
+        let s = schema(json!({"type": "object",
+            "properties": {"xs": {"type": "array", "items": {"type": "integer"}}}}));
+        // 32 values a round, four rounds: 128 are converted.
+        let (v, args) = run(&s, json!({"xs": vec!["7"; 128]}), true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args, json!({"xs": vec![7; 128]}));
+        let sent = json!({"xs": vec!["7"; 129]});
+        let (v, args) = run(&s, sent.clone(), true);
+        assert_eq!(args, sent);
+        let Verdict::Invalid(r) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(
+            r.violations[0].message,
+            "expected an integer, got string \"7\""
+        );
+        assert_eq!(r.violations.len(), 32);
     }
 
     #[test]

@@ -395,12 +395,22 @@ fn with_offset(schema: &Value, e: &ValidationError<'_>) -> Option<String> {
     })
 }
 
-/// Whether `pattern` matches `s`; `false` for a pattern too large for a bounded engine.
+/// Whether `pattern` matches `s`; `false` for a pattern too large for a bounded engine. The
+/// last pattern is kept compiled on its thread: a refusal of many date-times asks of one
+/// pattern many times (zod's takes a quarter of a millisecond to compile).
 fn takes(pattern: &str, s: &str) -> bool {
-    let engine = regex::RegexBuilder::new(pattern)
-        .size_limit(1 << 20)
-        .build();
-    engine.is_ok_and(|engine| engine.is_match(s))
+    type Compiled = Option<(String, Option<regex::Regex>)>;
+    thread_local!(static LAST: std::cell::RefCell<Compiled> = const { std::cell::RefCell::new(None) });
+    LAST.with_borrow_mut(|last| {
+        if last.as_ref().is_none_or(|(p, _)| p != pattern) {
+            let engine = regex::RegexBuilder::new(pattern)
+                .size_limit(1 << 20)
+                .build();
+            *last = Some((pattern.to_owned(), engine.ok()));
+        }
+        let engine = last.as_ref().and_then(|(_, engine)| engine.as_ref());
+        engine.is_some_and(|engine| engine.is_match(s))
+    })
 }
 
 /// The errors of the one branch of an `anyOf` or `oneOf` the value was meant for, when the
