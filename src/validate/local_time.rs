@@ -108,7 +108,7 @@ pub(super) fn canonical(s: &str, format: &str) -> Option<String> {
 /// and their fraction kept. A server that takes only `Z` (zod's `datetime()`) reads it as the
 /// same time. `None` for a local time, whose instant is not known, and for what is no
 /// `date-time`.
-pub(crate) fn in_utc(s: &str) -> Option<String> {
+pub(super) fn in_utc(s: &str) -> Option<String> {
     if !date_time(s) {
         return None;
     }

@@ -63,8 +63,9 @@ pub enum Verdict {
 
 /// Checks arguments and, with `coerce`, repairs what a model sends nearly as the schema wants
 /// it (a value of another type or form, [`fix_for`]; a lone value for an array; a `null` for
-/// a member it may leave out) and writes whole numbers where it wants an integer as integers. The repair happens in place,
-/// so the caller forwards (or checks further) exactly what was validated. At most
+/// a member it may leave out) and writes whole numbers where it wants an integer as
+/// integers. The repair happens in place, so the caller forwards (or checks further)
+/// exactly what was validated. At most
 /// `max_errors` errors are examined: a hostile schema can make them grow exponentially with
 /// the instance's depth.
 pub fn check(
@@ -94,8 +95,8 @@ pub fn check(
     }
 }
 
-/// Converts the values the validator's type, pattern and format errors point at, round after round,
-/// until the arguments are valid; `Err` is the verdict on arguments that stay invalid.
+/// Converts the values the validator's type, pattern and format errors point at, round after
+/// round, until the arguments are valid; `Err` is the verdict on arguments that stay invalid.
 fn repair(
     tool: &str,
     schema: Compiled<'_>,
@@ -181,17 +182,18 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
     e.instance().is_null() && lookup::optional_member(root, e.instance_path().as_str())
 }
 
-/// What the value a type or pattern error points at converts to: a string that reads as the
-/// type wanted, or an integer where a string is wanted, as its digits (a model writes an id or
-/// a code of digits as a number: `"order": 12345`). A number with a fraction or an exponent is
-/// not: which text it stands for is not known. A value its `format` refuses for how it is
-/// written (a time's seconds left out, a space in a URI's query, as Pydantic and zod take
-/// them) converts to the same value as the format writes it ([`written::as_written`]). A date-time with an offset a pattern refuses
-/// converts to the same instant in UTC where the pattern takes that (zod's `datetime()` takes
-/// only `Z`); a local time does not, as which instant it names is not known.
+/// What the value a type, pattern or format error points at converts to: a string that reads
+/// as the type wanted, or an integer where a string is wanted, as its digits (a model writes
+/// an id or a code of digits as a number: `"order": 12345`). A number with a fraction or an
+/// exponent is not: which text it stands for is not known. A value its `format` refuses for
+/// how it is written (a time's seconds left out, a space in a URI's query, as Pydantic and
+/// zod take them) converts to the same value as the format writes it
+/// ([`written::as_written`]). A date-time with an offset a pattern refuses converts to the
+/// same instant in UTC where the pattern takes that (zod's `datetime()` takes only `Z`); a
+/// local time does not, as which instant it names is not known.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
-        (ValidationErrorKind::Pattern { .. }, _) => report::in_utc(e).map(Value::String),
+        (ValidationErrorKind::Pattern { .. }, _) => report::utc_taken(e).map(Value::String),
         (ValidationErrorKind::Format { format }, Value::String(s)) => {
             written::as_written(s, format).map(Value::String)
         }
@@ -220,9 +222,9 @@ fn wrapped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()]))
 }
 
-/// The type, pattern and format errors an error stands for: itself, or, for a value no branch of an
-/// `anyOf` or `oneOf` of a few branches takes, those of each branch, at any depth. An optional value is
-/// such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type:
+/// The type, pattern and format errors an error stands for: itself, or, for a value no branch
+/// of an `anyOf` or `oneOf` of a few branches takes, those of each branch, at any depth. An
+/// optional value is such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type:
 /// null}]`, and an optional object's members are checked inside its branch): its strings are
 /// coerced, and its whole numbers written as integers, as a plain value's are.
 fn fixable_errors<'a, 'b>(

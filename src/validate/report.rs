@@ -349,7 +349,7 @@ fn describe(
 /// hundred characters. A time with another offset is said as the same instant in UTC; a local
 /// time as the offset it lacks. `None` when the pattern takes neither.
 fn offset_wanted(schema: &Value, e: &ValidationError<'_>) -> Option<Violation> {
-    let message = match in_utc(e) {
+    let message = match utc_taken(e) {
         Some(utc) => format!(
             "must be a date-time in UTC, as this tool takes it (such as {}, the same instant), got {}",
             preview(&Value::String(utc)),
@@ -366,7 +366,7 @@ fn offset_wanted(schema: &Value, e: &ValidationError<'_>) -> Option<Violation> {
 
 /// The same instant in UTC, where the pattern `e` refused a date-time with another offset and
 /// takes it so.
-pub(super) fn in_utc(e: &ValidationError<'_>) -> Option<String> {
+pub(super) fn utc_taken(e: &ValidationError<'_>) -> Option<String> {
     let ValidationErrorKind::Pattern { pattern } = e.kind() else {
         return None;
     };
@@ -608,7 +608,6 @@ fn branch_types(e: &ValidationError<'_>) -> Option<String> {
     (!names.is_empty()).then(|| names.join(" or "))
 }
 
-/// The allowed values, cut after a few: a huge `enum` must not become a huge answer.
 /// A value none of `options` is, said with the options and, where one of them is a string
 /// near enough to be a likely slip (`"Europe/Pari"`, `"HIGH"` for `"high"`), that one: past
 /// the dozen options a refusal shows, the one meant may be among those it does not. Nearer
@@ -630,6 +629,7 @@ fn one_of(options: &Value, given: &Value) -> String {
     message
 }
 
+/// The allowed values, cut after a few: a huge `enum` must not become a huge answer.
 fn options_preview(options: &Value) -> String {
     const SHOWN: usize = 12;
     match options.as_array() {
