@@ -224,9 +224,10 @@ fn wrapped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
 
 /// The type, pattern and format errors an error stands for: itself, or, for a value no branch
 /// of an `anyOf` or `oneOf` of a few branches takes, those of each branch, at any depth. An
-/// optional value is such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type: integer}, {type:
-/// null}]`, and an optional object's members are checked inside its branch): its strings are
-/// coerced, and its whole numbers written as integers, as a plain value's are.
+/// optional value is such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type:
+/// integer}, {type: null}]`, and an optional object's members are checked inside its
+/// branch): its values are coerced, and its whole numbers written as integers, as a plain
+/// value's are.
 fn fixable_errors<'a, 'b>(
     e: &'a jsonschema::ValidationError<'b>,
 ) -> Vec<&'a jsonschema::ValidationError<'b>> {
