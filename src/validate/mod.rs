@@ -62,7 +62,7 @@ pub enum Verdict {
 }
 
 /// Checks arguments and, with `coerce`, repairs what a model sends nearly as the schema wants
-/// it (a value of another type or form, [`fix_for`]; a lone value for an array; a `null` for
+/// it (a value of another type or form, `fix_for`; a lone value for an array; a `null` for
 /// a member it may leave out) and writes whole numbers where it wants an integer as
 /// integers. The repair happens in place, so the caller forwards (or checks further)
 /// exactly what was validated. At most
