@@ -2,43 +2,34 @@
 //! lookaround or a backreference, which a linear-time engine has no way to match (zod writes
 //! `(?!...)` into a `duration()`'s pattern). One such pattern would leave the whole schema
 //! unchecked; without it, the rest is checked, and the server still checks its own pattern.
+//! A `patternProperties` name that does not run is left out with its schema, and with it the
+//! `additionalProperties` beside it and every `unevaluatedProperties`: the members its pattern
+//! would have taken go unchecked rather than refused as undeclared.
 
 use super::applicators::{Part, applied_at};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// `schema` without the `pattern`s `runs` refuses, with where each was (JSON pointers into
-/// the schema); `None` when it has none. Only keywords in a schema's place are read: a
-/// member named `pattern` inside a `const` or an `enum` is a value, not a keyword.
+/// `schema` without the `pattern`s and `patternProperties` names `runs` refuses, with where
+/// each was (JSON pointers into the schema); `None` when it has none. Only keywords in a
+/// schema's place are read: a member named `pattern` inside a `const` or an `enum` is a
+/// value, not a keyword.
 pub fn without_unrunnable(
     schema: &Value,
     runs: impl Fn(&str) -> bool,
 ) -> Option<(Value, Vec<String>)> {
-    let mut found = Vec::new();
-    let mut todo = vec![(String::new(), schema)];
-    while let Some((at, s)) = todo.pop() {
-        let Value::Object(members) = s else {
-            continue;
-        };
+    let (mut found, mut names) = (Vec::new(), Vec::new());
+    for (at, members) in schemas(schema) {
         if let Some(Value::String(p)) = members.get("pattern")
             && !runs(p)
         {
             found.push(at.clone());
         }
-        for (keyword, v) in members {
-            let place = format!("{at}/{}", escaped(keyword));
-            for (_, part, child) in applied_at(keyword, v) {
-                todo.push((within(&place, part), child));
-            }
-            // Definitions are schemas too, reached by reference.
-            if let ("$defs" | "definitions", Value::Object(defs)) = (keyword.as_str(), v) {
-                let named = defs
-                    .iter()
-                    .map(|(name, s)| (within(&place, Part::Member(name)), s));
-                todo.extend(named);
-            }
+        if let Some(Value::Object(patterns)) = members.get("patternProperties") {
+            let unrunnable = patterns.keys().filter(|name| !runs(name));
+            names.extend(unrunnable.map(|name| (at.clone(), name.clone())));
         }
     }
-    if found.is_empty() {
+    if found.is_empty() && names.is_empty() {
         return None;
     }
     let mut without = schema.clone();
@@ -47,8 +38,55 @@ pub fn without_unrunnable(
             members.remove("pattern");
         }
     }
+    for (at, name) in &names {
+        if let Some(Value::Object(members)) = without.pointer_mut(at) {
+            if let Some(Value::Object(patterns)) = members.get_mut("patternProperties") {
+                patterns.remove(name);
+            }
+            members.remove("additionalProperties");
+        }
+        let patterns = within(at, Part::Member("patternProperties"));
+        found.push(within(&patterns, Part::Member(name)));
+    }
+    if !names.is_empty() {
+        // Which members count as evaluated changes with a name left out.
+        let evaluating: Vec<String> = (schemas(&without).into_iter())
+            .filter(|(_, members)| members.contains_key("unevaluatedProperties"))
+            .map(|(at, _)| at)
+            .collect();
+        for at in evaluating {
+            if let Some(Value::Object(members)) = without.pointer_mut(&at) {
+                members.remove("unevaluatedProperties");
+            }
+        }
+    }
     found.sort();
     Some((without, found))
+}
+
+/// Every schema within `schema` (itself, the subschemas its keywords apply, its definitions,
+/// which are reached by reference), with its place.
+fn schemas(schema: &Value) -> Vec<(String, &Map<String, Value>)> {
+    let (mut all, mut todo) = (Vec::new(), vec![(String::new(), schema)]);
+    while let Some((at, s)) = todo.pop() {
+        let Value::Object(members) = s else {
+            continue;
+        };
+        for (keyword, v) in members {
+            let place = format!("{at}/{}", escaped(keyword));
+            for (_, part, child) in applied_at(keyword, v) {
+                todo.push((within(&place, part), child));
+            }
+            if let ("$defs" | "definitions", Value::Object(defs)) = (keyword.as_str(), v) {
+                let named = defs
+                    .iter()
+                    .map(|(name, s)| (within(&place, Part::Member(name)), s));
+                todo.extend(named);
+            }
+        }
+        all.push((at, members));
+    }
+    all
 }
 
 /// The pointer to `part` of the keyword's value at `place`.
@@ -108,5 +146,36 @@ mod tests {
             "a value"
         );
         assert!(without_unrunnable(&json!({"pattern": "^a$"}), runs).is_none());
+    }
+
+    #[test]
+    fn a_member_name_that_does_not_run_is_left_out_with_what_would_refuse_its_members() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "env": {
+                    "type": "object",
+                    "patternProperties": {"^(?!TMP)[A-Z]+$": {"type": "string"}, "^x-": {"type": "integer"}},
+                    "additionalProperties": false
+                },
+                "n": {"type": "integer"}
+            },
+            "allOf": [{"properties": {"k": true}}],
+            "unevaluatedProperties": false
+        });
+        let runs = |p: &str| !p.contains("(?");
+        let (without, at) = without_unrunnable(&schema, runs).expect("one does not run");
+        assert_eq!(at, ["/properties/env/patternProperties/^(?!TMP)[A-Z]+$"]);
+        assert_eq!(
+            without,
+            json!({
+                "type": "object",
+                "properties": {
+                    "env": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
+                    "n": {"type": "integer"}
+                },
+                "allOf": [{"properties": {"k": true}}]
+            })
+        );
     }
 }

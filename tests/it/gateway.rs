@@ -260,9 +260,12 @@ fn hostile_tools() -> Vec<Value> {
 
 #[tokio::test]
 async fn schemas_that_do_not_compile_are_forwarded_by_default() {
+    let names = json!({"name": "lookaround_names", "inputSchema": {"type": "object", "properties": {
+        "env": {"type": "object", "additionalProperties": false,
+            "patternProperties": {"^(?!TMP)[A-Z]+$": {"type": "string"}, "^x-": {"type": "integer"}}}}}});
     let (demo, tg, _) = demo_behind_toolgate(
         Options {
-            extra_tools: hostile_tools(),
+            extra_tools: [hostile_tools(), vec![names]].concat(),
             ..Options::default()
         },
         None,
@@ -297,6 +300,24 @@ async fn schemas_that_do_not_compile_are_forwarded_by_default() {
         json!({"/x": "expected a string, got boolean true"})
     );
     assert_eq!(demo.calls().len(), 4);
+    // So does a member name's: its members go unchecked, not refused as undeclared; the
+    // other names' are checked.
+    let env = |env: Value| call(1, "lookaround_names", json!({ "env": env }));
+    let a = post(&tg.url(), Some(&s), env(json!({"PATH": 1})))
+        .await
+        .json();
+    assert_eq!(
+        result_text(&a),
+        "lookaround_names got {\"env\":{\"PATH\":1}}"
+    );
+    let a = post(&tg.url(), Some(&s), env(json!({"PATH": "a", "x-n": "a"})))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/env/x-n": "expected an integer, got string \"a\""})
+    );
+    assert_eq!(demo.calls().len(), 5);
     // A known older dialect is honoured, not refused.
     let a = post(&tg.url(), Some(&s), call(2, "draft7", json!({})))
         .await
