@@ -16,7 +16,7 @@ use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
 use crate::validate::{
     Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, Shape, duration, local_time, plain_pattern,
-    without_unrunnable,
+    with_integer_bounds, without_unrunnable,
 };
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
@@ -84,9 +84,12 @@ struct Built {
     alternatives: usize,
     /// How its checks multiply with each level of a value, for a schema whose do.
     doubling: Option<Doubling>,
-    /// For a schema with `pattern`s toolgate's engine cannot run, the schema as it is
-    /// checked, without them, and where they were (`validate::without_unrunnable`).
-    unrunnable: Option<(Value, Vec<String>)>,
+    /// The schema as it is checked, where that is not as it was listed: with the bounds of
+    /// its integer formats (`validate::with_integer_bounds`), without the `pattern`s
+    /// toolgate's engine cannot run (`validate::without_unrunnable`).
+    checked: Option<Value>,
+    /// Where those patterns were.
+    unchecked_patterns: Vec<String>,
 }
 
 /// The check of a call's arguments read in place (`validate::InPlace`), the common path.
@@ -188,17 +191,14 @@ impl Schema {
         check.as_ref()
     }
 
-    /// The schema as it is checked: without the `pattern`s toolgate's engine cannot run.
+    /// The schema as it is checked (`Built::checked`).
     fn checked(&self) -> &Value {
-        self.built()
-            .unrunnable
-            .as_ref()
-            .map_or(&self.value, |(v, _)| v)
+        self.built().checked.as_ref().unwrap_or(&self.value)
     }
 
     /// Where its `pattern`s are that toolgate's engine cannot run, and so does not check.
     pub fn unchecked_patterns(&self) -> &[String] {
-        self.built().unrunnable.as_ref().map_or(&[], |(_, at)| at)
+        &self.built().unchecked_patterns
     }
 
     /// Whether it was found not to compile, as far as it has been compiled.
@@ -213,7 +213,7 @@ impl Schema {
                 // Once per distinct schema: the operator learns that a tool goes unchecked.
                 tracing::warn!(error = %why, "a tool's schema does not compile: calls to a tool whose input schema it is follow validation.on_compile_error, and a result it is the output schema of goes unchecked");
             }
-            if let Some((_, at)) = &built.unrunnable {
+            if let at @ [_, ..] = built.unchecked_patterns.as_slice() {
                 tracing::warn!(patterns = ?at, "a tool's schema has patterns toolgate's regular-expression engine cannot run (a lookaround, a backreference): they go unchecked, the server checks them, and the rest of the schema is checked");
             }
             built
@@ -224,7 +224,11 @@ impl Schema {
 /// Compiles a schema of `draft`, when checking a call against it is bounded.
 fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
     let unfolded = crate::validate::unfolded(value);
+    let bounded = validate_formats
+        .then(|| with_integer_bounds(value))
+        .flatten();
     let mut unrunnable = None;
+    let value = bounded.as_ref().unwrap_or(value);
     let validator = if unfolded.schemas > MAX_UNFOLDED {
         Err(Uncompiled(format!(
             "its references and choices unfold into more than {MAX_UNFOLDED} subschemas, too many to check a call against"
@@ -245,11 +249,16 @@ fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
             Ok(validator)
         })
     };
+    let (checked, unchecked_patterns) = match unrunnable {
+        Some((without, at)) => (Some(without), at),
+        None => (bounded, Vec::new()),
+    };
     Built {
         validator,
         alternatives: unfolded.alternatives,
         doubling: unfolded.doubling,
-        unrunnable,
+        checked,
+        unchecked_patterns,
     }
 }
 

@@ -2,7 +2,7 @@
 //! into it (a member, an item, a member's name). What a schema costs to check is read from
 //! these steps.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// One step from a value into a part of it that a subschema applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,4 +113,43 @@ pub(super) fn applied_at<'a>(
         k if SAME_VALUE.contains(&k) => each(&|_, _| None),
         _ => Vec::new(),
     }
+}
+
+/// Every schema within `schema` (itself, the subschemas its keywords apply, its definitions,
+/// which are reached by reference), with its place.
+pub(super) fn schemas(schema: &Value) -> Vec<(String, &Map<String, Value>)> {
+    let (mut all, mut todo) = (Vec::new(), vec![(String::new(), schema)]);
+    while let Some((at, s)) = todo.pop() {
+        let Value::Object(members) = s else {
+            continue;
+        };
+        for (keyword, v) in members {
+            let place = format!("{at}/{}", escaped(keyword));
+            for (_, part, child) in applied_at(keyword, v) {
+                todo.push((within(&place, part), child));
+            }
+            if let ("$defs" | "definitions", Value::Object(defs)) = (keyword.as_str(), v) {
+                let named = defs
+                    .iter()
+                    .map(|(name, s)| (within(&place, Part::Member(name)), s));
+                todo.extend(named);
+            }
+        }
+        all.push((at, members));
+    }
+    all
+}
+
+/// The pointer to `part` of the keyword's value at `place`.
+pub(super) fn within(place: &str, part: Part<'_>) -> String {
+    match part {
+        Part::Whole => place.to_owned(),
+        Part::Member(name) => format!("{place}/{}", escaped(name)),
+        Part::Item(i) => format!("{place}/{i}"),
+    }
+}
+
+/// A name as a JSON pointer writes it.
+fn escaped(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
 }

@@ -6,8 +6,8 @@
 //! `additionalProperties` beside it and every `unevaluatedProperties`: the members its pattern
 //! would have taken go unchecked rather than refused as undeclared.
 
-use super::applicators::{Part, applied_at};
-use serde_json::{Map, Value};
+use super::applicators::{Part, schemas, within};
+use serde_json::Value;
 
 /// `schema` without the `pattern`s and `patternProperties` names `runs` refuses, with where
 /// each was (JSON pointers into the schema); `None` when it has none. Only keywords in a
@@ -62,45 +62,6 @@ pub fn without_unrunnable(
     }
     found.sort();
     Some((without, found))
-}
-
-/// Every schema within `schema` (itself, the subschemas its keywords apply, its definitions,
-/// which are reached by reference), with its place.
-fn schemas(schema: &Value) -> Vec<(String, &Map<String, Value>)> {
-    let (mut all, mut todo) = (Vec::new(), vec![(String::new(), schema)]);
-    while let Some((at, s)) = todo.pop() {
-        let Value::Object(members) = s else {
-            continue;
-        };
-        for (keyword, v) in members {
-            let place = format!("{at}/{}", escaped(keyword));
-            for (_, part, child) in applied_at(keyword, v) {
-                todo.push((within(&place, part), child));
-            }
-            if let ("$defs" | "definitions", Value::Object(defs)) = (keyword.as_str(), v) {
-                let named = defs
-                    .iter()
-                    .map(|(name, s)| (within(&place, Part::Member(name)), s));
-                todo.extend(named);
-            }
-        }
-        all.push((at, members));
-    }
-    all
-}
-
-/// The pointer to `part` of the keyword's value at `place`.
-fn within(place: &str, part: Part<'_>) -> String {
-    match part {
-        Part::Whole => place.to_owned(),
-        Part::Member(name) => format!("{place}/{}", escaped(name)),
-        Part::Item(i) => format!("{place}/{i}"),
-    }
-}
-
-/// A name as a JSON pointer writes it.
-fn escaped(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]

@@ -1213,6 +1213,42 @@ async fn a_value_as_its_format_writes_it_goes_so_in_every_mode() {
     }
 }
 
+/// A schema generator writes a language's integer types as `format`s (schemars, behind
+/// `rmcp`'s tools, writes a `u32` as `"format": "uint32", "minimum": 0` and an `i32` as
+/// `"format": "int32"`), which JSON Schema checks only on strings: a number past the type's
+/// range is refused as out of it, as the server's own types would refuse it, and a number
+/// within reaches the server. In every mode, in front of the real server.
+#[tokio::test]
+async fn an_integer_format_bounds_its_numbers_in_every_mode() {
+    let (http, command) = common::peers::python_clock().await;
+    let page = |number: serde_json::Value, shift: i64| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "page", "arguments": {"number": number, "shift": shift}}})
+        .to_string()
+    };
+    let refused = refused_arguments(
+        "page",
+        &[
+            ("/number", "must be at most 4294967295, got 4294967296"),
+            ("/shift", "must be at least -2147483648, got -3000000000"),
+        ],
+    );
+    let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "page 4294967295 shifted -2147483648"}],
+        "structuredContent": {"result": "page 4294967295 shifted -2147483648"}, "isError": false}});
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        let past = front
+            .ask_line(&page(json!(4294967296u64), -3000000000))
+            .await;
+        assert_eq!(past, refused, "{mode}");
+        let within = front
+            .ask_line(&page(json!(4294967295u64), -2147483648))
+            .await;
+        assert_eq!(within, taken, "{mode}");
+    }
+}
+
 /// A model sends `"a"` for a list of one, and `12345` for a string of digits; a Python
 /// server (Pydantic) refuses both. With coercion on they go as `["a"]` and `"12345"`, every
 /// other argument as it came; an array's JSON text cut off is refused as it was sent. What
