@@ -573,11 +573,12 @@ mod tests {
         let (v, args) = run(&s, local.clone(), true);
         assert_eq!(args, local);
         let said: Vec<String> = messages(v);
-        assert_eq!(said.len(), 2, "{said:?}");
-        assert!(said[0].starts_with("must match"), "{said:?}");
-        assert!(
-            said[1].starts_with("must be a date-time with its offset"),
-            "{said:?}"
+        assert_eq!(
+            said,
+            [
+                "must match the pattern ^[A-Z]{3}$, got \"2026-11-30T10:00:00+02:00\"",
+                "must be a date-time with its offset, as this tool takes it (such as \"2026-11-30T10:00:00Z\"), got \"2026-11-30T10:00:00\"",
+            ]
         );
     }
 

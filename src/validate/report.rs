@@ -399,8 +399,8 @@ fn with_offset(schema: &Value, e: &ValidationError<'_>) -> Option<String> {
 /// last pattern is kept compiled on its thread: a refusal of many date-times asks of one
 /// pattern many times (zod's takes a quarter of a millisecond to compile).
 fn takes(pattern: &str, s: &str) -> bool {
-    type Compiled = Option<(String, Option<regex::Regex>)>;
-    thread_local!(static LAST: std::cell::RefCell<Compiled> = const { std::cell::RefCell::new(None) });
+    type Last = Option<(String, Option<regex::Regex>)>;
+    thread_local!(static LAST: std::cell::RefCell<Last> = const { std::cell::RefCell::new(None) });
     LAST.with_borrow_mut(|last| {
         if last.as_ref().is_none_or(|(p, _)| p != pattern) {
             let engine = regex::RegexBuilder::new(pattern)
