@@ -15,8 +15,8 @@
 use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
 use crate::validate::{
-    Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, Shape, duration, local_time, plain_pattern,
-    with_integer_bounds, without_unrunnable,
+    Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, PLACE_BYTES_PER_BYTE, Shape, duration,
+    local_time, place_bytes, plain_pattern, with_integer_bounds, without_unrunnable,
 };
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
@@ -765,6 +765,15 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
         }
         Err(why) => return fail(value, why.unwrap_or_default()),
     };
+    let most = settings
+        .max_schema_bytes
+        .saturating_mul(PLACE_BYTES_PER_BYTE);
+    if place_bytes(&value) > most {
+        let why = format!(
+            "its subschemas are nested so deep under names so long that their places come to more than {most} bytes, too costly to compile and keep"
+        );
+        return fail(value, why);
+    }
     Schema {
         raw: raw.into(),
         invalid: invalid_for_clients(&value, draft),

@@ -118,26 +118,67 @@ pub(super) fn applied_at<'a>(
 /// Every schema within `schema` (itself, the subschemas its keywords apply, its definitions,
 /// which are reached by reference), with its place.
 pub(super) fn schemas(schema: &Value) -> Vec<(String, &Map<String, Value>)> {
-    let (mut all, mut todo) = (Vec::new(), vec![(String::new(), schema)]);
+    let mut all = Vec::new();
+    let into = |at: &String, keyword: &str, part: Part<'_>| {
+        within(&format!("{at}/{}", escaped(keyword)), part)
+    };
+    walk(schema, String::new(), into, |at, members| {
+        all.push((at, members))
+    });
+    all
+}
+
+/// The most bytes of places ([`place_bytes`]) a schema may name to be compiled, for each byte
+/// of the largest schema a listing may hold (`limits.max_schema_bytes`): a schema of that size
+/// nested six levels under names of fifteen characters comes to four, one laid flat to two.
+pub const PLACE_BYTES_PER_BYTE: usize = 8;
+
+/// The bytes of the places a validator compiled from `schema` names: each keyword's JSON
+/// pointer, summed. A validator keeps its keywords' places, so a schema of long names nested
+/// deep costs its depth times its size to compile and to keep (sixty levels of 16 KB names,
+/// a 1 MB schema: 270 MB kept), where a schema of the same size laid flat costs its size.
+pub fn place_bytes(schema: &Value) -> usize {
+    let mut total = 0usize;
+    let into = |at: &usize, keyword: &str, part: Part<'_>| {
+        let step = match part {
+            Part::Whole => 0,
+            Part::Member(name) => 1 + escaped_len(name),
+            Part::Item(i) => 1 + i.to_string().len(),
+        };
+        at + 1 + escaped_len(keyword) + step
+    };
+    walk(schema, 0usize, into, |at, members| {
+        let keywords = members.keys().map(|k| at + 1 + escaped_len(k));
+        total = keywords.fold(total, usize::saturating_add);
+    });
+    total
+}
+
+/// Visits every schema within `schema`, as [`schemas`] lists them, each with its place as
+/// `into` makes it from its parent's, a keyword, and the part of the keyword's value it is.
+fn walk<'a, P>(
+    schema: &'a Value,
+    root: P,
+    into: impl Fn(&P, &str, Part<'_>) -> P,
+    mut visit: impl FnMut(P, &'a Map<String, Value>),
+) {
+    let mut todo = vec![(root, schema)];
     while let Some((at, s)) = todo.pop() {
         let Value::Object(members) = s else {
             continue;
         };
         for (keyword, v) in members {
-            let place = format!("{at}/{}", escaped(keyword));
             for (_, part, child) in applied_at(keyword, v) {
-                todo.push((within(&place, part), child));
+                todo.push((into(&at, keyword, part), child));
             }
             if let ("$defs" | "definitions", Value::Object(defs)) = (keyword.as_str(), v) {
-                let named = defs
-                    .iter()
-                    .map(|(name, s)| (within(&place, Part::Member(name)), s));
+                let named =
+                    (defs.iter()).map(|(name, s)| (into(&at, keyword, Part::Member(name)), s));
                 todo.extend(named);
             }
         }
-        all.push((at, members));
+        visit(at, members);
     }
-    all
 }
 
 /// The pointer to `part` of the keyword's value at `place`.
@@ -152,4 +193,35 @@ pub(super) fn within(place: &str, part: Part<'_>) -> String {
 /// A name as a JSON pointer writes it.
 fn escaped(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
+}
+
+/// The length of [`escaped`]`(name)`.
+fn escaped_len(name: &str) -> usize {
+    name.len() + name.bytes().filter(|b| matches!(b, b'~' | b'/')).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_places_a_validator_names_are_counted_as_it_writes_them() {
+        let schema = json!({"type": "object", "properties": {"a/b": {"type": "string"}},
+            "anyOf": [{"minimum": 1}], "$defs": {"d": {"type": "null"}}});
+        let places = [
+            "/type",
+            "/properties",
+            "/anyOf",
+            "/$defs",
+            "/properties/a~1b/type",
+            "/anyOf/0/minimum",
+            "/$defs/d/type",
+        ];
+        let bytes: usize = places.iter().map(|p| p.len()).sum();
+        assert_eq!(place_bytes(&schema), bytes);
+        let mut listed: Vec<String> = schemas(&schema).into_iter().map(|(at, _)| at).collect();
+        listed.sort();
+        assert_eq!(listed, ["", "/$defs/d", "/anyOf/0", "/properties/a~1b"]);
+    }
 }

@@ -21,6 +21,7 @@ mod unfolded;
 mod unrunnable;
 mod written;
 
+pub use applicators::{PLACE_BYTES_PER_BYTE, place_bytes};
 pub use compiled::Compiled;
 pub(crate) use flat::Flat;
 pub use in_place::InPlace;

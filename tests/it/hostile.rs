@@ -250,6 +250,63 @@ async fn made_up_names_are_compared_and_logged_within_bounds() {
     );
 }
 
+/// A validator keeps each keyword's place in its schema, so a schema nested deep under long
+/// names costs its depth times its size to compile and keep: sixty levels of 16 KB names, a
+/// 1 MB schema, kept 270 MB. Such a schema is not compiled (`on_compile_error`), and three of
+/// them leave the peak RSS within 64 MiB of a schema of the same size laid flat.
+#[tokio::test]
+async fn schemas_nested_deep_under_long_names_are_not_compiled() {
+    let name = |i: usize| format!("n{i}{}", "x".repeat(16_000));
+    let flat: serde_json::Map<String, Value> = (0..60)
+        .map(|i| (name(i), json!({"type": "integer", "format": "int32"})))
+        .collect();
+    let deep = |k: usize| {
+        let leaf = json!({"type": "integer", "title": format!("k{k}")});
+        (0..60).fold(
+            leaf,
+            |s, i| json!({"type": "object", "properties": {name(i): s}}),
+        )
+    };
+    let mut tools =
+        vec![json!({"name": "flat", "inputSchema": {"type": "object", "properties": flat}})];
+    tools.extend((0..3).map(|k| json!({"name": format!("deep{k}"), "inputSchema": deep(k)})));
+    let (up, seen) = Scripted::new(tools).spawn().await;
+    let config = "[validation]\non_compile_error = \"reject\"\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    let args: serde_json::Map<String, Value> = (0..60).map(|i| (name(i), json!(1))).collect();
+    let a = post(&tg.url(), None, call(0, "flat", Value::Object(args)))
+        .await
+        .json();
+    assert!(a.get("result").is_some(), "{}", &a.to_string()[..200]);
+    let after_flat = peak_mib(tg.pid());
+    let why = "its subschemas are nested so deep under names so long that their places come to more than 8388608 bytes, too costly to compile and keep";
+    for k in 0..3 {
+        let tool = format!("deep{k}");
+        let a = post(&tg.url(), None, call(1, &tool, json!({})))
+            .await
+            .json();
+        let text = format!(
+            "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
+        );
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {
+                "content": [{"type": "text", "text": text}], "isError": true,
+                "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}})
+        );
+    }
+    assert_eq!(
+        seen.tool_calls().len(),
+        1,
+        "only the flat call reached the server"
+    );
+    let after = peak_mib(tg.pid());
+    assert!(
+        after < after_flat + 64,
+        "peak RSS {after} MiB after three deep schemas, {after_flat} MiB after a flat one of the same size"
+    );
+}
+
 /// A server's listing is as long-winded as it likes: a log line shows only the first bytes of
 /// a tool name it gave (here of a tool hidden for an invalid schema, which is logged).
 #[tokio::test]
