@@ -93,6 +93,71 @@ fn format_checker(format: &str) -> jsonschema::Validator {
 mod tests {
     use super::*;
 
+    /// Strings drawn from the characters at the formats' edges: whatever comes, nothing
+    /// panics, and what is written is what the format's own check takes.
+    #[test]
+    fn whatever_comes_what_is_written_is_what_the_format_takes() {
+        const PIECES: [&str; 24] = [
+            "2026-11-30T10:00",
+            "2024-02-29 23:59",
+            "T",
+            "t",
+            " ",
+            "10:00",
+            ":00",
+            ":5",
+            ".25",
+            "Z",
+            "+0200",
+            "-01:30",
+            "+",
+            "://",
+            "x.example",
+            "/",
+            "?q=",
+            "#",
+            "a b",
+            "é",
+            "%",
+            "{",
+            "}",
+            "1b4e28ba2fa111d2883f0016d3cca427",
+        ];
+        let mut below = crate::validate::draws(0x2545_f491_4f6c_dd1d);
+        let format_takes = |format: &str, s: &str| {
+            let schema = json!({"type": "string", "format": format});
+            let checker = jsonschema::options()
+                .should_validate_formats(true)
+                .with_format("date-time", super::super::local_time::date_time)
+                .with_format("time", super::super::local_time::time)
+                .build(&schema)
+                .expect("one format compiles");
+            checker.is_valid(&json!(s))
+        };
+        for _ in 0..3_000 {
+            // Half of them open with a date, as a date-time does.
+            let opening = if below(2) == 0 { 2 } else { PIECES.len() };
+            let mut s = PIECES[below(opening)].to_owned();
+            for _ in 0..below(6) {
+                s.push_str(PIECES[below(PIECES.len())]);
+            }
+            for format in ["date-time", "time", "uri", "uri-reference", "uuid", "email"] {
+                if let Some(written) = as_written(&s, format) {
+                    assert_ne!(written, s);
+                    assert!(
+                        format_takes(format, &written),
+                        "{format}: {s:?} as {written:?}"
+                    );
+                }
+            }
+            if let Some(utc) = super::super::local_time::in_utc(&s) {
+                let taken = super::super::local_time::date_time(&utc) && utc.ends_with('Z');
+                assert!(taken, "{s:?} in UTC as {utc:?}");
+            }
+            let _ = super::super::duration::duration(&s);
+        }
+    }
+
     #[test]
     fn a_uri_with_what_it_cannot_hold_is_percent_encoded_after_its_authority() {
         for (given, written) in [
