@@ -196,7 +196,7 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
 /// local time does not, as which instant it names is not known.
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
-        (ValidationErrorKind::Pattern { .. }, _) => report::utc_taken(e).map(Value::String),
+        (ValidationErrorKind::Pattern { .. }, _) => written::utc_taken(e).map(Value::String),
         (ValidationErrorKind::Format { format }, Value::String(s)) => {
             written::as_written(s, format).map(Value::String)
         }

@@ -5,7 +5,7 @@
 
 use super::compiled::Compiled;
 use super::lookup::{resolve, segments, subschema};
-use super::written::as_written;
+use super::written::{as_written, takes, utc_taken};
 use crate::text::edit_distance_within;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
 use serde_json::{Map, Value, json};
@@ -364,17 +364,6 @@ fn offset_wanted(schema: &Value, e: &ValidationError<'_>) -> Option<Violation> {
     })
 }
 
-/// The same instant in UTC, where the pattern `e` refused a date-time with another offset and
-/// takes it so.
-pub(super) fn utc_taken(e: &ValidationError<'_>) -> Option<String> {
-    let ValidationErrorKind::Pattern { pattern } = e.kind() else {
-        return None;
-    };
-    let given = e.instance().as_str()?;
-    let utc = super::local_time::in_utc(given).filter(|utc| utc != given)?;
-    takes(pattern, &utc).then_some(utc)
-}
-
 /// A local time the pattern beside `format: date-time` refused, said as the offset it lacks.
 fn with_offset(schema: &Value, e: &ValidationError<'_>) -> Option<String> {
     let ValidationErrorKind::Pattern { pattern } = e.kind() else {
@@ -392,24 +381,6 @@ fn with_offset(schema: &Value, e: &ValidationError<'_>) -> Option<String> {
             preview(&with_offset),
             preview(e.instance())
         )
-    })
-}
-
-/// Whether `pattern` matches `s`; `false` for a pattern too large for a bounded engine. The
-/// last pattern is kept compiled on its thread: a refusal of many date-times asks of one
-/// pattern many times (zod's takes a quarter of a millisecond to compile).
-fn takes(pattern: &str, s: &str) -> bool {
-    type Last = Option<(String, Option<regex::Regex>)>;
-    thread_local!(static LAST: std::cell::RefCell<Last> = const { std::cell::RefCell::new(None) });
-    LAST.with_borrow_mut(|last| {
-        if last.as_ref().is_none_or(|(p, _)| p != pattern) {
-            let engine = regex::RegexBuilder::new(pattern)
-                .size_limit(1 << 20)
-                .build();
-            *last = Some((pattern.to_owned(), engine.ok()));
-        }
-        let engine = last.as_ref().and_then(|(_, engine)| engine.as_ref());
-        engine.is_some_and(|engine| engine.is_match(s))
     })
 }
 
