@@ -307,15 +307,23 @@ async fn schemas_that_do_not_compile_are_forwarded_by_default() {
         .await
         .json();
     assert_eq!(
-        result_text(&a),
-        "lookaround_names got {\"env\":{\"PATH\":1}}"
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"isError": false, "content": [
+            {"type": "text", "text": "lookaround_names got {\"env\":{\"PATH\":1}}"}]}})
     );
     let a = post(&tg.url(), Some(&s), env(json!({"PATH": "a", "x-n": "a"})))
         .await
         .json();
+    let why = "expected an integer, got string \"a\"";
+    let text = format!(
+        "Invalid arguments for tool \"lookaround_names\" (1 problem):\n- env.x-n: {why}\nCorrect the arguments and call the tool again."
+    );
     assert_eq!(
-        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
-        json!({"/env/x-n": "expected an integer, got string \"a\""})
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"isError": true,
+            "content": [{"type": "text", "text": text}],
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments",
+                "tool": "lookaround_names", "parameter_errors": {"/env/x-n": why}}}}})
     );
     assert_eq!(demo.calls().len(), 5);
     // A known older dialect is honoured, not refused.
