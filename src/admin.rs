@@ -41,12 +41,15 @@ async fn origin(
 
 async fn metrics(State(live): State<Live>) -> Response {
     let gw = live.load();
-    let body = gw.metrics.render(
-        gw.catalog.scope_count(),
-        gw.catalog.schema_count(),
-        gw.catalog.compile_failures(),
-        gw.telemetry.as_ref().map(|t| t.lost()),
-    );
+    let catalog = crate::metrics::CatalogGauges {
+        scopes: gw.catalog.scope_count(),
+        schemas: gw.catalog.schema_count(),
+        bytes: gw.catalog.bytes(),
+        compile_failures: gw.catalog.compile_failures(),
+    };
+    let body = gw
+        .metrics
+        .render(catalog, gw.telemetry.as_ref().map(|t| t.lost()));
     (
         [(
             header::CONTENT_TYPE,

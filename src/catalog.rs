@@ -16,7 +16,7 @@ use crate::config::{Limits, UnknownDialect, Validation};
 use crate::locks::{MutexExt, RwLockExt};
 use crate::validate::{
     Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, PLACE_BYTES_PER_BYTE, Shape, duration,
-    local_time, place_bytes, plain_pattern, with_integer_bounds, without_unrunnable,
+    footprint, local_time, place_bytes, plain_pattern, with_integer_bounds, without_unrunnable,
 };
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
@@ -27,7 +27,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,10 @@ pub struct ScopeKey {
 pub struct Schema {
     raw: Box<str>,
     pub value: Value,
+    /// What `value` holds on the heap (`validate::footprint`).
+    footprint: usize,
+    /// Its cost, counted in the catalog's bytes while it is kept.
+    charge: Option<Charge>,
     /// Why no validator can be made, when that is known without compiling (too large,
     /// unreadable, an unknown dialect).
     refused: Option<Uncompiled>,
@@ -299,6 +303,48 @@ impl std::fmt::Debug for Schema {
     }
 }
 
+/// The most bytes a schema's text may hold once read, for each byte of
+/// `limits.max_schema_bytes`: schemas as servers write them hold 5 to 25 times their text
+/// (the more small objects, the more), where seven-byte objects in a row hold 90 times theirs.
+const FOOTPRINT_PER_BYTE: usize = 32;
+
+/// What a kept schema is counted as, for each byte its text holds once read: the value, and
+/// its validators once a call compiles them (3.7 to 4.7 times the value, measured on
+/// schemas of small objects, of strings and of both).
+const KEPT_PER_FOOTPRINT: usize = 5;
+
+/// What a tool's entry in a scope is counted as, past its name's bytes: the map's slot and
+/// its handles on the schemas.
+const ENTRY_BYTES: usize = 64;
+
+/// Bytes counted in the catalog's total for as long as what they stand for is kept.
+struct Charge {
+    bytes: usize,
+    held: Arc<AtomicUsize>,
+}
+
+impl Charge {
+    fn new(held: &Arc<AtomicUsize>, bytes: usize) -> Charge {
+        held.fetch_add(bytes, Ordering::Relaxed);
+        Charge {
+            bytes,
+            held: held.clone(),
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// A listing that would take more than `limits.max_catalog_bytes` to keep, even with every
+/// other scope's catalog dropped.
+#[derive(Debug, thiserror::Error)]
+#[error("its tools and schemas would take more than limits.max_catalog_bytes ({0} bytes) to keep")]
+pub struct TooLarge(pub usize);
+
 /// A listed tool whose input or output schema no client can use.
 pub struct Invalid {
     pub name: Box<str>,
@@ -333,6 +379,8 @@ impl Tool {
 #[derive(Default)]
 struct ScopeCatalog {
     tools: HashMap<Box<str>, Tool, Fast>,
+    /// Its tools' names and entries, counted in the catalog's bytes.
+    charge: Option<Charge>,
     /// The tools came from a full listing, so a name not here is unknown.
     complete: bool,
     listed_at: Option<Instant>,
@@ -386,6 +434,9 @@ pub struct Catalog {
     refresh_locks: Mutex<HashMap<ScopeKey, Weak<tokio::sync::Mutex<()>>>>,
     settings: CompileSettings,
     max_scopes: usize,
+    /// Bytes its scopes and schemas are counted as (`Charge`), and the most it keeps.
+    held: Arc<AtomicUsize>,
+    max_bytes: usize,
 }
 
 #[derive(Deserialize)]
@@ -416,6 +467,13 @@ pub struct Listed {
     pub name: Box<str>,
     pub input: Box<str>,
     pub output: Option<Box<str>>,
+}
+
+impl Listed {
+    /// Its name's and schemas' text.
+    pub fn text_bytes(&self) -> usize {
+        self.name.len() + self.input.len() + self.output.as_ref().map_or(0, |o| o.len())
+    }
 }
 
 /// One page of a `tools/list` result, read for what the catalog needs.
@@ -466,14 +524,25 @@ impl Page {
 }
 
 impl Catalog {
-    pub fn new(settings: CompileSettings, max_scopes: usize) -> Catalog {
+    pub fn new(settings: CompileSettings, max_scopes: usize, max_bytes: usize) -> Catalog {
         Catalog {
             scopes: RwLock::default(),
             schemas: Mutex::new(HashMap::new()),
             refresh_locks: Mutex::new(HashMap::new()),
             settings,
             max_scopes,
+            held: Arc::default(),
+            max_bytes,
         }
+    }
+
+    /// The bytes its scopes and schemas are counted as.
+    pub fn bytes(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    fn over_budget(&self) -> bool {
+        self.bytes() > self.max_bytes
     }
 
     pub fn settings(&self) -> &CompileSettings {
@@ -526,14 +595,21 @@ impl Catalog {
     /// Learns one page that a client listed. A first page without `nextCursor` is the
     /// whole list; otherwise pages add to what is known. Returns the page's tools whose
     /// schema no client can use.
-    pub fn learn_page(&self, key: &ScopeKey, page: &Page, first_page: bool) -> Vec<Invalid> {
-        let compiled: Vec<_> = page
-            .tools
-            .iter()
-            .map(|t| (t.name.clone(), self.tool(t)))
-            .collect();
-        let whole = first_page && page.next_cursor.is_none();
+    /// `Err` when the scope would take more than the catalog may keep: it is dropped, and
+    /// its calls list their tools again.
+    pub fn learn_page(
+        &self,
+        key: &ScopeKey,
+        page: &Page,
+        first_page: bool,
+    ) -> Result<Vec<Invalid>, TooLarge> {
         let key = if page.public { key.public_of() } else { *key };
+        let mut compiled = Vec::with_capacity(page.tools.len());
+        for t in &page.tools {
+            compiled.push((t.name.clone(), self.tool(t)));
+            self.make_room(&key)?;
+        }
+        let whole = first_page && page.next_cursor.is_none();
         let expires = page.ttl.map(|t| Instant::now() + t);
         let invalid = compiled
             .iter()
@@ -555,29 +631,31 @@ impl Catalog {
             }
             cat.expires_at = expires.or(cat.expires_at);
             cat.tools.extend(compiled);
-        });
-        invalid
+        })?;
+        Ok(invalid)
     }
 
-    /// Replaces a scope's tools with a full listing toolgate fetched itself.
+    /// Replaces a scope's tools with a full listing toolgate fetched itself; `Err`, and
+    /// nothing learned, when it would take more than the catalog may keep.
     pub fn learn_all(
         &self,
         key: &ScopeKey,
         tools: Vec<Listed>,
         ttl: Option<Duration>,
         public: bool,
-    ) {
-        let compiled: HashMap<_, _, Fast> = tools
-            .into_iter()
-            .map(|t| (t.name.clone(), self.tool(&t)))
-            .collect();
+    ) -> Result<(), TooLarge> {
         let key = if public { key.public_of() } else { *key };
+        let mut compiled = HashMap::with_capacity_and_hasher(tools.len(), Fast::default());
+        for t in tools {
+            compiled.insert(t.name.clone(), self.tool(&t));
+            self.make_room(&key)?;
+        }
         self.update(&key, |cat| {
             cat.tools = compiled;
             cat.complete = true;
             cat.listed_at = Some(Instant::now());
             cat.expires_at = ttl.map(|t| Instant::now() + t);
-        });
+        })
     }
 
     pub fn listed_since(&self, key: &ScopeKey, t: Instant) -> bool {
@@ -635,7 +713,9 @@ impl Catalog {
         l
     }
 
-    fn update(&self, key: &ScopeKey, f: impl FnOnce(&mut ScopeCatalog)) {
+    /// Changes a scope's catalog, then keeps the catalog within its bounds: the scope is
+    /// dropped, and `Err` returned, when it alone takes more bytes than the catalog may keep.
+    fn update(&self, key: &ScopeKey, f: impl FnOnce(&mut ScopeCatalog)) -> Result<(), TooLarge> {
         let mut scopes = self.scopes.writing();
         if !scopes.contains_key(key) && scopes.len() >= self.max_scopes {
             evict_least_recent(&mut scopes);
@@ -643,6 +723,48 @@ impl Catalog {
         let cat = scopes.entry(*key).or_default();
         cat.last_used = Some(Instant::now());
         f(cat);
+        let names = (cat.tools.keys()).fold(0usize, |n, k| n.saturating_add(k.len() + ENTRY_BYTES));
+        cat.charge = None;
+        cat.charge = Some(Charge::new(&self.held, names));
+        let room = self.room_in(&mut scopes, key);
+        if room.is_err() {
+            scopes.remove(key);
+        }
+        room
+    }
+
+    /// Drops the least recently listed scopes other than `keep` while the catalog holds
+    /// more than it may; `Err` when that is not enough.
+    fn make_room(&self, keep: &ScopeKey) -> Result<(), TooLarge> {
+        if !self.over_budget() {
+            return Ok(());
+        }
+        self.room_in(&mut self.scopes.writing(), keep)
+    }
+
+    fn room_in(
+        &self,
+        scopes: &mut HashMap<ScopeKey, ScopeCatalog, Fast>,
+        keep: &ScopeKey,
+    ) -> Result<(), TooLarge> {
+        if !self.over_budget() {
+            return Ok(());
+        }
+        let mut ages: Vec<_> = (scopes.iter())
+            .filter(|(k, _)| *k != keep)
+            .map(|(k, c)| (c.last_used, *k))
+            .collect();
+        ages.sort_by_key(|a| a.0);
+        for (_, k) in ages {
+            if !self.over_budget() {
+                break;
+            }
+            scopes.remove(&k);
+        }
+        match self.over_budget() {
+            true => Err(TooLarge(self.max_bytes)),
+            false => Ok(()),
+        }
     }
 
     fn tool(&self, t: &Listed) -> Tool {
@@ -681,7 +803,10 @@ impl Catalog {
             }
         }
         // Compiled outside the lock: a slow schema must not stall other scopes' learning.
-        let compiled = Arc::new(compile(raw, &self.settings));
+        let mut compiled = compile(raw, &self.settings);
+        let cost = compiled.raw.len() + compiled.footprint.saturating_mul(KEPT_PER_FOOTPRINT);
+        compiled.charge = Some(Charge::new(&self.held, cost));
+        let compiled = Arc::new(compiled);
         let mut schemas = self.schemas.locked();
         let slot = schemas.entry(hash).or_default();
         slot.retain(|w| w.strong_count() > 0);
@@ -733,6 +858,8 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     let fail = |value, why: String| Schema {
         raw: raw.into(),
         value,
+        footprint: 0,
+        charge: None,
         refused: Some(Uncompiled(why)),
         draft: Draft::Draft202012,
         validate_formats: settings.validate_formats,
@@ -751,6 +878,16 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
                 settings.max_schema_bytes
             ),
         );
+    }
+    // Measured before it is read: reading is what would cost it.
+    let footprint = footprint(raw).unwrap_or(0);
+    let most = settings.max_schema_bytes.saturating_mul(FOOTPRINT_PER_BYTE);
+    if footprint > most {
+        let why = format!(
+            "its {} bytes of text would hold more than {most} bytes of memory once read, too costly to compile and keep",
+            raw.len()
+        );
+        return fail(Value::Null, why);
     }
     let value: Value = match serde_json::from_str(raw) {
         Ok(v) => v,
@@ -776,6 +913,8 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     }
     Schema {
         raw: raw.into(),
+        footprint,
+        charge: None,
         invalid: invalid_for_clients(&value, draft),
         invalid_said: AtomicBool::new(false),
         shape: Shape::of(&value),
@@ -953,7 +1092,7 @@ mod tests {
 
     #[test]
     fn identical_schemas_compile_once() {
-        let cat = Catalog::new(settings(), 100);
+        let cat = Catalog::new(settings(), 100, usize::MAX);
         for i in 0..50 {
             let page = Page {
                 tools: vec![listed("add", ADD)],
@@ -962,10 +1101,16 @@ mod tests {
                 ttl: None,
                 public: false,
             };
-            cat.learn_page(&key(&i.to_string()), &page, true);
+            cat.learn_page(&key(&i.to_string()), &page, true).unwrap();
         }
         assert_eq!(cat.scope_count(), 50);
         assert_eq!(cat.schema_count(), 1);
+        let one = ADD.len() + footprint(ADD).unwrap() * KEPT_PER_FOOTPRINT;
+        assert_eq!(
+            cat.bytes(),
+            one + 50 * ("add".len() + ENTRY_BYTES),
+            "the schema counted once"
+        );
     }
 
     #[test]
@@ -1112,12 +1257,13 @@ mod tests {
 
     #[test]
     fn missing_tool_relists_only_when_stale() {
-        let cat = Catalog::new(settings(), 100);
+        let cat = Catalog::new(settings(), 100, usize::MAX);
         assert!(matches!(
             cat.lookup(&key("s"), "x"),
             Lookup::Missing { relist: true }
         ));
-        cat.learn_all(&key("s"), vec![listed("add", ADD)], None, false);
+        cat.learn_all(&key("s"), vec![listed("add", ADD)], None, false)
+            .unwrap();
         assert!(matches!(cat.lookup(&key("s"), "add"), Lookup::Found(_)));
         assert!(matches!(
             cat.lookup(&key("s"), "x"),
@@ -1127,10 +1273,93 @@ mod tests {
 
     #[test]
     fn scopes_are_bounded() {
-        let cat = Catalog::new(settings(), 10);
+        let cat = Catalog::new(settings(), 10, usize::MAX);
         for i in 0..100 {
-            cat.learn_all(&key(&i.to_string()), vec![listed("add", ADD)], None, false);
+            cat.learn_all(&key(&i.to_string()), vec![listed("add", ADD)], None, false)
+                .unwrap();
         }
         assert!(cat.scope_count() <= 10);
+    }
+
+    /// A schema of its own for each scope: `n` properties, its name among them.
+    fn own_listing(scope: &str, n: usize) -> Vec<Listed> {
+        let properties: Vec<String> = (0..n).map(|i| format!(r#""{scope}{i}":{{}}"#)).collect();
+        let schema = format!(
+            r#"{{"type":"object","properties":{{{}}}}}"#,
+            properties.join(",")
+        );
+        vec![listed("t", &schema)]
+    }
+
+    #[test]
+    fn what_scopes_hold_is_bounded_in_bytes_the_least_recently_listed_dropped_first() {
+        let one = {
+            let cat = Catalog::new(settings(), 100, usize::MAX);
+            cat.learn_all(&key("x"), own_listing("x", 100), None, false)
+                .unwrap();
+            cat.bytes()
+        };
+        let cat = Catalog::new(settings(), 100, 3 * one + one / 2);
+        for i in 0..10 {
+            let k = key(&i.to_string());
+            cat.learn_all(&k, own_listing(&i.to_string(), 100), None, false)
+                .unwrap();
+            assert!(cat.bytes() <= 3 * one + one / 2, "{} bytes", cat.bytes());
+        }
+        assert_eq!((cat.scope_count(), cat.bytes()), (3, 3 * one));
+        let kept = |i: usize| matches!(cat.lookup(&key(&i.to_string()), "t"), Lookup::Found(_));
+        assert!((7..10).all(kept) && !(0..7).any(kept));
+        cat.forget(&key("9"));
+        assert_eq!(cat.bytes(), 2 * one, "given back when a scope goes");
+    }
+
+    #[test]
+    fn a_listing_larger_than_the_catalog_may_keep_is_not_learned() {
+        let cat = Catalog::new(settings(), 100, 100_000);
+        cat.learn_all(&key("small"), vec![listed("add", ADD)], None, false)
+            .unwrap();
+        let large = own_listing("l", 2_000);
+        let err = cat
+            .learn_all(&key("large"), large, None, false)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "its tools and schemas would take more than limits.max_catalog_bytes (100000 bytes) to keep"
+        );
+        assert_eq!(
+            cat.scope_count(),
+            0,
+            "every other scope dropped to make room"
+        );
+        assert_eq!(cat.bytes(), 0);
+        let page = Page {
+            tools: own_listing("p", 2_000),
+            malformed: 0,
+            next_cursor: None,
+            ttl: None,
+            public: false,
+        };
+        assert!(cat.learn_page(&key("p"), &page, true).is_err());
+        assert_eq!((cat.scope_count(), cat.bytes()), (0, 0));
+    }
+
+    #[test]
+    fn a_schema_that_would_hold_too_much_once_read_is_not_read() {
+        let objects = format!(r#"{{"enum":[{}]}}"#, vec![r#"{"":0}"#; 5_000].join(","));
+        let mut s = settings();
+        s.max_schema_bytes = objects.len();
+        let refused = compile(&objects, &s);
+        let why = refused.validator().unwrap_err().0.clone();
+        assert_eq!(
+            why,
+            format!(
+                "its {} bytes of text would hold more than {} bytes of memory once read, too costly to compile and keep",
+                objects.len(),
+                objects.len() * FOOTPRINT_PER_BYTE
+            )
+        );
+        assert_eq!(refused.value, Value::Null, "not read");
+        let strings = format!(r#"{{"enum":[{}]}}"#, vec![r#""abcd""#; 4_000].join(","));
+        assert!(compile(&strings, &s).validator().is_ok());
     }
 }

@@ -295,11 +295,16 @@ impl Gateway {
         let catalog = match previous {
             Some(p)
                 if p.catalog.settings() == &settings
-                    && p.config.limits.max_scopes == config.limits.max_scopes =>
+                    && p.config.limits.max_scopes == config.limits.max_scopes
+                    && p.config.limits.max_catalog_bytes == config.limits.max_catalog_bytes =>
             {
                 p.catalog.clone()
             }
-            _ => Arc::new(Catalog::new(settings, config.limits.max_scopes)),
+            _ => Arc::new(Catalog::new(
+                settings,
+                config.limits.max_scopes,
+                config.limits.max_catalog_bytes,
+            )),
         };
         let targets = targets(&config, &catalog)?;
         let auth = Authenticator::from_config(&config, previous.and_then(|p| p.auth.as_ref()))?;

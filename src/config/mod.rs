@@ -469,6 +469,9 @@ pub struct Limits {
     pub max_scopes: usize,
     /// Most `tools/list` pages toolgate fetches in one refresh.
     pub max_list_pages: usize,
+    /// Most bytes the tool catalogs are counted as, every scope's together: the tools'
+    /// names, and each distinct schema's text and what it holds read and compiled.
+    pub max_catalog_bytes: usize,
     /// On SIGTERM/SIGINT, how long in-flight requests and streams may take to finish.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
@@ -729,6 +732,7 @@ impl Default for Limits {
             max_connections: 4096,
             max_scopes: 10_000,
             max_list_pages: 100,
+            max_catalog_bytes: 256 * 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
         }
     }
@@ -1077,6 +1081,7 @@ impl Config {
             ("limits.max_connections", l.max_connections == 0),
             ("limits.max_scopes", l.max_scopes == 0),
             ("limits.max_list_pages", l.max_list_pages == 0),
+            ("limits.max_catalog_bytes", l.max_catalog_bytes == 0),
             ("stdio.max_sessions", s.max_sessions == 0),
             (
                 "stdio.max_sessions_per_client",

@@ -406,6 +406,15 @@ impl Histogram {
     }
 }
 
+/// What the tool catalogs hold, read when the metrics are rendered.
+#[derive(Default)]
+pub struct CatalogGauges {
+    pub scopes: usize,
+    pub schemas: usize,
+    pub bytes: usize,
+    pub compile_failures: u64,
+}
+
 /// Every metric toolgate exports.
 pub struct Metrics {
     /// `{upstream, method, outcome}`; `outcome` is `forwarded`, `answered` (toolgate wrote the
@@ -625,13 +634,13 @@ impl SpansLost {
 impl Metrics {
     /// The Prometheus text exposition, with the catalog gauges read at scrape time, and the
     /// spans lost when traces are exported.
-    pub fn render(
-        &self,
-        scopes: usize,
-        schemas: usize,
-        compile_failures: u64,
-        spans_lost: Option<SpansLost>,
-    ) -> String {
+    pub fn render(&self, catalog: CatalogGauges, spans_lost: Option<SpansLost>) -> String {
+        let CatalogGauges {
+            scopes,
+            schemas,
+            bytes,
+            compile_failures,
+        } = catalog;
         let mut out = String::new();
         for c in [
             &self.requests,
@@ -670,6 +679,10 @@ impl Metrics {
         let _ = writeln!(
             out,
             "# HELP toolgate_catalog_schemas Distinct compiled schemas in use.\n# TYPE toolgate_catalog_schemas gauge\ntoolgate_catalog_schemas {schemas}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_catalog_bytes Bytes the tool catalogs are counted as (limits.max_catalog_bytes).\n# TYPE toolgate_catalog_bytes gauge\ntoolgate_catalog_bytes {bytes}"
         );
         out
     }
@@ -717,7 +730,7 @@ mod tests {
         }
         up.latency(&m, Duration::from_millis(3));
         up.latency(&m, Duration::from_millis(30));
-        let out = m.render(0, 0, 0, None);
+        let out = m.render(CatalogGauges::default(), None);
         for o in &outcomes {
             let line = format!(
                 "toolgate_requests_total{{upstream=\"u\",method=\"ping\",outcome=\"{o}\"}} 2\n"

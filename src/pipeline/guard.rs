@@ -8,7 +8,7 @@
 
 use super::Kind;
 use super::answer::Answer;
-use crate::catalog::{Lookup, Page, Schema, ScopeKey};
+use crate::catalog::{Lookup, Page, Schema, ScopeKey, TooLarge};
 use crate::config::{
     AnswerShape, Mode, OnCompileError, OnUnavailable, OutputMode, ToolSettings, Undeclared,
 };
@@ -889,7 +889,7 @@ pub async fn list_all<L: Lister>(
 ) -> Result<(), ListFailed<L::Relay>> {
     let mut cursor: Option<Box<RawValue>> = None;
     let mut tools = Vec::new();
-    let (mut ttl, mut public) = (None, false);
+    let (mut ttl, mut public, mut text) = (None, false, 0usize);
     for _ in 0..gw.config.limits.max_list_pages {
         let id = gw.next_id();
         let mut params = BTreeMap::new();
@@ -905,6 +905,11 @@ pub async fn list_all<L: Lister>(
         let page = Page::parse(&result)
             .map_err(|e| ListFailed::Refused(format!("tools/list result: {e}")))?;
         super::learn::say_malformed(target, page.malformed);
+        text = (page.tools.iter()).fold(text, |n, t| n.saturating_add(t.text_bytes()));
+        if text > gw.config.limits.max_catalog_bytes {
+            let too_large = TooLarge(gw.config.limits.max_catalog_bytes);
+            return Err(ListFailed::Refused(too_large.to_string()));
+        }
         tools.extend(page.tools);
         ttl = match (ttl, page.ttl) {
             (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
@@ -921,8 +926,8 @@ pub async fn list_all<L: Lister>(
         tools = tools.len(),
         "listed tools for a scope"
     );
-    gw.catalog.learn_all(key, tools, ttl, public);
-    Ok(())
+    (gw.catalog.learn_all(key, tools, ttl, public))
+        .map_err(|too_large| ListFailed::Refused(too_large.to_string()))
 }
 
 /// A server answered one of toolgate's own requests with a JSON-RPC error: its message.

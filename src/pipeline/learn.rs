@@ -47,7 +47,14 @@ pub fn list_answer(
     }
     let mut unusable: Vec<Box<str>> = Vec::new();
     let mut no_output: Vec<Box<str>> = Vec::new();
-    for bad in gw.catalog.learn_page(&pending.key, &page, first_page) {
+    let learned = gw.catalog.learn_page(&pending.key, &page, first_page);
+    let invalid = learned.unwrap_or_else(|too_large| {
+        let target = &pending.target;
+        warn_at_rate!(target.answers, "tools_list_too_large", { upstream = %target.name, error = %too_large, },
+            "a tools/list answer is not kept: it goes to the client as it came, and calls list the tools again");
+        Vec::new()
+    });
+    for bad in invalid {
         if !v.hides_invalid(&bad.name) {
             continue;
         }

@@ -307,6 +307,131 @@ async fn schemas_nested_deep_under_long_names_are_not_compiled() {
     );
 }
 
+/// A schema's text may hold many times its size once read (each small object is a tree node
+/// of about 630 bytes): an `enum` of a hundred and forty thousand `{"":0}`, a 1 MB schema,
+/// took 570 MB with its validators. Such a schema is not read; one of the same size that
+/// holds what its text says is checked.
+#[tokio::test]
+async fn a_schema_that_holds_many_times_its_text_is_not_read() {
+    let strings: Vec<String> = (0..90_000).map(|i| format!("v{i:07}")).collect();
+    let objects = vec![json!({"": 0}); 140_000];
+    let tool = |name: &str, options: Value| json!({"name": name, "inputSchema": {"type": "object", "properties": {"a": {"enum": options}}}});
+    let tools = vec![
+        tool("strings", json!(strings)),
+        tool("objects", json!(objects)),
+    ];
+    let objects_text = tools[1]["inputSchema"].to_string().len();
+    let (up, seen) = Scripted::new(tools).spawn().await;
+    let config = "[validation]\non_compile_error = \"reject\"\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    let a = post(
+        &tg.url(),
+        None,
+        call(0, "strings", json!({"a": "v0000007"})),
+    )
+    .await
+    .json();
+    assert!(a.get("result").is_some(), "{a}");
+    let after_strings = peak_mib(tg.pid());
+    let a = post(&tg.url(), None, call(1, "objects", json!({"a": {"": 0}})))
+        .await
+        .json();
+    let why = format!(
+        "its {objects_text} bytes of text would hold more than 33554432 bytes of memory once read, too costly to compile and keep"
+    );
+    let text = format!(
+        "The input schema of tool \"objects\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
+    );
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": text}], "isError": true,
+            "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}})
+    );
+    assert_eq!(
+        seen.tool_calls().len(),
+        1,
+        "only the strings call reached the server"
+    );
+    let after = peak_mib(tg.pid());
+    assert!(
+        after < after_strings + 32,
+        "peak RSS {after} MiB after the objects, {after_strings} MiB after the strings"
+    );
+}
+
+/// A server may list each session its own schemas, so each session's catalog is its own: all
+/// of them together are kept within `limits.max_catalog_bytes`, the least recently listed
+/// dropped first, and a session whose catalog was dropped has its tools listed again.
+#[tokio::test]
+async fn what_tool_catalogs_hold_is_bounded_in_bytes() {
+    let tools: Vec<Value> = (0..10)
+        .map(|t| {
+            let properties: serde_json::Map<String, Value> = (0..500)
+                .map(|i| (format!("p{t}_{i}"), json!({"type": "string"})))
+                .collect();
+            json!({"name": format!("t{t}"), "inputSchema": {"type": "object", "properties": properties}})
+        })
+        .collect();
+    let config = "[limits]\nmax_catalog_bytes = 67108864\n";
+    let mut peaks = Vec::new();
+    for per_session in [false, true] {
+        let scripted = Scripted::new(tools.clone());
+        let scripted = match per_session {
+            true => scripted.listing_per_session(),
+            false => scripted,
+        };
+        let (up, seen) = scripted.spawn().await;
+        let tg = Toolgate::serve(&up, Some(config)).await;
+        let mut sessions = Vec::new();
+        for n in 0..32 {
+            let session = open_session(&tg.url()).await;
+            let a = post(
+                &tg.url(),
+                Some(&session),
+                call(n, "t3", json!({"p3_7": "x"})),
+            )
+            .await
+            .json();
+            assert!(a.get("result").is_some(), "{a}");
+            sessions.push(session);
+        }
+        let listings = seen.listings();
+        let a = post(
+            &tg.url(),
+            Some(&sessions[0]),
+            call(99, "t3", json!({"p3_7": {"k": 1}})),
+        )
+        .await
+        .json();
+        assert_eq!(
+            a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+            json!({"/p3_7": "expected a string, got object {\"k\":1}"}),
+            "{a}"
+        );
+        let relisted = seen.listings() - listings;
+        assert_eq!(
+            relisted,
+            usize::from(per_session),
+            "the first session's catalog was dropped"
+        );
+        let metrics = tg.admin_get("/metrics").await.text();
+        let bytes: usize = (metrics.lines())
+            .find_map(|l| l.strip_prefix("toolgate_catalog_bytes "))
+            .and_then(|b| b.parse().ok())
+            .expect("toolgate_catalog_bytes");
+        assert!(bytes <= 67_108_864, "{bytes}");
+        peaks.push(peak_mib(tg.pid()));
+    }
+    let [same, own] = peaks[..] else {
+        unreachable!()
+    };
+    assert!(
+        own < same + 48,
+        "peak RSS {own} MiB with a listing per session, {same} MiB with one for all"
+    );
+}
+
 /// A server's listing is as long-winded as it likes: a log line shows only the first bytes of
 /// a tool name it gave (here of a tool hidden for an invalid schema, which is logged).
 #[tokio::test]

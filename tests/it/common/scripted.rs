@@ -11,6 +11,7 @@ use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +72,11 @@ pub struct Scripted {
     pub own_stream: Option<(Value, usize)>,
     /// How many of the own stream's messages were taken from it (written to its connection).
     pub own_stream_taken: std::sync::atomic::AtomicUsize,
+    /// Gives each `initialize` a session of its own (`scripted-session-N`), and lists each
+    /// session's tools with schemas of its own: the session's id as their `$comment`.
+    pub listing_per_session: bool,
+    /// Sessions given so far.
+    pub sessions: std::sync::atomic::AtomicUsize,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -99,7 +105,10 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let outside_session = !headers.contains_key("mcp-session-id");
+    let session_id: Option<String> = (headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let outside_session = session_id.is_none();
     s.seen.lock().unwrap().push(msg.clone());
     s.seen_versions.lock().unwrap().push(version);
     s.seen_raw.lock().unwrap().push(body.clone());
@@ -131,7 +140,11 @@ async fn handle(
         "initialize" if !s.scripts.contains_key("initialize") => {
             let r = json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}});
             let mut resp = json_response(200, r.to_string());
-            resp.headers_mut().insert("mcp-session-id", "scripted-session".parse().unwrap());
+            let session = match s.listing_per_session {
+                true => format!("scripted-session-{}", s.sessions.fetch_add(1, Ordering::Relaxed)),
+                false => "scripted-session".into(),
+            };
+            resp.headers_mut().insert("mcp-session-id", session.parse().unwrap());
             return resp;
         }
         "tools/list" if s.scripts.contains_key("tools/list") => method.to_string(),
@@ -141,7 +154,12 @@ async fn handle(
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(0);
             let size = s.page_size.unwrap_or(s.tools.len().max(1));
-            let page: Vec<&Value> = s.tools.iter().skip(start).take(size).collect();
+            let mut page: Vec<Value> = s.tools.iter().skip(start).take(size).cloned().collect();
+            if s.listing_per_session {
+                for tool in &mut page {
+                    tool["inputSchema"]["$comment"] = json!(session_id);
+                }
+            }
             let mut result = json!({"tools": page});
             if start + size < s.tools.len() {
                 result["nextCursor"] = json!((start + size).to_string());
@@ -318,6 +336,11 @@ impl Scripted {
 
     pub fn handshake_only(mut self) -> Scripted {
         self.handshake_only = true;
+        self
+    }
+
+    pub fn listing_per_session(mut self) -> Scripted {
+        self.listing_per_session = true;
         self
     }
 
