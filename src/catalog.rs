@@ -604,11 +604,9 @@ impl Catalog {
         first_page: bool,
     ) -> Result<Vec<Invalid>, TooLarge> {
         let key = if page.public { key.public_of() } else { *key };
-        let mut compiled = Vec::with_capacity(page.tools.len());
-        for t in &page.tools {
-            compiled.push((t.name.clone(), self.tool(t)));
-            self.make_room(&key)?;
-        }
+        let compiled = self.tools_of(&key, &page.tools).inspect_err(|_| {
+            self.scopes.writing().remove(&key);
+        })?;
         let whole = first_page && page.next_cursor.is_none();
         let expires = page.ttl.map(|t| Instant::now() + t);
         let invalid = compiled
@@ -645,13 +643,9 @@ impl Catalog {
         public: bool,
     ) -> Result<(), TooLarge> {
         let key = if public { key.public_of() } else { *key };
-        let mut compiled = HashMap::with_capacity_and_hasher(tools.len(), Fast::default());
-        for t in tools {
-            compiled.insert(t.name.clone(), self.tool(&t));
-            self.make_room(&key)?;
-        }
+        let compiled = self.tools_of(&key, &tools)?;
         self.update(&key, |cat| {
-            cat.tools = compiled;
+            cat.tools = compiled.into_iter().collect();
             cat.complete = true;
             cat.listed_at = Some(Instant::now());
             cat.expires_at = ttl.map(|t| Instant::now() + t);
@@ -731,6 +725,34 @@ impl Catalog {
             scopes.remove(key);
         }
         room
+    }
+
+    /// The tools of a listing for scope `key`, their schemas compiled (or shared), with room
+    /// made for them; `Err`, before any other scope is dropped, when the listing alone counts
+    /// more than the catalog may keep.
+    fn tools_of(
+        &self,
+        key: &ScopeKey,
+        listed: &[Listed],
+    ) -> Result<Vec<(Box<str>, Tool)>, TooLarge> {
+        let mut own = 0usize;
+        let mut counted = std::collections::HashSet::new();
+        let mut tools = Vec::with_capacity(listed.len());
+        for t in listed {
+            let tool = self.tool(t);
+            own = own.saturating_add(t.name.len() + ENTRY_BYTES);
+            for schema in std::iter::once(&tool.input).chain(&tool.output) {
+                if counted.insert(Arc::as_ptr(schema)) {
+                    own = own.saturating_add(schema.charge.as_ref().map_or(0, |c| c.bytes));
+                }
+            }
+            if own > self.max_bytes {
+                return Err(TooLarge(self.max_bytes));
+            }
+            tools.push((t.name.clone(), tool));
+            self.make_room(key)?;
+        }
+        Ok(tools)
     }
 
     /// Drops the least recently listed scopes other than `keep` while the catalog holds
@@ -1318,6 +1340,7 @@ mod tests {
         let cat = Catalog::new(settings(), 100, 100_000);
         cat.learn_all(&key("small"), vec![listed("add", ADD)], None, false)
             .unwrap();
+        let small = cat.bytes();
         let large = own_listing("l", 2_000);
         let err = cat
             .learn_all(&key("large"), large, None, false)
@@ -1326,21 +1349,35 @@ mod tests {
             err.to_string(),
             "its tools and schemas would take more than limits.max_catalog_bytes (100000 bytes) to keep"
         );
-        assert_eq!(
-            cat.scope_count(),
-            0,
-            "every other scope dropped to make room"
-        );
-        assert_eq!(cat.bytes(), 0);
-        let page = Page {
-            tools: own_listing("p", 2_000),
+        assert_eq!(cat.bytes(), small, "no other scope dropped for it");
+        assert!(matches!(cat.lookup(&key("small"), "add"), Lookup::Found(_)));
+        let page = |n: usize| Page {
+            tools: (own_listing(&n.to_string(), 100).into_iter())
+                .map(|t| Listed {
+                    name: format!("t{n}").into(),
+                    ..t
+                })
+                .collect(),
             malformed: 0,
-            next_cursor: None,
+            next_cursor: Some(RawValue::from_string("\"next\"".into()).unwrap()),
             ttl: None,
             public: false,
         };
-        assert!(cat.learn_page(&key("p"), &page, true).is_err());
-        assert_eq!((cat.scope_count(), cat.bytes()), (0, 0));
+        let one_page = {
+            let cat = Catalog::new(settings(), 100, usize::MAX);
+            cat.learn_page(&key("x"), &page(0), true).unwrap();
+            cat.bytes()
+        };
+        let cat = Catalog::new(settings(), 100, 2 * one_page + one_page / 2);
+        for n in 0..3 {
+            let learned = cat.learn_page(&key("pages"), &page(n), n == 0);
+            assert_eq!(learned.is_ok(), n < 2, "page {n}");
+        }
+        assert_eq!(
+            (cat.scope_count(), cat.bytes()),
+            (0, 0),
+            "a scope its pages made too large is dropped"
+        );
     }
 
     #[test]
