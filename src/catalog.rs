@@ -13,10 +13,11 @@
 //! linear-time regex engine, and refuses schemas over a size limit.
 
 use crate::config::{Limits, UnknownDialect, Validation};
+use crate::jsonrpc::footprint::footprint;
 use crate::locks::{MutexExt, RwLockExt};
 use crate::validate::{
     Compiled, Doubling, Flat, InPlace, MAX_UNFOLDED, PLACE_BYTES_PER_BYTE, Shape, duration,
-    footprint, local_time, place_bytes, plain_pattern, with_integer_bounds, without_unrunnable,
+    local_time, place_bytes, plain_pattern, with_integer_bounds, without_unrunnable,
 };
 use jsonschema::json::Json;
 use jsonschema::{Draft, PatternOptions, Validator};
@@ -56,7 +57,7 @@ pub struct ScopeKey {
 pub struct Schema {
     raw: Box<str>,
     pub value: Value,
-    /// What `value` holds on the heap (`validate::footprint`).
+    /// What `value` holds on the heap (`jsonrpc::footprint`).
     footprint: usize,
     /// Its cost, counted in the catalog's bytes while it is kept.
     charge: Option<Charge>,

@@ -13,6 +13,7 @@
 //! different `method` or `params` than the one toolgate checked.
 
 pub(crate) mod arguments;
+pub(crate) mod footprint;
 mod quick;
 
 use crate::mcp::TOOLS_CALL;
@@ -581,10 +582,23 @@ pub enum ArgumentsError {
     Unreadable { pointer: String, why: Unreadable },
 }
 
+impl ArgumentsError {
+    /// Arguments too costly to read into a value ([`Unreadable::TooLarge`]).
+    pub fn too_large() -> ArgumentsError {
+        ArgumentsError::Unreadable {
+            pointer: String::new(),
+            why: Unreadable::TooLarge,
+        }
+    }
+}
+
 /// What the parser could not read of a value in a call's arguments. The text is JSON (the
-/// envelope's reader checked it); these are what JSON allows and no value can hold.
+/// envelope's reader checked it); these are what JSON allows and no value can hold, or none
+/// toolgate will hold.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Unreadable {
+    /// Text that would hold more than `footprint::MAX_READ_BYTES` once read.
+    TooLarge,
     /// Arrays and objects nested past the parser's limit (128 levels).
     TooDeep,
     /// A number past a 64-bit float's range (`1e400`).
@@ -625,6 +639,11 @@ impl fmt::Display for Unreadable {
                 "holds a \\u escape that is half of a character (an unpaired surrogate); send the whole character or leave it out",
             ),
             Unreadable::Other(why) => write!(f, "cannot be read: {why}"),
+            Unreadable::TooLarge => write!(
+                f,
+                "would hold more than {} bytes once read, too many to explain what is wrong; send fewer or smaller values",
+                footprint::MAX_READ_BYTES
+            ),
         }
     }
 }
@@ -637,6 +656,9 @@ impl fmt::Display for Unreadable {
 /// that cannot be read is assembled only on the way out of the error, each enclosing object
 /// or array prefixing its own segment.
 pub fn parse_arguments(text: &str) -> Result<Map<String, Value>, ArgumentsError> {
+    if !footprint::affordable(text) {
+        return Err(ArgumentsError::too_large());
+    }
     let mut de = serde_json::Deserializer::from_str(text);
     let value = Strict.deserialize(&mut de).map_err(|e| {
         let msg = e.to_string();

@@ -16,7 +16,8 @@ use super::answer::Answer;
 use crate::catalog::{Lookup, Schema};
 use crate::config::OutputMode;
 use crate::gateway::Gateway;
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc::{self, Message, footprint};
+use crate::lograte::warn_at_rate;
 use crate::validate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -172,6 +173,9 @@ struct LooseError {
 
 impl LooseError {
     fn read(err: &RawValue) -> LooseError {
+        if !footprint::affordable(err.get()) {
+            return LooseError::head(err);
+        }
         let mut v: Value = serde_json::from_str(err.get()).unwrap_or_default();
         let message = match &mut v {
             Value::String(s) => std::mem::take(s),
@@ -186,6 +190,31 @@ impl LooseError {
             raw_code,
             message,
             data: v.get_mut("data").map(Value::take),
+        }
+    }
+
+    /// Its code and message alone, for an error whose whole would hold too much once read:
+    /// its `data` is left out.
+    fn head(err: &RawValue) -> LooseError {
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            code: Option<&'a RawValue>,
+            #[serde(borrow)]
+            message: Option<&'a RawValue>,
+        }
+        let head: Option<Head<'_>> = serde_json::from_str(err.get()).ok();
+        let raw_code = (head.as_ref().and_then(|h| h.code))
+            .and_then(|c| serde_json::from_str::<serde_json::Number>(c.get()).ok())
+            .map_or(Value::Null, Value::Number);
+        let message = (head.and_then(|h| h.message))
+            .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
+            .unwrap_or_default();
+        LooseError {
+            code: raw_code.as_i64(),
+            raw_code,
+            message,
+            data: None,
         }
     }
 }
@@ -247,6 +276,14 @@ fn check_output(
         {
             gw.tasks.started(pending.key, &task.id, tool);
         }
+        return None;
+    }
+    if r.structured
+        .is_some_and(|s| !footprint::affordable(s.get()))
+    {
+        let target = &pending.target;
+        warn_at_rate!(target.answers, "output_too_large", { upstream = %target.name, tool = %crate::text::clipped(tool, 200), },
+            "a result would hold too much once read to be checked against its outputSchema; it goes unchecked");
         return None;
     }
     let found = output_violations(&out, &r, pending.target.validation.max_errors)?;

@@ -15,7 +15,7 @@ use crate::config::{
 use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::arguments::Arguments;
-use crate::jsonrpc::{self, ArgumentsError, CallParams, Params};
+use crate::jsonrpc::{self, ArgumentsError, CallParams, Params, footprint};
 use crate::mcp::{self, Era};
 use crate::policy::clients::{Limited, Rate};
 use crate::validate::{self, Judge, Report, Verdict, Violation};
@@ -276,7 +276,7 @@ fn decide<'a, R>(
     {
         return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
     }
-    let mut args = arguments(read);
+    let mut args = arguments(read, params.arguments);
     if let Ok(args) = &args
         && let Err(why) = schema.reaches(args)
     {
@@ -427,8 +427,15 @@ fn not_object(id: &RawValue) -> Answer {
     )
 }
 
-/// The call's arguments as an object, or what could not be read of them.
-fn arguments(read: Read<'_>) -> Result<Value, Misread> {
+/// The call's arguments as an object, or what could not be read of them: arguments read in
+/// place that would hold too much as a value are not read so.
+fn arguments(read: Read<'_>, text: Option<&str>) -> Result<Value, Misread> {
+    let read = match read {
+        Read::InPlace(_) if text.is_some_and(|t| !footprint::affordable(t)) => {
+            Read::Value(Err(ArgumentsError::too_large()))
+        }
+        read => read,
+    };
     match read {
         Read::InPlace(args) => Ok(Value::Object(args.to_map())),
         Read::Value(Ok(map)) => Ok(Value::Object(map)),

@@ -9,7 +9,6 @@ mod compiled;
 mod doubling;
 pub(crate) mod duration;
 mod flat;
-mod footprint;
 mod in_place;
 mod integer_formats;
 pub(crate) mod local_time;
@@ -25,7 +24,6 @@ mod written;
 pub use applicators::{PLACE_BYTES_PER_BYTE, place_bytes};
 pub use compiled::Compiled;
 pub(crate) use flat::Flat;
-pub use footprint::footprint;
 pub use in_place::InPlace;
 pub use integer_formats::with_integer_bounds;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
@@ -46,6 +44,7 @@ pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
     }
 }
 
+use crate::jsonrpc::footprint;
 use jsonschema::JsonType;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
@@ -116,8 +115,9 @@ fn repair(
     // as a value cannot take the arguments past the levels such a schema checks. A string
     // read as a number stays read: "must be at most 10, got 20" says more than its type. A
     // repair cut short, with values left that it would convert, speaks of them as they came
-    // too, not of some converted and some not.
-    let sent = args.clone();
+    // too, not of some converted and some not. Kept once a round changes them: most refused
+    // arguments have nothing to convert, and a copy of them would double what they hold.
+    let mut sent = None;
     let mut as_sent = schema.doubling.is_some();
     let mut cut_short = true;
     for round in 0..MAX_COERCE_ROUNDS {
@@ -160,6 +160,7 @@ fn repair(
             cut_short = false;
             break;
         }
+        sent.get_or_insert_with(|| args.clone());
         for (pointer, v) in fixes {
             replace(args, &pointer, v, changed);
         }
@@ -170,7 +171,7 @@ fn repair(
             return Ok(());
         }
     }
-    if as_sent || cut_short {
+    if let Some(sent) = sent.filter(|_| as_sent || cut_short) {
         *args = sent;
     }
     Err(Verdict::Invalid(Report::build(
@@ -415,7 +416,7 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
             return Some(Value::Bool(false));
         }
     }
-    if wants(JsonType::Array) || wants(JsonType::Object) {
+    if (wants(JsonType::Array) || wants(JsonType::Object)) && footprint::affordable(t) {
         match serde_json::from_str::<Value>(t) {
             Ok(v @ Value::Array(_)) if wants(JsonType::Array) => return Some(v),
             Ok(v @ Value::Object(_)) if wants(JsonType::Object) => return Some(v),

@@ -360,6 +360,126 @@ async fn a_schema_that_holds_many_times_its_text_is_not_read() {
     );
 }
 
+/// Arguments read into a value to explain why they are refused hold many times their text
+/// where they are many small objects (each a tree node of about 630 bytes): a 3.9 MB call of
+/// `{"":0}`s took 960 MB, and the same objects as JSON text in a string, read to convert it,
+/// 430 MB. Arguments that would hold more than 64 MiB once read are refused with one
+/// violation, unread, and JSON text in a string that would is not converted.
+#[tokio::test]
+async fn arguments_that_would_hold_many_times_their_text_are_refused_unread() {
+    let tool = json!({"name": "sum", "inputSchema": {"type": "object", "properties": {
+        "a": {"type": "array", "items": {"type": "integer"}}}}});
+    let (up, seen) = Scripted::new(vec![tool]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let items = |item: &str, n: usize| format!("[{}]", vec![item; n].join(","));
+    let call_with = |id: u32, a: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sum","arguments":{{"a":{a}}}}}}}"#
+        )
+    };
+    let a = post(&tg.url(), None, call_with(0, &items("123456", 200_000)))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["content"][0]["text"],
+        "no script for sum",
+        "{}",
+        &a.to_string()[..200]
+    );
+    let after_valid = peak_mib(tg.pid());
+    let why = "would hold more than 67108864 bytes once read, too many to explain what is wrong; send fewer or smaller values";
+    let a = post(&tg.url(), None, call_with(1, &items(r#"{"":0}"#, 200_000)))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": format!("Invalid arguments for tool \"sum\" (1 problem):\n- arguments: {why}\nCorrect the arguments and call the tool again.")}],
+            "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "sum", "parameter_errors": {"": why}}}}})
+    );
+    let text = Value::String(items(r#"{"":0}"#, 200_000)).to_string();
+    let a = post(&tg.url(), None, call_with(2, &text)).await.json();
+    let details = &a["result"]["_meta"]["toolgate/validation"]["parameter_errors"];
+    let got = details["/a"].as_str().unwrap_or_else(|| panic!("{a}"));
+    assert!(
+        got.starts_with(r#"expected an array, got string "[{\"\":0},{\"\":0},"#),
+        "read as the string it is: {got}"
+    );
+    assert!(
+        seen.tool_calls().len() == 1,
+        "only the valid call reached the server"
+    );
+    let after = peak_mib(tg.pid());
+    assert!(
+        after < after_valid + 64,
+        "peak RSS {after} MiB after the objects, {after_valid} MiB after a valid call of the same size"
+    );
+}
+
+/// A result checked against its output schema is read into a value: a 2.6 MB result of small
+/// objects would hold over 130 MB so. One that would hold more than 64 MiB goes unchecked, as
+/// it came; and a server's error whose `data` would is rewritten without it.
+#[tokio::test]
+async fn results_and_errors_that_would_hold_many_times_their_text_are_not_read() {
+    let rows = |row: &str| vec![row; 200_000].join(",");
+    let result = |id: u32, rows: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"rows"}}],"structuredContent":{{"rows":[{rows}]}}}}}}"#
+        )
+    };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let raw = |body: &'static str| Script::Raw {
+        status: 200,
+        content_type: "application/json",
+        body,
+    };
+    let numbers = leak(result(0, &rows("12345678")));
+    let objects = leak(result(1, &rows(r#"{"id":1}"#)));
+    let error = leak(format!(
+        r#"{{"jsonrpc":"2.0","id":2,"error":{{"code":-32000,"message":"boom","data":[{}]}}}}"#,
+        rows(r#"{"":0}"#)
+    ));
+    let tool = |name: &str, items: Value| {
+        json!({"name": name, "inputSchema": {"type": "object"}, "outputSchema": {"type": "object",
+            "properties": {"rows": {"type": "array", "items": items}}}})
+    };
+    let scripted = Scripted::new(vec![
+        tool("numbers", json!({"type": "integer"})),
+        tool(
+            "objects",
+            json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
+        ),
+        tool("fails", json!({})),
+    ])
+    .script("numbers", raw(numbers))
+    .script("objects", raw(objects))
+    .script("fails", raw(error));
+    let (up, _) = scripted.spawn().await;
+    let tg = Toolgate::serve(&up, Some("[validation]\noutput = \"enforce\"\n")).await;
+    let r = post(&tg.url(), None, call(0, "numbers", json!({}))).await;
+    assert_eq!(r.text(), numbers, "checked, and held");
+    let after_numbers = peak_mib(tg.pid());
+    let r = post(&tg.url(), None, call(1, "objects", json!({}))).await;
+    assert_eq!(r.text(), objects, "unchecked, as it came");
+    let a = post(&tg.url(), None, call(2, "fails", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": "boom"}], "isError": true,
+            "_meta": {"toolgate/upstream_error": {"code": -32000, "message": "boom"}}}})
+    );
+    let after = peak_mib(tg.pid());
+    assert!(
+        after < after_numbers + 64,
+        "peak RSS {after} MiB after the objects, {after_numbers} MiB after numbers of the same size"
+    );
+    let logs = tg.logs_when(|l| l.contains("goes unchecked")).await;
+    assert!(logs.contains("a result would hold too much once read to be checked against its outputSchema; it goes unchecked"), "{logs}");
+}
+
 /// A server may list each session its own schemas, so each session's catalog is its own: all
 /// of them together are kept within `limits.max_catalog_bytes`, the least recently listed
 /// dropped first, and a session whose catalog was dropped has its tools listed again.

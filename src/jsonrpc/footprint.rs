@@ -1,14 +1,26 @@
-//! What a schema's text costs once read into a `serde_json::Value`, known before it is read.
+//! What JSON text costs once read into a `serde_json::Value`, known before it is read.
 //!
 //! A value's memory is not its text's: each non-empty object is a B-tree of nodes of eleven
-//! slots (about 630 bytes), so `{"":0}`, seven bytes, holds about 90 times that once read,
-//! and a one-megabyte schema of such objects took 100 MB, and 570 MB with its validators.
-//! [`footprint`] walks the text as the parser does without building anything, so a schema
-//! too costly to keep is refused before it costs that.
+//! slots (about 630 bytes), so `{"":0}`, seven bytes, holds about 90 times that once read. A
+//! call's 4 MB of such objects, read to explain why it is refused, took toolgate to 960 MB; a
+//! 1 MB schema of them, to 570 MB with its validators. [`footprint`] walks the text as the
+//! parser does without building anything, so text too costly to read is known before it
+//! costs that.
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::fmt;
+
+/// The most a value read from text that came from outside may hold: a call's arguments read
+/// to be explained or repaired, JSON text within them, a result checked against its output
+/// schema, a server's error. A valid call is checked where its arguments lie, without one.
+pub(crate) const MAX_READ_BYTES: usize = 64 * 1024 * 1024;
+
+/// Whether `text` read into a value would hold at most [`MAX_READ_BYTES`]. Text that is not
+/// JSON passes: its reader refuses it on its own.
+pub(crate) fn affordable(text: &str) -> bool {
+    footprint(text).is_none_or(|bytes| bytes <= MAX_READ_BYTES)
+}
 
 /// One B-tree node of an object's members: eleven keys and eleven values, and the links.
 const NODE_BYTES: usize = 11 * (size_of::<String>() + size_of::<Value>()) + 16;
@@ -20,7 +32,7 @@ const MEMBERS_PER_NODE: usize = 6;
 /// The bytes of heap a `Value` read from `text` holds (its strings, arrays and objects, not
 /// the root itself), estimated as its allocations are made; `None` when the text is not
 /// JSON, or nests deeper than the parser reads.
-pub fn footprint(text: &str) -> Option<usize> {
+pub(crate) fn footprint(text: &str) -> Option<usize> {
     let mut de = serde_json::Deserializer::from_str(text);
     let bytes = Census.deserialize(&mut de).ok()?;
     de.end().ok()?;
@@ -109,6 +121,18 @@ mod tests {
         let strings = format!("[{}]", vec![r#""abcdefgh""#; 1000].join(","));
         let bytes = footprint(&strings).unwrap();
         assert!(bytes < 5 * strings.len(), "{bytes} for {}", strings.len());
+    }
+
+    #[test]
+    fn text_past_the_bound_is_not_read_as_arguments() {
+        let objects = |n: usize| format!(r#"{{"a":[{}]}}"#, vec![r#"{"":0}"#; n].join(","));
+        assert!(affordable(&objects(1_000)));
+        assert!(!affordable(&objects(120_000)));
+        assert_eq!(
+            crate::jsonrpc::parse_arguments(&objects(120_000)),
+            Err(crate::jsonrpc::ArgumentsError::too_large())
+        );
+        assert!(affordable("{"), "left to the reader, which says what is wrong");
     }
 
     #[test]
