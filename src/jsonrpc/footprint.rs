@@ -132,7 +132,10 @@ mod tests {
             crate::jsonrpc::parse_arguments(&objects(120_000)),
             Err(crate::jsonrpc::ArgumentsError::too_large())
         );
-        assert!(affordable("{"), "left to the reader, which says what is wrong");
+        assert!(
+            affordable("{"),
+            "left to the reader, which says what is wrong"
+        );
     }
 
     #[test]

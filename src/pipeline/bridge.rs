@@ -8,12 +8,12 @@
 //! every result and that a handshake-era server never writes. What has no counterpart in the
 //! handshake era is refused here, naming what cannot be bridged.
 
-use crate::jsonrpc;
+use crate::jsonrpc::{self, footprint};
 use crate::locks::MutexExt;
 use crate::lograte::{LogRate, warn_at_rate};
 use crate::mcp;
 use bytes::Bytes;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -452,19 +452,32 @@ pub fn question(data: &[u8]) -> Option<Question> {
 /// The answer to request `id` that asks its client `q`: an `InputRequiredResult` whose
 /// `requestState` is `state`.
 pub fn input_required(id: &RawValue, q: &Question, state: &str) -> Vec<u8> {
-    let mut request = json!({"method": q.method});
-    if let Some(p) = q
-        .params
-        .as_deref()
-        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-    {
-        request["params"] = p;
+    /// The question as the server asked it: its params as they came, never read into a
+    /// value (a server's params may be as large as its message).
+    #[derive(Serialize)]
+    struct Asked<'a> {
+        method: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a RawValue>,
     }
-    let result = json!({
-        "resultType": "input_required",
-        "inputRequests": {q.key(): request},
-        "requestState": state,
-    });
+    #[derive(Serialize)]
+    struct InputRequired<'a> {
+        #[serde(rename = "inputRequests")]
+        input_requests: BTreeMap<String, Asked<'a>>,
+        #[serde(rename = "requestState")]
+        request_state: &'a str,
+        #[serde(rename = "resultType")]
+        result_type: &'static str,
+    }
+    let asked = Asked {
+        method: &q.method,
+        params: q.params.as_deref(),
+    };
+    let result = InputRequired {
+        input_requests: BTreeMap::from([(q.key(), asked)]),
+        request_state: state,
+        result_type: "input_required",
+    };
     jsonrpc::result_response(id, &result)
 }
 
@@ -620,8 +633,10 @@ impl Reverse {
         let version = asked
             .filter(|v| HANDSHAKE_VERSIONS.contains(&v.as_str()))
             .unwrap_or_else(|| mcp::LEGACY_VERSION.into());
+        // Read into values to be completed: not where they would hold too much.
         let raw = |r: Option<Box<RawValue>>, default: Value| {
-            r.and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+            r.filter(|r| footprint::affordable(r.get()))
+                .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
                 .unwrap_or(default)
         };
         let (caps, instructions, info) = match d {

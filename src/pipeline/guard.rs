@@ -21,6 +21,7 @@ use crate::policy::clients::{Limited, Rate};
 use crate::validate::{self, Judge, Report, Verdict, Violation};
 use bytes::Bytes;
 use futures_util::future::Either;
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -954,10 +955,15 @@ pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, Erro
     if let Some(r) = m.result {
         return Some(Ok(r.to_owned()));
     }
+    /// Its message alone: the rest (a `data` as large as the answer) is passed over unread.
+    #[derive(Deserialize)]
+    struct Said {
+        message: Option<String>,
+    }
     let message = m
         .error
-        .and_then(|e| serde_json::from_str::<Value>(e.get()).ok())
-        .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_owned))
+        .and_then(|e| serde_json::from_str::<Said>(e.get()).ok())
+        .and_then(|e| e.message)
         .unwrap_or_else(|| "an error without a message".into());
     Some(Err(ErrorAnswer(message)))
 }
