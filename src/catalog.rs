@@ -340,8 +340,8 @@ impl Drop for Charge {
     }
 }
 
-/// A listing that would take more than `limits.max_catalog_bytes` to keep, even with every
-/// other scope's catalog dropped.
+/// A listing that would take more than `limits.max_catalog_bytes` to keep: alone, or with
+/// every other scope's catalog dropped.
 #[derive(Debug, thiserror::Error)]
 #[error("its tools and schemas would take more than limits.max_catalog_bytes ({0} bytes) to keep")]
 pub struct TooLarge(pub usize);
@@ -719,6 +719,7 @@ impl Catalog {
         cat.last_used = Some(Instant::now());
         f(cat);
         let names = (cat.tools.keys()).fold(0usize, |n, k| n.saturating_add(k.len() + ENTRY_BYTES));
+        // The old charge given back before the new one is taken, so as not to count both.
         cat.charge = None;
         cat.charge = Some(Charge::new(&self.held, names));
         let room = self.room_in(&mut scopes, key);
@@ -757,7 +758,8 @@ impl Catalog {
     }
 
     /// Drops the least recently listed scopes other than `keep` while the catalog holds
-    /// more than it may; `Err` when that is not enough.
+    /// more than it may, down to nine tenths of it, so that a listing learned tool by tool
+    /// does not sort the scopes again for each; `Err` when that is not enough.
     fn make_room(&self, keep: &ScopeKey) -> Result<(), TooLarge> {
         if !self.over_budget() {
             return Ok(());
@@ -778,8 +780,9 @@ impl Catalog {
             .map(|(k, c)| (c.last_used, *k))
             .collect();
         ages.sort_by_key(|a| a.0);
+        let room = self.max_bytes - self.max_bytes / 10;
         for (_, k) in ages {
-            if !self.over_budget() {
+            if self.bytes() <= room {
                 break;
             }
             scopes.remove(&k);
