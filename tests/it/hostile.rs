@@ -285,15 +285,7 @@ async fn schemas_nested_deep_under_long_names_are_not_compiled() {
         let a = post(&tg.url(), None, call(1, &tool, json!({})))
             .await
             .json();
-        let text = format!(
-            "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
-        );
-        assert_eq!(
-            a,
-            json!({"jsonrpc": "2.0", "id": 1, "result": {
-                "content": [{"type": "text", "text": text}], "isError": true,
-                "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}})
-        );
+        assert_eq!(a, unusable(1, &tool, why));
     }
     assert_eq!(
         seen.tool_calls().len(),
@@ -339,15 +331,7 @@ async fn a_schema_that_holds_many_times_its_text_is_not_read() {
     let why = format!(
         "its {objects_text} bytes of text would hold more than 33554432 bytes of memory once read, too costly to compile and keep"
     );
-    let text = format!(
-        "The input schema of tool \"objects\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
-    );
-    assert_eq!(
-        a,
-        json!({"jsonrpc": "2.0", "id": 1, "result": {
-            "content": [{"type": "text", "text": text}], "isError": true,
-            "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}})
-    );
+    assert_eq!(a, unusable(1, "objects", &why));
     assert_eq!(
         seen.tool_calls().len(),
         1,
@@ -579,6 +563,17 @@ async fn a_servers_long_names_are_logged_within_bounds() {
         "{line}"
     );
     assert!(line.len() < 1000, "{} bytes", line.len());
+}
+
+/// toolgate's answer to call `id` to `tool`, whose input schema is not usable for `why`
+/// (`on_compile_error = "reject"`).
+fn unusable(id: i64, tool: &str, why: &str) -> Value {
+    let text = format!(
+        "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
+    );
+    json!({"jsonrpc": "2.0", "id": id, "result": {
+        "content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}})
 }
 
 /// The CPU seconds a process has used, from `/proc`.
@@ -1050,13 +1045,8 @@ async fn every_kind_of_reference_is_measured() {
             .await
             .json();
         let used = cpu_seconds(tg.pid()) - before;
-        let text = format!(
-            "The input schema of tool \"{tool}\" is not usable (for a value 6 levels deep: its references multiply the checks at each level of a value, and values up to 3 levels deep are checked), so calls to it are refused. This is a server-side problem."
-        );
-        let refused = json!({"jsonrpc": "2.0", "id": id, "result": {
-            "content": [{"type": "text", "text": text}], "isError": true,
-            "_meta": {"toolgate/validation": {"code": "schema_unusable"}}}});
-        assert_eq!(a, refused, "{tool}");
+        let why = "for a value 6 levels deep: its references multiply the checks at each level of a value, and values up to 3 levels deep are checked";
+        assert_eq!(a, unusable(id as i64, tool, why), "{tool}");
         assert!(used < 5.0, "{tool}: one call took {used} s of CPU");
     }
     assert!(seen.tool_calls().is_empty());
@@ -1139,13 +1129,7 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
     let (up, seen) = Scripted::new(tools).spawn().await;
     let config = "[validation]\non_compile_error = \"reject\"\n";
     let tg = Toolgate::serve(&up, Some(config)).await;
-    let unusable = |tool: &str, why: &str| {
-        let text = format!(
-            "The input schema of tool \"{tool}\" is not usable ({why}), so calls to it are refused. This is a server-side problem."
-        );
-        json!({"content": [{"type": "text", "text": text}], "isError": true,
-            "_meta": {"toolgate/validation": {"code": "schema_unusable"}}})
-    };
+    let unusable = |tool: &str, why: &str| unusable(0, tool, why)["result"].clone();
     let never = "its references and choices unfold into more than 1000000 subschemas, too many to check a call against";
     let six = "for a value 6 levels deep: its references multiply the checks at each level of a value, and values up to 3 levels deep are checked";
     let cases = [
