@@ -605,9 +605,7 @@ impl Catalog {
         first_page: bool,
     ) -> Result<Vec<Invalid>, TooLarge> {
         let key = if page.public { key.public_of() } else { *key };
-        let compiled = self.tools_of(&key, &page.tools).inspect_err(|_| {
-            self.scopes.writing().remove(&key);
-        })?;
+        let compiled = self.tools_of(&key, &page.tools)?;
         let whole = first_page && page.next_cursor.is_none();
         let expires = page.ttl.map(|t| Instant::now() + t);
         let invalid = compiled
@@ -731,8 +729,19 @@ impl Catalog {
 
     /// The tools of a listing for scope `key`, their schemas compiled (or shared), with room
     /// made for them; `Err`, before any other scope is dropped, when the listing alone counts
-    /// more than the catalog may keep.
+    /// more than the catalog may keep. Then the scope's own catalog is dropped too: what it
+    /// held is no longer the server's listing.
     fn tools_of(
+        &self,
+        key: &ScopeKey,
+        listed: &[Listed],
+    ) -> Result<Vec<(Box<str>, Tool)>, TooLarge> {
+        self.listed_tools(key, listed).inspect_err(|_| {
+            self.scopes.writing().remove(key);
+        })
+    }
+
+    fn listed_tools(
         &self,
         key: &ScopeKey,
         listed: &[Listed],
@@ -1345,6 +1354,8 @@ mod tests {
         cat.learn_all(&key("small"), vec![listed("add", ADD)], None, false)
             .unwrap();
         let small = cat.bytes();
+        cat.learn_all(&key("large"), vec![listed("add", ADD)], None, false)
+            .unwrap();
         let large = own_listing("l", 2_000);
         let err = cat
             .learn_all(&key("large"), large, None, false)
@@ -1353,7 +1364,11 @@ mod tests {
             err.to_string(),
             "its tools and schemas would take more than limits.max_catalog_bytes (100000 bytes) to keep"
         );
-        assert_eq!(cat.bytes(), small, "no other scope dropped for it");
+        assert_eq!(
+            (cat.scope_count(), cat.bytes()),
+            (1, small),
+            "its own scope's listing dropped, no other"
+        );
         assert!(matches!(cat.lookup(&key("small"), "add"), Lookup::Found(_)));
         let page = |n: usize| Page {
             tools: (own_listing(&n.to_string(), 100).into_iter())
