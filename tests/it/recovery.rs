@@ -1307,6 +1307,41 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
     }
 }
 
+/// Arguments that would hold more than 64 MiB once read into a value (110,000 `{"":0}`,
+/// 770 KB) are refused unread with one violation, and the same objects as JSON text in a
+/// string are not read to convert them, alike in every mode.
+#[tokio::test]
+async fn arguments_too_costly_to_read_are_refused_alike_in_every_mode() {
+    let (http, command) = common::peers::python_clock().await;
+    let objects = format!("[{}]", vec![r#"{"":0}"#; 110_000].join(","));
+    let label = |names: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"label","arguments":{{"names":{names}}}}}}}"#
+        )
+    };
+    let why = "would hold more than 67108864 bytes once read, too many to explain what is wrong; send fewer or smaller values";
+    let unread = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": format!("Invalid arguments for tool \"label\" (1 problem):\n- arguments: {why}\nCorrect the arguments and call the tool again.")}],
+        "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "label",
+            "parameter_errors": {"": why}}}}});
+    let as_text = serde_json::Value::String(objects.clone()).to_string();
+    let mut first_text_answer = None;
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        assert_eq!(front.ask_line(&label(&objects)).await, unread, "{mode}");
+        let text = front.ask_line(&label(&as_text)).await;
+        let said = &text["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/names"];
+        assert!(
+            said.as_str()
+                .is_some_and(|s| s.starts_with(r#"expected an array, got string "[{\"\":0},"#)),
+            "{mode}: {text}"
+        );
+        let first = first_text_answer.get_or_insert_with(|| text.clone());
+        assert_eq!(&text, first, "{mode}");
+    }
+}
+
 /// Pydantic writes a discriminated union whose forms hold it again (`Add(left: Expr, right:
 /// Expr)`, `Mul(left: Expr, right: Expr)`) so that both forms lead round through `left`: the
 /// checks of a refused value double with each level. Such a schema is checked as deep as
