@@ -206,13 +206,16 @@ impl Owed {
         match tokio::time::timeout(timeout, &mut self.rx).await {
             Ok(Ok(given)) => Ok(given),
             // Only when the child's output ended: every waiter goes then.
-            Ok(Err(_)) => Err(UpstreamError::Unreachable(format!(
-                "the tool server {} before answering",
-                self.ended.get().map_or("exited", String::as_str)
-            ))),
+            Ok(Err(_)) => Err(ended_before_answering(self.ended.get())),
             Err(_) => Err(UpstreamError::Timeout(timeout)),
         }
     }
+}
+
+/// What a request the child will never answer is told: how it ended, once known.
+fn ended_before_answering(how: Option<&String>) -> UpstreamError {
+    let how = how.map_or("exited", String::as_str);
+    UpstreamError::Unreachable(format!("the tool server {how} before answering"))
 }
 
 impl Drop for Owed {
@@ -703,13 +706,12 @@ impl ChildProcess {
         }
     }
 
-    /// Why a request cannot reach the child: it has exited, and how, once that is known.
+    /// Why a request cannot reach the child: it has exited, and how, once that is known
+    /// (an event stream's end is known before its way in closes). Said as a request sent
+    /// just before is told, since which of the two a request is can be a matter of moments.
     fn gone(&self) -> UpstreamError {
-        UpstreamError::Unreachable(match self.ended.get() {
-            Some(how) => format!("the tool server {how}"),
-            None if self.stream.is_some() => "the tool server's event stream has ended".into(),
-            None => "the tool server has exited".into(),
-        })
+        let how = (self.ended.get()).or_else(|| self.stream.as_ref().and_then(|s| s.ended()));
+        ended_before_answering(how)
     }
 
     /// Sends a request with id `id` (raw JSON text) and waits for the answer to it.
@@ -1081,7 +1083,7 @@ mod tests {
         .await
         .expect("an answer, not the upstream timeout");
         assert!(
-            matches!(answer, Err(UpstreamError::Unreachable(ref m)) if m == "the tool server exited with exit status: 3"),
+            matches!(answer, Err(UpstreamError::Unreachable(ref m)) if m == "the tool server exited with exit status: 3 before answering"),
             "{answer:?}"
         );
     }

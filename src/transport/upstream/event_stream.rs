@@ -121,10 +121,12 @@ impl EventStreamServer {
         let ended = Arc::new(OnceLock::new());
         let (me, why) = (self.clone(), ended.clone());
         let task = tokio::spawn(async move {
-            let mut pipe = pipe;
-            let how = me.session(&terms, outgoing, &mut pipe).await;
-            // Said before the pipe closes: its reader then asks how the stream ended.
+            let (mut pipe, mut outgoing) = (pipe, outgoing);
+            let how = me.session(&terms, &mut outgoing, &mut pipe).await;
+            // Said before the pipe and the way in close: a message refused or let go then
+            // asks how the stream ended.
             let _ = why.set(how);
+            drop(outgoing);
         });
         Stream {
             to_server,
@@ -143,7 +145,7 @@ impl EventStreamServer {
     async fn session(
         &self,
         terms: &Terms,
-        outgoing: super::input::Lines,
+        outgoing: &mut super::input::Lines,
         pipe: &mut DuplexStream,
     ) -> String {
         let limits = &terms.limits;
@@ -202,7 +204,7 @@ impl EventStreamServer {
         &self,
         terms: &Terms,
         endpoint: String,
-        mut outgoing: super::input::Lines,
+        outgoing: &mut super::input::Lines,
     ) -> String {
         while let Some(message) = outgoing.recv().await {
             let mut headers = terms.headers("application/json, text/event-stream");
