@@ -2,6 +2,7 @@
 //! bounded, says in its logs what it refused, and answers every request.
 
 use crate::common;
+use common::modes::{Front, Mode};
 use common::processes::peak_mib;
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
@@ -462,6 +463,43 @@ async fn results_and_errors_that_would_hold_many_times_their_text_are_not_read()
     );
     let logs = tg.logs_when(|l| l.contains("goes unchecked")).await;
     assert!(logs.contains("a result would hold too much once read to be checked against its outputSchema; it goes unchecked"), "{logs}");
+}
+
+/// The same bounds in every mode, in front of a server of either transport: a result whose
+/// rows the output schema refuses, too costly to read to be checked, goes to the client as it
+/// came (read, it would be refused as a violation); an error whose data would hold too much is
+/// rewritten with its code and message only.
+#[tokio::test]
+async fn results_and_errors_too_costly_to_read_are_answered_alike_in_every_mode() {
+    let result = json!({"content": [{"type": "text", "text": "rows"}],
+        "structuredContent": {"rows": vec![json!({"id": "x"}); 200_000]}});
+    let error = json!({"code": -32000, "message": "boom", "data": vec![json!({"": 0}); 200_000]});
+    let rows = json!({"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}}});
+    let tools = vec![
+        json!({"name": "rows", "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"rows": rows}}}),
+        json!({"name": "heavy_fail", "inputSchema": {"type": "object"}}),
+    ];
+    let rewritten = json!({"jsonrpc": "2.0", "id": 2, "result": {
+        "content": [{"type": "text", "text": "boom"}], "isError": true,
+        "_meta": {"toolgate/upstream_error": {"code": -32000, "message": "boom"}}}});
+    let command = common::peers::stdio_fixture(&["--heavy"]).await;
+    let config = "[validation]\noutput = \"enforce\"\n";
+    for mode in Mode::EVERY_FRONT {
+        let scripted = Scripted::new(tools.clone())
+            .script("rows", Script::Result(result.clone()))
+            .script("heavy_fail", Script::Error(error.clone()));
+        let (up, _) = scripted.spawn().await;
+        let mut front = Front::start_with(mode, &up, &command, Some(config)).await;
+        let a = front.ask_line(&call(1, "rows", json!({}))).await;
+        let shown: String = a.to_string().chars().take(400).collect();
+        assert!(
+            a == json!({"jsonrpc": "2.0", "id": 1, "result": result}),
+            "{mode}: the result as it came, not {shown}"
+        );
+        let a = front.ask_line(&call(2, "heavy_fail", json!({}))).await;
+        assert_eq!(a, rewritten, "{mode}");
+    }
 }
 
 /// A server may list each session its own schemas, so each session's catalog is its own: all
