@@ -462,7 +462,11 @@ fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection> {
 /// an array or an object. A response may name no request with `null`; a request must name
 /// itself for its answer to find it.
 fn is_request_id(id: &RawValue) -> bool {
-    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
+    is_request_id_text(id.get())
+}
+
+fn is_request_id_text(id: &str) -> bool {
+    matches!(id.as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }
 
 #[derive(serde::Serialize)]
@@ -556,7 +560,8 @@ pub fn id_key(raw: &str) -> Cow<'_, str> {
             && (digits == "0" || !digits.starts_with('0'))
             && raw != "-0"
     };
-    if plain_string || plain_integer {
+    // What no request's id can be (an array, an object) matches nothing, and is not read.
+    if plain_string || plain_integer || !is_request_id_text(raw) {
         return Cow::Borrowed(raw);
     }
     match serde_json::from_str::<Value>(raw) {
@@ -844,6 +849,10 @@ mod tests {
             ("null", r#""null""#),
         ] {
             assert_ne!(id_key(a), id_key(b), "{a} !~ {b}");
+        }
+        // No request's id: kept as written, never read.
+        for id in [r#"[{"":0},{"":0}]"#, r#"{"a":[1]}"#, "true"] {
+            assert!(matches!(id_key(id), Cow::Borrowed(b) if b == id), "{id}");
         }
     }
 

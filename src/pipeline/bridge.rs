@@ -57,21 +57,64 @@ pub fn discover_result(init: &RawValue) -> Value {
     if let Some(text) = init.instructions {
         result["instructions"] = Value::String(text);
     }
-    if let Some(info) = init.server_info
-        && let Ok(info) = serde_json::from_str::<Value>(info.get())
-    {
+    if let Some(info) = readable(init.server_info.as_deref()) {
         result["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": info });
     }
     result
+}
+
+/// A member of a server's own say of itself, read into a value to be completed, unless it is
+/// no JSON or would hold too much once read (a server answers its handshake once, and each
+/// client's discovery would read it again).
+fn readable(member: Option<&RawValue>) -> Option<Value> {
+    let member = member.filter(|m| footprint::affordable(m.get()))?;
+    serde_json::from_str(member.get()).ok()
+}
+
+/// A server's capabilities as a value: whole, or, where the whole would hold too much once
+/// read, the features MCP names that would not (an `experimental` too costly to read is left
+/// out, not the tools with it).
+fn capabilities_of(capabilities: Option<&RawValue>) -> Value {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        tools: Option<&'a RawValue>,
+        #[serde(borrow)]
+        resources: Option<&'a RawValue>,
+        #[serde(borrow)]
+        prompts: Option<&'a RawValue>,
+        #[serde(borrow)]
+        logging: Option<&'a RawValue>,
+        #[serde(borrow)]
+        completions: Option<&'a RawValue>,
+        #[serde(borrow)]
+        tasks: Option<&'a RawValue>,
+    }
+    if let Some(whole) = readable(capabilities) {
+        return whole;
+    }
+    let Some(n) = capabilities.and_then(|c| serde_json::from_str::<Named>(c.get()).ok()) else {
+        return json!({});
+    };
+    let named = [
+        ("tools", n.tools),
+        ("resources", n.resources),
+        ("prompts", n.prompts),
+        ("logging", n.logging),
+        ("completions", n.completions),
+        ("tasks", n.tasks),
+    ];
+    let kept = named
+        .into_iter()
+        .filter_map(|(name, feature)| Some((name.to_string(), readable(feature)?)));
+    Value::Object(kept.collect())
 }
 
 /// The server's capabilities less what the bridge cannot deliver: list changes and resource
 /// updates reach a 2026-07-28 client only through `subscriptions/listen`, which has no
 /// handshake-era counterpart over one request.
 fn deliverable(capabilities: Option<&RawValue>) -> Value {
-    let mut c: Value = capabilities
-        .and_then(|c| serde_json::from_str(c.get()).ok())
-        .unwrap_or_else(|| json!({}));
+    let mut c = capabilities_of(capabilities);
     if let Some(all) = c.as_object_mut() {
         for feature in all.values_mut() {
             if let Some(f) = feature.as_object_mut() {
@@ -633,12 +676,7 @@ impl Reverse {
         let version = asked
             .filter(|v| HANDSHAKE_VERSIONS.contains(&v.as_str()))
             .unwrap_or_else(|| mcp::LEGACY_VERSION.into());
-        // Read into values to be completed: not where they would hold too much.
-        let raw = |r: Option<Box<RawValue>>, default: Value| {
-            r.filter(|r| footprint::affordable(r.get()))
-                .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-                .unwrap_or(default)
-        };
+        let raw = |r: Option<Box<RawValue>>, default| readable(r.as_deref()).unwrap_or(default);
         let (caps, instructions, info) = match d {
             Some(d) => (
                 d.capabilities,
@@ -647,7 +685,7 @@ impl Reverse {
             ),
             None => (None, None, None),
         };
-        let mut capabilities = raw(caps, json!({}));
+        let mut capabilities = capabilities_of(caps.as_deref());
         undelivered(&mut capabilities);
         let mut result = json!({
             "protocolVersion": version,
@@ -805,6 +843,25 @@ mod tests {
             "s"
         );
         assert_eq!(r["resultType"], "complete");
+    }
+
+    #[test]
+    fn capabilities_too_costly_to_read_whole_keep_the_features_mcp_names() {
+        let heavy = vec![r#"{"":0}"#; 200_000].join(",");
+        let caps = format!(
+            r#"{{"tools":{{"listChanged":true}},"logging":{{}},"experimental":{{"x":[{heavy}]}}}}"#
+        );
+        assert_eq!(
+            capabilities_of(Some(&raw(&caps))),
+            json!({"tools": {"listChanged": true}, "logging": {}})
+        );
+        let whole = r#"{"tools":{},"experimental":{"x":[1]}}"#;
+        assert_eq!(
+            capabilities_of(Some(&raw(whole))),
+            json!({"tools": {}, "experimental": {"x": [1]}})
+        );
+        assert_eq!(capabilities_of(Some(&raw("[1]"))), json!([1]));
+        assert_eq!(capabilities_of(None), json!({}));
     }
 
     #[test]

@@ -502,6 +502,62 @@ async fn results_and_errors_too_costly_to_read_are_answered_alike_in_every_mode(
     }
 }
 
+/// An answer from a stdio server whose id is a list of 200,000 small objects (no request's id
+/// can be a list) is not read for its id: the call after it is answered, and the peak memory
+/// stays within 32 MiB of an answer of the same size with a plain id.
+#[tokio::test]
+async fn an_answer_whose_id_no_request_has_is_not_read() {
+    let command = common::peers::stdio_fixture(&["--heavy"]).await;
+    let mut g = StdioGate::start_args([vec!["stdio".into(), "--".into()], command].concat());
+    g.initialize().await;
+    let a = g
+        .ask(serde_json::from_str(&call(1, "big", json!({"size": 1_800_000}))).unwrap())
+        .await;
+    assert_eq!(a["id"], 1, "the valid answer of the same size");
+    let plain = peak_mib(g.child.id().unwrap());
+    for id in 2..5 {
+        let a = g
+            .ask_past_notifications(serde_json::from_str(&call(id, "stray", json!({}))).unwrap())
+            .await;
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "stray"}]}})
+        );
+    }
+    let stray = peak_mib(g.child.id().unwrap());
+    assert!(
+        stray <= plain + 32,
+        "{stray} MiB after the stray answers, {plain} MiB after a plain one"
+    );
+}
+
+/// A handshake-era server whose `initialize` result holds an `experimental` capability that
+/// would hold many times its text once read: a 2026-07-28 client discovers it by the features
+/// MCP names (its tools), without that one, in every mode.
+#[tokio::test]
+async fn a_handshake_too_costly_to_read_whole_is_discovered_by_the_features_mcp_names() {
+    let heavy = vec![json!({"": 0}); 200_000];
+    let init = json!({"protocolVersion": "2025-11-25",
+        "capabilities": {"tools": {}, "experimental": {"heavy": heavy}},
+        "serverInfo": {"name": "stdio-fixture", "version": "1"}});
+    let command = common::peers::stdio_fixture(&["--heavy-capabilities"]).await;
+    let discovered = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+        "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "stdio-fixture", "version": "1"}}}});
+    for mode in Mode::EVERY_FRONT {
+        let scripted = (Scripted::new(vec![open_tool("t")]).handshake_only())
+            .script("initialize", Script::Result(init.clone()));
+        let (up, _) = scripted.spawn().await;
+        let mut front = Front::start(mode, &up, &command).await;
+        let discover =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}});
+        let a = front.ask_modern(discover).await;
+        let shown: String = a.to_string().chars().take(400).collect();
+        assert!(a == discovered, "{mode}: {shown}");
+    }
+}
+
 /// A server may list each session its own schemas, so each session's catalog is its own: all
 /// of them together are kept within `limits.max_catalog_bytes`, the least recently listed
 /// dropped first, and a session whose catalog was dropped has its tools listed again.
