@@ -13,7 +13,7 @@ use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Message};
 use crate::locks::MutexExt;
 use bytes::Bytes;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -217,12 +217,24 @@ fn server_request(id: &str, question: &RawValue) -> Option<Bytes> {
         #[serde(borrow)]
         params: Option<&'a RawValue>,
     }
-    let q: Question<'_> = serde_json::from_str(question.get()).ok()?;
-    let mut out = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": q.method});
-    if let Some(p) = q.params {
-        out["params"] = serde_json::from_str(p.get()).ok()?;
+    /// The params go as the server wrote them, never read into a value: they may hold many
+    /// times their text once read.
+    #[derive(Serialize)]
+    struct Request<'a> {
+        jsonrpc: &'static str,
+        id: &'a str,
+        method: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a RawValue>,
     }
-    Some(Bytes::from(out.to_string()))
+    let q: Question<'_> = serde_json::from_str(question.get()).ok()?;
+    let out = Request {
+        jsonrpc: "2.0",
+        id,
+        method: q.method,
+        params: q.params,
+    };
+    serde_json::to_vec(&out).ok().map(Bytes::from)
 }
 
 /// The client's result, or what its error said.
@@ -289,6 +301,23 @@ mod tests {
             let id = RawValue::from_string(format!("{id:?}")).unwrap();
             Ok(Bytes::from(jsonrpc::result_response(&id, &result)))
         }
+    }
+
+    #[test]
+    fn a_question_goes_to_the_client_with_its_params_as_written() {
+        let question = r#"{"method":"sampling/createMessage","params":{"maxTokens":12345678901234567890123,"x":{"\u0041":1.50}}}"#;
+        let question = RawValue::from_string(question.into()).unwrap();
+        let sent = server_request("toolgate-ask-1", &question).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&sent).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"toolgate-ask-1","method":"sampling/createMessage","params":{"maxTokens":12345678901234567890123,"x":{"\u0041":1.50}}}"#
+        );
+        let bare = RawValue::from_string(r#"{"method":"roots/list"}"#.into()).unwrap();
+        let sent = server_request("toolgate-ask-2", &bare).unwrap();
+        assert_eq!(
+            &sent[..],
+            br#"{"jsonrpc":"2.0","id":"toolgate-ask-2","method":"roots/list"}"#
+        );
     }
 
     const ROUND: &str = r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"input_required",
