@@ -625,3 +625,107 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
         );
     }
 }
+
+/// The Rust SDK's server (rmcp, `fixtures/rmcp_server`), whose schemas schemars writes
+/// (sized integers with their bounds, an enum under `$defs`, a date, an optional string) and
+/// which alone reads only the first problem, takes `"2"` for no `i32`, and fails a tool with a
+/// JSON-RPC error: through toolgate, in every mode, the same answers from either era's
+/// client, over stdio and Streamable HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_sdk_server_is_served_under_the_rules_in_every_mode() {
+    let http = common::peers::rmcp_http().await;
+    let command = common::peers::rmcp_stdio().await;
+    let refused = |tool: &str, problems: &[(&str, &str, &str)]| {
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|(at, why, described)| format!("- {}: {why}{described}", &at[1..]))
+            .collect();
+        let n = problems.len();
+        let text = format!(
+            "Invalid arguments for tool \"{tool}\" ({n} problem{}):\n{}\nCorrect the arguments and call the tool again.",
+            if n == 1 { "" } else { "s" },
+            lines.join("\n")
+        );
+        let errors: serde_json::Map<String, Value> = problems
+            .iter()
+            .map(|(at, why, _)| (at.to_string(), json!(why)))
+            .collect();
+        json!({"content": [{"type": "text", "text": text}], "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": tool, "parameter_errors": errors}}})
+    };
+    let text = |t: &str| json!({"content": [{"type": "text", "text": t}], "isError": false});
+    let booked = json!({"content": [{"type": "text", "text": "{\"reference\":\"2026-12-24-economy\",\"seats\":2}"}],
+        "structuredContent": {"reference": "2026-12-24-economy", "seats": 2}, "isError": false});
+    let trip = json!({"passengers": 2, "date": "2026-12-24", "cabin": "economy"});
+    let rows: Vec<(&str, Value, Value)> = vec![
+        ("add", json!({"a": 2, "b": 3}), text("5")),
+        // rmcp alone: "invalid type: string \"2\", expected i32".
+        ("add", json!({"a": "2", "b": 3}), text("5")),
+        (
+            "add",
+            json!({"a": 3_000_000_000_u64, "b": 1}),
+            refused(
+                "add",
+                &[(
+                    "/a",
+                    "must be at most 2147483647, got 3000000000",
+                    " (parameter description: the first addend)",
+                )],
+            ),
+        ),
+        ("book", trip.clone(), booked.clone()),
+        (
+            "book",
+            json!({"passengers": 2, "date": "2026-12-24", "cabin": "economy", "note": null}),
+            booked,
+        ),
+        // rmcp alone names the first problem only: "unknown variant `Economy`".
+        (
+            "book",
+            json!({"passengers": 300, "date": "24/12/2026", "cabin": "Economy"}),
+            refused(
+                "book",
+                &[
+                    (
+                        "/cabin",
+                        "must be one of [\"economy\",\"business\"], got \"Economy\"; did you mean \"economy\"?",
+                        "",
+                    ),
+                    (
+                        "/date",
+                        "must be a valid date, got \"24/12/2026\"",
+                        " (parameter description: the day of departure)",
+                    ),
+                    (
+                        "/passengers",
+                        "must be at most 255, got 300",
+                        " (parameter description: how many travel)",
+                    ),
+                ],
+            ),
+        ),
+        // rmcp alone: a JSON-RPC error, -32603.
+        (
+            "fail",
+            json!({}),
+            json!({"content": [{"type": "text", "text": "the ledger is locked"}], "isError": true,
+            "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "the ledger is locked"}}}),
+        ),
+    ];
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        for (id, (tool, args, result)) in rows.iter().enumerate() {
+            let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}});
+            let expected = json!({"jsonrpc": "2.0", "id": id, "result": result});
+            assert_eq!(front.ask(call.clone()).await, expected, "{mode}: {args}");
+            let mut modern = expected;
+            modern["result"]["resultType"] = json!("complete");
+            assert_eq!(
+                front.ask_modern(call).await,
+                modern,
+                "{mode}, 2026-07-28: {args}"
+            );
+        }
+    }
+}

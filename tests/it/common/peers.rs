@@ -104,11 +104,17 @@ impl Drop for DirLock {
     }
 }
 
-fn install() -> Peers {
+/// Where the peers are installed: `.cache/peers`, or `$TOOLGATE_PEERS_DIR`.
+fn peers_dir() -> PathBuf {
     let dir = std::env::var_os("TOOLGATE_PEERS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/peers"));
     std::fs::create_dir_all(&dir).expect("the peers directory can be created");
+    dir
+}
+
+fn install() -> Peers {
+    let dir = peers_dir();
     let _lock = DirLock::take(&dir);
 
     let node = dir.join("node");
@@ -216,6 +222,45 @@ async fn python_http_on(python: &std::path::Path, name: &str, args: &[&str]) -> 
     let mut cmd = tokio::process::Command::new(python);
     cmd.arg(p.fixtures.join(name)).args(args);
     on_the_port_it_prints(cmd, name).await
+}
+
+/// The Rust SDK's server (`fixtures/rmcp_server`, rmcp), built by cargo on first use into
+/// the peers directory; the command that runs it over stdio.
+pub async fn rmcp_stdio() -> Vec<String> {
+    let program = tokio::task::spawn_blocking(rmcp_server).await.unwrap();
+    vec![program.display().to_string(), "stdio".into()]
+}
+
+/// [`rmcp_stdio`]'s server over Streamable HTTP, on the free port it prints.
+pub async fn rmcp_http() -> HttpPeer {
+    let program = tokio::task::spawn_blocking(rmcp_server).await.unwrap();
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg("http");
+    on_the_port_it_prints(cmd, "rmcp_server").await
+}
+
+/// The fixture's binary, built (once per test binary; cargo keeps it between runs) with the
+/// versions its lock file names.
+fn rmcp_server() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = peers_dir();
+            let target = dir.join("rmcp-target");
+            let manifest =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rmcp_server/Cargo.toml");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            run(
+                "cargo build of tests/fixtures/rmcp_server",
+                Command::new(cargo)
+                    .args(["build", "--locked", "--quiet", "--manifest-path"])
+                    .arg(&manifest)
+                    .arg("--target-dir")
+                    .arg(&target),
+            );
+            target.join("debug/rmcp-server-fixture")
+        })
+        .clone()
 }
 
 /// The TypeScript SDK's server that ends each call's stream before it answers
