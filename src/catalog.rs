@@ -442,9 +442,10 @@ pub struct Catalog {
 
 #[derive(Deserialize)]
 struct ListResult<'a> {
-    /// Each read on its own: one entry that is no tool must not cost the others.
+    /// Each entry read on its own (one that is no tool must not cost the others), and one
+    /// at a time (`jsonrpc::items`).
     #[serde(borrow, default)]
-    tools: Vec<&'a RawValue>,
+    tools: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "nextCursor")]
     next_cursor: Option<&'a RawValue>,
     #[serde(default, rename = "ttlMs")]
@@ -494,20 +495,22 @@ impl Page {
     /// One page of a `tools/list` result; `Err` when it is not one.
     pub fn parse(result: &RawValue) -> Result<Page, serde_json::Error> {
         let r: ListResult<'_> = serde_json::from_str(result.get())?;
-        let listed = r.tools.len();
-        let tools: Vec<Listed> = (r.tools.into_iter())
-            .filter_map(|t| serde_json::from_str::<ToolDef<'_>>(t.get()).ok())
-            .map(|t| Listed {
-                name: t.name.as_ref().into(),
-                input: t.input_schema.map_or("{}", RawValue::get).into(),
-                output: t
-                    .output_schema
-                    .filter(|o| o.get() != "null")
-                    .map(|o| o.get().into()),
-            })
-            .collect();
+        let (mut tools, mut malformed) = (Vec::new(), 0);
+        let entries = r.tools.map_or("[]", RawValue::get);
+        crate::jsonrpc::items::each(entries, |t| {
+            match serde_json::from_str::<ToolDef<'_>>(t.get()) {
+                Ok(t) => tools.push(Listed {
+                    name: t.name.as_ref().into(),
+                    input: t.input_schema.map_or("{}", RawValue::get).into(),
+                    output: (t.output_schema)
+                        .filter(|o| o.get() != "null")
+                        .map(|o| o.get().into()),
+                }),
+                Err(_) => malformed += 1,
+            }
+        })?;
         Ok(Page {
-            malformed: listed - tools.len(),
+            malformed,
             tools,
             // Under a second (`ttlMs: 0` says "do not cache") counts as one: the listing must
             // still decide the call that fetched it, and a listing per call would double the

@@ -4,6 +4,8 @@
 
 use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
+use crate::jsonrpc::footprint;
+use crate::jsonrpc::items;
 use crate::transport::upstream::child::{ChildProcess, Within};
 use crate::transport::upstream::event_stream::{EventStreamServer, Terms};
 use crate::transport::upstream::http_client::HttpUpstream;
@@ -11,7 +13,9 @@ use crate::transport::upstream::own::{self, HttpSession, OwnRequests, Unresulted
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Why a server's tools could not be listed: a sentence for the operator.
@@ -27,7 +31,7 @@ impl From<String> for CannotList {
 
 /// The tools of the server at `url`, listed in a handshake-era session of toolgate's own
 /// (initialize, every page, then the session ended).
-pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotList> {
+pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Entry>, CannotList> {
     let uri = crate::config::parse_upstream_url(url).map_err(|e| e.0)?;
     if cfg.upstream_transport == crate::config::UpstreamTransport::Sse {
         return tools_over_event_stream(uri, cfg).await;
@@ -65,7 +69,7 @@ pub async fn tools_at_url(url: &str, cfg: &Config) -> Result<Vec<Value>, CannotL
 
 /// The tools of a server of the HTTP+SSE transport at `uri`, listed in one session, as the
 /// gateway reaches it (a child of its own).
-async fn tools_over_event_stream(uri: http::Uri, cfg: &Config) -> Result<Vec<Value>, CannotList> {
+async fn tools_over_event_stream(uri: http::Uri, cfg: &Config) -> Result<Vec<Entry>, CannotList> {
     let credential = crate::auth::upstream_credential(&cfg.auth).map_err(|e| e.0)?;
     let terms = Terms {
         credentials: crate::auth::carried(None, credential.as_ref()),
@@ -85,7 +89,7 @@ pub async fn tools_of_command(
     command: &[String],
     own_env: &[String],
     cfg: &Config,
-) -> Result<Vec<Value>, CannotList> {
+) -> Result<Vec<Entry>, CannotList> {
     // Nothing it sends on its own matters to a listing.
     let child = ChildProcess::spawn(command, (cfg, own_env), |_| {}).map_err(|e| e.to_string())?;
     let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
@@ -126,7 +130,7 @@ async fn speaks_http_and_sse(up: &HttpUpstream, headers: &HeaderMap, cfg: &Confi
 
 /// A server's tools, as a client of the handshake era lists them: the handshake, then every
 /// page of `tools/list` (at most `limits.max_list_pages`, as the gateway).
-async fn listing<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>, CannotList> {
+async fn listing<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Entry>, CannotList> {
     own::handshake(server, "toolgate-check-0", None)
         .await
         .map_err(refused_handshake)?;
@@ -143,31 +147,81 @@ fn refused_handshake(e: Unresulted) -> CannotList {
     }
 }
 
-/// Every page of `tools/list`, after the handshake.
-async fn pages<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Value>, CannotList> {
+/// One entry of a server's listing, as `check` judges it.
+pub enum Entry {
+    Read(Value),
+    /// Not read: it would hold more than 64 MiB once read, which no tool definition needs
+    /// (a schema of that much is not compiled). Its name, when it has one.
+    Unread(Option<String>),
+}
+
+/// Every page of `tools/list`, after the handshake; each entry taken on its own.
+async fn pages<S: OwnRequests>(server: &S, cfg: &Config) -> Result<Vec<Entry>, CannotList> {
+    #[derive(Serialize)]
+    struct ListRequest<'a> {
+        jsonrpc: &'static str,
+        id: &'a str,
+        method: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<Cursor<'a>>,
+    }
+    #[derive(Serialize)]
+    struct Cursor<'a> {
+        cursor: &'a RawValue,
+    }
+    #[derive(Deserialize)]
+    struct Page<'a> {
+        #[serde(borrow)]
+        tools: Option<&'a RawValue>,
+        #[serde(borrow, rename = "nextCursor")]
+        next_cursor: Option<&'a RawValue>,
+    }
     let mut tools = Vec::new();
-    let mut cursor: Option<Value> = None;
+    let mut cursor: Option<Box<RawValue>> = None;
     for page in 0..cfg.limits.max_list_pages {
         let id = format!("toolgate-check-list-{page}");
-        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
-        if let Some(c) = &cursor {
-            req["params"] = json!({"cursor": c});
-        }
-        let result = server
-            .ask(Bytes::from(req.to_string()), &id)
-            .await
+        let params = cursor.as_deref().map(|cursor| Cursor { cursor });
+        let request = ListRequest {
+            jsonrpc: "2.0",
+            id: &id,
+            method: "tools/list",
+            params,
+        };
+        let request = serde_json::to_vec(&request).expect("a request serializes");
+        let result = (server.ask(Bytes::from(request), &id).await)
             .map_err(|e| CannotList(format!("tools/list: {e}")))?;
-        let result: Value = serde_json::from_str(result.get())
+        let page: Page<'_> = serde_json::from_str(result.get())
             .map_err(|e| CannotList(format!("tools/list: {e}")))?;
-        if let Some(page) = result.get("tools").and_then(Value::as_array) {
-            tools.extend(page.iter().cloned());
+        if let Some(entries) = page.tools {
+            // `tools` that is no array lists nothing, as a client reads it.
+            let _ = items::each(entries.get(), |t| tools.push(entry(t)));
         }
-        cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
+        cursor = (page.next_cursor)
+            .filter(|c| c.get() != "null")
+            .map(ToOwned::to_owned);
         if cursor.is_none() {
             break;
         }
     }
     Ok(tools)
+}
+
+/// A listing's entry, read into a value unless it would hold too much once read.
+fn entry(t: &RawValue) -> Entry {
+    #[derive(Deserialize)]
+    struct Named {
+        name: Option<String>,
+    }
+    if footprint::affordable(t.get())
+        && let Ok(value) = serde_json::from_str(t.get())
+    {
+        return Entry::Read(value);
+    }
+    Entry::Unread(
+        serde_json::from_str::<Named>(t.get())
+            .ok()
+            .and_then(|n| n.name),
+    )
 }
 
 /// What the gateway makes of one schema with the settings in force.

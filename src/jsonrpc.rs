@@ -14,6 +14,7 @@
 
 pub(crate) mod arguments;
 pub(crate) mod footprint;
+pub(crate) mod items;
 mod quick;
 
 use crate::mcp::TOOLS_CALL;
@@ -378,15 +379,22 @@ fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection> {
     match first {
         None => Err(Rejection::Parse("empty body".into())),
         Some(b'[') => {
-            let items: Vec<&RawValue> = serde_json::from_str(text).map_err(classify)?;
-            if items.is_empty() {
-                return Err(Rejection::Invalid("empty batch".into()));
+            // Each item read as it is taken (`items`): what the batch holds is its messages.
+            let (mut messages, mut refused) = (Vec::new(), None);
+            items::each(text, |raw| {
+                if refused.is_none() {
+                    match message(raw.get(), by_hand) {
+                        Ok(m) => messages.push(m),
+                        Err(e) => refused = Some(e),
+                    }
+                }
+            })
+            .map_err(classify)?;
+            match refused {
+                Some(e) => Err(e),
+                None if messages.is_empty() => Err(Rejection::Invalid("empty batch".into())),
+                None => Ok(Body::Batch(messages)),
             }
-            items
-                .into_iter()
-                .map(|raw| message(raw.get(), by_hand))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Body::Batch)
         }
         Some(_) => message(text, by_hand).map(Body::Single),
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashSet;
 use toolgate::config::Config;
-use toolgate::inspect::{self, CannotList, SchemaReading};
+use toolgate::inspect::{self, CannotList, Entry, SchemaReading};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -136,11 +136,25 @@ pub fn servers_of(cfg: &Config) -> Vec<ToCheck> {
 }
 
 /// Checks listed tool definitions with the gateway's settings in `cfg`.
-pub fn check_tools(upstream: &str, tools: &[Value], cfg: &Config) -> Report {
+pub fn check_tools(upstream: &str, tools: &[Entry], cfg: &Config) -> Report {
     let mut problems = Vec::new();
     let mut names = Vec::new();
     let mut seen = HashSet::new();
     for t in tools {
+        let t = match t {
+            Entry::Read(t) => t,
+            Entry::Unread(name) => {
+                let tool = name.clone().unwrap_or_default();
+                problems.push(Problem {
+                    tool: tool.clone(),
+                    severity: Severity::Error,
+                    kind: "definition",
+                    message: "the tool's definition would hold more than 64 MiB once read: too costly to check (a client reading the listing pays as much)".into(),
+                });
+                names.push(tool);
+                continue;
+            }
+        };
         let name = t.get("name").and_then(Value::as_str);
         let mut say = |severity, kind, message: String| {
             problems.push(Problem {
@@ -433,6 +447,7 @@ mod tests {
             json!({"name": 5, "inputSchema": {"type": "object"}}),
             json!({"name": "shapeless", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false}, "outputSchema": {"type": "array"}}),
         ];
+        let tools: Vec<Entry> = tools.into_iter().map(Entry::Read).collect();
         let r = check_tools("u", &tools, &settings);
         let kinds: Vec<_> = r
             .problems

@@ -396,9 +396,7 @@ pub fn read_answer(
         (None, Some(result)) => serde_json::from_str::<ReadView<'_>>(result.get())
             .ok()
             .and_then(|r| r.contents)
-            .is_some_and(|c| {
-                serde_json::from_str::<Vec<&RawValue>>(c.get()).is_ok_and(|v| v.is_empty())
-            }),
+            .is_some_and(|c| jsonrpc::items::is_empty(c.get())),
         _ => false,
     };
     if !not_found {

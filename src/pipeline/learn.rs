@@ -135,28 +135,33 @@ impl<F: Fn(&str) -> bool> Rewrite<'_, F> {
     /// `None` when nothing changes.
     fn listing(&self, id: &RawValue, result: &RawValue) -> Option<Answer> {
         let mut r: BTreeMap<String, Box<RawValue>> = serde_json::from_str(result.get()).ok()?;
-        let tools: Vec<Box<RawValue>> = serde_json::from_str(r.get("tools")?.get()).ok()?;
-        let before = tools.len();
+        // The entries kept, written as they are taken (`jsonrpc::items`): no more than the
+        // listing's own text is held for them.
+        let mut kept = String::from("[");
         let mut changed = false;
-        let kept: Vec<_> = tools
-            .into_iter()
-            .filter_map(|t| {
-                let (keep, strip) = match serde_json::from_str::<Named<'_>>(t.get()) {
-                    Ok(n) => (
-                        (self.visible)(&n.name),
-                        self.no_output.iter().any(|o| **o == *n.name),
-                    ),
-                    Err(_) => (self.keep_malformed, false),
-                };
-                let stripped = (keep && strip).then(|| without_output(&t)).flatten();
-                changed |= stripped.is_some();
-                keep.then(|| stripped.unwrap_or(t))
-            })
-            .collect();
-        if kept.len() == before && !changed {
+        jsonrpc::items::each(r.get("tools")?.get(), |t| {
+            let (keep, strip) = match serde_json::from_str::<Named<'_>>(t.get()) {
+                Ok(n) => (
+                    (self.visible)(&n.name),
+                    self.no_output.iter().any(|o| **o == *n.name),
+                ),
+                Err(_) => (self.keep_malformed, false),
+            };
+            let stripped = (keep && strip).then(|| without_output(t)).flatten();
+            changed |= !keep || stripped.is_some();
+            if keep {
+                if kept.len() > 1 {
+                    kept.push(',');
+                }
+                kept.push_str(stripped.as_deref().unwrap_or(t).get());
+            }
+        })
+        .ok()?;
+        if !changed {
             return None;
         }
-        r.insert("tools".into(), serde_json::value::to_raw_value(&kept).ok()?);
+        kept.push(']');
+        r.insert("tools".into(), RawValue::from_string(kept).ok()?);
         Some(Answer {
             body: jsonrpc::result_response(id, &r),
             error_code: None,

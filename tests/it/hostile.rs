@@ -558,6 +558,60 @@ async fn a_handshake_too_costly_to_read_whole_is_discovered_by_the_features_mcp_
     }
 }
 
+/// A listing whose entries are seven million `0`s beside one tool is taken one entry at a
+/// time: the tool is learned and its calls checked, and the peak memory stays within 32 MiB of
+/// a listing of the same size whose bulk is one tool's description.
+#[tokio::test]
+async fn a_listing_of_many_small_entries_is_taken_one_at_a_time() {
+    let tool =
+        r#"{"name":"t","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}}}"#;
+    let zeros = "0,".repeat(7_000_000);
+    let described = format!(
+        r#"{{"name":"u","description":"{}","inputSchema":{{"type":"object"}}}},"#,
+        "x".repeat(zeros.len())
+    );
+    let mut peaks = Vec::new();
+    for bulk in [described, zeros] {
+        let listing = format!(r#"{{"tools":[{bulk}{tool}]}}"#);
+        let listing = Script::ResultText(Box::leak(listing.into_boxed_str()));
+        let scripted = Scripted::new(vec![]).script("tools/list", listing);
+        let (up, _) = scripted.spawn().await;
+        let tg = Toolgate::serve(&up, None).await;
+        let a = post(&tg.url(), None, call(1, "t", json!({"n": "x"})))
+            .await
+            .json();
+        assert_eq!(
+            a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+            json!({"/n": "expected an integer, got string \"x\""}),
+            "{a}"
+        );
+        peaks.push(peak_mib(tg.pid()));
+    }
+    let [described, zeros] = peaks[..] else {
+        unreachable!()
+    };
+    assert!(
+        zeros <= described + 32,
+        "{zeros} MiB for the zeros, {described} MiB for the description"
+    );
+}
+
+/// `check` in front of a server that lists a tool whose definition would hold many times its
+/// text once read: that tool is named, unread, and the tools beside it are checked.
+#[tokio::test]
+async fn check_names_a_tool_too_costly_to_read_and_checks_the_others() {
+    let command = common::peers::stdio_fixture(&["--heavy-tool"]).await;
+    let args: Vec<&str> = ["check", "--"]
+        .into_iter()
+        .chain(command.iter().map(String::as_str))
+        .collect();
+    let (code, out, err) = run_toolgate(&args).await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    let unread = "error    weighty: the tool's definition would hold more than 64 MiB once read: too costly to check (a client reading the listing pays as much)";
+    assert!(out.contains(unread), "{out}");
+    assert!(out.contains(": 12 tools, 1 error,"), "{out}");
+}
+
 /// A server may list each session its own schemas, so each session's catalog is its own: all
 /// of them together are kept within `limits.max_catalog_bytes`, the least recently listed
 /// dropped first, and a session whose catalog was dropped has its tools listed again.

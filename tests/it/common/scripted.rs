@@ -27,6 +27,8 @@ pub enum Script {
         messages: Vec<Value>,
         numbered: bool,
     },
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<this text>}` as JSON, the result as written.
+    ResultText(&'static str),
     /// Any HTTP answer.
     Raw {
         status: u16,
@@ -202,6 +204,10 @@ async fn handle(
                 .body(Body::from(text))
                 .unwrap()
         }
+        Script::ResultText(result) => json_response(
+            200,
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
+        ),
         Script::Raw {
             status,
             content_type,
