@@ -478,19 +478,19 @@ fn is_request_id_text(id: &str) -> bool {
 }
 
 #[derive(serde::Serialize)]
-struct ErrorObject<'a> {
+struct ErrorObject<'a, D: ?Sized> {
     code: i64,
     message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<&'a Value>,
+    data: Option<&'a D>,
 }
 
 #[derive(serde::Serialize)]
-struct ErrorResponse<'a> {
+struct ErrorResponse<'a, D: ?Sized> {
     jsonrpc: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a RawValue>,
-    error: ErrorObject<'a>,
+    error: ErrorObject<'a, D>,
 }
 
 #[derive(serde::Serialize)]
@@ -528,6 +528,26 @@ pub fn error_response(
     code: i64,
     message: &str,
     data: Option<&Value>,
+) -> Vec<u8> {
+    serde_json::to_vec(&ErrorResponse {
+        jsonrpc: "2.0",
+        id,
+        error: ErrorObject {
+            code,
+            message,
+            data,
+        },
+    })
+    .expect("serializing an error response cannot fail")
+}
+
+/// [`error_response`] with `data` as it was written: another's error relayed, its `data`
+/// never read into a value (it may hold many times its text once read).
+pub fn error_response_as_written(
+    id: Option<&RawValue>,
+    code: i64,
+    message: &str,
+    data: Option<&RawValue>,
 ) -> Vec<u8> {
     serde_json::to_vec(&ErrorResponse {
         jsonrpc: "2.0",

@@ -596,6 +596,46 @@ async fn a_listing_of_many_small_entries_is_taken_one_at_a_time() {
     );
 }
 
+/// `toolgate stdio` answers a request the server refused without naming it (HTTP 400, an
+/// error with `"id": null`) on the request's id, the refusal's `data` as written: never read
+/// into a value, so 200,000 `{"":0}` cost what a string of the same size costs.
+#[tokio::test]
+async fn a_refusal_relayed_on_a_requests_id_keeps_its_data_unread() {
+    let objects = vec![r#"{"":0}"#; 200_000].join(",");
+    let string = format!(r#""{}""#, "x".repeat(objects.len()));
+    let mut peaks = Vec::new();
+    for data in [format!("[{objects}]"), string] {
+        let refusal = format!(
+            r#"{{"jsonrpc":"2.0","error":{{"code":-32000,"message":"Bad Request","data":{data}}},"id":null}}"#
+        );
+        let script = Script::Raw {
+            status: 400,
+            content_type: "application/json",
+            body: Box::leak(refusal.into_boxed_str()),
+        };
+        let (up, _) = Scripted::new(vec![open_tool("echo")])
+            .script("echo", script)
+            .spawn()
+            .await;
+        let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
+        g.initialize().await;
+        g.send(&call(9, "echo", json!({}))).await;
+        let a = g.next_line().await.expect("an answer");
+        let expected = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"error":{{"code":-32000,"message":"Bad Request","data":{data}}}}}"#
+        );
+        assert!(a == expected, "{}", &a[..a.len().min(300)]);
+        peaks.push(peak_mib(g.child.id().unwrap()));
+    }
+    let [objects, string] = peaks[..] else {
+        unreachable!()
+    };
+    assert!(
+        objects <= string + 32,
+        "{objects} MiB for the objects, {string} MiB for the string"
+    );
+}
+
 /// `check` in front of a server that lists a tool whose definition would hold many times its
 /// text once read: that tool is named, unread, and the tools beside it are checked.
 #[tokio::test]

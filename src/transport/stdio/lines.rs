@@ -117,13 +117,8 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
         if crate::text::holds!(&bytes, "\"error\"")
             && let Some(err) = jsonrpc::refusal(&bytes)
         {
-            let e: serde_json::Value = serde_json::from_str(err.get()).unwrap_or_default();
-            let code = e["code"].as_i64().unwrap_or(jsonrpc::INTERNAL_ERROR);
-            let message = e["message"]
-                .as_str()
-                .unwrap_or("the server refused the request");
-            let answer = jsonrpc::error_response(Some(id), code, message, e.get("data"));
-            self.to.write_answer(self.pending, answer, "forwarded");
+            self.to
+                .write_answer(self.pending, on_id(id, err), "forwarded");
             return true;
         }
         let Ok(Parsed::Single(m)) = jsonrpc::parse(&bytes) else {
@@ -142,4 +137,29 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
         (self.to).write_answer(self.pending, bytes, outcome.unwrap_or("forwarded"));
         true
     }
+}
+
+/// A server's refusal `err` answered on the request's `id`: its code and message, and its
+/// `data` as written.
+fn on_id(id: &serde_json::value::RawValue, err: &serde_json::value::RawValue) -> Vec<u8> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Refusal<'a> {
+        #[serde(borrow)]
+        code: Option<&'a RawValue>,
+        #[serde(borrow)]
+        message: Option<&'a RawValue>,
+        #[serde(borrow)]
+        data: Option<&'a RawValue>,
+    }
+    let r = serde_json::from_str::<Refusal<'_>>(err.get()).ok();
+    let code = (r.as_ref().and_then(|r| r.code))
+        .and_then(|c| serde_json::from_str::<i64>(c.get()).ok())
+        .unwrap_or(jsonrpc::INTERNAL_ERROR);
+    let message = (r.as_ref().and_then(|r| r.message))
+        .and_then(|m| serde_json::from_str::<String>(m.get()).ok());
+    let message = message
+        .as_deref()
+        .unwrap_or("the server refused the request");
+    jsonrpc::error_response_as_written(Some(id), code, message, r.and_then(|r| r.data))
 }
