@@ -636,6 +636,35 @@ async fn a_refusal_relayed_on_a_requests_id_keeps_its_data_unread() {
     );
 }
 
+/// `toolgate stdio --upstream` reads a server's `initialize` result for the version it agreed
+/// alone: an `experimental` capability of 200,000 `{"":0}` reaches the client as it came, and
+/// costs what a string of the same size costs.
+#[tokio::test]
+async fn a_handshake_reaches_a_stdio_client_read_for_its_version_alone() {
+    let objects = json!(vec![json!({"": 0}); 200_000]);
+    let string = json!("x".repeat(objects.to_string().len()));
+    let mut peaks = Vec::new();
+    for heavy in [objects, string] {
+        let init = json!({"protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}, "experimental": {"heavy": heavy}},
+            "serverInfo": {"name": "s", "version": "1"}});
+        let scripted = Scripted::new(vec![]).script("initialize", Script::Result(init.clone()));
+        let (up, _) = scripted.spawn().await;
+        let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
+        let a = g.ask(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).await;
+        assert!(a["result"] == init, "the result as it came");
+        peaks.push(peak_mib(g.child.id().unwrap()));
+    }
+    let [objects, string] = peaks[..] else {
+        unreachable!()
+    };
+    assert!(
+        objects <= string + 32,
+        "{objects} MiB for the objects, {string} MiB for the string"
+    );
+}
+
 /// `check` in front of a server that lists a tool whose definition would hold many times its
 /// text once read: that tool is named, unread, and the tools beside it are checked.
 #[tokio::test]

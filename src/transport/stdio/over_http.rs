@@ -445,10 +445,16 @@ impl Http {
     /// The protocol version the server's answer to `initialize` names, for the session's
     /// next requests.
     fn keep_version(&self, answer: &Message<'_>) {
+        /// Read for its version alone: the rest (capabilities) may hold many times its text.
+        #[derive(serde::Deserialize)]
+        struct Agreed {
+            #[serde(rename = "protocolVersion")]
+            version: Option<String>,
+        }
         if let Some(v) = answer
             .result
-            .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-            .and_then(|r| r["protocolVersion"].as_str().map(str::to_owned))
+            .and_then(|r| serde_json::from_str::<Agreed>(r.get()).ok())
+            .and_then(|r| r.version)
             && let Ok(v) = HeaderValue::from_str(&v)
         {
             self.session.locked().version = Some(v);
