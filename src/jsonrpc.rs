@@ -529,16 +529,7 @@ pub fn error_response(
     message: &str,
     data: Option<&Value>,
 ) -> Vec<u8> {
-    serde_json::to_vec(&ErrorResponse {
-        jsonrpc: "2.0",
-        id,
-        error: ErrorObject {
-            code,
-            message,
-            data,
-        },
-    })
-    .expect("serializing an error response cannot fail")
+    error_with(id, code, message, data)
 }
 
 /// [`error_response`] with `data` as it was written: another's error relayed, its `data`
@@ -548,6 +539,15 @@ pub fn error_response_as_written(
     code: i64,
     message: &str,
     data: Option<&RawValue>,
+) -> Vec<u8> {
+    error_with(id, code, message, data)
+}
+
+fn error_with<D: serde::Serialize + ?Sized>(
+    id: Option<&RawValue>,
+    code: i64,
+    message: &str,
+    data: Option<&D>,
 ) -> Vec<u8> {
     serde_json::to_vec(&ErrorResponse {
         jsonrpc: "2.0",
