@@ -628,9 +628,9 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
 
 /// The Rust SDK's server (rmcp, `fixtures/rmcp_server`), whose schemas schemars writes
 /// (sized integers with their bounds, an enum under `$defs`, a date, an optional string) and
-/// which alone reads only the first problem, takes `"2"` for no `i32`, and fails a tool with a
-/// JSON-RPC error: through toolgate, in every mode, the same answers from either era's
-/// client, over stdio and Streamable HTTP.
+/// which alone names only the first problem, refuses `"2"` for an `i32`, and fails a tool with
+/// a JSON-RPC error: through toolgate, in every mode, the same answers to either era's client,
+/// over stdio and Streamable HTTP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rust_sdk_server_is_served_under_the_rules_in_every_mode() {
     let http = common::peers::rmcp_http().await;
