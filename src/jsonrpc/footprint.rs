@@ -2,7 +2,7 @@
 //!
 //! A value's memory is not its text's: each non-empty object is a B-tree of nodes of eleven
 //! slots (about 630 bytes), so `{"":0}`, seven bytes, holds about 90 times that once read. A
-//! call's 4 MB of such objects, read to explain why it is refused, took toolgate to 960 MB; a
+//! call's 4 MB of such objects, read to explain why it is refused, comes to 960 MB; a
 //! 1 MB schema of them, to 570 MB with its validators. [`footprint`] walks the text as the
 //! parser does without building anything, so text too costly to read is known before it
 //! costs that.

@@ -253,7 +253,7 @@ async fn made_up_names_are_compared_and_logged_within_bounds() {
 
 /// A validator keeps each keyword's place in its schema, so a schema nested deep under long
 /// names costs its depth times its size to compile and keep: sixty levels of 16 KB names, a
-/// 1 MB schema, kept 270 MB. Such a schema is not compiled (`on_compile_error`), and three of
+/// 1 MB schema, keeps 270 MB. Such a schema is not compiled (`on_compile_error`), and three of
 /// them leave the peak RSS within 64 MiB of a schema of the same size laid flat.
 #[tokio::test]
 async fn schemas_nested_deep_under_long_names_are_not_compiled() {
@@ -302,7 +302,7 @@ async fn schemas_nested_deep_under_long_names_are_not_compiled() {
 
 /// A schema's text may hold many times its size once read (each small object is a tree node
 /// of about 630 bytes): an `enum` of a hundred and forty thousand `{"":0}`, a 1 MB schema,
-/// took 570 MB with its validators. Such a schema is not read; one of the same size that
+/// holds 570 MB with its validators. Such a schema is not read; one of the same size that
 /// holds what its text says is checked.
 #[tokio::test]
 async fn a_schema_that_holds_many_times_its_text_is_not_read() {
@@ -347,7 +347,7 @@ async fn a_schema_that_holds_many_times_its_text_is_not_read() {
 
 /// Arguments read into a value to explain why they are refused hold many times their text
 /// where they are many small objects (each a tree node of about 630 bytes): a 3.9 MB call of
-/// `{"":0}`s took 960 MB, and the same objects as JSON text in a string, read to convert it,
+/// `{"":0}`s holds 960 MB, and the same objects as JSON text in a string, read to convert it,
 /// 430 MB. Arguments that would hold more than 64 MiB once read are refused with one
 /// violation, unread, and JSON text in a string that would is not converted.
 #[tokio::test]
