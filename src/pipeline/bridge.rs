@@ -110,17 +110,19 @@ fn capabilities_of(capabilities: Option<&RawValue>) -> Value {
     Value::Object(kept.collect())
 }
 
-/// The server's capabilities less what the bridge cannot deliver: list changes and resource
-/// updates reach a 2026-07-28 client only through `subscriptions/listen`, which has no
-/// handshake-era counterpart over one request.
+/// A server's capabilities less what the bridge cannot deliver, either way: change
+/// notifications (`listChanged`) and resource subscriptions (`subscribe`). A 2026-07-28
+/// client gets them only through `subscriptions/listen`, which has no handshake-era
+/// counterpart over one request; a handshake-era client's GET stream has nothing to carry
+/// them, since the bridge does not open `subscriptions/listen` for it, and its subscriptions
+/// are refused by name. A client is told only what it will get, so it polls rather than
+/// waits for a notification that never comes.
 fn deliverable(capabilities: Option<&RawValue>) -> Value {
     let mut c = capabilities_of(capabilities);
-    if let Some(all) = c.as_object_mut() {
-        for feature in all.values_mut() {
-            if let Some(f) = feature.as_object_mut() {
-                f.remove("listChanged");
-                f.remove("subscribe");
-            }
+    for kind in ["tools", "prompts", "resources"] {
+        if let Some(f) = c.get_mut(kind).and_then(Value::as_object_mut) {
+            f.remove("listChanged");
+            f.remove("subscribe");
         }
     }
     c
@@ -579,22 +581,6 @@ pub fn under_id(answer: Bytes, from: &RawValue, to: &RawValue) -> Bytes {
     }
 }
 
-/// Takes from a 2026-07-28 server's capabilities what the bridge cannot deliver to a
-/// handshake-era client: change notifications (`listChanged`: a 2026-07-28 server sends them
-/// on `subscriptions/listen`, which the bridge does not open, and the client's GET stream has
-/// nothing to carry) and resource subscriptions (refused by name). A client is told only what
-/// it will get, so it polls rather than waits for a notification that never comes.
-fn undelivered(capabilities: &mut Value) {
-    for kind in ["tools", "prompts", "resources"] {
-        if let Some(c) = capabilities.get_mut(kind).and_then(Value::as_object_mut) {
-            c.remove("listChanged");
-            if kind == "resources" {
-                c.remove("subscribe");
-            }
-        }
-    }
-}
-
 /// Handshake-era versions a client may have asked for; another gets the newest.
 const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
@@ -685,11 +671,9 @@ impl Reverse {
             ),
             None => (None, None, None),
         };
-        let mut capabilities = capabilities_of(caps.as_deref());
-        undelivered(&mut capabilities);
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": capabilities,
+            "capabilities": deliverable(caps.as_deref()),
             "serverInfo": raw(info, json!({"name": "unknown", "version": ""})),
         });
         if let Some(text) = instructions {
