@@ -176,7 +176,7 @@ impl EventStreamServer {
         let wait = (limits.upstream_timeout / 2).min(ENDPOINT_WAIT);
         let endpoint = match tokio::time::timeout(wait, events.endpoint(&self.http.uri)).await {
             Ok(Ok(endpoint)) => endpoint,
-            Ok(Err(why)) => return why,
+            Ok(Err(why)) => return why.to_string(),
             Err(_) => return format!("named no endpoint within {wait:?}"),
         };
         let reading = async {
@@ -184,7 +184,7 @@ impl EventStreamServer {
                 let line = match events.next().await {
                     Ok(Some(message)) => message,
                     Ok(None) => return "closed its event stream".to_string(),
-                    Err(why) => return why,
+                    Err(why) => return why.to_string(),
                 };
                 if pipe.write_all(&line).await.is_err() {
                     return "was let go".into();
@@ -246,32 +246,31 @@ impl Events {
         Events(sse::Events::new(body, max_event))
     }
 
-    /// The next event, whole; `Ok(None)` at the stream's end; else how the session ends.
-    async fn event(&mut self) -> Result<Option<Bytes>, String> {
+    /// The next event, whole; `Ok(None)` at the stream's end.
+    async fn event(&mut self) -> Result<Option<Bytes>, Unreadable> {
         self.0.next().await.map_err(|end| match end {
-            sse::Read::Broke(e) => format!("broke its event stream: {e}"),
-            _ => "sent an event over limits.max_sse_event_bytes".into(),
+            sse::Read::Broke(e) => Unreadable::Broke(e.to_string()),
+            _ => Unreadable::EventTooLarge,
         })
     }
 
     /// The path (and query) the first `endpoint` event names, on the stream's own origin:
     /// messages posted elsewhere would take toolgate's credential to another server.
-    async fn endpoint(&mut self, stream: &Uri) -> Result<String, String> {
+    async fn endpoint(&mut self, stream: &Uri) -> Result<String, Unreadable> {
         loop {
             let Some(event) = self.event().await? else {
-                return Err("closed its event stream before naming its endpoint".into());
+                return Err(Unreadable::NoEndpoint);
             };
             if sse::name(&event) != "endpoint" {
                 continue;
             }
             let data = sse::data(&event).unwrap_or_default();
-            return same_origin(stream, data.trim())
-                .ok_or_else(|| "named an endpoint that is not on its own origin".to_string());
+            return same_origin(stream, data.trim()).ok_or(Unreadable::ForeignEndpoint);
         }
     }
 
     /// The data of the next `message` event, as one line; `Ok(None)` at the stream's end.
-    async fn next(&mut self) -> Result<Option<Bytes>, String> {
+    async fn next(&mut self) -> Result<Option<Bytes>, Unreadable> {
         loop {
             let Some(event) = self.event().await? else {
                 return Ok(None);
@@ -287,6 +286,32 @@ impl Events {
             let mut line = data.replace(['\n', '\r'], " ");
             line.push('\n');
             return Ok(Some(Bytes::from(line)));
+        }
+    }
+}
+
+/// Why a session's stream cannot be read on, said as how its session ended.
+#[derive(Debug)]
+enum Unreadable {
+    Broke(String),
+    EventTooLarge,
+    NoEndpoint,
+    ForeignEndpoint,
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::Broke(e) => write!(f, "broke its event stream: {e}"),
+            Unreadable::EventTooLarge => {
+                f.write_str("sent an event over limits.max_sse_event_bytes")
+            }
+            Unreadable::NoEndpoint => {
+                f.write_str("closed its event stream before naming its endpoint")
+            }
+            Unreadable::ForeignEndpoint => {
+                f.write_str("named an endpoint that is not on its own origin")
+            }
         }
     }
 }
