@@ -313,7 +313,6 @@ async fn a_server_of_the_http_and_sse_transport_given_as_another_is_named() {
 async fn a_server_of_the_http_and_sse_transport_is_served_under_the_rules() {
     let peer = common::peers::python_http("py_server.py", &["sse"]).await;
     let url = format!("http://127.0.0.1:{}/sse", peer.port);
-    let text = |t: &str| json!({"content": [{"type": "text", "text": t}], "isError": false});
     let invalid = "Invalid arguments for tool \"add\" (1 problem):\n- a: expected an integer, got string \"x\"\nCorrect the arguments and call the tool again.";
     let scenarios = [
         (
@@ -565,17 +564,16 @@ async fn check_grades_server_everything() {
     );
 }
 
-/// The TypeScript SDK client's task-augmented calls (SEP-1686), in all four modes, in front
-/// of server-everything over HTTP and over stdio. With arguments toolgate refuses, the SDK
-/// reads toolgate's answer as the JSON-RPC error it is, with the report in its data. With
-/// valid ones, the task's whole life passes: created, polled with `tasks/get`, and its
-/// result fetched with `tasks/result`.
+/// The TypeScript SDK client's task-augmented calls (SEP-1686), in all four modes and through
+/// the library layer, in front of server-everything over HTTP and over stdio. With arguments
+/// toolgate refuses, the SDK reads toolgate's answer as the JSON-RPC error it is, with the
+/// report in its data. With valid ones, the task's whole life passes: created, polled with
+/// `tasks/get`, and its result fetched with `tasks/result`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_sdk_task_augmented_calls_in_every_mode() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let http = peers::server_everything_http().await;
     let stdio_server = [p.server_everything.display().to_string(), "stdio".into()];
-    let toolgate = env!("CARGO_BIN_EXE_toolgate");
     let report = "Invalid arguments for tool \"get-sum\" (1 problem):\n- b: expected a number, got string \"many\" (parameter description: Second number)\nCorrect the arguments and call the tool again.";
     let expected = json!([[{"type": "error", "code": -32602,
         "message": "MCP error -32602: Invalid arguments for tool \"get-sum\" (1 problem):",
@@ -586,27 +584,11 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
         ("simulate-research-query", json!({"topic": "rust"})),
     ];
 
-    let serve_upstream = Toolgate::serve(&http.url, None).await;
-    let serve_command = Toolgate::in_front_of(&stdio_server, None).await;
-    let mut stdio_command = vec![toolgate.to_string(), "stdio".into(), "--".into()];
-    stdio_command.extend(stdio_server.iter().cloned());
-    let modes = [
-        ("serve --upstream", serve_upstream.url()),
-        ("serve -- CMD", serve_command.url()),
-        (
-            "stdio --upstream",
-            format!(
-                "stdio:{}",
-                json!([toolgate, "stdio", "--upstream", http.url])
-            ),
-        ),
-        ("stdio -- CMD", format!("stdio:{}", json!(stdio_command))),
-    ];
+    let reached = common::modes::Reached::start(&http.url, &stdio_server).await;
     // At once: the task takes four seconds of the server's in each.
-    let runs = modes
-        .iter()
-        .map(|(_, server)| peers::typescript_client(server, &calls));
-    for ((mode, _), out) in modes.iter().zip(futures_util::future::join_all(runs).await) {
+    let runs = (reached.fronts.iter()).map(|(_, front)| peers::typescript_client(front, &calls));
+    let outs = futures_util::future::join_all(runs).await;
+    for ((mode, _), out) in reached.fronts.iter().zip(outs) {
         assert_eq!(out["calls"][0], expected[0], "{mode}");
         let task = out["calls"][1].as_array().expect("the task's messages");
         let kinds: Vec<&str> = task.iter().map(|m| m["type"].as_str().unwrap()).collect();
@@ -626,7 +608,33 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
     }
 }
 
-/// The Rust SDK's server (rmcp, `fixtures/rmcp_server`), whose schemas schemars writes
+/// toolgate's answer to a call of `tool` it refuses for `problems`: each one's place, what is
+/// wrong there, and the parameter's description as the report gives it.
+fn refused(tool: &str, problems: &[(&str, &str, &str)]) -> Value {
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|(at, why, described)| format!("- {}: {why}{described}", &at[1..].replace('/', ".")))
+        .collect();
+    let n = problems.len();
+    let text = format!(
+        "Invalid arguments for tool \"{tool}\" ({n} problem{}):\n{}\nCorrect the arguments and call the tool again.",
+        if n == 1 { "" } else { "s" },
+        lines.join("\n")
+    );
+    let errors: serde_json::Map<String, Value> = problems
+        .iter()
+        .map(|(at, why, _)| (at.to_string(), json!(why)))
+        .collect();
+    json!({"content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": tool, "parameter_errors": errors}}})
+}
+
+/// A tool's answer of one text, as a server of the SDKs writes it.
+fn text(t: &str) -> Value {
+    json!({"content": [{"type": "text", "text": t}], "isError": false})
+}
+
+/// The Rust SDK's server (rmcp, `fixtures/rmcp`), whose schemas schemars writes
 /// (sized integers with their bounds, an enum under `$defs`, a date, an optional string) and
 /// which alone names only the first problem, refuses `"2"` for an `i32`, and fails a tool with
 /// a JSON-RPC error: through toolgate, in every mode, the same answers to either era's client,
@@ -635,25 +643,6 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
 async fn a_rust_sdk_server_is_served_under_the_rules_in_every_mode() {
     let http = common::peers::rmcp_http().await;
     let command = common::peers::rmcp_stdio().await;
-    let refused = |tool: &str, problems: &[(&str, &str, &str)]| {
-        let lines: Vec<String> = problems
-            .iter()
-            .map(|(at, why, described)| format!("- {}: {why}{described}", &at[1..]))
-            .collect();
-        let n = problems.len();
-        let text = format!(
-            "Invalid arguments for tool \"{tool}\" ({n} problem{}):\n{}\nCorrect the arguments and call the tool again.",
-            if n == 1 { "" } else { "s" },
-            lines.join("\n")
-        );
-        let errors: serde_json::Map<String, Value> = problems
-            .iter()
-            .map(|(at, why, _)| (at.to_string(), json!(why)))
-            .collect();
-        json!({"content": [{"type": "text", "text": text}], "isError": true,
-            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": tool, "parameter_errors": errors}}})
-    };
-    let text = |t: &str| json!({"content": [{"type": "text", "text": t}], "isError": false});
     let booked = json!({"content": [{"type": "text", "text": "{\"reference\":\"2026-12-24-economy\",\"seats\":2}"}],
         "structuredContent": {"reference": "2026-12-24-economy", "seats": 2}, "isError": false});
     let trip = json!({"passengers": 2, "date": "2026-12-24", "cabin": "economy"});
@@ -726,6 +715,110 @@ async fn a_rust_sdk_server_is_served_under_the_rules_in_every_mode() {
                 modern,
                 "{mode}, 2026-07-28: {args}"
             );
+        }
+    }
+}
+
+/// The Rust SDK's client (rmcp 3.11, `fixtures/rmcp`) of either era, in all four modes and
+/// through the library layer: opened with the handshake, as the SDK opens by default, and with
+/// `server/discover` first (`auto`), which makes it a 2026-07-28 client. Before the SDK's own
+/// server, which speaks both eras, and before the TypeScript SDK's, which speaks only the
+/// handshake's: there toolgate answers the discovery and carries every request across, and
+/// the client goes on in 2026-07-28 where, alone, it falls back to the handshake. The exact
+/// results the SDK parsed: coerced and refused arguments, a misspelt tool named with its
+/// likely one, a tool's JSON-RPC error rewritten for the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_sdk_client_of_either_era_is_served_in_every_mode() {
+    let unknown = |tool: &str, meant: &str| {
+        json!({"error": {"code": -32602, "message": format!("Unknown tool: {tool}. Did you mean \"{meant}\"?"),
+            "data": {"tool": tool, "suggestions": [meant]}}})
+    };
+    let rust = (
+        common::peers::rmcp_http().await,
+        common::peers::rmcp_stdio().await,
+    );
+    let rust_calls = vec![
+        ("add", json!({"a": "2", "b": 3}), text("5")),
+        (
+            "book",
+            json!({"passengers": 300, "date": "2026-12-24", "cabin": "economy"}),
+            refused(
+                "book",
+                &[(
+                    "/passengers",
+                    "must be at most 255, got 300",
+                    " (parameter description: how many travel)",
+                )],
+            ),
+        ),
+        (
+            "fail",
+            json!({}),
+            json!({"content": [{"type": "text", "text": "the ledger is locked"}], "isError": true,
+                "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "the ledger is locked"}}}),
+        ),
+        ("ad", json!({"a": 1, "b": 2}), unknown("ad", "add")),
+    ];
+    let typescript = (
+        common::peers::typescript_zod_http().await,
+        common::peers::typescript_zod_stdio().await,
+    );
+    let letter = json!({"item": {"kind": "letter", "pages": 2}, "when": "2026-12-24T10:00:00Z"});
+    let typescript_calls = vec![
+        (
+            "ship",
+            letter.clone(),
+            json!({"content": [{"type": "text", "text": letter.to_string()}]}),
+        ),
+        (
+            "ship",
+            json!({"item": {"kind": "letter", "pages": 2.5}, "when": "tomorrow"}),
+            refused(
+                "ship",
+                &[
+                    ("/item/pages", "expected an integer, got number 2.5", ""),
+                    ("/when", "must be a valid date-time, got \"tomorrow\"", ""),
+                ],
+            ),
+        ),
+        ("shp", json!({}), unknown("shp", "ship")),
+    ];
+    let servers = [
+        (
+            "rmcp",
+            rust.0.url.as_str(),
+            rust.1,
+            ["add", "book", "fail"].as_slice(),
+            rust_calls,
+        ),
+        (
+            "the TypeScript SDK",
+            typescript.0.url.as_str(),
+            typescript.1,
+            ["find", "ship"].as_slice(),
+            typescript_calls,
+        ),
+    ];
+    for (server, url, command, tools, rows) in servers {
+        let reached = common::modes::Reached::start(url, &command).await;
+        let calls: Vec<(&str, Value)> = rows.iter().map(|(t, a, _)| (*t, a.clone())).collect();
+        for (lifecycle, protocol) in [("initialize", "2025-11-25"), ("auto", "2026-07-28")] {
+            let results: Vec<Value> = rows
+                .iter()
+                .map(|(_, _, r)| match lifecycle {
+                    "auto" if r.get("error").is_none() => {
+                        merged(r.clone(), json!({"resultType": "complete"}))
+                    }
+                    _ => r.clone(),
+                })
+                .collect();
+            let expected = json!({"protocol": protocol, "tools": tools, "calls": results});
+            let runs = (reached.fronts.iter())
+                .map(|(_, front)| common::peers::rmcp_client(lifecycle, front, &calls));
+            let outs = futures_util::future::join_all(runs).await;
+            for ((mode, _), out) in reached.fronts.iter().zip(outs) {
+                assert_eq!(out, expected, "{server}, {mode}, {lifecycle}");
+            }
         }
     }
 }

@@ -359,3 +359,43 @@ fn stdio_args(config: Option<&str>, tail: &[&str]) -> (Vec<String>, Option<TempF
     args.extend(tail.iter().map(|a| a.to_string()));
     (args, file)
 }
+
+/// Every front before one server, as an SDK client of its own reaches each: a URL, or
+/// `stdio:` and a JSON array holding the command that launches toolgate. The fronts over
+/// HTTP live as long as this; a stdio front is the client's own child.
+pub struct Reached {
+    pub fronts: Vec<(Mode, String)>,
+    _serving: (Toolgate, Toolgate, InProcess),
+}
+
+impl Reached {
+    /// The fronts before the server at `url` and the same server launched by `command`.
+    pub async fn start(url: &str, command: &[String]) -> Reached {
+        let toolgate = env!("CARGO_BIN_EXE_toolgate");
+        let serving = (
+            Toolgate::serve(url, None).await,
+            Toolgate::in_front_of(command, None).await,
+            InProcess::start(url, None).await,
+        );
+        let mut launched = vec![toolgate.to_string(), "stdio".into(), "--".into()];
+        launched.extend(command.iter().cloned());
+        let stdio = |command: Value| format!("stdio:{command}");
+        let fronts = Mode::EVERY_FRONT
+            .into_iter()
+            .map(|mode| {
+                let target = match mode {
+                    Mode::ServeUpstream => serving.0.url(),
+                    Mode::ServeCommand => serving.1.url(),
+                    Mode::Layer => serving.2.url(),
+                    Mode::StdioUpstream => stdio(json!([toolgate, "stdio", "--upstream", url])),
+                    Mode::StdioCommand => stdio(json!(launched)),
+                };
+                (mode, target)
+            })
+            .collect();
+        Reached {
+            fronts,
+            _serving: serving,
+        }
+    }
+}

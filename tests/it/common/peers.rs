@@ -224,43 +224,60 @@ async fn python_http_on(python: &std::path::Path, name: &str, args: &[&str]) -> 
     on_the_port_it_prints(cmd, name).await
 }
 
-/// The Rust SDK's server (`fixtures/rmcp_server`, rmcp), built by cargo on first use into
-/// the peers directory; the command that runs it over stdio.
+/// The Rust SDK's server (`fixtures/rmcp`, rmcp), built by cargo on first use into the peers
+/// directory; the command that runs it over stdio.
 pub async fn rmcp_stdio() -> Vec<String> {
-    let program = tokio::task::spawn_blocking(rmcp_server).await.unwrap();
+    let program = tokio::task::spawn_blocking(|| rmcp_fixture("rmcp-server-fixture"))
+        .await
+        .unwrap();
     vec![program.display().to_string(), "stdio".into()]
 }
 
 /// [`rmcp_stdio`]'s server over Streamable HTTP, on the free port it prints.
 pub async fn rmcp_http() -> HttpPeer {
-    let program = tokio::task::spawn_blocking(rmcp_server).await.unwrap();
+    let program = tokio::task::spawn_blocking(|| rmcp_fixture("rmcp-server-fixture"))
+        .await
+        .unwrap();
     let mut cmd = tokio::process::Command::new(program);
     cmd.arg("http");
-    on_the_port_it_prints(cmd, "rmcp_server").await
+    on_the_port_it_prints(cmd, "rmcp-server-fixture").await
 }
 
-/// The fixture's binary, built (once per test binary; cargo keeps it between runs) with the
-/// versions its lock file names.
-fn rmcp_server() -> PathBuf {
+/// Runs the Rust SDK's client (`fixtures/rmcp`, rmcp) against `server` (a URL, or `stdio:`
+/// and a JSON array holding a command), opening as `lifecycle` says (`initialize`, or `auto`:
+/// `server/discover` first); returns its JSON report.
+pub async fn rmcp_client(
+    lifecycle: &str,
+    server: &str,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let program = tokio::task::spawn_blocking(|| rmcp_fixture("rmcp-client-fixture"))
+        .await
+        .unwrap();
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg(lifecycle).arg(server);
+    run_client(cmd, calls).await
+}
+
+/// A binary of the fixture, which is built (once per test binary; cargo keeps it between
+/// runs) with the versions its lock file names.
+fn rmcp_fixture(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = peers_dir();
-            let target = dir.join("rmcp-target");
-            let manifest =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rmcp_server/Cargo.toml");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            run(
-                "cargo build of tests/fixtures/rmcp_server",
-                Command::new(cargo)
-                    .args(["build", "--locked", "--quiet", "--manifest-path"])
-                    .arg(&manifest)
-                    .arg("--target-dir")
-                    .arg(&target),
-            );
-            target.join("debug/rmcp-server-fixture")
-        })
-        .clone()
+    let debug = BUILT.get_or_init(|| {
+        let target = peers_dir().join("rmcp-target");
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rmcp/Cargo.toml");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        run(
+            "cargo build of tests/fixtures/rmcp",
+            Command::new(cargo)
+                .args(["build", "--locked", "--quiet", "--manifest-path"])
+                .arg(&manifest)
+                .arg("--target-dir")
+                .arg(&target),
+        );
+        target.join("debug")
+    });
+    debug.join(name)
 }
 
 /// The TypeScript SDK's server that ends each call's stream before it answers
