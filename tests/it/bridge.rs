@@ -1047,6 +1047,86 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
     }
 }
 
+/// A 2026-07-28 client that asks for its calls' progress (the Rust SDK's client gives a
+/// token on every request) of a server of the handshake era: the progress comes on the call's
+/// way under the client's token, then the result, and a question the server asks first is
+/// still a round, which the retry (with a token of its own) answers. In all four modes and
+/// the layer, before server-everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridged_call_asking_for_progress_gets_its_progress_and_its_rounds() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let http = server_everything_http().await;
+    let command = [p.server_everything.display().to_string(), "stdio".into()];
+    // Able to answer an elicitation and nothing else: server-everything asks a client that
+    // has roots for them of its own accord after its handshake, which a call waiting then
+    // would take as its round.
+    let with_token = |id: i64, params: Value, token: Value| {
+        let mut msg = modern(id, "tools/call", params);
+        msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"elicitation": {}});
+        msg["params"]["_meta"]["progressToken"] = token;
+        msg
+    };
+    let long =
+        json!({"name": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}});
+    let elicit = json!({"name": "trigger-elicitation-request", "arguments": {}});
+    let ada = json!({"action": "accept", "content": {"name": "Ada", "check": true, "email": "ada@example.com"}});
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        let call = with_token(1, long.clone(), json!("p-long"));
+        let got = front.exchange_modern(call).await;
+        let progress: Vec<&Value> = (got.iter())
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| &m["params"])
+            .collect();
+        assert_eq!(
+            progress,
+            [
+                &json!({"progress": 1, "total": 2, "progressToken": "p-long"}),
+                &json!({"progress": 2, "total": 2, "progressToken": "p-long"})
+            ],
+            "{mode}: {got:?}"
+        );
+        let done = "Long running operation completed. Duration: 1 seconds, Steps: 2.";
+        assert_eq!(
+            got.last(),
+            Some(
+                &json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete",
+                "content": [{"type": "text", "text": done}]}})
+            ),
+            "{mode}"
+        );
+
+        let call = with_token(2, elicit.clone(), json!(7));
+        let asked = front.exchange_modern(call).await.pop().unwrap();
+        let result = &asked["result"];
+        assert_eq!(
+            (&asked["id"], &result["resultType"]),
+            (&json!(2), &json!("input_required")),
+            "{mode}: {asked}"
+        );
+        let (key, request) = result["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        assert_eq!(request["method"], "elicitation/create", "{mode}: {asked}");
+        let mut retry = elicit.clone();
+        retry["requestState"] = result["requestState"].clone();
+        retry["inputResponses"] = json!({key: ada});
+        let retry = with_token(3, retry, json!(8));
+        let answered = front.exchange_modern(retry).await.pop().unwrap();
+        assert_eq!(
+            (&answered["id"], &answered["result"]["resultType"]),
+            (&json!(3), &json!("complete")),
+            "{mode}: {answered}"
+        );
+        let text = answered["result"]["content"].to_string();
+        assert!(text.contains("- Name: Ada"), "{mode}: {answered}");
+    }
+}
+
 /// A server of the handshake era asks its client something of its own accord (its roots, on
 /// the session's own stream, tied to no request) while a 2026-07-28 client's read waits: the
 /// read is answered with its contents, not with that question. Through `serve --upstream`

@@ -1,5 +1,6 @@
 //! The interop table (docs/testing.md): the official SDK clients (Python 2.3 in its three
-//! connect modes, Python 1.30, TypeScript 1.32) × toolgate's four modes and `ValidateLayer` ×
+//! connect modes, Python 1.30, TypeScript 1.32, Rust's rmcp 3.11 opened with the handshake and
+//! with discovery first) × toolgate's four modes and `ValidateLayer` ×
 //! three kinds of server (server-everything, of the handshake era only; the Python SDK 2.3
 //! server, of both eras; the same server speaking only 2026-07-28). Each client, through
 //! toolgate, must see the same tools and get the same answers as a direct connection of its
@@ -8,10 +9,10 @@
 //! client answers with its own callbacks through whatever bridge toolgate puts between them.
 
 use crate::common;
-use common::modes::{Front, Mode};
+use common::modes::{Mode, Reached};
 use common::peers::{
-    HttpPeer, peers, python_1_client, python_client_answering, python_http, server_everything_http,
-    typescript_client_answering,
+    HttpPeer, peers, python_1_client, python_client_answering, python_http, rmcp_client,
+    server_everything_http, typescript_client_answering,
 };
 use serde_json::{Value, json};
 
@@ -23,15 +24,19 @@ enum Client {
     Python(&'static str),
     Python1,
     TypeScript,
+    /// rmcp opened as `initialize` or `auto` says (`server/discover` first).
+    Rust(&'static str),
 }
 
 impl Client {
-    const ALL: [Client; 5] = [
+    const ALL: [Client; 7] = [
         Client::Python("legacy"),
         Client::Python("auto"),
         Client::Python("2026-07-28"),
         Client::Python1,
         Client::TypeScript,
+        Client::Rust("initialize"),
+        Client::Rust("auto"),
     ];
 
     async fn run(self, server: &str, calls: &[(&str, Value)]) -> Value {
@@ -39,13 +44,14 @@ impl Client {
             Client::Python(mode) => python_client_answering(server, mode, calls).await,
             Client::Python1 => python_1_client(server, calls).await,
             Client::TypeScript => typescript_client_answering(server, calls).await,
+            Client::Rust(lifecycle) => rmcp_client(lifecycle, server, calls).await,
         }
     }
 
     /// Whether it reaches `server` directly: a client of one era only, a server of that era.
     fn reaches(self, server: Server) -> bool {
         match (self, server) {
-            (Client::Python("auto"), _) | (_, Server::DualEra) => true,
+            (Client::Python("auto") | Client::Rust("auto"), _) | (_, Server::DualEra) => true,
             (Client::Python("2026-07-28"), s) => s == Server::ModernOnly,
             (_, s) => s == Server::HandshakeOnly,
         }
@@ -143,19 +149,6 @@ fn assert_answered(server: Server, own: &Value) {
     }
 }
 
-/// The client's URL for `mode` in front of the server at `url` (HTTP) or `command` (stdio).
-fn through(mode: Mode, front: Option<&Front>, url: &str, command: &[String]) -> String {
-    if let Some(Front::Http { tg, .. }) = front {
-        return tg.url();
-    }
-    let mut args = vec![env!("CARGO_BIN_EXE_toolgate").to_string(), "stdio".into()];
-    match mode {
-        Mode::StdioUpstream => args.extend(["--upstream".to_string(), url.to_string()]),
-        _ => args.extend(std::iter::once("--".to_string()).chain(command.iter().cloned())),
-    }
-    format!("stdio:{}", json!(args))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sdk_client_through_every_mode_is_answered_as_directly() {
     let mut failures = Vec::new();
@@ -177,12 +170,8 @@ async fn every_sdk_client_through_every_mode_is_answered_as_directly() {
                 expected.push((client, own.clone()));
             }
         }
-        for mode in Mode::EVERY_FRONT {
-            let front = match mode {
-                Mode::StdioUpstream | Mode::StdioCommand => None,
-                _ => Some(Front::start(mode, &url, &command).await),
-            };
-            let at = through(mode, front.as_ref(), &url, &command);
+        let reached = Reached::start(&url, &command).await;
+        for (mode, at) in &reached.fronts {
             let answers = expected.iter().map(|(client, want)| {
                 let (at, calls) = (at.clone(), calls.clone());
                 async move {
@@ -194,9 +183,11 @@ async fn every_sdk_client_through_every_mode_is_answered_as_directly() {
             // clients of one era and capability set share a bridged session or child, where
             // a question asked outside a call's stream cannot be told apart between two calls
             // at once (docs/contract.md §5): they go in turn.
-            let answers = match front {
-                None => futures_util::future::join_all(answers).await,
-                Some(_) => {
+            let answers = match mode {
+                Mode::StdioUpstream | Mode::StdioCommand => {
+                    futures_util::future::join_all(answers).await
+                }
+                _ => {
                     let mut done = Vec::new();
                     for answer in answers {
                         done.push(answer.await);

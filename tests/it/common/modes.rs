@@ -241,6 +241,30 @@ impl Front {
         }
     }
 
+    /// What a 2026-07-28 request (`msg`, its `_meta` as the caller wrote it) brings back, in
+    /// order: what the server sent on the way (over HTTP, on the request's stream; over stdio,
+    /// every notification meanwhile), then the answer.
+    pub async fn exchange_modern(&mut self, msg: Value) -> Vec<Value> {
+        match self {
+            Front::Http { tg, .. } => {
+                let method = msg["method"].as_str().unwrap_or_default().to_owned();
+                super::post_modern(&tg.url(), &method, msg).await.messages()
+            }
+            Front::Stdio { g, .. } => {
+                g.send(&msg.to_string()).await;
+                let mut all = Vec::new();
+                loop {
+                    let m = g.recv().await;
+                    let answer = m.get("method").is_none() && m["id"] == msg["id"];
+                    all.push(m);
+                    if answer {
+                        return all;
+                    }
+                }
+            }
+        }
+    }
+
     /// What a handshake-era request brings back when the client cancels it `after` it was
     /// sent: everything up to its answer, or up to a few seconds of silence when none comes
     /// (which the specification allows for a cancelled request).

@@ -2,18 +2,25 @@
 //! request's notifications), then its answer.
 
 use super::written::{client_left, finish};
+use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::pipeline::{self, Pending, asked};
 use crate::transport::exchange::StreamOutcome;
 use crate::transport::exchange::asking::{AskingStream, ReverseRounds};
+#[cfg(doc)]
+use crate::transport::upstream::child::ChildProcess;
+use crate::transport::upstream::child::Waiting;
+use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::{Relation, SessionChild};
 use crate::transport::upstream::multiplex::Sent;
+use crate::transport::upstream::paced;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use serde_json::value::RawValue;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,19 +58,54 @@ pub(super) fn stream(
             .map_or("null", RawValue::get)
             .to_owned(),
     };
-    let stream = RelatedStream {
-        gw: gw.clone(),
-        sc: sc.clone(),
-        remapped,
-        pending,
-        answered: false,
-        reverse_rounds,
-        rounds: None,
-        _relation: relation,
-    };
+    let stream = RelatedStream::new((gw, sc), relation, remapped, pending, reverse_rounds);
     // Written now, once what the child sends about it has a place to go.
     let owed = sc.child.start(wire, &id);
-    let answer = async move { owed?.answer(timeout).await };
+    let answer = async move { owed?.answer(timeout).await.map(Last::Answer) };
+    respond(stream, related, answer)
+}
+
+/// A bridged 2026-07-28 call on the shared child whose client asked for its progress,
+/// already written ([`ChildProcess::bridged_call`]) once what the child sends about it has
+/// a place to go (`related`, under the id the server answers it under, `remapped.ours`):
+/// its progress as it comes, then the server's answer or, when it asks first, a round.
+pub(super) fn bridged(
+    gw: &Arc<Gateway>,
+    sc: &Arc<SessionChild>,
+    (related, waiting, remapped): ((Relation, paced::Receiver), Waiting, Remapped),
+    pending: Pending,
+    timeout: Duration,
+) -> Response {
+    let client_id: Box<RawValue> = pending.id.clone().expect("a call has an id");
+    let (child, key, answers_as) = (sc.child.clone(), pending.key, remapped.ours.clone());
+    let (relation, related) = related;
+    let stream = RelatedStream::new((gw, sc), relation, Some(remapped), pending, None);
+    let answer = async move {
+        let ids = (&*answers_as, &*client_id);
+        Ok(
+            match child.bridged_answer(waiting, ids, key, timeout).await? {
+                Answered::Server(given) => Last::Answer(given.into_bytes()),
+                Answered::Round(round) => Last::Round(round.into()),
+            },
+        )
+    };
+    respond(stream, related, answer)
+}
+
+/// What ends a streamed request: the answer, read by its rules, or a round of a bridged
+/// call, which is toolgate's own and goes as it is.
+enum Last {
+    Answer(Bytes),
+    Round(Bytes),
+}
+
+/// The SSE response: what the child sends about the request (`related`) until `answer`
+/// comes, then the answer, or the rounds it asks of a handshake-era client.
+fn respond(
+    stream: RelatedStream,
+    related: paced::Receiver,
+    answer: impl Future<Output = Result<Last, UpstreamError>> + Send + 'static,
+) -> Response {
     let events = futures_util::stream::unfold(
         (stream, related, Box::pin(answer)),
         |(mut s, mut related, mut answer)| async move {
@@ -79,13 +121,17 @@ pub(super) fn stream(
                 Some(line) = related.recv() => s.restore(line),
                 a = &mut answer => {
                     s.answered = true;
-                    match s.asks(a) {
-                        Ok(mut rounds) => {
-                            let event = rounds.next().await;
-                            s.rounds = Some(rounds);
-                            return Some((Ok(event?), (s, related, answer)));
-                        }
-                        Err(a) => s.last(a),
+                    match a {
+                        Ok(Last::Round(round)) => round,
+                        Ok(Last::Answer(a)) => match s.asks(Ok(a)) {
+                            Ok(mut rounds) => {
+                                let event = rounds.next().await;
+                                s.rounds = Some(rounds);
+                                return Some((Ok(event?), (s, related, answer)));
+                            }
+                            Err(a) => s.last(a),
+                        },
+                        Err(e) => s.last(Err(e)),
                     }
                 }
             };
@@ -124,12 +170,31 @@ pub(super) enum Streamed {
 }
 
 impl RelatedStream {
+    fn new(
+        (gw, sc): (&Arc<Gateway>, &Arc<SessionChild>),
+        relation: Relation,
+        remapped: Option<Remapped>,
+        pending: Pending,
+        reverse_rounds: Option<ReverseRounds>,
+    ) -> RelatedStream {
+        RelatedStream {
+            gw: gw.clone(),
+            sc: sc.clone(),
+            remapped,
+            pending,
+            answered: false,
+            reverse_rounds,
+            rounds: None,
+            _relation: relation,
+        }
+    }
+
     /// The rounds of an answer that asks for input, when the client is to be asked; the
     /// answer back otherwise.
     fn asks(
         &mut self,
-        answer: Result<Bytes, crate::error::UpstreamError>,
-    ) -> Result<AskingStream, Result<Bytes, crate::error::UpstreamError>> {
+        answer: Result<Bytes, UpstreamError>,
+    ) -> Result<AskingStream, Result<Bytes, UpstreamError>> {
         match (answer, self.reverse_rounds.take()) {
             (Ok(held), Some(rounds)) if asked::input_required(&held).is_some() => {
                 let outcome = StreamOutcome::default();
@@ -162,7 +227,7 @@ impl RelatedStream {
     }
 
     /// The answer (or why there is none), last on the stream.
-    fn last(&self, answer: Result<Bytes, crate::error::UpstreamError>) -> Bytes {
+    fn last(&self, answer: Result<Bytes, UpstreamError>) -> Bytes {
         match answer {
             Ok(a) => {
                 let a = match (&self.remapped, self.pending.id.as_deref()) {

@@ -1,7 +1,7 @@
 //! The way to a stdio server's child, settled before the guard reads the message, and the
 //! writing of the message to it.
 
-use super::streamed::{Remapped, Streamed, stream};
+use super::streamed::{self, Remapped, Streamed, stream};
 use super::written::{Left, Own, Then, Written};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
@@ -366,6 +366,18 @@ impl ChildWay {
         if client_token.is_some() {
             wire = jsonrpc::replace_at(&wire, &PROGRESS_TOKEN, &ours).map_or(wire, Bytes::from);
         }
+        if self.bridged_call(w.said.method) {
+            if let Some(token) = client_token {
+                return self.stream_bridged(w, (wire, ours, client_id), (token, sent));
+            }
+            let call = Call {
+                wire,
+                ours,
+                client_id,
+                sent: Some(sent),
+            };
+            return self.write_bridged(w, call);
+        }
         if listens || client_token.is_some() {
             w.note.outcome = "forwarded";
             let timeout = if listens { LISTEN_LIMIT } else { self.timeout };
@@ -377,15 +389,6 @@ impl ChildWay {
             };
             let on = Streamed::Shared(remapped);
             return Then::Done(stream(w.gw, sc, wire, &key, w.pending.clone(), on, timeout));
-        }
-        if self.bridged_call(w.said.method) {
-            let call = Call {
-                wire,
-                ours,
-                client_id,
-                sent: Some(sent),
-            };
-            return self.write_bridged(w, call);
         }
         match sc.child.start(wire, ours.get()) {
             Ok(owed) => Then::Shared {
@@ -426,15 +429,40 @@ impl ChildWay {
                 client_id,
                 _sent: sent,
             },
-            Err(Unresumed::Refused(why)) => {
-                w.note.outcome = "answered";
-                let id = Some(&*client_id);
-                let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
-                let status = w.pending.era.status_for(jsonrpc::INVALID_PARAMS);
-                Then::Done(reply::json(status, body))
-            }
-            Err(Unresumed::Unavailable(e)) => Then::Done(w.failed(&e)),
+            Err(e) => Then::Done(unresumed(w, &client_id, e)),
         }
+    }
+
+    /// A bridged call on the shared child whose client asked for its progress: answered as a
+    /// stream of it, then the server's answer or a round. What the child sends about the
+    /// call is related to it before the call is written, under the id the server answers it
+    /// under (toolgate's, which is also its progress token); a retry's is the id of the call
+    /// it resumes, which the server's progress goes on naming.
+    fn stream_bridged(
+        &self,
+        w: &mut Writing<'_>,
+        (wire, ours, client_id): (Bytes, Box<RawValue>, Box<RawValue>),
+        (client_token, sent): (Box<RawValue>, Sent),
+    ) -> Then {
+        let sc = &self.sc;
+        let related = sc.relate(ours.get());
+        let (waiting, answers_as) = match sc.child.bridged_call(wire, &ours, w.pending.key) {
+            Ok(written) => written,
+            Err(e) => return Then::Done(unresumed(w, &client_id, e)),
+        };
+        let related = match answers_as.get() == ours.get() {
+            true => related,
+            false => sc.relate(answers_as.get()),
+        };
+        w.note.outcome = "forwarded";
+        let remapped = Remapped {
+            ours: answers_as,
+            client_token: Some(client_token),
+            _sent: sent,
+        };
+        let pending = w.pending.clone();
+        let on = (related, waiting, remapped);
+        Then::Done(streamed::bridged(w.gw, sc, on, pending, self.timeout))
     }
 }
 
@@ -485,6 +513,21 @@ impl Writing<'_> {
     /// The message could not be written: the client's answer says why.
     fn failed(&mut self, e: &crate::error::UpstreamError) -> Response {
         reply::upstream_failed(self.gw, self.pending, e, self.note)
+    }
+}
+
+/// The answer to a bridged call that could not be written: a retry naming no round of its
+/// client's, or a child that is gone.
+fn unresumed(w: &mut Writing<'_>, client_id: &RawValue, e: Unresumed) -> Response {
+    match e {
+        Unresumed::Refused(why) => {
+            w.note.outcome = "answered";
+            let id = Some(client_id);
+            let body = jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None);
+            let status = w.pending.era.status_for(jsonrpc::INVALID_PARAMS);
+            reply::json(status, body)
+        }
+        Unresumed::Unavailable(e) => w.failed(&e),
     }
 }
 
