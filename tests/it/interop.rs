@@ -634,6 +634,12 @@ fn text(t: &str) -> Value {
     json!({"content": [{"type": "text", "text": t}], "isError": false})
 }
 
+/// The rmcp fixture's `fail`, whose JSON-RPC error toolgate rewrites for the model.
+fn ledger_locked() -> Value {
+    json!({"content": [{"type": "text", "text": "the ledger is locked"}], "isError": true,
+        "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "the ledger is locked"}}})
+}
+
 /// The Rust SDK's server (rmcp, `fixtures/rmcp`), whose schemas schemars writes
 /// (sized integers with their bounds, an enum under `$defs`, a date, an optional string) and
 /// which alone names only the first problem, refuses `"2"` for an `i32`, and fails a tool with
@@ -694,12 +700,7 @@ async fn a_rust_sdk_server_is_served_under_the_rules_in_every_mode() {
             ),
         ),
         // rmcp alone: a JSON-RPC error, -32603.
-        (
-            "fail",
-            json!({}),
-            json!({"content": [{"type": "text", "text": "the ledger is locked"}], "isError": true,
-            "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "the ledger is locked"}}}),
-        ),
+        ("fail", json!({}), ledger_locked()),
     ];
     for mode in Mode::EVERY_FRONT {
         let mut front = Front::start(mode, &http.url, &command).await;
@@ -751,12 +752,7 @@ async fn a_rust_sdk_client_of_either_era_is_served_in_every_mode() {
                 )],
             ),
         ),
-        (
-            "fail",
-            json!({}),
-            json!({"content": [{"type": "text", "text": "the ledger is locked"}], "isError": true,
-                "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "the ledger is locked"}}}),
-        ),
+        ("fail", json!({}), ledger_locked()),
         ("ad", json!({"a": 1, "b": 2}), unknown("ad", "add")),
     ];
     let typescript = (

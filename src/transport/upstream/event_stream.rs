@@ -291,29 +291,16 @@ impl Events {
 }
 
 /// Why a session's stream cannot be read on, said as how its session ended.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Unreadable {
+    #[error("broke its event stream: {0}")]
     Broke(String),
+    #[error("sent an event over limits.max_sse_event_bytes")]
     EventTooLarge,
+    #[error("closed its event stream before naming its endpoint")]
     NoEndpoint,
+    #[error("named an endpoint that is not on its own origin")]
     ForeignEndpoint,
-}
-
-impl std::fmt::Display for Unreadable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unreadable::Broke(e) => write!(f, "broke its event stream: {e}"),
-            Unreadable::EventTooLarge => {
-                f.write_str("sent an event over limits.max_sse_event_bytes")
-            }
-            Unreadable::NoEndpoint => {
-                f.write_str("closed its event stream before naming its endpoint")
-            }
-            Unreadable::ForeignEndpoint => {
-                f.write_str("named an endpoint that is not on its own origin")
-            }
-        }
-    }
 }
 
 /// `endpoint` (a path, or a URL) as a path and query on `stream`'s origin; `None` when it

@@ -73,10 +73,9 @@ pub(super) fn bridged(
     gw: &Arc<Gateway>,
     sc: &Arc<SessionChild>,
     (related, waiting, remapped): ((Relation, paced::Receiver), Waiting, Remapped),
-    pending: Pending,
+    (client_id, pending): (Box<RawValue>, Pending),
     timeout: Duration,
 ) -> Response {
-    let client_id: Box<RawValue> = pending.id.clone().expect("a call has an id");
     let (child, key, answers_as) = (sc.child.clone(), pending.key, remapped.ours.clone());
     let (relation, related) = related;
     let stream = RelatedStream::new((gw, sc), relation, Some(remapped), pending, None);

@@ -450,9 +450,10 @@ impl ChildWay {
             Ok(written) => written,
             Err(e) => return Then::Done(unresumed(w, &client_id, e)),
         };
-        let related = match answers_as.get() == ours.get() {
-            true => related,
-            false => sc.relate(answers_as.get()),
+        let related = if answers_as.get() == ours.get() {
+            related
+        } else {
+            sc.relate(answers_as.get())
         };
         w.note.outcome = "forwarded";
         let remapped = Remapped {
@@ -460,9 +461,8 @@ impl ChildWay {
             client_token: Some(client_token),
             _sent: sent,
         };
-        let pending = w.pending.clone();
-        let on = (related, waiting, remapped);
-        Then::Done(streamed::bridged(w.gw, sc, on, pending, self.timeout))
+        let (on, asked) = ((related, waiting, remapped), (client_id, w.pending.clone()));
+        Then::Done(streamed::bridged(w.gw, sc, on, asked, self.timeout))
     }
 }
 
