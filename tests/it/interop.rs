@@ -784,7 +784,7 @@ async fn a_rust_sdk_client_of_either_era_is_served_in_every_mode() {
             "rmcp",
             rust.0.url.as_str(),
             rust.1,
-            ["add", "book", "fail"].as_slice(),
+            ["add", "book", "fail", "sign"].as_slice(),
             rust_calls,
         ),
         (
@@ -815,6 +815,42 @@ async fn a_rust_sdk_client_of_either_era_is_served_in_every_mode() {
             for ((mode, _), out) in reached.fronts.iter().zip(outs) {
                 assert_eq!(out, expected, "{server}, {mode}, {lifecycle}");
             }
+        }
+    }
+}
+
+/// The Rust SDK's server made to speak only 2026-07-28 (behind `fixtures/modern_only.py`)
+/// asks who signs as an input-required round of its own writing (rmcp's `InputRequiredResult`);
+/// the Rust SDK's client, opened with the handshake, is asked it as a server's question and
+/// answers with its own callback, which toolgate carries back in the retry; opened with
+/// discovery, it gets the round as it came. Over `stdio -- CMD` and `serve -- CMD`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_sdk_servers_own_rounds_reach_a_rust_sdk_client_of_either_era() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut command = vec![
+        p.python.display().to_string(),
+        p.fixtures.join("modern_only.py").display().to_string(),
+    ];
+    command.extend(common::peers::rmcp_stdio().await);
+    let serving = Toolgate::in_front_of(&command, None).await;
+    let mut launched = vec![env!("CARGO_BIN_EXE_toolgate").to_string(), "stdio".into()];
+    launched.push("--".into());
+    launched.extend(command.iter().cloned());
+    let fronts = [
+        ("serve -- CMD", serving.url()),
+        ("stdio -- CMD", format!("stdio:{}", json!(launched))),
+    ];
+    let calls = [("sign", json!({})), ("add", json!({"a": "2", "b": 3}))];
+    for (lifecycle, protocol) in [("initialize", "2025-11-25"), ("auto", "2026-07-28")] {
+        for (front, at) in &fronts {
+            let out = common::peers::rmcp_client(lifecycle, at, &calls).await;
+            let complete = |t: &str| merged(text(t), json!({"resultType": "complete"}));
+            assert_eq!(
+                out,
+                json!({"protocol": protocol, "tools": ["add", "book", "fail", "sign"],
+                    "calls": [complete("signed by Ada"), complete("5")]}),
+                "{front}, {lifecycle}"
+            );
         }
     }
 }
