@@ -31,19 +31,24 @@ pub(crate) enum Answered {
 impl ChildProcess {
     /// A bridged 2026-07-28 client's call (`line`, under `id`), or its retry of one of the
     /// call's rounds, written to the child now: what the call waits on, and the id the server
-    /// answers it under. The same for every front.
-    pub(crate) fn bridged_call(
+    /// answers it under. The same for every front. `before` is given that id before anything
+    /// is written, so that what the child then sends about the call has a place to go.
+    pub(crate) fn bridged_call<T>(
         &self,
         line: Bytes,
         id: &RawValue,
         key: ScopeKey,
-    ) -> Result<(Waiting, Box<RawValue>), Unresumed> {
+        before: impl FnOnce(&RawValue) -> T,
+    ) -> Result<(Waiting, Box<RawValue>, T), Unresumed> {
         match bridge::retry(&line) {
-            Some(retry) => self.resume(&retry, key),
-            None => match self.start_bridged(line, id.get()) {
-                Ok(waiting) => Ok((waiting, id.to_owned())),
-                Err(e) => Err(Unresumed::Unavailable(e)),
-            },
+            Some(retry) => self.resume(&retry, key, before),
+            None => {
+                let made = before(id);
+                match self.start_bridged(line, id.get()) {
+                    Ok(waiting) => Ok((waiting, id.to_owned(), made)),
+                    Err(e) => Err(Unresumed::Unavailable(e)),
+                }
+            }
         }
     }
 
@@ -87,10 +92,16 @@ impl ChildProcess {
     /// A bridged client's retry of a round on this child: its answer is written to the
     /// child's question, and the call it parked is handed back with the id the server answers
     /// it under.
-    fn resume(&self, retry: &Retry, key: ScopeKey) -> Result<(Waiting, Box<RawValue>), Unresumed> {
+    fn resume<T>(
+        &self,
+        retry: &Retry,
+        key: ScopeKey,
+        before: impl FnOnce(&RawValue) -> T,
+    ) -> Result<(Waiting, Box<RawValue>, T), Unresumed> {
         let (parked, result) = self.rounds.answered(retry, key)?;
+        let made = before(&parked.answers_as);
         let answer = Bytes::from(bridge::answer_to(&parked.asked, result));
         self.send(answer).map_err(Unresumed::Unavailable)?;
-        Ok((parked.rest, parked.answers_as))
+        Ok((parked.rest, parked.answers_as, made))
     }
 }

@@ -416,8 +416,12 @@ impl ChildWay {
             client_id,
             sent,
         } = call;
-        match self.sc.child.bridged_call(wire, &ours, w.pending.key) {
-            Ok((waiting, answers_as)) => Then::Bridged {
+        match self
+            .sc
+            .child
+            .bridged_call(wire, &ours, w.pending.key, |_| ())
+        {
+            Ok((waiting, answers_as, ())) => Then::Bridged {
                 waiting,
                 // On the shared child, the child is told when the client leaves first.
                 left: Left {
@@ -435,9 +439,9 @@ impl ChildWay {
 
     /// A bridged call on the shared child whose client asked for its progress: answered as a
     /// stream of it, then the server's answer or a round. What the child sends about the
-    /// call is related to it before the call is written, under the id the server answers it
-    /// under (toolgate's, which is also its progress token); a retry's is the id of the call
-    /// it resumes, which the server's progress goes on naming.
+    /// call goes to it under the id the server answers it under (toolgate's, which is also
+    /// its progress token; a retry's is the id of the call it resumes, which the server's
+    /// progress goes on naming).
     fn stream_bridged(
         &self,
         w: &mut Writing<'_>,
@@ -445,16 +449,12 @@ impl ChildWay {
         (client_token, sent): (Box<RawValue>, Sent),
     ) -> Then {
         let sc = &self.sc;
-        let related = sc.relate(ours.get());
-        let (waiting, answers_as) = match sc.child.bridged_call(wire, &ours, w.pending.key) {
-            Ok(written) => written,
-            Err(e) => return Then::Done(unresumed(w, &client_id, e)),
-        };
-        let related = if answers_as.get() == ours.get() {
-            related
-        } else {
-            sc.relate(answers_as.get())
-        };
+        let relate = |answers_as: &RawValue| sc.relate(answers_as.get());
+        let (waiting, answers_as, related) =
+            match sc.child.bridged_call(wire, &ours, w.pending.key, relate) {
+                Ok(written) => written,
+                Err(e) => return Then::Done(unresumed(w, &client_id, e)),
+            };
         w.note.outcome = "forwarded";
         let remapped = Remapped {
             ours: answers_as,
