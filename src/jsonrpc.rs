@@ -521,6 +521,39 @@ pub fn replace_at(bytes: &[u8], path: &[&str], value: &RawValue) -> Option<Vec<u
     set(text, path, value).map(|r| r.get().as_bytes().to_vec())
 }
 
+/// An error object's members, its `data` as written: read so, an error costs its text, where
+/// a `data` read into a value may hold many times it. `None` where a member is missing or not
+/// of its type (a `code` that is no number, a `message` that is no string).
+pub(crate) struct ErrorHead<'a> {
+    pub(crate) code: Option<serde_json::Number>,
+    pub(crate) message: Option<String>,
+    pub(crate) data: Option<&'a RawValue>,
+}
+
+impl ErrorHead<'_> {
+    /// `err`'s members; all `None` when it is no object.
+    pub(crate) fn read(err: &RawValue) -> ErrorHead<'_> {
+        #[derive(Deserialize)]
+        struct Members<'a> {
+            #[serde(borrow)]
+            code: Option<&'a RawValue>,
+            #[serde(borrow)]
+            message: Option<&'a RawValue>,
+            #[serde(borrow)]
+            data: Option<&'a RawValue>,
+        }
+        let m: Option<Members<'_>> = serde_json::from_str(err.get()).ok();
+        fn read<T: serde::de::DeserializeOwned>(member: Option<&RawValue>) -> Option<T> {
+            member.and_then(|v| serde_json::from_str(v.get()).ok())
+        }
+        ErrorHead {
+            code: read(m.as_ref().and_then(|m| m.code)),
+            message: read(m.as_ref().and_then(|m| m.message)),
+            data: m.and_then(|m| m.data),
+        }
+    }
+}
+
 /// An error response. Without an id the member is left out, as the spec asks for errors
 /// about messages whose id could not be read (`"id": null` fails the 2026-07-28 schema).
 pub fn error_response(

@@ -196,24 +196,12 @@ impl LooseError {
     /// Its code and message alone, for an error whose whole would hold too much once read:
     /// its `data` is left out.
     fn head(err: &RawValue) -> LooseError {
-        #[derive(Deserialize)]
-        struct Head<'a> {
-            #[serde(borrow)]
-            code: Option<&'a RawValue>,
-            #[serde(borrow)]
-            message: Option<&'a RawValue>,
-        }
-        let head: Option<Head<'_>> = serde_json::from_str(err.get()).ok();
-        let raw_code = (head.as_ref().and_then(|h| h.code))
-            .and_then(|c| serde_json::from_str::<serde_json::Number>(c.get()).ok())
-            .map_or(Value::Null, Value::Number);
-        let message = (head.and_then(|h| h.message))
-            .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
-            .unwrap_or_default();
+        let head = jsonrpc::ErrorHead::read(err);
+        let raw_code = head.code.map_or(Value::Null, Value::Number);
         LooseError {
             code: raw_code.as_i64(),
             raw_code,
-            message,
+            message: head.message.unwrap_or_default(),
             data: None,
         }
     }

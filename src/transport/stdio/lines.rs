@@ -16,6 +16,7 @@ use crate::transport::sse::{self, Split, Splitter};
 use axum::response::Response;
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use serde_json::value::RawValue;
 
 /// Writes the messages of `resp` to the client until the request's answer has gone out (an
 /// SSE stream is left then: one answer per request). `before_answer` reads the answer just
@@ -141,25 +142,9 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
 
 /// A server's refusal `err` answered on the request's `id`: its code and message, and its
 /// `data` as written.
-fn on_id(id: &serde_json::value::RawValue, err: &serde_json::value::RawValue) -> Vec<u8> {
-    use serde_json::value::RawValue;
-    #[derive(serde::Deserialize)]
-    struct Refusal<'a> {
-        #[serde(borrow)]
-        code: Option<&'a RawValue>,
-        #[serde(borrow)]
-        message: Option<&'a RawValue>,
-        #[serde(borrow)]
-        data: Option<&'a RawValue>,
-    }
-    let r = serde_json::from_str::<Refusal<'_>>(err.get()).ok();
-    let code = (r.as_ref().and_then(|r| r.code))
-        .and_then(|c| serde_json::from_str::<i64>(c.get()).ok())
-        .unwrap_or(jsonrpc::INTERNAL_ERROR);
-    let message = (r.as_ref().and_then(|r| r.message))
-        .and_then(|m| serde_json::from_str::<String>(m.get()).ok());
-    let message = message
-        .as_deref()
-        .unwrap_or("the server refused the request");
-    jsonrpc::error_response_as_written(Some(id), code, message, r.and_then(|r| r.data))
+fn on_id(id: &RawValue, err: &RawValue) -> Vec<u8> {
+    let head = jsonrpc::ErrorHead::read(err);
+    let code = (head.code.and_then(|c| c.as_i64())).unwrap_or(jsonrpc::INTERNAL_ERROR);
+    let message = (head.message.as_deref()).unwrap_or("the server refused the request");
+    jsonrpc::error_response_as_written(Some(id), code, message, head.data)
 }
