@@ -8,6 +8,7 @@
 //! every result and that a handshake-era server never writes. What has no counterpart in the
 //! handshake era is refused here, naming what cannot be bridged.
 
+use super::subscriptions::{self, Filter, Subscription};
 use crate::jsonrpc::{self, footprint};
 use crate::locks::MutexExt;
 use crate::lograte::{LogRate, warn_at_rate};
@@ -28,6 +29,9 @@ pub enum Bridged {
     Forward(Bytes),
     /// toolgate answers: `(JSON-RPC error code or none, the whole response)`.
     Answer(Option<i64>, Vec<u8>),
+    /// A `subscriptions/listen` stream, which toolgate serves from its session with the
+    /// server (`pipeline::subscriptions`).
+    Subscribe(Box<Subscription>),
 }
 
 #[derive(Deserialize)]
@@ -49,7 +53,7 @@ pub fn discover_result(init: &RawValue) -> Value {
     });
     let mut result = json!({
         "supportedVersions": [mcp::MODERN_VERSION],
-        "capabilities": deliverable(init.capabilities.as_deref()),
+        "capabilities": capabilities_of(init.capabilities.as_deref()),
         "resultType": "complete",
         "ttlMs": 0,
         "cacheScope": "private",
@@ -110,13 +114,12 @@ fn capabilities_of(capabilities: Option<&RawValue>) -> Value {
     Value::Object(kept.collect())
 }
 
-/// A server's capabilities less what the bridge cannot deliver, either way: change
-/// notifications (`listChanged`) and resource subscriptions (`subscribe`). A 2026-07-28
-/// client gets them only through `subscriptions/listen`, which has no handshake-era
-/// counterpart over one request; a handshake-era client's GET stream has nothing to carry
-/// them, since the bridge does not open `subscriptions/listen` for it, and its subscriptions
-/// are refused by name. A client is told only what it will get, so it polls rather than
-/// waits for a notification that never comes.
+/// A 2026-07-28 server's capabilities less what the bridge cannot deliver to a handshake-era
+/// client: change notifications (`listChanged`) and resource subscriptions (`subscribe`).
+/// Such a client's GET stream has nothing to carry them, since the bridge does not open
+/// `subscriptions/listen` for it, and its subscriptions are refused by name. A client is
+/// told only what it will get, so it polls rather than waits for a notification that never
+/// comes.
 fn deliverable(capabilities: Option<&RawValue>) -> Value {
     let mut c = capabilities_of(capabilities);
     for kind in ["tools", "prompts", "resources"] {
@@ -213,15 +216,24 @@ pub fn request(method: &str, id: Option<&RawValue>, bytes: &[u8], init: &RawValu
     if let Some(answer) = removed_method(method, id) {
         return Bridged::Answer(Some(jsonrpc::METHOD_NOT_FOUND), answer);
     }
-    if method == "subscriptions/listen" {
-        return error(
-            jsonrpc::METHOD_NOT_FOUND,
-            "subscriptions/listen cannot be bridged: the server behind this gateway speaks only the 2025-11-25 handshake, which has no subscriptions; connect with initialize to receive its notifications",
-            None,
-        );
-    }
     if let Some((code, message, data)) = envelope_problem(bytes) {
         return error(code, &message, data.as_ref());
+    }
+    if method == subscriptions::LISTEN {
+        let (Some(id), filter) = (id, Filter::of(bytes)) else {
+            return error(
+                jsonrpc::INVALID_REQUEST,
+                "subscriptions/listen is a request",
+                None,
+            );
+        };
+        return match filter {
+            Ok(f) => Bridged::Subscribe(Box::new(Subscription {
+                id: id.to_owned(),
+                filter: f.announced_by(init),
+            })),
+            Err(why) => error(jsonrpc::INVALID_PARAMS, &why.to_string(), None),
+        };
     }
     if method == "server/discover" {
         let result = discover_result(init);
@@ -820,7 +832,7 @@ mod tests {
         );
         let r = discover_result(&init);
         assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
-        assert_eq!(r["capabilities"], json!({"tools": {}}));
+        assert_eq!(r["capabilities"], json!({"tools": {"listChanged": true}}));
         assert_eq!(r["instructions"], "be nice");
         assert_eq!(
             r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
@@ -879,7 +891,7 @@ mod tests {
             );
             match request("tools/list", Some(&raw("1")), body.as_bytes(), &raw("{}")) {
                 Bridged::Answer(code, body) => (code, String::from_utf8(body).unwrap()),
-                Bridged::Forward(_) => (None, "forwarded".into()),
+                Bridged::Forward(_) | Bridged::Subscribe(_) => (None, "forwarded".into()),
             }
         };
         let (code, body) = asks(r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#);
@@ -893,19 +905,55 @@ mod tests {
     }
 
     #[test]
-    fn capabilities_that_need_subscriptions_are_not_offered() {
-        let init = raw(
-            r#"{"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"logging":{}}}"#,
-        );
+    fn capabilities_delivered_through_subscriptions_are_offered() {
+        let caps = json!({"tools": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true}, "logging": {}});
+        let init = raw(&json!({ "capabilities": caps }).to_string());
+        assert_eq!(discover_result(&init)["capabilities"], caps);
+    }
+
+    #[test]
+    fn a_listen_request_is_a_subscription_to_what_the_server_announces() {
+        let init = raw(r#"{"capabilities":{"tools":{"listChanged":true}}}"#);
+        let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        let listen = |notifications: Value| {
+            json!({"jsonrpc": "2.0", "id": 4, "method": "subscriptions/listen",
+                "params": {"notifications": notifications, "_meta": envelope}})
+            .to_string()
+        };
+        let asked = listen(json!({"toolsListChanged": true, "promptsListChanged": true}));
+        let Bridged::Subscribe(s) = request(
+            "subscriptions/listen",
+            Some(&raw("4")),
+            asked.as_bytes(),
+            &init,
+        ) else {
+            panic!("not a subscription")
+        };
+        assert_eq!(s.id.get(), "4");
         assert_eq!(
-            discover_result(&init)["capabilities"],
-            json!({"tools": {}, "resources": {}, "logging": {}})
+            s.filter,
+            Filter {
+                tools: true,
+                ..Filter::default()
+            }
         );
+        let bad = listen(json!(true));
+        let Bridged::Answer(Some(code), _) = request(
+            "subscriptions/listen",
+            Some(&raw("4")),
+            bad.as_bytes(),
+            &init,
+        ) else {
+            panic!("a malformed filter was taken")
+        };
+        assert_eq!(code, jsonrpc::INVALID_PARAMS);
     }
 
     #[test]
     fn what_has_no_counterpart_is_refused_by_name() {
-        for m in ["ping", "initialize", "subscriptions/listen"] {
+        for m in ["ping", "initialize"] {
             let Bridged::Answer(Some(code), body) = request(m, Some(&raw("1")), b"{}", &raw("{}"))
             else {
                 panic!("{m} answered")

@@ -24,6 +24,7 @@ pub mod engine;
 pub mod guard;
 pub mod learn;
 pub mod step;
+pub mod subscriptions;
 
 use crate::catalog::ScopeKey;
 use crate::error::UpstreamError;
@@ -61,6 +62,10 @@ pub enum Kind {
     TaskResult {
         task: Box<str>,
     },
+    /// A 2026-07-28 client's `subscriptions/listen`, bridged to a server of the handshake
+    /// era: not sent as it came, but served by its way from toolgate's session with the
+    /// server (`subscriptions`).
+    Subscription(Box<subscriptions::Subscription>),
     Other,
 }
 
@@ -253,7 +258,7 @@ pub fn observe(gw: &Gateway, pending: &Pending, m: &Message<'_>) -> Observed {
             .tasks
             .tool(pending.key, task)
             .and_then(|tool| canon::call_answer(gw, pending, &tool, false, m)),
-        Kind::Other => None,
+        Kind::Subscription(_) | Kind::Other => None,
     };
     Observed {
         answers,

@@ -8,10 +8,10 @@
 //! the 2026-07-28 header rules (HTTP), finding or opening the server's session, sending, and
 //! mapping the server's transport signals (a 404 for a lost session, EOF, a signal).
 
-use super::Pending;
 use super::answer::Answer;
 use super::bridge::{self, Bridged, Completion, Reverse};
 use super::guard::{self, Call, Decision, Lister};
+use super::{Kind, Pending};
 use crate::catalog::ScopeKey;
 use crate::config::OutputMode;
 use crate::gateway::{Gateway, Target};
@@ -148,8 +148,10 @@ pub fn decide<'a, L: Lister>(
             Bridging::ToHandshake(init) => Some(bridge::request(method, id, &body, init)),
             Bridging::ToModern(reverse) => reverse.request(method, id, &body),
         };
-        let body = match bridged {
-            Some(Bridged::Forward(b)) => b,
+        let (body, kind) = match bridged {
+            Some(Bridged::Forward(b)) => (b, kind),
+            // Not sent as it came: its way serves it.
+            Some(Bridged::Subscribe(s)) => (Bytes::new(), Kind::Subscription(s)),
             Some(Bridged::Answer(error_code, body)) => {
                 return Step::Answer(Answer {
                     body,

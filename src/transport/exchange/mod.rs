@@ -10,6 +10,7 @@ pub(crate) mod asking;
 mod note;
 pub(crate) mod reply;
 mod resume;
+pub(crate) mod subscription;
 pub(crate) mod to_children;
 pub(crate) mod to_http;
 

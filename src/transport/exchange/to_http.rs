@@ -11,6 +11,7 @@ use super::answers::{self, Parking, Reading};
 use super::asking::{RetryServer, ReverseRounds};
 use super::reply;
 use super::resume::Resumer;
+use super::subscription;
 use super::{Note, Said};
 use crate::catalog::ScopeKey;
 use crate::gateway::{Gateway, Target};
@@ -20,11 +21,14 @@ use crate::net::abandon::{Abandon, UntilEnd};
 use crate::pipeline::asked;
 use crate::pipeline::bridge::{self, Declared, Reverse};
 use crate::pipeline::step::Bridging;
+use crate::pipeline::subscriptions::Subscription;
 use crate::pipeline::{Kind, Pending};
 use crate::telemetry::hop::{HopEnd, HopTo};
 use crate::transport::upstream::http_bridge::{self, HttpBridge, Session, Unresumed};
 use crate::transport::upstream::http_client::{HttpRetrying, HttpUpstream};
 use crate::transport::upstream::multiplex::{self, Owner, Sent};
+use crate::transport::upstream::own::HttpSession;
+use crate::transport::upstream::subscribers::{self, Release};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -249,6 +253,12 @@ impl HttpWay {
             }
         } else if let Some(session) = &self.session {
             session.headers(&mut parts.headers);
+            if let Kind::Subscription(s) = &pending.kind {
+                // Boxed: a stream opened now and then, held for long.
+                let (session, s) = (session.clone(), (**s).clone());
+                let served = subscribe(to, session, parts.headers, (s, pending), note);
+                return Either::Right(Box::pin(served) as Rare<'a>);
+            }
             if let Some(retry) = bridge::retry(&body) {
                 // Boxed: a round's retry is rare next to a call.
                 let round = Round {
@@ -374,6 +384,29 @@ async fn bridged_end(
         a.disarm();
     }
     reply::upstream_failed(to.gw, &pending, &e, note)
+}
+
+/// A 2026-07-28 client's `subscriptions/listen`, served from the bridged `session`, in which
+/// toolgate's own requests go with `headers` (the client's, made the session's).
+async fn subscribe(
+    to: ToHttp<'_>,
+    session: Arc<Session>,
+    headers: HeaderMap,
+    (subscription, pending): (Subscription, Pending),
+    note: &mut Note,
+) -> Response {
+    let headers = http_bridge::own_headers(&headers);
+    let (up, limits, gw) = (to.up.clone(), to.target.limits.clone(), to.gw.clone());
+    let in_session = headers.clone();
+    let release: Release = Box::new(move |uris| {
+        tokio::spawn(async move {
+            let server = HttpSession::new(&up, in_session, &limits);
+            subscribers::unsubscribe(&server, uris, || gw.next_id()).await;
+        });
+    });
+    let server = HttpSession::new(to.up, headers, &to.target.limits);
+    let session = (&server, &session.subscribers);
+    subscription::serve(to.gw, session, (subscription, &pending), release, note).await
 }
 
 /// A 2026-07-28 client's retry of an input-required round, in the bridged session

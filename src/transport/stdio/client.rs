@@ -11,6 +11,7 @@ use crate::jsonrpc::{self, Body as Parsed};
 use crate::lograte::{LogRate, warn_at_rate};
 use crate::pipeline::{self, Pending};
 use crate::transport::upstream::child::{Line, read_line};
+use crate::transport::upstream::subscribers::Subscribers;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -213,9 +214,16 @@ impl ToClient {
     }
 
     /// What the server sent on its own (a notification, a request to the client): learned
-    /// from and passed on. An answer here answers nothing the client waits for, and would
-    /// skip every answer-side rule, so it goes no further.
-    pub(crate) fn unsolicited(&self, key: ScopeKey, line: Bytes) {
+    /// from and passed on, on the client's `subscriptions/listen` streams when one takes it
+    /// (`subscribers`, a bridged child's), as it came otherwise. An answer here answers
+    /// nothing the client waits for, and would skip every answer-side rule, so it goes no
+    /// further.
+    pub(crate) fn unsolicited(
+        &self,
+        key: ScopeKey,
+        line: Bytes,
+        subscribers: Option<&Subscribers>,
+    ) {
         let Ok(Parsed::Single(m)) = jsonrpc::parse(&line) else {
             // The server's mistake, which may come with every message it sends.
             static SAID: LogRate = LogRate::new();
@@ -234,6 +242,8 @@ impl ToClient {
             return;
         }
         pipeline::observe_unsolicited(&self.gw, &key, &m);
-        self.write(line);
+        if !subscribers.is_some_and(|s| s.offer(&line)) {
+            self.write(line);
+        }
     }
 }

@@ -483,7 +483,7 @@ impl Http {
         let paced = || self.to.paced();
         let read = session_stream::follow(open, max, paced, |d| {
             let line = Bytes::copy_from_slice(d.as_bytes());
-            self.to.unsolicited(self.session_key(), line);
+            self.to.unsolicited(self.session_key(), line, None);
             true
         })
         .await;

@@ -23,6 +23,7 @@ use crate::transport::upstream::child::{
     ChildLister, ChildSource, FromChild, Handler, OwnRequestFailed, ServerEra,
 };
 use crate::transport::upstream::children::SessionChild;
+use crate::transport::upstream::subscribers::Subscribers;
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
@@ -47,9 +48,11 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
     let (to, writer) = ToClient::open(gw.clone());
     let key = gw.scope(&target, Some(b"stdio"), []);
     let (exited, gone) = tokio::sync::oneshot::channel();
+    let subscribers = Arc::new(Subscribers::default());
     let handler = Heard {
         to: to.clone(),
         key,
+        subscribers: subscribers.clone(),
         exited: std::sync::Mutex::new(Some(exited)),
     };
     let process = match source.start((&gw.config, &target, None), handler) {
@@ -66,7 +69,7 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
         gw,
         target,
         key,
-        sc: SessionChild::of_pipe(process),
+        sc: SessionChild::of_pipe(process, subscribers),
         settled: tokio::sync::OnceCell::new(),
     });
     super::serve(up, to, writer, Some(gone)).await
@@ -77,13 +80,18 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
 struct Heard {
     to: ToClient,
     key: ScopeKey,
+    /// A 2026-07-28 client's `subscriptions/listen` streams, bridged: what they take goes
+    /// on them, not also to the pipe as it came.
+    subscribers: Arc<Subscribers>,
     exited: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<String>>>,
 }
 
 impl Handler for Heard {
     fn handle(&self, ev: FromChild) {
         match ev {
-            FromChild::Message(line) => self.to.unsolicited(self.key, line),
+            FromChild::Message(line) => {
+                (self.to).unsolicited(self.key, line, Some(&self.subscribers))
+            }
             // Logged by the front, which knows whether the client had asked for it.
             FromChild::Exited(how) => {
                 if let Some(tx) = self.exited.locked().take() {

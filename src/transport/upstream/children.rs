@@ -17,6 +17,7 @@ use crate::pipeline::bridge::{Declared, Reverse};
 use crate::transport::upstream::child::{ChildProcess, ChildSource, FromChild, Handler, ServerEra};
 use crate::transport::upstream::multiplex::Multiplexed;
 use crate::transport::upstream::paced;
+use crate::transport::upstream::subscribers::Subscribers;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -64,6 +65,9 @@ pub struct SessionChild {
     /// it and its own id (`jsonrpc::id_key`), to toolgate's id for it. A client's
     /// cancellation names its own requests and no other's.
     pub(crate) multiplexed: Arc<Multiplexed>,
+    /// Bridged, its 2026-07-28 clients' `subscriptions/listen` streams, which what the child
+    /// announces on its own goes to (`upstream::subscribers`).
+    pub(crate) subscribers: Arc<Subscribers>,
 }
 
 /// What a notification from the child is about, when it says (see `SessionChild::related`).
@@ -193,9 +197,11 @@ impl SessionChild {
         };
         if self.shared {
             // Without a session, nothing else could be waiting for it.
-            tracing::debug!(
-                "a message from the shared tool server is about no waiting request; dropped"
-            );
+            if !self.subscribers.offer(&line) {
+                tracing::debug!(
+                    "a message from the shared tool server is about no waiting request; dropped"
+                );
+            }
             return;
         }
         self.to_get_stream(line);
@@ -341,9 +347,12 @@ impl SessionChild {
         *self.last_used.locked() = Instant::now();
     }
 
-    /// The stdio front's one child: the front hears what it sends on its own itself, and
-    /// settles its era.
-    pub(crate) fn of_pipe(child: Arc<ChildProcess>) -> Arc<SessionChild> {
+    /// The stdio front's one child: the front hears what it sends on its own itself (and
+    /// offers it to `subscribers`), and settles its era.
+    pub(crate) fn of_pipe(
+        child: Arc<ChildProcess>,
+        subscribers: Arc<Subscribers>,
+    ) -> Arc<SessionChild> {
         Arc::new(SessionChild {
             child,
             owner: "stdio".into(),
@@ -357,6 +366,7 @@ impl SessionChild {
             declared: std::sync::OnceLock::new(),
             reverse: std::sync::OnceLock::new(),
             multiplexed: Arc::default(),
+            subscribers,
         })
     }
 
@@ -551,6 +561,7 @@ impl StdioPool {
             declared: std::sync::OnceLock::new(),
             reverse: std::sync::OnceLock::new(),
             multiplexed: Arc::default(),
+            subscribers: Arc::default(),
         });
         let _ = deliver_to.set(Arc::downgrade(&sc));
         Ok(sc)

@@ -31,6 +31,7 @@ use crate::transport::upstream::own::{self, HttpSession, Unresulted};
 pub use crate::transport::upstream::rounds::Unresumed;
 use crate::transport::upstream::rounds::{Listening, Offered, Parked, Questions};
 use crate::transport::upstream::session_stream;
+use crate::transport::upstream::subscribers::Subscribers;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
@@ -94,6 +95,9 @@ pub struct Session {
     /// Its clients' requests in flight, each under an id of toolgate's: clients of one scope
     /// share the session, and their ids may be equal.
     pub(crate) multiplexed: Arc<Multiplexed>,
+    /// Its clients' `subscriptions/listen` streams, which what the server announces on the
+    /// session's own stream goes to.
+    pub(crate) subscribers: Arc<Subscribers>,
     /// That stream, read while the session is kept.
     _stream: SessionStream,
 }
@@ -278,7 +282,7 @@ pub(crate) type ClientHeaders<'a> = (&'a HeaderMap, Option<&'a UpstreamCredentia
 /// session), for a plain JSON body, without the name of the client's own call. What
 /// describes the client's own body goes: a `Content-Encoding` it claimed would make the
 /// server misread toolgate's (and a probe that fails so decides the era for every client).
-fn own_headers(client: &HeaderMap) -> HeaderMap {
+pub(crate) fn own_headers(client: &HeaderMap) -> HeaderMap {
     let mut headers = client.clone();
     headers.remove(CONTENT_ENCODING);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -362,14 +366,15 @@ async fn discover(
 const REFUSALS: usize = 16;
 
 /// A bridged session's own stream (GET): each question the server asks there goes to the
-/// bridged call waiting (the server is refused when several wait); with none waiting, or
-/// anything else, it goes no further (the 2026-07-28 clients have no stream to take it). A
+/// bridged call waiting (the server is refused when several wait); what it announces (a list
+/// changed, a resource updated) goes to the `subscriptions/listen` streams that hold it;
+/// anything else goes no further (the 2026-07-28 clients have no stream to take it). A
 /// server without one answers 405; one that ends it has it opened again
 /// (`upstream::session_stream`).
 async fn read_session_stream(
     up: std::sync::Weak<HttpUpstream>,
     headers: HeaderMap,
-    questions: std::sync::Weak<Questions>,
+    (questions, subscribers): (std::sync::Weak<Questions>, std::sync::Weak<Subscribers>),
     limits: Limits,
 ) {
     let (max_event, wait) = (limits.max_sse_event_bytes, (&limits).into());
@@ -414,9 +419,14 @@ async fn read_session_stream(
         };
         match questions.offer(d.as_bytes()) {
             Offered::Taken => {}
-            Offered::Left => tracing::debug!(
-                "the server sent a message on the bridged session's own stream that no call waits for; dropped"
-            ),
+            Offered::Left => {
+                let announced = subscribers.upgrade().is_some_and(|s| s.offer(d.as_bytes()));
+                if !announced {
+                    tracing::debug!(
+                        "the server sent a message on the bridged session's own stream that no call waits for; dropped"
+                    );
+                }
+            }
             Offered::Ambiguous(refusal) => {
                 let _ = refused.try_send(refusal);
             }
@@ -649,16 +659,12 @@ impl HttpBridge {
         };
         let headers = opening.into_headers();
         // The session's own stream, opened at once: a server asks there from the start.
-        let questions = Arc::default();
+        let (questions, subscribers) = (Arc::default(), Arc::default());
         let mut listen = headers.clone();
         listen.remove(CONTENT_TYPE);
         listen.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        let read = read_session_stream(
-            Arc::downgrade(up),
-            listen,
-            Arc::downgrade(&questions),
-            limits.clone(),
-        );
+        let heard = (Arc::downgrade(&questions), Arc::downgrade(&subscribers));
+        let read = read_session_stream(Arc::downgrade(up), listen, heard, limits.clone());
         Some(Session {
             id: headers.get(mcp::SESSION_ID).cloned(),
             version: headers
@@ -668,6 +674,7 @@ impl HttpBridge {
             init,
             questions,
             multiplexed: Arc::default(),
+            subscribers,
             _stream: SessionStream(tokio::spawn(read)),
         })
     }

@@ -14,3 +14,4 @@ pub(crate) mod own;
 pub(crate) mod paced;
 pub(crate) mod rounds;
 pub(crate) mod session_stream;
+pub(crate) mod subscribers;

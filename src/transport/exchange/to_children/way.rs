@@ -253,6 +253,7 @@ impl ChildWay {
             note,
         };
         let then = match (pending.id.clone(), &self.kind) {
+            _ if let pipeline::Kind::Subscription(s) = &pending.kind => Then::Subscribe(s.clone()),
             (None, _) => Then::Done(self.tell(&mut w, body)),
             (Some(id), Kind::Shared(owner)) => self.write_shared(owner, &mut w, (body, id)),
             (Some(id), _) => self.write_own(&mut w, (body, id)),

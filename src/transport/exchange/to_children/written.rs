@@ -4,16 +4,19 @@
 use super::super::Note;
 use super::super::asking::{self, ReverseRounds};
 use super::super::reply;
+use super::super::subscription;
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::mcp;
+use crate::pipeline::subscriptions::Subscription;
 use crate::pipeline::{self, Pending, asked};
 use crate::telemetry::hop::{Hop, HopEnd};
-use crate::transport::upstream::child::{Given, Owed, Waiting};
+use crate::transport::upstream::child::{Given, Owed, Waiting, Within};
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::SessionChild;
 use crate::transport::upstream::multiplex::Sent;
+use crate::transport::upstream::subscribers::{self, Release};
 use axum::response::Response;
 use bytes::Bytes;
 use http::StatusCode;
@@ -44,6 +47,9 @@ pub(super) enum Then {
         left: Left,
         _sent: Sent,
     },
+    /// A bridged `subscriptions/listen`, served from the child's session: nothing of it is
+    /// written as it came.
+    Subscribe(Box<Subscription>),
     /// A bridged call's answer, or the round the server's question makes of it.
     Bridged {
         waiting: Waiting,
@@ -111,6 +117,11 @@ impl Written {
         let answered: Result<ChildReply, UpstreamError> = 'wait: {
             match then {
                 Then::Done(resp) => Ok(ChildReply::Response(resp)),
+                Then::Subscribe(s) => {
+                    // Boxed: rare, and held while the stream is opened.
+                    let served = subscribe(gw, &sc, *s, pending, timeout, note);
+                    Ok(ChildReply::Response(Box::pin(served).await))
+                }
                 Then::Own(owed, own) => {
                     let answer = match owed.given(timeout).await {
                         Ok(given) => read_given(given, &mut cancelled),
@@ -175,6 +186,27 @@ impl Written {
         answered
             .unwrap_or_else(|e| ChildReply::Response(reply::upstream_failed(gw, pending, &e, note)))
     }
+}
+
+/// A 2026-07-28 client's `subscriptions/listen` (the request `pending`), served from the
+/// bridged child `sc`, asked each of toolgate's own requests within `timeout`.
+async fn subscribe(
+    gw: &Arc<Gateway>,
+    sc: &SessionChild,
+    subscription: Subscription,
+    pending: &Pending,
+    timeout: Duration,
+    note: &mut Note,
+) -> Response {
+    let (child, ids) = (sc.child.clone(), gw.clone());
+    let release: Release = Box::new(move |uris| {
+        tokio::spawn(async move {
+            let server = Within(&child, timeout);
+            subscribers::unsubscribe(&server, uris, || ids.next_id()).await;
+        });
+    });
+    let server = (&Within(&sc.child, timeout), &sc.subscribers);
+    subscription::serve(gw, server, (subscription, pending), release, note).await
 }
 
 impl Own {

@@ -1,0 +1,398 @@
+//! `subscriptions/listen` (2026-07-28) served through a server of the handshake era
+//! (docs/contract.md §5, "Subscriptions bridged").
+//!
+//! A 2026-07-28 client hears of changes only on a stream it opens with `subscriptions/listen`,
+//! naming what it wants: list changes of tools, prompts or resources, and updates of given
+//! resources. A handshake-era server announces them to its session: list changes unasked,
+//! a resource's updates once the session sent `resources/subscribe` for it. Bridged, toolgate
+//! holds the session, so each of its announcements goes to every stream whose filter holds
+//! it, tagged with that stream's subscription id (the `subscriptions/listen` request's id).
+//!
+//! The rules are written here once; where a server's announcements are heard and how it is
+//! asked to subscribe is each kind of server's (`upstream::subscribers`). A stream is
+//! acknowledged first (`notifications/subscriptions/acknowledged`) with what toolgate will
+//! deliver of what was asked: what the server's capabilities say it announces, less the
+//! resources it refused to subscribe to. Like a 2026-07-28 server's, a stream has no replay:
+//! one that ends, the client opens again and lists again.
+
+use crate::jsonrpc::{self, footprint};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+pub const LISTEN: &str = "subscriptions/listen";
+pub const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
+pub const PROMPTS_CHANGED: &str = "notifications/prompts/list_changed";
+pub const RESOURCES_CHANGED: &str = "notifications/resources/list_changed";
+pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// Resources one stream may name: each is a `resources/subscribe` toolgate sends the server
+/// before the stream is acknowledged.
+pub const MAX_RESOURCES: usize = 256;
+/// The longest resource URI a stream may name.
+const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Why a `subscriptions/listen` request is refused (`-32602`).
+#[derive(Debug, thiserror::Error)]
+pub enum BadFilter {
+    #[error(
+        "Invalid params: subscriptions/listen takes params.notifications, an object of toolsListChanged, promptsListChanged and resourcesListChanged (booleans) and resourceSubscriptions (an array of URIs)"
+    )]
+    Malformed,
+    #[error(
+        "Invalid params: a subscriptions/listen stream may name at most {MAX_RESOURCES} resources of at most {MAX_URI_BYTES} bytes each through this gateway"
+    )]
+    TooMany,
+}
+
+/// What a stream asks for, or what toolgate delivers of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    /// The resources whose updates it wants, each once.
+    pub uris: Vec<Box<str>>,
+}
+
+impl Filter {
+    /// From a `subscriptions/listen` request (`bytes`). Keys an extension adds are not
+    /// delivered, so they are left out of the acknowledgment as the spec asks.
+    pub fn of(bytes: &[u8]) -> Result<Filter, BadFilter> {
+        #[derive(Deserialize)]
+        struct Request {
+            params: Params,
+        }
+        #[derive(Deserialize)]
+        struct Params {
+            notifications: Asked,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Asked {
+            #[serde(default)]
+            tools_list_changed: Option<bool>,
+            #[serde(default)]
+            prompts_list_changed: Option<bool>,
+            #[serde(default)]
+            resources_list_changed: Option<bool>,
+            #[serde(default)]
+            resource_subscriptions: Option<Vec<String>>,
+        }
+        let asked = serde_json::from_slice::<Request>(bytes)
+            .map_err(|_| BadFilter::Malformed)?
+            .params
+            .notifications;
+        let mut uris: Vec<Box<str>> = Vec::new();
+        for uri in asked.resource_subscriptions.unwrap_or_default() {
+            if uri.len() > MAX_URI_BYTES || uris.len() == MAX_RESOURCES {
+                return Err(BadFilter::TooMany);
+            }
+            if !uris.iter().any(|u| **u == *uri) {
+                uris.push(uri.into());
+            }
+        }
+        Ok(Filter {
+            tools: asked.tools_list_changed == Some(true),
+            prompts: asked.prompts_list_changed == Some(true),
+            resources: asked.resources_list_changed == Some(true),
+            uris,
+        })
+    }
+
+    /// What of it a server announces, by the capabilities of its `initialize` result
+    /// (`init`): each list's changes where it says `listChanged`, resources where it says
+    /// `subscribe`.
+    pub fn announced_by(mut self, init: &RawValue) -> Filter {
+        let offered = Offered::of(init);
+        self.tools &= offered.feature("tools", "listChanged");
+        self.prompts &= offered.feature("prompts", "listChanged");
+        self.resources &= offered.feature("resources", "listChanged");
+        if !offered.feature("resources", "subscribe") {
+            self.uris.clear();
+        }
+        self
+    }
+
+    fn holds(&self, a: &Announcement) -> bool {
+        match a.method {
+            TOOLS_CHANGED => self.tools,
+            PROMPTS_CHANGED => self.prompts,
+            RESOURCES_CHANGED => self.resources,
+            _ => a
+                .uri
+                .as_deref()
+                .is_some_and(|u| self.uris.iter().any(|h| **h == *u)),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut f = Map::new();
+        let flags = [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ];
+        for (name, on) in flags {
+            if on {
+                f.insert(name.into(), Value::Bool(true));
+            }
+        }
+        if !self.uris.is_empty() {
+            let uris = self.uris.iter().map(|u| Value::String(u.to_string()));
+            f.insert("resourceSubscriptions".into(), Value::Array(uris.collect()));
+        }
+        Value::Object(f)
+    }
+}
+
+/// A server's capabilities, as far as announcements go.
+struct Offered(Option<Value>);
+
+impl Offered {
+    fn of(init: &RawValue) -> Offered {
+        #[derive(Deserialize)]
+        struct Init<'a> {
+            #[serde(borrow)]
+            capabilities: Option<&'a RawValue>,
+        }
+        let caps = serde_json::from_str::<Init<'_>>(init.get())
+            .ok()
+            .and_then(|i| i.capabilities)
+            .filter(|c| footprint::affordable(c.get()))
+            .and_then(|c| serde_json::from_str(c.get()).ok());
+        Offered(caps)
+    }
+
+    fn feature(&self, feature: &str, flag: &str) -> bool {
+        let on = self
+            .0
+            .as_ref()
+            .and_then(|c| c.get(feature)?.get(flag)?.as_bool());
+        on == Some(true)
+    }
+}
+
+/// One stream a 2026-07-28 client opened: its id and what it is delivered.
+#[derive(Clone, Debug)]
+pub struct Subscription {
+    pub id: Box<RawValue>,
+    pub filter: Filter,
+}
+
+impl PartialEq for Subscription {
+    fn eq(&self, other: &Subscription) -> bool {
+        self.id.get() == other.id.get() && self.filter == other.filter
+    }
+}
+
+impl Eq for Subscription {}
+
+impl Subscription {
+    /// The stream's first message: what toolgate delivers of what was asked.
+    pub fn acknowledgment(&self) -> Vec<u8> {
+        let params = json!({"notifications": self.filter.to_json(), "_meta": self.meta()});
+        message(ACKNOWLEDGED, params)
+    }
+
+    /// `a` as this stream carries it, when its filter holds it.
+    pub fn relayed(&self, a: &Announcement) -> Option<Vec<u8>> {
+        if !self.filter.holds(a) {
+            return None;
+        }
+        let mut params = a.params.clone();
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if !meta.is_object() {
+            *meta = json!({});
+        }
+        if let (Some(meta), Value::Object(tag)) = (meta.as_object_mut(), self.meta()) {
+            meta.extend(tag);
+        }
+        Some(message(a.method, Value::Object(params)))
+    }
+
+    fn meta(&self) -> Value {
+        let id: Value = serde_json::from_str(self.id.get()).unwrap_or(Value::Null);
+        json!({ SUBSCRIPTION_ID: id })
+    }
+}
+
+fn message(method: &str, params: Value) -> Vec<u8> {
+    let m = json!({"jsonrpc": "2.0", "method": method, "params": params});
+    serde_json::to_vec(&m).expect("serializing a notification cannot fail")
+}
+
+/// A server's message that a stream may carry: a list change, or a resource's update.
+#[derive(Debug)]
+pub struct Announcement {
+    method: &'static str,
+    params: Map<String, Value>,
+    uri: Option<String>,
+}
+
+impl Announcement {
+    /// `line`, a message a handshake-era server sent its session, when it announces a change.
+    pub fn of(line: &[u8]) -> Option<Announcement> {
+        let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(line) else {
+            return None;
+        };
+        if m.id.is_some() {
+            return None;
+        }
+        let method = [
+            TOOLS_CHANGED,
+            PROMPTS_CHANGED,
+            RESOURCES_CHANGED,
+            RESOURCE_UPDATED,
+        ]
+        .into_iter()
+        .find(|known| m.method() == Some(known))?;
+        let params = match m.raw_params() {
+            Some(p) if footprint::affordable(p.get()) => serde_json::from_str(p.get()).ok()?,
+            Some(_) => return None,
+            None => Map::new(),
+        };
+        let uri = (method == RESOURCE_UPDATED)
+            .then(|| params.get("uri")?.as_str().map(str::to_owned))
+            .flatten();
+        Some(Announcement {
+            method,
+            params,
+            uri,
+        })
+    }
+}
+
+/// toolgate's `resources/subscribe` or `resources/unsubscribe` of `uri`, under its own `id`.
+pub fn resource_request(subscribe: bool, uri: &str, id: &str) -> Vec<u8> {
+    let method = match subscribe {
+        true => "resources/subscribe",
+        false => "resources/unsubscribe",
+    };
+    let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"uri": uri}});
+    serde_json::to_vec(&m).expect("serializing a request cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(v: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&v).unwrap()
+    }
+
+    fn listen(notifications: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": LISTEN,
+            "params": {"notifications": notifications}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_filter_keeps_what_was_asked_each_resource_once() {
+        let f = Filter::of(&listen(
+            json!({"toolsListChanged": true, "promptsListChanged": false,
+            "resourceSubscriptions": ["a://1", "a://1", "a://2"], "taskIds": ["t"]}),
+        ))
+        .unwrap();
+        assert_eq!(
+            f,
+            Filter {
+                tools: true,
+                prompts: false,
+                resources: false,
+                uris: vec!["a://1".into(), "a://2".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn a_filter_that_is_not_one_is_refused() {
+        for bad in [
+            json!("all"),
+            json!({"toolsListChanged": "yes"}),
+            json!({"resourceSubscriptions": "a://1"}),
+        ] {
+            assert!(matches!(
+                Filter::of(&listen(bad)),
+                Err(BadFilter::Malformed)
+            ));
+        }
+        let no_params = br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen"}"#;
+        assert!(matches!(Filter::of(no_params), Err(BadFilter::Malformed)));
+        let many: Vec<String> = (0..=MAX_RESOURCES).map(|i| format!("a://{i}")).collect();
+        let too_many = listen(json!({ "resourceSubscriptions": many }));
+        assert!(matches!(Filter::of(&too_many), Err(BadFilter::TooMany)));
+    }
+
+    #[test]
+    fn what_is_delivered_is_what_the_server_announces() {
+        let asked = Filter {
+            tools: true,
+            prompts: true,
+            resources: true,
+            uris: vec!["a://1".into()],
+        };
+        let init = raw(json!({"protocolVersion": "2025-11-25", "capabilities": {
+            "tools": {"listChanged": true}, "prompts": {}, "resources": {"listChanged": true}}}));
+        let delivered = asked.clone().announced_by(&init);
+        assert_eq!(
+            delivered,
+            Filter {
+                tools: true,
+                prompts: false,
+                resources: true,
+                uris: vec![],
+            }
+        );
+        let subscribes = raw(json!({"capabilities": {"resources": {"subscribe": true}}}));
+        assert_eq!(
+            asked.announced_by(&subscribes).uris,
+            vec![Box::<str>::from("a://1")]
+        );
+    }
+
+    #[test]
+    fn a_stream_is_acknowledged_then_carries_what_its_filter_holds_tagged() {
+        let s = Subscription {
+            id: raw(json!("l-1")),
+            filter: Filter {
+                tools: true,
+                uris: vec!["a://1".into()],
+                ..Filter::default()
+            },
+        };
+        let ack: Value = serde_json::from_slice(&s.acknowledgment()).unwrap();
+        assert_eq!(
+            ack,
+            json!({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": {
+                "notifications": {"toolsListChanged": true, "resourceSubscriptions": ["a://1"]},
+                "_meta": {SUBSCRIPTION_ID: "l-1"}}})
+        );
+        let relayed = |line: &str| {
+            let a = Announcement::of(line.as_bytes())?;
+            serde_json::from_slice::<Value>(&s.relayed(&a)?).ok()
+        };
+        assert_eq!(
+            relayed(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+            Some(json!({"jsonrpc": "2.0", "method": TOOLS_CHANGED,
+                "params": {"_meta": {SUBSCRIPTION_ID: "l-1"}}}))
+        );
+        assert_eq!(
+            relayed(
+                r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1","_meta":{"k":1}}}"#
+            ),
+            Some(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED,
+                "params": {"uri": "a://1", "_meta": {"k": 1, SUBSCRIPTION_ID: "l-1"}}}))
+        );
+        for not_held in [
+            r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://2"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"notifications/tools/list_changed"}"#,
+        ] {
+            assert_eq!(relayed(not_held), None, "{not_held}");
+        }
+    }
+}

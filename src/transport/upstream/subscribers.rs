@@ -1,0 +1,340 @@
+//! The `subscriptions/listen` streams of one session toolgate holds with a server of the
+//! handshake era (a bridged HTTP session, the shared stdio child, the stdio front's child),
+//! which that session's announcements go to (`pipeline::subscriptions`).
+//!
+//! Each kind of server offers here what it hears outside any request (an HTTP session's own
+//! stream, a child's stdout) and asks its server through [`OwnRequests`]; the rest is the
+//! same for all. A stream's resources are subscribed to before it is acknowledged, each time
+//! (the server keeps a set, so asking again costs nothing but a round trip, and each stream
+//! learns what its server refused); a resource is unsubscribed from once no stream of the
+//! session holds it.
+
+use super::own::{OwnRequests, Unresulted};
+use crate::locks::MutexExt;
+use crate::pipeline::subscriptions::{self, Announcement, Subscription};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// Streams open at once in one session; the next is refused until one ends.
+const MAX_STREAMS: usize = 64;
+/// Announcements waiting for a stream's client. One that takes none while this many wait
+/// has its stream ended, as a 2026-07-28 server ends it: nothing is replayed, so the client
+/// opens it again and lists again, which loses nothing a longer backlog would have kept.
+const BACKLOG: usize = 256;
+
+/// The streams of one session.
+#[derive(Default)]
+pub(crate) struct Subscribers {
+    open: Mutex<Open>,
+}
+
+#[derive(Default)]
+struct Open {
+    streams: Vec<Stream>,
+    next: u64,
+    /// How many streams hold each resource.
+    held: HashMap<Box<str>, usize>,
+}
+
+struct Stream {
+    n: u64,
+    subscription: Arc<Subscription>,
+    out: mpsc::Sender<Bytes>,
+}
+
+/// Why a stream could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "this gateway holds at most {MAX_STREAMS} subscriptions/listen streams at once in front of this server; end one or try again later"
+)]
+pub(crate) struct TooManyStreams;
+
+/// How the server is told that no stream holds some resources any more: on a task of its
+/// own, since a stream ends where nothing can wait (its client left).
+pub(crate) type Release = Box<dyn FnOnce(Vec<Box<str>>) + Send>;
+
+impl Subscribers {
+    /// Opens `subscription`'s stream, which takes what the server announces from now on;
+    /// [`Subscribed`] acknowledges it, and closes it when dropped.
+    pub(crate) fn open(
+        self: &Arc<Self>,
+        subscription: Subscription,
+        release: Release,
+    ) -> Result<(Subscribed, mpsc::Receiver<Bytes>), TooManyStreams> {
+        let mut open = self.open.locked();
+        if open.streams.len() >= MAX_STREAMS {
+            return Err(TooManyStreams);
+        }
+        let (out, rx) = mpsc::channel(BACKLOG);
+        let n = open.next;
+        open.next += 1;
+        for uri in &subscription.filter.uris {
+            *open.held.entry(uri.clone()).or_default() += 1;
+        }
+        let subscription = Arc::new(subscription);
+        open.streams.push(Stream {
+            n,
+            subscription,
+            out,
+        });
+        let subscribed = Subscribed {
+            subscribers: self.clone(),
+            n,
+            release: Some(release),
+        };
+        Ok((subscribed, rx))
+    }
+
+    /// `line`, which the server sent its session outside any request: each stream whose
+    /// filter holds it gets it, tagged. `false` when no stream took it.
+    pub(crate) fn offer(&self, line: &[u8]) -> bool {
+        let mut open = self.open.locked();
+        // Most of what a server sends on its own is no announcement, and most sessions have
+        // no stream: read only when one may take it.
+        if open.streams.is_empty() {
+            return false;
+        }
+        let Some(a) = Announcement::of(line) else {
+            return false;
+        };
+        let (mut taken, mut ended) = (false, Vec::new());
+        for s in &open.streams {
+            let Some(relayed) = s.subscription.relayed(&a) else {
+                continue;
+            };
+            taken = true;
+            if s.out.try_send(Bytes::from(relayed)).is_err() {
+                ended.push(s.n);
+            }
+        }
+        for n in ended {
+            tracing::warn!(
+                "a subscriptions/listen stream's client took nothing while {BACKLOG} announcements waited; the stream is ended, and its client opens it again"
+            );
+            // Its sender goes with it, which ends the stream; the resources it held stay
+            // held until its client is gone (`Subscribed`).
+            open.streams.retain(|s| s.n != n);
+        }
+        taken
+    }
+
+    /// Ends stream `n`: the resources no other stream holds are returned.
+    fn close(&self, n: u64) -> Vec<Box<str>> {
+        let mut open = self.open.locked();
+        let Some(at) = open.streams.iter().position(|s| s.n == n) else {
+            return Vec::new();
+        };
+        let s = open.streams.swap_remove(at);
+        open.unhold(&s.subscription.filter.uris)
+    }
+
+    /// Stream `n` without the resources in `refused`, and its acknowledgment.
+    fn acknowledge(&self, n: u64, refused: &[Box<str>]) -> Bytes {
+        let mut open = self.open.locked();
+        let Some(s) = open.streams.iter_mut().find(|s| s.n == n) else {
+            return Bytes::new();
+        };
+        let narrowed = Arc::make_mut(&mut s.subscription);
+        narrowed.filter.uris.retain(|u| !refused.contains(u));
+        let ack = Bytes::from(narrowed.acknowledgment());
+        open.unhold(refused);
+        ack
+    }
+}
+
+impl Open {
+    /// `uris` held by one stream fewer; those no stream holds now are returned.
+    fn unhold(&mut self, uris: &[Box<str>]) -> Vec<Box<str>> {
+        let mut released = Vec::new();
+        for uri in uris {
+            if let Some(count) = self.held.get_mut(uri) {
+                *count -= 1;
+                if *count == 0 {
+                    self.held.remove(uri);
+                    released.push(uri.clone());
+                }
+            }
+        }
+        released
+    }
+}
+
+/// A stream's place among its session's, left when dropped.
+pub(crate) struct Subscribed {
+    subscribers: Arc<Subscribers>,
+    n: u64,
+    release: Option<Release>,
+}
+
+impl Subscribed {
+    /// The stream's first message, once the server has said which of its resources it
+    /// refuses: they are left out of what it is delivered.
+    pub(crate) fn acknowledgment(&self, refused: &[Box<str>]) -> Bytes {
+        self.subscribers.acknowledge(self.n, refused)
+    }
+}
+
+impl Drop for Subscribed {
+    fn drop(&mut self) {
+        let released = self.subscribers.close(self.n);
+        if let (false, Some(release)) = (released.is_empty(), self.release.take()) {
+            release(released);
+        }
+    }
+}
+
+/// Asks `server` to subscribe to each of `uris`, under ids `ids` gives; the ones it
+/// refuses are returned.
+pub(crate) async fn subscribe<S: OwnRequests>(
+    server: &S,
+    uris: &[Box<str>],
+    ids: impl Fn() -> String,
+) -> Vec<Box<str>> {
+    let mut refused = Vec::new();
+    for uri in uris {
+        if !ask(server, true, uri, &ids()).await {
+            refused.push(uri.clone());
+        }
+    }
+    refused
+}
+
+/// Asks `server` to unsubscribe from each of `uris`.
+pub(crate) async fn unsubscribe<S: OwnRequests>(
+    server: &S,
+    uris: Vec<Box<str>>,
+    ids: impl Fn() -> String,
+) {
+    for uri in uris {
+        ask(server, false, &uri, &ids()).await;
+    }
+}
+
+/// `resources/subscribe` (or `unsubscribe`) of `uri`; whether the server agreed.
+async fn ask<S: OwnRequests>(server: &S, subscribe: bool, uri: &str, id: &str) -> bool {
+    let request = Bytes::from(subscriptions::resource_request(subscribe, uri, id));
+    match server.ask(request, id).await {
+        Ok(_) => true,
+        Err(Unresulted::Refused(why)) => {
+            tracing::debug!(error = %why, subscribe, "the server refused a resource subscription");
+            false
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, subscribe, "a resource subscription got no answer");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::subscriptions::Filter;
+    use serde_json::value::RawValue;
+
+    fn subscription(id: &str, tools: bool, uris: &[&str]) -> Subscription {
+        Subscription {
+            id: RawValue::from_string(format!("\"{id}\"")).unwrap(),
+            filter: Filter {
+                tools,
+                uris: uris.iter().map(|u| (*u).into()).collect(),
+                ..Filter::default()
+            },
+        }
+    }
+
+    fn released() -> (Release, Arc<Mutex<Vec<Box<str>>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        (Box::new(move |uris| into.locked().extend(uris)), seen)
+    }
+
+    const TOOLS: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    const UPDATED: &[u8] =
+        br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1"}}"#;
+
+    #[test]
+    fn each_stream_gets_its_acknowledgment_then_what_its_filter_holds() {
+        let subs = Arc::new(Subscribers::default());
+        let (r1, _) = released();
+        let (r2, _) = released();
+        let (sa, mut a) = subs.open(subscription("a", true, &[]), r1).unwrap();
+        let (sb, mut b) = subs
+            .open(subscription("b", false, &["a://1", "a://2"]), r2)
+            .unwrap();
+        assert!(subs.offer(TOOLS));
+        assert!(subs.offer(UPDATED));
+        assert!(!subs.offer(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#));
+        assert!(!subs.offer(br#"{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}"#));
+        let text = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();
+        assert!(
+            text(sa.acknowledgment(&[])).contains(r#""notifications":{"toolsListChanged":true}"#)
+        );
+        assert!(text(a.try_recv().unwrap()).contains(r#"subscriptionId":"a""#));
+        assert!(a.try_recv().is_err());
+        let refused = text(sb.acknowledgment(&["a://2".into()]));
+        assert!(
+            refused.contains(r#"{"resourceSubscriptions":["a://1"]}"#),
+            "{refused}"
+        );
+        let update = text(b.try_recv().unwrap());
+        assert!(update.contains("a://1") && update.contains(r#"subscriptionId":"b""#));
+        assert!(b.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_resource_is_released_when_no_stream_holds_it() {
+        let subs = Arc::new(Subscribers::default());
+        let (r1, seen1) = released();
+        let (r2, seen2) = released();
+        let (first, _rx1) = subs
+            .open(subscription("a", false, &["a://1", "a://2"]), r1)
+            .unwrap();
+        let (second, _rx2) = subs.open(subscription("b", false, &["a://1"]), r2).unwrap();
+        drop(first);
+        assert_eq!(*seen1.locked(), vec![Box::<str>::from("a://2")]);
+        drop(second);
+        assert_eq!(*seen2.locked(), vec![Box::<str>::from("a://1")]);
+    }
+
+    #[test]
+    fn a_stream_whose_client_takes_nothing_is_ended_and_the_rest_go_on() {
+        let subs = Arc::new(Subscribers::default());
+        let (r1, _) = released();
+        let (r2, _) = released();
+        let (_slow, mut slow) = subs.open(subscription("slow", true, &[]), r1).unwrap();
+        let (_fast, mut fast) = subs.open(subscription("fast", true, &[]), r2).unwrap();
+        for _ in 0..=BACKLOG {
+            subs.offer(TOOLS);
+            fast.try_recv().unwrap();
+        }
+        let mut got = 0;
+        while slow.try_recv().is_ok() {
+            got += 1;
+        }
+        assert_eq!(got, BACKLOG, "what fit");
+        assert!(slow.is_closed());
+        subs.offer(TOOLS);
+        assert!(fast.try_recv().is_ok());
+    }
+
+    #[test]
+    fn streams_past_the_bound_are_refused() {
+        let subs = Arc::new(Subscribers::default());
+        let mut kept = Vec::new();
+        for i in 0..MAX_STREAMS {
+            let (r, _) = released();
+            kept.push(
+                subs.open(subscription(&i.to_string(), true, &[]), r)
+                    .unwrap(),
+            );
+        }
+        let (r, _) = released();
+        assert!(subs.open(subscription("over", true, &[]), r).is_err());
+        kept.pop();
+        let (r, _) = released();
+        assert!(subs.open(subscription("again", true, &[]), r).is_ok());
+    }
+}
