@@ -10,9 +10,9 @@ use common::modes::{Front, Mode};
 use common::peers::{
     peers, python_client, python_client_answering, python_http, server_everything_http,
 };
-use common::post_modern;
-use common::scripted::{Scripted, open_tool};
+use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
+use common::{next_frame, post_modern, post_modern_stream, sse_messages};
 use serde_json::{Value, json};
 
 async fn in_front_of_server_everything() -> Toolgate {
@@ -67,7 +67,7 @@ async fn a_2026_client_is_served_by_a_handshake_only_stdio_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_bridge_answers_discover_from_the_handshake_and_names_what_it_cannot_bridge() {
+async fn the_bridge_answers_discover_from_the_handshake_and_refuses_a_listen_without_a_filter() {
     let tg = in_front_of_server_everything().await;
     let envelope = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -98,7 +98,11 @@ async fn the_bridge_answers_discover_from_the_handshake_and_names_what_it_cannot
     let d = r.answer();
     assert_eq!(d["id"], 1);
     assert_eq!(d["result"]["supportedVersions"], json!(["2026-07-28"]));
-    assert!(d["result"]["capabilities"]["tools"].is_object(), "{d}");
+    // What the server announces reaches a 2026-07-28 client through subscriptions/listen.
+    assert_eq!(
+        d["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{d}"
+    );
     assert_eq!(d["result"]["resultType"], "complete");
     assert_eq!(d["result"]["ttlMs"], 0);
     assert_eq!(
@@ -114,13 +118,13 @@ async fn the_bridge_answers_discover_from_the_handshake_and_names_what_it_cannot
     assert!(l["result"]["tools"].as_array().unwrap().len() > 5);
 
     let r = post("subscriptions/listen", ask(3, "subscriptions/listen")).await;
-    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(r.status, 400, "{}", r.text());
     let e = r.answer();
     assert_eq!(e["id"], 3);
-    assert_eq!(e["error"]["code"], -32601);
+    assert_eq!(e["error"]["code"], -32602);
     let msg = e["error"]["message"].as_str().unwrap();
     assert!(
-        msg.contains("subscriptions/listen cannot be bridged"),
+        msg.starts_with("Invalid params: subscriptions/listen takes params.notifications"),
         "{msg}"
     );
 }
@@ -1045,6 +1049,169 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
             assert!(text.contains(said), "{mode}: {done}");
         }
     }
+}
+
+/// The Python SDK's client, negotiating (`auto`, which directly falls back to the handshake,
+/// where it has no `subscriptions/listen`), listens through toolgate for every list change and
+/// two resources' updates of server-everything, which speaks only the handshake: the stream
+/// is acknowledged with what the server's capabilities say it announces (here, all of it), and
+/// once a tool makes the server announce, each resource's update comes on it. In all four
+/// modes and the layer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_listens_to_a_handshake_server_through_every_mode() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let http = server_everything_http().await;
+    let command = [p.server_everything.display().to_string(), "stdio".into()];
+    let uris = [
+        "demo://resource/static/document/architecture.md",
+        "demo://resource/dynamic/text/1",
+    ];
+    let reached = common::modes::Reached::start(&http.url, &command).await;
+    let tool = "toggle-subscriber-updates";
+    let runs = (reached.fronts.iter())
+        .map(|(_, front)| common::peers::python_listener(front, "auto", tool, &uris));
+    let outs = futures_util::future::join_all(runs).await;
+    let updated: Vec<String> = uris.iter().map(|u| format!("ResourceUpdated{u}")).collect();
+    for ((mode, _), out) in reached.fronts.iter().zip(outs) {
+        assert_eq!(out["protocol"], "2026-07-28", "{mode}: {out}");
+        assert_eq!(
+            out["honored"],
+            json!({"toolsListChanged": true, "promptsListChanged": true,
+                   "resourcesListChanged": true, "resourceSubscriptions": uris}),
+            "{mode}"
+        );
+        let events: Vec<&str> = (out["events"].as_array().unwrap().iter())
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        for u in &updated {
+            assert!(events.contains(&u.as_str()), "{mode}: {events:?}");
+        }
+        let announced = |e: &&str| updated.iter().any(|u| u == e) || *e == "ToolsListChanged";
+        assert!(events.iter().all(announced), "{mode}: {events:?}");
+    }
+}
+
+/// What the server is asked for the streams of a bridged session, as it sees it: each stream's
+/// resources subscribed to before it is acknowledged (one the server refuses left out of the
+/// acknowledgment, as is a list change it does not announce), and a resource unsubscribed from
+/// once no stream holds it, as each client leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them() {
+    let refused = Script::Error(json!({"code": -32602, "message": "no such resource"}));
+    let server = Scripted::new(vec![open_tool("t")])
+        .handshake_only()
+        .capabilities(json!({"tools": {}, "resources": {"subscribe": true}}))
+        .script("resources/subscribe a://refused", refused)
+        // The session's own stream, open and quiet: what the server announces would come
+        // there.
+        .own_stream(json!({}), 0);
+    let (url, server) = server.spawn().await;
+    let tg = Toolgate::serve(&url, None).await;
+    let subscribing = |seen: &[Value]| -> Vec<String> {
+        (seen.iter())
+            .filter(|m| {
+                m["method"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("resources/"))
+            })
+            .map(|m| format!("{} {}", m["method"].as_str().unwrap(), m["params"]["uri"]))
+            .collect()
+    };
+    let listen = |id: i64, uris: &[&str]| {
+        let filter = json!({"toolsListChanged": true, "resourceSubscriptions": uris});
+        modern(
+            id,
+            "subscriptions/listen",
+            json!({ "notifications": filter }),
+        )
+    };
+    let acknowledged = |frame: &str| sse_messages(frame)[0]["params"]["notifications"].clone();
+    let wait = std::time::Duration::from_secs(10);
+
+    let mut first = post_modern_stream(
+        &tg.url(),
+        "subscriptions/listen",
+        listen(1, &["a://1", "a://2", "a://refused"]),
+    )
+    .await;
+    let ack = acknowledged(&next_frame(&mut first, wait).await);
+    assert_eq!(ack, json!({"resourceSubscriptions": ["a://1", "a://2"]}));
+    let mut second =
+        post_modern_stream(&tg.url(), "subscriptions/listen", listen(2, &["a://1"])).await;
+    let ack = acknowledged(&next_frame(&mut second, wait).await);
+    assert_eq!(ack, json!({"resourceSubscriptions": ["a://1"]}));
+    let subscribed = [
+        r#"resources/subscribe "a://1""#,
+        r#"resources/subscribe "a://2""#,
+        r#"resources/subscribe "a://refused""#,
+        r#"resources/subscribe "a://1""#,
+    ];
+    assert_eq!(subscribing(&server.seen.lock().unwrap()), subscribed);
+
+    let until = |n: usize| {
+        let server = server.clone();
+        async move {
+            for _ in 0..500 {
+                let seen = subscribing(&server.seen.lock().unwrap());
+                if seen.len() >= n {
+                    return seen[subscribed.len()..].to_vec();
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("the server was not asked in time")
+        }
+    };
+    drop(first);
+    assert_eq!(until(5).await, [r#"resources/unsubscribe "a://2""#]);
+    drop(second);
+    let released = [
+        r#"resources/unsubscribe "a://2""#,
+        r#"resources/unsubscribe "a://1""#,
+    ];
+    assert_eq!(until(6).await, released);
+}
+
+/// A change of tools the server announces on a bridged session's own stream is learned from,
+/// whether or not a client listens: the session's listing is dropped, and the next call lists
+/// the tools again before it is checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_on_a_bridged_sessions_stream_drops_its_listing() {
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    let server = Scripted::new(vec![open_tool("slow")])
+        .handshake_only()
+        .script(
+            "slow",
+            Script::Slow(std::time::Duration::from_millis(300), json!({})),
+        )
+        // Sent once two calls wait.
+        .own_stream(changed, 1);
+    let (url, server) = server.spawn().await;
+    let tg = Toolgate::serve(&url, None).await;
+    let call = |id: i64| {
+        let url = tg.url();
+        async move {
+            let m = modern(id, "tools/call", json!({"name": "slow", "arguments": {}}));
+            post_modern(&url, "tools/call", m).await.answer()
+        }
+    };
+    let both = futures_util::future::join(call(1), call(2)).await;
+    assert_eq!(both.0["result"]["resultType"], "complete", "{both:?}");
+    assert_eq!(both.1["result"]["resultType"], "complete", "{both:?}");
+    for _ in 0..500 {
+        if server
+            .own_stream_taken
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 1
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let before = server.listings();
+    // The change is read as soon as it is taken; a moment for it to be heard.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    call(3).await;
+    assert_eq!(server.listings(), before + 1, "listed again once");
 }
 
 /// A 2026-07-28 client that asks for its calls' progress (the Rust SDK's client gives a

@@ -107,11 +107,10 @@ impl HttpWay {
                 // otherwise sit in every request's future.
                 None => {
                     let limits = &to.target.limits;
-                    let ids = || gw.next_id();
                     let client = (headers, to.target.credential.as_ref());
                     Box::pin(
                         up.bridge
-                            .session(up, client, (narrowed, &declared), ids, limits),
+                            .session(up, client, (narrowed, &declared), gw, limits),
                     )
                     .await
                 }

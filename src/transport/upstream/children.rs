@@ -435,6 +435,10 @@ impl Heard {
     fn exited(&self, how: &str) {
         let (gw, label) = (self.live.load(), &self.label);
         gw.catalog.forget(&self.key);
+        // Nothing more will be announced: its streams end, and their clients listen anew.
+        if let Some(sc) = self.deliver_to.get().and_then(std::sync::Weak::upgrade) {
+            sc.subscribers.end();
+        }
         let upstream = &gw.targets[self.index].name;
         gw.metrics.children.add(upstream, -1);
         // Still registered: it exited on its own, a fault. Otherwise toolgate ended the

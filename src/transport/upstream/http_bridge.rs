@@ -19,6 +19,8 @@ use crate::auth::UpstreamCredential;
 use crate::catalog::ScopeKey;
 use crate::config::Limits;
 use crate::error::UpstreamError;
+use crate::gateway::Gateway;
+use crate::jsonrpc::Body as Parsed;
 use crate::locks::MutexExt;
 use crate::lograte::{LogRate, warn_at_rate};
 use crate::mcp;
@@ -37,7 +39,7 @@ use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// How long an answer to `server/discover` decides an upstream's era.
 const ERA_DECIDED_FOR: std::time::Duration = std::time::Duration::from_secs(300);
@@ -100,6 +102,14 @@ pub struct Session {
     pub(crate) subscribers: Arc<Subscribers>,
     /// That stream, read while the session is kept.
     _stream: SessionStream,
+}
+
+impl Drop for Session {
+    /// Forgotten (lost, ended by the server, pushed out by another): what its streams wait
+    /// for will not come, so they end, and their clients listen anew in another session.
+    fn drop(&mut self) {
+        self.subscribers.end();
+    }
 }
 
 /// The task reading a session's own stream, ended with the session.
@@ -362,6 +372,21 @@ async fn discover(
     own::discover(&HttpSession::new(up, headers, limits), id).await
 }
 
+/// Where what a bridged session's server says of its tools is learned: the gateway it was
+/// opened under, and the session's scope.
+type Learns = (Weak<Gateway>, ScopeKey);
+
+/// What the server sent on a bridged session's own stream, learned from as anything it sends
+/// on its own is (`tools/list_changed` drops the scope's listing).
+fn learn((gw, key): &Learns, message: &[u8]) {
+    if !crate::text::holds!(message, crate::mcp::TOOLS_LIST_CHANGED) {
+        return;
+    }
+    if let (Some(gw), Ok(Parsed::Single(m))) = (gw.upgrade(), crate::jsonrpc::parse(message)) {
+        crate::pipeline::observe_unsolicited(&gw, key, &m);
+    }
+}
+
 /// Refusals waiting to be sent to a server on a bridged session's own stream.
 const REFUSALS: usize = 16;
 
@@ -370,11 +395,12 @@ const REFUSALS: usize = 16;
 /// changed, a resource updated) goes to the `subscriptions/listen` streams that hold it;
 /// anything else goes no further (the 2026-07-28 clients have no stream to take it). A
 /// server without one answers 405; one that ends it has it opened again
-/// (`upstream::session_stream`).
+/// (`upstream::session_stream`). Once it is gone for good, nothing more is heard, and the
+/// streams are told so.
 async fn read_session_stream(
     up: std::sync::Weak<HttpUpstream>,
     headers: HeaderMap,
-    (questions, subscribers): (std::sync::Weak<Questions>, std::sync::Weak<Subscribers>),
+    (questions, subscribers, learns): (Weak<Questions>, Weak<Subscribers>, Learns),
     limits: Limits,
 ) {
     let (max_event, wait) = (limits.max_sse_event_bytes, (&limits).into());
@@ -413,6 +439,7 @@ async fn read_session_stream(
         let refused = waits.clone();
         async move { drop(refused.reserve().await) }
     };
+    let heard = subscribers.clone();
     let read = session_stream::follow(open, max_event, room, move |d| {
         let Some(questions) = questions.upgrade() else {
             return false;
@@ -420,6 +447,7 @@ async fn read_session_stream(
         match questions.offer(d.as_bytes()) {
             Offered::Taken => {}
             Offered::Left => {
+                learn(&learns, d.as_bytes());
                 let announced = subscribers.upgrade().is_some_and(|s| s.offer(d.as_bytes()));
                 if !announced {
                     tracing::debug!(
@@ -437,6 +465,9 @@ async fn read_session_stream(
         tracing::warn!(
             "an event on a bridged session's own stream is over max_sse_event_bytes; the rest of that stream is not read"
         );
+    }
+    if let Some(s) = heard.upgrade() {
+        s.deafen();
     }
 }
 
@@ -489,9 +520,10 @@ impl HttpBridge {
         up: &Arc<HttpUpstream>,
         client: ClientHeaders<'_>,
         (key, declared): (ScopeKey, &Declared),
-        ids: impl Fn() -> String,
+        gw: &Arc<Gateway>,
         limits: &Limits,
     ) -> Option<Arc<Session>> {
+        let ids = || gw.next_id();
         if let Some(at_hand) = self.session_at_hand(key) {
             return at_hand;
         }
@@ -503,7 +535,9 @@ impl HttpBridge {
                 return at_hand;
             }
         }
-        let opened = Arc::new(Box::pin(self.open(up, client.0, &ids(), declared, limits)).await?);
+        let (learns, id) = ((Arc::downgrade(gw), key), ids());
+        let opening = self.open(up, client.0, &id, (declared, learns), limits);
+        let opened = Arc::new(Box::pin(opening).await?);
         let mut sessions = self.sessions.locked();
         // Credentials come from clients: past the bound, one session is forgotten (the
         // server expires it) to make room, and its credential's next request opens another.
@@ -641,7 +675,7 @@ impl HttpBridge {
         up: &Arc<HttpUpstream>,
         client: &HeaderMap,
         id: &str,
-        declared: &Declared,
+        (declared, learns): (&Declared, Learns),
         limits: &Limits,
     ) -> Option<Session> {
         let mut headers = own_request(client);
@@ -663,7 +697,11 @@ impl HttpBridge {
         let mut listen = headers.clone();
         listen.remove(CONTENT_TYPE);
         listen.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        let heard = (Arc::downgrade(&questions), Arc::downgrade(&subscribers));
+        let heard = (
+            Arc::downgrade(&questions),
+            Arc::downgrade(&subscribers),
+            learns,
+        );
         let read = read_session_stream(Arc::downgrade(up), listen, heard, limits.clone());
         Some(Session {
             id: headers.get(mcp::SESSION_ID).cloned(),

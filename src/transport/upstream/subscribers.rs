@@ -11,7 +11,7 @@
 
 use super::own::{OwnRequests, Unresulted};
 use crate::locks::MutexExt;
-use crate::pipeline::subscriptions::{self, Announcement, Subscription};
+use crate::pipeline::subscriptions::{self, Announcement, Filter, Subscription};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +32,9 @@ pub(crate) struct Subscribers {
 
 #[derive(Default)]
 struct Open {
+    /// Nothing the server announces can be heard any more (an HTTP server whose session
+    /// stream is gone): a stream opened now is acknowledged with nothing.
+    deaf: bool,
     streams: Vec<Stream>,
     next: u64,
     /// How many streams hold each resource.
@@ -60,12 +63,15 @@ impl Subscribers {
     /// [`Subscribed`] acknowledges it, and closes it when dropped.
     pub(crate) fn open(
         self: &Arc<Self>,
-        subscription: Subscription,
+        mut subscription: Subscription,
         release: Release,
     ) -> Result<(Subscribed, mpsc::Receiver<Bytes>), TooManyStreams> {
         let mut open = self.open.locked();
         if open.streams.len() >= MAX_STREAMS {
             return Err(TooManyStreams);
+        }
+        if open.deaf {
+            subscription.filter = Filter::default();
         }
         let (out, rx) = mpsc::channel(BACKLOG);
         let n = open.next;
@@ -73,6 +79,7 @@ impl Subscribers {
         for uri in &subscription.filter.uris {
             *open.held.entry(uri.clone()).or_default() += 1;
         }
+        let id = subscription.id.clone();
         let subscription = Arc::new(subscription);
         open.streams.push(Stream {
             n,
@@ -82,6 +89,7 @@ impl Subscribers {
         let subscribed = Subscribed {
             subscribers: self.clone(),
             n,
+            id,
             release: Some(release),
         };
         Ok((subscribed, rx))
@@ -120,6 +128,22 @@ impl Subscribers {
         taken
     }
 
+    /// Ends every stream: the session is over, and nothing more will be announced in it. Each
+    /// client sees its stream end, and opens another (in a new session).
+    pub(crate) fn end(&self) {
+        self.open.locked().streams.clear();
+    }
+
+    /// Nothing more the server announces can be heard in the session (its stream is gone
+    /// for good): its streams end, and one opened after is acknowledged with nothing, so
+    /// that its client neither waits for what will not come nor opens streams again and
+    /// again.
+    pub(crate) fn deafen(&self) {
+        let mut open = self.open.locked();
+        open.deaf = true;
+        open.streams.clear();
+    }
+
     /// Ends stream `n`: the resources no other stream holds are returned.
     fn close(&self, n: u64) -> Vec<Box<str>> {
         let mut open = self.open.locked();
@@ -130,17 +154,16 @@ impl Subscribers {
         open.unhold(&s.subscription.filter.uris)
     }
 
-    /// Stream `n` without the resources in `refused`, and its acknowledgment.
-    fn acknowledge(&self, n: u64, refused: &[Box<str>]) -> Bytes {
+    /// Stream `n` without the resources in `refused`, and its acknowledgment; `None` when it
+    /// has already ended.
+    fn acknowledge(&self, n: u64, refused: &[Box<str>]) -> Option<Bytes> {
         let mut open = self.open.locked();
-        let Some(s) = open.streams.iter_mut().find(|s| s.n == n) else {
-            return Bytes::new();
-        };
+        let s = open.streams.iter_mut().find(|s| s.n == n)?;
         let narrowed = Arc::make_mut(&mut s.subscription);
         narrowed.filter.uris.retain(|u| !refused.contains(u));
         let ack = Bytes::from(narrowed.acknowledgment());
         open.unhold(refused);
-        ack
+        Some(ack)
     }
 }
 
@@ -165,14 +188,26 @@ impl Open {
 pub(crate) struct Subscribed {
     subscribers: Arc<Subscribers>,
     n: u64,
+    /// Its subscription's id, for an acknowledgment of a stream ended before it.
+    id: Box<serde_json::value::RawValue>,
     release: Option<Release>,
 }
 
 impl Subscribed {
     /// The stream's first message, once the server has said which of its resources it
-    /// refuses: they are left out of what it is delivered.
+    /// refuses: they are left out of what it is delivered. A stream whose session ended
+    /// meanwhile is acknowledged with nothing, and ends.
     pub(crate) fn acknowledgment(&self, refused: &[Box<str>]) -> Bytes {
-        self.subscribers.acknowledge(self.n, refused)
+        self.subscribers
+            .acknowledge(self.n, refused)
+            .unwrap_or_else(|| {
+                let id = self.id.clone();
+                let nothing = Subscription {
+                    id,
+                    filter: Filter::default(),
+                };
+                Bytes::from(nothing.acknowledgment())
+            })
     }
 }
 
@@ -231,7 +266,6 @@ async fn ask<S: OwnRequests>(server: &S, subscribe: bool, uri: &str, id: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::subscriptions::Filter;
     use serde_json::value::RawValue;
 
     fn subscription(id: &str, tools: bool, uris: &[&str]) -> Subscription {
@@ -318,6 +352,20 @@ mod tests {
         assert!(slow.is_closed());
         subs.offer(TOOLS);
         assert!(fast.try_recv().is_ok());
+    }
+
+    #[test]
+    fn streams_end_with_their_session() {
+        let subs = Arc::new(Subscribers::default());
+        let (r, _) = released();
+        let (_held, mut rx) = subs.open(subscription("a", true, &[]), r).unwrap();
+        subs.end();
+        assert!(rx.try_recv().is_err() && rx.is_closed());
+        subs.deafen();
+        let (r, _) = released();
+        let (deaf, _rx) = subs.open(subscription("b", true, &["a://1"]), r).unwrap();
+        let ack = String::from_utf8(deaf.acknowledgment(&[]).to_vec()).unwrap();
+        assert!(ack.contains(r#""notifications":{}"#), "{ack}");
     }
 
     #[test]

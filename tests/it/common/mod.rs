@@ -503,6 +503,25 @@ pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
     request(Method::POST, url, &headers, body.to_string()).await
 }
 
+/// [`post_modern`], its answer's head checked for a stream and its body left to be read as it
+/// comes ([`next_frame`]).
+pub async fn post_modern_stream(url: &str, method: &str, body: Value) -> hyper::body::Incoming {
+    let req = Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(30), client().request(req))
+        .await
+        .expect("an answer within 30 s")
+        .expect("the request goes through");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    resp.into_body()
+}
+
 /// `toolgate` with `args` and `RUST_BACKTRACE=1`, run to its end: its exit status, stdout
 /// and stderr.
 pub async fn run_toolgate(args: &[&str]) -> (Option<i32>, String, String) {

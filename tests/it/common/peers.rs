@@ -438,6 +438,23 @@ pub async fn python_client_answering(
     run_client(cmd, calls).await
 }
 
+/// Runs the Python SDK client's `subscriptions/listen` (`fixtures/py_listen.py`): it listens
+/// for every list change and for each of `uris`' updates, calls `tool`, and reports what the
+/// stream was acknowledged with and the events it took until each URI's update came.
+pub async fn python_listener(
+    server: &str,
+    mode: &str,
+    tool: &str,
+    uris: &[&str],
+) -> serde_json::Value {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut cmd = tokio::process::Command::new(&p.python);
+    cmd.arg(p.fixtures.join("py_listen.py"))
+        .args([server, mode, tool])
+        .args(uris);
+    run_client(cmd, &[]).await
+}
+
 /// Runs the Python SDK 1.30 client (`fixtures/py_client_1.py`), which answers its server's
 /// questions as [`python_client_answering`] does.
 pub async fn python_1_client(

@@ -79,6 +79,8 @@ pub struct Scripted {
     pub listing_per_session: bool,
     /// Sessions given so far.
     pub sessions: std::sync::atomic::AtomicUsize,
+    /// The capabilities its `initialize` result declares (`{"tools": {}}` when unset).
+    pub capabilities: Option<Value>,
 }
 
 fn with_id(v: &Value, id: &Value) -> Value {
@@ -140,7 +142,8 @@ async fn handle(
     let method = msg["method"].as_str().unwrap_or("");
     let key = match method {
         "initialize" if !s.scripts.contains_key("initialize") => {
-            let r = json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}}});
+            let capabilities = s.capabilities.clone().unwrap_or(json!({"tools": {}}));
+            let r = json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "serverInfo": {"name": "scripted", "version": "1"}}});
             let mut resp = json_response(200, r.to_string());
             let session = match s.listing_per_session {
                 true => format!("scripted-session-{}", s.sessions.fetch_add(1, Ordering::Relaxed)),
@@ -176,6 +179,10 @@ async fn handle(
         "" if s.scripts.contains_key("$response") => "$response".to_string(),
         "tools/call" => msg["params"]["name"].as_str().unwrap_or("").to_string(),
         "resources/read" => msg["params"]["uri"].as_str().unwrap_or("").to_string(),
+        // Scripted as `resources/subscribe URI`; agreed to (a result) unless scripted.
+        "resources/subscribe" | "resources/unsubscribe" => {
+            format!("{method} {}", msg["params"]["uri"].as_str().unwrap_or(""))
+        }
         "tasks/result" => method.to_string(),
         _ => return json_response(200, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}).to_string()),
     };
@@ -338,6 +345,11 @@ impl Scripted {
             tools,
             ..Default::default()
         }
+    }
+
+    pub fn capabilities(mut self, capabilities: Value) -> Scripted {
+        self.capabilities = Some(capabilities);
+        self
     }
 
     pub fn handshake_only(mut self) -> Scripted {
