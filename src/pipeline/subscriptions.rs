@@ -197,6 +197,13 @@ impl Subscription {
         message(ACKNOWLEDGED, params)
     }
 
+    /// The stream's last message when toolgate ends it on purpose (it shuts down): its
+    /// result, which tells the client the stream was closed rather than lost.
+    pub fn ended(&self) -> Vec<u8> {
+        let result = json!({"_meta": self.meta(), "resultType": "complete"});
+        jsonrpc::result_response(&self.id, &result)
+    }
+
     /// `a` as this stream carries it, when its filter holds it.
     pub fn relayed(&self, a: &Announcement) -> Option<Vec<u8>> {
         if !self.filter.holds(a) {
@@ -369,6 +376,11 @@ mod tests {
             json!({"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": {
                 "notifications": {"toolsListChanged": true, "resourceSubscriptions": ["a://1"]},
                 "_meta": {SUBSCRIPTION_ID: "l-1"}}})
+        );
+        assert_eq!(
+            serde_json::from_slice::<Value>(&s.ended()).unwrap(),
+            json!({"jsonrpc": "2.0", "id": "l-1",
+                "result": {"_meta": {SUBSCRIPTION_ID: "l-1"}, "resultType": "complete"}})
         );
         let relayed = |line: &str| {
             let a = Announcement::of(line.as_bytes())?;

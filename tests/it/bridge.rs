@@ -1171,6 +1171,50 @@ async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them()
     assert_eq!(until(6).await, released);
 }
 
+/// On SIGTERM the `subscriptions/listen` streams toolgate serves end at once, each with its
+/// result (closed, not lost), rather than hold their connections open for the whole grace
+/// period: `serve --upstream` and `serve -- CMD`, before server-everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_ends_with_its_result_when_toolgate_shuts_down() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let http = server_everything_http().await;
+    let command = [p.server_everything.display().to_string(), "stdio".into()];
+    let config = "[limits]\nshutdown_grace = \"60s\"\n";
+    let over_http = Toolgate::serve(&http.url, Some(config)).await;
+    let over_stdio = Toolgate::in_front_of(&command, Some(config)).await;
+    let filter = json!({"notifications": {"toolsListChanged": true}});
+    let listen = modern(1, "subscriptions/listen", filter);
+    for mut tg in [over_http, over_stdio] {
+        let mut stream =
+            post_modern_stream(&tg.url(), "subscriptions/listen", listen.clone()).await;
+        let wait = std::time::Duration::from_secs(10);
+        let ack = sse_messages(&next_frame(&mut stream, wait).await);
+        assert_eq!(ack[0]["method"], "notifications/subscriptions/acknowledged");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(tg.pid() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let mut rest = Vec::new();
+        use http_body_util::BodyExt;
+        while let Ok(Some(Ok(frame))) = tokio::time::timeout(wait, stream.frame()).await {
+            if let Ok(data) = frame.into_data() {
+                rest.extend(sse_messages(&String::from_utf8_lossy(&data)));
+            }
+        }
+        let subscription = json!({"io.modelcontextprotocol/subscriptionId": 1});
+        assert_eq!(
+            rest,
+            [json!({"jsonrpc": "2.0", "id": 1,
+                "result": {"_meta": subscription, "resultType": "complete"}})]
+        );
+        let status = tokio::time::timeout(wait, tg.wait())
+            .await
+            .expect("toolgate ends well before its grace period");
+        assert!(status.success());
+    }
+}
+
 /// A change of tools the server announces on a bridged session's own stream is learned from,
 /// whether or not a client listens: the session's listing is dropped, and the next call lists
 /// the tools again before it is checked.

@@ -116,6 +116,17 @@ impl Endpoints {
         }
     }
 
+    /// Ends the `subscriptions/listen` streams toolgate serves itself (at shutdown, before
+    /// the connections drain): they would otherwise hold the drain to its end.
+    pub(crate) async fn end_subscriptions(&self) {
+        for e in self.endpoints.iter() {
+            match &e.server {
+                Server::Http(up) => up.bridge.end_subscriptions(),
+                Server::Stdio(pool) => pool.end_subscriptions().await,
+            }
+        }
+    }
+
     /// Stops every stdio child (at shutdown).
     pub(crate) async fn close(&self) {
         for p in self.pools.iter() {

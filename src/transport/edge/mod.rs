@@ -185,6 +185,7 @@ pub async fn serve(
         };
     }
     drop(listener);
+    app.endpoints.end_subscriptions().await;
     drain.shutdown().await;
     app.close().await;
     Ok(())

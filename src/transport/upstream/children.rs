@@ -635,6 +635,19 @@ impl StdioPool {
         true
     }
 
+    /// Ends the `subscriptions/listen` streams served from its children on purpose (toolgate
+    /// shuts down): only children shared by 2026-07-28 clients serve any.
+    pub(crate) async fn end_subscriptions(&self) {
+        for shared in &self.shared {
+            if let Some(sc) = &*shared.lock().await {
+                sc.subscribers.close();
+            }
+        }
+        for sc in self.by_capabilities.lock().await.values() {
+            sc.subscribers.close();
+        }
+    }
+
     /// Stops every child (shutdown of toolgate).
     pub async fn close_all(&self) {
         let ids: Vec<String> = self.sessions.locked().keys().cloned().collect();

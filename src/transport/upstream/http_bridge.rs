@@ -472,6 +472,14 @@ async fn read_session_stream(
 }
 
 impl HttpBridge {
+    /// Ends the `subscriptions/listen` streams of every session on purpose (toolgate shuts
+    /// down), so that none holds its connection open until the grace period is over.
+    pub(crate) fn end_subscriptions(&self) {
+        for session in self.sessions.locked().values() {
+            session.subscribers.close();
+        }
+    }
+
     /// Whether a 2026-07-28 request may go through a session of toolgate's: not when the
     /// server was found to speak 2026-07-28 itself (nothing of the client's envelope is then
     /// read for a handshake).

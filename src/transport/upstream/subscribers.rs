@@ -134,6 +134,16 @@ impl Subscribers {
         self.open.locked().streams.clear();
     }
 
+    /// Ends every stream on purpose (toolgate shuts down): each gets its result last, which
+    /// tells its client the stream was closed, not lost. None opens after.
+    pub(crate) fn close(&self) {
+        let mut open = self.open.locked();
+        open.deaf = true;
+        for s in open.streams.drain(..) {
+            let _ = s.out.try_send(Bytes::from(s.subscription.ended()));
+        }
+    }
+
     /// Nothing more the server announces can be heard in the session (its stream is gone
     /// for good): its streams end, and one opened after is acknowledged with nothing, so
     /// that its client neither waits for what will not come nor opens streams again and
@@ -145,7 +155,7 @@ impl Subscribers {
     }
 
     /// Ends stream `n`: the resources no other stream holds are returned.
-    fn close(&self, n: u64) -> Vec<Box<str>> {
+    fn leave(&self, n: u64) -> Vec<Box<str>> {
         let mut open = self.open.locked();
         let Some(at) = open.streams.iter().position(|s| s.n == n) else {
             return Vec::new();
@@ -213,7 +223,7 @@ impl Subscribed {
 
 impl Drop for Subscribed {
     fn drop(&mut self) {
-        let released = self.subscribers.close(self.n);
+        let released = self.subscribers.leave(self.n);
         if let (false, Some(release)) = (released.is_empty(), self.release.take()) {
             release(released);
         }
@@ -360,6 +370,12 @@ mod tests {
         let (r, _) = released();
         let (_held, mut rx) = subs.open(subscription("a", true, &[]), r).unwrap();
         subs.end();
+        assert!(rx.try_recv().is_err() && rx.is_closed());
+        let (r, _) = released();
+        let (_closed, mut rx) = subs.open(subscription("c", true, &[]), r).unwrap();
+        subs.close();
+        let last = String::from_utf8(rx.try_recv().unwrap().to_vec()).unwrap();
+        assert!(last.contains(r#""id":"c","result""#), "{last}");
         assert!(rx.try_recv().is_err() && rx.is_closed());
         subs.deafen();
         let (r, _) = released();
