@@ -1,6 +1,6 @@
 //! The 2026-07-28 stateless era: header rules, modern answer shapes, `ttlMs` and
-//! `cacheScope`, a legacy and a modern upstream behind one toolgate, and the Python SDK
-//! client in modern mode.
+//! `cacheScope`, a legacy and a modern upstream behind one toolgate, the Python SDK client in
+//! modern mode, and a server's own `subscriptions/listen` streams.
 
 use crate::common;
 use common::peers::{peers, python_client};
@@ -293,4 +293,36 @@ async fn python_sdk_client_in_modern_mode() {
         r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
         json!({"/date": "must match the pattern ^\\d{4}-\\d{2}-\\d{2}$, got \"tomorrow\""})
     );
+}
+
+/// A 2026-07-28 server's own `subscriptions/listen` streams pass through every mode and the
+/// layer as they came, to the Python SDK's client: acknowledged by the server, then what its
+/// tool announces. (The Python SDK's `MCPServer`, `fixtures/py_server.py announcing`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_servers_own_listen_streams_pass_through_every_mode() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let http = common::peers::python_http("py_server.py", &["announcing"]).await;
+    let command = [
+        p.python.display().to_string(),
+        p.fixtures.join("py_server.py").display().to_string(),
+        "announcing-stdio".into(),
+    ];
+    let uris = [
+        "demo://resource/static/document/architecture.md",
+        "demo://resource/dynamic/text/1",
+    ];
+    let reached = common::modes::Reached::start(&http.url, &command).await;
+    let runs = (reached.fronts.iter())
+        .map(|(_, front)| common::peers::python_listener(front, "2026-07-28", "announce", &uris));
+    let outs = futures_util::future::join_all(runs).await;
+    let expected = json!({
+        "protocol": "2026-07-28",
+        "honored": {"toolsListChanged": true, "promptsListChanged": true,
+                    "resourcesListChanged": true, "resourceSubscriptions": uris},
+        "events": ["ToolsListChanged", format!("ResourceUpdated{}", uris[0]),
+                   format!("ResourceUpdated{}", uris[1])],
+    });
+    for ((mode, _), out) in reached.fronts.iter().zip(outs) {
+        assert_eq!(out, expected, "{mode}");
+    }
 }
