@@ -1215,6 +1215,65 @@ async fn a_listen_stream_ends_with_its_result_when_toolgate_shuts_down() {
     }
 }
 
+/// The shared child of `serve -- CMD` dies under a listening client: its stream ends without a
+/// result (lost, not closed), the death is said at WARN, and the client's next listen is served
+/// by the child that takes its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_ends_when_its_shared_child_dies_and_the_next_is_served() {
+    let tg = in_front_of_server_everything().await;
+    let filter = json!({"notifications": {"toolsListChanged": true}});
+    let wait = std::time::Duration::from_secs(10);
+    let mut stream = post_modern_stream(
+        &tg.url(),
+        "subscriptions/listen",
+        modern(1, "subscriptions/listen", filter.clone()),
+    )
+    .await;
+    let ack = sse_messages(&next_frame(&mut stream, wait).await);
+    assert_eq!(ack[0]["method"], "notifications/subscriptions/acknowledged");
+    let logs = tg
+        .logs_when(|l| l.contains("session=shared-2026-07-28"))
+        .await;
+    let pid: i32 = (logs.lines())
+        .find(|l| l.contains("started the tool server session=shared-2026-07-28"))
+        .and_then(|l| l.split("pid=").nth(1))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{logs}"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut rest = Vec::new();
+    use http_body_util::BodyExt;
+    while let Some(Ok(frame)) = tokio::time::timeout(wait, stream.frame())
+        .await
+        .expect("it ends")
+    {
+        if let Ok(data) = frame.into_data() {
+            rest.extend(sse_messages(&String::from_utf8_lossy(&data)));
+        }
+    }
+    assert!(rest.iter().all(|m| m.get("result").is_none()), "{rest:?}");
+    let logs = tg.logs_when(|l| l.contains("starts another")).await;
+    assert!(
+        logs.lines().any(|l| l.contains("WARN")
+            && l.contains("the next request without a session starts another")),
+        "{logs}"
+    );
+    let mut again = post_modern_stream(
+        &tg.url(),
+        "subscriptions/listen",
+        modern(2, "subscriptions/listen", filter),
+    )
+    .await;
+    let ack = sse_messages(&next_frame(&mut again, wait).await);
+    assert_eq!(
+        ack[0]["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+}
+
 /// A change of tools the server announces on a bridged session's own stream is learned from,
 /// whether or not a client listens: the session's listing is dropped, and the next call lists
 /// the tools again before it is checked.

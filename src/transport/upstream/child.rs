@@ -818,6 +818,11 @@ impl ChildProcess {
         }
     }
 
+    /// Whether toolgate is stopping it ([`Self::shutdown`]): an exit then is no fault.
+    pub(crate) fn stopping(&self) -> bool {
+        self.to_child.locked().is_none()
+    }
+
     pub async fn shutdown(&self, grace: Duration) -> String {
         self.to_child.locked().take();
         if let Some(stream) = &self.stream {

@@ -435,8 +435,9 @@ impl Heard {
     fn exited(&self, how: &str) {
         let (gw, label) = (self.live.load(), &self.label);
         gw.catalog.forget(&self.key);
+        let sc = self.deliver_to.get().and_then(std::sync::Weak::upgrade);
         // Nothing more will be announced: its streams end, and their clients listen anew.
-        if let Some(sc) = self.deliver_to.get().and_then(std::sync::Weak::upgrade) {
+        if let Some(sc) = &sc {
             sc.subscribers.end();
         }
         let upstream = &gw.targets[self.index].name;
@@ -450,6 +451,9 @@ impl Heard {
             removed
         });
         let on_its_own = removed.is_some();
+        // The shared child is never registered as a session; toolgate stops it only at
+        // shutdown.
+        let shared_failed = sc.is_some_and(|sc| sc.shared && !sc.child.stopping());
         // A child that only closed its output runs on, its process group with it; one that
         // exited is reaped.
         if let Some(sc) = removed {
@@ -458,6 +462,8 @@ impl Heard {
         }
         if on_its_own {
             tracing::warn!(session = %label, "the tool server {how}; its session ends");
+        } else if shared_failed {
+            tracing::warn!(session = %label, "the tool server {how}; the next request without a session starts another");
         } else {
             tracing::debug!(session = %label, "the tool server {how}");
         }
