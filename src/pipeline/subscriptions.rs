@@ -33,6 +33,10 @@ const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub const MAX_RESOURCES: usize = 256;
 /// The longest resource URI a stream may name.
 const MAX_URI_BYTES: usize = 8 * 1024;
+/// The longest announcement a stream carries: a list change is a few dozen bytes, a
+/// resource's update its URI more. What a stream holds for a client that reads slowly is
+/// bounded by this times the messages it holds (`upstream::subscribers`).
+pub const MAX_ANNOUNCEMENT_BYTES: usize = 16 * 1024;
 
 /// Why a `subscriptions/listen` request is refused (`-32602`).
 #[derive(Debug, thiserror::Error)]
@@ -240,8 +244,12 @@ pub struct Announcement {
 }
 
 impl Announcement {
-    /// `line`, a message a handshake-era server sent its session, when it announces a change.
+    /// `line`, a message a handshake-era server sent its session, when it announces a change
+    /// in at most [`MAX_ANNOUNCEMENT_BYTES`].
     pub fn of(line: &[u8]) -> Option<Announcement> {
+        if line.len() > MAX_ANNOUNCEMENT_BYTES {
+            return None;
+        }
         let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(line) else {
             return None;
         };
@@ -398,7 +406,12 @@ mod tests {
             Some(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED,
                 "params": {"uri": "a://1", "_meta": {"k": 1, SUBSCRIPTION_ID: "l-1"}}}))
         );
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":"a://1","x":"{}"}}}}"#,
+            "x".repeat(MAX_ANNOUNCEMENT_BYTES)
+        );
         for not_held in [
+            long.as_str(),
             r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://2"}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}"#,
