@@ -397,8 +397,9 @@ async fn subscribe(
     let headers = http_bridge::own_headers(&headers);
     let (up, limits, gw) = (to.up.clone(), to.target.limits.clone(), to.gw.clone());
     let in_session = headers.clone();
-    let release: Release = Box::new(move |uris| {
+    let release: Release = Box::new(move |uris, releasing| {
         tokio::spawn(async move {
+            let _releasing = releasing;
             let server = HttpSession::new(&up, in_session, &limits);
             subscribers::unsubscribe(&server, uris, || gw.next_id()).await;
         });

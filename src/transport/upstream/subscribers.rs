@@ -25,9 +25,18 @@ const MAX_STREAMS: usize = 64;
 const BACKLOG: usize = 256;
 
 /// The streams of one session.
-#[derive(Default)]
 pub(crate) struct Subscribers {
     open: Mutex<Open>,
+    releasing: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Subscribers {
+    fn default() -> Subscribers {
+        Subscribers {
+            open: Mutex::default(),
+            releasing: Arc::new(tokio::sync::Semaphore::new(RELEASING)),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -55,8 +64,18 @@ struct Stream {
 pub(crate) struct TooManyStreams;
 
 /// How the server is told that no stream holds some resources any more: on a task of its
-/// own, since a stream ends where nothing can wait (its client left).
-pub(crate) type Release = Box<dyn FnOnce(Vec<Box<str>>) + Send>;
+/// own, since a stream ends where nothing can wait (its client left). The task holds its
+/// [`Releasing`] until it is done.
+pub(crate) type Release = Box<dyn FnOnce(Vec<Box<str>>, Releasing) + Send>;
+
+/// One of the few unsubscriptions a session sends at once.
+pub(crate) type Releasing = tokio::sync::OwnedSemaphorePermit;
+
+/// Unsubscriptions one session sends at once. A client that opens and drops streams faster
+/// than the server takes them would otherwise have toolgate send without bound; past this,
+/// a resource stays subscribed to, and what the server announces of it is dropped, since no
+/// stream holds it.
+const RELEASING: usize = 4;
 
 impl Subscribers {
     /// Opens `subscription`'s stream, which takes what the server announces from now on;
@@ -224,8 +243,15 @@ impl Subscribed {
 impl Drop for Subscribed {
     fn drop(&mut self) {
         let released = self.subscribers.leave(self.n);
-        if let (false, Some(release)) = (released.is_empty(), self.release.take()) {
-            release(released);
+        if released.is_empty() {
+            return;
+        }
+        let releasing = self.subscribers.releasing.clone().try_acquire_owned();
+        match (releasing, self.release.take()) {
+            (Ok(releasing), Some(release)) => release(released, releasing),
+            _ => tracing::debug!(
+                "{RELEASING} unsubscriptions already under way in this session; the resources stay subscribed to"
+            ),
         }
     }
 }
@@ -292,7 +318,7 @@ mod tests {
     fn released() -> (Release, Arc<Mutex<Vec<Box<str>>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let into = seen.clone();
-        (Box::new(move |uris| into.locked().extend(uris)), seen)
+        (Box::new(move |uris, _| into.locked().extend(uris)), seen)
     }
 
     const TOOLS: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
@@ -382,6 +408,31 @@ mod tests {
         let (deaf, _rx) = subs.open(subscription("b", true, &["a://1"]), r).unwrap();
         let ack = String::from_utf8(deaf.acknowledgment(&[]).to_vec()).unwrap();
         assert!(ack.contains(r#""notifications":{}"#), "{ack}");
+    }
+
+    #[test]
+    fn unsubscriptions_under_way_at_once_are_bounded() {
+        let subs = Arc::new(Subscribers::default());
+        let under_way = Arc::new(Mutex::new(Vec::new()));
+        let mut told = 0;
+        for i in 0..=RELEASING {
+            let keep = under_way.clone();
+            let release: Release = Box::new(move |_, releasing| keep.locked().push(releasing));
+            let uri = format!("a://{i}");
+            drop(
+                subs.open(subscription("s", false, &[&uri]), release)
+                    .unwrap(),
+            );
+            told = under_way.locked().len();
+        }
+        assert_eq!(told, RELEASING, "the one past the bound is not sent");
+        under_way.locked().clear();
+        let (r, seen) = released();
+        drop(
+            subs.open(subscription("s", false, &["a://again"]), r)
+                .unwrap(),
+        );
+        assert_eq!(seen.locked().len(), 1, "sent again once one is done");
     }
 
     #[test]

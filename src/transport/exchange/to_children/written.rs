@@ -199,8 +199,9 @@ async fn subscribe(
     note: &mut Note,
 ) -> Response {
     let (child, ids) = (sc.child.clone(), gw.clone());
-    let release: Release = Box::new(move |uris| {
+    let release: Release = Box::new(move |uris, releasing| {
         tokio::spawn(async move {
+            let _releasing = releasing;
             let server = Within(&child, timeout);
             subscribers::unsubscribe(&server, uris, || ids.next_id()).await;
         });
