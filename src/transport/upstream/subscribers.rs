@@ -50,10 +50,12 @@ struct Open {
     held: HashMap<Box<str>, usize>,
 }
 
+/// A stream, kept until its client is gone ([`Subscribed`]), which releases what it holds.
 struct Stream {
     n: u64,
     subscription: Arc<Subscription>,
-    out: mpsc::Sender<Bytes>,
+    /// `None` once ended: its client sees it end.
+    out: Option<mpsc::Sender<Bytes>>,
 }
 
 /// Why a stream could not be opened.
@@ -103,7 +105,7 @@ impl Subscribers {
         open.streams.push(Stream {
             n,
             subscription,
-            out,
+            out: Some(out),
         });
         let subscribed = Subscribed {
             subscribers: self.clone(),
@@ -126,23 +128,18 @@ impl Subscribers {
         let Some(a) = Announcement::of(line) else {
             return false;
         };
-        let (mut taken, mut ended) = (false, Vec::new());
-        for s in &open.streams {
-            let Some(relayed) = s.subscription.relayed(&a) else {
+        let mut taken = false;
+        for s in &mut open.streams {
+            let (Some(out), Some(relayed)) = (&s.out, s.subscription.relayed(&a)) else {
                 continue;
             };
             taken = true;
-            if s.out.try_send(Bytes::from(relayed)).is_err() {
-                ended.push(s.n);
+            if out.try_send(Bytes::from(relayed)).is_err() {
+                tracing::warn!(
+                    "a subscriptions/listen stream's client took nothing while {BACKLOG} announcements waited; the stream is ended, and its client opens it again"
+                );
+                s.out = None;
             }
-        }
-        for n in ended {
-            tracing::warn!(
-                "a subscriptions/listen stream's client took nothing while {BACKLOG} announcements waited; the stream is ended, and its client opens it again"
-            );
-            // Its sender goes with it, which ends the stream; the resources it held stay
-            // held until its client is gone (`Subscribed`).
-            open.streams.retain(|s| s.n != n);
         }
         taken
     }
@@ -150,7 +147,9 @@ impl Subscribers {
     /// Ends every stream: the session is over, and nothing more will be announced in it. Each
     /// client sees its stream end, and opens another (in a new session).
     pub(crate) fn end(&self) {
-        self.open.locked().streams.clear();
+        for s in &mut self.open.locked().streams {
+            s.out = None;
+        }
     }
 
     /// Ends every stream on purpose (toolgate shuts down): each gets its result last, which
@@ -158,8 +157,10 @@ impl Subscribers {
     pub(crate) fn close(&self) {
         let mut open = self.open.locked();
         open.deaf = true;
-        for s in open.streams.drain(..) {
-            let _ = s.out.try_send(Bytes::from(s.subscription.ended()));
+        for s in &mut open.streams {
+            if let Some(out) = s.out.take() {
+                let _ = out.try_send(Bytes::from(s.subscription.ended()));
+            }
         }
     }
 
@@ -168,9 +169,8 @@ impl Subscribers {
     /// that its client neither waits for what will not come nor opens streams again and
     /// again.
     pub(crate) fn deafen(&self) {
-        let mut open = self.open.locked();
-        open.deaf = true;
-        open.streams.clear();
+        self.open.locked().deaf = true;
+        self.end();
     }
 
     /// Ends stream `n`: the resources no other stream holds are returned.
@@ -187,7 +187,7 @@ impl Subscribers {
     /// has already ended.
     fn acknowledge(&self, n: u64, refused: &[Box<str>]) -> Option<Bytes> {
         let mut open = self.open.locked();
-        let s = open.streams.iter_mut().find(|s| s.n == n)?;
+        let s = (open.streams.iter_mut()).find(|s| s.n == n && s.out.is_some())?;
         let narrowed = Arc::make_mut(&mut s.subscription);
         narrowed.filter.uris.retain(|u| !refused.contains(u));
         let ack = Bytes::from(narrowed.acknowledgment());
@@ -393,10 +393,16 @@ mod tests {
     #[test]
     fn streams_end_with_their_session() {
         let subs = Arc::new(Subscribers::default());
-        let (r, _) = released();
-        let (_held, mut rx) = subs.open(subscription("a", true, &[]), r).unwrap();
+        let (r, seen) = released();
+        let (held, mut rx) = subs.open(subscription("a", true, &["a://1"]), r).unwrap();
         subs.end();
         assert!(rx.try_recv().is_err() && rx.is_closed());
+        drop(held);
+        assert_eq!(
+            *seen.locked(),
+            [Box::<str>::from("a://1")],
+            "released once its client is gone"
+        );
         let (r, _) = released();
         let (_closed, mut rx) = subs.open(subscription("c", true, &[]), r).unwrap();
         subs.close();
