@@ -245,6 +245,16 @@ impl ChildWay {
         said: Said<'_>,
         note: &mut Note,
     ) -> Written {
+        // Served from the child's session, not written as it came: no hop to the child, as
+        // none to an HTTP server.
+        if let pipeline::Kind::Subscription(s) = &pending.kind {
+            return Written {
+                sc: self.sc,
+                timeout: self.timeout,
+                then: Then::Subscribe(s.clone()),
+                hop: None,
+            };
+        }
         let hop = note.hop(self.sc.child.hop_to()).map(|(hop, _)| hop);
         let mut w = Writing {
             gw,
@@ -253,7 +263,6 @@ impl ChildWay {
             note,
         };
         let then = match (pending.id.clone(), &self.kind) {
-            _ if let pipeline::Kind::Subscription(s) = &pending.kind => Then::Subscribe(s.clone()),
             (None, _) => Then::Done(self.tell(&mut w, body)),
             (Some(id), Kind::Shared(owner)) => self.write_shared(owner, &mut w, (body, id)),
             (Some(id), _) => self.write_own(&mut w, (body, id)),
