@@ -1051,9 +1051,10 @@ async fn a_servers_questions_become_input_required_rounds_for_a_2026_client() {
     }
 }
 
-/// The Python SDK's client, negotiating (`auto`, which directly falls back to the handshake,
-/// where it has no `subscriptions/listen`), listens through toolgate for every list change and
-/// two resources' updates of server-everything, which speaks only the handshake: the stream
+/// The Python and Rust SDKs' clients, negotiating (`auto`, which directly falls back to the
+/// handshake, where they have no `subscriptions/listen`), listen through toolgate for every
+/// list change and two resources' updates of server-everything, which speaks only the
+/// handshake: the stream
 /// is acknowledged with what the server's capabilities say it announces (here, all of it), and
 /// once a tool makes the server announce, each resource's update comes on it. In all four
 /// modes and the layer.
@@ -1071,15 +1072,12 @@ async fn a_2026_client_listens_to_a_handshake_server_through_every_mode() {
     let runs = (reached.fronts.iter())
         .map(|(_, front)| common::peers::python_listener(front, "auto", tool, &uris));
     let outs = futures_util::future::join_all(runs).await;
+    let acknowledged = json!({"toolsListChanged": true, "promptsListChanged": true,
+        "resourcesListChanged": true, "resourceSubscriptions": uris});
     let updated: Vec<String> = uris.iter().map(|u| format!("ResourceUpdated{u}")).collect();
     for ((mode, _), out) in reached.fronts.iter().zip(outs) {
         assert_eq!(out["protocol"], "2026-07-28", "{mode}: {out}");
-        assert_eq!(
-            out["honored"],
-            json!({"toolsListChanged": true, "promptsListChanged": true,
-                   "resourcesListChanged": true, "resourceSubscriptions": uris}),
-            "{mode}"
-        );
+        assert_eq!(out["honored"], acknowledged, "{mode}");
         let events: Vec<&str> = (out["events"].as_array().unwrap().iter())
             .map(|e| e.as_str().unwrap())
             .collect();
@@ -1088,6 +1086,25 @@ async fn a_2026_client_listens_to_a_handshake_server_through_every_mode() {
         }
         let announced = |e: &&str| updated.iter().any(|u| u == e) || *e == "ToolsListChanged";
         assert!(events.iter().all(announced), "{mode}: {events:?}");
+    }
+
+    // The Rust SDK's client, which checks that what is acknowledged was asked for and that
+    // each message carries its stream's id.
+    let calls = [("listen", acknowledged.clone()), (tool, json!({}))];
+    let runs =
+        (reached.fronts.iter()).map(|(_, front)| common::peers::rmcp_client("auto", front, &calls));
+    let outs = futures_util::future::join_all(runs).await;
+    for ((mode, _), out) in reached.fronts.iter().zip(outs) {
+        let listened = &out["listened"];
+        assert_eq!(listened["acknowledged"], acknowledged, "{mode}: {out}");
+        let events = listened["events"].as_array().unwrap();
+        for u in uris {
+            let update = json!(["notifications/resources/updated", u]);
+            assert!(events.contains(&update), "{mode}: {events:?}");
+        }
+        let tools = json!(["notifications/tools/list_changed", null]);
+        let announced = |e: &&Value| e[0] == "notifications/resources/updated" || **e == tools;
+        assert!(events.iter().all(|e| announced(&e)), "{mode}: {events:?}");
     }
 }
 
