@@ -1219,12 +1219,13 @@ async fn a_listen_stream_ends_with_its_result_when_toolgate_shuts_down() {
                 rest.extend(sse_messages(&String::from_utf8_lossy(&data)));
             }
         }
+        // server-everything over stdio announces a change of its tools once it starts.
         let subscription = json!({"io.modelcontextprotocol/subscriptionId": 1});
-        assert_eq!(
-            rest,
-            [json!({"jsonrpc": "2.0", "id": 1,
-                "result": {"_meta": subscription, "resultType": "complete"}})]
-        );
+        let ended = json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"_meta": subscription, "resultType": "complete"}});
+        assert_eq!(rest.last(), Some(&ended), "{rest:?}");
+        let announced = |m: &Value| m["method"] == "notifications/tools/list_changed";
+        assert!(rest[..rest.len() - 1].iter().all(announced), "{rest:?}");
         let status = tokio::time::timeout(wait, tg.wait())
             .await
             .expect("toolgate ends well before its grace period");
