@@ -31,8 +31,9 @@ const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// Resources one stream may name: each is a `resources/subscribe` toolgate sends the server
 /// before the stream is acknowledged.
 pub const MAX_RESOURCES: usize = 256;
-/// The longest resource URI a stream may name.
-const MAX_URI_BYTES: usize = 8 * 1024;
+/// The longest resource URI a stream may name (the length most HTTP software takes a URL
+/// to): a stream holds its resources while it lasts, and each session counts them.
+const MAX_URI_BYTES: usize = 2 * 1024;
 /// The longest announcement a stream carries: a list change is a few dozen bytes, a
 /// resource's update its URI more. What a stream holds for a client that reads slowly is
 /// bounded by this times the messages it holds (`upstream::subscribers`).
@@ -339,6 +340,8 @@ mod tests {
         let many: Vec<String> = (0..=MAX_RESOURCES).map(|i| format!("a://{i}")).collect();
         let too_many = listen(json!({ "resourceSubscriptions": many }));
         assert!(matches!(Filter::of(&too_many), Err(BadFilter::TooMany)));
+        let long = listen(json!({ "resourceSubscriptions": ["a".repeat(MAX_URI_BYTES + 1)] }));
+        assert!(matches!(Filter::of(&long), Err(BadFilter::TooMany)));
     }
 
     #[test]
