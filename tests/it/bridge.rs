@@ -12,7 +12,7 @@ use common::peers::{
 };
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
-use common::{next_frame, post_modern, post_modern_stream, sse_messages};
+use common::{next_frame, post_modern, post_modern_stream, post_modern_stream_as, sse_messages};
 use serde_json::{Value, json};
 
 async fn in_front_of_server_everything() -> Toolgate {
@@ -1186,6 +1186,70 @@ async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them()
         r#"resources/unsubscribe "a://1""#,
     ];
     assert_eq!(until(6).await, released);
+}
+
+/// Clients of two credentials listen for the same resource: each is served from its own
+/// bridged session, so what the server announces in one client's session (server-everything
+/// updates a resource for the session that asked it to) reaches that client's stream only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_hears_only_its_own_credentials_session() {
+    let http = server_everything_http().await;
+    let tg = Toolgate::serve(&http.url, None).await;
+    let uri = "demo://resource/static/document/architecture.md";
+    let filter = json!({"notifications": {"resourceSubscriptions": [uri]}});
+    let wait = std::time::Duration::from_secs(10);
+    let mut streams = Vec::new();
+    for (id, auth) in [(1, "Bearer ada"), (2, "Bearer bob")] {
+        let listen = modern(id, "subscriptions/listen", filter.clone());
+        let headers = [("authorization", auth)];
+        let mut s =
+            post_modern_stream_as(&tg.url(), "subscriptions/listen", listen, &headers).await;
+        let ack = sse_messages(&next_frame(&mut s, wait).await);
+        assert_eq!(
+            ack[0]["params"]["notifications"]["resourceSubscriptions"],
+            json!([uri])
+        );
+        streams.push(s);
+    }
+    let toggle = modern(
+        3,
+        "tools/call",
+        json!({"name": "toggle-subscriber-updates", "arguments": {}}),
+    );
+    let r = common::request(
+        http::Method::POST,
+        &tg.url(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", common::ACCEPT),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "toggle-subscriber-updates"),
+            ("authorization", "Bearer ada"),
+        ],
+        toggle.to_string(),
+    )
+    .await;
+    assert_eq!(
+        r.answer()["result"]["resultType"],
+        "complete",
+        "{}",
+        r.text()
+    );
+    let updated = sse_messages(&next_frame(&mut streams[0], wait).await);
+    assert_eq!(
+        updated,
+        [
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": uri, "_meta": {"io.modelcontextprotocol/subscriptionId": 1}}})
+        ]
+    );
+    use http_body_util::BodyExt;
+    let other = tokio::time::timeout(std::time::Duration::from_secs(2), streams[1].frame()).await;
+    assert!(
+        other.is_err(),
+        "the other client's stream heard something: {other:?}"
+    );
 }
 
 /// On SIGTERM the `subscriptions/listen` streams toolgate serves end at once, each with its

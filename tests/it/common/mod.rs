@@ -506,13 +506,25 @@ pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
 /// [`post_modern`], its answer's head checked for a stream and its body left to be read as it
 /// comes ([`next_frame`]).
 pub async fn post_modern_stream(url: &str, method: &str, body: Value) -> hyper::body::Incoming {
-    let req = Request::post(url)
+    post_modern_stream_as(url, method, body, &[]).await
+}
+
+/// [`post_modern_stream`] with more headers (a client's credential).
+pub async fn post_modern_stream_as(
+    url: &str,
+    method: &str,
+    body: Value,
+    headers: &[(&str, &str)],
+) -> hyper::body::Incoming {
+    let mut req = Request::post(url)
         .header("content-type", "application/json")
         .header("accept", ACCEPT)
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
+        .header("mcp-method", method);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
     let resp = tokio::time::timeout(Duration::from_secs(30), client().request(req))
         .await
         .expect("an answer within 30 s")
