@@ -378,6 +378,18 @@ pub struct Reverse {
     envelope: std::sync::Mutex<BTreeMap<&'static str, Box<RawValue>>>,
     /// toolgate's questions to the client when the server asks for input.
     pub(crate) asked: super::asked::Asked,
+    /// Where the server's announcements reach the client (an HTTP server, followed with a
+    /// `subscriptions/listen` stream of toolgate's): the resources the client subscribed to.
+    /// `None` where they do not (a stdio server), whose subscriptions are refused by name.
+    followed: Option<Followed>,
+}
+
+/// The resources a handshake-era client subscribed to (`resources/subscribe`), which
+/// toolgate's `subscriptions/listen` stream with the server names; each change is counted,
+/// and the stream is opened again with them.
+struct Followed {
+    resources: std::sync::Mutex<std::collections::BTreeSet<Box<str>>>,
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// The most bytes of a client's `capabilities` or `clientInfo` that the reverse bridge keeps
@@ -623,8 +635,9 @@ struct DiscoveredMeta {
 }
 
 impl Reverse {
-    /// From the client's `initialize` params (raw JSON).
-    pub fn new(initialize_params: Option<&RawValue>) -> Reverse {
+    /// From the client's `initialize` params (raw JSON), for a server whose announcements
+    /// reach the client (`announces`: an HTTP server) or not.
+    pub fn new(initialize_params: Option<&RawValue>, announces: bool) -> Reverse {
         let p: Option<InitializeParams> =
             initialize_params.and_then(|p| serde_json::from_str(p.get()).ok());
         let empty = || RawValue::from_string("{}".into()).expect("an object");
@@ -661,12 +674,80 @@ impl Reverse {
         Reverse {
             envelope: std::sync::Mutex::new(envelope),
             asked: Default::default(),
+            followed: announces.then(|| Followed {
+                resources: Default::default(),
+                changes: tokio::sync::watch::Sender::new(0),
+            }),
         }
     }
 
+    /// Counts each change of the resources its client subscribed to, while announcements
+    /// reach it; `None` when they do not.
+    pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.followed.as_ref().map(|f| f.changes.subscribe())
+    }
+
+    /// toolgate's `subscriptions/listen` request (under `id`) for everything the server
+    /// announces that its client takes: every list's changes, and the resources it
+    /// subscribed to.
+    pub fn listen_request(&self, id: &str) -> Bytes {
+        let resources: Vec<Box<str>> = match &self.followed {
+            Some(f) => f.resources.locked().iter().cloned().collect(),
+            None => Vec::new(),
+        };
+        let filter = Filter {
+            tools: true,
+            prompts: true,
+            resources: true,
+            uris: resources,
+        };
+        self.with_envelope(Bytes::from(subscriptions::listen_request(id, &filter)))
+    }
+
+    /// A client's `resources/subscribe` or `resources/unsubscribe` (`bytes`), kept for the
+    /// stream that follows the server: `Err` says why it is refused.
+    fn follow(&self, subscribe: bool, bytes: &[u8]) -> Result<(), String> {
+        #[derive(Deserialize)]
+        struct Request {
+            params: UriParams,
+        }
+        #[derive(Deserialize)]
+        struct UriParams {
+            uri: String,
+        }
+        let Some(f) = &self.followed else {
+            return Err(String::new());
+        };
+        let uri = serde_json::from_slice::<Request>(bytes)
+            .map_err(|_| "Invalid params: params.uri must be a string".to_string())?
+            .params
+            .uri;
+        let mut resources = f.resources.locked();
+        let changed = match subscribe {
+            true if resources.len() >= subscriptions::MAX_RESOURCES => {
+                return Err(format!(
+                    "Invalid params: a session may subscribe to at most {} resources through this gateway",
+                    subscriptions::MAX_RESOURCES
+                ));
+            }
+            true => resources.insert(uri.into()),
+            false => resources.remove(uri.as_str()),
+        };
+        drop(resources);
+        if changed {
+            f.changes.send_modify(|n| *n += 1);
+        }
+        Ok(())
+    }
+
     /// The `initialize` result for a client that asked with `params`, from the server's
-    /// `server/discover` result.
-    pub fn initialize_result(discover: &RawValue, params: Option<&RawValue>) -> Value {
+    /// `server/discover` result; its capabilities whole where the server's announcements
+    /// reach the client (`announces`), else less what needs them ([`deliverable`]).
+    pub fn initialize_result(
+        discover: &RawValue,
+        params: Option<&RawValue>,
+        announces: bool,
+    ) -> Value {
         let d: Option<Discovered> = serde_json::from_str(discover.get()).ok();
         let asked = params
             .and_then(|p| serde_json::from_str::<InitializeParams>(p.get()).ok())
@@ -685,7 +766,10 @@ impl Reverse {
         };
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": deliverable(caps.as_deref()),
+            "capabilities": match announces {
+                true => capabilities_of(caps.as_deref()),
+                false => deliverable(caps.as_deref()),
+            },
             "serverInfo": raw(info, json!({"name": "unknown", "version": ""})),
         });
         if let Some(text) = instructions {
@@ -724,12 +808,20 @@ impl Reverse {
                 return empty();
             }
             "resources/subscribe" | "resources/unsubscribe" => {
-                let message = format!(
-                    "{method} cannot be bridged: the server behind this gateway speaks only 2026-07-28, whose subscriptions take a stream of their own; connect with 2026-07-28 to subscribe"
-                );
+                let subscribe = method == "resources/subscribe";
+                let (code, message) = match self.follow(subscribe, bytes) {
+                    Ok(()) => return empty(),
+                    Err(why) if !why.is_empty() => (jsonrpc::INVALID_PARAMS, why),
+                    Err(_) => (
+                        jsonrpc::METHOD_NOT_FOUND,
+                        format!(
+                            "{method} cannot be bridged: the stdio server behind this gateway speaks only 2026-07-28, whose subscriptions take a stream of their own; connect with 2026-07-28 to subscribe"
+                        ),
+                    ),
+                };
                 return Some(Bridged::Answer(
-                    Some(jsonrpc::METHOD_NOT_FOUND),
-                    jsonrpc::error_response(id, jsonrpc::METHOD_NOT_FOUND, &message, None),
+                    Some(code),
+                    jsonrpc::error_response(id, code, &message, None),
                 ));
             }
             _ => {}
@@ -766,11 +858,62 @@ mod tests {
                 "resources": {"listChanged": true, "subscribe": true}, "logging": {}},
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}}"#,
         );
-        let r = Reverse::initialize_result(&discover, None);
+        let r = Reverse::initialize_result(&discover, None, false);
         assert_eq!(
             r["capabilities"],
             json!({"tools": {}, "prompts": {}, "resources": {}, "logging": {}})
         );
+        let followed = Reverse::initialize_result(&discover, None, true);
+        assert_eq!(
+            followed["capabilities"]["resources"],
+            json!({"listChanged": true, "subscribe": true})
+        );
+    }
+
+    #[test]
+    fn a_followed_clients_subscriptions_open_the_servers_stream_again() {
+        let r = Reverse::new(None, true);
+        let mut changes = r.changes().unwrap();
+        let ask = |method: &str, uri: &str| {
+            let m = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"uri": uri}});
+            match r.request(method, Some(&raw("1")), m.to_string().as_bytes()) {
+                Some(Bridged::Answer(code, _)) => code,
+                _ => panic!("{method} not answered"),
+            }
+        };
+        assert_eq!(ask("resources/subscribe", "a://1"), None);
+        assert!(changes.has_changed().unwrap());
+        changes.borrow_and_update();
+        assert_eq!(ask("resources/subscribe", "a://1"), None);
+        assert!(!changes.has_changed().unwrap(), "nothing changed");
+        let listen: Value = serde_json::from_slice(&r.listen_request("t-1")).unwrap();
+        assert_eq!(listen["id"], "t-1");
+        assert_eq!(
+            listen["params"]["notifications"],
+            json!({"toolsListChanged": true, "promptsListChanged": true,
+                   "resourcesListChanged": true, "resourceSubscriptions": ["a://1"]})
+        );
+        assert_eq!(
+            listen["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(ask("resources/unsubscribe", "a://1"), None);
+        assert!(changes.has_changed().unwrap());
+        let m = br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{}}"#;
+        let Some(Bridged::Answer(code, _)) = r.request("resources/subscribe", Some(&raw("1")), m)
+        else {
+            panic!("not answered")
+        };
+        assert_eq!(code, Some(jsonrpc::INVALID_PARAMS));
+        let unfollowed = Reverse::new(None, false);
+        let m =
+            br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a://1"}}"#;
+        let Some(Bridged::Answer(code, _)) =
+            unfollowed.request("resources/subscribe", Some(&raw("1")), m)
+        else {
+            panic!("not answered")
+        };
+        assert_eq!(code, Some(jsonrpc::METHOD_NOT_FOUND));
     }
 
     #[test]
@@ -780,7 +923,7 @@ mod tests {
             "a".repeat(2_000_000)
         );
         let params = raw(&big);
-        let r = Reverse::new(Some(&params));
+        let r = Reverse::new(Some(&params), false);
         let call = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
         );
@@ -991,13 +1134,13 @@ mod tests {
         let discover = raw(
             r#"{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"2"}}}"#,
         );
-        let init = Reverse::initialize_result(&discover, Some(&params));
+        let init = Reverse::initialize_result(&discover, Some(&params), false);
         assert_eq!(
             init,
             json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                    "serverInfo": {"name": "s", "version": "2"}})
         );
-        let r = Reverse::new(Some(&params));
+        let r = Reverse::new(Some(&params), false);
         let Some(Bridged::Answer(None, _)) = r.request(
             "logging/setLevel",
             Some(&raw("5")),

@@ -16,6 +16,7 @@
 //! one that ends, the client opens again and lists again.
 
 use crate::jsonrpc::{self, footprint};
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -281,6 +282,41 @@ impl Announcement {
     }
 }
 
+/// toolgate's own `subscriptions/listen` request for `filter`, under its `id`.
+pub fn listen_request(id: &str, filter: &Filter) -> Vec<u8> {
+    let m = json!({"jsonrpc": "2.0", "id": id, "method": LISTEN,
+        "params": {"notifications": filter.to_json()}});
+    serde_json::to_vec(&m).expect("serializing a request cannot fail")
+}
+
+/// A message of toolgate's own `subscriptions/listen` stream with a server of 2026-07-28, as
+/// a handshake-era client reads what its server sends on its own: the acknowledgment and the
+/// stream's end are toolgate's business (`None`), an announcement goes without the stream's
+/// id, anything else as it came.
+pub fn untagged(line: &[u8]) -> Option<Bytes> {
+    let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(line) else {
+        return Some(Bytes::copy_from_slice(line));
+    };
+    if m.method.is_none() || m.method() == Some(ACKNOWLEDGED) {
+        return None;
+    }
+    let tagged = m
+        .raw_params()
+        .filter(|p| crate::text::holds!(p.get(), SUBSCRIPTION_ID))
+        .and_then(|p| serde_json::from_str::<Map<String, Value>>(p.get()).ok());
+    let Some(mut params) = tagged else {
+        return Some(Bytes::copy_from_slice(line));
+    };
+    if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(SUBSCRIPTION_ID);
+        if meta.is_empty() {
+            params.remove("_meta");
+        }
+    }
+    let method = m.method().unwrap_or_default();
+    Some(Bytes::from(message(method, Value::Object(params))))
+}
+
 /// toolgate's `resources/subscribe` or `resources/unsubscribe` of `uri`, under its own `id`.
 pub fn resource_request(subscribe: bool, uri: &str, id: &str) -> Vec<u8> {
     let method = match subscribe {
@@ -321,6 +357,35 @@ mod tests {
                 uris: vec!["a://1".into(), "a://2".into()],
             }
         );
+    }
+
+    #[test]
+    fn a_followed_streams_messages_reach_a_handshake_client_untagged() {
+        let untagged = |line: &str| {
+            untagged(line.as_bytes()).map(|b| serde_json::from_slice::<Value>(&b).unwrap())
+        };
+        let ack = r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{}}}"#;
+        assert_eq!(untagged(ack), None);
+        assert_eq!(
+            untagged(r#"{"jsonrpc":"2.0","id":"t-1","result":{}}"#),
+            None
+        );
+        assert_eq!(
+            untagged(
+                r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"t-1"}}}"#
+            ),
+            Some(json!({"jsonrpc": "2.0", "method": TOOLS_CHANGED, "params": {}}))
+        );
+        assert_eq!(
+            untagged(
+                r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1","_meta":{"k":1,"io.modelcontextprotocol/subscriptionId":"t-1"}}}"#
+            ),
+            Some(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED,
+                "params": {"uri": "a://1", "_meta": {"k": 1}}}))
+        );
+        let other =
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}"#;
+        assert_eq!(untagged(other), serde_json::from_str(other).ok());
     }
 
     #[test]

@@ -1254,7 +1254,8 @@ async fn a_listen_stream_hears_only_its_own_credentials_session() {
 
 /// On SIGTERM the `subscriptions/listen` streams toolgate serves end at once, each with its
 /// result (closed, not lost), rather than hold their connections open for the whole grace
-/// period: `serve --upstream` and `serve -- CMD`, before server-everything.
+/// period: `serve --upstream` and `serve -- CMD`, before server-everything; and so does a
+/// handshake-era client's GET on which toolgate follows a server of 2026-07-28 only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listen_stream_ends_with_its_result_when_toolgate_shuts_down() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
@@ -1295,6 +1296,25 @@ async fn a_listen_stream_ends_with_its_result_when_toolgate_shuts_down() {
             .expect("toolgate ends well before its grace period");
         assert!(status.success());
     }
+
+    // The other way: a handshake-era client's GET, on which toolgate follows a server of
+    // 2026-07-28 only, ends too.
+    let modern = python_http("py_server.py", &["announcing-modern"]).await;
+    let mut tg = Toolgate::serve(&modern.url, Some(config)).await;
+    let session = common::open_session(&tg.url()).await;
+    let mut stream = common::get_stream(&tg.url(), &session).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(tg.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let wait = std::time::Duration::from_secs(10);
+    use http_body_util::BodyExt;
+    while let Ok(Some(Ok(_))) = tokio::time::timeout(wait, stream.frame()).await {}
+    let status = tokio::time::timeout(wait, tg.wait())
+        .await
+        .expect("toolgate ends well before its grace period");
+    assert!(status.success());
 }
 
 /// The shared child of `serve -- CMD` dies under a listening client: its stream ends without a
@@ -1599,6 +1619,63 @@ async fn modern_only_python() -> (common::peers::HttpPeer, String, Vec<String>) 
         "stdio".into(),
     ];
     (http, url, stdio)
+}
+
+/// The other way: what an HTTP server of 2026-07-28 only announces (the Python SDK's
+/// `MCPServer`, `py_server.py announcing-modern`) reaches the TypeScript SDK's handshake-era
+/// client as its own server's notifications: offered list changes and subscriptions, it
+/// subscribes to two resources, and once a tool makes the server announce, the change of
+/// tools and each update come, without the stream's id, through `serve --upstream`,
+/// `stdio --upstream` and `ValidateLayer` (toolgate follows the server with a
+/// `subscriptions/listen` stream of its own). Before the same server over stdio they are not
+/// offered, and the client asks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_servers_announcements_reach_a_handshake_client() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let http = python_http("py_server.py", &["announcing-modern"]).await;
+    let python = p.python.display().to_string();
+    let command = [
+        python.clone(),
+        p.fixtures.join("modern_only.py").display().to_string(),
+        python,
+        p.fixtures.join("py_server.py").display().to_string(),
+        "announcing-stdio".into(),
+    ];
+    let uris = [
+        "demo://resource/static/document/architecture.md",
+        "demo://resource/dynamic/text/1",
+    ];
+    let reached = common::modes::Reached::start(&http.url, &command).await;
+    let runs = (reached.fronts.iter())
+        .map(|(_, front)| common::peers::typescript_subscriber(front, "announce", &uris));
+    let outs = futures_util::future::join_all(runs).await;
+    let offered = json!({"tools": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true}});
+    let announced = [
+        json!(["notifications/tools/list_changed", null]),
+        json!(["notifications/resources/updated", uris[0]]),
+        json!(["notifications/resources/updated", uris[1]]),
+    ];
+    for ((mode, _), out) in reached.fronts.iter().zip(outs) {
+        if !mode.to_http() {
+            let not_offered = json!({"tools": {}, "resources": {}, "events": []});
+            assert_eq!(out, not_offered, "{mode}");
+            continue;
+        }
+        assert_eq!(out["tools"], offered["tools"], "{mode}");
+        assert_eq!(out["resources"], offered["resources"], "{mode}");
+        // The server announces to every stream it serves: the clients of the other fronts,
+        // listening at the same time, may hear one another's.
+        let events = out["events"].as_array().unwrap();
+        assert!(
+            announced.iter().all(|a| events.contains(a)),
+            "{mode}: {events:?}"
+        );
+        assert!(
+            events.iter().all(|e| announced.contains(e)),
+            "{mode}: {events:?}"
+        );
+    }
 }
 
 /// The other way: a server that speaks only 2026-07-28 asks for input before it answers a

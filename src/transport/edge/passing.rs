@@ -7,8 +7,8 @@ use crate::mcp::{self, Era};
 use crate::pipeline::{Kind, Pending};
 use crate::transport::exchange::Note;
 use crate::transport::exchange::answers::Reading;
-use crate::transport::exchange::reply;
 use crate::transport::exchange::to_http::{self, reversed_session};
+use crate::transport::exchange::{reply, subscription};
 use crate::transport::upstream::http_client::HttpUpstream;
 use axum::response::Response;
 use bytes::Bytes;
@@ -27,9 +27,9 @@ pub(super) async fn bodiless(
 ) -> Response {
     let era = ctx.era(None);
     let is_delete = parts.method == Method::DELETE;
-    if reversed_session(up, &parts.headers).is_some() {
-        // toolgate's own session for the client: it ends here, and it has no stream (a
-        // 2026-07-28 server sends nothing outside a request's answer).
+    if let Some(reverse) = reversed_session(up, &parts.headers) {
+        // toolgate's own session for the client: it ends here, and its stream carries what
+        // the server announces, which toolgate follows for it.
         note.outcome = "answered";
         if is_delete {
             let id = parts
@@ -39,7 +39,7 @@ pub(super) async fn bodiless(
             up.bridge.end_reversed(id.unwrap_or_default());
             return reply::ok();
         }
-        return reply::method_not_allowed("this session has no stream", "POST, DELETE");
+        return subscription::announced(rt.to_http(up), reverse, &parts.headers);
     }
     let pending = passing(rt, ctx, era);
     let mut reading = Reading::of(ctx.has_session());

@@ -17,12 +17,14 @@ use crate::mcp::{self, Era};
 use crate::metrics;
 use crate::net::client::Wait;
 use crate::pipeline::Pending;
+use crate::pipeline::bridge::Reverse;
 use crate::pipeline::guard::{ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::telemetry::hop::HopParent;
 use crate::transport::exchange::to_http::{self, HttpWay, ToHttp};
 use crate::transport::exchange::{Note, Said};
 use crate::transport::sse;
+use crate::transport::upstream::announced;
 use crate::transport::upstream::http_bridge;
 use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::multiplex::Owner;
@@ -380,7 +382,7 @@ impl Http {
             }
         };
         lines::write(&to, &pending, resp, keep_version).await;
-        if handshake.is_some() && !self.in_reversed_session() {
+        if handshake.is_some() {
             self.open_stream();
         }
     }
@@ -436,12 +438,6 @@ impl Http {
             .await
     }
 
-    /// Whether the client's session is the one toolgate keeps for it in front of a server of
-    /// 2026-07-28, which has no stream of its own.
-    fn in_reversed_session(&self) -> bool {
-        to_http::reversed_session(&self.up, &self.headers()).is_some()
-    }
-
     /// The protocol version the server's answer to `initialize` names, for the session's
     /// next requests.
     fn keep_version(&self, answer: &Message<'_>) {
@@ -472,9 +468,14 @@ impl Http {
     }
 
     /// The session's GET stream: what the server sends on its own, opened again when it
-    /// ends (`upstream::session_stream`; a 405 means it has none).
+    /// ends (`upstream::session_stream`; a 405 means it has none). In the session toolgate
+    /// keeps before a server of 2026-07-28, what that server announces instead
+    /// (`upstream::announced`).
     async fn server_stream(&self) {
         let headers = self.headers();
+        if let Some(reverse) = to_http::reversed_session(&self.up, &headers) {
+            return self.announced(&reverse, &headers).await;
+        }
         if !headers.contains_key(mcp::SESSION_ID) {
             return;
         }
@@ -492,5 +493,21 @@ impl Http {
                 "an event on the session's own stream is over max_sse_event_bytes; the rest of that stream is not read"
             );
         }
+    }
+
+    /// What a server of 2026-07-28 announces to this handshake-era client, written to the
+    /// pipe as it comes, no faster than the client reads.
+    async fn announced(&self, reverse: &Reverse, headers: &HeaderMap) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let ids = || self.gw.next_id();
+        let limits = &self.target.limits;
+        let follow = announced::follow(&self.up, headers, reverse, (ids, limits), tx);
+        let write = async {
+            while let Some(line) = rx.recv().await {
+                self.to.paced().await;
+                self.to.unsolicited(self.session_key(), line, None);
+            }
+        };
+        tokio::join!(follow, write);
     }
 }

@@ -968,10 +968,11 @@ impl ChildProcess {
             return None;
         };
         tracing::info!("the tool server speaks only 2026-07-28; bridging its handshake-era client");
-        let result = bridge::Reverse::initialize_result(&discovered, params);
+        // What a stdio server announces is not followed for its client: not offered.
+        let result = bridge::Reverse::initialize_result(&discovered, params, false);
         Some((
             jsonrpc::result_response(id, &result),
-            bridge::Reverse::new(params),
+            bridge::Reverse::new(params, false),
         ))
     }
 }

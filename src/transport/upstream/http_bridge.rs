@@ -282,6 +282,9 @@ pub struct HttpBridge {
     /// How often the log says that the server would not open a session for a client: once
     /// per request while it will not.
     refused: LogRate,
+    /// Set when toolgate shuts down: what it follows for its reverse-bridged clients
+    /// (`upstream::announced`) ends.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// A client's message as toolgate's own requests in its name go: its headers, and the
@@ -478,6 +481,12 @@ impl HttpBridge {
         for session in self.sessions.locked().values() {
             session.subscribers.close();
         }
+        self.closing.send_replace(true);
+    }
+
+    /// Told when toolgate shuts down ([`Self::end_subscriptions`]).
+    pub(crate) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     /// Whether a 2026-07-28 request may go through a session of toolgate's: not when the
@@ -571,7 +580,7 @@ impl HttpBridge {
     ) -> Option<(String, serde_json::Value)> {
         let discovered = discover(up, client, id, limits).await.ok()?;
         tracing::info!("the upstream speaks only 2026-07-28; bridging its handshake-era client");
-        let result = Reverse::initialize_result(&discovered, params);
+        let result = Reverse::initialize_result(&discovered, params, true);
         // The edge looks sessions up by this prefix only (`edge::reversed_session`).
         let session = format!("toolgate-bridged-{id}");
         let mut reversed = self.reversed.locked();
@@ -580,7 +589,7 @@ impl HttpBridge {
         {
             reversed.remove(&old);
         }
-        reversed.insert(session.clone(), Arc::new(Reverse::new(params)));
+        reversed.insert(session.clone(), Arc::new(Reverse::new(params, true)));
         Some((session, result))
     }
 

@@ -1,6 +1,7 @@
 //! Clients of a tool server: Streamable HTTP (with its kept connections and TLS) and stdio
 //! child processes, one per session or shared.
 
+pub(crate) mod announced;
 pub mod child;
 pub(crate) mod child_questions;
 pub mod children;

@@ -481,6 +481,20 @@ pub async fn typescript_client_answering(
     run_client(cmd, calls).await
 }
 
+/// Runs the TypeScript SDK client's subscriber (`fixtures/ts_subscriber.mjs`, on Node 22):
+/// it subscribes to each of `uris`, calls `tool`, and reports the capabilities it was
+/// offered and the notifications it took until each URI's update came.
+pub async fn typescript_subscriber(server: &str, tool: &str, uris: &[&str]) -> serde_json::Value {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let mut cmd = tokio::process::Command::new(p.node_22.join("node"));
+    cmd.arg(p.fixtures.join("ts_subscriber.mjs"))
+        .arg(server)
+        .arg(tool)
+        .args(uris)
+        .env("MCP_SDK_DIR", &p.typescript_sdk);
+    run_client(cmd, &[]).await
+}
+
 /// Runs the TypeScript SDK client (`fixtures/ts_client.mjs`, on Node 22) against `server`
 /// (a URL, or `stdio:` and a JSON array holding a command), making each call task-augmented;
 /// returns its JSON report.
