@@ -114,23 +114,6 @@ fn capabilities_of(capabilities: Option<&RawValue>) -> Value {
     Value::Object(kept.collect())
 }
 
-/// A 2026-07-28 server's capabilities less what the bridge cannot deliver to a handshake-era
-/// client: change notifications (`listChanged`) and resource subscriptions (`subscribe`).
-/// Such a client's GET stream has nothing to carry them, since the bridge does not open
-/// `subscriptions/listen` for it, and its subscriptions are refused by name. A client is
-/// told only what it will get, so it polls rather than waits for a notification that never
-/// comes.
-fn deliverable(capabilities: Option<&RawValue>) -> Value {
-    let mut c = capabilities_of(capabilities);
-    for kind in ["tools", "prompts", "resources"] {
-        if let Some(f) = c.get_mut(kind).and_then(Value::as_object_mut) {
-            f.remove("listChanged");
-            f.remove("subscribe");
-        }
-    }
-    c
-}
-
 #[derive(Deserialize)]
 struct Request<'a> {
     #[serde(borrow)]
@@ -378,10 +361,9 @@ pub struct Reverse {
     envelope: std::sync::Mutex<BTreeMap<&'static str, Box<RawValue>>>,
     /// toolgate's questions to the client when the server asks for input.
     pub(crate) asked: super::asked::Asked,
-    /// Where the server's announcements reach the client (an HTTP server, followed with a
-    /// `subscriptions/listen` stream of toolgate's): the resources the client subscribed to.
-    /// `None` where they do not (a stdio server), whose subscriptions are refused by name.
-    followed: Option<Followed>,
+    /// The resources the client subscribed to, which the stream toolgate follows the server
+    /// with names (`upstream::announced`).
+    followed: Followed,
 }
 
 /// The resources a handshake-era client subscribed to (`resources/subscribe`), which
@@ -635,9 +617,8 @@ struct DiscoveredMeta {
 }
 
 impl Reverse {
-    /// From the client's `initialize` params (raw JSON), for a server whose announcements
-    /// reach the client (`announces`: an HTTP server) or not.
-    pub fn new(initialize_params: Option<&RawValue>, announces: bool) -> Reverse {
+    /// From the client's `initialize` params (raw JSON).
+    pub fn new(initialize_params: Option<&RawValue>) -> Reverse {
         let p: Option<InitializeParams> =
             initialize_params.and_then(|p| serde_json::from_str(p.get()).ok());
         let empty = || RawValue::from_string("{}".into()).expect("an object");
@@ -674,27 +655,23 @@ impl Reverse {
         Reverse {
             envelope: std::sync::Mutex::new(envelope),
             asked: Default::default(),
-            followed: announces.then(|| Followed {
+            followed: Followed {
                 resources: Default::default(),
                 changes: tokio::sync::watch::Sender::new(0),
-            }),
+            },
         }
     }
 
-    /// Counts each change of the resources its client subscribed to, while announcements
-    /// reach it; `None` when they do not.
-    pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.followed.as_ref().map(|f| f.changes.subscribe())
+    /// Counts each change of the resources its client subscribed to.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.followed.changes.subscribe()
     }
 
     /// toolgate's `subscriptions/listen` request (under `id`) for everything the server
     /// announces that its client takes: every list's changes, and the resources it
     /// subscribed to.
     pub fn listen_request(&self, id: &str) -> Bytes {
-        let resources: Vec<Box<str>> = match &self.followed {
-            Some(f) => f.resources.locked().iter().cloned().collect(),
-            None => Vec::new(),
-        };
+        let resources = self.followed.resources.locked().iter().cloned().collect();
         let filter = Filter {
             tools: true,
             prompts: true,
@@ -705,7 +682,7 @@ impl Reverse {
     }
 
     /// A client's `resources/subscribe` or `resources/unsubscribe` (`bytes`), kept for the
-    /// stream that follows the server: `Err` says why it is refused.
+    /// stream that follows the server: `Err` says why it is refused (`-32602`).
     fn follow(&self, subscribe: bool, bytes: &[u8]) -> Result<(), String> {
         #[derive(Deserialize)]
         struct Request {
@@ -715,9 +692,7 @@ impl Reverse {
         struct UriParams {
             uri: String,
         }
-        let Some(f) = &self.followed else {
-            return Err(String::new());
-        };
+        let f = &self.followed;
         let uri = serde_json::from_slice::<Request>(bytes)
             .map_err(|_| "Invalid params: params.uri must be a string".to_string())?
             .params
@@ -741,13 +716,9 @@ impl Reverse {
     }
 
     /// The `initialize` result for a client that asked with `params`, from the server's
-    /// `server/discover` result; its capabilities whole where the server's announcements
-    /// reach the client (`announces`), else less what needs them ([`deliverable`]).
-    pub fn initialize_result(
-        discover: &RawValue,
-        params: Option<&RawValue>,
-        announces: bool,
-    ) -> Value {
+    /// `server/discover` result: its change notifications and subscriptions too, which reach
+    /// the client through the stream toolgate follows the server with.
+    pub fn initialize_result(discover: &RawValue, params: Option<&RawValue>) -> Value {
         let d: Option<Discovered> = serde_json::from_str(discover.get()).ok();
         let asked = params
             .and_then(|p| serde_json::from_str::<InitializeParams>(p.get()).ok())
@@ -766,10 +737,7 @@ impl Reverse {
         };
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": match announces {
-                true => capabilities_of(caps.as_deref()),
-                false => deliverable(caps.as_deref()),
-            },
+            "capabilities": capabilities_of(caps.as_deref()),
             "serverInfo": raw(info, json!({"name": "unknown", "version": ""})),
         });
         if let Some(text) = instructions {
@@ -809,20 +777,13 @@ impl Reverse {
             }
             "resources/subscribe" | "resources/unsubscribe" => {
                 let subscribe = method == "resources/subscribe";
-                let (code, message) = match self.follow(subscribe, bytes) {
+                return Some(match self.follow(subscribe, bytes) {
                     Ok(()) => return empty(),
-                    Err(why) if !why.is_empty() => (jsonrpc::INVALID_PARAMS, why),
-                    Err(_) => (
-                        jsonrpc::METHOD_NOT_FOUND,
-                        format!(
-                            "{method} cannot be bridged: the stdio server behind this gateway speaks only 2026-07-28, whose subscriptions take a stream of their own; connect with 2026-07-28 to subscribe"
-                        ),
+                    Err(why) => Bridged::Answer(
+                        Some(jsonrpc::INVALID_PARAMS),
+                        jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None),
                     ),
-                };
-                return Some(Bridged::Answer(
-                    Some(code),
-                    jsonrpc::error_response(id, code, &message, None),
-                ));
+                });
             }
             _ => {}
         }
@@ -852,28 +813,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_bridged_handshake_offers_only_what_the_bridge_delivers() {
+    fn a_bridged_handshake_offers_what_the_server_announces() {
         let discover = raw(
             r#"{"capabilities": {"tools": {"listChanged": true}, "prompts": {"listChanged": true},
                 "resources": {"listChanged": true, "subscribe": true}, "logging": {}},
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}}"#,
         );
-        let r = Reverse::initialize_result(&discover, None, false);
+        let r = Reverse::initialize_result(&discover, None);
         assert_eq!(
             r["capabilities"],
-            json!({"tools": {}, "prompts": {}, "resources": {}, "logging": {}})
-        );
-        let followed = Reverse::initialize_result(&discover, None, true);
-        assert_eq!(
-            followed["capabilities"]["resources"],
-            json!({"listChanged": true, "subscribe": true})
+            json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true},
+                   "resources": {"listChanged": true, "subscribe": true}, "logging": {}})
         );
     }
 
     #[test]
     fn a_followed_clients_subscriptions_open_the_servers_stream_again() {
-        let r = Reverse::new(None, true);
-        let mut changes = r.changes().unwrap();
+        let r = Reverse::new(None);
+        let mut changes = r.changes();
         let ask = |method: &str, uri: &str| {
             let m = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"uri": uri}});
             match r.request(method, Some(&raw("1")), m.to_string().as_bytes()) {
@@ -905,15 +862,6 @@ mod tests {
             panic!("not answered")
         };
         assert_eq!(code, Some(jsonrpc::INVALID_PARAMS));
-        let unfollowed = Reverse::new(None, false);
-        let m =
-            br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a://1"}}"#;
-        let Some(Bridged::Answer(code, _)) =
-            unfollowed.request("resources/subscribe", Some(&raw("1")), m)
-        else {
-            panic!("not answered")
-        };
-        assert_eq!(code, Some(jsonrpc::METHOD_NOT_FOUND));
     }
 
     #[test]
@@ -923,7 +871,7 @@ mod tests {
             "a".repeat(2_000_000)
         );
         let params = raw(&big);
-        let r = Reverse::new(Some(&params), false);
+        let r = Reverse::new(Some(&params));
         let call = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
         );
@@ -1134,13 +1082,13 @@ mod tests {
         let discover = raw(
             r#"{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"2"}}}"#,
         );
-        let init = Reverse::initialize_result(&discover, Some(&params), false);
+        let init = Reverse::initialize_result(&discover, Some(&params));
         assert_eq!(
             init,
             json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                    "serverInfo": {"name": "s", "version": "2"}})
         );
-        let r = Reverse::new(Some(&params), false);
+        let r = Reverse::new(Some(&params));
         let Some(Bridged::Answer(None, _)) = r.request(
             "logging/setLevel",
             Some(&raw("5")),
@@ -1167,11 +1115,12 @@ mod tests {
             r.request("notifications/initialized", None, b"{}")
                 .is_none()
         );
+        // A subscription without its resource.
         let Some(Bridged::Answer(Some(code), _)) =
             r.request("resources/subscribe", Some(&raw("7")), b"{}")
         else {
             panic!("refused")
         };
-        assert_eq!(code, jsonrpc::METHOD_NOT_FOUND);
+        assert_eq!(code, jsonrpc::INVALID_PARAMS);
     }
 }

@@ -298,7 +298,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_handshake_client_bridged_to_a_2026_server_ends_its_handshake_here() {
-        let reverse = Reverse::new(None, false);
+        let reverse = Reverse::new(None);
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let step = decide_one(Era::Legacy, initialized, Bridging::ToModern(&reverse)).await;
         assert!(matches!(step, Step::Consumed));

@@ -49,10 +49,12 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
     let key = gw.scope(&target, Some(b"stdio"), []);
     let (exited, gone) = tokio::sync::oneshot::channel();
     let subscribers = Arc::new(Subscribers::default());
+    let session = Arc::new(std::sync::OnceLock::new());
     let handler = Heard {
         to: to.clone(),
         key,
         subscribers: subscribers.clone(),
+        session: session.clone(),
         exited: std::sync::Mutex::new(Some(exited)),
     };
     let process = match source.start((&gw.config, &target, None), handler) {
@@ -72,6 +74,8 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
         sc: SessionChild::of_pipe(process, subscribers),
         settled: tokio::sync::OnceCell::new(),
     });
+    // Set right after the child starts, as the pool's children are: it can speak before.
+    let _ = session.set(Arc::downgrade(&up.sc));
     super::serve(up, to, writer, Some(gone)).await
 }
 
@@ -83,6 +87,10 @@ struct Heard {
     /// A 2026-07-28 client's `subscriptions/listen` streams, bridged: what they take goes
     /// on them, not also to the pipe as it came.
     subscribers: Arc<Subscribers>,
+    /// The child's session: before a server of 2026-07-28 only, what toolgate follows of it
+    /// for a handshake-era client is read as that client reads what its server sends on its
+    /// own (`upstream::announced`).
+    session: Arc<std::sync::OnceLock<std::sync::Weak<SessionChild>>>,
     exited: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<String>>>,
 }
 
@@ -90,6 +98,11 @@ impl Handler for Heard {
     fn handle(&self, ev: FromChild) {
         match ev {
             FromChild::Message(line) => {
+                let line = match self.session.get().and_then(std::sync::Weak::upgrade) {
+                    Some(sc) => sc.heard(line),
+                    None => Some(line),
+                };
+                let Some(line) = line else { return };
                 (self.to).unsolicited(self.key, line, Some(&self.subscribers))
             }
             // Logged by the front, which knows whether the client had asked for it.

@@ -1,4 +1,4 @@
-//! What an HTTP server of 2026-07-28 announces (its lists changed, a resource updated), for a
+//! What a server of 2026-07-28 announces (its lists changed, a resource updated), for a
 //! handshake-era client of the reverse bridge (docs/contract.md §5, "Subscriptions bridged").
 //! Such a client takes announcements on what its server sends on its own (its session's GET
 //! stream, or its pipe); such a server sends them only on a `subscriptions/listen` stream.
@@ -6,10 +6,14 @@
 //! client subscribed to, opens it again each time those change, and hands on what it
 //! carries as the client reads it (`pipeline::subscriptions::untagged`).
 //!
-//! A stream the server ends, or that breaks, is opened again after a wait (1 s, doubled each
-//! time nothing came, up to 30 s); one the server refuses (a 4xx, a server without
-//! subscriptions) is not: nothing it announces can then reach the client.
+//! An HTTP server's stream is the answer to toolgate's request ([`follow`]); one the server
+//! ends, or that breaks, is opened again after a wait (1 s, doubled each time nothing came, up
+//! to 30 s); one the server refuses (a 4xx, a server without subscriptions) is not: nothing it
+//! announces can then reach the client. A stdio server's is a request written to the child
+//! ([`follow_child`]), whose announcements come on its output with everything else it sends
+//! on its own, untagged where that is read (`SessionChild::deliver`, the stdio front's pipe).
 
+use super::children::SessionChild;
 use super::http_client::HttpUpstream;
 use crate::config::Limits;
 use crate::mcp;
@@ -21,6 +25,7 @@ use crate::transport::upstream::session_stream::Opened;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
+use std::sync::Weak;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -39,9 +44,7 @@ pub(crate) async fn follow(
     (ids, limits): (impl Fn() -> String, &Limits),
     out: mpsc::Sender<Bytes>,
 ) {
-    let Some(changes) = reverse.changes() else {
-        return;
-    };
+    let changes = reverse.changes();
     let (mut closing, gone) = (up.bridge.closing(), out.clone());
     let server = Server {
         up,
@@ -170,3 +173,44 @@ fn listen_headers(client: &HeaderMap) -> HeaderMap {
 fn longer(wait: Duration) -> Duration {
     (wait * 2).clamp(FIRST_WAIT, LONGEST_WAIT)
 }
+
+/// [`follow`] for the child of `sc`, a session toolgate keeps for a handshake-era client
+/// before a stdio server of 2026-07-28 only: toolgate's `subscriptions/listen` is written to
+/// the child, and written again (the one before cancelled) each time the client's
+/// subscriptions change, until the session or the child ends. `ids` gives each its id.
+pub(crate) async fn follow_child(sc: Weak<SessionChild>, ids: impl Fn() -> String) {
+    let Some(mut changes) = sc.upgrade().and_then(|sc| Some(sc.reverse()?.changes())) else {
+        return;
+    };
+    let mut before: Option<String> = None;
+    loop {
+        changes.borrow_and_update();
+        let Some(session) = sc.upgrade() else { return };
+        let Some(reverse) = session.reverse() else {
+            return;
+        };
+        let id = ids();
+        let raw = serde_json::to_string(&id).expect("a string serializes");
+        let Ok(mut owed) = session.child.start(reverse.listen_request(&id), &raw) else {
+            return;
+        };
+        if let Some(old) = before.replace(raw) {
+            let cancelled = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{old}}}}}"#
+            );
+            let _ = session.child.send(Bytes::from(cancelled));
+        }
+        drop(session);
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            // Its answer ends the stream (or the child): it is written again after a while.
+            answered = owed.next(UNANSWERED) => match answered {
+                Ok(_) => tokio::time::sleep(FIRST_WAIT).await,
+                Err(_) => return,
+            },
+        }
+    }
+}
+
+/// How long a stream written to a child may go without its answer: for as long as it lasts.
+const UNANSWERED: Duration = Duration::from_secs(365 * 24 * 3600);

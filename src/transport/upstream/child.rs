@@ -968,11 +968,10 @@ impl ChildProcess {
             return None;
         };
         tracing::info!("the tool server speaks only 2026-07-28; bridging its handshake-era client");
-        // What a stdio server announces is not followed for its client: not offered.
-        let result = bridge::Reverse::initialize_result(&discovered, params, false);
+        let result = bridge::Reverse::initialize_result(&discovered, params);
         Some((
             jsonrpc::result_response(id, &result),
-            bridge::Reverse::new(params, false),
+            bridge::Reverse::new(params),
         ))
     }
 }

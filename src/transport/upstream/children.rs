@@ -14,6 +14,7 @@ use crate::locks::MutexExt;
 use crate::mcp::Era;
 use crate::pipeline;
 use crate::pipeline::bridge::{Declared, Reverse};
+use crate::pipeline::subscriptions;
 use crate::transport::upstream::child::{ChildProcess, ChildSource, FromChild, Handler, ServerEra};
 use crate::transport::upstream::multiplex::Multiplexed;
 use crate::transport::upstream::paced;
@@ -191,6 +192,7 @@ impl SessionChild {
     /// Passes a message the child sent on its own to the stream of the request it is about,
     /// else (in a session) to the open GET stream, or keeps it for the next one.
     fn deliver(&self, line: Bytes) {
+        let Some(line) = self.heard(line) else { return };
         let line = match self.deliver_related(line) {
             Ok(()) => return,
             Err(line) => line,
@@ -339,8 +341,25 @@ impl SessionChild {
         self.reverse.get()
     }
 
-    pub fn set_reverse(&self, reverse: Reverse) {
-        let _ = self.reverse.set(Arc::new(reverse));
+    /// `line`, which the child sent on its own, as its client is to read it: before a server
+    /// of 2026-07-28, toolgate's own stream of what the server announces is read as its
+    /// handshake-era client reads what its server sends on its own (`None`: nothing of it
+    /// goes on).
+    pub(crate) fn heard(&self, line: Bytes) -> Option<Bytes> {
+        match self.reverse() {
+            Some(_) => subscriptions::untagged(&line),
+            None => Some(line),
+        }
+    }
+
+    /// From now on, its handshake-era client is served over 2026-07-28, and what the server
+    /// announces is followed for it (`upstream::announced`), each request of toolgate's under
+    /// an id of `gw`'s.
+    pub fn set_reverse(self: &Arc<Self>, reverse: Reverse, gw: Arc<Gateway>) {
+        if self.reverse.set(Arc::new(reverse)).is_ok() {
+            let ids = move || gw.next_id();
+            tokio::spawn(super::announced::follow_child(Arc::downgrade(self), ids));
+        }
     }
 
     fn touch(&self) {

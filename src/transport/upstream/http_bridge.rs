@@ -580,7 +580,7 @@ impl HttpBridge {
     ) -> Option<(String, serde_json::Value)> {
         let discovered = discover(up, client, id, limits).await.ok()?;
         tracing::info!("the upstream speaks only 2026-07-28; bridging its handshake-era client");
-        let result = Reverse::initialize_result(&discovered, params, true);
+        let result = Reverse::initialize_result(&discovered, params);
         // The edge looks sessions up by this prefix only (`edge::reversed_session`).
         let session = format!("toolgate-bridged-{id}");
         let mut reversed = self.reversed.locked();
@@ -589,7 +589,7 @@ impl HttpBridge {
         {
             reversed.remove(&old);
         }
-        reversed.insert(session.clone(), Arc::new(Reverse::new(params, true)));
+        reversed.insert(session.clone(), Arc::new(Reverse::new(params)));
         Some((session, result))
     }
 

@@ -216,7 +216,7 @@ impl Own {
     async fn answer(
         self,
         gw: &Arc<Gateway>,
-        sc: &SessionChild,
+        sc: &Arc<SessionChild>,
         timeout: Duration,
         pending: &Pending,
         answer: Bytes,
@@ -242,7 +242,7 @@ impl Own {
         };
         let (status, body) = match reversed {
             Some((ours, reverse)) => {
-                sc.set_reverse(reverse);
+                sc.set_reverse(reverse, gw.clone());
                 (StatusCode::OK, Bytes::from(ours))
             }
             None => finish(gw, pending, answer),
