@@ -39,7 +39,8 @@ pub(super) async fn bodiless(
             up.bridge.end_reversed(id.unwrap_or_default());
             return reply::ok();
         }
-        return subscription::announced(rt.to_http(up), reverse, &parts.headers);
+        let server = (rt.gw, up, &rt.target.limits);
+        return subscription::announced(server, reverse, &parts.headers);
     }
     let pending = passing(rt, ctx, era);
     let mut reading = Reading::of(ctx.has_session());

@@ -11,7 +11,7 @@
 
 use super::Note;
 use super::reply;
-use super::to_http::ToHttp;
+use crate::config::Limits;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::pipeline::Pending;
@@ -20,6 +20,7 @@ use crate::pipeline::bridge::Reverse;
 use crate::pipeline::subscriptions::Subscription;
 use crate::transport::sse;
 use crate::transport::upstream::announced;
+use crate::transport::upstream::http_client::HttpUpstream;
 use crate::transport::upstream::own::OwnRequests;
 use crate::transport::upstream::subscribers::{self, Release, Subscribed, Subscribers};
 use axum::body::Body;
@@ -60,14 +61,13 @@ pub(crate) async fn serve<S: OwnRequests>(
 /// server of 2026-07-28 (`reverse`): what the server announces, followed with a
 /// `subscriptions/listen` stream of toolgate's (`upstream::announced`) in the client's name
 /// (`client`, its headers), for as long as the client reads it.
-pub(crate) fn announced(to: ToHttp<'_>, reverse: Arc<Reverse>, client: &HeaderMap) -> Response {
+pub(crate) fn announced(
+    (gw, up, limits): (&Arc<Gateway>, &Arc<HttpUpstream>, &Limits),
+    reverse: Arc<Reverse>,
+    client: &HeaderMap,
+) -> Response {
     let (tx, rx) = mpsc::channel(FOLLOWED);
-    let (up, gw, limits, client) = (
-        to.up.clone(),
-        to.gw.clone(),
-        to.target.limits.clone(),
-        client.clone(),
-    );
+    let (up, gw, limits, client) = (up.clone(), gw.clone(), limits.clone(), client.clone());
     tokio::spawn(async move {
         let ids = || gw.next_id();
         announced::follow(&up, &client, &reverse, (ids, &limits), tx).await;
