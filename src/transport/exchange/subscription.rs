@@ -7,7 +7,7 @@
 //! its client opens it again.
 //!
 //! The other way, what a server of 2026-07-28 announces reaches a handshake-era client of
-//! the reverse bridge on its session's GET stream ([`announced`]).
+//! the reverse bridge on its session's GET stream ([`announced()`]).
 
 use super::Note;
 use super::reply;
