@@ -11,7 +11,7 @@
 //! to 30 s); one the server refuses (a 4xx, a server without subscriptions) is not: nothing it
 //! announces can then reach the client. A stdio server's is a request written to the child
 //! ([`follow_child`]), whose announcements come on its output with everything else it sends
-//! on its own, untagged where that is read (`SessionChild::deliver`, the stdio front's pipe).
+//! on its own, read as the client reads them where that is read (`SessionChild::heard`).
 
 use super::children::SessionChild;
 use super::http_client::HttpUpstream;
@@ -34,9 +34,10 @@ const FIRST_WAIT: Duration = Duration::from_secs(1);
 const LONGEST_WAIT: Duration = Duration::from_secs(30);
 
 /// Follows what `up` announces to the client of `reverse`, whose requests go with `client`
-/// (its credential), into `out`, until `out` is closed, toolgate shuts down (a client's GET
-/// would otherwise hold the drain), or the server refuses the stream. `ids` gives each of
-/// toolgate's requests its id.
+/// (its credential), into `out`, until `out` is closed or toolgate shuts down (a client's GET
+/// would otherwise hold the drain). A server that refuses the stream has nothing to hand on:
+/// `out` is then held open, quiet, rather than ended, which a client would take for a
+/// stream to open again at once. `ids` gives each of toolgate's requests its id.
 pub(crate) async fn follow(
     up: &HttpUpstream,
     client: &HeaderMap,
@@ -52,10 +53,13 @@ pub(crate) async fn follow(
         reverse,
         limits,
     };
+    let followed = async {
+        server.follow(ids, changes, out).await;
+        gone.closed().await;
+    };
     tokio::select! {
-        () = server.follow(ids, changes, out) => {}
+        () = followed => {}
         _ = closing.wait_for(|closing| *closing) => {}
-        () = gone.closed() => {}
     }
 }
 
