@@ -1063,10 +1063,7 @@ async fn a_2026_client_listens_to_a_handshake_server_through_every_mode() {
     let p = tokio::task::spawn_blocking(peers).await.unwrap();
     let http = server_everything_http().await;
     let command = [p.server_everything.display().to_string(), "stdio".into()];
-    let uris = [
-        "demo://resource/static/document/architecture.md",
-        "demo://resource/dynamic/text/1",
-    ];
+    let uris = common::peers::ANNOUNCED;
     let reached = common::modes::Reached::start(&http.url, &command).await;
     let tool = "toggle-subscriber-updates";
     let runs = (reached.fronts.iter())
@@ -1195,7 +1192,7 @@ async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them()
 async fn a_listen_stream_hears_only_its_own_credentials_session() {
     let http = server_everything_http().await;
     let tg = Toolgate::serve(&http.url, None).await;
-    let uri = "demo://resource/static/document/architecture.md";
+    let uri = common::peers::ANNOUNCED[0];
     let filter = json!({"notifications": {"resourceSubscriptions": [uri]}});
     let wait = std::time::Duration::from_secs(10);
     let mut streams = Vec::new();
@@ -1216,20 +1213,8 @@ async fn a_listen_stream_hears_only_its_own_credentials_session() {
         "tools/call",
         json!({"name": "toggle-subscriber-updates", "arguments": {}}),
     );
-    let r = common::request(
-        http::Method::POST,
-        &tg.url(),
-        &[
-            ("content-type", "application/json"),
-            ("accept", common::ACCEPT),
-            ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "tools/call"),
-            ("mcp-name", "toggle-subscriber-updates"),
-            ("authorization", "Bearer ada"),
-        ],
-        toggle.to_string(),
-    )
-    .await;
+    let ada = [("authorization", "Bearer ada")];
+    let r = common::post_modern_as(&tg.url(), "tools/call", toggle, &ada).await;
     assert_eq!(
         r.answer()["result"]["resultType"],
         "complete",
@@ -1640,10 +1625,7 @@ async fn a_2026_servers_announcements_reach_a_handshake_client() {
         p.fixtures.join("py_server.py").display().to_string(),
         "announcing-stdio".into(),
     ];
-    let uris = [
-        "demo://resource/static/document/architecture.md",
-        "demo://resource/dynamic/text/1",
-    ];
+    let uris = common::peers::ANNOUNCED;
     let reached = common::modes::Reached::start(&http.url, &command).await;
     let runs = (reached.fronts.iter())
         .map(|(_, front)| common::peers::typescript_subscriber(front, "announce", &uris));

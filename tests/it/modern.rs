@@ -307,10 +307,7 @@ async fn a_2026_servers_own_listen_streams_pass_through_every_mode() {
         p.fixtures.join("py_server.py").display().to_string(),
         "announcing-stdio".into(),
     ];
-    let uris = [
-        "demo://resource/static/document/architecture.md",
-        "demo://resource/dynamic/text/1",
-    ];
+    let uris = common::peers::ANNOUNCED;
     let reached = common::modes::Reached::start(&http.url, &command).await;
     let runs = (reached.fronts.iter())
         .map(|(_, front)| common::peers::python_listener(front, "2026-07-28", "announce", &uris));

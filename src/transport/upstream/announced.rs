@@ -21,17 +21,13 @@ use crate::net::client::{Media, UpstreamBody};
 use crate::pipeline::bridge::Reverse;
 use crate::pipeline::subscriptions;
 use crate::transport::sse::{self, Events};
-use crate::transport::upstream::session_stream::Opened;
+use crate::transport::upstream::session_stream::{DEFAULT_RETRY, Opened, longer};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method};
 use std::sync::Weak;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// The first wait before a stream is opened again, and the longest.
-const FIRST_WAIT: Duration = Duration::from_secs(1);
-const LONGEST_WAIT: Duration = Duration::from_secs(30);
 
 /// Follows what `up` announces to the client of `reverse`, whose requests go with `client`
 /// (its credential), into `out`, until `out` is closed or toolgate shuts down (a client's GET
@@ -87,7 +83,7 @@ impl Server<'_> {
                 Opened::Stream(body) => match relay(body, self.limits, &mut changes, &out).await {
                     Some(Relayed::Changed) => Duration::ZERO,
                     // A stream that carried something was working.
-                    Some(Relayed::Ended { heard: true }) => FIRST_WAIT,
+                    Some(Relayed::Ended { heard: true }) => DEFAULT_RETRY,
                     Some(Relayed::Ended { heard: false }) => longer(wait),
                     None => return,
                 },
@@ -174,10 +170,6 @@ fn listen_headers(client: &HeaderMap) -> HeaderMap {
     headers
 }
 
-fn longer(wait: Duration) -> Duration {
-    (wait * 2).clamp(FIRST_WAIT, LONGEST_WAIT)
-}
-
 /// [`follow`] for the child of `sc`, a session toolgate keeps for a handshake-era client
 /// before a stdio server of 2026-07-28 only: toolgate's `subscriptions/listen` is written to
 /// the child, and written again (the one before cancelled) each time the client's
@@ -209,7 +201,7 @@ pub(crate) async fn follow_child(sc: Weak<SessionChild>, ids: impl Fn() -> Strin
             changed = changes.changed() => if changed.is_err() { return },
             // Its answer ends the stream (or the child): it is written again after a while.
             answered = owed.next(UNANSWERED) => match answered {
-                Ok(_) => tokio::time::sleep(FIRST_WAIT).await,
+                Ok(_) => tokio::time::sleep(DEFAULT_RETRY).await,
                 Err(_) => return,
             },
         }

@@ -485,6 +485,11 @@ pub fn referenced(answer: Value) -> Value {
 
 /// POST of a 2026-07-28 message, with the headers that era asks for (no session).
 pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
+    post_modern_as(url, method, body, &[]).await
+}
+
+/// [`post_modern`] with more headers (a client's credential).
+pub async fn post_modern_as(url: &str, method: &str, body: Value, more: &[(&str, &str)]) -> Reply {
     // What `Mcp-Name` mirrors: a tool's or prompt's name, a resource's URI.
     let params = &body["params"];
     let name = (params["name"].as_str())
@@ -500,6 +505,7 @@ pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
     if !name.is_empty() {
         headers.push(("mcp-name", name.as_str()));
     }
+    headers.extend_from_slice(more);
     request(Method::POST, url, &headers, body.to_string()).await
 }
 

@@ -438,6 +438,13 @@ pub async fn python_client_answering(
     run_client(cmd, calls).await
 }
 
+/// The resources `fixtures/py_server.py announcing` announces updates of, which
+/// server-everything serves too.
+pub const ANNOUNCED: [&str; 2] = [
+    "demo://resource/static/document/architecture.md",
+    "demo://resource/dynamic/text/1",
+];
+
 /// Runs the Python SDK client's `subscriptions/listen` (`fixtures/py_listen.py`): it listens
 /// for every list change and for each of `uris`' updates, calls `tool`, and reports what the
 /// stream was acknowledged with and the events it took until each URI's update came.
