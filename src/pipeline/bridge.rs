@@ -8,7 +8,7 @@
 //! every result and that a handshake-era server never writes. What has no counterpart in the
 //! handshake era is refused here, naming what cannot be bridged.
 
-use super::subscriptions::{self, Filter, Subscription};
+use super::subscriptions::{self, BadResource, Filter, Subscription};
 use crate::jsonrpc::{self, footprint};
 use crate::locks::MutexExt;
 use crate::lograte::{LogRate, warn_at_rate};
@@ -44,13 +44,20 @@ struct Initialized {
     instructions: Option<String>,
 }
 
+impl Initialized {
+    /// A server's `initialize` result, read; empty when it is not one.
+    fn of(init: &RawValue) -> Initialized {
+        serde_json::from_str(init.get()).unwrap_or(Initialized {
+            capabilities: None,
+            server_info: None,
+            instructions: None,
+        })
+    }
+}
+
 /// The `server/discover` result for a server whose `initialize` result is `init`.
 pub fn discover_result(init: &RawValue) -> Value {
-    let init: Initialized = serde_json::from_str(init.get()).unwrap_or(Initialized {
-        capabilities: None,
-        server_info: None,
-        instructions: None,
-    });
+    let init = Initialized::of(init);
     let mut result = json!({
         "supportedVersions": [mcp::MODERN_VERSION],
         "capabilities": capabilities_of(init.capabilities.as_deref()),
@@ -213,7 +220,9 @@ pub fn request(method: &str, id: Option<&RawValue>, bytes: &[u8], init: &RawValu
         return match filter {
             Ok(f) => Bridged::Subscribe(Box::new(Subscription {
                 id: id.to_owned(),
-                filter: f.announced_by(init),
+                filter: f.announced_by(&capabilities_of(
+                    Initialized::of(init).capabilities.as_deref(),
+                )),
             })),
             Err(why) => error(jsonrpc::INVALID_PARAMS, &why.to_string(), None),
         };
@@ -682,31 +691,17 @@ impl Reverse {
     }
 
     /// A client's `resources/subscribe` or `resources/unsubscribe` (`bytes`), kept for the
-    /// stream that follows the server: `Err` says why it is refused (`-32602`).
-    fn follow(&self, subscribe: bool, bytes: &[u8]) -> Result<(), String> {
-        #[derive(Deserialize)]
-        struct Request {
-            params: UriParams,
-        }
-        #[derive(Deserialize)]
-        struct UriParams {
-            uri: String,
-        }
+    /// stream that follows the server.
+    fn follow(&self, subscribe: bool, bytes: &[u8]) -> Result<(), BadResource> {
         let f = &self.followed;
-        let uri = serde_json::from_slice::<Request>(bytes)
-            .map_err(|_| "Invalid params: params.uri must be a string".to_string())?
-            .params
-            .uri;
+        let uri = BadResource::uri_of(bytes)?;
         let mut resources = f.resources.locked();
         let changed = match subscribe {
             true if resources.len() >= subscriptions::MAX_RESOURCES => {
-                return Err(format!(
-                    "Invalid params: a session may subscribe to at most {} resources through this gateway",
-                    subscriptions::MAX_RESOURCES
-                ));
+                return Err(BadResource::TooMany);
             }
-            true => resources.insert(uri.into()),
-            false => resources.remove(uri.as_str()),
+            true => resources.insert(uri),
+            false => resources.remove(&uri),
         };
         drop(resources);
         if changed {
@@ -781,7 +776,12 @@ impl Reverse {
                     Ok(()) => return empty(),
                     Err(why) => Bridged::Answer(
                         Some(jsonrpc::INVALID_PARAMS),
-                        jsonrpc::error_response(id, jsonrpc::INVALID_PARAMS, &why, None),
+                        jsonrpc::error_response(
+                            id,
+                            jsonrpc::INVALID_PARAMS,
+                            &why.to_string(),
+                            None,
+                        ),
                     ),
                 });
             }
@@ -856,12 +856,22 @@ mod tests {
         );
         assert_eq!(ask("resources/unsubscribe", "a://1"), None);
         assert!(changes.has_changed().unwrap());
+        changes.borrow_and_update();
         let m = br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{}}"#;
         let Some(Bridged::Answer(code, _)) = r.request("resources/subscribe", Some(&raw("1")), m)
         else {
             panic!("not answered")
         };
         assert_eq!(code, Some(jsonrpc::INVALID_PARAMS));
+        let long = "a".repeat(4096);
+        assert_eq!(
+            ask("resources/subscribe", &long),
+            Some(jsonrpc::INVALID_PARAMS)
+        );
+        assert!(
+            !changes.has_changed().unwrap(),
+            "a refused one changes nothing"
+        );
     }
 
     #[test]

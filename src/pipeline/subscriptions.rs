@@ -40,6 +40,39 @@ const MAX_URI_BYTES: usize = 2 * 1024;
 /// bounded by this times the messages it holds (`upstream::subscribers`).
 pub const MAX_ANNOUNCEMENT_BYTES: usize = 16 * 1024;
 
+/// Why a handshake-era client's `resources/subscribe` or `resources/unsubscribe` is refused
+/// (`-32602`), where toolgate keeps its subscriptions for it (the reverse bridge).
+#[derive(Debug, thiserror::Error)]
+pub enum BadResource {
+    #[error("Invalid params: params.uri must be a string of at most {MAX_URI_BYTES} bytes")]
+    Uri,
+    #[error(
+        "Invalid params: a session may subscribe to at most {MAX_RESOURCES} resources through this gateway"
+    )]
+    TooMany,
+}
+
+impl BadResource {
+    /// The resource a subscription request (`bytes`) names, when it is one toolgate keeps.
+    pub fn uri_of(bytes: &[u8]) -> Result<Box<str>, BadResource> {
+        #[derive(Deserialize)]
+        struct Request {
+            params: UriParams,
+        }
+        #[derive(Deserialize)]
+        struct UriParams {
+            uri: String,
+        }
+        let uri = (serde_json::from_slice::<Request>(bytes).map_err(|_| BadResource::Uri)?)
+            .params
+            .uri;
+        match uri.len() <= MAX_URI_BYTES {
+            true => Ok(uri.into()),
+            false => Err(BadResource::Uri),
+        }
+    }
+}
+
 /// Why a `subscriptions/listen` request is refused (`-32602`).
 #[derive(Debug, thiserror::Error)]
 pub enum BadFilter {
@@ -108,15 +141,14 @@ impl Filter {
         })
     }
 
-    /// What of it a server announces, by the capabilities of its `initialize` result
-    /// (`init`): each list's changes where it says `listChanged`, resources where it says
-    /// `subscribe`.
-    pub fn announced_by(mut self, init: &RawValue) -> Filter {
-        let offered = Offered::of(init);
-        self.tools &= offered.feature("tools", "listChanged");
-        self.prompts &= offered.feature("prompts", "listChanged");
-        self.resources &= offered.feature("resources", "listChanged");
-        if !offered.feature("resources", "subscribe") {
+    /// What of it a server announces, by its `capabilities`: each list's changes where they
+    /// say `listChanged`, resources where they say `subscribe`.
+    pub fn announced_by(mut self, capabilities: &Value) -> Filter {
+        let says = |feature: &str, flag: &str| capabilities[feature][flag] == Value::Bool(true);
+        self.tools &= says("tools", "listChanged");
+        self.prompts &= says("prompts", "listChanged");
+        self.resources &= says("resources", "listChanged");
+        if !says("resources", "subscribe") {
             self.uris.clear();
         }
         self
@@ -151,33 +183,6 @@ impl Filter {
             f.insert("resourceSubscriptions".into(), Value::Array(uris.collect()));
         }
         Value::Object(f)
-    }
-}
-
-/// A server's capabilities, as far as announcements go.
-struct Offered(Option<Value>);
-
-impl Offered {
-    fn of(init: &RawValue) -> Offered {
-        #[derive(Deserialize)]
-        struct Init<'a> {
-            #[serde(borrow)]
-            capabilities: Option<&'a RawValue>,
-        }
-        let caps = serde_json::from_str::<Init<'_>>(init.get())
-            .ok()
-            .and_then(|i| i.capabilities)
-            .filter(|c| footprint::affordable(c.get()))
-            .and_then(|c| serde_json::from_str(c.get()).ok());
-        Offered(caps)
-    }
-
-    fn feature(&self, feature: &str, flag: &str) -> bool {
-        let on = self
-            .0
-            .as_ref()
-            .and_then(|c| c.get(feature)?.get(flag)?.as_bool());
-        on == Some(true)
     }
 }
 
@@ -417,9 +422,9 @@ mod tests {
             resources: true,
             uris: vec!["a://1".into()],
         };
-        let init = raw(json!({"protocolVersion": "2025-11-25", "capabilities": {
-            "tools": {"listChanged": true}, "prompts": {}, "resources": {"listChanged": true}}}));
-        let delivered = asked.clone().announced_by(&init);
+        let caps = json!({"tools": {"listChanged": true}, "prompts": {},
+            "resources": {"listChanged": true}});
+        let delivered = asked.clone().announced_by(&caps);
         assert_eq!(
             delivered,
             Filter {
@@ -429,7 +434,7 @@ mod tests {
                 uris: vec![],
             }
         );
-        let subscribes = raw(json!({"capabilities": {"resources": {"subscribe": true}}}));
+        let subscribes = json!({"resources": {"subscribe": true}});
         assert_eq!(
             asked.announced_by(&subscribes).uris,
             vec![Box::<str>::from("a://1")]
