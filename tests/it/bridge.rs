@@ -344,6 +344,33 @@ async fn bridged_http_sessions_follow_credentials_and_come_back_after_a_404() {
     }
 }
 
+/// Requests that come at the same time for a credential without a session yet open one
+/// session between them: the rest wait for it, rather than each open one that the server
+/// keeps and no one uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_first_requests_opens_one_session_per_credential() {
+    let state = std::sync::Arc::new(HandshakeOnly::default());
+    let url = serve_in_process(axum::routing::post(handshake_only).with_state(state.clone())).await;
+    let tg = Toolgate::serve(&url, None).await;
+    let calls = (0..40).map(|i| {
+        let (url, who) = (tg.url(), ["Bearer alice", "Bearer bob"][i % 2]);
+        async move { (i, modern_add(&url, i as i64, who, json!(i)).await) }
+    });
+    for (i, r) in futures_util::future::join_all(calls).await {
+        assert_eq!(r["id"], i, "{r}");
+        assert_eq!(
+            r["result"]["content"][0]["text"],
+            (i + 2).to_string(),
+            "{r}"
+        );
+    }
+    let mut opened: Vec<String> = (state.opened.lock().unwrap().iter())
+        .map(|(_, who)| who.clone())
+        .collect();
+    opened.sort();
+    assert_eq!(opened, ["Bearer alice", "Bearer bob"]);
+}
+
 /// The other way: a handshake-era client in front of a stdio server that speaks only
 /// 2026-07-28 (the Python SDK server behind `fixtures/modern_only.py`, which refuses
 /// `initialize` as such a server does), through `serve -- CMD` and `stdio -- CMD`.

@@ -82,6 +82,10 @@ impl EraDecision {
 /// The most bridged sessions one upstream has at once, each way.
 const MAX_SESSIONS: usize = 1024;
 
+/// Locks sessions are opened under ([`HttpBridge::opening`]): two credentials that share one
+/// open their sessions in turn, which only a burst of new credentials meets.
+const OPENING_STRIPES: usize = 32;
+
 /// toolgate's session with a handshake-era server, for the 2026-07-28 clients of one
 /// credential.
 pub struct Session {
@@ -274,6 +278,11 @@ pub struct HttpBridge {
     /// Whether the upstream speaks only the handshake, and when an answer decided it.
     era: EraDecision,
     sessions: Mutex<HashMap<ScopeKey, Arc<Session>>>,
+    /// One opening of a session per credential at a time (striped by the credential's key):
+    /// the requests that come while it is under way wait and take the session it opens,
+    /// where each would otherwise ask the era and open a session of its own, kept by the
+    /// server and used by no one.
+    opening: [tokio::sync::Mutex<()>; OPENING_STRIPES],
     /// The sessions toolgate keeps for handshake-era clients of a server that speaks only
     /// 2026-07-28 (`pipeline::bridge::Reverse`), by the session id toolgate gave them.
     reversed: Mutex<HashMap<String, Arc<Reverse>>>,
@@ -541,6 +550,11 @@ impl HttpBridge {
         limits: &Limits,
     ) -> Option<Arc<Session>> {
         let ids = || gw.next_id();
+        if let Some(at_hand) = self.session_at_hand(key) {
+            return at_hand;
+        }
+        let stripe = (key.context as usize ^ key.upstream as usize) % OPENING_STRIPES;
+        let _turn = self.opening[stripe].lock().await;
         if let Some(at_hand) = self.session_at_hand(key) {
             return at_hand;
         }

@@ -17,12 +17,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
-/// Streams open at once in one session; the next is refused until one ends.
-const MAX_STREAMS: usize = 64;
+/// Streams open at once in one session; the next is refused until one ends. A bridged HTTP
+/// session is every client's of one credential (all anonymous clients share one), and a
+/// client keeps one stream open as long as it runs, so the bound is one of many clients.
+const MAX_STREAMS: usize = 1024;
+/// The resources a session's streams name, all counted (one named by two streams counts
+/// twice): what clients can make a session hold (at most 2 KiB each) and ask its server.
+const MAX_NAMED: usize = 4096;
 /// Announcements waiting for a stream's client. One that takes none while this many wait
 /// has its stream ended, as a 2026-07-28 server ends it: nothing is replayed, so the client
 /// opens it again and lists again, which loses nothing a longer backlog would have kept.
-const BACKLOG: usize = 256;
+const BACKLOG: usize = 64;
 
 /// The streams of one session.
 pub(crate) struct Subscribers {
@@ -48,6 +53,8 @@ struct Open {
     next: u64,
     /// How many streams hold each resource.
     held: HashMap<Box<str>, usize>,
+    /// The resources the streams name, all counted (the sum of `held`).
+    named: usize,
 }
 
 /// A stream, kept until its client is gone ([`Subscribed`]), which releases what it holds.
@@ -58,12 +65,18 @@ struct Stream {
     out: Option<mpsc::Sender<Bytes>>,
 }
 
-/// Why a stream could not be opened.
+/// Why a stream could not be opened: the session holds as much as it may.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "this gateway holds at most {MAX_STREAMS} subscriptions/listen streams at once in front of this server; end one or try again later"
-)]
-pub(crate) struct TooManyStreams;
+pub(crate) enum Full {
+    #[error(
+        "this gateway holds at most {MAX_STREAMS} subscriptions/listen streams at once in front of this server; end one or try again later"
+    )]
+    Streams,
+    #[error(
+        "the subscriptions/listen streams open in front of this server name {MAX_NAMED} resources at most between them; name fewer, end a stream or try again later"
+    )]
+    Resources,
+}
 
 /// How the server is told that no stream holds some resources any more: on a task of its
 /// own, since a stream ends where nothing can wait (its client left). The task holds its
@@ -86,14 +99,18 @@ impl Subscribers {
         self: &Arc<Self>,
         mut subscription: Subscription,
         release: Release,
-    ) -> Result<(Subscribed, mpsc::Receiver<Bytes>), TooManyStreams> {
+    ) -> Result<(Subscribed, mpsc::Receiver<Bytes>), Full> {
         let mut open = self.open.locked();
         if open.streams.len() >= MAX_STREAMS {
-            return Err(TooManyStreams);
+            return Err(Full::Streams);
         }
         if open.deaf {
             subscription.filter = Filter::default();
         }
+        if open.named + subscription.filter.uris.len() > MAX_NAMED {
+            return Err(Full::Resources);
+        }
+        open.named += subscription.filter.uris.len();
         let (out, rx) = mpsc::channel(BACKLOG);
         let n = open.next;
         open.next += 1;
@@ -202,6 +219,7 @@ impl Open {
         let mut released = Vec::new();
         for uri in uris {
             if let Some(count) = self.held.get_mut(uri) {
+                self.named -= 1;
                 *count -= 1;
                 if *count == 0 {
                     self.held.remove(uri);
@@ -457,5 +475,45 @@ mod tests {
         kept.pop();
         let (r, _) = released();
         assert!(subs.open(subscription("again", true, &[]), r).is_ok());
+    }
+
+    #[test]
+    fn a_sessions_streams_name_a_bounded_number_of_resources_between_them() {
+        let subs = Arc::new(Subscribers::default());
+        let uris: Vec<String> = (0..256).map(|i| format!("a://{i}")).collect();
+        let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
+        let mut kept = Vec::new();
+        for i in 0..MAX_NAMED / uris.len() {
+            let (r, _) = released();
+            kept.push(
+                subs.open(subscription(&i.to_string(), false, &uris), r)
+                    .unwrap(),
+            );
+        }
+        let (r, _) = released();
+        let over = subs.open(subscription("over", false, &["a://0"]), r);
+        assert!(matches!(over, Err(Full::Resources)));
+        let (r, _) = released();
+        assert!(
+            subs.open(subscription("none", true, &[]), r).is_ok(),
+            "lists only"
+        );
+        let (first, _) = kept.remove(0);
+        first.acknowledgment(&["a://0".into(), "a://1".into()]);
+        let (r, _) = released();
+        let two = subscription("two", false, &["b://0", "b://1"]);
+        let two = subs.open(two, r);
+        assert!(two.is_ok(), "what the server refused is not held");
+        let (r, _) = released();
+        assert!(
+            subs.open(subscription("three", false, &["c://0"]), r)
+                .is_err()
+        );
+        drop(first);
+        let (r, _) = released();
+        assert!(
+            subs.open(subscription("after", false, &uris[2..]), r)
+                .is_ok()
+        );
     }
 }
