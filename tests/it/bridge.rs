@@ -185,6 +185,8 @@ struct HandshakeOnly {
     /// Session id → the credential that opened it.
     opened: std::sync::Mutex<Vec<(String, String)>>,
     ended: std::sync::Mutex<Vec<String>>,
+    /// (session, credential) of every DELETE.
+    deleted: std::sync::Mutex<Vec<(String, String)>>,
     /// (session, credential) of every `tools/call`.
     calls: std::sync::Mutex<Vec<(String, String)>>,
 }
@@ -261,6 +263,21 @@ async fn handshake_only(
             json!({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "Method not found"}}),
         ),
     }
+}
+
+/// [`handshake_only`]'s DELETE: the session is ended.
+async fn handshake_end(
+    axum::extract::State(s): axum::extract::State<std::sync::Arc<HandshakeOnly>>,
+    headers: http::HeaderMap,
+) -> http::StatusCode {
+    let text = |name| headers.get(name).map_or("", |v| v.to_str().unwrap());
+    let session = text("mcp-session-id").to_string();
+    s.deleted
+        .lock()
+        .unwrap()
+        .push((session.clone(), text("authorization").into()));
+    s.ended.lock().unwrap().push(session);
+    http::StatusCode::OK
 }
 
 async fn modern_add(url: &str, id: i64, auth: &str, a: Value) -> Value {
@@ -369,6 +386,60 @@ async fn a_burst_of_first_requests_opens_one_session_per_credential() {
         .collect();
     opened.sort();
     assert_eq!(opened, ["Bearer alice", "Bearer bob"]);
+}
+
+/// toolgate ends the sessions it opened for its bridged clients when it stops, as a client
+/// that needs a session no more should: on SIGTERM (`serve --upstream`), and when its stdio
+/// client closes the pipe (`stdio --upstream`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toolgate_ends_its_bridged_sessions_when_it_stops() {
+    let server = || async {
+        let state = std::sync::Arc::new(HandshakeOnly::default());
+        let route = axum::routing::post(handshake_only).delete(handshake_end);
+        (
+            serve_in_process(route.with_state(state.clone())).await,
+            state,
+        )
+    };
+    let (url, state) = server().await;
+    let mut tg = Toolgate::serve(&url, None).await;
+    for (id, who) in [(1, "Bearer alice"), (2, "Bearer bob")] {
+        let r = modern_add(&tg.url(), id, who, json!(1)).await;
+        assert_eq!(r["result"]["content"][0]["text"], "3", "{r}");
+    }
+    let pid = nix::unistd::Pid::from_raw(tg.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(tg.wait().await.success());
+    let mut ended = state.deleted.lock().unwrap().clone();
+    ended.sort();
+    let each = [("s1", "Bearer alice"), ("s2", "Bearer bob")];
+    assert_eq!(ended, each.map(|(s, who)| (s.to_string(), who.to_string())));
+
+    // Past 1,024 credentials, the session pushed out to make room is ended too.
+    let (url, state) = server().await;
+    let tg = Toolgate::serve(&url, None).await;
+    for i in 0..=1024 {
+        let r = modern_add(&tg.url(), i, &format!("Bearer {i}"), json!(1)).await;
+        assert_eq!(r["result"]["content"][0]["text"], "3", "{r}");
+    }
+    assert!(common::processes::wait_for(|| !state.deleted.lock().unwrap().is_empty()).await);
+    assert_eq!(state.deleted.lock().unwrap().len(), 1);
+
+    let (url, state) = server().await;
+    let mut gate = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), url]);
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": 1, "b": 2},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let r = gate.ask(call).await;
+    assert_eq!(r["result"]["content"][0]["text"], "3", "{r}");
+    gate.stdin = None;
+    let deleted = || state.deleted.lock().unwrap().len() == 1;
+    assert!(
+        common::processes::wait_for(deleted).await,
+        "{}",
+        gate.logs()
+    );
 }
 
 /// The other way: a handshake-era client in front of a stdio server that speaks only

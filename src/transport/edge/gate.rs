@@ -127,10 +127,16 @@ impl Endpoints {
         }
     }
 
-    /// Stops every stdio child (at shutdown).
+    /// Stops every stdio child and ends the sessions toolgate opened with HTTP servers for
+    /// bridged clients (at shutdown).
     pub(crate) async fn close(&self) {
         for p in self.pools.iter() {
             p.close_all().await;
+        }
+        for e in self.endpoints.iter() {
+            if let Server::Http(up) = &e.server {
+                up.bridge.end_sessions(up).await;
+            }
         }
     }
 }

@@ -83,7 +83,7 @@ impl App {
             .service(Gate::new(&self.endpoints, peer))
     }
 
-    /// Stops every stdio child (at shutdown).
+    /// Stops every stdio child and ends toolgate's own sessions with HTTP servers (at shutdown).
     pub async fn close(&self) {
         self.endpoints.close().await;
     }

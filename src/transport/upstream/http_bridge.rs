@@ -106,6 +106,9 @@ pub struct Session {
     pub(crate) subscribers: Arc<Subscribers>,
     /// That stream, read while the session is kept.
     _stream: SessionStream,
+    /// The headers toolgate's requests in the session went with first (the credential, the
+    /// session, its version), for the DELETE that ends it ([`Session::end`]).
+    opened_with: HeaderMap,
 }
 
 impl Drop for Session {
@@ -125,7 +128,38 @@ impl Drop for SessionStream {
     }
 }
 
+/// How long toolgate waits for a server to end a session it asked it to end: the answer
+/// tells toolgate nothing, and at shutdown a server that does not answer would hold the exit.
+const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Session {
+    /// Asks the server to end the session (DELETE), as a client should once it needs a
+    /// session no more: a server keeps one until told, or until it expires it, and some (the
+    /// TypeScript SDK's) never expire one.
+    async fn end(&self, up: &HttpUpstream) {
+        if self.id.is_none() {
+            return;
+        }
+        let wait = crate::net::client::Wait {
+            answer: ENDING_WAIT,
+            stream_gap: ENDING_WAIT,
+        };
+        let headers = self.opened_with.clone();
+        match up
+            .http
+            .send(http::Method::DELETE, headers, Bytes::new(), wait)
+            .await
+        {
+            Ok(r) => tracing::debug!(
+                status = r.status().as_u16(),
+                "ended a bridged session with the upstream"
+            ),
+            Err(e) => {
+                tracing::debug!(error = %e, "could not end a bridged session with the upstream")
+            }
+        }
+    }
+
     /// A bridged call's place among those the server's questions on the session's own
     /// stream go to (`upstream::rounds::Questions`).
     pub(crate) fn listen(&self) -> Listening {
@@ -570,15 +604,24 @@ impl HttpBridge {
         let opening = self.open(up, client.0, &id, (declared, learns), limits);
         let opened = Arc::new(Box::pin(opening).await?);
         let mut sessions = self.sessions.locked();
-        // Credentials come from clients: past the bound, one session is forgotten (the
-        // server expires it) to make room, and its credential's next request opens another.
+        // Credentials come from clients: past the bound, one session is ended to make room,
+        // and its credential's next request opens another.
         if sessions.len() >= MAX_SESSIONS
             && !sessions.contains_key(&key)
             && let Some(old) = sessions.keys().next().copied()
+            && let Some(old) = sessions.remove(&old)
         {
-            sessions.remove(&old);
+            let up = up.clone();
+            tokio::spawn(async move { old.end(&up).await });
         }
         Some(sessions.entry(key).or_insert(opened).clone())
+    }
+
+    /// Ends every session toolgate holds with the server (at shutdown, once the clients'
+    /// requests are done), all at once.
+    pub(crate) async fn end_sessions(&self, up: &HttpUpstream) {
+        let sessions: Vec<_> = self.sessions.locked().drain().map(|(_, s)| s).collect();
+        futures_util::future::join_all(sessions.iter().map(|s| s.end(up))).await;
     }
 
     /// After the server refused a handshake-era client's `initialize`: when it answers
@@ -725,6 +768,9 @@ impl HttpBridge {
         let headers = opening.into_headers();
         // The session's own stream, opened at once: a server asks there from the start.
         let (questions, subscribers) = (Arc::default(), Arc::default());
+        let mut opened_with = headers.clone();
+        opened_with.remove(CONTENT_TYPE);
+        opened_with.remove(ACCEPT);
         let mut listen = headers.clone();
         listen.remove(CONTENT_TYPE);
         listen.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -745,6 +791,7 @@ impl HttpBridge {
             multiplexed: Arc::default(),
             subscribers,
             _stream: SessionStream(tokio::spawn(read)),
+            opened_with,
         })
     }
 }
