@@ -309,9 +309,13 @@ async fn a_2026_servers_own_listen_streams_pass_through_every_mode() {
     ];
     let uris = common::peers::ANNOUNCED;
     let reached = common::modes::Reached::start(&http.url, &command).await;
-    let runs = (reached.fronts.iter())
-        .map(|(_, front)| common::peers::python_listener(front, "2026-07-28", "announce", &uris));
-    let outs = futures_util::future::join_all(runs).await;
+    // One front at a time: three of them reach the same server, whose announcements go to
+    // every stream, and another client's update could end a stream's wait before its own
+    // announcement came.
+    let mut outs = Vec::new();
+    for (_, front) in &reached.fronts {
+        outs.push(common::peers::python_listener(front, "2026-07-28", "announce", &uris).await);
+    }
     let expected = json!({
         "protocol": "2026-07-28",
         "honored": {"toolsListChanged": true, "promptsListChanged": true,

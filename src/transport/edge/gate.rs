@@ -135,7 +135,7 @@ impl Endpoints {
         }
         for e in self.endpoints.iter() {
             if let Server::Http(up) = &e.server {
-                up.bridge.end_sessions(up).await;
+                up.bridge.end_sessions().await;
             }
         }
     }

@@ -309,7 +309,7 @@ impl Upstream for Http {
         if let Some(s) = self.stream.locked().take() {
             s.abort();
         }
-        self.up.bridge.end_sessions(&self.up).await;
+        self.up.bridge.end_sessions().await;
         let headers = self.headers();
         let Some(id) = headers.get(mcp::SESSION_ID) else {
             return "keeps no session".into();

@@ -106,16 +106,56 @@ pub struct Session {
     pub(crate) subscribers: Arc<Subscribers>,
     /// That stream, read while the session is kept.
     _stream: SessionStream,
-    /// The headers toolgate's requests in the session went with first (the credential, the
-    /// session, its version), for the DELETE that ends it ([`Session::end`]).
-    opened_with: HeaderMap,
+    /// How the server is asked to end the session; `None` once it was, or once the server
+    /// ended it itself.
+    ending: Mutex<Option<Ending>>,
 }
 
 impl Drop for Session {
-    /// Forgotten (lost, ended by the server, pushed out by another): what its streams wait
-    /// for will not come, so they end, and their clients listen anew in another session.
+    /// Forgotten (lost, ended by the server, pushed out by another) and used by no request
+    /// any more: what its streams wait for will not come, so they end, and their clients
+    /// listen anew in another session; and the server is asked to end it, unless it did.
     fn drop(&mut self) {
         self.subscribers.end();
+        let ending = self
+            .ending
+            .get_mut()
+            .map_or_else(|e| e.into_inner().take(), Option::take);
+        if let (Some(ending), Ok(runtime)) = (ending, tokio::runtime::Handle::try_current()) {
+            runtime.spawn(ending.send());
+        }
+    }
+}
+
+/// The DELETE that ends a session, as a client should once it needs a session no more: a
+/// server keeps one until told, or until it expires it, and some (the TypeScript SDK's)
+/// never expire one.
+struct Ending {
+    up: Weak<HttpUpstream>,
+    /// The headers toolgate's requests in the session went with first (the credential, the
+    /// session, its version).
+    headers: HeaderMap,
+}
+
+impl Ending {
+    async fn send(self) {
+        let Some(up) = self.up.upgrade() else {
+            return;
+        };
+        let wait = crate::net::client::Wait {
+            answer: ENDING_WAIT,
+            stream_gap: ENDING_WAIT,
+        };
+        let (delete, none) = (http::Method::DELETE, Bytes::new());
+        match up.http.send(delete, self.headers, none, wait).await {
+            Ok(r) => tracing::debug!(
+                status = r.status().as_u16(),
+                "ended a bridged session with the upstream"
+            ),
+            Err(e) => {
+                tracing::debug!(error = %e, "could not end a bridged session with the upstream")
+            }
+        }
     }
 }
 
@@ -128,35 +168,17 @@ impl Drop for SessionStream {
     }
 }
 
-/// How long toolgate waits for a server to end a session it asked it to end: the answer
-/// tells toolgate nothing, and at shutdown a server that does not answer would hold the exit.
+/// How long toolgate waits for a server to end a session it asked it to end ([`Ending`]):
+/// the answer tells toolgate nothing, and at shutdown a server that does not answer would
+/// hold the exit.
 const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Session {
-    /// Asks the server to end the session (DELETE), as a client should once it needs a
-    /// session no more: a server keeps one until told, or until it expires it, and some (the
-    /// TypeScript SDK's) never expire one.
-    async fn end(&self, up: &HttpUpstream) {
-        if self.id.is_none() {
-            return;
-        }
-        let wait = crate::net::client::Wait {
-            answer: ENDING_WAIT,
-            stream_gap: ENDING_WAIT,
-        };
-        let headers = self.opened_with.clone();
-        match up
-            .http
-            .send(http::Method::DELETE, headers, Bytes::new(), wait)
-            .await
-        {
-            Ok(r) => tracing::debug!(
-                status = r.status().as_u16(),
-                "ended a bridged session with the upstream"
-            ),
-            Err(e) => {
-                tracing::debug!(error = %e, "could not end a bridged session with the upstream")
-            }
+    /// Asks the server to end the session now (at shutdown) rather than once it is dropped.
+    async fn end(&self) {
+        let ending = self.ending.locked().take();
+        if let Some(ending) = ending {
+            ending.send().await;
         }
     }
 
@@ -604,24 +626,23 @@ impl HttpBridge {
         let opening = self.open(up, client.0, &id, (declared, learns), limits);
         let opened = Arc::new(Box::pin(opening).await?);
         let mut sessions = self.sessions.locked();
-        // Credentials come from clients: past the bound, one session is ended to make room,
-        // and its credential's next request opens another.
+        // Credentials come from clients: past the bound, one session is forgotten to make
+        // room (and ended once its requests are done), and its credential's next request
+        // opens another.
         if sessions.len() >= MAX_SESSIONS
             && !sessions.contains_key(&key)
             && let Some(old) = sessions.keys().next().copied()
-            && let Some(old) = sessions.remove(&old)
         {
-            let up = up.clone();
-            tokio::spawn(async move { old.end(&up).await });
+            sessions.remove(&old);
         }
         Some(sessions.entry(key).or_insert(opened).clone())
     }
 
     /// Ends every session toolgate holds with the server (at shutdown, once the clients'
     /// requests are done), all at once.
-    pub(crate) async fn end_sessions(&self, up: &HttpUpstream) {
+    pub(crate) async fn end_sessions(&self) {
         let sessions: Vec<_> = self.sessions.locked().drain().map(|(_, s)| s).collect();
-        futures_util::future::join_all(sessions.iter().map(|s| s.end(up))).await;
+        futures_util::future::join_all(sessions.iter().map(|s| s.end())).await;
     }
 
     /// After the server refused a handshake-era client's `initialize`: when it answers
@@ -681,14 +702,20 @@ impl HttpBridge {
     ) -> Option<UpstreamError> {
         session_lost(up, status, headers, limits)
             .await
-            .then(|| self.lost(key))
+            .then(|| self.lost(key, headers.get(mcp::SESSION_ID)))
     }
 
-    /// The server ended the session of credential `key` (HTTP 404): the next request opens
-    /// another. A 2026-07-28 client has no session to lose, so the request that met the 404
-    /// gets the returned error, which says it may retry.
-    pub fn lost(&self, key: ScopeKey) -> UpstreamError {
-        self.sessions.locked().remove(&key);
+    /// The server ended session `id` of credential `key` (HTTP 404): the next request opens
+    /// another (unless one already has). A 2026-07-28 client has no session to lose, so the
+    /// request that met the 404 gets the returned error, which says it may retry.
+    fn lost(&self, key: ScopeKey, id: Option<&HeaderValue>) -> UpstreamError {
+        let mut sessions = self.sessions.locked();
+        if let Some(s) = sessions.get(&key)
+            && s.id.as_ref() == id
+        {
+            s.ending.locked().take();
+            sessions.remove(&key);
+        }
         UpstreamError::Unreachable(
             "the tool server ended the session toolgate bridges this client through; retry the request"
                 .into(),
@@ -768,9 +795,12 @@ impl HttpBridge {
         let headers = opening.into_headers();
         // The session's own stream, opened at once: a server asks there from the start.
         let (questions, subscribers) = (Arc::default(), Arc::default());
-        let mut opened_with = headers.clone();
-        opened_with.remove(CONTENT_TYPE);
-        opened_with.remove(ACCEPT);
+        let mut ending = Ending {
+            up: Arc::downgrade(up),
+            headers: headers.clone(),
+        };
+        ending.headers.remove(CONTENT_TYPE);
+        ending.headers.remove(ACCEPT);
         let mut listen = headers.clone();
         listen.remove(CONTENT_TYPE);
         listen.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -791,7 +821,12 @@ impl HttpBridge {
             multiplexed: Arc::default(),
             subscribers,
             _stream: SessionStream(tokio::spawn(read)),
-            opened_with,
+            ending: Mutex::new(
+                ending
+                    .headers
+                    .contains_key(mcp::SESSION_ID)
+                    .then_some(ending),
+            ),
         })
     }
 }
