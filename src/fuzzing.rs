@@ -35,6 +35,42 @@ pub fn envelope(data: &[u8]) {
     {
         arguments(&raw);
     }
+    rewritten(data);
+}
+
+/// A message rewritten in place reads as the message read whole with that member set.
+fn rewritten(data: &[u8]) {
+    use serde_json::Value;
+    let Ok(message) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let seven = serde_json::value::RawValue::from_string("7".into()).expect("JSON");
+    for path in [&["id"][..], &["params", "_meta", "progressToken"]] {
+        fn set(v: &mut Value, path: &[&str]) -> Option<()> {
+            let (first, rest) = path.split_first()?;
+            let object = v.as_object_mut()?;
+            match rest.is_empty() {
+                true => drop(object.insert((*first).into(), 7.into())),
+                false => set(
+                    object
+                        .entry(*first)
+                        .or_insert(Value::Object(Default::default())),
+                    rest,
+                )?,
+            }
+            Some(())
+        }
+        let mut expected = message.clone();
+        let expected = set(&mut expected, path).map(|()| expected);
+        let spliced = jsonrpc::replace_at(data, path, &seven)
+            .map(|out| serde_json::from_slice::<Value>(&out).expect("a spliced message is JSON"));
+        assert_eq!(
+            spliced,
+            expected,
+            "{path:?} set in place in {:?}",
+            String::from_utf8_lossy(data)
+        );
+    }
 }
 
 fn arguments(raw: &serde_json::value::RawValue) {
@@ -188,6 +224,86 @@ pub fn canon(data: &[u8]) {
                     "what the client is sent must be one JSON-RPC message"
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Messages of many shapes, spaced and escaped every way, made from one seed.
+    struct Maker(u64);
+
+    impl Maker {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+
+        fn space(&mut self, out: &mut String) {
+            out.push_str(["", " ", "\n\t ", ""][self.next(4) as usize]);
+        }
+
+        fn value(&mut self, out: &mut String, depth: u32) {
+            let kinds = if depth > 3 { 4 } else { 6 };
+            match self.next(kinds) {
+                0 => out.push_str(
+                    ["1", "-2.5e3", "123456789012345678901234567890"][self.next(3) as usize],
+                ),
+                1 => {
+                    out.push_str(["\"a\"", r#""q\"\\u00e9\u00e9""#, "\"\""][self.next(3) as usize])
+                }
+                2 => out.push_str(["true", "null"][self.next(2) as usize]),
+                3 => out.push_str("[]"),
+                4 => {
+                    out.push('[');
+                    for i in 0..self.next(3) {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        self.space(out);
+                        self.value(out, depth + 1);
+                    }
+                    out.push(']');
+                }
+                _ => self.object(out, depth + 1),
+            }
+        }
+
+        fn object(&mut self, out: &mut String, depth: u32) {
+            const NAMES: [&str; 6] = [
+                r#""id""#,
+                r#""params""#,
+                r#""_meta""#,
+                r#""progressToken""#,
+                r#""\u0069d""#,
+                r#""x""#,
+            ];
+            out.push('{');
+            for i in 0..self.next(4) {
+                if i > 0 {
+                    out.push(',');
+                }
+                self.space(out);
+                out.push_str(NAMES[self.next(6) as usize]);
+                self.space(out);
+                out.push(':');
+                self.space(out);
+                self.value(out, depth);
+            }
+            self.space(out);
+            out.push('}');
+        }
+    }
+
+    #[test]
+    fn rewritten_messages_read_as_the_message_with_the_member_set() {
+        let mut maker = Maker(0x2545_f491_4f6c_dd1d);
+        for _ in 0..20_000 {
+            let mut message = String::new();
+            maker.object(&mut message, 0);
+            super::rewritten(message.as_bytes());
         }
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod arguments;
 pub(crate) mod footprint;
 pub(crate) mod items;
 mod quick;
+pub(crate) mod splice;
 
 use crate::mcp::TOOLS_CALL;
 use serde::Deserialize;
@@ -501,24 +502,27 @@ struct ResultResponse<'a, R: serde::Serialize> {
 }
 
 /// The message with the member at `path` (object keys from the top) set to `value`; every
-/// other member is kept as it was written, numbers included. `None` when the message or a
-/// step on the path is not an object.
+/// other member is kept as it was written, numbers included, and where (a member that was
+/// not there is put first in its object). `None` when the message or a step on the path is
+/// not an object.
 pub fn replace_at(bytes: &[u8], path: &[&str], value: &RawValue) -> Option<Vec<u8>> {
-    fn set(text: &str, path: &[&str], value: &RawValue) -> Option<Box<RawValue>> {
-        let mut map: std::collections::BTreeMap<&str, Box<RawValue>> =
-            serde_json::from_str(text).ok()?;
+    fn set(object: &str, path: &[&str], value: &str) -> Option<String> {
         let (first, rest) = path.split_first()?;
-        let new = if rest.is_empty() {
-            value.to_owned()
-        } else {
-            let inner = map.get(first).map_or("{}", |v| v.get());
-            set(inner, rest, value)?
+        let found = splice::member(object, first)?;
+        let new = match rest.is_empty() {
+            true => std::borrow::Cow::Borrowed(value),
+            false => set(found.map_or("{}", RawValue::get), rest, value)?.into(),
         };
-        map.insert(first, new);
-        serde_json::value::to_raw_value(&map).ok()
+        Some(match found {
+            Some(old) => splice::replaced(object, old.get(), &new),
+            None => {
+                let name = serde_json::to_string(first).ok()?;
+                splice::with_members_first(object, object, &format!("{name}:{new}"))
+            }
+        })
     }
     let text = std::str::from_utf8(bytes).ok()?;
-    set(text, path, value).map(|r| r.get().as_bytes().to_vec())
+    set(text, path, value.get()).map(String::into_bytes)
 }
 
 /// An error object's members, its `data` as written: read so, an error costs its text, where
@@ -881,12 +885,12 @@ mod tests {
         .unwrap();
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
-            r#"{"id":1,"jsonrpc":"2.0","params":{"_meta":{"progressToken":"t-9"},"a":123456789012345678901234567890}}"#
+            r#"{"jsonrpc":"2.0","id":1,"params":{"a":123456789012345678901234567890,"_meta":{"progressToken":"t-9"}}}"#
         );
         let made = replace_at(br#"{"id":1}"#, &["params", "_meta", "x"], &v).unwrap();
         assert_eq!(
             std::str::from_utf8(&made).unwrap(),
-            r#"{"id":1,"params":{"_meta":{"x":"t-9"}}}"#
+            r#"{"params":{"_meta":{"x":"t-9"}},"id":1}"#
         );
         assert!(replace_at(br#"[1]"#, &["id"], &v).is_none());
     }

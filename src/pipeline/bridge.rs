@@ -9,7 +9,7 @@
 //! handshake era is refused here, naming what cannot be bridged.
 
 use super::subscriptions::{self, BadResource, Filter, Subscription};
-use crate::jsonrpc::{self, footprint};
+use crate::jsonrpc::{self, footprint, splice};
 use crate::locks::MutexExt;
 use crate::lograte::{LogRate, warn_at_rate};
 use crate::mcp;
@@ -316,45 +316,43 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
     if completion == Completion::Native && crate::text::holds!(&bytes, "\"resultType\"") {
         return bytes;
     }
-    #[derive(Deserialize)]
-    struct Top<'a> {
-        #[serde(borrow)]
-        result: Option<BTreeMap<&'a str, &'a RawValue>>,
-    }
-    let Ok(Top {
-        result: Some(mut result),
-    }) = serde_json::from_slice::<Top<'_>>(&bytes)
-    else {
+    let Ok(text) = std::str::from_utf8(&bytes) else {
         return bytes;
     };
-    if (result.contains_key("inputRequests") || result.contains_key("task"))
-        && !result.contains_key("resultType")
-    {
+    let Some(Some(result)) = splice::member(text, "result") else {
         return bytes;
-    }
-    let complete = RawValue::from_string("\"complete\"".into()).expect("a JSON string");
-    let zero = RawValue::from_string("0".into()).expect("a JSON number");
-    let private = RawValue::from_string("\"private\"".into()).expect("a JSON string");
-    let mut missing = |key, value| {
-        if result.contains_key(key) {
-            false
-        } else {
-            result.insert(key, value);
-            true
-        }
     };
-    let mut changed = missing("resultType", &*complete);
-    if completion == Completion::Cacheable {
-        changed |= missing("ttlMs", &*zero);
-        changed |= missing("cacheScope", &*private);
-    }
-    if !changed {
+    // The members read, a bit each in this order.
+    const NAMES: [&str; 5] = ["resultType", "ttlMs", "cacheScope", "inputRequests", "task"];
+    const TYPED: u32 = 1;
+    const UNSURE: u32 = 8 | 16;
+    let Some(present) = splice::names_present(result.get(), &NAMES) else {
+        return bytes;
+    };
+    if present & UNSURE != 0 && present & TYPED == 0 {
         return bytes;
     }
-    serde_json::value::to_raw_value(&result)
-        .ok()
-        .and_then(|r| jsonrpc::replace_at(&bytes, &["result"], &r))
-        .map_or(bytes, Bytes::from)
+    let wanted = match completion {
+        Completion::Cacheable => 0b111,
+        _ => TYPED,
+    };
+    const MEMBERS: [&str; 3] = [
+        r#""resultType":"complete""#,
+        r#""ttlMs":0"#,
+        r#""cacheScope":"private""#,
+    ];
+    let missing: Vec<&str> = (0..MEMBERS.len())
+        .filter(|i| wanted & !present & (1 << i) != 0)
+        .map(|i| MEMBERS[i])
+        .collect();
+    if missing.is_empty() {
+        return bytes;
+    }
+    Bytes::from(splice::with_members_first(
+        text,
+        result.get(),
+        &missing.join(","),
+    ))
 }
 
 /// The other way: a handshake-era client in front of a server that speaks only 2026-07-28.

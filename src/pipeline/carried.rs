@@ -83,7 +83,7 @@ mod tests {
         );
         match carried(answer, &bridged) {
             Carried::Renumbered(b) => {
-                assert_eq!(&b[..], br#"{"id":3,"jsonrpc":"2.0","result":{}}"#)
+                assert_eq!(&b[..], br#"{"jsonrpc":"2.0","id":3,"result":{}}"#)
             }
             _ => panic!("the answer is renumbered"),
         }
