@@ -62,6 +62,37 @@ pub(super) fn envelope(text: &str) -> Option<Envelope<'_>> {
     Some(env)
 }
 
+/// A response's result (its text), and which of `names` are its members, a bit each in
+/// their order; `None` where `serde_json` must read it (above), or where the message is no
+/// object with a result object.
+pub(super) fn result_members<'a>(text: &'a str, names: &[&str]) -> Option<(&'a str, u32)> {
+    const RESULT: usize = 4;
+    let mut s = Scan { text, at: 0 };
+    let mut found = None;
+    s.space();
+    s.object(&ENVELOPE, |s, name| {
+        if name != Some(RESULT) {
+            return s.skip(1);
+        }
+        // A result given twice: `serde_json`'s reader says which one counts.
+        found.is_none().then_some(())?;
+        let (start, mut present) = (s.at, 0);
+        s.members(b'{', b'}', |s| {
+            let key = s.text()?;
+            present |= names.iter().position(|n| *n == key).map_or(0, |i| 1 << i);
+            s.space();
+            (s.peek()? == b':').then(|| s.at += 1)?;
+            s.space();
+            s.skip(2)
+        })?;
+        found = Some((text.get(start..s.at)?, present));
+        Some(())
+    })?;
+    s.space();
+    (s.at == text.len()).then_some(())?;
+    found
+}
+
 /// A member name the reader looks for, as a key writes it (with its closing quote).
 struct Name {
     quoted: &'static [u8],

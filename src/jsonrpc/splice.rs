@@ -25,6 +25,28 @@ pub(crate) fn names_present(text: &str, names: &[&str]) -> Option<u32> {
     read_object(text, Present(names))
 }
 
+/// The result object of response `text` (a slice of it) and which of `names` it has, a bit
+/// each in their order; `None` when it has no result object. Read by hand in one pass where
+/// it can be, as nearly every answer can (`quick`), else by `serde_json`.
+pub(crate) fn result_names<'a>(text: &'a str, names: &[&str]) -> Option<(&'a str, u32)> {
+    if let Some(read) = super::quick::result_members(text, names) {
+        return Some(read);
+    }
+    let result = member(text, "result")??.get();
+    Some((result, names_present(result, names)?))
+}
+
+/// Whether the result of `text` reads alike by hand and through `serde_json`, when the hand
+/// reader takes it at all (the fuzz target's check).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn result_read_alike(text: &str, names: &[&str]) -> bool {
+    let Some(by_hand) = super::quick::result_members(text, names) else {
+        return true;
+    };
+    let result = member(text, "result").flatten();
+    result.is_some_and(|r| r.get() == by_hand.0 && names_present(r.get(), names) == Some(by_hand.1))
+}
+
 /// `text` with `part` (a slice of it) replaced by `with`.
 pub(crate) fn replaced(text: &str, part: &str, with: &str) -> String {
     let start = offset(text, part);

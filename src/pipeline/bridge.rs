@@ -319,14 +319,11 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return bytes;
     };
-    let Some(Some(result)) = splice::member(text, "result") else {
-        return bytes;
-    };
     // The members read, a bit each in this order.
     const NAMES: [&str; 5] = ["resultType", "ttlMs", "cacheScope", "inputRequests", "task"];
     const TYPED: u32 = 1;
     const UNSURE: u32 = 8 | 16;
-    let Some(present) = splice::names_present(result.get(), &NAMES) else {
+    let Some((result, present)) = splice::result_names(text, &NAMES) else {
         return bytes;
     };
     if present & UNSURE != 0 && present & TYPED == 0 {
@@ -348,11 +345,7 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
     if missing.is_empty() {
         return bytes;
     }
-    Bytes::from(splice::with_members_first(
-        text,
-        result.get(),
-        &missing.join(","),
-    ))
+    Bytes::from(splice::with_members_first(text, result, &missing.join(",")))
 }
 
 /// The other way: a handshake-era client in front of a server that speaks only 2026-07-28.
