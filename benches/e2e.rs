@@ -4,8 +4,9 @@
 //!
 //! Run with `cargo bench --bench e2e` (add `-- --quick` for a short run, `-- --only "valid
 //! call" --conc 8` for one row, `-- --only memory` for the sessions alone, `-- --only
-//! features` for what TLS to the upstream, tracing, shared rate limits and output validation
-//! cost; `--load URL CONC SECS` drives a proxy started by hand, to profile it with strace or
+//! features` for what TLS to the upstream, tracing, shared rate limits, output validation and
+//! a 2026-07-28 client bridged to the handshake cost; `--load URL CONC SECS` drives a proxy
+//! started by hand, to profile it with strace or
 //! perf; `--pin`
 //! runs both proxies on CPU 1 alone, under `taskset`, so that with the benchmark itself on CPU 0
 //! (`taskset -c 0 target/release/deps/e2e-* --bench --pin --conc 256`) each proxy has exactly
@@ -32,6 +33,9 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const BODY_VALID: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_flight","arguments":{"origin":"LHR","destination":"JFK","departureDate":"01/02/2999","passengers":2}}}"#;
 const BODY_INVALID: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_flight","arguments":{"origin":"LHR","destination":"JFK","departureDate":"2999-02-01","passengers":12}}}"#;
 const BODY_PASS: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+/// The valid call as a 2026-07-28 client sends it: its envelope in `_meta`, no session. In
+/// front of the demo's server, which speaks only the handshake, toolgate bridges it.
+const BODY_MODERN: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"book_flight","arguments":{"origin":"LHR","destination":"JFK","departureDate":"01/02/2999","passengers":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
 struct Proc {
     child: Child,
@@ -138,6 +142,9 @@ fn check_answer(body: &str, answer: &[u8], id: u64) {
     let v: serde_json::Value = serde_json::from_slice(answer).expect("a JSON answer");
     assert_eq!(v["id"], id, "the answer to request {id}: {v}");
     let result = v.get("result").expect("a result");
+    if body == BODY_MODERN {
+        assert_eq!(result["resultType"], "complete", "a 2026-07-28 result: {v}");
+    }
     let refused = result.get("isError") == Some(&serde_json::Value::Bool(true));
     assert_eq!(
         refused,
@@ -172,19 +179,28 @@ async fn load(
                 .unwrap();
             tokio::spawn(conn);
             let host = uri.authority().unwrap().as_str().to_owned();
+            let modern = body == BODY_MODERN;
             let request = |session: Option<&str>, text: String| {
                 let mut req = hyper::Request::post(uri.clone())
                     .header("content-type", "application/json")
                     .header("accept", "application/json, text/event-stream")
-                    .header("host", host.as_str())
-                    .header("mcp-protocol-version", "2025-11-25");
+                    .header("host", host.as_str());
+                req = match modern {
+                    true => req
+                        .header("mcp-protocol-version", "2026-07-28")
+                        .header("mcp-method", "tools/call")
+                        .header("mcp-name", "book_flight"),
+                    false => req.header("mcp-protocol-version", "2025-11-25"),
+                };
                 if let Some(s) = session {
                     req = req.header("mcp-session-id", s);
                 }
                 req.body(Full::new(Bytes::from(text))).unwrap()
             };
             let mut sessions = Vec::new();
-            for _ in 0..sessions_per_worker() {
+            // A 2026-07-28 client has no session.
+            let opened = if modern { 0 } else { sessions_per_worker() };
+            for _ in 0..opened {
                 let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
                 let resp = send.send_request(request(None, init.into())).await.unwrap();
                 let sid = resp.headers()["mcp-session-id"].to_str().unwrap().to_owned();
@@ -273,13 +289,14 @@ fn main() {
         rt.block_on(forwarder(args[i + 1].clone()));
         return;
     }
-    // `--load URL CONC SECS [valid|invalid|ping]` drives one proxy alone, for profiling it
+    // `--load URL CONC SECS [valid|invalid|ping|bridged]` drives one proxy alone, for profiling it
     // with strace or perf.
     if let Some(i) = args.iter().position(|a| a == "--load") {
         let (url, conc, secs) = (&args[i + 1], &args[i + 2], &args[i + 3]);
         let body = match args.get(i + 4).map(String::as_str) {
             Some("invalid") => BODY_INVALID,
             Some("ping") => BODY_PASS,
+            Some("bridged") => BODY_MODERN,
             _ => BODY_VALID,
         };
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -612,18 +629,19 @@ async fn features(upstream: &str, dur: Duration, rounds: usize) {
             &format!("[shared_state]\nredis_url = \"{url}\"\n{limits}"),
         )
     });
-    let mut vias: Vec<(&str, &Proc)> = vec![
-        ("plain", &plain),
-        ("upstream over TLS", &over_tls),
-        ("traces exported", &traced),
-        ("local limits", &local),
-        ("output validation", &output),
+    let mut vias: Vec<(&str, &Proc, &'static str)> = vec![
+        ("plain", &plain, BODY_VALID),
+        ("upstream over TLS", &over_tls, BODY_VALID),
+        ("traces exported", &traced, BODY_VALID),
+        ("local limits", &local, BODY_VALID),
+        ("output validation", &output, BODY_VALID),
+        ("2026-07-28, bridged", &plain, BODY_MODERN),
     ];
     if let Some(s) = &shared {
-        vias.push(("shared limits", s));
+        vias.push(("shared limits", s, BODY_VALID));
     }
     let client = Client::builder(TokioExecutor::new()).build_http();
-    for (_, p) in &vias {
+    for (_, p, _) in &vias {
         post(
             &client,
             &p.url,
@@ -634,8 +652,8 @@ async fn features(upstream: &str, dur: Duration, rounds: usize) {
     }
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); vias.len()];
     for _ in 0..rounds {
-        for (i, (_, p)) in vias.iter().enumerate() {
-            runs[i].push(load(&p.url, BODY_VALID, 8, dur, Some(p.child.id())).await);
+        for (i, (_, p, body)) in vias.iter().enumerate() {
+            runs[i].push(load(&p.url, body, 8, dur, Some(p.child.id())).await);
         }
     }
     println!();
@@ -650,7 +668,7 @@ async fn features(upstream: &str, dur: Duration, rounds: usize) {
         med(0, &|r| r.cpu_us_per_req),
     );
     let local_cpu = med(3, &|r| r.cpu_us_per_req);
-    for (i, (name, _)) in vias.iter().enumerate() {
+    for (i, (name, _, _)) in vias.iter().enumerate() {
         let (rps, cpu, p50) = (
             med(i, &|r| r.requests as f64 / r.secs),
             med(i, &|r| r.cpu_us_per_req),
