@@ -319,9 +319,15 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return bytes;
     };
-    // The members read, a bit each in this order.
+    // The members read, a bit each in this order; the first three are completed, written so.
     const NAMES: [&str; 5] = ["resultType", "ttlMs", "cacheScope", "inputRequests", "task"];
+    const MEMBERS: [&str; 3] = [
+        r#""resultType":"complete""#,
+        r#""ttlMs":0"#,
+        r#""cacheScope":"private""#,
+    ];
     const TYPED: u32 = 1;
+    const CACHE: u32 = 2 | 4;
     const UNSURE: u32 = 8 | 16;
     let Some((result, present)) = splice::result_names(text, &NAMES) else {
         return bytes;
@@ -330,14 +336,9 @@ pub fn answer(bytes: Bytes, completion: Completion) -> Bytes {
         return bytes;
     }
     let wanted = match completion {
-        Completion::Cacheable => 0b111,
+        Completion::Cacheable => TYPED | CACHE,
         _ => TYPED,
     };
-    const MEMBERS: [&str; 3] = [
-        r#""resultType":"complete""#,
-        r#""ttlMs":0"#,
-        r#""cacheScope":"private""#,
-    ];
     let missing: Vec<&str> = (0..MEMBERS.len())
         .filter(|i| wanted & !present & (1 << i) != 0)
         .map(|i| MEMBERS[i])
