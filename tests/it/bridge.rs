@@ -1201,6 +1201,7 @@ async fn a_2026_client_listens_to_a_handshake_server_through_every_mode() {
         let announced = |e: &&Value| e[0] == "notifications/resources/updated" || **e == tools;
         assert!(events.iter().all(|e| announced(&e)), "{mode}: {events:?}");
     }
+    reached.stop().await;
 }
 
 /// What the server is asked for the streams of a bridged session, as it sees it: each stream's

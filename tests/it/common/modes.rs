@@ -389,7 +389,7 @@ fn stdio_args(config: Option<&str>, tail: &[&str]) -> (Vec<String>, Option<TempF
 /// HTTP live as long as this; a stdio front is the client's own child.
 pub struct Reached {
     pub fronts: Vec<(Mode, String)>,
-    _serving: (Toolgate, Toolgate, InProcess),
+    serving: (Toolgate, Toolgate, InProcess),
 }
 
 impl Reached {
@@ -417,9 +417,18 @@ impl Reached {
                 (mode, target)
             })
             .collect();
-        Reached {
-            fronts,
-            _serving: serving,
+        Reached { fronts, serving }
+    }
+
+    /// Ends both toolgates as an operator does (SIGTERM), so that each stops the server it
+    /// launched: one that outlives its stdin (server-everything with its timers on) would
+    /// otherwise outlive the test, as it does a toolgate killed outright.
+    pub async fn stop(self) {
+        let (mut over_http, mut over_stdio, _) = self.serving;
+        for tg in [&mut over_http, &mut over_stdio] {
+            let pid = nix::unistd::Pid::from_raw(tg.pid() as i32);
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+            tg.wait().await;
         }
     }
 }
