@@ -606,6 +606,7 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
             "{mode}: {task:?}"
         );
     }
+    reached.stop().await;
 }
 
 /// toolgate's answer to a call of `tool` it refuses for `problems`: each one's place, what is
