@@ -137,6 +137,11 @@ struct Ending {
     headers: HeaderMap,
 }
 
+/// How long toolgate waits for a server to end a session it asked it to end ([`Ending`]):
+/// the answer tells toolgate nothing, and at shutdown a server that does not answer would
+/// hold the exit.
+const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Ending {
     async fn send(self) {
         let Some(up) = self.up.upgrade() else {
@@ -167,11 +172,6 @@ impl Drop for SessionStream {
         self.0.abort();
     }
 }
-
-/// How long toolgate waits for a server to end a session it asked it to end ([`Ending`]):
-/// the answer tells toolgate nothing, and at shutdown a server that does not answer would
-/// hold the exit.
-const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Session {
     /// Asks the server to end the session now (at shutdown) rather than once it is dropped.

@@ -127,8 +127,8 @@ where
     }
 }
 
-/// The next wait after one that found nothing: twice as long, from 1 s, up to 30 s.
-/// The wait before a stream is opened again after `wait`: twice as long, from 1 s up to 30 s.
+/// The wait before a stream is opened again after `wait`, which found nothing: twice as
+/// long, from 1 s up to 30 s.
 pub(crate) fn longer(wait: Duration) -> Duration {
     (wait * 2).clamp(DEFAULT_RETRY, MAX_WAIT)
 }
