@@ -47,9 +47,11 @@ async fn metrics(State(live): State<Live>) -> Response {
         bytes: gw.catalog.bytes(),
         compile_failures: gw.catalog.compile_failures(),
     };
-    let body = gw
-        .metrics
-        .render(catalog, gw.telemetry.as_ref().map(|t| t.lost()));
+    let body = gw.metrics.render(
+        catalog,
+        gw.bodies.held(),
+        gw.telemetry.as_ref().map(|t| t.lost()),
+    );
     (
         [(
             header::CONTENT_TYPE,

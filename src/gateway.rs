@@ -7,6 +7,7 @@ use crate::catalog::{Catalog, CompileSettings, ScopeKey};
 use crate::config::{Config, ConfigError, UpstreamTransport, Validation};
 use crate::metrics::Metrics;
 use crate::policy::clients::{Client, ClientRules, RateLimiter};
+use crate::policy::held::BodyBudget;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rules::ToolRules;
 use arc_swap::ArcSwap;
@@ -133,6 +134,9 @@ pub struct Gateway {
     pub limiter: Arc<RateLimiter>,
     /// The tool of each task a call started, kept across reloads as the tasks are.
     pub tasks: Arc<crate::tasks::Tasks>,
+    /// The bytes of request bodies held at once, kept across reloads: what requests hold
+    /// stays counted when a reload changes the bound.
+    pub(crate) bodies: Arc<BodyBudget>,
     /// Trace export, when an OTLP endpoint is configured; made once per process.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// The replicas' shared buckets, when `[shared_state]` names a Redis.
@@ -347,9 +351,18 @@ impl Gateway {
             Some(p) => p.telemetry.clone(),
             None => crate::telemetry::Telemetry::start(&config.telemetry)?,
         };
+        let bodies_max = config.limits.request_bytes_budget();
+        let bodies = match previous {
+            Some(p) => {
+                p.bodies.set_max(bodies_max);
+                p.bodies.clone()
+            }
+            None => Arc::new(BodyBudget::new(bodies_max)),
+        };
         Ok(Arc::new(Gateway {
             telemetry,
             shared,
+            bodies,
             catalog,
             metrics,
             targets,

@@ -472,6 +472,10 @@ pub struct Limits {
     /// Most bytes the tool catalogs are counted as, every scope's together: the tools'
     /// names, and each distinct schema's text and what it holds read and compiled.
     pub max_catalog_bytes: usize,
+    /// Most bytes of request bodies the HTTP front holds at once, every client's together;
+    /// past it, a request is refused with 503 before more of it is read. Never less than
+    /// `max_body_bytes`, so that a body of the largest size always fits alone.
+    pub max_request_bytes_in_flight: usize,
     /// On SIGTERM/SIGINT, how long in-flight requests and streams may take to finish.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
@@ -717,6 +721,13 @@ impl Default for Config {
     }
 }
 
+impl Limits {
+    /// `max_request_bytes_in_flight` as applied: never less than one body of the largest size.
+    pub(crate) fn request_bytes_budget(&self) -> usize {
+        self.max_request_bytes_in_flight.max(self.max_body_bytes)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -733,6 +744,7 @@ impl Default for Limits {
             max_scopes: 10_000,
             max_list_pages: 100,
             max_catalog_bytes: 256 * 1024 * 1024,
+            max_request_bytes_in_flight: 64 * 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
         }
     }
@@ -1082,6 +1094,10 @@ impl Config {
             ("limits.max_scopes", l.max_scopes == 0),
             ("limits.max_list_pages", l.max_list_pages == 0),
             ("limits.max_catalog_bytes", l.max_catalog_bytes == 0),
+            (
+                "limits.max_request_bytes_in_flight",
+                l.max_request_bytes_in_flight == 0,
+            ),
             ("stdio.max_sessions", s.max_sessions == 0),
             (
                 "stdio.max_sessions_per_client",

@@ -632,9 +632,14 @@ impl SpansLost {
 }
 
 impl Metrics {
-    /// The Prometheus text exposition, with the catalog gauges read at scrape time, and the
-    /// spans lost when traces are exported.
-    pub fn render(&self, catalog: CatalogGauges, spans_lost: Option<SpansLost>) -> String {
+    /// The Prometheus text exposition, with the catalog gauges and the bytes of requests
+    /// held read at scrape time, and the spans lost when traces are exported.
+    pub fn render(
+        &self,
+        catalog: CatalogGauges,
+        request_bytes_held: usize,
+        spans_lost: Option<SpansLost>,
+    ) -> String {
         let CatalogGauges {
             scopes,
             schemas,
@@ -658,6 +663,10 @@ impl Metrics {
             out,
             "# HELP toolgate_requests_in_flight HTTP requests in service.\n# TYPE toolgate_requests_in_flight gauge\ntoolgate_requests_in_flight {}",
             IN_FLIGHT.level()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_request_bytes_held Bytes of request bodies held at once (limits.max_request_bytes_in_flight).\n# TYPE toolgate_request_bytes_held gauge\ntoolgate_request_bytes_held {request_bytes_held}"
         );
         let _ = writeln!(
             out,
@@ -730,7 +739,7 @@ mod tests {
         }
         up.latency(&m, Duration::from_millis(3));
         up.latency(&m, Duration::from_millis(30));
-        let out = m.render(CatalogGauges::default(), None);
+        let out = m.render(CatalogGauges::default(), 0, None);
         for o in &outcomes {
             let line = format!(
                 "toolgate_requests_total{{upstream=\"u\",method=\"ping\",outcome=\"{o}\"}} 2\n"

@@ -369,6 +369,7 @@ async fn a_bound_at_zero_is_refused_by_name() {
         ("limits", "max_scopes", "0"),
         ("limits", "max_list_pages", "0"),
         ("limits", "max_catalog_bytes", "0"),
+        ("limits", "max_request_bytes_in_flight", "0"),
         ("stdio", "max_sessions", "0"),
         ("stdio", "max_sessions_per_client", "0"),
         ("stdio", "idle_timeout", "\"0s\""),

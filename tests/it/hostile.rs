@@ -1379,3 +1379,162 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
     let said = "unfold into more than 1000000 subschemas";
     assert!(tg.logs_when(|l| l.contains(said)).await.contains(said));
 }
+
+/// The bytes of request bodies toolgate holds, read from its gauge.
+async fn request_bytes_held(tg: &Toolgate) -> u64 {
+    let metrics = tg.admin_get("/metrics").await.text();
+    (metrics.lines())
+        .find_map(|l| l.strip_prefix("toolgate_request_bytes_held "))
+        .and_then(|b| b.parse().ok())
+        .expect("toolgate_request_bytes_held")
+}
+
+/// A request body that comes as the test sends it.
+type Streamed = http_body_util::StreamBody<
+    futures_util::stream::BoxStream<
+        'static,
+        Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>,
+    >,
+>;
+
+/// A request on one HTTP/2 stream whose body comes as the test sends it, `declared` long when
+/// given; the status of its answer once it comes.
+fn streamed_post(
+    send: &hyper::client::conn::http2::SendRequest<Streamed>,
+    url: &str,
+    declared: Option<usize>,
+) -> Open {
+    use futures_util::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        let data = rx.recv().await?;
+        Some((Ok(http_body::Frame::data(data)), rx))
+    })
+    .boxed();
+    let mut req = http::Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT);
+    if let Some(n) = declared {
+        req = req.header("content-length", n);
+    }
+    let req = req.body(http_body_util::StreamBody::new(frames)).unwrap();
+    let mut send = send.clone();
+    let answer = tokio::spawn(async move {
+        match send.send_request(req).await {
+            Ok(resp) => resp.status().as_u16(),
+            Err(_) => 0,
+        }
+    });
+    (tx, answer)
+}
+
+/// A request on an HTTP/2 stream, its body still to send, and its answer's status.
+type Open = (
+    tokio::sync::mpsc::Sender<bytes::Bytes>,
+    tokio::task::JoinHandle<u16>,
+);
+
+/// Sends each stream's body up to near its `len`, one stream after another, and keeps in
+/// `held` those whose body toolgate read that far (flow control lets no more be sent than it
+/// reads); the count of the others, each refused with 503.
+async fn hold_or_refuse(streams: Vec<Open>, len: usize, held: &mut Vec<Open>) -> usize {
+    use std::time::Duration;
+    let chunk = bytes::Bytes::from(vec![b' '; 62_500]);
+    let near = len - 10 * chunk.len();
+    let mut refused = 0;
+    for (tx, answer) in streams {
+        let mut sent = 0;
+        while sent < near && !answer.is_finished() {
+            match tokio::time::timeout(Duration::from_secs(2), tx.send(chunk.clone())).await {
+                Ok(Ok(())) => sent += chunk.len(),
+                _ => break,
+            }
+        }
+        if sent >= near {
+            held.push((tx, answer));
+            continue;
+        }
+        let status = tokio::time::timeout(Duration::from_secs(10), answer).await;
+        assert_eq!(status.expect("an answer").unwrap(), 503);
+        refused += 1;
+    }
+    refused
+}
+
+/// A client can send many bodies at once (one HTTP/2 connection, 200 streams) and each is
+/// held from its first byte until its request is answered: toolgate holds at most
+/// `limits.max_request_bytes_in_flight` of them together, refuses the others at once with 503
+/// before any of them is read (a body that declares no length needs room for one of the
+/// largest size while it is read), keeps serving calls that fit, and gives the bytes back
+/// when their requests go.
+#[tokio::test]
+async fn request_bodies_held_at_once_are_bounded() {
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    // Room for four bodies of 4 MB.
+    let config = "[limits]\nmax_request_bytes_in_flight = 16777216\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    let before = peak_mib(tg.pid());
+    let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let url = tg.url();
+    // With room, a call of no declared length is served.
+    let (tx, answer) = streamed_post(&send, &url, None);
+    tx.send(call(1, "echo", json!({})).into()).await.unwrap();
+    drop(tx);
+    assert_eq!(answer.await.unwrap(), 200);
+    const BODY: usize = 4_000_000;
+    // 48 bodies that declare their length and never end, then (once those are held or
+    // refused) 4 that declare none.
+    let mut held = Vec::new();
+    let declared = (0..48).map(|_| streamed_post(&send, &url, Some(BODY)));
+    let mut refused = hold_or_refuse(declared.collect(), BODY, &mut held).await;
+    let undeclared = (0..4).map(|_| streamed_post(&send, &url, None));
+    refused += hold_or_refuse(undeclared.collect(), BODY, &mut held).await;
+    assert_eq!(
+        (held.len(), refused),
+        (4, 48),
+        "four bodies held, the rest refused"
+    );
+    assert_eq!(request_bytes_held(&tg).await, 4 * BODY as u64);
+    let grown = peak_mib(tg.pid()) - before;
+    assert!(
+        grown < 64,
+        "peak RSS grew {grown} MiB for 16 MB of bodies held"
+    );
+
+    // Over HTTP/1.1 alike: a body with no room is refused before it is sent.
+    let a = request(
+        http::Method::POST,
+        &url,
+        &[("content-type", "application/json"), ("accept", ACCEPT)],
+        " ".repeat(1_000_000),
+    )
+    .await;
+    assert_eq!(a.status, 503);
+    assert_eq!(a.headers.get("retry-after").unwrap(), "1");
+    assert_eq!(
+        a.json(),
+        json!({"jsonrpc": "2.0", "error": {"code": -32603, "message": "Server busy: toolgate holds as many bytes of requests as it may at once; try again shortly"}})
+    );
+    // A call that fits is served.
+    let a = post(&url, None, call(1, "echo", json!({}))).await.json();
+    assert!(a.get("result").is_some(), "{a}");
+
+    drop(held);
+    conn.abort();
+    let mut left = u64::MAX;
+    for _ in 0..100 {
+        left = request_bytes_held(&tg).await;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(left, 0, "the bytes are given back when their requests go");
+}

@@ -235,8 +235,9 @@ fn post<'a, B: RequestBody>(
     note: &'a mut Note,
 ) -> impl Future<Output = Response> + Send + 'a {
     async move {
-        let bytes = match message::read(body, &rt.gw.config.limits).await {
-            Ok(bytes) => bytes,
+        // Its share of the bytes the front holds, kept until it is answered.
+        let (bytes, _held) = match message::read(body, rt.gw).await {
+            Ok(read) => read,
             Err(refused) => return *refused,
         };
         // Matched as parsed, not bound first: a binding would keep the parse's place in every

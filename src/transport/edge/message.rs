@@ -4,12 +4,12 @@
 //! with the parsed body, and a `tools/call` sent as a notification).
 
 use super::request::Caller;
-use crate::config::Limits;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::net::body::{ReadError, read_limited};
 use crate::pipeline::engine;
+use crate::policy::held::Held;
 use crate::transport::exchange::reply;
 use crate::transport::modern;
 use axum::response::Response;
@@ -21,29 +21,47 @@ use std::task::Poll;
 /// The edge's refusal of a message before it is decided: the response it gets.
 pub(super) type Refused = Box<Response>;
 
-/// The body, read under the size limit and within `limits.body_timeout`; `Err` is the 413,
-/// 400 or 408 refusing it. A declared length over the limit is refused before any of the
-/// body is read. A body already whole is read at its first poll, and its timer never armed.
-pub(super) async fn read<B>(body: B, limits: &Limits) -> Result<Bytes, Refused>
+/// The body, read under the size limit and within `limits.body_timeout`, with its share of
+/// the bytes the front may hold at once ([`Gateway::bodies`]), to be kept until the request is
+/// answered; `Err` is the 413, 400, 408 or 503 refusing it. A declared length over the limit
+/// is refused before any of the body is read, and so is one the budget has no room for. A
+/// body of no declared length takes a share of the limit while it is read, then of its own
+/// length: counting frame by frame would cost every body a check per frame, and make the
+/// read's future, which is part of every request's, larger. A body already whole is read at
+/// its first poll, and its timer never armed.
+pub(super) async fn read<B>(body: B, gw: &Gateway) -> Result<(Bytes, Held<'_>), Refused>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
+    let limits = &gw.config.limits;
     let limit = limits.max_body_bytes;
+    let share = match body.size_hint().exact() {
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => limit,
+    };
+    if share > limit {
+        return Err(too_large(limit));
+    }
+    let Some(mut held) = gw.bodies.take(share) else {
+        return Err(Box::new(no_room()));
+    };
     let mut read = std::pin::pin!(read_limited(body, limit));
-    // Most bodies came with their head: read at once, with no timer made for them.
-    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
-    let read = match first {
-        Poll::Ready(r) => Ok(r),
-        Poll::Pending => tokio::time::timeout(limits.body_timeout, read).await,
+    // Most bodies came with their head: read at once, with no timer made for them. (A
+    // block, so that the first poll's outcome is not kept while the timer is awaited.)
+    let read = 'read: {
+        if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await
+        {
+            break 'read Ok(r);
+        }
+        tokio::time::timeout(limits.body_timeout, read).await
     };
     match read {
-        Ok(Ok(b)) => Ok(b),
-        Ok(Err(ReadError::TooLarge)) => Err(Box::new(reply::transport(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            jsonrpc::INVALID_REQUEST,
-            &format!("Invalid Request: the body is over the {limit}-byte limit"),
-        ))),
+        Ok(Ok(b)) => {
+            held.shrink_to(b.len());
+            Ok((b, held))
+        }
+        Ok(Err(ReadError::TooLarge)) => Err(too_large(limit)),
         Ok(Err(ReadError::Broken(e))) => Err(Box::new(reply::transport(
             StatusCode::BAD_REQUEST,
             jsonrpc::PARSE_ERROR,
@@ -58,6 +76,29 @@ where
             ),
         ))),
     }
+}
+
+fn too_large(limit: usize) -> Refused {
+    Box::new(reply::transport(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        jsonrpc::INVALID_REQUEST,
+        &format!("Invalid Request: the body is over the {limit}-byte limit"),
+    ))
+}
+
+/// The 503 for a body the front has no room to hold: a client that retries shortly finds
+/// room once the requests before it are answered.
+fn no_room() -> Response {
+    let mut resp = reply::transport(
+        StatusCode::SERVICE_UNAVAILABLE,
+        jsonrpc::INTERNAL_ERROR,
+        "Server busy: toolgate holds as many bytes of requests as it may at once; try again shortly",
+    );
+    resp.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    resp
 }
 
 /// The body as JSON-RPC; `Err` is the 400 with `-32700` or `-32600`.
