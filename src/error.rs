@@ -80,6 +80,14 @@ impl UpstreamError {
         UpstreamError::OverLimit(format!("more than {max} bytes (limits.max_response_bytes)"))
     }
 
+    /// An answer that found no room among the bytes requests hold
+    /// (`limits.max_request_bytes_in_flight`) within `waited`.
+    pub(crate) fn no_room(waited: Duration) -> UpstreamError {
+        UpstreamError::OverLimit(format!(
+            "no room to hold it within {waited:?}: toolgate holds as many bytes of requests as it may (limits.max_request_bytes_in_flight)"
+        ))
+    }
+
     /// An SSE event over `limits.max_sse_event_bytes` (`max`), to a client that cannot take
     /// it in part.
     pub(crate) fn event_over(max: usize) -> UpstreamError {

@@ -472,9 +472,10 @@ pub struct Limits {
     /// Most bytes the tool catalogs are counted as, every scope's together: the tools'
     /// names, and each distinct schema's text and what it holds read and compiled.
     pub max_catalog_bytes: usize,
-    /// Most bytes of request bodies the HTTP front holds at once, every client's together;
-    /// past it, a request is refused with 503 before more of it is read. Never less than
-    /// `max_body_bytes`, so that a body of the largest size always fits alone.
+    /// Most bytes the HTTP front holds for requests at once, every client's together: their
+    /// bodies, and the answers read whole for the rules. Past it, a request is refused with
+    /// 503 before its body is read, and an answer waits for room. Never less than
+    /// `max_body_bytes` or `max_response_bytes`, so that one of the largest size always fits.
     pub max_request_bytes_in_flight: usize,
     /// On SIGTERM/SIGINT, how long in-flight requests and streams may take to finish.
     #[serde(with = "humantime_serde")]
@@ -722,9 +723,12 @@ impl Default for Config {
 }
 
 impl Limits {
-    /// `max_request_bytes_in_flight` as applied: never less than one body of the largest size.
+    /// `max_request_bytes_in_flight` as applied: never less than one request body or one
+    /// answer read whole of the largest size.
     pub(crate) fn request_bytes_budget(&self) -> usize {
-        self.max_request_bytes_in_flight.max(self.max_body_bytes)
+        (self.max_request_bytes_in_flight)
+            .max(self.max_body_bytes)
+            .max(self.max_response_bytes)
     }
 }
 

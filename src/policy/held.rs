@@ -1,23 +1,34 @@
-//! How many bytes of request bodies the HTTP front holds at once, every client's together
-//! (`limits.max_request_bytes_in_flight`).
+//! How many bytes the HTTP front holds for requests at once, every client's together
+//! (`limits.max_request_bytes_in_flight`): their bodies, and the answers read whole for the
+//! rules.
 //!
-//! `limits.max_body_bytes` bounds one body, but a client sends many at once: up to 200 on
-//! one HTTP/2 connection, one on each of thousands of HTTP/1.1 connections. A body is held
-//! from its first byte until its request is answered, so a client that starts large bodies
-//! and never finishes them would make toolgate hold gigabytes (880 MiB from one HTTP/2
-//! connection). With no room, a request is refused (503) before any of its body is read;
-//! what is already held is never dropped.
+//! `limits.max_body_bytes` and `limits.max_response_bytes` bound one message, but a client
+//! sends many requests at once: up to 200 on one HTTP/2 connection, one on each of thousands
+//! of HTTP/1.1 connections. A body is held from its first byte until its request is
+//! answered, and an answer read whole until it has gone to its client, so a client that
+//! starts large bodies and never finishes them, or asks for large answers and never reads
+//! them, would make toolgate hold gigabytes (880 MiB from one HTTP/2 connection). With no
+//! room, a request is refused (503) before any of its body is read, and an answer, which
+//! came and must not be lost, waits; what is already held is never dropped.
 //!
-//! One count for the process, kept across reloads (a reload may change its bound). Two
-//! atomic operations per request, both on the thread that reads the body: no lock, and no
-//! count per frame (`edge::message::read` says how a share is sized).
+//! One count for the process, kept across reloads (a reload may change its bound). A share
+//! costs two atomic operations, on the thread that holds it: no lock, and no count per frame
+//! (`edge::message::read` and `exchange::answers` say how each share is sized). Only an
+//! answer that waits takes the lock of the wake-up list.
 
+use std::ops::Deref;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Notify;
 
 #[derive(Debug)]
 pub(crate) struct BodyBudget {
     held: AtomicUsize,
     max: AtomicUsize,
+    /// Answers waiting for room ([`BodyBudget::room_for`]); a share given back wakes them
+    /// only when there are some.
+    waiting: AtomicUsize,
+    room: Notify,
 }
 
 impl BodyBudget {
@@ -25,12 +36,15 @@ impl BodyBudget {
         BodyBudget {
             held: AtomicUsize::new(0),
             max: AtomicUsize::new(max),
+            waiting: AtomicUsize::new(0),
+            room: Notify::new(),
         }
     }
 
     /// A reload's bound: shares already taken stay held.
     pub(crate) fn set_max(&self, max: usize) {
         self.max.store(max, Ordering::Relaxed);
+        self.room.notify_waiters();
     }
 
     /// Bytes held now, for the gauge.
@@ -39,11 +53,39 @@ impl BodyBudget {
     }
 
     /// A share of `bytes` for one request, or `None` when the budget has no room for it.
-    pub(crate) fn take(&self, bytes: usize) -> Option<Held<'_>> {
+    pub(crate) fn take(&self, bytes: usize) -> Option<Held<&BodyBudget>> {
+        // Made only once added: a share dropped gives its bytes back.
         self.add(bytes).then(|| Held {
             budget: self,
             bytes,
         })
+    }
+
+    /// [`BodyBudget::take`], the share held by an `Arc` (an answer's, which its body keeps).
+    pub(crate) fn share(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<BodyBudget>>> {
+        budget.add(bytes).then(|| Held {
+            budget: budget.clone(),
+            bytes,
+        })
+    }
+
+    /// A share of `bytes` once the budget has room for it: a server's answer, which came and
+    /// must not be lost, waits for the requests before it to give theirs back. Its caller
+    /// bounds the wait.
+    pub(crate) async fn room_for(self: &Arc<Self>, bytes: usize) -> Held<Arc<BodyBudget>> {
+        // Counted before the share is tried, so that a share given back after the try sees
+        // a waiter and wakes it.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(self);
+        loop {
+            let notified = self.room.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(held) = Self::share(self, bytes) {
+                return held;
+            }
+            notified.await;
+        }
     }
 
     /// Adds `bytes` to what is held if they fit. Two requests that race for the last room
@@ -52,37 +94,57 @@ impl BodyBudget {
         if bytes == 0 {
             return true;
         }
-        let before = self.held.fetch_add(bytes, Ordering::Relaxed);
+        let before = self.held.fetch_add(bytes, Ordering::SeqCst);
         if before.saturating_add(bytes) <= self.max.load(Ordering::Relaxed) {
             return true;
         }
-        self.held.fetch_sub(bytes, Ordering::Relaxed);
+        // Taken back without waking the waiting: a waiter's own try would wake itself, and
+        // spin. A try that failed for this moment's count waits for the next share given
+        // back, which those held bring.
+        self.held.fetch_sub(bytes, Ordering::SeqCst);
         false
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.room.notify_waiters();
+        }
     }
 }
 
-/// One request's share of the budget, given back when dropped.
+/// An answer counted among those waiting for room until it has its share or gives up.
+struct Waiting<'a>(&'a BodyBudget);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One request's share of the budget (a borrow of it for a request's body, held by the
+/// request's future; an `Arc` for an answer, held by its body), given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Held<'a> {
-    budget: &'a BodyBudget,
+pub(crate) struct Held<R: Deref<Target = BodyBudget>> {
+    budget: R,
     bytes: usize,
 }
 
-impl Held<'_> {
+impl<R: Deref<Target = BodyBudget>> Held<R> {
     /// Gives back what the share holds beyond `bytes`.
     pub(crate) fn shrink_to(&mut self, bytes: usize) {
         let less = self.bytes.saturating_sub(bytes);
         if less > 0 {
-            self.budget.held.fetch_sub(less, Ordering::Relaxed);
+            self.budget.give_back(less);
             self.bytes -= less;
         }
     }
 }
 
-impl Drop for Held<'_> {
+impl<R: Deref<Target = BodyBudget>> Drop for Held<R> {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            self.budget.held.fetch_sub(self.bytes, Ordering::Relaxed);
+            self.budget.give_back(self.bytes);
         }
     }
 }
@@ -106,6 +168,22 @@ mod tests {
         drop(a);
         drop(b);
         assert_eq!(budget.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_answer_waits_for_room_and_takes_it_when_a_share_is_given_back() {
+        let budget = Arc::new(BodyBudget::new(100));
+        let first = budget.take(70).unwrap();
+        let waiting = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.room_for(50).await.bytes }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "no room yet");
+        drop(first);
+        assert_eq!(waiting.await.unwrap(), 50);
+        assert_eq!(budget.held(), 0, "the answer's share went with it");
+        assert_eq!(budget.waiting.load(Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -1538,3 +1538,77 @@ async fn request_bodies_held_at_once_are_bounded() {
     }
     assert_eq!(left, 0, "the bytes are given back when their requests go");
 }
+
+/// A client that asks for many large answers and reads none of them holds only its share of
+/// what toolgate may hold: each answer read whole for the rules is counted until it has gone
+/// to its client. Another client's answer waits for room, and is not lost.
+#[tokio::test]
+async fn answers_a_client_does_not_read_hold_at_most_the_budget() {
+    let text = "x".repeat(2_000_000);
+    let (up, _) = Scripted::new(vec![open_tool("read")])
+        .script(
+            "read",
+            Script::Result(json!({"content": [{"type": "text", "text": text}]})),
+        )
+        .spawn()
+        .await;
+    // Room for four answers of 2 MB.
+    let config = "[limits]\nmax_response_bytes = 4194304\nmax_request_bytes_in_flight = 8388608\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    let before = peak_mib(tg.pid());
+    let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let (send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(1 << 20)
+            .handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let url = tg.url();
+    // 20 calls whose answers are never read.
+    let mut unread = Vec::new();
+    for id in 0..20 {
+        let req = http::Request::post(&url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .body(http_body_util::Full::new(bytes::Bytes::from(call(
+                id,
+                "read",
+                json!({}),
+            ))))
+            .unwrap();
+        let mut send = send.clone();
+        unread.push(tokio::spawn(async move { send.send_request(req).await }));
+    }
+    let mut held = 0;
+    for _ in 0..100 {
+        held = request_bytes_held(&tg).await;
+        if held >= 8_000_000 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!((8_000_000..=8_388_608).contains(&held), "{held} bytes held");
+    let waiting = tokio::spawn({
+        let url = url.clone();
+        async move { post(&url, None, call(99, "read", json!({}))).await.json() }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "the answer waits for room");
+    assert!(request_bytes_held(&tg).await <= 8_388_608);
+    let grown = peak_mib(tg.pid()) - before;
+    assert!(
+        grown < 48,
+        "peak RSS grew {grown} MiB for 8 MB of answers held"
+    );
+
+    // The client that read nothing goes: its answers' room is given back.
+    conn.abort();
+    drop(unread);
+    let a = tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiting answer comes once there is room")
+        .unwrap();
+    assert_eq!(result_text(&a).len(), 2_000_000, "nothing lost");
+}

@@ -9,7 +9,7 @@ use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::net::body::{ReadError, read_limited};
 use crate::pipeline::engine;
-use crate::policy::held::Held;
+use crate::policy::held::{BodyBudget, Held};
 use crate::transport::exchange::reply;
 use crate::transport::modern;
 use axum::response::Response;
@@ -29,7 +29,7 @@ pub(super) type Refused = Box<Response>;
 /// length: counting frame by frame would cost every body a check per frame, and make the
 /// read's future, which is part of every request's, larger. A body already whole is read at
 /// its first poll, and its timer never armed.
-pub(super) async fn read<B>(body: B, gw: &Gateway) -> Result<(Bytes, Held<'_>), Refused>
+pub(super) async fn read<B>(body: B, gw: &Gateway) -> Result<(Bytes, Held<&BodyBudget>), Refused>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,

@@ -24,6 +24,7 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
 use crate::pipeline::{self, Kind, Pending};
+use crate::policy::held::{BodyBudget, Held};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::Unresumed;
 use crate::transport::upstream::http_client::{HttpUpstream, no_message, relayed_as_is};
@@ -211,6 +212,10 @@ where
         } = self;
         async move {
             let status = parts.status;
+            let Some(mut held) = answer_share(gw, &pending, body.size_hint().exact()).await else {
+                let e = UpstreamError::no_room(pending.target.limits.upstream_timeout);
+                return unusable(gw, &pending, &e);
+            };
             let renumber = (parking.as_ref()).and_then(|p| p.renumber.as_ref());
             let bytes = match collect_upstream(body, gw.config.limits.max_response_bytes).await {
                 Ok(Collected::Whole(bytes)) => bytes,
@@ -223,7 +228,8 @@ where
                     let target = &pending.target;
                     warn_at_rate!(target.answers, "answer_over", { upstream = %target.name, },
                         "an answer over max_response_bytes; passed through unread");
-                    return Response::from_parts(parts, rest);
+                    // What was read goes first, and stays counted until it has gone.
+                    return Response::from_parts(parts, Body::new(Holding::new(rest, held)));
                 }
                 Err(e) => {
                     let e = UpstreamError::unanswered_stream(Some(e.to_string()));
@@ -231,6 +237,7 @@ where
                 }
             };
             // Read, and passed on, without a byte order mark: a client need not ignore one.
+            held.shrink_to(bytes.len());
             let (bytes, held_to_its_length) = if bytes.starts_with(crate::text::BOM) {
                 (bytes.slice(crate::text::BOM.len()..), false)
             } else {
@@ -246,8 +253,101 @@ where
             {
                 return asking::answer(gw, pending, bytes, *reverse_rounds);
             }
-            json_answer(gw, &pending, parts, bytes, as_sent)
+            json_answer(gw, &pending, parts, (bytes, held), as_sent)
         }
+    }
+}
+
+/// The answer's share of the bytes requests hold ([`Gateway::bodies`]): as long as it says
+/// it is, else as long as it may be, until it is read. It came and must not be lost, so with
+/// no room it waits for the requests before it to give theirs back, as long as the server
+/// may take to answer; `None` past that.
+async fn answer_share(
+    gw: &Gateway,
+    pending: &Pending,
+    declared: Option<u64>,
+) -> Option<Held<Arc<BodyBudget>>> {
+    let max = gw.config.limits.max_response_bytes;
+    let share = declared.map_or(max, |n| max.min(usize::try_from(n).unwrap_or(max)));
+    if let Some(held) = BodyBudget::share(&gw.bodies, share) {
+        return Some(held);
+    }
+    let wait = pending.target.limits.upstream_timeout;
+    tokio::time::timeout(wait, gw.bodies.room_for(share))
+        .await
+        .ok()
+}
+
+/// An answer's body, with its share of the bytes requests hold: given back once the body
+/// has gone to its client, or the client has gone. A client that reads nothing holds its
+/// share.
+///
+/// Passed on in pieces of at most [`PIECE`]: the HTTP server polls a body for more only as
+/// its client takes what came before, so a piece is all that waits in its buffers once the
+/// share is given back. Handed over whole, an answer would sit in them, its share gone, for a
+/// client that never reads it.
+struct Holding<B> {
+    body: B,
+    /// What is left of the frame being passed on.
+    rest: Bytes,
+    _held: Held<Arc<BodyBudget>>,
+}
+
+/// The most of an answer read whole that is handed to the HTTP server at once.
+const PIECE: usize = 64 * 1024;
+
+impl<B> Holding<B> {
+    fn new(body: B, held: Held<Arc<BodyBudget>>) -> Holding<B> {
+        Holding {
+            body,
+            rest: Bytes::new(),
+            _held: held,
+        }
+    }
+
+    fn piece(&mut self) -> http_body::Frame<Bytes> {
+        let n = self.rest.len().min(PIECE);
+        http_body::Frame::data(self.rest.split_to(n))
+    }
+}
+
+impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Holding<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, B::Error>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if !this.rest.is_empty() {
+            return Poll::Ready(Some(Ok(this.piece())));
+        }
+        match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    this.rest = data;
+                    Poll::Ready(Some(Ok(this.piece())))
+                }
+                Err(frame) => Poll::Ready(Some(Ok(frame))),
+            },
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty() && self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let (body, rest) = (self.body.size_hint(), self.rest.len() as u64);
+        let mut hint = http_body::SizeHint::new();
+        if let Some(upper) = body.upper() {
+            hint.set_upper(upper.saturating_add(rest));
+        }
+        hint.set_lower(body.lower().saturating_add(rest));
+        hint
     }
 }
 
@@ -257,20 +357,20 @@ fn json_answer(
     gw: &Gateway,
     pending: &Pending,
     mut parts: http::response::Parts,
-    bytes: Bytes,
+    (bytes, held): (Bytes, Held<Arc<BodyBudget>>),
     as_sent: bool,
 ) -> Response {
     let status = parts.status;
     if status.is_success() && !needs_reading(pending, &bytes) {
         // A completion may change them.
         let as_sent = as_sent && pending.completion().is_none();
-        return unchanged(parts, bridge::complete(pending, bytes), as_sent);
+        return unchanged(parts, (bridge::complete(pending, bytes), held), as_sent);
     }
     // A refusal of the request itself (a 4xx whose error names no request: "No valid
     // session ID", "Bad Request") is the transport's word, not the tool's answer: the client
     // must see it as it came to recover (re-initialize, fix its headers).
     if status.is_client_error() && jsonrpc::refusal(&bytes).is_some() {
-        return unchanged(parts, bytes, as_sent);
+        return unchanged(parts, (bytes, held), as_sent);
     }
     let settled = match jsonrpc::parse(&bytes) {
         Ok(Parsed::Single(m)) => pipeline::settle(gw, pending, &m, bytes.clone()),
@@ -284,23 +384,34 @@ fn json_answer(
             .headers
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
-    whole(parts, settled.body)
+    whole(parts, (settled.body, held))
 }
 
-/// An answer read whole, sent as `bytes`: the server's `Content-Length` goes on only when it
-/// is still their length (a rule, the completion or a renumbering may have changed them).
-fn whole(mut parts: http::response::Parts, bytes: Bytes) -> Response {
-    fit_length(&mut parts.headers, bytes.len());
-    Response::from_parts(parts, Body::from(bytes))
+/// An answer read whole, sent as `bytes` with their share: the server's `Content-Length`
+/// goes on only when it is still their length (a rule, the completion or a renumbering may
+/// have changed them).
+fn whole(mut parts: http::response::Parts, answer: (Bytes, Held<Arc<BodyBudget>>)) -> Response {
+    fit_length(&mut parts.headers, answer.0.len());
+    sent(parts, answer)
 }
 
 /// An answer read whole and passed on as it came: its length is not looked up again when it
 /// is known to hold (`as_sent`), about 0.2k instructions on nearly every validated call.
-fn unchanged(parts: http::response::Parts, bytes: Bytes, as_sent: bool) -> Response {
+fn unchanged(
+    parts: http::response::Parts,
+    answer: (Bytes, Held<Arc<BodyBudget>>),
+    as_sent: bool,
+) -> Response {
     if as_sent {
-        return Response::from_parts(parts, Body::from(bytes));
+        return sent(parts, answer);
     }
-    whole(parts, bytes)
+    whole(parts, answer)
+}
+
+/// The response that sends an answer read whole, its share held until the answer is gone.
+fn sent(parts: http::response::Parts, (bytes, held): (Bytes, Held<Arc<BodyBudget>>)) -> Response {
+    let body = Holding::new(http_body_util::Full::new(bytes), held);
+    Response::from_parts(parts, Body::new(body))
 }
 
 /// toolgate's answer to a request whose server answered nothing usable. Its outcome goes with
@@ -806,5 +917,29 @@ impl Drop for SseInspector {
                 .numbered
                 .keep(&self.pending, self.sent.take());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Body as _;
+
+    #[tokio::test]
+    async fn an_answer_goes_in_pieces_and_gives_its_share_back_when_gone() {
+        let budget = Arc::new(BodyBudget::new(1 << 20));
+        let held = BodyBudget::share(&budget, 150_000).unwrap();
+        let answer = Bytes::from(vec![b'x'; 150_000]);
+        let mut body = Holding::new(http_body_util::Full::new(answer), held);
+        assert_eq!(body.size_hint().exact(), Some(150_000));
+        let mut pieces = Vec::new();
+        while let Some(frame) = body.frame().await {
+            pieces.push(frame.unwrap().into_data().unwrap().len());
+            assert_eq!(budget.held(), 150_000, "held while some is left to pass on");
+        }
+        assert_eq!(pieces, [PIECE, PIECE, 150_000 - 2 * PIECE]);
+        assert!(body.is_end_stream());
+        drop(body);
+        assert_eq!(budget.held(), 0);
     }
 }
