@@ -28,15 +28,15 @@ struct Gathered {
 }
 
 impl Gathered {
-    /// Adds a frame; `rest` is how much more the body says is to come. A body of many
-    /// frames is gathered into one buffer of its whole length where it declared one, not a
-    /// buffer grown by doubling, which holds up to twice the body.
-    fn push(&mut self, data: Bytes, rest: u64) {
+    /// Adds a frame; `rest` says how much more the body says is to come, asked only of a
+    /// body of many frames, which is gathered into one buffer of its whole length where it
+    /// declared one, not a buffer grown by doubling (which holds up to twice the body).
+    fn push(&mut self, data: Bytes, rest: impl FnOnce() -> u64) {
         match self.first.take() {
             None if self.buf.is_empty() => self.first = Some(data),
             held => {
                 if let Some(h) = held {
-                    let rest = usize::try_from(rest).unwrap_or(0);
+                    let rest = usize::try_from(rest()).unwrap_or(0);
                     self.buf.reserve(h.len() + data.len() + rest);
                     self.buf.extend_from_slice(&h);
                 }
@@ -71,7 +71,7 @@ where
         };
         if let Ok(data) = frame?.into_data() {
             // What is still to come, as far as the limit: a declared length is a claim.
-            got.push(data, body.size_hint().lower().min(limit as u64));
+            got.push(data, || body.size_hint().lower().min(limit as u64));
             if got.len() > limit {
                 return Ok(false);
             }
