@@ -62,7 +62,7 @@ impl BodyBudget {
     }
 
     /// [`BodyBudget::take`], the share held by an `Arc` (an answer's, which its body keeps).
-    pub(crate) fn share(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<BodyBudget>>> {
+    pub(crate) fn take_owned(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<BodyBudget>>> {
         budget.add(bytes).then(|| Held {
             budget: budget.clone(),
             bytes,
@@ -81,7 +81,7 @@ impl BodyBudget {
             let notified = self.room.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
-            if let Some(held) = Self::share(self, bytes) {
+            if let Some(held) = Self::take_owned(self, bytes) {
                 return held;
             }
             notified.await;

@@ -269,7 +269,7 @@ async fn answer_share(
 ) -> Option<Held<Arc<BodyBudget>>> {
     let max = gw.config.limits.max_response_bytes;
     let share = declared.map_or(max, |n| max.min(usize::try_from(n).unwrap_or(max)));
-    if let Some(held) = BodyBudget::share(&gw.bodies, share) {
+    if let Some(held) = BodyBudget::take_owned(&gw.bodies, share) {
         return Some(held);
     }
     let wait = pending.target.limits.upstream_timeout;
@@ -278,14 +278,15 @@ async fn answer_share(
         .ok()
 }
 
-/// An answer's body, with its share of the bytes requests hold: given back once the body
-/// has gone to its client, or the client has gone. A client that reads nothing holds its
-/// share.
+/// The body of an answer over `limits.max_response_bytes`, passed on unread after what was
+/// read of it, with the share that reading took: given back once the body has gone to its
+/// client, or the client has gone. (An answer read whole counts its bytes themselves,
+/// [`Counted`].)
 ///
 /// Passed on in pieces of at most [`PIECE`]: the HTTP server polls a body for more only as
 /// its client takes what came before, so a piece is all that waits in its buffers once the
-/// share is given back. Handed over whole, an answer would sit in them, its share gone, for a
-/// client that never reads it.
+/// share is given back. Handed over whole, what was read would sit in them, its share gone,
+/// for a client that never reads it.
 struct Holding<B> {
     body: B,
     /// What is left of the frame being passed on.
@@ -409,9 +410,20 @@ fn unchanged(
 }
 
 /// The response that sends an answer read whole, its share held until the answer is gone.
-fn sent(parts: http::response::Parts, (bytes, held): (Bytes, Held<Arc<BodyBudget>>)) -> Response {
-    let body = Holding::new(http_body_util::Full::new(bytes), held);
-    Response::from_parts(parts, Body::new(body))
+fn sent(parts: http::response::Parts, answer: (Bytes, Held<Arc<BodyBudget>>)) -> Response {
+    Response::from_parts(parts, Body::from(Bytes::from_owner(Counted(answer))))
+}
+
+/// An answer's bytes with their share of the bytes requests hold, given back when the last
+/// of them is dropped: once the HTTP server has written them to the client, or the client
+/// has gone. Until then they are counted, wherever they wait (the server's buffers hold a
+/// client's answer until it takes it), so a client that reads nothing holds its share.
+struct Counted((Bytes, Held<Arc<BodyBudget>>));
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.0
+    }
 }
 
 /// toolgate's answer to a request whose server answered nothing usable. Its outcome goes with
@@ -925,10 +937,22 @@ mod tests {
     use super::*;
     use http_body::Body as _;
 
+    #[test]
+    fn an_answer_read_whole_holds_its_share_while_any_of_its_bytes_wait() {
+        let budget = Arc::new(BodyBudget::new(1 << 20));
+        let held = BodyBudget::take_owned(&budget, 1_000).unwrap();
+        let bytes = Bytes::from_owner(Counted((Bytes::from(vec![b'x'; 1_000]), held)));
+        let waiting = bytes.slice(500..);
+        drop(bytes);
+        assert_eq!(budget.held(), 1_000, "a server's buffer still holds some");
+        drop(waiting);
+        assert_eq!(budget.held(), 0);
+    }
+
     #[tokio::test]
     async fn an_answer_goes_in_pieces_and_gives_its_share_back_when_gone() {
         let budget = Arc::new(BodyBudget::new(1 << 20));
-        let held = BodyBudget::share(&budget, 150_000).unwrap();
+        let held = BodyBudget::take_owned(&budget, 150_000).unwrap();
         let answer = Bytes::from(vec![b'x'; 150_000]);
         let mut body = Holding::new(http_body_util::Full::new(answer), held);
         assert_eq!(body.size_hint().exact(), Some(150_000));
