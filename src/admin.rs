@@ -49,7 +49,7 @@ async fn metrics(State(live): State<Live>) -> Response {
     };
     let body = gw.metrics.render(
         catalog,
-        gw.bodies.held(),
+        gw.request_bytes.held(),
         gw.telemetry.as_ref().map(|t| t.lost()),
     );
     (

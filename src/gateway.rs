@@ -7,7 +7,7 @@ use crate::catalog::{Catalog, CompileSettings, ScopeKey};
 use crate::config::{Config, ConfigError, UpstreamTransport, Validation};
 use crate::metrics::Metrics;
 use crate::policy::clients::{Client, ClientRules, RateLimiter};
-use crate::policy::held::BodyBudget;
+use crate::policy::held::RequestBytes;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rules::ToolRules;
 use arc_swap::ArcSwap;
@@ -134,9 +134,9 @@ pub struct Gateway {
     pub limiter: Arc<RateLimiter>,
     /// The tool of each task a call started, kept across reloads as the tasks are.
     pub tasks: Arc<crate::tasks::Tasks>,
-    /// The bytes of request bodies held at once, kept across reloads: what requests hold
-    /// stays counted when a reload changes the bound.
-    pub(crate) bodies: Arc<BodyBudget>,
+    /// The bytes held for requests at once (their bodies, the answers read whole), kept
+    /// across reloads: what requests hold stays counted when a reload changes the bound.
+    pub(crate) request_bytes: Arc<RequestBytes>,
     /// Trace export, when an OTLP endpoint is configured; made once per process.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// The replicas' shared buckets, when `[shared_state]` names a Redis.
@@ -351,18 +351,18 @@ impl Gateway {
             Some(p) => p.telemetry.clone(),
             None => crate::telemetry::Telemetry::start(&config.telemetry)?,
         };
-        let bodies_max = config.limits.request_bytes_budget();
-        let bodies = match previous {
+        let request_bytes_max = config.limits.request_bytes_budget();
+        let request_bytes = match previous {
             Some(p) => {
-                p.bodies.set_max(bodies_max);
-                p.bodies.clone()
+                p.request_bytes.set_max(request_bytes_max);
+                p.request_bytes.clone()
             }
-            None => Arc::new(BodyBudget::new(bodies_max)),
+            None => Arc::new(RequestBytes::new(request_bytes_max)),
         };
         Ok(Arc::new(Gateway {
             telemetry,
             shared,
-            bodies,
+            request_bytes,
             catalog,
             metrics,
             targets,

@@ -22,18 +22,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 #[derive(Debug)]
-pub(crate) struct BodyBudget {
+pub(crate) struct RequestBytes {
     held: AtomicUsize,
     max: AtomicUsize,
-    /// Answers waiting for room ([`BodyBudget::room_for`]); a share given back wakes them
+    /// Answers waiting for room ([`RequestBytes::room_for`]); a share given back wakes them
     /// only when there are some.
     waiting: AtomicUsize,
     room: Notify,
 }
 
-impl BodyBudget {
-    pub(crate) fn new(max: usize) -> BodyBudget {
-        BodyBudget {
+impl RequestBytes {
+    pub(crate) fn new(max: usize) -> RequestBytes {
+        RequestBytes {
             held: AtomicUsize::new(0),
             max: AtomicUsize::new(max),
             waiting: AtomicUsize::new(0),
@@ -53,7 +53,7 @@ impl BodyBudget {
     }
 
     /// A share of `bytes` for one request, or `None` when the budget has no room for it.
-    pub(crate) fn take(&self, bytes: usize) -> Option<Held<&BodyBudget>> {
+    pub(crate) fn take(&self, bytes: usize) -> Option<Held<&RequestBytes>> {
         // Made only once added: a share dropped gives its bytes back.
         self.add(bytes).then(|| Held {
             budget: self,
@@ -61,8 +61,8 @@ impl BodyBudget {
         })
     }
 
-    /// [`BodyBudget::take`], the share held by an `Arc` (an answer's, which its body keeps).
-    pub(crate) fn take_owned(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<BodyBudget>>> {
+    /// [`RequestBytes::take`], the share held by an `Arc` (an answer's, which its body keeps).
+    pub(crate) fn take_owned(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<RequestBytes>>> {
         budget.add(bytes).then(|| Held {
             budget: budget.clone(),
             bytes,
@@ -72,7 +72,7 @@ impl BodyBudget {
     /// A share of `bytes` once the budget has room for it: a server's answer, which came and
     /// must not be lost, waits for the requests before it to give theirs back. Its caller
     /// bounds the wait.
-    pub(crate) async fn room_for(self: &Arc<Self>, bytes: usize) -> Held<Arc<BodyBudget>> {
+    pub(crate) async fn room_for(self: &Arc<Self>, bytes: usize) -> Held<Arc<RequestBytes>> {
         // Counted before the share is tried, so that a share given back after the try sees
         // a waiter and wakes it.
         self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -114,7 +114,7 @@ impl BodyBudget {
 }
 
 /// An answer counted among those waiting for room until it has its share or gives up.
-struct Waiting<'a>(&'a BodyBudget);
+struct Waiting<'a>(&'a RequestBytes);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
@@ -125,12 +125,12 @@ impl Drop for Waiting<'_> {
 /// One request's share of the budget (a borrow of it for a request's body, held by the
 /// request's future; an `Arc` for an answer, held by its body), given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Held<R: Deref<Target = BodyBudget>> {
+pub(crate) struct Held<R: Deref<Target = RequestBytes>> {
     budget: R,
     bytes: usize,
 }
 
-impl<R: Deref<Target = BodyBudget>> Held<R> {
+impl<R: Deref<Target = RequestBytes>> Held<R> {
     /// Gives back what the share holds beyond `bytes`.
     pub(crate) fn shrink_to(&mut self, bytes: usize) {
         let less = self.bytes.saturating_sub(bytes);
@@ -141,7 +141,7 @@ impl<R: Deref<Target = BodyBudget>> Held<R> {
     }
 }
 
-impl<R: Deref<Target = BodyBudget>> Drop for Held<R> {
+impl<R: Deref<Target = RequestBytes>> Drop for Held<R> {
     fn drop(&mut self) {
         if self.bytes > 0 {
             self.budget.give_back(self.bytes);
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn shares_fit_the_budget_and_are_given_back() {
-        let budget = BodyBudget::new(100);
+        let budget = RequestBytes::new(100);
         let a = budget.take(60).expect("room for the first");
         assert!(budget.take(41).is_none(), "past the bound");
         assert!(budget.take(0).is_some(), "an empty share always fits");
@@ -172,7 +172,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_waits_for_room_and_takes_it_when_a_share_is_given_back() {
-        let budget = Arc::new(BodyBudget::new(100));
+        let budget = Arc::new(RequestBytes::new(100));
         let first = budget.take(70).unwrap();
         let waiting = tokio::spawn({
             let budget = budget.clone();
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn a_lower_bound_keeps_what_is_held_and_refuses_more() {
-        let budget = BodyBudget::new(100);
+        let budget = RequestBytes::new(100);
         let a = budget.take(80).unwrap();
         budget.set_max(50);
         assert!(budget.take(1).is_none());
