@@ -36,6 +36,10 @@ pub enum UpstreamError {
     /// `limits.max_sse_event_bytes`) to a client that cannot take it in part.
     #[error("the tool server's answer is over the gateway's limit: {0}")]
     OverLimit(String),
+    /// The answer came, but the gateway held as many answers as it may for as long as the
+    /// request may wait (`limits.max_request_bytes_in_flight`).
+    #[error("the gateway had no room for the tool server's answer: {0}")]
+    NoRoom(String),
     /// The tool server's command could not be started (a stdio server): a configuration
     /// problem of the gateway's.
     #[error("the tool server cannot be started: {0}")]
@@ -83,8 +87,8 @@ impl UpstreamError {
     /// An answer that found no room among the bytes requests hold
     /// (`limits.max_request_bytes_in_flight`) within `waited`.
     pub(crate) fn no_room(waited: Duration) -> UpstreamError {
-        UpstreamError::OverLimit(format!(
-            "no room to hold it within {waited:?}: toolgate holds as many bytes of requests as it may (limits.max_request_bytes_in_flight)"
+        UpstreamError::NoRoom(format!(
+            "none within {waited:?}: it holds as many answers for clients as it may (limits.max_request_bytes_in_flight)"
         ))
     }
 
@@ -101,7 +105,7 @@ impl UpstreamError {
     /// to pass on came, so the server is not called unavailable for it.
     pub fn naming(&self) -> (&'static str, &'static str, &'static str) {
         match self {
-            UpstreamError::OverLimit(_) => (
+            UpstreamError::OverLimit(_) | UpstreamError::NoRoom(_) => (
                 "answer_over_limit",
                 "The tool server's answer could not be passed on",
                 "Upstream MCP server's answer could not be passed on",
@@ -122,6 +126,7 @@ impl UpstreamError {
             UpstreamError::Timeout(_) => "timeout",
             UpstreamError::NotJsonRpc(_) => "not_jsonrpc",
             UpstreamError::OverLimit(_) => "over_limit",
+            UpstreamError::NoRoom(_) => "no_room",
             UpstreamError::CannotStart(_) => CANNOT_START,
             UpstreamError::Moved(_) => MOVED,
         }
@@ -144,6 +149,9 @@ impl UpstreamError {
             }
             UpstreamError::OverLimit(_) => {
                 "Ask for less (a narrower query, a smaller page); the same call will fail the same way."
+            }
+            UpstreamError::NoRoom(_) => {
+                "The gateway is busy with other clients' answers; retrying later may help."
             }
             UpstreamError::CannotStart(_) | UpstreamError::Moved(_) => {
                 "This is a configuration problem of the gateway; retrying will not help until it is fixed."

@@ -7,7 +7,7 @@ use crate::catalog::{Catalog, CompileSettings, ScopeKey};
 use crate::config::{Config, ConfigError, UpstreamTransport, Validation};
 use crate::metrics::Metrics;
 use crate::policy::clients::{Client, ClientRules, RateLimiter};
-use crate::policy::held::RequestBytes;
+use crate::policy::held::ByteBudget;
 use crate::policy::origin::OriginPolicy;
 use crate::policy::rules::ToolRules;
 use arc_swap::ArcSwap;
@@ -134,9 +134,11 @@ pub struct Gateway {
     pub limiter: Arc<RateLimiter>,
     /// The tool of each task a call started, kept across reloads as the tasks are.
     pub tasks: Arc<crate::tasks::Tasks>,
-    /// The bytes held for requests at once (their bodies, the answers read whole), kept
-    /// across reloads: what requests hold stays counted when a reload changes the bound.
-    pub(crate) request_bytes: Arc<RequestBytes>,
+    /// The bytes of request bodies held at once, and apart those of the answers read whole,
+    /// kept across reloads: what requests hold stays counted when a reload changes the bound.
+    /// Apart, so that an answer never waits for room that its own request's body holds.
+    pub(crate) bodies: Arc<ByteBudget>,
+    pub(crate) answers: Arc<ByteBudget>,
     /// Trace export, when an OTLP endpoint is configured; made once per process.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// The replicas' shared buckets, when `[shared_state]` names a Redis.
@@ -351,18 +353,23 @@ impl Gateway {
             Some(p) => p.telemetry.clone(),
             None => crate::telemetry::Telemetry::start(&config.telemetry)?,
         };
-        let request_bytes_max = config.limits.request_bytes_budget();
-        let request_bytes = match previous {
+        let max = config.limits.request_bytes_budget();
+        let (bodies, answers) = match previous {
             Some(p) => {
-                p.request_bytes.set_max(request_bytes_max);
-                p.request_bytes.clone()
+                p.bodies.set_max(max);
+                p.answers.set_max(max);
+                (p.bodies.clone(), p.answers.clone())
             }
-            None => Arc::new(RequestBytes::new(request_bytes_max)),
+            None => (
+                Arc::new(ByteBudget::new(max)),
+                Arc::new(ByteBudget::new(max)),
+            ),
         };
         Ok(Arc::new(Gateway {
             telemetry,
             shared,
-            request_bytes,
+            bodies,
+            answers,
             catalog,
             metrics,
             targets,

@@ -472,9 +472,9 @@ pub struct Limits {
     /// Most bytes the tool catalogs are counted as, every scope's together: the tools'
     /// names, and each distinct schema's text and what it holds read and compiled.
     pub max_catalog_bytes: usize,
-    /// Most bytes the HTTP front holds for requests at once, every client's together: their
-    /// bodies, and the answers read whole for the rules. Past it, a request is refused with
-    /// 503 before its body is read, and an answer waits for room. Never less than
+    /// Most bytes the HTTP front holds for requests at once, every client's together: of their
+    /// bodies, and apart of the answers read whole for the rules. Past it, a request is
+    /// refused with 503 before its body is read, or an answer waits for room. Never less than
     /// `max_body_bytes` or `max_response_bytes`, so that one of the largest size always fits.
     pub max_request_bytes_in_flight: usize,
     /// On SIGTERM/SIGINT, how long in-flight requests and streams may take to finish.

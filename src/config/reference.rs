@@ -47,7 +47,7 @@ const KEYS: &[Key] = &[
     key("limits.max_scopes", "Sessions and credentials whose tool catalogs are kept.", ""),
     key("limits.max_list_pages", "Most tools/list pages fetched in one listing.", ""),
     key("limits.max_catalog_bytes", "Most bytes all tool catalogs are counted as; the least recently listed are dropped first.", ""),
-    key("limits.max_request_bytes_in_flight", "Most bytes held for requests at once, every client's together (bodies, answers read whole); past it, 503, and answers wait.", ""),
+    key("limits.max_request_bytes_in_flight", "Most bytes of request bodies held at once, every client's together, and apart of answers read whole; past it, 503, or answers wait.", ""),
     key("limits.shutdown_grace", "On SIGTERM or SIGINT, how long in-flight requests and streams may take.", ""),
 
     key("stdio.max_sessions", "serve -- CMD: sessions (one child each) at once; more get 503.", ""),

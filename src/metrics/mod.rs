@@ -637,7 +637,7 @@ impl Metrics {
     pub fn render(
         &self,
         catalog: CatalogGauges,
-        request_bytes_held: usize,
+        (bodies, answers): (usize, usize),
         spans_lost: Option<SpansLost>,
     ) -> String {
         let CatalogGauges {
@@ -666,7 +666,7 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP toolgate_request_bytes_held Bytes of request bodies held at once (limits.max_request_bytes_in_flight).\n# TYPE toolgate_request_bytes_held gauge\ntoolgate_request_bytes_held {request_bytes_held}"
+            "# HELP toolgate_request_bytes_held Bytes held for requests at once: their bodies, and apart the answers read whole (each up to limits.max_request_bytes_in_flight).\n# TYPE toolgate_request_bytes_held gauge\ntoolgate_request_bytes_held{{part=\"body\"}} {bodies}\ntoolgate_request_bytes_held{{part=\"answer\"}} {answers}"
         );
         let _ = writeln!(
             out,
@@ -739,7 +739,7 @@ mod tests {
         }
         up.latency(&m, Duration::from_millis(3));
         up.latency(&m, Duration::from_millis(30));
-        let out = m.render(CatalogGauges::default(), 0, None);
+        let out = m.render(CatalogGauges::default(), (0, 0), None);
         for o in &outcomes {
             let line = format!(
                 "toolgate_requests_total{{upstream=\"u\",method=\"ping\",outcome=\"{o}\"}} 2\n"

@@ -11,7 +11,10 @@
 //! room, a request is refused (503) before any of its body is read, and an answer, which
 //! came and must not be lost, waits; what is already held is never dropped.
 //!
-//! One count for the process, kept across reloads (a reload may change its bound). A share
+//! Two counts for the process, one of bodies and one of answers, each to the bound: an
+//! answer never waits for room its own request's body holds (requests whose bodies fill the
+//! budget would otherwise wait for their answers until they time out). Both are kept across
+//! reloads (a reload may change the bound). A share
 //! costs two atomic operations, on the thread that holds it: no lock, and no count per frame
 //! (`edge::message::read` and `exchange::answers` say how each share is sized). Only an
 //! answer that waits takes the lock of the wake-up list.
@@ -22,18 +25,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 #[derive(Debug)]
-pub(crate) struct RequestBytes {
+pub(crate) struct ByteBudget {
     held: AtomicUsize,
     max: AtomicUsize,
-    /// Answers waiting for room ([`RequestBytes::room_for`]); a share given back wakes them
+    /// Answers waiting for room ([`ByteBudget::room_for`]); a share given back wakes them
     /// only when there are some.
     waiting: AtomicUsize,
     room: Notify,
 }
 
-impl RequestBytes {
-    pub(crate) fn new(max: usize) -> RequestBytes {
-        RequestBytes {
+impl ByteBudget {
+    pub(crate) fn new(max: usize) -> ByteBudget {
+        ByteBudget {
             held: AtomicUsize::new(0),
             max: AtomicUsize::new(max),
             waiting: AtomicUsize::new(0),
@@ -53,7 +56,7 @@ impl RequestBytes {
     }
 
     /// A share of `bytes` for one request, or `None` when the budget has no room for it.
-    pub(crate) fn take(&self, bytes: usize) -> Option<Held<&RequestBytes>> {
+    pub(crate) fn take(&self, bytes: usize) -> Option<Held<&ByteBudget>> {
         // Made only once added: a share dropped gives its bytes back.
         self.add(bytes).then(|| Held {
             budget: self,
@@ -61,8 +64,8 @@ impl RequestBytes {
         })
     }
 
-    /// [`RequestBytes::take`], the share held by an `Arc` (an answer's, which its body keeps).
-    pub(crate) fn take_owned(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<RequestBytes>>> {
+    /// [`ByteBudget::take`], the share held by an `Arc` (an answer's, which its body keeps).
+    pub(crate) fn take_owned(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<ByteBudget>>> {
         budget.add(bytes).then(|| Held {
             budget: budget.clone(),
             bytes,
@@ -72,7 +75,7 @@ impl RequestBytes {
     /// A share of `bytes` once the budget has room for it: a server's answer, which came and
     /// must not be lost, waits for the requests before it to give theirs back. Its caller
     /// bounds the wait.
-    pub(crate) async fn room_for(self: &Arc<Self>, bytes: usize) -> Held<Arc<RequestBytes>> {
+    pub(crate) async fn room_for(self: &Arc<Self>, bytes: usize) -> Held<Arc<ByteBudget>> {
         // Counted before the share is tried, so that a share given back after the try sees
         // a waiter and wakes it.
         self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -114,7 +117,7 @@ impl RequestBytes {
 }
 
 /// An answer counted among those waiting for room until it has its share or gives up.
-struct Waiting<'a>(&'a RequestBytes);
+struct Waiting<'a>(&'a ByteBudget);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
@@ -125,12 +128,12 @@ impl Drop for Waiting<'_> {
 /// One request's share of the budget (a borrow of it for a request's body, held by the
 /// request's future; an `Arc` for an answer, held by its body), given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Held<R: Deref<Target = RequestBytes>> {
+pub(crate) struct Held<R: Deref<Target = ByteBudget>> {
     budget: R,
     bytes: usize,
 }
 
-impl<R: Deref<Target = RequestBytes>> Held<R> {
+impl<R: Deref<Target = ByteBudget>> Held<R> {
     /// Gives back what the share holds beyond `bytes`.
     pub(crate) fn shrink_to(&mut self, bytes: usize) {
         let less = self.bytes.saturating_sub(bytes);
@@ -141,7 +144,7 @@ impl<R: Deref<Target = RequestBytes>> Held<R> {
     }
 }
 
-impl<R: Deref<Target = RequestBytes>> Drop for Held<R> {
+impl<R: Deref<Target = ByteBudget>> Drop for Held<R> {
     fn drop(&mut self) {
         if self.bytes > 0 {
             self.budget.give_back(self.bytes);
@@ -155,7 +158,7 @@ mod tests {
 
     #[test]
     fn shares_fit_the_budget_and_are_given_back() {
-        let budget = RequestBytes::new(100);
+        let budget = ByteBudget::new(100);
         let a = budget.take(60).expect("room for the first");
         assert!(budget.take(41).is_none(), "past the bound");
         assert!(budget.take(0).is_some(), "an empty share always fits");
@@ -172,7 +175,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_waits_for_room_and_takes_it_when_a_share_is_given_back() {
-        let budget = Arc::new(RequestBytes::new(100));
+        let budget = Arc::new(ByteBudget::new(100));
         let first = budget.take(70).unwrap();
         let waiting = tokio::spawn({
             let budget = budget.clone();
@@ -188,7 +191,7 @@ mod tests {
 
     #[test]
     fn a_lower_bound_keeps_what_is_held_and_refuses_more() {
-        let budget = RequestBytes::new(100);
+        let budget = ByteBudget::new(100);
         let a = budget.take(80).unwrap();
         budget.set_max(50);
         assert!(budget.take(1).is_none());

@@ -1380,11 +1380,13 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
     assert!(tg.logs_when(|l| l.contains(said)).await.contains(said));
 }
 
-/// The bytes of request bodies toolgate holds, read from its gauge.
-async fn request_bytes_held(tg: &Toolgate) -> u64 {
+/// The bytes toolgate holds for requests, of their bodies (`part` `body`) or of the answers
+/// it read whole (`answer`), read from its gauge.
+async fn request_bytes_held(tg: &Toolgate, part: &str) -> u64 {
     let metrics = tg.admin_get("/metrics").await.text();
+    let series = format!("toolgate_request_bytes_held{{part=\"{part}\"}} ");
     (metrics.lines())
-        .find_map(|l| l.strip_prefix("toolgate_request_bytes_held "))
+        .find_map(|l| l.strip_prefix(series.as_str()))
         .and_then(|b| b.parse().ok())
         .expect("toolgate_request_bytes_held")
 }
@@ -1501,7 +1503,7 @@ async fn request_bodies_held_at_once_are_bounded() {
         (4, 48),
         "four bodies held, the rest refused"
     );
-    assert_eq!(request_bytes_held(&tg).await, 4 * BODY as u64);
+    assert_eq!(request_bytes_held(&tg, "body").await, 4 * BODY as u64);
     let grown = peak_mib(tg.pid()) - before;
     assert!(
         grown < 64,
@@ -1530,7 +1532,7 @@ async fn request_bodies_held_at_once_are_bounded() {
     conn.abort();
     let mut left = u64::MAX;
     for _ in 0..100 {
-        left = request_bytes_held(&tg).await;
+        left = request_bytes_held(&tg, "body").await;
         if left == 0 {
             break;
         }
@@ -1583,7 +1585,7 @@ async fn answers_a_client_does_not_read_hold_at_most_the_budget() {
     }
     let mut held = 0;
     for _ in 0..100 {
-        held = request_bytes_held(&tg).await;
+        held = request_bytes_held(&tg, "answer").await;
         if held >= 8_000_000 {
             break;
         }
@@ -1596,7 +1598,7 @@ async fn answers_a_client_does_not_read_hold_at_most_the_budget() {
     });
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(!waiting.is_finished(), "the answer waits for room");
-    assert!(request_bytes_held(&tg).await <= 8_388_608);
+    assert!(request_bytes_held(&tg, "answer").await <= 8_388_608);
     let grown = peak_mib(tg.pid()) - before;
     assert!(
         grown < 48,
@@ -1611,4 +1613,32 @@ async fn answers_a_client_does_not_read_hold_at_most_the_budget() {
         .expect("the waiting answer comes once there is room")
         .unwrap();
     assert_eq!(result_text(&a).len(), 2_000_000, "nothing lost");
+}
+
+/// Request bodies and answers are counted apart: requests whose bodies fill the budget still
+/// get their answers, which never wait for room their own bodies hold.
+#[tokio::test]
+async fn answers_never_wait_for_room_their_requests_hold() {
+    let (up, _) = Scripted::new(vec![open_tool("upload")])
+        .script("upload", Script::Result(json!({"content": []})))
+        .spawn()
+        .await;
+    // Room for two bodies of the largest size (1 MiB), and a short wait for an answer's room.
+    let config = "[limits]\nmax_body_bytes = 1048576\nmax_response_bytes = 1048576\nmax_request_bytes_in_flight = 2097152\nupstream_timeout = \"3s\"\n";
+    let tg = Toolgate::serve(&up, Some(config)).await;
+    let url = tg.url();
+    let full = |id: i64| {
+        let head = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"upload","arguments":{{}}}}"#
+        );
+        let pad = 1024 * 1024 - head.len() - 1;
+        format!("{head}{}}}", " ".repeat(pad))
+    };
+    let (a, b) = tokio::join!(post(&url, None, full(1)), post(&url, None, full(2)));
+    for (id, a) in [(1, a.json()), (2, b.json())] {
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}})
+        );
+    }
 }

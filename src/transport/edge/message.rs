@@ -9,7 +9,7 @@ use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
 use crate::net::body::{ReadError, read_limited};
 use crate::pipeline::engine;
-use crate::policy::held::{Held, RequestBytes};
+use crate::policy::held::{ByteBudget, Held};
 use crate::transport::exchange::reply;
 use crate::transport::modern;
 use axum::response::Response;
@@ -22,14 +22,14 @@ use std::task::Poll;
 pub(super) type Refused = Box<Response>;
 
 /// The body, read under the size limit and within `limits.body_timeout`, with its share of
-/// the bytes the front may hold at once ([`Gateway::request_bytes`]), to be kept until the request is
+/// the bytes the front may hold at once ([`Gateway::bodies`]), to be kept until the request is
 /// answered; `Err` is the 413, 400, 408 or 503 refusing it. A declared length over the limit
 /// is refused before any of the body is read, and so is one the budget has no room for. A
 /// body of no declared length takes a share of the limit while it is read, then of its own
 /// length: counting frame by frame would cost every body a check per frame, and make the
 /// read's future, which is part of every request's, larger. A body already whole is read at
 /// its first poll, and its timer never armed.
-pub(super) async fn read<B>(body: B, gw: &Gateway) -> Result<(Bytes, Held<&RequestBytes>), Refused>
+pub(super) async fn read<B>(body: B, gw: &Gateway) -> Result<(Bytes, Held<&ByteBudget>), Refused>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
@@ -43,7 +43,7 @@ where
     if share > limit {
         return Err(too_large(limit));
     }
-    let Some(mut held) = gw.request_bytes.take(share) else {
+    let Some(mut held) = gw.bodies.take(share) else {
         return Err(Box::new(no_room()));
     };
     let mut read = std::pin::pin!(read_limited(body, limit));

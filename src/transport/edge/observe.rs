@@ -282,7 +282,7 @@ mod tests {
     }
 
     fn counted(gw: &Gateway) -> String {
-        let text = gw.metrics.render(Default::default(), 0, None);
+        let text = gw.metrics.render(Default::default(), (0, 0), None);
         text.lines()
             .filter(|l| l.starts_with("toolgate_requests_total{"))
             .collect::<Vec<_>>()

@@ -24,7 +24,7 @@ use crate::pipeline::asked;
 use crate::pipeline::bridge;
 use crate::pipeline::carried::{Carried, Carrying, carried};
 use crate::pipeline::{self, Kind, Pending};
-use crate::policy::held::{Held, RequestBytes};
+use crate::policy::held::{ByteBudget, Held};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::transport::upstream::http_bridge::Unresumed;
 use crate::transport::upstream::http_client::{HttpUpstream, no_message, relayed_as_is};
@@ -258,7 +258,7 @@ where
     }
 }
 
-/// The answer's share of the bytes requests hold ([`Gateway::request_bytes`]): as long as it says
+/// The answer's share of the bytes requests hold ([`Gateway::bodies`]): as long as it says
 /// it is, else as long as it may be, until it is read. It came and must not be lost, so with
 /// no room it waits for the requests before it to give theirs back, as long as the server
 /// may take to answer; `None` past that.
@@ -266,14 +266,14 @@ async fn answer_share(
     gw: &Gateway,
     pending: &Pending,
     declared: Option<u64>,
-) -> Option<Held<Arc<RequestBytes>>> {
+) -> Option<Held<Arc<ByteBudget>>> {
     let max = gw.config.limits.max_response_bytes;
     let share = declared.map_or(max, |n| max.min(usize::try_from(n).unwrap_or(max)));
-    if let Some(held) = RequestBytes::take_owned(&gw.request_bytes, share) {
+    if let Some(held) = ByteBudget::take_owned(&gw.answers, share) {
         return Some(held);
     }
     let wait = pending.target.limits.upstream_timeout;
-    tokio::time::timeout(wait, gw.request_bytes.room_for(share))
+    tokio::time::timeout(wait, gw.answers.room_for(share))
         .await
         .ok()
 }
@@ -291,14 +291,14 @@ struct Holding<B> {
     body: B,
     /// What is left of the frame being passed on.
     rest: Bytes,
-    _held: Held<Arc<RequestBytes>>,
+    _held: Held<Arc<ByteBudget>>,
 }
 
 /// The most of an answer read whole that is handed to the HTTP server at once.
 const PIECE: usize = 64 * 1024;
 
 impl<B> Holding<B> {
-    fn new(body: B, held: Held<Arc<RequestBytes>>) -> Holding<B> {
+    fn new(body: B, held: Held<Arc<ByteBudget>>) -> Holding<B> {
         Holding {
             body,
             rest: Bytes::new(),
@@ -358,7 +358,7 @@ fn json_answer(
     gw: &Gateway,
     pending: &Pending,
     mut parts: http::response::Parts,
-    (bytes, held): (Bytes, Held<Arc<RequestBytes>>),
+    (bytes, held): (Bytes, Held<Arc<ByteBudget>>),
     as_sent: bool,
 ) -> Response {
     let status = parts.status;
@@ -391,7 +391,7 @@ fn json_answer(
 /// An answer read whole, sent as `bytes` with their share: the server's `Content-Length`
 /// goes on only when it is still their length (a rule, the completion or a renumbering may
 /// have changed them).
-fn whole(mut parts: http::response::Parts, answer: (Bytes, Held<Arc<RequestBytes>>)) -> Response {
+fn whole(mut parts: http::response::Parts, answer: (Bytes, Held<Arc<ByteBudget>>)) -> Response {
     fit_length(&mut parts.headers, answer.0.len());
     sent(parts, answer)
 }
@@ -400,7 +400,7 @@ fn whole(mut parts: http::response::Parts, answer: (Bytes, Held<Arc<RequestBytes
 /// is known to hold (`as_sent`), about 0.2k instructions on nearly every validated call.
 fn unchanged(
     parts: http::response::Parts,
-    answer: (Bytes, Held<Arc<RequestBytes>>),
+    answer: (Bytes, Held<Arc<ByteBudget>>),
     as_sent: bool,
 ) -> Response {
     if as_sent {
@@ -410,7 +410,7 @@ fn unchanged(
 }
 
 /// The response that sends an answer read whole, its share held until the answer is gone.
-fn sent(parts: http::response::Parts, answer: (Bytes, Held<Arc<RequestBytes>>)) -> Response {
+fn sent(parts: http::response::Parts, answer: (Bytes, Held<Arc<ByteBudget>>)) -> Response {
     Response::from_parts(parts, Body::from(Bytes::from_owner(Counted(answer))))
 }
 
@@ -418,7 +418,7 @@ fn sent(parts: http::response::Parts, answer: (Bytes, Held<Arc<RequestBytes>>)) 
 /// of them is dropped: once the HTTP server has written them to the client, or the client
 /// has gone. Until then they are counted, wherever they wait (the server's buffers hold a
 /// client's answer until it takes it), so a client that reads nothing holds its share.
-struct Counted((Bytes, Held<Arc<RequestBytes>>));
+struct Counted((Bytes, Held<Arc<ByteBudget>>));
 
 impl AsRef<[u8]> for Counted {
     fn as_ref(&self) -> &[u8] {
@@ -939,8 +939,8 @@ mod tests {
 
     #[test]
     fn an_answer_read_whole_holds_its_share_while_any_of_its_bytes_wait() {
-        let budget = Arc::new(RequestBytes::new(1 << 20));
-        let held = RequestBytes::take_owned(&budget, 1_000).unwrap();
+        let budget = Arc::new(ByteBudget::new(1 << 20));
+        let held = ByteBudget::take_owned(&budget, 1_000).unwrap();
         let bytes = Bytes::from_owner(Counted((Bytes::from(vec![b'x'; 1_000]), held)));
         let waiting = bytes.slice(500..);
         drop(bytes);
@@ -951,8 +951,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_goes_in_pieces_and_gives_its_share_back_when_gone() {
-        let budget = Arc::new(RequestBytes::new(1 << 20));
-        let held = RequestBytes::take_owned(&budget, 150_000).unwrap();
+        let budget = Arc::new(ByteBudget::new(1 << 20));
+        let held = ByteBudget::take_owned(&budget, 150_000).unwrap();
         let answer = Bytes::from(vec![b'x'; 150_000]);
         let mut body = Holding::new(http_body_util::Full::new(answer), held);
         assert_eq!(body.size_hint().exact(), Some(150_000));
