@@ -49,7 +49,7 @@ async fn metrics(State(live): State<Live>) -> Response {
     };
     let body = gw.metrics.render(
         catalog,
-        (gw.bodies.held(), gw.answers.held()),
+        (gw.body_bytes.held(), gw.answer_bytes.held()),
         gw.telemetry.as_ref().map(|t| t.lost()),
     );
     (

@@ -137,8 +137,8 @@ pub struct Gateway {
     /// The bytes of request bodies held at once, and apart those of the answers read whole,
     /// kept across reloads: what requests hold stays counted when a reload changes the bound.
     /// Apart, so that an answer never waits for room that its own request's body holds.
-    pub(crate) bodies: Arc<ByteBudget>,
-    pub(crate) answers: Arc<ByteBudget>,
+    pub(crate) body_bytes: Arc<ByteBudget>,
+    pub(crate) answer_bytes: Arc<ByteBudget>,
     /// Trace export, when an OTLP endpoint is configured; made once per process.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// The replicas' shared buckets, when `[shared_state]` names a Redis.
@@ -354,11 +354,11 @@ impl Gateway {
             None => crate::telemetry::Telemetry::start(&config.telemetry)?,
         };
         let max = config.limits.request_bytes_budget();
-        let (bodies, answers) = match previous {
+        let (body_bytes, answer_bytes) = match previous {
             Some(p) => {
-                p.bodies.set_max(max);
-                p.answers.set_max(max);
-                (p.bodies.clone(), p.answers.clone())
+                p.body_bytes.set_max(max);
+                p.answer_bytes.set_max(max);
+                (p.body_bytes.clone(), p.answer_bytes.clone())
             }
             None => (
                 Arc::new(ByteBudget::new(max)),
@@ -368,8 +368,8 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             telemetry,
             shared,
-            bodies,
-            answers,
+            body_bytes,
+            answer_bytes,
             catalog,
             metrics,
             targets,

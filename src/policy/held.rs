@@ -14,10 +14,10 @@
 //! Two counts for the process, one of bodies and one of answers, each to the bound: an
 //! answer never waits for room its own request's body holds (requests whose bodies fill the
 //! budget would otherwise wait for their answers until they time out). Both are kept across
-//! reloads (a reload may change the bound). A share
-//! costs two atomic operations, on the thread that holds it: no lock, and no count per frame
-//! (`edge::message::read` and `exchange::answers` say how each share is sized). Only an
-//! answer that waits takes the lock of the wake-up list.
+//! reloads (a reload may change the bound). A share costs two atomic operations, on the
+//! thread that holds it: no lock, and no count per frame (`edge::message::read` and
+//! `exchange::answers` say how each share is sized). Only an answer that waits takes the
+//! lock of the wake-up list.
 
 use std::ops::Deref;
 use std::sync::Arc;

@@ -22,7 +22,7 @@ use std::task::Poll;
 pub(super) type Refused = Box<Response>;
 
 /// The body, read under the size limit and within `limits.body_timeout`, with its share of
-/// the bytes the front may hold at once ([`Gateway::bodies`]), to be kept until the request is
+/// the bytes the front may hold at once ([`Gateway::body_bytes`]), to be kept until the request is
 /// answered; `Err` is the 413, 400, 408 or 503 refusing it. A declared length over the limit
 /// is refused before any of the body is read, and so is one the budget has no room for. A
 /// body of no declared length takes a share of the limit while it is read, then of its own
@@ -43,7 +43,7 @@ where
     if share > limit {
         return Err(too_large(limit));
     }
-    let Some(mut held) = gw.bodies.take(share) else {
+    let Some(mut held) = gw.body_bytes.take(share) else {
         return Err(Box::new(no_room()));
     };
     let mut read = std::pin::pin!(read_limited(body, limit));

@@ -258,7 +258,7 @@ where
     }
 }
 
-/// The answer's share of the bytes requests hold ([`Gateway::bodies`]): as long as it says
+/// The answer's share of the bytes requests hold ([`Gateway::body_bytes`]): as long as it says
 /// it is, else as long as it may be, until it is read. It came and must not be lost, so with
 /// no room it waits for the requests before it to give theirs back, as long as the server
 /// may take to answer; `None` past that.
@@ -269,11 +269,11 @@ async fn answer_share(
 ) -> Option<Held<Arc<ByteBudget>>> {
     let max = gw.config.limits.max_response_bytes;
     let share = declared.map_or(max, |n| max.min(usize::try_from(n).unwrap_or(max)));
-    if let Some(held) = ByteBudget::take_owned(&gw.answers, share) {
+    if let Some(held) = ByteBudget::take_owned(&gw.answer_bytes, share) {
         return Some(held);
     }
     let wait = pending.target.limits.upstream_timeout;
-    tokio::time::timeout(wait, gw.answers.room_for(share))
+    tokio::time::timeout(wait, gw.answer_bytes.room_for(share))
         .await
         .ok()
 }
