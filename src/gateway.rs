@@ -353,18 +353,7 @@ impl Gateway {
             Some(p) => p.telemetry.clone(),
             None => crate::telemetry::Telemetry::start(&config.telemetry)?,
         };
-        let max = config.limits.request_bytes_budget();
-        let (body_bytes, answer_bytes) = match previous {
-            Some(p) => {
-                p.body_bytes.set_max(max);
-                p.answer_bytes.set_max(max);
-                (p.body_bytes.clone(), p.answer_bytes.clone())
-            }
-            None => (
-                Arc::new(ByteBudget::new(max)),
-                Arc::new(ByteBudget::new(max)),
-            ),
-        };
+        let (body_bytes, answer_bytes) = byte_budgets(&config, previous);
         Ok(Arc::new(Gateway {
             telemetry,
             shared,
@@ -628,6 +617,23 @@ fn servers_reached(
         }
     }
     Ok(())
+}
+
+/// The counts of bytes held for requests' bodies and for their answers: the previous
+/// gateway's, bounded anew, so that what requests hold stays counted across a reload.
+fn byte_budgets(config: &Config, previous: Option<&Gateway>) -> (Arc<ByteBudget>, Arc<ByteBudget>) {
+    let max = config.limits.request_bytes_budget();
+    match previous {
+        Some(p) => {
+            p.body_bytes.set_max(max);
+            p.answer_bytes.set_max(max);
+            (p.body_bytes.clone(), p.answer_bytes.clone())
+        }
+        None => (
+            Arc::new(ByteBudget::new(max)),
+            Arc::new(ByteBudget::new(max)),
+        ),
+    }
 }
 
 /// The Redis limiter of `shared_state`, kept across reloads while the URL and the CA file
