@@ -6,6 +6,7 @@ use crate::catalog::{CompileSettings, compile};
 use crate::config::Config;
 use crate::jsonrpc::footprint;
 use crate::jsonrpc::items;
+use crate::policy::held::ByteBudget;
 use crate::transport::upstream::child::{ChildProcess, Within};
 use crate::transport::upstream::event_stream::{EventStreamServer, Terms};
 use crate::transport::upstream::http_client::HttpUpstream;
@@ -76,8 +77,8 @@ async fn tools_over_event_stream(uri: http::Uri, cfg: &Config) -> Result<Vec<Ent
         limits: cfg.limits.clone(),
     };
     let server = EventStreamServer::new(uri, &cfg.upstream_tls).map_err(|e| e.to_string())?;
-    let max_line = cfg.limits.max_response_bytes;
-    let child = ChildProcess::connect(&Arc::new(server), terms, max_line, |_| {});
+    let bounds = (cfg.limits.max_response_bytes, &answers_alone(cfg));
+    let child = ChildProcess::connect(&Arc::new(server), terms, bounds, |_| {});
     let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
     child.shutdown(cfg.stdio.shutdown_grace).await;
     listed
@@ -91,10 +92,17 @@ pub async fn tools_of_command(
     cfg: &Config,
 ) -> Result<Vec<Entry>, CannotList> {
     // Nothing it sends on its own matters to a listing.
-    let child = ChildProcess::spawn(command, (cfg, own_env), |_| {}).map_err(|e| e.to_string())?;
+    let answers = answers_alone(cfg);
+    let child = ChildProcess::spawn(command, (cfg, own_env, &answers), |_| {})
+        .map_err(|e| e.to_string())?;
     let listed = listing(&Within(&child, cfg.limits.upstream_timeout), cfg).await;
     child.shutdown(cfg.stdio.shutdown_grace).await;
     listed
+}
+
+/// What a listing's answers are counted in: its own bound, as a gateway's would be.
+fn answers_alone(cfg: &Config) -> Arc<ByteBudget> {
+    Arc::new(ByteBudget::new(cfg.limits.request_bytes_budget()))
 }
 
 /// What `check` says of a server of the HTTP+SSE transport given as a Streamable HTTP one.

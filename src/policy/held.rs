@@ -1,24 +1,26 @@
-//! How many bytes the HTTP front holds for requests at once, every client's together
-//! (`limits.max_request_bytes_in_flight`): their bodies, and the answers read whole for the
-//! rules.
+//! How many bytes toolgate holds for requests at once, every client's together
+//! (`limits.max_request_bytes_in_flight`): the bodies the HTTP front reads, and the answers
+//! of every kind of server, read whole for the rules or read as a child's line.
 //!
 //! `limits.max_body_bytes` and `limits.max_response_bytes` bound one message, but a client
 //! sends many requests at once: up to 200 on one HTTP/2 connection, one on each of thousands
 //! of HTTP/1.1 connections. A body is held from its first byte until its request is
-//! answered, and an answer read whole until it has gone to its client, so a client that
-//! starts large bodies and never finishes them, or asks for large answers and never reads
-//! them, would make toolgate hold gigabytes (880 MiB from one HTTP/2 connection). With no
-//! room, a request is refused (503) before any of its body is read, and an answer, which
-//! came and must not be lost, waits; what is already held is never dropped.
+//! answered, and an answer from when it is read until it has gone to its client, so a client
+//! that starts large bodies and never finishes them, or asks for large answers and never
+//! reads them, would make toolgate hold gigabytes (880 MiB from one HTTP/2 connection). With
+//! no room, a request is refused (503) before any of its body is read, and an answer, which
+//! came and must not be lost, waits where it is (in the server's socket, in a child's
+//! pipe); what is already held is never dropped.
 //!
 //! Two counts for the process, one of bodies and one of answers, each to the bound: an
 //! answer never waits for room its own request's body holds (requests whose bodies fill the
 //! budget would otherwise wait for their answers until they time out). Both are kept across
 //! reloads (a reload may change the bound). A share costs two atomic operations, on the
-//! thread that holds it: no lock, and no count per frame (`edge::message::read` and
-//! `exchange::answers` say how each share is sized). Only an answer that waits takes the
-//! lock of the wake-up list.
+//! thread that holds it: no lock, and no count per frame (`edge::message::read`,
+//! `exchange::answers` and `upstream::child::read_line` say how each share is sized). Only
+//! what waits takes the lock of the wake-up list.
 
+use bytes::Bytes;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -76,18 +78,16 @@ impl ByteBudget {
     /// must not be lost, waits for the requests before it to give theirs back. Its caller
     /// bounds the wait.
     pub(crate) async fn room_for(self: &Arc<Self>, bytes: usize) -> Held<Arc<ByteBudget>> {
-        // Counted before the share is tried, so that a share given back after the try sees
-        // a waiter and wakes it.
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Waiting(self);
-        loop {
-            let notified = self.room.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(held) = Self::take_owned(self, bytes) {
-                return held;
-            }
-            notified.await;
+        let mut held = Self::empty(self);
+        held.grow(bytes).await;
+        held
+    }
+
+    /// A share of nothing yet, to grow as what it counts is read ([`Held::grow`]).
+    pub(crate) fn empty(budget: &Arc<Self>) -> Held<Arc<ByteBudget>> {
+        Held {
+            budget: budget.clone(),
+            bytes: 0,
         }
     }
 
@@ -134,6 +134,38 @@ pub(crate) struct Held<R: Deref<Target = ByteBudget>> {
 }
 
 impl<R: Deref<Target = ByteBudget>> Held<R> {
+    /// Adds `bytes` to the share if the budget has room for them now.
+    pub(crate) fn try_grow(&mut self, bytes: usize) -> bool {
+        let added = self.budget.add(bytes);
+        if added {
+            self.bytes += bytes;
+        }
+        added
+    }
+
+    /// Adds `bytes` to the share once the budget has room for them: what is read for a
+    /// request waits for those before it to give theirs back. Its caller bounds the wait.
+    pub(crate) async fn grow(&mut self, bytes: usize) {
+        if self.try_grow(bytes) {
+            return;
+        }
+        let budget = &*self.budget;
+        // Counted before the share is tried again, so that a share given back after the
+        // try sees a waiter and wakes it.
+        budget.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(budget);
+        loop {
+            let notified = budget.room.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if budget.add(bytes) {
+                break;
+            }
+            notified.await;
+        }
+        self.bytes += bytes;
+    }
+
     /// Gives back what the share holds beyond `bytes`.
     pub(crate) fn shrink_to(&mut self, bytes: usize) {
         let less = self.bytes.saturating_sub(bytes);
@@ -141,6 +173,34 @@ impl<R: Deref<Target = ByteBudget>> Held<R> {
             self.budget.give_back(less);
             self.bytes -= less;
         }
+    }
+}
+
+impl Held<Arc<ByteBudget>> {
+    /// `bytes` holding this share until the last of them is dropped: once the front has
+    /// written them to the client, or the client has gone. Until then they are counted,
+    /// wherever they wait (an HTTP server's buffers hold a client's answer until it takes
+    /// it), so a client that reads nothing holds its share.
+    pub(crate) fn keeping(self, bytes: Bytes) -> Bytes {
+        if self.bytes == 0 {
+            return bytes;
+        }
+        Bytes::from_owner(Counted {
+            bytes,
+            _share: self,
+        })
+    }
+}
+
+/// Bytes and the share that counts them ([`Held::keeping`]).
+struct Counted {
+    bytes: Bytes,
+    _share: Held<Arc<ByteBudget>>,
+}
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -187,6 +247,38 @@ mod tests {
         assert_eq!(waiting.await.unwrap(), 50);
         assert_eq!(budget.held(), 0, "the answer's share went with it");
         assert_eq!(budget.waiting.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_share_grows_as_there_is_room() {
+        let budget = Arc::new(ByteBudget::new(100));
+        let mut line = ByteBudget::empty(&budget);
+        assert!(line.try_grow(60));
+        assert!(!line.try_grow(41), "past the bound");
+        let other = budget.take(40).unwrap();
+        let grown = tokio::spawn(async move {
+            line.grow(30).await;
+            line
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!grown.is_finished(), "no room yet");
+        drop(other);
+        let line = grown.await.unwrap();
+        assert_eq!((line.bytes, budget.held()), (90, 90));
+        drop(line);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn bytes_kept_hold_their_share_while_any_of_them_wait() {
+        let budget = Arc::new(ByteBudget::new(1 << 20));
+        let held = ByteBudget::take_owned(&budget, 1_000).unwrap();
+        let bytes = held.keeping(Bytes::from(vec![b'x'; 1_000]));
+        let waiting = bytes.slice(500..);
+        drop(bytes);
+        assert_eq!(budget.held(), 1_000, "a server's buffer still holds some");
+        drop(waiting);
+        assert_eq!(budget.held(), 0);
     }
 
     #[test]

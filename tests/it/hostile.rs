@@ -1541,22 +1541,99 @@ async fn request_bodies_held_at_once_are_bounded() {
     assert_eq!(left, 0, "the bytes are given back when their requests go");
 }
 
+/// Where an answer of 2 MB comes from, and how its client asks for it.
+#[derive(Clone, Copy, Debug)]
+enum AnswerFrom {
+    /// An HTTP server (`serve --upstream`): its answer is read whole for the rules.
+    HttpServer,
+    /// A stdio server's child for the client's session (`serve -- CMD`), answering on one
+    /// line; `streamed`: the call asks for its progress, and is answered as an SSE stream.
+    SessionChild { streamed: bool },
+    /// The child `serve -- CMD` shares among 2026-07-28 clients, under toolgate's ids.
+    SharedChild { streamed: bool },
+}
+
+impl AnswerFrom {
+    const ALL: [AnswerFrom; 5] = [
+        AnswerFrom::HttpServer,
+        AnswerFrom::SessionChild { streamed: false },
+        AnswerFrom::SessionChild { streamed: true },
+        AnswerFrom::SharedChild { streamed: false },
+        AnswerFrom::SharedChild { streamed: true },
+    ];
+
+    /// toolgate in front of a server whose `big` answers 2 MB, with `config`; the headers
+    /// of its calls.
+    async fn start(self, config: &str) -> (Toolgate, Vec<(String, String)>) {
+        let mut headers = vec![
+            ("content-type".into(), "application/json".into()),
+            ("accept".into(), ACCEPT.into()),
+        ];
+        if let AnswerFrom::HttpServer = self {
+            let text = "x".repeat(2_000_000);
+            let (up, _) = Scripted::new(vec![open_tool("big")])
+                .script(
+                    "big",
+                    Script::Result(json!({"content": [{"type": "text", "text": text}]})),
+                )
+                .spawn()
+                .await;
+            return (Toolgate::serve(&up, Some(config)).await, headers);
+        }
+        let command = peers::stdio_fixture(&[]).await;
+        let tg = Toolgate::in_front_of(&command, Some(config)).await;
+        match self {
+            AnswerFrom::SessionChild { .. } => {
+                headers.push(("mcp-session-id".into(), open_session(&tg.url()).await));
+                headers.push(("mcp-protocol-version".into(), "2025-11-25".into()));
+            }
+            _ => headers.extend([
+                ("mcp-protocol-version".into(), "2026-07-28".into()),
+                ("mcp-method".into(), "tools/call".into()),
+                ("mcp-name".into(), "big".into()),
+            ]),
+        }
+        (tg, headers)
+    }
+
+    /// A call for 2 MB under `id`.
+    fn call(self, id: i64) -> String {
+        let mut params = json!({"name": "big", "arguments": {"size": 2_000_000}});
+        let mut meta = match self {
+            AnswerFrom::SharedChild { .. } => common::modes::modern_meta(),
+            _ => json!({}),
+        };
+        if let AnswerFrom::SessionChild { streamed: true }
+        | AnswerFrom::SharedChild { streamed: true } = self
+        {
+            meta["progressToken"] = json!(id);
+        }
+        params["_meta"] = meta;
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+    }
+}
+
 /// A client that asks for many large answers and reads none of them holds only its share of
-/// what toolgate may hold: each answer read whole for the rules is counted until it has gone
-/// to its client. Another client's answer waits for room, and is not lost.
+/// what toolgate may hold, whatever kind of server answers: each answer is counted until it
+/// has gone to its client, and a child's output waits in its pipe meanwhile. Another
+/// client's answer waits for room, up to the time a server may take to answer, then is
+/// answered as one that could not be passed on; once the first client goes, answers come
+/// whole again.
 #[tokio::test]
 async fn answers_a_client_does_not_read_hold_at_most_the_budget() {
-    let text = "x".repeat(2_000_000);
-    let (up, _) = Scripted::new(vec![open_tool("read")])
-        .script(
-            "read",
-            Script::Result(json!({"content": [{"type": "text", "text": text}]})),
-        )
-        .spawn()
-        .await;
     // Room for four answers of 2 MB.
-    let config = "[limits]\nmax_response_bytes = 4194304\nmax_request_bytes_in_flight = 8388608\n";
-    let tg = Toolgate::serve(&up, Some(config)).await;
+    let config = "[limits]\nmax_response_bytes = 4194304\nmax_request_bytes_in_flight = 8388608\nupstream_timeout = \"3s\"\n";
+    for from in AnswerFrom::ALL {
+        let (tg, headers) = from.start(config).await;
+        unread_answers_hold_at_most_the_budget(&tg, &headers, from).await;
+    }
+}
+
+async fn unread_answers_hold_at_most_the_budget(
+    tg: &Toolgate,
+    headers: &[(String, String)],
+    from: AnswerFrom,
+) {
     let before = peak_mib(tg.pid());
     let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
     let (send, conn) =
@@ -1570,49 +1647,77 @@ async fn answers_a_client_does_not_read_hold_at_most_the_budget() {
     let url = tg.url();
     // 20 calls whose answers are never read.
     let mut unread = Vec::new();
-    for id in 0..20 {
-        let req = http::Request::post(&url)
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .body(http_body_util::Full::new(bytes::Bytes::from(call(
-                id,
-                "read",
-                json!({}),
-            ))))
-            .unwrap();
+    for id in 1..=20 {
+        let mut req = http::Request::post(&url);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let body = http_body_util::Full::new(bytes::Bytes::from(from.call(id)));
+        let req = req.body(body).unwrap();
         let mut send = send.clone();
         unread.push(tokio::spawn(async move { send.send_request(req).await }));
     }
     let mut held = 0;
     for _ in 0..100 {
-        held = request_bytes_held(&tg, "answer").await;
+        held = request_bytes_held(tg, "answer").await;
         if held >= 8_000_000 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!((8_000_000..=8_388_608).contains(&held), "{held} bytes held");
+    assert!(
+        (8_000_000..=8_388_608).contains(&held),
+        "{from:?}: {held} bytes held"
+    );
     let waiting = tokio::spawn({
-        let url = url.clone();
-        async move { post(&url, None, call(99, "read", json!({}))).await.json() }
+        let (url, body) = (url.clone(), from.call(99));
+        let headers = headers.to_vec();
+        async move {
+            let headers: Vec<_> = (headers.iter().map(|(k, v)| (k.as_str(), v.as_str()))).collect();
+            request(http::Method::POST, &url, &headers, body)
+                .await
+                .answer()
+        }
     });
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert!(!waiting.is_finished(), "the answer waits for room");
-    assert!(request_bytes_held(&tg, "answer").await <= 8_388_608);
+    assert!(
+        !waiting.is_finished(),
+        "{from:?}: the answer waits for room"
+    );
+    assert!(request_bytes_held(tg, "answer").await <= 8_388_608);
     let grown = peak_mib(tg.pid()) - before;
     assert!(
         grown < 48,
-        "peak RSS grew {grown} MiB for 8 MB of answers held"
+        "{from:?}: peak RSS grew {grown} MiB for 8 MB of answers held"
     );
+
+    // Past the time a server may take to answer, the call is answered without it.
+    let no_room = tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+        .await
+        .expect("an answer within the upstream timeout")
+        .unwrap();
+    let reason = "the gateway had no room for the tool server's answer: none within 3s: it holds as many answers for clients as it may (limits.max_request_bytes_in_flight)";
+    let text = format!(
+        "The tool server's answer could not be passed on: {reason}. The gateway is busy with other clients' answers; retrying later may help."
+    );
+    let mut expected = json!({"jsonrpc": "2.0", "id": 99, "result": {
+        "_meta": {"toolgate/upstream": {"code": "answer_over_limit", "reason": reason}},
+        "content": [{"type": "text", "text": text}], "isError": true}});
+    if let AnswerFrom::SharedChild { .. } = from {
+        expected["result"]["resultType"] = json!("complete");
+    }
+    assert_eq!(no_room, expected, "{from:?}");
+    assert!(tg.logs().contains("kind=\"no_room\""), "{from:?}");
 
     // The client that read nothing goes: its answers' room is given back.
     conn.abort();
     drop(unread);
-    let a = tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+    let headers: Vec<_> = (headers.iter().map(|(k, v)| (k.as_str(), v.as_str()))).collect();
+    let a = request(http::Method::POST, &url, &headers, from.call(100))
         .await
-        .expect("the waiting answer comes once there is room")
-        .unwrap();
-    assert_eq!(result_text(&a).len(), 2_000_000, "nothing lost");
+        .answer();
+    assert_eq!(a["id"], 100, "{from:?}");
+    assert_eq!(result_text(&a).len(), 2_000_000, "{from:?}: whole");
 }
 
 /// Request bodies and answers are counted apart: requests whose bodies fill the budget still

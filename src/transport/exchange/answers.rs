@@ -281,7 +281,7 @@ async fn answer_share(
 /// The body of an answer over `limits.max_response_bytes`, passed on unread after what was
 /// read of it, with the share that reading took: given back once the body has gone to its
 /// client, or the client has gone. (An answer read whole counts its bytes themselves,
-/// [`Counted`].)
+/// [`Held::keeping`].)
 ///
 /// Passed on in pieces of at most [`PIECE`]: the HTTP server polls a body for more only as
 /// its client takes what came before, so a piece is all that waits in its buffers once the
@@ -411,19 +411,8 @@ fn unchanged(
 
 /// The response that sends an answer read whole, its share held until the answer is gone.
 fn sent(parts: http::response::Parts, answer: (Bytes, Held<Arc<ByteBudget>>)) -> Response {
-    Response::from_parts(parts, Body::from(Bytes::from_owner(Counted(answer))))
-}
-
-/// An answer's bytes with their share of the bytes requests hold, given back when the last
-/// of them is dropped: once the HTTP server has written them to the client, or the client
-/// has gone. Until then they are counted, wherever they wait (the server's buffers hold a
-/// client's answer until it takes it), so a client that reads nothing holds its share.
-struct Counted((Bytes, Held<Arc<ByteBudget>>));
-
-impl AsRef<[u8]> for Counted {
-    fn as_ref(&self) -> &[u8] {
-        &self.0.0
-    }
+    let (bytes, held) = answer;
+    Response::from_parts(parts, Body::from(held.keeping(bytes)))
 }
 
 /// toolgate's answer to a request whose server answered nothing usable. Its outcome goes with
@@ -936,18 +925,6 @@ impl Drop for SseInspector {
 mod tests {
     use super::*;
     use http_body::Body as _;
-
-    #[test]
-    fn an_answer_read_whole_holds_its_share_while_any_of_its_bytes_wait() {
-        let budget = Arc::new(ByteBudget::new(1 << 20));
-        let held = ByteBudget::take_owned(&budget, 1_000).unwrap();
-        let bytes = Bytes::from_owner(Counted((Bytes::from(vec![b'x'; 1_000]), held)));
-        let waiting = bytes.slice(500..);
-        drop(bytes);
-        assert_eq!(budget.held(), 1_000, "a server's buffer still holds some");
-        drop(waiting);
-        assert_eq!(budget.held(), 0);
-    }
 
     #[tokio::test]
     async fn an_answer_goes_in_pieces_and_gives_its_share_back_when_gone() {

@@ -10,7 +10,7 @@ use crate::gateway::Gateway;
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::lograte::{LogRate, warn_at_rate};
 use crate::pipeline::{self, Pending};
-use crate::transport::upstream::child::{Line, read_line};
+use crate::transport::upstream::child::{Line, Uncounted, read_line};
 use crate::transport::upstream::subscribers::Subscribers;
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -35,7 +35,7 @@ pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
     to: &ToClient,
 ) -> Option<Bytes> {
     loop {
-        match read_line(r, max).await {
+        match read_line(r, max, &mut Uncounted).await {
             Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
             Ok(Line::Whole(l)) => return Some(Bytes::from(l)),
             Ok(Line::TooLong(id)) => {

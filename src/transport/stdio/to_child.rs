@@ -57,7 +57,7 @@ pub async fn run(gw: Arc<Gateway>) -> i32 {
         session: session.clone(),
         exited: std::sync::Mutex::new(Some(exited)),
     };
-    let process = match source.start((&gw.config, &target, None), handler) {
+    let process = match source.start((&gw, &target, None), handler) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("{e}");

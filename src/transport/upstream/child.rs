@@ -23,11 +23,13 @@ use crate::pipeline::asked::Retries;
 use crate::pipeline::bridge;
 use crate::pipeline::guard::{self, ListFailed, Lister};
 use crate::pipeline::step::Bridging;
+use crate::policy::held::{ByteBudget, Held};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
@@ -42,23 +44,96 @@ type Waiters = Option<HashMap<String, oneshot::Sender<Given>>>;
 /// What a request waiting on the child is given: the child's answer, or toolgate's
 /// `-32800` in its place when its client cancelled it (which its hop tells apart).
 pub(crate) enum Given {
-    Answer(Bytes),
+    /// With its share of the answers held for clients (`limits.max_request_bytes_in_flight`),
+    /// to be kept until its client has it ([`Held::keeping`]).
+    Answer(Bytes, Share),
     Cancelled(Bytes),
 }
 
+/// An answer's share of the bytes held for clients' requests ([`crate::gateway::Gateway::answer_bytes`]).
+pub(crate) type Share = Held<Arc<ByteBudget>>;
+
 impl Given {
+    /// The answer, its share given back: for what toolgate reads itself.
     pub(crate) fn into_bytes(self) -> Bytes {
+        self.into_parts().0
+    }
+
+    /// The answer, and the share its client's answer is to keep.
+    pub(crate) fn into_parts(self) -> (Bytes, Option<Share>) {
         match self {
-            Given::Answer(b) | Given::Cancelled(b) => b,
+            Given::Answer(b, share) => (b, Some(share)),
+            Given::Cancelled(b) => (b, None),
         }
     }
 
     /// The same, its bytes rewritten (put under another id).
     pub(crate) fn map(self, f: impl FnOnce(Bytes) -> Bytes) -> Given {
         match self {
-            Given::Answer(b) => Given::Answer(f(b)),
+            Given::Answer(b, share) => Given::Answer(f(b), share),
             Given::Cancelled(b) => Given::Cancelled(f(b)),
         }
+    }
+}
+
+/// What the requests waiting on a child know of its output.
+#[derive(Default)]
+struct Output {
+    /// How the child ended, once its output has: what a request still waiting is told.
+    ended: OnceLock<String>,
+    /// The reader waits for room among the answers held for clients: a request that
+    /// times out meanwhile was kept from its answer by the gateway, not by the server alone.
+    waits_for_room: AtomicBool,
+}
+
+/// A line's share, grown as the line is read: past the budget, the reader waits, and the
+/// child's output with it, in its pipe (as an HTTP server's answer waits in its socket).
+/// One piece of a line at most is read past the budget for each child.
+struct Counting<'a> {
+    share: Share,
+    output: &'a Output,
+}
+
+/// What the bytes of a line are counted in as they are read ([`read_line`]).
+pub(crate) trait Counts: Send {
+    /// Counts `bytes` more, once there is room for them.
+    fn count(&mut self, bytes: usize) -> impl Future<Output = ()> + Send;
+    /// Forgets what was counted: the line was dropped.
+    fn forget(&mut self);
+}
+
+/// Lines whose bytes nothing counts: a child's stderr, a client's requests.
+pub(crate) struct Uncounted;
+
+impl Counts for Uncounted {
+    fn count(&mut self, _: usize) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+
+    fn forget(&mut self) {}
+}
+
+impl Counting<'_> {
+    fn new<'a>(answers: &Arc<ByteBudget>, output: &'a Output) -> Counting<'a> {
+        Counting {
+            share: ByteBudget::empty(answers),
+            output,
+        }
+    }
+}
+
+impl Counts for Counting<'_> {
+    async fn count(&mut self, bytes: usize) {
+        if self.share.try_grow(bytes) {
+            return;
+        }
+        self.output.waits_for_room.store(true, Ordering::Relaxed);
+        self.share.grow(bytes).await;
+        self.output.waits_for_room.store(false, Ordering::Relaxed);
+    }
+
+    fn forget(&mut self) {
+        self.share.shrink_to(0);
     }
 }
 
@@ -91,8 +166,7 @@ impl<F: Fn(FromChild) + Send + Sync + 'static> Handler for F {
 pub struct ChildProcess {
     to_child: Mutex<Option<Input>>,
     waiters: Arc<Mutex<Waiters>>,
-    /// How the child ended, once its output has: what a request still waiting is told.
-    ended: Arc<std::sync::OnceLock<String>>,
+    output: Arc<Output>,
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
     /// In place of a process, an HTTP+SSE server's session ([`ChildProcess::connect`]).
@@ -132,22 +206,23 @@ impl ChildSource {
         Ok(Some(ChildSource::EventStream(Arc::new(server))))
     }
 
-    /// A new child of `target`'s, with the gateway's configuration `cfg`, as
-    /// [`ChildProcess::spawn`] starts one or [`ChildProcess::connect`] opens one; the session
-    /// of an HTTP+SSE server goes with the credential of the client that opens it (`client`'s
-    /// headers), if one does.
+    /// A new child of `target`'s, by the gateway `gw`'s configuration, its answers counted
+    /// with every other server's, as [`ChildProcess::spawn`] starts one or
+    /// [`ChildProcess::connect`] opens one; the session of an HTTP+SSE server goes with the
+    /// credential of the client that opens it (`client`'s headers), if one does.
     pub fn start(
         &self,
-        (cfg, target, client): (
-            &crate::config::Config,
+        (gw, target, client): (
+            &crate::gateway::Gateway,
             &crate::gateway::Target,
             Option<&http::HeaderMap>,
         ),
         handler: impl Handler,
     ) -> std::io::Result<Arc<ChildProcess>> {
+        let (cfg, answers) = (&gw.config, &gw.answer_bytes);
         match self {
             ChildSource::Command(command) => {
-                ChildProcess::spawn(command, (cfg, &target.upstream_env), handler)
+                ChildProcess::spawn(command, (cfg, &target.upstream_env, answers), handler)
             }
             ChildSource::EventStream(server) => {
                 let terms = super::event_stream::Terms {
@@ -155,7 +230,12 @@ impl ChildSource {
                     limits: target.limits.clone(),
                 };
                 let max_line = cfg.limits.max_response_bytes;
-                Ok(ChildProcess::connect(server, terms, max_line, handler))
+                Ok(ChildProcess::connect(
+                    server,
+                    terms,
+                    (max_line, answers),
+                    handler,
+                ))
             }
         }
     }
@@ -175,7 +255,7 @@ pub struct Owed {
     key: String,
     rx: oneshot::Receiver<Given>,
     waiters: Arc<Mutex<Waiters>>,
-    ended: Arc<std::sync::OnceLock<String>>,
+    output: Arc<Output>,
 }
 
 /// A child as an input-required round's retry reaches it (`pipeline::asked`).
@@ -206,7 +286,10 @@ impl Owed {
         match tokio::time::timeout(timeout, &mut self.rx).await {
             Ok(Ok(given)) => Ok(given),
             // Only when the child's output ended: every waiter goes then.
-            Ok(Err(_)) => Err(ended_before_answering(self.ended.get())),
+            Ok(Err(_)) => Err(ended_before_answering(self.output.ended.get())),
+            Err(_) if self.output.waits_for_room.load(Ordering::Relaxed) => {
+                Err(UpstreamError::no_room(timeout))
+            }
             Err(_) => Err(UpstreamError::Timeout(timeout)),
         }
     }
@@ -240,8 +323,13 @@ pub enum Line {
     Eof,
 }
 
-/// Reads up to the next newline without holding more than `max` bytes of it.
-pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Line> {
+/// Reads up to the next newline without holding more than `max` bytes of it, each piece
+/// counted in `counts` before it is kept.
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    counts: &mut impl Counts,
+) -> std::io::Result<Line> {
     let mut buf = Vec::new();
     // Only once the line is over the limit: normal lines pay nothing for it.
     let mut too_long: Option<IdScanner> = None;
@@ -261,12 +349,22 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::i
         match &mut too_long {
             Some(scan) => scan.push(chunk),
             None => {
+                let need = buf.len() + chunk.len();
+                if need > buf.capacity() {
+                    // Grown as a `Vec` grows, but to a size that does not depend on how the
+                    // pipe split the line, and counted before it is taken: what a line
+                    // holds is its buffer, up to twice its length.
+                    let to = need.next_power_of_two().min(max + 1).max(need);
+                    counts.count(to - buf.capacity()).await;
+                    buf.reserve_exact(to - buf.len());
+                }
                 buf.extend_from_slice(chunk);
                 if buf.len() > max {
                     let mut scan = IdScanner::default();
                     scan.push(&buf);
                     too_long = Some(scan);
                     buf = Vec::new();
+                    counts.forget();
                 }
             }
         }
@@ -410,7 +508,7 @@ async fn write_lines(mut stdin: tokio::process::ChildStdin, mut lines: Lines) {
 /// id (one child per session: the id tells them apart).
 async fn log_stderr(stderr: tokio::process::ChildStderr, program: String, pid: Option<u32>) {
     let mut r = BufReader::new(stderr);
-    while let Ok(line) = read_line(&mut r, 16 * 1024).await {
+    while let Ok(line) = read_line(&mut r, 16 * 1024, &mut Uncounted).await {
         match line {
             Line::Whole(l) => {
                 tracing::info!(target: "toolgate::upstream", server = %program, pid, "{}", String::from_utf8_lossy(&l))
@@ -427,21 +525,34 @@ fn is_message(line: &[u8]) -> bool {
     matches!(jsonrpc::parse(line), Ok(Parsed::Single(_)))
 }
 
+/// What a child's reader shares with the child, and how it reads.
+struct Reader {
+    waiters: Arc<Mutex<Waiters>>,
+    output: Arc<Output>,
+    questions: Arc<Questions>,
+    /// Where the answers it hands to waiters are counted.
+    answers: Arc<ByteBudget>,
+    max_line: usize,
+}
+
 /// The child's stdout: each line goes to whoever waits for its id, or else to `handler`;
 /// at its end, the waiters are let go and `handler` is told how the child ended.
 async fn read_stdout(
     stdout: impl tokio::io::AsyncRead + Unpin,
-    max_line: usize,
-    (waiters, ended, questions): (
-        Arc<Mutex<Waiters>>,
-        Arc<std::sync::OnceLock<String>>,
-        Arc<Questions>,
-    ),
+    reader: Reader,
     child: std::sync::Weak<ChildProcess>,
     handler: impl Handler,
 ) {
+    let Reader {
+        waiters,
+        output,
+        questions,
+        answers,
+        max_line,
+    } = reader;
     let mut r = BufReader::new(stdout);
-    let deliver = |id: Option<String>, line: Bytes| {
+    // What no waiter claims goes without its share: what `handler` holds is bounded apart.
+    let deliver = |id: Option<String>, line: Bytes, share: Share| {
         let Some(id) = id else {
             // A question for a bridged call waiting goes to that call.
             match questions.offer(&line) {
@@ -457,7 +568,7 @@ async fn read_stdout(
         };
         match waiters.locked().as_mut().and_then(|w| w.remove(&id)) {
             Some(w) => {
-                let _ = w.send(Given::Answer(line));
+                let _ = w.send(Given::Answer(line, share));
             }
             None => handler.handle(FromChild::Message(line)),
         }
@@ -468,7 +579,8 @@ async fn read_stdout(
     let said = LogRate::new();
     loop {
         handler.ready().await;
-        match read_line(&mut r, max_line).await {
+        let mut counting = Counting::new(&answers, &output);
+        match read_line(&mut r, max_line, &mut counting).await {
             Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Line::Whole(l)) => {
                 // A console's encoding may open the output with a byte order mark.
@@ -477,8 +589,8 @@ async fn read_stdout(
                     line = line.slice(crate::text::BOM.len()..);
                 }
                 match response_id(&line) {
-                    Some(id) => deliver(Some(id), line),
-                    None if is_message(&line) => deliver(None, line),
+                    Some(id) => deliver(Some(id), line, counting.share),
+                    None if is_message(&line) => deliver(None, line, counting.share),
                     // A banner or a log line on stdout: no client could read it as a message.
                     None => warn_at_rate!(said, "not_a_message", { bytes = line.len(), },
                         "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped (stdout carries only messages, a server's own output belongs on stderr)"),
@@ -496,7 +608,8 @@ async fn read_stdout(
                     )
                 );
                 if let Some(e) = over_limit_error(&id, max_line, "the tool server's answer") {
-                    deliver(Some(jsonrpc::id_key(&id).into_owned()), Bytes::from(e));
+                    let id = jsonrpc::id_key(&id).into_owned();
+                    deliver(Some(id), Bytes::from(e), counting.share);
                 }
             }
             Ok(Line::TooLong(None)) => warn_at_rate!(
@@ -518,7 +631,7 @@ async fn read_stdout(
         Some(me) => me.exit_status().await,
         None => "stopped".into(),
     };
-    let _ = ended.set(how.clone());
+    let _ = output.ended.set(how.clone());
     drop(orphans);
     handler.handle(FromChild::Exited(how));
 }
@@ -553,11 +666,11 @@ impl ChildProcess {
     /// Starts `command` (program and arguments) in its own process group, with the
     /// environment less what `cfg` withholds from a server whose own variables are
     /// `own_env` ([`crate::config::Config::withheld_from_servers`]), its lines bounded by
-    /// `limits.max_response_bytes`. `handler` gets what no waiter claims, on the reader: it
-    /// must not block.
+    /// `limits.max_response_bytes`, the answers it hands to requests counted in `answers`.
+    /// `handler` gets what no waiter claims, on the reader: it must not block.
     pub fn spawn(
         command: &[String],
-        (cfg, own_env): (&crate::config::Config, &[String]),
+        (cfg, own_env, answers): (&crate::config::Config, &[String], &Arc<ByteBudget>),
         handler: impl Handler,
     ) -> std::io::Result<Arc<ChildProcess>> {
         let max_line = cfg.limits.max_response_bytes;
@@ -590,7 +703,7 @@ impl ChildProcess {
         tokio::spawn(write_lines(stdin, lines));
         tokio::spawn(log_stderr(stderr, label.clone(), pid));
         let me = ChildProcess::new(to_child, Some(child), None, label);
-        Ok(me.reading(stdout, max_line, handler))
+        Ok(me.reading(stdout, (max_line, answers), handler))
     }
 
     /// A session with a server of the HTTP+SSE transport, served as a child is: its event
@@ -600,13 +713,13 @@ impl ChildProcess {
     pub(crate) fn connect(
         server: &Arc<super::event_stream::EventStreamServer>,
         terms: super::event_stream::Terms,
-        max_line: usize,
+        bounds: (usize, &Arc<ByteBudget>),
         handler: impl Handler,
     ) -> Arc<ChildProcess> {
         let stream = server.open(terms);
         let running = Some(stream.running);
         let me = ChildProcess::new(stream.to_server, None, running, server.label());
-        me.reading(stream.output, max_line, handler)
+        me.reading(stream.output, bounds, handler)
     }
 
     fn new(
@@ -619,7 +732,7 @@ impl ChildProcess {
             pid: process.as_ref().and_then(tokio::process::Child::id),
             to_child: Mutex::new(Some(to_child)),
             waiters: Arc::new(Mutex::new(Some(HashMap::new()))),
-            ended: Arc::new(std::sync::OnceLock::new()),
+            output: Arc::default(),
             process: tokio::sync::Mutex::new(process),
             stream,
             program,
@@ -628,22 +741,24 @@ impl ChildProcess {
         }
     }
 
-    /// The child, its `output` read by a task of its own.
+    /// The child, its `output` read by a task of its own, each line bounded by `max_line`,
+    /// the answers counted in `answers`.
     fn reading(
         self,
         output: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-        max_line: usize,
+        (max_line, answers): (usize, &Arc<ByteBudget>),
         handler: impl Handler,
     ) -> Arc<ChildProcess> {
         let me = Arc::new(self);
-        let shared = (me.waiters.clone(), me.ended.clone(), me.questions.clone());
-        tokio::spawn(read_stdout(
-            output,
+        let reader = Reader {
+            waiters: me.waiters.clone(),
+            output: me.output.clone(),
+            questions: me.questions.clone(),
+            answers: answers.clone(),
             max_line,
-            shared,
-            Arc::downgrade(&me),
-            handler,
-        ));
+        };
+        let child = Arc::downgrade(&me);
+        tokio::spawn(read_stdout(output, reader, child, handler));
         me
     }
 
@@ -710,7 +825,8 @@ impl ChildProcess {
     /// (an event stream's end is known before its way in closes). Said as a request sent
     /// just before is told, since which of the two a request is can be a matter of moments.
     fn gone(&self) -> UpstreamError {
-        let how = (self.ended.get()).or_else(|| self.stream.as_ref().and_then(|s| s.ended()));
+        let how =
+            (self.output.ended.get()).or_else(|| self.stream.as_ref().and_then(|s| s.ended()));
         ended_before_answering(how)
     }
 
@@ -757,7 +873,7 @@ impl ChildProcess {
             key,
             rx,
             waiters: self.waiters.clone(),
-            ended: self.ended.clone(),
+            output: self.output.clone(),
         })
     }
 
@@ -1055,13 +1171,39 @@ mod tests {
         let mut r = BufReader::with_capacity(4, &data[..]);
         let mut got = Vec::new();
         loop {
-            match read_line(&mut r, 10).await.unwrap() {
+            match read_line(&mut r, 10, &mut Uncounted).await.unwrap() {
                 Line::Whole(l) => got.push(String::from_utf8(l).unwrap()),
                 Line::TooLong(_) => got.push("<too long>".into()),
                 Line::Eof => break,
             }
         }
         assert_eq!(got, ["short", "<too long>", "ok", "no-newline"]);
+    }
+
+    #[tokio::test]
+    async fn a_line_is_counted_as_its_buffer_grows_and_forgotten_when_too_long() {
+        let budget = Arc::new(ByteBudget::new(1 << 20));
+        let output = Output::default();
+        let data = format!("{}\n{}\nok\n", "a".repeat(5_000), "b".repeat(70_000));
+        // Split as a pipe may split it: a line comes in pieces.
+        let mut r = BufReader::with_capacity(1_000, data.as_bytes());
+        let read = || Counting::new(&budget, &output);
+        let mut first = read();
+        let Line::Whole(l) = read_line(&mut r, 65_536, &mut first).await.unwrap() else {
+            panic!("a whole line")
+        };
+        assert_eq!((l.len(), l.capacity()), (5_000, 8_192));
+        assert_eq!(budget.held(), 8_192, "the buffer is counted, not the line");
+        let mut second = read();
+        let over = read_line(&mut r, 65_536, &mut second).await.unwrap();
+        assert!(matches!(over, Line::TooLong(None)));
+        assert_eq!(budget.held(), 8_192, "nothing kept of a line too long");
+        drop((first, l));
+        assert_eq!(budget.held(), 0);
+        assert!(matches!(
+            read_line(&mut r, 65_536, &mut read()).await.unwrap(),
+            Line::Whole(l) if l == b"ok"
+        ));
     }
 
     #[tokio::test]
@@ -1073,7 +1215,8 @@ mod tests {
         let tx = Mutex::new(Some(tx));
         let mut cfg = crate::config::Config::default();
         cfg.limits.max_response_bytes = 1024;
-        let child = ChildProcess::spawn(&cmd, (&cfg, &[]), move |ev| {
+        let answers = Arc::new(ByteBudget::new(1 << 20));
+        let child = ChildProcess::spawn(&cmd, (&cfg, &[], &answers), move |ev| {
             if let (FromChild::Exited(_), Some(tx)) = (ev, tx.lock().unwrap().take()) {
                 let _ = tx.send(());
             }

@@ -569,7 +569,7 @@ impl StdioPool {
         };
         let deliver_to = handler.deliver_to.clone();
         let child = (self.source)
-            .start((&gw.config, &Self::target(&gw, index), client), handler)
+            .start((&gw, &Self::target(&gw, index), client), handler)
             // Said where every failure is (`error::FailureLog`), not once per session it fails.
             .map_err(|e| NoChild::Failed(UpstreamError::CannotStart(e.to_string())))?;
         let upstream = &Self::target(&gw, index).name;

@@ -1,7 +1,7 @@
 //! A request answered as an SSE stream: what its child sends about it (its progress, a listen
 //! request's notifications), then its answer.
 
-use super::written::{client_left, finish};
+use super::written::{client_left, finish, kept};
 use crate::error::UpstreamError;
 use crate::gateway::Gateway;
 use crate::jsonrpc;
@@ -10,7 +10,7 @@ use crate::transport::exchange::StreamOutcome;
 use crate::transport::exchange::asking::{AskingStream, ReverseRounds};
 #[cfg(doc)]
 use crate::transport::upstream::child::ChildProcess;
-use crate::transport::upstream::child::Waiting;
+use crate::transport::upstream::child::{Given, Waiting};
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::{Relation, SessionChild};
 use crate::transport::upstream::multiplex::Sent;
@@ -61,7 +61,7 @@ pub(super) fn stream(
     let stream = RelatedStream::new((gw, sc), relation, remapped, pending, reverse_rounds);
     // Written now, once what the child sends about it has a place to go.
     let owed = sc.child.start(wire, &id);
-    let answer = async move { owed?.answer(timeout).await.map(Last::Answer) };
+    let answer = async move { owed?.given(timeout).await.map(Last::Answer) };
     respond(stream, related, answer)
 }
 
@@ -83,7 +83,7 @@ pub(super) fn bridged(
         let ids = (&*answers_as, &*client_id);
         Ok(
             match child.bridged_answer(waiting, ids, key, timeout).await? {
-                Answered::Server(given) => Last::Answer(given.into_bytes()),
+                Answered::Server(given) => Last::Answer(given),
                 Answered::Round(round) => Last::Round(round.into()),
             },
         )
@@ -94,7 +94,7 @@ pub(super) fn bridged(
 /// What ends a streamed request: the answer, read by its rules, or a round of a bridged
 /// call, which is toolgate's own and goes as it is.
 enum Last {
-    Answer(Bytes),
+    Answer(Given),
     Round(Bytes),
 }
 
@@ -115,6 +115,8 @@ fn respond(
             if s.answered {
                 return None;
             }
+            // The child's answer's share, kept by the event that carries it.
+            let mut share = None;
             let event = tokio::select! {
                 biased;
                 Some(line) = related.recv() => s.restore(line),
@@ -122,20 +124,25 @@ fn respond(
                     s.answered = true;
                     match a {
                         Ok(Last::Round(round)) => round,
-                        Ok(Last::Answer(a)) => match s.asks(Ok(a)) {
-                            Ok(mut rounds) => {
-                                let event = rounds.next().await;
-                                s.rounds = Some(rounds);
-                                return Some((Ok(event?), (s, related, answer)));
+                        Ok(Last::Answer(given)) => {
+                            let a;
+                            (a, share) = given.into_parts();
+                            match s.asks(Ok(a)) {
+                                Ok(mut rounds) => {
+                                    let event = rounds.next().await;
+                                    s.rounds = Some(rounds);
+                                    return Some((Ok(event?), (s, related, answer)));
+                                }
+                                Err(a) => s.last(a),
                             }
-                            Err(a) => s.last(a),
-                        },
+                        }
                         Err(e) => s.last(Err(e)),
                     }
                 }
             };
+            let event = kept(crate::transport::sse::event(&event), share);
             Some((
-                Ok::<_, std::convert::Infallible>(crate::transport::sse::event(&event)),
+                Ok::<_, std::convert::Infallible>(event),
                 (s, related, answer),
             ))
         },

@@ -12,7 +12,7 @@ use crate::mcp;
 use crate::pipeline::subscriptions::Subscription;
 use crate::pipeline::{self, Pending, asked};
 use crate::telemetry::hop::{Hop, HopEnd};
-use crate::transport::upstream::child::{Given, Owed, Waiting, Within};
+use crate::transport::upstream::child::{Given, Owed, Share, Waiting, Within};
 use crate::transport::upstream::child_questions::Answered;
 use crate::transport::upstream::children::SessionChild;
 use crate::transport::upstream::multiplex::Sent;
@@ -138,7 +138,7 @@ impl Written {
                 } => {
                     let answer = owed.given(timeout).await;
                     left.cancels = false;
-                    let answer = match answer {
+                    let (answer, share) = match answer {
                         Ok(given) => read_given(given, &mut cancelled),
                         Err(e) => break 'wait Err(e),
                     };
@@ -146,7 +146,7 @@ impl Written {
                     let answer = jsonrpc::replace_at(&answer, &["id"], &client_id)
                         .map_or(answer, Bytes::from);
                     let (status, body) = finish(gw, pending, answer);
-                    Ok(ChildReply::One(status, body))
+                    Ok(ChildReply::One(status, kept(body, share)))
                 }
                 Then::Bridged {
                     waiting,
@@ -165,9 +165,9 @@ impl Written {
                     note.outcome = "forwarded";
                     answered.map(|a| match a {
                         Answered::Server(given) => {
-                            let answer = read_given(given, &mut cancelled);
+                            let (answer, share) = read_given(given, &mut cancelled);
                             let (status, body) = finish(gw, pending, answer);
-                            ChildReply::One(status, body)
+                            ChildReply::One(status, kept(body, share))
                         }
                         Answered::Round(round) => ChildReply::One(StatusCode::OK, round.into()),
                     })
@@ -219,7 +219,7 @@ impl Own {
         sc: &Arc<SessionChild>,
         timeout: Duration,
         pending: &Pending,
-        answer: Bytes,
+        (answer, share): (Bytes, Option<Share>),
     ) -> ChildReply {
         if let Some(rounds) = self.rounds
             && asked::input_required(&answer).is_some()
@@ -245,7 +245,10 @@ impl Own {
                 sc.set_reverse(reverse, gw.clone());
                 (StatusCode::OK, Bytes::from(ours))
             }
-            None => finish(gw, pending, answer),
+            None => {
+                let (status, body) = finish(gw, pending, answer);
+                (status, kept(body, share))
+            }
         };
         let Some(id) = self.new_session else {
             return ChildReply::One(status, body);
@@ -258,11 +261,21 @@ impl Own {
     }
 }
 
-/// What a request was given, as its client is answered; `cancelled` says whether it was
-/// toolgate's answer to a cancelled request rather than the child's.
-fn read_given(given: Given, cancelled: &mut bool) -> Bytes {
+/// What a request was given, as its client is answered, with the share its answer keeps;
+/// `cancelled` says whether it was toolgate's answer to a cancelled request rather than the
+/// child's.
+fn read_given(given: Given, cancelled: &mut bool) -> (Bytes, Option<Share>) {
     *cancelled = matches!(given, Given::Cancelled(_));
-    given.into_bytes()
+    given.into_parts()
+}
+
+/// `body`, the answer its client is given, holding the share of the child's answer it was
+/// made from until it has gone: rewritten or not, it is about as large.
+pub(super) fn kept(body: Bytes, share: Option<Share>) -> Bytes {
+    match share {
+        Some(share) => share.keeping(body),
+        None => body,
+    }
 }
 
 /// The child's answer, with its client's id, as the client reads it ([`pipeline::settle`]),
