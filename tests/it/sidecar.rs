@@ -601,3 +601,49 @@ async fn what_waits_for_a_get_stream_is_bounded_in_bytes() {
     drop(tg);
     assert!(wait_for(|| children_with(&m) == 0).await);
 }
+
+/// An answer the child writes after its request was answered without it (its time ran out)
+/// goes to no client: it is never put on the session's stream, where a client reads no
+/// answer but to a stream it resumes, and its request is not answered twice. Alike behind
+/// the stdio front.
+#[tokio::test]
+async fn an_answer_after_its_request_timed_out_reaches_no_client() {
+    let config = "[limits]\nupstream_timeout = \"1s\"\n";
+    let command = crate::common::peers::stdio_fixture(&["--list-changes"]).await;
+    let timed_out = |a: &serde_json::Value| {
+        a["id"] == 5
+            && a["result"]["isError"] == true
+            && result_text(a).contains("did not answer within 1s")
+    };
+
+    let tg = Toolgate::in_front_of(&command, Some(config)).await;
+    let url = tg.url();
+    let session = open_session(&url).await;
+    let mut stream = get_stream(&url, &session).await;
+    let a = post(&url, Some(&session), call(5, "slow", json!({})))
+        .await
+        .json();
+    assert!(timed_out(&a), "{a}");
+    // The child answers two seconds after the call.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let a = post(&url, Some(&session), call(6, "enable_extra", json!({})))
+        .await
+        .json();
+    assert_eq!(a["id"], 6);
+    let next = next_frame(&mut stream, Duration::from_secs(10)).await;
+    assert!(next.contains("notifications/tools/list_changed"), "{next}");
+    assert!(
+        tg.logs()
+            .contains("the tool server answered a request nothing waits for")
+    );
+
+    let (mut g, _file) = common::stdio_gate::StdioGate::start(&command, Some(config));
+    g.initialize().await;
+    let a = g.ask(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {}}})).await;
+    assert!(timed_out(&a), "{a}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    g.send(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "enable_extra", "arguments": {}}}).to_string()).await;
+    let note = g.recv().await;
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    assert_eq!(g.recv().await["id"], 6);
+}

@@ -1,13 +1,14 @@
 //! A stdio MCP server as a child process: newline-delimited JSON-RPC on its stdin and
 //! stdout, its stderr turned into log lines.
 //!
-//! Messages toolgate waits for (requests' answers, by id) are handed to their waiter;
-//! everything else the child writes goes to the transport's handler, called on the reader in
-//! the order the child wrote: what the child sent about a request (its progress) is handed
-//! over before that request's answer is. When the child exits, every waiter fails and the
-//! handler gets [`FromChild::Exited`], so nothing waits forever. Shutdown closes stdin, then
-//! sends SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx`
-//! and `uvx` servers run as grandchildren.
+//! Messages toolgate waits for (requests' answers, by id) are handed to their waiter, and an
+//! answer nothing waits for any more is dropped; every other message the child writes goes
+//! to the transport's handler, called on the reader in the order the child wrote: what the
+//! child sent about a request (its progress) is handed over before that request's answer
+//! is. When the child exits, every waiter fails and the handler gets
+//! [`FromChild::Exited`], so nothing waits forever. Shutdown closes stdin, then sends
+//! SIGTERM to the child's process group, then SIGKILL, each after a grace period: `npx` and
+//! `uvx` servers run as grandchildren.
 //!
 //! A session with a server of the HTTP+SSE transport is a child too ([`ChildSource`]): its
 //! event stream stands in for the process and its pipes (`event_stream`).
@@ -138,7 +139,8 @@ impl Counts for Counting<'_> {
 }
 
 pub enum FromChild {
-    /// One line the child wrote that no waiter claimed.
+    /// One message the child wrote that is no answer (a request or a notification), and no
+    /// bridged call's question.
     Message(Bytes),
     /// The child is gone; says how.
     Exited(String),
@@ -570,7 +572,12 @@ async fn read_stdout(
             Some(w) => {
                 let _ = w.send(Given::Answer(line, share));
             }
-            None => handler.handle(FromChild::Message(line)),
+            // Its request was answered without it (its time ran out, its client cancelled
+            // it or left): no stream may carry it to a client, which would read it as a
+            // second answer, or an answer to nothing it asked.
+            None => tracing::info!(
+                "the tool server answered a request nothing waits for (withdrawn, timed out, or unknown); dropped"
+            ),
         }
     };
     // What the child writes that no client gets as it came, said at this rate for each
