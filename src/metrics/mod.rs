@@ -666,7 +666,7 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP toolgate_request_bytes_held Bytes held for requests at once: their bodies, and apart the answers read whole (each up to limits.max_request_bytes_in_flight).\n# TYPE toolgate_request_bytes_held gauge\ntoolgate_request_bytes_held{{part=\"body\"}} {bodies}\ntoolgate_request_bytes_held{{part=\"answer\"}} {answers}"
+            "# HELP toolgate_request_bytes_held Bytes held for requests at once: their bodies, and apart their answers until they have gone (each up to limits.max_request_bytes_in_flight).\n# TYPE toolgate_request_bytes_held gauge\ntoolgate_request_bytes_held{{part=\"body\"}} {bodies}\ntoolgate_request_bytes_held{{part=\"answer\"}} {answers}"
         );
         let _ = writeln!(
             out,
