@@ -33,6 +33,10 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 
+/// The `INVALID_REQUEST` message for a request under an id its session has in flight (MCP
+/// asks a client never to use an id twice in a session): the first request keeps its answer.
+pub(crate) const STILL_IN_FLIGHT: &str = "Invalid Request: a request with this id is still in flight in this session; send each request with an id of its own";
+
 /// One JSON-RPC message, borrowed from the body it came in.
 #[derive(Debug)]
 pub struct Message<'a> {

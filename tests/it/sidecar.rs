@@ -604,26 +604,33 @@ async fn what_waits_for_a_get_stream_is_bounded_in_bytes() {
 
 /// An answer the child writes after its request was answered without it (its time ran out)
 /// goes to no client: it is never put on the session's stream, where a client reads no
-/// answer but to a stream it resumes, and its request is not answered twice. Alike behind
-/// the stdio front.
+/// answer but to a stream it resumes, and no other request takes it. Until it comes, the id
+/// stays in flight (a request under it is refused, as MCP asks a client never to use an id
+/// twice in a session); then it is free. Alike behind the stdio front.
 #[tokio::test]
 async fn an_answer_after_its_request_timed_out_reaches_no_client() {
     let config = "[limits]\nupstream_timeout = \"1s\"\n";
     let command = crate::common::peers::stdio_fixture(&["--list-changes"]).await;
+    let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {}}});
+    let add = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});
     let timed_out = |a: &serde_json::Value| {
         a["id"] == 5
             && a["result"]["isError"] == true
             && result_text(a).contains("did not answer within 1s")
     };
+    let in_flight = json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32600,
+        "message": "Invalid Request: a request with this id is still in flight in this session; send each request with an id of its own"}});
+    let added =
+        json!({"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": "3"}]}});
 
     let tg = Toolgate::in_front_of(&command, Some(config)).await;
     let url = tg.url();
     let session = open_session(&url).await;
     let mut stream = get_stream(&url, &session).await;
-    let a = post(&url, Some(&session), call(5, "slow", json!({})))
-        .await
-        .json();
+    let a = post(&url, Some(&session), slow.to_string()).await.json();
     assert!(timed_out(&a), "{a}");
+    let a = post(&url, Some(&session), add.to_string()).await.json();
+    assert_eq!(a, in_flight, "the child still owes the first call's answer");
     // The child answers two seconds after the call.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let a = post(&url, Some(&session), call(6, "enable_extra", json!({})))
@@ -632,18 +639,21 @@ async fn an_answer_after_its_request_timed_out_reaches_no_client() {
     assert_eq!(a["id"], 6);
     let next = next_frame(&mut stream, Duration::from_secs(10)).await;
     assert!(next.contains("notifications/tools/list_changed"), "{next}");
-    assert!(
-        tg.logs()
-            .contains("the tool server answered a request nothing waits for")
+    let a = post(&url, Some(&session), add.to_string()).await.json();
+    assert_eq!(
+        a, added,
+        "the id is free once its answer came, and that answer was not this one's"
     );
 
     let (mut g, _file) = common::stdio_gate::StdioGate::start(&command, Some(config));
     g.initialize().await;
-    let a = g.ask(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {}}})).await;
+    let a = g.ask(slow).await;
     assert!(timed_out(&a), "{a}");
+    assert_eq!(g.ask(add.clone()).await, in_flight);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     g.send(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "enable_extra", "arguments": {}}}).to_string()).await;
     let note = g.recv().await;
     assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
     assert_eq!(g.recv().await["id"], 6);
+    assert_eq!(g.ask(add).await, added);
 }

@@ -366,7 +366,7 @@ impl<U: Upstream> Run<U> {
                 to.write(jsonrpc::error_response(
                     m.id,
                     jsonrpc::INVALID_REQUEST,
-                    "Invalid Request: a request with this id is still in flight; send each request with an id of its own",
+                    jsonrpc::STILL_IN_FLIGHT,
                     None,
                 ));
                 continue;

@@ -14,6 +14,7 @@
 //! event stream stands in for the process and its pipes (`event_stream`).
 
 use super::input::{Input, Lines, Refused};
+use super::owing::{Claimed, Owing};
 use super::own::{self, OwnRequests, Unresulted};
 use super::rounds::{Listening, Offered, Questions, Rounds};
 use crate::error::UpstreamError;
@@ -27,7 +28,6 @@ use crate::pipeline::step::Bridging;
 use crate::policy::held::{ByteBudget, Held};
 use bytes::Bytes;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -39,8 +39,8 @@ use tokio::sync::oneshot;
 /// reserved range).
 const REQUEST_CANCELLED: i64 = -32800;
 
-/// Requests waiting for their answers, by id; `None` once the child's output has ended.
-type Waiters = Option<HashMap<String, oneshot::Sender<Given>>>;
+/// The answers the child owes, by id; `None` once its output has ended.
+type Waiters = Option<Owing>;
 
 /// What a request waiting on the child is given: the child's answer, or toolgate's
 /// `-32800` in its place when its client cancelled it (which its hop tells apart).
@@ -251,8 +251,8 @@ pub(crate) struct Waiting {
 }
 
 /// The answer a request written by [`ChildProcess::start`] is owed. Dropped unanswered (its
-/// client cancelled it, or stopped waiting), it takes its place among the waiters with it,
-/// and an answer that comes later is not passed on.
+/// client cancelled it, or stopped waiting), the request is given up on: an answer that comes
+/// later goes to no one ([`Owing`]).
 pub struct Owed {
     key: String,
     rx: oneshot::Receiver<Given>,
@@ -311,7 +311,7 @@ impl Drop for Owed {
             return;
         }
         if let Some(w) = self.waiters.locked().as_mut() {
-            w.remove(&self.key);
+            w.give_up(&self.key);
         }
     }
 }
@@ -568,15 +568,18 @@ async fn read_stdout(
             }
             return;
         };
-        match waiters.locked().as_mut().and_then(|w| w.remove(&id)) {
-            Some(w) => {
+        let claimed = waiters.locked().as_mut().map(|w| w.claim(&id));
+        // An answer no request waits for goes to no stream: a client would read it as a
+        // second answer, or an answer to nothing it asked.
+        match claimed {
+            Some(Claimed::Waiting(w)) => {
                 let _ = w.send(Given::Answer(line, share));
             }
-            // Its request was answered without it (its time ran out, its client cancelled
-            // it or left): no stream may carry it to a client, which would read it as a
-            // second answer, or an answer to nothing it asked.
-            None => tracing::info!(
-                "the tool server answered a request nothing waits for (withdrawn, timed out, or unknown); dropped"
+            Some(Claimed::GivenUp) => tracing::debug!(
+                "the tool server answered a request given up on (timed out, cancelled, or its client gone); dropped"
+            ),
+            _ => tracing::info!(
+                "the tool server answered a request nothing waits for (unknown, or given up on long ago); dropped"
             ),
         }
     };
@@ -738,7 +741,7 @@ impl ChildProcess {
         ChildProcess {
             pid: process.as_ref().and_then(tokio::process::Child::id),
             to_child: Mutex::new(Some(to_child)),
-            waiters: Arc::new(Mutex::new(Some(HashMap::new()))),
+            waiters: Arc::new(Mutex::new(Some(Owing::default()))),
             output: Arc::default(),
             process: tokio::sync::Mutex::new(process),
             stream,
@@ -861,17 +864,17 @@ impl ChildProcess {
     pub fn start(&self, line: Bytes, id: &str) -> Result<Owed, UpstreamError> {
         let key = jsonrpc::id_key(id).into_owned();
         let (tx, rx) = oneshot::channel();
-        match self.waiters.locked().as_mut() {
-            // The fronts refuse a second request under an id in flight; were one to come, it
-            // must not take the first one's answer.
-            Some(w) if w.contains_key(&key) => {
-                return Err(UpstreamError::Unreachable(
-                    "a request with this id is already waiting for the tool server's answer".into(),
-                ));
-            }
-            Some(w) => w.insert(key.clone(), tx),
+        let waits = match self.waiters.locked().as_mut() {
+            Some(w) => w.wait(key.clone(), tx),
             None => return Err(self.gone()),
         };
+        // The fronts refuse a second request under an id the child still owes an answer to
+        // ([`Self::owes`]); were one to come, it must not take the first one's answer.
+        if !waits {
+            return Err(UpstreamError::Unreachable(
+                "a request with this id is already waiting for the tool server's answer".into(),
+            ));
+        }
         if let Err(e) = self.send(line) {
             self.forget(id);
             return Err(e);
@@ -884,13 +887,14 @@ impl ChildProcess {
         })
     }
 
-    /// Whether a request with `id` (raw JSON) waits for the child's answer.
-    pub fn waits_for(&self, id: &str) -> bool {
+    /// Whether the child still owes an answer under `id` (raw JSON): to a request waiting for
+    /// it, or to one given up on whose answer has not come.
+    pub fn owes(&self, id: &str) -> bool {
         let key = jsonrpc::id_key(id);
         self.waiters
             .locked()
             .as_ref()
-            .is_some_and(|w| w.contains_key(key.as_ref()))
+            .is_some_and(|w| w.owes(key.as_ref()))
     }
 
     /// Whether the child's output has ended: it will answer nothing more, even if its
@@ -907,7 +911,7 @@ impl ChildProcess {
             .waiters
             .locked()
             .as_mut()
-            .and_then(|w| w.remove(jsonrpc::id_key(id).as_ref()));
+            .and_then(|w| w.give_up(jsonrpc::id_key(id).as_ref()));
         let Some(waiter) = waiter else { return false };
         let Ok(raw) = serde_json::value::RawValue::from_string(id.to_owned()) else {
             return false;
@@ -920,7 +924,7 @@ impl ChildProcess {
 
     fn forget(&self, id: &str) {
         if let Some(w) = self.waiters.locked().as_mut() {
-            w.remove(jsonrpc::id_key(id).as_ref());
+            w.forget(jsonrpc::id_key(id).as_ref());
         }
     }
 

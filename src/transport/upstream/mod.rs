@@ -11,6 +11,7 @@ pub mod http_client;
 pub(crate) mod input;
 pub(crate) mod multiplex;
 pub(crate) mod numbered;
+pub(crate) mod owing;
 pub(crate) mod own;
 pub(crate) mod paced;
 pub(crate) mod rounds;

@@ -299,15 +299,15 @@ impl ChildWay {
     /// A request under its client's own id (a session's, the stdio front's).
     fn write_own(&self, w: &mut Writing<'_>, (body, client_id): (Bytes, Box<RawValue>)) -> Then {
         let sc = &self.sc;
-        // A second request under an id in flight in the session would take the first one's
-        // answer (the stdio front refuses it before).
-        if matches!(self.kind, Kind::Session(_)) && sc.child.waits_for(client_id.get()) {
+        // A second request under an id the child still owes an answer to would take the first
+        // one's answer: one in flight, or one given up on whose answer may still come.
+        if sc.child.owes(client_id.get()) {
             return Then::Done(reply::json(
                 StatusCode::BAD_REQUEST,
                 jsonrpc::error_response(
                     Some(&client_id),
                     jsonrpc::INVALID_REQUEST,
-                    "Invalid Request: a request with this id is still in flight in this session; send each request with an id of its own",
+                    jsonrpc::STILL_IN_FLIGHT,
                     None,
                 ),
             ));
