@@ -40,7 +40,7 @@ use tokio::sync::oneshot;
 const REQUEST_CANCELLED: i64 = -32800;
 
 /// The answers the child owes, by id; `None` once its output has ended.
-type Waiters = Option<Owing>;
+type Waiters = Option<Owing<oneshot::Sender<Given>>>;
 
 /// What a request waiting on the child is given: the child's answer, or toolgate's
 /// `-32800` in its place when its client cancelled it (which its hop tells apart).
@@ -527,6 +527,24 @@ fn is_message(line: &[u8]) -> bool {
     matches!(jsonrpc::parse(line), Ok(Parsed::Single(_)))
 }
 
+/// The child's answer `line` under `id` to whoever waits for it, with its `share`. One no
+/// request waits for goes to no stream: a client would read it as a second answer, or an
+/// answer to nothing it asked.
+fn hand_over(waiters: &Mutex<Waiters>, id: &str, line: Bytes, share: Share) {
+    let claimed = waiters.locked().as_mut().map(|w| w.claim(id));
+    match claimed {
+        Some(Claimed::Waiting(w)) => {
+            let _ = w.send(Given::Answer(line, share));
+        }
+        Some(Claimed::GivenUp) => tracing::debug!(
+            "the tool server answered a request given up on (timed out, cancelled, or its client gone); dropped"
+        ),
+        _ => tracing::info!(
+            "the tool server answered a request nothing waits for (unknown, or given up on long ago); dropped"
+        ),
+    }
+}
+
 /// What a child's reader shares with the child, and how it reads.
 struct Reader {
     waiters: Arc<Mutex<Waiters>>,
@@ -553,7 +571,8 @@ async fn read_stdout(
         max_line,
     } = reader;
     let mut r = BufReader::new(stdout);
-    // What no waiter claims goes without its share: what `handler` holds is bounded apart.
+    // A message that is no answer goes without its share: what `handler` holds is bounded
+    // apart.
     let deliver = |id: Option<String>, line: Bytes, share: Share| {
         let Some(id) = id else {
             // A question for a bridged call waiting goes to that call.
@@ -568,20 +587,7 @@ async fn read_stdout(
             }
             return;
         };
-        let claimed = waiters.locked().as_mut().map(|w| w.claim(&id));
-        // An answer no request waits for goes to no stream: a client would read it as a
-        // second answer, or an answer to nothing it asked.
-        match claimed {
-            Some(Claimed::Waiting(w)) => {
-                let _ = w.send(Given::Answer(line, share));
-            }
-            Some(Claimed::GivenUp) => tracing::debug!(
-                "the tool server answered a request given up on (timed out, cancelled, or its client gone); dropped"
-            ),
-            _ => tracing::info!(
-                "the tool server answered a request nothing waits for (unknown, or given up on long ago); dropped"
-            ),
-        }
+        hand_over(&waiters, &id, line, share);
     };
     // What the child writes that no client gets as it came, said at this rate for each
     // child: the mistake is the server's, and may come with every call. Its text is never

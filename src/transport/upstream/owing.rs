@@ -9,37 +9,42 @@
 //! client never to use an id twice in a session). A child that never answers would keep them
 //! all: at most [`MAX_GIVEN_UP`] are kept, the oldest forgotten first.
 
-use super::child::Given;
 use std::collections::{HashMap, HashSet, VecDeque};
-use tokio::sync::oneshot;
 
 /// Ids given up on kept for one child.
 pub(crate) const MAX_GIVEN_UP: usize = 1024;
 
-/// Where a request waits for its answer.
-pub(crate) type Waiter = oneshot::Sender<Given>;
-
-#[derive(Default)]
-pub(crate) struct Owing {
-    waiting: HashMap<String, Waiter>,
+/// The answers owed, each request waiting at a `W` (where its answer is sent).
+pub(crate) struct Owing<W> {
+    waiting: HashMap<String, W>,
     given_up: HashSet<String>,
     /// The ids given up on, oldest first (an id answered since may still be listed).
     order: VecDeque<String>,
 }
 
+impl<W> Default for Owing<W> {
+    fn default() -> Self {
+        Owing {
+            waiting: HashMap::new(),
+            given_up: HashSet::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
 /// Whom an answer is for.
-pub(crate) enum Claimed {
-    Waiting(Waiter),
+pub(crate) enum Claimed<W> {
+    Waiting(W),
     /// A request given up on: the answer goes to no one.
     GivenUp,
     /// No request toolgate sent, or one given up on too long ago.
     Unknown,
 }
 
-impl Owing {
+impl<W> Owing<W> {
     /// Request `key` waits for its answer at `waiter`; `false` (and nothing changed) when the
     /// child still owes an answer under `key`.
-    pub(crate) fn wait(&mut self, key: String, waiter: Waiter) -> bool {
+    pub(crate) fn wait(&mut self, key: String, waiter: W) -> bool {
         if self.owes(&key) {
             return false;
         }
@@ -53,7 +58,7 @@ impl Owing {
     }
 
     /// The answer under `key` came.
-    pub(crate) fn claim(&mut self, key: &str) -> Claimed {
+    pub(crate) fn claim(&mut self, key: &str) -> Claimed<W> {
         if let Some(waiter) = self.waiting.remove(key) {
             return Claimed::Waiting(waiter);
         }
@@ -64,7 +69,7 @@ impl Owing {
     }
 
     /// Request `key` waits no more, its answer still owed; its waiter, if it had one.
-    pub(crate) fn give_up(&mut self, key: &str) -> Option<Waiter> {
+    pub(crate) fn give_up(&mut self, key: &str) -> Option<W> {
         let waiter = self.waiting.remove(key)?;
         if self.given_up.insert(key.to_owned()) {
             self.order.push_back(key.to_owned());
@@ -92,13 +97,14 @@ impl Owing {
 mod tests {
     use super::*;
 
-    fn waiter() -> Waiter {
-        oneshot::channel().0
+    /// A request's waiter, as the tests need one.
+    fn waiter() -> u8 {
+        0
     }
 
     #[test]
     fn an_answer_to_a_request_given_up_on_goes_to_no_one_and_frees_its_id() {
-        let mut owing = Owing::default();
+        let mut owing = Owing::<u8>::default();
         assert!(owing.wait("7".into(), waiter()));
         assert!(!owing.wait("7".into(), waiter()), "one request per id");
         assert!(owing.give_up("7").is_some());
@@ -113,7 +119,7 @@ mod tests {
 
     #[test]
     fn ids_given_up_on_are_bounded_the_oldest_forgotten_first() {
-        let mut owing = Owing::default();
+        let mut owing = Owing::<u8>::default();
         for i in 0..MAX_GIVEN_UP + 10 {
             let key = i.to_string();
             assert!(owing.wait(key.clone(), waiter()));
@@ -137,7 +143,7 @@ mod tests {
 
     #[test]
     fn a_request_that_never_reached_the_child_is_owed_nothing() {
-        let mut owing = Owing::default();
+        let mut owing = Owing::<u8>::default();
         owing.wait("1".into(), waiter());
         owing.forget("1");
         assert!(!owing.owes("1"));
