@@ -131,3 +131,46 @@ mod tests {
         );
     }
 }
+
+#[derive(serde::Deserialize)]
+struct Progress<'a> {
+    #[serde(borrow)]
+    params: Option<ProgressParams<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ProgressParams<'a> {
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<ProgressMeta<'a>>,
+    /// A progress notification's.
+    #[serde(borrow, rename = "progressToken")]
+    token: Option<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct ProgressMeta<'a> {
+    #[serde(borrow, rename = "progressToken")]
+    token: Option<&'a RawValue>,
+}
+
+/// A request's progress token, read from its bytes: a `tools/call`'s params have been taken
+/// by the guard.
+pub(crate) fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
+    if !crate::text::holds!(body, "progressToken") {
+        return None;
+    }
+    serde_json::from_slice::<Progress<'_>>(body)
+        .ok()
+        .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned))
+}
+
+/// The token a `notifications/progress` names, read from its bytes (`None` for any other
+/// message).
+pub(crate) fn progress_of(notification: &[u8]) -> Option<Box<RawValue>> {
+    if !crate::text::holds!(notification, "notifications/progress") {
+        return None;
+    }
+    serde_json::from_slice::<Progress<'_>>(notification)
+        .ok()
+        .and_then(|p| p.params?.token.map(ToOwned::to_owned))
+}

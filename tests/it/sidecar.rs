@@ -606,12 +606,14 @@ async fn what_waits_for_a_get_stream_is_bounded_in_bytes() {
 /// goes to no client: it is never put on the session's stream, where a client reads no
 /// answer but to a stream it resumes, and no other request takes it. Until it comes, the id
 /// stays in flight (a request under it is refused, as MCP asks a client never to use an id
-/// twice in a session); then it is free. Alike behind the stdio front.
+/// twice in a session); then it is free. The request's progress meanwhile goes to no one
+/// either (its client has its answer). Alike behind the stdio front.
 #[tokio::test]
 async fn an_answer_after_its_request_timed_out_reaches_no_client() {
     let config = "[limits]\nupstream_timeout = \"1s\"\n";
     let command = crate::common::peers::stdio_fixture(&["--list-changes"]).await;
-    let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {}}});
+    let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "late"}}});
     let add = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});
     let timed_out = |a: &serde_json::Value| {
         a["id"] == 5
@@ -627,11 +629,11 @@ async fn an_answer_after_its_request_timed_out_reaches_no_client() {
     let url = tg.url();
     let session = open_session(&url).await;
     let mut stream = get_stream(&url, &session).await;
-    let a = post(&url, Some(&session), slow.to_string()).await.json();
+    let a = post(&url, Some(&session), slow.to_string()).await.answer();
     assert!(timed_out(&a), "{a}");
     let a = post(&url, Some(&session), add.to_string()).await.json();
     assert_eq!(a, in_flight, "the child still owes the first call's answer");
-    // The child answers two seconds after the call.
+    // The child says the call's progress, then answers, two seconds after the call.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let a = post(&url, Some(&session), call(6, "enable_extra", json!({})))
         .await

@@ -545,6 +545,15 @@ fn hand_over(waiters: &Mutex<Waiters>, id: &str, line: Bytes, share: Share) {
     }
 }
 
+/// Whether `line` is progress of a request given up on ([`Owing`]), which goes to no one.
+fn is_stale(waiters: &Mutex<Waiters>, line: &[u8]) -> bool {
+    let waiters = waiters.locked();
+    let Some(w) = waiters.as_ref().filter(|w| w.has_stale()) else {
+        return false;
+    };
+    crate::mcp::progress_of(line).is_some_and(|t| w.is_stale(&jsonrpc::id_key(t.get())))
+}
+
 /// What a child's reader shares with the child, and how it reads.
 struct Reader {
     waiters: Arc<Mutex<Waiters>>,
@@ -575,6 +584,11 @@ async fn read_stdout(
     // apart.
     let deliver = |id: Option<String>, line: Bytes, share: Share| {
         let Some(id) = id else {
+            if is_stale(&waiters, &line) {
+                return tracing::debug!(
+                    "the tool server said how a request given up on progresses; dropped"
+                );
+            }
             // A question for a bridged call waiting goes to that call.
             match questions.offer(&line) {
                 Offered::Taken => {}
@@ -869,9 +883,11 @@ impl ChildProcess {
     /// order and wait for their answers concurrently.
     pub fn start(&self, line: Bytes, id: &str) -> Result<Owed, UpstreamError> {
         let key = jsonrpc::id_key(id).into_owned();
+        let token =
+            crate::mcp::progress_token(&line).map(|t| jsonrpc::id_key(t.get()).into_owned());
         let (tx, rx) = oneshot::channel();
         let waits = match self.waiters.locked().as_mut() {
-            Some(w) => w.wait(key.clone(), tx),
+            Some(w) => w.wait(key.clone(), tx, token),
             None => return Err(self.gone()),
         };
         // The fronts refuse a second request under an id the child still owes an answer to

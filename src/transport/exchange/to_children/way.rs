@@ -326,7 +326,7 @@ impl ChildWay {
         // answer, as an HTTP server answers it: sent to the session's GET stream, the
         // progress could reach the client after the answer.
         if matches!(self.kind, Kind::Session(None))
-            && let Some(token) = progress_token(&body)
+            && let Some(token) = mcp::progress_token(&body)
         {
             w.note.outcome = "forwarded";
             let on = Streamed::Session(rounds);
@@ -364,7 +364,7 @@ impl ChildWay {
         (body, client_id): (Bytes, Box<RawValue>),
     ) -> Then {
         let sc = &self.sc;
-        let client_token = progress_token(&body);
+        let client_token = mcp::progress_token(&body);
         let listens = w.said.method == "subscriptions/listen";
         let Entered {
             body: mut wire,
@@ -480,35 +480,6 @@ impl ChildWay {
 const PROGRESS_TOKEN: [&str; 3] = ["params", "_meta", "progressToken"];
 /// How long a `subscriptions/listen` stream may stay open on the shared child.
 const LISTEN_LIMIT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
-#[derive(serde::Deserialize)]
-struct Progress<'a> {
-    #[serde(borrow)]
-    params: Option<ProgressParams<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-struct ProgressParams<'a> {
-    #[serde(borrow, rename = "_meta")]
-    meta: Option<ProgressMeta<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-struct ProgressMeta<'a> {
-    #[serde(borrow, rename = "progressToken")]
-    token: Option<&'a RawValue>,
-}
-
-/// A request's progress token, read from its bytes: a `tools/call`'s params have been taken
-/// by the guard.
-fn progress_token(body: &[u8]) -> Option<Box<RawValue>> {
-    if !crate::text::holds!(body, "progressToken") {
-        return None;
-    }
-    serde_json::from_slice::<Progress<'_>>(body)
-        .ok()
-        .and_then(|p| p.params?.meta?.token.map(ToOwned::to_owned))
-}
 
 /// What writing one message reads of it and notes: the gateway in force, the request its
 /// answer is read against, what the message said, and its note.
