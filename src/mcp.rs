@@ -105,33 +105,8 @@ pub fn tool_error(era: Era, text: String, meta: Option<(&str, Value)>) -> Value 
     result
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn era_from_header_or_meta() {
-        assert_eq!(Era::detect(Some("2025-11-25"), None), Era::Legacy);
-        assert_eq!(Era::detect(Some("2026-07-28"), None), Era::Modern);
-        let meta = RawValue::from_string(
-            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#.into(),
-        )
-        .unwrap();
-        assert_eq!(Era::detect(None, Some(&meta)), Era::Modern);
-        assert_eq!(Era::detect(None, None), Era::Legacy);
-    }
-
-    #[test]
-    fn modern_tool_errors_carry_result_type() {
-        let r = tool_error(Era::Modern, "x".into(), None);
-        assert_eq!(r["resultType"], "complete");
-        assert_eq!(
-            tool_error(Era::Legacy, "x".into(), None).get("resultType"),
-            None
-        );
-    }
-}
-
+/// Where a message names a progress token: a request in its `_meta`, a
+/// `notifications/progress` in its params.
 #[derive(serde::Deserialize)]
 struct Progress<'a> {
     #[serde(borrow)]
@@ -173,4 +148,31 @@ pub(crate) fn progress_of(notification: &[u8]) -> Option<Box<RawValue>> {
     serde_json::from_slice::<Progress<'_>>(notification)
         .ok()
         .and_then(|p| p.params?.token.map(ToOwned::to_owned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn era_from_header_or_meta() {
+        assert_eq!(Era::detect(Some("2025-11-25"), None), Era::Legacy);
+        assert_eq!(Era::detect(Some("2026-07-28"), None), Era::Modern);
+        let meta = RawValue::from_string(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#.into(),
+        )
+        .unwrap();
+        assert_eq!(Era::detect(None, Some(&meta)), Era::Modern);
+        assert_eq!(Era::detect(None, None), Era::Legacy);
+    }
+
+    #[test]
+    fn modern_tool_errors_carry_result_type() {
+        let r = tool_error(Era::Modern, "x".into(), None);
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(
+            tool_error(Era::Legacy, "x".into(), None).get("resultType"),
+            None
+        );
+    }
 }
