@@ -882,9 +882,21 @@ impl ChildProcess {
     /// Writing and waiting are apart so that a caller can write requests in its client's
     /// order and wait for their answers concurrently.
     pub fn start(&self, line: Bytes, id: &str) -> Result<Owed, UpstreamError> {
+        let token = crate::mcp::progress_token(&line);
+        self.start_as(line, id, token.as_deref().map(RawValue::get))
+    }
+
+    /// [`Self::start`] for a caller that has read the progress token `line` carries (its raw
+    /// JSON text), if any: what the child says under it goes to no one once the request is given
+    /// up on ([`Owing`]).
+    pub(crate) fn start_as(
+        &self,
+        line: Bytes,
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<Owed, UpstreamError> {
         let key = jsonrpc::id_key(id).into_owned();
-        let token =
-            crate::mcp::progress_token(&line).map(|t| jsonrpc::id_key(t.get()).into_owned());
+        let token = token.map(|t| jsonrpc::id_key(t).into_owned());
         let (tx, rx) = oneshot::channel();
         let waits = match self.waiters.locked().as_mut() {
             Some(w) => w.wait(key.clone(), tx, token),

@@ -49,6 +49,12 @@ pub(super) fn stream(
         Streamed::Session(rounds) => (None, rounds),
         Streamed::Shared(remapped) => (Some(remapped), None),
     };
+    // The progress token the child is sent: the client's, or toolgate's id in its place (a
+    // listen request on the shared child may carry none).
+    let token = match &remapped {
+        Some(r) if r.client_token.is_none() => None,
+        _ => Some(key),
+    };
     let (relation, related) = sc.relate(key);
     let id = match &remapped {
         Some(r) => r.ours.get().to_owned(),
@@ -60,7 +66,7 @@ pub(super) fn stream(
     };
     let stream = RelatedStream::new((gw, sc), relation, remapped, pending, reverse_rounds);
     // Written now, once what the child sends about it has a place to go.
-    let owed = sc.child.start(wire, &id);
+    let owed = sc.child.start_as(wire, &id, token);
     let answer = async move { owed?.given(timeout).await.map(Last::Answer) };
     respond(stream, related, answer)
 }

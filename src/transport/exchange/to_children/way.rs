@@ -322,11 +322,12 @@ impl ChildWay {
             return self.write_bridged(w, call);
         }
         let rounds = self.reverse_rounds(w.said.method, &body);
+        let token = mcp::progress_token(&body);
         // A request with a progress token is answered as a stream, its progress then its
         // answer, as an HTTP server answers it: sent to the session's GET stream, the
         // progress could reach the client after the answer.
         if matches!(self.kind, Kind::Session(None))
-            && let Some(token) = mcp::progress_token(&body)
+            && let Some(token) = token
         {
             w.note.outcome = "forwarded";
             let on = Streamed::Session(rounds);
@@ -346,7 +347,8 @@ impl ChildWay {
             handshake,
             new_session,
         };
-        match sc.child.start(body, own.client_id.get()) {
+        let token = token.as_deref().map(RawValue::get);
+        match sc.child.start_as(body, own.client_id.get(), token) {
             Ok(owed) => Then::Own(owed, own),
             Err(e) => Then::Done(w.failed(&e)),
         }
@@ -400,7 +402,8 @@ impl ChildWay {
             let on = Streamed::Shared(remapped);
             return Then::Done(stream(w.gw, sc, wire, &key, w.pending.clone(), on, timeout));
         }
-        match sc.child.start(wire, ours.get()) {
+        // No progress token: a call with one is streamed, above.
+        match sc.child.start_as(wire, ours.get(), None) {
             Ok(owed) => Then::Shared {
                 owed,
                 client_id,
