@@ -564,8 +564,9 @@ struct Reader {
     max_line: usize,
 }
 
-/// The child's stdout: each line goes to whoever waits for its id, or else to `handler`;
-/// at its end, the waiters are let go and `handler` is told how the child ended.
+/// The child's stdout: each answer goes to whoever waits for it, or to no one
+/// ([`hand_over`]), every other message to `handler` (or to the bridged call it asks); at
+/// its end, the waiters are let go and `handler` is told how the child ended.
 async fn read_stdout(
     stdout: impl tokio::io::AsyncRead + Unpin,
     reader: Reader,
