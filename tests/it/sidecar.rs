@@ -615,11 +615,11 @@ async fn an_answer_after_its_request_timed_out_reaches_no_client() {
     let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "late"}}});
     let add = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});
-    let timed_out = |a: &serde_json::Value| {
-        a["id"] == 5
-            && a["result"]["isError"] == true
-            && result_text(a).contains("did not answer within 1s")
-    };
+    let reason = "the tool server did not answer within 1s";
+    let timed_out = json!({"jsonrpc": "2.0", "id": 5, "result": {
+        "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}},
+        "content": [{"type": "text", "text": format!("The tool server is unavailable: {reason}. It may still be working or overloaded; retrying later may help.")}],
+        "isError": true}});
     let in_flight = json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32600,
         "message": "Invalid Request: a request with this id is still in flight in this session; send each request with an id of its own"}});
     let added =
@@ -630,7 +630,7 @@ async fn an_answer_after_its_request_timed_out_reaches_no_client() {
     let session = open_session(&url).await;
     let mut stream = get_stream(&url, &session).await;
     let a = post(&url, Some(&session), slow.to_string()).await.answer();
-    assert!(timed_out(&a), "{a}");
+    assert_eq!(a, timed_out);
     let a = post(&url, Some(&session), add.to_string()).await.json();
     assert_eq!(a, in_flight, "the child still owes the first call's answer");
     // The child says the call's progress, then answers, two seconds after the call.
@@ -650,7 +650,7 @@ async fn an_answer_after_its_request_timed_out_reaches_no_client() {
     let (mut g, _file) = common::stdio_gate::StdioGate::start(&command, Some(config));
     g.initialize().await;
     let a = g.ask(slow).await;
-    assert!(timed_out(&a), "{a}");
+    assert_eq!(a, timed_out);
     assert_eq!(g.ask(add.clone()).await, in_flight);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     g.send(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "enable_extra", "arguments": {}}}).to_string()).await;
