@@ -461,6 +461,11 @@ pub struct Limits {
     /// How long a client connection may stay open with no request in progress.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// How long a client may take none of what is waiting for it (an answer, a stream's
+    /// event) before its connection is closed: an answer held for a client that reads
+    /// nothing counts against `max_request_bytes_in_flight`, so it must not be held forever.
+    #[serde(with = "humantime_serde")]
+    pub send_timeout: Duration,
     /// Most client connections open at once; further ones wait in the listen queue. Kept
     /// well under the descriptor limit (which toolgate raises to its hard limit at start), so
     /// that upstream connections, children and the admin listener always find descriptors.
@@ -744,6 +749,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
             max_connections: 4096,
             max_scopes: 10_000,
             max_list_pages: 100,
@@ -1094,6 +1100,7 @@ impl Config {
             ("limits.header_timeout", l.header_timeout.is_zero()),
             ("limits.body_timeout", l.body_timeout.is_zero()),
             ("limits.idle_timeout", l.idle_timeout.is_zero()),
+            ("limits.send_timeout", l.send_timeout.is_zero()),
             ("limits.max_connections", l.max_connections == 0),
             ("limits.max_scopes", l.max_scopes == 0),
             ("limits.max_list_pages", l.max_list_pages == 0),

@@ -365,6 +365,7 @@ async fn a_bound_at_zero_is_refused_by_name() {
         ("limits", "header_timeout", "\"0s\""),
         ("limits", "body_timeout", "\"0ms\""),
         ("limits", "idle_timeout", "\"0s\""),
+        ("limits", "send_timeout", "\"0s\""),
         ("limits", "max_connections", "0"),
         ("limits", "max_scopes", "0"),
         ("limits", "max_list_pages", "0"),

@@ -1598,7 +1598,12 @@ impl AnswerFrom {
 
     /// A call for 2 MB under `id`.
     fn call(self, id: i64) -> String {
-        let mut params = json!({"name": "big", "arguments": {"size": 2_000_000}});
+        self.call_for(id, 2_000_000)
+    }
+
+    /// A call for `size` bytes (a stdio server's; an HTTP server's answer is 2 MB).
+    fn call_for(self, id: i64, size: usize) -> String {
+        let mut params = json!({"name": "big", "arguments": {"size": size}});
         let mut meta = match self {
             AnswerFrom::SharedChild { .. } => common::modes::modern_meta(),
             _ => json!({}),
@@ -1721,6 +1726,130 @@ async fn unread_answers_hold_at_most_the_budget(
     if let AnswerFrom::SharedChild { .. } = from {
         whole["result"]["resultType"] = json!("complete");
     }
+    assert!(a == whole, "{from:?}: the answer whole, under its own id");
+}
+
+/// A client that takes nothing of its answers is closed `limits.send_timeout` after it
+/// stopped (at most twice that), and the room its answers held is given back, without the
+/// client going: over HTTP/2, a client that reads its connection but opens no window for
+/// its answers; over HTTP/1.1, one that reads nothing. Another client is then answered whole.
+#[tokio::test]
+async fn a_client_that_takes_nothing_is_closed_and_its_answers_room_given_back() {
+    let config = "[limits]\nmax_response_bytes = 8388608\nmax_request_bytes_in_flight = 16777216\nsend_timeout = \"1s\"\n";
+    for from in [
+        AnswerFrom::HttpServer,
+        AnswerFrom::SessionChild { streamed: false },
+        AnswerFrom::SessionChild { streamed: true },
+    ] {
+        let (tg, headers) = from.start(config).await;
+        let started = std::time::Instant::now();
+        let conn = http2_client_taking_nothing(&tg, &headers, from).await;
+        let given_back = answers_room_given_back(&tg, 8_000_000).await;
+        assert!(given_back, "{from:?}: over HTTP/2");
+        assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(10), conn).await;
+        assert!(closed.is_ok(), "{from:?}: toolgate closed the connection");
+        answered_whole(&tg, &headers, from).await;
+    }
+    // Over HTTP/1.1 an answer must outgrow the sockets' buffers to wait in toolgate.
+    let from = AnswerFrom::SessionChild { streamed: false };
+    let (tg, headers) = from.start(config).await;
+    let mut socket = http1_client_taking_nothing(&tg, &headers, from.call_for(1, 6_000_000)).await;
+    assert!(
+        answers_room_given_back(&tg, 6_000_000).await,
+        "over HTTP/1.1"
+    );
+    let mut rest = Vec::new();
+    let read = tokio::io::AsyncReadExt::read_to_end(&mut socket, &mut rest);
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    assert!(ended.is_ok(), "toolgate closed the connection");
+    assert!(
+        rest.len() < 6_000_000,
+        "the answer was cut: {} bytes",
+        rest.len()
+    );
+    answered_whole(&tg, &headers, from).await;
+}
+
+/// Four calls on one HTTP/2 connection whose answers get no window; the connection's task.
+async fn http2_client_taking_nothing(
+    tg: &Toolgate,
+    headers: &[(String, String)],
+    from: AnswerFrom,
+) -> tokio::task::JoinHandle<Result<(), hyper::Error>> {
+    let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let (send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(1 << 20)
+            .handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    for id in 1..=4 {
+        let mut req = http::Request::post(tg.url());
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let body = http_body_util::Full::new(bytes::Bytes::from(from.call(id)));
+        let mut send = send.clone();
+        let req = req.body(body).unwrap();
+        // The answers' bodies are never read.
+        tokio::spawn(async move {
+            let answer = send.send_request(req).await;
+            std::future::pending::<()>().await;
+            drop(answer);
+        });
+    }
+    conn
+}
+
+/// A call over HTTP/1.1 from a socket that reads nothing (and takes little into its buffer).
+async fn http1_client_taking_nothing(
+    tg: &Toolgate,
+    headers: &[(String, String)],
+    call: String,
+) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(tg.addr).await.unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-length: {}\r\n",
+        tg.addr,
+        call.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let request = format!("{head}\r\n{call}");
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+        .await
+        .unwrap();
+    stream
+}
+
+/// Whether the answers' room, once at least `held` bytes, is all given back within 20 s.
+async fn answers_room_given_back(tg: &Toolgate, held: u64) -> bool {
+    let mut seen = false;
+    for _ in 0..400 {
+        let now = request_bytes_held(tg, "answer").await;
+        seen |= now >= held;
+        if seen && now == 0 {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Another client's call is answered whole, under its own id.
+async fn answered_whole(tg: &Toolgate, headers: &[(String, String)], from: AnswerFrom) {
+    let headers: Vec<_> = (headers.iter().map(|(k, v)| (k.as_str(), v.as_str()))).collect();
+    let a = request(http::Method::POST, &tg.url(), &headers, from.call(100))
+        .await
+        .answer();
+    let whole = json!({"jsonrpc": "2.0", "id": 100,
+        "result": {"content": [{"type": "text", "text": "x".repeat(2_000_000)}]}});
     assert!(a == whole, "{from:?}: the answer whole, under its own id");
 }
 

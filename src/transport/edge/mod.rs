@@ -150,7 +150,11 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let limits = &live.load().config.limits;
-        let timers = ConnTimers::new(limits.header_timeout, limits.idle_timeout);
+        let timers = ConnTimers::new(
+            limits.header_timeout,
+            limits.idle_timeout,
+            limits.send_timeout,
+        );
         // Under TLS too: the handshake is timed like a request head.
         let mut io = timers.io(stream);
         let service = hyper_util::service::TowerToHyperService::new(app.service(timers, peer));

@@ -17,12 +17,27 @@
 //! an expired timer surfaces as a read error (`TimedOut`) and hyper closes the connection.
 //! Caveat: bytes that arrive while a request is in service (a pipelined head) are not
 //! timed as a head; the idle timer covers them once the request ends.
+//!
+//! A client that takes nothing of what waits for it is closed too, `send` after it stopped
+//! (at most twice that): an answer waiting for such a client stays counted against the
+//! budget of answers, so it must not wait forever (docs/security.md). It waits in one of
+//! two places. A client that reads nothing from its connection fills the socket, and a
+//! write finds it full; over HTTP/2 a client may read its connection and still give no
+//! flow-control window to an answer, whose body then is not polled again after a slice
+//! (`InServiceBody`). The watch looks every `send` while either holds: when something
+//! waited at two looks in a row and nothing was taken between them, the write or read it
+//! runs in fails with `TimedOut`. It runs in a write that finds the connection full (hyper
+//! writes again whenever the socket or the watch's timer wakes it), and over HTTP/2 in the
+//! connection's reads, which hyper polls always; an HTTP/1.1 connection's reads are not
+//! watched, so that a call pays for no timer there.
 
 use crate::kept_timer::KeptTimer;
 use crate::locks::MutexExt;
+use crate::lograte::{LogRate, warn_at_rate};
 use bytes::Bytes;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -37,31 +52,49 @@ struct State {
     multiplexed: bool,
 }
 
+/// Clients that stop taking what waits for them can be many.
+static STALLED_SAID: LogRate = LogRate::new();
+
+struct Shared {
+    state: Mutex<State>,
+    /// HTTP/2 answers whose last slice waits for the client to take it.
+    waiting: AtomicUsize,
+    /// Counts each end of such a wait.
+    taken: AtomicU64,
+}
+
 /// The shared state of one connection: its IO and its requests hold it.
 #[derive(Clone)]
 pub struct ConnTimers {
-    state: Arc<Mutex<State>>,
+    shared: Arc<Shared>,
     head: Duration,
     idle: Duration,
+    send: Duration,
 }
 
 impl ConnTimers {
-    pub fn new(head: Duration, idle: Duration) -> ConnTimers {
+    pub fn new(head: Duration, idle: Duration, send: Duration) -> ConnTimers {
+        let state = State {
+            in_service: 0,
+            idle_since: Instant::now(),
+            // From the accept: the first head is due `head` after it.
+            head_started: Some(Instant::now()),
+            multiplexed: false,
+        };
         ConnTimers {
-            state: Arc::new(Mutex::new(State {
-                in_service: 0,
-                idle_since: Instant::now(),
-                // From the accept: the first head is due `head` after it.
-                head_started: Some(Instant::now()),
-                multiplexed: false,
-            })),
+            shared: Arc::new(Shared {
+                state: Mutex::new(state),
+                waiting: AtomicUsize::new(0),
+                taken: AtomicU64::new(0),
+            }),
             head,
             idle,
+            send,
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.locked()
+        self.shared.state.locked()
     }
 
     /// A request is in service until the returned guard is dropped (with its response body).
@@ -81,18 +114,29 @@ impl ConnTimers {
             timers: self.clone(),
             timer: None,
             unread: Bytes::new(),
+            watch: Watch::default(),
         }
     }
 
-    /// When the connection must close if nothing changes; `None` while a request is in
-    /// service.
-    fn deadline(&self) -> Option<Instant> {
+    /// What a read that waits is timed by.
+    fn read_wait(&self) -> ReadWait {
         let s = self.lock();
-        (s.in_service == 0).then(|| match s.head_started {
-            Some(t) => t + self.head,
-            None => s.idle_since + self.idle,
-        })
+        match (s.in_service, s.head_started) {
+            (0, Some(t)) => ReadWait::Until(t + self.head),
+            (0, None) => ReadWait::Until(s.idle_since + self.idle),
+            _ if s.multiplexed => ReadWait::Watched,
+            _ => ReadWait::Untimed,
+        }
     }
+}
+
+enum ReadWait {
+    /// No request in service: the connection closes then if nothing changes.
+    Until(Instant),
+    /// A request in service over HTTP/2, whose answers may wait for a window: the watch.
+    Watched,
+    /// A request in service over HTTP/1.1: an answer that waits, waits in a write.
+    Untimed,
 }
 
 /// Marks a request in service; see [`ConnTimers::in_service`].
@@ -116,6 +160,64 @@ pub struct TimedIo<T> {
     timer: Option<KeptTimer>,
     /// Bytes read before hyper took the connection, read again first (see [`Self::unread`]).
     unread: Bytes,
+    watch: Watch,
+}
+
+/// The watch on a client that takes nothing (the module's doc).
+#[derive(Default)]
+struct Watch {
+    timer: Option<KeptTimer>,
+    next_look: Option<Instant>,
+    /// A write found the connection full, and none has gone through since.
+    blocked: bool,
+    /// Writes that went through after one found the connection full.
+    unblocked: u64,
+    /// What the last look saw, when something waited: the count of what was taken.
+    last: Option<u64>,
+}
+
+impl Watch {
+    /// Ready with the error that closes the connection once its client took nothing for a
+    /// whole `send`; until then, the task of `cx` is woken for the next look.
+    fn poll(&mut self, timers: &ConnTimers, cx: &mut Context<'_>) -> Poll<io::Error> {
+        loop {
+            let at = *(self.next_look).get_or_insert_with(|| Instant::now() + timers.send);
+            let timer = self.timer.get_or_insert_with(|| KeptTimer::new(at));
+            std::task::ready!(timer.poll_until(at, cx));
+            let shared = &timers.shared;
+            let waits = self.blocked || shared.waiting.load(Relaxed) > 0;
+            let taken = self.unblocked + shared.taken.load(Relaxed);
+            if waits && self.last == Some(taken) {
+                let said = "closing a client connection: its client took nothing of what waited for it within limits.send_timeout";
+                warn_at_rate!(STALLED_SAID, "stalled", { send_timeout = ?timers.send, }, said);
+                return Poll::Ready(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client took nothing of what waited for it",
+                ));
+            }
+            self.last = waits.then_some(taken);
+            self.next_look = Some(Instant::now() + timers.send);
+        }
+    }
+
+    /// A write's outcome, seen by the watch: one that finds the connection full waits under
+    /// it.
+    fn wrote<R>(
+        &mut self,
+        r: Poll<io::Result<R>>,
+        timers: &ConnTimers,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<R>> {
+        if r.is_pending() {
+            self.blocked = true;
+            return self.poll(timers, cx).map(Err);
+        }
+        if self.blocked {
+            self.blocked = false;
+            self.unblocked += 1;
+        }
+        r
+    }
 }
 
 impl<T> TimedIo<T> {
@@ -151,8 +253,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 Poll::Ready(r)
             }
             Poll::Pending => {
-                let Some(deadline) = this.timers.deadline() else {
-                    return Poll::Pending;
+                let deadline = match this.timers.read_wait() {
+                    ReadWait::Until(deadline) => deadline,
+                    ReadWait::Watched => return this.watch.poll(&this.timers, cx).map(Err),
+                    ReadWait::Untimed => return Poll::Pending,
                 };
                 // Moved only when the deadline comes earlier (a head started); a later one
                 // (each request ends a new idle period) is found when the timer fires.
@@ -173,7 +277,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let this = &mut *self;
+        let r = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.watch.wrote(r, &this.timers, cx)
     }
 
     fn poll_write_vectored(
@@ -181,7 +287,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.watch.wrote(r, &this.timers, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -189,7 +297,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        let this = &mut *self;
+        let r = Pin::new(&mut this.io).poll_flush(cx);
+        this.watch.wrote(r, &this.timers, cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -244,6 +354,7 @@ where
         let http2 = req.version() == http::Version::HTTP_2;
         InServiceFuture {
             in_service: Some(self.timers.in_service(http2)),
+            http2,
             inner: self.inner.call(req),
         }
     }
@@ -253,6 +364,7 @@ where
 pub struct InServiceFuture<F> {
     inner: F,
     in_service: Option<InService>,
+    http2: bool,
 }
 
 impl<F, B, E> std::future::Future for InServiceFuture<F>
@@ -263,40 +375,103 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let resp = std::task::ready!(Pin::new(&mut self.inner).poll(cx))?;
-        let in_service = self.in_service.take();
+        let (in_service, http2) = (self.in_service.take(), self.http2);
         Poll::Ready(Ok(resp.map(|body| InServiceBody {
             body,
-            _in_service: in_service,
+            in_service,
+            http2,
+            rest: Bytes::new(),
+            waits: false,
         })))
     }
 }
 
+/// The most of an answer handed to HTTP/2 at once: what hyper hands on, HTTP/2 keeps until
+/// the client's flow-control window takes it, out of the watch's sight. The rest stays here,
+/// where a body not polled again is seen waiting.
+const HTTP2_SLICE: usize = 64 * 1024;
+
 /// A response body that keeps its request in service until it has been sent or dropped.
+/// Over HTTP/2 it hands its data on in slices, each counted as waiting until the body is
+/// polled again (the module's doc).
 pub struct InServiceBody<B> {
     body: B,
-    _in_service: Option<InService>,
+    in_service: Option<InService>,
+    http2: bool,
+    /// What is left of a data frame larger than a slice.
+    rest: Bytes,
+    /// A slice was handed on and the body has not been polled since.
+    waits: bool,
+}
+
+impl<B> InServiceBody<B> {
+    /// Counts a slice handed on over HTTP/2 as waiting.
+    fn hand_on(&mut self, data: Bytes) -> Bytes {
+        if let Some(InService(timers)) = &self.in_service {
+            timers.shared.waiting.fetch_add(1, Relaxed);
+            self.waits = true;
+        }
+        data
+    }
+
+    /// Ends the wait of the slice handed on last: the client took it (or the body goes).
+    fn taken(&mut self) {
+        if std::mem::take(&mut self.waits)
+            && let Some(InService(timers)) = &self.in_service
+        {
+            timers.shared.waiting.fetch_sub(1, Relaxed);
+            timers.shared.taken.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl<B> Drop for InServiceBody<B> {
+    fn drop(&mut self) {
+        self.taken();
+    }
 }
 
 impl<B> http_body::Body for InServiceBody<B>
 where
-    B: http_body::Body + Unpin,
+    B: http_body::Body<Data = Bytes> + Unpin,
 {
-    type Data = B::Data;
+    type Data = Bytes;
     type Error = B::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, B::Error>>> {
+        let this = &mut *self;
+        if !this.http2 {
+            return Pin::new(&mut this.body).poll_frame(cx);
+        }
+        this.taken();
+        if this.rest.is_empty() {
+            match std::task::ready!(Pin::new(&mut this.body).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => this.rest = data,
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                end => return Poll::Ready(end),
+            }
+        }
+        let slice = this.rest.split_to(this.rest.len().min(HTTP2_SLICE));
+        Poll::Ready(Some(Ok(http_body::Frame::data(this.hand_on(slice)))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_empty() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
+        let mut hint = self.body.size_hint();
+        let rest = self.rest.len() as u64;
+        hint.set_lower(hint.lower() + rest);
+        if let Some(upper) = hint.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
     }
 }
 
@@ -305,11 +480,12 @@ mod tests {
     use super::*;
     use std::task::Waker;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tower::{Layer, ServiceExt};
 
     #[tokio::test(start_paused = true)]
     async fn idle_and_slow_heads_are_closed_but_requests_in_service_are_not() {
         let (client, server) = tokio::io::duplex(64);
-        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let timers = conn_timers(60);
         let mut io = timers.io(server);
         let mut buf = [0u8; 8];
         // In service: no timer, however long.
@@ -323,7 +499,7 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(60));
         // A head that starts and stalls after a request: closed 10 s after its first byte.
-        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let timers = conn_timers(60);
         let (mut client2, server2) = tokio::io::duplex(64);
         let mut io = timers.io(server2);
         drop(timers.in_service(false));
@@ -338,7 +514,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_new_connection_owes_its_first_head_and_http2_frames_are_no_head() {
-        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let timers = conn_timers(60);
         let (_client, server) = tokio::io::duplex(64);
         let mut io = timers.io(server);
         let mut buf = [0u8; 8];
@@ -347,7 +523,7 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(10), "nothing sent");
         // Over HTTP/2, a frame after an answer is not a head: the idle timer holds.
-        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let timers = conn_timers(60);
         let (mut client, server) = tokio::io::duplex(64);
         let mut io = timers.io(server);
         drop(timers.in_service(true));
@@ -369,7 +545,7 @@ mod tests {
                 self.0.store(true, std::sync::atomic::Ordering::SeqCst);
             }
         }
-        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let timers = conn_timers(60);
         let (_client, server) = tokio::io::duplex(64);
         let mut io = timers.io(server);
         drop(timers.in_service(false));
@@ -393,10 +569,88 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     }
 
+    fn conn_timers(send: u64) -> ConnTimers {
+        let secs = Duration::from_secs;
+        ConnTimers::new(secs(10), secs(60), secs(send))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_nothing_is_closed_and_a_slow_reader_is_not() {
+        let timers = conn_timers(60);
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut io = timers.io(server);
+        let _guard = timers.in_service(false);
+        // Read a byte every 50 s: slow, never stalled for 60 s.
+        let reader = tokio::spawn(async move {
+            let mut byte = [0u8; 1];
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_secs(50)).await;
+                client.read_exact(&mut byte).await.unwrap();
+            }
+            client
+        });
+        io.write_all(&[b'x'; 64 + 20]).await.unwrap();
+        // The reader stops: the next write waits, then fails.
+        let _client = reader.await.unwrap();
+        let started = Instant::now();
+        let e = io.write_all(&[b'x'; 1]).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        let waited = started.elapsed();
+        assert!(secs_between(waited, 60, 120), "closed after {waited:?}");
+    }
+
+    fn secs_between(d: Duration, low: u64, high: u64) -> bool {
+        (Duration::from_secs(low)..=Duration::from_secs(high)).contains(&d)
+    }
+
+    /// An HTTP/2 answer whose slice is not taken waits in no write: the connection's reads
+    /// see it, and close the connection; an answer taken to its end leaves nothing waiting.
+    #[tokio::test(start_paused = true)]
+    async fn an_http2_answer_the_client_takes_nothing_of_closes_its_connection() {
+        use http_body::Body as _;
+        use http_body_util::BodyExt;
+        let answer = bytes::Bytes::from(vec![7u8; 3 * HTTP2_SLICE + 5]);
+        let body = |timers: &ConnTimers| {
+            let mut req = http::Request::new(());
+            *req.version_mut() = http::Version::HTTP_2;
+            let svc = InServiceLayer::new(timers.clone()).layer(tower::service_fn(
+                |_: http::Request<()>| {
+                    let full = http_body_util::Full::new(answer.clone());
+                    std::future::ready(Ok::<_, std::convert::Infallible>(http::Response::new(full)))
+                },
+            ));
+            async move { svc.oneshot(req).await.unwrap().into_body() }
+        };
+        // Taken whole: slices of the answer, in order, and nothing left waiting.
+        let timers = conn_timers(60);
+        let mut whole = body(&timers).await;
+        let mut sizes = Vec::new();
+        let mut got = Vec::new();
+        while let Some(frame) = whole.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            sizes.push(data.len());
+            got.extend_from_slice(&data);
+        }
+        assert_eq!(sizes, [HTTP2_SLICE, HTTP2_SLICE, HTTP2_SLICE, 5]);
+        assert!(got == answer && whole.is_end_stream());
+        assert_eq!(timers.shared.waiting.load(Relaxed), 0);
+        // One slice taken, the rest not: the connection's read fails.
+        let (_client, server) = tokio::io::duplex(64);
+        let mut io = timers.io(server);
+        let mut stalled = body(&timers).await;
+        let first = stalled.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!((first.len(), stalled.is_end_stream()), (HTTP2_SLICE, false));
+        let started = Instant::now();
+        let e = io.read(&mut [0u8; 8]).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(secs_between(started.elapsed(), 60, 120));
+        drop(stalled);
+        assert_eq!(timers.shared.waiting.load(Relaxed), 0);
+    }
+
     #[tokio::test]
     async fn a_request_is_in_service_until_its_answer_body_is_gone() {
-        use tower::{Layer, ServiceExt};
-        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let timers = conn_timers(60);
         let in_service = || timers.lock().in_service;
         let inner = tower::service_fn(|_: http::Request<()>| {
             std::future::ready(Ok::<_, std::convert::Infallible>(http::Response::new(

@@ -122,7 +122,11 @@ mod tests {
     use tokio::io::AsyncWriteExt;
 
     async fn read_after(sent: &[&[u8]]) -> (Version, Vec<u8>) {
-        let timers = ConnTimers::new(Duration::from_secs(10), Duration::from_secs(60));
+        let timers = ConnTimers::new(
+            Duration::from_secs(10),
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+        );
         let (mut client, server) = tokio::io::duplex(64);
         let mut io = timers.io(server);
         for part in sent {
