@@ -37,7 +37,7 @@ pub(crate) mod thread_slot;
 pub(crate) mod transport;
 pub(crate) mod validate;
 
-pub use admin::router as admin_router;
+pub use admin::{router as admin_router, serve as serve_admin};
 pub use gateway::{Gateway, Live};
 pub use logformat::JsonLines;
 pub use logwriter::{NonBlocking, drain as drain_logs};

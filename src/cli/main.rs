@@ -509,10 +509,7 @@ async fn stdio(
 fn serve_admin(admin: Option<tokio::net::TcpListener>, live: Live) -> anyhow::Result<()> {
     let Some(admin) = admin else { return Ok(()) };
     tracing::info!("admin listening on http://{}", admin.local_addr()?);
-    let router = toolgate::admin_router(live);
-    tokio::spawn(async move {
-        let _ = axum::serve(admin, router).await;
-    });
+    tokio::spawn(toolgate::serve_admin(admin, live));
     Ok(())
 }
 

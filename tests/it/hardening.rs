@@ -411,42 +411,16 @@ async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> D
     }
 }
 
+/// Each listener's connections are timed alike: the client listener's and the admin
+/// listener's, whose address a whole cluster may reach.
 #[tokio::test]
 async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
     let (up, _) = Scripted::new(vec![]).spawn().await;
     let config = "[limits]\nheader_timeout = \"1s\"\nidle_timeout = \"3s\"\nmax_connections = 3\n";
     let tg = Toolgate::serve(&up, Some(config)).await;
-
-    // Half a head: closed after header_timeout.
-    let mut slow = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
-    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        .await
-        .unwrap();
-    let t = closed_within(&mut slow, Duration::from_secs(10)).await;
-    assert!(t < Duration::from_millis(2500), "{t:?}");
-
-    // Half of HTTP/2's connection preface, which a plaintext connection is read for first:
-    // closed after header_timeout too.
-    let mut slow = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
-    slow.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
-    let t = closed_within(&mut slow, Duration::from_secs(10)).await;
-    assert!(t < Duration::from_millis(2500), "{t:?}");
-
-    // Nothing at all: closed after header_timeout, from the accept.
-    let mut silent = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
-    let t = closed_within(&mut silent, Duration::from_secs(10)).await;
-    assert!(t < Duration::from_millis(2500), "{t:?}");
-
-    // Between requests: closed after idle_timeout from the last answer.
-    let mut idle = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
-    idle.write_all(b"GET /not-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await
-        .unwrap();
-    let t = closed_within(&mut idle, Duration::from_secs(10)).await;
-    assert!(
-        t > Duration::from_millis(2500) && t < Duration::from_secs(6),
-        "{t:?}"
-    );
+    for addr in [tg.addr, tg.admin] {
+        timed_connections(addr).await;
+    }
 
     // At the cap, a fourth client waits; the admin listener answers all the while. (Another
     // gateway, whose idle timer cannot free a slot while the test looks.)
@@ -455,14 +429,7 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
     let tg = Toolgate::serve(&up, Some(config)).await;
     let mut held = Vec::new();
     for _ in 0..3 {
-        let mut s = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
-        s.write_all(b"GET /healthz-not-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            .await
-            .unwrap();
-        let mut buf = [0u8; 512];
-        let n = s.read(&mut buf).await.unwrap();
-        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 404"));
-        held.push(s);
+        held.push(answered_and_kept(tg.addr, "/healthz-not-here", "HTTP/1.1 404").await);
     }
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
     let url = tg.url();
@@ -476,6 +443,81 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
         .expect("served once a connection ended")
         .unwrap();
     assert_eq!(r.status, 200);
+
+    // The admin listener holds 64 connections. A new one past them closes the oldest with no
+    // request in service: a flood of connections that send nothing never keeps a probe out.
+    let mut kept = Vec::new();
+    for _ in 0..64 {
+        kept.push(answered_and_kept(tg.admin, "/healthz", "HTTP/1.1 200").await);
+    }
+    let mut silent = Vec::new();
+    for _ in 0..100 {
+        silent.push(tokio::net::TcpStream::connect(tg.admin).await.unwrap());
+    }
+    let probed = std::time::Instant::now();
+    assert_eq!(tg.admin_get("/healthz").await.status, 200);
+    assert!(
+        probed.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        probed.elapsed()
+    );
+    let (first, last) = (kept.remove(0), kept.pop().unwrap());
+    for mut conn in [first, last, silent.remove(0)] {
+        let conn = &mut conn;
+        let t = closed_within(conn, Duration::from_secs(5)).await;
+        assert!(t < Duration::from_secs(1), "closed to make room: {t:?}");
+    }
+}
+
+/// A connection to `addr` whose half head, or silence, closes it after `limits.header_timeout`
+/// (1 s), and whose idle time after an answer after `limits.idle_timeout` (3 s).
+async fn timed_connections(addr: std::net::SocketAddr) {
+    // Half a head: closed after header_timeout.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let t = closed_within(&mut slow, Duration::from_secs(10)).await;
+    assert!(t < Duration::from_millis(2500), "{addr}: {t:?}");
+
+    // Half of HTTP/2's connection preface, which a plaintext connection is read for first:
+    // closed after header_timeout too.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let t = closed_within(&mut slow, Duration::from_secs(10)).await;
+    assert!(t < Duration::from_millis(2500), "{addr}: {t:?}");
+
+    // Nothing at all: closed after header_timeout, from the accept.
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let t = closed_within(&mut silent, Duration::from_secs(10)).await;
+    assert!(t < Duration::from_millis(2500), "{addr}: {t:?}");
+
+    // Between requests: closed after idle_timeout from the last answer.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /not-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let t = closed_within(&mut idle, Duration::from_secs(10)).await;
+    assert!(
+        t > Duration::from_millis(2500) && t < Duration::from_secs(6),
+        "{addr}: {t:?}"
+    );
+}
+
+/// A connection to `addr` that asked for `path`, was answered with `status` and stays open.
+async fn answered_and_kept(
+    addr: std::net::SocketAddr,
+    path: &str,
+    status: &str,
+) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).await.unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with(status), "{answer}");
+    s
 }
 
 /// A request with its `Content-Length` twice (alike, which HTTP/1.1 readers may accept) reaches

@@ -137,24 +137,10 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, addr)) => (stream, addr.ip()),
-                Err(e) => {
-                    // Out of descriptors or the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            (stream, addr) = crate::transport::runtime::accept(&listener) => (stream, addr.ip()),
             () = &mut shutdown => break,
         };
-        let _ = stream.set_nodelay(true);
-        let limits = &live.load().config.limits;
-        let timers = ConnTimers::new(
-            limits.header_timeout,
-            limits.idle_timeout,
-            limits.send_timeout,
-        );
+        let timers = ConnTimers::of(&live.load().config.limits);
         // Under TLS too: the handshake is timed like a request head.
         let mut io = timers.io(stream);
         let service = hyper_util::service::TowerToHyperService::new(app.service(timers, peer));

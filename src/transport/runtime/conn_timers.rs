@@ -93,6 +93,20 @@ impl ConnTimers {
         }
     }
 
+    /// The timers `limits` set for a client connection, on either listener.
+    pub fn of(limits: &crate::config::Limits) -> ConnTimers {
+        ConnTimers::new(
+            limits.header_timeout,
+            limits.idle_timeout,
+            limits.send_timeout,
+        )
+    }
+
+    /// Whether a request is in service on the connection.
+    pub(crate) fn serving(&self) -> bool {
+        self.lock().in_service > 0
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.shared.state.locked()
     }

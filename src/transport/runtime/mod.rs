@@ -1,7 +1,27 @@
-//! What wraps a client connection rather than a request: the HTTP version it is served in,
-//! head and idle timers, polling a connection again in place, and draining at shutdown.
+//! What wraps a client connection rather than a request: its accept, the HTTP version it is
+//! served in, its timers, polling a connection again in place, and draining at shutdown.
 
 pub(crate) mod conn_timers;
 pub(crate) mod drain;
 pub(crate) mod repoll;
 pub(crate) mod version;
+
+/// The next connection on `listener`, its writes sent as they are made (no Nagle delay). An
+/// accept that fails (out of descriptors, or the like) is tried again after a pause rather
+/// than at once, which would spin.
+pub(crate) async fn accept(
+    listener: &tokio::net::TcpListener,
+) -> (tokio::net::TcpStream, std::net::SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let _ = stream.set_nodelay(true);
+                return (stream, addr);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
