@@ -1640,15 +1640,7 @@ async fn unread_answers_hold_at_most_the_budget(
     from: AnswerFrom,
 ) {
     let before = peak_mib(tg.pid());
-    let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
-    let (send, conn) =
-        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .initial_stream_window_size(65_535)
-            .initial_connection_window_size(1 << 20)
-            .handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    let conn = tokio::spawn(conn);
+    let (send, conn) = http2_giving_no_window(tg).await;
     let url = tg.url();
     // 20 calls whose answers are never read.
     let mut unread = Vec::new();
@@ -1771,12 +1763,14 @@ async fn a_client_that_takes_nothing_is_closed_and_its_answers_room_given_back()
     answered_whole(&tg, &headers, from).await;
 }
 
-/// Four calls on one HTTP/2 connection whose answers get no window; the connection's task.
-async fn http2_client_taking_nothing(
+/// An HTTP/2 connection whose client opens no window for answers it does not read (64 KiB
+/// a stream, 1 MiB in all): its sender, and its connection's task.
+async fn http2_giving_no_window(
     tg: &Toolgate,
-    headers: &[(String, String)],
-    from: AnswerFrom,
-) -> tokio::task::JoinHandle<Result<(), hyper::Error>> {
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Full<bytes::Bytes>>,
+    tokio::task::JoinHandle<Result<(), hyper::Error>>,
+) {
     let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
     let (send, conn) =
         hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
@@ -1785,7 +1779,16 @@ async fn http2_client_taking_nothing(
             .handshake(hyper_util::rt::TokioIo::new(stream))
             .await
             .unwrap();
-    let conn = tokio::spawn(conn);
+    (send, tokio::spawn(conn))
+}
+
+/// Four calls on one HTTP/2 connection whose answers get no window; the connection's task.
+async fn http2_client_taking_nothing(
+    tg: &Toolgate,
+    headers: &[(String, String)],
+    from: AnswerFrom,
+) -> tokio::task::JoinHandle<Result<(), hyper::Error>> {
+    let (send, conn) = http2_giving_no_window(tg).await;
     for id in 1..=4 {
         let mut req = http::Request::post(tg.url());
         for (k, v) in headers {
