@@ -4,9 +4,9 @@
 //! origin policy.
 
 use crate::gateway::Live;
-use crate::locks::MutexExt;
 use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};
 use crate::transport::runtime::drain::Drain;
+use crate::transport::runtime::slots::{Closable, Slots};
 use crate::transport::runtime::version::{Builders, Version};
 use crate::transport::upstream::child::find_program;
 use axum::Router;
@@ -15,14 +15,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{StatusCode, header};
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Notify;
 
-/// Admin connections served at once. Probes and scrapes need a few, and the address is
-/// often reachable from a whole cluster: without a cap, a flood of connections there would
-/// hold memory and the descriptors the client listener needs.
+/// Admin connections at once. Probes and scrapes need a few, and the address is often
+/// reachable from a whole cluster: without a cap, a flood of connections there would hold
+/// memory and the descriptors the client listener needs.
 const MAX_CONNECTIONS: usize = 64;
 
 /// Serves the admin listener until the process ends: at most 64 connections, a new one
@@ -33,86 +30,21 @@ pub async fn serve(listener: tokio::net::TcpListener, live: Live) {
     use tower::{Layer, ServiceExt};
     let router = router(live.clone());
     let (builders, drain) = (Builders::new(), Drain::new());
-    let slots = Arc::new(Slots::default());
+    let slots = Slots::new(MAX_CONNECTIONS, Closable::NotServing);
     loop {
         let (stream, _) = crate::transport::runtime::accept(&listener).await;
-        slots.room().await;
         let timers = ConnTimers::of(&live.load().config.limits);
-        let (id, evicted) = slots.take(timers.clone());
+        let place = slots.take(&timers).await;
         let mut io = timers.io(stream);
         let service = InServiceLayer::new(timers).layer(router.clone().boxed_clone());
         let service = hyper_util::service::TowerToHyperService::new(service);
-        let (builders, drain, slots) = (builders.clone(), drain.clone(), slots.clone());
+        let (builders, drain) = (builders.clone(), drain.clone());
         tokio::spawn(async move {
-            let served = async {
-                if let Ok(version) = Version::read(&mut io).await {
-                    let _ = builders.serve(version, io, service, &drain).await;
-                }
-            };
-            tokio::select! {
-                () = served => {}
-                () = evicted.notified() => {}
+            if let Ok(version) = Version::read(&mut io).await {
+                let _ = builders.serve(version, io, service, &drain).await;
             }
-            slots.give_back(id);
+            drop(place);
         });
-    }
-}
-
-/// The admin listener's connections, oldest first. At the cap a new connection takes the
-/// place of the oldest one with no request in service (one that has sent no head yet, or
-/// idles between requests), which is closed: connections that send nothing cannot keep a
-/// probe out. Only while every one is being answered does the new one wait.
-#[derive(Default)]
-struct Slots {
-    held: Mutex<Vec<Slot>>,
-    /// Woken when a connection ends.
-    freed: Notify,
-    next_id: AtomicU64,
-}
-
-struct Slot {
-    id: u64,
-    timers: ConnTimers,
-    evict: Arc<Notify>,
-}
-
-impl Slots {
-    /// Returns once there is room for one more connection.
-    async fn room(&self) {
-        loop {
-            // Made before the look, so that a connection ending after it still wakes it.
-            let freed = self.freed.notified();
-            {
-                let mut held = self.held.locked();
-                if held.len() < MAX_CONNECTIONS {
-                    return;
-                }
-                if let Some(at) = held.iter().position(|s| !s.timers.serving()) {
-                    held.remove(at).evict.notify_one();
-                    return;
-                }
-            }
-            freed.await;
-        }
-    }
-
-    /// A new connection's slot: its id, and what tells it it was closed to make room.
-    fn take(&self, timers: ConnTimers) -> (u64, Arc<Notify>) {
-        let id = self.next_id.fetch_add(1, Relaxed);
-        let evict = Arc::new(Notify::new());
-        let slot = Slot {
-            id,
-            timers,
-            evict: evict.clone(),
-        };
-        self.held.locked().push(slot);
-        (id, evict)
-    }
-
-    /// A connection ended (or was closed to make room, its slot gone already).
-    fn give_back(&self, id: u64) {
-        self.held.locked().retain(|s| s.id != id);
-        self.freed.notify_one();
     }
 }
 

@@ -44,7 +44,7 @@ const KEYS: &[Key] = &[
     key("limits.body_timeout", "How long a request's whole body may take to arrive once its head has; 408 past it.", ""),
     key("limits.idle_timeout", "How long a client connection may stay open with no request in service.", ""),
     key("limits.send_timeout", "How long a client may take none of what waits for it (an answer, an event); then its connection is closed.", ""),
-    key("limits.max_connections", "Client connections at once; more wait in the listen queue (restart to change).", ""),
+    key("limits.max_connections", "Client connections at once; past it, the oldest that has sent no request makes room, else more wait (restart to change).", ""),
     key("limits.max_scopes", "Sessions and credentials whose tool catalogs are kept.", ""),
     key("limits.max_list_pages", "Most tools/list pages fetched in one listing.", ""),
     key("limits.max_catalog_bytes", "Most bytes all tool catalogs are counted as; the least recently listed are dropped first.", ""),

@@ -444,6 +444,32 @@ async fn slow_heads_idle_connections_and_too_many_connections_are_bounded() {
         .unwrap();
     assert_eq!(r.status, 200);
 
+    // Past the cap, the oldest connection that has sent no request makes room: clients
+    // with a request are not kept waiting behind connections that send none (nothing, half a
+    // head, half of HTTP/2's preface).
+    drop(held);
+    let mut silent = Vec::new();
+    for start in [
+        &b""[..],
+        b"POST /mcp HTTP/1.1\r\nHost: 127",
+        b"PRI * HTTP/2.0\r\n",
+    ] {
+        let mut s = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+        s.write_all(start).await.unwrap();
+        silent.push(s);
+    }
+    let mut served = Vec::new();
+    for _ in 0..3 {
+        let asked = std::time::Instant::now();
+        served.push(answered_and_kept(tg.addr, "/not-here", "HTTP/1.1 404").await);
+        let took = asked.elapsed();
+        assert!(took < Duration::from_secs(2), "{took:?}");
+    }
+    for mut conn in silent {
+        let t = closed_within(&mut conn, Duration::from_secs(5)).await;
+        assert!(t < Duration::from_secs(1), "closed to make room: {t:?}");
+    }
+
     // The admin listener holds 64 connections. A new one past them closes the oldest with no
     // request in service: a flood of connections that send nothing never keeps a probe out.
     let mut kept = Vec::new();

@@ -38,7 +38,6 @@ use gate::{Endpoints, Gate};
 use observe::ObserveLayer;
 use request_id::RequestIdLayer;
 use routes::RoutesLayer;
-use std::sync::Arc;
 
 /// The edge's layers around the gate, for the connections of one listener.
 #[derive(Clone)]
@@ -116,31 +115,29 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use crate::transport::runtime::repoll::Repoll;
+    use crate::transport::runtime::slots::{Closable, Slots};
     use crate::transport::runtime::version::{Builders, Version};
     let Edge { app, tls } = edge;
     let live = app.live.clone();
     say_unstartable(&live.load());
     let drain = crate::transport::runtime::drain::Drain::new();
     let builders = Builders::new();
-    // A connection holds a permit for its life; past the cap, clients wait in the listen
-    // queue while the admin listener (its own accept loop) keeps answering.
-    let permits = Arc::new(tokio::sync::Semaphore::new(connection_cap(
-        live.load().config.limits.max_connections,
-    )));
+    // A connection holds a place for its life; past the cap, the oldest that has sent no
+    // request makes room, or the new one waits (and clients behind it in the listen queue),
+    // while the admin listener (its own accept loop) keeps answering.
+    let cap = connection_cap(live.load().config.limits.max_connections);
+    let slots = Slots::new(cap, Closable::NoRequest);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let (stream, peer) = tokio::select! {
             (stream, addr) = crate::transport::runtime::accept(&listener) => (stream, addr.ip()),
             () = &mut shutdown => break,
         };
         let timers = ConnTimers::of(&live.load().config.limits);
+        let place = tokio::select! {
+            place = slots.take(&timers) => place,
+            () = &mut shutdown => break,
+        };
         // Under TLS too: the handshake is timed like a request head.
         let mut io = timers.io(stream);
         let service = hyper_util::service::TowerToHyperService::new(app.service(timers, peer));
@@ -157,7 +154,7 @@ pub async fn serve(
                         tracing::debug!(error = %e, "a client connection ended before its first request")
                     }
                 }
-                drop(permit);
+                drop(place);
             })),
             Some(tls) => {
                 let acceptor = tls.current();
@@ -169,7 +166,7 @@ pub async fn serve(
                         }
                         Err(e) => tracing::debug!(error = %e, "TLS handshake with a client failed"),
                     }
-                    drop(permit);
+                    drop(place);
                 }))
             }
         };

@@ -30,6 +30,11 @@
 //! writes again whenever the socket or the watch's timer wakes it), and over HTTP/2 in the
 //! connection's reads, which hyper polls always; an HTTP/1.1 connection's reads are not
 //! watched, so that a call pays for no timer there.
+//!
+//! A listener past its cap closes a connection with no request in service to make room for
+//! a newer one (`runtime::slots`): its next read fails, and the task waiting on the read is
+//! woken for it (kept while no request is in service; a keep-alive connection keeps the same
+//! one, so that a request pays one comparison).
 
 use crate::kept_timer::KeptTimer;
 use crate::locks::MutexExt;
@@ -50,6 +55,12 @@ struct State {
     head_started: Option<Instant>,
     /// The connection speaks HTTP/2 (its requests say so).
     multiplexed: bool,
+    /// A request has been served on it.
+    served: bool,
+    /// Closed to make room for a newer connection (`runtime::slots`).
+    closed: bool,
+    /// The task that reads the connection while no request is in service, woken to close it.
+    reader: Option<std::task::Waker>,
 }
 
 /// Clients that stop taking what waits for them can be many.
@@ -80,6 +91,9 @@ impl ConnTimers {
             // From the accept: the first head is due `head` after it.
             head_started: Some(Instant::now()),
             multiplexed: false,
+            served: false,
+            closed: false,
+            reader: None,
         };
         ConnTimers {
             shared: Arc::new(Shared {
@@ -107,6 +121,21 @@ impl ConnTimers {
         self.lock().in_service > 0
     }
 
+    /// Whether no request has been served on the connection since its accept.
+    pub(crate) fn unserved(&self) -> bool {
+        !self.lock().served
+    }
+
+    /// Closes the connection, if no request is in service on it, to make room for a newer
+    /// one: its next read fails, and the task waiting to read is woken for it.
+    pub(crate) fn close(&self) {
+        let mut s = self.lock();
+        s.closed = true;
+        if let Some(reader) = s.reader.take() {
+            reader.wake();
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.shared.state.locked()
     }
@@ -116,6 +145,7 @@ impl ConnTimers {
     pub fn in_service(&self, http2: bool) -> InService {
         let mut s = self.lock();
         s.in_service += 1;
+        s.served = true;
         s.multiplexed |= http2;
         drop(s);
         InService(self.clone())
@@ -132,10 +162,15 @@ impl ConnTimers {
         }
     }
 
-    /// What a read that waits is timed by.
-    fn read_wait(&self) -> ReadWait {
-        let s = self.lock();
+    /// What a read that waits is timed by; `reader` is kept to be woken while no request
+    /// is in service.
+    fn read_wait(&self, reader: &std::task::Waker) -> ReadWait {
+        let mut s = self.lock();
+        if s.in_service == 0 && !s.reader.as_ref().is_some_and(|r| r.will_wake(reader)) {
+            s.reader = Some(reader.clone());
+        }
         match (s.in_service, s.head_started) {
+            (0, _) if s.closed => ReadWait::Closed,
             (0, Some(t)) => ReadWait::Until(t + self.head),
             (0, None) => ReadWait::Until(s.idle_since + self.idle),
             _ if s.multiplexed => ReadWait::Watched,
@@ -145,6 +180,8 @@ impl ConnTimers {
 }
 
 enum ReadWait {
+    /// Closed to make room for a newer connection.
+    Closed,
     /// No request in service: the connection closes then if nothing changes.
     Until(Instant),
     /// A request in service over HTTP/2, whose answers may wait for a window: the watch.
@@ -267,7 +304,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 Poll::Ready(r)
             }
             Poll::Pending => {
-                let deadline = match this.timers.read_wait() {
+                let deadline = match this.timers.read_wait(cx.waker()) {
+                    ReadWait::Closed => {
+                        return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+                    }
                     ReadWait::Until(deadline) => deadline,
                     ReadWait::Watched => return this.watch.poll(&this.timers, cx).map(Err),
                     ReadWait::Untimed => return Poll::Pending,

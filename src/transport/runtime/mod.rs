@@ -4,6 +4,7 @@
 pub(crate) mod conn_timers;
 pub(crate) mod drain;
 pub(crate) mod repoll;
+pub(crate) mod slots;
 pub(crate) mod version;
 
 /// The next connection on `listener`, its writes sent as they are made (no Nagle delay). An
