@@ -466,7 +466,8 @@ pub struct Limits {
     /// nothing counts against `max_request_bytes_in_flight`, so it must not be held forever.
     #[serde(with = "humantime_serde")]
     pub send_timeout: Duration,
-    /// Most client connections open at once; further ones wait in the listen queue. Kept
+    /// Most client connections open at once; past it, a new one takes the place of the
+    /// oldest that has sent no request, else further ones wait in the listen queue. Kept
     /// well under the descriptor limit (which toolgate raises to its hard limit at start), so
     /// that upstream connections, children and the admin listener always find descriptors.
     pub max_connections: usize,
