@@ -459,13 +459,13 @@ pub struct InServiceBody<B> {
 }
 
 impl<B> InServiceBody<B> {
-    /// Counts a slice handed on over HTTP/2 as waiting.
-    fn hand_on(&mut self, data: Bytes) -> Bytes {
+    /// The next slice of `rest`, handed on over HTTP/2 and counted as waiting.
+    fn next_slice(&mut self) -> Bytes {
         if let Some(InService(timers)) = &self.in_service {
             timers.shared.waiting.fetch_add(1, Relaxed);
             self.waits = true;
         }
-        data
+        self.rest.split_to(self.rest.len().min(HTTP2_SLICE))
     }
 
     /// Ends the wait of the slice handed on last: the client took it (or the body goes).
@@ -510,8 +510,7 @@ where
                 end => return Poll::Ready(end),
             }
         }
-        let slice = this.rest.split_to(this.rest.len().min(HTTP2_SLICE));
-        Poll::Ready(Some(Ok(http_body::Frame::data(this.hand_on(slice)))))
+        Poll::Ready(Some(Ok(http_body::Frame::data(this.next_slice()))))
     }
 
     fn is_end_stream(&self) -> bool {
