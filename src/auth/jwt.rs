@@ -296,7 +296,10 @@ impl Keys {
         .await
         .map_err(|_| format!("{uri}: the key set did not arrive within {FETCH_TIMEOUT:?}"))?
         .map_err(|e| match e {
-            ReadError::TooLarge => format!("{uri}: the key set is over {MAX_JWKS_BYTES} bytes"),
+            // Nothing counts the key set's bytes: never `NoRoom`.
+            ReadError::TooLarge | ReadError::NoRoom => {
+                format!("{uri}: the key set is over {MAX_JWKS_BYTES} bytes")
+            }
             ReadError::Broken(why) => format!("{uri}: {why}"),
         })?;
         serde_json::from_slice(&body).map_err(|e| Unfetched(format!("{uri}: not a JWKS: {e}")))

@@ -7,16 +7,18 @@
 //! of HTTP/1.1 connections. A body is held from its first byte until its request is
 //! answered, and an answer from when it is read until it has gone to its client, so a client
 //! that starts large bodies and never finishes them, or asks for large answers and never
-//! reads them, would make toolgate hold gigabytes (880 MiB from one HTTP/2 connection). With
-//! no room, a request is refused (503) before any of its body is read, and an answer, which
-//! came and must not be lost, waits where it is (in the server's socket, in a child's
-//! pipe); what is already held is never dropped.
+//! reads them, would make toolgate hold gigabytes (880 MiB from one HTTP/2 connection). A
+//! body is counted as it comes, so that only bytes sent hold room; with no room, its request
+//! is refused (503), before any of it is read when it declares more than the room left. An
+//! answer, which came and must not be lost, waits where it is (in the server's socket, in a
+//! child's pipe); what is already held is never dropped.
 //!
 //! Two counts for the process, one of bodies and one of answers, each to the bound: an
 //! answer never waits for room its own request's body holds (requests whose bodies fill the
 //! budget would otherwise wait for their answers until they time out). Both are kept across
-//! reloads (a reload may change the bound). A share costs two atomic operations, on the
-//! thread that holds it: no lock, and no count per frame (`edge::message::read`,
+//! reloads (a reload may change the bound). A share costs an atomic operation per frame it
+//! counts (most bodies and answers come in one) and one more when it is given back, on the
+//! thread that holds it: no lock (`edge::message::read`,
 //! `exchange::answers` and `upstream::child::read_line` say how each share is sized). Only
 //! what waits takes the lock of the wake-up list.
 
@@ -57,17 +59,26 @@ impl ByteBudget {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// A share of `bytes` for one request, or `None` when the budget has no room for it.
-    pub(crate) fn take(&self, bytes: usize) -> Option<Held<&ByteBudget>> {
-        // Made only once added: a share dropped gives its bytes back.
-        self.add(bytes).then(|| Held {
+    /// A share of nothing yet for one request's body, grown as it is read
+    /// ([`Held::try_grow`]).
+    pub(crate) fn share(&self) -> Held<&ByteBudget> {
+        Held {
             budget: self,
-            bytes,
-        })
+            bytes: 0,
+        }
     }
 
-    /// [`ByteBudget::take`], the share held by an `Arc` (an answer's, which its body keeps).
+    /// Whether `bytes` more would fit now: a body that declares more than the room left is
+    /// refused before any of it is read.
+    pub(crate) fn has_room(&self, bytes: usize) -> bool {
+        let held = self.held.load(Ordering::Relaxed);
+        held.saturating_add(bytes) <= self.max.load(Ordering::Relaxed)
+    }
+
+    /// A share of `bytes` now, or `None` when the budget has no room for it; held by an
+    /// `Arc` (an answer's, which its body keeps).
     pub(crate) fn take_owned(budget: &Arc<Self>, bytes: usize) -> Option<Held<Arc<ByteBudget>>> {
+        // Made only once added: a share dropped gives its bytes back.
         budget.add(bytes).then(|| Held {
             budget: budget.clone(),
             bytes,
@@ -216,13 +227,18 @@ impl<R: Deref<Target = ByteBudget>> Drop for Held<R> {
 mod tests {
     use super::*;
 
+    fn take(budget: &ByteBudget, bytes: usize) -> Option<Held<&ByteBudget>> {
+        let mut share = budget.share();
+        share.try_grow(bytes).then_some(share)
+    }
+
     #[test]
     fn shares_fit_the_budget_and_are_given_back() {
         let budget = ByteBudget::new(100);
-        let a = budget.take(60).expect("room for the first");
-        assert!(budget.take(41).is_none(), "past the bound");
-        assert!(budget.take(0).is_some(), "an empty share always fits");
-        let mut b = budget.take(40).expect("room for the second");
+        let a = take(&budget, 60).expect("room for the first");
+        assert!(take(&budget, 41).is_none(), "past the bound");
+        assert!(take(&budget, 0).is_some(), "an empty share always fits");
+        let mut b = take(&budget, 40).expect("room for the second");
         assert_eq!(budget.held(), 100);
         b.shrink_to(50);
         assert_eq!(budget.held(), 100, "a share is never grown by shrinking");
@@ -236,7 +252,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_waits_for_room_and_takes_it_when_a_share_is_given_back() {
         let budget = Arc::new(ByteBudget::new(100));
-        let first = budget.take(70).unwrap();
+        let first = take(&budget, 70).unwrap();
         let waiting = tokio::spawn({
             let budget = budget.clone();
             async move { budget.room_for(50).await.bytes }
@@ -255,7 +271,7 @@ mod tests {
         let mut line = ByteBudget::empty(&budget);
         assert!(line.try_grow(60));
         assert!(!line.try_grow(41), "past the bound");
-        let other = budget.take(40).unwrap();
+        let other = take(&budget, 40).unwrap();
         let grown = tokio::spawn(async move {
             line.grow(30).await;
             line
@@ -284,10 +300,10 @@ mod tests {
     #[test]
     fn a_lower_bound_keeps_what_is_held_and_refuses_more() {
         let budget = ByteBudget::new(100);
-        let a = budget.take(80).unwrap();
+        let a = take(&budget, 80).unwrap();
         budget.set_max(50);
-        assert!(budget.take(1).is_none());
+        assert!(take(&budget, 1).is_none());
         drop(a);
-        assert!(budget.take(50).is_some());
+        assert!(take(&budget, 50).is_some());
     }
 }

@@ -1437,9 +1437,15 @@ type Open = (
 );
 
 /// Sends each stream's body up to near its `len`, one stream after another, and keeps in
-/// `held` those whose body toolgate read that far (flow control lets no more be sent than it
-/// reads); the count of the others, each refused with 503.
-async fn hold_or_refuse(streams: Vec<Open>, len: usize, held: &mut Vec<Open>) -> usize {
+/// `held` those whose bytes toolgate counted (`toolgate_request_bytes_held`); the count of
+/// the others, each refused with 503 once toolgate had no room for what it read of them.
+/// (What the test has sent runs ahead of what toolgate has read by the buffers between.)
+async fn hold_or_refuse(
+    tg: &Toolgate,
+    streams: Vec<Open>,
+    len: usize,
+    held: &mut Vec<Open>,
+) -> usize {
     use std::time::Duration;
     let chunk = bytes::Bytes::from(vec![b' '; 62_500]);
     let near = len - 10 * chunk.len();
@@ -1452,7 +1458,19 @@ async fn hold_or_refuse(streams: Vec<Open>, len: usize, held: &mut Vec<Open>) ->
                 _ => break,
             }
         }
-        if sent >= near {
+        let counted = (held.len() + 1) * near;
+        let mut is_held = false;
+        for _ in 0..500 {
+            if answer.is_finished() {
+                break;
+            }
+            if request_bytes_held(tg, "body").await >= counted as u64 {
+                is_held = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if is_held {
             held.push((tx, answer));
             continue;
         }
@@ -1465,10 +1483,10 @@ async fn hold_or_refuse(streams: Vec<Open>, len: usize, held: &mut Vec<Open>) ->
 
 /// A client can send many bodies at once (one HTTP/2 connection, 200 streams) and each is
 /// held from its first byte until its request is answered: toolgate holds at most
-/// `limits.max_request_bytes_in_flight` of them together, refuses the others at once with 503
-/// before any of them is read (a body that declares no length needs room for one of the
-/// largest size while it is read), keeps serving calls that fit, and gives the bytes back
-/// when their requests go.
+/// `limits.max_request_bytes_in_flight` of them together, counted as they come (bodies that
+/// declare their length and send nothing hold nothing), refuses the others with 503 (at once,
+/// unread, one that declares more than the room left), keeps serving calls that fit, and
+/// gives the bytes back when their requests go.
 #[tokio::test]
 async fn request_bodies_held_at_once_are_bounded() {
     let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
@@ -1494,34 +1512,55 @@ async fn request_bodies_held_at_once_are_bounded() {
     // 48 bodies that declare their length and never end, then (once those are held or
     // refused) 4 that declare none.
     let mut held = Vec::new();
-    let declared = (0..48).map(|_| streamed_post(&send, &url, Some(BODY)));
-    let mut refused = hold_or_refuse(declared.collect(), BODY, &mut held).await;
+    let declared: Vec<_> = (0..48)
+        .map(|_| streamed_post(&send, &url, Some(BODY)))
+        .collect();
+    // Their heads alone hold nothing: another client is served.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(request_bytes_held(&tg, "body").await, 0);
+    let a = post(&url, None, call(2, "echo", json!({}))).await.json();
+    assert!(a.get("result").is_some(), "{a}");
+    let mut refused = hold_or_refuse(&tg, declared, BODY, &mut held).await;
     let undeclared = (0..4).map(|_| streamed_post(&send, &url, None));
-    refused += hold_or_refuse(undeclared.collect(), BODY, &mut held).await;
+    refused += hold_or_refuse(&tg, undeclared.collect(), BODY, &mut held).await;
     assert_eq!(
         (held.len(), refused),
         (4, 48),
         "four bodies held, the rest refused"
     );
-    assert_eq!(request_bytes_held(&tg, "body").await, 4 * BODY as u64);
+    // What was read of them, nearly all they declared, within the budget.
+    let read = request_bytes_held(&tg, "body").await;
+    assert!(
+        (13_500_000..=16_777_216).contains(&read),
+        "{read} bytes held"
+    );
     let grown = peak_mib(tg.pid()) - before;
     assert!(
         grown < 64,
         "peak RSS grew {grown} MiB for 16 MB of bodies held"
     );
 
-    // Over HTTP/1.1 alike: a body with no room is refused before it is sent.
-    let a = request(
-        http::Method::POST,
-        &url,
-        &[("content-type", "application/json"), ("accept", ACCEPT)],
-        " ".repeat(1_000_000),
-    )
-    .await;
-    assert_eq!(a.status, 503);
-    assert_eq!(a.headers.get("retry-after").unwrap(), "1");
+    // Over HTTP/1.1 alike: a body that declares more than the room left is refused before
+    // it is sent (only its head is).
+    let mut h1 = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: {ACCEPT}\r\ncontent-length: {BODY}\r\n\r\n",
+        tg.addr
+    );
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    h1.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = h1.read_to_end(&mut answer);
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("answered before the body")
+        .unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(head.to_lowercase().contains("retry-after: 1"), "{head}");
     assert_eq!(
-        a.json(),
+        serde_json::from_str::<Value>(body).unwrap(),
         json!({"jsonrpc": "2.0", "error": {"code": -32603, "message": "Server busy: toolgate holds as many bytes of requests as it may at once; try again shortly"}})
     );
     // A call that fits is served.
@@ -1897,4 +1936,72 @@ async fn answers_never_wait_for_room_their_requests_hold() {
             json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}})
         );
     }
+}
+
+/// An answer whose server sends its head long before its body (it answers once the tool has
+/// run) holds none of the room for answers while it waits: with room for two answers of
+/// unknown length and four such answers on their way, another call is answered at once,
+/// before any of them. Through every front to an HTTP server.
+#[tokio::test]
+async fn an_answer_whose_body_comes_late_holds_no_room_meanwhile() {
+    let late = json!({"content": [{"type": "text", "text": "late"}]});
+    let quick = json!({"content": [{"type": "text", "text": "quick"}]});
+    let (up, server) = Scripted::new(vec![open_tool("late"), open_tool("quick")])
+        .script(
+            "late",
+            Script::HeadThenLater(std::time::Duration::from_secs(5), late.clone()),
+        )
+        .script("quick", Script::Result(quick.clone()))
+        .spawn()
+        .await;
+    let config = "[limits]\nmax_response_bytes = 1048576\nmax_request_bytes_in_flight = 2097152\n";
+    for mode in [Mode::ServeUpstream, Mode::StdioUpstream, Mode::Layer] {
+        let front = Front::start_with(mode, &up, &[], Some(config)).await;
+        let started = server.tool_calls().len();
+        let heads_sent = || async {
+            while server.tool_calls().len() < started + 4 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        let answered =
+            |id: i64, result: &Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+        match front {
+            Front::Http { tg, .. } => {
+                let url = tg.url();
+                let lates: Vec<_> = (1..=4)
+                    .map(|id| tokio::spawn(post_owned(url.clone(), call(id, "late", json!({})))))
+                    .collect();
+                heads_sent().await;
+                let first = post(&url, None, call(9, "quick", json!({}))).await.json();
+                assert_eq!(first, answered(9, &quick), "{mode}");
+                assert!(
+                    lates.iter().all(|l| !l.is_finished()),
+                    "{mode}: quick first"
+                );
+                for (id, l) in (1..=4).zip(lates) {
+                    assert_eq!(l.await.unwrap(), answered(id, &late), "{mode}");
+                }
+            }
+            Front::Stdio { mut g, .. } => {
+                g.initialize().await;
+                for id in 1..=4 {
+                    g.send(&call(id, "late", json!({}))).await;
+                }
+                heads_sent().await;
+                g.send(&call(9, "quick", json!({}))).await;
+                assert_eq!(g.recv().await, answered(9, &quick), "{mode}: quick first");
+                let mut rest: Vec<Value> = Vec::new();
+                for _ in 1..=4 {
+                    rest.push(g.recv().await);
+                }
+                rest.sort_by_key(|a| a["id"].as_i64());
+                let expected: Vec<Value> = (1..=4).map(|id| answered(id, &late)).collect();
+                assert_eq!(rest, expected, "{mode}");
+            }
+        }
+    }
+}
+
+async fn post_owned(url: String, body: String) -> Value {
+    post(&url, None, body).await.json()
 }

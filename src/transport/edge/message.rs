@@ -7,7 +7,7 @@ use super::request::Caller;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed, Message};
 use crate::mcp::Era;
-use crate::net::body::{ReadError, read_limited};
+use crate::net::body::{ReadError, read_counted};
 use crate::pipeline::engine;
 use crate::policy::held::{ByteBudget, Held};
 use crate::transport::exchange::reply;
@@ -24,11 +24,12 @@ pub(super) type Refused = Box<Response>;
 /// The body, read under the size limit and within `limits.body_timeout`, with its share of
 /// the bytes the front may hold at once ([`Gateway::body_bytes`]), to be kept until the request is
 /// answered; `Err` is the 413, 400, 408 or 503 refusing it. A declared length over the limit
-/// is refused before any of the body is read, and so is one the budget has no room for. A
-/// body of no declared length takes a share of the limit while it is read, then of its own
-/// length: counting frame by frame would cost every body a check per frame, and make the
-/// read's future, which is part of every request's, larger. A body already whole is read at
-/// its first poll, and its timer never armed.
+/// is refused before any of the body is read, and so is one longer than the room left. The
+/// share counts the bytes as they come, not the length a body declares: counted from its
+/// head, a body that declares much and sends nothing would hold room it never uses, and one
+/// HTTP/2 connection could fill the budget with the heads of a few streams, every other
+/// client refused. A body already whole is read and counted at its first poll (one atomic
+/// operation, as a share taken from its head would be), and its timer never armed.
 pub(super) async fn read<B>(body: B, gw: &Gateway) -> Result<(Bytes, Held<&ByteBudget>), Refused>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
@@ -36,32 +37,31 @@ where
 {
     let limits = &gw.config.limits;
     let limit = limits.max_body_bytes;
-    let share = match body.size_hint().exact() {
-        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-        None => limit,
-    };
-    if share > limit {
+    let declared = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
+    if declared > limit {
         return Err(too_large(limit));
     }
-    let Some(mut held) = gw.body_bytes.take(share) else {
+    if !gw.body_bytes.has_room(declared) {
         return Err(Box::new(no_room()));
-    };
-    let mut read = std::pin::pin!(read_limited(body, limit));
-    // Most bodies came with their head: read at once, with no timer made for them. (A
-    // block, so that the first poll's outcome is not kept while the timer is awaited.)
-    let read = 'read: {
-        if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await
-        {
-            break 'read Ok(r);
+    }
+    let mut held = gw.body_bytes.share();
+    let read = {
+        let mut read = std::pin::pin!(read_counted(body, limit, |n| held.try_grow(n)));
+        // Most bodies came with their head: read at once, with no timer made for them. (A
+        // block, so that the first poll's outcome is not kept while the timer is awaited.)
+        'read: {
+            if let Poll::Ready(r) =
+                std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await
+            {
+                break 'read Ok(r);
+            }
+            tokio::time::timeout(limits.body_timeout, read).await
         }
-        tokio::time::timeout(limits.body_timeout, read).await
     };
     match read {
-        Ok(Ok(b)) => {
-            held.shrink_to(b.len());
-            Ok((b, held))
-        }
+        Ok(Ok(b)) => Ok((b, held)),
         Ok(Err(ReadError::TooLarge)) => Err(too_large(limit)),
+        Ok(Err(ReadError::NoRoom)) => Err(Box::new(no_room())),
         Ok(Err(ReadError::Broken(e))) => Err(Box::new(reply::transport(
             StatusCode::BAD_REQUEST,
             jsonrpc::PARSE_ERROR,

@@ -18,7 +18,7 @@ use crate::gateway::{Gateway, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::lograte::warn_at_rate;
 use crate::mcp;
-use crate::net::body::{Collected, collect_upstream};
+use crate::net::body::{Begun, Collected};
 use crate::net::client::{Media, UpstreamBody, fit_length, strip_hop_by_hop};
 use crate::pipeline::asked;
 use crate::pipeline::bridge;
@@ -204,7 +204,7 @@ where
     fn read(self, gw: &Arc<Gateway>) -> impl Future<Output = Response> + Send + '_ {
         let Unsettled {
             parts,
-            body,
+            mut body,
             held_to_its_length,
             pending,
             parking,
@@ -212,12 +212,22 @@ where
         } = self;
         async move {
             let status = parts.status;
-            let Some(mut held) = answer_share(gw, &pending, body.size_hint().exact()).await else {
+            let begun = match Begun::first_frame(&mut body).await {
+                Ok(begun) => begun,
+                Err(e) => {
+                    let e = UpstreamError::unanswered_stream(Some(e.to_string()));
+                    return unusable(gw, &pending, &e);
+                }
+            };
+            let Some(mut held) = answer_share(gw, &pending, begun.len(&body)).await else {
                 let e = UpstreamError::no_room(pending.target.limits.upstream_timeout);
                 return unusable(gw, &pending, &e);
             };
             let renumber = (parking.as_ref()).and_then(|p| p.renumber.as_ref());
-            let bytes = match collect_upstream(body, gw.config.limits.max_response_bytes).await {
+            let bytes = match begun
+                .collect(body, gw.config.limits.max_response_bytes)
+                .await
+            {
                 Ok(Collected::Whole(bytes)) => bytes,
                 Ok(Collected::TooLarge(_)) if renumber.is_some() => {
                     // Passed on in part, it would reach its client under an id it does not know.
@@ -258,17 +268,18 @@ where
     }
 }
 
-/// The answer's share of the bytes requests hold ([`Gateway::body_bytes`]): as long as it says
-/// it is, else as long as it may be, until it is read. It came and must not be lost, so with
-/// no room it waits for the requests before it to give theirs back, as long as the server
-/// may take to answer; `None` past that.
+/// The answer's share of the bytes requests hold ([`Gateway::body_bytes`]), taken once its
+/// first frame has come ([`Begun`]): as long as it is known to be, else as long as it may
+/// be, until it is read. It came and must not be lost, so with no room it waits for the
+/// requests before it to give theirs back, as long as the server may take to answer; `None`
+/// past that.
 async fn answer_share(
     gw: &Gateway,
     pending: &Pending,
-    declared: Option<u64>,
+    len: Option<u64>,
 ) -> Option<Held<Arc<ByteBudget>>> {
     let max = gw.config.limits.max_response_bytes;
-    let share = declared.map_or(max, |n| max.min(usize::try_from(n).unwrap_or(max)));
+    let share = len.map_or(max, |n| max.min(usize::try_from(n).unwrap_or(max)));
     if let Some(held) = ByteBudget::take_owned(&gw.answer_bytes, share) {
         return Some(held);
     }

@@ -43,6 +43,10 @@ pub enum Script {
     HeadThenStall { sse: bool },
     /// `{"jsonrpc":"2.0","id":<id>,"result":<this>}` after a pause.
     Slow(Duration, Value),
+    /// Its head (JSON, no length) at once, then after a pause its body,
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<this>}`, as a server that answers once the tool
+    /// has run.
+    HeadThenLater(Duration, Value),
     /// 401 with this `WWW-Authenticate`, as a server doing its own OAuth answers.
     Unauthorized(&'static str),
 }
@@ -277,6 +281,17 @@ async fn handle(
                     },
                 )
                 .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Script::HeadThenLater(pause, r) => {
+            let body = json!({"jsonrpc": "2.0", "id": id, "result": r}).to_string();
+            let later = futures_util::stream::once(async move {
+                tokio::time::sleep(pause).await;
+                Ok::<_, std::io::Error>(Bytes::from(body))
+            });
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from_stream(later))
                 .unwrap()
         }
         Script::Slow(pause, r) => {
