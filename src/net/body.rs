@@ -376,7 +376,11 @@ mod tests {
         let Gathered::Many(buf) = &got else {
             panic!("many frames");
         };
-        assert_eq!((buf.len(), buf.capacity()), (500, 550), "as far as declared");
+        assert_eq!(
+            (buf.len(), buf.capacity()),
+            (500, 550),
+            "as far as declared"
+        );
     }
 
     #[tokio::test]
