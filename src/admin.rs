@@ -7,7 +7,7 @@ use crate::gateway::Live;
 use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};
 use crate::transport::runtime::drain::Drain;
 use crate::transport::runtime::slots::{Closable, Slots};
-use crate::transport::runtime::version::{Builders, Version};
+use crate::transport::runtime::version::{self, Builders, Version};
 use crate::transport::upstream::child::find_program;
 use axum::Router;
 use axum::extract::State;
@@ -32,7 +32,7 @@ pub async fn serve(listener: tokio::net::TcpListener, live: Live) {
     let (builders, drain) = (Builders::new(), Drain::new());
     let slots = Slots::new(MAX_CONNECTIONS, Closable::NotServing);
     loop {
-        let (stream, _) = crate::transport::runtime::accept(&listener).await;
+        let (stream, peer) = crate::transport::runtime::accept(&listener).await;
         let timers = ConnTimers::of(&live.load().config.limits);
         let place = slots.take(&timers).await;
         let mut io = timers.io(stream);
@@ -41,7 +41,8 @@ pub async fn serve(listener: tokio::net::TcpListener, live: Live) {
         let (builders, drain) = (builders.clone(), drain.clone());
         tokio::spawn(async move {
             if let Ok(version) = Version::read(&mut io).await {
-                let _ = builders.serve(version, io, service, &drain).await;
+                let how = builders.serve(version, io, service, &drain).await;
+                version::ended(how, peer.ip());
             }
             drop(place);
         });

@@ -202,10 +202,8 @@ fn raise_descriptor_limit() {
 }
 
 fn init_logs(cfg: &Config) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cfg.log.level));
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(log_filter(&cfg.log.level))
         .with_writer(toolgate::NonBlocking::stderr());
     match cfg.log.format {
         LogFormat::Json => builder.event_format(toolgate::JsonLines).init(),
@@ -218,6 +216,30 @@ fn init_logs(cfg: &Config) {
             variables = ignored.join(", "),
             "ignored TOOLGATE_* environment variables that are not configuration keys"
         );
+    }
+}
+
+/// `RUST_LOG` when it is set and reads, else `log.level`; either way without the h2 crate's
+/// own lines below `ERROR` unless the directive names `h2`. Those are a client's doing, one
+/// per frame at worst (an unasked ping's answer), so that one client could fill the log and
+/// have other lines dropped; toolgate says what matters of them itself, at a rate
+/// (`runtime::version::ended`).
+fn log_filter(level: &str) -> EnvFilter {
+    let chosen = std::env::var(EnvFilter::DEFAULT_ENV)
+        .ok()
+        .filter(|d| EnvFilter::try_new(d).is_ok())
+        .unwrap_or_else(|| level.to_owned());
+    EnvFilter::new(h2_errors_only_unless_named(chosen))
+}
+
+fn h2_errors_only_unless_named(directive: String) -> String {
+    let names_h2 = directive.split(',').any(|d| {
+        let target = d.split(['=', '[']).next().unwrap_or("").trim();
+        target == "h2" || target.starts_with("h2::")
+    });
+    match names_h2 {
+        true => directive,
+        false => format!("{directive},h2=error"),
     }
 }
 
@@ -696,4 +718,18 @@ Try it (another terminal):
 
 Press Ctrl-C to stop."#
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::h2_errors_only_unless_named as filtered;
+
+    #[test]
+    fn h2_is_heard_below_errors_only_when_named() {
+        assert_eq!(filtered("info".into()), "info,h2=error");
+        assert_eq!(filtered("warn,h2o=debug".into()), "warn,h2o=debug,h2=error");
+        for named in ["info,h2=debug", "h2::proto=trace", "debug, h2[recv]=warn"] {
+            assert_eq!(filtered(named.into()), named);
+        }
+    }
 }

@@ -1048,6 +1048,71 @@ async fn normal_ends_do_not_log_as_failures() {
     assert!(!tg.logs().contains("WARN"), "{}", tg.logs());
 }
 
+// ---- 15. a client cannot fill the log ----
+
+/// An HTTP/2 frame: its 9-byte head, then `payload`.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An HTTP/2 connection's opening: the preface and empty settings.
+fn h2_opening() -> Vec<u8> {
+    let mut o = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    o.extend(h2_frame(0x4, 0, 0, &[]));
+    o
+}
+
+/// What HTTP/2 lets a client make the server do one frame at a time, each of which the h2
+/// crate would say in a line of its own: 20,000 answers to pings never sent, on one
+/// connection; streams reset as soon as they are opened (a rapid reset attack), on three,
+/// each closed by toolgate. The log gains one line of toolgate's own for them, and the
+/// gateway serves on.
+#[tokio::test]
+async fn a_client_cannot_fill_the_log_through_http2() {
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let mut pings = h2_opening();
+    for _ in 0..20_000 {
+        pings.extend(h2_frame(0x6, 0x1, 0, b"abcdefgh"));
+    }
+    let mut c = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+    c.write_all(&pings).await.unwrap();
+    // POST / over http, authority "x": indexed names and values, one literal.
+    let head = [0x83, 0x86, 0x84, 0x01, 0x01, b'x'];
+    let mut resets = h2_opening();
+    for stream in (1..60).step_by(2) {
+        resets.extend(h2_frame(0x1, 0x5, stream, &head));
+        resets.extend(h2_frame(0x3, 0, stream, &8u32.to_be_bytes()));
+    }
+    for _ in 0..3 {
+        let mut r = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+        r.write_all(&resets).await.unwrap();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(10), r.read_to_end(&mut rest));
+        closed.await.expect("closed by toolgate").unwrap();
+    }
+    let said = "closed a client's HTTP/2 connection";
+    let logs = tg.logs_when(|l| l.contains(said)).await;
+    assert!(logs.contains("peer=127.0.0.1"), "{logs}");
+    let a = post(&tg.url(), None, call(1, "echo", json!({})))
+        .await
+        .json();
+    assert!(a.get("result").is_some(), "{a}");
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let logs = tg.logs();
+    let warned = logs
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains(said));
+    assert_eq!(warned.count(), 1, "{logs}");
+    assert!(!logs.contains("h2::"), "{logs}");
+    assert!(logs.lines().count() < 100, "{logs}");
+}
+
 // ---- whole classes, kept closed ----
 
 /// A small deterministic generator (xorshift), so a failure names a reproducible case.

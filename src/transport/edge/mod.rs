@@ -116,7 +116,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     use crate::transport::runtime::repoll::Repoll;
     use crate::transport::runtime::slots::{Closable, Slots};
-    use crate::transport::runtime::version::{Builders, Version};
+    use crate::transport::runtime::version::{self, Builders, Version};
     let Edge { app, tls } = edge;
     let live = app.live.clone();
     say_unstartable(&live.load());
@@ -148,7 +148,8 @@ pub async fn serve(
             None => tokio::spawn(Repoll::new(async move {
                 match Version::read(&mut io).await {
                     Ok(version) => {
-                        let _ = builders.serve(version, io, service, &drain).await;
+                        let how = builders.serve(version, io, service, &drain).await;
+                        version::ended(how, peer);
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "a client connection ended before its first request")
@@ -162,7 +163,8 @@ pub async fn serve(
                     match acceptor.accept(io).await {
                         Ok(stream) => {
                             let version = Version::negotiated(stream.get_ref().1.alpn_protocol());
-                            let _ = builders.serve(version, stream, service, &drain).await;
+                            let how = builders.serve(version, stream, service, &drain).await;
+                            version::ended(how, peer);
                         }
                         Err(e) => tracing::debug!(error = %e, "TLS handshake with a client failed"),
                     }

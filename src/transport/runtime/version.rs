@@ -16,6 +16,7 @@
 
 use super::conn_timers::TimedIo;
 use super::drain::Drain;
+use crate::lograte::{LogRate, warn_at_rate};
 use bytes::Bytes;
 use futures_util::future::Either;
 use hyper::body::Incoming;
@@ -113,6 +114,30 @@ impl Builders {
         }
     }
 }
+
+/// How a client connection ended, said where an operator needs it: HTTP/2's bounds on
+/// what a client may make it do (streams reset before they were served, as a rapid reset
+/// attack does; a flood of small frames) close the connection, said at a rate with the
+/// client's address. Every other end, a client gone or a malformed head, is the client's
+/// own and said at `DEBUG`. The h2 crate's own lines for these are left out of the log
+/// (`cli::main`'s filter): one per frame, they would let a client fill it.
+pub(crate) fn ended(how: Result<(), hyper::Error>, peer: std::net::IpAddr) {
+    let Err(e) = how else {
+        return;
+    };
+    let h2 = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<h2::Error>());
+    if let Some(h2) = h2.filter(|h2| h2.is_go_away() && h2.reason() == Some(CALM)) {
+        warn_at_rate!(CALMED_SAID, "calmed", { peer = %peer, error = %h2, },
+            "closed a client's HTTP/2 connection: it made toolgate reset or receive more streams or frames than HTTP/2 allows a client");
+        return;
+    }
+    tracing::debug!(peer = %peer, error = %e, "a client connection ended with an error");
+}
+
+static CALMED_SAID: LogRate = LogRate::new();
+
+/// The reason HTTP/2 closes a connection whose client exceeded its bounds with.
+const CALM: h2::Reason = h2::Reason::ENHANCE_YOUR_CALM;
 
 #[cfg(test)]
 mod tests {
