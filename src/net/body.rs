@@ -160,9 +160,12 @@ where
     unread.collect(body, limit).await
 }
 
-/// The most of a body of unknown length read before its share of the room for answers is
-/// taken: its first frame, and what came with it up to this.
-const BEFORE_SHARE: usize = 64 * 1024;
+/// The most of a body of unknown length read past its first frame before its share of the
+/// room for answers is taken: enough for a small answer's last frames and its end, which
+/// mostly come with the first. Each answer waiting for room holds this much uncounted at
+/// most, beside its first frame (no larger than the connection's read buffer, which held it
+/// already).
+const BEFORE_SHARE: usize = 16 * 1024;
 
 /// An upstream answer's body, read as far as its first frame.
 ///
@@ -172,8 +175,7 @@ const BEFORE_SHARE: usize = 64 * 1024;
 /// as large as an answer may be: a few of them would keep every other client's answer
 /// waiting. Counted from its first frame, the wait holds nothing. What came with that frame
 /// is read too, so that a body of unknown length that has all come is counted for its
-/// length, not for the largest an answer may be. At most one frame and [`BEFORE_SHARE`] are
-/// held uncounted while the share is taken.
+/// length, not for the largest an answer may be.
 pub struct Begun {
     got: Gathered,
     ended: bool,
