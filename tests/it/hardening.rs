@@ -1101,7 +1101,8 @@ async fn a_client_cannot_fill_the_log_through_http2() {
     let a = post(&tg.url(), None, call(1, "echo", json!({})))
         .await
         .json();
-    assert!(a.get("result").is_some(), "{a}");
+    let echoed = json!({"content": [{"type": "text", "text": "no script for echo"}]});
+    assert_eq!(a, json!({"jsonrpc": "2.0", "id": 1, "result": echoed}));
     drop(c);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let logs = tg.logs();
