@@ -153,11 +153,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
-    let unread = Begun {
-        got: Gathered::default(),
-        ended: body.is_end_stream(),
-    };
-    unread.collect(body, limit).await
+    Begun::unread(&body).collect(body, limit).await
 }
 
 /// The most of a body of unknown length read past its first frame before its share of the
@@ -182,16 +178,21 @@ pub struct Begun {
 }
 
 impl Begun {
+    /// `body` with nothing read of it yet.
+    fn unread(body: &impl http_body::Body) -> Begun {
+        Begun {
+            got: Gathered::default(),
+            ended: body.is_end_stream(),
+        }
+    }
+
     /// Waits for the first frame of `body` (or its end), then takes what has come with it.
     /// The body stays where it is: only what was read of it moves on.
     pub async fn first_frame<B>(body: &mut B) -> Result<Begun, B::Error>
     where
         B: http_body::Body<Data = Bytes> + Unpin,
     {
-        let mut begun = Begun {
-            got: Gathered::default(),
-            ended: body.is_end_stream(),
-        };
+        let mut begun = Begun::unread(body);
         while !begun.ended && begun.got.len() == 0 {
             let frame = body.frame().await;
             begun.take(body, frame)?;

@@ -1566,7 +1566,7 @@ async fn request_bodies_held_at_once_are_bounded() {
     );
     // A call that fits is served.
     let a = post(&url, None, call(1, "echo", json!({}))).await.json();
-    assert!(a.get("result").is_some(), "{a}");
+    assert_eq!(a, json!({"jsonrpc": "2.0", "id": 1, "result": echoed}));
 
     drop(held);
     conn.abort();
