@@ -24,10 +24,9 @@
 //!
 //! A share given back wakes, oldest first, the waiting answers it has room for, and no other:
 //! each woken answer is a task polled, and waking every one of them made each share given
-//! back cost a microsecond per answer waiting (500 answers waiting: 455 µs of CPU per quick
-//! call served meanwhile, against 61). One too large for the room is passed over, so a small
-//! answer never waits behind a large one that does not fit; the large one waits until there
-//! is room for it or its caller gives up.
+//! back cost about a microsecond of CPU per answer waiting (docs/security.md). One too large
+//! for the room is passed over, so a small answer never waits behind a large one that does
+//! not fit; the large one waits until there is room for it or its caller gives up.
 
 use crate::locks::MutexExt;
 use bytes::Bytes;
