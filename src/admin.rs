@@ -85,7 +85,11 @@ async fn metrics(State(live): State<Live>) -> Response {
     };
     let body = gw.metrics.render(
         catalog,
-        (gw.body_bytes.held(), gw.answer_bytes.held()),
+        crate::metrics::HeldGauges {
+            bodies: gw.body_bytes.held(),
+            answers: gw.answer_bytes.held(),
+            answers_waiting: gw.answer_bytes.waiting(),
+        },
         gw.telemetry.as_ref().map(|t| t.lost()),
     );
     (

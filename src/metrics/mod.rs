@@ -415,6 +415,17 @@ pub struct CatalogGauges {
     pub compile_failures: u64,
 }
 
+/// What the requests hold together, read at scrape time (`policy::held`).
+#[derive(Default)]
+pub struct HeldGauges {
+    /// Bytes of request bodies held.
+    pub bodies: usize,
+    /// Bytes of answers held until they have gone.
+    pub answers: usize,
+    /// Answers waiting for room among those bytes.
+    pub answers_waiting: usize,
+}
+
 /// Every metric toolgate exports.
 pub struct Metrics {
     /// `{upstream, method, outcome}`; `outcome` is `forwarded`, `answered` (toolgate wrote the
@@ -637,7 +648,7 @@ impl Metrics {
     pub fn render(
         &self,
         catalog: CatalogGauges,
-        (bodies, answers): (usize, usize),
+        held: HeldGauges,
         spans_lost: Option<SpansLost>,
     ) -> String {
         let CatalogGauges {
@@ -666,7 +677,13 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP toolgate_request_bytes_held Bytes held for requests at once: their bodies, and apart their answers until they have gone (each up to limits.max_request_bytes_in_flight).\n# TYPE toolgate_request_bytes_held gauge\ntoolgate_request_bytes_held{{part=\"body\"}} {bodies}\ntoolgate_request_bytes_held{{part=\"answer\"}} {answers}"
+            "# HELP toolgate_request_bytes_held Bytes held for requests at once: their bodies, and apart their answers until they have gone (each up to limits.max_request_bytes_in_flight).\n# TYPE toolgate_request_bytes_held gauge\ntoolgate_request_bytes_held{{part=\"body\"}} {}\ntoolgate_request_bytes_held{{part=\"answer\"}} {}",
+            held.bodies, held.answers
+        );
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_answers_waiting_for_room Servers' answers waiting for room among the bytes held for requests (limits.max_request_bytes_in_flight).\n# TYPE toolgate_answers_waiting_for_room gauge\ntoolgate_answers_waiting_for_room {}",
+            held.answers_waiting
         );
         let _ = writeln!(
             out,
@@ -739,7 +756,7 @@ mod tests {
         }
         up.latency(&m, Duration::from_millis(3));
         up.latency(&m, Duration::from_millis(30));
-        let out = m.render(CatalogGauges::default(), (0, 0), None);
+        let out = m.render(CatalogGauges::default(), HeldGauges::default(), None);
         for o in &outcomes {
             let line = format!(
                 "toolgate_requests_total{{upstream=\"u\",method=\"ping\",outcome=\"{o}\"}} 2\n"

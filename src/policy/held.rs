@@ -69,6 +69,11 @@ impl ByteBudget {
         self.held.load(Ordering::Relaxed)
     }
 
+    /// Answers waiting for room now, for the gauge.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// A share of nothing yet for one request's body, grown as it is read
     /// ([`Held::try_grow`]).
     pub(crate) fn share(&self) -> Held<&ByteBudget> {

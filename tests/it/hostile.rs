@@ -1383,12 +1383,21 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
 /// The bytes toolgate holds for requests, of their bodies (`part` `body`) or of the answers
 /// it read whole (`answer`), read from its gauge.
 async fn request_bytes_held(tg: &Toolgate, part: &str) -> u64 {
+    gauge(
+        tg,
+        &format!("toolgate_request_bytes_held{{part=\"{part}\"}}"),
+    )
+    .await
+}
+
+/// A gauge's value, by its series as `/metrics` writes it.
+async fn gauge(tg: &Toolgate, series: &str) -> u64 {
     let metrics = tg.admin_get("/metrics").await.text();
-    let series = format!("toolgate_request_bytes_held{{part=\"{part}\"}} ");
+    let series = format!("{series} ");
     (metrics.lines())
         .find_map(|l| l.strip_prefix(series.as_str()))
         .and_then(|b| b.parse().ok())
-        .expect("toolgate_request_bytes_held")
+        .unwrap_or_else(|| panic!("{series}in /metrics"))
 }
 
 /// A request body that comes as the test sends it.
@@ -1722,6 +1731,11 @@ async fn unread_answers_hold_at_most_the_budget(
         "{from:?}: the answer waits for room"
     );
     assert!(request_bytes_held(tg, "answer").await <= 8_388_608);
+    let answers_waiting = gauge(tg, "toolgate_answers_waiting_for_room").await;
+    assert!(
+        answers_waiting >= 1,
+        "{from:?}: {answers_waiting} said waiting"
+    );
     let grown = peak_mib(tg.pid()) - before;
     assert!(
         grown < 48,
@@ -1759,6 +1773,18 @@ async fn unread_answers_hold_at_most_the_budget(
         whole["result"]["resultType"] = json!("complete");
     }
     assert!(a == whole, "{from:?}: the answer whole, under its own id");
+    let mut answers_waiting = u64::MAX;
+    for _ in 0..100 {
+        answers_waiting = gauge(tg, "toolgate_answers_waiting_for_room").await;
+        if answers_waiting == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        answers_waiting, 0,
+        "{from:?}: none waits once the room is given back"
+    );
 }
 
 /// A client that takes nothing of its answers is closed `limits.send_timeout` after it

@@ -282,7 +282,9 @@ mod tests {
     }
 
     fn counted(gw: &Gateway) -> String {
-        let text = gw.metrics.render(Default::default(), (0, 0), None);
+        let text = gw
+            .metrics
+            .render(Default::default(), Default::default(), None);
         text.lines()
             .filter(|l| l.starts_with("toolgate_requests_total{"))
             .collect::<Vec<_>>()
