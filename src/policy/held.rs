@@ -144,20 +144,30 @@ impl ByteBudget {
     /// Wakes, oldest first, each waiting answer the room left would hold, counting each
     /// against the room as it goes; one too large for what is left is passed over.
     fn wake_those_it_has_room_for(&self) {
+        for waker in self.those_it_has_room_for() {
+            waker.wake();
+        }
+    }
+
+    /// The wakers of the waiting answers the room left would hold, taken out of the queue.
+    /// Woken once its lock is released: waking, or dropping a task's last waker, runs the
+    /// executor's code, which may give a share back and take the lock again.
+    fn those_it_has_room_for(&self) -> Vec<Waker> {
         let mut queue = self.queue.locked();
         let held = self.held.load(Ordering::SeqCst);
         let mut room = self.max.load(Ordering::Relaxed).saturating_sub(held);
-        if room == 0 {
-            return;
+        let mut woken = Vec::new();
+        if room > 0 {
+            queue.waiting.retain(|waiter| {
+                if waiter.bytes > room {
+                    return true;
+                }
+                room -= waiter.bytes;
+                woken.push(waiter.waker.clone());
+                false
+            });
         }
-        queue.waiting.retain(|waiter| {
-            if waiter.bytes > room {
-                return true;
-            }
-            room -= waiter.bytes;
-            waiter.waker.wake_by_ref();
-            false
-        });
+        woken
     }
 }
 
@@ -177,18 +187,26 @@ struct Waiter {
 }
 
 impl Queue {
-    /// Puts the waiter in its place, or updates its waker where it is.
-    fn wait(&mut self, ticket: u64, bytes: usize, waker: &Waker) {
+    /// Puts the waiter in its place, or updates its waker where it is; the waker replaced,
+    /// to be dropped once the lock is released.
+    fn wait(&mut self, ticket: u64, bytes: usize, waker: &Waker) -> Option<Waker> {
         match self.waiting.binary_search_by_key(&ticket, |w| w.ticket) {
-            Ok(at) => self.waiting[at].waker.clone_from(waker),
-            Err(at) => self.waiting.insert(
-                at,
-                Waiter {
-                    ticket,
-                    bytes,
-                    waker: waker.clone(),
-                },
-            ),
+            Ok(at) => {
+                let kept = &mut self.waiting[at].waker;
+                (!kept.will_wake(waker)).then(|| std::mem::replace(kept, waker.clone()))
+            }
+            Err(at) => {
+                let waker = waker.clone();
+                self.waiting.insert(
+                    at,
+                    Waiter {
+                        ticket,
+                        bytes,
+                        waker,
+                    },
+                );
+                None
+            }
         }
     }
 
@@ -237,7 +255,9 @@ impl Future for RoomFor<'_> {
             queue.tickets += 1;
             queue.tickets
         });
-        queue.wait(ticket, this.bytes, cx.waker());
+        let replaced = queue.wait(ticket, this.bytes, cx.waker());
+        drop(queue);
+        drop(replaced);
         Poll::Pending
     }
 }
@@ -502,6 +522,34 @@ mod tests {
         assert!(second.poll().is_none());
         drop(served);
         assert_eq!(second.poll().unwrap().bytes, 50);
+    }
+
+    /// A waker that gives a share back when woken, as a task may once it runs.
+    struct GivesBack(Mutex<Option<Held<Arc<ByteBudget>>>>);
+
+    impl std::task::Wake for GivesBack {
+        fn wake(self: Arc<Self>) {
+            self.0.locked().take();
+        }
+    }
+
+    #[test]
+    fn a_waker_may_give_a_share_back_as_it_is_woken() {
+        let budget = Arc::new(ByteBudget::new(100));
+        let full = ByteBudget::take_owned(&budget, 60).unwrap();
+        let other = ByteBudget::take_owned(&budget, 40).unwrap();
+        let gives_back = Arc::new(GivesBack(Mutex::new(Some(other))));
+        let waker = Waker::from(gives_back.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut waiting = std::pin::pin!(RoomFor::new(&budget, 50));
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        drop(full);
+        assert!(
+            gives_back.0.locked().is_none(),
+            "woken, and gave its share back"
+        );
+        assert_eq!(budget.held(), 0);
+        assert!(waiting.as_mut().poll(&mut cx).is_ready());
     }
 
     #[test]
