@@ -268,7 +268,7 @@ where
     }
 }
 
-/// The answer's share of the bytes requests hold ([`Gateway::body_bytes`]), taken once its
+/// The answer's share of the bytes requests hold ([`Gateway::answer_bytes`]), taken once its
 /// first frame has come ([`Begun`]): as long as it is known to be, else as long as it may
 /// be, until it is read. It came and must not be lost, so with no room it waits for the
 /// requests before it to give theirs back, as long as the server may take to answer; `None`
