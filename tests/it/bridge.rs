@@ -1206,8 +1206,9 @@ async fn a_2026_client_listens_to_a_handshake_server_through_every_mode() {
 
 /// What the server is asked for the streams of a bridged session, as it sees it: each stream's
 /// resources subscribed to before it is acknowledged (one the server refuses left out of the
-/// acknowledgment, as is a list change it does not announce), and a resource unsubscribed from
-/// once no stream holds it, as each client leaves.
+/// acknowledgment, as is a list change it does not announce, and those it does not answer
+/// within `limits.upstream_timeout`, one timeout for them all, the rest asked meanwhile), and a
+/// resource unsubscribed from once no stream holds it, as each client leaves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them() {
     let refused = Script::Error(json!({"code": -32602, "message": "no such resource"}));
@@ -1215,11 +1216,13 @@ async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them()
         .handshake_only()
         .capabilities(json!({"tools": {}, "resources": {"subscribe": true}}))
         .script("resources/subscribe a://refused", refused)
+        .script("resources/subscribe a://hang", Script::Hang)
+        .script("resources/subscribe a://hang2", Script::Hang)
         // The session's own stream, open and quiet: what the server announces would come
         // there.
         .own_stream(json!({}), 0);
     let (url, server) = server.spawn().await;
-    let tg = Toolgate::serve(&url, None).await;
+    let tg = Toolgate::serve(&url, Some("[limits]\nupstream_timeout = \"1s\"\n")).await;
     let subscribing = |seen: &[Value]| -> Vec<String> {
         (seen.iter())
             .filter(|m| {
@@ -1241,33 +1244,45 @@ async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them()
     let acknowledged = |frame: &str| sse_messages(frame)[0]["params"]["notifications"].clone();
     let wait = std::time::Duration::from_secs(10);
 
+    let asked_at = std::time::Instant::now();
     let mut first = post_modern_stream(
         &tg.url(),
         "subscriptions/listen",
-        listen(1, &["a://1", "a://2", "a://refused"]),
+        listen(
+            1,
+            &["a://hang", "a://1", "a://hang2", "a://2", "a://refused"],
+        ),
     )
     .await;
     let ack = acknowledged(&next_frame(&mut first, wait).await);
     assert_eq!(ack, json!({"resourceSubscriptions": ["a://1", "a://2"]}));
+    let waited = asked_at.elapsed();
+    assert!(waited < std::time::Duration::from_secs(2), "{waited:?}");
     let mut second =
         post_modern_stream(&tg.url(), "subscriptions/listen", listen(2, &["a://1"])).await;
     let ack = acknowledged(&next_frame(&mut second, wait).await);
     assert_eq!(ack, json!({"resourceSubscriptions": ["a://1"]}));
-    let subscribed = [
+    // A stream's resources are asked about together, in any order.
+    let mut subscribed = subscribing(&server.seen.lock().unwrap());
+    subscribed[..5].sort();
+    let asked = [
         r#"resources/subscribe "a://1""#,
         r#"resources/subscribe "a://2""#,
+        r#"resources/subscribe "a://hang""#,
+        r#"resources/subscribe "a://hang2""#,
         r#"resources/subscribe "a://refused""#,
         r#"resources/subscribe "a://1""#,
     ];
-    assert_eq!(subscribing(&server.seen.lock().unwrap()), subscribed);
+    assert_eq!(subscribed, asked);
 
+    let before = subscribed.len();
     let until = |n: usize| {
         let server = server.clone();
         async move {
             for _ in 0..500 {
                 let seen = subscribing(&server.seen.lock().unwrap());
                 if seen.len() >= n {
-                    return seen[subscribed.len()..].to_vec();
+                    return seen[before..].to_vec();
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
@@ -1275,13 +1290,13 @@ async fn a_bridged_sessions_resources_are_subscribed_while_a_stream_holds_them()
         }
     };
     drop(first);
-    assert_eq!(until(5).await, [r#"resources/unsubscribe "a://2""#]);
+    assert_eq!(until(7).await, [r#"resources/unsubscribe "a://2""#]);
     drop(second);
     let released = [
         r#"resources/unsubscribe "a://2""#,
         r#"resources/unsubscribe "a://1""#,
     ];
-    assert_eq!(until(6).await, released);
+    assert_eq!(until(8).await, released);
 }
 
 /// Clients of two credentials listen for the same resource: each is served from its own

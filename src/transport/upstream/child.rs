@@ -1062,6 +1062,10 @@ impl OwnRequests for Within<'_> {
     async fn tell(&self, notification: Bytes) {
         let _ = self.0.send(notification);
     }
+
+    fn timeout(&self) -> Duration {
+        self.1
+    }
 }
 
 impl ChildProcess {

@@ -19,6 +19,7 @@ use http::HeaderMap;
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Why one of toolgate's own requests got no result.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,10 @@ pub(crate) trait OwnRequests {
 
     /// Sends a notification in the same session; what becomes of it is not awaited further.
     fn tell(&self, notification: Bytes) -> impl Future<Output = ()> + Send;
+
+    /// How long one of its requests may wait for an answer: several asked together wait
+    /// no longer between them (`subscribers::subscribe`).
+    fn timeout(&self) -> Duration;
 }
 
 /// `notifications/initialized`, which ends the handshake.
@@ -149,5 +154,9 @@ impl OwnRequests for HttpSession<'_> {
             .http
             .send(http::Method::POST, headers, notification, wait)
             .await;
+    }
+
+    fn timeout(&self) -> Duration {
+        self.limits.upstream_timeout
     }
 }

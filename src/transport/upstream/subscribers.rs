@@ -274,31 +274,86 @@ impl Drop for Subscribed {
     }
 }
 
+/// A stream's resources asked about at once. One at a time, a server that never answers
+/// would hold a stream of [`subscriptions::MAX_RESOURCES`] that many times
+/// `limits.upstream_timeout` before its acknowledgment (each is also bounded together, by
+/// one timeout); all at once, one stream would send its server that many requests together.
+const ASKED_AT_ONCE: usize = 8;
+
 /// Asks `server` to subscribe to each of `uris`, under ids `ids` gives; the ones it
-/// refuses are returned.
+/// refused, or had not agreed to when one of its own requests would have timed out, are
+/// returned. A subscription it agrees to later is not undone: what it announces of that
+/// resource no stream holds, and is dropped.
 pub(crate) async fn subscribe<S: OwnRequests>(
     server: &S,
     uris: &[Box<str>],
     ids: impl Fn() -> String,
 ) -> Vec<Box<str>> {
-    let mut refused = Vec::new();
-    for uri in uris {
-        if !ask(server, true, uri, &ids()).await {
-            refused.push(uri.clone());
-        }
-    }
-    refused
+    let agreed = ask_each(server, (true, ASKED_AT_ONCE), uris, ids).await;
+    (uris.iter().zip(agreed))
+        .filter(|(_, agreed)| !agreed)
+        .map(|(uri, _)| uri.clone())
+        .collect()
 }
 
-/// Asks `server` to unsubscribe from each of `uris`.
+/// Asks `server` to unsubscribe from each of `uris`, one at a time (a release holds one of
+/// the session's [`RELEASING`] unsubscriptions), those not asked within one timeout left
+/// subscribed to.
 pub(crate) async fn unsubscribe<S: OwnRequests>(
     server: &S,
     uris: Vec<Box<str>>,
     ids: impl Fn() -> String,
 ) {
-    for uri in uris {
-        ask(server, false, &uri, &ids()).await;
+    ask_each(server, (false, 1), &uris, ids).await;
+}
+
+/// Asks `server` about each of `uris`, `at_once` at a time, for as long as one of its own
+/// requests may wait ([`OwnRequests::timeout`]): whether it agreed to each by then.
+async fn ask_each<S: OwnRequests>(
+    server: &S,
+    (subscribe, at_once): (bool, usize),
+    uris: &[Box<str>],
+    ids: impl Fn() -> String,
+) -> Vec<bool> {
+    use futures_util::StreamExt;
+    let mut agreed = vec![false; uris.len()];
+    let (mut waiting, mut asked) = (
+        uris.iter().enumerate(),
+        futures_util::stream::FuturesUnordered::new(),
+    );
+    let answered = async {
+        loop {
+            while asked.len() < at_once
+                && let Some((i, uri)) = waiting.next()
+            {
+                asked.push(ask_about(server, subscribe, (i, uri), ids()));
+            }
+            match asked.next().await {
+                Some((i, yes)) => agreed[i] = yes,
+                None => break,
+            }
+        }
+    };
+    if tokio::time::timeout(server.timeout(), answered)
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            subscribe,
+            "the server did not answer every resource subscription in time; the rest count as refused"
+        );
     }
+    agreed
+}
+
+/// [`ask`], for the `i`th resource asked about.
+async fn ask_about<S: OwnRequests>(
+    server: &S,
+    subscribe: bool,
+    (i, uri): (usize, &str),
+    id: String,
+) -> (usize, bool) {
+    (i, ask(server, subscribe, uri, &id).await)
 }
 
 /// `resources/subscribe` (or `unsubscribe`) of `uri`; whether the server agreed.
@@ -513,5 +568,82 @@ mod tests {
             subs.open(subscription("after", false, &uris[2..]), r)
                 .is_ok()
         );
+    }
+
+    /// A server that agrees to `a://…`, refuses `no://…` and never answers `hang://…`,
+    /// counting the requests it holds at once.
+    #[derive(Default)]
+    struct Slow {
+        held: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    impl OwnRequests for Slow {
+        async fn ask(&self, request: Bytes, _id: &str) -> Result<Box<RawValue>, Unresulted> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let held = self.held.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(held, SeqCst);
+            let text = String::from_utf8(request.to_vec()).unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            if text.contains("hang://") {
+                std::future::pending::<()>().await;
+            }
+            self.held.fetch_sub(1, SeqCst);
+            match text.contains("no://") {
+                true => Err(crate::pipeline::guard::ErrorAnswer("no".into()).into()),
+                false => Ok(RawValue::from_string("{}".into()).unwrap()),
+            }
+        }
+
+        async fn tell(&self, _: Bytes) {}
+
+        fn timeout(&self) -> std::time::Duration {
+            std::time::Duration::from_secs(120)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_streams_resources_are_asked_about_a_few_at_once_within_one_timeout() {
+        let server = Slow::default();
+        let mut uris: Vec<Box<str>> = (0..40).map(|i| format!("a://{i}").into()).collect();
+        uris.push("no://1".into());
+        let started = tokio::time::Instant::now();
+        let refused = subscribe(&server, &uris, String::new).await;
+        assert_eq!(refused, vec![Box::<str>::from("no://1")]);
+        let most = server.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(most, ASKED_AT_ONCE, "asked together, a few at a time");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+
+        // A server that never answers some: the stream waits one timeout for them in all,
+        // and they count as refused, whatever their place among the rest.
+        let uris: Vec<Box<str>> = (0..256)
+            .map(|i| match i % 3 {
+                0 => format!("hang://{i}"),
+                _ => format!("a://{i}"),
+            })
+            .map(Box::from)
+            .collect();
+        let started = tokio::time::Instant::now();
+        let refused = subscribe(&server, &uris, String::new).await;
+        assert_eq!(started.elapsed(), server.timeout());
+        let hung: Vec<Box<str>> = uris
+            .iter()
+            .filter(|u| u.starts_with("hang"))
+            .cloned()
+            .collect();
+        let answered = uris.len() - refused.len();
+        assert!(hung.iter().all(|h| refused.contains(h)), "{refused:?}");
+        assert!(
+            answered >= ASKED_AT_ONCE,
+            "those asked beside the hung ones are answered: {answered}"
+        );
+
+        // Unsubscriptions go one at a time, the release over within one timeout too.
+        let server = Slow::default();
+        let started = tokio::time::Instant::now();
+        let uris = vec!["a://1".into(), "hang://2".into(), "a://3".into()];
+        unsubscribe(&server, uris, String::new).await;
+        assert_eq!(started.elapsed(), server.timeout());
+        assert_eq!(server.most.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
