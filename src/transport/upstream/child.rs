@@ -554,6 +554,30 @@ fn is_stale(waiters: &Mutex<Waiters>, line: &[u8]) -> bool {
     crate::mcp::progress_of(line).is_some_and(|t| w.is_stale(&jsonrpc::id_key(t.get())))
 }
 
+/// A message of the child's that answers no request: progress of a request given up on is
+/// dropped, a question for a bridged call waiting goes to that call, the rest to `handler`.
+fn pass_on(
+    line: Bytes,
+    (waiters, questions): (&Mutex<Waiters>, &Questions),
+    child: &std::sync::Weak<ChildProcess>,
+    handler: &impl Handler,
+) {
+    if is_stale(waiters, &line) {
+        return tracing::debug!(
+            "the tool server said how a request given up on progresses; dropped"
+        );
+    }
+    match questions.offer(&line) {
+        Offered::Taken => {}
+        Offered::Left => handler.handle(FromChild::Message(line)),
+        Offered::Ambiguous(refusal) => {
+            if let Some(child) = child.upgrade() {
+                let _ = child.send(Bytes::from(refusal));
+            }
+        }
+    }
+}
+
 /// What a child's reader shares with the child, and how it reads.
 struct Reader {
     waiters: Arc<Mutex<Waiters>>,
@@ -581,28 +605,11 @@ async fn read_stdout(
         max_line,
     } = reader;
     let mut r = BufReader::new(stdout);
-    // A message that is no answer goes without its share: what `handler` holds is bounded
-    // apart.
-    let deliver = |id: Option<String>, line: Bytes, share: Share| {
-        let Some(id) = id else {
-            if is_stale(&waiters, &line) {
-                return tracing::debug!(
-                    "the tool server said how a request given up on progresses; dropped"
-                );
-            }
-            // A question for a bridged call waiting goes to that call.
-            match questions.offer(&line) {
-                Offered::Taken => {}
-                Offered::Left => handler.handle(FromChild::Message(line)),
-                Offered::Ambiguous(refusal) => {
-                    if let Some(child) = child.upgrade() {
-                        let _ = child.send(Bytes::from(refusal));
-                    }
-                }
-            }
-            return;
-        };
-        hand_over(&waiters, &id, line, share);
+    let deliver = |id: Option<String>, line: Bytes, share: Share| match id {
+        Some(id) => hand_over(&waiters, &id, line, share),
+        // A message that is no answer goes without its share: what `handler` holds is
+        // bounded apart.
+        None => pass_on(line, (&waiters, &questions), &child, &handler),
     };
     // What the child writes that no client gets as it came, said at this rate for each
     // child: the mistake is the server's, and may come with every call. Its text is never
