@@ -46,6 +46,14 @@ pub use transport::edge::{App, Edge, serve};
 pub use transport::stdio::over_http::run as stdio_over_http;
 pub use transport::stdio::to_child::run as stdio_to_child;
 
+/// What the binary starts its stdio servers through (`transport::upstream::parent_death`).
+#[doc(hidden)]
+pub mod binary {
+    pub use crate::transport::upstream::parent_death::{
+        EXEC_SERVER, become_server, servers_end_with_this_process,
+    };
+}
+
 /// What the benchmarks measure of the input boundary, without the gateway around it.
 #[doc(hidden)]
 pub mod bench {

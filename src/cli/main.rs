@@ -103,6 +103,17 @@ enum Cmd {
         what: ConfigCmd,
     },
 
+    /// Become a stdio server that ends when the toolgate that starts it does: how toolgate
+    /// starts its servers on Linux.
+    #[command(hide = true, name = toolgate::binary::EXEC_SERVER)]
+    ExecServer {
+        /// The toolgate process that starts it.
+        parent: u32,
+        /// The server's program and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+
     /// Run only the example tool server (for benchmarks and experiments).
     #[command(hide = true)]
     DemoServer {
@@ -388,16 +399,31 @@ async fn reloads(live: Live, source: Reload, mut seen: Option<Vec<u8>>) {
 
 /// A failure before toolgate runs (a configuration it cannot use, an address taken) is one
 /// line on stderr and exit status 1, whatever `RUST_BACKTRACE` says.
-#[tokio::main]
-async fn main() {
-    if let Err(e) = run(Cli::parse()).await {
+fn main() {
+    let cli = Cli::parse();
+    if let Cmd::ExecServer { parent, command } = &cli.cmd {
+        // Before any runtime: this process becomes the server.
+        exec_server(*parent, command);
+    }
+    toolgate::binary::servers_end_with_this_process();
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime starts");
+    if let Err(e) = runtime.block_on(run(cli)) {
         eprintln!("toolgate: {e:#}");
         exit(1);
     }
 }
 
+/// Becomes the server `command`, ending when `parent` does, or says why not, as a shell
+/// says of a command it cannot run.
+fn exec_server(parent: u32, command: &[String]) -> ! {
+    let e = toolgate::binary::become_server(parent, command);
+    eprintln!("toolgate: {e}");
+    std::process::exit(127)
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
+        Cmd::ExecServer { parent, command } => exec_server(parent, &command),
         Cmd::Stdio {
             config,
             upstream,

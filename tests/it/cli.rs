@@ -164,6 +164,36 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
     );
 }
 
+/// The hidden command toolgate starts its stdio servers through (Linux): it becomes the
+/// program, whose status and output are then the program's own, or says why not and exits
+/// 127, as a shell does for a command it cannot run.
+#[tokio::test]
+async fn the_command_servers_are_started_through_becomes_them_or_says_why_not() {
+    let parent = std::process::id().to_string();
+    let run = |args: &'static [&'static str]| {
+        let parent = parent.clone();
+        async move {
+            let args = [&["exec-server", parent.as_str(), "--"][..], args].concat();
+            common::run_toolgate(&args).await
+        }
+    };
+    let (code, out, err) = run(&["sh", "-c", "echo said; exit 3"]).await;
+    assert_eq!((code, out.as_str(), err.as_str()), (Some(3), "said\n", ""));
+    let (code, _, err) = run(&["/nonexistent/toolgate-test-server"]).await;
+    assert_eq!(code, Some(127));
+    assert!(
+        err.contains("cannot start \"/nonexistent/toolgate-test-server\""),
+        "{err}"
+    );
+    let elsewhere = ["exec-server", "1", "--", "true"];
+    let (code, _, err) = common::run_toolgate(&elsewhere).await;
+    assert_eq!(code, Some(127));
+    assert!(
+        err.contains("the toolgate that started it has already ended"),
+        "{err}"
+    );
+}
+
 /// `toolgate config` with `args`: its exit status, stdout and stderr.
 async fn config(args: &[&str]) -> (Option<i32>, String, String) {
     run_toolgate(&[&["config"], args].concat()).await

@@ -158,6 +158,53 @@ async fn closing_stdin_stops_even_a_server_that_ignores_sigterm() {
     assert!(!pid_alive(pid), "no orphan left behind");
 }
 
+/// The process ids the fixture said it runs as, in `logs`.
+fn fixture_pids(logs: &str) -> Vec<u32> {
+    (logs.split("fixture pid ").skip(1))
+        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// Waits for `pid` to end; one that does not is killed, and the test fails.
+async fn ends(pid: u32, what: &str) {
+    for _ in 0..100 {
+        if !pid_alive(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+    panic!("{what}: the server (pid {pid}) outlived toolgate");
+}
+
+/// A server that runs on once its stdin closes ends all the same when toolgate is killed
+/// outright (SIGKILL, so nothing of toolgate's runs to end it), under both fronts that start
+/// servers: each asked the system to kill it as its parent ends.
+#[tokio::test]
+async fn a_server_ends_when_toolgate_is_killed_outright() {
+    let command = common::peers::stdio_fixture(&["--ignore-sigterm"]).await;
+    let (mut g, _) = StdioGate::start(&command, None);
+    g.initialize().await;
+    let logs = g.logs_when(|l| !fixture_pids(l).is_empty()).await;
+    let pid = fixture_pids(&logs)[0];
+    assert!(pid_alive(pid));
+    g.child.start_kill().unwrap();
+    g.child.wait().await.unwrap();
+    ends(pid, "stdio -- CMD").await;
+
+    let tg = common::Toolgate::in_front_of(&command, None).await;
+    common::open_session(&tg.url()).await;
+    let logs = tg.logs_when(|l| !fixture_pids(l).is_empty()).await;
+    let pids = fixture_pids(&logs);
+    assert!(pids.iter().all(|p| pid_alive(*p)), "{logs}");
+    drop(tg);
+    for pid in pids {
+        ends(pid, "serve -- CMD").await;
+    }
+}
+
 /// A server's stderr becomes toolgate's log lines, named by its program and process id, in
 /// front of either front; its arguments, which may carry a secret (a database URL with its
 /// password), are in no log line.

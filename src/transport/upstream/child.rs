@@ -16,6 +16,7 @@
 use super::input::{Input, Lines, Refused};
 use super::owing::{Claimed, Owing};
 use super::own::{self, OwnRequests, Unresulted};
+use super::parent_death;
 use super::rounds::{Listening, Offered, Questions, Rounds};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
@@ -715,9 +716,16 @@ impl ChildProcess {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command to run"))?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::piped())
+        if parent_death::through_the_binary()
+            && let Err(NotStartable::NotFound(_)) = find_program(command)
+        {
+            let e = std::io::Error::from(nix::errno::Errno::ENOENT);
+            return Err(std::io::Error::other(format!(
+                "cannot start {program:?}: {e}"
+            )));
+        }
+        let mut cmd = parent_death::command(program, args);
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);

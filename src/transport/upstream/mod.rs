@@ -14,6 +14,7 @@ pub(crate) mod numbered;
 pub(crate) mod owing;
 pub(crate) mod own;
 pub(crate) mod paced;
+pub mod parent_death;
 pub(crate) mod rounds;
 pub(crate) mod session_stream;
 pub(crate) mod subscribers;
