@@ -406,7 +406,13 @@ fn main() {
         exec_server(*parent, command);
     }
     toolgate::binary::servers_end_with_this_process();
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime starts");
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("toolgate: cannot start its runtime: {e}");
+            exit(1);
+        }
+    };
     if let Err(e) = runtime.block_on(run(cli)) {
         eprintln!("toolgate: {e:#}");
         exit(1);

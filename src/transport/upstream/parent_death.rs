@@ -9,13 +9,13 @@
 //! a Rust program can run nothing of its own between a child's fork and its `exec` without
 //! `unsafe`. So the binary starts each server as itself first ([`EXEC_SERVER`]): that
 //! process asks, checks that its parent is still the toolgate that started it, and becomes
-//! the server with `exec`, the same process (its id, group and pipes), whose SIGPIPE and
-//! signal mask are put back as a direct start leaves them.
+//! the server with `exec`, the same process (its id, group and pipes), with SIGPIPE and the
+//! signal mask put back as a direct start leaves them.
 //!
 //! Caveats: the signal comes when the thread that started the child ends, not the process;
 //! toolgate starts its children from its runtime's worker threads, which last as long as it
 //! runs. Where the binary is not toolgate (an application using the library) or the system
-//! is not Linux, servers are started directly, as before.
+//! is not Linux, servers are started directly.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

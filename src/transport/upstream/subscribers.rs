@@ -274,10 +274,11 @@ impl Drop for Subscribed {
     }
 }
 
-/// A stream's resources asked about at once. One at a time, a server that never answers
-/// would hold a stream of [`subscriptions::MAX_RESOURCES`] that many times
-/// `limits.upstream_timeout` before its acknowledgment (each is also bounded together, by
-/// one timeout); all at once, one stream would send its server that many requests together.
+/// A stream's resources asked about at once, all of them within one
+/// `limits.upstream_timeout`. One at a time, a server slow to answer would hold a stream of
+/// [`subscriptions::MAX_RESOURCES`] up to that many times as long before its
+/// acknowledgment; all at once, one stream would send its server that many requests
+/// together.
 const ASKED_AT_ONCE: usize = 8;
 
 /// Asks `server` to subscribe to each of `uris`, under ids `ids` gives; the ones it
