@@ -33,10 +33,16 @@ pub(crate) fn through_the_binary() -> bool {
 }
 
 /// Has every stdio server started from now on end when this process does: called by the
-/// binary, whose [`EXEC_SERVER`] command calls [`become_server`]. A no-op but on Linux.
+/// binary, whose [`EXEC_SERVER`] command calls [`become_server`]. A no-op but on Linux, and
+/// where `/proc` is not mounted (a bare chroot), which the binary is found again through.
 pub fn servers_end_with_this_process() {
-    THROUGH_THE_BINARY.store(cfg!(target_os = "linux"), Ordering::Relaxed);
+    let can = cfg!(target_os = "linux") && std::path::Path::new(SELF).exists();
+    THROUGH_THE_BINARY.store(can, Ordering::Relaxed);
 }
+
+/// The binary as this process runs it, found again even if its file was replaced or removed
+/// since (an upgrade in place).
+const SELF: &str = "/proc/self/exe";
 
 /// The command that starts `program` with `args`: through the binary where servers end with
 /// it, else the program itself.
@@ -46,9 +52,7 @@ pub(crate) fn command(program: &str, args: &[String]) -> tokio::process::Command
         cmd.args(args);
         return cmd;
     }
-    // The binary as this process runs it, found again even if its file was replaced or
-    // removed since (an upgrade in place).
-    let mut cmd = tokio::process::Command::new("/proc/self/exe");
+    let mut cmd = tokio::process::Command::new(SELF);
     cmd.arg(EXEC_SERVER)
         .arg(std::process::id().to_string())
         .arg("--")
