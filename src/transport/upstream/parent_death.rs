@@ -12,10 +12,12 @@
 //! the server with `exec`, the same process (its id, group and pipes), with SIGPIPE and the
 //! signal mask put back as a direct start leaves them.
 //!
-//! Caveats: the signal comes when the thread that started the child ends, not the process;
-//! toolgate starts its children from its runtime's worker threads, which last as long as it
-//! runs. Where the binary is not toolgate (an application using the library) or the system
-//! is not Linux, servers are started directly.
+//! Caveats: only the process started is asked for; a launcher's own children (`npx`
+//! starting the server) see their stdin close, as without this. The signal comes when the
+//! thread that started the child ends, not the process: toolgate starts its children from
+//! its runtime's worker threads, which last as long as it runs. Where the binary is not
+//! toolgate (an application using the library), the system is not Linux or `/proc` is not
+//! mounted, servers are started directly.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
