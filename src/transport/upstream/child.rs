@@ -716,14 +716,6 @@ impl ChildProcess {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command to run"))?;
-        if parent_death::through_the_binary()
-            && let Err(NotStartable::NotFound(_)) = find_program(command)
-        {
-            let e = std::io::Error::from(nix::errno::Errno::ENOENT);
-            return Err(std::io::Error::other(format!(
-                "cannot start {program:?}: {e}"
-            )));
-        }
         let mut cmd = parent_death::command(program, args);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -734,9 +726,16 @@ impl ChildProcess {
         }
         #[cfg(unix)]
         cmd.process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| std::io::Error::other(format!("cannot start {program:?}: {e}")))?;
+        // Through the binary, a program that cannot be found would be known only once the
+        // child has exited: it is looked for first, and said as a direct start says it.
+        let missing = parent_death::through_the_binary()
+            && matches!(find_program(command), Err(NotStartable::NotFound(_)));
+        let started = match missing {
+            true => Err(std::io::Error::from(nix::errno::Errno::ENOENT)),
+            false => cmd.spawn(),
+        };
+        let mut child =
+            started.map_err(|e| std::io::Error::other(format!("cannot start {program:?}: {e}")))?;
         let pid = child.id();
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");

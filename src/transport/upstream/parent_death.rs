@@ -28,8 +28,7 @@ pub const EXEC_SERVER: &str = "exec-server";
 /// Whether children are started through the binary ([`servers_end_with_this_process`]).
 static THROUGH_THE_BINARY: AtomicBool = AtomicBool::new(false);
 
-/// Whether servers are started through the binary: one whose program cannot be found is
-/// then known only once it has exited, unless looked for first.
+/// Whether servers are started through the binary.
 pub(crate) fn through_the_binary() -> bool {
     THROUGH_THE_BINARY.load(Ordering::Relaxed)
 }
