@@ -46,11 +46,11 @@ pub use transport::edge::{App, Edge, serve};
 pub use transport::stdio::over_http::run as stdio_over_http;
 pub use transport::stdio::to_child::run as stdio_to_child;
 
-/// What the binary starts its stdio servers through (`transport::upstream::parent_death`).
+/// What keeps the binary's stdio servers from outliving it (`transport::upstream::group_keeper`).
 #[doc(hidden)]
 pub mod binary {
-    pub use crate::transport::upstream::parent_death::{
-        EXEC_SERVER, become_server, servers_end_with_this_process,
+    pub use crate::transport::upstream::group_keeper::{
+        KEEP_GROUP, keep_group, servers_end_with_this_process,
     };
 }
 

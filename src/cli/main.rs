@@ -103,15 +103,12 @@ enum Cmd {
         what: ConfigCmd,
     },
 
-    /// Become a stdio server that ends when the toolgate that starts it does: how toolgate
-    /// starts its servers on Linux.
-    #[command(hide = true, name = toolgate::binary::EXEC_SERVER)]
-    ExecServer {
+    /// Keep a stdio server's process group: kill it when the toolgate that starts this
+    /// ends (Linux).
+    #[command(hide = true, name = toolgate::binary::KEEP_GROUP)]
+    KeepGroup {
         /// The toolgate process that starts it.
         parent: u32,
-        /// The server's program and arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
     },
 
     /// Run only the example tool server (for benchmarks and experiments).
@@ -401,9 +398,9 @@ async fn reloads(live: Live, source: Reload, mut seen: Option<Vec<u8>>) {
 /// line on stderr and exit status 1, whatever `RUST_BACKTRACE` says.
 fn main() {
     let cli = Cli::parse();
-    if let Cmd::ExecServer { parent, command } = &cli.cmd {
-        // Before any runtime: this process becomes the server.
-        exec_server(*parent, command);
+    if let Cmd::KeepGroup { parent } = cli.cmd {
+        // Before any runtime: this process only waits.
+        keep_group(parent);
     }
     toolgate::binary::servers_end_with_this_process();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -419,17 +416,16 @@ fn main() {
     }
 }
 
-/// Becomes the server `command`, ending when `parent` does, or says why not, as a shell
-/// says of a command it cannot run.
-fn exec_server(parent: u32, command: &[String]) -> ! {
-    let e = toolgate::binary::become_server(parent, command);
-    eprintln!("toolgate: {e}");
-    std::process::exit(127)
+/// Keeps this process's group until `parent` ends, or says why it cannot.
+fn keep_group(parent: u32) -> ! {
+    let e = toolgate::binary::keep_group(parent);
+    eprintln!("toolgate: cannot keep a server's process group: {e}");
+    std::process::exit(1)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
-        Cmd::ExecServer { parent, command } => exec_server(parent, &command),
+        Cmd::KeepGroup { parent } => keep_group(parent),
         Cmd::Stdio {
             config,
             upstream,

@@ -164,34 +164,55 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
     );
 }
 
-/// The hidden command toolgate starts its stdio servers through (Linux): it becomes the
-/// program, whose status and output are then the program's own, or says why not and exits
-/// 127, as a shell does for a command it cannot run.
+/// The hidden command that keeps a stdio server's process group (Linux): it outlives the
+/// group's SIGTERM, and kills its group, itself included, once the toolgate named is not
+/// its parent (here, at once).
 #[tokio::test]
-async fn the_command_servers_are_started_through_becomes_them_or_says_why_not() {
-    let parent = std::process::id().to_string();
-    let run = |args: &'static [&'static str]| {
-        let parent = parent.clone();
-        async move {
-            let args = [&["exec-server", parent.as_str(), "--"][..], args].concat();
-            common::run_toolgate(&args).await
-        }
+async fn the_keeper_of_a_servers_group_ignores_sigterm_and_kills_its_group_once_orphaned() {
+    use nix::sys::signal::{Signal, killpg};
+    use std::os::unix::process::ExitStatusExt;
+    let keeper = |parent: String| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["keep-group", &parent])
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
     };
-    let (code, out, err) = run(&["sh", "-c", "echo said; exit 3"]).await;
-    assert_eq!((code, out.as_str(), err.as_str()), (Some(3), "said\n", ""));
-    let (code, _, err) = run(&["/nonexistent/toolgate-test-server"]).await;
-    assert_eq!(code, Some(127));
+    let mut kept = keeper(std::process::id().to_string());
+    let group = kept.id().unwrap() as i32;
+    // Once it waits for the signals it blocks.
+    let waiting = || {
+        let wchan = std::fs::read_to_string(format!("/proc/{group}/wchan"));
+        wchan.unwrap_or_default().contains("sigtimedwait")
+    };
+    for _ in 0..1000 {
+        if waiting() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(waiting(), "the keeper waits");
+    let mut member = tokio::process::Command::new("sleep")
+        .arg("60")
+        .process_group(group)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    killpg(nix::unistd::Pid::from_raw(group), Signal::SIGTERM).unwrap();
+    let ended = member.wait().await.unwrap();
+    assert_eq!(ended.signal(), Some(Signal::SIGTERM as i32));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(
-        err.contains("cannot start \"/nonexistent/toolgate-test-server\""),
-        "{err}"
+        kept.try_wait().unwrap().is_none(),
+        "the keeper outlives SIGTERM"
     );
-    let elsewhere = ["exec-server", "1", "--", "true"];
-    let (code, _, err) = common::run_toolgate(&elsewhere).await;
-    assert_eq!(code, Some(127));
-    assert!(
-        err.contains("the toolgate that started it has already ended"),
-        "{err}"
-    );
+    killpg(nix::unistd::Pid::from_raw(group), Signal::SIGKILL).unwrap();
+    kept.wait().await.unwrap();
+
+    let mut orphaned = keeper("1".into());
+    let ended = orphaned.wait().await.unwrap();
+    assert_eq!(ended.signal(), Some(Signal::SIGKILL as i32));
 }
 
 /// `toolgate config` with `args`: its exit status, stdout and stderr.

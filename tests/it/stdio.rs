@@ -181,27 +181,32 @@ async fn ends(pid: u32, what: &str) {
 
 /// A server that runs on once its stdin closes ends all the same when toolgate is killed
 /// outright (SIGKILL, so nothing of toolgate's runs to end it), under both fronts that start
-/// servers: each asked the system to kill it as its parent ends.
+/// servers, and so does one a launcher started (a shell that does not `exec` it, as `npx`
+/// and `uvx` do not): the keeper of the server's process group kills the group.
 #[tokio::test]
 async fn a_server_ends_when_toolgate_is_killed_outright() {
-    let command = common::peers::stdio_fixture(&["--ignore-sigterm"]).await;
-    let (mut g, _) = StdioGate::start(&command, None);
-    g.initialize().await;
-    let logs = g.logs_when(|l| !fixture_pids(l).is_empty()).await;
-    let pid = fixture_pids(&logs)[0];
-    assert!(pid_alive(pid));
-    g.child.start_kill().unwrap();
-    g.child.wait().await.unwrap();
-    ends(pid, "stdio -- CMD").await;
+    let direct = common::peers::stdio_fixture(&["--ignore-sigterm"]).await;
+    let mut launched: Vec<String> = ["sh", "-c", "\"$0\" \"$@\"; true"].map(String::from).into();
+    launched.extend(direct.iter().cloned());
+    for command in [direct.clone(), launched] {
+        let (mut g, _) = StdioGate::start(&command, None);
+        g.initialize().await;
+        let logs = g.logs_when(|l| !fixture_pids(l).is_empty()).await;
+        let pid = fixture_pids(&logs)[0];
+        assert!(pid_alive(pid));
+        g.child.start_kill().unwrap();
+        g.child.wait().await.unwrap();
+        ends(pid, &format!("stdio -- {}", command[0])).await;
 
-    let tg = common::Toolgate::in_front_of(&command, None).await;
-    common::open_session(&tg.url()).await;
-    let logs = tg.logs_when(|l| !fixture_pids(l).is_empty()).await;
-    let pids = fixture_pids(&logs);
-    assert!(pids.iter().all(|p| pid_alive(*p)), "{logs}");
-    drop(tg);
-    for pid in pids {
-        ends(pid, "serve -- CMD").await;
+        let tg = common::Toolgate::in_front_of(&command, None).await;
+        common::open_session(&tg.url()).await;
+        let logs = tg.logs_when(|l| !fixture_pids(l).is_empty()).await;
+        let pids = fixture_pids(&logs);
+        assert!(pids.iter().all(|p| pid_alive(*p)), "{logs}");
+        drop(tg);
+        for pid in pids {
+            ends(pid, &format!("serve -- {}", command[0])).await;
+        }
     }
 }
 

@@ -13,10 +13,10 @@
 //! A session with a server of the HTTP+SSE transport is a child too ([`ChildSource`]): its
 //! event stream stands in for the process and its pipes (`event_stream`).
 
+use super::group_keeper::Group;
 use super::input::{Input, Lines, Refused};
 use super::owing::{Claimed, Owing};
 use super::own::{self, OwnRequests, Unresulted};
-use super::parent_death;
 use super::rounds::{Listening, Offered, Questions, Rounds};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{self, Body as Parsed};
@@ -28,6 +28,7 @@ use crate::pipeline::guard::{self, ListFailed, Lister};
 use crate::pipeline::step::Bridging;
 use crate::policy::held::{ByteBudget, Held};
 use bytes::Bytes;
+use nix::sys::signal::Signal;
 use serde_json::value::RawValue;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -172,6 +173,8 @@ pub struct ChildProcess {
     output: Arc<Output>,
     process: tokio::sync::Mutex<Option<tokio::process::Child>>,
     pid: Option<u32>,
+    /// The process's group, which toolgate's signals go to.
+    group: Option<Group>,
     /// In place of a process, an HTTP+SSE server's session ([`ChildProcess::connect`]).
     stream: Option<super::event_stream::Running>,
     /// The program's file name: how logs name the child. Never its arguments, which may
@@ -716,27 +719,21 @@ impl ChildProcess {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command to run"))?;
-        let mut cmd = parent_death::command(program, args);
-        cmd.stdin(Stdio::piped())
+        let group = Group::new();
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .process_group(group.to_join())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         for name in cfg.withheld_from_servers(own_env) {
             cmd.env_remove(name);
         }
-        #[cfg(unix)]
-        cmd.process_group(0);
-        // Through the binary, a program that cannot be found would be known only once the
-        // child has exited: it is looked for first, and said as a direct start says it.
-        let missing = parent_death::through_the_binary()
-            && matches!(find_program(command), Err(NotStartable::NotFound(_)));
-        let started = match missing {
-            true => Err(std::io::Error::from(nix::errno::Errno::ENOENT)),
-            false => cmd.spawn(),
-        };
-        let mut child =
-            started.map_err(|e| std::io::Error::other(format!("cannot start {program:?}: {e}")))?;
+        let mut child = (cmd.spawn())
+            .map_err(|e| std::io::Error::other(format!("cannot start {program:?}: {e}")))?;
         let pid = child.id();
+        let group = group.led_by(pid);
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -747,7 +744,7 @@ impl ChildProcess {
         let (to_child, lines) = super::input::input();
         tokio::spawn(write_lines(stdin, lines));
         tokio::spawn(log_stderr(stderr, label.clone(), pid));
-        let me = ChildProcess::new(to_child, Some(child), None, label);
+        let me = ChildProcess::new(to_child, Some((child, group)), None, label);
         Ok(me.reading(stdout, (max_line, answers), handler))
     }
 
@@ -769,12 +766,14 @@ impl ChildProcess {
 
     fn new(
         to_child: Input,
-        process: Option<tokio::process::Child>,
+        process: Option<(tokio::process::Child, Group)>,
         stream: Option<super::event_stream::Running>,
         program: String,
     ) -> ChildProcess {
+        let (process, group) = process.unzip();
         ChildProcess {
             pid: process.as_ref().and_then(tokio::process::Child::id),
+            group,
             to_child: Mutex::new(Some(to_child)),
             waiters: Arc::new(Mutex::new(Some(Owing::default()))),
             output: Arc::default(),
@@ -846,7 +845,7 @@ impl ChildProcess {
         let mut p = self.process.lock().await;
         match p.as_mut() {
             Some(c) => match tokio::time::timeout(EXIT_AFTER_OUTPUT, c.wait()).await {
-                Ok(Ok(s)) => format!("exited with {s}"),
+                Ok(Ok(s)) => format!("exited with {}", self.exited(s)),
                 _ => "closed its output".into(),
             },
             None => "stopped".into(),
@@ -985,13 +984,21 @@ impl ChildProcess {
         if let Some(stream) = &self.stream {
             stream.abort();
         }
-        #[cfg(unix)]
-        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        self.signal_group(Signal::SIGKILL);
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        if let Some(group) = &self.group {
+            group.signal(signal);
         }
+    }
+
+    /// The server has exited: what it left running in its group goes too.
+    fn exited(&self, status: std::process::ExitStatus) -> std::process::ExitStatus {
+        if let Some(group) = &self.group {
+            group.end();
+        }
+        status
     }
 
     /// Whether toolgate is stopping it ([`Self::shutdown`]): an exit then is no fault.
@@ -1010,26 +1017,17 @@ impl ChildProcess {
             return "was already stopped".into();
         };
         if let Ok(Ok(s)) = tokio::time::timeout(grace, child.wait()).await {
-            return format!("exited with {s} after its stdin closed");
+            return format!("exited with {} after its stdin closed", self.exited(s));
         }
-        #[cfg(unix)]
-        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-        }
+        self.signal_group(Signal::SIGTERM);
         if let Ok(Ok(s)) = tokio::time::timeout(grace, child.wait()).await {
-            return format!("exited with {s} after SIGTERM");
+            return format!("exited with {} after SIGTERM", self.exited(s));
         }
-        #[cfg(unix)]
-        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        self.signal_group(Signal::SIGKILL);
         let _ = child.kill().await;
+        if let Some(group) = &self.group {
+            group.end();
+        }
         "was killed with SIGKILL after ignoring SIGTERM".into()
     }
 }
