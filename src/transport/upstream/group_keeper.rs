@@ -123,7 +123,9 @@ impl Drop for Group {
 fn start_keeper() -> Option<tokio::process::Child> {
     static SAID: AtomicBool = AtomicBool::new(false);
     let mut cmd = tokio::process::Command::new(SELF);
-    cmd.arg(KEEP_GROUP)
+    // Named in the process list as the binary is, not as the path it is found by.
+    cmd.arg0("toolgate")
+        .arg(KEEP_GROUP)
         .arg(std::process::id().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
