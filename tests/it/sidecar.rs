@@ -3,7 +3,7 @@
 
 use crate::common;
 use common::peers::peers;
-use common::processes::{children_with, marker, wait_for};
+use common::processes::{children_with, keepers_of, marker, wait_for};
 use common::*;
 use serde_json::json;
 use std::time::Duration;
@@ -42,13 +42,14 @@ async fn fifty_sessions_each_with_its_own_child_and_no_cross_talk() {
     }
     assert_eq!(pids.len(), 50, "one child per session");
     assert_eq!(children_with(&m), 50);
+    assert_eq!(keepers_of(tg.pid()), 50, "a keeper for each child's group");
     for s in &sessions {
         let r = request(http::Method::DELETE, &url, &[("mcp-session-id", s)], "").await;
         assert_eq!(r.status, 200);
     }
     assert!(
-        wait_for(|| children_with(&m) == 0).await,
-        "every child stopped after DELETE"
+        wait_for(|| children_with(&m) == 0 && keepers_of(tg.pid()) == 0).await,
+        "every child stopped after DELETE, and its group's keeper"
     );
     let r = post(
         &url,
@@ -76,7 +77,7 @@ async fn a_crash_ends_one_session_and_spares_the_others() {
         .await
         .json();
     assert_eq!(result_text(&r), "3");
-    assert!(wait_for(|| children_with(&m) == 1).await);
+    assert!(wait_for(|| children_with(&m) == 1 && keepers_of(tg.pid()) == 1).await);
     let r = post(&tg.url(), Some(&a), call(3, "add", json!({"a": 1, "b": 2}))).await;
     assert_eq!(
         r.status, 404,

@@ -17,6 +17,24 @@ pub fn marker() -> String {
 
 /// Live (non-zombie) processes whose command line carries the marker.
 pub fn children_with(marker: &str) -> usize {
+    live_processes(|cmdline| {
+        // The servers, not toolgate (whose own command line names them too).
+        cmdline.contains(marker)
+            && cmdline
+                .split('\0')
+                .next()
+                .is_some_and(|argv0| argv0.contains("python"))
+    })
+}
+
+/// Live keepers of the process groups of the servers that the toolgate `pid` started.
+pub fn keepers_of(pid: u32) -> usize {
+    live_processes(|cmdline| cmdline.ends_with(&format!("\0keep-group\0{pid}\0")))
+}
+
+/// Live (non-zombie) processes whose command line (its arguments each ended by a NUL)
+/// `matches`.
+fn live_processes(matches: impl Fn(&str) -> bool) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
@@ -29,14 +47,7 @@ pub fn children_with(marker: &str) -> usize {
         .filter(|e| {
             let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            // The servers, not toolgate (whose own command line names them too).
-            cmdline.contains(marker)
-                && cmdline
-                    .split('\0')
-                    .next()
-                    .is_some_and(|argv0| argv0.contains("python"))
-                && !stat.contains(") Z ")
+            matches(&String::from_utf8_lossy(&cmdline)) && !stat.contains(") Z ")
         })
         .count()
 }
