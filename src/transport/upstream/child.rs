@@ -845,7 +845,10 @@ impl ChildProcess {
         let mut p = self.process.lock().await;
         match p.as_mut() {
             Some(c) => match tokio::time::timeout(EXIT_AFTER_OUTPUT, c.wait()).await {
-                Ok(Ok(s)) => format!("exited with {}", self.exited(s)),
+                Ok(Ok(s)) => {
+                    self.end_group();
+                    format!("exited with {s}")
+                }
                 _ => "closed its output".into(),
             },
             None => "stopped".into(),
@@ -976,8 +979,6 @@ impl ChildProcess {
         }
     }
 
-    /// Stops the child: close its stdin and wait, then SIGTERM its process group and wait,
-    /// then SIGKILL. Returns how it ended.
     /// Kills the child's process group at once (SIGKILL): the last resort when toolgate must
     /// end now and a shutdown in progress would take too long.
     pub fn kill_group(&self) {
@@ -993,12 +994,11 @@ impl ChildProcess {
         }
     }
 
-    /// The server has exited: what it left running in its group goes too.
-    fn exited(&self, status: std::process::ExitStatus) -> std::process::ExitStatus {
+    /// Once the server has exited: what it left running in its group goes too.
+    fn end_group(&self) {
         if let Some(group) = &self.group {
             group.end();
         }
-        status
     }
 
     /// Whether toolgate is stopping it ([`Self::shutdown`]): an exit then is no fault.
@@ -1006,6 +1006,9 @@ impl ChildProcess {
         self.to_child.locked().is_none()
     }
 
+    /// Stops the child: closes its stdin and waits, then SIGTERMs its process group and
+    /// waits, then SIGKILLs it; what it left running in its group goes too. Returns how it
+    /// ended.
     pub async fn shutdown(&self, grace: Duration) -> String {
         self.to_child.locked().take();
         if let Some(stream) = &self.stream {
@@ -1016,18 +1019,22 @@ impl ChildProcess {
         let Some(child) = guard.as_mut() else {
             return "was already stopped".into();
         };
+        let how = self.stop(child, grace).await;
+        self.end_group();
+        how
+    }
+
+    /// [`Self::shutdown`] up to the server's exit.
+    async fn stop(&self, child: &mut tokio::process::Child, grace: Duration) -> String {
         if let Ok(Ok(s)) = tokio::time::timeout(grace, child.wait()).await {
-            return format!("exited with {} after its stdin closed", self.exited(s));
+            return format!("exited with {s} after its stdin closed");
         }
         self.signal_group(Signal::SIGTERM);
         if let Ok(Ok(s)) = tokio::time::timeout(grace, child.wait()).await {
-            return format!("exited with {} after SIGTERM", self.exited(s));
+            return format!("exited with {s} after SIGTERM");
         }
         self.signal_group(Signal::SIGKILL);
         let _ = child.kill().await;
-        if let Some(group) = &self.group {
-            group.end();
-        }
         "was killed with SIGKILL after ignoring SIGTERM".into()
     }
 }
