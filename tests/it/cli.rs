@@ -165,12 +165,13 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
 }
 
 /// The hidden command that keeps a stdio server's process group (Linux): it outlives the
-/// group's SIGTERM, and kills its group, itself included, once the toolgate named is not
-/// its parent (here, at once).
+/// group's SIGTERM, and the end of the thread that started it (the kernel's signal for a
+/// parent's death comes then too), and kills its group, itself included, once the toolgate
+/// named is not its parent (here, at once).
 #[tokio::test]
 async fn the_keeper_of_a_servers_group_ignores_sigterm_and_kills_its_group_once_orphaned() {
     use nix::sys::signal::{Signal, killpg};
-    use std::os::unix::process::ExitStatusExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     let keeper = |parent: String| {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["keep-group", &parent])
@@ -181,18 +182,7 @@ async fn the_keeper_of_a_servers_group_ignores_sigterm_and_kills_its_group_once_
     };
     let mut kept = keeper(std::process::id().to_string());
     let group = kept.id().unwrap() as i32;
-    // Once it waits for the signals it blocks.
-    let waiting = || {
-        let wchan = std::fs::read_to_string(format!("/proc/{group}/wchan"));
-        wchan.unwrap_or_default().contains("sigtimedwait")
-    };
-    for _ in 0..1000 {
-        if waiting() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(waiting(), "the keeper waits");
+    assert!(keeper_waits(group), "the keeper waits");
     let mut member = tokio::process::Command::new("sleep")
         .arg("60")
         .process_group(group)
@@ -210,9 +200,44 @@ async fn the_keeper_of_a_servers_group_ignores_sigterm_and_kills_its_group_once_
     killpg(nix::unistd::Pid::from_raw(group), Signal::SIGKILL).unwrap();
     kept.wait().await.unwrap();
 
+    let parent = std::process::id().to_string();
+    let started_by_a_thread = std::thread::spawn(move || {
+        let keeper = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["keep-group", &parent])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        assert!(keeper_waits(keeper.id() as i32));
+        keeper
+    });
+    let mut outliving = started_by_a_thread.join().unwrap();
+    let group = outliving.id() as i32;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        outliving.try_wait().unwrap().is_none() && keeper_waits(group),
+        "the keeper outlives the thread that started it"
+    );
+    killpg(nix::unistd::Pid::from_raw(group), Signal::SIGKILL).unwrap();
+    outliving.wait().unwrap();
+
     let mut orphaned = keeper("1".into());
     let ended = orphaned.wait().await.unwrap();
     assert_eq!(ended.signal(), Some(Signal::SIGKILL as i32));
+}
+
+/// Whether the keeper `pid` waits for the signals it blocks, within ten seconds.
+fn keeper_waits(pid: i32) -> bool {
+    let waiting = || {
+        let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan"));
+        wchan.unwrap_or_default().contains("sigtimedwait")
+    };
+    for _ in 0..1000 {
+        if waiting() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
 }
 
 /// `toolgate config` with `args`: its exit status, stdout and stderr.
