@@ -54,13 +54,17 @@ pub fn servers_end_with_this_process() {
 /// since (an upgrade in place).
 const SELF: &str = "/proc/self/exe";
 
-/// A stdio server's process group, with its keeper where there is one.
-pub(crate) struct Group {
-    /// The group's id: its keeper's process id, or the server's where it leads its own.
-    id: Option<i32>,
-    /// Taken when the group is ended: from then on its id may belong to another group.
-    keeper: Mutex<Option<tokio::process::Child>>,
-    kept: bool,
+/// A stdio server's process group, which toolgate's signals to the server go to.
+pub(crate) enum Group {
+    /// Led by its keeper, whose process id is the group's. The keeper is taken when the
+    /// group is ended: from then on the id may belong to another group.
+    Kept {
+        id: i32,
+        keeper: Mutex<Option<tokio::process::Child>>,
+    },
+    /// Led by the server itself (no keeper): the id is the server's, once it has started,
+    /// pinned while the server is not reaped.
+    Own(Option<i32>),
 }
 
 impl Group {
@@ -69,34 +73,46 @@ impl Group {
     /// said once in the log.
     pub(crate) fn new() -> Group {
         let keeper = KEPT.load(Ordering::Relaxed).then(start_keeper).flatten();
-        Group {
-            id: keeper.as_ref().and_then(|k| i32::try_from(k.id()?).ok()),
-            kept: keeper.is_some(),
-            keeper: Mutex::new(keeper),
+        match keeper.as_ref().and_then(|k| i32::try_from(k.id()?).ok()) {
+            Some(id) => Group::Kept {
+                id,
+                keeper: Mutex::new(keeper),
+            },
+            None => Group::Own(None),
         }
     }
 
     /// The `process_group` a server is started with: its keeper's group, or one of its own.
     pub(crate) fn to_join(&self) -> i32 {
-        self.id.unwrap_or(0)
+        match self {
+            Group::Kept { id, .. } => *id,
+            Group::Own(_) => 0,
+        }
     }
 
     /// The group once `server` has started: without a keeper, the server leads it.
-    pub(crate) fn led_by(mut self, server: Option<u32>) -> Group {
-        if !self.kept {
-            self.id = server.and_then(|p| i32::try_from(p).ok());
+    pub(crate) fn led_by(self, server: Option<u32>) -> Group {
+        match self {
+            Group::Own(_) => Group::Own(server.and_then(|p| i32::try_from(p).ok())),
+            kept => kept,
         }
-        self
     }
 
     /// Sends `signal` to the whole group: the server and whatever it started. Nothing once
     /// a kept group has been ended. Without a keeper, the caller knows the server is not yet
-    /// reaped, which pins the id.
+    /// reaped.
     pub(crate) fn signal(&self, signal: Signal) {
-        // Held while signalling: the keeper is not reaped under it.
-        let keeper = self.keeper.locked();
-        if let (Some(id), false) = (self.id, self.kept && keeper.is_none()) {
-            let _ = killpg(Pid::from_raw(id), signal);
+        match self {
+            Group::Kept { id, keeper } => {
+                // Held while signalling: the keeper is not reaped under it.
+                if keeper.locked().is_some() {
+                    let _ = killpg(Pid::from_raw(*id), signal);
+                }
+            }
+            Group::Own(Some(id)) => {
+                let _ = killpg(Pid::from_raw(*id), signal);
+            }
+            Group::Own(None) => {}
         }
     }
 
@@ -104,9 +120,12 @@ impl Group {
     /// killed, and so is the keeper. A group without a keeper is left: its id went with the
     /// server.
     pub(crate) fn end(&self) {
-        let keeper = self.keeper.locked().take();
-        if let (Some(id), Some(_)) = (self.id, &keeper) {
-            let _ = killpg(Pid::from_raw(id), Signal::SIGKILL);
+        let Group::Kept { id, keeper } = self else {
+            return;
+        };
+        let keeper = keeper.locked().take();
+        if keeper.is_some() {
+            let _ = killpg(Pid::from_raw(*id), Signal::SIGKILL);
         }
         // Dropped only now, the keeper is reaped by the runtime.
         drop(keeper);

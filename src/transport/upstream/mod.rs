@@ -6,7 +6,7 @@ pub mod child;
 pub(crate) mod child_questions;
 pub mod children;
 pub mod event_stream;
-pub mod group_keeper;
+pub(crate) mod group_keeper;
 pub mod http_bridge;
 pub mod http_client;
 pub(crate) mod input;
