@@ -12,6 +12,7 @@ use toolgate::Live;
 use toolgate::config::{Config, LogFormat, Overrides, UpstreamTransport, names_listener};
 
 mod check;
+mod init;
 mod rules;
 // The example server is the binary's own: the library ships it only to tests (feature `demo`),
 // and what tests read of it (the requests it saw) goes unused here.
@@ -397,10 +398,17 @@ async fn reloads(live: Live, source: Reload, mut seen: Option<Vec<u8>>) {
 /// A failure before toolgate runs (a configuration it cannot use, an address taken) is one
 /// line on stderr and exit status 1, whatever `RUST_BACKTRACE` says.
 fn main() {
+    signals_as_a_program_starts();
     let cli = Cli::parse();
     if let Cmd::KeepGroup { parent } = cli.cmd {
         // Before any runtime: this process only waits.
         keep_group(parent);
+    }
+    if init::is_first_process() {
+        let e = init::run_the_gateway_under_it();
+        eprintln!(
+            "toolgate: cannot run the gateway under an init of its own, so no process left to it is waited for: {e}"
+        );
     }
     toolgate::binary::servers_end_with_this_process();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -413,6 +421,18 @@ fn main() {
     if let Err(e) = runtime.block_on(run(cli)) {
         eprintln!("toolgate: {e:#}");
         exit(1);
+    }
+}
+
+/// No signal blocked, whatever the parent blocked: a process inherits its parent's blocked
+/// signals, and a runtime's handlers see none of those (a SIGTERM to stop, a SIGHUP to
+/// reload, the SIGCHLD its children are waited for by). toolgate's own init starts the
+/// gateway so (`init`), and so may any parent. Before any thread starts: each takes the
+/// mask of the one that starts it.
+fn signals_as_a_program_starts() {
+    use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+    if let Err(e) = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None) {
+        eprintln!("toolgate: cannot unblock the signals it was started with: {e}");
     }
 }
 

@@ -1097,3 +1097,113 @@ async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
     .await;
     assert!(tg.addr.ip().is_loopback());
 }
+
+/// As a container's first process (the first of its PID namespace), toolgate runs the
+/// gateway as its child and waits for every process handed to it: what a server leaves
+/// behind does not stay a zombie once its session ends, the signals meant for the gateway
+/// reach it, and it exits as the gateway did, under `serve -- CMD` and `stdio -- CMD`.
+#[tokio::test]
+async fn as_a_containers_first_process_it_waits_for_every_orphan_and_passes_signals_on() {
+    use common::processes::{children_of, first_in_a_pid_namespace, wait_for};
+    use common::stdio_gate::StdioGate;
+    use nix::sys::signal::{Signal, kill};
+    let signal = |pid: u32, s: Signal| kill(nix::unistd::Pid::from_raw(pid as i32), s).unwrap();
+    let launcher = first_in_a_pid_namespace();
+    // A launcher that leaves a process behind: its subshell ends at once, orphaning `sleep`.
+    let mut command: Vec<String> = ["sh", "-c", "(sleep 300 &); exec \"$0\" \"$@\""]
+        .map(String::from)
+        .into();
+    command.extend(common::peers::stdio_fixture(&[]).await);
+    // toolgate as the namespace's first process, and the gateway it runs.
+    let init_and_gateway = |launched: u32, front: &str| {
+        let init = children_of(launched)
+            .pop()
+            .expect("unshare runs toolgate")
+            .pid;
+        let gateway = children_of(init)
+            .into_iter()
+            .find(|p| p.cmdline.contains(&format!("\0{front}\0")))
+            .expect("the gateway is the first process's child");
+        (init, gateway.pid)
+    };
+    let orphans = |init: u32, gateway: u32| {
+        let others = children_of(init).into_iter().filter(|p| p.pid != gateway);
+        others.map(|p| (p.zombie, p.cmdline)).collect::<Vec<_>>()
+    };
+
+    let mut args: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--",
+    ]
+    .map(String::from)
+    .into();
+    args.extend(command.iter().cloned());
+    let mut tg = Toolgate::start_raw_through(&launcher, args, &[]).await;
+    let (init, gateway) = init_and_gateway(tg.pid(), "serve");
+    for _ in 0..3 {
+        let s = open_session(&tg.url()).await;
+        assert!(
+            wait_for(|| orphans(init, gateway) == [(false, "sleep\u{0}300\u{0}".to_string())])
+                .await,
+            "the session's orphan is the first process's: {:?}",
+            orphans(init, gateway)
+        );
+        let r = request(
+            http::Method::DELETE,
+            &tg.url(),
+            &[("mcp-session-id", &s)],
+            "",
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        let settled =
+            || orphans(init, gateway).is_empty() && children_of(gateway).iter().all(|p| !p.zombie);
+        assert!(
+            wait_for(settled).await,
+            "the orphan ended with its session's group and was waited for, and so was the \
+             group's keeper: {:?} {:?}",
+            orphans(init, gateway),
+            children_of(gateway)
+        );
+    }
+    signal(init, Signal::SIGHUP);
+    tg.logs_when(|l| l.contains("configuration reloaded (SIGHUP)"))
+        .await;
+    signal(init, Signal::SIGTERM);
+    let status = in_time(tg.wait()).await;
+    assert!(status.success(), "{status:?}: {}", tg.logs());
+    assert!(
+        tg.logs()
+            .contains("shutting down: finishing in-flight requests")
+    );
+
+    let mut args = vec!["stdio".to_string(), "--".into()];
+    args.extend(command.iter().cloned());
+    let mut g = StdioGate::start_through(&launcher, args, &[]);
+    g.initialize().await;
+    let (init, gateway) = init_and_gateway(g.child.id().unwrap(), "stdio");
+    assert!(wait_for(|| orphans(init, gateway).len() == 1).await);
+    drop(g.stdin.take());
+    let status = in_time(g.child.wait()).await.unwrap();
+    assert!(status.success(), "{status:?}: {}", g.logs());
+
+    let program = ["stdio", "--", "/no/such/program"].map(String::from).into();
+    let mut g = StdioGate::start_through(&launcher, program, &[]);
+    let status = in_time(g.child.wait()).await.unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the gateway's own exit status: {}",
+        g.logs()
+    );
+}
+
+/// What `ended` gives, within 20 s.
+async fn in_time<T>(ended: impl std::future::Future<Output = T>) -> T {
+    let within = tokio::time::timeout(std::time::Duration::from_secs(20), ended);
+    within.await.expect("ended within 20 s")
+}

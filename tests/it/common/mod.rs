@@ -129,8 +129,21 @@ impl Toolgate {
 
     /// The same, with these environment variables besides.
     pub async fn start_raw_env(args: Vec<String>, env: &[(&str, &str)]) -> Toolgate {
+        Toolgate::start_raw_through(&[], args, env).await
+    }
+
+    /// The same, the binary started by `launcher` (a program and its arguments, which run
+    /// the binary with the arguments that follow them); `pid` is then the launcher's.
+    pub async fn start_raw_through(
+        launcher: &[String],
+        args: Vec<String>,
+        env: &[(&str, &str)],
+    ) -> Toolgate {
         let file: Option<tempfile_lite::TempFile> = None;
-        let mut child = without_proxies(Command::new(env!("CARGO_BIN_EXE_toolgate")))
+        let binary = env!("CARGO_BIN_EXE_toolgate").to_string();
+        let mut line = launcher.iter().chain([&binary]);
+        let mut child = without_proxies(Command::new(line.next().unwrap()))
+            .args(line)
             .args(args.iter())
             .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")

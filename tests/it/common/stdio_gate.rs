@@ -33,8 +33,20 @@ impl StdioGate {
     /// The binary with `args`, each of its pipes the test's, killed on drop: for a test
     /// that reads (or does not read) them itself.
     pub fn command<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Command {
-        let mut cmd = super::without_proxies(Command::new(env!("CARGO_BIN_EXE_toolgate")));
-        cmd.args(args)
+        StdioGate::command_through(&[], args)
+    }
+
+    /// The same, the binary started by `launcher` (a program and its arguments, which run
+    /// the binary with the arguments that follow them).
+    pub fn command_through<S: AsRef<std::ffi::OsStr>>(
+        launcher: &[String],
+        args: impl IntoIterator<Item = S>,
+    ) -> Command {
+        let binary = env!("CARGO_BIN_EXE_toolgate").to_string();
+        let mut line = launcher.iter().chain([&binary]);
+        let mut cmd = super::without_proxies(Command::new(line.next().unwrap()));
+        cmd.args(line)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -48,7 +60,16 @@ impl StdioGate {
 
     /// The same, with these environment variables besides.
     pub fn start_args_env(args: Vec<String>, env: &[(&str, &str)]) -> StdioGate {
-        let mut child = StdioGate::command(args)
+        StdioGate::start_through(&[], args, env)
+    }
+
+    /// The same, the binary started by `launcher` ([`StdioGate::command_through`]).
+    pub fn start_through(
+        launcher: &[String],
+        args: Vec<String>,
+        env: &[(&str, &str)],
+    ) -> StdioGate {
+        let mut child = StdioGate::command_through(launcher, args)
             .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")
             .env_remove("TOOLGATE_PEERS_DIR")
