@@ -7,8 +7,8 @@
 //! background), and every member of a server's group the stop's SIGKILL reaches after its
 //! parent. In a container whose entrypoint is toolgate (the images of `deploy/`), that
 //! first process is toolgate, whose runtime waits only for the children it started: every
-//! such process stayed a zombie, one per session or more, until the container's limit of
-//! process ids refused every new server. The kernel also gives the first process no
+//! such process would stay a zombie, one per session or more, until the container's limit
+//! of process ids refused every new server. The kernel also gives the first process no
 //! default action for a signal it has no handler for.
 //!
 //! So as PID 1, toolgate runs itself again as its only child, the gateway, with the same
