@@ -36,17 +36,14 @@ const PASSED_ON: [Signal; 7] = [
     Signal::SIGWINCH,
 ];
 
-/// Where the binary this process runs is found, on Linux.
-const SELF: &str = "/proc/self/exe";
-
-/// Whether this process is the first of its PID namespace, with the binary at hand to run
-/// the gateway under it (Linux, `/proc` mounted).
+/// Whether this process is the first of its PID namespace (Linux).
 pub(crate) fn is_first_process() -> bool {
-    cfg!(target_os = "linux") && std::process::id() == 1 && std::path::Path::new(SELF).exists()
+    cfg!(target_os = "linux") && std::process::id() == 1
 }
 
 /// Runs the gateway as this process's child and exits as it does. Returns only when the
-/// gateway cannot be started, with every signal as it was: the caller runs it here instead.
+/// gateway cannot be started (the binary is found through `/proc`, which a container may
+/// lack), with every signal as it was: the caller runs the gateway here instead.
 pub(crate) fn run_the_gateway_under_it() -> std::io::Error {
     let mut waited = SigSet::empty();
     for signal in PASSED_ON {
@@ -75,8 +72,9 @@ pub(crate) fn run_the_gateway_under_it() -> std::io::Error {
     }
 }
 
-/// The binary again, with this process's arguments, as it was named. Found by its path,
-/// not as [`SELF`], so that the process's name is the binary's (`pgrep toolgate` finds it).
+/// The binary again, with this process's arguments, as it was named. Started by its path,
+/// not as `/proc/self/exe`, so that the process's name is the binary's (`pgrep toolgate`
+/// finds it).
 fn start_gateway() -> std::io::Result<Pid> {
     let mut args = std::env::args_os();
     let name = args.next().unwrap_or_else(|| "toolgate".into());
@@ -99,11 +97,11 @@ fn serve_as_init(gateway: Pid, waited: &SigSet) -> nix::Result<i32> {
                     return Ok(code);
                 }
             }
-            // The gateway may have just ended: its SIGCHLD is then waiting.
-            signal => match kill(gateway, signal) {
-                Ok(()) | Err(Errno::ESRCH) => {}
-                Err(e) => return Err(e),
-            },
+            // A gateway that has ended takes it as it waits to be waited for, and nothing
+            // comes of it.
+            signal => {
+                let _ = kill(gateway, signal);
+            }
         }
     }
 }
@@ -111,13 +109,13 @@ fn serve_as_init(gateway: Pid, waited: &SigSet) -> nix::Result<i32> {
 /// Waits for every process that has ended (one SIGCHLD may stand for several); the
 /// gateway's exit code if it is among them.
 fn wait_for_the_ended(gateway: Pid) -> nix::Result<Option<i32>> {
-    let mut gateways = None;
+    let mut gateway_ended = None;
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return Ok(gateways),
-            Ok(WaitStatus::Exited(pid, code)) if pid == gateway => gateways = Some(code),
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return Ok(gateway_ended),
+            Ok(WaitStatus::Exited(pid, code)) if pid == gateway => gateway_ended = Some(code),
             Ok(WaitStatus::Signaled(pid, signal, _)) if pid == gateway => {
-                gateways = Some(128 + signal as i32);
+                gateway_ended = Some(128 + signal as i32);
             }
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(e),
