@@ -1131,18 +1131,7 @@ async fn as_a_containers_first_process_it_waits_for_every_orphan_and_passes_sign
         others.map(|p| (p.zombie, p.cmdline)).collect::<Vec<_>>()
     };
 
-    let mut args: Vec<String> = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--",
-    ]
-    .map(String::from)
-    .into();
-    args.extend(command.iter().cloned());
-    let mut tg = Toolgate::start_raw_through(&launcher, args, &[]).await;
+    let mut tg = Toolgate::in_front_of_through(&launcher, &command, None, &[]).await;
     let (init, gateway) = init_and_gateway(tg.pid(), "serve");
     for _ in 0..3 {
         let s = open_session(&tg.url()).await;

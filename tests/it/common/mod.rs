@@ -216,6 +216,16 @@ impl Toolgate {
         config: Option<&str>,
         env: &[(&str, &str)],
     ) -> Toolgate {
+        Toolgate::in_front_of_through(&[], command, config, env).await
+    }
+
+    /// The same, the binary started by `launcher` ([`Self::start_raw_through`]).
+    pub async fn in_front_of_through(
+        launcher: &[String],
+        command: &[String],
+        config: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Toolgate {
         let mut args = vec!["serve".to_string()];
         let file = config.map(tempfile_lite::TempFile::new);
         if let Some(f) = &file {
@@ -232,7 +242,7 @@ impl Toolgate {
             .map(String::from),
         );
         args.extend(command.iter().cloned());
-        let mut tg = Toolgate::start_raw_env(args, env).await;
+        let mut tg = Toolgate::start_raw_through(launcher, args, env).await;
         tg.keep(file);
         tg
     }
