@@ -1189,6 +1189,16 @@ async fn as_a_containers_first_process_it_waits_for_every_orphan_and_passes_sign
         "the gateway's own exit status: {}",
         g.logs()
     );
+
+    // A gateway a signal ends: 128 and the signal's number, as a shell reports it.
+    let mut args = vec!["stdio".to_string(), "--".into()];
+    args.extend(command.iter().cloned());
+    let mut g = StdioGate::start_through(&launcher, args, &[]);
+    g.initialize().await;
+    let (_, gateway) = init_and_gateway(g.child.id().unwrap(), "stdio");
+    signal(gateway, Signal::SIGKILL);
+    let status = in_time(g.child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(128 + 9), "{}", g.logs());
 }
 
 /// What `ended` gives, within 20 s.
