@@ -8,7 +8,7 @@ use crate::transport::runtime::conn_timers::{ConnTimers, InServiceLayer};
 use crate::transport::runtime::drain::Drain;
 use crate::transport::runtime::slots::{Closable, Slots};
 use crate::transport::runtime::version::{self, Builders, Version};
-use crate::transport::upstream::child::find_program;
+use crate::transport::upstream::launch::find_program;
 use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};

@@ -46,11 +46,15 @@ pub use transport::edge::{App, Edge, serve};
 pub use transport::stdio::over_http::run as stdio_over_http;
 pub use transport::stdio::to_child::run as stdio_to_child;
 
-/// What keeps the binary's stdio servers from outliving it (`transport::upstream::group_keeper`).
+/// What keeps the binary's stdio servers from outliving it (`transport::upstream::group_keeper`)
+/// and starts them with the descriptor limit it was started with (`transport::upstream::launch`).
 #[doc(hidden)]
 pub mod binary {
     pub use crate::transport::upstream::group_keeper::{
         KEEP_GROUP, keep_group, servers_end_with_this_process,
+    };
+    pub use crate::transport::upstream::launch::{
+        RESTORE_LIMIT, restore_limit, servers_start_with_descriptor_limit,
     };
 }
 

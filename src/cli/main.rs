@@ -112,6 +112,16 @@ enum Cmd {
         parent: u32,
     },
 
+    /// Run a stdio server with the soft descriptor limit toolgate was started with.
+    #[command(hide = true, name = toolgate::binary::RESTORE_LIMIT)]
+    RestoreLimit {
+        /// The soft limit.
+        soft: u64,
+        /// The server, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+
     /// Run only the example tool server (for benchmarks and experiments).
     #[command(hide = true)]
     DemoServer {
@@ -196,15 +206,16 @@ fn exit(code: i32) -> ! {
 
 /// Raises the soft descriptor limit to the hard one: every client connection, upstream
 /// connection and child pipe takes descriptors, and `limits.max_connections` is sized
-/// against this limit.
+/// against this limit. The stdio servers it starts get the soft limit it was started with.
 fn raise_descriptor_limit() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => {
-            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-                tracing::warn!(error = %e, soft, hard, "could not raise the descriptor limit");
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => toolgate::binary::servers_start_with_descriptor_limit(soft),
+            Err(e) => {
+                tracing::warn!(error = %e, soft, hard, "could not raise the descriptor limit")
             }
-        }
+        },
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "could not read the descriptor limit"),
     }
@@ -400,9 +411,11 @@ async fn reloads(live: Live, source: Reload, mut seen: Option<Vec<u8>>) {
 fn main() {
     signals_as_a_program_starts();
     let cli = Cli::parse();
-    if let Cmd::KeepGroup { parent } = cli.cmd {
-        // Before any runtime: this process only waits.
-        keep_group(parent);
+    match &cli.cmd {
+        // Before any runtime: this process only waits, or becomes the server.
+        Cmd::KeepGroup { parent } => keep_group(*parent),
+        Cmd::RestoreLimit { soft, command } => restore_limit(*soft, command),
+        _ => {}
     }
     if init::is_first_process() {
         let e = init::run_the_gateway_under_it();
@@ -443,9 +456,19 @@ fn keep_group(parent: u32) -> ! {
     std::process::exit(1)
 }
 
+/// Runs a stdio server in this process's place, or says why it cannot, with the exit status
+/// a shell gives a command it cannot run.
+fn restore_limit(soft: u64, command: &[String]) -> ! {
+    let e = toolgate::binary::restore_limit(soft, command);
+    let program = command.first().map_or("", String::as_str);
+    eprintln!("toolgate: cannot start {program:?}: {e}");
+    std::process::exit(127)
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::KeepGroup { parent } => keep_group(parent),
+        Cmd::RestoreLimit { soft, command } => restore_limit(soft, &command),
         Cmd::Stdio {
             config,
             upstream,

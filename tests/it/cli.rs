@@ -1206,3 +1206,56 @@ async fn in_time<T>(ended: impl std::future::Future<Output = T>) -> T {
     let within = tokio::time::timeout(std::time::Duration::from_secs(20), ended);
     within.await.expect("ended within 20 s")
 }
+
+/// The stdio servers toolgate starts get the soft descriptor limit toolgate was started
+/// with, not the one it raises its own to, so that a server written for the usual limit
+/// (`select`, a loop over every descriptor) runs as it would without toolgate: under
+/// `serve -- CMD` (a session's server) and `stdio -- CMD`.
+#[tokio::test]
+async fn its_servers_start_with_the_descriptor_limit_it_was_started_with() {
+    use common::processes::{Process, children_of, wait_for};
+    use common::stdio_gate::StdioGate;
+    let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .expect("the test's own descriptor limit");
+    assert!(
+        hard > 512,
+        "a hard descriptor limit above 512 to start toolgate below it"
+    );
+    let launcher: Vec<String> = ["sh", "-c", "ulimit -Sn 512 && exec \"$0\" \"$@\""]
+        .map(String::from)
+        .into();
+    let command = common::peers::stdio_fixture(&[]).await;
+    // (soft, hard) as /proc says them: "Max open files  512  20000  files".
+    let limits = |pid: u32| -> (u64, u64) {
+        let all = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let line = all
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap();
+        let mut n = line.split_whitespace().filter_map(|w| w.parse().ok());
+        (n.next().unwrap(), n.next().unwrap())
+    };
+    let server = |gateway: u32| -> Option<Process> {
+        let mut children = children_of(gateway).into_iter();
+        children.find(|p| !p.cmdline.contains("keep-group") && !p.zombie)
+    };
+
+    let tg = Toolgate::in_front_of_through(&launcher, &command, None, &[]).await;
+    assert_eq!(limits(tg.pid()), (hard, hard), "toolgate raised its own");
+    open_session(&tg.url()).await;
+    assert!(wait_for(|| server(tg.pid()).is_some()).await);
+    let started = server(tg.pid()).unwrap();
+    assert_eq!(limits(started.pid), (512, hard), "{}", started.cmdline);
+
+    let mut args = vec!["stdio".to_string(), "--".into()];
+    args.extend(command.iter().cloned());
+    let mut g = StdioGate::start_through(&launcher, args, &[]);
+    g.initialize().await;
+    let gateway = g.child.id().unwrap();
+    assert_eq!(limits(gateway), (hard, hard));
+    let started = server(gateway).expect("the server it started");
+    assert_eq!(limits(started.pid), (512, hard), "{}", started.cmdline);
+    drop(g.stdin.take());
+    let status = in_time(g.child.wait()).await.unwrap();
+    assert!(status.success(), "{status:?}: {}", g.logs());
+}

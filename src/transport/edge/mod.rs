@@ -184,7 +184,7 @@ pub async fn serve(
 /// (the other servers, and this one once its program is there), refusing its sessions, as
 /// `/readyz` says.
 fn say_unstartable(gw: &crate::gateway::Gateway) {
-    use crate::transport::upstream::child::find_program;
+    use crate::transport::upstream::launch::find_program;
     for t in gw.targets.iter().filter(|t| !t.command.is_empty()) {
         if let Err(e) = find_program(&t.command) {
             tracing::error!(

@@ -15,6 +15,7 @@
 
 use super::group_keeper::Group;
 use super::input::{Input, Lines, Refused};
+use super::launch;
 use super::owing::{Claimed, Owing};
 use super::own::{self, OwnRequests, Unresulted};
 use super::rounds::{Listening, Offered, Questions, Rounds};
@@ -678,32 +679,6 @@ async fn read_stdout(
     handler.handle(FromChild::Exited(how));
 }
 
-/// Why a stdio server's program cannot be started, known before any session asks.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum NotStartable {
-    #[error("no command")]
-    NoCommand,
-    #[error("cannot find the program {0:?}")]
-    NotFound(String),
-}
-
-/// Whether `command`'s program can be found the way a spawn finds it (a path, or a name on
-/// `PATH`), so that `/readyz` and the line at start say it before a session needs it.
-pub(crate) fn find_program(command: &[String]) -> Result<(), NotStartable> {
-    let program = command.first().ok_or(NotStartable::NoCommand)?;
-    let found = if program.contains('/') {
-        std::path::Path::new(program).is_file()
-    } else {
-        std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
-    };
-    if found {
-        Ok(())
-    } else {
-        Err(NotStartable::NotFound(program.clone()))
-    }
-}
-
 impl ChildProcess {
     /// Starts `command` (program and arguments) in its own process group, with the
     /// environment less what `cfg` withholds from a server whose own variables are
@@ -719,8 +694,9 @@ impl ChildProcess {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command to run"))?;
+        let cannot = |e| std::io::Error::other(format!("cannot start {program:?}: {e}"));
+        let mut cmd = launch::command(program).map_err(cannot)?;
         let group = Group::new();
-        let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .process_group(group.to_join())
             .stdin(Stdio::piped())
@@ -730,8 +706,7 @@ impl ChildProcess {
         for name in cfg.withheld_from_servers(own_env) {
             cmd.env_remove(name);
         }
-        let mut child = (cmd.spawn())
-            .map_err(|e| std::io::Error::other(format!("cannot start {program:?}: {e}")))?;
+        let mut child = cmd.spawn().map_err(cannot)?;
         let pid = child.id();
         let group = group.led_by(pid);
         let stdin = child.stdin.take().expect("stdin is piped");

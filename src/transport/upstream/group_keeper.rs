@@ -46,13 +46,25 @@ static KEPT: AtomicBool = AtomicBool::new(false);
 /// Linux, and where `/proc` is not mounted (a bare chroot), which the binary is found again
 /// through.
 pub fn servers_end_with_this_process() {
-    let can = cfg!(target_os = "linux") && std::path::Path::new(SELF).exists();
-    KEPT.store(can, Ordering::Relaxed);
+    KEPT.store(can_start_itself(), Ordering::Relaxed);
 }
 
 /// The binary as this process runs it, found again even if its file was replaced or removed
 /// since (an upgrade in place).
 const SELF: &str = "/proc/self/exe";
+
+/// Whether this process can start its own binary again ([`itself`]).
+pub(crate) fn can_start_itself() -> bool {
+    cfg!(target_os = "linux") && std::path::Path::new(SELF).exists()
+}
+
+/// A command that runs this process's binary again, named in the process list as the
+/// binary is, not as the path it is found by.
+pub(crate) fn itself() -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(SELF);
+    cmd.arg0("toolgate");
+    cmd
+}
 
 /// A stdio server's process group, which toolgate's signals to the server go to.
 pub(crate) enum Group {
@@ -141,10 +153,8 @@ impl Drop for Group {
 /// Starts the keeper of a new group, or says once why it cannot.
 fn start_keeper() -> Option<tokio::process::Child> {
     static SAID: AtomicBool = AtomicBool::new(false);
-    let mut cmd = tokio::process::Command::new(SELF);
-    // Named in the process list as the binary is, not as the path it is found by.
-    cmd.arg0("toolgate")
-        .arg(KEEP_GROUP)
+    let mut cmd = itself();
+    cmd.arg(KEEP_GROUP)
         .arg(std::process::id().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -10,6 +10,7 @@ pub(crate) mod group_keeper;
 pub mod http_bridge;
 pub mod http_client;
 pub(crate) mod input;
+pub(crate) mod launch;
 pub(crate) mod multiplex;
 pub(crate) mod numbered;
 pub(crate) mod owing;
