@@ -40,6 +40,10 @@ pub enum UpstreamError {
     /// request may wait (`limits.max_request_bytes_in_flight`).
     #[error("the gateway had no room for the tool server's answer: {0}")]
     NoRoom(String),
+    /// The request was not sent: toolgate holds as many connections to servers as its
+    /// descriptor limit leaves them (`net::outbound`).
+    #[error("the gateway {0}")]
+    Busy(String),
     /// The tool server's command could not be started (a stdio server): a configuration
     /// problem of the gateway's.
     #[error("the tool server cannot be started: {0}")]
@@ -92,6 +96,13 @@ impl UpstreamError {
         ))
     }
 
+    /// No connection to a server could be opened: `max` are open, every server's together.
+    pub(crate) fn busy(max: usize) -> UpstreamError {
+        UpstreamError::Busy(format!(
+            "holds {max} connections to tool servers, as many as its descriptor limit leaves them; the request was not sent"
+        ))
+    }
+
     /// An SSE event over `limits.max_sse_event_bytes` (`max`), to a client that cannot take
     /// it in part.
     pub(crate) fn event_over(max: usize) -> UpstreamError {
@@ -110,6 +121,7 @@ impl UpstreamError {
                 "The tool server's answer could not be passed on",
                 "Upstream MCP server's answer could not be passed on",
             ),
+            UpstreamError::Busy(_) => ("gateway_busy", "The gateway is busy", "Server busy"),
             _ => (
                 "upstream_unavailable",
                 "The tool server is unavailable",
@@ -127,6 +139,7 @@ impl UpstreamError {
             UpstreamError::NotJsonRpc(_) => "not_jsonrpc",
             UpstreamError::OverLimit(_) => "over_limit",
             UpstreamError::NoRoom(_) => "no_room",
+            UpstreamError::Busy(_) => "busy",
             UpstreamError::CannotStart(_) => CANNOT_START,
             UpstreamError::Moved(_) => MOVED,
         }
@@ -153,6 +166,7 @@ impl UpstreamError {
             UpstreamError::NoRoom(_) => {
                 "The gateway is busy with other clients' answers; retrying later may help."
             }
+            UpstreamError::Busy(_) => "Retrying in a moment may help.",
             UpstreamError::CannotStart(_) | UpstreamError::Moved(_) => {
                 "This is a configuration problem of the gateway; retrying will not help until it is fixed."
             }

@@ -29,6 +29,10 @@
 //! A kept HTTP/1 connection also keeps the timer its requests' heads are timed on
 //! ([`Deadline`]).
 //!
+//! Every connection holds a place among those the process holds to servers
+//! ([`super::outbound`]) until it ends; a request that would open one past the bound is
+//! refused unsent.
+//!
 //! Over TLS (`https://`, see [`super::tls`]) the server may choose HTTP/2 by ALPN.
 //! An HTTP/2 connection carries every request at once, so it stays in the list while used:
 //! a request takes a handle on it rather than the connection itself.
@@ -36,6 +40,7 @@
 use crate::error::UpstreamError;
 use crate::kept_timer::KeptTimer;
 use crate::locks::MutexExt;
+use crate::net::outbound::{Outbound, Place};
 use crate::net::proxy::Route;
 use crate::net::tls::TlsConnect;
 use crate::thread_slot::{SLOTS, slot};
@@ -110,6 +115,8 @@ impl Sender {
 /// server close it. Polled by whoever waits on it ([`drive`]), never spawned.
 struct Conn {
     work: Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>,
+    /// Its place among the connections the process holds, given back as it ends.
+    _place: Place,
     /// What `work` is polled with: a relay to the task driving it, while one does.
     relay: Arc<Relay>,
     waker: Waker,
@@ -136,10 +143,14 @@ impl std::task::Wake for Relay {
 }
 
 impl Conn {
-    fn new(work: impl Future<Output = Result<(), hyper::Error>> + Send + 'static) -> Conn {
+    fn new(
+        work: impl Future<Output = Result<(), hyper::Error>> + Send + 'static,
+        place: Place,
+    ) -> Conn {
         let relay = Arc::new(Relay::default());
         Conn {
             work: Box::pin(work),
+            _place: place,
             waker: Waker::from(relay.clone()),
             relay,
         }
@@ -322,6 +333,8 @@ pub struct Pool {
     per_slot: usize,
     /// The sweep starts with the first connection (a runtime is there by then).
     sweeping: Once,
+    /// The connections every pool of the process holds together.
+    outbound: Arc<Outbound>,
 }
 
 /// A failed exchange by its cause: a TLS refusal (the server's verdict on toolgate's
@@ -371,12 +384,19 @@ impl Pool {
             idle_for: IDLE_FOR,
             per_slot: kept_per_slot(),
             sweeping: Once::new(),
+            outbound: Outbound::process().clone(),
         }
     }
 
     /// The same pool, its connections opened on `route`.
     pub fn through(self, route: Route) -> Pool {
         Pool { route, ..self }
+    }
+
+    /// The same pool, its connections counted in `outbound` rather than the process's.
+    #[cfg(test)]
+    fn bounded_by(self, outbound: Arc<Outbound>) -> Pool {
+        Pool { outbound, ..self }
     }
 
     #[cfg(test)]
@@ -551,12 +571,13 @@ impl Pool {
 
     /// A new connection, and whether its server asked for a client certificate.
     async fn connect(&self) -> Result<(Kept, bool), UpstreamError> {
+        let place = self.outbound.take()?;
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
             .await
             .map_err(|_| self.unreachable(format!("no connection within {CONNECT_TIMEOUT:?}")))??;
         let mut asked_for_certificate = false;
         let (tx, conn) = match &self.tls {
-            None => handshake_h1(TokioIo::new(stream))
+            None => handshake_h1(TokioIo::new(stream), place)
                 .await
                 .map_err(|e| self.unreachable(e))?,
             Some((tls, _)) => {
@@ -573,6 +594,7 @@ impl Pool {
                         .await
                         .map_err(|e| self.unreachable(e))?;
                     tokio::spawn(async move {
+                        let _place = place;
                         if let Err(e) = conn.await {
                             tracing::debug!(error = %e, "upstream connection ended");
                         }
@@ -587,7 +609,9 @@ impl Pool {
                     );
                     (Sender::H2(tx), None)
                 } else {
-                    handshake_h1(io).await.map_err(|e| self.unreachable(e))?
+                    handshake_h1(io, place)
+                        .await
+                        .map_err(|e| self.unreachable(e))?
                 }
             }
         };
@@ -633,12 +657,12 @@ impl Pool {
 
 /// An HTTP/1 connection over `io`: its request handle, and its own work, to be driven by
 /// the requests that use it.
-async fn handshake_h1<T>(io: T) -> Result<(Sender, Option<Conn>), hyper::Error>
+async fn handshake_h1<T>(io: T, place: Place) -> Result<(Sender, Option<Conn>), hyper::Error>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let (tx, conn) = http1::handshake(io).await?;
-    Ok((Sender::H1(tx), Some(Conn::new(conn))))
+    Ok((Sender::H1(tx), Some(Conn::new(conn, place))))
 }
 
 /// Puts a connection in this thread's list, unless the list is full (then it closes); an
@@ -867,7 +891,9 @@ mod tests {
     #[tokio::test]
     async fn one_thread_keeps_every_connection_its_concurrency_needs() {
         let (addr, accepted) = server(usize::MAX, false).await;
-        let pool = Pool::new(addr, None);
+        // Past the process's bound where its descriptor limit is the usual 1024.
+        let unbounded = Arc::new(Outbound::at_most(usize::MAX));
+        let pool = Pool::new(addr, None).bounded_by(unbounded);
         assert_eq!(
             pool.per_slot, MAX_KEPT,
             "a one-thread runtime keeps the whole allowance"
@@ -882,6 +908,37 @@ mod tests {
         }
         // Each round finds the last round's connections ready: none opened after the first.
         assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) <= concurrent);
+    }
+
+    /// A request that would open a connection past the bound is refused unsent; one that
+    /// finds a kept connection needs no place, and a connection that ends gives its back.
+    #[tokio::test]
+    async fn connections_past_the_bound_are_refused_unsent() {
+        let (addr, accepted) = server(2, true).await;
+        let outbound = Arc::new(Outbound::at_most(1));
+        let pool = Pool::new(addr, None).bounded_by(outbound.clone());
+        // The first answer's body is still coming: its connection is busy.
+        let first = sent(&pool, WAIT).await.unwrap();
+        let refused = sent(&pool, WAIT).await.unwrap_err();
+        assert_eq!(refused.kind(), "busy", "{refused}");
+        assert_eq!(body(first).await, "ok");
+        assert_eq!(outbound.open(), 1, "kept, it holds its place");
+        let again = sent(&pool, WAIT).await.unwrap();
+        assert_eq!(body(again).await, "ok");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The server closes it after its second answer: its place comes back.
+        let mut freed = false;
+        for _ in 0..100 {
+            let resp = sent(&pool, WAIT).await;
+            if let Ok(r) = resp {
+                assert_eq!(body(r).await, "ok");
+                freed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(freed, "a connection the server closed gave its place back");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

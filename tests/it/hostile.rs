@@ -2032,3 +2032,109 @@ async fn an_answer_whose_body_comes_late_holds_no_room_meanwhile() {
 async fn post_owned(url: String, body: String) -> Value {
     post(&url, None, body).await.json()
 }
+
+/// Over HTTP/2 one client connection carries up to 200 calls at once, each of which needs a
+/// connection of its own to an HTTP/1 server: calls past what a quarter of toolgate's
+/// descriptor limit allows are refused unsent (`gateway_busy`), so that the rest stays for
+/// the admin listener's probes and new clients, which are answered at once.
+#[tokio::test]
+async fn calls_at_once_over_http2_cannot_take_the_descriptors_probes_need() {
+    const SLOW: std::time::Duration = std::time::Duration::from_secs(3);
+    let (up, server) = Scripted::new(vec![open_tool("slow"), open_tool("quick")])
+        .script("slow", Script::Slow(SLOW, json!({"content": []})))
+        .script("quick", Script::Result(json!({"content": []})))
+        .spawn()
+        .await;
+    // Soft and hard alike: toolgate's own raise leaves 256.
+    let launcher: Vec<String> = ["sh", "-c", "ulimit -n 256 && exec \"$0\" \"$@\""]
+        .map(String::from)
+        .into();
+    let args = ["serve", "--upstream", &up, "--listen", "127.0.0.1:0"]
+        .into_iter()
+        .chain(["--admin-listen", "127.0.0.1:0"])
+        .map(String::from)
+        .collect();
+    let tg = Toolgate::start_raw_through(&launcher, args, &[]).await;
+    const PLACES: usize = 256 / 4;
+    const CALLS: i64 = 380;
+    let mut sends = Vec::new();
+    for _ in 0..2 {
+        let stream = tokio::net::TcpStream::connect(tg.addr).await.unwrap();
+        let io = hyper_util::rt::TokioIo::new(stream);
+        let exec = hyper_util::rt::TokioExecutor::new();
+        let (send, conn) = hyper::client::conn::http2::handshake(exec, io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        sends.push(send);
+    }
+    let calls: Vec<_> = (0..CALLS)
+        .map(|id| {
+            let mut send = sends[id as usize % 2].clone();
+            let req = http::Request::post(tg.url())
+                .header("content-type", "application/json")
+                .header("accept", ACCEPT)
+                .body(http_body_util::Full::new(bytes::Bytes::from(call(
+                    id,
+                    "slow",
+                    json!({}),
+                ))))
+                .unwrap();
+            tokio::spawn(async move {
+                use http_body_util::BodyExt;
+                let answer = send.send_request(req).await.unwrap();
+                let body = answer.into_body().collect().await.unwrap().to_bytes();
+                serde_json::from_slice::<Value>(&body).unwrap()
+            })
+        })
+        .collect();
+    let taken = || server.tool_calls().len() == PLACES;
+    assert!(common::processes::wait_for(taken).await);
+
+    // Meanwhile: the probes and a new client are answered, the call refused unsent.
+    let descriptors = std::fs::read_dir(format!("/proc/{}/fd", tg.pid()))
+        .unwrap()
+        .count();
+    assert!(descriptors < 128, "{descriptors} descriptors held");
+    assert_eq!(tg.admin_get("/healthz").await.status, 200);
+    let busy = |id: i64| {
+        let reason = format!(
+            "the gateway holds {PLACES} connections to tool servers, as many as its \
+             descriptor limit leaves them; the request was not sent"
+        );
+        json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text":
+                format!("The gateway is busy: {reason}. Retrying in a moment may help.")}],
+            "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "gateway_busy", "reason": reason}}}})
+    };
+    let a = post(&tg.url(), None, call(CALLS, "quick", json!({}))).await;
+    assert_eq!(a.json(), busy(CALLS));
+
+    let mut answered = 0;
+    for (id, c) in calls.into_iter().enumerate() {
+        let a = c.await.unwrap();
+        if a["result"] == json!({"content": []}) {
+            answered += 1;
+        } else {
+            assert_eq!(a, busy(id as i64));
+        }
+    }
+    assert_eq!(answered, PLACES, "each place carried one call");
+    assert_eq!(
+        server.tool_calls().len(),
+        PLACES,
+        "no refused call was sent"
+    );
+    // Their places given back, a call is served again.
+    let a = post(&tg.url(), None, call(CALLS + 1, "quick", json!({}))).await;
+    assert_eq!(a.json()["result"], json!({"content": []}), "{}", a.text());
+    // Counted as calls that got no usable answer, each refusal and the new client's.
+    let m = tg.admin_get("/metrics").await.text();
+    for (tool, n) in [("slow", CALLS as usize - PLACES), ("quick", 1)] {
+        let line = format!(
+            "toolgate_tool_calls_total{{upstream=\"default\",tool=\"{tool}\",outcome=\"upstream_error\"}} {n}"
+        );
+        assert!(m.contains(&line), "{line} in\n{m}");
+    }
+}

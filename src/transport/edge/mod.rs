@@ -196,15 +196,11 @@ fn say_unstartable(gw: &crate::gateway::Gateway) {
     }
 }
 
-/// `limits.max_connections`, but never more than half the descriptor limit: upstream
-/// connections, stdio children's pipes and the admin listener need descriptors too, and a
-/// listener out of them stops answering everyone.
+/// `limits.max_connections`, but never more than half the descriptor limit: connections to
+/// servers (a quarter, `net::outbound`), stdio children's pipes and the admin listener need
+/// descriptors too, and a listener out of them stops answering everyone.
 fn connection_cap(configured: usize) -> usize {
-    use nix::sys::resource::{Resource, getrlimit};
-    let budget = getrlimit(Resource::RLIMIT_NOFILE)
-        .map(|(soft, _)| usize::try_from(soft / 2).unwrap_or(usize::MAX))
-        .unwrap_or(usize::MAX)
-        .max(16);
+    let budget = crate::net::outbound::descriptor_limit().map_or(usize::MAX, |d| (d / 2).max(16));
     if configured > budget {
         tracing::info!(
             configured,

@@ -1,0 +1,101 @@
+//! How many connections to servers the process holds open at once, every server's
+//! together: at most a quarter of its descriptor limit.
+//!
+//! Why: each connection to a server is a descriptor, and HTTP/1 carries one request at a
+//! time, so a pool opens as many connections as requests wait on it. Client connections
+//! are held to half the descriptor limit (`limits.max_connections`), but over HTTP/2 one
+//! client connection carries up to 200 requests at once: two such connections of slow
+//! calls took every descriptor a toolgate limited to 256 had, and then its admin listener
+//! could accept no probe (a liveness check fails, and the pod is restarted with every
+//! session in it), no new client could connect, and the calls that found no descriptor
+//! failed as if the server were down. Held to a quarter, what the servers' connections take
+//! leaves the last quarter to the admin listener, stdio servers' pipes, Redis and the
+//! telemetry export.
+//!
+//! A request that would need a connection past the bound is refused at once, unsent
+//! ([`UpstreamError::Busy`]), rather than queued: it is safe to send again. A kept
+//! connection, idle between requests, holds its place until it closes ([`super::pool`]
+//! keeps one at most a minute), so the bound counts what the process holds, not only what
+//! is in use. The limit is read once, at the first connection, after the binary has raised
+//! its own (`cli/main.rs`); a bound of fewer than 16 is raised to 16, and where the limit
+//! cannot be read there is none.
+
+use crate::error::UpstreamError;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Connections open at once, and how many may be.
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    open: AtomicUsize,
+    max: usize,
+}
+
+/// One open connection's place, given back when it is dropped: kept with the connection
+/// for as long as it is open.
+#[derive(Debug)]
+pub(crate) struct Place(Arc<Outbound>);
+
+impl Outbound {
+    /// The process's bound, every pool's together.
+    pub(crate) fn process() -> &'static Arc<Outbound> {
+        static PROCESS: OnceLock<Arc<Outbound>> = OnceLock::new();
+        let max = descriptor_limit().map_or(usize::MAX, |d| (d / 4).max(16));
+        PROCESS.get_or_init(|| Arc::new(Outbound::at_most(max)))
+    }
+
+    pub(crate) fn at_most(max: usize) -> Outbound {
+        Outbound {
+            open: AtomicUsize::new(0),
+            max: max.max(1),
+        }
+    }
+
+    /// A place for one more connection, or why there is none.
+    pub(crate) fn take(self: &Arc<Self>) -> Result<Place, UpstreamError> {
+        let before = self.open.fetch_add(1, Ordering::Relaxed);
+        if before < self.max {
+            return Ok(Place(self.clone()));
+        }
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        Err(UpstreamError::busy(self.max))
+    }
+
+    /// Connections open now.
+    #[cfg(test)]
+    pub(crate) fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The process's soft limit on open descriptors, which the bounds on connections are
+/// shares of; `None` where it cannot be read.
+pub(crate) fn descriptor_limit() -> Option<usize> {
+    use nix::sys::resource::{Resource, getrlimit};
+    let (soft, _) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    Some(usize::try_from(soft).unwrap_or(usize::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_are_given_back_as_connections_close() {
+        let outbound = Arc::new(Outbound::at_most(2));
+        let (a, b) = (outbound.take().unwrap(), outbound.take().unwrap());
+        let refused = outbound.take().unwrap_err();
+        assert_eq!(refused.kind(), "busy");
+        assert_eq!(outbound.open(), 2, "a refusal holds nothing");
+        drop(a);
+        let c = outbound.take().unwrap();
+        drop((b, c));
+        assert_eq!(outbound.open(), 0);
+    }
+}
