@@ -14,9 +14,11 @@
 //!
 //! A request that would need a connection past the bound is refused at once, unsent
 //! ([`UpstreamError::Busy`]), rather than queued: it is safe to send again. A kept
-//! connection, idle between requests, holds its place until it closes ([`super::pool`]
-//! keeps one at most a minute), so the bound counts what the process holds, not only what
-//! is in use. The limit is read once, at the first connection, after the binary has raised
+//! connection, idle between requests, holds its place until it closes, so the bound counts
+//! what the process holds, not only what is in use; and a connection is kept after its
+//! answer only while three quarters of the places or fewer are taken ([`Place::keepable`]),
+//! so that what one server's burst leaves idle (a pool keeps up to 1,024 connections, a
+//! minute each) cannot keep another server's requests out. The limit is read once, at the first connection, after the binary has raised
 //! its own (`cli/main.rs`); a bound of fewer than 16 is raised to 16, and where the limit
 //! cannot be read there is none.
 
@@ -68,6 +70,16 @@ impl Outbound {
     }
 }
 
+impl Place {
+    /// Whether its connection may be kept for the next request once its answer is read:
+    /// while at most three quarters of the places are taken, idle connections never hold
+    /// the last quarter.
+    pub(crate) fn keepable(&self) -> bool {
+        let outbound = &self.0;
+        outbound.open.load(Ordering::Relaxed) <= outbound.max - outbound.max / 4
+    }
+}
+
 impl Drop for Place {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::Relaxed);
@@ -97,5 +109,14 @@ mod tests {
         let c = outbound.take().unwrap();
         drop((b, c));
         assert_eq!(outbound.open(), 0);
+    }
+
+    #[test]
+    fn a_connection_is_kept_only_while_a_quarter_of_the_places_is_left() {
+        let outbound = Arc::new(Outbound::at_most(4));
+        let places: Vec<_> = (0..3).map(|_| outbound.take().unwrap()).collect();
+        assert!(places.iter().all(Place::keepable), "three of four taken");
+        let fourth = outbound.take().unwrap();
+        assert!(!fourth.keepable() && !places[0].keepable());
     }
 }

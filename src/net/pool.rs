@@ -116,7 +116,7 @@ impl Sender {
 struct Conn {
     work: Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>,
     /// Its place among the connections the process holds, given back as it ends.
-    _place: Place,
+    place: Place,
     /// What `work` is polled with: a relay to the task driving it, while one does.
     relay: Arc<Relay>,
     waker: Waker,
@@ -150,7 +150,7 @@ impl Conn {
         let relay = Arc::new(Relay::default());
         Conn {
             work: Box::pin(work),
-            _place: place,
+            place,
             waker: Waker::from(relay.clone()),
             relay,
         }
@@ -665,10 +665,14 @@ where
     Ok((Sender::H1(tx), Some(Conn::new(conn, place))))
 }
 
-/// Puts a connection in this thread's list, unless the list is full (then it closes); an
+/// Puts a connection in this thread's list, unless the list is full or the process holds
+/// too many connections to keep one more idle ([`Place::keepable`]): then it closes. An
 /// HTTP/1 connection's [`Relay`] is disarmed first.
 fn keep(kept: &Shards, per_slot: usize, tx: Sender, conn: Option<Conn>, timer: Option<KeptTimer>) {
     if let Some(c) = &conn {
+        if !c.place.keepable() {
+            return;
+        }
         c.relay.0.take();
     }
     let mut list = kept[slot()].lock();
@@ -939,6 +943,28 @@ mod tests {
         }
         assert!(freed, "a connection the server closed gave its place back");
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// What one server's burst leaves idle keeps at most three quarters of the places: the
+    /// rest is there for another server's requests.
+    #[tokio::test]
+    async fn idle_connections_leave_a_quarter_of_the_places_to_other_servers() {
+        let (addr, accepted) = server(usize::MAX, true).await;
+        let outbound = Arc::new(Outbound::at_most(4));
+        let burst = Pool::new(addr.clone(), None).bounded_by(outbound.clone());
+        // Four at once: the first answer's body is slow, so none finds another's connection.
+        let heads = futures_util::future::join_all((0..4).map(|_| sent(&burst, WAIT))).await;
+        for head in heads {
+            assert_eq!(body(head.unwrap()).await, "ok");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 4);
+        assert_eq!(
+            outbound.open(),
+            3,
+            "one closed after its answer rather than kept"
+        );
+        let other = Pool::new(addr, None).bounded_by(outbound.clone());
+        assert_eq!(body(sent(&other, WAIT).await.unwrap()).await, "ok");
     }
 
     #[tokio::test]
