@@ -2,7 +2,8 @@
 //! over TLS where asked ([`tls`]) and through a proxy where the environment names one
 //! ([`proxy`]), requests with deadlines ([`client`]), and bodies read
 //! under a limit ([`body`]), what to do when a client gives up on an exchange
-//! ([`abandon`]), and how many connections every server's together may take ([`outbound`]). The tool servers' transport and the telemetry export both use it.
+//! ([`abandon`]), and how many connections every server's together may take
+//! ([`outbound`]). The tool servers' transport and the telemetry export both use it.
 
 pub(crate) mod abandon;
 pub mod body;

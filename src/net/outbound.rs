@@ -1,16 +1,16 @@
 //! How many connections to servers the process holds open at once, every server's
-//! together: at most a quarter of its descriptor limit.
+//! together (the telemetry collector's among them): at most a quarter of its descriptor
+//! limit.
 //!
 //! Why: each connection to a server is a descriptor, and HTTP/1 carries one request at a
 //! time, so a pool opens as many connections as requests wait on it. Client connections
 //! are held to half the descriptor limit (`limits.max_connections`), but over HTTP/2 one
-//! client connection carries up to 200 requests at once: two such connections of slow
-//! calls took every descriptor a toolgate limited to 256 had, and then its admin listener
-//! could accept no probe (a liveness check fails, and the pod is restarted with every
-//! session in it), no new client could connect, and the calls that found no descriptor
-//! failed as if the server were down. Held to a quarter, what the servers' connections take
-//! leaves the last quarter to the admin listener, stdio servers' pipes, Redis and the
-//! telemetry export.
+//! client connection carries up to 200 requests at once. Unbounded, two such connections of
+//! slow calls take every descriptor of a toolgate limited to 256: its admin listener then
+//! accepts no probe (a liveness check fails, and the pod is restarted with every session
+//! in it), no new client can connect, and the calls that find no descriptor fail as if the
+//! server were down. Held to a quarter, the servers' connections leave the last quarter to
+//! the admin listener, stdio servers' pipes and Redis.
 //!
 //! A request that would need a connection past the bound is refused at once, unsent
 //! ([`UpstreamError::Busy`]), rather than queued: it is safe to send again. A kept
@@ -18,9 +18,11 @@
 //! what the process holds, not only what is in use; and a connection is kept after its
 //! answer only while three quarters of the places or fewer are taken ([`Place::keepable`]),
 //! so that what one server's burst leaves idle (a pool keeps up to 1,024 connections, a
-//! minute each) cannot keep another server's requests out. The limit is read once, at the first connection, after the binary has raised
-//! its own (`cli/main.rs`); a bound of fewer than 16 is raised to 16, and where the limit
-//! cannot be read there is none.
+//! minute each) cannot keep another server's requests out.
+//!
+//! The limit is read once, by the first pool, after the binary has raised its own
+//! (`cli/main.rs`); a bound of fewer than 16 is raised to 16, and where the limit cannot be
+//! read there is none.
 
 use crate::error::UpstreamError;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,8 +44,10 @@ impl Outbound {
     /// The process's bound, every pool's together.
     pub(crate) fn process() -> &'static Arc<Outbound> {
         static PROCESS: OnceLock<Arc<Outbound>> = OnceLock::new();
-        let max = descriptor_limit().map_or(usize::MAX, |d| (d / 4).max(16));
-        PROCESS.get_or_init(|| Arc::new(Outbound::at_most(max)))
+        PROCESS.get_or_init(|| {
+            let max = descriptor_limit().map_or(usize::MAX, |d| (d / 4).max(16));
+            Arc::new(Outbound::at_most(max))
+        })
     }
 
     pub(crate) fn at_most(max: usize) -> Outbound {
