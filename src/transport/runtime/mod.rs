@@ -9,7 +9,8 @@ pub(crate) mod version;
 
 /// The next connection on `listener`, its writes sent as they are made (no Nagle delay). An
 /// accept that fails (out of descriptors, or the like) is tried again after a pause rather
-/// than at once, which would spin.
+/// than at once, which would spin, and said at a rate: one failing every pause would write
+/// twenty lines a second.
 pub(crate) async fn accept(
     listener: &tokio::net::TcpListener,
 ) -> (tokio::net::TcpStream, std::net::SocketAddr) {
@@ -20,7 +21,8 @@ pub(crate) async fn accept(
                 return (stream, addr);
             }
             Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
+                static SAID: crate::lograte::LogRate = crate::lograte::LogRate::new();
+                crate::lograte::warn_at_rate!(SAID, "accept", { error = %e, }, "accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
