@@ -89,6 +89,7 @@ async fn metrics(State(live): State<Live>) -> Response {
             bodies: gw.body_bytes.held(),
             answers: gw.answer_bytes.held(),
             answers_waiting: gw.answer_bytes.waiting(),
+            upstream_connections: crate::net::outbound::Outbound::process().gauges(),
         },
         gw.telemetry.as_ref().map(|t| t.lost()),
     );

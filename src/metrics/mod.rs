@@ -424,6 +424,9 @@ pub struct HeldGauges {
     pub answers: usize,
     /// Answers waiting for room among those bytes.
     pub answers_waiting: usize,
+    /// Connections open to servers, every server's together, and how many may be
+    /// (`net::outbound`).
+    pub upstream_connections: (usize, usize),
 }
 
 /// Every metric toolgate exports.
@@ -684,6 +687,11 @@ impl Metrics {
             out,
             "# HELP toolgate_answers_waiting_for_room Servers' answers waiting for room among the bytes held for requests (limits.max_request_bytes_in_flight).\n# TYPE toolgate_answers_waiting_for_room gauge\ntoolgate_answers_waiting_for_room {}",
             held.answers_waiting
+        );
+        let (open, max) = held.upstream_connections;
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_upstream_connections Connections open to servers, every server's together, kept ones included.\n# TYPE toolgate_upstream_connections gauge\ntoolgate_upstream_connections {open}\n# HELP toolgate_upstream_connections_max Connections to servers that may be open at once: a quarter of the descriptor limit.\n# TYPE toolgate_upstream_connections_max gauge\ntoolgate_upstream_connections_max {max}"
         );
         let _ = writeln!(
             out,

@@ -68,9 +68,13 @@ impl Outbound {
     }
 
     /// Connections open now.
-    #[cfg(test)]
     pub(crate) fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections open now, and how many may be, for the gauges.
+    pub(crate) fn gauges(&self) -> (usize, usize) {
+        (self.open(), self.max)
     }
 }
 

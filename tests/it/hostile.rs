@@ -2097,6 +2097,13 @@ async fn calls_at_once_over_http2_cannot_take_the_descriptors_probes_need() {
         .count();
     assert!(descriptors < 128, "{descriptors} descriptors held");
     assert_eq!(tg.admin_get("/healthz").await.status, 200);
+    let m = tg.admin_get("/metrics").await.text();
+    for line in [
+        format!("toolgate_upstream_connections {PLACES}\n"),
+        format!("toolgate_upstream_connections_max {PLACES}\n"),
+    ] {
+        assert!(m.contains(&line), "{line} in\n{m}");
+    }
     let busy = |id: i64| {
         let reason = format!(
             "the gateway holds {PLACES} connections to tool servers, as many as its \
