@@ -120,7 +120,7 @@ async fn readyz(State(live): State<Live>, uri: http::Uri) -> Response {
         let check = if t.command.is_empty() {
             reachable(&t.url).await
         } else {
-            // Each session starts its own process: ready when its program can be found.
+            // Each session starts its own process: ready when its program can be run.
             find_program(&t.command).map_err(|e| NotReady(e.to_string()))
         };
         asked = Some(check.is_ok());

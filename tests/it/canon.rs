@@ -919,6 +919,28 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
     let r = post_modern(&tg.url(), "notifications/cancelled", note).await;
     assert_eq!(r.status, 502, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], -32603, "{}", r.text());
+
+    // A file that may not be run is found out as `exec` finds it: said at start and by
+    // `/readyz`, and each session's start says why.
+    let file = common::tempfile_lite::TempFile::new("#!/bin/sh\n");
+    let program = file.path.display().to_string();
+    let tg = Toolgate::in_front_of(std::slice::from_ref(&program), None).await;
+    let denied = format!("cannot run the program {program:?}: Permission denied (os error 13)");
+    let logs = tg
+        .logs_when(|l| l.contains("its sessions are refused"))
+        .await;
+    assert!(logs.contains(&denied), "{logs}");
+    let ready = tg.admin_get("/readyz?upstream=default").await;
+    assert_eq!(ready.status, 503);
+    assert_eq!(
+        ready.json()["upstreams"]["default"],
+        json!({"ready": false, "error": denied})
+    );
+    let a = post(&tg.url(), None, call_value(2, "add").to_string())
+        .await
+        .json();
+    let said = format!("cannot start {program:?}: Permission denied (os error 13)");
+    assert!(result_text(&a).contains(&said), "{a}");
 }
 
 /// With `errors.mask_internal`, toolgate's own word on an upstream it could not reach does not
