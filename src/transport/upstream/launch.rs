@@ -99,13 +99,13 @@ pub(crate) fn find_program(command: &[String]) -> Result<(), NotStartable> {
 }
 
 /// `program` as `exec` finds it: a path as it is; a name in each directory of `PATH` in
-/// turn, the first that holds it runnable, and "permission denied" where some held it but
-/// none runnable.
+/// turn (the C library's `/bin:/usr/bin` where there is no `PATH`), the first that holds it
+/// runnable, and "permission denied" where some held it but none runnable.
 fn find(program: &str) -> std::io::Result<()> {
     if program.contains('/') {
         return runnable(Path::new(program));
     }
-    let paths = std::env::var_os("PATH").unwrap_or_default();
+    let paths = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
     let mut denied = None;
     for dir in std::env::split_paths(&paths) {
         match runnable(&dir.join(program)) {
