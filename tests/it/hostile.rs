@@ -2144,4 +2144,31 @@ async fn calls_at_once_over_http2_cannot_take_the_descriptors_probes_need() {
         );
         assert!(m.contains(&line), "{line} in\n{m}");
     }
+
+    // The stdio front to the same server holds to the same bound: one client's lines in
+    // flight at once (up to `stdio.max_in_flight`) each need a connection too.
+    let args = ["stdio", "--upstream", &up].map(String::from).into();
+    let mut g = StdioGate::start_through(&launcher, args, &[]);
+    g.initialize().await;
+    let sent_before = server.tool_calls().len();
+    const LINES: i64 = 100;
+    for id in 0..LINES {
+        g.send(&call(id, "slow", json!({}))).await;
+    }
+    let mut served = 0;
+    for _ in 0..LINES {
+        let a = g.recv().await;
+        let id = a["id"].as_i64().unwrap();
+        if a["result"] == json!({"content": []}) {
+            served += 1;
+        } else {
+            assert_eq!(a, busy(id));
+        }
+    }
+    assert_eq!(served, PLACES, "each place carried one call");
+    assert_eq!(
+        server.tool_calls().len() - sent_before,
+        served,
+        "the rest unsent"
+    );
 }
