@@ -939,8 +939,20 @@ async fn a_server_that_cannot_start_is_answered_and_counted_as_any_failure() {
     let a = post(&tg.url(), None, call_value(2, "add").to_string())
         .await
         .json();
-    let said = format!("cannot start {program:?}: Permission denied (os error 13)");
-    assert!(result_text(&a).contains(&said), "{a}");
+    let reason = format!(
+        "the tool server cannot be started: cannot start {program:?}: Permission denied (os error 13)"
+    );
+    let text = format!(
+        "The tool server is unavailable: {reason}. This is a configuration problem of the \
+         gateway; retrying will not help until it is fixed."
+    );
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}}}})
+    );
 }
 
 /// With `errors.mask_internal`, toolgate's own word on an upstream it could not reach does not

@@ -27,6 +27,7 @@
 //! toolgate (an application using the library), off Linux, or without `/proc`, a server
 //! leads a group of its own, without a keeper, and ends with toolgate only by its stdin.
 
+use super::launch;
 use crate::locks::MutexExt;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -46,24 +47,7 @@ static KEPT: AtomicBool = AtomicBool::new(false);
 /// Linux, and where `/proc` is not mounted (a bare chroot), which the binary is found again
 /// through.
 pub fn servers_end_with_this_process() {
-    KEPT.store(can_start_itself(), Ordering::Relaxed);
-}
-
-/// The binary as this process runs it, found again even if its file was replaced or removed
-/// since (an upgrade in place).
-const SELF: &str = "/proc/self/exe";
-
-/// Whether this process can start its own binary again ([`itself`]).
-pub(crate) fn can_start_itself() -> bool {
-    cfg!(target_os = "linux") && std::path::Path::new(SELF).exists()
-}
-
-/// A command that runs this process's binary again, named in the process list as the
-/// binary is, not as the path it is found by.
-pub(crate) fn itself() -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(SELF);
-    cmd.arg0("toolgate");
-    cmd
+    KEPT.store(launch::can_start_itself(), Ordering::Relaxed);
 }
 
 /// A stdio server's process group, which toolgate's signals to the server go to.
@@ -153,7 +137,7 @@ impl Drop for Group {
 /// Starts the keeper of a new group, or says once why it cannot.
 fn start_keeper() -> Option<tokio::process::Child> {
     static SAID: AtomicBool = AtomicBool::new(false);
-    let mut cmd = itself();
+    let mut cmd = launch::itself();
     cmd.arg(KEEP_GROUP)
         .arg(std::process::id().to_string())
         .stdin(Stdio::null())

@@ -1,5 +1,6 @@
-//! How a stdio server's process is started: its program found as `exec` finds it, and the
-//! limit on open descriptors toolgate was started with given back to it.
+//! How a stdio server's process is started: its program found as `exec` finds it, the
+//! limit on open descriptors toolgate was started with given back to it, and the binary
+//! found again to start what runs beside a server (this, and a group's keeper).
 //!
 //! Why the limit: the binary raises its own soft limit on open descriptors to the hard one
 //! (every connection and pipe takes one), and a process inherits its parent's limits. A
@@ -40,7 +41,7 @@ static STARTED_WITH: AtomicU64 = AtomicU64::new(0);
 /// [`RESTORE_LIMIT`] command calls [`restore_limit`]. A no-op where the binary cannot be
 /// found again to start servers through.
 pub fn servers_start_with_descriptor_limit(soft: u64) {
-    if super::group_keeper::can_start_itself() {
+    if can_start_itself() {
         STARTED_WITH.store(soft, Ordering::Relaxed);
     }
 }
@@ -69,12 +70,30 @@ pub(crate) fn command(program: &str) -> std::io::Result<tokio::process::Command>
         return Ok(tokio::process::Command::new(program));
     }
     find(program)?;
-    let mut cmd = super::group_keeper::itself();
+    let mut cmd = itself();
     cmd.arg(RESTORE_LIMIT)
         .arg(soft.to_string())
         .arg("--")
         .arg(program);
     Ok(cmd)
+}
+
+/// The binary as this process runs it, found again even if its file was replaced or removed
+/// since (an upgrade in place).
+const SELF: &str = "/proc/self/exe";
+
+/// Whether this process can start its own binary again ([`itself`]): servers through
+/// [`RESTORE_LIMIT`], and their groups' keepers (`group_keeper`).
+pub(crate) fn can_start_itself() -> bool {
+    cfg!(target_os = "linux") && std::path::Path::new(SELF).exists()
+}
+
+/// A command that runs this process's binary again, named in the process list as the
+/// binary is, not as the path it is found by.
+pub(crate) fn itself() -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(SELF);
+    cmd.arg0("toolgate");
+    cmd
 }
 
 /// Why a stdio server's program cannot be started, known before any session asks.

@@ -61,6 +61,16 @@ pub fn without_proxies(mut cmd: Command) -> Command {
     }
     cmd
 }
+
+/// The binary, started by `launcher` (a program and its arguments, which run the binary
+/// with the arguments that follow them; none, the binary itself), without proxies.
+pub fn binary_through(launcher: &[String]) -> Command {
+    let binary = env!("CARGO_BIN_EXE_toolgate").to_string();
+    let mut line = launcher.iter().chain([&binary]);
+    let mut cmd = without_proxies(Command::new(line.next().unwrap()));
+    cmd.args(line);
+    cmd
+}
 pub mod in_process;
 pub mod modes;
 pub mod peers;
@@ -140,10 +150,7 @@ impl Toolgate {
         env: &[(&str, &str)],
     ) -> Toolgate {
         let file: Option<tempfile_lite::TempFile> = None;
-        let binary = env!("CARGO_BIN_EXE_toolgate").to_string();
-        let mut line = launcher.iter().chain([&binary]);
-        let mut child = without_proxies(Command::new(line.next().unwrap()))
-            .args(line)
+        let mut child = binary_through(launcher)
             .args(args.iter())
             .envs(env.iter().copied())
             .env("RUST_LOG", "toolgate=debug,info")

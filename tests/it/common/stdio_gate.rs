@@ -42,11 +42,8 @@ impl StdioGate {
         launcher: &[String],
         args: impl IntoIterator<Item = S>,
     ) -> Command {
-        let binary = env!("CARGO_BIN_EXE_toolgate").to_string();
-        let mut line = launcher.iter().chain([&binary]);
-        let mut cmd = super::without_proxies(Command::new(line.next().unwrap()));
-        cmd.args(line)
-            .args(args)
+        let mut cmd = super::binary_through(launcher);
+        cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
