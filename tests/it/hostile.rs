@@ -1804,7 +1804,11 @@ async fn a_client_that_takes_nothing_is_closed_and_its_answers_room_given_back()
         let conn = http2_client_taking_nothing(&tg, &headers, from).await;
         let given_back = answers_room_given_back(&tg, 2_000_000).await;
         assert!(given_back, "{from:?}: over HTTP/2");
-        assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+        let after = started.elapsed();
+        assert!(
+            after >= std::time::Duration::from_secs(1),
+            "{from:?}: {after:?}"
+        );
         let closed = tokio::time::timeout(std::time::Duration::from_secs(10), conn).await;
         assert!(closed.is_ok(), "{from:?}: toolgate closed the connection");
         answered_whole(&tg, &headers, from).await;
@@ -1929,12 +1933,17 @@ async fn answers_room_given_back(tg: &Toolgate, held: u64) -> bool {
 /// Another client's call is answered whole, under its own id.
 async fn answered_whole(tg: &Toolgate, headers: &[(String, String)], from: AnswerFrom) {
     let headers: Vec<_> = (headers.iter().map(|(k, v)| (k.as_str(), v.as_str()))).collect();
-    let a = request(http::Method::POST, &tg.url(), &headers, from.call(100))
-        .await
-        .answer();
+    let reply = request(http::Method::POST, &tg.url(), &headers, from.call(100)).await;
     let whole = json!({"jsonrpc": "2.0", "id": 100,
         "result": {"content": [{"type": "text", "text": "x".repeat(2_000_000)}]}});
-    assert!(a == whole, "{from:?}: the answer whole, under its own id");
+    let text = reply.text();
+    let start: String = text.chars().take(300).collect();
+    assert!(
+        reply.answer() == whole,
+        "{from:?}: the answer whole, under its own id; came {} {} bytes: {start}",
+        reply.status,
+        text.len()
+    );
 }
 
 /// Request bodies and answers are counted apart: requests whose bodies fill the budget still
