@@ -57,14 +57,18 @@ impl Outbound {
         }
     }
 
-    /// A place for one more connection, or why there is none.
+    /// A place for one more connection, or why there is none. The count never passes the
+    /// bound, not even for a refusal's moment: the gauge reads it.
     pub(crate) fn take(self: &Arc<Self>) -> Result<Place, UpstreamError> {
-        let before = self.open.fetch_add(1, Ordering::Relaxed);
-        if before < self.max {
-            return Ok(Place(self.clone()));
+        let max = self.max;
+        let more = |open: usize| (open < max).then_some(open + 1);
+        match self
+            .open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, more)
+        {
+            Ok(_) => Ok(Place(self.clone())),
+            Err(_) => Err(UpstreamError::busy(max)),
         }
-        self.open.fetch_sub(1, Ordering::Relaxed);
-        Err(UpstreamError::busy(self.max))
     }
 
     /// Connections open now.
@@ -117,6 +121,23 @@ mod tests {
         let c = outbound.take().unwrap();
         drop((b, c));
         assert_eq!(outbound.open(), 0);
+    }
+
+    #[test]
+    fn refusals_never_show_more_places_taken_than_there_are() {
+        let outbound = Arc::new(Outbound::at_most(2));
+        let _held = (outbound.take().unwrap(), outbound.take().unwrap());
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    assert!(outbound.take().is_err());
+                }
+            });
+            let past = (0..100_000).filter(|_| outbound.open() > 2).count();
+            stop.store(true, Ordering::Relaxed);
+            assert_eq!(past, 0, "times the gauge was past the bound");
+        });
     }
 
     #[test]
