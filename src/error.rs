@@ -145,6 +145,17 @@ impl UpstreamError {
         }
     }
 
+    /// What the metrics and the request's span count the request as: a refusal of the
+    /// gateway's own, before anything was sent, is no failure of the server's (an alert on a
+    /// server's errors must not fire for it); every other failure is the server's or the way
+    /// to it.
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self {
+            UpstreamError::Busy(_) => "gateway_busy",
+            _ => "upstream_error",
+        }
+    }
+
     /// Whether the same request may succeed later.
     pub fn retry_hint(&self) -> &'static str {
         match self {

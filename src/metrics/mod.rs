@@ -432,10 +432,11 @@ pub struct HeldGauges {
 /// Every metric toolgate exports.
 pub struct Metrics {
     /// `{upstream, method, outcome}`; `outcome` is `forwarded`, `answered` (toolgate wrote the
-    /// answer), `rejected` (a transport rejection) or `upstream_error`.
+    /// answer), `rejected` (a transport rejection), `upstream_error` or `gateway_busy` (refused
+    /// unsent: `error::UpstreamError::outcome`).
     pub requests: Counter,
     /// `{upstream, tool, outcome}`: `forwarded`, `coerced`, `rejected_invalid`, `audited`,
-    /// `unknown`, `denied`, `rewritten`, `upstream_error`, `schema_unusable`.
+    /// `unknown`, `denied`, `rewritten`, `upstream_error`, `gateway_busy`, `schema_unusable`.
     pub tool_calls: Counter,
     /// `{upstream, tool, keyword}`: schema keywords that failed, counted in enforce and audit.
     pub violations: Counter,

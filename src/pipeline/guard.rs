@@ -156,7 +156,8 @@ fn for_caller<R>(decision: Decision<R>, task: bool, id: &RawValue) -> Decision<R
 }
 
 /// toolgate's tool-error answer as the JSON-RPC error a task-augmented caller reads: `-32602`
-/// with the same text and details, or `-32603` when the server was the problem.
+/// with the same text and details, or `-32603` when no answer came (the server was the
+/// problem, or the gateway sent nothing).
 fn as_protocol_error(id: &RawValue, a: Answer) -> Answer {
     let outcome = a.outcome;
     let result: Value = serde_json::from_slice::<Value>(&a.body)
@@ -167,7 +168,7 @@ fn as_protocol_error(id: &RawValue, a: Answer) -> Answer {
     let details = result["_meta"]
         .as_object()
         .and_then(|m| m.values().next().cloned());
-    let code = if outcome == Some("upstream_error") {
+    let code = if matches!(outcome, Some("upstream_error" | "gateway_busy")) {
         jsonrpc::INTERNAL_ERROR
     } else {
         jsonrpc::INVALID_PARAMS
@@ -463,9 +464,12 @@ fn listing_failed<R>(
     failed: ListFailed<R>,
 ) -> Decision<R> {
     let target = call.target;
-    let answer = match failed {
+    let (answer, outcome) = match failed {
         ListFailed::Relay(r) => return Decision::Relay(r),
-        ListFailed::Unavailable(e) => super::failed(gw, target, call.era, Some(call.id), true, &e),
+        ListFailed::Unavailable(e) => {
+            let answer = super::failed(gw, target, call.era, Some(call.id), true, &e);
+            (answer, e.outcome())
+        }
         ListFailed::Refused(why) => {
             let said = format_args!("the tools/list it needed was refused: {why}");
             target
@@ -474,18 +478,19 @@ fn listing_failed<R>(
             let text = format!(
                 "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
             );
-            Answer::tool_error(
+            let answer = Answer::tool_error(
                 call.era,
                 call.id,
                 text,
                 "toolgate/upstream",
                 json!({"code": "tools_list_failed"}),
-            )
+            );
+            (answer, "upstream_error")
         }
     };
     // No listing named the tool: its name is the client's.
-    count(gw, target, UNLISTED, "upstream_error");
-    answered("upstream_error", answer)
+    count(gw, target, UNLISTED, outcome);
+    answered(outcome, answer)
 }
 
 /// A call to a tool whose schema does not compile, as `on_compile_error` says.

@@ -116,7 +116,7 @@ pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<
     let id = pending.id.as_deref()?;
     let is_call = match &pending.kind {
         Kind::Call { tool, .. } => {
-            (pending.target.series).tool_call(&gw.metrics, tool, "upstream_error");
+            (pending.target.series).tool_call(&gw.metrics, tool, e.outcome());
             true
         }
         _ => false,
@@ -169,7 +169,7 @@ pub fn undecided(
         let name = m.params_name();
         let key = gw.scope(target, None, []);
         let tool = guard::listed_label(gw, &key, name.as_deref().unwrap_or(""));
-        (target.series).tool_call(&gw.metrics, tool, "upstream_error");
+        (target.series).tool_call(&gw.metrics, tool, e.outcome());
     }
     Some(failed(gw, target, era, Some(id), is_call, e))
 }

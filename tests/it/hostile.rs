@@ -2145,14 +2145,28 @@ async fn calls_at_once_over_http2_cannot_take_the_descriptors_probes_need() {
     // Their places given back, a call is served again.
     let a = post(&tg.url(), None, call(CALLS + 1, "quick", json!({}))).await;
     assert_eq!(a.json()["result"], json!({"content": []}), "{}", a.text());
-    // Counted as calls that got no usable answer, each refusal and the new client's.
+    // Counted as the gateway's own refusals, each one and the new client's: none is the
+    // server's failure.
     let m = tg.admin_get("/metrics").await.text();
-    for (tool, n) in [("slow", CALLS as usize - PLACES), ("quick", 1)] {
-        let line = format!(
-            "toolgate_tool_calls_total{{upstream=\"default\",tool=\"{tool}\",outcome=\"upstream_error\"}} {n}"
-        );
-        assert!(m.contains(&line), "{line} in\n{m}");
+    let refused = CALLS as usize - PLACES;
+    let lines = [
+        format!(
+            "toolgate_tool_calls_total{{upstream=\"default\",tool=\"slow\",outcome=\"gateway_busy\"}} {refused}"
+        ),
+        "toolgate_tool_calls_total{upstream=\"default\",tool=\"quick\",outcome=\"gateway_busy\"} 1"
+            .to_string(),
+        format!(
+            "toolgate_requests_total{{upstream=\"default\",method=\"tools/call\",outcome=\"gateway_busy\"}} {}",
+            refused + 1
+        ),
+    ];
+    for line in lines {
+        assert!(m.contains(&format!("{line}\n")), "{line} in\n{m}");
     }
+    assert!(
+        !m.contains("upstream_error"),
+        "no failure of the server's in\n{m}"
+    );
 
     // The stdio front to the same server holds to the same bound: one client's lines in
     // flight at once (up to `stdio.max_in_flight`) each need a connection too.

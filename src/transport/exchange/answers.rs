@@ -431,7 +431,7 @@ fn sent(parts: http::response::Parts, answer: (Bytes, Held<Arc<ByteBudget>>)) ->
 fn unusable(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Response {
     let mut resp = reply::unanswered(gw, pending, e);
     let outcome = StreamOutcome::default();
-    outcome.set("upstream_error");
+    outcome.set(e.outcome());
     resp.extensions_mut().insert(outcome);
     resp
 }
@@ -571,7 +571,7 @@ impl SseInspector {
         self.answered = true;
         let why = UpstreamError::event_over(self.gw.config.limits.max_sse_event_bytes);
         if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
-            self.outcome.set("upstream_error");
+            self.outcome.set(why.outcome());
             self.out.push_back(sse::event(&a.body));
         }
     }
@@ -765,7 +765,7 @@ impl SseInspector {
         }
         let why = UpstreamError::unanswered_stream(broke.or(self.not_resumed.take()));
         if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
-            self.outcome.set("upstream_error");
+            self.outcome.set(why.outcome());
             self.out.push_back(sse::event(&a.body));
         }
     }

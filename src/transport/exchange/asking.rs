@@ -101,7 +101,7 @@ impl AskingStream {
                     pipeline::settle_bytes(&gw, &pending, answer.clone()).map_or(answer, |s| s.body)
                 }
                 Err(e) => {
-                    outcome.set("upstream_error");
+                    outcome.set(e.outcome());
                     match pipeline::unanswered(&gw, &pending, &e) {
                         Some(a) => Bytes::from(a.body),
                         None => return,

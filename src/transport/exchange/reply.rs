@@ -45,7 +45,7 @@ pub(crate) fn upstream_failed(
     e: &UpstreamError,
     note: &mut Note,
 ) -> Response {
-    note.outcome = "upstream_error";
+    note.outcome = e.outcome();
     unanswered(gw, pending, e)
 }
 

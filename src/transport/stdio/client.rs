@@ -200,7 +200,7 @@ impl ToClient {
         if let Some(a) = pipeline::unanswered(&self.gw, pending, why) {
             self.write(a.body);
         }
-        self.answered(pending, "upstream_error");
+        self.answered(pending, why.outcome());
     }
 
     /// A request read from the client but never sent gets an error; anything else, nothing.
