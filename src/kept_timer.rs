@@ -50,7 +50,13 @@ impl KeptTimer {
         if self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             return self.sleep.is_elapsed();
         }
-        let fired = self.sleep.as_mut().poll(cx).is_ready();
+        // Outside the task's budget: a `Sleep` polled once the budget is spent is `Pending`
+        // without taking the waker, and the timer, taken for holding it, would never wake
+        // the task (a connection that wrote many times in one poll waited forever so).
+        let sleep = &mut self.sleep;
+        let mut poll =
+            tokio::task::coop::unconstrained(std::future::poll_fn(|cx| sleep.as_mut().poll(cx)));
+        let fired = Pin::new(&mut poll).poll(cx).is_ready();
         self.holds = (!fired).then(|| cx.waker().clone());
         fired
     }
@@ -58,5 +64,32 @@ impl KeptTimer {
     fn reset(&mut self, deadline: Instant) {
         self.sleep.as_mut().reset(deadline);
         self.holds = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use std::time::Duration;
+
+    /// A wait begun by a task whose budget is spent (a connection that wrote many times in
+    /// one poll) is woken at its deadline all the same.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_begun_with_the_budget_spent_is_woken_at_its_deadline() {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut timer = KeptTimer::new(deadline);
+        poll_fn(|cx| {
+            while tokio::task::coop::has_budget_remaining() {
+                let spend = std::pin::pin!(tokio::task::coop::consume_budget());
+                let _ = spend.poll(cx);
+            }
+            assert!(timer.poll_until(deadline, cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        let waited = poll_fn(|cx| timer.poll_until(deadline, cx));
+        let woken = tokio::time::timeout(Duration::from_secs(5), waited).await;
+        assert!(woken.is_ok(), "woken at the deadline, not left waiting");
     }
 }
