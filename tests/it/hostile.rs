@@ -1056,8 +1056,9 @@ async fn flooded_client(
     (before, peak_mib(g.child.id().unwrap()))
 }
 
-/// A stdio server busy with a call that reads nothing meanwhile (the fixture's `slow`, two
-/// seconds) while 24 calls of 1 MiB each are sent to it, in both modes with a child: what
+/// A stdio server busy with a call that reads nothing meanwhile (the fixture's `slow`, five
+/// seconds, so that all 24 have come on a loaded machine) while 24 calls of 1 MiB each are
+/// sent to it, in both modes with a child: what
 /// waits for it stays within 16 MiB, the calls past that are answered at once that it is not
 /// reading, and the rest are answered by the server once it reads again. Without the bound
 /// a server that never reads again would have every request sent to it kept, past its
@@ -1075,7 +1076,8 @@ async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
     let (url, s) = (tg.url(), open_session(&tg.url()).await);
     let slow = {
         let (url, s) = (url.clone(), s.clone());
-        tokio::spawn(async move { post(&url, Some(&s), call(0, "slow", json!({}))).await })
+        let busy = json!({"seconds": 5});
+        tokio::spawn(async move { post(&url, Some(&s), call(0, "slow", busy)).await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let answers =
@@ -1086,7 +1088,7 @@ async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
 
     let mut g = StdioGate::start_args([vec!["stdio".into(), "--".into()], command].concat());
     g.initialize().await;
-    g.send(&call(0, "slow", json!({}))).await;
+    g.send(&call(0, "slow", json!({"seconds": 5}))).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     for c in &calls {
         g.send(c).await;
