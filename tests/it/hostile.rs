@@ -1057,12 +1057,11 @@ async fn flooded_client(
 }
 
 /// A stdio server busy with a call that reads nothing meanwhile (the fixture's `slow`, five
-/// seconds, so that all 24 have come on a loaded machine) while 24 calls of 1 MiB each are
-/// sent to it, in both modes with a child: what
-/// waits for it stays within 16 MiB, the calls past that are answered at once that it is not
-/// reading, and the rest are answered by the server once it reads again. Without the bound
-/// a server that never reads again would have every request sent to it kept, past its
-/// timeout, for good.
+/// seconds, so that all 24 calls have come even on a loaded machine) while 24 calls of 1 MiB
+/// each are sent to it, in both modes with a child: what waits for it stays within 16 MiB,
+/// the calls past that are answered at once that it is not reading, and the rest are
+/// answered by the server once it reads again. Without the bound a server that never reads
+/// again would have every request sent to it kept, past its timeout, for good.
 #[tokio::test]
 async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
     const CALLS: i64 = 24;
