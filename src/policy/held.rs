@@ -117,21 +117,19 @@ impl ByteBudget {
         }
     }
 
-    /// Adds `bytes` to what is held if they fit. Two requests that race for the last room
-    /// may both be refused, never both let past the bound.
+    /// Adds `bytes` to what is held if they fit. The count never passes the bound, not even
+    /// for a refusal's moment: the gauge reads it, and a refusal that raised it for a moment
+    /// would refuse another request that fits. A try that fails waits for the next share
+    /// given back, which those held bring.
     fn add(&self, bytes: usize) -> bool {
         if bytes == 0 {
             return true;
         }
-        let before = self.held.fetch_add(bytes, Ordering::SeqCst);
-        if before.saturating_add(bytes) <= self.max.load(Ordering::Relaxed) {
-            return true;
-        }
-        // Taken back without waking the waiting: a waiter's own try would wake itself, and
-        // spin. A try that failed for this moment's count waits for the next share given
-        // back, which those held bring.
-        self.held.fetch_sub(bytes, Ordering::SeqCst);
-        false
+        let max = self.max.load(Ordering::Relaxed);
+        let more = |held: usize| held.checked_add(bytes).filter(|&after| after <= max);
+        (self.held)
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, more)
+            .is_ok()
     }
 
     fn give_back(&self, bytes: usize) {
@@ -355,6 +353,28 @@ mod tests {
     fn take(budget: &ByteBudget, bytes: usize) -> Option<Held<&ByteBudget>> {
         let mut share = budget.share();
         share.try_grow(bytes).then_some(share)
+    }
+
+    #[test]
+    fn refusals_never_hold_room_another_request_fits_in() {
+        let budget = ByteBudget::new(100);
+        let _most = take(&budget, 60).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    assert!(take(&budget, 50).is_none());
+                }
+            });
+            let refused = (0..100_000)
+                .filter(|_| budget.held() > 60 || take(&budget, 40).is_none())
+                .count();
+            stop.store(true, Ordering::Relaxed);
+            assert_eq!(
+                refused, 0,
+                "times the room was past the bound or a fitting share refused"
+            );
+        });
     }
 
     #[test]
