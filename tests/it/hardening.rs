@@ -1441,6 +1441,54 @@ async fn sessions_are_bound_to_the_identity_that_opened_them() {
     }
 }
 
+/// An id is free again as soon as its answer has been read: a client that sends each request
+/// under the same id, one after another, gets every answer and no refusal, whether toolgate
+/// answers (arguments refused) or the server does. Over stdio, in front of a child and of an
+/// HTTP server.
+#[tokio::test]
+async fn an_id_answered_can_be_sent_again_at_once_over_stdio() {
+    let tg = sidecar(None).await;
+    let modes = [
+        (
+            "stdio -- CMD",
+            [vec!["stdio".into(), "--".into()], fixture().await].concat(),
+        ),
+        (
+            "stdio --upstream",
+            vec!["stdio".into(), "--upstream".into(), tg.url()],
+        ),
+    ];
+    for (mode, args) in modes {
+        let mut g = StdioGate::start_args(args);
+        g.initialize().await;
+        for round in 0..100 {
+            let refused = g
+                .ask(
+                    serde_json::from_str(&call_id("7", "add", json!({"a": "one", "b": 2})))
+                        .unwrap(),
+                )
+                .await;
+            assert_eq!(
+                refused["result"]["_meta"]["toolgate/validation"]["code"], "invalid_arguments",
+                "{mode}, round {round}: {refused}"
+            );
+            let added = g
+                .ask(
+                    serde_json::from_str(&call_id("7", "add", json!({"a": round, "b": 2})))
+                        .unwrap(),
+                )
+                .await;
+            assert_eq!(added["id"], 7, "{mode}, round {round}: {added}");
+            let sum = (round + 2).to_string();
+            assert_eq!(
+                added["result"]["content"][0]["text"],
+                sum.as_str(),
+                "{mode}, round {round}: {added}"
+            );
+        }
+    }
+}
+
 /// A second request under an id still in flight is refused by its id, and the first gets its
 /// own answer: in front of a stdio child, over stdio and in a session over HTTP.
 #[tokio::test]

@@ -14,11 +14,12 @@ use crate::transport::upstream::child::{Line, Uncounted, read_line};
 use crate::transport::upstream::subscribers::Subscribers;
 use bytes::Bytes;
 use serde_json::value::RawValue;
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 
 /// What the writer of stdout is given.
 pub(super) enum Out {
@@ -138,6 +139,53 @@ async fn write_lines(lines: &mut mpsc::UnboundedReceiver<Out>, unread: &Unread) 
     0
 }
 
+/// The client's requests still owed an answer, by id (`jsonrpc::id_key`), each with the task
+/// that answers it. A request is owed until its answer is handed to the writer, not until its
+/// task ends: the client may reuse an id as soon as it has read the answer, which can be
+/// before the task that wrote it has been polled to its end.
+#[derive(Default)]
+pub(super) struct Owed(Mutex<HashMap<String, AbortHandle>>);
+
+impl Owed {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<String, AbortHandle>> {
+        // Nothing is left half-done under the lock: a panic elsewhere leaves the map whole.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts the task that answers request `id` and owes it: under the lock, so that the task
+    /// cannot answer before it is owed.
+    pub(super) fn start(&self, id: Option<String>, spawn: impl FnOnce() -> AbortHandle) {
+        let mut ids = self.ids();
+        ids.retain(|_, task| !task.is_finished());
+        let task = spawn();
+        if let Some(id) = id {
+            ids.insert(id, task);
+        }
+    }
+
+    /// Whether request `id` is still owed its answer. A task that ended without writing one
+    /// (every path writes one; this is the backstop) owes nothing.
+    pub(super) fn holds(&self, id: &str) -> bool {
+        self.ids().get(id).is_some_and(|t| !t.is_finished())
+    }
+
+    /// The client cancelled request `id`: it reads no answer to it, so its exchange ends
+    /// here, unanswered. An answer the server sends all the same is not passed on.
+    pub(super) fn withdraw(&self, id: &str) {
+        let task = self.ids().remove(id);
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
+
+    /// Request `id` is no longer owed: its answer is being written.
+    fn paid(&self, id: Option<&RawValue>) {
+        if let Some(id) = id {
+            self.ids().remove(&*jsonrpc::id_key(id.get()));
+        }
+    }
+}
+
 /// Everything that goes back to the stdio client: toolgate's own answers, the server's
 /// answers read against their requests, and what the server sends on its own.
 #[derive(Clone)]
@@ -145,6 +193,7 @@ pub(crate) struct ToClient {
     pub(super) gw: Arc<Gateway>,
     pub(super) out: mpsc::UnboundedSender<Out>,
     pub(super) unread: Arc<Unread>,
+    pub(super) owed: Arc<Owed>,
     /// The spans of the requests waiting for their answers.
     pub(super) traces: Arc<super::traces::Traces>,
 }
@@ -159,6 +208,7 @@ impl ToClient {
             gw,
             out,
             unread,
+            owed: Arc::default(),
             traces,
         };
         (to, writer)
@@ -188,17 +238,25 @@ impl ToClient {
         }
     }
 
+    /// The answer to request `id` (or to nothing, for a notification's refusal): the request
+    /// is no longer owed once the writer has it.
+    pub(super) fn write_owed(&self, id: Option<&RawValue>, body: impl Into<Bytes>) {
+        self.owed.paid(id);
+        self.write(body);
+    }
+
     /// The answer to `pending`, written as it is (toolgate's own, an input-required round, a
     /// refusal, or one the rules have read already), traced as `outcome`.
     pub(crate) fn write_answer(&self, pending: &Pending, body: impl Into<Bytes>, outcome: &str) {
-        self.write(body);
+        self.write_owed(pending.id.as_deref(), body);
         self.answered(pending, outcome);
     }
 
     /// No answer came to `pending`, for this reason (`pipeline::unanswered`).
     pub(crate) fn failed(&self, pending: &Pending, why: &UpstreamError) {
-        if let Some(a) = pipeline::unanswered(&self.gw, pending, why) {
-            self.write(a.body);
+        match pipeline::unanswered(&self.gw, pending, why) {
+            Some(a) => self.write_owed(pending.id.as_deref(), a.body),
+            None => self.owed.paid(pending.id.as_deref()),
         }
         self.answered(pending, why.outcome());
     }
@@ -209,7 +267,7 @@ impl ToClient {
             && let era = crate::mcp::Era::detect(None, m.version_text())
             && let Some(a) = pipeline::undecided(&self.gw, &self.gw.targets[0], era, &m, why)
         {
-            self.write(a.body);
+            self.write_owed(m.id.filter(|_| m.is_request()), a.body);
         }
     }
 

@@ -1,16 +1,16 @@
 //! What is in flight between the stdio client and its server: a task per message, the
-//! requests among them by id (for the client's cancellations), and one stop that answers
-//! whatever is left when the run ends.
+//! requests among them owed an answer by id (`client::Owed`: for the client's cancellations,
+//! and to refuse a second request under an id still owed), and one stop that answers whatever
+//! is left when the run ends.
 
 use super::client::ToClient;
 use crate::error::UpstreamError;
 use crate::pipeline::Pending;
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::watch;
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::task::JoinSet;
 
 /// A forwarded message's exchange, and what its client is owed if it cannot finish.
 pub(super) struct Exchange<F> {
@@ -23,8 +23,6 @@ pub(super) struct Exchange<F> {
 /// (the server went away, or the client did and the grace period is over).
 pub(super) struct InFlight {
     tasks: JoinSet<()>,
-    /// The requests' tasks by id (`jsonrpc::id_key`), for the client's cancellations.
-    requests: HashMap<String, AbortHandle>,
     stop: watch::Sender<Option<Arc<UpstreamError>>>,
 }
 
@@ -32,30 +30,17 @@ impl InFlight {
     pub(super) fn new() -> InFlight {
         InFlight {
             tasks: JoinSet::new(),
-            requests: HashMap::new(),
             stop: watch::channel(None).0,
         }
     }
 
-    fn track(&mut self, id: Option<String>, task: AbortHandle) {
+    /// Runs `task`, owing its client the answer to request `id`.
+    fn start<T>(&mut self, to: &ToClient, id: Option<String>, task: T)
+    where
+        T: Future<Output = ()> + Send + 'static,
+    {
         while self.tasks.try_join_next().is_some() {}
-        self.requests.retain(|_, t| !t.is_finished());
-        if let Some(id) = id {
-            self.requests.insert(id, task);
-        }
-    }
-
-    /// Whether request `id` (`jsonrpc::id_key`) is still in flight.
-    pub(super) fn holds(&self, id: &str) -> bool {
-        self.requests.get(id).is_some_and(|t| !t.is_finished())
-    }
-
-    /// The client cancelled request `id`: it reads no answer to it, so its exchange ends
-    /// here, unanswered. An answer the server sends all the same is not passed on.
-    pub(super) fn withdraw(&mut self, id: &str) {
-        if let Some(task) = self.requests.remove(id) {
-            task.abort();
-        }
+        to.owed.start(id, || self.tasks.spawn(task));
     }
 
     /// Runs `decide` (deciding and sending the client's `line`) and then its exchange on a
@@ -65,17 +50,17 @@ impl InFlight {
         D: Future<Output = Option<Exchange<F>>> + Send + 'static,
         F: Future<Output = ()> + Send + 'static,
     {
-        let (to, stop) = (to.clone(), self.stop.subscribe());
-        let task = self.tasks.spawn(async move {
+        let (t, stop) = (to.clone(), self.stop.subscribe());
+        let task = async move {
             let exchange = tokio::select! {
                 ex = decide => ex,
-                why = stopped(stop.clone()) => return to.refuse(&line, &why),
+                why = stopped(stop.clone()) => return t.refuse(&line, &why),
             };
             if let Some(ex) = exchange {
-                until_stopped(ex, to, stop).await;
+                until_stopped(ex, t, stop).await;
             }
-        });
-        self.track(id, task);
+        };
+        self.start(to, id, task);
     }
 
     /// Waits for an exchange already sent on a task, or answers it with the stop's error.
@@ -85,10 +70,8 @@ impl InFlight {
         to: &ToClient,
         id: Option<String>,
     ) {
-        let task = self
-            .tasks
-            .spawn(until_stopped(exchange, to.clone(), self.stop.subscribe()));
-        self.track(id, task);
+        let task = until_stopped(exchange, to.clone(), self.stop.subscribe());
+        self.start(to, id, task);
     }
 
     /// Waits until fewer than `max` messages are in flight.
@@ -155,6 +138,7 @@ mod tests {
                 gw,
                 out,
                 unread: Default::default(),
+                owed: Default::default(),
                 traces: Default::default(),
             },
             rx,
@@ -213,10 +197,37 @@ mod tests {
             &to,
             Some("2".into()),
         );
-        in_flight.withdraw("1");
+        to.owed.withdraw("1");
         in_flight.settled().await;
         let ids: Vec<_> = lines(&mut rx).iter().map(|l| l["id"].clone()).collect();
         assert_eq!(ids, [2]);
+    }
+
+    /// The client may send its next request under an id as soon as it has read the answer,
+    /// which can be before the task that wrote the answer has ended.
+    #[tokio::test]
+    async fn an_id_is_free_once_its_answer_is_written_while_its_task_still_runs() {
+        let (to, mut rx) = client();
+        let mut in_flight = InFlight::new();
+        let (t, (go, answer)) = (to.clone(), tokio::sync::oneshot::channel::<()>());
+        let exchange = Exchange {
+            future: async move {
+                let _ = answer.await;
+                t.write_answer(
+                    &owed(&t, "1"),
+                    &br#"{"jsonrpc":"2.0","id":1,"result":{}}"#[..],
+                    "forwarded",
+                );
+                std::future::pending::<()>().await;
+            },
+            owed: owed(&to, "1"),
+        };
+        in_flight.wait(exchange, &to, Some("1".into()));
+        assert!(to.owed.holds("1"), "owed until it is answered");
+        go.send(()).unwrap();
+        while rx.recv().await.is_none() {}
+        assert!(!to.owed.holds("1"), "free once the answer is written");
+        assert_eq!(in_flight.tasks.len(), 1, "its task has not ended");
     }
 
     #[tokio::test]

@@ -171,7 +171,7 @@ async fn handle<U: Upstream>(
             if let Some(b) = begun {
                 b.end("answered", a.outcome, upstream);
             }
-            to.write(a.body);
+            to.write_owed(m.id.filter(|_| m.is_request()), a.body);
             None
         }
         Handled::Relayed(never) => match never {},
@@ -362,7 +362,7 @@ impl<U: Upstream> Run<U> {
                 cancels,
             } = glance(&m);
             // A second request under an id in flight would take the first one's answer.
-            if id.as_deref().is_some_and(|id| self.in_flight.holds(id)) {
+            if id.as_deref().is_some_and(|id| to.owed.holds(id)) {
                 to.write(jsonrpc::error_response(
                     m.id,
                     jsonrpc::INVALID_REQUEST,
@@ -382,7 +382,7 @@ impl<U: Upstream> Run<U> {
                 // found, which reads the id that request went with, and before the
                 // cancellation goes, so an answer sent meanwhile is not passed on.
                 if let Some(cancelled) = cancels {
-                    self.in_flight.withdraw(&cancelled);
+                    to.owed.withdraw(&cancelled);
                     to.traces
                         .end(&cancelled, "cancelled", &self.up.target().name);
                 }
