@@ -202,6 +202,7 @@ pub fn canon(data: &[u8]) {
                 outcome: "forwarded",
                 retry: false,
                 output: false,
+                task: false,
             },
         ),
         ("\"a\"", Kind::List { first_page: true }),

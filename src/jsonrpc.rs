@@ -148,6 +148,15 @@ impl<'a> Message<'a> {
             None => None,
         }
     }
+
+    /// Whether a `tools/call`'s `params` ask for a task (SEP-1686).
+    pub fn asks_for_task(&self) -> bool {
+        match &self.params {
+            Some(Params::Call(call)) => call.task.is_some(),
+            Some(Params::Raw(raw)) => call_params(raw.get()).is_ok_and(|p| p.task.is_some()),
+            None => false,
+        }
+    }
 }
 
 /// What a body turned out to be.

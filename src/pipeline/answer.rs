@@ -7,6 +7,37 @@ use crate::mcp::{self, Era};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+/// What a request toolgate answers for its server was, which sets the answer's shape: a
+/// `tools/call` gets a tool result the model reads, unless it asked for a task (SEP-1686),
+/// whose caller reads only a `CreateTaskResult` or a JSON-RPC error; any other request gets
+/// a JSON-RPC error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    Call,
+    TaskCall,
+    Other,
+}
+
+impl Requested {
+    /// A `tools/call`, task-augmented or not.
+    pub fn call(task: bool) -> Requested {
+        if task {
+            Requested::TaskCall
+        } else {
+            Requested::Call
+        }
+    }
+
+    /// For a `tools/call`, whether it asked for a task; `None` for any other request.
+    fn call_task(self) -> Option<bool> {
+        match self {
+            Requested::Call => Some(false),
+            Requested::TaskCall => Some(true),
+            Requested::Other => None,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Answer {
     pub body: Vec<u8>,
@@ -46,21 +77,47 @@ impl Answer {
         Answer::result(id, &mcp::tool_error(era, text, Some((key, details))))
     }
 
+    /// toolgate's answer to a call that failed: the [`Answer::tool_error`] the model reads,
+    /// or for a task-augmented call the JSON-RPC error `code`, with the text's first line
+    /// for its message and the details and the whole text for its data.
+    pub fn call_failed(
+        era: Era,
+        id: &RawValue,
+        task: bool,
+        code: i64,
+        text: String,
+        key: &str,
+        details: Value,
+    ) -> Answer {
+        if !task {
+            return Answer::tool_error(era, id, text, key, details);
+        }
+        let message = text.lines().next().unwrap_or_default().to_owned();
+        let mut data = match details {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        data.insert("text".into(), Value::String(text));
+        Answer::error(Some(id), code, &message, Some(&Value::Object(data)))
+    }
+
     /// No usable answer came from the upstream. A `tools/call` gets a tool error the model
-    /// can act on; any other request gets `-32603`.
+    /// can act on (`-32603` when it asked for a task); any other request gets `-32603`.
     pub fn upstream_failed(
         era: Era,
         id: Option<&RawValue>,
-        is_call: bool,
+        requested: Requested,
         e: &UpstreamError,
     ) -> Answer {
         let (code, lead, message) = e.naming();
-        match id {
-            Some(id) if is_call => {
+        match (id, requested.call_task()) {
+            (Some(id), Some(task)) => {
                 let text = format!("{lead}: {e}. {}", e.retry_hint());
-                Answer::tool_error(
+                Answer::call_failed(
                     era,
                     id,
+                    task,
+                    jsonrpc::INTERNAL_ERROR,
                     text,
                     "toolgate/upstream",
                     json!({"code": code, "reason": e.to_string()}),
@@ -80,17 +137,19 @@ impl Answer {
     pub fn upstream_failed_masked(
         era: Era,
         id: Option<&RawValue>,
-        is_call: bool,
+        requested: Requested,
         e: &UpstreamError,
         reference: &str,
     ) -> Answer {
         let (code, lead, message) = e.naming();
-        match id {
-            Some(id) if is_call => {
+        match (id, requested.call_task()) {
+            (Some(id), Some(task)) => {
                 let text = format!("{lead} (reference {reference}). {}", e.retry_hint());
-                Answer::tool_error(
+                Answer::call_failed(
                     era,
                     id,
+                    task,
+                    jsonrpc::INTERNAL_ERROR,
                     text,
                     "toolgate/upstream",
                     json!({"code": code, "reference": reference}),

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `tools/call` error reporting a tool failure (`-32602` other than unknown tool, `-32603`, `0`, positive, `-32000..-32019`) | `isError` result with the upstream message; code and message under `_meta` |
 //! | `tools/call` error saying the tool is unknown | `-32602 Unknown tool: <name>` |
+//! | a tool failure of a task-augmented `tools/call` (SEP-1686), whose caller reads no tool result | untouched; masked, or unreadable as an error, `-32603` with the text and details in `data` |
 //! | `-32042`, `-32020..-32022`, `-32601`, `-32600`, `-32700` | untouched: protocol signals |
 //! | `isError` result | untouched, never output-validated |
 //! | `structuredContent` against `outputSchema` (when on) | audit: logged; enforce: `isError` result |
@@ -95,9 +96,14 @@ fn call_error(
             return None;
         }
     }
-    let (text, details) = if gw.config.errors.mask_internal
-        && e.code != Some(jsonrpc::INVALID_PARAMS)
-    {
+    let task = matches!(pending.kind, super::Kind::Call { task: true, .. });
+    let masked = gw.config.errors.mask_internal && e.code != Some(jsonrpc::INVALID_PARAMS);
+    // A task-augmented call's caller reads an error as one: it passes, unless its text is
+    // masked or it is no error a client can read.
+    if task && !masked && e.code.is_some() {
+        return None;
+    }
+    let (text, details) = if masked {
         let reference = gw.next_id();
         // The server's text, which an operator looks up by the reference: a few KiB of it.
         let said = crate::text::clipped(&e.message, 4096);
@@ -118,14 +124,19 @@ fn call_error(
         };
         (text, d)
     };
-    tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind = "tool_error", "rewrote an upstream error");
-    gw.metrics
-        .rewrites
-        .inc(&[&pending.target.name, "tool_error"]);
+    let kind = if task {
+        "task_call_error"
+    } else {
+        "tool_error"
+    };
+    tracing::info!(upstream = %pending.target.name, tool, code = e.code, kind, "rewrote an upstream error");
+    gw.metrics.rewrites.inc(&[&pending.target.name, kind]);
     (pending.target.series).tool_call(&gw.metrics, tool, "rewritten");
-    Some(Answer::tool_error(
+    Some(Answer::call_failed(
         pending.era,
         id,
+        task,
+        jsonrpc::INTERNAL_ERROR,
         text,
         "toolgate/upstream_error",
         details,
@@ -405,6 +416,70 @@ pub fn read_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Config, Errors};
+    use crate::mcp::Era;
+
+    /// What toolgate gives a call's caller for the server's `error`, with the call's `task`
+    /// and `errors.mask_internal` as given; `None` when the error passes as it came.
+    fn answered(error: &str, task: bool, mask_internal: bool) -> Option<Value> {
+        let errors = Errors {
+            rewrite: true,
+            mask_internal,
+        };
+        let config = Config {
+            upstream: Some("http://127.0.0.1:9/mcp".into()),
+            errors,
+            ..Config::default()
+        };
+        let gw = Gateway::new(config).unwrap();
+        let target = gw.targets[0].clone();
+        let pending = Pending {
+            id: Some(RawValue::from_string("4".into()).unwrap()),
+            kind: super::super::Kind::Call {
+                tool: "fail".into(),
+                outcome: "forwarded",
+                retry: false,
+                output: false,
+                task,
+            },
+            era: Era::Legacy,
+            key: gw.scope(&target, Some(b"s"), []),
+            target,
+            client: None,
+            bridged: None,
+        };
+        let body = format!(r#"{{"jsonrpc":"2.0","id":4,"error":{error}}}"#);
+        let Ok(jsonrpc::Body::Single(m)) = jsonrpc::parse(body.as_bytes()) else {
+            panic!("one message")
+        };
+        let a = call_answer(&gw, &pending, "fail", false, &m)?;
+        Some(serde_json::from_slice(&a.body).unwrap())
+    }
+
+    #[test]
+    fn a_task_augmented_calls_failure_stays_an_error_its_caller_reads() {
+        let boom = r#"{"code":0,"message":"boom\nat line 3"}"#;
+        // A plain call's caller reads the failure as the tool's result.
+        let plain = answered(boom, false, false).unwrap();
+        assert_eq!(plain["result"]["isError"], true, "{plain}");
+        // A task's caller reads only a task or an error: the server's passes as it came.
+        assert_eq!(answered(boom, true, false), None);
+        // Masked, or unreadable as an error, it is toolgate's `-32603`.
+        let masked = answered(boom, true, true).unwrap();
+        let text = masked["error"]["data"]["text"].as_str().unwrap().to_owned();
+        let reference = masked["error"]["data"]["reference"].as_str().unwrap();
+        assert_eq!(
+            masked,
+            json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32603,
+                "message": format!("The tool \"fail\" failed with an internal error (reference {reference})."),
+                "data": {"code": 0, "reference": reference, "text": text}}})
+        );
+        assert_eq!(
+            answered(r#"{"message":"boom\nat line 3"}"#, true, false).unwrap(),
+            json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32603, "message": "boom",
+                "data": {"code": null, "message": "boom\nat line 3", "text": "boom\nat line 3"}}})
+        );
+    }
 
     #[test]
     fn an_error_is_read_whatever_its_shape() {

@@ -7,7 +7,7 @@
 //! used; that answer never reaches the client.
 
 use super::Kind;
-use super::answer::Answer;
+use super::answer::{Answer, Requested};
 use crate::catalog::{Lookup, Page, Schema, ScopeKey, TooLarge};
 use crate::config::{
     AnswerShape, Mode, OnCompileError, OnUnavailable, OutputMode, ToolSettings, Undeclared,
@@ -72,6 +72,17 @@ pub struct Call<'a> {
     pub client: Option<&'a crate::policy::clients::Client>,
     /// It carries a `requestState` (set by the guard once it has read the params).
     pub retry: bool,
+    /// It asks for a task (SEP-1686; set by the guard once it has read the params): what
+    /// the guard refuses of it goes as a JSON-RPC error ([`Answer::call_failed`]).
+    pub task: bool,
+}
+
+impl Call<'_> {
+    /// toolgate's answer to this call, refused or failed here for `text`, with `details`
+    /// under `key`; `code` is the JSON-RPC error's when it asked for a task.
+    fn failed(&self, code: i64, text: String, key: &str, details: Value) -> Answer {
+        Answer::call_failed(self.era, self.id, self.task, code, text, key, details)
+    }
 }
 
 /// What a log line shows of a tool's name: a client may send one of megabytes.
@@ -130,59 +141,13 @@ pub fn tools_call<'a, L: Lister>(
     mut call: Call<'a>,
     lister: &'a L,
 ) -> impl Future<Output = Decision<L::Relay>> + 'a {
-    let (id, mut task) = (call.id, false);
-    match decide(gw, &mut call, Listed::NotYet, &mut task) {
-        Ok(decision) => Either::Left(std::future::ready(for_caller(decision, task, id))),
+    match decide(gw, &mut call, Listed::NotYet) {
+        Ok(decision) => Either::Left(std::future::ready(decision)),
         // Boxed: a call that waits is rare next to one decided at once, and every call's
         // future would otherwise carry the call, a listing's and a round trip's size, and
         // copy them.
-        Err(wait) => Either::Right(Box::pin(async move {
-            let decision = waited(gw, call, wait, lister, &mut task).await;
-            for_caller(decision, task, id)
-        })),
+        Err(wait) => Either::Right(Box::pin(waited(gw, call, wait, lister))),
     }
-}
-
-/// A decision as its caller reads it: a task-augmented call (SEP-1686) waits for a
-/// `CreateTaskResult` or an error, and a tool result is neither, so toolgate's refusal goes
-/// as a JSON-RPC error.
-fn for_caller<R>(decision: Decision<R>, task: bool, id: &RawValue) -> Decision<R> {
-    match decision {
-        Decision::Answer(a) if task && a.error_code.is_none() => {
-            Decision::Answer(as_protocol_error(id, a))
-        }
-        d => d,
-    }
-}
-
-/// toolgate's tool-error answer as the JSON-RPC error a task-augmented caller reads: `-32602`
-/// with the same text and details, or `-32603` when no answer came (the server was the
-/// problem, or the gateway sent nothing).
-fn as_protocol_error(id: &RawValue, a: Answer) -> Answer {
-    let outcome = a.outcome;
-    let result: Value = serde_json::from_slice::<Value>(&a.body)
-        .ok()
-        .and_then(|v| v.get("result").cloned())
-        .unwrap_or_default();
-    let text = result["content"][0]["text"].as_str().unwrap_or("refused");
-    let details = result["_meta"]
-        .as_object()
-        .and_then(|m| m.values().next().cloned());
-    let code = if matches!(outcome, Some("upstream_error" | "gateway_busy")) {
-        jsonrpc::INTERNAL_ERROR
-    } else {
-        jsonrpc::INVALID_PARAMS
-    };
-    let mut data = details.unwrap_or_else(|| json!({}));
-    data["text"] = Value::String(text.to_owned());
-    let mut e = Answer::error(
-        Some(id),
-        code,
-        text.lines().next().unwrap_or(text),
-        Some(&data),
-    );
-    e.outcome = outcome;
-    e
 }
 
 /// What a call waits for before the guard can decide it.
@@ -206,7 +171,6 @@ async fn waited<'a, L: Lister>(
     mut call: Call<'a>,
     mut wait: Wait<'a>,
     lister: &L,
-    task: &mut bool,
 ) -> Decision<L::Relay> {
     loop {
         let listed = match wait {
@@ -214,7 +178,7 @@ async fn waited<'a, L: Lister>(
             Wait::Listing { meta } => list(gw, call.target, call.key, meta, lister).await,
         };
         // Decided again with the listing's outcome, which never waits for another.
-        wait = match decide(gw, &mut call, listed, task) {
+        wait = match decide(gw, &mut call, listed) {
             Ok(decision) => return decision,
             Err(wait) => wait,
         };
@@ -227,14 +191,13 @@ fn decide<'a, R>(
     gw: &Gateway,
     call: &mut Call<'a>,
     listed: Listed<R>,
-    task: &mut bool,
 ) -> Result<Decision<R>, Wait<'a>> {
     let mut params = match read_call(call) {
         Ok(p) => p,
         Err(answer) => return Ok(answered("malformed", answer)),
     };
     call.retry = params.request_state.is_some();
-    *task = params.task.is_some();
+    call.task = params.task.is_some();
     let tool = params.name.as_ref();
     if let Some(denied) = deny(gw, call, tool) {
         return Ok(denied);
@@ -335,9 +298,8 @@ fn deny<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Option<Decision<R>> {
     );
     Some(answered(
         "denied",
-        Answer::tool_error(
-            call.era,
-            call.id,
+        call.failed(
+            jsonrpc::INVALID_PARAMS,
             text,
             "toolgate/policy",
             json!({"code": "tool_denied", "tool": tool}),
@@ -467,7 +429,8 @@ fn listing_failed<R>(
     let (answer, outcome) = match failed {
         ListFailed::Relay(r) => return Decision::Relay(r),
         ListFailed::Unavailable(e) => {
-            let answer = super::failed(gw, target, call.era, Some(call.id), true, &e);
+            let requested = Requested::call(call.task);
+            let answer = super::failed(gw, target, call.era, Some(call.id), requested, &e);
             (answer, e.outcome())
         }
         ListFailed::Refused(why) => {
@@ -478,9 +441,8 @@ fn listing_failed<R>(
             let text = format!(
                 "The tool server did not list its tools, so the call to \"{tool}\" could not be checked: {why}"
             );
-            let answer = Answer::tool_error(
-                call.era,
-                call.id,
+            let answer = call.failed(
+                jsonrpc::INTERNAL_ERROR,
                 text,
                 "toolgate/upstream",
                 json!({"code": "tools_list_failed"}),
@@ -513,9 +475,8 @@ fn unusable_schema<'a, R>(
             );
             Ok(answered(
                 "schema_unusable",
-                Answer::tool_error(
-                    call.era,
-                    call.id,
+                call.failed(
+                    jsonrpc::INVALID_PARAMS,
                     text,
                     "toolgate/validation",
                     json!({"code": "schema_unusable"}),
@@ -648,13 +609,11 @@ fn refuse<'a, R>(
     }
     tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "rejected_invalid", violations = report.problems(), ?keywords, "tools/call");
     count(gw, target, tool, "rejected_invalid");
-    let (era, id) = (call.era, call.id);
     Ok(answered(
         "rejected_invalid",
         match target.validation.answer {
-            AnswerShape::ToolError => Answer::tool_error(
-                era,
-                id,
+            AnswerShape::ToolError => call.failed(
+                jsonrpc::INVALID_PARAMS,
                 report.text(),
                 "toolgate/validation",
                 report.details(),
@@ -663,7 +622,12 @@ fn refuse<'a, R>(
                 let message = format!("Invalid arguments for tool {tool}");
                 let mut data = report.details();
                 data["text"] = Value::String(report.text());
-                Answer::error(Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data))
+                Answer::error(
+                    Some(call.id),
+                    jsonrpc::INVALID_PARAMS,
+                    &message,
+                    Some(&data),
+                )
             }
         },
     ))
@@ -737,6 +701,7 @@ fn admitted<R>(
             outcome,
             retry: call.retry,
             output: checks_output(gw, call, tool),
+            task: call.task,
         },
     )
 }
@@ -806,9 +771,8 @@ async fn shared_verdict(
                     let text = format!(
                         "The call to \"{tool}\" was not made: its rate limit cannot be checked right now. Retry in a few seconds."
                     );
-                    Err(Answer::tool_error(
-                        call.era,
-                        call.id,
+                    Err(call.failed(
+                        jsonrpc::INVALID_PARAMS,
                         text,
                         "toolgate/rate_limit",
                         json!({"code": "rate_limit_unavailable", "tool": tool, "retryAfterSeconds": 5}),
@@ -837,9 +801,8 @@ fn rate_limited<R>(
         );
         answered(
             "rate_limited",
-            Answer::tool_error(
-                call.era,
-                call.id,
+            call.failed(
+                jsonrpc::INVALID_PARAMS,
                 text,
                 "toolgate/rate_limit",
                 json!({"code": "rate_limited", "tool": tool, "retryAfterSeconds": secs, "limit": limited.rate}),

@@ -45,11 +45,14 @@ pub enum Kind {
     /// the server refusing that state, a protocol error the client must see as such.
     /// `output`: its answer's output is checked (`validation.output`, and the tool declares
     /// an `outputSchema`), so its answer is read whatever it looks like.
+    /// `task`: it asked for a task (SEP-1686), so what fails of it is answered as a JSON-RPC
+    /// error, never as a tool result ([`answer::Requested`]).
     Call {
         tool: Box<str>,
         outcome: &'static str,
         retry: bool,
         output: bool,
+        task: bool,
     },
     List {
         first_page: bool,
@@ -114,19 +117,19 @@ impl Pending {
 /// early, a timeout, a lost bridged session, and the requests in flight when a run ends.
 pub fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> Option<answer::Answer> {
     let id = pending.id.as_deref()?;
-    let is_call = match &pending.kind {
-        Kind::Call { tool, .. } => {
+    let requested = match &pending.kind {
+        Kind::Call { tool, task, .. } => {
             (pending.target.series).tool_call(&gw.metrics, tool, e.outcome());
-            true
+            answer::Requested::call(*task)
         }
-        _ => false,
+        _ => answer::Requested::Other,
     };
     Some(failed(
         gw,
         &pending.target,
         pending.era,
         Some(id),
-        is_call,
+        requested,
         e,
     ))
 }
@@ -140,16 +143,16 @@ pub fn failed(
     target: &Target,
     era: Era,
     id: Option<&RawValue>,
-    is_call: bool,
+    requested: answer::Requested,
     e: &UpstreamError,
 ) -> answer::Answer {
     if !gw.config.errors.mask_internal {
         target.failures.failed(&target.name, e.kind(), e);
-        return answer::Answer::upstream_failed(era, id, is_call, e);
+        return answer::Answer::upstream_failed(era, id, requested, e);
     }
     let reference = gw.next_id();
     tracing::warn!(upstream = %target.name, reference, error = %e, "masked toolgate's own error");
-    answer::Answer::upstream_failed_masked(era, id, is_call, e, &reference)
+    answer::Answer::upstream_failed_masked(era, id, requested, e, &reference)
 }
 
 /// No answer will come for `m`, a message that was not decided: its server could not be
@@ -164,14 +167,17 @@ pub fn undecided(
     e: &UpstreamError,
 ) -> Option<answer::Answer> {
     let id = m.id.filter(|_| m.is_request())?;
-    let is_call = m.method() == Some(mcp::TOOLS_CALL);
-    if is_call {
-        let name = m.params_name();
-        let key = gw.scope(target, None, []);
-        let tool = guard::listed_label(gw, &key, name.as_deref().unwrap_or(""));
-        (target.series).tool_call(&gw.metrics, tool, e.outcome());
-    }
-    Some(failed(gw, target, era, Some(id), is_call, e))
+    let requested = match m.method() == Some(mcp::TOOLS_CALL) {
+        true => {
+            let name = m.params_name();
+            let key = gw.scope(target, None, []);
+            let tool = guard::listed_label(gw, &key, name.as_deref().unwrap_or(""));
+            (target.series).tool_call(&gw.metrics, tool, e.outcome());
+            answer::Requested::call(m.asks_for_task())
+        }
+        false => answer::Requested::Other,
+    };
+    Some(failed(gw, target, era, Some(id), requested, e))
 }
 
 #[derive(Deserialize)]

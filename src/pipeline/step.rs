@@ -124,6 +124,7 @@ pub fn decide<'a, L: Lister>(
                     bytes,
                     client: sender.client.as_ref(),
                     retry: false,
+                    task: false,
                 };
                 match guard::tools_call(gw, call, lister).await {
                     Decision::Forward(body, kind) => (body, kind),

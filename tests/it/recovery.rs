@@ -865,6 +865,52 @@ async fn a_task_augmented_call_with_bad_arguments_gets_an_error_it_can_read() {
     }
 }
 
+/// A task-augmented call that fails past the guard gets a JSON-RPC error too, in every
+/// front: its server's error (here masked, `errors.mask_internal`), and no answer at all
+/// (the server gone mid-call). Its caller reads only a task or an error.
+#[tokio::test]
+async fn a_task_augmented_call_that_fails_upstream_gets_an_error_it_can_read() {
+    let task_call = |id: i64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": tool, "arguments": {}, "task": {"ttl": 60000}}})
+    };
+    let error = |id: i64, text: &str, details: serde_json::Value| {
+        let mut data = details;
+        data["text"] = json!(text);
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text, "data": data}})
+    };
+    let failed = error(
+        6,
+        "The tool \"fail\" failed with an internal error (reference REF).",
+        json!({"code": 0, "reference": "REF"}),
+    );
+    let gone = error(
+        7,
+        "The tool server is unavailable (reference REF). Retrying in a moment may help if the server is restarting.",
+        json!({"code": "upstream_unavailable", "reference": "REF"}),
+    );
+    let command = stdio_fixture().await;
+    for mode in Mode::EVERY_FRONT {
+        let tools = vec![add_tool(), open_tool("fail"), open_tool("crash")];
+        let (up, _) = Scripted::new(tools)
+            .script("fail", Script::Error(json!({"code": 0, "message": "boom"})))
+            .script("crash", Script::SseThenReset(vec![]))
+            .spawn()
+            .await;
+        let config = "[errors]\nmask_internal = true\n";
+        let mut front = Front::start_with(mode, &up, &command, Some(config)).await;
+        // Last: the stdio fixture exits.
+        for (sent, expected) in [
+            (task_call(6, "fail"), &failed),
+            (task_call(7, "crash"), &gone),
+        ] {
+            let got = front.exchange_line(&sent.to_string()).await;
+            let got: Vec<_> = got.into_iter().map(referenced).collect();
+            assert_eq!(got, std::slice::from_ref(expected), "{mode}: {sent}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn toolgate_stdio_answers_a_request_the_server_refused_without_an_id_once_and_by_its_id() {
     let (up, _) = refusing_upstream().await;

@@ -10,7 +10,7 @@ use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Target};
 use crate::jsonrpc;
 use crate::mcp::Era;
-use crate::pipeline::answer::Answer;
+use crate::pipeline::answer::{Answer, Requested};
 use crate::pipeline::{self, Pending};
 use axum::body::Body;
 use axum::response::Response;
@@ -60,7 +60,7 @@ pub(crate) fn unanswered(gw: &Gateway, pending: &Pending, e: &UpstreamError) -> 
 /// 502 for a notification or a client's answer the server could not be given: there is no
 /// JSON-RPC answer to carry the failure.
 pub(crate) fn undelivered(gw: &Gateway, target: &Target, e: &UpstreamError) -> Response {
-    let a = pipeline::failed(gw, target, Era::Legacy, None, false, e);
+    let a = pipeline::failed(gw, target, Era::Legacy, None, Requested::Other, e);
     json(StatusCode::BAD_GATEWAY, a.body)
 }
 

@@ -506,6 +506,7 @@ pub fn referenced(answer: Value) -> Value {
     let reference = meta["toolgate/upstream_error"]["reference"]
         .as_str()
         .or(meta["toolgate/upstream"]["reference"].as_str())
+        .or(answer["error"]["data"]["reference"].as_str())
         .map(str::to_owned);
     match reference {
         Some(r) => serde_json::from_str(&answer.to_string().replace(&r, "REF")).unwrap(),
