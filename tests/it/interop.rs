@@ -609,6 +609,48 @@ async fn typescript_sdk_task_augmented_calls_in_every_mode() {
     reached.stop().await;
 }
 
+/// The TypeScript SDK client's task-augmented calls that fail past the guard, in all four
+/// modes and through the library layer, before the stdio fixture and a scripted HTTP server
+/// that answer alike: the server's own error reaches the SDK as it came, and a server gone
+/// mid-call as toolgate's `-32603`, each an error the SDK reads (a tool result would fail its
+/// check for a `CreateTaskResult`, and the report with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_task_augmented_calls_read_a_failure_past_the_guard() {
+    use common::scripted::{Script, Scripted, open_tool};
+    let (url, _) = Scripted::new(vec![open_tool("fail"), open_tool("crash")])
+        .script("fail", Script::Error(json!({"code": 0, "message": "boom"})))
+        .script("crash", Script::SseThenReset(vec![]))
+        .spawn()
+        .await;
+    let command = common::peers::stdio_fixture(&[]).await;
+    let calls = [("fail", json!({})), ("crash", json!({}))];
+    let reached = common::modes::Reached::start(&url, &command).await;
+    let runs = (reached.fronts.iter()).map(|(_, front)| peers::typescript_client(front, &calls));
+    let outs = futures_util::future::join_all(runs).await;
+    for ((mode, _), out) in reached.fronts.iter().zip(outs) {
+        assert_eq!(
+            out["calls"][0],
+            json!([{"type": "error", "code": 0, "message": "MCP error 0: boom"}]),
+            "{mode}"
+        );
+        // Why the server went away is each transport's to say.
+        let gone = &out["calls"][1][0];
+        assert_eq!(gone["type"], "error", "{mode}: {out}");
+        assert_eq!(gone["code"], -32603, "{mode}: {out}");
+        assert_eq!(
+            gone["data"]["code"], "upstream_unavailable",
+            "{mode}: {out}"
+        );
+        let message = gone["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("MCP error -32603: The tool server is unavailable"),
+            "{mode}: {out}"
+        );
+        assert_eq!(out["calls"][1].as_array().map(Vec::len), Some(1), "{mode}");
+    }
+    reached.stop().await;
+}
+
 /// toolgate's answer to a call of `tool` it refuses for `problems`: each one's place, what is
 /// wrong there, and the parameter's description as the report gives it.
 fn refused(tool: &str, problems: &[(&str, &str, &str)]) -> Value {
