@@ -435,7 +435,7 @@ mod tests {
         let target = gw.targets[0].clone();
         let pending = Pending {
             id: Some(RawValue::from_string("4".into()).unwrap()),
-            kind: super::super::Kind::Call {
+            kind: crate::pipeline::Kind::Call {
                 tool: "fail".into(),
                 outcome: "forwarded",
                 retry: false,
