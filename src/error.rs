@@ -103,6 +103,13 @@ impl UpstreamError {
         ))
     }
 
+    /// No stdio server could be started: `max` run, every server's together.
+    pub(crate) fn too_many_servers(max: usize) -> UpstreamError {
+        UpstreamError::Busy(format!(
+            "runs {max} stdio servers' processes, as many as its descriptor limit leaves them; the session was not started"
+        ))
+    }
+
     /// An SSE event over `limits.max_sse_event_bytes` (`max`), to a client that cannot take
     /// it in part.
     pub(crate) fn event_over(max: usize) -> UpstreamError {

@@ -20,6 +20,12 @@
 //! so that what one server's burst leaves idle (a pool keeps up to 1,024 connections, a
 //! minute each) cannot keep another server's requests out.
 //!
+//! The stdio servers toolgate starts are held to the last quarter the same way
+//! ([`Outbound::children`]): each holds [`CHILD_DESCRIPTORS`] descriptors for as long as
+//! it runs, and `stdio.max_sessions` (100 by default, for each stdio server) would
+//! otherwise take 500 of a toolgate limited to 1,024, past what the quarter holds. A session
+//! past that bound is refused unstarted, as busy.
+//!
 //! The limit is read once, by the first pool, after the binary has raised its own
 //! (`cli/main.rs`); a bound of fewer than 16 is raised to 16, and where the limit cannot be
 //! read there is none.
@@ -28,11 +34,21 @@ use crate::error::UpstreamError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+/// Descriptors one stdio server holds in toolgate while it runs: its three pipes, and the
+/// process handles of the server and of its group's keeper (counted on Linux, 2026-12-03).
+pub(crate) const CHILD_DESCRIPTORS: usize = 5;
+
+/// Descriptors of the last quarter kept from stdio servers, for the admin listener, Redis
+/// and the log file.
+const KEPT_FROM_CHILDREN: usize = 32;
+
 /// Connections open at once, and how many may be.
 #[derive(Debug)]
 pub(crate) struct Outbound {
     open: AtomicUsize,
     max: usize,
+    /// Why one more is refused, given the bound.
+    refusal: fn(usize) -> UpstreamError,
 }
 
 /// One open connection's place, given back when it is dropped: kept with the connection
@@ -50,10 +66,26 @@ impl Outbound {
         })
     }
 
+    /// The stdio servers the process runs at once, every server's together: as many as the
+    /// last quarter of the descriptor limit holds, [`KEPT_FROM_CHILDREN`] kept, and at least
+    /// four. A place is taken as a server starts and given back once it has ended.
+    pub(crate) fn children() -> &'static Arc<Outbound> {
+        static CHILDREN: OnceLock<Arc<Outbound>> = OnceLock::new();
+        CHILDREN.get_or_init(|| {
+            let room = |d: usize| (d / 4).saturating_sub(KEPT_FROM_CHILDREN) / CHILD_DESCRIPTORS;
+            let max = descriptor_limit().map_or(usize::MAX, |d| room(d).max(4));
+            Arc::new(Outbound {
+                refusal: UpstreamError::too_many_servers,
+                ..Outbound::at_most(max)
+            })
+        })
+    }
+
     pub(crate) fn at_most(max: usize) -> Outbound {
         Outbound {
             open: AtomicUsize::new(0),
             max: max.max(1),
+            refusal: UpstreamError::busy,
         }
     }
 
@@ -67,7 +99,7 @@ impl Outbound {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, more)
         {
             Ok(_) => Ok(Place(self.clone())),
-            Err(_) => Err(UpstreamError::busy(max)),
+            Err(_) => Err((self.refusal)(max)),
         }
     }
 

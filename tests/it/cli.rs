@@ -1207,6 +1207,53 @@ async fn in_time<T>(ended: impl std::future::Future<Output = T>) -> T {
     within.await.expect("ended within 20 s")
 }
 
+/// The stdio servers toolgate runs are held to what its descriptor limit leaves them: at a
+/// limit of 256, six (each holds five descriptors, of the last quarter less 32), whatever
+/// `stdio.max_sessions` allows. The next session is refused unstarted, as busy, the probes
+/// still answer, and a session ended gives its place back.
+#[tokio::test]
+async fn its_stdio_servers_are_held_to_what_its_descriptor_limit_leaves_them() {
+    let launcher: Vec<String> = ["sh", "-c", "ulimit -n 256 && exec \"$0\" \"$@\""]
+        .map(String::from)
+        .into();
+    let command = common::peers::stdio_fixture(&[]).await;
+    let config = "[stdio]\nmax_sessions_per_client = 100\n";
+    let tg = Toolgate::in_front_of_through(&launcher, &command, Some(config), &[]).await;
+    let mut sessions = Vec::new();
+    for _ in 0..6 {
+        sessions.push(open_session(&tg.url()).await);
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post(&tg.url(), None, init.to_string()).await;
+    assert_eq!(
+        r.json(),
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32603,
+            "message": "Server busy: the gateway runs 6 stdio servers' processes, as many as its descriptor limit leaves them; the session was not started"}}),
+        "{}",
+        tg.logs()
+    );
+    assert!(r.headers.get("mcp-session-id").is_none());
+    assert_eq!(tg.admin_get("/readyz").await.status, 200);
+    let r = request(
+        http::Method::DELETE,
+        &tg.url(),
+        &[("mcp-session-id", &sessions[0])],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    // Its place comes back once its server has ended.
+    for attempt in 0.. {
+        let r = post(&tg.url(), None, init.to_string()).await;
+        if r.headers.get("mcp-session-id").is_some() {
+            break;
+        }
+        assert!(attempt < 100, "{}", r.text());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// The stdio servers toolgate starts get the soft descriptor limit toolgate was started
 /// with, not the one it raises its own to, so that a server written for the usual limit
 /// (`select`, a loop over every descriptor) runs as it would without toolgate: under

@@ -12,6 +12,7 @@ use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
 use crate::mcp::Era;
+use crate::net::outbound::{Outbound, Place};
 use crate::pipeline;
 use crate::pipeline::bridge::{Declared, Reverse};
 use crate::pipeline::subscriptions;
@@ -69,6 +70,11 @@ pub struct SessionChild {
     /// Bridged, its 2026-07-28 clients' `subscriptions/listen` streams, which what the child
     /// announces on its own goes to (`upstream::subscribers`).
     pub(crate) subscribers: Arc<Subscribers>,
+    /// A process's place among the stdio servers the descriptor limit leaves room for
+    /// (`net::outbound`), given back once its session has ended; `None` for an HTTP+SSE
+    /// server's session, whose connection has a place of its own, and for the stdio front's
+    /// one child.
+    _running: Option<Place>,
 }
 
 /// What a notification from the child is about, when it says (see `SessionChild::related`).
@@ -386,6 +392,8 @@ impl SessionChild {
             reverse: std::sync::OnceLock::new(),
             multiplexed: Arc::default(),
             subscribers,
+            // The front's one child, started with it: not one of many to bound.
+            _running: None,
         })
     }
 
@@ -568,6 +576,10 @@ impl StdioPool {
             deliver_to: Arc::default(),
         };
         let deliver_to = handler.deliver_to.clone();
+        let running = match &self.source {
+            ChildSource::Command(_) => Some(Outbound::children().take().map_err(NoChild::Failed)?),
+            ChildSource::EventStream(_) => None,
+        };
         let child = (self.source)
             .start((&gw, &Self::target(&gw, index), client), handler)
             // Said where every failure is (`error::FailureLog`), not once per session it fails.
@@ -591,6 +603,7 @@ impl StdioPool {
             reverse: std::sync::OnceLock::new(),
             multiplexed: Arc::default(),
             subscribers: Arc::default(),
+            _running: running,
         });
         let _ = deliver_to.set(Arc::downgrade(&sc));
         Ok(sc)
