@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 
 /// Descriptors one stdio server holds in toolgate while it runs: its three pipes, and the
 /// process handles of the server and of its group's keeper (counted on Linux, 2026-12-03).
-pub(crate) const CHILD_DESCRIPTORS: usize = 5;
+const CHILD_DESCRIPTORS: usize = 5;
 
 /// Descriptors of the last quarter kept from stdio servers, for the admin listener, Redis
 /// and the log file.
@@ -51,8 +51,8 @@ pub(crate) struct Outbound {
     refusal: fn(usize) -> UpstreamError,
 }
 
-/// One open connection's place, given back when it is dropped: kept with the connection
-/// for as long as it is open.
+/// One open connection's place, or one running stdio server's, given back when it is
+/// dropped: kept with what holds the descriptors for as long as it holds them.
 #[derive(Debug)]
 pub(crate) struct Place(Arc<Outbound>);
 

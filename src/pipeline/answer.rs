@@ -93,12 +93,24 @@ impl Answer {
             return Answer::tool_error(era, id, text, key, details);
         }
         let message = text.lines().next().unwrap_or_default().to_owned();
+        Answer::error_with_text(id, code, &message, details, text)
+    }
+
+    /// The JSON-RPC error `code` in place of a tool error the model would have read: its
+    /// `details` and its whole `text` in `data`.
+    pub fn error_with_text(
+        id: &RawValue,
+        code: i64,
+        message: &str,
+        details: Value,
+        text: String,
+    ) -> Answer {
         let mut data = match details {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
         data.insert("text".into(), Value::String(text));
-        Answer::error(Some(id), code, &message, Some(&Value::Object(data)))
+        Answer::error(Some(id), code, message, Some(&Value::Object(data)))
     }
 
     /// No usable answer came from the upstream. A `tools/call` gets a tool error the model

@@ -618,17 +618,13 @@ fn refuse<'a, R>(
                 "toolgate/validation",
                 report.details(),
             ),
-            AnswerShape::ProtocolError => {
-                let message = format!("Invalid arguments for tool {tool}");
-                let mut data = report.details();
-                data["text"] = Value::String(report.text());
-                Answer::error(
-                    Some(call.id),
-                    jsonrpc::INVALID_PARAMS,
-                    &message,
-                    Some(&data),
-                )
-            }
+            AnswerShape::ProtocolError => Answer::error_with_text(
+                call.id,
+                jsonrpc::INVALID_PARAMS,
+                &format!("Invalid arguments for tool {tool}"),
+                report.details(),
+                report.text(),
+            ),
         },
     ))
 }
