@@ -24,7 +24,7 @@ pub const LEGACY_VERSION: &str = "2025-11-25";
 /// 2026-07-28: the server does not speak the requested version (`data.supported`,
 /// `data.requested`, HTTP 400).
 pub const UNSUPPORTED_VERSION: i64 = -32022;
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// Which rules a request follows; decided per request, because one endpoint serves both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub enum Era {
 impl Era {
     /// Reads the era from the `MCP-Protocol-Version` header, or failing that from the
     /// request's `_meta` envelope.
-    pub fn detect(version_header: Option<&str>, meta: Option<&RawValue>) -> Era {
+    pub fn detect(version_header: Option<&str>, meta: Option<&str>) -> Era {
         if let Some(v) = version_header {
             return if v >= MODERN_VERSION {
                 Era::Modern
@@ -47,7 +47,7 @@ impl Era {
             };
         }
         match meta {
-            Some(m) if crate::text::holds!(m.get(), META_PROTOCOL_VERSION) => Era::Modern,
+            Some(m) if crate::text::holds!(m, META_PROTOCOL_VERSION) => Era::Modern,
             _ => Era::Legacy,
         }
     }
@@ -158,11 +158,8 @@ mod tests {
     fn era_from_header_or_meta() {
         assert_eq!(Era::detect(Some("2025-11-25"), None), Era::Legacy);
         assert_eq!(Era::detect(Some("2026-07-28"), None), Era::Modern);
-        let meta = RawValue::from_string(
-            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#.into(),
-        )
-        .unwrap();
-        assert_eq!(Era::detect(None, Some(&meta)), Era::Modern);
+        let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+        assert_eq!(Era::detect(None, Some(meta)), Era::Modern);
         assert_eq!(Era::detect(None, None), Era::Legacy);
     }
 

@@ -93,6 +93,29 @@ pub(super) fn result_members<'a>(text: &'a str, names: &[&str]) -> Option<(&'a s
     found
 }
 
+/// The string member `name` of the JSON object `text`: `Some(None)` when it has none, `None`
+/// where `serde_json` must read it (an escape, a member named twice, a value of `name` that
+/// is no plain string, text that is no object).
+pub(super) fn string_member<'a>(text: &'a str, name: &str) -> Option<Option<&'a str>> {
+    let mut s = Scan { text, at: 0 };
+    let mut found = None;
+    s.space();
+    s.members(b'{', b'}', |s| {
+        let key = s.text()?;
+        s.space();
+        (s.peek()? == b':').then(|| s.at += 1)?;
+        s.space();
+        if key != name {
+            return s.skip(1);
+        }
+        found.is_none().then_some(())?;
+        found = Some(s.text()?);
+        Some(())
+    })?;
+    s.space();
+    (s.at == text.len()).then_some(found)
+}
+
 /// A member name the reader looks for, as a key writes it (with its closing quote).
 struct Name {
     quoted: &'static [u8],
@@ -171,7 +194,7 @@ impl<'a> Scan<'a> {
             match bit {
                 1 => name = Some(Cow::Borrowed(s.text()?)),
                 2 => (arguments, read) = s.arguments()?,
-                4 => meta = s.raw_or_null()?,
+                4 => meta = s.text_or_null_value()?,
                 8 => state = s.raw_or_null()?,
                 _ => task = s.raw_or_null()?,
             }
@@ -298,7 +321,7 @@ impl<'a> Scan<'a> {
 
     /// The value here as a raw JSON value, which only `serde_json` can make: it reads the
     /// value again (about 0.5k instructions for a short one). A call's arguments, the long
-    /// member of a request, are kept as text and parts instead.
+    /// member of a request, are kept as text and parts instead, and its `_meta` as text.
     fn raw(&mut self) -> Option<&'a RawValue> {
         serde_json::from_str(self.text_of()?).ok()
     }
@@ -309,6 +332,14 @@ impl<'a> Scan<'a> {
             return Some(None);
         }
         self.raw().map(Some)
+    }
+
+    /// As [`Self::text_of`], with `null` read as no value (an `Option`'s reading).
+    fn text_or_null_value(&mut self) -> Option<Option<&'a str>> {
+        if self.word(b"null").is_some() {
+            return Some(None);
+        }
+        self.text_of().map(Some)
     }
 
     /// A string without escapes, or `null`.
@@ -452,6 +483,31 @@ mod tests {
             call.meta.is_none(),
             "a null `_meta` is none, as an `Option` reads it"
         );
+    }
+
+    #[test]
+    fn a_plain_string_member_is_read_by_hand_and_anything_else_left_to_serde_json() {
+        const V: &str = "io.modelcontextprotocol/protocolVersion";
+        let read = |text| string_member(text, V);
+        let plain = r#" { "io.modelcontextprotocol/clientCapabilities" : {"a":[1,{"b":null}]}, "io.modelcontextprotocol/protocolVersion" : "2026-07-28" } "#;
+        assert_eq!(read(plain), Some(Some("2026-07-28")));
+        assert!(super::super::string_member_read_alike(plain, V));
+        assert_eq!(
+            read(r#"{"progressToken":1,"x":{"io.modelcontextprotocol/protocolVersion":"no"}}"#),
+            Some(None)
+        );
+        assert_eq!(read("{}"), Some(None));
+        for given_way in [
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/protocolVersion":"a"}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28"}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":20260728}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":null}"#,
+            r#"{"k\n":1,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+            r#"["io.modelcontextprotocol/protocolVersion"]"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"} x"#,
+        ] {
+            assert_eq!(read(given_way), None, "{given_way}");
+        }
     }
 
     #[test]

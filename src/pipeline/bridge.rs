@@ -407,13 +407,13 @@ impl Declared {
                 let meta = serde_json::from_str::<Params>(params.get())
                     .ok()
                     .and_then(|p| p.meta);
-                Declared::of_meta(meta.as_deref())
+                Declared::of_meta(meta.as_deref().map(RawValue::get))
             }
             None => Declared::default(),
         }
     }
 
-    fn of_meta(meta: Option<&RawValue>) -> Declared {
+    fn of_meta(meta: Option<&str>) -> Declared {
         #[derive(Deserialize)]
         struct Meta {
             #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
@@ -421,7 +421,7 @@ impl Declared {
             #[serde(rename = "io.modelcontextprotocol/clientInfo")]
             client_info: Option<Box<RawValue>>,
         }
-        let Some(m) = meta.and_then(|m| serde_json::from_str::<Meta>(m.get()).ok()) else {
+        let Some(m) = meta.and_then(|m| serde_json::from_str::<Meta>(m).ok()) else {
             return Declared::default();
         };
         let small = |v: Option<Box<RawValue>>| v.filter(|v| v.get().len() <= MAX_ENVELOPE_MEMBER);

@@ -153,7 +153,7 @@ pub fn tools_call<'a, L: Lister>(
 /// What a call waits for before the guard can decide it.
 enum Wait<'a> {
     /// The scope's tools are not known: list them, then decide again.
-    Listing { meta: Option<&'a RawValue> },
+    Listing { meta: Option<&'a str> },
     /// The call goes on if the client's rate, shared with the other replicas, allows it.
     SharedRate(Admitting<'a>),
 }
@@ -835,7 +835,7 @@ async fn list<L: Lister>(
     gw: &Gateway,
     target: &Target,
     key: &ScopeKey,
-    meta: Option<&RawValue>,
+    meta: Option<&str>,
     lister: &L,
 ) -> Listed<L::Relay> {
     let asked = Instant::now();
@@ -856,9 +856,11 @@ pub async fn list_all<L: Lister>(
     gw: &Gateway,
     target: &Target,
     key: &ScopeKey,
-    meta: Option<&RawValue>,
+    meta: Option<&str>,
     lister: &L,
 ) -> Result<(), ListFailed<L::Relay>> {
+    // Text read as JSON before: it reads again.
+    let meta = meta.and_then(|m| serde_json::from_str::<&RawValue>(m).ok());
     let mut cursor: Option<Box<RawValue>> = None;
     let mut tools = Vec::new();
     let (mut ttl, mut public, mut text) = (None, false, 0usize);

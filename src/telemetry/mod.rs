@@ -120,7 +120,7 @@ impl Context {
             meta: Option<Meta>,
         }
         let meta: Meta = match &m.params {
-            Some(crate::jsonrpc::Params::Call(c)) => serde_json::from_str(c.meta?.get()).ok()?,
+            Some(crate::jsonrpc::Params::Call(c)) => serde_json::from_str(c.meta?).ok()?,
             Some(crate::jsonrpc::Params::Raw(raw)) => {
                 serde_json::from_str::<WithMeta>(raw.get()).ok()?.meta?
             }

@@ -16,7 +16,6 @@ use crate::transport::upstream::multiplex::Owner;
 use axum::response::Response;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue};
-use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// What one request is served with: the gateway in force when it arrived, its upstream's
@@ -190,7 +189,7 @@ impl Caller {
         self.version.as_ref().and_then(|v| v.to_str().ok())
     }
 
-    pub(super) fn era(&self, params: Option<&RawValue>) -> Era {
+    pub(super) fn era(&self, params: Option<&str>) -> Era {
         Era::detect(self.version(), params)
     }
 }
