@@ -77,12 +77,37 @@ pub struct CallParams<'a> {
     /// one, reading the text again (about 0.9k instructions for a 2026-07-28 call's).
     #[serde(borrow, default, rename = "_meta", deserialize_with = "raw_text")]
     pub meta: Option<&'a str>,
+    /// The protocol version `_meta` names, when the envelope's own reader read it in its
+    /// pass: `Some(None)` where `_meta` names none at its top level (or there is none).
+    /// `None` where it was not read so; [`CallParams::meta_version`] then reads it.
+    #[serde(skip)]
+    pub version: Option<Option<&'a str>>,
     /// A retry after an input-required result (2026-07-28) carries the server's state back.
     #[serde(borrow, default, rename = "requestState")]
     pub request_state: Option<&'a RawValue>,
     /// Task augmentation (2025-11-25, SEP-1686): the caller waits for a task, not a result.
     #[serde(borrow, default)]
     pub task: Option<&'a RawValue>,
+}
+
+impl<'a> CallParams<'a> {
+    /// The protocol version `_meta` names (2026-07-28), as read in the envelope's pass, else
+    /// read now: by hand where the object is plain, else by `serde_json`.
+    pub fn meta_version(&self) -> Option<Cow<'a, str>> {
+        #[derive(Deserialize)]
+        struct Meta<'a> {
+            #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
+            version: Option<Cow<'a, str>>,
+        }
+        if let Some(read) = self.version {
+            return read.map(Cow::Borrowed);
+        }
+        let meta = self.meta?;
+        match string_member(meta, crate::mcp::META_PROTOCOL_VERSION) {
+            Some(version) => version.map(Cow::Borrowed),
+            None => serde_json::from_str::<Meta<'a>>(meta).ok()?.version,
+        }
+    }
 }
 
 impl<'a> Message<'a> {
@@ -125,14 +150,17 @@ impl<'a> Message<'a> {
         }
     }
 
-    /// Where the request's protocol version may be written (`_meta`, 2026-07-28): a call's
-    /// `_meta`, or params left as text, searched whole.
-    pub fn version_text(&self) -> Option<&'a str> {
-        match &self.params {
-            Some(Params::Raw(raw)) => Some(raw.get()),
+    /// Whether the body names the 2026-07-28 protocol version where a request of that era
+    /// writes it (`_meta`): found in a call's `_meta` as the envelope's pass read it, else
+    /// searched for in the call's `_meta`, or in params left as text, whole.
+    pub fn names_version(&self) -> bool {
+        let text = match &self.params {
+            Some(Params::Call(call)) if matches!(call.version, Some(Some(_))) => return true,
             Some(Params::Call(call)) => call.meta,
+            Some(Params::Raw(raw)) => Some(raw.get()),
             None => None,
-        }
+        };
+        text.is_some_and(|t| crate::text::holds!(t, crate::mcp::META_PROTOCOL_VERSION))
     }
 
     /// The `name` in `params`, for logs and header checks.
@@ -349,7 +377,7 @@ fn present<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<&'de str>, D::E
 /// The string member `name` of the JSON object `text`, read by hand where it is plain (no
 /// escape in the object's names or in the value), as nearly every `_meta` is: `Some(None)`
 /// when it has none, `None` where `serde_json` must read it.
-pub(crate) fn string_member<'a>(text: &'a str, name: &str) -> Option<Option<&'a str>> {
+fn string_member<'a>(text: &'a str, name: &str) -> Option<Option<&'a str>> {
     quick::string_member(text, name)
 }
 
@@ -386,12 +414,16 @@ pub(crate) fn read_alike(text: &str) -> bool {
             return false;
         }
     }
-    // A call's `_meta` names its version alike by hand and through `serde_json`.
-    if let Some(Params::Call(call)) = &by_hand.params
-        && let Some(meta) = call.meta
-        && !string_member_read_alike(meta, crate::mcp::META_PROTOCOL_VERSION)
-    {
-        return false;
+    // A call's `_meta` names its version alike in the pass, by hand and through
+    // `serde_json`.
+    if let Some(Params::Call(call)) = &mut by_hand.params {
+        let in_pass = call.version.take().flatten();
+        let meta = call.meta.unwrap_or("{}");
+        if call.meta_version().as_deref() != in_pass
+            || !string_member_read_alike(meta, crate::mcp::META_PROTOCOL_VERSION)
+        {
+            return false;
+        }
     }
     envelope(text, true)
         .or_else(|_| envelope(text, false))
@@ -996,7 +1028,8 @@ mod tests {
         };
         assert_eq!(call.name, "tA");
         assert_eq!(call.arguments.unwrap(), r#"{"n":1}"#);
-        assert_eq!(m.version_text().unwrap(), r#"{"k":2}"#);
+        assert_eq!(call.meta, Some(r#"{"k":2}"#));
+        assert!(!m.names_version());
         assert_eq!(m.params_name().as_deref(), Some("tA"));
         // Arguments stay text for the guard, which finds a duplicate key in them.
         let m = single(

@@ -36,9 +36,9 @@ pub enum Era {
 }
 
 impl Era {
-    /// Reads the era from the `MCP-Protocol-Version` header, or failing that from the
-    /// request's `_meta` envelope.
-    pub fn detect(version_header: Option<&str>, meta: Option<&str>) -> Era {
+    /// Reads the era from the `MCP-Protocol-Version` header, or failing that from whether
+    /// the body names the version in its `_meta` envelope (`jsonrpc::Message::names_version`).
+    pub fn detect(version_header: Option<&str>, body_names_version: bool) -> Era {
         if let Some(v) = version_header {
             return if v >= MODERN_VERSION {
                 Era::Modern
@@ -46,9 +46,9 @@ impl Era {
                 Era::Legacy
             };
         }
-        match meta {
-            Some(m) if crate::text::holds!(m, META_PROTOCOL_VERSION) => Era::Modern,
-            _ => Era::Legacy,
+        match body_names_version {
+            true => Era::Modern,
+            false => Era::Legacy,
         }
     }
 
@@ -156,11 +156,10 @@ mod tests {
 
     #[test]
     fn era_from_header_or_meta() {
-        assert_eq!(Era::detect(Some("2025-11-25"), None), Era::Legacy);
-        assert_eq!(Era::detect(Some("2026-07-28"), None), Era::Modern);
-        let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
-        assert_eq!(Era::detect(None, Some(meta)), Era::Modern);
-        assert_eq!(Era::detect(None, None), Era::Legacy);
+        assert_eq!(Era::detect(Some("2025-11-25"), true), Era::Legacy);
+        assert_eq!(Era::detect(Some("2026-07-28"), false), Era::Modern);
+        assert_eq!(Era::detect(None, true), Era::Modern);
+        assert_eq!(Era::detect(None, false), Era::Legacy);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use super::arguments::Arguments;
 use super::{CallParams, Envelope, Params};
-use crate::mcp::TOOLS_CALL;
+use crate::mcp::{META_PROTOCOL_VERSION, TOOLS_CALL};
 use crate::text::{NameWord, key_first_word, string_stop};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -182,8 +182,9 @@ impl<'a> Scan<'a> {
 
     /// A `tools/call`'s params, as the derived reader of [`CallParams`] reads an object.
     fn call_params(&mut self) -> Option<CallParams<'a>> {
-        let (mut name, mut arguments, mut read, mut meta, mut state, mut task) =
-            (None, None, None, None, None, None);
+        let (mut name, mut arguments, mut read, mut state, mut task) =
+            (None, None, None, None, None);
+        let (mut meta, mut version) = (None, None);
         let mut seen = Seen(0);
         self.object(&CALL_PARAMS, |s, member| {
             let bit = match member {
@@ -194,7 +195,7 @@ impl<'a> Scan<'a> {
             match bit {
                 1 => name = Some(Cow::Borrowed(s.text()?)),
                 2 => (arguments, read) = s.arguments()?,
-                4 => meta = s.text_or_null_value()?,
+                4 => (meta, version) = s.meta()?,
                 8 => state = s.raw_or_null()?,
                 _ => task = s.raw_or_null()?,
             }
@@ -205,6 +206,7 @@ impl<'a> Scan<'a> {
             arguments,
             read,
             meta,
+            version: Some(version),
             request_state: state,
             task,
         })
@@ -334,12 +336,32 @@ impl<'a> Scan<'a> {
         self.raw().map(Some)
     }
 
-    /// As [`Self::text_of`], with `null` read as no value (an `Option`'s reading).
-    fn text_or_null_value(&mut self) -> Option<Option<&'a str>> {
+    /// A call's `_meta` (`null` read as none, an `Option`'s reading) and the protocol
+    /// version it names, read in this pass: each 2026-07-28 request names it there, and its
+    /// era and header rules go by it. A name with an escape, the version named twice or as
+    /// no plain string, leave the message to `serde_json`.
+    fn meta(&mut self) -> Option<(Option<&'a str>, Option<&'a str>)> {
         if self.word(b"null").is_some() {
-            return Some(None);
+            return Some((None, None));
         }
-        self.text_of().map(Some)
+        let (start, mut version) = (self.at, None);
+        if self.peek()? != b'{' {
+            self.skip(1)?;
+        } else {
+            self.members(b'{', b'}', |s| {
+                let key = s.text()?;
+                s.space();
+                (s.peek()? == b':').then(|| s.at += 1)?;
+                s.space();
+                if key != META_PROTOCOL_VERSION {
+                    return s.skip(2);
+                }
+                version.is_none().then_some(())?;
+                version = Some(s.text()?);
+                Some(())
+            })?;
+        }
+        Some((Some(self.text.get(start..self.at)?), version))
     }
 
     /// A string without escapes, or `null`.
@@ -483,6 +505,46 @@ mod tests {
             call.meta.is_none(),
             "a null `_meta` is none, as an `Option` reads it"
         );
+    }
+
+    #[test]
+    fn a_calls_protocol_version_is_read_in_the_pass() {
+        let call = |meta: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","_meta":{meta}}}}}"#
+            )
+        };
+        fn version(text: &str) -> Option<Option<Option<&str>>> {
+            match envelope(text).and_then(|e| e.params) {
+                Some(Params::Call(c)) => Some(c.version),
+                _ => None,
+            }
+        }
+        for (meta, read) in [
+            (
+                r#"{"io.modelcontextprotocol/clientCapabilities":{"x":[{}]},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+                Some(Some("2026-07-28")),
+            ),
+            (r#"{"progressToken":"a\nb"}"#, Some(None)),
+            (
+                r#"{"x":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+                Some(None),
+            ),
+            ("null", Some(None)),
+            ("[1]", Some(None)),
+        ] {
+            let text = call(meta);
+            assert_eq!(version(&text), Some(read), "{meta}");
+            assert!(super::super::read_alike(&text), "{meta}");
+        }
+        for given_way in [
+            r#"{"io.modelcontextprotocol/protocolVersion":1}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/protocolVersion":"a"}"#,
+            r#"{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}"#,
+        ] {
+            assert_eq!(version(&call(given_way)), None, "{given_way}");
+            assert!(super::super::read_alike(&call(given_way)), "{given_way}");
+        }
     }
 
     #[test]

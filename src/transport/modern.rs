@@ -3,7 +3,7 @@
 //! intermediary that routes or filters on headers must not trust them unchecked; toolgate
 //! decides on the body, and refuses a request whose headers say something else.
 
-use crate::jsonrpc::{self, Message, Params};
+use crate::jsonrpc::{Message, Params};
 use crate::mcp;
 use http::{HeaderMap, HeaderValue};
 use serde::Deserialize;
@@ -21,24 +21,10 @@ struct Named<'a> {
     meta: Option<Meta<'a>>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct Meta<'a> {
     #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
     version: Option<Cow<'a, str>>,
-}
-
-impl<'a> Meta<'a> {
-    /// A call's `_meta`, read by hand where it is plain, as nearly every one is: through
-    /// `serde_json`, its other members (the client's capabilities and name) were each
-    /// skipped a byte at a time, about 1k instructions a 2026-07-28 call.
-    fn read(text: &'a str) -> Meta<'a> {
-        match jsonrpc::string_member(text, mcp::META_PROTOCOL_VERSION) {
-            Some(version) => Meta {
-                version: version.map(Cow::Borrowed),
-            },
-            None => serde_json::from_str(text).unwrap_or_default(),
-        }
-    }
 }
 
 /// Sets the headers a 2026-07-28 request mirrors from its body, for a message toolgate
@@ -106,7 +92,9 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), Mismatch> {
         Some(Params::Call(call)) => Named {
             name: Some(call.name.clone()),
             uri: None,
-            meta: call.meta.map(Meta::read),
+            meta: Some(Meta {
+                version: call.meta_version(),
+            }),
         },
         Some(Params::Raw(raw)) => serde_json::from_str(raw.get()).unwrap_or_default(),
         None => Named::default(),

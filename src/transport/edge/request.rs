@@ -189,8 +189,8 @@ impl Caller {
         self.version.as_ref().and_then(|v| v.to_str().ok())
     }
 
-    pub(super) fn era(&self, params: Option<&str>) -> Era {
-        Era::detect(self.version(), params)
+    pub(super) fn era(&self, body_names_version: bool) -> Era {
+        Era::detect(self.version(), body_names_version)
     }
 }
 
