@@ -98,20 +98,8 @@ pub(super) fn result_members<'a>(text: &'a str, names: &[&str]) -> Option<(&'a s
 /// is no plain string, text that is no object).
 pub(super) fn string_member<'a>(text: &'a str, name: &str) -> Option<Option<&'a str>> {
     let mut s = Scan { text, at: 0 };
-    let mut found = None;
     s.space();
-    s.members(b'{', b'}', |s| {
-        let key = s.text()?;
-        s.space();
-        (s.peek()? == b':').then(|| s.at += 1)?;
-        s.space();
-        if key != name {
-            return s.skip(1);
-        }
-        found.is_none().then_some(())?;
-        found = Some(s.text()?);
-        Some(())
-    })?;
+    let found = s.string_member(name, 1)?;
     s.space();
     (s.at == text.len()).then_some(found)
 }
@@ -344,24 +332,34 @@ impl<'a> Scan<'a> {
         if self.word(b"null").is_some() {
             return Some((None, None));
         }
-        let (start, mut version) = (self.at, None);
-        if self.peek()? != b'{' {
-            self.skip(1)?;
+        let start = self.at;
+        let version = if self.peek()? == b'{' {
+            self.string_member(META_PROTOCOL_VERSION, 2)?
         } else {
-            self.members(b'{', b'}', |s| {
-                let key = s.text()?;
-                s.space();
-                (s.peek()? == b':').then(|| s.at += 1)?;
-                s.space();
-                if key != META_PROTOCOL_VERSION {
-                    return s.skip(2);
-                }
-                version.is_none().then_some(())?;
-                version = Some(s.text()?);
-                Some(())
-            })?;
-        }
+            self.skip(1)?;
+            None
+        };
         Some((Some(self.text.get(start..self.at)?), version))
+    }
+
+    /// The object here, and its string member `name` (`None` when it has none); the
+    /// object's other members skipped at `depth`. A name with an escape, `name` given twice
+    /// or as no plain string, give `None` whole.
+    fn string_member(&mut self, name: &str, depth: usize) -> Option<Option<&'a str>> {
+        let mut found = None;
+        self.members(b'{', b'}', |s| {
+            let key = s.text()?;
+            s.space();
+            (s.peek()? == b':').then(|| s.at += 1)?;
+            s.space();
+            if key != name {
+                return s.skip(depth);
+            }
+            found.is_none().then_some(())?;
+            found = Some(s.text()?);
+            Some(())
+        })?;
+        Some(found)
     }
 
     /// A string without escapes, or `null`.
