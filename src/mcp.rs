@@ -37,8 +37,9 @@ pub enum Era {
 
 impl Era {
     /// Reads the era from the `MCP-Protocol-Version` header, or failing that from whether
-    /// the body names the version in its `_meta` envelope (`jsonrpc::Message::names_version`).
-    pub fn detect(version_header: Option<&str>, body_names_version: bool) -> Era {
+    /// the body names the version in its `_meta` envelope (`jsonrpc::Message::names_version`,
+    /// asked only then: it may search the body's text).
+    pub fn detect(version_header: Option<&str>, body_names_version: impl FnOnce() -> bool) -> Era {
         if let Some(v) = version_header {
             return if v >= MODERN_VERSION {
                 Era::Modern
@@ -46,7 +47,7 @@ impl Era {
                 Era::Legacy
             };
         }
-        match body_names_version {
+        match body_names_version() {
             true => Era::Modern,
             false => Era::Legacy,
         }
@@ -156,10 +157,11 @@ mod tests {
 
     #[test]
     fn era_from_header_or_meta() {
-        assert_eq!(Era::detect(Some("2025-11-25"), true), Era::Legacy);
-        assert_eq!(Era::detect(Some("2026-07-28"), false), Era::Modern);
-        assert_eq!(Era::detect(None, true), Era::Modern);
-        assert_eq!(Era::detect(None, false), Era::Legacy);
+        let unasked = || unreachable!("the header decides");
+        assert_eq!(Era::detect(Some("2025-11-25"), unasked), Era::Legacy);
+        assert_eq!(Era::detect(Some("2026-07-28"), unasked), Era::Modern);
+        assert_eq!(Era::detect(None, || true), Era::Modern);
+        assert_eq!(Era::detect(None, || false), Era::Legacy);
     }
 
     #[test]

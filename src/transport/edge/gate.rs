@@ -318,7 +318,7 @@ async fn find_way<'a>(
     note: &mut Note,
 ) -> Result<(EndpointWay<'a>, Origin<'a>), Response> {
     let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);
-    let era = ctx.era(m.names_version());
+    let era = ctx.era(|| m.names_version());
     trace(note, m, bytes);
     message::header_rules(&parts.headers, &ctx, m, era).map_err(|refused| *refused)?;
     if let Err(refused) = message::call_notification(rt.gw, rt.target, m) {

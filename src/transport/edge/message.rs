@@ -124,7 +124,7 @@ pub(super) fn header_rules(
     // headers claim: a missing or older `MCP-Protocol-Version` must not switch them off.
     let body_era = match ctx.version() {
         None => era,
-        Some(_) => Era::detect(None, m.names_version()),
+        Some(_) => Era::detect(None, || m.names_version()),
     };
     if (era == Era::Modern || body_era == Era::Modern)
         && let Err(why) = modern::check(headers, m)

@@ -25,7 +25,7 @@ pub(super) async fn bodiless(
     ctx: &Caller,
     note: &mut Note,
 ) -> Response {
-    let era = ctx.era(false);
+    let era = ctx.era(|| false);
     let is_delete = parts.method == Method::DELETE;
     if let Some(reverse) = reversed_session(up, &parts.headers) {
         // toolgate's own session for the client: it ends here, and its stream carries what

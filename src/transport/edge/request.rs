@@ -189,7 +189,7 @@ impl Caller {
         self.version.as_ref().and_then(|v| v.to_str().ok())
     }
 
-    pub(super) fn era(&self, body_names_version: bool) -> Era {
+    pub(super) fn era(&self, body_names_version: impl FnOnce() -> bool) -> Era {
         Era::detect(self.version(), body_names_version)
     }
 }

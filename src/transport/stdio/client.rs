@@ -264,7 +264,7 @@ impl ToClient {
     /// A request read from the client but never sent gets an error; anything else, nothing.
     pub(super) fn refuse(&self, line: &[u8], why: &UpstreamError) {
         if let Ok(Parsed::Single(m)) = jsonrpc::parse(line)
-            && let era = crate::mcp::Era::detect(None, m.names_version())
+            && let era = crate::mcp::Era::detect(None, || m.names_version())
             && let Some(a) = pipeline::undecided(&self.gw, &self.gw.targets[0], era, &m, why)
         {
             self.write_owed(m.id.filter(|_| m.is_request()), a.body);

@@ -135,7 +135,7 @@ async fn handle<U: Upstream>(
     let gw = &to.gw;
     // A refused notification gets no answer on stdio; it is counted and goes no further.
     engine::admit(gw, up.target(), &m).ok()?;
-    let era = Era::detect(None, m.names_version());
+    let era = Era::detect(None, || m.names_version());
     let mut way = StdioWay {
         way: up.way(&m, era).await,
         up: up.clone(),
