@@ -92,20 +92,11 @@ pub struct CallParams<'a> {
 
 impl<'a> CallParams<'a> {
     /// The protocol version `_meta` names (2026-07-28), as read in the envelope's pass, else
-    /// read now: by hand where the object is plain, else by `serde_json`.
+    /// read now ([`meta_version`]).
     pub fn meta_version(&self) -> Option<Cow<'a, str>> {
-        #[derive(Deserialize)]
-        struct Meta<'a> {
-            #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
-            version: Option<Cow<'a, str>>,
-        }
-        if let Some(read) = self.version {
-            return read.map(Cow::Borrowed);
-        }
-        let meta = self.meta?;
-        match string_member(meta, crate::mcp::META_PROTOCOL_VERSION) {
-            Some(version) => version.map(Cow::Borrowed),
-            None => serde_json::from_str::<Meta<'a>>(meta).ok()?.version,
+        match self.version {
+            Some(read) => read.map(Cow::Borrowed),
+            None => meta_version(self.meta?),
         }
     }
 }
@@ -374,14 +365,22 @@ fn present<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<&'de str>, D::E
     <&RawValue>::deserialize(d).map(|raw| Some(raw.get()))
 }
 
-/// The string member `name` of the JSON object `text`, read by hand where it is plain (no
-/// escape in the object's names or in the value), as nearly every `_meta` is: `Some(None)`
-/// when it has none, `None` where `serde_json` must read it.
-fn string_member<'a>(text: &'a str, name: &str) -> Option<Option<&'a str>> {
-    quick::string_member(text, name)
+/// The protocol version a request's `_meta` (its text) names (2026-07-28): read by hand
+/// where the object is plain (no escape in its names or in the value), as nearly every one
+/// is, else by `serde_json`.
+pub(crate) fn meta_version(meta: &str) -> Option<Cow<'_, str>> {
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
+        version: Option<Cow<'a, str>>,
+    }
+    match quick::string_member(meta, crate::mcp::META_PROTOCOL_VERSION) {
+        Some(version) => version.map(Cow::Borrowed),
+        None => serde_json::from_str::<Meta<'_>>(meta).ok()?.version,
+    }
 }
 
-/// Whether [`string_member`] reads what `serde_json` reads, when it reads by hand at all.
+/// Whether `quick::string_member` reads what `serde_json` reads, when it reads by hand at all.
 /// Taken by hand, the object names no member twice, so a map's reading is the object's.
 #[cfg(feature = "fuzzing")]
 fn string_member_read_alike(text: &str, name: &str) -> bool {

@@ -3,10 +3,11 @@
 //! intermediary that routes or filters on headers must not trust them unchecked; toolgate
 //! decides on the body, and refuses a request whose headers say something else.
 
-use crate::jsonrpc::{Message, Params};
+use crate::jsonrpc::{self, Message, Params};
 use crate::mcp;
 use http::{HeaderMap, HeaderValue};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 
 pub const HEADER_MISMATCH: i64 = -32020;
@@ -18,13 +19,7 @@ struct Named<'a> {
     #[serde(borrow, default)]
     uri: Option<Cow<'a, str>>,
     #[serde(borrow, default, rename = "_meta")]
-    meta: Option<Meta<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Meta<'a> {
-    #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
-    version: Option<Cow<'a, str>>,
+    meta: Option<&'a RawValue>,
 }
 
 /// Sets the headers a 2026-07-28 request mirrors from its body, for a message toolgate
@@ -88,20 +83,25 @@ pub fn check(headers: &HeaderMap, m: &Message<'_>) -> Result<(), Mismatch> {
             None => Ok(first.and_then(|v| v.to_str().ok()).map(decoded)),
         }
     };
-    let params = match &m.params {
-        Some(Params::Call(call)) => Named {
-            name: Some(call.name.clone()),
-            uri: None,
-            meta: Some(Meta {
-                version: call.meta_version(),
-            }),
-        },
-        Some(Params::Raw(raw)) => serde_json::from_str(raw.get()).unwrap_or_default(),
-        None => Named::default(),
+    let (params, version) = match &m.params {
+        Some(Params::Call(call)) => {
+            let name = Some(call.name.clone());
+            let named = Named {
+                name,
+                ..Named::default()
+            };
+            (named, call.meta_version())
+        }
+        Some(Params::Raw(raw)) => {
+            let named: Named = serde_json::from_str(raw.get()).unwrap_or_default();
+            let version = named.meta.and_then(|m| jsonrpc::meta_version(m.get()));
+            (named, version)
+        }
+        None => (Named::default(), None),
     };
     match (
         header(mcp::PROTOCOL_VERSION, "MCP-Protocol-Version")?,
-        params.meta.as_ref().and_then(|m| m.version.as_deref()),
+        version.as_deref(),
     ) {
         (Some(h), Some(b)) if h != b => {
             return Err(Mismatch::Version {
