@@ -297,21 +297,7 @@ impl Gateway {
         identities: Identities,
     ) -> Result<Arc<Gateway>, ConfigError> {
         config.check()?;
-        let settings = CompileSettings::from_config(&config.limits, &config.validation);
-        let catalog = match previous {
-            Some(p)
-                if p.catalog.settings() == &settings
-                    && p.config.limits.max_scopes == config.limits.max_scopes
-                    && p.config.limits.max_catalog_bytes == config.limits.max_catalog_bytes =>
-            {
-                p.catalog.clone()
-            }
-            _ => Arc::new(Catalog::new(
-                settings,
-                config.limits.max_scopes,
-                config.limits.max_catalog_bytes,
-            )),
-        };
+        let catalog = catalog(&config, previous);
         let targets = targets(&config, &catalog)?;
         let auth = Authenticator::from_config(&config, previous.and_then(|p| p.auth.as_ref()))?;
         if auth.is_none()
@@ -325,29 +311,14 @@ impl Gateway {
         let named = auth.is_some() || identities == Identities::Vouched;
         let clients = clients(&config, named)?;
         servers_reached(&config, auth.is_some(), &targets)?;
-        let (hasher, ids, metrics, limiter, sessions, tasks) = match previous {
-            Some(p) => (
-                p.hasher.clone(),
-                p.ids.clone(),
-                p.metrics.clone(),
-                p.limiter.clone(),
-                p.sessions.clone(),
-                p.tasks.clone(),
-            ),
-            None => {
-                let hasher = RandomState::new();
-                let prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
-                let ids = Arc::new(Ids::new(prefix));
-                (
-                    hasher,
-                    ids,
-                    Arc::default(),
-                    Arc::default(),
-                    Arc::default(),
-                    Arc::default(),
-                )
-            }
-        };
+        let Carried {
+            hasher,
+            ids,
+            metrics,
+            limiter,
+            sessions,
+            tasks,
+        } = Carried::from(previous);
         let shared = shared(&config, previous)?;
         let telemetry = match previous {
             Some(p) => p.telemetry.clone(),
@@ -363,14 +334,7 @@ impl Gateway {
             metrics,
             targets,
             origins: OriginPolicy::new(&config.allowed_origins, config.listen.ip().is_loopback()),
-            admin_origins: OriginPolicy::new(
-                &config.allowed_origins,
-                config
-                    .admin_addr()
-                    .ok()
-                    .flatten()
-                    .is_some_and(|a| a.ip().is_loopback()),
-            ),
+            admin_origins: admin_origins(&config),
             auth,
             clients,
             limiter,
@@ -617,6 +581,73 @@ fn servers_reached(
         }
     }
     Ok(())
+}
+
+/// The previous gateway's catalog while the settings it compiles with and its bounds stay
+/// (what was listed stays listed across a reload), else a new one.
+fn catalog(config: &Config, previous: Option<&Gateway>) -> Arc<Catalog> {
+    let settings = CompileSettings::from_config(&config.limits, &config.validation);
+    let limits = &config.limits;
+    match previous {
+        Some(p)
+            if p.catalog.settings() == &settings
+                && p.config.limits.max_scopes == limits.max_scopes
+                && p.config.limits.max_catalog_bytes == limits.max_catalog_bytes =>
+        {
+            p.catalog.clone()
+        }
+        _ => Arc::new(Catalog::new(
+            settings,
+            limits.max_scopes,
+            limits.max_catalog_bytes,
+        )),
+    }
+}
+
+/// What a gateway carries across reloads, as the process's own: made with the first.
+struct Carried {
+    hasher: RandomState,
+    ids: Arc<Ids>,
+    metrics: Arc<Metrics>,
+    limiter: Arc<RateLimiter>,
+    sessions: Arc<crate::policy::sessions::SessionSeal>,
+    tasks: Arc<crate::tasks::Tasks>,
+}
+
+impl From<Option<&Gateway>> for Carried {
+    fn from(previous: Option<&Gateway>) -> Carried {
+        let Some(p) = previous else {
+            let hasher = RandomState::new();
+            let prefix = format!("toolgate-{:016x}", hasher.hash_one(std::process::id()));
+            return Carried {
+                hasher,
+                ids: Arc::new(Ids::new(prefix)),
+                metrics: Arc::default(),
+                limiter: Arc::default(),
+                sessions: Arc::default(),
+                tasks: Arc::default(),
+            };
+        };
+        Carried {
+            hasher: p.hasher.clone(),
+            ids: p.ids.clone(),
+            metrics: p.metrics.clone(),
+            limiter: p.limiter.clone(),
+            sessions: p.sessions.clone(),
+            tasks: p.tasks.clone(),
+        }
+    }
+}
+
+/// The same origin rules for the admin listener, its `Host` checked where it listens on a
+/// loopback address: `/metrics` read through DNS rebinding would tell a foreign page every
+/// tool name and client.
+fn admin_origins(config: &Config) -> OriginPolicy {
+    let admin = config.admin_addr().ok().flatten();
+    OriginPolicy::new(
+        &config.allowed_origins,
+        admin.is_some_and(|a| a.ip().is_loopback()),
+    )
 }
 
 /// The counts of bytes held for requests' bodies and for their answers: the previous
