@@ -290,26 +290,38 @@ async fn handle(
         return empty(StatusCode::ACCEPTED);
     };
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let answer = match method_name {
-        "initialize" => return initialize(&demo, &id, &params),
-        "ping" => rpc_result(&id, json!({})),
-        "tools/list" => list_tools(&demo, &id, &params, session.as_deref()),
-        "tools/call" => match call_tool(&demo, &id, &params, session.as_deref()) {
-            Ok(answer) => answer,
-            Err(streamed) => return *streamed,
-        },
-        "resources/list" => rpc_result(
-            &id,
-            json!({"resources": [{"uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain"}]}),
-        ),
-        "resources/read" => read_resource(&id, &params),
-        _ => rpc_error(&id, -32601, "Method not found"),
+    let answer = match answer(&demo, method_name, &id, &params, session.as_deref()) {
+        Ok(answer) => answer,
+        Err(whole) => return *whole,
     };
     if demo.options.sse {
         sse_response(vec![(Duration::ZERO, answer)])
     } else {
         json_response(StatusCode::OK, &answer)
     }
+}
+
+/// The demo server's answer to request `method`, or a whole response where it makes one
+/// itself (an `initialize`'s, with its session; a call's stream).
+fn answer(
+    demo: &Demo,
+    method: &str,
+    id: &Value,
+    params: &Value,
+    session: Option<&str>,
+) -> Result<Value, Box<Response>> {
+    Ok(match method {
+        "initialize" => return Err(Box::new(initialize(demo, id, params))),
+        "ping" => rpc_result(id, json!({})),
+        "tools/list" => list_tools(demo, id, params, session),
+        "tools/call" => call_tool(demo, id, params, session)?,
+        "resources/list" => rpc_result(
+            id,
+            json!({"resources": [{"uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain"}]}),
+        ),
+        "resources/read" => read_resource(id, params),
+        _ => rpc_error(id, -32601, "Method not found"),
+    })
 }
 
 impl Demo {
