@@ -194,7 +194,7 @@ impl<'a> Scan<'a> {
             arguments,
             read,
             meta,
-            version: Some(version),
+            version,
             request_state: state,
             task,
         })
@@ -207,7 +207,7 @@ impl<'a> Scan<'a> {
     /// cannot pass that check, and the validator walks their parts: read here, in this
     /// pass, the scan of the members before the first container is all the work done
     /// twice.
-    fn arguments(&mut self) -> Option<(Option<&'a str>, Option<Arguments<'a>>)> {
+    fn arguments(&mut self) -> Option<(Option<&'a str>, Option<Box<Arguments<'a>>>)> {
         let start = self.at;
         let mut nested = false;
         let scalars = self.peek()? == b'{'
@@ -231,7 +231,7 @@ impl<'a> Scan<'a> {
             }
             self.at = start;
             match Arguments::read_at(self.text, start) {
-                Some((parts, end)) => (read, self.at) = (Some(parts), end),
+                Some((parts, end)) => (read, self.at) = (Some(Box::new(parts)), end),
                 // Not an object, or past the parts' bounds: checked as JSON only.
                 None => self.skip(1)?,
             }
@@ -512,7 +512,7 @@ mod tests {
                 r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","_meta":{meta}}}}}"#
             )
         };
-        fn version(text: &str) -> Option<Option<Option<&str>>> {
+        fn version(text: &str) -> Option<Option<&str>> {
             match envelope(text).and_then(|e| e.params) {
                 Some(Params::Call(c)) => Some(c.version),
                 _ => None,
@@ -521,15 +521,15 @@ mod tests {
         for (meta, read) in [
             (
                 r#"{"io.modelcontextprotocol/clientCapabilities":{"x":[{}]},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
-                Some(Some("2026-07-28")),
+                Some("2026-07-28"),
             ),
-            (r#"{"progressToken":"a\nb"}"#, Some(None)),
+            (r#"{"progressToken":"a\nb"}"#, None),
             (
                 r#"{"x":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
-                Some(None),
+                None,
             ),
-            ("null", Some(None)),
-            ("[1]", Some(None)),
+            ("null", None),
+            ("[1]", None),
         ] {
             let text = call(meta);
             assert_eq!(version(&text), Some(read), "{meta}");

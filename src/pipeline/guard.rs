@@ -212,7 +212,11 @@ fn decide<'a, R>(
     if judged == Some(true) {
         return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
     }
-    let read = read_arguments(params.arguments, params.read.take(), judged == Some(false));
+    let read = read_arguments(
+        params.arguments,
+        params.read.take().map(|parts| *parts),
+        judged == Some(false),
+    );
     if let Read::Value(Err(ArgumentsError::NotObject)) = read {
         return Ok(answered("malformed", not_object(call.id)));
     }
