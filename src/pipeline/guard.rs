@@ -863,7 +863,7 @@ pub async fn list_all<L: Lister>(
     meta: Option<&str>,
     lister: &L,
 ) -> Result<(), ListFailed<L::Relay>> {
-    // Text read as JSON before: it reads again.
+    // A raw value again for the listing's request: the envelope's pass checked it as JSON.
     let meta = meta.and_then(|m| serde_json::from_str::<&RawValue>(m).ok());
     let mut cursor: Option<Box<RawValue>> = None;
     let mut tools = Vec::new();
