@@ -30,6 +30,7 @@ pub(crate) mod metrics;
 pub(crate) mod net;
 pub(crate) mod pipeline;
 pub(crate) mod policy;
+mod self_wake;
 pub(crate) mod tasks;
 pub(crate) mod telemetry;
 pub(crate) mod text;

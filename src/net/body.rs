@@ -93,7 +93,8 @@ where
     B: http_body::Body<Data = Bytes> + Unpin,
 {
     while !body.is_end_stream() {
-        let Some(frame) = body.frame().await else {
+        let next = std::future::poll_fn(|cx| crate::self_wake::poll_frame(body, cx));
+        let Some(frame) = next.await else {
             break;
         };
         if let Ok(data) = frame?.into_data() {

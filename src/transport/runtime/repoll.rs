@@ -46,6 +46,10 @@ impl Wake for State {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        // A body read to its end in the future's own poll asks nothing of it (`self_wake`).
+        if crate::self_wake::held_back(Arc::as_ptr(self) as usize) {
+            return;
+        }
         // While the future runs, a wake only marks it for another poll; otherwise it goes
         // to the scheduler. The exchange decides which, so no wake falls between the two.
         match self.flag.compare_exchange(POLLING, WOKEN, SeqCst, SeqCst) {
@@ -77,9 +81,12 @@ impl<F: Future> Future for Repoll<F> {
         let this = &mut *self;
         this.state.task.register(cx.waker());
         let mut inner_cx = Context::from_waker(&this.waker);
+        let task = Arc::as_ptr(&this.state) as usize;
         for _ in 0..MAX_POLLS {
             this.state.flag.store(POLLING, SeqCst);
-            if let Poll::Ready(out) = this.inner.as_mut().poll(&mut inner_cx) {
+            let polled =
+                crate::self_wake::running(task, || this.inner.as_mut().poll(&mut inner_cx));
+            if let Poll::Ready(out) = polled {
                 this.state.flag.store(IDLE, SeqCst);
                 return Poll::Ready(out);
             }
@@ -171,6 +178,57 @@ mod tests {
         tx.send(7).unwrap();
         assert_eq!(outer.0.load(SeqCst), 1);
         assert!(matches!(poll_once(&mut f, &outer), Poll::Ready(Ok(7))));
+    }
+
+    /// Serves `request` on one hyper HTTP/1 connection re-polled in place, whose service
+    /// reads the body whole and then waits a moment, as for a server's answer; the answer
+    /// says how often the service's future was polled.
+    async fn service_polls(request: &'static [u8]) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(4096);
+        let service = hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| {
+            let polls = Arc::new(AtomicUsize::new(0));
+            let mut read = Box::pin(async move {
+                let body = crate::net::body::read_limited(req.into_body(), 1024).await;
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                body
+            });
+            std::future::poll_fn(move |cx| {
+                let n = polls.fetch_add(1, SeqCst) + 1;
+                read.as_mut().poll(cx).map(|body| {
+                    let answer = format!("{} bytes, {n} polls", body.unwrap().len());
+                    Ok::<_, std::convert::Infallible>(http::Response::new(
+                        http_body_util::Full::new(bytes::Bytes::from(answer)),
+                    ))
+                })
+            })
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(server), service);
+        let conn = tokio::spawn(Repoll::new(conn));
+        client.write_all(request).await.unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        conn.await.unwrap().unwrap();
+        answer.rsplit("\r\n").next().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_body_that_came_with_its_head_is_read_in_the_services_first_poll() {
+        // hyper wakes the connection's task as the service takes the body's one frame; read
+        // to its end, the body needs nothing more, and the task is not polled again for it:
+        // once for the request, once for the wait's end.
+        let request =
+            b"POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 5\r\n\r\nhello";
+        assert_eq!(service_polls(request).await, "5 bytes, 2 polls");
+    }
+
+    #[tokio::test]
+    async fn a_body_in_chunks_is_still_read_to_its_end() {
+        // Each frame taken before the last wakes the task to read the next one.
+        let request = b"POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n\
+                        2\r\nhe\r\n3\r\nllo\r\n0\r\n\r\n";
+        assert!(service_polls(request).await.starts_with("5 bytes, "));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
