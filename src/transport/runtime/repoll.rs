@@ -9,7 +9,9 @@
 //! it. That is a futex wake, a futex wait and a thread hop per request, measured with
 //! `strace -c`; a bare forwarder never reads the body in its service and pays none of it.
 //! Polled again here, on the same thread, the task finds at once whether anything is left
-//! to do.
+//! to do. Where the body taken was its last frame there is nothing, and such a wake is held
+//! back altogether ([`crate::self_wake`]): the task is polled once for a request's head and
+//! body, not twice.
 
 use futures_util::task::AtomicWaker;
 use std::future::Future;
