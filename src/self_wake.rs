@@ -1,8 +1,8 @@
 //! A wake that a connection's task gives itself by reading a body to its end, held back.
 //!
 //! Why: hyper's body channel wakes its sender each time the reader takes a frame, even once
-//! the sender has sent the last one and is gone. On an HTTP/1 client connection the sender
-//! is the connection's own task, which reads the request body in its service: the wake
+//! the sender has sent the last one and is gone. On a client's HTTP/1 connection the
+//! sender is the connection's own task, which reads the request body in its service: the wake
 //! comes from inside that task's poll, and the task, polled again in place
 //! (`transport::runtime::repoll`), walks the request's whole path once more and finds
 //! nothing to do. A body read through [`poll_frame`] holds such a wake back, and drops it
