@@ -216,7 +216,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_that_came_with_its_head_is_read_in_the_services_first_poll() {
+    async fn a_body_read_to_its_end_polls_the_service_no_more_for_it() {
         // hyper wakes the connection's task as the service takes the body's one frame; read
         // to its end, the body needs nothing more, and the task is not polled again for it:
         // once for the request, once for the wait's end.
