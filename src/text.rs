@@ -17,6 +17,16 @@ pub(crate) use holds;
 /// `json` refuses a message that opens with one.
 pub(crate) const BOM: &[u8] = "\u{feff}".as_bytes();
 
+/// `bytes` without the byte order mark they may open with: a message read so (from a client
+/// or from a server) is parsed and passed on as if it had none, so that a peer that refuses
+/// the mark never sees it.
+pub(crate) fn without_bom(bytes: bytes::Bytes) -> bytes::Bytes {
+    match bytes.starts_with(BOM) {
+        true => bytes.slice(BOM.len()..),
+        false => bytes,
+    }
+}
+
 /// `s` with its `%XX` escapes decoded; `None` when an escape is malformed or the result is not
 /// UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {

@@ -794,6 +794,46 @@ async fn a_stdio_server_whose_output_opens_with_a_byte_order_mark_is_understood(
     }
 }
 
+/// A request that opens with a byte order mark (a Windows tool's UTF-8 may: RFC 8259 lets a
+/// reader ignore it): read as the message it is in every front, decided under the rules, and
+/// sent on without the mark, which both servers behind (`serde_json`, Python's `json`) would
+/// refuse.
+#[tokio::test]
+async fn a_request_opening_with_a_byte_order_mark_is_read_under_the_rules() {
+    let command = common::peers::stdio_fixture(&["--typed"]).await;
+    let add = json!({"name": "add", "inputSchema": {"type": "object", "properties": {"a": {"type": "integer", "description": "first"}, "b": {"type": "integer", "description": "second"}}, "required": ["a", "b"]}});
+    let three =
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "3"}]}});
+    let report = "Invalid arguments for tool \"add\" (1 problem):\n- b: expected an integer, got string \"many\" (parameter description: second)\nCorrect the arguments and call the tool again.";
+    let refused = json!({"jsonrpc": "2.0", "id": 2, "result": {
+        "content": [{"type": "text", "text": report}],
+        "isError": true,
+        "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
+            "parameter_errors": {"/b": "expected an integer, got string \"many\""}}}}});
+    for mode in Mode::EVERY_FRONT {
+        let (up, _) = Scripted::new(vec![add.clone()])
+            .script(
+                "add",
+                Script::Result(json!({"content": [{"type": "text", "text": "3"}]})),
+            )
+            .spawn()
+            .await;
+        let mut front = Front::start(mode, &up, &command).await;
+        let valid = call(1, "add", json!({"a": 1, "b": 2}));
+        assert_eq!(
+            front.ask_line(&format!("\u{feff}{valid}")).await,
+            three,
+            "{mode}"
+        );
+        let invalid = call(2, "add", json!({"a": 1, "b": "many"}));
+        assert_eq!(
+            front.ask_line(&format!("\u{feff}{invalid}")).await,
+            refused,
+            "{mode}"
+        );
+    }
+}
+
 /// A listing the server answers with no JSON-RPC (an error page, a 405): the call that
 /// needed it is answered as a forwarded call so answered is, alike in every mode with an HTTP
 /// server, not with the server's page; a refusal of the request itself (a 4xx whose error

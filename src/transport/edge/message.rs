@@ -21,7 +21,8 @@ use std::task::Poll;
 /// The edge's refusal of a message before it is decided: the response it gets.
 pub(super) type Refused = Box<Response>;
 
-/// The body, read under the size limit and within `limits.body_timeout`, with its share of
+/// The body, read under the size limit and within `limits.body_timeout` (and without a byte
+/// order mark it opens with, `text::without_bom`), with its share of
 /// the bytes the front may hold at once ([`Gateway::body_bytes`]), to be kept until the request is
 /// answered; `Err` is the 413, 400, 408 or 503 refusing it. A declared length over the limit
 /// is refused before any of the body is read, and so is one longer than the room left. The
@@ -59,7 +60,7 @@ where
         }
     };
     match read {
-        Ok(Ok(b)) => Ok((b, held)),
+        Ok(Ok(b)) => Ok((crate::text::without_bom(b), held)),
         Ok(Err(ReadError::TooLarge)) => Err(too_large(limit)),
         Ok(Err(ReadError::NoRoom)) => Err(Box::new(no_room())),
         Ok(Err(ReadError::Broken(e))) => Err(Box::new(reply::transport(

@@ -248,11 +248,9 @@ where
             };
             // Read, and passed on, without a byte order mark: a client need not ignore one.
             held.shrink_to(bytes.len());
-            let (bytes, held_to_its_length) = if bytes.starts_with(crate::text::BOM) {
-                (bytes.slice(crate::text::BOM.len()..), false)
-            } else {
-                (bytes, held_to_its_length)
-            };
+            let read = bytes.len();
+            let bytes = crate::text::without_bom(bytes);
+            let held_to_its_length = held_to_its_length && bytes.len() == read;
             let (bytes, as_sent) = match renumber {
                 Some((from, to)) => (bridge::renumbered(&bytes, from, to).unwrap_or(bytes), false),
                 None => (bytes, held_to_its_length),

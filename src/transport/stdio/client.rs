@@ -37,8 +37,13 @@ pub(super) async fn next_message<R: tokio::io::AsyncBufRead + Unpin>(
 ) -> Option<Bytes> {
     loop {
         match read_line(r, max, &mut Uncounted).await {
-            Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(Line::Whole(l)) => return Some(Bytes::from(l)),
+            Ok(Line::Whole(l)) => {
+                // A console's encoding may open the input with a byte order mark.
+                let line = crate::text::without_bom(Bytes::from(l));
+                if !line.iter().all(u8::is_ascii_whitespace) {
+                    return Some(line);
+                }
+            }
             Ok(Line::TooLong(id)) => {
                 let msg = format!("Invalid Request: the message is over the {max}-byte limit");
                 let id = id.and_then(|i| RawValue::from_string(i).ok());

@@ -624,12 +624,11 @@ async fn read_stdout(
         handler.ready().await;
         let mut counting = Counting::new(&answers, &output);
         match read_line(&mut r, max_line, &mut counting).await {
-            Ok(Line::Whole(l)) if l.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Line::Whole(l)) => {
                 // A console's encoding may open the output with a byte order mark.
-                let mut line = Bytes::from(l);
-                if line.starts_with(crate::text::BOM) {
-                    line = line.slice(crate::text::BOM.len()..);
+                let line = crate::text::without_bom(Bytes::from(l));
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
                 }
                 match response_id(&line) {
                     Some(id) => deliver(Some(id), line, counting.share),
