@@ -12,8 +12,9 @@
 //! (`taskset -c 0 target/release/deps/e2e-* --bench --pin --conc 256`) each proxy has exactly
 //! one core, the cell where a proxy's tail shows first); `--sessions N` sets how many sessions
 //! each load worker sends in (4; 0 for none, a stateless client's load). Each process is
-//! separate, so the CPU time of each proxy is read from /proc; on a 2-core machine the load
-//! generator, the proxy and the upstream share the CPU, so compare ratios, not absolutes.
+//! separate, so the CPU time of each proxy is read from /proc, and beside it the whole run's
+//! (the proxy, the upstream and the load generator); on a 2-core machine the three share the
+//! CPU, so compare ratios, not absolutes, and read throughput against the whole run's CPU.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -127,6 +128,27 @@ struct Run {
     p50_us: f64,
     p99_us: f64,
     cpu_us_per_req: f64,
+    /// What every process of the run took per request: the proxy, the upstream behind it and
+    /// this load generator. They share the cores, so a proxy whose work leaves the others'
+    /// caches colder shows here (and in throughput) beyond its own CPU.
+    all_cpu_us_per_req: f64,
+}
+
+/// The processes a run's CPU is read from: the proxy under test (none when the upstream is
+/// called directly) and the upstream.
+#[derive(Clone, Copy, Default)]
+struct Watched {
+    proxy: Option<u32>,
+    upstream: Option<u32>,
+}
+
+impl Watched {
+    /// CPU seconds so far: the proxy's, and the proxy's, the upstream's and this process's.
+    fn cpu_seconds(self) -> (f64, f64) {
+        let proxy = self.proxy.map_or(0.0, cpu_seconds);
+        let upstream = self.upstream.map_or(0.0, cpu_seconds);
+        (proxy, proxy + upstream + cpu_seconds(std::process::id()))
+    }
 }
 
 /// Sessions each worker opens and sends its requests in, in turn: 4, or `--sessions N`; 0
@@ -161,7 +183,7 @@ async fn load(
     body: &'static str,
     concurrency: usize,
     dur: Duration,
-    pid: Option<u32>,
+    watched: Watched,
 ) -> Run {
     let uri: hyper::Uri = url.parse().unwrap();
     let addr: SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
@@ -233,17 +255,15 @@ async fn load(
         }));
     }
     ready.wait().await;
-    let cpu0 = pid.map(cpu_seconds);
+    let cpu0 = watched.cpu_seconds();
     let start = Instant::now();
     let mut all = Vec::new();
     for t in tasks {
         all.extend(t.await.unwrap());
     }
     let secs = start.elapsed().as_secs_f64();
-    let cpu = match (pid, cpu0) {
-        (Some(p), Some(c0)) => cpu_seconds(p) - c0,
-        _ => 0.0,
-    };
+    let cpu1 = watched.cpu_seconds();
+    let (cpu, all_cpu) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
     all.sort_unstable();
     let pct = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)] as f64 / 1000.0;
     Run {
@@ -252,6 +272,7 @@ async fn load(
         p50_us: pct(0.50),
         p99_us: pct(0.99),
         cpu_us_per_req: cpu * 1e6 / all.len() as f64,
+        all_cpu_us_per_req: all_cpu * 1e6 / all.len() as f64,
     }
 }
 
@@ -309,7 +330,7 @@ fn main() {
             body,
             conc.parse().unwrap(),
             Duration::from_secs(secs.parse().unwrap()),
-            None,
+            Watched::default(),
         ));
         println!(
             "{} requests, {:.0} req/s, p50 {:.1} µs",
@@ -378,7 +399,7 @@ fn main() {
         println!("toolgate end-to-end benchmark: {} s per run, medians of {rounds} interleaved rounds", dur.as_secs_f64());
         println!("machine: {} cores, {}", std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model());
         println!();
-        println!("{:<12} {:<9} {:>4} {:>10} {:>9} {:>9} {:>12}", "scenario", "via", "conc", "req/s", "p50 µs", "p99 µs", "proxy CPU µs");
+        println!("{:<12} {:<9} {:>4} {:>10} {:>9} {:>9} {:>12} {:>10}", "scenario", "via", "conc", "req/s", "p50 µs", "p99 µs", "proxy CPU µs", "all CPU µs");
         let mut summary = Vec::new();
         for (scenario, body) in [("valid call", BODY_VALID), ("invalid", BODY_INVALID), ("ping", BODY_PASS)] {
             if only.as_deref().is_some_and(|o| o != scenario) {
@@ -392,7 +413,8 @@ fn main() {
                 let mut runs: Vec<Vec<Run>> = vec![Vec::new(), Vec::new(), Vec::new()];
                 for _ in 0..rounds {
                     for (i, (_, url, pid)) in vias.iter().enumerate() {
-                        runs[i].push(load(url, body, conc, dur, *pid).await);
+                        let watched = Watched { proxy: *pid, upstream: Some(upstream.child.id()) };
+                        runs[i].push(load(url, body, conc, dur, watched).await);
                     }
                 }
                 let mut row = Vec::new();
@@ -402,9 +424,9 @@ fn main() {
                         v.sort_by(|a, b| a.total_cmp(b));
                         v[v.len() / 2]
                     };
-                    let (rps, p50, p99, cpu) = (med(&|r| r.requests as f64 / r.secs), med(&|r| r.p50_us), med(&|r| r.p99_us), med(&|r| r.cpu_us_per_req));
-                    println!("{scenario:<12} {via:<9} {conc:>4} {rps:>10.0} {p50:>9.1} {p99:>9.1} {:>12}", if pid.is_some() { format!("{cpu:.1}") } else { "-".into() });
-                    row.push((rps, p50, cpu));
+                    let (rps, p50, p99, cpu, all) = (med(&|r| r.requests as f64 / r.secs), med(&|r| r.p50_us), med(&|r| r.p99_us), med(&|r| r.cpu_us_per_req), med(&|r| r.all_cpu_us_per_req));
+                    println!("{scenario:<12} {via:<9} {conc:>4} {rps:>10.0} {p50:>9.1} {p99:>9.1} {:>12} {all:>10.1}", if pid.is_some() { format!("{cpu:.1}") } else { "-".into() });
+                    row.push((rps, p50, cpu, all));
                 }
                 summary.push((scenario, conc, row));
             }
@@ -414,10 +436,11 @@ fn main() {
         for (scenario, conc, row) in &summary {
             let (d, f, t) = (row[0], row[1], row[2]);
             println!(
-                "  {scenario:<11} c={conc:<3} throughput {:.2}x forwarder, {:.2}x direct; CPU/req {:.2}x forwarder; p50 +{:.0} µs vs direct (forwarder +{:.0} µs)",
+                "  {scenario:<11} c={conc:<3} throughput {:.2}x forwarder, {:.2}x direct; CPU/req {:.2}x forwarder (all processes {:.2}x); p50 +{:.0} µs vs direct (forwarder +{:.0} µs)",
                 t.0 / f.0,
                 t.0 / d.0,
                 t.2 / f.2,
+                t.3 / f.3,
                 t.1 - d.1,
                 f.1 - d.1
             );
@@ -653,7 +676,11 @@ async fn features(upstream: &str, dur: Duration, rounds: usize) {
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); vias.len()];
     for _ in 0..rounds {
         for (i, (_, p, body)) in vias.iter().enumerate() {
-            runs[i].push(load(&p.url, body, 8, dur, Some(p.child.id())).await);
+            let watched = Watched {
+                proxy: Some(p.child.id()),
+                upstream: None,
+            };
+            runs[i].push(load(&p.url, body, 8, dur, watched).await);
         }
     }
     println!();
