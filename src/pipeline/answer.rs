@@ -114,49 +114,30 @@ impl Answer {
     }
 
     /// No usable answer came from the upstream. A `tools/call` gets a tool error the model
-    /// can act on (`-32603` when it asked for a task); any other request gets `-32603`.
+    /// can act on (`-32603` when it asked for a task); any other request gets `-32603`. With
+    /// a `reference` (`errors.mask_internal`), the reason, which may name addresses and
+    /// paths, is left out and the reference, under which it is logged, stands for it.
     pub fn upstream_failed(
         era: Era,
         id: Option<&RawValue>,
         requested: Requested,
         e: &UpstreamError,
+        reference: Option<&str>,
     ) -> Answer {
         let (code, lead, message) = e.naming();
-        match (id, requested.call_task()) {
-            (Some(id), Some(task)) => {
-                let text = format!("{lead}: {e}. {}", e.retry_hint());
-                Answer::call_failed(
-                    era,
-                    id,
-                    task,
-                    jsonrpc::INTERNAL_ERROR,
-                    text,
-                    "toolgate/upstream",
-                    json!({"code": code, "reason": e.to_string()}),
-                )
-            }
-            _ => Answer::error(
-                id,
-                jsonrpc::INTERNAL_ERROR,
-                &format!("{message}: {e}"),
-                None,
+        let (why, data) = match reference {
+            None => (
+                format!(": {e}"),
+                json!({"code": code, "reason": e.to_string()}),
             ),
-        }
-    }
-
-    /// [`Answer::upstream_failed`] without the reason, which may name addresses and paths
-    /// (`errors.mask_internal`): a reference stands for it, under which it is logged.
-    pub fn upstream_failed_masked(
-        era: Era,
-        id: Option<&RawValue>,
-        requested: Requested,
-        e: &UpstreamError,
-        reference: &str,
-    ) -> Answer {
-        let (code, lead, message) = e.naming();
+            Some(reference) => (
+                format!(" (reference {reference})"),
+                json!({"code": code, "reference": reference}),
+            ),
+        };
         match (id, requested.call_task()) {
             (Some(id), Some(task)) => {
-                let text = format!("{lead} (reference {reference}). {}", e.retry_hint());
+                let text = format!("{lead}{why}. {}", e.retry_hint());
                 Answer::call_failed(
                     era,
                     id,
@@ -164,13 +145,13 @@ impl Answer {
                     jsonrpc::INTERNAL_ERROR,
                     text,
                     "toolgate/upstream",
-                    json!({"code": code, "reference": reference}),
+                    data,
                 )
             }
             _ => Answer::error(
                 id,
                 jsonrpc::INTERNAL_ERROR,
-                &format!("{message} (reference {reference})"),
+                &format!("{message}{why}"),
                 None,
             ),
         }

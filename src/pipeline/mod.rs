@@ -148,11 +148,11 @@ pub fn failed(
 ) -> answer::Answer {
     if !gw.config.errors.mask_internal {
         target.failures.failed(&target.name, e.kind(), e);
-        return answer::Answer::upstream_failed(era, id, requested, e);
+        return answer::Answer::upstream_failed(era, id, requested, e, None);
     }
     let reference = gw.next_id();
     tracing::warn!(upstream = %target.name, reference, error = %e, "masked toolgate's own error");
-    answer::Answer::upstream_failed_masked(era, id, requested, e, &reference)
+    answer::Answer::upstream_failed(era, id, requested, e, Some(&reference))
 }
 
 /// No answer will come for `m`, a message that was not decided: its server could not be
