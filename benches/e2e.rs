@@ -129,8 +129,8 @@ struct Run {
     p99_us: f64,
     cpu_us_per_req: f64,
     /// What every process of the run took per request: the proxy, the upstream behind it and
-    /// this load generator. They share the cores, so a proxy whose work leaves the others'
-    /// caches colder shows here (and in throughput) beyond its own CPU.
+    /// this load generator. They share the cores, and a slower proxy makes the other two
+    /// slower too, so this (and throughput) moves by more than the proxy's own CPU.
     all_cpu_us_per_req: f64,
 }
 
