@@ -128,9 +128,11 @@ struct Run {
     p50_us: f64,
     p99_us: f64,
     cpu_us_per_req: f64,
-    /// What every process of the run took per request: the proxy, the upstream behind it and
-    /// this load generator. They share the cores, and a slower proxy makes the other two
-    /// slower too, so this (and throughput) moves by more than the proxy's own CPU.
+    /// What the watched processes and this load generator took per request: in the main
+    /// table, the proxy, the upstream behind it and the load generator (the features' table
+    /// watches no upstream and prints only the proxy's CPU). They share the cores, and a
+    /// slower proxy makes the other two slower too, so this (and throughput) moves by more
+    /// than the proxy's own CPU.
     all_cpu_us_per_req: f64,
 }
 
