@@ -397,7 +397,8 @@ fn main() {
         // Warm: toolgate learns the tools once (stateless scope).
         post(&client, &tg.url, None, r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#.into()).await;
 
-        let rounds = if quick { 1 } else { 5 };
+        // `--rounds N`: more interleaved rounds for a median steadier than one invocation's.
+        let rounds = flag("--rounds").and_then(|r| r.parse().ok()).filter(|&r| r > 0).unwrap_or(if quick { 1 } else { 5 });
         println!("toolgate end-to-end benchmark: {} s per run, medians of {rounds} interleaved rounds", dur.as_secs_f64());
         println!("machine: {} cores, {}", std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model());
         println!();
