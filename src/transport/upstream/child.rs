@@ -1252,7 +1252,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_after_the_output_ended_is_refused_at_once() {
         // A server that reads nothing and exits: its output ends before toolgate has reaped
-        // it. A request sent in that window used to wait for the whole upstream timeout.
+        // it. A request sent in that window must not wait for the whole upstream timeout.
         let cmd = ["sh".to_string(), "-c".to_string(), "exit 3".to_string()];
         let (tx, rx) = oneshot::channel();
         let tx = Mutex::new(Some(tx));
