@@ -1,8 +1,10 @@
 //! The example MCP server behind `toolgate demo`: a small Streamable HTTP server (legacy
 //! sessions, JSON or SSE answers) whose tools show what toolgate is for at a glance.
 //!
-//! The same server is the in-process upstream of the tests and the benchmark, so it also
-//! records what reached it and can page its tool list or stream its answers on request.
+//! The same server is the in-process upstream of the tests and the benchmark, so it can also
+//! record what reached it (the tests' servers do; the commands' keep nothing) and page its
+//! tool list or stream its answers on request. What a client can make it hold is bounded:
+//! the requests it records, and its sessions (past [`SESSIONS_KEPT`], the oldest ends).
 //!
 //! Tools:
 //! - `book_flight`: the SEP-1303 example; `departureDate` in dd/mm/yyyy, 1 to 9 passengers.
@@ -27,8 +29,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How the demo server behaves; the defaults suit `toolgate demo`.
-#[derive(Debug, Clone, Default)]
+/// How the demo server behaves; the defaults suit the tests (`toolgate demo` records
+/// nothing).
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Tools per `tools/list` page; 0 lists all at once.
     pub page_size: usize,
@@ -37,6 +40,20 @@ pub struct Options {
     /// More tools to list, as given (tests use this for hostile or broken schemas). Calls
     /// to them answer with their arguments echoed.
     pub extra_tools: Vec<Value>,
+    /// How many of the latest requests [`Demo::seen`] keeps: the tests read them, and
+    /// `toolgate demo` keeps none, so that what is sent to it holds no memory.
+    pub seen_kept: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            page_size: 0,
+            sse: false,
+            extra_tools: Vec::new(),
+            seen_kept: SEEN_KEPT,
+        }
+    }
 }
 
 /// One request as the server saw it.
@@ -53,14 +70,43 @@ pub struct Seen {
 #[derive(Default)]
 pub struct Demo {
     options: Options,
-    sessions: Mutex<HashMap<String, HashSet<String>>>,
-    /// The most recent requests, for tests; bounded, because the benchmark sends millions
-    /// (unbounded, this grew to 23 GiB and stalled the machine).
+    sessions: Mutex<Sessions>,
+    /// The most recent requests, for tests; bounded, because the benchmark sends millions.
     seen: Mutex<VecDeque<Seen>>,
 }
 
-/// Requests kept for [`Demo::seen`].
+/// Requests kept for [`Demo::seen`] by default.
 const SEEN_KEPT: usize = 10_000;
+
+/// Sessions open at once: a new one past this many ends the oldest. Above the benchmark's
+/// 10,000 sessions of its memory rows, with room for the sessions its rounds open.
+const SESSIONS_KEPT: usize = 100_000;
+
+/// The open sessions, each with the tools it was given, in the order they were opened.
+#[derive(Default)]
+struct Sessions {
+    tools: HashMap<String, HashSet<String>>,
+    /// Ids in the order they were opened; an id ended by a DELETE stays until it is passed
+    /// over, or until such ids are as many as the open ones, when they are swept.
+    opened: VecDeque<String>,
+}
+
+impl Sessions {
+    fn open(&mut self, id: String) {
+        while self.tools.len() >= SESSIONS_KEPT {
+            let Some(oldest) = self.opened.pop_front() else {
+                break;
+            };
+            self.tools.remove(&oldest);
+        }
+        if self.opened.len() >= 2 * self.tools.len().max(1) + 64 {
+            let tools = &self.tools;
+            self.opened.retain(|id| tools.contains_key(id));
+        }
+        self.opened.push_back(id.clone());
+        self.tools.insert(id, HashSet::new());
+    }
+}
 
 impl Demo {
     /// Every request that reached the server, in order.
@@ -243,7 +289,7 @@ async fn handle(
         Ok(msg) => (msg, None),
         Err(e) => (Value::Null, Some(e)),
     };
-    demo.record(Seen {
+    demo.record(|| Seen {
         http_method: method.to_string(),
         session: session.clone(),
         headers,
@@ -258,7 +304,7 @@ async fn handle(
     };
     match method {
         Method::DELETE => {
-            let removed = session.is_some_and(|s| demo.sessions().remove(&s).is_some());
+            let removed = session.is_some_and(|s| demo.sessions().tools.remove(&s).is_some());
             return empty(match removed {
                 true => StatusCode::OK,
                 false => StatusCode::NOT_FOUND,
@@ -268,7 +314,7 @@ async fn handle(
         _ => return empty(StatusCode::METHOD_NOT_ALLOWED),
     }
     if let Some(s) = &session
-        && !demo.sessions().contains_key(s)
+        && !demo.sessions().tools.contains_key(s)
     {
         return json_response(
             StatusCode::NOT_FOUND,
@@ -325,16 +371,21 @@ fn answer(
 }
 
 impl Demo {
-    /// Keeps one request for the tests to read, dropping the oldest past [`SEEN_KEPT`].
-    fn record(&self, seen: Seen) {
+    /// Keeps one request for the tests to read, dropping the oldest past
+    /// [`Options::seen_kept`].
+    fn record(&self, seen: impl FnOnce() -> Seen) {
+        let kept_at_most = self.options.seen_kept;
+        if kept_at_most == 0 {
+            return;
+        }
         let mut kept = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.len() == SEEN_KEPT {
+        if kept.len() >= kept_at_most {
             kept.pop_front();
         }
-        kept.push_back(seen);
+        kept.push_back(seen());
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -342,6 +393,7 @@ impl Demo {
     fn has_extra(&self, session: Option<&str>) -> bool {
         session.is_some_and(|s| {
             self.sessions()
+                .tools
                 .get(s)
                 .is_some_and(|t| t.contains("extra_tool"))
         })
@@ -352,7 +404,7 @@ impl Demo {
 fn initialize(demo: &Demo, id: &Value, params: &Value) -> Response {
     let rs = std::collections::hash_map::RandomState::new();
     let sid = format!("{:016x}{:016x}", rs.hash_one(1u8), rs.hash_one(2u8));
-    demo.sessions().insert(sid.clone(), HashSet::new());
+    demo.sessions().open(sid.clone());
     let version = params
         .get("protocolVersion")
         .and_then(Value::as_str)
@@ -429,7 +481,7 @@ fn call_tool(
         "countdown" => return Err(Box::new(countdown(id, params, &args))),
         "enable_extra" => {
             if let Some(s) = session
-                && let Some(t) = demo.sessions().get_mut(s)
+                && let Some(t) = demo.sessions().tools.get_mut(s)
             {
                 t.insert("extra_tool".into());
             }
@@ -561,12 +613,7 @@ mod tests {
     #[tokio::test]
     async fn a_body_that_is_not_json_gets_a_parse_error() {
         use tower::ServiceExt;
-        let options = Options {
-            page_size: 0,
-            sse: false,
-            extra_tools: Vec::new(),
-        };
-        let (app, _) = app(options);
+        let (app, _) = app(Options::default());
         let req = http::Request::post("/mcp")
             .header("content-type", "application/json")
             .body(Body::from(r#"{"jsonrpc":"2.0","id":1"#))
@@ -580,6 +627,69 @@ mod tests {
         assert_eq!(
             (v["id"].clone(), v["error"]["code"].clone()),
             (Value::Null, json!(-32700))
+        );
+    }
+
+    /// An `initialize` through the server's router, for its session id.
+    async fn open_session(app: &Router) -> String {
+        use tower::ServiceExt;
+        let req = http::Request::post("/mcp")
+            .header("content-type", "application/json")
+            .body(Body::from(
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            ))
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn the_commands_server_keeps_no_request() {
+        let (server, demo) = app(Options {
+            seen_kept: 0,
+            ..Options::default()
+        });
+        open_session(&server).await;
+        assert!(demo.seen().is_empty());
+        let (server, demo) = app(Options::default());
+        open_session(&server).await;
+        assert_eq!(demo.seen().len(), 1);
+    }
+
+    /// Sessions opened without end hold no more than [`SESSIONS_KEPT`]: the oldest ends,
+    /// the newest stays, and ids ended by a DELETE do not pile up behind them.
+    #[tokio::test]
+    async fn sessions_past_the_bound_end_the_oldest() {
+        let (server, demo) = app(Options::default());
+        let first = open_session(&server).await;
+        let second = open_session(&server).await;
+        demo.sessions().tools.remove(&second);
+        for n in 0..SESSIONS_KEPT + 1 {
+            demo.sessions().open(format!("s{n}"));
+        }
+        let sessions = demo.sessions();
+        assert_eq!(sessions.tools.len(), SESSIONS_KEPT);
+        assert!(!sessions.tools.contains_key(&first));
+        assert!(!sessions.tools.contains_key("s0"));
+        assert!(sessions.tools.contains_key(&format!("s{SESSIONS_KEPT}")));
+        assert!(sessions.opened.len() <= 2 * SESSIONS_KEPT + 64);
+    }
+
+    #[test]
+    fn ended_sessions_are_swept_from_the_order() {
+        let mut sessions = Sessions::default();
+        for n in 0..10_000 {
+            sessions.open(format!("s{n}"));
+            sessions.tools.remove(&format!("s{n}"));
+        }
+        assert!(sessions.tools.is_empty());
+        assert!(
+            sessions.opened.len() <= 66,
+            "{} ids kept",
+            sessions.opened.len()
         );
     }
 

@@ -521,6 +521,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let options = demo::Options {
                 page_size,
                 sse,
+                seen_kept: 0,
                 ..Default::default()
             };
             let (addr, _) = demo::spawn(listen, options).await?;
@@ -654,11 +655,11 @@ async fn run_demo(common: Common) -> anyhow::Result<()> {
     };
     let cfg = source.load()?;
     init_logs(&cfg);
-    let (up, _) = demo::spawn(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        demo::Options::default(),
-    )
-    .await?;
+    let options = demo::Options {
+        seen_kept: 0,
+        ..Default::default()
+    };
+    let (up, _) = demo::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), options).await?;
     source.upstream = Some(format!("http://{up}/mcp"));
     tracing::info!("example tool server on http://{up}/mcp");
     let cfg = source.load()?;
