@@ -33,6 +33,10 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 
+/// The `INVALID_REQUEST` message for a request whose `params` are neither an object nor an
+/// array ([`Message::params_are_structured`]).
+pub const UNSTRUCTURED_PARAMS: &str = "Invalid Request: \"params\" must be an object or an array";
+
 /// The `INVALID_REQUEST` message for a request under an id its session has in flight (MCP
 /// asks a client never to use an id twice in a session): the first request keeps its answer.
 pub(crate) const STILL_IN_FLIGHT: &str = "Invalid Request: a request with this id is still in flight in this session; send each request with an id of its own";
@@ -122,6 +126,19 @@ impl<'a> Message<'a> {
 
     pub fn method(&self) -> Option<&str> {
         self.method.as_deref()
+    }
+
+    /// Whether `params`, if present, are what JSON-RPC allows: an object or an array. `null`
+    /// is let through as if the member were absent, as servers built on the Python SDK read
+    /// it; a string, a number or a boolean is no request any server can read.
+    pub fn params_are_structured(&self) -> bool {
+        match self.params {
+            Some(Params::Raw(raw)) => matches!(
+                raw.get().trim_ascii_start().as_bytes().first(),
+                Some(b'{' | b'[' | b'n')
+            ),
+            _ => true,
+        }
     }
 
     /// The `requestId` a `notifications/cancelled` names.

@@ -15,7 +15,7 @@ use super::{Kind, Pending};
 use crate::catalog::ScopeKey;
 use crate::config::OutputMode;
 use crate::gateway::{Gateway, Target};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era};
 use crate::policy::clients::Client;
 use bytes::Bytes;
@@ -132,6 +132,9 @@ pub fn decide<'a, L: Lister>(
                     Decision::Relay(r) => return Step::Relay(r),
                 }
             }
+            // A call's params are the guard's (`-32602`); any other message's reach a server
+            // as they came, unless no server could read them.
+            _ if !m.params_are_structured() => return unstructured(id),
             _ => {
                 let follows_tasks = sender.target.validation.output != OutputMode::Off;
                 (bytes.clone(), super::classify(m, follows_tasks))
@@ -178,11 +181,26 @@ pub fn decide<'a, L: Lister>(
     }
 }
 
+/// A message whose `params` no server could read, kept from the server: a request answered
+/// `-32600` under its id, a notification dropped, as JSON-RPC answers none (over HTTP its POST
+/// is accepted, as any notification's).
+fn unstructured<R>(id: Option<&RawValue>) -> Step<R> {
+    match id {
+        Some(id) => Step::Answer(Answer::error(
+            Some(id),
+            jsonrpc::INVALID_REQUEST,
+            jsonrpc::UNSTRUCTURED_PARAMS,
+            None,
+        )),
+        None => Step::Consumed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::jsonrpc::{self, Body as Parsed};
+    use crate::jsonrpc::Body as Parsed;
     use crate::pipeline::Kind;
     use crate::pipeline::guard::ListFailed;
     use serde_json::{Value, json};
@@ -262,6 +280,32 @@ mod tests {
         let a = text(&a.body);
         assert_eq!(a["id"], 7);
         assert_eq!(a["result"]["isError"], true, "{a}");
+    }
+
+    /// No server can read `params` that are a string, a number or a boolean: a request is
+    /// answered under its id, a notification goes nowhere. An array and `null` go as they
+    /// came, as JSON-RPC and the Python SDK allow.
+    #[tokio::test]
+    async fn params_no_server_could_read_stay_here() {
+        for params in [json!("x"), json!(3), json!(true)] {
+            let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": params});
+            let Step::Answer(a) = decide_one(Era::Legacy, msg, Bridging::Direct).await else {
+                panic!("answered")
+            };
+            assert_eq!(
+                text(&a.body),
+                json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32600,
+                       "message": "Invalid Request: \"params\" must be an object or an array"}})
+            );
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/x", "params": params});
+            let step = decide_one(Era::Legacy, note, Bridging::Direct).await;
+            assert!(matches!(step, Step::Consumed), "{params}");
+        }
+        for params in [json!([1]), Value::Null, json!({})] {
+            let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "x/y", "params": params});
+            let step = decide_one(Era::Legacy, msg, Bridging::Direct).await;
+            assert!(matches!(step, Step::Forward { .. }), "{params}");
+        }
     }
 
     #[tokio::test]

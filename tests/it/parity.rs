@@ -178,6 +178,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "id": 14, "method": "tools/call", "params": ["add", {"a": 1, "b": 2}]}),
             json!({"jsonrpc": "2.0", "id": 14, "error": {"code": -32602, "message": "Invalid params for tools/call: \"params\" must be an object"}}),
         ),
+        (
+            "a request whose params no server could read",
+            json!({"jsonrpc": "2.0", "id": 16, "method": "tools/list", "params": "all"}),
+            json!({"jsonrpc": "2.0", "id": 16, "error": {"code": -32600, "message": "Invalid Request: \"params\" must be an object or an array"}}),
+        ),
         // Last: the stdio fixture exits, and what becomes of the session then is each kind
         // of server's policy (docs/architecture.md), asserted in `recovery.rs`.
         (
