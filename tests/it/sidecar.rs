@@ -90,6 +90,43 @@ async fn a_crash_ends_one_session_and_spares_the_others() {
     assert_eq!(result_text(&r), "4", "a fresh child for the next session");
 }
 
+/// A client that crashes its server with every call it makes writes no line for each: a
+/// child's exit is said at a rate, once per 10 s for each kind (a session's child, the
+/// shared one), with how many went unsaid.
+#[tokio::test]
+async fn a_server_crashed_again_and_again_is_said_once() {
+    let m = marker();
+    let tg = sidecar(&m, None).await;
+    for n in 0..3 {
+        let s = open_session(&tg.url()).await;
+        let r = post(&tg.url(), Some(&s), call(n, "crash", json!({})))
+            .await
+            .json();
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        let r = post(&tg.url(), None, call(10 + n, "crash", json!({})))
+            .await
+            .json();
+        assert_eq!(r["result"]["isError"], true, "{r}");
+    }
+    assert!(wait_for(|| children_with(&m) == 0).await);
+    let said = |what: &str| {
+        let logs = tg.logs();
+        logs.lines()
+            .filter(|l| l.contains("WARN") && l.contains(what))
+            .count()
+    };
+    tg.logs_when(|l| l.contains("its session ends") && l.contains("starts another"))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(said("its session ends"), 1, "{}", tg.logs());
+    assert_eq!(
+        said("the next request without a session starts another"),
+        1,
+        "{}",
+        tg.logs()
+    );
+}
+
 #[tokio::test]
 async fn stateless_requests_share_one_child_with_ids_remapped() {
     let m = marker();

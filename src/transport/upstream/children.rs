@@ -11,6 +11,7 @@ use crate::error::UpstreamError;
 use crate::gateway::{Gateway, Live, Target};
 use crate::jsonrpc::{self, Body as Parsed};
 use crate::locks::MutexExt;
+use crate::lograte::warn_at_rate;
 use crate::mcp::Era;
 use crate::net::outbound::{Outbound, Place};
 use crate::pipeline;
@@ -487,10 +488,16 @@ impl Heard {
             let grace = gw.config.stdio.shutdown_grace;
             tokio::spawn(async move { sc.child.shutdown(grace).await });
         }
+        // At a rate: a client that crashes its server with every request it sends would
+        // otherwise write a line for each.
+        let said = &gw.targets[self.index].answers;
         if on_its_own {
-            tracing::warn!(session = %label, "the tool server {how}; its session ends");
+            let why = format!("the tool server {how}; its session ends");
+            warn_at_rate!(said, "session_child_exited", { session = %label, }, why);
         } else if shared_failed {
-            tracing::warn!(session = %label, "the tool server {how}; the next request without a session starts another");
+            let why =
+                format!("the tool server {how}; the next request without a session starts another");
+            warn_at_rate!(said, "shared_child_exited", { session = %label, }, why);
         } else {
             tracing::debug!(session = %label, "the tool server {how}");
         }
