@@ -35,7 +35,8 @@ pub const INTERNAL_ERROR: i64 = -32603;
 
 /// The `INVALID_REQUEST` message for a request whose `params` are neither an object nor an
 /// array ([`Message::params_are_structured`]).
-pub const UNSTRUCTURED_PARAMS: &str = "Invalid Request: \"params\" must be an object or an array";
+pub(crate) const UNSTRUCTURED_PARAMS: &str =
+    "Invalid Request: \"params\" must be an object or an array";
 
 /// The `INVALID_REQUEST` message for a request under an id its session has in flight (MCP
 /// asks a client never to use an id twice in a session): the first request keeps its answer.

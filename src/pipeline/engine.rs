@@ -58,7 +58,8 @@ pub(crate) enum Handled<W: Way> {
     Answered(Answer),
     /// The server refused toolgate's listing for a reason the client must see as it came.
     Relayed(<W as Lister>::Relay),
-    /// The era bridge took it: nothing goes to the server and nothing comes back.
+    /// Nothing goes to the server and nothing comes back ([`Step::Consumed`]: the era
+    /// bridge took it, or a notification no server could read).
     Consumed,
     /// It goes to the server, the way it was decided for: [`Forward::send`].
     Forward(Forward),

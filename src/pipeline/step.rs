@@ -65,8 +65,9 @@ pub enum Step<R> {
     /// Send `body` to the server. A request's answer is read against `pending` (whose `id`
     /// is `None` for a notification or a client's answer).
     Forward { body: Bytes, pending: Pending },
-    /// The bridge took it: nothing goes to the server and nothing comes back
-    /// (`notifications/initialized` for a server without the handshake).
+    /// Nothing goes to the server and nothing comes back: the bridge took it
+    /// (`notifications/initialized` for a server without the handshake), or it is a
+    /// notification no server could read ([`Message::params_are_structured`]).
     Consumed,
 }
 
