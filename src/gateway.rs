@@ -47,9 +47,10 @@ pub struct Target {
     pub series: crate::metrics::UpstreamSeries,
     /// What the log has said of its requests that got no usable answer.
     pub failures: crate::error::FailureLog,
-    /// How often the log says what toolgate did with an answer of its that it could not read
-    /// (a listing) or passed on unread (over a limit): each may come with every request.
-    pub(crate) answers: crate::lograte::LogRate,
+    /// How often the log says what its server can repeat with every request or session: an
+    /// answer toolgate could not read (a listing) or passed on unread (over a limit), a
+    /// stdio child that exited on its own.
+    pub(crate) repeats: crate::lograte::LogRate,
     /// Its server has numbered the events of a request's stream, which it may then end
     /// before the answer: its requests keep what asking for the stream again takes
     /// (`exchange::resume`).
@@ -91,7 +92,7 @@ impl Target {
             stdio: applied.stdio.clone(),
             rules,
             failures: Default::default(),
-            answers: Default::default(),
+            repeats: Default::default(),
             numbers_streams: Default::default(),
         })
     }

@@ -281,7 +281,7 @@ fn check_output(
         .is_some_and(|s| !footprint::affordable(s.get()))
     {
         let target = &pending.target;
-        warn_at_rate!(target.answers, "output_too_large", { upstream = %target.name, tool = %crate::text::clipped(tool, 200), },
+        warn_at_rate!(target.repeats, "output_too_large", { upstream = %target.name, tool = %crate::text::clipped(tool, 200), },
             "a result would hold too much once read to be checked against its outputSchema; it goes unchecked");
         return None;
     }

@@ -35,7 +35,7 @@ pub fn list_answer(
         Ok(p) => p,
         Err(e) => {
             let target = &pending.target;
-            warn_at_rate!(target.answers, "tools_list_unreadable", { upstream = %target.name, error = %e, },
+            warn_at_rate!(target.repeats, "tools_list_unreadable", { upstream = %target.name, error = %e, },
                 "could not read a tools/list answer; it goes to the client as it came");
             return None;
         }
@@ -50,7 +50,7 @@ pub fn list_answer(
     let learned = gw.catalog.learn_page(&pending.key, &page, first_page);
     let invalid = learned.unwrap_or_else(|too_large| {
         let target = &pending.target;
-        warn_at_rate!(target.answers, "tools_list_too_large", { upstream = %target.name, error = %too_large, },
+        warn_at_rate!(target.repeats, "tools_list_too_large", { upstream = %target.name, error = %too_large, },
             "a tools/list answer is not kept: it goes to the client as it came, and calls list the tools again");
         Vec::new()
     });
@@ -111,7 +111,7 @@ fn say_invalid(target: &Target, bad: &Invalid) {
 /// Entries of a listing that are no tool definition, said at the listing failures' rate.
 pub(crate) fn say_malformed(target: &Target, entries: usize) {
     if entries > 0 {
-        warn_at_rate!(target.answers, "tools_list_malformed", { upstream = %target.name, entries, },
+        warn_at_rate!(target.repeats, "tools_list_malformed", { upstream = %target.name, entries, },
             "a tools/list entry is no tool definition (no object, or no string name): not learned, and hidden from the listing clients see unless validation.invalid_tool_schemas is \"forward\"");
     }
 }

@@ -236,7 +236,7 @@ where
                 }
                 Ok(Collected::TooLarge(rest)) => {
                     let target = &pending.target;
-                    warn_at_rate!(target.answers, "answer_over", { upstream = %target.name, },
+                    warn_at_rate!(target.repeats, "answer_over", { upstream = %target.name, },
                         "an answer over max_response_bytes; passed through unread");
                     // What was read goes first, and stays counted until it has gone.
                     return Response::from_parts(parts, Body::new(Holding::new(rest, held)));
@@ -541,7 +541,7 @@ impl SseInspector {
                 }
                 Split::Overflow(held) => {
                     let target = &self.pending.target;
-                    warn_at_rate!(target.answers, "sse_event_over", { upstream = %target.name, },
+                    warn_at_rate!(target.repeats, "sse_event_over", { upstream = %target.name, },
                         "an SSE event over max_sse_event_bytes; the rest of the stream passed through uninspected");
                     self.raw = true;
                     self.out.push_back(held);

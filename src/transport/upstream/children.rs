@@ -490,7 +490,7 @@ impl Heard {
         }
         // At a rate: a client that crashes its server with every request it sends would
         // otherwise write a line for each.
-        let said = &gw.targets[self.index].answers;
+        let said = &gw.targets[self.index].repeats;
         if on_its_own {
             let why = format!("the tool server {how}; its session ends");
             warn_at_rate!(said, "session_child_exited", { session = %label, }, why);
