@@ -87,7 +87,7 @@ const SESSIONS_KEPT: usize = 100_000;
 struct Sessions {
     tools: HashMap<String, HashSet<String>>,
     /// Ids in the order they were opened; an id ended by a DELETE stays until it is passed
-    /// over, or until such ids are as many as the open ones, when they are swept.
+    /// over, or until the ids kept pass twice the open ones (and 64), when it is swept.
     opened: VecDeque<String>,
 }
 

@@ -97,16 +97,20 @@ async fn a_crash_ends_one_session_and_spares_the_others() {
 async fn a_server_crashed_again_and_again_is_said_once() {
     let m = marker();
     let tg = sidecar(&m, None).await;
+    let crashed = |id: i64| {
+        let why = "could not reach the tool server: the tool server exited with exit status: 3 before answering";
+        json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": format!("The tool server is unavailable: {why}. Retrying in a moment may help if the server is restarting.")}],
+            "isError": true,
+            "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": why}}}})
+    };
+    let url = tg.url();
     for n in 0..3 {
-        let s = open_session(&tg.url()).await;
-        let r = post(&tg.url(), Some(&s), call(n, "crash", json!({})))
-            .await
-            .json();
-        assert_eq!(r["result"]["isError"], true, "{r}");
-        let r = post(&tg.url(), None, call(10 + n, "crash", json!({})))
-            .await
-            .json();
-        assert_eq!(r["result"]["isError"], true, "{r}");
+        let s = open_session(&url).await;
+        let r = post(&url, Some(&s), call(n, "crash", json!({}))).await;
+        assert_eq!(r.json(), crashed(n));
+        let r = post(&url, None, call(10 + n, "crash", json!({}))).await;
+        assert_eq!(r.json(), crashed(10 + n));
     }
     assert!(wait_for(|| children_with(&m) == 0).await);
     let said = |what: &str| {
