@@ -96,7 +96,12 @@ where
                 None => {}
             }
             let Some(frame) = self.body.frame().await else {
-                return Ok(None);
+                self.splitter.ended();
+                return match self.splitter.next_event() {
+                    Some(Split::Event(ev)) => Ok(Some(ev)),
+                    Some(_) => Err(Read::Overflowed),
+                    None => Ok(None),
+                };
             };
             match frame.map(http_body::Frame::into_data) {
                 Ok(Ok(chunk)) => self.splitter.push(&chunk),
@@ -114,6 +119,9 @@ pub struct Splitter {
     /// Start of the line being scanned.
     line_start: usize,
     max_event: usize,
+    /// The stream has ended: a CR at the end of what came ends its line, as no LF can
+    /// follow it now.
+    ended: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -130,6 +138,7 @@ impl Splitter {
             scan: 0,
             line_start: 0,
             max_event,
+            ended: false,
         }
     }
 
@@ -145,11 +154,13 @@ impl Splitter {
             let term_end = match b[i] {
                 b'\n' => i + 1,
                 b'\r' => {
-                    // A CR at the end of what we have may be the first half of CRLF.
-                    if i + 1 >= b.len() {
-                        break;
+                    // A CR at the end of what we have may be the first half of CRLF, until
+                    // the stream has ended.
+                    match b.get(i + 1) {
+                        None if !self.ended => break,
+                        Some(b'\n') => i + 2,
+                        _ => i + 1,
                     }
-                    if b[i + 1] == b'\n' { i + 2 } else { i + 1 }
                 }
                 _ => {
                     i += 1;
@@ -180,23 +191,46 @@ impl Splitter {
         Split::Overflow(self.buf.split().freeze())
     }
 
-    /// What is left when the stream ends: an event without its terminating blank line.
+    /// The stream has ended: the events [`Splitter::next_event`] gives now include one that
+    /// a CR, the stream's last byte, ends (`data: x\r\r`).
+    pub fn ended(&mut self) {
+        self.ended = true;
+    }
+
+    /// What is left when the stream ends: an event without its terminating blank line. The
+    /// splitter is then ready for another stream.
     pub fn finish(&mut self) -> Option<Bytes> {
         self.scan = 0;
         self.line_start = 0;
+        self.ended = false;
         (!self.buf.is_empty()).then(|| self.buf.split().freeze())
     }
 }
 
-/// An event's fields: a stream may open with a byte order mark, which the SSE standard has
-/// a reader ignore (the TypeScript SDK's client does); it stays in the bytes passed on.
+/// An event's fields, as bytes: a stream may open with a byte order mark, which the SSE
+/// standard has a reader ignore (the TypeScript SDK's client does); it stays in the bytes
+/// passed on.
 fn fields(event: &[u8]) -> &[u8] {
     event.strip_prefix(crate::text::BOM).unwrap_or(event)
 }
 
+/// An event's fields as text, read as the SSE standard reads a stream: UTF-8, with each
+/// sequence that is not read as U+FFFD, so that a stray byte in one field (an `id`, a
+/// comment) hides none of the others from the rules, as it hides none from a client's SDK.
+/// Borrowed, with no copy, when the event is UTF-8, as nearly every one is.
+fn text(event: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(fields(event))
+}
+
 /// The event's data: its `data` lines joined by newlines, or `None` when it has none.
 pub fn data(event: &[u8]) -> Option<Cow<'_, str>> {
-    let text = std::str::from_utf8(fields(event)).ok()?;
+    match text(event) {
+        Cow::Borrowed(text) => data_in(text),
+        Cow::Owned(text) => data_in(&text).map(|d| Cow::Owned(d.into_owned())),
+    }
+}
+
+fn data_in(text: &str) -> Option<Cow<'_, str>> {
     let mut out: Option<Cow<'_, str>> = None;
     for line in text.split(['\n', '\r']) {
         let value = if let Some(rest) = line.strip_prefix("data:") {
@@ -216,10 +250,14 @@ pub fn data(event: &[u8]) -> Option<Cow<'_, str>> {
 
 /// The event's type: its `event` field, the last one, or `message` when it has none, as
 /// the SSE standard has it.
-pub fn name(event: &[u8]) -> &str {
-    let Ok(text) = std::str::from_utf8(fields(event)) else {
-        return "message";
-    };
+pub fn name(event: &[u8]) -> Cow<'_, str> {
+    match text(event) {
+        Cow::Borrowed(text) => Cow::Borrowed(name_in(text)),
+        Cow::Owned(text) => Cow::Owned(name_in(&text).to_owned()),
+    }
+}
+
+fn name_in(text: &str) -> &str {
     let mut name = "message";
     for line in text.split(['\n', '\r']) {
         if let Some(value) = line.strip_prefix("event:") {
@@ -234,32 +272,42 @@ pub fn name(event: &[u8]) -> &str {
 /// and the reconnection time it asks for, in milliseconds.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Place<'a> {
-    pub id: Option<&'a str>,
+    pub id: Option<Cow<'a, str>>,
     pub retry: Option<u64>,
 }
 
 /// The event's `id` and `retry` fields, the last of each (an empty `id` clears the one
 /// before, as the SSE standard has it, and a `retry` that is not digits is ignored).
 pub fn place(event: &[u8]) -> Place<'_> {
-    let mut place = Place::default();
-    let event = fields(event);
+    let bytes = fields(event);
     // Nearly every event of a call's stream is `event:` and `data:` lines alone.
     let may_name = |field: &[u8]| {
-        event.starts_with(field)
-            || (event.windows(field.len() + 1))
+        bytes.starts_with(field)
+            || (bytes.windows(field.len() + 1))
                 .any(|w| matches!(w[0], b'\n' | b'\r') && &w[1..] == field)
     };
     if !may_name(b"id") && !may_name(b"retry") {
-        return place;
+        return Place::default();
     }
-    let Ok(text) = std::str::from_utf8(event) else {
-        return place;
-    };
+    match text(event) {
+        Cow::Borrowed(text) => place_in(text),
+        Cow::Owned(text) => {
+            let Place { id, retry } = place_in(&text);
+            let id = id.map(|id| Cow::Owned(id.into_owned()));
+            Place { id, retry }
+        }
+    }
+}
+
+fn place_in(text: &str) -> Place<'_> {
+    let mut place = Place::default();
     for line in text.split(['\n', '\r']) {
         let (name, value) = line.split_once(':').unwrap_or((line, ""));
         let value = value.strip_prefix(' ').unwrap_or(value);
         match name {
-            "id" if !value.contains('\0') => place.id = Some(value).filter(|v| !v.is_empty()),
+            "id" if !value.contains('\0') => {
+                place.id = Some(Cow::Borrowed(value)).filter(|v| !v.is_empty())
+            }
             "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
                 place.retry = value.parse().ok()
             }
@@ -273,14 +321,12 @@ pub fn place(event: &[u8]) -> Place<'_> {
 /// rewritten event keeps its place in a resumable stream.
 pub fn with_data(event: &[u8], json: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(json.len() + 64);
-    if let Ok(text) = std::str::from_utf8(fields(event)) {
-        for line in text.split(['\n', '\r']) {
-            if line.is_empty() || line.starts_with("data") {
-                continue;
-            }
-            out.extend_from_slice(line.as_bytes());
-            out.extend_from_slice(b"\n");
+    for line in text(event).split(['\n', '\r']) {
+        if line.is_empty() || line.starts_with("data") {
+            continue;
         }
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\n");
     }
     out.extend_from_slice(b"data: ");
     out.extend_from_slice(json);
@@ -376,7 +422,7 @@ mod tests {
     #[test]
     fn rewritten_events_keep_their_fields() {
         let ev = b"event: message\r\nid: 42\r\ndata: {\"old\":1}\r\n\r\n";
-        assert_eq!(place(ev).id, Some("42"));
+        assert_eq!(place(ev).id.as_deref(), Some("42"));
         assert_eq!(
             &with_data(ev, b"{\"new\":2}")[..],
             b"event: message\nid: 42\ndata: {\"new\":2}\n\n"
@@ -387,13 +433,61 @@ mod tests {
     fn a_byte_order_mark_opening_the_stream_is_no_part_of_its_first_field() {
         let ev = "\u{feff}id: 1\ndata: {\"a\":1}\n\n".as_bytes();
         assert_eq!(data(ev).as_deref(), Some("{\"a\":1}"));
-        assert_eq!(place(ev).id, Some("1"));
+        assert_eq!(place(ev).id.as_deref(), Some("1"));
         assert_eq!(&with_data(ev, b"{}")[..], b"id: 1\ndata: {}\n\n");
+    }
+
+    /// A stray byte in one field hides none of the others: the SSE standard reads a stream
+    /// as UTF-8 with U+FFFD for what does not read, and so does a client's SDK.
+    #[test]
+    fn a_byte_that_is_not_utf8_hides_no_field() {
+        let ev = b"id: \xff\nevent: message\n: \xfe\ndata: {\"a\":1}\n\n";
+        assert_eq!(data(ev).as_deref(), Some("{\"a\":1}"));
+        assert_eq!(name(ev), "message");
+        assert_eq!(place(ev).id.as_deref(), Some("\u{fffd}"));
+        assert_eq!(
+            &with_data(ev, b"{}")[..],
+            "id: \u{fffd}\nevent: message\n: \u{fffd}\ndata: {}\n\n".as_bytes()
+        );
+        let ev = b"event: endpoint\ndata: \"a\xffb\"\n\n";
+        assert_eq!(data(ev).as_deref(), Some("\"a\u{fffd}b\""));
+        assert_eq!(name(ev), "endpoint");
+    }
+
+    /// A CR ends a line as an LF does; at the end of what came it may be the first half of
+    /// a CRLF, until the stream ends.
+    #[test]
+    fn a_stream_that_ends_in_a_lone_cr_ends_its_last_event() {
+        let mut s = Splitter::new(64);
+        s.push(b"data: x\r\r");
+        assert_eq!(s.next_event(), None);
+        s.ended();
+        assert_eq!(
+            s.next_event(),
+            Some(Split::Event(Bytes::from_static(b"data: x\r\r")))
+        );
+        assert_eq!(s.finish(), None);
+        s.push(b"data: y\r");
+        assert_eq!(s.next_event(), None, "a new stream waits again");
+    }
+
+    #[tokio::test]
+    async fn a_read_stream_gives_the_event_a_lone_cr_ends() {
+        let mut seen = Vec::new();
+        let read = each_data(body(&["data: a\r\rdata: b\r", "\r"], false), 64, |d| {
+            seen.push(d.to_owned());
+            true
+        });
+        assert_eq!(read.await, Read::Ended);
+        assert_eq!(seen, ["a", "b"]);
     }
 
     #[test]
     fn an_event_says_where_a_resumed_stream_starts() {
-        let at = |id, retry| Place { id, retry };
+        let at = |id: Option<&'static str>, retry| Place {
+            id: id.map(Cow::Borrowed),
+            retry,
+        };
         for (ev, expected) in [
             (&b"data: x\n\n"[..], at(None, None)),
             (

@@ -263,7 +263,7 @@ async fn answers_that_are_not_jsonrpc_get_a_clear_answer() {
             Script::Raw {
                 status: 500,
                 content_type: "text/html",
-                body: "<html><pre>TypeError at line 3</pre></html>",
+                body: b"<html><pre>TypeError at line 3</pre></html>",
             },
         )
         .script(
@@ -271,7 +271,7 @@ async fn answers_that_are_not_jsonrpc_get_a_clear_answer() {
             Script::Raw {
                 status: 200,
                 content_type: "application/json",
-                body: "{\"jsonrpc\":\"2.0\",\"id\":1,\"res",
+                body: b"{\"jsonrpc\":\"2.0\",\"id\":1,\"res",
             },
         )
         .script(
@@ -279,7 +279,7 @@ async fn answers_that_are_not_jsonrpc_get_a_clear_answer() {
             Script::Raw {
                 status: 502,
                 content_type: "text/html",
-                body: "<h1>Bad Gateway</h1>",
+                body: b"<h1>Bad Gateway</h1>",
             },
         );
     let (tg, _) = gateway(s, None).await;
@@ -770,10 +770,50 @@ async fn an_answer_opening_with_a_byte_order_mark_is_read_under_the_rules() {
             let script = Script::Raw {
                 status: 200,
                 content_type,
-                body: body.clone().leak(),
+                body: body.clone().leak().as_bytes(),
             };
             let (got, _) = call_marked(mode, "marked", script).await;
             assert_eq!(got, [(*expected).clone()], "{mode}: {body}");
+        }
+    }
+}
+
+/// An SSE answer is read as the SSE standard reads a stream, as a client's SDK would read it
+/// from the server directly: a byte that is not UTF-8 in one field (an `id`, a comment) hides
+/// none of the others, and a stream that ends in a lone CR ends its last event there. Either
+/// way the answer is read under the rules and is the request's one answer. An event the
+/// stream ends in the middle of is no answer: toolgate's own comes in its place, whole.
+#[tokio::test]
+async fn an_sse_answer_is_read_as_the_sse_standard_reads_it() {
+    const ERROR: &str = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}"#;
+    let failed = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "boom"}],
+        "isError": true,
+        "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "boom"}}}});
+    let reason = "could not reach the tool server: the stream ended without an answer";
+    let text = format!(
+        "The tool server is unavailable: {reason}. Retrying in a moment may help if the server is restarting."
+    );
+    let cut_off = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "isError": true,
+        "_meta": {"toolgate/upstream": {"code": "upstream_unavailable", "reason": reason}}}});
+    let mut stray = b"id: \xff\n: \xfe\ndata: ".to_vec();
+    stray.extend_from_slice(format!("{ERROR}\n\n").as_bytes());
+    let answers: [(Vec<u8>, &Value); 3] = [
+        (stray, &failed),
+        (format!("data: {ERROR}\r\r").into_bytes(), &failed),
+        (br#"data: {"jsonrpc":"2.0","id":1,"res"#.to_vec(), &cut_off),
+    ];
+    for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
+        for (body, expected) in &answers {
+            let script = Script::Raw {
+                status: 200,
+                content_type: "text/event-stream",
+                body: body.clone().leak(),
+            };
+            let (got, _) = call_marked(mode, "marked", script).await;
+            let body = String::from_utf8_lossy(body);
+            assert_eq!(got, [(*expected).clone()], "{mode}: {body:?}");
         }
     }
 }
@@ -875,7 +915,7 @@ async fn a_listing_answered_with_no_json_rpc_fails_the_call_as_a_forwarded_one_w
             let script = Script::Raw {
                 status,
                 content_type,
-                body,
+                body: body.as_bytes(),
             };
             let (got, seen) = call_marked(mode, "tools/list", script).await;
             assert_eq!(got, [unavailable(what)], "{mode}: {what}");

@@ -417,7 +417,7 @@ async fn results_and_errors_that_would_hold_many_times_their_text_are_not_read()
     let raw = |body: &'static str| Script::Raw {
         status: 200,
         content_type: "application/json",
-        body,
+        body: body.as_bytes(),
     };
     let numbers = leak(result(0, &rows("12345678")));
     let objects = leak(result(1, &rows(r#"{"id":1}"#)));
@@ -605,7 +605,7 @@ async fn a_refusal_relayed_on_a_requests_id_keeps_its_data_unread() {
         let script = Script::Raw {
             status: 400,
             content_type: "application/json",
-            body: Box::leak(refusal.into_boxed_str()),
+            body: Box::leak(refusal.into_boxed_str()).as_bytes(),
         };
         let (up, _) = Scripted::new(vec![open_tool("echo")])
             .script("echo", script)

@@ -380,7 +380,7 @@ async fn refusing_upstream() -> (String, &'static str) {
             Script::Raw {
                 status: 400,
                 content_type: "application/json",
-                body: refusal,
+                body: refusal.as_bytes(),
             },
         )
         .spawn()

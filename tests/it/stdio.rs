@@ -128,6 +128,58 @@ async fn a_crash_answers_every_pending_request_and_stops_toolgate() {
     assert!(logs.contains(said), "{logs}");
 }
 
+/// After its server exits, toolgate answers what the client sends within a moment, and a
+/// client that keeps sending (a loop that retries each error at once) does not keep it: it
+/// exits within `stdio.shutdown_grace` (2 s here) of the server, while the client sends on.
+#[tokio::test]
+async fn a_client_that_keeps_sending_after_its_server_exits_does_not_keep_toolgate() {
+    let (mut g, _) = StdioGate::start(
+        &tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap(),
+        None,
+    );
+    g.initialize().await;
+    g.send(&call(1, "crash", json!({"after": 0})).to_string())
+        .await;
+    let mut stdin = g.stdin.take().unwrap();
+    let sender = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        for id in 2.. {
+            let ping = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+            if id > 1200 || stdin.write_all(ping.as_bytes()).await.is_err() {
+                return id;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        unreachable!()
+    });
+    let mut answered = Vec::new();
+    while let Some(line) = g.next_line().await {
+        let a: Value = serde_json::from_str(&line).unwrap();
+        assert!(
+            a.to_string()
+                .contains("the tool server exited with exit status: 3"),
+            "{a}"
+        );
+        answered.push(a["id"].as_i64().unwrap());
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), g.child.wait())
+        .await
+        .expect("toolgate exits while the client still sends")
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    let sent = sender.await.unwrap();
+    assert!(
+        sent < 1200,
+        "the client was still sending when toolgate exited"
+    );
+    answered.sort();
+    assert_eq!(answered[0], 1, "the crashed call is answered");
+    assert!(
+        answered.len() > 2 && answered.windows(2).all(|w| w[1] == w[0] + 1),
+        "every ping read after the crash is answered, in turn: {answered:?}"
+    );
+}
+
 #[tokio::test]
 async fn closing_stdin_stops_even_a_server_that_ignores_sigterm() {
     let (mut g, _) = StdioGate::start(

@@ -583,7 +583,7 @@ impl SseInspector {
             if self.last_id.is_none() {
                 self.pending.target.numbered_a_stream();
             }
-            self.last_id = Some(ev.slice_ref(id.as_bytes()));
+            self.last_id = Some(shared(&ev, id));
         }
         if let Some(ms) = place.retry {
             self.retry = Some(Duration::from_millis(ms));
@@ -599,11 +599,7 @@ impl SseInspector {
         if !about_us && !data.contains(mcp::TOOLS_LIST_CHANGED) {
             return ev;
         }
-        // The data is usually the event's one line, shared rather than copied.
-        let data = match data {
-            std::borrow::Cow::Borrowed(d) => ev.slice_ref(d.as_bytes()),
-            std::borrow::Cow::Owned(d) => Bytes::from(d),
-        };
+        let data = shared(&ev, data);
         if !about_us {
             return self.settled(&ev, data);
         }
@@ -753,19 +749,39 @@ impl SseInspector {
             .filter(|_| open && self.pending.id.is_some())
     }
 
+    /// The server's stream has ended or broken off: the event a CR, its last byte, ends
+    /// (`data: …\r\r`) is read now.
+    fn ended(&mut self) {
+        self.splitter.ended();
+        self.feed(Bytes::new());
+    }
+
     fn end(&mut self, broke: Option<String>) {
-        if let Some(rest) = self.splitter.finish().filter(|_| !self.dropping) {
-            self.out.push_back(rest);
-        }
+        let rest = self.splitter.finish().filter(|_| !self.dropping);
         let resumable = self.last_id.is_some() && self.not_resumed.is_none();
         if self.answered || self.raw || (broke.is_none() && resumable) {
+            // Nothing follows it: what is left of the stream goes as it came.
+            self.out.extend(rest);
             return;
         }
         let why = UpstreamError::unanswered_stream(broke.or(self.not_resumed.take()));
-        if let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) {
-            self.outcome.set(why.outcome());
-            self.out.push_back(sse::event(&a.body));
-        }
+        let Some(a) = pipeline::unanswered(&self.gw, &self.pending, &why) else {
+            self.out.extend(rest);
+            return;
+        };
+        // toolgate's own event follows, and what is left of an event cut off by the end
+        // would run into it: that is dropped, as the SSE standard has a reader drop it.
+        self.outcome.set(why.outcome());
+        self.out.push_back(sse::event(&a.body));
+    }
+}
+
+/// A field's text read from `ev`: usually one line of it, shared rather than copied; joined
+/// or mended text (several `data` lines, a byte that is not UTF-8) in bytes of its own.
+fn shared(ev: &Bytes, text: std::borrow::Cow<'_, str>) -> Bytes {
+    match text {
+        std::borrow::Cow::Borrowed(t) => ev.slice_ref(t.as_bytes()),
+        std::borrow::Cow::Owned(t) => Bytes::from(t),
     }
 }
 
@@ -878,9 +894,11 @@ where
                     }
                     Some(Err(e)) => {
                         st.done = true;
+                        st.insp.ended();
                         st.insp.end(Some(e.to_string()));
                     }
                     None => {
+                        st.insp.ended();
                         if let Some(body) = st.insp.resumed().await {
                             st.body = Some(http_body_util::Either::Right(body));
                             continue;

@@ -80,6 +80,8 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
     async fn events(&mut self, mut body: axum::body::Body) -> Option<UpstreamError> {
         let max = self.to.gw.config.limits.max_sse_event_bytes;
         let mut splitter = Splitter::new(max);
+        // Why the server's stream is over, once it is: the events it ended on are read first.
+        let mut over = None;
         loop {
             while let Some(split) = splitter.next_event() {
                 let Split::Event(ev) = split else {
@@ -92,17 +94,23 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
                     return None;
                 }
             }
+            if over.is_some() {
+                return over;
+            }
             // Read no faster than the client reads: the server is held back by TCP.
             self.to.paced().await;
-            match body.frame().await {
+            let broke = match body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         splitter.push(&data);
                     }
+                    continue;
                 }
-                Some(Err(e)) => return Some(UpstreamError::unanswered_stream(Some(e.to_string()))),
-                None => return Some(UpstreamError::unanswered_stream(None)),
-            }
+                Some(Err(e)) => Some(e.to_string()),
+                None => None,
+            };
+            splitter.ended();
+            over = Some(UpstreamError::unanswered_stream(broke));
         }
     }
 

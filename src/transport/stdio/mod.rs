@@ -416,9 +416,15 @@ impl<U: Upstream> Run<U> {
         self.in_flight.stop(why.clone()).await;
         // Requests the client sent before it could know (already in the pipe, or arriving
         // within a moment) get the same error instead of no answer, while the client reads
-        // what it is sent.
+        // what it is sent: until it is quiet for 200 ms, and no longer than the grace a
+        // request in flight has, so that a client that keeps sending cannot keep toolgate.
         let (stdin, to) = (&mut self.stdin, &self.to);
-        while let Ok(Some(line)) = tokio::time::timeout(Duration::from_millis(200), async {
+        let until = tokio::time::Instant::now() + self.full_grace;
+        let quiet = || {
+            Duration::from_millis(200)
+                .min(until.saturating_duration_since(tokio::time::Instant::now()))
+        };
+        while let Ok(Some(line)) = tokio::time::timeout(quiet(), async {
             to.paced().await;
             next_message(stdin, self.max, to).await
         })

@@ -103,7 +103,7 @@ where
             };
             let place = sse::place(&ev);
             if let Some(id) = place.id {
-                last_id = Some(id.to_owned());
+                last_id = Some(id.into_owned());
             }
             if let Some(ms) = place.retry {
                 retry = Some(Duration::from_millis(ms));

@@ -33,7 +33,7 @@ pub enum Script {
     Raw {
         status: u16,
         content_type: &'static str,
-        body: &'static str,
+        body: &'static [u8],
     },
     /// SSE that sends these messages, then breaks the connection.
     SseThenReset(Vec<Value>),
