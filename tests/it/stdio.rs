@@ -180,6 +180,31 @@ async fn a_client_that_keeps_sending_after_its_server_exits_does_not_keep_toolga
     );
 }
 
+/// A client that closes stdin and then reads nothing of what is left for it (answers of
+/// megabytes here, more than the pipe holds) does not keep toolgate: its last answers get
+/// `stdio.shutdown_grace`, and toolgate exits as it would have (0), saying why.
+#[tokio::test]
+async fn a_client_that_stops_reading_as_it_closes_stdin_does_not_keep_toolgate() {
+    let (mut g, _) = StdioGate::start(
+        &tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap(),
+        None,
+    );
+    g.initialize().await;
+    for id in 1..=4 {
+        g.send(&call(id, "big", json!({"size": 2_000_000})).to_string())
+            .await;
+    }
+    drop(g.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(30), g.child.wait())
+        .await
+        .expect("toolgate exits though its client reads nothing")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let said = "the client read none of what was left for it within 2s; toolgate exits without it";
+    let logs = g.logs_when(|l| l.contains(said)).await;
+    assert!(logs.contains(said), "{logs}");
+}
+
 #[tokio::test]
 async fn closing_stdin_stops_even_a_server_that_ignores_sigterm() {
     let (mut g, _) = StdioGate::start(

@@ -318,7 +318,17 @@ pub(crate) async fn serve<U: Upstream>(
         t.flush(Duration::from_secs(2)).await;
     }
     let _ = run.to.out.send(Out::Exit(status));
-    writer.await.unwrap_or(1)
+    // A client that closed stdin and reads nothing more would hold the writer, and with it
+    // toolgate, for ever: its last answers get the grace a request in flight gets.
+    match tokio::time::timeout(full_grace, writer).await {
+        Ok(written) => written.unwrap_or(1),
+        Err(_) => {
+            tracing::warn!(
+                "the client read none of what was left for it within {full_grace:?}; toolgate exits without it"
+            );
+            status
+        }
+    }
 }
 
 /// One run of the front: what it reads, what is in flight, and how it may end.
