@@ -27,6 +27,24 @@ pub(crate) fn without_bom(bytes: bytes::Bytes) -> bytes::Bytes {
     }
 }
 
+/// A JSON message as one line, as MCP's stdio transport delimits messages. In JSON text a
+/// CR or an LF can only be whitespace (a string holds them escaped), so each becomes a
+/// space: a message a client sent pretty-printed over HTTP, or a server's SSE event whose
+/// data lines were joined, holds some, and written as it is it would reach a stdio peer as
+/// several lines that are no message. The message itself, uncopied, when it holds none.
+pub(crate) fn one_line(message: bytes::Bytes) -> bytes::Bytes {
+    if memchr::memchr2(b'\n', b'\r', &message).is_none() {
+        return message;
+    }
+    let mut line = message.to_vec();
+    for b in &mut line {
+        if matches!(*b, b'\n' | b'\r') {
+            *b = b' ';
+        }
+    }
+    line.into()
+}
+
 /// `s` with its `%XX` escapes decoded; `None` when an escape is malformed or the result is not
 /// UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {
@@ -211,6 +229,21 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_over_several_lines_is_one_line_and_reads_the_same() {
+        let pretty = "{\r\n  \"id\": 1,\n  \"text\": \"a\\nb\"\r}";
+        let line = one_line(bytes::Bytes::from(pretty));
+        assert!(!line.contains(&b'\n') && !line.contains(&b'\r'));
+        let read = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+        assert_eq!(read(&line), read(pretty.as_bytes()));
+        let compact = bytes::Bytes::from_static(b"{\"id\":1}");
+        assert_eq!(
+            one_line(compact.clone()).as_ptr(),
+            compact.as_ptr(),
+            "not copied"
+        );
+    }
 
     #[test]
     fn escapes_decode_and_tokens_escape() {

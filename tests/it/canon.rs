@@ -818,6 +818,32 @@ async fn an_sse_answer_is_read_as_the_sse_standard_reads_it() {
     }
 }
 
+/// A server's answer over several lines (JSON pretty-printed, an SSE event's data in
+/// several `data:` lines) reaches a stdio client as one line, the message it is, and an HTTP
+/// client as it came.
+#[tokio::test]
+async fn an_answer_over_several_lines_reaches_a_stdio_client_as_one() {
+    let result = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "a\nb"}]}});
+    let pretty = serde_json::to_string_pretty(&result).unwrap();
+    let events = pretty
+        .lines()
+        .map(|l| format!("data: {l}\n"))
+        .collect::<String>()
+        + "\n";
+    let answers = [("application/json", pretty), ("text/event-stream", events)];
+    for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
+        for (content_type, body) in &answers {
+            let script = Script::Raw {
+                status: 200,
+                content_type,
+                body: body.clone().leak().as_bytes(),
+            };
+            let (got, _) = call_marked(mode, "marked", script).await;
+            assert_eq!(got, std::slice::from_ref(&result), "{mode}: {body}");
+        }
+    }
+}
+
 /// A stdio server whose output opens with a byte order mark (a console whose encoding writes
 /// one): its first answer, to `initialize`, is read as the message it is, in every mode with a
 /// stdio server, rather than dropped as a line that is no message.

@@ -159,6 +159,32 @@ async fn stateless_requests_share_one_child_with_ids_remapped() {
     assert_eq!(children_with(&m), 1, "one shared child");
 }
 
+/// A client may send its JSON pretty-printed, over several lines, as HTTP allows; a stdio
+/// server reads one message a line. Each reaches the child as one line, in a session and in
+/// the shared child alike, and is answered.
+#[tokio::test]
+async fn a_message_sent_over_several_lines_reaches_a_stdio_server_as_one() {
+    let m = marker();
+    let tg = sidecar(&m, None).await;
+    let url = tg.url();
+    let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post(&url, None, pretty(init)).await;
+    assert_eq!(r.json()["result"]["serverInfo"]["name"], "stdio-fixture");
+    let s = r.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(&url, Some(&s), pretty(note)).await.status, 202);
+    let sum = |id: i64, text: &str| json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}});
+    let add = |id, args| pretty(serde_json::from_str(&call(id, "add", args)).unwrap());
+    let a = post(&url, Some(&s), add(1, json!({"a": 2, "b": 3}))).await;
+    assert_eq!(a.json(), sum(1, "5"));
+    let a = post(&url, Some(&s), add(2, json!({"a": "10", "b": 3}))).await;
+    assert_eq!(a.json(), sum(2, "13"), "coerced, and sent as one line");
+    let a = post(&url, None, add(3, json!({"a": 1, "b": 1}))).await;
+    assert_eq!(a.json(), sum(3, "2"), "the shared child");
+}
+
 #[tokio::test]
 async fn limits_idle_reaping_and_the_get_stream() {
     let m = marker();

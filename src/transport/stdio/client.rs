@@ -127,6 +127,7 @@ async fn write_lines(lines: &mut mpsc::UnboundedReceiver<Out>, unread: &Unread) 
     while let Some(o) = lines.recv().await {
         match o {
             Out::Line(l) => {
+                let l = crate::text::one_line(l);
                 if stdout.write_all(&l).await.is_err()
                     || stdout.write_all(b"\n").await.is_err()
                     || stdout.flush().await.is_err()

@@ -498,10 +498,11 @@ fn response_id(line: &[u8]) -> Option<String> {
     }
 }
 
-/// Writes each line to the child's stdin, in order, until the child stops reading or
-/// toolgate lets it go: dropping stdin closes it, the child's signal to finish.
+/// Writes each message to the child's stdin as one line, in order, until the child stops
+/// reading or toolgate lets it go: dropping stdin closes it, the child's signal to finish.
 async fn write_lines(mut stdin: tokio::process::ChildStdin, mut lines: Lines) {
     while let Some(line) = lines.recv().await {
+        let line = crate::text::one_line(line);
         let ok = stdin.write_all(&line).await.is_ok()
             && stdin.write_all(b"\n").await.is_ok()
             && stdin.flush().await.is_ok();
