@@ -1173,6 +1173,25 @@ async fn an_event_stream_that_names_no_endpoint_is_given_up() {
     assert_eq!(answer, failed_for("named no endpoint within 500ms"));
 }
 
+/// An event of an HTTP+SSE server's stream that holds no message is dropped, and the log
+/// says so as what it is (an event, not a line on a process's stdout), never with its text.
+#[tokio::test]
+async fn an_event_that_is_no_message_is_said_as_an_event() {
+    let up = event_stream_server(
+        "event: endpoint\ndata: /messages\n\ndata: not a message, secret\n\n".into(),
+    )
+    .await;
+    let config = "upstream_transport = \"sse\"\n[limits]\nupstream_timeout = \"1s\"\n";
+    let tg = Toolgate::serve(&format!("http://{up}/sse"), Some(config)).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    post(&tg.url(), None, init.to_string()).await;
+    let said = "the tool server sent an event whose data is not a JSON-RPC message; dropped";
+    let logs = tg.logs_when(|l| l.contains(said)).await;
+    assert!(logs.contains(said), "{logs}");
+    assert!(!logs.contains("secret") && !logs.contains("stdout"), "{logs}");
+}
+
 /// An HTTP+SSE server at `/sse` whose stream sends `first`, then stays open and silent.
 async fn event_stream_server(first: String) -> std::net::SocketAddr {
     use futures_util::StreamExt;

@@ -592,6 +592,8 @@ struct Reader {
     /// Where the answers it hands to waiters are counted.
     answers: Arc<ByteBudget>,
     max_line: usize,
+    /// What the log says of output that is no message ([`ChildProcess::not_a_message`]).
+    not_a_message: &'static str,
 }
 
 /// The child's stdout: each answer goes to whoever waits for it, or to no one
@@ -609,6 +611,7 @@ async fn read_stdout(
         questions,
         answers,
         max_line,
+        not_a_message,
     } = reader;
     let mut r = BufReader::new(stdout);
     let deliver = |id: Option<String>, line: Bytes, share: Share| match id {
@@ -636,7 +639,7 @@ async fn read_stdout(
                     None if is_message(&line) => deliver(None, line, counting.share),
                     // A banner or a log line on stdout: no client could read it as a message.
                     None => warn_at_rate!(said, "not_a_message", { bytes = line.len(), },
-                        "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped (stdout carries only messages, a server's own output belongs on stderr)"),
+                        not_a_message),
                 }
             }
             // Answered all the same, as an error in the answer's place: whoever waits for
@@ -775,6 +778,7 @@ impl ChildProcess {
             questions: me.questions.clone(),
             answers: answers.clone(),
             max_line,
+            not_a_message: me.not_a_message(),
         };
         let child = Arc::downgrade(&me);
         tokio::spawn(read_stdout(output, reader, child, handler));
@@ -794,6 +798,19 @@ impl ChildProcess {
         match self.stream {
             Some(_) => "opened a session with the tool server (HTTP+SSE)",
             None => "started the tool server",
+        }
+    }
+
+    /// What the log says of what it sends that no client could read as a message: a banner
+    /// or a log line on a process's stdout, an event of a stream whose data is none.
+    fn not_a_message(&self) -> &'static str {
+        match self.stream {
+            Some(_) => {
+                "the tool server sent an event whose data is not a JSON-RPC message; dropped"
+            }
+            None => {
+                "the tool server wrote a line on stdout that is not a JSON-RPC message; dropped (stdout carries only messages, a server's own output belongs on stderr)"
+            }
         }
     }
 
