@@ -1189,7 +1189,10 @@ async fn an_event_that_is_no_message_is_said_as_an_event() {
     let said = "the tool server sent an event whose data is not a JSON-RPC message; dropped";
     let logs = tg.logs_when(|l| l.contains(said)).await;
     assert!(logs.contains(said), "{logs}");
-    assert!(!logs.contains("secret") && !logs.contains("stdout"), "{logs}");
+    assert!(
+        !logs.contains("secret") && !logs.contains("stdout"),
+        "{logs}"
+    );
 }
 
 /// An HTTP+SSE server at `/sse` whose stream sends `first`, then stays open and silent.

@@ -131,6 +131,45 @@ async fn a_server_crashed_again_and_again_is_said_once() {
     );
 }
 
+/// A server that ends before it says anything (it cannot run: a missing setting, a crash as
+/// it loads) is not started again for every request: after each such end the next start
+/// waits, 100 ms and then twice as long each time, and the requests meanwhile are told why at
+/// once. Without the wait, each of these requests would start a process.
+#[tokio::test]
+async fn a_server_that_cannot_run_is_started_again_after_a_growing_wait() {
+    let python = crate::common::peers::stdio_fixture(&[]).await.remove(0);
+    let command = [python, "-c".into(), "import sys; sys.exit(3)".into()];
+    let tg = Toolgate::in_front_of(&command, None).await;
+    let url = tg.url();
+    let started = std::time::Instant::now();
+    let mut reasons = Vec::new();
+    let mut id = 0;
+    while started.elapsed() < Duration::from_millis(1500) {
+        id += 1;
+        let a = post(&url, None, call(id, "add", json!({"a": 1, "b": 2})))
+            .await
+            .json();
+        assert_eq!(a["id"], id);
+        assert_eq!(a["result"]["isError"], true, "{a}");
+        let code = &a["result"]["_meta"]["toolgate/upstream"]["code"];
+        assert_eq!(code, "upstream_unavailable", "{a}");
+        let reason = &a["result"]["_meta"]["toolgate/upstream"]["reason"];
+        reasons.push(reason.as_str().unwrap().to_owned());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let starts = tg.logs().matches("started the tool server").count();
+    assert!(
+        (2..=6).contains(&starts) && id >= 20,
+        "{starts} starts for {id} requests: {reasons:#?}"
+    );
+    assert!(
+        reasons[0].contains("exited with exit status: 3"),
+        "{reasons:#?}"
+    );
+    let waited = "the tool server exited with exit status: 3 before it said anything (1 in a row); toolgate starts it again in";
+    assert!(reasons[1].contains(waited), "{reasons:#?}");
+}
+
 #[tokio::test]
 async fn stateless_requests_share_one_child_with_ids_remapped() {
     let m = marker();

@@ -88,6 +88,8 @@ struct Output {
     /// The reader waits for room among the answers held for clients: a request that
     /// times out meanwhile was kept from its answer by the gateway, not by the server alone.
     waits_for_room: AtomicBool,
+    /// It has written a message: it started (`upstream::restarts`).
+    spoken: AtomicBool,
 }
 
 /// A line's share, grown as the line is read: past the budget, the reader waits, and the
@@ -614,11 +616,16 @@ async fn read_stdout(
         not_a_message,
     } = reader;
     let mut r = BufReader::new(stdout);
-    let deliver = |id: Option<String>, line: Bytes, share: Share| match id {
-        Some(id) => hand_over(&waiters, &id, line, share),
-        // A message that is no answer goes without its share: what `handler` holds is
-        // bounded apart.
-        None => pass_on(line, (&waiters, &questions), &child, &handler),
+    let deliver = |id: Option<String>, line: Bytes, share: Share| {
+        if !output.spoken.load(Ordering::Relaxed) {
+            output.spoken.store(true, Ordering::Relaxed);
+        }
+        match id {
+            Some(id) => hand_over(&waiters, &id, line, share),
+            // A message that is no answer goes without its share: what `handler` holds is
+            // bounded apart.
+            None => pass_on(line, (&waiters, &questions), &child, &handler),
+        }
     };
     // What the child writes that no client gets as it came, said at this rate for each
     // child: the mistake is the server's, and may come with every call. Its text is never
@@ -799,6 +806,12 @@ impl ChildProcess {
             Some(_) => "opened a session with the tool server (HTTP+SSE)",
             None => "started the tool server",
         }
+    }
+
+    /// Whether it has written a message: a process that ends before is one that could not
+    /// start.
+    pub(crate) fn spoken(&self) -> bool {
+        self.output.spoken.load(Ordering::Relaxed)
     }
 
     /// What the log says of what it sends that no client could read as a message: a banner

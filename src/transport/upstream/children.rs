@@ -20,6 +20,7 @@ use crate::pipeline::subscriptions;
 use crate::transport::upstream::child::{ChildProcess, ChildSource, FromChild, Handler, ServerEra};
 use crate::transport::upstream::multiplex::Multiplexed;
 use crate::transport::upstream::paced;
+use crate::transport::upstream::restarts::Restarts;
 use crate::transport::upstream::subscribers::Subscribers;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -431,6 +432,8 @@ struct Heard {
     sessions: std::sync::Weak<Mutex<HashMap<String, Arc<SessionChild>>>>,
     /// The child's session, set right after the child starts: it can speak before.
     deliver_to: Arc<std::sync::OnceLock<std::sync::Weak<SessionChild>>>,
+    /// Where an end of its own before it said anything goes.
+    restarts: Arc<Restarts>,
 }
 
 impl Handler for Heard {
@@ -481,7 +484,11 @@ impl Heard {
         let on_its_own = removed.is_some();
         // The shared child is never registered as a session; toolgate stops it only at
         // shutdown.
-        let shared_failed = sc.is_some_and(|sc| sc.shared && !sc.child.stopping());
+        let shared_failed = (sc.as_ref()).is_some_and(|sc| sc.shared && !sc.child.stopping());
+        if on_its_own || shared_failed {
+            let spoken = sc.as_ref().is_some_and(|sc| sc.child.spoken());
+            self.restarts.ended(spoken, how);
+        }
         // A child that only closed its output runs on, its process group with it; one that
         // exited is reaped.
         if let Some(sc) = removed {
@@ -519,6 +526,8 @@ pub struct StdioPool {
     live: Live,
     /// The upstream's position in the gateway's targets (stable across reloads).
     index: usize,
+    /// When a new process may start, after processes that ended before they said anything.
+    restarts: Arc<Restarts>,
 }
 
 /// Why no child could serve a request.
@@ -538,6 +547,7 @@ impl StdioPool {
             by_capabilities: Default::default(),
             live,
             index,
+            restarts: Arc::default(),
         });
         let weak = Arc::downgrade(&pool);
         let every = (Self::target(&pool.gw(), index).stdio.idle_timeout / 2)
@@ -572,6 +582,9 @@ impl StdioPool {
             Some((owner, headers)) => (owner, false, Some(headers)),
             None => ("", true, None),
         };
+        if let Some(why) = self.restarts.refused() {
+            return Err(NoChild::Failed(why));
+        }
         let gw = self.gw();
         let index = self.index;
         let handler = Heard {
@@ -581,6 +594,7 @@ impl StdioPool {
             label: label.clone(),
             sessions: Arc::downgrade(&self.sessions),
             deliver_to: Arc::default(),
+            restarts: self.restarts.clone(),
         };
         let deliver_to = handler.deliver_to.clone();
         let running = match &self.source {

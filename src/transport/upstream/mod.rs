@@ -16,6 +16,7 @@ pub(crate) mod numbered;
 pub(crate) mod owing;
 pub(crate) mod own;
 pub(crate) mod paced;
+pub(crate) mod restarts;
 pub(crate) mod rounds;
 pub(crate) mod session_stream;
 pub(crate) mod subscribers;
