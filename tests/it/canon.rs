@@ -844,6 +844,33 @@ async fn an_answer_over_several_lines_reaches_a_stdio_client_as_one() {
     }
 }
 
+/// An HTTP server's answer that names another id than its request's: it came on the
+/// request's own exchange, so it is that request's answer. An HTTP client gets it as it came;
+/// a stdio client, which matches answers by id alone, under its request's id.
+#[tokio::test]
+async fn an_answer_under_another_id_reaches_a_stdio_client_under_its_requests() {
+    let result = json!({"content": [{"type": "text", "text": "ok"}]});
+    let answer = |id: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+    let json = answer(json!("other")).to_string();
+    let sse = format!("data: {}\n\n", answer(json!(7)));
+    let answers = [("application/json", json), ("text/event-stream", sse)];
+    for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
+        for (content_type, body) in &answers {
+            let script = Script::Raw {
+                status: 200,
+                content_type,
+                body: body.clone().leak().as_bytes(),
+            };
+            let (got, _) = call_marked(mode, "marked", script).await;
+            let expected = match mode {
+                Mode::StdioUpstream => answer(json!(1)),
+                _ => serde_json::from_str(body.trim_start_matches("data: ")).unwrap(),
+            };
+            assert_eq!(got, [expected], "{mode}: {body}");
+        }
+    }
+}
+
 /// A stdio server whose output opens with a byte order mark (a console whose encoding writes
 /// one): its first answer, to `initialize`, is read as the message it is, in every mode with a
 /// stdio server, rather than dropped as a line that is no message.

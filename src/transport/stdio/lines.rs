@@ -142,10 +142,22 @@ impl<F: FnOnce(&Message<'_>)> Lines<'_, F> {
         if let Some(f) = self.before_answer.take() {
             f(&m);
         }
+        // It came on the request's own exchange, so it is the request's answer whatever id
+        // it names (docs/contract.md §6); a stdio client matches answers by id alone.
+        let names_request = m.id.is_some_and(|named| same_id(named, id));
+        let bytes = match names_request {
+            true => bytes,
+            false => jsonrpc::replace_at(&bytes, &["id"], id).map_or(bytes, Bytes::from),
+        };
         let outcome = self.outcome.as_ref().and_then(StreamOutcome::get);
         (self.to).write_answer(self.pending, bytes, outcome.unwrap_or("forwarded"));
         true
     }
+}
+
+/// Whether two ids are one by value, however each is spelled.
+fn same_id(a: &RawValue, b: &RawValue) -> bool {
+    jsonrpc::id_key(a.get()) == jsonrpc::id_key(b.get())
 }
 
 /// A server's refusal `err` answered on the request's `id`: its code and message, and its
