@@ -767,12 +767,7 @@ async fn an_answer_opening_with_a_byte_order_mark_is_read_under_the_rules() {
     ];
     for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
         for (content_type, body, expected) in &answers {
-            let script = Script::Raw {
-                status: 200,
-                content_type,
-                body: body.clone().leak().as_bytes(),
-            };
-            let (got, _) = call_marked(mode, "marked", script).await;
+            let got = answered_with(mode, content_type, body.as_bytes()).await;
             assert_eq!(got, [(*expected).clone()], "{mode}: {body}");
         }
     }
@@ -806,12 +801,7 @@ async fn an_sse_answer_is_read_as_the_sse_standard_reads_it() {
     ];
     for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
         for (body, expected) in &answers {
-            let script = Script::Raw {
-                status: 200,
-                content_type: "text/event-stream",
-                body: body.clone().leak(),
-            };
-            let (got, _) = call_marked(mode, "marked", script).await;
+            let got = answered_with(mode, "text/event-stream", body).await;
             let body = String::from_utf8_lossy(body);
             assert_eq!(got, [(*expected).clone()], "{mode}: {body:?}");
         }
@@ -833,12 +823,7 @@ async fn an_answer_over_several_lines_reaches_a_stdio_client_as_one() {
     let answers = [("application/json", pretty), ("text/event-stream", events)];
     for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
         for (content_type, body) in &answers {
-            let script = Script::Raw {
-                status: 200,
-                content_type,
-                body: body.clone().leak().as_bytes(),
-            };
-            let (got, _) = call_marked(mode, "marked", script).await;
+            let got = answered_with(mode, content_type, body.as_bytes()).await;
             assert_eq!(got, std::slice::from_ref(&result), "{mode}: {body}");
         }
     }
@@ -856,12 +841,7 @@ async fn an_answer_under_another_id_reaches_a_stdio_client_under_its_requests() 
     let answers = [("application/json", json), ("text/event-stream", sse)];
     for mode in Mode::EVERY_FRONT.into_iter().filter(|m| m.to_http()) {
         for (content_type, body) in &answers {
-            let script = Script::Raw {
-                status: 200,
-                content_type,
-                body: body.clone().leak().as_bytes(),
-            };
-            let (got, _) = call_marked(mode, "marked", script).await;
+            let got = answered_with(mode, content_type, body.as_bytes()).await;
             let expected = match mode {
                 Mode::StdioUpstream => answer(json!(1)),
                 _ => serde_json::from_str(body.trim_start_matches("data: ")).unwrap(),
@@ -991,6 +971,17 @@ async fn call_marked(
     let mut front = Front::start(mode, &up, &[]).await;
     let line = call_value(1, "marked").to_string();
     (front.exchange_line(&line).await, seen)
+}
+
+/// What a call to the open tool `marked` brings back through `mode`, its server answering
+/// with `body` as `content_type` (HTTP 200).
+async fn answered_with(mode: Mode, content_type: &'static str, body: &[u8]) -> Vec<Value> {
+    let script = Script::Raw {
+        status: 200,
+        content_type,
+        body: body.to_vec().leak(),
+    };
+    call_marked(mode, "marked", script).await.0
 }
 
 fn call_value(id: i64, tool: &str) -> Value {
