@@ -752,8 +752,10 @@ impl SseInspector {
     /// The server's stream has ended or broken off: the event a CR, its last byte, ends
     /// (`data: …\r\r`) is read now.
     fn ended(&mut self) {
-        self.splitter.ended();
-        self.feed(Bytes::new());
+        if !self.raw && !self.dropping {
+            self.splitter.ended();
+            self.feed(Bytes::new());
+        }
     }
 
     fn end(&mut self, broke: Option<String>) {

@@ -3,10 +3,10 @@
 //! crash as it loads) would otherwise be started again for each request, at the rate
 //! requests come, each start costing a runtime's launch (tens of milliseconds of CPU for
 //! Python or Node). As a service manager does it: the wait doubles with each such end, from
-//! 100 ms up to 10 s, and one process that speaks (answers its handshake, or says anything)
-//! ends the run. Meanwhile a request that needs a new process is told why and when, at
-//! once, and starts none. A process that ends after it has spoken (a request crashed it) is
-//! started again at once, as before: its other clients are not kept waiting for one
+//! 100 ms up to 10 s, and one process that speaks (writes any message, its handshake's
+//! answer first) ends the run. Meanwhile a request that needs a new process is told why and
+//! when, at once, and starts none. A process that ends after it has spoken (a request
+//! crashed it) is started again at once: its other clients are not kept waiting for one
 //! client's request.
 
 use crate::error::UpstreamError;
