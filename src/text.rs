@@ -37,12 +37,20 @@ pub(crate) fn one_line(message: bytes::Bytes) -> bytes::Bytes {
         return message;
     }
     let mut line = message.to_vec();
-    for b in &mut line {
+    line_breaks_as_spaces(&mut line);
+    line.into()
+}
+
+/// The same in place: each CR and LF of a JSON text made a space.
+pub(crate) fn line_breaks_as_spaces(json: &mut [u8]) {
+    if memchr::memchr2(b'\n', b'\r', json).is_none() {
+        return;
+    }
+    for b in json {
         if matches!(*b, b'\n' | b'\r') {
             *b = b' ';
         }
     }
-    line.into()
 }
 
 /// `s` with its `%XX` escapes decoded; `None` when an escape is malformed or the result is not

@@ -328,19 +328,28 @@ pub fn with_data(event: &[u8], json: &[u8]) -> Bytes {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\n");
     }
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(json);
-    out.extend_from_slice(b"\n\n");
+    put_data(&mut out, json);
     out.freeze()
 }
 
 /// An SSE event carrying one JSON-RPC message, as toolgate writes its own.
 pub fn event(json: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(json.len() + 20);
-    out.extend_from_slice(b"event: message\ndata: ");
-    out.extend_from_slice(json);
-    out.extend_from_slice(b"\n\n");
+    out.extend_from_slice(b"event: message\n");
+    put_data(&mut out, json);
     out.freeze()
+}
+
+/// `json` as an event's one `data` line, and the blank line that ends the event. A message
+/// whose text holds line breaks (a server's data lines joined, a member spliced in as it was
+/// written) would end the line early and leave the rest as no field: in JSON they can only
+/// be whitespace, so each is written as a space (`text::one_line`).
+fn put_data(out: &mut BytesMut, json: &[u8]) {
+    out.extend_from_slice(b"data: ");
+    let start = out.len();
+    out.extend_from_slice(json);
+    crate::text::line_breaks_as_spaces(&mut out[start..]);
+    out.extend_from_slice(b"\n\n");
 }
 
 #[cfg(test)]
@@ -427,6 +436,25 @@ mod tests {
             &with_data(ev, b"{\"new\":2}")[..],
             b"event: message\nid: 42\ndata: {\"new\":2}\n\n"
         );
+    }
+
+    /// A message whose text holds line breaks is written as one `data` line, which reads
+    /// back as the message.
+    #[test]
+    fn a_message_over_several_lines_is_one_data_line() {
+        let json = b"{\"id\": 1,\n \"result\": {}\r}";
+        let rewritten = with_data(b"id: 7\ndata: {}\n\n", json);
+        assert_eq!(
+            &rewritten[..],
+            b"id: 7\ndata: {\"id\": 1,  \"result\": {} }\n\n"
+        );
+        let own = event(json);
+        assert_eq!(
+            &own[..],
+            b"event: message\ndata: {\"id\": 1,  \"result\": {} }\n\n"
+        );
+        let read: serde_json::Value = serde_json::from_str(&data(&own).unwrap()).unwrap();
+        assert_eq!(read, serde_json::json!({"id": 1, "result": {}}));
     }
 
     #[test]

@@ -106,6 +106,34 @@ async fn headers_must_match_the_body() {
     assert_eq!(headers.last().unwrap()["mcp-param-region"], "eu-west");
 }
 
+/// A server's SSE answer whose data comes in several `data:` lines, completed for a
+/// 2026-07-28 client (`resultType`): the event toolgate writes in its place is one the client
+/// reads, its data on one line.
+#[tokio::test]
+async fn an_answer_completed_in_an_event_of_several_data_lines_reads_whole() {
+    let body = "data: {\"jsonrpc\": \"2.0\", \"id\": 1,\ndata:  \"result\": {\"content\": []}}\n\n";
+    let (url, _) = Scripted::new(vec![add_tool()])
+        .script(
+            "add",
+            Script::Raw {
+                status: 200,
+                content_type: "text/event-stream",
+                body: body.as_bytes(),
+            },
+        )
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&url, None).await;
+    let call = modern_call(1, "add", json!({"a": 1, "b": 2}));
+    let r = modern_post(&tg.url(), call, "add", &[]).await;
+    assert_eq!(
+        r.messages(),
+        [json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "content": []}})],
+        "{}",
+        r.text()
+    );
+}
+
 #[tokio::test]
 async fn toolgate_answers_in_the_modern_shapes() {
     let (url, _) = Scripted::new(vec![add_tool()]).spawn().await;
