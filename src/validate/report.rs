@@ -340,7 +340,7 @@ fn describe(
     if room == 0 {
         return 1;
     }
-    out.push(offset_wanted(schema, e).unwrap_or_else(|| describe_one(e)));
+    out.push(offset_wanted(schema, e).unwrap_or_else(|| describe_one(e, schema)));
     0
 }
 
@@ -461,7 +461,7 @@ fn unknown_form(e: &ValidationError<'_>) -> Option<Violation> {
     })
 }
 
-fn describe_one(e: &ValidationError<'_>) -> Violation {
+fn describe_one(e: &ValidationError<'_>, schema: &Value) -> Violation {
     let at = e.instance_path().as_str();
     let got = preview(e.instance());
     let one = |message: String| Violation {
@@ -513,8 +513,6 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
         ValidationErrorKind::MaxLength { limit } => one(format!(
             "must be at most {limit} characters long, got {got}"
         )),
-        ValidationErrorKind::MinItems { limit } => one(format!("must have at least {limit} items")),
-        ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
         ValidationErrorKind::UniqueItems => one("must not repeat items".into()),
         ValidationErrorKind::Format { format } => {
             let mut message = format!("must be a valid {format}, got {got}");
@@ -537,8 +535,86 @@ fn describe_one(e: &ValidationError<'_>) -> Violation {
         ValidationErrorKind::OneOfMultipleValid { .. } => one(format!(
             "matches more than one of the accepted forms, got {got}"
         )),
-        _ => one(e.masked().to_string()),
+        ValidationErrorKind::Not { schema } => {
+            one(format!("must not match {}, got {got}", preview(schema)))
+        }
+        ValidationErrorKind::PropertyNames { error } => one(format!(
+            "each property name {}",
+            describe_one(error, schema).message
+        )),
+        _ => one(counted(e, schema).unwrap_or_else(|| e.masked().to_string())),
     }
+}
+
+/// What a keyword that counts (an array's items, an object's properties) wants, with how
+/// many came; `None` for any other keyword.
+fn counted(e: &ValidationError<'_>, schema: &Value) -> Option<String> {
+    let items = |n: u64| if n == 1 { "item" } else { "items" };
+    let properties = |n: u64| if n == 1 { "property" } else { "properties" };
+    let came = match e.instance().as_ref() {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        _ => 0,
+    };
+    Some(match e.kind() {
+        ValidationErrorKind::MinItems { limit } => {
+            format!("must have at least {limit} {}, got {came}", items(*limit))
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            format!("must have at most {limit} {}, got {came}", items(*limit))
+        }
+        ValidationErrorKind::AdditionalItems { limit } => {
+            format!(
+                "must have at most {limit} {}, got {came}",
+                items(*limit as u64)
+            )
+        }
+        ValidationErrorKind::MinProperties { limit } => {
+            format!(
+                "must have at least {limit} {}, got {came}",
+                properties(*limit)
+            )
+        }
+        ValidationErrorKind::MaxProperties { limit } => {
+            format!(
+                "must have at most {limit} {}, got {came}",
+                properties(*limit)
+            )
+        }
+        ValidationErrorKind::UnevaluatedItems { unexpected } => {
+            let n = unexpected.len() as u64;
+            format!("has {n} {} more than the schema describes", items(n))
+        }
+        ValidationErrorKind::Contains => contains_wanted(e, schema),
+        _ => return None,
+    })
+}
+
+/// What `contains`, with its `minContains` or `maxContains`, wants of an array: the
+/// validator's error names neither the kind of item nor how many, so both are read from the
+/// schema at the keyword's place.
+fn contains_wanted(e: &ValidationError<'_>, schema: &Value) -> String {
+    let keyword = e.schema_path().as_str();
+    let place = keyword
+        .rsplit_once('/')
+        .and_then(|(at, _)| schema.pointer(at));
+    let Some(kind) = place.and_then(|p| p.get("contains")) else {
+        return "must contain an item of the kind the schema names".into();
+    };
+    let bound = |name| place.and_then(|p| p.get(name)).and_then(Value::as_u64);
+    let (how, n) = match bound("maxContains") {
+        Some(max) if keyword.ends_with("/maxContains") => ("at most", max),
+        _ => ("at least", bound("minContains").unwrap_or(1)),
+    };
+    let (item, match_) = if n == 1 {
+        ("item", "matches")
+    } else {
+        ("items", "match")
+    };
+    format!(
+        "must contain {how} {n} {item} that {match_} {}",
+        preview(kind)
+    )
 }
 
 /// The branches of `e`, when it is an `anyOf` or `oneOf` no branch of which takes the value,
@@ -792,6 +868,79 @@ mod tests {
     fn report(schema: Value, args: Value) -> Report {
         let s = compile(&schema.to_string(), &settings());
         Report::build("t", s.compiled(s.validator().unwrap()), &args, 32)
+    }
+
+    /// Keywords the validator's own words would say of "value" or not at all, each said as
+    /// what the argument must be, with what came.
+    #[test]
+    fn counting_and_negating_keywords_say_what_they_want() {
+        let cases = [
+            (
+                json!({"type": "array", "contains": {"type": "integer"}}),
+                json!(["a"]),
+                "must contain at least 1 item that matches {\"type\":\"integer\"}",
+            ),
+            (
+                json!({"contains": {"type": "integer"}, "minContains": 2}),
+                json!([1, "a"]),
+                "must contain at least 2 items that match {\"type\":\"integer\"}",
+            ),
+            (
+                json!({"contains": {"type": "integer"}, "maxContains": 1}),
+                json!([1, 2]),
+                "must contain at most 1 item that matches {\"type\":\"integer\"}",
+            ),
+            (
+                json!({"$ref": "#/$defs/ints"}),
+                json!([]),
+                "must contain at least 1 item that matches {\"minimum\":0}",
+            ),
+            (
+                json!({"type": "object", "minProperties": 2}),
+                json!({"a": 1}),
+                "must have at least 2 properties, got 1",
+            ),
+            (
+                json!({"type": "object", "maxProperties": 1}),
+                json!({"a": 1, "b": 2}),
+                "must have at most 1 property, got 2",
+            ),
+            (
+                json!({"type": "array", "minItems": 2}),
+                json!([1]),
+                "must have at least 2 items, got 1",
+            ),
+            (
+                json!({"type": "array", "maxItems": 1}),
+                json!([1, 2, 3]),
+                "must have at most 1 item, got 3",
+            ),
+            (
+                json!({"not": {"type": "string"}}),
+                json!("x"),
+                "must not match {\"type\":\"string\"}, got \"x\"",
+            ),
+            (
+                json!({"propertyNames": {"maxLength": 3}}),
+                json!({"abcdef": 1}),
+                "each property name must be at most 3 characters long, got \"abcdef\"",
+            ),
+            (
+                json!({"prefixItems": [{"type": "integer"}], "unevaluatedItems": false}),
+                json!([1, 2]),
+                "has 1 item more than the schema describes",
+            ),
+        ];
+        for (at_v, v, want) in cases {
+            let schema = json!({
+                "type": "object",
+                "properties": {"v": at_v},
+                "$defs": {"ints": {"type": "array", "contains": {"minimum": 0}}}
+            });
+            let r = report(schema.clone(), json!({"v": v}));
+            let got: Vec<&str> = r.violations.iter().map(|v| v.message.as_str()).collect();
+            assert_eq!(got, [want], "{schema}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the schema lets through and what it cannot say, in front of real servers:
-//! misspelt and undeclared arguments (`validation.undeclared_properties`), and tools whose
-//! schemas no client can use (`validation.invalid_tool_schemas`). docs/contract.md §1 and §5.
+//! misspelt and undeclared arguments (`validation.undeclared_properties`), tools whose
+//! schemas no client can use (`validation.invalid_tool_schemas`), and agreement with an SDK's
+//! own check of arguments. docs/contract.md §1, §5 and §7.
 
 use crate::common;
 use common::peers::peers;
@@ -530,4 +531,255 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
     g.initialize().await;
     let count = list_every_page(async |m| g.ask(m).await).await.len();
     assert_eq!(count, 15);
+}
+
+// ---- agreement with an SDK's own check ----
+
+/// Candidate values for each argument of the fixture's tools (JSON text, as a model might
+/// write it): what each schema takes, and what it does not, on every side. Values where JSON
+/// Schema validators are known to part (a `multipleOf` of a decimal fraction, a pattern's
+/// `\d` against other scripts' digits or its `$` before a final line break, docs/contract.md
+/// §5) are left out: this is about everything else.
+type Candidates = Vec<(
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+)>;
+
+fn candidates(tool: usize) -> Candidates {
+    const ANY: &[&str] = &["null", "true", "7", "12.5", "\"x\"", "[]", "{}"];
+    match tool {
+        0 => vec![
+            (
+                "code",
+                &["\"LHR\"", "\"JFK\""],
+                &["\"lhr\"", "\"LH\"", "\"LHRX\"", "5"],
+            ),
+            (
+                "name",
+                &["\"ab\"", "\"abcde\"", "\"😀😀\"", "\"ÅÄÖ\""],
+                &["\"a\"", "\"abcdef\"", "\"😀😀😀😀😀😀\"", "12", "true"],
+            ),
+            (
+                "count",
+                &["0", "5", "100", "1.0", "3e1", "\"10\""],
+                &["101", "-1", "1.5", "\"abc\"", "null"],
+            ),
+            (
+                "ratio",
+                &["0.5", "1.5", "2", "1e1", "\"1.5\""],
+                &["0.3", "0", "-0.5"],
+            ),
+            (
+                "flag",
+                &["true", "false", "\"true\""],
+                &["\"maybe\"", "1", "null"],
+            ),
+            (
+                "day",
+                &["\"2024-02-29\"", "\"2031-12-31\""],
+                &[
+                    "\"2023-02-29\"",
+                    "\"2024-13-01\"",
+                    "\"2024-1-01\"",
+                    "\"2024-01-01T10:00:00Z\"",
+                    "\"tomorrow\"",
+                ],
+            ),
+            ("kind", &["\"a\"", "1", "1.0", "null"], &["\"c\"", "true"]),
+            (
+                "fixed",
+                &["{\"k\":[1,2]}", "{\"k\":[1.0,2]}"],
+                &["{\"k\":[2,1]}", "[1,2]"],
+            ),
+            ("extra", &[], ANY),
+        ],
+        1 => vec![
+            (
+                "point",
+                &["{\"x\":1}", "{\"x\":1,\"y\":2}", "{\"x\":\"1\"}"],
+                &["{}", "{\"x\":1,\"z\":0}", "{\"x\":1.5}"],
+            ),
+            (
+                "tags",
+                &["[\"a\"]", "[\"a-b\",\"c\"]", "\"a\""],
+                &[
+                    "[]",
+                    "[\"a\",\"a\"]",
+                    "[\"a--b\"]",
+                    "[\"A\"]",
+                    "[\"a\",\"b\",\"c\",\"d\"]",
+                    "[1]",
+                ],
+            ),
+            (
+                "pair",
+                &["[1,\"a\"]", "[1]", "[1.0,\"b\"]", "[]"],
+                &["[1,\"a\",2]", "[\"a\",1]"],
+            ),
+            ("maybe", &["null", "\"x\""], &["[1]", "{}"]),
+            ("other", ANY, &[]),
+        ],
+        2 => vec![
+            ("either", &["1", "null", "\"1\""], &["\"x\"", "1.5"]),
+            (
+                "one",
+                &["\"a\"", "\"abcd\""],
+                &["\"ab\"", "\"abc\"", "\"\"", "[]"],
+            ),
+            ("both", &["5", "5.5", "\"6\""], &["4", "null"]),
+            ("no", &["1", "null", "[]"], &["\"x\""]),
+            ("cond", &["10", "\"x\"", "12.0"], &["5", "true"]),
+            ("free", &["\"x\"", "\"\""], &["1", "true", "null"]),
+        ],
+        3 => vec![
+            ("x_1", &["1", "\"1\"", "-4"], &["\"a\"", "1.5", "null"]),
+            ("x_long_name", &[], &["1"]),
+            ("a", &["1", "\"a\""], &[]),
+            ("b", &["null", "2"], &[]),
+            ("c", ANY, &[]),
+            ("d", ANY, &[]),
+        ],
+        _ => vec![
+            (
+                "list",
+                &["[1,2]", "[1.0,2.0]", "[1,2,\"a\"]"],
+                &["[1,\"a\"]", "[]", "[\"1\",\"2\"]", "1"],
+            ),
+            (
+                "address",
+                &["\"1.2.3.4\"", "\"10.0.0.1\""],
+                &["\"01.2.3.4\"", "\"256.1.1.1\"", "\"1.2.3\"", "\"::1\""],
+            ),
+            (
+                "small",
+                &["3", "9", "30", "9.0", "\"6\"", "-3"],
+                &["33", "4"],
+            ),
+        ],
+    }
+}
+
+/// A small deterministic generator, so that a failure names a call that fails again.
+struct Draws(u64);
+
+impl Draws {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// The text of one call's arguments for tool `t{tool}`: each argument present three times in
+/// four, with a value its schema takes four times in five.
+fn arguments(tool: usize, draws: &mut Draws) -> String {
+    let mut members = Vec::new();
+    for (name, takes, refuses) in candidates(tool) {
+        if draws.below(4) == 0 {
+            continue;
+        }
+        let pool = match draws.below(5) {
+            0 if !refuses.is_empty() => refuses,
+            _ if takes.is_empty() => refuses,
+            _ => takes,
+        };
+        members.push(format!("\"{name}\":{}", pool[draws.below(pool.len())]));
+    }
+    format!("{{{}}}", members.join(","))
+}
+
+/// toolgate and the Python SDK's own check (`jsonschema`, as its 1.x servers run it before a
+/// tool) agree on random arguments for schemas of every kind of keyword, in front of that
+/// SDK's own server: what toolgate forwards (coerced or not), the SDK takes, and what
+/// toolgate refuses, `jsonschema` refuses too, formats asserted. Both modes with a stdio
+/// server: the check is the engine's, alike in every mode (the parity suite).
+#[tokio::test]
+async fn toolgate_and_the_python_sdks_own_check_agree_on_random_arguments() {
+    use common::modes::{Front, Mode};
+    let command = common::peers::python_1_stdio("py_validating_server.py").await;
+    for mode in [Mode::ServeCommand, Mode::StdioCommand] {
+        let mut front = Front::start(mode, "", &command).await;
+        // `t5` is for the keywords where validators part (the test after this one).
+        let mut draws = Draws(0x9E37_79B9_7F4A_7C15);
+        let (mut forwarded, mut refused, mut parted) = (0, 0, Vec::new());
+        for id in 0..400 {
+            let tool = id % 5;
+            let args = arguments(tool, &mut draws);
+            let call = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"t{tool}","arguments":{args}}}}}"#
+            );
+            let a = front.ask_line(&call).await;
+            if a["result"]["_meta"]["toolgate/validation"]["code"] == "invalid_arguments" {
+                refused += 1;
+                let judge = format!(
+                    r#"{{"jsonrpc":"2.0","id":"judge-{id}","method":"tools/call","params":{{"name":"judge","arguments":{{"tool":"t{tool}","arguments":{args}}}}}}}"#
+                );
+                let verdict = result_text(&front.ask_line(&judge).await);
+                if verdict == "accepted" {
+                    parted.push(format!(
+                        "t{tool} {args}: refused by toolgate ({a}), taken by jsonschema"
+                    ));
+                }
+            } else if a["result"]["content"][0]["text"] == "accepted" {
+                forwarded += 1;
+            } else {
+                parted.push(format!(
+                    "t{tool} {args}: passed by toolgate, the SDK answered {a}"
+                ));
+            }
+        }
+        assert!(
+            parted.is_empty(),
+            "{mode}: {} disagreements:\n{}",
+            parted.len(),
+            parted.join("\n")
+        );
+        assert!(
+            forwarded > 100 && refused > 100,
+            "{mode}: {forwarded} forwarded, {refused} refused"
+        );
+    }
+}
+
+/// Where validators part (docs/contract.md §7), toolgate reads JSON Schema as it is written:
+/// `19.99` is a multiple of `0.01` (the SDK's check, dividing in floating point, refuses it,
+/// in its own words), and a pattern's `\d` and `$` are ECMA-262's, as JavaScript's (the SDK's
+/// check, with Python's `re`, takes other scripts' digits and a final line break).
+#[tokio::test]
+async fn where_validators_part_toolgate_reads_json_schema_as_written() {
+    use common::modes::Front;
+    let command = common::peers::python_1_stdio("py_validating_server.py").await;
+    let mut front = Front::serve_command(&command).await;
+    let a = front.ask(tool_call(1, "t5", json!({"price": 19.99}))).await;
+    assert_eq!(
+        a["result"],
+        json!({"content": [{"type": "text", "text": "Input validation error: 19.99 is not a multiple of 0.01"}], "isError": true})
+    );
+    let refused = [
+        (
+            json!({"digits": "١٢٣"}),
+            "/digits",
+            "must match the pattern ^\\d+$, got \"١٢٣\"",
+        ),
+        (
+            json!({"code": "LHR\n"}),
+            "/code",
+            "must match the pattern ^[A-Z]{3}$, got \"LHR\\n\"",
+        ),
+    ];
+    for (id, (args, at, message)) in (2..).zip(refused) {
+        let a = front.ask(tool_call(id, "t5", args.clone())).await;
+        let errors = &a["result"]["_meta"]["toolgate/validation"]["parameter_errors"];
+        assert_eq!(errors, &json!({at: message}), "{a}");
+        let judged = front
+            .ask(tool_call(
+                id + 10,
+                "judge",
+                json!({"tool": "t5", "arguments": args}),
+            ))
+            .await;
+        assert_eq!(result_text(&judged), "accepted");
+    }
 }

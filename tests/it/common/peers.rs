@@ -224,6 +224,15 @@ async fn python_http_on(python: &std::path::Path, name: &str, args: &[&str]) -> 
     on_the_port_it_prints(cmd, name).await
 }
 
+/// A Python fixture (`fixtures/NAME`) run with the Python SDK 1.x over stdio, as a command.
+pub async fn python_1_stdio(name: &str) -> Vec<String> {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    vec![
+        p.python_1.display().to_string(),
+        p.fixtures.join(name).display().to_string(),
+    ]
+}
+
 /// The Rust SDK's server (`fixtures/rmcp`, rmcp), built by cargo on first use into the peers
 /// directory; the command that runs it over stdio.
 pub async fn rmcp_stdio() -> Vec<String> {
