@@ -535,8 +535,8 @@ fn describe_one(e: &ValidationError<'_>, schema: &Value) -> Violation {
         ValidationErrorKind::OneOfMultipleValid { .. } => one(format!(
             "matches more than one of the accepted forms, got {got}"
         )),
-        ValidationErrorKind::Not { schema } => {
-            one(format!("must not match {}, got {got}", preview(schema)))
+        ValidationErrorKind::Not { schema: refused } => {
+            one(format!("must not match {}, got {got}", preview(refused)))
         }
         ValidationErrorKind::PropertyNames { error } => one(format!(
             "each property name {}",
