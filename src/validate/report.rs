@@ -729,14 +729,39 @@ fn type_of(v: &Value) -> &'static str {
 }
 
 /// A short rendering of what came, so the model sees its mistake. Cut at a fixed length:
-/// the point is recognition, not an echo of a large value.
+/// the point is recognition, not an echo of a large value. Only what is shown is written: a
+/// megabyte string refused by forty keywords would otherwise be written out forty times.
 fn preview(v: &Value) -> String {
-    let s = v.to_string();
-    if s.chars().count() <= PREVIEW_CHARS {
-        s
-    } else {
-        let cut: String = s.chars().take(PREVIEW_CHARS).collect();
-        format!("{cut}…")
+    let mut shown = Shown(Vec::with_capacity(64));
+    let whole = serde_json::to_writer(&mut shown, v).is_ok();
+    let text = match std::str::from_utf8(&shown.0) {
+        Ok(text) => text,
+        Err(cut) => std::str::from_utf8(&shown.0[..cut.valid_up_to()]).unwrap_or_default(),
+    };
+    match text.char_indices().nth(PREVIEW_CHARS) {
+        None if whole => text.to_owned(),
+        None => format!("{text}…"),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
+/// Room for [`PREVIEW_CHARS`] characters and one more; writing past it fails, which ends
+/// the value's writing there.
+struct Shown(Vec<u8>);
+
+impl std::io::Write for Shown {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = (PREVIEW_CHARS + 1) * 4 - self.0.len();
+        if room == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let n = buf.len().min(room);
+        self.0.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -941,6 +966,32 @@ mod tests {
             let got: Vec<&str> = r.violations.iter().map(|v| v.message.as_str()).collect();
             assert_eq!(got, [want], "{schema}");
         }
+    }
+
+    /// A preview is the first characters of the value's JSON, whole when it is short, cut
+    /// with a mark when it is not, whatever the characters' width.
+    #[test]
+    fn a_preview_shows_the_values_beginning_only() {
+        assert_eq!(preview(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#);
+        let exact = "x".repeat(PREVIEW_CHARS - 2);
+        assert_eq!(preview(&json!(exact)), format!("\"{exact}\""));
+        let long = "é".repeat(1_000_000);
+        let shown = preview(&json!(long));
+        assert_eq!(shown.chars().count(), PREVIEW_CHARS + 1, "{shown}");
+        assert!(
+            shown.starts_with("\"éé") && shown.ends_with("é…"),
+            "{shown}"
+        );
+        let wide = "😀".repeat(PREVIEW_CHARS);
+        assert_eq!(
+            preview(&json!(wide)),
+            format!("\"{}…", "😀".repeat(PREVIEW_CHARS - 1))
+        );
+        let one_more = "x".repeat(PREVIEW_CHARS - 1);
+        assert_eq!(
+            preview(&json!(one_more)),
+            format!("\"{}…", "x".repeat(PREVIEW_CHARS - 1))
+        );
     }
 
     #[test]
