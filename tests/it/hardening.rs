@@ -1116,22 +1116,6 @@ async fn a_client_cannot_fill_the_log_through_http2() {
 
 // ---- whole classes, kept closed ----
 
-/// A small deterministic generator (xorshift), so a failure names a reproducible case.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[(self.next() % from.len() as u64) as usize]
-    }
-}
-
 /// `s` as a JSON string with some characters spelled as `\uXXXX`.
 fn escaped(g: &mut Gen, s: &str) -> String {
     let mut out = String::from("\"");

@@ -660,21 +660,9 @@ fn candidates(tool: usize) -> Candidates {
     }
 }
 
-/// A small deterministic generator, so that a failure names a call that fails again.
-struct Draws(u64);
-
-impl Draws {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// The text of one call's arguments for tool `t{tool}`: each argument present three times in
 /// four, with a value its schema takes four times in five.
-fn arguments(tool: usize, draws: &mut Draws) -> String {
+fn arguments(tool: usize, draws: &mut Gen) -> String {
     let mut members = Vec::new();
     for (name, takes, refuses) in candidates(tool) {
         if draws.below(4) == 0 {
@@ -702,7 +690,7 @@ async fn toolgate_and_the_python_sdks_own_check_agree_on_random_arguments() {
     for mode in [Mode::ServeCommand, Mode::StdioCommand] {
         let mut front = Front::start(mode, "", &command).await;
         // `t5` is for the keywords where validators part (the test after this one).
-        let mut draws = Draws(0x9E37_79B9_7F4A_7C15);
+        let mut draws = Gen(0x9E37_79B9_7F4A_7C15);
         let (mut forwarded, mut refused, mut parted) = (0, 0, Vec::new());
         for id in 0..400 {
             let tool = id % 5;

@@ -666,3 +666,25 @@ pub fn result_text(answer: &Value) -> String {
         .unwrap_or_else(|| panic!("no text in {answer}"))
         .to_string()
 }
+
+/// A small deterministic generator (xorshift), so that a failure names a case that fails
+/// again.
+pub struct Gen(pub u64);
+
+impl Gen {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.below(from.len())]
+    }
+}
