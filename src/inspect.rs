@@ -248,6 +248,9 @@ pub struct SchemaReading {
     pub levels: Option<usize>,
     /// Where its `pattern`s are that toolgate's engine cannot run, and so does not check.
     pub unchecked_patterns: Vec<String>,
+    /// Where its `multipleOf` is a decimal fraction that validators dividing in binary
+    /// floating point misjudge (`validate::decimal_multiples`).
+    pub decimal_multiples: Vec<String>,
 }
 
 /// Reads `schema` as the gateway compiles a tool's schema.
@@ -263,6 +266,7 @@ pub fn read_schema(schema: &Value, cfg: &Config) -> SchemaReading {
         invalid: compiled.invalid.clone(),
         levels: compiled.doubling().map(|d| d.levels),
         unchecked_patterns: compiled.unchecked_patterns().to_vec(),
+        decimal_multiples: crate::validate::decimal_multiples(schema),
         uncompiled,
         open_places,
     }

@@ -334,6 +334,16 @@ fn check_input_schema(read: &SchemaReading, schema: &Value, say: &mut Say<'_>) {
             ),
         );
     }
+    if !read.decimal_multiples.is_empty() {
+        say(
+            Severity::Note,
+            "decimal_multiple",
+            format!(
+                "multipleOf of a decimal fraction at {}: toolgate judges it in decimal (19.99 is a multiple of 0.01), and a server that checks it with a validator dividing in binary floating point (Python's jsonschema, Ajv by default) refuses some multiples toolgate forwards",
+                read.decimal_multiples.join(", ")
+            ),
+        );
+    }
     let mut undocumented = Vec::new();
     undescribed(schema, schema, "", 0, &mut undocumented);
     for p in undocumented {
@@ -446,6 +456,7 @@ mod tests {
             json!("not a tool"),
             json!({"name": 5, "inputSchema": {"type": "object"}}),
             json!({"name": "shapeless", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false}, "outputSchema": {"type": "array"}}),
+            json!({"name": "priced", "description": "d", "inputSchema": {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.01, "description": "p"}, "q": {"type": "number", "multipleOf": 0.5, "description": "q"}}, "additionalProperties": false}}),
         ];
         let tools: Vec<Entry> = tools.into_iter().map(Entry::Read).collect();
         let r = check_tools("u", &tools, &settings);
@@ -472,11 +483,19 @@ mod tests {
                 ("", Severity::Error, "definition"),
                 ("", Severity::Error, "definition"),
                 ("shapeless", Severity::Error, "invalid_schema"),
+                ("priced", Severity::Note, "decimal_multiple"),
             ]
         );
-        assert_eq!((r.errors, r.warnings, r.notes), (8, 4, 3));
+        assert_eq!((r.errors, r.warnings, r.notes), (8, 4, 4));
+        assert!(
+            r.problems[r.problems.len() - 1]
+                .message
+                .starts_with("multipleOf of a decimal fraction at /properties/p (0.01): "),
+            "{}",
+            r.problems[r.problems.len() - 1].message
+        );
         assert_eq!(
-            r.problems[r.problems.len() - 2].message,
+            r.problems[r.problems.len() - 3].message,
             "an entry whose name is a number is no tool definition: the gateway drops it from listings and learns the tools beside it"
         );
     }

@@ -908,6 +908,8 @@ async fn check_reports_what_would_fail_at_runtime() {
             {"properties": {"x": {"$ref": "#", "description": "x"}}, "required": ["b"]}]}}),
         json!({"name": "ahead", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false,
             "properties": {"every": {"type": "string", "pattern": "^P(?!.*W)", "description": "how often"}}}}),
+        json!({"name": "priced", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false,
+            "properties": {"price": {"type": "number", "multipleOf": 0.01, "description": "in euros"}}}}),
     ];
     let (addr, _) = toolgate::demo::spawn(
         ([127, 0, 0, 1], 0).into(),
@@ -925,8 +927,8 @@ async fn check_reports_what_would_fail_at_runtime() {
     assert_eq!(r["errors"], 3);
     assert_eq!(r["warnings"], 4);
     assert_eq!(
-        r["notes"], 7,
-        "the demo's four open tools and three of these"
+        r["notes"], 8,
+        "the demo's four open tools and four of these"
     );
     let problems: Vec<(String, String, String)> = r["problems"]
         .as_array()
@@ -955,6 +957,7 @@ async fn check_reports_what_would_fail_at_runtime() {
         ("quiet", "warning", "description"),
         ("round", "warning", "input_schema"),
         ("ahead", "warning", "input_schema"),
+        ("priced", "note", "decimal_multiple"),
     ];
     assert_eq!(
         problems,
@@ -981,6 +984,10 @@ async fn check_reports_what_would_fail_at_runtime() {
     assert_eq!(
         r["problems"][13]["message"],
         "inputSchema has patterns toolgate's regular-expression engine cannot run (a lookaround, a backreference) at /properties/every: toolgate does not check them, the server does, and the rest of the schema is checked"
+    );
+    assert_eq!(
+        r["problems"][14]["message"],
+        "multipleOf of a decimal fraction at /properties/price (0.01): toolgate judges it in decimal (19.99 is a multiple of 0.01), and a server that checks it with a validator dividing in binary floating point (Python's jsonschema, Ajv by default) refuses some multiples toolgate forwards"
     );
     let (code, _, err) = check("http://127.0.0.1:1/mcp", "text").await;
     assert_eq!(code, 2);
