@@ -938,29 +938,17 @@ pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, Erro
     Some(Err(ErrorAnswer(message)))
 }
 
-/// The original message with the `changed` arguments replaced by their coerced values (or
-/// left out, where coercion left them out); every
-/// other member, of the arguments and of the message, goes as it came (a number too large for
-/// a float keeps its digits). Only coerced calls pay for this.
+/// The original message with the values at the `changed` places of its arguments replaced
+/// by their coerced values (or left out, where coercion left them out); every other value,
+/// of the arguments and of the message, goes as it came (a number too large for a float
+/// keeps its digits, `validate::spliced`). Only coerced calls pay for this.
 fn with_arguments(bytes: &[u8], args: &Value, changed: &[String]) -> Option<Bytes> {
     let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
     let mut params: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(top.get("params")?.get()).ok()?;
-    let mut raw_args: BTreeMap<String, Box<RawValue>> = match params.get("arguments") {
-        Some(a) => serde_json::from_str(a.get()).ok()?,
-        None => BTreeMap::new(),
-    };
-    for name in changed {
-        // An argument coercion left out (a `null` for an optional one) goes out.
-        match args.get(name) {
-            Some(v) => raw_args.insert(name.clone(), serde_json::value::to_raw_value(v).ok()?),
-            None => raw_args.remove(name),
-        };
-    }
-    params.insert(
-        "arguments".into(),
-        serde_json::value::to_raw_value(&raw_args).ok()?,
-    );
+    let raw_args = params.get("arguments").map_or("{}", |a| a.get());
+    let written = validate::spliced(raw_args, args, changed)?;
+    params.insert("arguments".into(), RawValue::from_string(written).ok()?);
     top.insert(
         "params".into(),
         serde_json::value::to_raw_value(&params).ok()?,
@@ -975,7 +963,7 @@ mod tests {
     #[test]
     fn coerced_arguments_replace_only_arguments() {
         let body = br#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":"10","b":2},"_meta":{"progressToken":5}}}"#;
-        let out = with_arguments(body, &json!({"a": 10, "b": 2}), &["a".into()]).unwrap();
+        let out = with_arguments(body, &json!({"a": 10, "b": 2}), &["/a".into()]).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             v,
@@ -986,7 +974,7 @@ mod tests {
     #[test]
     fn an_argument_coercion_left_out_goes_out() {
         let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"b":null}}}"#;
-        let out = with_arguments(body, &json!({"a": 1}), &["b".into()]).unwrap();
+        let out = with_arguments(body, &json!({"a": 1}), &["/b".into()]).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["params"]["arguments"], json!({"a": 1}));
     }
@@ -997,7 +985,7 @@ mod tests {
         let out = with_arguments(
             body,
             &json!({"a": 1.2345678901234568e29, "b": 1, "c": 1.5}),
-            &["b".into()],
+            &["/b".into()],
         )
         .unwrap();
         let text = String::from_utf8(out.to_vec()).unwrap();

@@ -17,6 +17,7 @@ mod lookup;
 pub(crate) mod plain_pattern;
 mod references;
 mod report;
+mod spliced;
 mod undeclared;
 mod unfolded;
 mod unrunnable;
@@ -29,6 +30,7 @@ pub use fractions::decimal_multiples;
 pub use in_place::InPlace;
 pub use integer_formats::with_integer_bounds;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
+pub use spliced::spliced;
 pub use undeclared::{Judge, Shape};
 pub use unfolded::{Doubling, MAX_UNFOLDED, unfolded};
 pub use unrunnable::without_unrunnable;
@@ -59,8 +61,8 @@ const MAX_COERCE_ROUNDS: usize = 4;
 pub enum Verdict {
     Valid,
     /// Valid once some strings were converted; forward the converted arguments instead.
-    /// `changed`: the arguments (top-level names) that hold a converted value; the others go
-    /// upstream as they came, byte for byte.
+    /// `changed`: the places (JSON pointers into the arguments) coercion wrote, none under
+    /// another; everything else goes upstream as it came ([`spliced`]).
     Coerced {
         changed: Vec<String>,
     },
@@ -258,8 +260,7 @@ fn fixable_errors<'a, 'b>(
 /// (its errors cost as much as they cost without coercion).
 const MAX_COERCED_BRANCHES: usize = 16;
 
-/// Puts `v` at `pointer` (`None`: leaves the member there out) and notes the argument that
-/// holds it.
+/// Puts `v` at `pointer` (`None`: leaves the member there out) and notes the place.
 fn replace(args: &mut Value, pointer: &str, v: Option<Value>, changed: &mut Vec<String>) {
     let done = match v {
         Some(v) => args.pointer_mut(pointer).map(|slot| *slot = v),
@@ -270,11 +271,24 @@ fn replace(args: &mut Value, pointer: &str, v: Option<Value>, changed: &mut Vec<
         }),
     };
     if done.is_some() {
-        let top = lookup::unescape(pointer.split('/').nth(1).unwrap_or_default());
-        if !changed.contains(&top) {
-            changed.push(top);
-        }
+        note(changed, pointer);
     }
+}
+
+/// Notes `pointer` among the places coercion wrote, none under another: a place under one
+/// already noted is written with it, and one above places noted takes theirs (a string of
+/// JSON text read as an array, then an item of it converted).
+fn note(changed: &mut Vec<String>, pointer: &str) {
+    let within = |inner: &str, outer: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if changed.iter().any(|c| within(pointer, c)) {
+        return;
+    }
+    changed.retain(|c| !within(c, pointer));
+    changed.push(pointer.to_owned());
 }
 
 /// Whole numbers written as floats (`2.0`, `1e2`) where the schema wants an integer, written
@@ -718,6 +732,15 @@ mod tests {
     }
 
     #[test]
+    fn the_places_coercion_wrote_are_none_under_another() {
+        let mut changed = Vec::new();
+        for p in ["/a/0", "/a/1", "/ab", "/a", "/a/2", "/b/c", "/b"] {
+            note(&mut changed, p);
+        }
+        assert_eq!(changed, ["/ab", "/a", "/b"]);
+    }
+
+    #[test]
     fn a_null_for_an_argument_that_may_be_left_out_is_left_out() {
         let s = schema(json!({
             "type": "object",
@@ -737,7 +760,7 @@ mod tests {
             panic!("{v:?}")
         };
         changed.sort();
-        assert_eq!(changed, ["b", "who"]);
+        assert_eq!(changed, ["/b", "/who/n"]);
         assert_eq!(args, json!({"a": 1, "who": {"k": "x"}, "any": null}));
         // What must be there, an item, or a null under strict mode: a violation.
         for (sent, coerce) in [
@@ -840,7 +863,7 @@ mod tests {
             panic!("{v:?}")
         };
         changed.sort();
-        assert_eq!(changed, ["a", "c", "d~/"]);
+        assert_eq!(changed, ["/a", "/c/0", "/c/1", "/d~0~1"]);
         assert_eq!(
             args.to_string(),
             r#"{"a":2,"b":2.0,"c":[100,-3,null],"d~/":4,"e":5.0}"#

@@ -24,7 +24,8 @@ fn measure_tool() -> serde_json::Value {
         "a": {"type": "number", "description": "any number"},
         "b": {"type": "integer", "description": "a whole number"},
         "c": {"type": "number", "description": "a decimal"},
-        "d": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": "an optional whole number"}}}})
+        "d": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": "an optional whole number"},
+        "e": {"type": "array", "items": {"type": "integer"}, "description": "whole numbers"}}}})
 }
 
 /// The stdio fixture's `add`.
@@ -48,8 +49,9 @@ fn raw_calls(seen: &Scripted) -> Vec<String> {
 /// Each call to `measure`, and its arguments as the server must receive them: a string
 /// converted, and a whole number written as a float (`3.0`) where the schema wants an
 /// integer, a plain one or an optional one (`anyOf` with `null`, as Pydantic writes
-/// `Optional[int]`); every other argument byte for byte.
-const COERCED: [(&str, &str); 4] = [
+/// `Optional[int]`); every other argument byte for byte, and every other value of an
+/// argument that holds a converted one (an integer past 64 bits keeps its digits).
+const COERCED: [(&str, &str); 5] = [
     (
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":123456789012345678901234567890,"b":"1","c":1.50}}}"#,
         r#""arguments":{"a":123456789012345678901234567890,"b":1,"c":1.50}"#,
@@ -65,6 +67,10 @@ const COERCED: [(&str, &str); 4] = [
     (
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"a":2.0,"c":1.50,"d":5.0}}}"#,
         r#""arguments":{"a":2.0,"c":1.50,"d":5}"#,
+    ),
+    (
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"measure","arguments":{"e":[99999999999999999999, "2", 7.0],"c":1.50}}}"#,
+        r#""arguments":{"c":1.50,"e":[99999999999999999999,2,7]}"#,
     ),
 ];
 

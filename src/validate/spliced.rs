@@ -1,0 +1,165 @@
+//! Coerced arguments written back into the text they came in, only where coercion wrote.
+//!
+//! Why: arguments are coerced as a value, and a value holds a number as a float or a 64-bit
+//! integer. Written out whole, an argument would lose what that cannot hold beside the one
+//! value coercion converted: `[99999999999999999999, "2"]` would go as `[1e20, 2]`, another
+//! number than the model sent. Spliced at the places coercion wrote, every other value keeps
+//! the digits it was written with.
+
+use super::lookup::unescape;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+
+/// How many levels of a value are read to find the places coercion wrote: each level's text
+/// is scanned again, so an argument nested deep would cost its depth times its size. Past
+/// it, the value holding a place is written whole (a number past a float's precision there
+/// is written as the float it was read as).
+const MAX_LEVELS: usize = 4;
+
+/// `text` (the JSON of one value, read as `now` before coercion) with the values at
+/// `places` (JSON pointers into it, none under another) written as `now` holds them, or left
+/// out where `now` holds nothing; every other value as it was written. A place where the text
+/// is not of the shape `now` is there is written whole from `now`.
+pub fn spliced(text: &str, now: &Value, places: &[String]) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 16);
+    write_spliced(&mut out, text, now, places, MAX_LEVELS).then_some(out)
+}
+
+/// [`spliced`] into `out`, reading at most `levels` levels of `text`; `false` when a value
+/// cannot be written.
+fn write_spliced(
+    out: &mut String,
+    text: &str,
+    now: &Value,
+    places: &[String],
+    levels: usize,
+) -> bool {
+    let whole = |out: &mut String| serde_json::to_string(now).map(|s| out.push_str(&s)).is_ok();
+    if levels == 0 || places.iter().any(String::is_empty) {
+        return whole(out);
+    }
+    let within = by_first_token(places);
+    match now {
+        Value::Object(members) => {
+            let raw = serde_json::from_str::<BTreeMap<String, &RawValue>>(text).ok();
+            let Some(raw) = raw.filter(|raw| members.keys().all(|k| raw.contains_key(k))) else {
+                return whole(out);
+            };
+            out.push('{');
+            let mut first = true;
+            for (name, old) in &raw {
+                let Some(v) = members.get(name) else {
+                    // Left out by coercion.
+                    continue;
+                };
+                if !std::mem::take(&mut first) {
+                    out.push(',');
+                }
+                let Ok(key) = serde_json::to_string(name) else {
+                    return false;
+                };
+                out.push_str(&key);
+                out.push(':');
+                let written = match within.get(name) {
+                    Some(places) => write_spliced(out, old.get(), v, places, levels - 1),
+                    None => {
+                        out.push_str(old.get());
+                        true
+                    }
+                };
+                if !written {
+                    return false;
+                }
+            }
+            out.push('}');
+            true
+        }
+        Value::Array(items) => {
+            let raw = serde_json::from_str::<Vec<&RawValue>>(text).ok();
+            let Some(raw) = raw.filter(|raw| raw.len() == items.len()) else {
+                return whole(out);
+            };
+            out.push('[');
+            for (i, (old, v)) in raw.iter().zip(items).enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                match within.get(&i.to_string()) {
+                    Some(places) => {
+                        if !write_spliced(out, old.get(), v, places, levels - 1) {
+                            return false;
+                        }
+                    }
+                    None => out.push_str(old.get()),
+                }
+            }
+            out.push(']');
+            true
+        }
+        _ => whole(out),
+    }
+}
+
+/// `places` by their first token (unescaped), each with the rest of its pointer.
+fn by_first_token(places: &[String]) -> BTreeMap<String, Vec<String>> {
+    let mut by = BTreeMap::<String, Vec<String>>::new();
+    for place in places {
+        let rest = place.strip_prefix('/').unwrap_or(place);
+        let (first, within) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        by.entry(unescape(first))
+            .or_default()
+            .push(within.to_owned());
+    }
+    by
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn places(all: &[&str]) -> Vec<String> {
+        all.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn only_the_places_coercion_wrote_are_written_again() {
+        let text = r#"{"ids": [99999999999999999999, "2"], "n": 1.50, "o": {"a": "1", "b": 1.0000000000000000001}}"#;
+        let now = json!({"ids": [1e20, 2], "n": 1.5, "o": {"a": 1, "b": 1.0}});
+        let out = spliced(text, &now, &places(&["/ids/1", "/o/a"])).unwrap();
+        assert_eq!(
+            out,
+            r#"{"ids":[99999999999999999999,2],"n":1.50,"o":{"a":1,"b":1.0000000000000000001}}"#
+        );
+    }
+
+    #[test]
+    fn a_place_left_out_a_whole_place_and_an_escaped_name() {
+        let text = r#"{"a/b": {"x": null, "y": "3"}, "c": "[1,\"2\"]"}"#;
+        let now = json!({"a/b": {"y": 3}, "c": [1, 2]});
+        let out = spliced(text, &now, &places(&["/a~1b/x", "/a~1b/y", "/c"])).unwrap();
+        assert_eq!(out, r#"{"a/b":{"y":3},"c":[1,2]}"#);
+        let whole = spliced(text, &now, &places(&[""]));
+        assert_eq!(whole, serde_json::to_string(&now).ok());
+    }
+
+    #[test]
+    fn a_shape_that_changed_is_written_whole() {
+        // A lone value put in an array, read from the text where it was not one.
+        let now = json!({"tags": ["a"]});
+        let out = spliced(r#"{"tags": "a"}"#, &now, &places(&["/tags/0"])).unwrap();
+        assert_eq!(out, r#"{"tags":["a"]}"#);
+    }
+
+    #[test]
+    fn past_its_levels_a_value_is_written_whole() {
+        let text = r#"{"a": [[[[99999999999999999999, "2"]], 1.50]]}"#;
+        let now = json!({"a": [[[[1e20, 2]], 1.5]]});
+        let out = spliced(text, &now, &places(&["/a/0/0/0/1"])).unwrap();
+        assert_eq!(out, r#"{"a":[[[[1e+20,2]],1.50]]}"#);
+    }
+}
