@@ -62,7 +62,7 @@ pub enum Verdict {
     Valid,
     /// Valid once some strings were converted; forward the converted arguments instead.
     /// `changed`: the places (JSON pointers into the arguments) coercion wrote, none under
-    /// another; everything else goes upstream as it came ([`spliced()`]).
+    /// another; everything else goes upstream as it came (`spliced`).
     Coerced {
         changed: Vec<String>,
     },
