@@ -21,64 +21,46 @@ const MAX_LEVELS: usize = 4;
 /// `places` (JSON pointers into it, none under another) written as `now` holds them, or left
 /// out where `now` holds nothing; every other value as it was written. A place where the text
 /// is not of the shape `now` is there is written whole from `now`.
-pub fn spliced(text: &str, now: &Value, places: &[String]) -> Option<String> {
+pub fn spliced(text: &str, now: &Value, places: &[String]) -> String {
     let mut out = String::with_capacity(text.len() + 16);
-    write_spliced(&mut out, text, now, places, MAX_LEVELS).then_some(out)
+    write_spliced(&mut out, text, now, places, MAX_LEVELS);
+    out
 }
 
-/// [`spliced`] into `out`, reading at most `levels` levels of `text`; `false` when a value
-/// cannot be written.
-fn write_spliced(
-    out: &mut String,
-    text: &str,
-    now: &Value,
-    places: &[String],
-    levels: usize,
-) -> bool {
-    let whole = |out: &mut String| serde_json::to_string(now).map(|s| out.push_str(&s)).is_ok();
+/// [`spliced`] into `out`, reading at most `levels` levels of `text`.
+fn write_spliced(out: &mut String, text: &str, now: &Value, places: &[String], levels: usize) {
     if levels == 0 || places.iter().any(String::is_empty) {
-        return whole(out);
+        return out.push_str(&now.to_string());
     }
     let within = by_first_token(places);
     match now {
         Value::Object(members) => {
             let raw = serde_json::from_str::<BTreeMap<String, &RawValue>>(text).ok();
             let Some(raw) = raw.filter(|raw| members.keys().all(|k| raw.contains_key(k))) else {
-                return whole(out);
+                return out.push_str(&now.to_string());
             };
             out.push('{');
-            let mut first = true;
-            for (name, old) in &raw {
-                let Some(v) = members.get(name) else {
-                    // Left out by coercion.
-                    continue;
-                };
-                if !std::mem::take(&mut first) {
+            // A member `now` lacks was left out by coercion.
+            let kept = raw
+                .iter()
+                .filter_map(|(name, old)| Some((name, old, members.get(name)?)));
+            for (i, (name, old, v)) in kept.enumerate() {
+                if i > 0 {
                     out.push(',');
                 }
-                let Ok(key) = serde_json::to_string(name) else {
-                    return false;
-                };
-                out.push_str(&key);
+                out.push_str(&Value::from(name.as_str()).to_string());
                 out.push(':');
-                let written = match within.get(name) {
+                match within.get(name) {
                     Some(places) => write_spliced(out, old.get(), v, places, levels - 1),
-                    None => {
-                        out.push_str(old.get());
-                        true
-                    }
-                };
-                if !written {
-                    return false;
+                    None => out.push_str(old.get()),
                 }
             }
             out.push('}');
-            true
         }
         Value::Array(items) => {
             let raw = serde_json::from_str::<Vec<&RawValue>>(text).ok();
             let Some(raw) = raw.filter(|raw| raw.len() == items.len()) else {
-                return whole(out);
+                return out.push_str(&now.to_string());
             };
             out.push('[');
             for (i, (old, v)) in raw.iter().zip(items).enumerate() {
@@ -86,18 +68,13 @@ fn write_spliced(
                     out.push(',');
                 }
                 match within.get(&i.to_string()) {
-                    Some(places) => {
-                        if !write_spliced(out, old.get(), v, places, levels - 1) {
-                            return false;
-                        }
-                    }
+                    Some(places) => write_spliced(out, old.get(), v, places, levels - 1),
                     None => out.push_str(old.get()),
                 }
             }
             out.push(']');
-            true
         }
-        _ => whole(out),
+        _ => out.push_str(&now.to_string()),
     }
 }
 
@@ -130,7 +107,7 @@ mod tests {
     fn only_the_places_coercion_wrote_are_written_again() {
         let text = r#"{"ids": [99999999999999999999, "2"], "n": 1.50, "o": {"a": "1", "b": 1.0000000000000000001}}"#;
         let now = json!({"ids": [1e20, 2], "n": 1.5, "o": {"a": 1, "b": 1.0}});
-        let out = spliced(text, &now, &places(&["/ids/1", "/o/a"])).unwrap();
+        let out = spliced(text, &now, &places(&["/ids/1", "/o/a"]));
         assert_eq!(
             out,
             r#"{"ids":[99999999999999999999,2],"n":1.50,"o":{"a":1,"b":1.0000000000000000001}}"#
@@ -141,17 +118,17 @@ mod tests {
     fn a_place_left_out_a_whole_place_and_an_escaped_name() {
         let text = r#"{"a/b": {"x": null, "y": "3"}, "c": "[1,\"2\"]"}"#;
         let now = json!({"a/b": {"y": 3}, "c": [1, 2]});
-        let out = spliced(text, &now, &places(&["/a~1b/x", "/a~1b/y", "/c"])).unwrap();
+        let out = spliced(text, &now, &places(&["/a~1b/x", "/a~1b/y", "/c"]));
         assert_eq!(out, r#"{"a/b":{"y":3},"c":[1,2]}"#);
         let whole = spliced(text, &now, &places(&[""]));
-        assert_eq!(whole, serde_json::to_string(&now).ok());
+        assert_eq!(whole, now.to_string());
     }
 
     #[test]
     fn a_shape_that_changed_is_written_whole() {
         // A lone value put in an array, read from the text where it was not one.
         let now = json!({"tags": ["a"]});
-        let out = spliced(r#"{"tags": "a"}"#, &now, &places(&["/tags/0"])).unwrap();
+        let out = spliced(r#"{"tags": "a"}"#, &now, &places(&["/tags/0"]));
         assert_eq!(out, r#"{"tags":["a"]}"#);
     }
 
@@ -159,7 +136,7 @@ mod tests {
     fn past_its_levels_a_value_is_written_whole() {
         let text = r#"{"a": [[[[99999999999999999999, "2"]], 1.50]]}"#;
         let now = json!({"a": [[[[1e20, 2]], 1.5]]});
-        let out = spliced(text, &now, &places(&["/a/0/0/0/1"])).unwrap();
+        let out = spliced(text, &now, &places(&["/a/0/0/0/1"]));
         assert_eq!(out, r#"{"a":[[[[1e+20,2]],1.50]]}"#);
     }
 }

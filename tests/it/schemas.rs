@@ -539,7 +539,7 @@ async fn invalid_schemas_are_hidden_in_front_of_stdio_servers() {
 /// write it): what each schema takes, and what it does not, on every side. Values where JSON
 /// Schema validators are known to part (a `multipleOf` of a decimal fraction, a pattern's
 /// `\d` against other scripts' digits or its `$` before a final line break, docs/contract.md
-/// §5) are left out: this is about everything else.
+/// §7) are left out: this is about everything else.
 type Candidates = Vec<(
     &'static str,
     &'static [&'static str],
