@@ -89,6 +89,8 @@ struct Built {
     alternatives: usize,
     /// How its checks multiply with each level of a value, for a schema whose do.
     doubling: Option<Doubling>,
+    /// A `$ref` in it leads back to a schema it is within (`validate::Unfolded`).
+    recursive: bool,
     /// The schema as it is checked, where that is not as it was listed: with the bounds of
     /// its integer formats (`validate::with_integer_bounds`), without the `pattern`s
     /// toolgate's engine cannot run (`validate::without_unrunnable`).
@@ -138,6 +140,7 @@ impl Schema {
             validator,
             alternatives: self.built().alternatives,
             doubling: self.built().doubling,
+            recursive: self.built().recursive,
         }
     }
 
@@ -262,6 +265,7 @@ fn build(value: &Value, draft: Draft, validate_formats: bool) -> Built {
         validator,
         alternatives: unfolded.alternatives,
         doubling: unfolded.doubling,
+        recursive: unfolded.recursive,
         checked,
         unchecked_patterns,
     }

@@ -13,6 +13,8 @@ pub struct Compiled<'a> {
     pub validator: &'a Validator,
     pub alternatives: usize,
     pub doubling: Option<Doubling>,
+    /// A `$ref` in it leads back to a schema it is within (`Unfolded::recursive`).
+    pub recursive: bool,
 }
 
 impl Compiled<'_> {

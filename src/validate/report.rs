@@ -242,54 +242,69 @@ fn drop_patterns_of_formats(list: &mut Vec<Violation>) {
     }
 }
 
-/// The most that the errors built to explain (or repair) one value may copy: the value's
-/// text times the schema's alternatives. The validator's error for an `anyOf` or `oneOf`
+/// The most that the errors built to explain (or repair) one value may copy: what a copy of
+/// the value holds times the schema's alternatives. The validator's error for an `anyOf` or `oneOf`
 /// keeps a copy of the value for each error of each branch, so 1,000 branches against a 1 MB
 /// string would hold a gigabyte to say one sentence.
 const MAX_EXPLAINED_BYTES: usize = 64 * 1024 * 1024;
 
 /// A value whose errors against its schema would copy more than [`MAX_EXPLAINED_BYTES`].
 #[derive(Debug, thiserror::Error)]
-#[error("too large to explain: {bytes} bytes of text against {alternatives} alternatives")]
+#[error(
+    "too large to explain: its errors would copy about {copied} bytes of it ({alternatives} alternatives)"
+)]
 pub struct Unexplainable {
-    bytes: usize,
+    copied: usize,
     alternatives: usize,
 }
 
 /// Whether `value`'s errors against `schema`, of the branches it unfolds into
-/// (`validate::unfolded`), can be built within [`MAX_EXPLAINED_BYTES`].
+/// (`validate::unfolded`), can be built within [`MAX_EXPLAINED_BYTES`]. A recursive schema
+/// meets its choices again at each level a value nests through it, and the error at each
+/// level copies that level's part of the value, so each part is counted once for each level
+/// above it: 300,000 numbers sixty levels down copied over a gigabyte.
 pub fn explainable(schema: Compiled<'_>, value: &Value) -> Result<(), Unexplainable> {
     let alternatives = schema.alternatives_for(value);
     if alternatives == 0 {
         return Ok(());
     }
-    let bytes = text_bytes(value);
-    match bytes.saturating_mul(alternatives) <= MAX_EXPLAINED_BYTES {
+    // A schema whose ways multiply with each level counts them in `alternatives` already.
+    let by_level = schema.recursive && schema.doubling.is_none();
+    let copied = copied_bytes(value, by_level).saturating_mul(alternatives);
+    match copied <= MAX_EXPLAINED_BYTES {
         true => Ok(()),
         false => Err(Unexplainable {
-            bytes,
+            copied,
             alternatives,
         }),
     }
 }
 
-/// About the bytes of a value's text: its strings and keys, and a little for the rest.
-fn text_bytes(value: &Value) -> usize {
-    let mut stack = vec![value];
+/// About the bytes a copy of `value` holds: a `Value` for each of its parts, and the text of
+/// its strings and keys. `by_level`: each part counted once for each level it is nested at,
+/// for a copy of every level of the value held together.
+fn copied_bytes(value: &Value, by_level: bool) -> usize {
+    const PART: usize = std::mem::size_of::<Value>();
+    let mut stack = vec![(value, 0usize)];
     let mut n = 0usize;
-    while let Some(v) = stack.pop() {
-        n = n.saturating_add(match v {
+    while let Some((v, level)) = stack.pop() {
+        let own = match v {
             Value::String(s) => s.len(),
             Value::Object(m) => {
-                stack.extend(m.values());
+                stack.extend(m.values().map(|v| (v, level + 1)));
                 m.keys().map(String::len).sum()
             }
             Value::Array(items) => {
-                stack.extend(items);
-                1
+                stack.extend(items.iter().map(|v| (v, level + 1)));
+                0
             }
-            _ => 8,
-        });
+            _ => 0,
+        };
+        let copies = match by_level {
+            true => level.max(1),
+            false => 1,
+        };
+        n = n.saturating_add((PART + own).saturating_mul(copies));
     }
     n
 }
@@ -871,13 +886,40 @@ mod tests {
         assert!(
             found.list[0]
                 .message
-                .contains("too large to explain: 1000001 bytes of text against 1000 alternatives"),
+                .contains("too large to explain: its errors would copy about 1000065000 bytes of it (1000 alternatives)"),
             "{:?}",
             found.list
         );
         let small = json!({"x": "a"});
         let found = violations(compiled, &small, 32);
         assert_eq!(found.list[0].keyword, "anyOf");
+    }
+
+    #[test]
+    fn a_recursive_schema_counts_a_copy_for_each_level_a_value_nests_through_it() {
+        let recursive = json!({"type": "object", "properties": {"v": {"$ref": "#/$defs/n"}},
+            "$defs": {"n": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "integer"}]}}}});
+        let flat = json!({"type": "object", "properties": {"v": {"anyOf": [{"type": "array"}, {"type": "integer"}]}}});
+        let nested = |levels: usize| {
+            let bulk = Value::Array(vec![json!(1); 100_000]);
+            json!({"v": (0..levels).fold(bulk, |v, _| json!([v]))})
+        };
+        let (recursive, flat) = (
+            compile(&recursive.to_string(), &settings()),
+            compile(&flat.to_string(), &settings()),
+        );
+        let recursive = recursive.compiled(recursive.validator().unwrap());
+        assert!(recursive.recursive);
+        assert!(explainable(recursive, &nested(2)).is_ok());
+        let why = explainable(recursive, &nested(60)).unwrap_err().to_string();
+        assert!(
+            why.starts_with("too large to explain: its errors would copy about "),
+            "{why}"
+        );
+        // Without a loop, each choice copies the value once, however deep it is.
+        let flat = flat.compiled(flat.validator().unwrap());
+        assert!(!flat.recursive);
+        assert!(explainable(flat, &nested(60)).is_ok());
     }
     use crate::catalog::{CompileSettings, compile};
     use crate::config::UnknownDialect;

@@ -26,6 +26,10 @@ pub struct Unfolded {
     pub alternatives: usize,
     /// For a schema whose checks multiply with each level of a value, how.
     pub doubling: Option<Doubling>,
+    /// A `$ref` leads back to a schema it is within: a value nested through it meets the
+    /// choices there once per level, and the error at each level keeps a copy of that level
+    /// of the value (`report::explainable`).
+    pub recursive: bool,
 }
 
 /// How the checks of a schema multiply with each level of a value (`doubling`): a value is
@@ -69,6 +73,7 @@ impl Unfolded {
         schemas: usize::MAX,
         alternatives: usize::MAX,
         doubling: None,
+        recursive: false,
     };
 
     fn add(&mut self, other: Unfolded) {
@@ -97,6 +102,7 @@ pub fn unfolded(root: &Value) -> Unfolded {
         visits: 0,
     };
     let mut found = walk.schema(root, 0);
+    found.recursive = walk.back > 0;
     if found.schemas <= MAX_UNFOLDED
         && let Some(per_level) = doubling::per_level(root, &walk.refs)
     {
@@ -214,7 +220,8 @@ mod tests {
             Unfolded {
                 schemas: 5,
                 alternatives: 2,
-                doubling: None
+                doubling: None,
+                recursive: false
             }
         );
     }
@@ -226,6 +233,7 @@ mod tests {
             "list": {"type": "array", "items": {"$ref": "#"}}
         }});
         assert_eq!(unfolded(&root).schemas, 6);
+        assert!(unfolded(&root).recursive);
         let deep = (0..1000).fold(json!({}), |s, _| json!({"not": s}));
         assert_eq!(unfolded(&deep), Unfolded::MAX);
     }
@@ -373,6 +381,10 @@ mod tests {
         }
         defs.insert("d40".into(), json!({"properties": {"x": {"$ref": "#"}}}));
         let root = json!({"$defs": defs, "properties": {"y": {"$ref": "#/$defs/d0"}}});
-        assert_eq!(unfolded(&root), Unfolded::MAX);
+        let recursive = Unfolded {
+            recursive: true,
+            ..Unfolded::MAX
+        };
+        assert_eq!(unfolded(&root), recursive);
     }
 }
