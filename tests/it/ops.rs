@@ -411,6 +411,51 @@ async fn json_logs_keep_lists_as_arrays() {
     assert_eq!(line["fields"]["tool"], "book_flight", "{line}");
 }
 
+/// An answer passed on unread (a method no rule reads) whose body breaks off after its head:
+/// the HTTP client's connection breaks with it, as nothing else can tell it, and the log
+/// says why, at the rate a server's failures are said. Over stdio the request is answered
+/// with why, and said once.
+#[tokio::test]
+async fn an_answer_passed_on_unread_that_breaks_off_is_said() {
+    use http_body_util::BodyExt;
+    let said = |logs: &str, level: &str| {
+        (logs.lines())
+            .filter(|l| l.contains(level) && l.contains("no usable answer from the tool server"))
+            .filter(|l| l.contains("the stream broke before the answer"))
+            .count()
+    };
+    let scripted = || {
+        Scripted::new(vec![open_tool("add")])
+            .script("prompt cut", Script::JsonThenReset(json!({"messages": []})))
+    };
+    let ask =
+        json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"name": "cut"}});
+    let (up, _) = scripted().spawn().await;
+    let tg = Toolgate::serve(&up, None).await;
+    let req = http::Request::post(tg.url())
+        .header("content-type", "application/json")
+        .header("accept", common::ACCEPT)
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            ask.to_string(),
+        )))
+        .unwrap();
+    let resp = common::client().request(req).await.unwrap();
+    assert_eq!(resp.status(), 200, "the head went as the server sent it");
+    let got = resp.into_body().collect().await.map(|b| b.to_bytes());
+    assert!(got.is_err(), "the body breaks off: {got:?}");
+    let logs = tg.logs_when(|l| said(l, "") == 1).await;
+    assert_eq!(said(&logs, "WARN"), 1, "{logs}");
+
+    let (up, _) = scripted().spawn().await;
+    let mut g = StdioGate::start_args(vec!["stdio".into(), "--upstream".into(), up]);
+    let a = g.ask(ask).await;
+    assert_eq!(a["id"], 7);
+    let reason = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(reason.contains("the stream broke before the answer"), "{a}");
+    let logs = g.logs_when(|l| said(l, "") >= 1).await;
+    assert_eq!(said(&logs, "WARN"), 1, "{logs}");
+}
+
 /// A server that is down fails every request sent to it. The log says so once, not once per
 /// request, whichever front the requests came through; each request is still answered with
 /// why, and counted.

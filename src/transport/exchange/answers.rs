@@ -10,6 +10,7 @@
 
 use super::StreamOutcome;
 use super::asking::{self, ReverseRounds};
+use super::relayed::Relayed;
 use super::reply;
 use super::resume::{NotResumed, Resumer};
 use crate::catalog::ScopeKey;
@@ -168,6 +169,7 @@ fn at_once(
         return Now::Answer(Response::from_parts(parts, Body::new(body)));
     };
     if relayed_as_is(status, has_session) {
+        let body = Relayed::new(body, pending.target);
         return Now::Answer(Response::from_parts(parts, Body::new(body)));
     }
     if media != Media::Json {
@@ -182,6 +184,7 @@ fn at_once(
         && !renumbered
     {
         // Pass-through methods: streamed, never read.
+        let body = Relayed::new(body, pending.target);
         return Now::Answer(Response::from_parts(parts, Body::new(body)));
     }
     Now::ReadFirst(Unsettled {
@@ -239,7 +242,8 @@ where
                     warn_at_rate!(target.repeats, "answer_over", { upstream = %target.name, },
                         "an answer over max_response_bytes; passed through unread");
                     // What was read goes first, and stays counted until it has gone.
-                    return Response::from_parts(parts, Body::new(Holding::new(rest, held)));
+                    let body = Relayed::new(Holding::new(rest, held), pending.target.clone());
+                    return Response::from_parts(parts, Body::new(body));
                 }
                 Err(e) => {
                     let e = UpstreamError::unanswered_stream(Some(e.to_string()));

@@ -8,6 +8,7 @@
 pub(crate) mod answers;
 pub(crate) mod asking;
 mod note;
+mod relayed;
 pub(crate) mod reply;
 mod resume;
 pub(crate) mod subscription;

@@ -37,6 +37,9 @@ pub enum Script {
     },
     /// SSE that sends these messages, then breaks the connection.
     SseThenReset(Vec<Value>),
+    /// JSON whose head says its whole length, then part of its body, then a broken
+    /// connection.
+    JsonThenReset(Value),
     /// Never answers.
     Hang,
     /// Sends its head (JSON, or SSE when `sse`), then nothing more, never ending the body.
@@ -183,6 +186,7 @@ async fn handle(
         "" if s.scripts.contains_key("$response") => "$response".to_string(),
         "tools/call" => msg["params"]["name"].as_str().unwrap_or("").to_string(),
         "resources/read" => msg["params"]["uri"].as_str().unwrap_or("").to_string(),
+        "prompts/get" => format!("prompt {}", msg["params"]["name"].as_str().unwrap_or("")),
         // Scripted as `resources/subscribe URI`; agreed to (a result) unless scripted.
         "resources/subscribe" | "resources/unsubscribe" => {
             format!("{method} {}", msg["params"]["uri"].as_str().unwrap_or(""))
@@ -249,6 +253,25 @@ async fn handle(
             );
             Response::builder()
                 .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Script::JsonThenReset(r) => {
+            let body = json!({"jsonrpc": "2.0", "id": id, "result": r}).to_string();
+            let (length, half) = (body.len(), Bytes::from(body[..body.len() / 2].to_owned()));
+            // The break comes after a pause, once the head and the half have gone out.
+            let stream = futures_util::stream::unfold(Some(half), |half| async move {
+                match half {
+                    Some(b) => Some((Ok(b), None)),
+                    None => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        Some((Err(std::io::Error::other("reset")), None))
+                    }
+                }
+            });
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CONTENT_LENGTH, length)
                 .body(Body::from_stream(stream))
                 .unwrap()
         }
