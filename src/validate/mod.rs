@@ -174,6 +174,12 @@ fn repair(
         if validator.is_valid(args) {
             return Ok(());
         }
+        // JSON text read as the value it writes may hold what no error may copy.
+        if report::explainable(schema, args).is_err() {
+            return Err(Verdict::Invalid(Report::build(
+                tool, schema, args, max_errors,
+            )));
+        }
     }
     if let Some(sent) = sent.filter(|_| as_sent || cut_short) {
         *args = sent;

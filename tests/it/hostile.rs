@@ -894,7 +894,8 @@ async fn an_any_of_cannot_multiply_a_value() {
 /// A recursive `anyOf` meets a value again at each level it nests through it, and the
 /// validator's error at each level keeps a copy of that level: 300,000 numbers sixty levels
 /// down, one of them a string to coerce, would copy the numbers sixty times. The call is
-/// refused as too large to explain, within the memory the same call valid takes.
+/// refused as too large to explain, within the memory the same call valid takes; so is the
+/// value sent as JSON text in a string, which coercion reads into the value it writes.
 #[tokio::test]
 async fn a_recursive_any_of_cannot_copy_a_value_per_level() {
     let tools = vec![json!({"name": "deep", "inputSchema": {"type": "object",
@@ -902,29 +903,37 @@ async fn a_recursive_any_of_cannot_copy_a_value_per_level() {
         "$defs": {"n": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "integer"}]}}}}})];
     let (up, _) = Scripted::new(tools).spawn().await;
     let tg = Toolgate::serve(&up, None).await;
-    let nested = |first: &str| {
+    let nested = |first: &str, as_text: bool| {
         let bulk = ",1".repeat(300_000);
         let v = format!("{}[{first}{bulk}]{}", "[".repeat(60), "]".repeat(60));
+        let v = match as_text {
+            true => Value::String(v).to_string(),
+            false => v,
+        };
         format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deep","arguments":{{"v":{v}}}}}}}"#
         )
     };
-    let valid = post(&tg.url(), None, nested("2")).await.json();
+    let valid = post(&tg.url(), None, nested("2", false)).await.json();
     assert_eq!(valid["result"]["content"][0]["text"], "no script for deep");
     let after_valid = peak_mib(tg.pid());
-    let a = post(&tg.url(), None, nested(r#""2""#)).await.json();
-    assert_eq!(a["result"]["isError"], true);
-    let text = result_text(&a);
-    assert!(
-        text.contains("too large to explain: its errors would copy about "),
-        "{}",
-        &text[..text.len().min(500)]
-    );
-    let after = peak_mib(tg.pid());
-    assert!(
-        after < after_valid + 64,
-        "peak RSS {after} MiB after the coerced call, {after_valid} MiB after the same call valid"
-    );
+    for as_text in [false, true] {
+        let a = post(&tg.url(), None, nested(r#""2""#, as_text))
+            .await
+            .json();
+        assert_eq!(a["result"]["isError"], true, "as text: {as_text}");
+        let text = result_text(&a);
+        assert!(
+            text.contains("too large to explain: its errors would copy about "),
+            "{}",
+            &text[..text.len().min(500)]
+        );
+        let after = peak_mib(tg.pid());
+        assert!(
+            after < after_valid + 64,
+            "peak RSS {after} MiB after the coerced call (as text: {as_text}), {after_valid} MiB after the same call valid"
+        );
+    }
 }
 
 /// With a collector that never answers, the spans waiting for it hold what their clipped
