@@ -210,7 +210,8 @@ pub fn violations(schema: Compiled<'_>, args: &Value, max: usize) -> Found {
         found.list.push(Violation {
             pointer: String::new(),
             keyword: "schema".into(),
-            message: format!("do not satisfy the tool's input schema ({why})"),
+            // Said of arguments, of a result and against an operator's schema alike.
+            message: format!("breaks the schema and is {why}"),
         });
         return found;
     }

@@ -893,45 +893,59 @@ async fn an_any_of_cannot_multiply_a_value() {
 
 /// A recursive `anyOf` meets a value again at each level it nests through it, and the
 /// validator's error at each level keeps a copy of that level: 300,000 numbers sixty levels
-/// down, one of them a string to coerce, would copy the numbers sixty times. The call is
-/// refused as too large to explain, within the memory the same call valid takes; so is the
-/// value sent as JSON text in a string, which coercion reads into the value it writes.
+/// down, one of them a string, would copy the numbers sixty times. Such a call is refused as
+/// too large to explain, within the memory the same call valid takes; so is the value sent
+/// as JSON text in a string, which coercion reads into the value it writes, and a result
+/// of that shape that breaks its `outputSchema` is replaced alike.
 #[tokio::test]
 async fn a_recursive_any_of_cannot_copy_a_value_per_level() {
-    let tools = vec![json!({"name": "deep", "inputSchema": {"type": "object",
-        "properties": {"v": {"$ref": "#/$defs/n"}},
-        "$defs": {"n": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "integer"}]}}}}})];
-    let (up, _) = Scripted::new(tools).spawn().await;
-    let tg = Toolgate::serve(&up, None).await;
-    let nested = |first: &str, as_text: bool| {
+    let recursive = json!({"type": "object", "properties": {"v": {"$ref": "#/$defs/n"}},
+        "$defs": {"n": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "integer"}]}}}});
+    let nested = |first: &str| {
         let bulk = ",1".repeat(300_000);
-        let v = format!("{}[{first}{bulk}]{}", "[".repeat(60), "]".repeat(60));
-        let v = match as_text {
-            true => Value::String(v).to_string(),
-            false => v,
-        };
+        format!("{}[{first}{bulk}]{}", "[".repeat(60), "]".repeat(60))
+    };
+    let broken: Value = serde_json::from_str(&nested(r#""x""#)).unwrap();
+    let tools = vec![
+        json!({"name": "deep", "inputSchema": recursive}),
+        json!({"name": "made", "inputSchema": {"type": "object"}, "outputSchema": recursive}),
+    ];
+    let result = json!({"content": [], "structuredContent": {"v": broken}});
+    let (up, _) = (Scripted::new(tools).script("made", Script::Result(result)))
+        .spawn()
+        .await;
+    let tg = Toolgate::serve(&up, Some("[validation]\noutput = \"enforce\"\n")).await;
+    let ask = |v: String| {
         format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deep","arguments":{{"v":{v}}}}}}}"#
         )
     };
-    let valid = post(&tg.url(), None, nested("2", false)).await.json();
+    let valid = post(&tg.url(), None, ask(nested("2"))).await.json();
     assert_eq!(valid["result"]["content"][0]["text"], "no script for deep");
     let after_valid = peak_mib(tg.pid());
-    for as_text in [false, true] {
-        let a = post(&tg.url(), None, nested(r#""2""#, as_text))
-            .await
-            .json();
-        assert_eq!(a["result"]["isError"], true, "as text: {as_text}");
+    let coerced = nested(r#""2""#);
+    let as_text = Value::String(coerced.clone()).to_string();
+    let said =
+        "- arguments: breaks the schema and is too large to explain: its errors would copy about ";
+    let made = call(2, "made", json!({}));
+    let said_of_result = "- structuredContent: breaks the schema and is too large to explain: its errors would copy about ";
+    for (what, body, said) in [
+        ("coerced", ask(coerced), said),
+        ("as text", ask(as_text), said),
+        ("a result", made, said_of_result),
+    ] {
+        let a = post(&tg.url(), None, body).await.json();
+        assert_eq!(a["result"]["isError"], true, "{what}");
         let text = result_text(&a);
         assert!(
-            text.contains("too large to explain: its errors would copy about "),
-            "{}",
+            text.contains(said),
+            "{what}: {}",
             &text[..text.len().min(500)]
         );
         let after = peak_mib(tg.pid());
         assert!(
             after < after_valid + 64,
-            "peak RSS {after} MiB after the coerced call (as text: {as_text}), {after_valid} MiB after the same call valid"
+            "peak RSS {after} MiB after the call ({what}), {after_valid} MiB after the same call valid"
         );
     }
 }
