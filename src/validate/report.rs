@@ -244,9 +244,9 @@ fn drop_patterns_of_formats(list: &mut Vec<Violation>) {
 }
 
 /// The most that the errors built to explain (or repair) one value may copy: what a copy of
-/// the value holds times the schema's alternatives. The validator's error for an `anyOf` or `oneOf`
-/// keeps a copy of the value for each error of each branch, so 1,000 branches against a 1 MB
-/// string would hold a gigabyte to say one sentence.
+/// the value holds times the schema's alternatives. The validator's error for an `anyOf` or
+/// `oneOf` keeps a copy of the value for each error of each branch, so 1,000 branches
+/// against a 1 MB string would hold a gigabyte to say one sentence.
 const MAX_EXPLAINED_BYTES: usize = 64 * 1024 * 1024;
 
 /// A value whose errors against its schema would copy more than [`MAX_EXPLAINED_BYTES`].
@@ -263,7 +263,7 @@ pub struct Unexplainable {
 /// (`validate::unfolded`), can be built within [`MAX_EXPLAINED_BYTES`]. A recursive schema
 /// meets its choices again at each level a value nests through it, and the error at each
 /// level copies that level's part of the value, so each part is counted once for each level
-/// above it: 300,000 numbers sixty levels down copied over a gigabyte.
+/// it is nested at: 300,000 numbers sixty levels down, counted once, would copy a gigabyte.
 pub fn explainable(schema: Compiled<'_>, value: &Value) -> Result<(), Unexplainable> {
     let alternatives = schema.alternatives_for(value);
     if alternatives == 0 {
