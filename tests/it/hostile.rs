@@ -925,29 +925,58 @@ async fn a_recursive_any_of_cannot_copy_a_value_per_level() {
     let after_valid = peak_mib(tg.pid());
     let coerced = nested(r#""2""#);
     let as_text = Value::String(coerced.clone()).to_string();
-    let said =
-        "- arguments: breaks the schema and is too large to explain: its errors would copy about ";
+    let too_large = |n: &str| {
+        format!(
+            "breaks the schema and is too large to explain: its errors would copy about {n} bytes of it (2 alternatives)"
+        )
+    };
+    let refused = |n: &str| {
+        let why = too_large(n);
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "deep",
+                "parameter_errors": {"": why}}},
+            "content": [{"type": "text", "text": format!(
+                "Invalid arguments for tool \"deep\" (1 problem):\n- arguments: {why}\nCorrect the arguments and call the tool again.")}]}})
+    };
+    let faulted = |n: &str| {
+        let why = too_large(n);
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"isError": true,
+            "_meta": {"toolgate/output_validation": {"code": "invalid_output", "errors": {"": why}}},
+            "content": [{"type": "text", "text": format!(
+                "The tool \"made\" returned a result that does not match its declared outputSchema:\n- structuredContent: {why}\nThis is a fault of the tool server, not of the call.")}]}})
+    };
     let made = call(2, "made", json!({}));
-    let said_of_result = "- structuredContent: breaks the schema and is too large to explain: its errors would copy about ";
-    for (what, body, said) in [
-        ("coerced", ask(coerced), said),
-        ("as text", ask(as_text), said),
-        ("a result", made, said_of_result),
+    let (errors, output_errors) = (
+        "/result/_meta/toolgate~1validation/parameter_errors/",
+        "/result/_meta/toolgate~1output_validation/errors/",
+    );
+    for (what, body, at) in [
+        ("coerced", ask(coerced), errors),
+        ("as text", ask(as_text), errors),
+        ("a result", made, output_errors),
     ] {
         let a = post(&tg.url(), None, body).await.json();
-        assert_eq!(a["result"]["isError"], true, "{what}");
-        let text = result_text(&a);
-        assert!(
-            text.contains(said),
-            "{what}: {}",
-            &text[..text.len().min(500)]
-        );
+        // The count the refusal names is computed from the value; the rest is exact.
+        let n = a.pointer(at).and_then(Value::as_str).and_then(copied_count);
+        assert!(n.is_some_and(|n| n > 64 << 20), "{what}: {a}");
+        let n = n.unwrap().to_string();
+        let expected = match at == errors {
+            true => refused(&n),
+            false => faulted(&n),
+        };
+        assert_eq!(a, expected, "{what}");
         let after = peak_mib(tg.pid());
         assert!(
             after < after_valid + 64,
             "peak RSS {after} MiB after the call ({what}), {after_valid} MiB after the same call valid"
         );
     }
+}
+
+/// The byte count in "its errors would copy about N bytes".
+fn copied_count(why: &str) -> Option<u64> {
+    let (_, rest) = why.split_once("would copy about ")?;
+    rest.split_once(' ')?.0.parse().ok()
 }
 
 /// With a collector that never answers, the spans waiting for it hold what their clipped
