@@ -1,7 +1,8 @@
 //! Entry points for the fuzz targets in `fuzz/`, shared with their replay in `cargo test`
 //! (`tests/it/fuzz_replay.rs`), so CI exercises the same code without a nightly toolchain.
 //! Each function must never panic, whatever the bytes; the SSE one also checks the splitter's
-//! invariant (the events are the input, byte for byte).
+//! invariant (the events are the input, byte for byte), and the engine's that every answer is
+//! one a client can read.
 #![doc(hidden)]
 
 use crate::catalog::{CompileSettings, compile};
@@ -14,6 +15,9 @@ use crate::pipeline::{self, Kind, Pending};
 use crate::transport::sse::{self, Split, Splitter};
 use crate::validate;
 use std::sync::{Arc, OnceLock};
+
+mod engine;
+pub use engine::engine;
 
 /// The envelope parser and both argument readers: what is read in place must be what the
 /// duplicate-safe value reader reads.

@@ -4,7 +4,7 @@
 //! The same server is the in-process upstream of the tests and the benchmark, so it can also
 //! record what reached it (the tests' servers do; the commands' keep nothing) and page its
 //! tool list or stream its answers on request. What a client can make it hold is bounded:
-//! the requests it records, and its sessions (past [`SESSIONS_KEPT`], the oldest ends).
+//! the requests it records, and its sessions (past `SESSIONS_KEPT`, the oldest ends).
 //!
 //! Tools:
 //! - `book_flight`: the SEP-1303 example; `departureDate` in dd/mm/yyyy, 1 to 9 passengers.

@@ -122,3 +122,8 @@ fn validation_and_report_survive_their_corpus() {
 fn rewriter_survives_its_corpus() {
     replay("canon", toolgate::fuzzing::canon, 5_000);
 }
+
+#[test]
+fn the_engine_answers_every_input_readably() {
+    replay("engine", toolgate::fuzzing::engine, 2_000);
+}

@@ -1,0 +1,198 @@
+//! The whole engine as an application holds it: [`ValidateLayer`] around the example server,
+//! in process, so that one input goes through the edge's reading, the guard, the era bridges,
+//! the session held for a client of the other era, the answer rules and learning from
+//! listings, with no socket and no second process.
+//!
+//! The runtime's clock is paused: it moves on whenever everything waits, so a stream that
+//! stays open (a subscription, a slow tool) costs no time, and the wait for an answer is
+//! bounded in the clock's time, not the machine's.
+
+use crate::config::{Config, OutputMode};
+use crate::demo;
+use crate::mcp;
+use crate::transport::sse;
+use crate::{Validate, ValidateLayer};
+use axum::body::Body;
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, header};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use std::time::Duration;
+use tokio::runtime::Runtime;
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// The `MCP-Protocol-Version` an input's first byte picks: none, both eras, and the era of
+/// batches.
+const VERSIONS: [Option<&str>; 4] = [
+    None,
+    Some("2025-11-25"),
+    Some("2026-07-28"),
+    Some("2025-03-26"),
+];
+
+/// Messages posted per input; the rest of an input is not sent.
+const MESSAGES: usize = 6;
+
+/// How long (in the paused clock's time) an answer may take: past the example server's
+/// slowest tool, short of toolgate's upstream timeout.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+
+/// The most of an answer read: the example server's answers are far smaller.
+const ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+thread_local! {
+    static ENGINE: (Runtime, Validate) = started();
+}
+
+/// `flags message NUL message …`: the flags (the first byte) pick the protocol version sent
+/// and whether the headers a 2026-07-28 client names its request with go too; the messages
+/// are posted in turn, in the session the server opens if one does, which is ended after
+/// them. Every answer must be one a client can read: JSON in a JSON body and in each SSE
+/// event's data, and a request's answer under the request's id.
+pub fn engine(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    ENGINE.with(|(rt, app)| rt.block_on(posted(app.clone(), flags, rest)));
+}
+
+fn started() -> (Runtime, Validate) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime on this thread");
+    let app = {
+        let _in = rt.enter();
+        let mut cfg = Config::default();
+        cfg.validation.output = OutputMode::Enforce;
+        cfg.validation.deny_tools = vec!["enable_extra".into()];
+        let options = demo::Options {
+            seen_kept: 0,
+            ..demo::Options::default()
+        };
+        let (server, _) = demo::app(options);
+        ValidateLayer::new(cfg)
+            .expect("a fixed configuration is valid")
+            .layer(server)
+    };
+    (rt, app)
+}
+
+async fn posted(mut app: Validate, flags: u8, messages: &[u8]) {
+    let version = VERSIONS[usize::from(flags & 3)];
+    let mut session: Option<HeaderValue> = None;
+    for message in messages.split(|b| *b == 0).take(MESSAGES) {
+        let mut req = Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream");
+        if let Some(v) = version {
+            req = req.header("mcp-protocol-version", v);
+        }
+        if let Some(s) = &session {
+            req = req.header("mcp-session-id", s.clone());
+        }
+        if flags & 4 != 0 {
+            for (name, value) in named(message) {
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    req = req.header(name, value);
+                }
+            }
+        }
+        let req = req
+            .body(Body::from(message.to_vec()))
+            .expect("a request of fixed parts");
+        let Ok(resp) = app.call(req).await;
+        if let Some(s) = resp.headers().get("mcp-session-id") {
+            session = Some(s.clone());
+        }
+        answered(message, resp).await;
+    }
+    if let Some(s) = session {
+        let req = Request::delete("/mcp")
+            .header("mcp-session-id", s)
+            .body(Body::empty())
+            .expect("a request of fixed parts");
+        let Ok(resp) = app.call(req).await;
+        let _ = tokio::time::timeout(ANSWER_WAIT, resp.into_body().collect()).await;
+    }
+}
+
+/// Holds an answer to what the module says of it.
+async fn answered(sent: &[u8], resp: Response<Body>) {
+    let kind = resp.headers().get(header::CONTENT_TYPE).cloned();
+    let kind = kind.as_ref().and_then(|k| k.to_str().ok()).unwrap_or("");
+    let mut messages = Vec::new();
+    if kind.starts_with("text/event-stream") {
+        let events = sse::each_data(resp.into_body(), ANSWER_BYTES, |data| {
+            messages.push(read(data.as_bytes(), "an SSE event's data"));
+            true
+        });
+        // A stream that stays open (a subscription) ends here, its events so far held.
+        let _ = tokio::time::timeout(ANSWER_WAIT, events).await;
+    } else if kind.starts_with("application/json") {
+        let body = tokio::time::timeout(ANSWER_WAIT, limited(resp.into_body())).await;
+        let body = body.expect("a JSON answer ends");
+        if let Some(body) = body {
+            messages.push(read(&body, "a JSON answer"));
+        }
+    }
+    let Some(id) = request_id(sent) else {
+        return;
+    };
+    for answer in &messages {
+        // An error without an id answers a request toolgate could not take as one.
+        let under_id = answer.get("result").is_some()
+            || answer.get("error").is_some() && !answer["id"].is_null();
+        if under_id {
+            assert_eq!(
+                answer.get("id"),
+                Some(&id),
+                "a request's answer, under its id"
+            );
+        }
+    }
+}
+
+/// The `Mcp-Method` and `Mcp-Name` headers a 2026-07-28 client sends with `message`.
+fn named(message: &[u8]) -> Vec<(http::HeaderName, String)> {
+    let Ok(m) = serde_json::from_slice::<Value>(message) else {
+        return Vec::new();
+    };
+    let name = m["params"].get("name").or(m["params"].get("uri"));
+    [
+        (mcp::METHOD_HEADER, &m["method"]),
+        (mcp::NAME_HEADER, name.unwrap_or(&Value::Null)),
+    ]
+    .into_iter()
+    .filter_map(|(header, v)| Some((header, v.as_str()?.to_owned())))
+    .collect()
+}
+
+/// What a client reads from an answer: JSON, or this fails.
+fn read(bytes: &[u8], what: &str) -> Value {
+    match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => panic!("{what} is JSON ({e}): {:?}", String::from_utf8_lossy(bytes)),
+    }
+}
+
+/// The id of a well-formed JSON-RPC request, which its answer must carry.
+fn request_id(sent: &[u8]) -> Option<Value> {
+    let m: serde_json::Map<String, Value> = serde_json::from_slice(sent).ok()?;
+    let id = m.get("id").filter(|id| id.is_string() || id.is_i64())?;
+    (m.get("jsonrpc")? == "2.0" && m.get("method")?.is_string()).then(|| id.clone())
+}
+
+/// A body read up to [`ANSWER_BYTES`]; `None` when it breaks off.
+async fn limited(mut body: Body) -> Option<Bytes> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.ok()?.into_data() {
+            out.extend_from_slice(&data);
+            assert!(out.len() <= ANSWER_BYTES, "an answer within its bound");
+        }
+    }
+    Some(out.into())
+}
