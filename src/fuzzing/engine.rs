@@ -13,7 +13,6 @@ use crate::mcp;
 use crate::transport::sse;
 use crate::{Validate, ValidateLayer};
 use axum::body::Body;
-use bytes::Bytes;
 use http::{HeaderValue, Request, Response, header};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -119,7 +118,7 @@ async fn posted(mut app: Validate, flags: u8, messages: &[u8]) {
     }
 }
 
-/// Holds an answer to what the module says of it.
+/// Holds an answer to what [`engine`] asks of every answer.
 async fn answered(sent: &[u8], resp: Response<Body>) {
     let kind = resp.headers().get(header::CONTENT_TYPE).cloned();
     let kind = kind.as_ref().and_then(|k| k.to_str().ok()).unwrap_or("");
@@ -186,7 +185,7 @@ fn request_id(sent: &[u8]) -> Option<Value> {
 }
 
 /// A body read up to [`ANSWER_BYTES`]; `None` when it breaks off.
-async fn limited(mut body: Body) -> Option<Bytes> {
+async fn limited(mut body: Body) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame.ok()?.into_data() {
@@ -194,5 +193,5 @@ async fn limited(mut body: Body) -> Option<Bytes> {
             assert!(out.len() <= ANSWER_BYTES, "an answer within its bound");
         }
     }
-    Some(out.into())
+    Some(out)
 }
