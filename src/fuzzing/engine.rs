@@ -41,42 +41,50 @@ const ANSWER_WAIT: Duration = Duration::from_secs(10);
 const ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 thread_local! {
-    static ENGINE: (Runtime, Validate) = started();
+    /// The runtime, and the layer around the example server answering in JSON and in SSE.
+    static ENGINE: (Runtime, [Validate; 2]) = started();
 }
 
-/// `flags message NUL message …`: the flags (the first byte) pick the protocol version sent
-/// and whether the headers a 2026-07-28 client names its request with go too; the messages
-/// are posted in turn, in the session the server opens if one does, which is ended after
-/// them. Every answer must be one a client can read: JSON in a JSON body and in each SSE
-/// event's data, and a request's answer under the request's id.
+/// `flags message NUL message …`: the flags (the first byte) pick the protocol version sent,
+/// whether the headers a 2026-07-28 client names its request with go too, and whether the
+/// server answers in SSE rather than JSON; the messages are posted in turn, in the session
+/// the server opens if one does, which is ended after them. Every answer must be one a
+/// client can read: JSON in a JSON body and in each SSE event's data, and a request's answer
+/// under the request's id.
 pub fn engine(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
     };
-    ENGINE.with(|(rt, app)| rt.block_on(posted(app.clone(), flags, rest)));
+    ENGINE.with(|(rt, apps)| {
+        let app = apps[usize::from(flags >> 3 & 1)].clone();
+        rt.block_on(posted(app, flags, rest))
+    });
 }
 
-fn started() -> (Runtime, Validate) {
+fn started() -> (Runtime, [Validate; 2]) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .expect("a runtime on this thread");
-    let app = {
+    let apps = {
         let _in = rt.enter();
-        let mut cfg = Config::default();
-        cfg.validation.output = OutputMode::Enforce;
-        cfg.validation.deny_tools = vec!["enable_extra".into()];
-        let options = demo::Options {
-            seen_kept: 0,
-            ..demo::Options::default()
-        };
-        let (server, _) = demo::app(options);
-        ValidateLayer::new(cfg)
-            .expect("a fixed configuration is valid")
-            .layer(server)
+        [false, true].map(|sse| {
+            let mut cfg = Config::default();
+            cfg.validation.output = OutputMode::Enforce;
+            cfg.validation.deny_tools = vec!["enable_extra".into()];
+            let options = demo::Options {
+                seen_kept: 0,
+                sse,
+                ..demo::Options::default()
+            };
+            let (server, _) = demo::app(options);
+            ValidateLayer::new(cfg)
+                .expect("a fixed configuration is valid")
+                .layer(server)
+        })
     };
-    (rt, app)
+    (rt, apps)
 }
 
 async fn posted(mut app: Validate, flags: u8, messages: &[u8]) {
