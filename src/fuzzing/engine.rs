@@ -10,6 +10,7 @@
 use crate::config::{Config, OutputMode};
 use crate::demo;
 use crate::mcp;
+use crate::net::body::{ReadError, read_limited};
 use crate::transport::sse;
 use crate::{Validate, ValidateLayer};
 use axum::body::Body;
@@ -139,10 +140,13 @@ async fn answered(sent: &[u8], resp: Response<Body>) {
         // A stream that stays open (a subscription) ends here, its events so far held.
         let _ = tokio::time::timeout(ANSWER_WAIT, events).await;
     } else if kind.starts_with("application/json") {
-        let body = tokio::time::timeout(ANSWER_WAIT, limited(resp.into_body())).await;
-        let body = body.expect("a JSON answer ends");
-        if let Some(body) = body {
-            messages.push(read(&body, "a JSON answer"));
+        let body = read_limited(resp.into_body(), ANSWER_BYTES);
+        match tokio::time::timeout(ANSWER_WAIT, body).await {
+            Ok(Ok(body)) => messages.push(read(&body, "a JSON answer")),
+            Ok(Err(ReadError::TooLarge)) => panic!("an answer within {ANSWER_BYTES} bytes"),
+            // An answer that breaks off is the client's to see; there is nothing to read.
+            Ok(Err(_)) => {}
+            Err(_) => panic!("a JSON answer ends"),
         }
     }
     let Some(id) = request_id(sent) else {
@@ -190,16 +194,4 @@ fn request_id(sent: &[u8]) -> Option<Value> {
     let m: serde_json::Map<String, Value> = serde_json::from_slice(sent).ok()?;
     let id = m.get("id").filter(|id| id.is_string() || id.is_i64())?;
     (m.get("jsonrpc")? == "2.0" && m.get("method")?.is_string()).then(|| id.clone())
-}
-
-/// A body read up to [`ANSWER_BYTES`]; `None` when it breaks off.
-async fn limited(mut body: Body) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame.ok()?.into_data() {
-            out.extend_from_slice(&data);
-            assert!(out.len() <= ANSWER_BYTES, "an answer within its bound");
-        }
-    }
-    Some(out)
 }
