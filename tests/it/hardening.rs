@@ -799,8 +799,9 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
     assert_eq!(r.answer()["id"], 3);
     assert_eq!(r.answer()["result"]["isError"], true, "{}", r.text());
 
-    // stdio --upstream: an answer over the limits is an error that says so, and the next
-    // answer is whole. A valid answer of the same size passes under a larger limit.
+    // stdio --upstream: an answer over the limits is an error that says so (and the log says
+    // that, not that the answer was passed on), and the next answer is whole. A valid answer
+    // of the same size passes under a larger limit.
     let text = "x".repeat(50000);
     let big = json!({"content": [{"type": "text", "text": text}]});
     // `big` answers as JSON, `bigsse` as an SSE event.
@@ -851,6 +852,8 @@ async fn stdio_overlong_answers_and_stdin_close_still_answer() {
             .await;
         assert_eq!(a, over_limit(id, what), "{tool}");
     }
+    let logs = g.logs_when(|l| l.contains("max_sse_event_bytes")).await;
+    assert!(!logs.contains("passed through unread"), "{logs}");
     let a = g
         .ask(serde_json::from_str(&call(8, "small", json!({}))).unwrap())
         .await;

@@ -10,7 +10,7 @@
 
 use super::StreamOutcome;
 use super::asking::{self, ReverseRounds};
-use super::relayed::Relayed;
+use super::relayed::passed_on;
 use super::reply;
 use super::resume::{NotResumed, Resumer};
 use crate::catalog::ScopeKey;
@@ -60,6 +60,11 @@ pub(crate) struct Reading {
     pub(crate) resume: Option<Box<Resumer>>,
     /// For a client's GET: the server whose answers on numbered streams it may carry again.
     pub(crate) replays_of: Option<Arc<HttpUpstream>>,
+    /// Whether the answer goes to the stdio front's client, which cannot read an answer in
+    /// part and is answered with why when its answer breaks off: an answer too large to read
+    /// is refused rather than passed on, and one passed on unread that breaks is said by the
+    /// front as it answers (`pipeline::unanswered`), not here too (`relayed::passed_on`).
+    pub(crate) to_pipe: bool,
 }
 
 impl Reading {
@@ -71,6 +76,7 @@ impl Reading {
             reverse_rounds: None,
             resume: None,
             replays_of: None,
+            to_pipe: false,
         }
     }
 }
@@ -127,6 +133,7 @@ struct Unsettled<B> {
     pending: Pending,
     parking: Option<Box<Parking>>,
     reverse_rounds: Option<Box<ReverseRounds>>,
+    to_pipe: bool,
 }
 
 /// The answer when it is settled without reading the body whole, else what reading it
@@ -143,6 +150,7 @@ fn at_once(
         reverse_rounds,
         resume,
         replays_of,
+        to_pipe,
     } = reading;
     let status = resp.status();
     if status == StatusCode::NOT_FOUND && has_session {
@@ -169,8 +177,8 @@ fn at_once(
         return Now::Answer(Response::from_parts(parts, Body::new(body)));
     };
     if relayed_as_is(status, has_session) {
-        let body = Relayed::new(body, pending.target);
-        return Now::Answer(Response::from_parts(parts, Body::new(body)));
+        let body = passed_on(body, pending.target, to_pipe);
+        return Now::Answer(Response::from_parts(parts, body));
     }
     if media != Media::Json {
         let e = no_message(status, &parts.headers);
@@ -184,8 +192,8 @@ fn at_once(
         && !renumbered
     {
         // Pass-through methods: streamed, never read.
-        let body = Relayed::new(body, pending.target);
-        return Now::Answer(Response::from_parts(parts, Body::new(body)));
+        let body = passed_on(body, pending.target, to_pipe);
+        return Now::Answer(Response::from_parts(parts, body));
     }
     Now::ReadFirst(Unsettled {
         parts,
@@ -194,6 +202,7 @@ fn at_once(
         pending,
         parking,
         reverse_rounds,
+        to_pipe,
     })
 }
 
@@ -212,6 +221,7 @@ where
             pending,
             parking,
             reverse_rounds,
+            to_pipe,
         } = self;
         async move {
             let status = parts.status;
@@ -232,8 +242,9 @@ where
                 .await
             {
                 Ok(Collected::Whole(bytes)) => bytes,
-                Ok(Collected::TooLarge(_)) if renumber.is_some() => {
-                    // Passed on in part, it would reach its client under an id it does not know.
+                Ok(Collected::TooLarge(_)) if renumber.is_some() || to_pipe => {
+                    // Passed on in part, it would reach its client under an id it does not
+                    // know, or a pipe's client that could not read it.
                     let max = gw.config.limits.max_response_bytes;
                     return unusable(gw, &pending, &UpstreamError::answer_over(max));
                 }
@@ -242,8 +253,9 @@ where
                     warn_at_rate!(target.repeats, "answer_over", { upstream = %target.name, },
                         "an answer over max_response_bytes; passed through unread");
                     // What was read goes first, and stays counted until it has gone.
-                    let body = Relayed::new(Holding::new(rest, held), pending.target.clone());
-                    return Response::from_parts(parts, Body::new(body));
+                    let rest = Holding::new(rest, held);
+                    let body = passed_on(rest, pending.target.clone(), false);
+                    return Response::from_parts(parts, body);
                 }
                 Err(e) => {
                     let e = UpstreamError::unanswered_stream(Some(e.to_string()));

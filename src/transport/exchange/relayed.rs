@@ -10,16 +10,24 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-/// A server's answer to a request, passed on unread: said once it breaks off.
-pub(super) struct Relayed<B> {
-    body: B,
-    target: Arc<Target>,
+/// `body`, a server's answer to a request passed on unread: said once it breaks off, unless
+/// it goes to the stdio front, which answers a break itself and says it then
+/// (`answers::Reading::to_pipe`).
+pub(super) fn passed_on<B>(body: B, target: Arc<Target>, to_pipe: bool) -> axum::body::Body
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    match to_pipe {
+        false => axum::body::Body::new(Relayed { body, target }),
+        true => axum::body::Body::new(body),
+    }
 }
 
-impl<B> Relayed<B> {
-    pub(super) fn new(body: B, target: Arc<Target>) -> Relayed<B> {
-        Relayed { body, target }
-    }
+/// A server's answer to a request, passed on unread: said once it breaks off.
+struct Relayed<B> {
+    body: B,
+    target: Arc<Target>,
 }
 
 impl<B> http_body::Body for Relayed<B>

@@ -71,10 +71,12 @@ pub(crate) struct HttpWay {
     /// that speaks only 2026-07-28, and the 2026-07-28 headers its message goes with (the
     /// params are whole). Boxed: it is rare, and every request's future holds the way.
     reversed: Option<Box<(Arc<Reverse>, HeaderMap)>>,
-    /// Whether the client cancels a bridged request by giving up on its answer, which the
-    /// server is then told of (an HTTP client); a stdio client sends its cancellation, which
-    /// goes in the session under the id its request went with.
-    cancels_by_leaving: bool,
+    /// Whether the client is the stdio front's. An HTTP client cancels a bridged request by
+    /// giving up on its answer, which the server is then told of, and sees an answer that
+    /// breaks off only as its connection breaking, so toolgate's log says why; a stdio client
+    /// sends its cancellation, which goes in the session under the id its request went with,
+    /// and is answered with why when its answer breaks off, which the front says.
+    pipe: bool,
 }
 
 impl HttpWay {
@@ -141,7 +143,7 @@ impl HttpWay {
             owner,
             cancelled,
             reversed,
-            cancels_by_leaving: true,
+            pipe: false,
         }
     }
 
@@ -156,14 +158,15 @@ impl HttpWay {
             owner: None,
             cancelled: None,
             reversed: None,
-            cancels_by_leaving: false,
+            pipe: true,
         }
     }
 
-    /// For a client that cancels with a notification rather than by giving up on the answer
-    /// (a stdio client): nothing is sent for it when its answer is dropped unread.
-    pub(crate) fn cancelled_by_notification(mut self) -> HttpWay {
-        self.cancels_by_leaving = false;
+    /// For the stdio front's client, which cancels with a notification rather than by giving
+    /// up on the answer (nothing is sent for it when its answer is dropped unread), and is
+    /// answered with why when an answer breaks off.
+    pub(crate) fn for_pipe(mut self) -> HttpWay {
+        self.pipe = true;
         self
     }
 
@@ -234,6 +237,7 @@ impl HttpWay {
     ) -> impl Future<Output = Response> + Send + 'a {
         let up = to.up;
         let mut reading = Reading::of(self.has_session);
+        reading.to_pipe = self.pipe;
         // Boxed: what a bridged request keeps for after its answer is rare, and would
         // otherwise sit in every request's future.
         let mut bridged = None;
@@ -273,8 +277,8 @@ impl HttpWay {
             };
             body = multiplexed;
             let headers = parts.headers.clone();
-            let abandon = match (&entered, self.cancels_by_leaving) {
-                (Some((ours, _)), true) => Some(cancels(to, &headers, ours)),
+            let abandon = match (&entered, self.pipe) {
+                (Some((ours, _)), false) => Some(cancels(to, &headers, ours)),
                 _ => None,
             };
             // What the server asks on the session's own stream meanwhile is for this call too,
@@ -288,6 +292,7 @@ impl HttpWay {
                 reverse_rounds: None,
                 resume: None,
                 replays_of: None,
+                to_pipe: reading.to_pipe,
                 parking: Some(Box::new(Parking {
                     rounds: up.bridge.rounds.clone(),
                     key: self.key,
@@ -302,7 +307,8 @@ impl HttpWay {
             bridged = Some(Box::new((headers, abandon, pending.clone())));
         } else if self.era == Era::Legacy && !self.has_session && said.method == "initialize" {
             // Boxed: once per session, and larger than a call's whole path.
-            return Either::Right(Box::pin(initialize(to, parts, body, pending, said, note)));
+            let asked = (parts, body, pending, said);
+            return Either::Right(Box::pin(initialize(to, asked, reading, note)));
         }
         match bridged {
             None => Either::Left(forward(to, parts, body, pending, reading, note)),
@@ -467,14 +473,12 @@ const REVERSED_PREFIX: &str = "toolgate-bridged-";
 /// a session for it (docs/contract.md §5, "Eras bridged the other way").
 async fn initialize(
     to: ToHttp<'_>,
-    parts: Box<Parts>,
-    body: Bytes,
-    pending: Pending,
-    said: Said<'_>,
+    (parts, body, pending, said): (Box<Parts>, Bytes, Pending, Said<'_>),
+    reading: Reading,
     note: &mut Note,
 ) -> Response {
     let headers = parts.headers.clone();
-    let resp = forward(to, parts, body, pending, Reading::of(false), note).await;
+    let resp = forward(to, parts, body, pending, reading, note).await;
     if !resp.status().is_client_error() {
         return resp;
     }

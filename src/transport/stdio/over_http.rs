@@ -270,8 +270,7 @@ impl Upstream for Http {
         let has_session = session.is_some();
         let client = (self.session_key(), session, Owner::Pipe);
         let way = HttpWay::find(self.to_http(), &headers, m, era, client).await;
-        // A stdio client cancels with a notification, not by leaving.
-        let mut way = way.cancelled_by_notification();
+        let mut way = way.for_pipe();
         match (era, m.is_request()) {
             (Era::Modern, true) if way.in_own_session() => {
                 self.session.locked().bridged = Some(way.key());
