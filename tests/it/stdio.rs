@@ -166,11 +166,16 @@ async fn a_client_that_keeps_sending_after_its_server_exits_does_not_keep_toolga
     while let Some(line) = g.next_line().await {
         let a: Value = serde_json::from_str(&line).unwrap();
         let id = a["id"].as_i64().unwrap();
-        // A ping in flight when the server died, or read after.
+        // A ping in flight when the server died, or read after; one sent to it in the
+        // moment between its input closing and its status being known is told it exited.
         let expected = [
             call_failed.clone(),
             ping_failed(id, &crashed),
             ping_failed(id, exited),
+            ping_failed(
+                id,
+                "could not reach the tool server: the tool server exited before answering",
+            ),
         ];
         assert!(expected.contains(&a), "{a}");
         answered.push(id);
