@@ -211,25 +211,62 @@ pub enum Body<'a> {
 
 /// Why a body is not something toolgate can route. The two kinds map to the two codes the
 /// spec gives: not JSON at all (`-32700`) and JSON that is not a JSON-RPC message (`-32600`).
-#[derive(Debug, PartialEq, Eq)]
-pub enum Rejection {
+#[derive(Debug)]
+pub enum Rejection<'a> {
     Parse(String),
-    Invalid(String),
+    /// `id`: the message's own where it is a request (it names a method, and no result or
+    /// error) and the id is one a request may have (a string or a number): MCP answers under
+    /// it, so that a client waiting on it is not left waiting. A response's is not taken: its
+    /// id is one of the server's requests, which the client may use for its own too.
+    Invalid {
+        why: String,
+        id: Option<&'a RawValue>,
+    },
 }
 
-impl Rejection {
+impl<'a> Rejection<'a> {
+    fn invalid(why: impl Into<String>, id: Option<&'a RawValue>) -> Rejection<'a> {
+        Rejection::Invalid {
+            why: why.into(),
+            id: id.filter(|id| is_request_id(id)),
+        }
+    }
+
     pub fn code(&self) -> i64 {
         match self {
             Rejection::Parse(_) => PARSE_ERROR,
-            Rejection::Invalid(_) => INVALID_REQUEST,
+            Rejection::Invalid { .. } => INVALID_REQUEST,
         }
     }
 
     pub fn message(&self) -> String {
         match self {
             Rejection::Parse(m) => format!("Parse error: {m}"),
-            Rejection::Invalid(m) => format!("Invalid Request: {m}"),
+            Rejection::Invalid { why, .. } => format!("Invalid Request: {why}"),
         }
+    }
+
+    /// The id its answer goes under: none for a body that is no JSON, or names no id a
+    /// request may have.
+    pub fn id(&self) -> Option<&'a RawValue> {
+        match self {
+            Rejection::Parse(_) => None,
+            Rejection::Invalid { id, .. } => *id,
+        }
+    }
+
+    /// The error of the body that held a refused message (a batch), which answers no one
+    /// message's id.
+    fn of_the_body(self) -> Rejection<'a> {
+        match self {
+            Rejection::Invalid { why, .. } => Rejection::Invalid { why, id: None },
+            parse => parse,
+        }
+    }
+
+    /// The answer: the error, under the message's id where it has one.
+    pub fn answer(&self) -> Vec<u8> {
+        error_response(self.id(), self.code(), &self.message(), None)
     }
 }
 
@@ -450,26 +487,26 @@ pub(crate) fn read_alike(text: &str) -> bool {
         .is_ok_and(|env| format!("{env:?}") == format!("{by_hand:?}"))
 }
 
-fn classify(e: serde_json::Error) -> Rejection {
+fn classify<'a>(e: serde_json::Error) -> Rejection<'a> {
     match e.classify() {
-        serde_json::error::Category::Data => Rejection::Invalid(e.to_string()),
+        serde_json::error::Category::Data => Rejection::invalid(e.to_string(), None),
         _ => Rejection::Parse(e.to_string()),
     }
 }
 
 /// Parses a body into messages without copying any member it does not need.
-pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection> {
+pub fn parse(body: &[u8]) -> Result<Body<'_>, Rejection<'_>> {
     read(body, false)
 }
 
 /// [`parse`] for what a client sends, nearly always requests: those in the plain shapes are
 /// read by hand (`quick`). Answers and toolgate's own messages are not tried that way, since
 /// a response gives way to `serde_json` at its result, after the hand reader's work.
-pub fn parse_from_client(body: &[u8]) -> Result<Body<'_>, Rejection> {
+pub fn parse_from_client(body: &[u8]) -> Result<Body<'_>, Rejection<'_>> {
     read(body, true)
 }
 
-fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection> {
+fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection<'_>> {
     // UTF-8 is checked once for the whole body; parsing from `&str` then borrows raw
     // members without validating them again.
     let text = std::str::from_utf8(body)
@@ -490,8 +527,8 @@ fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection> {
             })
             .map_err(classify)?;
             match refused {
-                Some(e) => Err(e),
-                None if messages.is_empty() => Err(Rejection::Invalid("empty batch".into())),
+                Some(e) => Err(e.of_the_body()),
+                None if messages.is_empty() => Err(Rejection::invalid("empty batch", None)),
                 None => Ok(Body::Batch(messages)),
             }
         }
@@ -517,7 +554,7 @@ pub fn refusal(body: &[u8]) -> Option<&RawValue> {
     (r.id.is_none() && r.method.is_none()).then_some(r.error)
 }
 
-fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection> {
+fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection<'_>> {
     // Read by hand when it can be, else by `serde_json`. There, a `tools/call` whose params
     // do not read in one pass is read again with them as text: the guard then says what is
     // wrong with them, or the envelope's own error comes out.
@@ -528,19 +565,14 @@ fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection> {
     ) {
         Ok(env) => env,
         Err(e) if e.classify() == serde_json::error::Category::Data => {
-            // Valid JSON of the wrong shape (a string, a number, duplicate members) is an
-            // invalid request; anything else is a parse error.
-            return match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-                Ok(_) => Err(Rejection::Invalid(e.to_string())),
-                Err(e) => Err(classify(e)),
-            };
+            return Err(misshapen(text, e));
         }
         Err(e) => return Err(classify(e)),
     };
     if env.jsonrpc != Some("\"2.0\"") {
-        return Err(Rejection::Invalid(
-            "the \"jsonrpc\" member must be \"2.0\"".into(),
-        ));
+        let why = "the \"jsonrpc\" member must be \"2.0\"";
+        let asked = env.method.is_some() && env.result.is_none() && env.error.is_none();
+        return Err(Rejection::invalid(why, env.id.filter(|_| asked)));
     }
     let msg = Message {
         id: env.id,
@@ -551,17 +583,44 @@ fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection> {
     };
     let is_response = msg.result.is_some() || msg.error.is_some();
     match (&msg.method, is_response) {
-        (Some(_), false) if msg.id.is_some_and(|id| !is_request_id(id)) => Err(Rejection::Invalid(
-            "a request's \"id\" must be a string or a number".into(),
+        (Some(_), false) if msg.id.is_some_and(|id| !is_request_id(id)) => Err(Rejection::invalid(
+            "a request's \"id\" must be a string or a number",
+            None,
         )),
         (Some(_), false) => Ok(msg),
         (None, true) if msg.id.is_some() => Ok(msg),
-        (Some(_), true) => Err(Rejection::Invalid(
-            "a message cannot carry both a method and a result or error".into(),
+        (Some(_), true) => Err(Rejection::invalid(
+            "a message cannot carry both a method and a result or error",
+            None,
         )),
-        _ => Err(Rejection::Invalid(
-            "neither a request, a notification nor a response".into(),
+        _ => Err(Rejection::invalid(
+            "neither a request, a notification nor a response",
+            None,
         )),
+    }
+}
+
+/// Why `text`, which did not read as an envelope (`e`), is refused: valid JSON of the wrong
+/// shape (a string, a number, duplicate members) is an invalid request, answered under its
+/// id where it is a request; anything else is a parse error.
+fn misshapen(text: &str, e: serde_json::Error) -> Rejection<'_> {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        method: Option<de::IgnoredAny>,
+        result: Option<de::IgnoredAny>,
+        error: Option<de::IgnoredAny>,
+    }
+    match serde_json::from_str::<Named<'_>>(text) {
+        Ok(n) => {
+            let asked = n.method.is_some() && n.result.is_none() && n.error.is_none();
+            Rejection::invalid(e.to_string(), n.id.filter(|_| asked))
+        }
+        Err(_) => match serde_json::from_str::<de::IgnoredAny>(text) {
+            Ok(_) => Rejection::invalid(e.to_string(), None),
+            Err(e) => classify(e),
+        },
     }
 }
 
@@ -1021,7 +1080,7 @@ mod tests {
 
     use super::*;
 
-    fn single(body: &str) -> Result<Message<'_>, Rejection> {
+    fn single(body: &str) -> Result<Message<'_>, Rejection<'_>> {
         match parse(body.as_bytes())? {
             Body::Single(m) => Ok(m),
             Body::Batch(_) => panic!("not a batch"),
@@ -1089,7 +1148,7 @@ mod tests {
     #[test]
     fn an_array_is_not_an_envelope() {
         let r = single(r#"[["2.0", 1, "ping"]]"#);
-        assert!(matches!(r, Err(Rejection::Invalid(_))), "{r:?}");
+        assert!(matches!(r, Err(Rejection::Invalid { .. })), "{r:?}");
     }
 
     #[test]
@@ -1140,6 +1199,48 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn an_invalid_request_is_answered_under_its_id() {
+        fn id(body: &str) -> Option<&str> {
+            parse(body.as_bytes()).unwrap_err().id().map(RawValue::get)
+        }
+        for (body, named) in [
+            (r#"{"id":1,"method":"x"}"#, Some("1")),
+            (r#"{"jsonrpc":"1.0","id":"a","method":"x"}"#, Some(r#""a""#)),
+            (r#"{"jsonrpc":"2.0","id":2,"method":7}"#, Some("2")),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"x","params":7,"params":8}"#,
+                Some("3"),
+            ),
+            // No id a request may have, or no one reading of the message.
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"x","method":"y"}"#,
+                None,
+            ),
+            (r#"{"jsonrpc":"1.0","id":null,"method":"x"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#, None),
+            // Not a request: a response's id is one of the server's requests.
+            (r#"{"jsonrpc":"1.0","id":4,"result":{}}"#, None),
+            (r#"{"jsonrpc":"2.0","id":5,"method":"x","result":{}}"#, None),
+            (r#"{"jsonrpc":"2.0","id":6}"#, None),
+            (r#"{"jsonrpc":"2.0","id":7,"error":{},"error":{}}"#, None),
+            // A batch's error is the body's.
+            (
+                r#"[{"jsonrpc":"2.0","id":8,"method":"x"},{"id":9,"method":"x"}]"#,
+                None,
+            ),
+            (r#"{"jsonrpc":"2.0","id":10,"method":"x""#, None),
+        ] {
+            assert_eq!(id(body), named, "{body}");
+        }
+        let answer = parse(br#"{"id":1,"method":"x"}"#).unwrap_err().answer();
+        assert_eq!(
+            String::from_utf8(answer).unwrap(),
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: the \"jsonrpc\" member must be \"2.0\""}}"#
+        );
     }
 
     #[test]

@@ -477,17 +477,23 @@ async fn malformed_json_is_a_parse_error_without_id() {
 #[tokio::test]
 async fn json_that_is_not_jsonrpc_is_an_invalid_request() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
-    for body in [
-        r#"{"id":1,"method":"tools/list"}"#,
-        r#""hello""#,
-        "[]",
-        r#"{"jsonrpc":"2.0","id":1}"#,
+    // A request's id is its answer's, where it can be read (MCP); nothing else is.
+    for (body, id) in [
+        (r#"{"id":1,"method":"tools/list"}"#, Some(1)),
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":["tools/list"]}"#,
+            Some(2),
+        ),
+        (r#""hello""#, None),
+        ("[]", None),
+        (r#"{"jsonrpc":"2.0","id":1}"#, None),
+        (r#"{"jsonrpc":"1.0","id":3,"result":{}}"#, None),
     ] {
         let r = post(&tg.url(), None, body).await;
         assert_eq!(r.status, 400, "{body}");
         let a = r.json();
         assert_eq!(a["error"]["code"], -32600, "{body}");
-        assert!(a.get("id").is_none());
+        assert_eq!(a.get("id").and_then(Value::as_i64), id, "{body}");
     }
     assert!(demo.seen().is_empty());
 }

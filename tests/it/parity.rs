@@ -174,6 +174,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: a request's \"id\" must be a string or a number"}}),
         ),
         (
+            "a request that is not JSON-RPC 2.0, answered under its id",
+            json!({"jsonrpc": "1.0", "id": 17, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}),
+            json!({"jsonrpc": "2.0", "id": 17, "error": {"code": -32600, "message": "Invalid Request: the \"jsonrpc\" member must be \"2.0\""}}),
+        ),
+        (
             "a call whose params are no object",
             json!({"jsonrpc": "2.0", "id": 14, "method": "tools/call", "params": ["add", {"a": 1, "b": 2}]}),
             json!({"jsonrpc": "2.0", "id": 14, "error": {"code": -32602, "message": "Invalid params for tools/call: \"params\" must be an object"}}),

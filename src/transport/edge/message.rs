@@ -102,15 +102,11 @@ fn no_room() -> Response {
     resp
 }
 
-/// The body as JSON-RPC; `Err` is the 400 with `-32700` or `-32600`.
+/// The body as JSON-RPC; `Err` is the 400 with `-32700` or `-32600` (under the request's id
+/// where it has one).
 pub(super) fn parse(bytes: &Bytes) -> Result<Parsed<'_>, Refused> {
-    jsonrpc::parse_from_client(bytes).map_err(|rejection| {
-        Box::new(reply::transport(
-            StatusCode::BAD_REQUEST,
-            rejection.code(),
-            &rejection.message(),
-        ))
-    })
+    jsonrpc::parse_from_client(bytes)
+        .map_err(|rejection| Box::new(reply::json(StatusCode::BAD_REQUEST, rejection.answer())))
 }
 
 /// A message whose headers do not say what its 2026-07-28 body says; `Err` is the 400.

@@ -257,12 +257,7 @@ fn parse<'a>(to: &ToClient, line: &'a [u8]) -> Option<Message<'a>> {
             None
         }
         Err(rejection) => {
-            to.write(jsonrpc::error_response(
-                None,
-                rejection.code(),
-                &rejection.message(),
-                None,
-            ));
+            to.write(rejection.answer());
             None
         }
     }
