@@ -189,9 +189,13 @@ fn read(bytes: &[u8], what: &str) -> Value {
     }
 }
 
-/// The id of a well-formed JSON-RPC request, which its answer must carry.
+/// The id of a request, which its answer must carry: a message that names a method and no
+/// result or error, well-formed or not (an invalid request is answered under its id too).
 fn request_id(sent: &[u8]) -> Option<Value> {
     let m: serde_json::Map<String, Value> = serde_json::from_slice(sent).ok()?;
     let id = m.get("id").filter(|id| id.is_string() || id.is_i64())?;
-    (m.get("jsonrpc")? == "2.0" && m.get("method")?.is_string()).then(|| id.clone())
+    let asked = m.get("method").is_some_and(|m| !m.is_null())
+        && !m.contains_key("result")
+        && !m.contains_key("error");
+    asked.then(|| id.clone())
 }
