@@ -254,7 +254,7 @@ where
                         "an answer over max_response_bytes; passed through unread");
                     // What was read goes first, and stays counted until it has gone.
                     let rest = Holding::new(rest, held);
-                    let body = passed_on(rest, pending.target.clone(), false);
+                    let body = passed_on(rest, pending.target.clone(), to_pipe);
                     return Response::from_parts(parts, body);
                 }
                 Err(e) => {
