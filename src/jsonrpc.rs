@@ -232,14 +232,14 @@ impl<'a> Rejection<'a> {
         }
     }
 
-    pub fn code(&self) -> i64 {
+    fn code(&self) -> i64 {
         match self {
             Rejection::Parse(_) => PARSE_ERROR,
             Rejection::Invalid { .. } => INVALID_REQUEST,
         }
     }
 
-    pub fn message(&self) -> String {
+    fn message(&self) -> String {
         match self {
             Rejection::Parse(m) => format!("Parse error: {m}"),
             Rejection::Invalid { why, .. } => format!("Invalid Request: {why}"),
@@ -248,7 +248,7 @@ impl<'a> Rejection<'a> {
 
     /// The id its answer goes under: none for a body that is no JSON, or names no id a
     /// request may have.
-    pub fn id(&self) -> Option<&'a RawValue> {
+    fn id(&self) -> Option<&'a RawValue> {
         match self {
             Rejection::Parse(_) => None,
             Rejection::Invalid { id, .. } => *id,

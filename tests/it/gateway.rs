@@ -477,23 +477,36 @@ async fn malformed_json_is_a_parse_error_without_id() {
 #[tokio::test]
 async fn json_that_is_not_jsonrpc_is_an_invalid_request() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
+    let version = r#"the "jsonrpc" member must be "2.0""#;
     // A request's id is its answer's, where it can be read (MCP); nothing else is.
-    for (body, id) in [
-        (r#"{"id":1,"method":"tools/list"}"#, Some(1)),
+    for (body, id, why) in [
+        (r#"{"id":1,"method":"tools/list"}"#, Some(1), version),
         (
             r#"{"jsonrpc":"2.0","id":2,"method":["tools/list"]}"#,
             Some(2),
+            "invalid type: sequence, expected a string at line 1 column 33",
         ),
-        (r#""hello""#, None),
-        ("[]", None),
-        (r#"{"jsonrpc":"2.0","id":1}"#, None),
-        (r#"{"jsonrpc":"1.0","id":3,"result":{}}"#, None),
+        (
+            r#""hello""#,
+            None,
+            r#"invalid type: string "hello", expected a JSON-RPC message object at line 1 column 7"#,
+        ),
+        ("[]", None, "empty batch"),
+        (
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            None,
+            "neither a request, a notification nor a response",
+        ),
+        (r#"{"jsonrpc":"1.0","id":3,"result":{}}"#, None, version),
     ] {
         let r = post(&tg.url(), None, body).await;
         assert_eq!(r.status, 400, "{body}");
-        let a = r.json();
-        assert_eq!(a["error"]["code"], -32600, "{body}");
-        assert_eq!(a.get("id").and_then(Value::as_i64), id, "{body}");
+        let error = json!({"code": -32600, "message": format!("Invalid Request: {why}")});
+        let expected = match id {
+            Some(id) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+            None => json!({"jsonrpc": "2.0", "error": error}),
+        };
+        assert_eq!(r.json(), expected, "{body}");
     }
     assert!(demo.seen().is_empty());
 }
