@@ -149,21 +149,38 @@ async fn answered(sent: &[u8], resp: Response<Body>) {
             Err(_) => panic!("a JSON answer ends"),
         }
     }
-    let Some(id) = request_id(sent) else {
-        return;
+    let sent: Value = match serde_json::from_slice(sent) {
+        Ok(sent) => sent,
+        Err(_) => return,
     };
-    for answer in &messages {
-        // An error without an id answers a request toolgate could not take as one.
-        let under_id = answer.get("result").is_some()
-            || answer.get("error").is_some() && !answer["id"].is_null();
-        if under_id {
-            assert_eq!(
-                answer.get("id"),
-                Some(&id),
-                "a request's answer, under its id"
+    // A batch's answer, an array, answers the batch's requests alone.
+    if let (Value::Array(batch), [Value::Array(answers)]) = (&sent, &messages[..]) {
+        let ids: Vec<&Value> = batch.iter().filter_map(request_id).collect();
+        let readable = |a: &&Value| under_id(a) && is_one_way(&a["id"]);
+        for answer in answers.iter().filter(readable) {
+            assert!(
+                ids.contains(&&answer["id"]),
+                "a batch's answer, under its requests' ids"
             );
         }
+        return;
     }
+    let Some(id) = request_id(&sent) else {
+        return;
+    };
+    for answer in messages.iter().filter(|a| under_id(a)) {
+        assert_eq!(
+            answer.get("id"),
+            Some(id),
+            "a request's answer, under its id"
+        );
+    }
+}
+
+/// Whether an answer names a request: an error without an id answers a request toolgate
+/// could not take as one.
+fn under_id(answer: &Value) -> bool {
+    answer.get("result").is_some() || answer.get("error").is_some() && !answer["id"].is_null()
 }
 
 /// The `Mcp-Method` and `Mcp-Name` headers a 2026-07-28 client sends with `message`.
@@ -189,13 +206,18 @@ fn read(bytes: &[u8], what: &str) -> Value {
     }
 }
 
+/// Whether an id reads back as it was written: a string, or an integer within 64 bits.
+fn is_one_way(id: &Value) -> bool {
+    id.is_string() || id.is_i64()
+}
+
 /// The id of a request, which its answer must carry: a message that names a method and no
 /// result or error, well-formed or not (an invalid request is answered under its id too).
-fn request_id(sent: &[u8]) -> Option<Value> {
-    let m: serde_json::Map<String, Value> = serde_json::from_slice(sent).ok()?;
-    let id = m.get("id").filter(|id| id.is_string() || id.is_i64())?;
+fn request_id(sent: &Value) -> Option<&Value> {
+    let m = sent.as_object()?;
+    let id = m.get("id").filter(|id| is_one_way(id))?;
     let asked = m.get("method").is_some_and(|m| !m.is_null())
         && !m.contains_key("result")
         && !m.contains_key("error");
-    asked.then(|| id.clone())
+    asked.then_some(id)
 }

@@ -71,22 +71,42 @@ pub enum Step<R> {
     Consumed,
 }
 
-/// Whether a batch (2025-03-26) goes to the server as it came, and if not, why. One holding
-/// a `tools/call` cannot be part-answered by toolgate and part-forwarded without reordering
-/// it, and one sent as a notification must not go at all. Only an HTTP server behind the HTTP
-/// front (`whole`) takes a batch and answers it in one piece; over stdio each line is one
-/// message, and a batch's answer would be one no pending request could take.
-pub fn batch(msgs: &[Message<'_>], whole: bool) -> Result<(), &'static str> {
-    if msgs.iter().any(|m| m.method() == Some(mcp::TOOLS_CALL)) {
-        return Err(
-            "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own",
-        );
+/// Whether a batch (2025-03-26) goes to the server as it came; if not, toolgate's answer to
+/// it. One holding a `tools/call` cannot be part-answered by toolgate and part-forwarded
+/// without reordering it, and one sent as a notification must not go at all. Only an HTTP
+/// server behind the HTTP front (`whole`) takes a batch and answers it in one piece; over
+/// stdio each line is one message, and a batch's answer would be one no pending request
+/// could take.
+pub fn batch(msgs: &[Message<'_>], whole: bool) -> Result<(), Vec<u8>> {
+    let why = if msgs.iter().any(|m| m.method() == Some(mcp::TOOLS_CALL)) {
+        "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"
+    } else if whole {
+        return Ok(());
+    } else {
+        "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time"
+    };
+    Err(refused_batch(msgs, why))
+}
+
+/// A refused batch answered as JSON-RPC answers a batch: an array of an error for each
+/// request in it, under the request's id, so that a client waiting on any of them is
+/// answered. A batch of no request (notifications, a client's answers) gets one error with
+/// no id, since an empty array may not be sent. An error is at most 4.6 times the bytes of
+/// the shortest request, so the answer stays within a few times the batch.
+fn refused_batch(msgs: &[Message<'_>], why: &str) -> Vec<u8> {
+    let error = |id| jsonrpc::error_response(id, jsonrpc::INVALID_REQUEST, why, None);
+    let ids = msgs.iter().filter(|m| m.is_request()).filter_map(|m| m.id);
+    let mut answer = Vec::new();
+    for id in ids {
+        answer.push(if answer.is_empty() { b'[' } else { b',' });
+        answer.extend(error(Some(id)));
     }
-    match whole {
-        true => Ok(()),
-        false => Err(
-            "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time",
-        ),
+    match answer.is_empty() {
+        true => error(None),
+        false => {
+            answer.push(b']');
+            answer
+        }
     }
 }
 
@@ -356,6 +376,40 @@ mod tests {
         assert_eq!(
             text(&a.body),
             json!({"jsonrpc": "2.0", "id": 2, "result": {}})
+        );
+    }
+
+    #[test]
+    fn a_refused_batch_answers_each_request_under_its_id() {
+        let answer = |sent: &str, whole| {
+            let Ok(Parsed::Batch(msgs)) = jsonrpc::parse(sent.as_bytes()) else {
+                panic!("a batch: {sent}")
+            };
+            batch(&msgs, whole).err().map(|a| text(&a))
+        };
+        let error = |id: Value, why: &str| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}});
+        let no_batch = "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time";
+        let no_call = "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own";
+        // Requests by their ids, as written; a notification and a client's answer, none.
+        let batch = r#"[{"jsonrpc":"2.0","id":"a","method":"ping"},
+            {"jsonrpc":"2.0","method":"notifications/initialized"},
+            {"jsonrpc":"2.0","id":7,"result":{}},
+            {"jsonrpc":"2.0","id":-1.5,"method":"tools/list"}]"#;
+        assert_eq!(
+            answer(batch, false),
+            Some(json!([
+                error(json!("a"), no_batch),
+                error(json!(-1.5), no_batch)
+            ]))
+        );
+        assert_eq!(answer(batch, true), None, "an HTTP server takes it whole");
+        let call = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add"}}]"#;
+        assert_eq!(answer(call, true), Some(json!([error(json!(1), no_call)])));
+        // No request: one error, under no id.
+        let notes = r#"[{"jsonrpc":"2.0","method":"tools/call","params":{"name":"add"}}]"#;
+        assert_eq!(
+            answer(notes, true),
+            Some(json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": no_call}}))
         );
     }
 }

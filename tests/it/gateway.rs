@@ -691,8 +691,10 @@ async fn batches_pass_through_but_not_with_tool_calls() {
         format!("[{}]", call(1, "add", json!({"a": 1, "b": 2}))),
     )
     .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json()["error"]["code"], -32600);
+    // Answered as a batch is: an array, the call's error under its id.
+    let refused = json!([{"jsonrpc": "2.0", "id": 1, "error": {"code": -32600,
+        "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}}]);
+    assert_eq!((r.status, r.json()), (400, refused));
     assert!(demo.seen().is_empty());
     let batch = r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
     let r = post(&tg.url(), None, batch).await;

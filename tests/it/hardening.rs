@@ -115,8 +115,9 @@ async fn tools_call_notifications_never_reach_the_upstream() {
         format!(r#"[{notification},{{"jsonrpc":"2.0","method":"notifications/initialized"}}]"#),
     )
     .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json()["error"]["code"], -32600);
+    // No request in the batch, so no id to answer under: one error.
+    let in_a_batch = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}});
+    assert_eq!((r.status, r.json()), (400, in_a_batch));
     assert!(seen.seen.lock().unwrap().is_empty(), "nothing forwarded");
     assert!(
         metrics(&tg)
@@ -173,7 +174,9 @@ async fn tools_call_notifications_never_reach_the_upstream() {
 #[tokio::test]
 async fn batches_are_refused_where_they_cannot_go_whole() {
     let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
-    let refused = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time"}});
+    // The batch's request answered under its id, in an array as a batch is answered; the
+    // notification has no answer.
+    let refused = json!([{"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time"}}]);
 
     // serve -- CMD.
     let tg = sidecar(None).await;
@@ -185,6 +188,12 @@ async fn batches_are_refused_where_they_cannot_go_whole() {
     let (mut g, _) = StdioGate::start(&fixture().await, None);
     g.initialize().await;
     assert_eq!(answer_to_line(&mut g, batch).await, refused);
+    // A batch of no request: one error, with no id to answer under.
+    let notifications = r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
+    assert_eq!(
+        answer_to_line(&mut g, notifications).await,
+        json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: batches are not supported over stdio or in front of a stdio server; send one message at a time"}})
+    );
     let a = g.ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "seen", "arguments": {}}})).await;
     assert_eq!(
         seen_methods(&a),

@@ -159,9 +159,9 @@ async fn a_batch_holding_a_call_is_refused_as_the_gateway_refuses_it() {
     let batch = json!([call(1, json!({"origin": "LHR"})), {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]);
     let (status, a) = ask(batch).await;
     assert_eq!(status, 400);
-    assert_eq!(
-        a,
-        json!({"jsonrpc": "2.0", "error": {"code": -32600,
+    let refused = |id| {
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600,
             "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}})
-    );
+    };
+    assert_eq!(a, json!([refused(1), refused(2)]));
 }

@@ -166,7 +166,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
         (
             "a batch holding a call",
             json!([{"jsonrpc": "2.0", "id": 10, "method": "ping"}, call(11, "add", json!({"a": 1, "b": 2}))]),
-            json!([{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}}]),
+            // One answer, as JSON-RPC answers a batch: an error for each request, by its id.
+            json!([[
+                {"jsonrpc": "2.0", "id": 10, "error": {"code": -32600, "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}},
+                {"jsonrpc": "2.0", "id": 11, "error": {"code": -32600, "message": "Invalid Request: toolgate does not accept tools/call inside a batch; send each call on its own"}},
+            ]]),
         ),
         (
             "a request whose id is no string or number",

@@ -250,12 +250,8 @@ fn post<'a, B: RequestBody>(
                     Server::Http(up) => Some(up),
                     Server::Stdio(_) => None,
                 };
-                if let Err(why) = step::batch(&msgs, whole.is_some()) {
-                    return reply::transport(
-                        StatusCode::BAD_REQUEST,
-                        jsonrpc::INVALID_REQUEST,
-                        why,
-                    );
+                if let Err(answer) = step::batch(&msgs, whole.is_some()) {
+                    return reply::json(StatusCode::BAD_REQUEST, answer);
                 }
                 let up = whole.expect("step::batch refuses a batch for a stdio server");
                 let ctx = Caller::of(rt.gw, rt.target, &parts.headers, client);

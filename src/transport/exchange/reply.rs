@@ -1,9 +1,10 @@
 //! The one place where toolgate's own answers become HTTP responses.
 //!
 //! Failures are classified by source, after pingora: the client sent something unusable
-//! (400, 403, 413: no id can be trusted, so none is echoed), the upstream failed, or the call
-//! broke the tool's contract (a JSON-RPC answer with the request's id). The pipeline writes
-//! the JSON-RPC; this decides only the HTTP status, per era.
+//! (400, 403, 413: under no id, but for a request whose id reads one way and each request of
+//! a refused batch), the upstream failed, or the call broke the tool's contract (a JSON-RPC
+//! answer with the request's id). The pipeline writes the JSON-RPC; this decides only the
+//! HTTP status, per era.
 
 use super::Note;
 use crate::error::UpstreamError;

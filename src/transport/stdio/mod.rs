@@ -247,13 +247,7 @@ fn parse<'a>(to: &ToClient, line: &'a [u8]) -> Option<Message<'a>> {
         Ok(Parsed::Single(m)) => Some(m),
         Ok(Parsed::Batch(msgs)) => {
             // Over stdio each line is one message: always refused.
-            let why = step::batch(&msgs, false).err()?;
-            to.write(jsonrpc::error_response(
-                None,
-                jsonrpc::INVALID_REQUEST,
-                why,
-                None,
-            ));
+            to.write(step::batch(&msgs, false).err()?);
             None
         }
         Err(rejection) => {
