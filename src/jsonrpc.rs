@@ -222,6 +222,18 @@ pub enum Rejection<'a> {
         why: String,
         id: Option<&'a RawValue>,
     },
+    /// A batch with an item in it that is no message: refused whole, since what is sent of
+    /// it could not be told from what is not, and answered as JSON-RPC answers a batch, so
+    /// that no request in it is left waiting (`answer`).
+    Batch {
+        /// The good requests' ids, each answered that nothing was sent.
+        requests: Vec<&'a RawValue>,
+        /// The bad items' own errors, in the batch's order: each one's that names a request
+        /// id, and the first of those that name none, prefixed with its place in the batch.
+        items: Vec<Rejection<'a>>,
+        /// The place (from 1) of the first bad item, named in the good requests' errors.
+        first: usize,
+    },
 }
 
 impl<'a> Rejection<'a> {
@@ -235,7 +247,7 @@ impl<'a> Rejection<'a> {
     fn code(&self) -> i64 {
         match self {
             Rejection::Parse(_) => PARSE_ERROR,
-            Rejection::Invalid { .. } => INVALID_REQUEST,
+            Rejection::Invalid { .. } | Rejection::Batch { .. } => INVALID_REQUEST,
         }
     }
 
@@ -243,6 +255,9 @@ impl<'a> Rejection<'a> {
         match self {
             Rejection::Parse(m) => format!("Parse error: {m}"),
             Rejection::Invalid { why, .. } => format!("Invalid Request: {why}"),
+            Rejection::Batch { first, .. } => format!(
+                "Invalid Request: item {first} of the batch is no JSON-RPC message; nothing in the batch was sent"
+            ),
         }
     }
 
@@ -250,24 +265,57 @@ impl<'a> Rejection<'a> {
     /// request may have.
     fn id(&self) -> Option<&'a RawValue> {
         match self {
-            Rejection::Parse(_) => None,
+            Rejection::Parse(_) | Rejection::Batch { .. } => None,
             Rejection::Invalid { id, .. } => *id,
         }
     }
 
-    /// The error of the body that held a refused message (a batch), which answers no one
-    /// message's id.
-    fn of_the_body(self) -> Rejection<'a> {
+    /// A bad item's error where it names no request: its place in the batch is all that
+    /// tells a client which item it is.
+    fn at(self, place: usize) -> Rejection<'a> {
         match self {
-            Rejection::Invalid { why, .. } => Rejection::Invalid { why, id: None },
-            parse => parse,
+            Rejection::Invalid { why, id: None } => Rejection::Invalid {
+                why: format!("item {place} of the batch: {why}"),
+                id: None,
+            },
+            Rejection::Parse(why) => Rejection::Parse(format!("item {place} of the batch: {why}")),
+            named => named,
         }
     }
 
-    /// The answer: the error, under the message's id where it has one.
+    /// The answer: the error, under the message's id where it has one. A batch's is an array:
+    /// the error of each good request under its id, then the bad items' own errors. Only the
+    /// first bad item that names no request gets one: an error under no id answers no item
+    /// in particular, and one for each would answer `[0,0,…]` with about ninety times its bytes.
     pub fn answer(&self) -> Vec<u8> {
-        error_response(self.id(), self.code(), &self.message(), None)
+        match self {
+            Rejection::Batch {
+                requests, items, ..
+            } => {
+                let why = self.message();
+                let good = requests
+                    .iter()
+                    .map(|id| error_response(Some(id), INVALID_REQUEST, &why, None));
+                let bad = items.iter().map(Rejection::answer);
+                array(good.chain(bad)).expect("a refused batch has a bad item")
+            }
+            one => error_response(one.id(), one.code(), &one.message(), None),
+        }
     }
+}
+
+/// JSON-RPC answers as the one answer to a batch; `None` for none, since an empty array may
+/// not be sent.
+pub fn array(answers: impl IntoIterator<Item = Vec<u8>>) -> Option<Vec<u8>> {
+    let mut all = Vec::new();
+    for answer in answers {
+        all.push(if all.is_empty() { b'[' } else { b',' });
+        all.extend(answer);
+    }
+    (!all.is_empty()).then(|| {
+        all.push(b']');
+        all
+    })
 }
 
 /// The members of an envelope; unknown ones stay in the bytes, unread.
@@ -516,23 +564,47 @@ fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection<'_>> {
         None => Err(Rejection::Parse("empty body".into())),
         Some(b'[') => {
             // Each item read as it is taken (`items`): what the batch holds is its messages.
-            let (mut messages, mut refused) = (Vec::new(), None);
-            items::each(text, |raw| {
-                if refused.is_none() {
-                    match message(raw.get(), by_hand) {
-                        Ok(m) => messages.push(m),
-                        Err(e) => refused = Some(e),
-                    }
-                }
+            let (mut messages, mut bad) = (Vec::new(), Bad::default());
+            items::each(text, |raw| match message(raw.get(), by_hand) {
+                Ok(m) => messages.push(m),
+                Err(e) => bad.add(e, messages.len() + bad.count + 1),
             })
             .map_err(classify)?;
-            match refused {
-                Some(e) => Err(e.of_the_body()),
+            match bad.first {
+                Some(first) => Err(Rejection::Batch {
+                    requests: messages
+                        .iter()
+                        .filter(|m| m.is_request())
+                        .filter_map(|m| m.id)
+                        .collect(),
+                    items: bad.items,
+                    first,
+                }),
                 None if messages.is_empty() => Err(Rejection::invalid("empty batch", None)),
                 None => Ok(Body::Batch(messages)),
             }
         }
         Some(_) => message(text, by_hand).map(Body::Single),
+    }
+}
+
+/// A batch's items that are no message, as [`Rejection::Batch`] keeps them.
+#[derive(Default)]
+struct Bad<'a> {
+    items: Vec<Rejection<'a>>,
+    count: usize,
+    first: Option<usize>,
+    unnamed: bool,
+}
+
+impl<'a> Bad<'a> {
+    fn add(&mut self, e: Rejection<'a>, place: usize) {
+        self.count += 1;
+        self.first.get_or_insert(place);
+        let named = e.id().is_some();
+        if named || !std::mem::replace(&mut self.unnamed, true) {
+            self.items.push(e.at(place));
+        }
     }
 }
 
@@ -1148,7 +1220,7 @@ mod tests {
     #[test]
     fn an_array_is_not_an_envelope() {
         let r = single(r#"[["2.0", 1, "ping"]]"#);
-        assert!(matches!(r, Err(Rejection::Invalid { .. })), "{r:?}");
+        assert!(matches!(r, Err(Rejection::Batch { .. })), "{r:?}");
     }
 
     #[test]
@@ -1227,11 +1299,6 @@ mod tests {
             (r#"{"jsonrpc":"2.0","id":5,"method":"x","result":{}}"#, None),
             (r#"{"jsonrpc":"2.0","id":6}"#, None),
             (r#"{"jsonrpc":"2.0","id":7,"error":{},"error":{}}"#, None),
-            // A batch's error is the body's.
-            (
-                r#"[{"jsonrpc":"2.0","id":8,"method":"x"},{"id":9,"method":"x"}]"#,
-                None,
-            ),
             (r#"{"jsonrpc":"2.0","id":10,"method":"x""#, None),
         ] {
             assert_eq!(id(body), named, "{body}");
@@ -1240,6 +1307,52 @@ mod tests {
         assert_eq!(
             String::from_utf8(answer).unwrap(),
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: the \"jsonrpc\" member must be \"2.0\""}}"#
+        );
+    }
+
+    #[test]
+    fn a_batch_with_an_item_that_is_no_message_answers_each_request() {
+        let answer = |body: &str| {
+            let answer = parse(body.as_bytes()).unwrap_err().answer();
+            serde_json::from_slice::<Value>(&answer).unwrap()
+        };
+        let error = |id: Option<Value>, why: &str| {
+            let mut e = serde_json::json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": format!("Invalid Request: {why}")}});
+            if let Some(id) = id {
+                e["id"] = id;
+            }
+            e
+        };
+        let nothing_sent =
+            "item 2 of the batch is no JSON-RPC message; nothing in the batch was sent";
+        let version = r#"the "jsonrpc" member must be "2.0""#;
+        // Each good request is answered under its id, a bad one that names a request under
+        // its own, and of the bad ones that name none only the first, by its place.
+        assert_eq!(
+            answer(
+                r#"[{"jsonrpc":"2.0","id":1,"method":"x"},5,{"id":"b","method":"y"},{"jsonrpc":"2.0","method":"n"},"s",{"jsonrpc":"2.0","id":3,"result":{}},{"jsonrpc":"2.0","id":4.5,"method":"z"}]"#
+            ),
+            serde_json::json!([
+                error(Some(1.into()), nothing_sent),
+                error(Some(4.5.into()), nothing_sent),
+                error(
+                    None,
+                    "item 2 of the batch: invalid type: integer `5`, expected a JSON-RPC message object at line 1 column 1"
+                ),
+                error(Some("b".into()), version),
+            ])
+        );
+        // A batch of nothing but bad items still gets an array: it answers each item that
+        // names a request.
+        assert_eq!(
+            answer(r#"[{"id":7,"method":"x"},[]]"#),
+            serde_json::json!([
+                error(Some(7.into()), version),
+                error(
+                    None,
+                    "item 2 of the batch: invalid type: sequence, expected a JSON-RPC message object at line 1 column 0"
+                ),
+            ])
         );
     }
 

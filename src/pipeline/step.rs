@@ -96,18 +96,7 @@ pub fn batch(msgs: &[Message<'_>], whole: bool) -> Result<(), Vec<u8>> {
 fn refused_batch(msgs: &[Message<'_>], why: &str) -> Vec<u8> {
     let error = |id| jsonrpc::error_response(id, jsonrpc::INVALID_REQUEST, why, None);
     let ids = msgs.iter().filter(|m| m.is_request()).filter_map(|m| m.id);
-    let mut answer = Vec::new();
-    for id in ids {
-        answer.push(if answer.is_empty() { b'[' } else { b',' });
-        answer.extend(error(Some(id)));
-    }
-    match answer.is_empty() {
-        true => error(None),
-        false => {
-            answer.push(b']');
-            answer
-        }
-    }
+    jsonrpc::array(ids.map(|id| error(Some(id)))).unwrap_or_else(|| error(None))
 }
 
 /// Decides one message. `bytes` is the message as it came, `m` its parse (the guard takes its

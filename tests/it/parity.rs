@@ -173,6 +173,15 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             ]]),
         ),
         (
+            "a batch with an item that is no message",
+            json!([{"jsonrpc": "2.0", "id": 18, "method": "ping"}, 5]),
+            // Refused whole; the request is answered under its id, the bad item under none.
+            json!([[
+                {"jsonrpc": "2.0", "id": 18, "error": {"code": -32600, "message": "Invalid Request: item 2 of the batch is no JSON-RPC message; nothing in the batch was sent"}},
+                {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: item 2 of the batch: invalid type: integer `5`, expected a JSON-RPC message object at line 1 column 1"}},
+            ]]),
+        ),
+        (
             "a request whose id is no string or number",
             json!({"jsonrpc": "2.0", "id": true, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}),
             json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: a request's \"id\" must be a string or a number"}}),
