@@ -1,8 +1,9 @@
 //! Entry points for the fuzz targets in `fuzz/`, shared with their replay in `cargo test`
 //! (`tests/it/fuzz_replay.rs`), so CI exercises the same code without a nightly toolchain.
 //! Each function must never panic, whatever the bytes; the SSE one also checks the splitter's
-//! invariant (the events are the input, byte for byte), and the engine's that every answer is
-//! one a client can read.
+//! invariant (the events are the input, byte for byte), the envelope's that a refusal is
+//! answered under no id but the body's, and the engine's that every answer is one a client
+//! can read.
 #![doc(hidden)]
 
 use crate::catalog::{CompileSettings, compile};
@@ -28,11 +29,15 @@ pub fn envelope(data: &[u8]) {
             "an envelope read by hand must read as serde_json reads it: {text:?}"
         );
     }
-    if let Ok(Body::Single(m)) = jsonrpc::parse_from_client(data) {
-        let _ = pipeline::classify(&m, true);
-        if let Some(p) = m.raw_params() {
-            arguments(p);
+    match jsonrpc::parse_from_client(data) {
+        Ok(Body::Single(m)) => {
+            let _ = pipeline::classify(&m, true);
+            if let Some(p) = m.raw_params() {
+                arguments(p);
+            }
         }
+        Ok(Body::Batch(_)) => {}
+        Err(rejection) => refused(data, &rejection.answer()),
     }
     if let Ok(text) = std::str::from_utf8(data)
         && let Ok(raw) = serde_json::value::RawValue::from_string(text.to_string())
@@ -45,6 +50,57 @@ pub fn envelope(data: &[u8]) {
         assert!(
             jsonrpc::splice::result_read_alike(text, &names),
             "a result read by hand must read as serde_json reads it: {text:?}"
+        );
+    }
+}
+
+/// A refusal's answer is JSON-RPC errors, one or a non-empty array of them, each under no id
+/// or one that the refused body names. Ids are compared as written: one such as `1e400` is
+/// JSON, answered as it came, though no `Value` holds it.
+fn refused(sent: &[u8], answer: &[u8]) {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        error: Code,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    let errors: Vec<Error<'_>> = match answer.first() {
+        Some(b'[') => serde_json::from_slice(answer),
+        _ => serde_json::from_slice(answer).map(|one| vec![one]),
+    }
+    .unwrap_or_else(|e| panic!("a refusal's answer is errors ({e}): {answer:?}"));
+    assert!(!errors.is_empty(), "a refusal's answer is no empty array");
+    assert!(
+        errors.iter().all(|e| e.error.code < 0),
+        "a refusal's code is JSON-RPC's: {answer:?}"
+    );
+    let items: Vec<&RawValue> = match serde_json::from_slice::<Vec<&RawValue>>(sent) {
+        Ok(items) => items,
+        Err(_) => serde_json::from_slice(sent)
+            .map(|one| vec![one])
+            .unwrap_or_default(),
+    };
+    let named = |id: &RawValue| {
+        items.iter().any(|item| {
+            serde_json::from_str::<Named<'_>>(item.get())
+                .is_ok_and(|n| n.id.is_some_and(|named| named.get() == id.get()))
+        })
+    };
+    for error in errors.iter().filter_map(|e| e.id) {
+        assert!(
+            named(error),
+            "a refusal's answer, under an id the body names: {}",
+            error.get()
         );
     }
 }
