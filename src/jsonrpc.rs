@@ -487,15 +487,20 @@ pub(crate) fn meta_version(meta: &str) -> Option<Cow<'_, str>> {
 }
 
 /// Whether `quick::string_member` reads what `serde_json` reads, when it reads by hand at all.
-/// Taken by hand, the object names no member twice, so a map's reading is the object's.
+/// Taken by hand, the object names no member twice, so a map's reading is the object's. Its
+/// members are kept as written: a `Value` holds no number past `f64` (`1e400`), which is
+/// JSON all the same.
 #[cfg(feature = "fuzzing")]
 fn string_member_read_alike(text: &str, name: &str) -> bool {
     let Some(by_hand) = quick::string_member(text, name) else {
         return true;
     };
-    let read = serde_json::from_str::<Map<String, Value>>(text).ok();
-    let member = read.as_ref().map(|m| m.get(name).map(Value::as_str));
-    member == Some(by_hand.map(Some))
+    let read = serde_json::from_str::<std::collections::HashMap<String, &RawValue>>(text).ok();
+    let member = read.as_ref().map(|m| {
+        m.get(name)
+            .map(|raw| serde_json::from_str::<String>(raw.get()).ok())
+    });
+    member == Some(by_hand.map(|s| Some(s.to_owned())))
 }
 
 /// A member kept as the text it was written as, `null` read as none (an `Option`'s reading).

@@ -202,6 +202,11 @@ fn named(message: &[u8]) -> Vec<(http::HeaderName, String)> {
 fn read(bytes: &[u8], what: &str) -> Value {
     match serde_json::from_slice(bytes) {
         Ok(v) => v,
+        // JSON all the same: a number past `f64` (an id of `1e400`, answered as the client
+        // wrote it), which no `Value` holds. Nothing in it is compared.
+        Err(_) if serde_json::from_slice::<&serde_json::value::RawValue>(bytes).is_ok() => {
+            Value::Null
+        }
         Err(e) => panic!("{what} is JSON ({e}): {:?}", String::from_utf8_lossy(bytes)),
     }
 }
