@@ -735,6 +735,14 @@ struct ResultResponse<'a, R: serde::Serialize> {
     result: &'a R,
 }
 
+#[derive(serde::Serialize)]
+struct Request<'a, P: serde::Serialize + ?Sized> {
+    jsonrpc: &'static str,
+    id: &'a str,
+    method: &'a str,
+    params: &'a P,
+}
+
 /// The message with the member at `path` (object keys from the top) set to `value`; every
 /// other member is kept as it was written, numbers included, and where (a member that was
 /// not there is put first in its object). `None` when the message or a step on the path is
@@ -839,6 +847,19 @@ pub fn result_response<R: serde::Serialize>(id: &RawValue, result: &R) -> Vec<u8
         result,
     })
     .expect("serializing a result response cannot fail")
+}
+
+/// A request of toolgate's own, under an id it minted. What `params` holds of a peer's is best
+/// kept as a `RawValue`, written as it came: `json!` would read it into a `Value`, which holds
+/// no number past `f64` (`1e400`, JSON all the same) and would fail.
+pub fn request<P: serde::Serialize + ?Sized>(id: &str, method: &str, params: &P) -> Vec<u8> {
+    serde_json::to_vec(&Request {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+    .expect("serializing a request cannot fail")
 }
 
 /// An id's value, spelled one way: the key under which a request waits for its answer.

@@ -854,6 +854,15 @@ async fn list<L: Lister>(
     }
 }
 
+/// A listing request's params: the client's `_meta` and the server's cursor, each as written.
+#[derive(serde::Serialize)]
+struct ListParams<'a> {
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cursor: Option<&'a RawValue>,
+}
+
 /// Lists every page of the scope's tools and replaces its catalog. The client's `_meta`
 /// (protocol version, capabilities in the modern era) goes with each page request.
 pub async fn list_all<L: Lister>(
@@ -870,15 +879,11 @@ pub async fn list_all<L: Lister>(
     let (mut ttl, mut public, mut text) = (None, false, 0usize);
     for _ in 0..gw.config.limits.max_list_pages {
         let id = gw.next_id();
-        let mut params = BTreeMap::new();
-        if let Some(c) = &cursor {
-            params.insert("cursor", c.as_ref());
-        }
-        if let Some(m) = meta {
-            params.insert("_meta", m);
-        }
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": mcp::TOOLS_LIST, "params": params});
-        let body = Bytes::from(serde_json::to_vec(&body).expect("a listing request serializes"));
+        let params = ListParams {
+            meta,
+            cursor: cursor.as_deref(),
+        };
+        let body = Bytes::from(jsonrpc::request(&id, mcp::TOOLS_LIST, &params));
         let result = lister.list(body, &id).await?;
         let page = Page::parse(&result)
             .map_err(|e| ListFailed::Refused(format!("tools/list result: {e}")))?;

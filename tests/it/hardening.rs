@@ -5,6 +5,7 @@
 //! of inputs (id spellings, URI forms, path forms, error-set sizes) so they stay closed.
 
 use crate::common;
+use common::modes::{Front, Mode};
 use common::scripted::{Script, Scripted, open_tool};
 use common::stdio_gate::StdioGate;
 use common::*;
@@ -404,6 +405,25 @@ async fn answers_match_requests_by_id_value_in_every_mode() {
     // `seen` normally, so the only line out is that answer.
     let a = g.ask(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "seen", "arguments": {}}})).await;
     assert_eq!(a["id"], 99);
+}
+
+/// A number past what `f64` holds (`1e400`) is JSON all the same, and a client's `_meta` that
+/// holds one goes with the listing toolgate makes for the call as it was written: the first
+/// call of a session, which waits for that listing, is answered as any other, in every
+/// front, before a real Python server.
+#[tokio::test]
+async fn a_number_past_f64_in_a_calls_meta_is_carried_as_written_in_every_mode() {
+    let (http, command) = common::peers::python_clock().await;
+    let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"label","arguments":{"names":["a","b"]},"_meta":{"x":1e400}}}"#;
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        let a = front.ask_line(line).await;
+        assert_eq!(a["id"], 1, "{mode}: {a}");
+        assert_eq!(a["result"]["content"][0]["text"], "a|b:", "{mode}: {a}");
+        // Still serving.
+        let again = line.replace(r#""id":1"#, r#""id":2"#);
+        assert_eq!(front.ask_line(&again).await["id"], 2, "{mode}");
+    }
 }
 
 // ---- 6. slow heads, idle connections, and too many connections ----

@@ -11,6 +11,7 @@
 use super::http_client::{HttpUpstream, exchange};
 use crate::config::Limits;
 use crate::error::UpstreamError;
+use crate::jsonrpc;
 use crate::locks::MutexExt;
 use crate::mcp;
 use crate::pipeline::guard::{self, ListFailed};
@@ -64,12 +65,10 @@ pub(crate) async fn handshake<S: OwnRequests>(
     params: Option<&RawValue>,
 ) -> Result<Box<RawValue>, Unresulted> {
     let request = match params {
-        Some(p) => {
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": p})
-        }
-        None => mcp::initialize_request(id),
+        Some(p) => jsonrpc::request(id, "initialize", p),
+        None => mcp::initialize_request(id).to_string().into_bytes(),
     };
-    let result = server.ask(Bytes::from(request.to_string()), id).await?;
+    let result = server.ask(Bytes::from(request), id).await?;
     server
         .tell(Bytes::from_static(INITIALIZED.as_bytes()))
         .await;
@@ -158,5 +157,49 @@ impl OwnRequests for HttpSession<'_> {
 
     fn timeout(&self) -> Duration {
         self.limits.upstream_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that keeps what it is sent.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<Bytes>>);
+
+    impl OwnRequests for Kept {
+        async fn ask(&self, request: Bytes, _id: &str) -> Result<Box<RawValue>, Unresulted> {
+            self.0.locked().push(request);
+            Ok(RawValue::from_string("{}".into()).unwrap())
+        }
+
+        async fn tell(&self, notification: Bytes) {
+            self.0.locked().push(notification);
+        }
+
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_clients_initialize_params_go_as_written() {
+        // JSON, though no `Value` holds `1e400`.
+        let params = r#"{"protocolVersion":"2025-11-25","capabilities":{"x":1e400}}"#;
+        let params = RawValue::from_string(params.into()).unwrap();
+        let server = Kept::default();
+        handshake(&server, "t-1", Some(&params)).await.unwrap();
+        let sent = server.0.locked().clone();
+        assert_eq!(
+            sent,
+            [
+                Bytes::from(format!(
+                    r#"{{"jsonrpc":"2.0","id":"t-1","method":"initialize","params":{}}}"#,
+                    params.get()
+                )),
+                Bytes::from_static(INITIALIZED.as_bytes()),
+            ]
+        );
     }
 }
