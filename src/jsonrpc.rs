@@ -569,10 +569,13 @@ fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection<'_>> {
         None => Err(Rejection::Parse("empty body".into())),
         Some(b'[') => {
             // Each item read as it is taken (`items`): what the batch holds is its messages.
-            let (mut messages, mut bad) = (Vec::new(), Bad::default());
-            items::each(text, |raw| match message(raw.get(), by_hand) {
-                Ok(m) => messages.push(m),
-                Err(e) => bad.add(e, messages.len() + bad.count + 1),
+            let (mut messages, mut bad, mut place) = (Vec::new(), Bad::default(), 0);
+            items::each(text, |raw| {
+                place += 1;
+                match message(raw.get(), by_hand) {
+                    Ok(m) => messages.push(m),
+                    Err(e) => bad.add(e, place),
+                }
             })
             .map_err(classify)?;
             match bad.first {
@@ -597,14 +600,12 @@ fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection<'_>> {
 #[derive(Default)]
 struct Bad<'a> {
     items: Vec<Rejection<'a>>,
-    count: usize,
     first: Option<usize>,
     unnamed: bool,
 }
 
 impl<'a> Bad<'a> {
     fn add(&mut self, e: Rejection<'a>, place: usize) {
-        self.count += 1;
         self.first.get_or_insert(place);
         let named = e.id().is_some();
         if named || !std::mem::replace(&mut self.unnamed, true) {
