@@ -415,14 +415,18 @@ async fn answers_match_requests_by_id_value_in_every_mode() {
 async fn a_number_past_f64_in_a_calls_meta_is_carried_as_written_in_every_mode() {
     let (http, command) = common::peers::python_clock().await;
     let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"label","arguments":{"names":["a","b"]},"_meta":{"x":1e400}}}"#;
+    let labelled = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": "a|b:"}],
+            "structuredContent": {"result": "a|b:"},
+            "isError": false}})
+    };
     for mode in Mode::EVERY_FRONT {
         let mut front = Front::start(mode, &http.url, &command).await;
-        let a = front.ask_line(line).await;
-        assert_eq!(a["id"], 1, "{mode}: {a}");
-        assert_eq!(a["result"]["content"][0]["text"], "a|b:", "{mode}: {a}");
+        assert_eq!(front.ask_line(line).await, labelled(1), "{mode}");
         // Still serving.
         let again = line.replace(r#""id":1"#, r#""id":2"#);
-        assert_eq!(front.ask_line(&again).await["id"], 2, "{mode}");
+        assert_eq!(front.ask_line(&again).await, labelled(2), "{mode}");
     }
 }
 

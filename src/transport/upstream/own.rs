@@ -184,7 +184,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_clients_initialize_params_go_as_written() {
+    async fn a_handshakes_params_go_as_written() {
         // JSON, though no `Value` holds `1e400`.
         let params = r#"{"protocolVersion":"2025-11-25","capabilities":{"x":1e400}}"#;
         let params = RawValue::from_string(params.into()).unwrap();
