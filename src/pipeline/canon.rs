@@ -187,7 +187,11 @@ impl LooseError {
         if !footprint::affordable(err.get()) {
             return LooseError::head(err);
         }
-        let mut v: Value = serde_json::from_str(err.get()).unwrap_or_default();
+        // JSON no value holds (a number past f64, as Python writes `10**400`) leaves its
+        // code and message to be read as the members they are.
+        let Ok(mut v) = serde_json::from_str::<Value>(err.get()) else {
+            return LooseError::head(err);
+        };
         let message = match &mut v {
             Value::String(s) => std::mem::take(s),
             v => match v.get_mut("message") {
@@ -204,8 +208,8 @@ impl LooseError {
         }
     }
 
-    /// Its code and message alone, for an error whose whole would hold too much once read:
-    /// its `data` is left out.
+    /// Its code and message alone, for an error whose whole would hold too much once read,
+    /// or cannot be read whole: its `data` is left out.
     fn head(err: &RawValue) -> LooseError {
         let head = jsonrpc::ErrorHead::read(err);
         let raw_code = head.code.map_or(Value::Null, Value::Number);
@@ -500,6 +504,10 @@ mod tests {
             (None, json!("E1"), String::new(), None)
         );
         assert_eq!(read(r#""boom""#), (None, Value::Null, "boom".into(), None));
+        assert_eq!(
+            read(r#"{"code": -32042, "message": "consent", "data": {"n": 1e400}}"#),
+            (Some(-32042), json!(-32042), "consent".into(), None)
+        );
         assert_eq!(read("[1]"), (None, Value::Null, String::new(), None));
     }
 

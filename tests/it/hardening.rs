@@ -430,6 +430,51 @@ async fn a_number_past_f64_in_a_calls_meta_is_carried_as_written_in_every_mode()
     }
 }
 
+/// A server's error whose `data` holds a number no `f64` holds (the Python SDK writes
+/// `10**400` as its digits) is still read for its code and message: a protocol signal passes
+/// as it came, and a tool's failure is rewritten with its code and message, its `data` left
+/// out as one too costly to read is.
+#[tokio::test]
+async fn an_error_holding_a_number_past_f64_is_read_for_its_code_and_message_in_every_mode() {
+    #[derive(serde::Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow)]
+        id: &'a serde_json::value::RawValue,
+        #[serde(borrow)]
+        error: Error<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error<'a> {
+        code: i64,
+        message: String,
+        #[serde(borrow)]
+        data: &'a serde_json::value::RawValue,
+    }
+    let (http, command) = common::peers::python_clock().await;
+    let signal = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"overflow","arguments":{"signal":true}}}"#;
+    let failure = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"overflow","arguments":{}}}"#;
+    let limit = format!(r#"{{"elicitations":[],"limit":1{}}}"#, "0".repeat(400));
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        let text = front.ask_line_text(signal).await;
+        let a: Answer<'_> = serde_json::from_str(&text).expect("an error");
+        assert_eq!(
+            (a.id.get(), a.error.code, a.error.message.as_str()),
+            ("1", -32042, "URL elicitation required"),
+            "{mode}"
+        );
+        assert_eq!(a.error.data.get(), limit, "{mode}: the data as it came");
+        assert_eq!(
+            front.ask_line(failure).await,
+            json!({"jsonrpc": "2.0", "id": 2, "result": {
+                "content": [{"type": "text", "text": "checksum overflow"}],
+                "isError": true,
+                "_meta": {"toolgate/upstream_error": {"code": -32603, "message": "checksum overflow"}}}}),
+            "{mode}"
+        );
+    }
+}
+
 // ---- 6. slow heads, idle connections, and too many connections ----
 
 async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> Duration {

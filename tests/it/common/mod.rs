@@ -393,6 +393,20 @@ impl Reply {
         }
     }
 
+    /// [`Reply::messages`] as written, for messages no `Value` holds (a number past f64).
+    pub fn message_texts(&self) -> Vec<String> {
+        let ct = self
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if ct.starts_with("text/event-stream") {
+            sse_texts(&self.text())
+        } else {
+            vec![self.text()]
+        }
+    }
+
     /// The one message that answers a request (the last one).
     pub fn answer(&self) -> Value {
         self.messages()
@@ -402,6 +416,14 @@ impl Reply {
 }
 
 pub fn sse_messages(text: &str) -> Vec<Value> {
+    sse_texts(text)
+        .iter()
+        .map(|data| serde_json::from_str(data).expect("SSE data is JSON"))
+        .collect()
+}
+
+/// Each SSE event's data, as written.
+pub fn sse_texts(text: &str) -> Vec<String> {
     text.split("\n\n")
         .filter_map(|ev| {
             let data: Vec<&str> = ev
@@ -410,8 +432,7 @@ pub fn sse_messages(text: &str) -> Vec<Value> {
                 .map(|d| d.strip_prefix(' ').unwrap_or(d))
                 .collect();
             let data = data.join("\n");
-            (!data.trim().is_empty())
-                .then(|| serde_json::from_str(&data).expect("SSE data is JSON"))
+            (!data.trim().is_empty()).then_some(data)
         })
         .collect()
 }

@@ -187,6 +187,35 @@ impl Front {
         all.pop().expect("an answer")
     }
 
+    /// [`Front::ask_line`]'s answer as written, for answers no `Value` holds (a number past
+    /// f64); what the server sent on the way is passed over.
+    pub async fn ask_line_text(&mut self, line: &str) -> String {
+        match self {
+            Front::Http { tg, session } => {
+                if session.is_none() {
+                    *session = Some(open_session(&tg.url()).await);
+                }
+                let r = post(&tg.url(), session.as_deref(), line.to_owned()).await;
+                r.message_texts().pop().expect("an answer")
+            }
+            Front::Stdio { g, initialized, .. } => {
+                if !*initialized {
+                    g.initialize().await;
+                    *initialized = true;
+                }
+                g.send(line).await;
+                loop {
+                    let text = g.recv_text().await;
+                    let m: std::collections::HashMap<String, Box<serde_json::value::RawValue>> =
+                        serde_json::from_str(&text).expect("a JSON-RPC message");
+                    if !m.contains_key("method") {
+                        return text;
+                    }
+                }
+            }
+        }
+    }
+
     /// [`Front::ask_line`] as a client that negotiated 2025-11-25 sends it: over HTTP with
     /// the `MCP-Protocol-Version` header that era asks of every request after `initialize`
     /// (a server of the TypeScript SDK numbers its streams, and may end them early, only

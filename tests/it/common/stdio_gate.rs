@@ -99,13 +99,18 @@ impl StdioGate {
     }
 
     pub async fn recv(&mut self) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(30), self.stdout.next_line())
+        let line = self.recv_text().await;
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC ({e}): {line}"))
+    }
+
+    /// The next line toolgate writes, as written.
+    pub async fn recv_text(&mut self) -> String {
+        tokio::time::timeout(Duration::from_secs(30), self.stdout.next_line())
             .await
             .expect("an answer in time")
             .unwrap()
-            .expect("a line");
-        serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC ({e}): {line}"))
+            .expect("a line")
     }
 
     /// The next line toolgate writes, or `None` at the end of its output.
