@@ -291,9 +291,23 @@ pub fn canon(data: &[u8]) {
                     matches!(jsonrpc::parse(&s.body), Ok(Body::Single(_))),
                     "what the client is sent must be one JSON-RPC message"
                 );
+                assert!(
+                    !(s.rewritten && passes_as_it_came(&pending.kind, data)),
+                    "an error no rule rewrites (a protocol signal) must pass as it came"
+                );
             }
         }
     }
+}
+
+/// A call's error whose code is an integer no row of docs/contract.md §3 rewrites: a
+/// protocol signal (`-32042`, `-32020..-32022`, `-32601`, …), which the client acts on.
+fn passes_as_it_came(kind: &Kind, data: &[u8]) -> bool {
+    let Ok(Body::Single(m)) = jsonrpc::parse(data) else {
+        return false;
+    };
+    let rewritten = |c: i64| c >= 0 || matches!(c, -32603 | -32602 | -32019..=-32000);
+    matches!(kind, Kind::Call { .. }) && m.error_code().is_some_and(|c| !rewritten(c))
 }
 
 #[cfg(test)]

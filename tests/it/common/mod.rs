@@ -381,16 +381,11 @@ impl Reply {
 
     /// The JSON-RPC messages in the answer, whether it came as JSON or as SSE.
     pub fn messages(&self) -> Vec<Value> {
-        let ct = self
-            .headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if ct.starts_with("text/event-stream") {
-            sse_messages(&self.text())
-        } else {
-            vec![self.json()]
-        }
+        let parsed = |text: &String| {
+            serde_json::from_str(text)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {} {text}", self.status))
+        };
+        self.message_texts().iter().map(parsed).collect()
     }
 
     /// [`Reply::messages`] as written, for messages no `Value` holds (a number past f64).
