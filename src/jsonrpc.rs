@@ -110,15 +110,14 @@ impl<'a> CallParams<'a> {
 }
 
 impl<'a> Message<'a> {
-    /// An error response's code, when it has a readable one.
+    /// An error response's code, when it has a readable one ([`integer`]).
     pub fn error_code(&self) -> Option<i64> {
         #[derive(Deserialize)]
         struct Code {
-            code: i64,
+            code: serde_json::Number,
         }
-        serde_json::from_str::<Code>(self.error?.get())
-            .ok()
-            .map(|c| c.code)
+        let c = serde_json::from_str::<Code>(self.error?.get()).ok()?;
+        integer(&c.code)
     }
 
     pub fn is_request(&self) -> bool {
@@ -766,6 +765,12 @@ pub fn replace_at(bytes: &[u8], path: &[&str], value: &RawValue) -> Option<Vec<u
     }
     let text = std::str::from_utf8(bytes).ok()?;
     set(text, path, value.get()).map(String::into_bytes)
+}
+
+/// `n` as an integer, also where it is written with a fraction of zero (`-32042.0`): JSON
+/// Schema's `integer` takes it, and so do the SDKs reading an error's `code`.
+pub(crate) fn integer(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| arguments::whole_float(n))
 }
 
 /// An error object's members, its `data` as written: read so, an error costs its text, where

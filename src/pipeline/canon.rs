@@ -173,7 +173,7 @@ fn unknown_tool(
 /// `code` is no integer (or that is no object) as unreadable, and its call would wait for an
 /// answer that never comes: for a call, such an error is the tool's failure too.
 struct LooseError {
-    /// The code, when it is an integer.
+    /// The code, when it is an integer (`-32042.0` too, [`jsonrpc::integer`]).
     code: Option<i64>,
     /// The code as it came, for the answer's `_meta` (`null` when there was none).
     raw_code: Value,
@@ -201,7 +201,7 @@ impl LooseError {
         };
         let raw_code = v.get_mut("code").map(Value::take).unwrap_or_default();
         LooseError {
-            code: raw_code.as_i64(),
+            code: raw_code.as_number().and_then(jsonrpc::integer),
             raw_code,
             message,
             data: v.get_mut("data").map(Value::take),
@@ -214,7 +214,7 @@ impl LooseError {
         let head = jsonrpc::ErrorHead::read(err);
         let raw_code = head.code.map_or(Value::Null, Value::Number);
         LooseError {
-            code: raw_code.as_i64(),
+            code: raw_code.as_number().and_then(jsonrpc::integer),
             raw_code,
             message: head.message.unwrap_or_default(),
             data: None,
@@ -509,6 +509,10 @@ mod tests {
             (Some(-32042), json!(-32042), "consent".into(), None)
         );
         assert_eq!(read("[1]"), (None, Value::Null, String::new(), None));
+        assert_eq!(
+            read(r#"{"code": -32042.0, "message": "consent"}"#),
+            (Some(-32042), json!(-32042.0), "consent".into(), None)
+        );
     }
 
     #[test]

@@ -105,6 +105,11 @@ async fn protocol_signals_and_tool_errors_pass_untouched() {
             json!({"code": -32600, "message": "Invalid Request"}),
         ),
         ("parse", json!({"code": -32700, "message": "Parse error"})),
+        // An integer as a float writes it (a Rust server's `f64`): the SDKs read `-32042`.
+        (
+            "url_elicitation_as_a_float",
+            json!({"code": -32042.0, "message": "URL elicitation required", "data": {"elicitations": []}}),
+        ),
         (
             "reserved",
             json!({"code": -32050, "message": "something reserved"}),

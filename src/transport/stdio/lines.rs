@@ -164,7 +164,7 @@ fn same_id(a: &RawValue, b: &RawValue) -> bool {
 /// `data` as written.
 fn on_id(id: &RawValue, err: &RawValue) -> Vec<u8> {
     let head = jsonrpc::ErrorHead::read(err);
-    let code = (head.code.and_then(|c| c.as_i64())).unwrap_or(jsonrpc::INTERNAL_ERROR);
+    let code = (head.code.as_ref().and_then(jsonrpc::integer)).unwrap_or(jsonrpc::INTERNAL_ERROR);
     let message = (head.message.as_deref()).unwrap_or("the server refused the request");
     jsonrpc::error_response_as_written(Some(id), code, message, head.data)
 }
