@@ -934,7 +934,8 @@ pub fn compile(raw: &str, settings: &CompileSettings) -> Schema {
     let value: Value = match serde_json::from_str(raw) {
         Ok(v) => v,
         // The text came out of a parsed listing, so it is JSON: what fails here is toolgate's
-        // own nesting limit, which says nothing of the schema's validity for clients.
+        // own nesting limit or a number past f64 (`1e400`), which say nothing of the
+        // schema's validity for clients.
         Err(e) => return fail(Value::Null, format!("schema is not readable JSON: {e}")),
     };
     let draft = match dialect(&value) {
