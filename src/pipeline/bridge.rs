@@ -436,18 +436,24 @@ impl Declared {
         self.capabilities.as_deref().map_or("", RawValue::get)
     }
 
-    /// The `initialize` params of a handshake opened for this client.
+    /// The `initialize` params of a handshake opened for this client: what it says of itself
+    /// goes as kept, never read into a value (which holds no number past f64).
     pub fn initialize_params(&self) -> Box<RawValue> {
-        let raw = |v: &Option<Box<RawValue>>, default: Value| match v {
-            Some(v) => serde_json::from_str(v.get()).unwrap_or(default),
-            None => default,
-        };
-        let params = json!({
-            "protocolVersion": mcp::LEGACY_VERSION,
-            "capabilities": raw(&self.capabilities, json!({})),
-            "clientInfo": raw(&self.client_info, mcp::client_info()),
-        });
-        RawValue::from_string(params.to_string()).expect("JSON from a Value")
+        #[derive(Serialize)]
+        struct Params<'a> {
+            #[serde(rename = "protocolVersion")]
+            version: &'a str,
+            capabilities: &'a RawValue,
+            #[serde(rename = "clientInfo")]
+            client_info: &'a RawValue,
+        }
+        let none = RawValue::from_string("{}".into()).expect("an object");
+        let toolgate = written(&mcp::client_info());
+        written(&Params {
+            version: mcp::LEGACY_VERSION,
+            capabilities: self.capabilities.as_deref().unwrap_or(&none),
+            client_info: self.client_info.as_deref().unwrap_or(&toolgate),
+        })
     }
 }
 
@@ -456,13 +462,30 @@ impl Declared {
 /// sends. A server asks for roots outside any request too (on the session's own stream, or a
 /// child's stdout): the bridged call waiting then carries the question (none, when several
 /// wait), and one asked while none waits goes unanswered. `None` when nothing is left.
+///
+/// Written one way whatever the client's spacing and order (clients that declare the same
+/// capabilities share a stdio server's child), each member as a value writes it, or as it
+/// came where no value holds it (a number past f64).
 fn askable(capabilities: &RawValue) -> Option<Box<RawValue>> {
-    let mut caps: serde_json::Map<String, Value> = serde_json::from_str(capabilities.get()).ok()?;
-    if let Some(roots) = caps.get_mut("roots").and_then(Value::as_object_mut) {
-        roots.remove("listChanged");
+    type Members = BTreeMap<String, Box<RawValue>>;
+    let mut caps: Members = serde_json::from_str(capabilities.get()).ok()?;
+    if let Some(roots) = caps.get_mut("roots")
+        && let Ok(mut members) = serde_json::from_str::<Members>(roots.get())
+    {
+        members.remove("listChanged");
+        *roots = written(&members);
     }
-    (!caps.is_empty())
-        .then(|| RawValue::from_string(Value::Object(caps).to_string()).expect("JSON from a Value"))
+    for member in caps.values_mut() {
+        if let Ok(v) = serde_json::from_str::<Value>(member.get()) {
+            *member = written(&v);
+        }
+    }
+    (!caps.is_empty()).then(|| written(&caps))
+}
+
+/// `v` as JSON text.
+fn written<T: Serialize + ?Sized>(v: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(v).expect("JSON values and texts serialize")
 }
 
 /// What a server of the handshake era may ask its client in the middle of a request, which a
@@ -915,6 +938,33 @@ mod tests {
         assert_eq!(
             answer(Bytes::from(error), Completion::Native),
             error.as_bytes()
+        );
+    }
+
+    #[test]
+    fn a_clients_say_of_itself_goes_as_written_where_no_value_holds_it() {
+        let meta = r#"{"io.modelcontextprotocol/clientCapabilities": {"sampling": { }, "roots": {"listChanged": true}, "experimental": {"n": 1e400}}, "io.modelcontextprotocol/clientInfo": {"name": "big", "n": 1e400}}"#;
+        let d = Declared::of_meta(Some(meta));
+        let capabilities = r#"{"experimental":{"n": 1e400},"roots":{},"sampling":{}}"#;
+        assert_eq!(d.capabilities_text(), capabilities);
+        assert_eq!(
+            d.initialize_params().get(),
+            format!(
+                r#"{{"protocolVersion":"{}","capabilities":{capabilities},"clientInfo":{{"name": "big", "n": 1e400}}}}"#,
+                mcp::LEGACY_VERSION
+            )
+        );
+        // Spaced and ordered otherwise, the same capabilities are written the same.
+        let spaced = r#"{"io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "experimental": {"n": 1e400}, "roots": { "listChanged" : false }}}"#;
+        assert_eq!(
+            Declared::of_meta(Some(spaced)).capabilities_text(),
+            capabilities
+        );
+        let none = Declared::default().initialize_params();
+        let none: Value = serde_json::from_str(none.get()).unwrap();
+        assert_eq!(
+            none,
+            json!({"protocolVersion": mcp::LEGACY_VERSION, "capabilities": {}, "clientInfo": mcp::client_info()})
         );
     }
 

@@ -1909,3 +1909,32 @@ async fn refusals_waiting_for_a_server_hold_back_its_questions() {
     assert_eq!(first, Some(refusal), "the first question was refused");
     calls.iter().for_each(tokio::task::JoinHandle::abort);
 }
+
+/// A 2026-07-28 client whose capabilities hold a number no `f64` holds (`1e400` in its
+/// `experimental`) is bridged with them as written: the server of the handshake era is told
+/// the client can answer an elicitation, and lists the tool that asks one. In all four modes
+/// and the layer, before server-everything.
+#[tokio::test]
+async fn capabilities_holding_a_number_past_f64_are_bridged_in_every_mode() {
+    let p = tokio::task::spawn_blocking(peers).await.unwrap();
+    let http = server_everything_http().await;
+    let command = [p.server_everything.display().to_string(), "stdio".into()];
+    let mut list = modern(1, "tools/list", json!({}));
+    list["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {}, "experimental": {"x": {"n": "PAST_F64"}}});
+    let line = list.to_string().replace(r#""PAST_F64""#, "1e400");
+    for mode in Mode::EVERY_FRONT {
+        let mut front = Front::start(mode, &http.url, &command).await;
+        let got = front.exchange_modern_written(&list, line.clone()).await;
+        let listed = got.last().expect("an answer");
+        let names: Vec<&str> = (listed["result"]["tools"].as_array())
+            .unwrap_or_else(|| panic!("{mode}: {listed}"))
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"trigger-elicitation-request"),
+            "{mode}: {names:?}"
+        );
+    }
+}

@@ -537,6 +537,18 @@ pub async fn post_modern(url: &str, method: &str, body: Value) -> Reply {
 
 /// [`post_modern`] with more headers (a client's credential).
 pub async fn post_modern_as(url: &str, method: &str, body: Value, more: &[(&str, &str)]) -> Reply {
+    post_modern_written(url, method, &body, body.to_string(), more).await
+}
+
+/// [`post_modern_as`] sending `text`, which `body` stands for in the headers: a request no
+/// `Value` holds (a number past f64).
+pub async fn post_modern_written(
+    url: &str,
+    method: &str,
+    body: &Value,
+    text: String,
+    more: &[(&str, &str)],
+) -> Reply {
     // What `Mcp-Name` mirrors: a tool's or prompt's name, a resource's URI.
     let params = &body["params"];
     let name = (params["name"].as_str())
@@ -553,7 +565,7 @@ pub async fn post_modern_as(url: &str, method: &str, body: Value, more: &[(&str,
         headers.push(("mcp-name", name.as_str()));
     }
     headers.extend_from_slice(more);
-    request(Method::POST, url, &headers, body.to_string()).await
+    request(Method::POST, url, &headers, text).await
 }
 
 /// [`post_modern`], its answer's head checked for a stream and its body left to be read as it

@@ -274,13 +274,22 @@ impl Front {
     /// order: what the server sent on the way (over HTTP, on the request's stream; over stdio,
     /// every notification meanwhile), then the answer.
     pub async fn exchange_modern(&mut self, msg: Value) -> Vec<Value> {
+        let line = msg.to_string();
+        self.exchange_modern_written(&msg, line).await
+    }
+
+    /// [`Front::exchange_modern`] sending `line`, which `msg` stands for (its method, name and
+    /// id): a request no `Value` holds (a number past f64).
+    pub async fn exchange_modern_written(&mut self, msg: &Value, line: String) -> Vec<Value> {
         match self {
             Front::Http { tg, .. } => {
                 let method = msg["method"].as_str().unwrap_or_default().to_owned();
-                super::post_modern(&tg.url(), &method, msg).await.messages()
+                super::post_modern_written(&tg.url(), &method, msg, line, &[])
+                    .await
+                    .messages()
             }
             Front::Stdio { g, .. } => {
-                g.send(&msg.to_string()).await;
+                g.send(&line).await;
                 let mut all = Vec::new();
                 loop {
                     let m = g.recv().await;
