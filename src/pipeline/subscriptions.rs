@@ -204,15 +204,15 @@ impl Eq for Subscription {}
 impl Subscription {
     /// The stream's first message: what toolgate delivers of what was asked.
     pub fn acknowledgment(&self) -> Vec<u8> {
-        let params = json!({"notifications": self.filter.to_json(), "_meta": self.meta()});
-        message(ACKNOWLEDGED, params)
+        let params = json!({"notifications": self.filter.to_json()});
+        self.tagged(message(ACKNOWLEDGED, params), "params")
     }
 
     /// The stream's last message when toolgate ends it on purpose (it shuts down): its
     /// result, which tells the client the stream was closed rather than lost.
     pub fn ended(&self) -> Vec<u8> {
-        let result = json!({"_meta": self.meta(), "resultType": "complete"});
-        jsonrpc::result_response(&self.id, &result)
+        let result = json!({"resultType": "complete"});
+        self.tagged(jsonrpc::result_response(&self.id, &result), "result")
     }
 
     /// `a` as this stream carries it, when its filter holds it.
@@ -221,19 +221,17 @@ impl Subscription {
             return None;
         }
         let mut params = a.params.clone();
-        let meta = params.entry("_meta").or_insert_with(|| json!({}));
-        if !meta.is_object() {
-            *meta = json!({});
+        if params.get("_meta").is_some_and(|meta| !meta.is_object()) {
+            params.remove("_meta");
         }
-        if let (Some(meta), Value::Object(tag)) = (meta.as_object_mut(), self.meta()) {
-            meta.extend(tag);
-        }
-        Some(message(a.method, Value::Object(params)))
+        Some(self.tagged(message(a.method, Value::Object(params)), "params"))
     }
 
-    fn meta(&self) -> Value {
-        let id: Value = serde_json::from_str(self.id.get()).unwrap_or(Value::Null);
-        json!({ SUBSCRIPTION_ID: id })
+    /// `message` (toolgate's own, an object) with this stream's id in the `_meta` of its
+    /// member `holder`, as the client wrote it: an id no value holds (`1e400`) too.
+    fn tagged(&self, message: Vec<u8>, holder: &str) -> Vec<u8> {
+        let path = [holder, "_meta", SUBSCRIPTION_ID];
+        jsonrpc::replace_at(&message, &path, &self.id).unwrap_or(message)
     }
 }
 
@@ -478,6 +476,36 @@ mod tests {
             ),
             Some(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED,
                 "params": {"uri": "a://1", "_meta": {"k": 1, SUBSCRIPTION_ID: "l-1"}}}))
+        );
+        // The server's own tag is the stream's, and a `_meta` that is no object gives way.
+        assert_eq!(
+            relayed(
+                r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://1","_meta":{"io.modelcontextprotocol/subscriptionId":"s-9"}}}"#
+            ),
+            Some(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED,
+                "params": {"uri": "a://1", "_meta": {SUBSCRIPTION_ID: "l-1"}}}))
+        );
+        assert_eq!(
+            relayed(
+                r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":5}}"#
+            ),
+            Some(json!({"jsonrpc": "2.0", "method": TOOLS_CHANGED,
+                "params": {"_meta": {SUBSCRIPTION_ID: "l-1"}}}))
+        );
+        // An id as its client wrote it, one no value holds too.
+        let past = Subscription {
+            id: RawValue::from_string("1e400".into()).unwrap(),
+            filter: Filter::default(),
+        };
+        let ended = String::from_utf8(past.ended()).unwrap();
+        assert_eq!(
+            ended,
+            r#"{"jsonrpc":"2.0","id":1e400,"result":{"_meta":{"io.modelcontextprotocol/subscriptionId":1e400},"resultType":"complete"}}"#
+        );
+        assert!(
+            String::from_utf8(past.acknowledgment())
+                .unwrap()
+                .contains(r#"{"io.modelcontextprotocol/subscriptionId":1e400}"#)
         );
         let long = format!(
             r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":"a://1","x":"{}"}}}}"#,
