@@ -287,9 +287,7 @@ impl Announcement {
 
 /// toolgate's own `subscriptions/listen` request for `filter`, under its `id`.
 pub fn listen_request(id: &str, filter: &Filter) -> Vec<u8> {
-    let m = json!({"jsonrpc": "2.0", "id": id, "method": LISTEN,
-        "params": {"notifications": filter.to_json()}});
-    serde_json::to_vec(&m).expect("serializing a request cannot fail")
+    jsonrpc::request(id, LISTEN, &json!({"notifications": filter.to_json()}))
 }
 
 /// A message of toolgate's own `subscriptions/listen` stream with a server of 2026-07-28, as
@@ -326,8 +324,7 @@ pub fn resource_request(subscribe: bool, uri: &str, id: &str) -> Vec<u8> {
         true => "resources/subscribe",
         false => "resources/unsubscribe",
     };
-    let m = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"uri": uri}});
-    serde_json::to_vec(&m).expect("serializing a request cannot fail")
+    jsonrpc::request(id, method, &json!({"uri": uri}))
 }
 
 #[cfg(test)]
