@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use reload::Reload;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use toolgate::config::{Config, LogFormat, Overrides, UpstreamTransport, names_li
 
 mod check;
 mod init;
+mod reload;
 mod rules;
 // The example server is the binary's own: the library ships it only to tests (feature `demo`),
 // and what tests read of it (the requests it saw) goes unused here.
@@ -323,7 +325,7 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     for t in &gw.targets {
         tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
-    tokio::spawn(reloads(live.clone(), source, seen));
+    tokio::spawn(reload::reloads(live.clone(), source, seen));
     serve_admin(admin, live.clone())?;
     tokio::spawn(async move {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -348,62 +350,6 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
         exit(0);
     });
     Ok(addr)
-}
-
-/// Where a reload reads the configuration again: the same file, environment and flags.
-struct Reload {
-    file: Option<PathBuf>,
-    overrides: Overrides,
-    /// Applied after loading, as at startup (the demo's built-in upstream).
-    upstream: Option<String>,
-}
-
-impl Reload {
-    fn load(&self) -> anyhow::Result<Config> {
-        let mut cfg = Config::load(self.file.as_deref(), &self.overrides)?;
-        if let Some(u) = &self.upstream {
-            cfg.upstream = Some(u.clone());
-        }
-        Ok(cfg)
-    }
-}
-
-/// Reloads on SIGHUP, and when the configuration file's content changes (polled, which also
-/// sees a Kubernetes ConfigMap's symlink swap). A config that does not load or is refused
-/// is logged and the one in force stays.
-async fn reloads(live: Live, source: Reload, mut seen: Option<Vec<u8>>) {
-    let interval = live.load().config.reload.interval;
-    // Asked again before each look: a reload may turn the watching off, or on.
-    let watching = |live: &Live| source.file.is_some() && live.load().config.reload.watch;
-    let read = |f: &Option<PathBuf>| f.as_ref().and_then(|p| std::fs::read(p).ok());
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "no SIGHUP handler: reload on signal is off");
-            return;
-        }
-    };
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let why = tokio::select! {
-            _ = hup.recv() => "SIGHUP",
-            _ = tick.tick(), if watching(&live) => {
-                let now = read(&source.file);
-                if now == seen {
-                    continue;
-                }
-                seen = now;
-                "the configuration file changed"
-            }
-        };
-        match source.load().and_then(|c| Ok(live.reload(c)?)) {
-            Ok(()) => tracing::info!("configuration reloaded ({why})"),
-            Err(e) => tracing::error!(
-                "configuration not reloaded ({why}): {e:#}; the previous configuration stays in force"
-            ),
-        }
-    }
 }
 
 /// A failure before toolgate runs (a configuration it cannot use, an address taken) is one

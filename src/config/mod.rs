@@ -935,19 +935,34 @@ impl Config {
     }
 
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
-        Config::layered(file, overrides).map_err(|problems| ConfigError(problems.join("; ")))
+        // Read once: a pipe (`/dev/stdin`, `<(…)`) has nothing left for a second read.
+        let read = file.map(|path| (path, std::fs::read(path)));
+        Config::layered(read, overrides).map_err(|problems| ConfigError(problems.join("; ")))
+    }
+
+    /// [`Config::load`] of a file as the caller read it: a watcher loads the content it saw
+    /// settle, not whatever a read of its own would find a moment later.
+    pub fn load_read(
+        path: &Path,
+        text: Vec<u8>,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        Config::layered(Some((path, Ok(text))), overrides)
+            .map_err(|problems| ConfigError(problems.join("; ")))
     }
 
     /// [`Config::load`], with every problem found on a line of its own.
-    fn layered(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Vec<String>> {
+    fn layered(
+        file: Option<(&Path, std::io::Result<Vec<u8>>)>,
+        overrides: &Overrides,
+    ) -> Result<Config, Vec<String>> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(path) = file {
-            // Read once: a pipe (`/dev/stdin`, `<(…)`) has nothing left for a second read.
-            let text = Config::file_text(path)?;
+        let named = file.as_ref().map(|(p, _)| p.display().to_string());
+        if let Some((path, read)) = file {
+            let text = Config::file_text(path, read)?;
             fig = fig.merge(Toml::string(&text));
         }
         fig = fig.merge(env().filter(|k| is_config_key(k.as_str())));
-        let named = file.map(|p| p.display().to_string());
         let mut cfg: Config = fig
             .extract()
             .map_err(|e| figment_problems(e, named.as_deref()))?;
@@ -970,13 +985,15 @@ impl Config {
         Ok(cfg)
     }
 
-    /// A configuration file's text, or what is wrong with it before its values are read: it
-    /// is missing, it is not TOML, or it names keys toolgate does not know (each with the
-    /// nearest known one: [`reference::unknown_keys`]). One line per problem.
-    fn file_text(path: &Path) -> Result<String, Vec<String>> {
+    /// A configuration file's text from what was read of it, or what is wrong with it before
+    /// its values are read: it is missing, it is not UTF-8 or not TOML, or it names keys
+    /// toolgate does not know (each with the nearest known one: [`reference::unknown_keys`]).
+    /// One line per problem.
+    fn file_text(path: &Path, read: std::io::Result<Vec<u8>>) -> Result<String, Vec<String>> {
         let shown = path.display();
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        let text = match read {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|e| vec![format!("config file {shown} is not UTF-8 text: {e}")])?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(vec![format!("config file {shown} does not exist")]);
             }
@@ -1007,7 +1024,7 @@ impl Config {
     /// or every problem it has, one line each, for `toolgate config check`. Nothing is read
     /// besides the file.
     pub fn checked(path: &Path) -> Result<Config, Vec<String>> {
-        Config::layered(Some(path), &Overrides::default())
+        Config::layered(Some((path, std::fs::read(path))), &Overrides::default())
     }
 
     /// `TOOLGATE_*` variables that are not configuration, for a warning. They are skipped, not

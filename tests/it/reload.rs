@@ -183,6 +183,41 @@ async fn a_reload_reads_rotated_secrets() {
     assert_eq!(post("second-token-bbbbbbbbbbb").await, 200);
 }
 
+/// A file written in place is empty, then half-written, for a moment: a content is installed
+/// once two looks in a row find it, so that a look in that moment installs nothing. Here the
+/// first half alone is a configuration without authentication, and the file is written again
+/// and again, each half held for less than the watcher's interval, then left whole: the whole
+/// file is installed once, and nothing before it.
+#[tokio::test]
+async fn a_file_caught_half_written_is_not_installed() {
+    use std::io::Write;
+    let token = TempFile::new("token-aaaaaaaaaaaaaaaa");
+    let head = "[reload]\ninterval = \"1s\"\n";
+    let rest = format!(
+        "[[auth.tokens]]\nname = \"ci\"\nfile = \"{}\"\n",
+        token.path.display()
+    );
+    let (tg, file, _) = start(&format!("{head}{rest}")).await;
+    for edit in 1..=8 {
+        let mut written = std::fs::File::create(&file.path).unwrap();
+        written.write_all(head.as_bytes()).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let rest = format!("{rest}# edit {edit}\n");
+        written.write_all(rest.as_bytes()).unwrap();
+        drop(written);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    wait_for_log(&tg, "configuration reloaded", 1).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let logs = tg.logs();
+    let reloads = logs.matches("configuration reloaded").count();
+    assert_eq!(reloads, 1, "the whole file alone is installed:\n{logs}");
+    let headers = [("content-type", "application/json"), ("accept", ACCEPT)];
+    let call = call(1, "echo", json!({}));
+    let answer = common::request(http::Method::POST, &tg.url(), &headers, call).await;
+    assert_eq!(answer.status, 401);
+}
+
 /// `reload.watch = false` arriving through a reload stops the watching: a later edit waits
 /// for SIGHUP.
 #[tokio::test]

@@ -1,0 +1,159 @@
+//! Reloading `toolgate serve`'s configuration: on SIGHUP, and when its file's content changes.
+
+use std::path::PathBuf;
+use toolgate::Live;
+use toolgate::config::{Config, Overrides};
+
+/// Where a reload reads the configuration again: the same file, environment and flags.
+pub(crate) struct Reload {
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) overrides: Overrides,
+    /// Applied after loading, as at startup (the demo's built-in upstream).
+    pub(crate) upstream: Option<String>,
+}
+
+impl Reload {
+    /// The configuration, its file read now.
+    pub(crate) fn load(&self) -> anyhow::Result<Config> {
+        self.load_read(None)
+    }
+
+    /// The configuration, its file as `text` holds it where the caller read it.
+    fn load_read(&self, text: Option<Vec<u8>>) -> anyhow::Result<Config> {
+        let mut cfg = match (&self.file, text) {
+            (Some(path), Some(text)) => Config::load_read(path, text, &self.overrides)?,
+            (file, _) => Config::load(file.as_deref(), &self.overrides)?,
+        };
+        if let Some(u) = &self.upstream {
+            cfg.upstream = Some(u.clone());
+        }
+        Ok(cfg)
+    }
+}
+
+/// What the watcher has seen of the configuration file, each content `None` where the file
+/// could not be read.
+///
+/// A new content is reloaded once two looks in a row find it: an editor or a shell's `>`
+/// writes a file in place, truncating it first, and one look between the truncation and the
+/// write would install the file half-written (an empty file is a valid configuration: every
+/// default, no authentication).
+struct Watch {
+    /// The content in force.
+    seen: Option<Vec<u8>>,
+    /// A content the last look found new, not yet found twice.
+    new: Option<Option<Vec<u8>>>,
+}
+
+impl Watch {
+    fn new(seen: Option<Vec<u8>>) -> Watch {
+        Watch { seen, new: None }
+    }
+
+    /// Whether `now`, what this look found, is a content to reload; it is then the one seen.
+    fn changed(&mut self, now: Option<Vec<u8>>) -> bool {
+        if now == self.seen {
+            self.new = None;
+            return false;
+        }
+        if self.new.as_ref() == Some(&now) {
+            self.new = None;
+            self.seen = now;
+            return true;
+        }
+        self.new = Some(now);
+        false
+    }
+
+    /// A content loaded apart from the watching (a SIGHUP's) is the one seen.
+    fn reloaded(&mut self, now: Option<Vec<u8>>) {
+        self.seen = now;
+        self.new = None;
+    }
+}
+
+/// Reloads on SIGHUP, and when the configuration file's content changes (polled, which also
+/// sees a Kubernetes ConfigMap's symlink swap). A config that does not load or is refused
+/// is logged and the one in force stays.
+pub(crate) async fn reloads(live: Live, source: Reload, seen: Option<Vec<u8>>) {
+    let interval = live.load().config.reload.interval;
+    // Asked again before each look: a reload may turn the watching off, or on.
+    let watching = |live: &Live| source.file.is_some() && live.load().config.reload.watch;
+    let read = |f: &Option<PathBuf>| f.as_ref().and_then(|p| std::fs::read(p).ok());
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "no SIGHUP handler: reload on signal is off");
+            return;
+        }
+    };
+    let mut watch = Watch::new(seen);
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let why = tokio::select! {
+            _ = hup.recv() => {
+                watch.reloaded(read(&source.file));
+                "SIGHUP"
+            }
+            _ = tick.tick(), if watching(&live) => {
+                if !watch.changed(read(&source.file)) {
+                    continue;
+                }
+                "the configuration file changed"
+            }
+        };
+        match source
+            .load_read(watch.seen.clone())
+            .and_then(|c| Ok(live.reload(c)?))
+        {
+            Ok(()) => tracing::info!("configuration reloaded ({why})"),
+            Err(e) => tracing::error!(
+                "configuration not reloaded ({why}): {e:#}; the previous configuration stays in force"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Watch;
+
+    fn content(s: &str) -> Option<Vec<u8>> {
+        Some(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_content_is_reloaded_once_two_looks_in_a_row_find_it() {
+        let mut watch = Watch::new(content("a = 1"));
+        assert!(!watch.changed(content("a = 1")), "the content in force");
+        // A file written in place, caught between its truncation and its write.
+        assert!(!watch.changed(content("")));
+        assert!(!watch.changed(content("a = 2")));
+        assert!(watch.changed(content("a = 2")));
+        assert_eq!(watch.seen, content("a = 2"));
+        assert!(!watch.changed(content("a = 2")), "reloaded once");
+        // Changed and changed back between two looks: nothing to reload.
+        assert!(!watch.changed(content("a = 3")));
+        assert!(!watch.changed(content("a = 2")));
+        assert!(!watch.changed(content("a = 2")));
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_is_a_content_too() {
+        let mut watch = Watch::new(content("a = 1"));
+        assert!(!watch.changed(None));
+        assert!(watch.changed(None), "said, as a file that does not load");
+        assert!(!watch.changed(None));
+        assert!(!watch.changed(content("a = 1")));
+        assert!(watch.changed(content("a = 1")));
+    }
+
+    #[test]
+    fn a_sighup_sets_what_is_in_force() {
+        let mut watch = Watch::new(content("a = 1"));
+        assert!(!watch.changed(content("a = 2")));
+        watch.reloaded(content("a = 2"));
+        assert!(!watch.changed(content("a = 2")), "not reloaded again");
+    }
+}
