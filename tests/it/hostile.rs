@@ -1836,13 +1836,19 @@ async fn unread_answers_hold_at_most_the_budget(
                 .answer()
         }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let mut answers_waiting = 0;
+    for _ in 0..100 {
+        answers_waiting = gauge(tg, "toolgate_answers_waiting_for_room").await;
+        if answers_waiting >= 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert!(
         !waiting.is_finished(),
         "{from:?}: the answer waits for room"
     );
     assert!(request_bytes_held(tg, "answer").await <= 8_388_608);
-    let answers_waiting = gauge(tg, "toolgate_answers_waiting_for_room").await;
     assert!(
         answers_waiting >= 1,
         "{from:?}: {answers_waiting} said waiting"

@@ -549,7 +549,15 @@ async fn toolgate_stdio_ends_its_http_session_on_sigterm() {
     g.initialize().await;
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "countdown", "arguments": {"steps": 1, "intervalMs": 100}}});
     g.send(&call.to_string()).await;
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // SIGTERM once the call is in flight, however long toolgate took to read it.
+    let in_flight = || demo.seen().iter().any(|x| x.body["method"] == "tools/call");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !in_flight() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the call reaches the server");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(g.child.id().unwrap() as i32),
         nix::sys::signal::Signal::SIGTERM,
