@@ -253,8 +253,7 @@ async fn closing_stdin_stops_even_a_server_that_ignores_sigterm() {
     let said = "the tool server was killed with SIGKILL after ignoring SIGTERM";
     let logs = g.logs_when(|l| l.contains(said)).await;
     assert!(logs.contains(said), "{logs}");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!pid_alive(pid), "no orphan left behind");
+    ends(pid, "no orphan left behind").await;
 }
 
 /// The process ids the fixture said it runs as, in `logs`.
