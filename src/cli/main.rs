@@ -321,7 +321,7 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     };
     // The file as it is now is what is in force: an edit made once toolgate says it listens
     // is a change, however soon the reload task first looks.
-    let seen = source.file.as_ref().and_then(|p| std::fs::read(p).ok());
+    let seen = source.content();
     for t in &gw.targets {
         tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
@@ -431,17 +431,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             common,
             command,
         } => {
-            let source = Reload {
-                file: common.config,
-                overrides: Overrides {
-                    listen: common.listen,
-                    upstream,
-                    upstream_transport: upstream_transport.map(Into::into),
-                    admin_listen: common.admin_listen,
-                    command,
-                },
-                upstream: None,
+            let overrides = Overrides {
+                listen: common.listen,
+                upstream,
+                upstream_transport: upstream_transport.map(Into::into),
+                admin_listen: common.admin_listen,
+                command,
             };
+            let source = Reload::new(common.config, overrides);
             let cfg = source.load()?;
             init_logs(&cfg);
             run_gateway(cfg, source).await?;
@@ -590,15 +587,12 @@ fn usable(mut cfg: Config) -> Result<(), String> {
 
 /// `toolgate demo`: the gateway in front of the example tool server, both in this process.
 async fn run_demo(common: Common) -> anyhow::Result<()> {
-    let mut source = Reload {
-        file: common.config,
-        overrides: Overrides {
-            listen: common.listen,
-            admin_listen: common.admin_listen,
-            ..Default::default()
-        },
-        upstream: None,
+    let overrides = Overrides {
+        listen: common.listen,
+        admin_listen: common.admin_listen,
+        ..Default::default()
     };
+    let mut source = Reload::new(common.config, overrides);
     let cfg = source.load()?;
     init_logs(&cfg);
     let options = demo::Options {

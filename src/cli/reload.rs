@@ -6,16 +6,36 @@ use toolgate::config::{Config, Overrides};
 
 /// Where a reload reads the configuration again: the same file, environment and flags.
 pub(crate) struct Reload {
-    pub(crate) file: Option<PathBuf>,
-    pub(crate) overrides: Overrides,
+    file: Option<PathBuf>,
+    /// Whether the file is no regular file, and its text read once ([`Reload::new`]).
+    piped: bool,
+    read_once: Option<Vec<u8>>,
+    overrides: Overrides,
     /// Applied after loading, as at startup (the demo's built-in upstream).
     pub(crate) upstream: Option<String>,
 }
 
 impl Reload {
-    /// The configuration, its file read now.
+    /// A configuration file that is no regular file (a pipe: `--config <(…)`, `/dev/stdin`,
+    /// a FIFO) is read here, once, and its text layered again at every load: a second read
+    /// would find nothing (every default: no authentication) or wait for a writer. It is not
+    /// watched; SIGHUP still reads the environment and the secrets again.
+    pub(crate) fn new(file: Option<PathBuf>, overrides: Overrides) -> Reload {
+        let piped =
+            (file.as_ref()).is_some_and(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_file()));
+        let read_once = (file.as_ref().filter(|_| piped)).and_then(|p| std::fs::read(p).ok());
+        Reload {
+            file,
+            piped,
+            read_once,
+            overrides,
+            upstream: None,
+        }
+    }
+
+    /// The configuration, its file as it is now.
     pub(crate) fn load(&self) -> anyhow::Result<Config> {
-        self.load_read(None)
+        self.load_read(self.content())
     }
 
     /// The configuration, its file as `text` holds it where the caller read it.
@@ -28,6 +48,20 @@ impl Reload {
             cfg.upstream = Some(u.clone());
         }
         Ok(cfg)
+    }
+
+    /// The file's content now (the text read once, for a file that is no regular file);
+    /// `None` where it cannot be read.
+    pub(crate) fn content(&self) -> Option<Vec<u8>> {
+        match (&self.read_once, &self.file) {
+            (Some(text), _) => Some(text.clone()),
+            (None, file) => std::fs::read(file.as_ref()?).ok(),
+        }
+    }
+
+    /// Whether the watcher looks at the file: there is one, and it may change.
+    fn watched(&self) -> bool {
+        self.file.is_some() && !self.piped
     }
 }
 
@@ -78,8 +112,7 @@ impl Watch {
 pub(crate) async fn reloads(live: Live, source: Reload, seen: Option<Vec<u8>>) {
     let interval = live.load().config.reload.interval;
     // Asked again before each look: a reload may turn the watching off, or on.
-    let watching = |live: &Live| source.file.is_some() && live.load().config.reload.watch;
-    let read = |f: &Option<PathBuf>| f.as_ref().and_then(|p| std::fs::read(p).ok());
+    let watching = |live: &Live| source.watched() && live.load().config.reload.watch;
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => s,
         Err(e) => {
@@ -93,11 +126,11 @@ pub(crate) async fn reloads(live: Live, source: Reload, seen: Option<Vec<u8>>) {
     loop {
         let why = tokio::select! {
             _ = hup.recv() => {
-                watch.reloaded(read(&source.file));
+                watch.reloaded(source.content());
                 "SIGHUP"
             }
             _ = tick.tick(), if watching(&live) => {
-                if !watch.changed(read(&source.file)) {
+                if !watch.changed(source.content()) {
                     continue;
                 }
                 "the configuration file changed"

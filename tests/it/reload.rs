@@ -218,6 +218,79 @@ async fn a_file_caught_half_written_is_not_installed() {
     assert_eq!(answer.status, 401);
 }
 
+/// A FIFO holding `text` for one reader, removed when dropped. Its writer waits for the
+/// reader, writes and closes, as a shell's `<(…)` does; a second reader would wait for ever.
+struct Fifo {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl Fifo {
+    fn new(text: &str) -> Fifo {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("toolgate-fifo-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("toolgate.toml");
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        assert!(made.unwrap().success());
+        let (to, text) = (path.clone(), text.to_owned());
+        std::thread::spawn(move || std::fs::write(to, text));
+        Fifo { dir, path }
+    }
+}
+
+impl Drop for Fifo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A configuration given through a pipe (`--config <(…)`, `/dev/stdin`, a FIFO) is read once
+/// and layered again at every load: a second read would find nothing (every default, here no
+/// authentication) or wait for a writer that never comes. `serve` and `demo` start with it,
+/// and SIGHUP installs it again, its token file read again.
+#[tokio::test]
+async fn a_configuration_given_through_a_pipe_is_read_once() {
+    let token = TempFile::new("token-aaaaaaaaaaaaaaaa");
+    let config = format!(
+        "[[auth.tokens]]\nname = \"ci\"\nfile = \"{}\"\n",
+        token.path.display()
+    );
+    let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
+    let post = |url: String, token: Option<&'static str>| async move {
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
+        headers.extend(bearer.as_deref().map(|b| ("authorization", b)));
+        let body = call(1, "echo", json!({}));
+        common::request(http::Method::POST, &url, &headers, body)
+            .await
+            .status
+    };
+    for command in [vec!["serve", "--upstream", &up], vec!["demo"]] {
+        let fifo = Fifo::new(&config);
+        let mut args: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+        args.extend(["--config".into(), fifo.path.display().to_string()]);
+        args.extend(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from));
+        let tg = Toolgate::start_raw(args).await;
+        for reloaded in [false, true] {
+            if reloaded {
+                rewrite(&token, "token-bbbbbbbbbbbbbbbb");
+                tg.hup();
+                wait_for_log(&tg, "configuration reloaded (SIGHUP)", 1).await;
+            }
+            let (good, old) = match reloaded {
+                false => ("token-aaaaaaaaaaaaaaaa", "token-bbbbbbbbbbbbbbbb"),
+                true => ("token-bbbbbbbbbbbbbbbb", "token-aaaaaaaaaaaaaaaa"),
+            };
+            assert_eq!(post(tg.url(), None).await, 401, "{command:?}");
+            assert_eq!(post(tg.url(), Some(old)).await, 401, "{command:?}");
+            assert_eq!(post(tg.url(), Some(good)).await, 200, "{command:?}");
+        }
+        rewrite(&token, "token-aaaaaaaaaaaaaaaa");
+    }
+}
+
 /// `reload.watch = false` arriving through a reload stops the watching: a later edit waits
 /// for SIGHUP.
 #[tokio::test]
