@@ -319,13 +319,10 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     } else {
         "http"
     };
-    // The file as it is now is what is in force: an edit made once toolgate says it listens
-    // is a change, however soon the reload task first looks.
-    let seen = source.content();
     for t in &gw.targets {
         tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
-    tokio::spawn(reload::reloads(live.clone(), source, seen));
+    tokio::spawn(reload::reloads(live.clone(), source));
     serve_admin(admin, live.clone())?;
     tokio::spawn(async move {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -438,7 +435,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 admin_listen: common.admin_listen,
                 command,
             };
-            let source = Reload::new(common.config, overrides);
+            let mut source = Reload::new(common.config, overrides);
             let cfg = source.load()?;
             init_logs(&cfg);
             run_gateway(cfg, source).await?;

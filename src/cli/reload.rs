@@ -10,6 +10,9 @@ pub(crate) struct Reload {
     /// Whether the file is no regular file, and its text read once ([`Reload::new`]).
     piped: bool,
     read_once: Option<Vec<u8>>,
+    /// The file's content the last [`Reload::load`] read: the one in force when the watcher
+    /// starts, so that an edit made since, however early, is a change.
+    loaded: Option<Vec<u8>>,
     overrides: Overrides,
     /// Applied after loading, as at startup (the demo's built-in upstream).
     pub(crate) upstream: Option<String>,
@@ -28,14 +31,18 @@ impl Reload {
             file,
             piped,
             read_once,
+            loaded: None,
             overrides,
             upstream: None,
         }
     }
 
     /// The configuration, its file as it is now.
-    pub(crate) fn load(&self) -> anyhow::Result<Config> {
-        self.load_read(self.content())
+    pub(crate) fn load(&mut self) -> anyhow::Result<Config> {
+        let content = self.content();
+        let cfg = self.load_read(content.clone())?;
+        self.loaded = content;
+        Ok(cfg)
     }
 
     /// The configuration, its file as `text` holds it where the caller read it.
@@ -52,7 +59,7 @@ impl Reload {
 
     /// The file's content now (the text read once, for a file that is no regular file);
     /// `None` where it cannot be read.
-    pub(crate) fn content(&self) -> Option<Vec<u8>> {
+    fn content(&self) -> Option<Vec<u8>> {
         match (&self.read_once, &self.file) {
             (Some(text), _) => Some(text.clone()),
             (None, file) => std::fs::read(file.as_ref()?).ok(),
@@ -109,7 +116,8 @@ impl Watch {
 /// Reloads on SIGHUP, and when the configuration file's content changes (polled, which also
 /// sees a Kubernetes ConfigMap's symlink swap). A config that does not load or is refused
 /// is logged and the one in force stays.
-pub(crate) async fn reloads(live: Live, source: Reload, seen: Option<Vec<u8>>) {
+pub(crate) async fn reloads(live: Live, mut source: Reload) {
+    let mut watch = Watch::new(source.loaded.take());
     let interval = live.load().config.reload.interval;
     // Asked again before each look: a reload may turn the watching off, or on.
     let watching = |live: &Live| source.watched() && live.load().config.reload.watch;
@@ -120,7 +128,6 @@ pub(crate) async fn reloads(live: Live, source: Reload, seen: Option<Vec<u8>>) {
             return;
         }
     };
-    let mut watch = Watch::new(seen);
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -150,7 +157,8 @@ pub(crate) async fn reloads(live: Live, source: Reload, seen: Option<Vec<u8>>) {
 
 #[cfg(test)]
 mod tests {
-    use super::Watch;
+    use super::{Reload, Watch};
+    use toolgate::config::Overrides;
 
     fn content(s: &str) -> Option<Vec<u8>> {
         Some(s.as_bytes().to_vec())
@@ -180,6 +188,21 @@ mod tests {
         assert!(!watch.changed(None));
         assert!(!watch.changed(content("a = 1")));
         assert!(watch.changed(content("a = 1")));
+    }
+
+    #[test]
+    fn an_edit_made_after_the_load_is_a_change_however_early() {
+        let dir = std::env::temp_dir().join(format!("toolgate-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("toolgate.toml");
+        std::fs::write(&path, "[reload]\nwatch = true\n").unwrap();
+        let mut source = Reload::new(Some(path.clone()), Overrides::default());
+        source.load().unwrap();
+        std::fs::write(&path, "[reload]\nwatch = true\n# edited\n").unwrap();
+        let mut watch = Watch::new(source.loaded.take());
+        assert!(!watch.changed(source.content()));
+        assert!(watch.changed(source.content()), "the edit is installed");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
