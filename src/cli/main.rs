@@ -319,10 +319,11 @@ async fn run_gateway(cfg: Config, source: Reload) -> anyhow::Result<SocketAddr> 
     } else {
         "http"
     };
+    let reloads = reload::reloads(live.clone(), source);
     for t in &gw.targets {
         tracing::info!("listening on {scheme}://{addr}{}", t.path);
     }
-    tokio::spawn(reload::reloads(live.clone(), source));
+    tokio::spawn(reloads);
     serve_admin(admin, live.clone())?;
     tokio::spawn(async move {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

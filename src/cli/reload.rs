@@ -1,6 +1,7 @@
 //! Reloading `toolgate serve`'s configuration: on SIGHUP, and when its file's content changes.
 
 use std::path::PathBuf;
+use tokio::signal::unix::Signal;
 use toolgate::Live;
 use toolgate::config::{Config, Overrides};
 
@@ -116,23 +117,27 @@ impl Watch {
 /// Reloads on SIGHUP, and when the configuration file's content changes (polled, which also
 /// sees a Kubernetes ConfigMap's symlink swap). A config that does not load or is refused
 /// is logged and the one in force stays.
-pub(crate) async fn reloads(live: Live, mut source: Reload) {
+///
+/// SIGHUP is listened for from this call on, which `serve` makes before it says it listens:
+/// a SIGHUP sent once it does reloads, even before the returned task first runs, where
+/// SIGHUP's default would end the process.
+pub(crate) fn reloads(live: Live, source: Reload) -> impl Future<Output = ()> {
+    let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .inspect_err(|e| tracing::warn!(error = %e, "no SIGHUP handler: reload on signal is off"))
+        .ok();
+    watching(live, source, hup)
+}
+
+async fn watching(live: Live, mut source: Reload, mut hup: Option<Signal>) {
     let mut watch = Watch::new(source.loaded.take());
     let interval = live.load().config.reload.interval;
     // Asked again before each look: a reload may turn the watching off, or on.
     let watching = |live: &Live| source.watched() && live.load().config.reload.watch;
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "no SIGHUP handler: reload on signal is off");
-            return;
-        }
-    };
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let why = tokio::select! {
-            _ = hup.recv() => {
+            () = hangup(&mut hup) => {
                 watch.reloaded(source.content());
                 "SIGHUP"
             }
@@ -153,6 +158,17 @@ pub(crate) async fn reloads(live: Live, mut source: Reload) {
             ),
         }
     }
+}
+
+/// The next SIGHUP; never, without a handler for it.
+async fn hangup(hup: &mut Option<Signal>) {
+    if let Some(h) = hup
+        && h.recv().await.is_some()
+    {
+        return;
+    }
+    *hup = None;
+    std::future::pending().await
 }
 
 #[cfg(test)]

@@ -291,6 +291,17 @@ async fn a_configuration_given_through_a_pipe_is_read_once() {
     }
 }
 
+/// SIGHUP is listened for before toolgate says it listens: one sent the moment it does
+/// reloads it, and never ends it (SIGHUP's default action).
+#[tokio::test]
+async fn a_sighup_the_moment_toolgate_listens_reloads_it() {
+    for _ in 0..10 {
+        let (tg, _file, _) = start("[reload]\nwatch = false\n").await;
+        tg.hup();
+        wait_for_log(&tg, "configuration reloaded (SIGHUP)", 1).await;
+    }
+}
+
 /// `reload.watch = false` arriving through a reload stops the watching: a later edit waits
 /// for SIGHUP.
 #[tokio::test]
