@@ -1494,12 +1494,29 @@ async fn nested_choices_cannot_make_a_call_cost_a_power_of_their_branches() {
 /// The bytes toolgate holds for requests, of their bodies (`part` `body`) or of the answers
 /// it read whole (`answer`), read from its gauge.
 async fn request_bytes_held(tg: &Toolgate, part: &str) -> u64 {
-    gauge(
-        tg,
-        &format!("toolgate_request_bytes_held{{part=\"{part}\"}}"),
-    )
-    .await
+    gauge(tg, &held_series(part)).await
 }
+
+/// The series of [`request_bytes_held`].
+fn held_series(part: &str) -> String {
+    format!("toolgate_request_bytes_held{{part=\"{part}\"}}")
+}
+
+/// A gauge read every 50 ms until `done` holds for its value, for at most 5 s; its last value.
+async fn gauge_until(tg: &Toolgate, series: &str, done: impl Fn(u64) -> bool) -> u64 {
+    let mut value = gauge(tg, series).await;
+    for _ in 0..100 {
+        if done(value) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        value = gauge(tg, series).await;
+    }
+    value
+}
+
+/// The answers waiting for room to be held.
+const WAITING: &str = "toolgate_answers_waiting_for_room";
 
 /// A gauge's value, by its series as `/metrics` writes it.
 async fn gauge(tg: &Toolgate, series: &str) -> u64 {
@@ -1690,14 +1707,7 @@ async fn request_bodies_held_at_once_are_bounded() {
 
     drop(held);
     conn.abort();
-    let mut left = u64::MAX;
-    for _ in 0..100 {
-        left = request_bytes_held(&tg, "body").await;
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let left = gauge_until(&tg, &held_series("body"), |held| held == 0).await;
     assert_eq!(left, 0, "the bytes are given back when their requests go");
 }
 
@@ -1814,14 +1824,7 @@ async fn unread_answers_hold_at_most_the_budget(
         let mut send = send.clone();
         unread.push(tokio::spawn(async move { send.send_request(req).await }));
     }
-    let mut held = 0;
-    for _ in 0..100 {
-        held = request_bytes_held(tg, "answer").await;
-        if held >= 8_000_000 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let held = gauge_until(tg, &held_series("answer"), |held| held >= 8_000_000).await;
     assert!(
         (8_000_000..=8_388_608).contains(&held),
         "{from:?}: {held} bytes held"
@@ -1836,14 +1839,7 @@ async fn unread_answers_hold_at_most_the_budget(
                 .answer()
         }
     });
-    let mut answers_waiting = 0;
-    for _ in 0..100 {
-        answers_waiting = gauge(tg, "toolgate_answers_waiting_for_room").await;
-        if answers_waiting >= 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let answers_waiting = gauge_until(tg, WAITING, |waiting| waiting >= 1).await;
     assert!(
         !waiting.is_finished(),
         "{from:?}: the answer waits for room"
@@ -1890,14 +1886,7 @@ async fn unread_answers_hold_at_most_the_budget(
         whole["result"]["resultType"] = json!("complete");
     }
     assert!(a == whole, "{from:?}: the answer whole, under its own id");
-    let mut answers_waiting = u64::MAX;
-    for _ in 0..100 {
-        answers_waiting = gauge(tg, "toolgate_answers_waiting_for_room").await;
-        if answers_waiting == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let answers_waiting = gauge_until(tg, WAITING, |waiting| waiting == 0).await;
     assert_eq!(
         answers_waiting, 0,
         "{from:?}: none waits once the room is given back"

@@ -71,6 +71,23 @@ fn rewrite(file: &TempFile, config: &str) {
     std::fs::write(&file.path, config).unwrap();
 }
 
+/// A configuration's one client, whose token `token` holds.
+fn client_of(token: &TempFile) -> String {
+    let path = token.path.display();
+    format!("[[auth.tokens]]\nname = \"ci\"\nfile = \"{path}\"\n")
+}
+
+/// The status of a call to toolgate at `url` with `token`, if any.
+async fn status(url: &str, token: Option<&str>) -> u16 {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
+    headers.extend(bearer.as_deref().map(|b| ("authorization", b)));
+    let body = call(1, "echo", json!({}));
+    common::request(http::Method::POST, url, &headers, body)
+        .await
+        .status
+}
+
 #[tokio::test]
 async fn sighup_installs_new_rules_without_dropping_connections() {
     let (tg, file, seen) = start("[reload]\nwatch = false\n").await;
@@ -151,28 +168,10 @@ async fn a_changed_file_reloads_and_a_bad_one_is_refused() {
 #[tokio::test]
 async fn a_reload_reads_rotated_secrets() {
     let token = TempFile::new("first-token-aaaaaaaaaaaa");
-    let config = format!(
-        "[reload]\ninterval = \"100ms\"\n[[auth.tokens]]\nname = \"ci\"\nfile = \"{}\"\n",
-        token.path.display()
-    );
+    let config = format!("[reload]\ninterval = \"100ms\"\n{}", client_of(&token));
     let (tg, file, _) = start(&config).await;
-    let post = |t: &'static str| {
-        let url = tg.url();
-        async move {
-            common::request(
-                http::Method::POST,
-                &url,
-                &[
-                    ("content-type", "application/json"),
-                    ("accept", ACCEPT),
-                    ("authorization", &format!("Bearer {t}")),
-                ],
-                call(1, "echo", json!({})),
-            )
-            .await
-            .status
-        }
-    };
+    let url = tg.url();
+    let post = |t: &'static str| status(&url, Some(t));
     assert_eq!(post("first-token-aaaaaaaaaaaa").await, 200);
     rewrite(&token, "second-token-bbbbbbbbbbb");
     // The token file is not watched; the config file is. Touch it (same content is no change,
@@ -193,10 +192,7 @@ async fn a_file_caught_half_written_is_not_installed() {
     use std::io::Write;
     let token = TempFile::new("token-aaaaaaaaaaaaaaaa");
     let head = "[reload]\ninterval = \"1s\"\n";
-    let rest = format!(
-        "[[auth.tokens]]\nname = \"ci\"\nfile = \"{}\"\n",
-        token.path.display()
-    );
+    let rest = client_of(&token);
     let (tg, file, _) = start(&format!("{head}{rest}")).await;
     for edit in 1..=8 {
         let mut written = std::fs::File::create(&file.path).unwrap();
@@ -212,10 +208,7 @@ async fn a_file_caught_half_written_is_not_installed() {
     let logs = tg.logs();
     let reloads = logs.matches("configuration reloaded").count();
     assert_eq!(reloads, 1, "the whole file alone is installed:\n{logs}");
-    let headers = [("content-type", "application/json"), ("accept", ACCEPT)];
-    let call = call(1, "echo", json!({}));
-    let answer = common::request(http::Method::POST, &tg.url(), &headers, call).await;
-    assert_eq!(answer.status, 401);
+    assert_eq!(status(&tg.url(), None).await, 401);
 }
 
 /// A FIFO holding `text` for one reader, removed when dropped. Its writer waits for the
@@ -253,20 +246,8 @@ impl Drop for Fifo {
 #[tokio::test]
 async fn a_configuration_given_through_a_pipe_is_read_once() {
     let token = TempFile::new("token-aaaaaaaaaaaaaaaa");
-    let config = format!(
-        "[[auth.tokens]]\nname = \"ci\"\nfile = \"{}\"\n",
-        token.path.display()
-    );
+    let config = client_of(&token);
     let (up, _) = Scripted::new(vec![open_tool("echo")]).spawn().await;
-    let post = |url: String, token: Option<&'static str>| async move {
-        let bearer = token.map(|t| format!("Bearer {t}"));
-        let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
-        headers.extend(bearer.as_deref().map(|b| ("authorization", b)));
-        let body = call(1, "echo", json!({}));
-        common::request(http::Method::POST, &url, &headers, body)
-            .await
-            .status
-    };
     for command in [vec!["serve", "--upstream", &up], vec!["demo"]] {
         let fifo = Fifo::new(&config);
         let mut args: Vec<String> = command.iter().map(|a| a.to_string()).collect();
@@ -283,9 +264,9 @@ async fn a_configuration_given_through_a_pipe_is_read_once() {
                 false => ("token-aaaaaaaaaaaaaaaa", "token-bbbbbbbbbbbbbbbb"),
                 true => ("token-bbbbbbbbbbbbbbbb", "token-aaaaaaaaaaaaaaaa"),
             };
-            assert_eq!(post(tg.url(), None).await, 401, "{command:?}");
-            assert_eq!(post(tg.url(), Some(old)).await, 401, "{command:?}");
-            assert_eq!(post(tg.url(), Some(good)).await, 200, "{command:?}");
+            assert_eq!(status(&tg.url(), None).await, 401, "{command:?}");
+            assert_eq!(status(&tg.url(), Some(old)).await, 401, "{command:?}");
+            assert_eq!(status(&tg.url(), Some(good)).await, 200, "{command:?}");
         }
         rewrite(&token, "token-aaaaaaaaaaaaaaaa");
     }
