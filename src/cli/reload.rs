@@ -1,4 +1,5 @@
-//! Reloading `toolgate serve`'s configuration: on SIGHUP, and when its file's content changes.
+//! Reloading the configuration of `toolgate serve` (and `demo`): on SIGHUP, and when its
+//! file's content changes.
 
 use std::path::PathBuf;
 use tokio::signal::unix::Signal;
@@ -8,8 +9,9 @@ use toolgate::config::{Config, Overrides};
 /// Where a reload reads the configuration again: the same file, environment and flags.
 pub(crate) struct Reload {
     file: Option<PathBuf>,
-    /// Whether the file is no regular file, and its text read once ([`Reload::new`]).
+    /// The file is no regular file: read once ([`Reload::new`]), and not watched.
     piped: bool,
+    /// Its text, as that one read found it.
     read_once: Option<Vec<u8>>,
     /// The file's content the last [`Reload::load`] read: the one in force when the watcher
     /// starts, so that an edit made since, however early, is a change.
@@ -118,17 +120,17 @@ impl Watch {
 /// sees a Kubernetes ConfigMap's symlink swap). A config that does not load or is refused
 /// is logged and the one in force stays.
 ///
-/// SIGHUP is listened for from this call on, which `serve` makes before it says it listens:
+/// SIGHUP is listened for from this call on, which is made before toolgate says it listens:
 /// a SIGHUP sent once it does reloads, even before the returned task first runs, where
 /// SIGHUP's default would end the process.
 pub(crate) fn reloads(live: Live, source: Reload) -> impl Future<Output = ()> {
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .inspect_err(|e| tracing::warn!(error = %e, "no SIGHUP handler: reload on signal is off"))
         .ok();
-    watching(live, source, hup)
+    reloading(live, source, hup)
 }
 
-async fn watching(live: Live, mut source: Reload, mut hup: Option<Signal>) {
+async fn reloading(live: Live, mut source: Reload, mut hup: Option<Signal>) {
     let mut watch = Watch::new(source.loaded.take());
     let interval = live.load().config.reload.interval;
     // Asked again before each look: a reload may turn the watching off, or on.
