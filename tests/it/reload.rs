@@ -184,21 +184,22 @@ async fn a_reload_reads_rotated_secrets() {
 
 /// A file written in place is empty, then half-written, for a moment: a content is installed
 /// once two looks in a row find it, so that a look in that moment installs nothing. Here the
-/// first half alone is a configuration without authentication, and the file is written again
-/// and again, each half held for less than the watcher's interval, then left whole: the whole
-/// file is installed once, and nothing before it.
+/// first half alone is a configuration without authentication, and eight edits follow one
+/// another, each half held for far less than the watcher's interval, then each whole as
+/// briefly, the last left: the last is installed once, and nothing before it.
 #[tokio::test]
 async fn a_file_caught_half_written_is_not_installed() {
     use std::io::Write;
     let token = TempFile::new("token-aaaaaaaaaaaaaaaa");
-    let head = "[reload]\ninterval = \"1s\"\n";
+    let head = "[reload]\ninterval = \"2s\"\n";
     let rest = client_of(&token);
     let (tg, file, _) = start(&format!("{head}{rest}")).await;
     for edit in 1..=8 {
         let mut written = std::fs::File::create(&file.path).unwrap();
+        // Each edit's own: one edit's half is no other's.
+        let head = format!("# edit {edit}\n{head}");
         written.write_all(head.as_bytes()).unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let rest = format!("{rest}# edit {edit}\n");
         written.write_all(rest.as_bytes()).unwrap();
         drop(written);
         tokio::time::sleep(Duration::from_millis(300)).await;
