@@ -447,7 +447,7 @@ impl Declared {
             #[serde(rename = "clientInfo")]
             client_info: &'a RawValue,
         }
-        let none = RawValue::from_string("{}".into()).expect("an object");
+        let none = empty_object();
         let toolgate = written(&mcp::client_info());
         written(&Params {
             version: mcp::LEGACY_VERSION,
@@ -486,6 +486,11 @@ fn askable(capabilities: &RawValue) -> Option<Box<RawValue>> {
 /// `v` as JSON text.
 fn written<T: Serialize + ?Sized>(v: &T) -> Box<RawValue> {
     serde_json::value::to_raw_value(v).expect("JSON values and texts serialize")
+}
+
+/// `{}`, what a client that says nothing of itself is taken to have said.
+fn empty_object() -> Box<RawValue> {
+    RawValue::from_string("{}".into()).expect("an object")
 }
 
 /// What a server of the handshake era may ask its client in the middle of a request, which a
@@ -645,7 +650,6 @@ impl Reverse {
     pub fn new(initialize_params: Option<&RawValue>) -> Reverse {
         let p: Option<InitializeParams> =
             initialize_params.and_then(|p| serde_json::from_str(p.get()).ok());
-        let empty = || RawValue::from_string("{}".into()).expect("an object");
         let mut envelope = BTreeMap::new();
         envelope.insert(
             "io.modelcontextprotocol/protocolVersion",
@@ -671,7 +675,7 @@ impl Reverse {
         let (caps, info) = (kept("capabilities", caps), kept("clientInfo", info));
         envelope.insert(
             "io.modelcontextprotocol/clientCapabilities",
-            caps.unwrap_or_else(empty),
+            caps.unwrap_or_else(empty_object),
         );
         if let Some(info) = info {
             envelope.insert("io.modelcontextprotocol/clientInfo", info);
