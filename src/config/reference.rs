@@ -333,8 +333,46 @@ fn walk(table: &toml::Table, schema: &str, shown: &str, problems: &mut Vec<Strin
                     walk(t, &s, &format!("{here}[{i}]"), problems);
                 }
             }
-            _ => problems.push(unknown(schema, name, &here)),
+            _ => problems.push(
+                misshapen(&child, value, &here).unwrap_or_else(|| unknown(schema, name, &here)),
+            ),
         }
+    }
+}
+
+/// The line for a known table or list of tables written as something else (`tokens = ["x"]`
+/// for `[[auth.tokens]]`): the name is right, so no other name is offered.
+fn misshapen(child: &str, value: &toml::Value, here: &str) -> Option<String> {
+    let holds = |prefix: String| KEYS.iter().any(|k| k.path.starts_with(&prefix));
+    let (shape, header) = if holds(format!("{child}[].")) {
+        ("a list of tables", format!("[[{here}]]"))
+    } else if holds(format!("{child}.")) {
+        ("a table", format!("[{here}]"))
+    } else {
+        return None;
+    };
+    let found = match value {
+        toml::Value::Array(items) => match items.iter().find(|i| !i.is_table()) {
+            Some(item) => format!("a list holding {}", a(item.type_str())),
+            None => "a list".to_string(),
+        },
+        v => a(v.type_str()),
+    };
+    // A path through a list of tables (`upstreams[0].limits`), or with a name TOML must
+    // quote, is shown with no header: it would not be written as shown.
+    let bare = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let written = match here.chars().all(bare) {
+        true => format!(", written {header}"),
+        false => String::new(),
+    };
+    Some(format!("{here} must be {shape}{written}, not {found}"))
+}
+
+/// A TOML type's name with its article.
+fn a(type_name: &str) -> String {
+    match type_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        true => format!("an {type_name}"),
+        false => format!("a {type_name}"),
     }
 }
 
@@ -483,6 +521,40 @@ mod tests {
                 "unknown key upstreams[0].validaton: did you mean upstreams[0].validation?",
                 "unknown key validation.mod: did you mean validation.mode?",
                 "unknown key validation.tools.x.coerse: did you mean validation.tools.x.coerce?",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_table_written_as_a_value_is_named_for_its_shape() {
+        let file: toml::Table = toml::from_str(
+            "upstreams = 5\n[auth]\ntokens = [\"x\"]\n[clients]\nbob = \"admin\"\n\
+             [validation]\ntools = []\n",
+        )
+        .unwrap();
+        let mut found = unknown_keys(&file);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "auth.tokens must be a list of tables, written [[auth.tokens]], not a list holding a string",
+                "clients.bob must be a table, written [clients.bob], not a string",
+                "upstreams must be a list of tables, written [[upstreams]], not an integer",
+                "validation.tools must be a table, written [validation.tools], not a list",
+            ]
+        );
+        // Shown with no header: none is written as shown.
+        let nested: toml::Table = toml::from_str(
+            "[[upstreams]]\nname = \"a\"\nlimits = 5\n[validation.tools]\n\"a b\" = true\n",
+        )
+        .unwrap();
+        let mut found = unknown_keys(&nested);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "upstreams[0].limits must be a table, not an integer",
+                "validation.tools.a b must be a table, not a boolean",
             ]
         );
     }

@@ -504,11 +504,12 @@ async fn a_bound_at_zero_is_refused_by_name() {
     );
 }
 
-/// Every problem on a line of its own, exit status 1, whatever `RUST_BACKTRACE` says; and
-/// what `serve` would read beyond the file (a certificate) is read too.
+/// Every problem on a line of its own, exit status 1, whatever `RUST_BACKTRACE` says (a
+/// table written as a value is named for its shape); and what `serve` would read beyond the
+/// file (a certificate) is read too.
 #[tokio::test]
 async fn a_configuration_check_says_each_problem_on_one_line() {
-    let typos = "[validation]\nmod = \"audit\"\n[limits]\nmax_body_byte = 3\n[clients.bob]\nrate = \"1/second\"\n";
+    let typos = "[validation]\nmod = \"audit\"\n[limits]\nmax_body_byte = 3\n[clients.bob]\nrate = \"1/second\"\n[auth]\ntokens = [\"x\"]\n";
     let file = tempfile_lite::TempFile::new(typos);
     let path = file.path.display().to_string();
     let (code, out, err) = config(&["check", &path]).await;
@@ -519,6 +520,9 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
     assert_eq!(
         lines,
         [
+            format!(
+                "toolgate config check: {path}: auth.tokens must be a list of tables, written [[auth.tokens]], not a list holding a string"
+            ),
             format!(
                 "toolgate config check: {path}: unknown key clients.bob.rate: did you mean clients.bob.rate_limit?"
             ),
