@@ -880,13 +880,37 @@ pub struct Overrides {
 fn figment_problems(e: figment::Error, file: Option<&str>) -> Vec<String> {
     e.into_iter()
         .map(|e| {
-            let text = e.to_string().replace("key \"default.", "key \"");
+            let mut text = e.to_string().replace("key \"default.", "key \"");
+            use figment::error::Kind;
+            if let Kind::UnknownVariant(found, names) | Kind::UnknownField(found, names) = &e.kind {
+                let what = match e.kind {
+                    Kind::UnknownField(..) => "key",
+                    _ => "value",
+                };
+                text = none_of(text, &e.kind.to_string(), (what, found), names);
+            }
             match file {
                 Some(f) => text.replace(" in TOML source string", &format!(" in {f}")),
                 None => text,
             }
         })
         .collect()
+}
+
+/// A value that is none of a setting's names (`mode = "enforc"`), or a key of a table set
+/// from the environment that is none of its keys, said with the nearest name. figment's own
+/// words (`said`) quote the list twice: "expected `one of `enforce`, …``".
+fn none_of(line: String, said: &str, (what, found): (&str, &str), names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    let words = format!(
+        "unknown {what} `{found}`, expected one of {}",
+        quoted.join(", ")
+    );
+    let line = line.replacen(said, &words, 1);
+    match reference::nearest(found, names) {
+        Some(name) => format!("{line}: did you mean `{name}`?"),
+        None => line,
+    }
 }
 
 /// Variables the command line reads itself (`clap`'s `env`), not configuration keys.

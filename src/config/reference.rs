@@ -389,30 +389,31 @@ fn unknown(schema: &str, name: &str, here: &str) -> String {
         })
         .collect();
     siblings.dedup();
-    let typed: Vec<char> = name.to_lowercase().chars().collect();
-    let allowed = (typed.len() / 3).clamp(2, 3);
-    let lower = name.to_lowercase();
-    // The nearest by edits; else one the name begins (`rate` for `rate_limit`).
-    let nearest = siblings
-        .iter()
-        .filter_map(|s| {
-            let c: Vec<char> = s.chars().collect();
-            edit_distance_within(&typed, &c, allowed).map(|d| (d, *s))
-        })
-        .min_by_key(|(d, _)| *d)
-        .or_else(|| {
-            let begun = siblings
-                .iter()
-                .find(|s| lower.len() >= 3 && s.starts_with(&lower));
-            begun.map(|s| (0, *s))
-        });
     let place = match here.rsplit_once('.') {
         Some((table, _)) => format!("{table}."),
         None => String::new(),
     };
-    match nearest {
-        Some((_, s)) => format!("unknown key {here}: did you mean {place}{s}?"),
+    match nearest(name, &siblings) {
+        Some(s) => format!("unknown key {here}: did you mean {place}{s}?"),
         None => format!("unknown key {here}"),
+    }
+}
+
+/// The one of `known` nearest what was `typed`, case aside: within a third of its length in
+/// edits (two or three), else one it begins (`rate` for `rate_limit`).
+pub(crate) fn nearest<'k>(typed: &str, known: &[&'k str]) -> Option<&'k str> {
+    let lower = typed.to_lowercase();
+    let chars: Vec<char> = lower.chars().collect();
+    let allowed = (chars.len() / 3).clamp(2, 3);
+    let by_edits = known.iter().filter_map(|k| {
+        let c: Vec<char> = k.chars().collect();
+        edit_distance_within(&chars, &c, allowed).map(|d| (d, *k))
+    });
+    match by_edits.min_by_key(|(d, _)| *d) {
+        Some((_, k)) => Some(k),
+        None => (known.iter())
+            .find(|k| lower.len() >= 3 && k.starts_with(&lower))
+            .copied(),
     }
 }
 

@@ -649,6 +649,35 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
     );
 }
 
+/// A value none of a setting's names, and a key set from the environment that is none of its
+/// table's, are each said with the names it could be, quoted once, and the nearest.
+#[tokio::test]
+async fn a_misspelt_name_is_said_with_the_nearest() {
+    let file = tempfile_lite::TempFile::new("[validation]\nmode = \"enforc\"\n");
+    let path = file.path.display().to_string();
+    let (code, _, err) = config(&["check", &path]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "toolgate config check: unknown value `enforc`, expected one of `enforce`, `audit`, `off` for key \"validation.mode\" in {path}: did you mean `enforce`?\n"
+        )
+    );
+    let file = tempfile_lite::TempFile::new("");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["config", "check", &file.path.display().to_string()])
+        .env("TOOLGATE_ERRORS__MASK_INTERNALS", "true")
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "toolgate config check: unknown key `mask_internals`, expected one of `rewrite`, `mask_internal` for key \"ERRORS.MASK_INTERNALS\" in `TOOLGATE_` environment variable(s): did you mean `mask_internal`?\n"
+    );
+}
+
 /// A configuration piped in (`/dev/stdin`, a process substitution) is read once, and checked
 /// as written: a pipe has nothing left for a second read, which would pass an empty file.
 #[tokio::test]
