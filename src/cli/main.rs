@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use toolgate::Gateway;
 use toolgate::Live;
-use toolgate::config::{Config, LogFormat, Overrides, UpstreamTransport, names_listener};
+use toolgate::config::{
+    Config, LogFormat, Overrides, UpstreamTransport, listen_address, names_listener,
+};
 
 mod check;
 mod init;
@@ -176,28 +178,11 @@ struct Common {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Address to listen on, as IP:PORT or HOST:PORT [default: 127.0.0.1:8080].
-    #[arg(long, value_parser = listen_addr)]
+    #[arg(long, value_parser = listen_address)]
     listen: Option<SocketAddr>,
     /// Admin address for /healthz, /readyz and /metrics, or "off" [default: 127.0.0.1:9090].
     #[arg(long)]
     admin_listen: Option<String>,
-}
-
-/// `--listen`: an IP address with a port, or a host name (`localhost:8080`) resolved once.
-fn listen_addr(s: &str) -> Result<SocketAddr, String> {
-    use std::net::ToSocketAddrs;
-    if let Ok(a) = s.parse() {
-        return Ok(a);
-    }
-    let hint = "give IP:PORT or HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080";
-    match s.to_socket_addrs() {
-        Ok(mut addrs) => addrs
-            .next()
-            .ok_or_else(|| format!("{s:?} names no address; {hint}")),
-        Err(e) => Err(format!(
-            "{s:?} is not an address to listen on ({e}); {hint}"
-        )),
-    }
 }
 
 /// Ends the process once the queued log lines are written.

@@ -19,6 +19,7 @@ use std::time::Duration;
 pub struct Config {
     /// Where clients connect. Loopback by default: a local MCP endpoint reachable from the
     /// network is the DNS-rebinding setup the spec warns about.
+    #[serde(deserialize_with = "listen_address_of")]
     pub listen: SocketAddr,
     /// The default upstream, served on `/mcp`.
     pub upstream: Option<String>,
@@ -1170,13 +1171,35 @@ impl Config {
     pub fn admin_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
         match self.admin_listen.as_str() {
             "off" | "" => Ok(None),
-            a => a.parse().map(Some).map_err(|e| {
-                ConfigError(format!(
-                    "admin_listen {a:?}: {e} (use host:port or \"off\")"
-                ))
-            }),
+            a => listen_address(a)
+                .map(Some)
+                .map_err(|e| ConfigError(format!("admin_listen: {e}, or \"off\""))),
         }
     }
+}
+
+/// An address to listen on: an IP address with a port, or a host name with one
+/// (`localhost:8080`), resolved once, to the first address it names. The same for `listen`,
+/// `admin_listen` and `--listen`, so that what one takes the others take.
+pub fn listen_address(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let hint = "give IP:PORT or HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080";
+    match s.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("{s:?} names no address; {hint}")),
+        Err(e) => Err(format!(
+            "{s:?} is not an address to listen on ({e}); {hint}"
+        )),
+    }
+}
+
+fn listen_address_of<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(d)?;
+    listen_address(&text).map_err(serde::de::Error::custom)
 }
 
 /// `log.level` is read as a tracing filter, whose every directive must name a level: `info`,

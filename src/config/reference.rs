@@ -27,7 +27,7 @@ const fn key(path: &'static str, doc: &'static str, example: &'static str) -> Ke
 /// first, as TOML wants them).
 #[rustfmt::skip]
 const KEYS: &[Key] = &[
-    key("listen", "Where clients connect (IP:PORT). Loopback unless clients are remote; then set allowed_origins and authentication.", ""),
+    key("listen", "Where clients connect (IP:PORT, or HOST:PORT). Loopback unless clients are remote; then set allowed_origins and authentication.", ""),
     key("upstream", "The HTTP MCP server served on /mcp (or --upstream URL).", "\"http://127.0.0.1:3000/mcp\""),
     key("upstream_transport", "The transport it speaks: \"streamable-http\", or \"sse\" for the HTTP+SSE transport of 2024-11-05, served as a stdio server is (--upstream-transport).", ""),
     key("command", "Or a stdio MCP server toolgate starts, as an array: program, then arguments (or `-- CMD` on the command line).", ""),

@@ -1136,6 +1136,21 @@ async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
     )
     .await;
     assert!(tg.addr.ip().is_loopback());
+    // And in a file, where both addresses are read as `--listen` reads one.
+    let file = tempfile_lite::TempFile::new(
+        "listen = \"localhost:0\"\nadmin_listen = \"localhost:0\"\nupstream = \"http://127.0.0.1:9/mcp\"\n",
+    );
+    let path = file.path.display().to_string();
+    let tg = Toolgate::start_raw(["serve", "--config", &path].map(String::from).to_vec()).await;
+    assert!(tg.addr.ip().is_loopback());
+    assert_eq!(tg.admin_get("/healthz").await.status, 200);
+    let file = tempfile_lite::TempFile::new("admin_listen = \"9090\"\n");
+    let (code, _, err) = config(&["check", &file.path.display().to_string()]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "toolgate config check: admin_listen: \"9090\" is not an address to listen on (invalid socket address); give IP:PORT or HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080, or \"off\"\n"
+    );
 }
 
 /// As a container's first process (the first of its PID namespace), toolgate runs the
