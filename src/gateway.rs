@@ -523,7 +523,7 @@ fn targets(config: &Config, catalog: &Arc<Catalog>) -> Result<Vec<Arc<Target>>, 
         .collect();
     if targets.is_empty() {
         return Err(ConfigError(
-            "no upstream: give --upstream URL or [[upstreams]] in the config file".into(),
+            "no upstream: give --upstream URL, a command after `--` (`toolgate serve -- python server.py`), or [[upstreams]] in the config file".into(),
         ));
     }
     Ok(targets)

@@ -610,7 +610,11 @@ async fn check(
     }
     // The server the command line names, else every one the file names.
     let servers = match (upstream, command.is_empty()) {
-        (Some(url), true) => vec![check::ToCheck::on_mcp(check::Server::Http(url), &cfg)],
+        (Some(url), true) => {
+            // A URL no server can have is the command line's mistake, not a server's.
+            toolgate::config::parse_upstream_url(&url)?;
+            vec![check::ToCheck::on_mcp(check::Server::Http(url), &cfg)]
+        }
         (None, false) => {
             let server = check::Server::Stdio {
                 command,

@@ -162,6 +162,21 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
         err.contains("unknown key validation.mood: did you mean validation.mode?"),
         "{err}"
     );
+
+    // `check` takes a URL no server can have as the command line's mistake (1), not as a
+    // server it cannot list (2); `serve` given no server says each way to give one.
+    let (code, _, err) = run_toolgate(&["check", "--upstream", "localhost:3000"]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "toolgate: configuration: upstream URL \"localhost:3000\" must look like http://host:port/mcp or https://host/mcp\n"
+    );
+    let (code, _, err) = run_toolgate(&["serve", "--listen", "127.0.0.1:0"]).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "toolgate: configuration: no upstream: give --upstream URL, a command after `--` (`toolgate serve -- python server.py`), or [[upstreams]] in the config file\n"
+    );
 }
 
 /// The hidden command that keeps a stdio server's process group (Linux): it outlives the
