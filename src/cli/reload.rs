@@ -150,10 +150,12 @@ async fn reloading(live: Live, mut source: Reload, mut hup: Option<Signal>) {
                 "the configuration file changed"
             }
         };
-        match source
-            .load_read(watch.seen.clone())
-            .and_then(|c| Ok(live.reload(c)?))
-        {
+        // A load reads files and certificates and may resolve a host name to listen on:
+        // blocking work, done where the worker's other tasks are handed to another thread.
+        let installed = tokio::task::block_in_place(|| {
+            (source.load_read(watch.seen.clone())).and_then(|c| Ok(live.reload(c)?))
+        });
+        match installed {
             Ok(()) => tracing::info!("configuration reloaded ({why})"),
             Err(e) => tracing::error!(
                 "configuration not reloaded ({why}): {e:#}; the previous configuration stays in force"
