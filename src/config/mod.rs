@@ -890,6 +890,12 @@ fn figment_problems(e: figment::Error, file: Option<&str>) -> Vec<String> {
                 };
                 text = none_of(text, &e.kind.to_string(), (what, found), names);
             }
+            if let Kind::InvalidType(_, expected) | Kind::InvalidValue(_, expected) = &e.kind
+                && let Some(said) = in_words(expected)
+            {
+                let (rust, words) = (format!("expected {expected}"), format!("expected {said}"));
+                text = text.replacen(&rust, &words, 1);
+            }
             match file {
                 Some(f) => text.replace(" in TOML source string", &format!(" in {f}")),
                 None => text,
@@ -911,6 +917,20 @@ fn none_of(line: String, said: &str, (what, found): (&str, &str), names: &[&str]
     match reference::nearest(found, names) {
         Some(name) => format!("{line}: did you mean `{name}`?"),
         None => line,
+    }
+}
+
+/// What serde expected, in an operator's words where it names a Rust type (`usize`,
+/// `struct Validation`).
+fn in_words(expected: &str) -> Option<&'static str> {
+    match expected {
+        "usize" | "u64" | "u32" | "u16" | "u8" => Some("a whole number (0 or more)"),
+        "isize" | "i64" | "i32" | "i16" | "i8" => Some("a whole number"),
+        "f64" | "f32" => Some("a number"),
+        "a sequence" => Some("a list"),
+        "a map" => Some("a table"),
+        e if e.starts_with("struct ") => Some("a table"),
+        _ => None,
     }
 }
 

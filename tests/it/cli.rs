@@ -693,6 +693,37 @@ async fn a_misspelt_name_is_said_with_the_nearest() {
     );
 }
 
+/// A value of the wrong type is said with what the key takes in an operator's words, not as
+/// the Rust type behind it (`usize`, `struct Validation`).
+#[tokio::test]
+async fn a_wrong_type_is_said_in_words() {
+    for (text, key, found, expected) in [
+        (
+            "[limits]\nmax_body_bytes = \"4MB\"\n",
+            "limits.max_body_bytes",
+            "type: found string \"4MB\"",
+            "a whole number (0 or more)",
+        ),
+        (
+            "[auth]\nrequired_scopes = \"mcp\"\n",
+            "auth.required_scopes",
+            "type: found string \"mcp\"",
+            "a list",
+        ),
+    ] {
+        let file = tempfile_lite::TempFile::new(text);
+        let path = file.path.display().to_string();
+        let (code, _, err) = config(&["check", &path]).await;
+        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "toolgate config check: invalid {found}, expected {expected} for key \"{key}\" in {path}\n"
+            )
+        );
+    }
+}
+
 /// A configuration piped in (`/dev/stdin`, a process substitution) is read once, and checked
 /// as written: a pipe has nothing left for a second read, which would pass an empty file.
 #[tokio::test]
