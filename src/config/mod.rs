@@ -1304,12 +1304,15 @@ pub fn names_listener(url: &str, listen: SocketAddr) -> bool {
 
 /// An upstream URL must be absolute `http://` or `https://`: saying so at the start beats
 /// failing on the first request.
+/// One that does not parse (`localhost/mcp`, a scheme left out) is told the same way.
 pub fn parse_upstream_url(url: &str) -> Result<http::Uri, ConfigError> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| ConfigError(format!("upstream URL {url:?} does not parse: {e}")))?;
-    match uri.scheme_str() {
-        Some("http" | "https") if uri.authority().is_some() => Ok(uri),
+    let uri = url.parse::<http::Uri>().ok();
+    match uri {
+        Some(uri)
+            if matches!(uri.scheme_str(), Some("http" | "https")) && uri.authority().is_some() =>
+        {
+            Ok(uri)
+        }
         _ => Err(ConfigError(format!(
             "upstream URL {url:?} must look like http://host:port/mcp or https://host/mcp"
         ))),

@@ -165,11 +165,11 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
 
     // `check` takes a URL no server can have as the command line's mistake (1), not as a
     // server it cannot list (2); `serve` given no server says each way to give one.
-    let (code, _, err) = run_toolgate(&["check", "--upstream", "localhost:3000"]).await;
+    let (code, _, err) = run_toolgate(&["check", "--upstream", "localhost/mcp"]).await;
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(
         err,
-        "toolgate: configuration: upstream URL \"localhost:3000\" must look like http://host:port/mcp or https://host/mcp\n"
+        "toolgate: configuration: upstream URL \"localhost/mcp\" must look like http://host:port/mcp or https://host/mcp\n"
     );
     let (code, _, err) = run_toolgate(&["serve", "--listen", "127.0.0.1:0"]).await;
     assert_eq!(code, Some(1), "{err}");
@@ -258,6 +258,15 @@ fn keeper_waits(pid: i32) -> bool {
 /// `toolgate config` with `args`: its exit status, stdout and stderr.
 async fn config(args: &[&str]) -> (Option<i32>, String, String) {
     run_toolgate(&[&["config"], args].concat()).await
+}
+
+/// `toolgate config check` of a file holding `text`: its exit status, its stderr, and the
+/// file's path, which the lines name.
+async fn check_text(text: &str) -> (Option<i32>, String, String) {
+    let file = tempfile_lite::TempFile::new(text);
+    let path = file.path.display().to_string();
+    let (code, _, err) = config(&["check", &path]).await;
+    (code, err, path)
 }
 
 #[tokio::test]
@@ -668,9 +677,7 @@ async fn a_configuration_check_says_each_problem_on_one_line() {
 /// table's, are each said with the names it could be, quoted once, and the nearest.
 #[tokio::test]
 async fn a_misspelt_name_is_said_with_the_nearest() {
-    let file = tempfile_lite::TempFile::new("[validation]\nmode = \"enforc\"\n");
-    let path = file.path.display().to_string();
-    let (code, _, err) = config(&["check", &path]).await;
+    let (code, err, path) = check_text("[validation]\nmode = \"enforc\"\n").await;
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(
         err,
@@ -711,9 +718,7 @@ async fn a_wrong_type_is_said_in_words() {
             "a list",
         ),
     ] {
-        let file = tempfile_lite::TempFile::new(text);
-        let path = file.path.display().to_string();
-        let (code, _, err) = config(&["check", &path]).await;
+        let (code, err, path) = check_text(text).await;
         assert_eq!(code, Some(1), "{err}");
         assert_eq!(
             err,
@@ -1183,9 +1188,10 @@ async fn unusable_files_and_addresses_stop_toolgate_with_one_line() {
     .await;
     assert!(tg.addr.ip().is_loopback());
     // And in a file, where both addresses are read as `--listen` reads one.
-    let file = tempfile_lite::TempFile::new(
-        "listen = \"localhost:0\"\nadmin_listen = \"localhost:0\"\nupstream = \"http://127.0.0.1:9/mcp\"\n",
-    );
+    let file = tempfile_lite::TempFile::new(&format!(
+        "listen = \"localhost:0\"\nadmin_listen = \"localhost:0\"\nupstream = \"http://127.0.0.1:{}/mcp\"\n",
+        closed_port()
+    ));
     let path = file.path.display().to_string();
     let tg = Toolgate::start_raw(["serve", "--config", &path].map(String::from).to_vec()).await;
     assert!(tg.addr.ip().is_loopback());
