@@ -112,12 +112,8 @@ impl<'a> CallParams<'a> {
 impl<'a> Message<'a> {
     /// An error response's code, when it has a readable one ([`integer`]).
     pub fn error_code(&self) -> Option<i64> {
-        #[derive(Deserialize)]
-        struct Code {
-            code: serde_json::Number,
-        }
-        let c = serde_json::from_str::<Code>(self.error?.get()).ok()?;
-        integer(&c.code)
+        let code = ErrorMembers::read(self.error?).code?;
+        integer(&serde_json::from_str(code.get()).ok()?)
     }
 
     pub fn is_request(&self) -> bool {
@@ -785,24 +781,61 @@ pub(crate) struct ErrorHead<'a> {
 impl ErrorHead<'_> {
     /// `err`'s members; all `None` when it is no object.
     pub(crate) fn read(err: &RawValue) -> ErrorHead<'_> {
-        #[derive(Deserialize)]
-        struct Members<'a> {
-            #[serde(borrow)]
-            code: Option<&'a RawValue>,
-            #[serde(borrow)]
-            message: Option<&'a RawValue>,
-            #[serde(borrow)]
-            data: Option<&'a RawValue>,
-        }
-        let m: Option<Members<'_>> = serde_json::from_str(err.get()).ok();
+        let m = ErrorMembers::read(err);
         fn read<T: serde::de::DeserializeOwned>(member: Option<&RawValue>) -> Option<T> {
             member.and_then(|v| serde_json::from_str(v.get()).ok())
         }
         ErrorHead {
-            code: read(m.as_ref().and_then(|m| m.code)),
-            message: read(m.as_ref().and_then(|m| m.message)),
-            data: m.and_then(|m| m.data),
+            code: read(m.code),
+            message: read(m.message),
+            data: m.data,
         }
+    }
+}
+
+/// An error object's members as written. A member written twice is read as its last, as a
+/// value read whole reads it: an error is the server's word to its client, whichever way
+/// toolgate reads it, and a derived reader would refuse the whole object for it.
+#[derive(Default)]
+struct ErrorMembers<'a> {
+    code: Option<&'a RawValue>,
+    message: Option<&'a RawValue>,
+    data: Option<&'a RawValue>,
+}
+
+impl<'a> ErrorMembers<'a> {
+    /// All `None` when `err` is no object.
+    fn read(err: &'a RawValue) -> ErrorMembers<'a> {
+        serde_json::from_str(err.get()).unwrap_or_default()
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorMembers<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = ErrorMembers<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an error object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut m = ErrorMembers::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    let slot = match &*key {
+                        "code" => &mut m.code,
+                        "message" => &mut m.message,
+                        "data" => &mut m.data,
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_map(Members)
     }
 }
 
@@ -1113,6 +1146,26 @@ impl<'de> Visitor<'de> for Strict {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_error_member_written_twice_is_read_as_its_last() {
+        let error =
+            r#"{"code":"x","message":1,"code":-32602,"data":[1],"message":"bad","data":{"a":1}}"#;
+        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"error":{error}}}"#);
+        let Ok(Body::Single(m)) = parse(body.as_bytes()) else {
+            panic!("{body}")
+        };
+        assert_eq!(m.error_code(), Some(INVALID_PARAMS));
+        let head = ErrorHead::read(m.error.unwrap());
+        assert_eq!(head.code.and_then(|c| integer(&c)), Some(INVALID_PARAMS));
+        assert_eq!(head.message.as_deref(), Some("bad"));
+        assert_eq!(head.data.map(RawValue::get), Some(r#"{"a":1}"#));
+        for not_an_object in ["-32602", r#""code""#, "[1]", "null"] {
+            let raw = RawValue::from_string(not_an_object.into()).unwrap();
+            let head = ErrorHead::read(&raw);
+            assert!(head.code.is_none() && head.message.is_none() && head.data.is_none());
+        }
+    }
 
     #[test]
     fn a_refusal_names_no_request() {
