@@ -328,23 +328,52 @@ async fn handle(
             &rpc_error(&Value::Null, -32700, &format!("Parse error: {e}")),
         );
     }
-    // A response or a notification: accepted, as servers do for client responses.
-    let (Some(method_name), Some(id)) = (
-        msg.get("method").and_then(Value::as_str),
-        msg.get("id").cloned(),
-    ) else {
-        return empty(StatusCode::ACCEPTED);
-    };
-    let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let answer = match answer(&demo, method_name, &id, &params, session.as_deref()) {
-        Ok(answer) => answer,
-        Err(whole) => return *whole,
+    let answer = match msg {
+        Value::Array(batch) => match answer_batch(&demo, &batch, session.as_deref()) {
+            Some(answers) => answers,
+            None => return empty(StatusCode::ACCEPTED),
+        },
+        msg => match request(&msg) {
+            Some((method_name, id, params)) => {
+                match answer(&demo, method_name, id, params, session.as_deref()) {
+                    Ok(answer) => answer,
+                    Err(whole) => return *whole,
+                }
+            }
+            // A response or a notification: accepted, as servers do for client responses.
+            None => return empty(StatusCode::ACCEPTED),
+        },
     };
     if demo.options.sse {
         sse_response(vec![(Duration::ZERO, answer)])
     } else {
         json_response(StatusCode::OK, &answer)
     }
+}
+
+/// A request's method, id and params; `None` for a notification or a response.
+fn request(msg: &Value) -> Option<(&str, &Value, &Value)> {
+    let method = msg.get("method").and_then(Value::as_str)?;
+    let id = msg.get("id")?;
+    Some((method, id, msg.get("params").unwrap_or(&Value::Null)))
+}
+
+/// A batch's answers, one array as JSON-RPC answers a batch; `None` when it holds no request.
+/// A request answered by a stream of its own (an `initialize`, `countdown`) cannot share one
+/// answer, and is refused.
+fn answer_batch(demo: &Demo, batch: &[Value], session: Option<&str>) -> Option<Value> {
+    let answers: Vec<Value> = (batch.iter().filter_map(request))
+        .map(|(method, id, params)| {
+            answer(demo, method, id, params, session).unwrap_or_else(|_| {
+                rpc_error(
+                    id,
+                    -32600,
+                    &format!("Invalid Request: {method} cannot be batched"),
+                )
+            })
+        })
+        .collect();
+    (!answers.is_empty()).then_some(Value::Array(answers))
 }
 
 /// The demo server's answer to request `method`, or a whole response where it makes one

@@ -700,6 +700,13 @@ async fn batches_pass_through_but_not_with_tool_calls() {
     let r = post(&tg.url(), None, batch).await;
     assert_eq!(r.status, 202);
     assert_eq!(demo.seen()[0].raw, batch.as_bytes());
+    // Requests in a batch go as it came, and its one answer comes back whole.
+    let batch = r#"[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"resources/list"}]"#;
+    let r = post(&tg.url(), None, batch).await;
+    let answered = json!([{"jsonrpc": "2.0", "id": "a", "result": {}},
+        {"jsonrpc": "2.0", "id": 2, "result": {"resources": [{"uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain"}]}}]);
+    assert_eq!((r.status, r.json()), (200, answered));
+    assert_eq!(demo.seen()[1].raw, batch.as_bytes());
 }
 
 // ---- pass-through, streaming, catalogs, sessions ----
