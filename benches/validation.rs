@@ -143,7 +143,7 @@ fn main() {
         });
         let undeclared = match (&compiled.shape, settled) {
             (Some(shape), false) => per_op(200_000, || {
-                let found = shape.undeclared(black_box(&valid), Judge::Typos, 32);
+                let found = shape.undeclared(black_box(&valid), Judge::Typos, 32, &[]);
                 assert!(found.list.is_empty());
                 black_box(found);
             }),

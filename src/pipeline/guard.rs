@@ -543,7 +543,12 @@ fn check(
         Undeclared::Allow => None,
     };
     if let (Some(shape), Some(judge)) = (&schema.shape, judge) {
-        let found = shape.undeclared(args, judge, v.max_errors);
+        let missing = checked
+            .report
+            .as_ref()
+            .map(Report::missing)
+            .unwrap_or_default();
+        let found = shape.undeclared(args, judge, v.max_errors, &missing);
         if !found.list.is_empty() || found.omitted > 0 {
             let report = checked.report.get_or_insert_with(empty);
             report.extend(&schema.value, found);

@@ -124,6 +124,14 @@ impl Report {
         Report::from_violations(tool, schema, found, max)
     }
 
+    /// The pointers of the required members the arguments leave out.
+    pub fn missing(&self) -> Vec<String> {
+        (self.violations.iter())
+            .filter(|v| v.keyword == "required")
+            .map(|v| v.pointer.clone())
+            .collect()
+    }
+
     /// Every problem found, described or not.
     pub fn problems(&self) -> usize {
         self.violations.len() + self.omitted

@@ -12,7 +12,7 @@
 //! schema says `additionalProperties` or `unevaluatedProperties` (any value) is left to the
 //! validator: the schema's word wins.
 
-use super::lookup::resolve;
+use super::lookup::{resolve, unescape};
 use super::report::{Found, MAX_COMPARED_CHARS, Violation};
 use crate::text::edit_distance_within;
 use crate::text::pointer_token;
@@ -80,11 +80,15 @@ impl Shape {
     }
 
     /// Undeclared properties of `args` that `judge` makes violations, at most `max` described
-    /// and the rest counted.
-    pub fn undeclared(&self, args: &Value, judge: Judge, max: usize) -> Found {
+    /// and the rest counted. `missing` holds the pointers of required members `args` leave
+    /// out, for a call refused already: an undeclared name near one of them by a looser
+    /// measure than a typo's is said with it (`bb` for a missing `b`), which refuses no call
+    /// that would otherwise pass.
+    pub fn undeclared(&self, args: &Value, judge: Judge, max: usize, missing: &[String]) -> Found {
         let mut walk = Walk {
             judge,
             max,
+            missing,
             examined: 0,
             found: Found::default(),
             path: String::new(),
@@ -123,15 +127,16 @@ impl Shape {
     }
 }
 
-struct Walk {
+struct Walk<'m> {
     judge: Judge,
     max: usize,
+    missing: &'m [String],
     examined: usize,
     found: Found,
     path: String,
 }
 
-impl Walk {
+impl Walk<'_> {
     fn visit(&mut self, shape: &Shape, v: &Value, depth: usize) {
         match v {
             Value::Object(map) => {
@@ -187,14 +192,20 @@ impl Walk {
             return;
         }
         self.examined += 1;
-        let near = typo_of(name, &shape.props);
+        let typo = typo_of(name, &shape.props);
+        let missing = typo.is_none().then(|| self.missing_near(name)).flatten();
+        let near = match typo {
+            Some(p) => Some((&*p.name, p.description.as_deref())),
+            None => (missing.as_deref())
+                .map(|m| (m, shape.find(m).and_then(|p| p.description.as_deref()))),
+        };
         let mut message = "is not a parameter of this tool".to_owned();
         match (near, self.judge) {
-            (Some(p), _) => {
-                let _ = write!(message, "; did you mean \"{}\"?", p.name);
-                if let Some(d) = &p.description {
+            (Some((meant, description)), _) => {
+                let _ = write!(message, "; did you mean \"{meant}\"?");
+                if let Some(d) = description {
                     let d: String = d.trim().chars().take(200).collect();
-                    let _ = write!(message, " ({}: {d})", p.name);
+                    let _ = write!(message, " ({meant}: {d})");
                 }
             }
             (None, Judge::Typos) => return,
@@ -218,27 +229,46 @@ impl Walk {
     }
 }
 
+impl Walk<'_> {
+    /// The required member left out here that `name` was most likely meant for: within
+    /// half the longer name's length in edits (at least one), once compared as [`typo_of`]
+    /// compares, and with a character in common ("c" is meant for no "b").
+    fn missing_near(&self, name: &str) -> Option<String> {
+        let n = comparable(name)?;
+        (self.missing.iter())
+            .filter_map(|pointer| {
+                let (at, token) = pointer.rsplit_once('/')?;
+                let meant = (at == self.path).then(|| unescape(token))?;
+                let m = comparable(&meant)?;
+                let allowed = (n.len().max(m.len()) / 2).max(1);
+                let shared = n.iter().any(|c| m.contains(c));
+                let d = edit_distance_within(&n, &m, allowed).filter(|_| shared)?;
+                Some((d, meant))
+            })
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, meant)| meant)
+    }
+}
+
+/// `name` as names are compared: lower case, without `_` and `-` (camel and snake spellings
+/// of one name are one); `None` past [`MAX_COMPARED_CHARS`].
+fn comparable(name: &str) -> Option<Vec<char>> {
+    if name.chars().nth(MAX_COMPARED_CHARS).is_some() {
+        return None;
+    }
+    let kept = name.chars().filter(|c| *c != '_' && *c != '-');
+    Some(kept.flat_map(char::to_lowercase).collect())
+}
+
 /// The declared property `name` is most likely a misspelling of: equal once case, `_` and `-`
 /// are ignored (camel and snake spellings of one name), or within an edit distance that is
 /// small for the longer name's length (none up to 2 characters, 1 up to 5, 2 beyond).
 fn typo_of<'a>(name: &str, declared: &'a [Prop]) -> Option<&'a Prop> {
-    let norm = |s: &str| -> String {
-        s.chars()
-            .filter(|c| *c != '_' && *c != '-')
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
-    if name.chars().nth(MAX_COMPARED_CHARS).is_some() {
-        return None;
-    }
-    let n: Vec<char> = norm(name).chars().collect();
+    let n = comparable(name)?;
     declared
         .iter()
         .filter_map(|p| {
-            if p.name.chars().nth(MAX_COMPARED_CHARS).is_some() {
-                return None;
-            }
-            let d_name: Vec<char> = norm(&p.name).chars().collect();
+            let d_name = comparable(&p.name)?;
             let allowed = match n.len().max(d_name.len()) {
                 0..=2 => 0,
                 3..=5 => 1,
@@ -409,7 +439,7 @@ mod tests {
         let shape = Shape::of(&schema).unwrap();
         let args = json!({"path": "/n", "max_depth": 2, "options": {"recursiv": true},
                           "filters": [{"glob": "*"}, {"globb": "*"}], "colour": "red"});
-        let found = shape.undeclared(&args, Judge::Typos, 32);
+        let found = shape.undeclared(&args, Judge::Typos, 32, &[]);
         assert_eq!(
             names(&found),
             [
@@ -427,12 +457,49 @@ mod tests {
                 ),
             ]
         );
-        let all = shape.undeclared(&args, Judge::All, 32);
+        let all = shape.undeclared(&args, Judge::All, 32, &[]);
         assert_eq!(all.list.len(), 4, "{:?}", names(&all));
         assert!(
             all.list[0]
                 .message
                 .contains("accepted: filters, maxDepth, options, path")
+        );
+    }
+
+    #[test]
+    fn a_name_near_a_missing_required_one_is_said_with_it() {
+        let schema = json!({"type": "object", "required": ["a", "b", "path"],
+            "properties": {"a": {}, "b": {"description": "Second"}, "path": {},
+                "opts": {"type": "object", "properties": {"n": {}}, "required": ["n"]}}});
+        let s = Shape::of(&schema).unwrap();
+        let missing = ["/b".to_owned(), "/path".to_owned(), "/opts/n".to_owned()];
+        let args = json!({"a": 1, "bb": 2, "filepath": "/", "c": 3, "opts": {"nn": 1, "x": 2}});
+        assert_eq!(
+            names(&s.undeclared(&args, Judge::Typos, 32, &missing)),
+            [
+                (
+                    "/bb",
+                    "is not a parameter of this tool; did you mean \"b\"? (b: Second)"
+                ),
+                (
+                    "/filepath",
+                    "is not a parameter of this tool; did you mean \"path\"?"
+                ),
+                (
+                    "/opts/nn",
+                    "is not a parameter of this tool; did you mean \"n\"?"
+                ),
+            ]
+        );
+        // A call refused for nothing left out is judged as a typo is: "bb" is no typo of "b".
+        assert!(s.undeclared(&args, Judge::Typos, 32, &[]).list.is_empty());
+        // Nothing in common ("c", "x"), or too far, is no slip; nor is a name for a member
+        // left out somewhere else.
+        let far = json!({"a": 1, "pathology_of": 1, "opts": {"b": 1}});
+        assert!(
+            s.undeclared(&far, Judge::Typos, 32, &missing)
+                .list
+                .is_empty()
         );
     }
 
@@ -445,14 +512,14 @@ mod tests {
             json!({"type": "object", "patternProperties": {"^x-": {}}, "additionalProperties": {}}),
         ] {
             let found = Shape::of(&schema)
-                .map(|s| s.undeclared(&json!({"b": 1, "aa": 2}), Judge::All, 32))
+                .map(|s| s.undeclared(&json!({"b": 1, "aa": 2}), Judge::All, 32, &[]))
                 .unwrap_or_default();
             assert!(found.list.is_empty(), "{schema}: {:?}", names(&found));
         }
         let s =
             Shape::of(&json!({"properties": {"a": {}}, "patternProperties": {"^x-": {}}})).unwrap();
         assert_eq!(
-            s.undeclared(&json!({"x-trace": 1, "b": 2}), Judge::All, 32)
+            s.undeclared(&json!({"x-trace": 1, "b": 2}), Judge::All, 32, &[])
                 .list
                 .len(),
             1
@@ -460,12 +527,17 @@ mod tests {
         // A free-form object deeper down is not judged; the root always is.
         let s = Shape::of(&json!({"properties": {"meta": {"type": "object"}}})).unwrap();
         assert!(
-            s.undeclared(&json!({"meta": {"anything": 1}}), Judge::All, 32)
+            s.undeclared(&json!({"meta": {"anything": 1}}), Judge::All, 32, &[])
                 .list
                 .is_empty()
         );
         let s = Shape::of(&json!({"type": "object"})).unwrap();
-        assert_eq!(s.undeclared(&json!({"x": 1}), Judge::All, 32).list.len(), 1);
+        assert_eq!(
+            s.undeclared(&json!({"x": 1}), Judge::All, 32, &[])
+                .list
+                .len(),
+            1
+        );
     }
 
     #[test]
@@ -473,7 +545,7 @@ mod tests {
         let s = Shape::of(&json!({"properties": {"path": {}, "recursive": {}, "id": {}}})).unwrap();
         for far in ["verbose", "pathology", "x", "ids2", "xyz"] {
             assert!(
-                s.undeclared(&json!({far: 1}), Judge::Typos, 32)
+                s.undeclared(&json!({far: 1}), Judge::Typos, 32, &[])
                     .list
                     .is_empty(),
                 "{far}"
@@ -481,7 +553,9 @@ mod tests {
         }
         for near in ["Path", "recurse", "RECURSIVE", "pth", "ID"] {
             assert_eq!(
-                s.undeclared(&json!({near: 1}), Judge::Typos, 32).list.len(),
+                s.undeclared(&json!({near: 1}), Judge::Typos, 32, &[])
+                    .list
+                    .len(),
                 1,
                 "{near}"
             );
@@ -489,7 +563,7 @@ mod tests {
         let many: serde_json::Map<String, Value> = (0..100_000)
             .map(|i| (format!("pathx{i}"), json!(1)))
             .collect();
-        let found = s.undeclared(&Value::Object(many), Judge::All, 32);
+        let found = s.undeclared(&Value::Object(many), Judge::All, 32, &[]);
         assert_eq!(found.list.len(), 32);
         assert_eq!(found.list.len() + found.omitted, MAX_EXAMINED);
     }
@@ -500,7 +574,7 @@ mod tests {
                             "$ref": "#/$defs/node"});
         let s = Shape::of(&schema).unwrap();
         let args = json!({"next": {"next": {"nxet": 1, "next": {"v": 2}}}});
-        let found = s.undeclared(&args, Judge::Typos, 32);
+        let found = s.undeclared(&args, Judge::Typos, 32, &[]);
         assert_eq!(
             names(&found),
             [(

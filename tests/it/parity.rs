@@ -113,6 +113,15 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
                     "parameter_errors": {"/b": "expected an integer, got string \"many\""}}}}}),
         ),
         (
+            "a required argument given under a near name",
+            call(19, "add", json!({"a": 1, "bb": 2})),
+            json!({"jsonrpc": "2.0", "id": 19, "result": {
+                "content": [{"type": "text", "text": "Invalid arguments for tool \"add\" (2 problems):\n- b: is required but missing (parameter description: second)\n- bb: is not a parameter of this tool; did you mean \"b\"? (b: second)\nCorrect the arguments and call the tool again."}],
+                "isError": true,
+                "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
+                    "parameter_errors": {"/b": "is required but missing", "/bb": "is not a parameter of this tool; did you mean \"b\"? (b: second)"}}}}}),
+        ),
+        (
             "unknown",
             call(4, "ad", json!({})),
             json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602,
@@ -301,23 +310,23 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
 /// call in it is decided.
 fn expected_counts() -> Vec<String> {
     [
-        ("(unlisted)", "unknown"),
-        ("add", "coerced"),
-        ("add", "forwarded"),
-        ("add", "rejected_invalid"),
-        ("book", "denied"),
-        ("crash", "forwarded"),
-        ("crash", "upstream_error"),
-        ("fail", "forwarded"),
-        ("fail", "rewritten"),
-        ("internal", "forwarded"),
-        ("internal", "rewritten"),
-        ("notify", "forwarded"),
-        ("research", "forwarded"),
-        ("weather", "forwarded"),
+        ("(unlisted)", "unknown", 1),
+        ("add", "coerced", 1),
+        ("add", "forwarded", 1),
+        ("add", "rejected_invalid", 2),
+        ("book", "denied", 1),
+        ("crash", "forwarded", 1),
+        ("crash", "upstream_error", 1),
+        ("fail", "forwarded", 1),
+        ("fail", "rewritten", 1),
+        ("internal", "forwarded", 1),
+        ("internal", "rewritten", 1),
+        ("notify", "forwarded", 1),
+        ("research", "forwarded", 1),
+        ("weather", "forwarded", 1),
     ]
-    .map(|(tool, outcome)| {
-        format!("toolgate_tool_calls_total{{upstream=\"default\",tool=\"{tool}\",outcome=\"{outcome}\"}} 1")
+    .map(|(tool, outcome, n)| {
+        format!("toolgate_tool_calls_total{{upstream=\"default\",tool=\"{tool}\",outcome=\"{outcome}\"}} {n}")
     })
     .to_vec()
 }

@@ -116,6 +116,15 @@ async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio
         .map(|c| c["type"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"image"), "the image, as asked: {a}");
+    // A required argument under a near name: too near a short name to be a typo on its own,
+    // said beside the one left out, since the call is refused for that already.
+    let a = g
+        .ask_past_notifications(tool_call(4, "get-sum", json!({"a": 1, "bb": 2})))
+        .await;
+    assert_eq!(
+        result_text(&a),
+        "Invalid arguments for tool \"get-sum\" (2 problems):\n- b: is required but missing (parameter description: Second number)\n- bb: is not a parameter of this tool; did you mean \"b\"? (b: Second number)\nCorrect the arguments and call the tool again."
+    );
 }
 
 #[tokio::test]
