@@ -339,9 +339,12 @@ fn describe(
     {
         let at = e.instance_path().as_str();
         let allowed = allowed_names(schema, at);
+        let missing = missing_names(schema, at, e.instance());
         for name in unexpected.iter().take(room) {
             let mut message = "is not an accepted argument".to_owned();
-            if let Some(close) = searched(&allowed).and_then(|all| closest(name, all)) {
+            let close = searched(&allowed).and_then(|all| closest(name, all));
+            let missed = || meant_for(name, missing.iter().map(String::as_str));
+            if let Some(close) = close.or_else(missed) {
                 let _ = write!(message, "; did you mean \"{close}\"?");
             } else if !allowed.is_empty() {
                 let _ = write!(message, "; accepted: {}", cut(&allowed.join(", "), 400));
@@ -827,6 +830,51 @@ fn allowed_names(root: &Value, at: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The names the object `instance` at `at` leaves out of those its schema requires.
+fn missing_names(root: &Value, at: &str, instance: &Value) -> Vec<String> {
+    let Some(s) = subschema(root, at).map(|s| resolve(root, s)) else {
+        return Vec::new();
+    };
+    let required = s.get("required").and_then(Value::as_array);
+    (required.into_iter().flatten())
+        .filter_map(Value::as_str)
+        .filter(|name| instance.get(name).is_none())
+        .take(MAX_SEARCHED)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The required name left out (of `missing`) that `name` was most likely meant for, on a
+/// call refused for leaving it out already, so by a looser measure than a typo's: within
+/// half the longer name's length in edits (at least one), compared as [`comparable`], with a
+/// character in common ("c" is meant for no "b", "bb" is for "b").
+pub(super) fn meant_for<'a>(
+    name: &str,
+    missing: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let n = comparable(name)?;
+    (missing.into_iter())
+        .filter_map(|meant| {
+            let m = comparable(meant)?;
+            let allowed = (n.len().max(m.len()) / 2).max(1);
+            let shared = n.iter().any(|c| m.contains(c));
+            let d = edit_distance_within(&n, &m, allowed).filter(|_| shared)?;
+            Some((d, meant))
+        })
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, meant)| meant)
+}
+
+/// `name` as argument names are compared: lower case, without `_` and `-` (camel and snake
+/// spellings of one name are one); `None` past [`MAX_COMPARED_CHARS`].
+pub(super) fn comparable(name: &str) -> Option<Vec<char>> {
+    if name.chars().nth(MAX_COMPARED_CHARS).is_some() {
+        return None;
+    }
+    let kept = name.chars().filter(|c| *c != '_' && *c != '-');
+    Some(kept.flat_map(char::to_lowercase).collect())
+}
+
 /// The most names or options one violation's suggestion is searched among: each of a
 /// refusal's violations searches them all, so a schema of tens of thousands of options would
 /// make a refused call cost many times a valid one (20,000 options, 32 violations: 0.11 s of
@@ -1243,6 +1291,34 @@ mod tests {
         // Two names of 12,000 characters cost their length times the band, not its square.
         let long = "p".repeat(12_000);
         assert_eq!(d(&long, &format!("{long}q"), 2), Some(1));
+    }
+
+    #[test]
+    fn a_name_the_schema_refuses_near_a_missing_required_one_is_said_with_it() {
+        let r = report(
+            json!({"type": "object", "additionalProperties": false,
+                "properties": {"a": {}, "b": {}, "path": {}, "opts": {"type": "object",
+                    "properties": {"n": {}}, "required": ["n"], "additionalProperties": false}},
+                "required": ["a", "b", "path", "opts"]}),
+            json!({"a": 1, "bb": 2, "file_path": "/", "c": 3, "opts": {"nn": 1, "x": 2}}),
+        );
+        let d = r.details();
+        assert_eq!(
+            d["parameter_errors"],
+            json!({
+                "/b": "is required but missing",
+                "/bb": "is not an accepted argument; did you mean \"b\"?",
+                "/c": "is not an accepted argument; accepted: a, b, opts, path",
+                "/file_path": "is not an accepted argument; did you mean \"path\"?",
+                "/path": "is required but missing",
+                "/opts/n": "is required but missing",
+                "/opts/nn": "is not an accepted argument; did you mean \"n\"?",
+                "/opts/x": "is not an accepted argument; accepted: n",
+            })
+        );
+        assert_eq!(meant_for("x", ["b"]), None, "nothing in common");
+        assert_eq!(meant_for("pathology_of", ["path"]), None, "too far");
+        assert_eq!(meant_for("bb", ["a", "b"]), Some("b"));
     }
 
     #[test]

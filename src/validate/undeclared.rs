@@ -13,7 +13,7 @@
 //! validator: the schema's word wins.
 
 use super::lookup::{resolve, unescape};
-use super::report::{Found, MAX_COMPARED_CHARS, Violation};
+use super::report::{Found, Violation, comparable, meant_for};
 use crate::text::edit_distance_within;
 use crate::text::pointer_token;
 use serde_json::Value;
@@ -230,34 +230,16 @@ impl Walk<'_> {
 }
 
 impl Walk<'_> {
-    /// The required member left out here that `name` was most likely meant for: within
-    /// half the longer name's length in edits (at least one), once compared as [`typo_of`]
-    /// compares, and with a character in common ("c" is meant for no "b").
+    /// The required member left out here that `name` was most likely meant for
+    /// ([`meant_for`]).
     fn missing_near(&self, name: &str) -> Option<String> {
-        let n = comparable(name)?;
-        (self.missing.iter())
-            .filter_map(|pointer| {
-                let (at, token) = pointer.rsplit_once('/')?;
-                let meant = (at == self.path).then(|| unescape(token))?;
-                let m = comparable(&meant)?;
-                let allowed = (n.len().max(m.len()) / 2).max(1);
-                let shared = n.iter().any(|c| m.contains(c));
-                let d = edit_distance_within(&n, &m, allowed).filter(|_| shared)?;
-                Some((d, meant))
-            })
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, meant)| meant)
+        let here = (self.missing.iter()).filter_map(|pointer| {
+            let (at, token) = pointer.rsplit_once('/')?;
+            (at == self.path).then(|| unescape(token))
+        });
+        let here: Vec<String> = here.collect();
+        meant_for(name, here.iter().map(String::as_str)).map(str::to_owned)
     }
-}
-
-/// `name` as names are compared: lower case, without `_` and `-` (camel and snake spellings
-/// of one name are one); `None` past [`MAX_COMPARED_CHARS`].
-fn comparable(name: &str) -> Option<Vec<char>> {
-    if name.chars().nth(MAX_COMPARED_CHARS).is_some() {
-        return None;
-    }
-    let kept = name.chars().filter(|c| *c != '_' && *c != '-');
-    Some(kept.flat_map(char::to_lowercase).collect())
 }
 
 /// The declared property `name` is most likely a misspelling of: equal once case, `_` and `-`
