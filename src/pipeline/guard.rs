@@ -217,9 +217,9 @@ fn decide<'a, R>(
         params.read.take().map(|parts| *parts),
         judged == Some(false),
     );
-    if let Read::Value(Err(ArgumentsError::NotObject)) = read {
-        return Ok(answered("malformed", not_object(call.id)));
-    }
+    let Some((read, as_text)) = object_of(read, params.arguments, settings.coerce) else {
+        return Ok(answered("malformed", not_object(call.id, params.arguments)));
+    };
     let entry = match (looked, listed) {
         (_, Listed::Failed(failed)) => return Ok(listing_failed(gw, call, tool, failed)),
         (Lookup::Found(t), _) => t,
@@ -251,7 +251,11 @@ fn decide<'a, R>(
     {
         return unusable_schema(gw, call, tool, &why.0);
     }
-    let checked = check(call, tool, schema, validator, settings, &mut args);
+    let mut checked = check(call, tool, schema, validator, settings, &mut args);
+    if as_text {
+        // The object goes in place of the text it came as (`with_arguments`).
+        checked.coerced.get_or_insert_with(Vec::new);
+    }
     let Some(report) = checked.report else {
         let (Some(changed), Ok(args)) = (checked.coerced, &args) else {
             return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
@@ -385,14 +389,34 @@ fn passes_in_place(
         && check.validator.is_valid(args.root())
 }
 
+/// `read`, or where the arguments are no object, the object their text holds when they are
+/// JSON text in a string and `coerce` is on (`true` beside it then): clients that pass on a
+/// model's function call as its provider gives it send the arguments so. `None` for
+/// arguments that are no object and hold none.
+fn object_of<'a>(read: Read<'a>, text: Option<&str>, coerce: bool) -> Option<(Read<'a>, bool)> {
+    let Read::Value(Err(ArgumentsError::NotObject)) = read else {
+        return Some((read, false));
+    };
+    let object = coerce.then(|| object_in_text(text?)).flatten()?;
+    Some((Read::Value(object), true))
+}
+
+/// The object that JSON text in the string `text` holds, or what is wrong with it (a key
+/// twice, a number no value holds); `None` when the string holds no object's text.
+fn object_in_text(text: &str) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
+    let held = serde_json::from_str::<String>(text).ok()?;
+    (held.trim_start().starts_with('{')).then(|| jsonrpc::parse_arguments(&held))
+}
+
 /// The `-32602` for arguments that are no object: a malformed call, not a violation.
-fn not_object(id: &RawValue) -> Answer {
-    Answer::error(
-        Some(id),
-        jsonrpc::INVALID_PARAMS,
-        "Invalid params for tools/call: \"arguments\" must be an object",
-        None,
-    )
+fn not_object(id: &RawValue, text: Option<&str>) -> Answer {
+    let message = match text.and_then(object_in_text) {
+        Some(_) => {
+            "Invalid params for tools/call: \"arguments\" must be an object, not JSON text in a string; send the object itself"
+        }
+        None => "Invalid params for tools/call: \"arguments\" must be an object",
+    };
+    Answer::error(Some(id), jsonrpc::INVALID_PARAMS, message, None)
 }
 
 /// The call's arguments as an object, or what could not be read of them: arguments read in
@@ -957,6 +981,12 @@ fn with_arguments(bytes: &[u8], args: &Value, changed: &[String]) -> Option<Byte
     let mut params: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(top.get("params")?.get()).ok()?;
     let raw_args = params.get("arguments").map_or("{}", |a| a.get());
+    // Arguments that came as JSON text in a string are written as the text it holds.
+    let held = (raw_args.starts_with('"')).then(|| serde_json::from_str::<String>(raw_args));
+    let raw_args = match &held {
+        Some(held) => held.as_deref().ok()?,
+        None => raw_args,
+    };
     let written = validate::spliced(raw_args, args, changed);
     params.insert("arguments".into(), RawValue::from_string(written).ok()?);
     top.insert(
@@ -978,6 +1008,18 @@ mod tests {
         assert_eq!(
             v,
             json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":10,"b":2},"_meta":{"progressToken":5}}})
+        );
+    }
+
+    #[test]
+    fn arguments_sent_as_json_text_go_as_the_object_it_holds() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"{\"a\": \"1\", \"n\": 1e400, \"s\": \"\\u00e9\"}"}}"#;
+        let now = json!({"a": 1, "n": 0, "s": "é"});
+        let out = with_arguments(body, &now, &["/a".into()]).unwrap();
+        let out = std::str::from_utf8(&out).unwrap();
+        assert!(
+            out.contains(r#""arguments":{"a":1,"n":1e400,"s":"\u00e9"}"#),
+            "{out}"
         );
     }
 

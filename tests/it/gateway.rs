@@ -141,6 +141,23 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
         demo.calls()[0]["params"]["arguments"],
         json!({"a": 10, "b": 2})
     );
+    // Arguments sent as JSON text (as a model's function call comes from its provider): the
+    // server gets the object, its members coerced too.
+    let text = r#"{"a": "10", "b": 3, "big": 123456789012345678901234567890}"#;
+    let a = post(&tg.url(), Some(&s), call(5, "add", json!(text)))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["structuredContent"],
+        json!({"result": 13}),
+        "{a}"
+    );
+    let sent = demo.seen().pop().unwrap();
+    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
+    assert!(
+        sent.contains(r#""arguments":{"a":10,"b":3,"big":123456789012345678901234567890}"#),
+        "{sent}"
+    );
 }
 
 #[tokio::test]
@@ -158,6 +175,18 @@ async fn strict_mode_refuses_strings_for_integers() {
     assert_eq!(
         a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
         json!({"/a": "expected an integer, got string \"10\""})
+    );
+    // Arguments sent as the JSON text of an object: said so, not read.
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(5, "add", json!(r#"{"a": 10, "b": 2}"#)),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602, "message": "Invalid params for tools/call: \"arguments\" must be an object, not JSON text in a string; send the object itself"}})
     );
     assert!(demo.calls().is_empty());
 }
