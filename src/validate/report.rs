@@ -340,12 +340,13 @@ fn describe(
         let at = e.instance_path().as_str();
         let allowed = allowed_names(schema, at);
         let missing = missing_names(schema, at, e.instance());
+        let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
         for name in unexpected.iter().take(room) {
             let mut message = "is not an accepted argument".to_owned();
             let close = searched(&allowed).and_then(|all| closest(name, all));
-            let missed = || meant_for(name, missing.iter().map(String::as_str));
-            if let Some(close) = close.or_else(missed) {
-                let _ = write!(message, "; did you mean \"{close}\"?");
+            let missed = || Meant::of(name, e.instance().get(name), &missing);
+            if let Some(meant) = close.map(Meant::For).or_else(missed) {
+                message.push_str(&meant.said());
             } else if !allowed.is_empty() {
                 let _ = write!(message, "; accepted: {}", cut(&allowed.join(", "), 400));
             }
@@ -844,6 +845,43 @@ fn missing_names(root: &Value, at: &str, instance: &Value) -> Vec<String> {
         .collect()
 }
 
+/// What an argument a schema does not take was most likely meant as, on a call refused
+/// already for leaving out required ones: one of them under a near name, or a wrapper
+/// around them (`{"arguments": {"a": 1}}`, `{"input": {…}}`, the arguments put under
+/// `properties` as the schema writes them).
+pub(super) enum Meant<'a> {
+    /// The name it was meant for: [`meant_for`], or a declared one it is a typo of.
+    For(&'a str),
+    /// The required names left out that it holds.
+    Holding(Vec<&'a str>),
+}
+
+impl<'a> Meant<'a> {
+    /// What the argument `name`, holding `value`, was meant as, of the required names
+    /// `missing` left out beside it.
+    pub(super) fn of(name: &str, value: Option<&Value>, missing: &[&'a str]) -> Option<Meant<'a>> {
+        let held = value.and_then(Value::as_object).map(|members| {
+            let held = missing.iter().filter(|m| members.contains_key(**m));
+            held.copied().collect::<Vec<_>>()
+        });
+        match held {
+            Some(held) if !held.is_empty() => Some(Meant::Holding(held)),
+            _ => meant_for(name, missing.iter().copied()).map(Meant::For),
+        }
+    }
+
+    /// What follows "is not a parameter of this tool" for it.
+    pub(super) fn said(&self) -> String {
+        match self {
+            Meant::For(name) => format!("; did you mean \"{name}\"?"),
+            Meant::Holding(names) => format!(
+                "; send the members it holds ({}) in its place",
+                cut(&names.join(", "), 400)
+            ),
+        }
+    }
+}
+
 /// The required name left out (of `missing`) that `name` was most likely meant for, on a
 /// call refused for leaving it out already, so by a looser measure than a typo's: within
 /// half the longer name's length in edits (at least one), compared as [`comparable`], with a
@@ -1315,6 +1353,15 @@ mod tests {
                 "/opts/nn": "is not an accepted argument; did you mean \"n\"?",
                 "/opts/x": "is not an accepted argument; accepted: n",
             })
+        );
+        let r = report(
+            json!({"type": "object", "additionalProperties": false,
+                "properties": {"a": {}, "b": {}}, "required": ["a", "b"]}),
+            json!({"input": {"a": 1, "b": 2}}),
+        );
+        assert_eq!(
+            r.details()["parameter_errors"]["/input"],
+            "is not an accepted argument; send the members it holds (a, b) in its place"
         );
         assert_eq!(meant_for("x", ["b"]), None, "nothing in common");
         assert_eq!(meant_for("pathology_of", ["path"]), None, "too far");

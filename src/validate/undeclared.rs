@@ -13,7 +13,7 @@
 //! validator: the schema's word wins.
 
 use super::lookup::{resolve, unescape};
-use super::report::{Found, Violation, comparable, meant_for};
+use super::report::{Found, Meant, Violation, comparable};
 use crate::text::edit_distance_within;
 use crate::text::pointer_token;
 use serde_json::Value;
@@ -167,7 +167,7 @@ impl Walk<'_> {
                         }
                         None if shape.ruled || !shape.judged => {}
                         None if shape.patterns.iter().any(|r| r.is_match(k)) => {}
-                        None => self.undeclared(shape, k),
+                        None => self.undeclared(shape, k, child),
                     }
                 }
             }
@@ -187,25 +187,28 @@ impl Walk<'_> {
         }
     }
 
-    fn undeclared(&mut self, shape: &Shape, name: &str) {
+    fn undeclared(&mut self, shape: &Shape, name: &str, value: &Value) {
         if self.examined >= MAX_EXAMINED {
             return;
         }
         self.examined += 1;
-        let typo = typo_of(name, &shape.props);
-        let missing = typo.is_none().then(|| self.missing_near(name)).flatten();
-        let near = match typo {
-            Some(p) => Some((&*p.name, p.description.as_deref())),
-            None => (missing.as_deref())
-                .map(|m| (m, shape.find(m).and_then(|p| p.description.as_deref()))),
+        let missing = self.missing_here();
+        let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
+        let meant = match typo_of(name, &shape.props) {
+            Some(p) => Some(Meant::For(&p.name)),
+            None => Meant::of(name, Some(value), &missing),
         };
         let mut message = "is not a parameter of this tool".to_owned();
-        match (near, self.judge) {
-            (Some((meant, description)), _) => {
-                let _ = write!(message, "; did you mean \"{meant}\"?");
-                if let Some(d) = description {
+        match (meant, self.judge) {
+            (Some(meant), _) => {
+                message.push_str(&meant.said());
+                let described = match meant {
+                    Meant::For(name) => shape.find(name).map(|p| (name, &p.description)),
+                    Meant::Holding(_) => None,
+                };
+                if let Some((name, Some(d))) = described {
                     let d: String = d.trim().chars().take(200).collect();
-                    let _ = write!(message, " ({meant}: {d})");
+                    let _ = write!(message, " ({name}: {d})");
                 }
             }
             (None, Judge::Typos) => return,
@@ -230,15 +233,13 @@ impl Walk<'_> {
 }
 
 impl Walk<'_> {
-    /// The required member left out here that `name` was most likely meant for
-    /// ([`meant_for`]).
-    fn missing_near(&self, name: &str) -> Option<String> {
+    /// The required members left out at this place.
+    fn missing_here(&self) -> Vec<String> {
         let here = (self.missing.iter()).filter_map(|pointer| {
             let (at, token) = pointer.rsplit_once('/')?;
             (at == self.path).then(|| unescape(token))
         });
-        let here: Vec<String> = here.collect();
-        meant_for(name, here.iter().map(String::as_str)).map(str::to_owned)
+        here.collect()
     }
 }
 
@@ -482,6 +483,23 @@ mod tests {
             s.undeclared(&far, Judge::Typos, 32, &missing)
                 .list
                 .is_empty()
+        );
+        // The arguments wrapped, once more or as the schema writes them: said where they go.
+        let wrapped =
+            json!({"arguments": {"a": 1, "b": 2, "path": "/"}, "opts": {"properties": {"n": 1}}});
+        let missing = ["/a", "/b", "/path", "/opts/n"].map(str::to_owned);
+        assert_eq!(
+            names(&s.undeclared(&wrapped, Judge::Typos, 32, &missing)),
+            [
+                (
+                    "/arguments",
+                    "is not a parameter of this tool; send the members it holds (a, b, path) in its place"
+                ),
+                (
+                    "/opts/properties",
+                    "is not a parameter of this tool; send the members it holds (n) in its place"
+                ),
+            ]
         );
     }
 

@@ -125,6 +125,18 @@ async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio
         result_text(&a),
         "Invalid arguments for tool \"get-sum\" (2 problems):\n- b: is required but missing (parameter description: Second number)\n- bb: is not a parameter of this tool; did you mean \"b\"? (b: Second number)\nCorrect the arguments and call the tool again."
     );
+    // The arguments wrapped once more, as some agent frameworks send them.
+    let a = g
+        .ask_past_notifications(tool_call(
+            5,
+            "get-sum",
+            json!({"arguments": {"a": 1, "b": 2}}),
+        ))
+        .await;
+    assert_eq!(
+        result_text(&a),
+        "Invalid arguments for tool \"get-sum\" (3 problems):\n- a: is required but missing (parameter description: First number)\n- arguments: is not a parameter of this tool; send the members it holds (a, b) in its place\n- b: is required but missing (parameter description: Second number)\nCorrect the arguments and call the tool again."
+    );
 }
 
 #[tokio::test]
