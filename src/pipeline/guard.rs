@@ -849,7 +849,7 @@ fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
             && !(t.input.invalid.is_some() && v.hides_invalid(n))
     });
     let mut message = format!("Unknown tool: {tool}");
-    let close = validate::closest(tool, &names);
+    let close = validate::closest(tool, &names).or_else(|| unprefixed(tool, &names));
     if let Some(c) = close {
         message.push_str(&format!(". Did you mean \"{c}\"?"));
     }
@@ -860,6 +860,23 @@ fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
         "unknown",
         Answer::error(Some(id), jsonrpc::INVALID_PARAMS, &message, Some(&data)),
     )
+}
+
+/// The listed name `tool` ends with after a separator, the longest: clients that gather
+/// several servers' tools name each after its server (`files__read`, `files.read`,
+/// `mcp__files__read`), and one that sends that name on means the tool.
+fn unprefixed<'a>(tool: &str, names: &'a [String]) -> Option<&'a str> {
+    let prefixed = |name: &&String| {
+        let Some(prefix) = tool.strip_suffix(name.as_str()) else {
+            return false;
+        };
+        prefix.ends_with(['_', '.', '/', ':', '-'])
+    };
+    names
+        .iter()
+        .filter(prefixed)
+        .max_by_key(|n| n.len())
+        .map(String::as_str)
 }
 
 /// Lists the scope's tools for a call that found them unknown, unless another call listed

@@ -221,6 +221,22 @@ async fn unknown_tool_is_invalid_params_with_a_suggestion() {
         a,
         json!({"jsonrpc":"2.0","id":9,"error":{"code":-32602,"message":"Unknown tool: book_flite. Did you mean \"book_flight\"?","data":{"tool":"book_flite","suggestions":["book_flight"]}}})
     );
+    // A name given the server's name in front, as clients that gather servers name tools.
+    for (id, prefixed, meant) in [
+        (11, "default__book_flight", "book_flight"),
+        (12, "mcp__demo__add", "add"),
+        (13, "demo.add", "add"),
+    ] {
+        let a = post(&tg.url(), Some(&s), call(id, prefixed, json!({})))
+            .await
+            .json();
+        assert_eq!(
+            a["error"]["message"],
+            format!("Unknown tool: {prefixed}. Did you mean \"{meant}\"?"),
+            "{a}"
+        );
+        assert_eq!(a["error"]["data"]["suggestions"], json!([meant]));
+    }
     let a = post(&tg.url(), Some(&s), call(10, "zzz", json!({})))
         .await
         .json();
