@@ -212,14 +212,22 @@ fn decide<'a, R>(
     if judged == Some(true) {
         return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
     }
-    let read = read_arguments(
+    let mut read = read_arguments(
         params.arguments,
         params.read.take().map(|parts| *parts),
         judged == Some(false),
     );
-    let Some((read, as_text)) = object_of(read, params.arguments, settings.coerce) else {
-        return Ok(answered("malformed", not_object(call.id, params.arguments)));
-    };
+    let as_text = matches!(read, Read::Value(Err(ArgumentsError::NotObject)));
+    if as_text {
+        match settings
+            .coerce
+            .then(|| held_object(params.arguments))
+            .flatten()
+        {
+            Some(object) => read = Read::Value(object),
+            None => return Ok(answered("malformed", not_object(call.id, params.arguments))),
+        }
+    }
     let entry = match (looked, listed) {
         (_, Listed::Failed(failed)) => return Ok(listing_failed(gw, call, tool, failed)),
         (Lookup::Found(t), _) => t,
@@ -389,28 +397,20 @@ fn passes_in_place(
         && check.validator.is_valid(args.root())
 }
 
-/// `read`, or where the arguments are no object, the object their text holds when they are
-/// JSON text in a string and `coerce` is on (`true` beside it then): clients that pass on a
-/// model's function call as its provider gives it send the arguments so. `None` for
-/// arguments that are no object and hold none.
-fn object_of<'a>(read: Read<'a>, text: Option<&str>, coerce: bool) -> Option<(Read<'a>, bool)> {
-    let Read::Value(Err(ArgumentsError::NotObject)) = read else {
-        return Some((read, false));
-    };
-    let object = coerce.then(|| object_in_text(text?)).flatten()?;
-    Some((Read::Value(object), true))
-}
-
 /// The object that JSON text in the string `text` holds, or what is wrong with it (a key
-/// twice, a number no value holds); `None` when the string holds no object's text.
-fn object_in_text(text: &str) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
-    let held = serde_json::from_str::<String>(text).ok()?;
+/// twice, a number no value holds); `None` when the string holds no object's text. Model
+/// providers give a function call's arguments as such a string, and some clients send it
+/// on as the call's arguments.
+fn held_object(
+    text: Option<&str>,
+) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
+    let held = serde_json::from_str::<String>(text?).ok()?;
     (held.trim_start().starts_with('{')).then(|| jsonrpc::parse_arguments(&held))
 }
 
 /// The `-32602` for arguments that are no object: a malformed call, not a violation.
 fn not_object(id: &RawValue, text: Option<&str>) -> Answer {
-    let message = match text.and_then(object_in_text) {
+    let message = match held_object(text) {
         Some(_) => {
             "Invalid params for tools/call: \"arguments\" must be an object, not JSON text in a string; send the object itself"
         }
