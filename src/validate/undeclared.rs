@@ -192,11 +192,14 @@ impl Walk<'_> {
             return;
         }
         self.examined += 1;
-        let missing = self.missing_here();
-        let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
+        let (missing, names): (Vec<String>, Vec<&str>);
         let meant = match typo_of(name, &shape.props) {
             Some(p) => Some(Meant::For(&p.name)),
-            None => Meant::of(name, Some(value), &missing),
+            None => {
+                missing = self.missing_here();
+                names = missing.iter().map(String::as_str).collect();
+                Meant::of(name, Some(value), &names)
+            }
         };
         let mut message = "is not a parameter of this tool".to_owned();
         match (meant, self.judge) {
