@@ -81,9 +81,9 @@ impl Shape {
 
     /// Undeclared properties of `args` that `judge` makes violations, at most `max` described
     /// and the rest counted. `missing` holds the pointers of required members `args` leave
-    /// out, for a call refused already: an undeclared name near one of them by a looser
-    /// measure than a typo's is said with it (`bb` for a missing `b`), which refuses no call
-    /// that would otherwise pass.
+    /// out, for a call refused already: an undeclared argument meant for some of them
+    /// ([`Meant`]: `bb` for a missing `b`, a wrapper holding them) is said with them, which
+    /// refuses no call that would otherwise pass.
     pub fn undeclared(&self, args: &Value, judge: Judge, max: usize, missing: &[String]) -> Found {
         let mut walk = Walk {
             judge,
@@ -233,9 +233,7 @@ impl Walk<'_> {
             message,
         });
     }
-}
 
-impl Walk<'_> {
     /// The required members left out at this place.
     fn missing_here(&self) -> Vec<String> {
         let here = (self.missing.iter()).filter_map(|pointer| {
