@@ -840,7 +840,7 @@ fn missing_names(root: &Value, at: &str, instance: &Value) -> Vec<String> {
     (required.into_iter().flatten())
         .filter_map(Value::as_str)
         .filter(|name| instance.get(name).is_none())
-        .take(MAX_SEARCHED)
+        .take(MEANT_AMONG)
         .map(str::to_owned)
         .collect()
 }
@@ -884,24 +884,33 @@ impl<'a> Meant<'a> {
 
 /// The required name left out (of `missing`) that `name` was most likely meant for, on a
 /// call refused for leaving it out already, so by a looser measure than a typo's: within
-/// half the longer name's length in edits (at least one), compared as [`comparable`], with a
-/// character in common ("c" is meant for no "b", "bb" is for "b").
+/// half the longer name's length in edits (at least one, at most [`MEANT_EDITS`]), compared
+/// as [`comparable`], with a character in common ("c" is meant for no "b", "bb" is for "b").
+/// Bounded for a refusal's many undeclared names: names past [`MEANT_CHARS`] and missing
+/// names past the first [`MEANT_AMONG`] are not compared.
 pub(super) fn meant_for<'a>(
     name: &str,
     missing: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let n = comparable(name)?;
-    (missing.into_iter())
+    let within = |n: Vec<char>| (n.len() <= MEANT_CHARS).then_some(n);
+    let n = comparable(name).and_then(within)?;
+    (missing.into_iter().take(MEANT_AMONG))
         .filter_map(|meant| {
-            let m = comparable(meant)?;
-            let allowed = (n.len().max(m.len()) / 2).max(1);
-            let shared = n.iter().any(|c| m.contains(c));
-            let d = edit_distance_within(&n, &m, allowed).filter(|_| shared)?;
-            Some((d, meant))
+            let m = comparable(meant).and_then(within)?;
+            let allowed = (n.len().max(m.len()) / 2).clamp(1, MEANT_EDITS);
+            let d = edit_distance_within(&n, &m, allowed)?;
+            n.iter().any(|c| m.contains(c)).then_some((d, meant))
         })
         .min_by_key(|(d, _)| *d)
         .map(|(_, meant)| meant)
 }
+
+/// The longest name [`meant_for`] compares, and the most edits it allows: a name meant for
+/// another is short and near it, and each comparison costs their product.
+const MEANT_CHARS: usize = 64;
+const MEANT_EDITS: usize = 4;
+/// The most required names left out at one place that an argument is compared with.
+const MEANT_AMONG: usize = 64;
 
 /// `name` as argument names are compared: lower case, without `_` and `-` (camel and snake
 /// spellings of one name are one); `None` past [`MAX_COMPARED_CHARS`].
