@@ -98,6 +98,14 @@ pub(crate) fn edit_distance_within(a: &[char], b: &[char], k: usize) -> Option<u
     if a.len().abs_diff(b.len()) > k {
         return None;
     }
+    // What both begin and end with costs no edit: names near one another share most of
+    // their text, and only what differs is compared.
+    let same_start = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (a, b) = (&a[same_start..], &b[same_start..]);
+    let same_end = (a.iter().rev().zip(b.iter().rev()))
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (a, b) = (&a[..a.len() - same_end], &b[..b.len() - same_end]);
     let far = k + 1;
     let width = b.len() + 1;
     let (mut older, mut prev, mut row) = (vec![far; width], vec![far; width], vec![far; width]);
@@ -105,11 +113,15 @@ pub(crate) fn edit_distance_within(a: &[char], b: &[char], k: usize) -> Option<u
         *cell = j;
     }
     for i in 1..=a.len() {
-        row.fill(far);
-        if i <= k {
-            row[0] = i;
-        }
         let (from, to) = (i.saturating_sub(k).max(1), (i + k).min(b.len()));
+        // Only the band is read, and its two edges: the cell before it (this row's left
+        // neighbour) and the one after it (the next row's upper right). Each is set here,
+        // so what the row held two rows ago is never read, and the row costs its band.
+        row[from - 1] = if from == 1 && i <= k { i } else { far };
+        if let Some(after) = row.get_mut(to + 1) {
+            *after = far;
+        }
+        let mut nearest = row[from - 1];
         for j in from..=to {
             let cost = usize::from(a[i - 1] != b[j - 1]);
             let mut d = (prev[j] + 1).min(row[j - 1] + 1).min(prev[j - 1] + cost);
@@ -117,6 +129,13 @@ pub(crate) fn edit_distance_within(a: &[char], b: &[char], k: usize) -> Option<u
                 d = d.min(older[j - 2] + 1);
             }
             row[j] = d.min(far);
+            nearest = nearest.min(row[j]);
+        }
+        // No cell comes back under what a row before it holds but by a swap, which costs
+        // one over the row two before: a row past `k` ends the search, so names far apart
+        // cost a few rows, not their length.
+        if nearest > k {
+            return None;
         }
         std::mem::swap(&mut older, &mut prev);
         std::mem::swap(&mut prev, &mut row);
@@ -236,6 +255,60 @@ impl<'a> Cursor<'a> {
 
 #[cfg(test)]
 mod tests {
+    /// The distance over the whole table, as the definition reads: the banded one must
+    /// agree with it wherever it is within the band.
+    fn whole_table(a: &[char], b: &[char]) -> usize {
+        let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+        for (i, row) in d.iter_mut().enumerate() {
+            row[0] = i;
+        }
+        for j in 0..=b.len() {
+            d[0][j] = j;
+        }
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut v = (d[i - 1][j] + 1)
+                    .min(d[i][j - 1] + 1)
+                    .min(d[i - 1][j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    v = v.min(d[i - 2][j - 2] + 1);
+                }
+                d[i][j] = v;
+            }
+        }
+        d[a.len()][b.len()]
+    }
+
+    #[test]
+    fn the_banded_distance_agrees_with_the_whole_table() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..100_000 {
+            let letters = 2 + next(2);
+            let word = |next: &mut dyn FnMut(u64) -> u64| -> Vec<char> {
+                let len = next(11);
+                (0..len)
+                    .map(|_| (b'a' + next(letters) as u8) as char)
+                    .collect()
+            };
+            let (a, b) = (word(&mut next), word(&mut next));
+            let k = next(6) as usize;
+            let whole = whole_table(&a, &b);
+            let banded = super::edit_distance_within(&a, &b, k);
+            assert_eq!(
+                banded,
+                (whole <= k).then_some(whole),
+                "{a:?} {b:?} within {k}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -341,10 +341,11 @@ fn describe(
         let allowed = allowed_names(schema, at);
         let missing = missing_names(schema, at, e.instance());
         let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
-        for name in unexpected.iter().take(room) {
+        for (i, name) in unexpected.iter().take(room).enumerate() {
             let mut message = "is not an accepted argument".to_owned();
             let close = searched(&allowed).and_then(|all| closest(name, all));
-            let missed = || Meant::of(name, e.instance().get(name), &missing);
+            let missing: &[&str] = if i < MEANT_EXAMINED { &missing } else { &[] };
+            let missed = || Meant::of(name, e.instance().get(name), missing);
             if let Some(meant) = close.map(Meant::For).or_else(missed) {
                 message.push_str(&meant.said());
             } else if !allowed.is_empty() {
@@ -909,8 +910,10 @@ pub(super) fn meant_for<'a>(
 /// another is short and near it, and each comparison costs their product.
 const MEANT_CHARS: usize = 64;
 const MEANT_EDITS: usize = 4;
-/// The most required names left out at one place that an argument is compared with.
+/// The most required names left out at one place that an argument is compared with, and
+/// the most arguments of one call compared with them.
 const MEANT_AMONG: usize = 64;
+pub(super) const MEANT_EXAMINED: usize = 16;
 
 /// `name` as argument names are compared: lower case, without `_` and `-` (camel and snake
 /// spellings of one name are one); `None` past [`MAX_COMPARED_CHARS`].

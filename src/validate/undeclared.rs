@@ -13,7 +13,7 @@
 //! validator: the schema's word wins.
 
 use super::lookup::{resolve, unescape};
-use super::report::{Found, Meant, Violation, comparable};
+use super::report::{Found, MEANT_EXAMINED, Meant, Violation, comparable};
 use crate::text::edit_distance_within;
 use crate::text::pointer_token;
 use serde_json::Value;
@@ -46,6 +46,9 @@ pub struct Shape {
 #[derive(Debug)]
 struct Prop {
     name: Box<str>,
+    /// The name as names are compared ([`comparable`]), once: each call's undeclared
+    /// arguments are compared with every name at their place.
+    compared: Option<Box<[char]>>,
     description: Option<Box<str>>,
     shape: Option<Box<Shape>>,
 }
@@ -90,6 +93,7 @@ impl Shape {
             max,
             missing,
             examined: 0,
+            meant_examined: 0,
             found: Found::default(),
             path: String::new(),
         };
@@ -132,6 +136,8 @@ struct Walk<'m> {
     max: usize,
     missing: &'m [String],
     examined: usize,
+    /// Undeclared arguments compared with the required ones left out ([`MEANT_EXAMINED`]).
+    meant_examined: usize,
     found: Found,
     path: String,
 }
@@ -195,7 +201,9 @@ impl Walk<'_> {
         let (missing, names): (Vec<String>, Vec<&str>);
         let meant = match typo_of(name, &shape.props) {
             Some(p) => Some(Meant::For(&p.name)),
+            None if self.meant_examined >= MEANT_EXAMINED => None,
             None => {
+                self.meant_examined += 1;
                 missing = self.missing_here();
                 names = missing.iter().map(String::as_str).collect();
                 Meant::of(name, Some(value), &names)
@@ -252,13 +260,13 @@ fn typo_of<'a>(name: &str, declared: &'a [Prop]) -> Option<&'a Prop> {
     declared
         .iter()
         .filter_map(|p| {
-            let d_name = comparable(&p.name)?;
+            let d_name = p.compared.as_deref()?;
             let allowed = match n.len().max(d_name.len()) {
                 0..=2 => 0,
                 3..=5 => 1,
                 _ => 2,
             };
-            let d = edit_distance_within(&n, &d_name, allowed)?;
+            let d = edit_distance_within(&n, d_name, allowed)?;
             Some((d, p))
         })
         .min_by_key(|(d, _)| *d)
@@ -373,6 +381,7 @@ fn add_prop(
             i,
             Prop {
                 name: name.into(),
+                compared: comparable(name).map(Vec::into_boxed_slice),
                 description,
                 shape,
             },
