@@ -24,6 +24,7 @@ use futures_util::future::Either;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -260,8 +261,16 @@ fn decide<'a, R>(
         return unusable_schema(gw, call, tool, &why.0);
     }
     let mut checked = check(call, tool, schema, validator, settings, &mut args);
-    if as_text {
-        // The object goes in place of the text it came as (`with_arguments`).
+    let mut within = None;
+    if let Some(report) = &checked.report
+        && settings.coerce
+        && let Some((member, held, again)) =
+            unwrapped(call, tool, schema, validator, settings, &args, report)
+    {
+        (within, args, checked) = (Some(member), Ok(held), again);
+    }
+    if as_text || within.is_some() {
+        // The object goes in place of what held it (`with_arguments`).
         checked.coerced.get_or_insert_with(Vec::new);
     }
     let Some(report) = checked.report else {
@@ -269,11 +278,47 @@ fn decide<'a, R>(
             return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
         };
         tracing::debug!(upstream = %call.target.name, tool = shown(tool), "arguments coerced");
-        let bytes =
-            with_arguments(call.bytes, args, &changed).unwrap_or_else(|| call.bytes.clone());
+        let bytes = with_arguments(call.bytes, args, &changed, within.as_deref())
+            .unwrap_or_else(|| call.bytes.clone());
         return admit(gw, call, tool, tool, "coerced", bytes);
     };
     refuse(gw, call, tool, settings.mode, report)
+}
+
+/// The arguments a refused call wrapped once more under one name the schema does not
+/// declare ([`Report::wraps`]), as an object or as its JSON text, with their check: the
+/// call goes with what the member holds in its place when that passes every check on its
+/// own, and is refused as it came otherwise.
+fn unwrapped(
+    call: &Call<'_>,
+    tool: &str,
+    schema: &Schema,
+    validator: &jsonschema::Validator,
+    settings: ToolSettings,
+    args: &Result<Value, Misread>,
+    report: &Report,
+) -> Option<(String, Value, Checked)> {
+    let Ok(Value::Object(members)) = args else {
+        return None;
+    };
+    let (member, held) = members.iter().next().filter(|_| members.len() == 1)?;
+    let held = match held {
+        Value::Object(held) => held.clone(),
+        Value::String(text) => object_in(text)?.ok()?,
+        _ => return None,
+    };
+    if !report.wraps(&schema.value, member, &held) {
+        return None;
+    }
+    let held = Value::Object(held);
+    schema.reaches(&held).ok()?;
+    let mut again: Result<Value, Misread> = Ok(held);
+    let checked = check(call, tool, schema, validator, settings, &mut again);
+    let held = again.ok()?;
+    checked
+        .report
+        .is_none()
+        .then(|| (member.clone(), held, checked))
 }
 
 /// The call's params, read whole; `Err` is the `-32602` for a call without readable ones.
@@ -404,8 +449,13 @@ fn passes_in_place(
 fn held_object(
     text: Option<&str>,
 ) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
-    let held = serde_json::from_str::<String>(text?).ok()?;
-    (held.trim_start().starts_with('{')).then(|| jsonrpc::parse_arguments(&held))
+    object_in(&serde_json::from_str::<String>(text?).ok()?)
+}
+
+/// The object the JSON text `text` holds, or what is wrong with it; `None` when it is not
+/// an object's text.
+fn object_in(text: &str) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
+    (text.trim_start().starts_with('{')).then(|| jsonrpc::parse_arguments(text))
 }
 
 /// The `-32602` for arguments that are no object: a malformed call, not a violation.
@@ -993,24 +1043,43 @@ pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, Erro
 /// by their coerced values (or left out, where coercion left them out); every other value,
 /// of the arguments and of the message, goes as it came (a number too large for a float
 /// keeps its digits, `validate::spliced`). Only coerced calls pay for this.
-fn with_arguments(bytes: &[u8], args: &Value, changed: &[String]) -> Option<Bytes> {
+fn with_arguments(
+    bytes: &[u8],
+    args: &Value,
+    changed: &[String],
+    within: Option<&str>,
+) -> Option<Bytes> {
     let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
     let mut params: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(top.get("params")?.get()).ok()?;
-    let raw_args = params.get("arguments").map_or("{}", |a| a.get());
-    // Arguments that came as JSON text in a string are written as the text it holds.
-    let held = (raw_args.starts_with('"')).then(|| serde_json::from_str::<String>(raw_args));
-    let raw_args = match &held {
-        Some(held) => held.as_deref().ok()?,
+    let raw_args = text_of(params.get("arguments").map_or("{}", |a| a.get()))?;
+    // Arguments wrapped once more are written as what their one member holds.
+    let member: Box<RawValue>;
+    let raw_args = match within {
         None => raw_args,
+        Some(name) => {
+            let mut members: BTreeMap<String, Box<RawValue>> =
+                serde_json::from_str(&raw_args).ok()?;
+            member = members.remove(name)?;
+            text_of(member.get())?
+        }
     };
-    let written = validate::spliced(raw_args, args, changed);
+    let written = validate::spliced(&raw_args, args, changed);
     params.insert("arguments".into(), RawValue::from_string(written).ok()?);
     top.insert(
         "params".into(),
         serde_json::value::to_raw_value(&params).ok()?,
     );
     serde_json::to_vec(&top).ok().map(Bytes::from)
+}
+
+/// The JSON text `raw` is, or the text it holds where it is a string: arguments come as
+/// the text of an object in a string too.
+fn text_of(raw: &str) -> Option<Cow<'_, str>> {
+    match raw.starts_with('"') {
+        true => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+        false => Some(Cow::Borrowed(raw)),
+    }
 }
 
 #[cfg(test)]
@@ -1020,7 +1089,7 @@ mod tests {
     #[test]
     fn coerced_arguments_replace_only_arguments() {
         let body = br#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":"10","b":2},"_meta":{"progressToken":5}}}"#;
-        let out = with_arguments(body, &json!({"a": 10, "b": 2}), &["/a".into()]).unwrap();
+        let out = with_arguments(body, &json!({"a": 10, "b": 2}), &["/a".into()], None).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             v,
@@ -1032,7 +1101,7 @@ mod tests {
     fn arguments_sent_as_json_text_go_as_the_object_it_holds() {
         let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"{\"a\": \"1\", \"n\": 1e400, \"s\": \"\\u00e9\"}"}}"#;
         let now = json!({"a": 1, "n": 0, "s": "é"});
-        let out = with_arguments(body, &now, &["/a".into()]).unwrap();
+        let out = with_arguments(body, &now, &["/a".into()], None).unwrap();
         let out = std::str::from_utf8(&out).unwrap();
         assert!(
             out.contains(r#""arguments":{"a":1,"n":1e400,"s":"\u00e9"}"#),
@@ -1041,9 +1110,28 @@ mod tests {
     }
 
     #[test]
+    fn arguments_wrapped_once_more_go_as_what_they_hold() {
+        for wrapped in [
+            r#"{"input":{"a":"1","big":123456789012345678901234567890}}"#,
+            r#"{"input":"{\"a\":\"1\",\"big\":123456789012345678901234567890}"}"#,
+        ] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{wrapped}}}}}"#
+            );
+            let now = json!({"a": 1, "big": 1.2345678901234568e29});
+            let out = with_arguments(body.as_bytes(), &now, &["/a".into()], Some("input"));
+            let out = String::from_utf8(out.unwrap().to_vec()).unwrap();
+            assert!(
+                out.contains(r#""arguments":{"a":1,"big":123456789012345678901234567890}"#),
+                "{out}"
+            );
+        }
+    }
+
+    #[test]
     fn an_argument_coercion_left_out_goes_out() {
         let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"b":null}}}"#;
-        let out = with_arguments(body, &json!({"a": 1}), &["/b".into()]).unwrap();
+        let out = with_arguments(body, &json!({"a": 1}), &["/b".into()], None).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["params"]["arguments"], json!({"a": 1}));
     }
@@ -1055,6 +1143,7 @@ mod tests {
             body,
             &json!({"a": 1.2345678901234568e29, "b": 1, "c": 1.5}),
             &["/b".into()],
+            None,
         )
         .unwrap();
         let text = String::from_utf8(out.to_vec()).unwrap();

@@ -4,7 +4,7 @@
 //! `parameter_errors` (pointer → message), after the OXP `ValidationErrorResponse` shape.
 
 use super::compiled::Compiled;
-use super::lookup::{resolve, segments, subschema};
+use super::lookup::{resolve, segments, subschema, unescape};
 use super::written::{as_written, takes, utc_taken};
 use crate::text::edit_distance_within;
 use jsonschema::error::{TypeKind, ValidationError, ValidationErrorKind};
@@ -130,6 +130,19 @@ impl Report {
             .filter(|v| v.keyword == "required")
             .map(|v| v.pointer.clone())
             .collect()
+    }
+
+    /// Whether the arguments' one member `member`, holding `held`, wraps the arguments meant
+    /// (`{"arguments": {"a": 1}}`, `{"input": …}`: some agent frameworks wrap them once
+    /// more): the schema does not declare it, and it holds a required name this report
+    /// finds left out of the arguments' top level.
+    pub fn wraps(&self, schema: &Value, member: &str, held: &Map<String, Value>) -> bool {
+        let top = (self.violations.iter())
+            .filter(|v| v.keyword == "required")
+            .filter_map(|v| v.pointer.strip_prefix('/'))
+            .filter(|token| !token.contains('/'));
+        !allowed_names(schema, "").iter().any(|name| name == member)
+            && top.map(unescape).any(|name| held.contains_key(&name))
     }
 
     /// Every problem found, described or not.
@@ -1374,6 +1387,20 @@ mod tests {
         assert_eq!(
             r.details()["parameter_errors"]["/input"],
             "is not an accepted argument; send the members it holds (a, b) in its place"
+        );
+        let schema = json!({"type": "object", "$ref": "#/$defs/call", "$defs": {"call": {
+            "properties": {"name": {}, "config": {}, "a/b": {}}, "required": ["name", "a/b"]}}});
+        let r = report(schema.clone(), json!({"config": {"name": "x"}}));
+        let held = |v: Value| v.as_object().unwrap().clone();
+        assert!(
+            !r.wraps(&schema, "config", &held(json!({"name": "x"}))),
+            "a declared member holds a value of its own"
+        );
+        assert!(r.wraps(&schema, "input", &held(json!({"name": "x"}))));
+        assert!(r.wraps(&schema, "input", &held(json!({"a/b": 1}))));
+        assert!(
+            !r.wraps(&schema, "input", &held(json!({"other": 1}))),
+            "it holds none of the names left out"
         );
         assert_eq!(meant_for("x", ["b"]), None, "nothing in common");
         assert_eq!(meant_for("pathology_of", ["path"]), None, "too far");

@@ -158,6 +158,26 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
         sent.contains(r#""arguments":{"a":10,"b":3,"big":123456789012345678901234567890}"#),
         "{sent}"
     );
+    // Arguments wrapped once more, the wrapper holding their JSON text: the server gets
+    // what it holds, as the text writes it, its members coerced too.
+    let wrapped = json!({"input": text});
+    let a = post(&tg.url(), Some(&s), call(6, "add", wrapped))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["structuredContent"],
+        json!({"result": 13}),
+        "{a}"
+    );
+    let sent = demo.seen().pop().unwrap();
+    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
+    assert!(
+        sent.contains(r#""arguments":{"a":10,"b":3,"big":123456789012345678901234567890}"#),
+        "{sent}"
+    );
+    let counted = tg.admin_get("/metrics").await.text();
+    let line = r#"toolgate_tool_calls_total{upstream="default",tool="add",outcome="coerced"} 3"#;
+    assert!(counted.contains(line), "{line} in\n{counted}");
 }
 
 #[tokio::test]
@@ -187,6 +207,19 @@ async fn strict_mode_refuses_strings_for_integers() {
     assert_eq!(
         a,
         json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602, "message": "Invalid params for tools/call: \"arguments\" must be an object, not JSON text in a string; send the object itself"}})
+    );
+    // Arguments wrapped once more: said so, not unwrapped.
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(6, "add", json!({"arguments": {"a": 10, "b": 2}})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/arguments"],
+        json!("is not a parameter of this tool; send the members it holds (a, b) in its place"),
+        "{a}"
     );
     assert!(demo.calls().is_empty());
 }

@@ -125,12 +125,22 @@ async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio
         result_text(&a),
         "Invalid arguments for tool \"get-sum\" (2 problems):\n- b: is required but missing (parameter description: Second number)\n- bb: is not a parameter of this tool; did you mean \"b\"? (b: Second number)\nCorrect the arguments and call the tool again."
     );
-    // The arguments wrapped once more, as some agent frameworks send them.
+    // The arguments wrapped once more, as some agent frameworks send them (as an object or
+    // as its JSON text): sent as what the wrapper holds where that passes, said otherwise.
+    for (id, wrapped) in [
+        (5, json!({"arguments": {"a": 1, "b": "2"}})),
+        (6, json!({"input": "{\"a\": 1, \"b\": 2}"})),
+    ] {
+        let a = g
+            .ask_past_notifications(tool_call(id, "get-sum", wrapped))
+            .await;
+        assert_eq!(result_text(&a), "The sum of 1 and 2 is 3.", "{a}");
+    }
     let a = g
         .ask_past_notifications(tool_call(
-            5,
+            7,
             "get-sum",
-            json!({"arguments": {"a": 1, "b": 2}}),
+            json!({"arguments": {"a": 1, "b": "two"}}),
         ))
         .await;
     assert_eq!(
