@@ -373,9 +373,13 @@ async fn what_a_transport_decides_differs_only_by_transport() {
         let expected = matches!(front, Front::Http { .. }).then(|| (400, refused.clone()));
         assert_eq!(got, expected, "{mode}: a tools/call notification");
 
-        let got = front
-            .exchange_cancelled(&slow, std::time::Duration::from_millis(500))
-            .await;
+        // Cancelled once the server has the call: the HTTP server's record, or the line
+        // the stdio server writes on stderr, which toolgate logs.
+        let reached = |logs: &str| {
+            logs.contains("slow call begun")
+                || (server.seen.lock().unwrap().iter()).any(|m| m["params"]["name"] == "slow")
+        };
+        let got = front.exchange_cancelled(&slow, reached).await;
         let expected = match mode {
             Mode::StdioUpstream | Mode::StdioCommand => vec![],
             Mode::ServeCommand => vec![

@@ -713,7 +713,7 @@ async fn a_cancelled_request_ends_its_post_in_front_of_a_stdio_server() {
     // `slow` answers after two seconds; the client gives up on it first.
     let waiting =
         tokio::spawn(async move { post(&url, Some(&s), call(5, "slow", json!({}))).await });
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tg.logs_when(|l| l.contains("slow call begun")).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "user gave up"}});
     assert_eq!(
         post(&tg.url(), Some(&session), cancel.to_string())

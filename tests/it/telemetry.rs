@@ -624,7 +624,7 @@ async fn the_hop_to_a_stdio_child_is_a_client_span() {
     let (url, sid) = (tg.url(), s.clone());
     let slow =
         tokio::spawn(async move { post(&url, Some(&sid), call(2, "slow", json!({}))).await });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tg.logs_when(|l| l.contains("slow call begun")).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 2, "reason": "the user moved on"}});
     assert_eq!(
@@ -657,7 +657,7 @@ async fn a_bridged_call_cancelled_ends_its_hop_as_cancelled() {
         "params": {"name": "slow", "arguments": {}, "_meta": meta}});
     let url = tg.url();
     let call = tokio::spawn(async move { post_modern(&url, "tools/call", slow).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tg.logs_when(|l| l.contains("slow call begun")).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 7, "reason": "the user moved on", "_meta": meta}});
     let r = post_modern(&tg.url(), "notifications/cancelled", cancel).await;

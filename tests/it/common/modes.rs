@@ -303,13 +303,14 @@ impl Front {
         }
     }
 
-    /// What a handshake-era request brings back when the client cancels it `after` it was
-    /// sent: everything up to its answer, or up to a few seconds of silence when none comes
-    /// (which the specification allows for a cancelled request).
+    /// What a handshake-era request brings back when the client cancels it once `reached`
+    /// holds of the front's logs (the layer's application has none): everything up to its answer, or up
+    /// to a few seconds of silence when none comes (which the specification allows for a
+    /// cancelled request).
     pub async fn exchange_cancelled(
         &mut self,
         request: &Value,
-        after: std::time::Duration,
+        reached: impl Fn(&str) -> bool,
     ) -> Vec<Value> {
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": request["id"], "reason": "the user moved on"}});
@@ -321,7 +322,11 @@ impl Front {
                 let (url, sid) = (tg.url(), session.clone());
                 let line = request.to_string();
                 let call = tokio::spawn(async move { post(&url, sid.as_deref(), line).await });
-                tokio::time::sleep(after).await;
+                let logs = || match &*tg {
+                    HttpFront::Binary(tg) => tg.logs(),
+                    HttpFront::Layer(_) => String::new(),
+                };
+                until(logs, &reached).await;
                 let r = post(&tg.url(), session.as_deref(), cancel.to_string()).await;
                 assert_eq!(r.status, 202, "{}", r.text());
                 call.await.unwrap().messages()
@@ -332,7 +337,7 @@ impl Front {
                     *initialized = true;
                 }
                 g.send(&request.to_string()).await;
-                tokio::time::sleep(after).await;
+                until(|| g.logs(), &reached).await;
                 g.send(&cancel.to_string()).await;
                 let mut all = Vec::new();
                 while let Ok(Some(line)) =
@@ -468,5 +473,15 @@ impl Reached {
             nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
             tg.wait().await;
         }
+    }
+}
+
+/// Waits, a bounded time, until `reached` holds of what `logs` gives.
+async fn until(logs: impl Fn() -> String, reached: &impl Fn(&str) -> bool) {
+    for _ in 0..200 {
+        if reached(&logs()) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
