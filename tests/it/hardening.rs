@@ -1364,7 +1364,7 @@ async fn a_cancellation_on_the_shared_child_names_only_the_senders_requests() {
         json!({"jsonrpc": "2.0", "id": 7,
         "method": "tools/call", "params": {"name": "slow", "arguments": {}}}),
     ));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tg.logs_when(|l| l.contains("slow call begun")).await;
     let request_id = seen.headers["x-request-id"].to_str().unwrap().to_owned();
     let (prefix, n) = request_id.rsplit_once('-').unwrap();
     let n: u64 = n.parse().unwrap_or(0);
@@ -1584,7 +1584,7 @@ async fn a_duplicate_id_in_flight_is_refused_and_the_first_is_answered() {
     let url = tg.url();
     let (u, sess) = (url.clone(), s.clone());
     let running = tokio::spawn(async move { post(&u, Some(&sess), slow(5).to_string()).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tg.logs_when(|l| l.contains("slow call begun")).await;
     let dup = post(&url, Some(&s), slow(5).to_string()).await;
     assert_eq!(dup.status, 400, "{}", dup.text());
     assert_eq!(dup.json()["id"], 5);

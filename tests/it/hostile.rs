@@ -1166,7 +1166,7 @@ async fn what_waits_for_a_server_that_is_not_reading_is_bounded() {
         let busy = json!({"seconds": 5});
         tokio::spawn(async move { post(&url, Some(&s), call(0, "slow", busy)).await })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tg.logs_when(|l| l.contains("slow call begun")).await;
     let answers =
         futures_util::future::join_all(calls.iter().map(|c| post(&url, Some(&s), c.clone()))).await;
     let mut answers: Vec<Value> = answers.iter().map(|a| a.json()).collect();
