@@ -189,13 +189,19 @@ fn repair(
     )))
 }
 
-/// Whether the value a type error points at is a `null` for a member its object may leave
-/// out: it is left out, as if not given. A model sends `null` for an argument it means to
-/// leave out (a provider's strict mode writes every optional parameter as required and
-/// nullable), and servers refuse it where they take its absence (zod's `.optional()`, a
-/// Pydantic parameter with a default that is not `None`).
+/// Whether the value an error points at is a `null`, or an empty string, for a member its
+/// object may leave out: it is left out, as if not given. A model sends `null` or `""` for
+/// an argument it means to leave out (a provider's strict mode writes every optional
+/// parameter as required, and a model fills one it has no value for), and servers refuse
+/// them where they take its absence (zod's `.optional()`, a Pydantic parameter with a
+/// default that is not `None`).
 fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
-    e.instance().is_null() && lookup::optional_member(root, e.instance_path().as_str())
+    let nothing = match e.instance().as_ref() {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    };
+    nothing && lookup::optional_member(root, e.instance_path().as_str())
 }
 
 /// What the value a type, pattern or format error points at converts to: a string that reads
@@ -251,6 +257,8 @@ fn fixable_errors<'a, 'b>(
         ValidationErrorKind::Type { .. }
         | ValidationErrorKind::Pattern { .. }
         | ValidationErrorKind::Format { .. } => vec![e],
+        // Nothing converts to what these want: a `null` or `""` may be left out ([`left_out`]).
+        ValidationErrorKind::Enum { .. } | ValidationErrorKind::MinLength { .. } => vec![e],
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }
             if context.len() <= MAX_COERCED_BRANCHES =>
         {
@@ -756,22 +764,41 @@ mod tests {
                 "b": {"type": "integer", "minimum": 1},
                 "who": {"$ref": "#/$defs/who"},
                 "list": {"type": "array", "items": {"type": "integer"}},
-                "any": {"type": ["string", "null"]}
+                "any": {"type": ["string", "null"]},
+                "sort": {"enum": ["asc", "desc"]},
+                "named": {"type": "string", "minLength": 1}
             },
             "required": ["a"]
         }));
-        let sent = json!({"a": 1, "b": null, "who": {"n": null, "k": "x"}, "any": null});
+        let sent =
+            json!({"a": 1, "b": null, "who": {"n": null, "k": "x"}, "any": null, "sort": null});
         let (v, args) = run(&s, sent, true);
         let Verdict::Coerced { mut changed } = v else {
             panic!("{v:?}")
         };
         changed.sort();
-        assert_eq!(changed, ["/b", "/who/n"]);
+        assert_eq!(changed, ["/b", "/sort", "/who/n"]);
         assert_eq!(args, json!({"a": 1, "who": {"k": "x"}, "any": null}));
+        // An empty string for one, as a model fills an argument it has no value for: the
+        // same, where the schema does not take it (`any` does).
+        let sent = json!({"a": 1, "b": "", "who": {"n": "", "k": ""}, "list": "", "any": "",
+            "sort": "", "named": ""});
+        let (v, args) = run(&s, sent, true);
+        let Verdict::Coerced { mut changed } = v else {
+            panic!("{v:?}")
+        };
+        changed.sort();
+        assert_eq!(changed, ["/b", "/list", "/named", "/sort", "/who/n"]);
+        assert_eq!(args, json!({"a": 1, "who": {"k": ""}, "any": ""}));
         // What must be there, an item, or a null under strict mode: a violation.
         for (sent, coerce) in [
             (json!({"a": null}), true),
+            (json!({"a": ""}), true),
             (json!({"a": 1, "who": {"k": null}}), true),
+            (json!({"a": 1, "list": [""]}), true),
+            (json!({"a": 1, "b": ""}), false),
+            (json!({"a": 1, "sort": "up"}), true),
+            (json!({"a": 1, "named": ""}), false),
             (json!({"a": 1, "list": [null]}), true),
             (json!({"a": 1, "b": null}), false),
         ] {
