@@ -220,6 +220,10 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
             written::as_written(s, format).map(Value::String)
         }
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
+        (ValidationErrorKind::Enum { options }, Value::String(s)) => cased(s, options.as_array()?),
+        (ValidationErrorKind::Constant { expected_value }, Value::String(s)) => {
+            cased(s, std::slice::from_ref(&**expected_value))
+        }
         (ValidationErrorKind::Type { kind }, Value::Number(n))
             if wants_type(kind, JsonType::String) && (n.is_i64() || n.is_u64()) =>
         {
@@ -228,6 +232,27 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
         _ => None,
     }
 }
+
+/// The one string of `options` that `s` is in other case (`"Economy"` for `"economy"`, a
+/// value capitalised as in prose); `None` where none is, or several are, or past
+/// [`MAX_CASED_OPTIONS`].
+fn cased(s: &str, options: &[Value]) -> Option<Value> {
+    if options.len() > MAX_CASED_OPTIONS {
+        return None;
+    }
+    let mut same = (options.iter().filter_map(Value::as_str)).filter(|o| folded(o).eq(folded(s)));
+    let one = same.next()?;
+    same.next().is_none().then(|| Value::String(one.to_owned()))
+}
+
+/// `t` in lower case, as [`cased`] compares it.
+fn folded(t: &str) -> impl Iterator<Item = char> + '_ {
+    t.chars().flat_map(char::to_lowercase)
+}
+
+/// The most options a string is compared with in other case: each refused value compares
+/// them all (the IANA time zones number about 600).
+const MAX_CASED_OPTIONS: usize = 1024;
 
 /// A lone value where the schema wants an array, as an array of it: a model sends `"a"` for
 /// a list of one. A string that opens a bracket is not: it is an array's JSON text that does
@@ -257,8 +282,11 @@ fn fixable_errors<'a, 'b>(
         ValidationErrorKind::Type { .. }
         | ValidationErrorKind::Pattern { .. }
         | ValidationErrorKind::Format { .. } => vec![e],
-        // Nothing converts to what these want: a `null` or `""` may be left out ([`left_out`]).
-        ValidationErrorKind::Enum { .. } | ValidationErrorKind::MinLength { .. } => vec![e],
+        // A string in other case converts to an option ([`cased`]); a `null` or `""` may be
+        // left out ([`left_out`]).
+        ValidationErrorKind::Enum { .. }
+        | ValidationErrorKind::Constant { .. }
+        | ValidationErrorKind::MinLength { .. } => vec![e],
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context }
             if context.len() <= MAX_COERCED_BRANCHES =>
         {
@@ -804,6 +832,39 @@ mod tests {
         ] {
             let verdict = run(&s, sent.clone(), coerce).0;
             assert!(matches!(verdict, Verdict::Invalid(_)), "{sent}");
+        }
+    }
+
+    #[test]
+    fn an_option_in_other_case_is_the_option() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "cabin": {"enum": ["economy", "business", 1]},
+                "city": {"enum": ["Paris", "PARIS"]},
+                "kind": {"oneOf": [
+                    {"type": "object", "properties": {"kind": {"const": "box"}, "weight": {"type": "number"}}, "required": ["kind", "weight"]},
+                    {"type": "object", "properties": {"kind": {"const": "letter"}, "pages": {"type": "integer"}}, "required": ["kind", "pages"]}
+                ]},
+                "tz": {"enum": ["Europe/Zürich"]}
+            }
+        }));
+        let sent = json!({"cabin": "Economy", "kind": {"kind": "LETTER", "pages": "3"}, "tz": "EUROPE/ZÜRICH"});
+        let (v, args) = run(&s, sent, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"cabin": "economy", "kind": {"kind": "letter", "pages": 3}, "tz": "Europe/Zürich"})
+        );
+        // Two options in other case, none, or strict mode: refused as sent.
+        for (sent, coerce) in [
+            (json!({"city": "paris"}), true),
+            (json!({"cabin": "econ"}), true),
+            (json!({"cabin": "Economy"}), false),
+        ] {
+            let (verdict, args) = run(&s, sent.clone(), coerce);
+            assert!(matches!(verdict, Verdict::Invalid(_)), "{sent}");
+            assert_eq!(args, sent);
         }
     }
 

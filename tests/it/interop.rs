@@ -715,18 +715,24 @@ async fn a_rust_sdk_server_is_served_under_the_rules_in_every_mode() {
         (
             "book",
             json!({"passengers": 2, "date": "2026-12-24", "cabin": "economy", "note": null}),
-            booked,
+            booked.clone(),
         ),
-        // rmcp alone names the first problem only: "unknown variant `Economy`".
+        // rmcp alone: "unknown variant `Economy`".
         (
             "book",
-            json!({"passengers": 300, "date": "24/12/2026", "cabin": "Economy"}),
+            json!({"passengers": 2, "date": "2026-12-24", "cabin": "Economy"}),
+            booked,
+        ),
+        // rmcp alone names the first problem only: "unknown variant `Econmy`".
+        (
+            "book",
+            json!({"passengers": 300, "date": "24/12/2026", "cabin": "Econmy"}),
             refused(
                 "book",
                 &[
                     (
                         "/cabin",
-                        "must be one of [\"economy\",\"business\"], got \"Economy\"; did you mean \"economy\"?",
+                        "must be one of [\"economy\",\"business\"], got \"Econmy\"; did you mean \"economy\"?",
                         "",
                     ),
                     (

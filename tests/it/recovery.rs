@@ -1413,8 +1413,9 @@ async fn arguments_too_costly_to_read_are_refused_alike_in_every_mode() {
 /// Expr)`, `Mul(left: Expr, right: Expr)`) so that both forms lead round through `left`: the
 /// checks of a refused value double with each level. Such a schema is checked as deep as
 /// that stays bounded (here 12 levels), in every mode: a refusal within it names the place
-/// (and, for a form named in the wrong case, the form meant), and a value deeper is forwarded
-/// unchecked (`on_compile_error = "forward"`), the server's own answer back at once.
+/// (and, for a form misspelt, the form meant; one in other case goes as that form), and a
+/// value deeper is forwarded unchecked (`on_compile_error = "forward"`), the server's own
+/// answer back at once.
 #[tokio::test]
 async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
     let (http, command) = common::peers::python_clock().await;
@@ -1438,9 +1439,14 @@ async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
         "evaluate",
         &[(
             "/expr/kind",
-            r#"must be one of ["num","add","mul"], got "Add"; did you mean "add"?"#,
+            r#"must be one of ["num","add","mul"], got "ad"; did you mean "add"?"#,
         )],
     );
+    let evaluated = |v: f64| {
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": format!("{v:?}")}],
+            "structuredContent": {"result": v}, "isError": false}})
+    };
     // ((1 + 2) × 2 + 2) × 2 …: thirty levels.
     let deep = (0..30).fold(1.0, |v, i| if i % 2 == 0 { v + 2.0 } else { v * 2.0 });
     let taken = json!({"jsonrpc": "2.0", "id": 1, "result": {
@@ -1454,8 +1460,11 @@ async fn an_expression_tree_is_checked_as_deep_as_its_bound_in_every_mode() {
             "{mode}"
         );
         assert_eq!(front.ask_line(&chain(30, json!(1))).await, taken, "{mode}");
-        // A form named in the wrong case: the form meant is named.
+        // A form named in the wrong case goes as the form it names in other case; one
+        // misspelt is refused, with the form meant named.
         let add = chain(1, json!(1)).replace(r#""add""#, r#""Add""#);
+        assert_eq!(front.ask_line(&add).await, evaluated(3.0), "{mode}");
+        let add = chain(1, json!(1)).replace(r#""add""#, r#""ad""#);
         assert_eq!(front.ask_line(&add).await, slipped, "{mode}");
         let server = front.ask_line(&chain(30, json!("x"))).await;
         let said = server["result"]["content"][0]["text"]
