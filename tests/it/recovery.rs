@@ -1043,8 +1043,9 @@ async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
 /// what the form the call names lacks, the forms there are when it names none, and a
 /// date-time's format without the expression; what the server takes goes to it, coerced as
 /// the form it names wants, a time with another offset than the `Z` zod's expression takes
-/// goes as the same instant in UTC, and a `null` or an empty string for an optional argument
-/// zod refuses is left out. In every mode, in front of the real server.
+/// goes as the same instant in UTC, a form named in other case as that form, and a `null` or
+/// an empty string for an optional argument zod refuses is left out. In every mode, in front
+/// of the real server.
 #[tokio::test]
 async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
     let (http, command) = (
@@ -1113,6 +1114,12 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
         (
             ship(json!({"kind": "box", "weight": 2}), at)
                 .replace(r#""when""#, r#""note":null,"when""#),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
+        ),
+        // A form named in other case: sent as the form it names.
+        (
+            ship(json!({"kind": "Box", "weight": 2}), at),
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
         ),
