@@ -141,40 +141,26 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
         demo.calls()[0]["params"]["arguments"],
         json!({"a": 10, "b": 2})
     );
-    // Arguments sent as JSON text (as a model's function call comes from its provider): the
-    // server gets the object, its members coerced too.
+    // Arguments sent as JSON text (as a model's function call comes from its provider), and
+    // wrapped once more, the wrapper holding that text: the server gets the object, as the
+    // text writes it, its members coerced too.
     let text = r#"{"a": "10", "b": 3, "big": 123456789012345678901234567890}"#;
-    let a = post(&tg.url(), Some(&s), call(5, "add", json!(text)))
-        .await
-        .json();
-    assert_eq!(
-        a["result"]["structuredContent"],
-        json!({"result": 13}),
-        "{a}"
-    );
-    let sent = demo.seen().pop().unwrap();
-    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
-    assert!(
-        sent.contains(r#""arguments":{"a":10,"b":3,"big":123456789012345678901234567890}"#),
-        "{sent}"
-    );
-    // Arguments wrapped once more, the wrapper holding their JSON text: the server gets
-    // what it holds, as the text writes it, its members coerced too.
-    let wrapped = json!({"input": text});
-    let a = post(&tg.url(), Some(&s), call(6, "add", wrapped))
-        .await
-        .json();
-    assert_eq!(
-        a["result"]["structuredContent"],
-        json!({"result": 13}),
-        "{a}"
-    );
-    let sent = demo.seen().pop().unwrap();
-    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
-    assert!(
-        sent.contains(r#""arguments":{"a":10,"b":3,"big":123456789012345678901234567890}"#),
-        "{sent}"
-    );
+    for (id, args) in [(5, json!(text)), (6, json!({"input": text}))] {
+        let a = post(&tg.url(), Some(&s), call(id, "add", args))
+            .await
+            .json();
+        assert_eq!(
+            a["result"]["structuredContent"],
+            json!({"result": 13}),
+            "{a}"
+        );
+        let sent = demo.seen().pop().unwrap();
+        let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
+        assert!(
+            sent.contains(r#""arguments":{"a":10,"b":3,"big":123456789012345678901234567890}"#),
+            "{sent}"
+        );
+    }
     let counted = tg.admin_get("/metrics").await.text();
     let line = r#"toolgate_tool_calls_total{upstream="default",tool="add",outcome="coerced"} 3"#;
     assert!(counted.contains(line), "{line} in\n{counted}");
