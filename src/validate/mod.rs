@@ -204,15 +204,16 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
     nothing && lookup::optional_member(root, e.instance_path().as_str())
 }
 
-/// What the value a type, pattern or format error points at converts to: a string that reads
-/// as the type wanted, or an integer where a string is wanted, as its digits (a model writes
-/// an id or a code of digits as a number: `"order": 12345`). A number with a fraction or an
-/// exponent is not: which text it stands for is not known. A value its `format` refuses for
+/// What the value a type, pattern, format, enum or const error points at converts to: a
+/// string that reads as the type wanted, or an integer where a string is wanted, as its
+/// digits (a model writes an id or a code of digits as a number: `"order": 12345`). A
+/// number with a fraction or an exponent is not: which text it stands for is not known. A value its `format` refuses for
 /// how it is written (a time's seconds left out, a space in a URI's query, as Pydantic and
 /// zod take them) converts to the same value as the format writes it
 /// ([`written::as_written`]). A date-time with an offset a pattern refuses converts to the
 /// same instant in UTC where the pattern takes that (zod's `datetime()` takes only `Z`); a
-/// local time does not, as which instant it names is not known.
+/// local time does not, as which instant it names is not known. A string an `enum` or a
+/// `const` refuses converts to the option it is in other case ([`cased`]).
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Pattern { .. }, _) => written::utc_taken(e).map(Value::String),
@@ -269,9 +270,10 @@ fn wrapped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()]))
 }
 
-/// The type, pattern and format errors an error stands for: itself, or, for a value no branch
-/// of an `anyOf` or `oneOf` of a few branches takes, those of each branch, at any depth. An
-/// optional value is such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type:
+/// The errors coercion may mend that an error stands for (of a type, a pattern, a format, an
+/// enum, a const, a least length): itself, or, for a value no branch of an `anyOf` or
+/// `oneOf` of a few branches takes, those of each branch, at any depth. An optional value
+/// is such a choice (Pydantic writes `Optional[int]` as `anyOf: [{type:
 /// integer}, {type: null}]`, and an optional object's members are checked inside its
 /// branch): its values are coerced, and its whole numbers written as integers, as a plain
 /// value's are.
