@@ -236,9 +236,10 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
 
 /// The one string of `options` that `s` is in other case (`"Economy"` for `"economy"`, a
 /// value capitalised as in prose); `None` where none is, or several are, or past
-/// [`MAX_CASED_OPTIONS`].
+/// [`MAX_CASED_OPTIONS`] options, or for a string longer than any name is compared
+/// ([`report::MAX_COMPARED_CHARS`] characters of up to four bytes).
 fn cased(s: &str, options: &[Value]) -> Option<Value> {
-    if options.len() > MAX_CASED_OPTIONS {
+    if options.len() > MAX_CASED_OPTIONS || s.len() > 4 * report::MAX_COMPARED_CHARS {
         return None;
     }
     let mut same = (options.iter().filter_map(Value::as_str)).filter(|o| folded(o).eq(folded(s)));
