@@ -242,7 +242,11 @@ fn cased(s: &str, options: &[Value]) -> Option<Value> {
     if options.len() > MAX_CASED_OPTIONS || s.len() > 4 * report::MAX_COMPARED_CHARS {
         return None;
     }
-    let mut same = (options.iter().filter_map(Value::as_str)).filter(|o| folded(o).eq(folded(s)));
+    let other_case = |o: &&str| match o.is_ascii() && s.is_ascii() {
+        true => o.eq_ignore_ascii_case(s),
+        false => folded(o).eq(folded(s)),
+    };
+    let mut same = (options.iter().filter_map(Value::as_str)).filter(other_case);
     let one = same.next()?;
     same.next().is_none().then(|| Value::String(one.to_owned()))
 }

@@ -242,10 +242,10 @@ pub fn violations(schema: Compiled<'_>, args: &Value, max: usize) -> Found {
 
 /// The violations `errors` stand for, at most `max` described.
 fn described(schema: &Value, errors: &[ValidationError<'_>], max: usize) -> Found {
-    let mut found = Found::default();
+    let (mut found, mut searches) = (Found::default(), MAX_SEARCHED_PER_REPORT);
     for e in errors.iter().take(max) {
         let room = max.saturating_sub(found.list.len());
-        found.omitted += describe(e, schema, room, &mut found.list);
+        found.omitted += describe(e, schema, room, &mut found.list, &mut searches);
     }
     drop_patterns_of_formats(&mut found.list);
     found
@@ -340,12 +340,13 @@ fn cut(s: &str, chars: usize) -> std::borrow::Cow<'_, str> {
 }
 
 /// Describes one validation error into `out`, at most `room` violations; returns how many
-/// more it holds.
+/// more it holds. Its suggestions compare at most `searches` candidates, taken from it.
 fn describe(
     e: &ValidationError<'_>,
     schema: &Value,
     room: usize,
     out: &mut Vec<Violation>,
+    searches: &mut usize,
 ) -> usize {
     if let ValidationErrorKind::AdditionalProperties { unexpected }
     | ValidationErrorKind::UnevaluatedProperties { unexpected } = e.kind()
@@ -356,7 +357,7 @@ fn describe(
         let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
         for (i, name) in unexpected.iter().take(room).enumerate() {
             let mut message = "is not an accepted argument".to_owned();
-            let close = searched(&allowed).and_then(|all| closest(name, all));
+            let close = searched(&allowed).and_then(|all| nearest_name(name, all, searches));
             let missing: &[&str] = if i < MEANT_EXAMINED { &missing } else { &[] };
             let missed = || Meant::of(name, e.instance().get(name), missing);
             if let Some(meant) = close.map(Meant::For).or_else(missed) {
@@ -375,14 +376,14 @@ fn describe(
     if let Some(branch) = branch_meant(e) {
         let (start, mut more) = (out.len(), 0);
         for inner in branch {
-            more += describe(inner, schema, room - (out.len() - start), out);
+            more += describe(inner, schema, room - (out.len() - start), out, searches);
         }
         return more;
     }
     if room == 0 {
         return 1;
     }
-    out.push(offset_wanted(schema, e).unwrap_or_else(|| describe_one(e, schema)));
+    out.push(offset_wanted(schema, e).unwrap_or_else(|| describe_one(e, schema, searches)));
     0
 }
 
@@ -475,7 +476,7 @@ fn forms_named<'a, 'e>(
 /// When every branch of `e` (but those refusing the value's type) is another form named by
 /// the same member, that member's one violation: the values it may take ("kind" given "c"
 /// where the forms are "a" and "b").
-fn unknown_form(e: &ValidationError<'_>) -> Option<Violation> {
+fn unknown_form(e: &ValidationError<'_>, searches: &mut usize) -> Option<Violation> {
     let at = e.instance_path().as_str();
     let branches = untyped_branches(e);
     let (first, rest) = branches.split_first()?;
@@ -498,12 +499,12 @@ fn unknown_form(e: &ValidationError<'_>) -> Option<Violation> {
         Some(Violation {
             pointer: pointer.to_owned(),
             keyword: named.kind().keyword().to_owned(),
-            message: one_of(&Value::Array(values), named.instance()),
+            message: one_of(&Value::Array(values), named.instance(), searches),
         })
     })
 }
 
-fn describe_one(e: &ValidationError<'_>, schema: &Value) -> Violation {
+fn describe_one(e: &ValidationError<'_>, schema: &Value, searches: &mut usize) -> Violation {
     let at = e.instance_path().as_str();
     let got = preview(e.instance());
     let one = |message: String| Violation {
@@ -530,7 +531,7 @@ fn describe_one(e: &ValidationError<'_>, schema: &Value) -> Violation {
         ValidationErrorKind::Pattern { pattern } => {
             one(format!("must match the pattern {pattern}, got {got}"))
         }
-        ValidationErrorKind::Enum { options } => one(one_of(options, e.instance())),
+        ValidationErrorKind::Enum { options } => one(one_of(options, e.instance(), searches)),
         ValidationErrorKind::Constant { expected_value } => {
             one(format!("must be exactly {expected_value}, got {got}"))
         }
@@ -566,7 +567,7 @@ fn describe_one(e: &ValidationError<'_>, schema: &Value) -> Violation {
         }
         ValidationErrorKind::FalseSchema => one("is not accepted here".into()),
         ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
-            if let Some(v) = unknown_form(e) {
+            if let Some(v) = unknown_form(e, searches) {
                 return v;
             }
             one(match branch_types(e) {
@@ -582,7 +583,7 @@ fn describe_one(e: &ValidationError<'_>, schema: &Value) -> Violation {
         }
         ValidationErrorKind::PropertyNames { error } => one(format!(
             "each property name {}",
-            describe_one(error, schema).message
+            describe_one(error, schema, searches).message
         )),
         _ => one(counted(e, schema).unwrap_or_else(|| e.masked().to_string())),
     }
@@ -702,16 +703,15 @@ fn branch_types(e: &ValidationError<'_>) -> Option<String> {
 /// the dozen options a refusal shows, the one meant may be among those it does not. Nearer
 /// than a name must be to be told its parameter: options are often short words, and `"boat"`
 /// is no slip for `"road"`.
-fn one_of(options: &Value, given: &Value) -> String {
+fn one_of(options: &Value, given: &Value, searches: &mut usize) -> String {
     let mut message = format!(
         "must be one of {}, got {}",
         options_preview(options),
         preview(given)
     );
-    let strings: Vec<String> = (options.as_array().into_iter().flatten())
-        .filter_map(|o| o.as_str().map(str::to_owned))
-        .collect();
-    let slip = |g| closest_within(g, searched(&strings)?, |len| (len / 6).max(1));
+    let options = options.as_array().filter(|all| all.len() <= MAX_SEARCHED);
+    let strings = options.into_iter().flatten().filter_map(Value::as_str);
+    let slip = |g| closest_within(g, strings, |len| (len / 6).max(1), searches);
     if let Some(close) = given.as_str().and_then(slip) {
         let _ = write!(message, "; did you mean {}?", Value::from(close));
     }
@@ -945,6 +945,11 @@ pub(super) fn comparable(name: &str) -> Option<Vec<char>> {
 /// IANA time zones number about 600).
 const MAX_SEARCHED: usize = 1024;
 
+/// The most candidates one refusal compares for all its suggestions together: four
+/// violations' worth of [`MAX_SEARCHED`]. A refusal of 32 values, each against 1,024 options
+/// of 200 characters, would otherwise cost two hundred times the valid call.
+const MAX_SEARCHED_PER_REPORT: usize = 4 * MAX_SEARCHED;
+
 /// `candidates`, where few enough to search.
 fn searched(candidates: &[String]) -> Option<&[String]> {
     (candidates.len() <= MAX_SEARCHED).then_some(candidates)
@@ -960,35 +965,62 @@ pub const MAX_COMPARED_CHARS: usize = 256;
 /// compared, a candidate whose length alone puts it out of reach is skipped, and the distance
 /// is computed only within the band it may take (`edit_distance_within`).
 pub fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
-    closest_within(name, candidates, |len| (len / 3).max(2))
+    let mut searches = MAX_SEARCHED;
+    nearest_name(name, candidates, &mut searches)
 }
 
-/// [`closest`], with at most `edits(len)` edits from a candidate of `len` characters.
+/// [`closest`], comparing at most `searches` candidates, taken from it.
+fn nearest_name<'a>(name: &str, candidates: &'a [String], searches: &mut usize) -> Option<&'a str> {
+    let edits = |len: usize| (len / 3).max(2);
+    closest_within(name, candidates.iter().map(String::as_str), edits, searches)
+}
+
+/// [`closest`], with at most `edits(len)` edits from a candidate of `len` characters, and
+/// never more than [`MAX_SLIP_EDITS`]; at most `searches` candidates compared, each taken
+/// from it.
 fn closest_within<'a>(
     name: &str,
-    candidates: &'a [String],
+    candidates: impl IntoIterator<Item = &'a str>,
     edits: impl Fn(usize) -> usize,
+    searches: &mut usize,
 ) -> Option<&'a str> {
     let name: Vec<char> = name.chars().take(MAX_COMPARED_CHARS + 1).collect();
     if name.len() > MAX_COMPARED_CHARS {
         return None;
     }
     let name: Vec<char> = name.iter().flat_map(|c| c.to_lowercase()).collect();
-    candidates
-        .iter()
-        .filter_map(|c| {
-            let len = c.chars().take(MAX_COMPARED_CHARS + 1).count();
-            // A name is near one it shares a character with at least: "c" is no typo of "b".
-            let allowed = edits(len).min(len.min(name.len()).saturating_sub(1));
-            if len > MAX_COMPARED_CHARS || len.abs_diff(name.len()) > allowed {
-                return None;
-            }
-            let lower: Vec<char> = c.chars().flat_map(|c| c.to_lowercase()).collect();
-            edit_distance_within(&name, &lower, allowed).map(|d| (d, c))
-        })
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c.as_str())
+    let (mut best, mut lower) = (None::<(usize, &str)>, Vec::new());
+    for c in candidates {
+        let Some(left) = searches.checked_sub(1) else {
+            break;
+        };
+        *searches = left;
+        let len = match c.is_ascii() {
+            true => c.len(),
+            false => c.chars().take(MAX_COMPARED_CHARS + 1).count(),
+        };
+        // A name is near one it shares a character with at least: "c" is no typo of "b".
+        let allowed = (edits(len).min(MAX_SLIP_EDITS)).min(len.min(name.len()).saturating_sub(1));
+        if len > MAX_COMPARED_CHARS || len.abs_diff(name.len()) > allowed {
+            continue;
+        }
+        lower.clear();
+        match c.is_ascii() {
+            true => lower.extend(c.bytes().map(|b| char::from(b.to_ascii_lowercase()))),
+            false => lower.extend(c.chars().flat_map(char::to_lowercase)),
+        }
+        if let Some(d) = edit_distance_within(&name, &lower, allowed)
+            && best.is_none_or(|(nearest, _)| d < nearest)
+        {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
 }
+
+/// The most edits a suggestion is from what came: more is no slip, however long the names,
+/// and each edit allowed widens the band every comparison costs.
+const MAX_SLIP_EDITS: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -1405,6 +1437,28 @@ mod tests {
         assert_eq!(meant_for("x", ["b"]), None, "nothing in common");
         assert_eq!(meant_for("pathology_of", ["path"]), None, "too far");
         assert_eq!(meant_for("bb", ["a", "b"]), Some("b"));
+    }
+
+    #[test]
+    fn a_refusal_compares_a_bounded_number_of_options_for_all_its_suggestions() {
+        let options: Vec<String> = (0..MAX_SEARCHED).map(|i| format!("option{i:04}")).collect();
+        let names: Vec<String> = (0..8).map(|i| format!("p{i}")).collect();
+        let schema = json!({"type": "object", "$defs": {"o": {"enum": options}},
+            "properties": names.iter().map(|n| (n.clone(), json!({"$ref": "#/$defs/o"}))).collect::<Map<_, _>>()});
+        let args: Map<String, Value> = names
+            .iter()
+            .map(|n| (n.clone(), json!("option0001x")))
+            .collect();
+        let r = report(schema, Value::Object(args));
+        let told = r
+            .violations
+            .iter()
+            .filter(|v| v.message.contains("did you mean \"option0001\""))
+            .count();
+        assert_eq!(
+            (r.violations.len(), told),
+            (8, MAX_SEARCHED_PER_REPORT / MAX_SEARCHED)
+        );
     }
 
     #[test]
