@@ -207,13 +207,13 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
 /// What the value a type, pattern, format, enum or const error points at converts to: a
 /// string that reads as the type wanted, or an integer where a string is wanted, as its
 /// digits (a model writes an id or a code of digits as a number: `"order": 12345`). A
-/// number with a fraction or an exponent is not: which text it stands for is not known. A value its `format` refuses for
-/// how it is written (a time's seconds left out, a space in a URI's query, as Pydantic and
-/// zod take them) converts to the same value as the format writes it
-/// ([`written::as_written`]). A date-time with an offset a pattern refuses converts to the
-/// same instant in UTC where the pattern takes that (zod's `datetime()` takes only `Z`); a
-/// local time does not, as which instant it names is not known. A string an `enum` or a
-/// `const` refuses converts to the option it is in other case ([`cased`]).
+/// number with a fraction or an exponent is not: which text it stands for is not known. A
+/// value its `format` refuses for how it is written (a time's seconds left out, a space in
+/// a URI's query, as Pydantic and zod take them) converts to the same value as the format
+/// writes it ([`written::as_written`]). A date-time with an offset a pattern refuses
+/// converts to the same instant in UTC where the pattern takes that (zod's `datetime()`
+/// takes only `Z`); a local time does not, as which instant it names is not known. A string
+/// an `enum` or a `const` refuses converts to the option it is in other case ([`cased`]).
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Pattern { .. }, _) => written::utc_taken(e).map(Value::String),
@@ -242,7 +242,8 @@ fn cased(s: &str, options: &[Value]) -> Option<Value> {
     if options.len() > MAX_CASED_OPTIONS || s.len() > 4 * report::MAX_COMPARED_CHARS {
         return None;
     }
-    let other_case = |o: &&str| match o.is_ascii() && s.is_ascii() {
+    let ascii = s.is_ascii();
+    let other_case = |o: &&str| match ascii && o.is_ascii() {
         true => o.eq_ignore_ascii_case(s),
         false => folded(o).eq(folded(s)),
     };

@@ -995,7 +995,8 @@ fn closest_within<'a>(
             break;
         };
         *searches = left;
-        let len = match c.is_ascii() {
+        let ascii = c.is_ascii();
+        let len = match ascii {
             true => c.len(),
             false => c.chars().take(MAX_COMPARED_CHARS + 1).count(),
         };
@@ -1005,7 +1006,7 @@ fn closest_within<'a>(
             continue;
         }
         lower.clear();
-        match c.is_ascii() {
+        match ascii {
             true => lower.extend(c.bytes().map(|b| char::from(b.to_ascii_lowercase()))),
             false => lower.extend(c.chars().flat_map(char::to_lowercase)),
         }
