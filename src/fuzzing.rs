@@ -55,7 +55,7 @@ pub fn envelope(data: &[u8]) {
 }
 
 /// A refusal's answer is JSON-RPC errors, one or a non-empty array of them, each under no id
-/// or one that the refused body names. Ids are compared as written: one such as `1e400` is
+/// or one that the refused body names (or, where it is no JSON, holds). Ids are compared as written: one such as `1e400` is
 /// JSON, answered as it came, though no `Value` holds it.
 fn refused(sent: &[u8], answer: &[u8]) {
     use serde_json::value::RawValue;
@@ -90,11 +90,15 @@ fn refused(sent: &[u8], answer: &[u8]) {
             .map(|one| vec![one])
             .unwrap_or_default(),
     };
-    let named = |id: &RawValue| {
-        items.iter().any(|item| {
+    // A body that is no JSON is answered under an id it began with, its text as written.
+    let named = |id: &RawValue| match items.is_empty() {
+        true => sent
+            .windows(id.get().len())
+            .any(|w| w == id.get().as_bytes()),
+        false => items.iter().any(|item| {
             serde_json::from_str::<Named<'_>>(item.get())
                 .is_ok_and(|n| n.id.is_some_and(|named| named.get() == id.get()))
-        })
+        }),
     };
     for error in errors.iter().filter_map(|e| e.id) {
         assert!(

@@ -208,7 +208,12 @@ pub enum Body<'a> {
 /// spec gives: not JSON at all (`-32700`) and JSON that is not a JSON-RPC message (`-32600`).
 #[derive(Debug)]
 pub enum Rejection<'a> {
-    Parse(String),
+    /// `id`: that of the request the text began as, where its members up to the fault name
+    /// one (`began_as_request`).
+    Parse {
+        why: String,
+        id: Option<&'a RawValue>,
+    },
     /// `id`: the message's own where it is a request (it names a method, and no result or
     /// error) and the id is one a request may have (a string or a number): MCP answers under
     /// it, so that a client waiting on it is not left waiting. A response's is not taken: its
@@ -239,16 +244,23 @@ impl<'a> Rejection<'a> {
         }
     }
 
+    fn parse(why: impl Into<String>, id: Option<&'a RawValue>) -> Rejection<'a> {
+        Rejection::Parse {
+            why: why.into(),
+            id: id.filter(|id| is_request_id(id)),
+        }
+    }
+
     fn code(&self) -> i64 {
         match self {
-            Rejection::Parse(_) => PARSE_ERROR,
+            Rejection::Parse { .. } => PARSE_ERROR,
             Rejection::Invalid { .. } | Rejection::Batch { .. } => INVALID_REQUEST,
         }
     }
 
     fn message(&self) -> String {
         match self {
-            Rejection::Parse(m) => format!("Parse error: {m}"),
+            Rejection::Parse { why, .. } => format!("Parse error: {why}"),
             Rejection::Invalid { why, .. } => format!("Invalid Request: {why}"),
             Rejection::Batch { first, .. } => format!(
                 "Invalid Request: item {first} of the batch is no JSON-RPC message; nothing in the batch was sent"
@@ -256,12 +268,12 @@ impl<'a> Rejection<'a> {
         }
     }
 
-    /// The id its answer goes under: none for a body that is no JSON, or names no id a
-    /// request may have.
+    /// The id its answer goes under: none for a batch, or a body that names no id a request
+    /// may have.
     fn id(&self) -> Option<&'a RawValue> {
         match self {
-            Rejection::Parse(_) | Rejection::Batch { .. } => None,
-            Rejection::Invalid { id, .. } => *id,
+            Rejection::Batch { .. } => None,
+            Rejection::Parse { id, .. } | Rejection::Invalid { id, .. } => *id,
         }
     }
 
@@ -273,7 +285,10 @@ impl<'a> Rejection<'a> {
                 why: format!("item {place} of the batch: {why}"),
                 id: None,
             },
-            Rejection::Parse(why) => Rejection::Parse(format!("item {place} of the batch: {why}")),
+            Rejection::Parse { why, id: None } => Rejection::Parse {
+                why: format!("item {place} of the batch: {why}"),
+                id: None,
+            },
             named => named,
         }
     }
@@ -535,10 +550,12 @@ pub(crate) fn read_alike(text: &str) -> bool {
         .is_ok_and(|env| format!("{env:?}") == format!("{by_hand:?}"))
 }
 
-fn classify<'a>(e: serde_json::Error) -> Rejection<'a> {
+/// `e` as the refusal of `text`: JSON of the wrong shape is an invalid request, anything
+/// else a parse error, under the id of the request the text began as.
+fn classify(text: &[u8], e: serde_json::Error) -> Rejection<'_> {
     match e.classify() {
         serde_json::error::Category::Data => Rejection::invalid(e.to_string(), None),
-        _ => Rejection::Parse(e.to_string()),
+        _ => Rejection::parse(e.to_string(), began_as_request(text)),
     }
 }
 
@@ -557,11 +574,15 @@ pub fn parse_from_client(body: &[u8]) -> Result<Body<'_>, Rejection<'_>> {
 fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection<'_>> {
     // UTF-8 is checked once for the whole body; parsing from `&str` then borrows raw
     // members without validating them again.
-    let text = std::str::from_utf8(body)
-        .map_err(|e| Rejection::Parse(format!("the body is not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(body).map_err(|e| {
+        Rejection::parse(
+            format!("the message is not UTF-8 ({e}); send its text as UTF-8"),
+            began_as_request(body),
+        )
+    })?;
     let first = text.bytes().find(|b| !b.is_ascii_whitespace());
     match first {
-        None => Err(Rejection::Parse("empty body".into())),
+        None => Err(Rejection::parse("empty body", None)),
         Some(b'[') => {
             // Each item read as it is taken (`items`): what the batch holds is its messages.
             let (mut messages, mut bad, mut place) = (Vec::new(), Bad::default(), 0);
@@ -572,7 +593,7 @@ fn read(body: &[u8], by_hand: bool) -> Result<Body<'_>, Rejection<'_>> {
                     Err(e) => bad.add(e, place),
                 }
             })
-            .map_err(classify)?;
+            .map_err(|e| classify(body, e))?;
             match bad.first {
                 Some(first) => Err(Rejection::Batch {
                     requests: messages
@@ -640,7 +661,7 @@ fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection<'_>> {
         Err(e) if e.classify() == serde_json::error::Category::Data => {
             return Err(misshapen(text, e));
         }
-        Err(e) => return Err(classify(e)),
+        Err(e) => return Err(classify(text.as_bytes(), e)),
     };
     if env.jsonrpc != Some("\"2.0\"") {
         let why = "the \"jsonrpc\" member must be \"2.0\"";
@@ -692,9 +713,61 @@ fn misshapen(text: &str, e: serde_json::Error) -> Rejection<'_> {
         }
         Err(_) => match serde_json::from_str::<de::IgnoredAny>(text) {
             Ok(_) => Rejection::invalid(e.to_string(), None),
-            Err(e) => classify(e),
+            Err(e) => classify(text.as_bytes(), e),
         },
     }
+}
+
+/// The id of the request a text that stops being JSON began as (a byte that is not UTF-8 in
+/// it, the text cut off, more after its object): its top-level members are read in order up
+/// to the fault, so that a request which names its `id` and `method` first, as clients write
+/// them, is answered under its id. Over stdio nothing else would answer it, and its client
+/// would wait for its own timeout. `None` unless one `id` and a `method` came before the
+/// fault and no `result` or `error` did.
+fn began_as_request(text: &[u8]) -> Option<&RawValue> {
+    #[derive(Default)]
+    struct Seen<'a> {
+        id: Option<&'a RawValue>,
+        ids: u8,
+        method: bool,
+        answer: bool,
+    }
+    struct Members<'s, 'a>(&'s mut Seen<'a>);
+    impl<'de> Visitor<'de> for Members<'_, 'de> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON-RPC message object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(field) = map.next_key::<Field>()? {
+                match field {
+                    Field::Id => {
+                        self.0.ids = self.0.ids.saturating_add(1);
+                        self.0.id = Some(map.next_value()?);
+                    }
+                    Field::Method => {
+                        map.next_value::<Text<'de>>()?;
+                        self.0.method = true;
+                    }
+                    Field::Result | Field::Error => {
+                        self.0.answer = true;
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                    Field::Jsonrpc | Field::Params | Field::Other => {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut seen = Seen::default();
+    let mut reader = serde_json::Deserializer::from_slice(text);
+    // The fault ends the reading; what was seen before it is the answer.
+    let _ = de::Deserializer::deserialize_map(&mut reader, Members(&mut seen));
+    (seen.method && !seen.answer && seen.ids == 1)
+        .then_some(seen.id)
+        .flatten()
 }
 
 /// MCP's request ids: a string or a number, never `null` (unlike JSON-RPC's), nor a boolean,
@@ -1335,6 +1408,64 @@ mod tests {
     }
 
     #[test]
+    fn text_that_stops_being_json_is_answered_under_the_id_it_began_with() {
+        let refused = |body: &[u8]| {
+            let r = parse(body).unwrap_err();
+            assert_eq!(r.code(), PARSE_ERROR, "{}", String::from_utf8_lossy(body));
+            r.id().map(|id| id.get().to_owned())
+        };
+        let not_utf8 = b"{\"jsonrpc\":\"2.0\",\"id\":\"q-1\",\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"caf\xe9\"}}}";
+        for (body, named) in [
+            (&not_utf8[..], Some(r#""q-1""#)),
+            (br#"{"jsonrpc":"2.0","id":10,"method":"x""#, Some("10")),
+            (br#"{"jsonrpc":"2.0","id":11,"method":"x"}}"#, Some("11")),
+            (
+                br#"{"jsonrpc":"2.0","id":12,"method":"x"} {"jsonrpc":"2.0"}"#,
+                Some("12"),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":13,"method":"x","params":{"a":tru}}"#,
+                Some("13"),
+            ),
+            // The fault before the id or the method, or in them.
+            (
+                br#"{"jsonrpc":"2.0","method":"x","params":{"a":tru},"id":14}"#,
+                None,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":15,"params":{"a":tru},"method":"x"}"#,
+                None,
+            ),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"x\"}",
+                None,
+            ),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"\xff\"}", None),
+            // No id a request may have, or not one reading of it.
+            (br#"{"jsonrpc":"2.0","id":null,"method":"x""#, None),
+            (br#"{"jsonrpc":"2.0","id":17,"id":18,"method":"x""#, None),
+            (br#"{"jsonrpc":"2.0","id":19,"method":7"#, None),
+            // Not a request: a response's id is one of the server's.
+            (br#"{"jsonrpc":"2.0","id":20,"result":{"#, None),
+            (br#"{"jsonrpc":"2.0","id":21,"error":{},"method":"x""#, None),
+            // A batch is answered as one: no item's id.
+            (br#"[{"jsonrpc":"2.0","id":22,"method":"x"}"#, None),
+            (b"", None),
+        ] {
+            assert_eq!(
+                refused(body).as_deref(),
+                named,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        assert_eq!(
+            String::from_utf8(parse(not_utf8).unwrap_err().answer()).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"q-1","error":{"code":-32700,"message":"Parse error: the message is not UTF-8 (invalid utf-8 sequence of 1 bytes from index 98); send its text as UTF-8"}}"#
+        );
+    }
+
+    #[test]
     fn truncated_json_is_a_parse_error() {
         let r = single(r#"{"jsonrpc":"2.0","id":99,"method":"tools/list""#).unwrap_err();
         assert_eq!(r.code(), PARSE_ERROR);
@@ -1384,7 +1515,6 @@ mod tests {
             (r#"{"jsonrpc":"2.0","id":5,"method":"x","result":{}}"#, None),
             (r#"{"jsonrpc":"2.0","id":6}"#, None),
             (r#"{"jsonrpc":"2.0","id":7,"error":{},"error":{}}"#, None),
-            (r#"{"jsonrpc":"2.0","id":10,"method":"x""#, None),
         ] {
             assert_eq!(id(body), named, "{body}");
         }

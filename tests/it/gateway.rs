@@ -522,19 +522,26 @@ async fn valid_booking_gets_the_servers_own_answer() {
 // ---- docs/contract.md §2: the transport ----
 
 #[tokio::test]
-async fn malformed_json_is_a_parse_error_without_id() {
+async fn malformed_json_is_a_parse_error_under_the_id_it_began_with() {
     let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
-    let r = post(
-        &tg.url(),
-        None,
-        r#"{"jsonrpc":"2.0","id":99,"method":"tools/list""#,
-    )
-    .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.headers["content-type"], "application/json");
-    let a = r.json();
-    assert_eq!(a["error"]["code"], -32700);
-    assert!(a.get("id").is_none(), "{a}");
+    for (body, id) in [
+        (
+            r#"{"jsonrpc":"2.0","id":99,"method":"tools/list""#,
+            json!(99),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"tools/list","id""#,
+            Value::Null,
+        ),
+    ] {
+        let r = post(&tg.url(), None, body).await;
+        assert_eq!(r.status, 400);
+        assert_eq!(r.headers["content-type"], "application/json");
+        let a = r.json();
+        assert_eq!(a["error"]["code"], -32700);
+        assert_eq!(a["id"], id, "{a}");
+        assert_eq!(a.get("id").is_some(), !id.is_null(), "{a}");
+    }
     assert!(demo.seen().is_empty());
 }
 

@@ -353,6 +353,66 @@ fn tool_calls(metrics: &str) -> Vec<String> {
     lines
 }
 
+/// A message that stops being JSON before its end (a byte that is not UTF-8, more after its
+/// object, the text cut off) is refused in every front as a parse error, under the id of the
+/// request it began as where its members before the fault name one: over stdio nothing else
+/// would answer it. The server sees none of them, and the session goes on.
+#[tokio::test]
+async fn a_message_that_stops_being_json_is_answered_under_the_id_it_began_with() {
+    let command = common::peers::stdio_fixture(&["--typed"]).await;
+    let parse_error = |id: Option<i64>, why: &str| {
+        let mut e = json!({"jsonrpc": "2.0", "error": {"code": -32700, "message": format!("Parse error: {why}")}});
+        if let Some(id) = id {
+            e["id"] = json!(id);
+        }
+        e
+    };
+    let table: [(&str, &[u8], Value); 4] = [
+        (
+            "a byte that is not UTF-8 in an argument",
+            b"{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2,\"note\":\"caf\xe9\"}}}",
+            parse_error(Some(31), "the message is not UTF-8 (invalid utf-8 sequence of 1 bytes from index 106); send its text as UTF-8"),
+        ),
+        (
+            "more after the object",
+            br#"{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}}"#,
+            parse_error(Some(32), "trailing characters at line 1 column 98"),
+        ),
+        (
+            "cut off",
+            br#"{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"name":"add","argu"#,
+            parse_error(Some(33), "EOF while parsing a string at line 1 column 75"),
+        ),
+        (
+            "the fault before the id",
+            br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2,}},"id":34}"#,
+            parse_error(None, "key must be a string at line 1 column 88"),
+        ),
+    ];
+    for mode in Mode::EVERY_FRONT {
+        let (url, server) = scripted().spawn().await;
+        let mut front = Front::start_with(mode, &url, &command, Some(CONFIG)).await;
+        for (name, sent, expected) in &table {
+            let got: Value = serde_json::from_str(&front.ask_line_text(sent).await).unwrap();
+            assert_eq!(&got, expected, "{mode}: {name}");
+        }
+        let a = front.ask(call(35, "add", json!({"a": 1, "b": 2}))).await;
+        assert_eq!(a["result"]["content"][0]["text"], "3", "{mode}: {a}");
+        if mode.to_http() {
+            let seen = server.seen.lock().unwrap();
+            let calls: Vec<&Value> = (seen.iter())
+                .filter(|m| m["method"] == "tools/call")
+                .map(|m| &m["id"])
+                .collect();
+            assert_eq!(
+                calls,
+                [&json!(35)],
+                "{mode}: the server had the valid call only"
+            );
+        }
+    }
+}
+
 /// What a transport decides, asserted in one table too: a `tools/call` sent as a
 /// notification (which no front forwards: over HTTP its POST is refused, over stdio nothing
 /// may answer it), and a call the client cancels, whose cancellation reaches the server in

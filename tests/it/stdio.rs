@@ -64,10 +64,15 @@ async fn guards_calls_and_answers_malformed_input() {
     );
 
     // What a stdio server would leave unanswered, toolgate answers.
+    g.send("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"")
+        .await;
+    let a = g.recv().await;
+    assert_eq!(a["error"]["code"], -32700);
+    assert_eq!(a["id"], 5, "under the id the line began with: {a}");
     g.send("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":").await;
     let a = g.recv().await;
     assert_eq!(a["error"]["code"], -32700);
-    assert!(a.get("id").is_none());
+    assert!(a.get("id").is_none(), "{a}");
     // A batch of no message: one error, for the first item, as JSON-RPC answers a batch.
     g.send("[1, 2]").await;
     assert_eq!(

@@ -188,14 +188,15 @@ impl Front {
     }
 
     /// [`Front::ask_line`]'s answer as written, for answers no `Value` holds (a number past
-    /// f64); what the server sent on the way is passed over.
-    pub async fn ask_line_text(&mut self, line: &str) -> String {
+    /// f64) and lines that are no JSON; what the server sent on the way is passed over.
+    pub async fn ask_line_text(&mut self, line: impl AsRef<[u8]>) -> String {
+        let line = line.as_ref();
         match self {
             Front::Http { tg, session } => {
                 if session.is_none() {
                     *session = Some(open_session(&tg.url()).await);
                 }
-                let r = post(&tg.url(), session.as_deref(), line.to_owned()).await;
+                let r = post(&tg.url(), session.as_deref(), line.to_vec()).await;
                 r.message_texts().pop().expect("an answer")
             }
             Front::Stdio { g, initialized, .. } => {

@@ -91,9 +91,9 @@ impl StdioGate {
         }
     }
 
-    pub async fn send(&mut self, line: &str) {
+    pub async fn send(&mut self, line: impl AsRef<[u8]>) {
         let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(line.as_ref()).await.unwrap();
         stdin.write_all(b"\n").await.unwrap();
         stdin.flush().await.unwrap();
     }
