@@ -15,6 +15,7 @@ mod integer_formats;
 pub(crate) mod local_time;
 mod lookup;
 pub(crate) mod plain_pattern;
+mod python;
 mod references;
 mod report;
 mod spliced;
@@ -482,10 +483,15 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
             return Some(Value::Bool(false));
         }
     }
-    if (wants(JsonType::Array) || wants(JsonType::Object)) && footprint::affordable(t) {
-        match serde_json::from_str::<Value>(t) {
-            Ok(v @ Value::Array(_)) if wants(JsonType::Array) => return Some(v),
-            Ok(v @ Value::Object(_)) if wants(JsonType::Object) => return Some(v),
+    if wants(JsonType::Array) || wants(JsonType::Object) {
+        let read = |t: &str| match footprint::affordable(t) {
+            true => serde_json::from_str::<Value>(t).ok(),
+            false => None,
+        };
+        // JSON text, or a Python literal's (`"['a', 'b']"`), as a model writing Python sends it.
+        match read(t).or_else(|| read(&python::as_json(t)?)) {
+            Some(v @ Value::Array(_)) if wants(JsonType::Array) => return Some(v),
+            Some(v @ Value::Object(_)) if wants(JsonType::Object) => return Some(v),
             _ => {}
         }
     }

@@ -1123,6 +1123,13 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
         ),
+        // The item as a Python dict's text (a model that writes its calls as Python): the
+        // object it means.
+        (
+            ship(json!("{'kind': 'box', 'weight': 2}"), at),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
+        ),
         // An empty string for the optional duration, which its pattern refuses: the same.
         (
             ship(json!({"kind": "box", "weight": 2}), at)
@@ -1325,7 +1332,8 @@ async fn an_integer_format_bounds_its_numbers_in_every_mode() {
 /// server (Pydantic) refuses both. With coercion on they go as `["a"]` and `"12345"`, every
 /// other argument as it came; an array's JSON text cut off is refused as it was sent. What
 /// Pydantic's lax mode takes and JSON Schema does not (`"3.0"` for an integer, `"Yes"` for a
-/// boolean) goes as the value it reads.
+/// boolean) goes as the value it reads, and so does a list written as Python writes it
+/// (`"['a', \"b's\"]"`), which Pydantic refuses.
 #[tokio::test]
 async fn a_lone_value_is_a_list_of_one_in_every_mode() {
     let (http, command) = common::peers::python_clock().await;
@@ -1374,6 +1382,16 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             "content": [{"type": "text", "text": "A:3"}],
             "structuredContent": {"result": "A:3"}, "isError": false}});
         assert_eq!(lax, upper, "{mode}: \"3.0\" and \"Yes\"");
+        // A list as Python writes it (its `repr`), as a model that writes Python sends it.
+        let python = front
+            .ask_line(&label(
+                json!({"names": "['a', \"b's\"]", "counts": "[3, 4,]"}),
+            ))
+            .await;
+        let both = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "a|b's:3,4"}],
+            "structuredContent": {"result": "a|b's:3,4"}, "isError": false}});
+        assert_eq!(python, both, "{mode}: a Python list's text");
         let cut = front
             .ask_line(&label(json!({"names": "[\"a\"", "counts": 3})))
             .await;
