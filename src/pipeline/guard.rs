@@ -18,6 +18,7 @@ use crate::jsonrpc::arguments::Arguments;
 use crate::jsonrpc::{self, ArgumentsError, CallParams, Params, footprint};
 use crate::mcp::{self, Era};
 use crate::policy::clients::{Limited, Rate};
+use crate::text;
 use crate::validate::{self, Judge, Report, Verdict, Violation};
 use bytes::Bytes;
 use futures_util::future::Either;
@@ -269,6 +270,14 @@ fn decide<'a, R>(
     {
         (within, args, checked) = (Some(member), Ok(held), again);
     }
+    if let Some(report) = &checked.report
+        && settings.coerce
+        && within.is_none()
+        && let Some((renamed, again)) =
+            renamed(call, tool, schema, validator, settings, &args, report)
+    {
+        (args, checked) = (Ok(renamed), again);
+    }
     if as_text || within.is_some() {
         // The object goes in place of what held it (`with_arguments`).
         checked.coerced.get_or_insert_with(Vec::new);
@@ -319,6 +328,47 @@ fn unwrapped(
         .report
         .is_none()
         .then(|| (member.clone(), held, checked))
+}
+
+/// The arguments of a refused call with each undeclared name that is a declared one spelt
+/// with other case or separators sent under the declared name (`max_results` for
+/// `maxResults`, [`validate::Renamed`]), with their check: the call goes so when that passes
+/// every check, and is refused as it came otherwise.
+fn renamed(
+    call: &Call<'_>,
+    tool: &str,
+    schema: &Schema,
+    validator: &jsonschema::Validator,
+    settings: ToolSettings,
+    args: &Result<Value, Misread>,
+    report: &Report,
+) -> Option<(Value, Checked)> {
+    let (Ok(args), Some(shape)) = (args, &schema.shape) else {
+        return None;
+    };
+    if !report.has_undeclared() {
+        return None;
+    }
+    let renames: Vec<validate::Renamed> = shape.renamed(args);
+    if renames.is_empty() {
+        return None;
+    }
+    let mut again = args.clone();
+    for r in &renames {
+        let object = again.pointer_mut(&r.at)?.as_object_mut()?;
+        let value = object.remove(&r.from)?;
+        object.insert(r.to.clone(), value);
+    }
+    let mut again = Ok(again);
+    let mut checked = check(call, tool, schema, validator, settings, &mut again);
+    if checked.report.is_some() {
+        return None;
+    }
+    let written = checked.coerced.get_or_insert_with(Vec::new);
+    for r in &renames {
+        validate::note(written, &format!("{}/{}", r.at, text::pointer_token(&r.to)));
+    }
+    Some((again.ok()?, checked))
 }
 
 /// The call's params, read whole; `Err` is the `-32602` for a call without readable ones.

@@ -32,7 +32,7 @@ pub use in_place::InPlace;
 pub use integer_formats::with_integer_bounds;
 pub use report::{Found, MAX_TEXT_BYTES, Report, Violation, closest, violations};
 pub use spliced::spliced;
-pub use undeclared::{Judge, Shape};
+pub use undeclared::{Judge, Renamed, Shape};
 pub use unfolded::{Doubling, MAX_UNFOLDED, unfolded};
 pub use unrunnable::without_unrunnable;
 
@@ -329,7 +329,7 @@ fn replace(args: &mut Value, pointer: &str, v: Option<Value>, changed: &mut Vec<
 /// Notes `pointer` among the places coercion wrote, none under another: a place under one
 /// already noted is written with it, and one above places noted takes theirs (a string of
 /// JSON text read as an array, then an item of it converted).
-fn note(changed: &mut Vec<String>, pointer: &str) {
+pub fn note(changed: &mut Vec<String>, pointer: &str) {
     let within = |inner: &str, outer: &str| {
         inner
             .strip_prefix(outer)

@@ -7,6 +7,7 @@
 //! the digits it was written with.
 
 use super::lookup::unescape;
+use super::report::comparable;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
@@ -27,6 +28,21 @@ pub fn spliced(text: &str, now: &Value, places: &[String]) -> String {
     out
 }
 
+/// The text of the member of `raw` that the member `name` of `now` was named from (the same
+/// name spelt otherwise, [`super::Renamed`], gone from `now`), where it holds the same value.
+fn renamed_from<'a>(
+    raw: &BTreeMap<String, &'a RawValue>,
+    now: &serde_json::Map<String, Value>,
+    name: &str,
+    v: &Value,
+) -> Option<&'a str> {
+    let spelt = comparable(name)?;
+    let mut gone = raw.iter().filter(|(from, _)| !now.contains_key(*from));
+    let (_, old) = gone.find(|(from, _)| comparable(from).is_some_and(|c| c == spelt))?;
+    let same = serde_json::from_str::<Value>(old.get()).is_ok_and(|o| o == *v);
+    same.then(|| old.get())
+}
+
 /// [`spliced`] into `out`, reading at most `levels` levels of `text`.
 fn write_spliced(out: &mut String, text: &str, now: &Value, places: &[String], levels: usize) {
     if levels == 0 || places.iter().any(String::is_empty) {
@@ -36,23 +52,32 @@ fn write_spliced(out: &mut String, text: &str, now: &Value, places: &[String], l
     match now {
         Value::Object(members) => {
             let raw = serde_json::from_str::<BTreeMap<String, &RawValue>>(text).ok();
-            let Some(raw) = raw.filter(|raw| members.keys().all(|k| raw.contains_key(k))) else {
+            let Some(raw) = raw else {
                 return out.push_str(&now.to_string());
             };
             out.push('{');
-            // A member `now` lacks was left out by coercion.
+            // A member `now` lacks was left out by coercion; one the text lacks was named
+            // by it (a declared name spelt otherwise) and goes last, as the text of the member
+            // it was named from where it holds the same value.
             let kept = raw
                 .iter()
-                .filter_map(|(name, old)| Some((name, old, members.get(name)?)));
-            for (i, (name, old, v)) in kept.enumerate() {
+                .filter_map(|(name, old)| Some((name, Some(old.get()), members.get(name)?)));
+            let named = (members.iter())
+                .filter(|(name, _)| !raw.contains_key(*name))
+                .map(|(name, v)| (name, None, v));
+            for (i, (name, old, v)) in kept.chain(named).enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 out.push_str(&Value::from(name.as_str()).to_string());
                 out.push(':');
-                match within.get(name) {
-                    Some(places) => write_spliced(out, old.get(), v, places, levels - 1),
-                    None => out.push_str(old.get()),
+                match (old, within.get(name)) {
+                    (Some(old), Some(places)) => write_spliced(out, old, v, places, levels - 1),
+                    (Some(old), None) => out.push_str(old),
+                    (None, _) => match renamed_from(&raw, members, name, v) {
+                        Some(old) => out.push_str(old),
+                        None => out.push_str(&v.to_string()),
+                    },
                 }
             }
             out.push('}');
@@ -122,6 +147,17 @@ mod tests {
         assert_eq!(out, r#"{"a/b":{"y":3},"c":[1,2]}"#);
         let whole = spliced(text, &now, &places(&[""]));
         assert_eq!(whole, now.to_string());
+    }
+
+    #[test]
+    fn a_member_named_otherwise_keeps_its_text_unless_coerced_within() {
+        let text = r#"{"max_results": 99999999999999999999, "opts": {"Depth": "2"}, "n": 1.50}"#;
+        let now = json!({"maxResults": 1e20, "opts": {"depth": 2}, "n": 1.5});
+        let out = spliced(text, &now, &places(&["/maxResults", "/opts/depth"]));
+        assert_eq!(
+            out,
+            r#"{"n":1.50,"opts":{"depth":2},"maxResults":99999999999999999999}"#
+        );
     }
 
     #[test]

@@ -53,6 +53,17 @@ struct Prop {
     shape: Option<Box<Shape>>,
 }
 
+/// An undeclared argument that is a declared one spelt with other case or separators
+/// (`max_results`, `MaxResults` for `maxResults`), the declared one not given beside it:
+/// coercion sends it under the declared name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renamed {
+    /// The pointer of the object that holds it.
+    pub at: String,
+    pub from: String,
+    pub to: String,
+}
+
 /// Which undeclared properties are violations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Judge {
@@ -88,17 +99,23 @@ impl Shape {
     /// ([`Meant`]: `bb` for a missing `b`, a wrapper holding them) is said with them, which
     /// refuses no call that would otherwise pass.
     pub fn undeclared(&self, args: &Value, judge: Judge, max: usize, missing: &[String]) -> Found {
-        let mut walk = Walk {
-            judge,
-            max,
-            missing,
-            examined: 0,
-            meant_examined: 0,
-            found: Found::default(),
-            path: String::new(),
-        };
+        let mut walk = Walk::new(judge, max, missing);
         walk.visit(self, args, 0);
         walk.found
+    }
+
+    /// The undeclared arguments of `args` that are declared ones spelt with other case or
+    /// separators ([`Renamed`]). Where two at one place are the same name, neither is.
+    pub fn renamed(&self, args: &Value) -> Vec<Renamed> {
+        let mut walk = Walk::new(Judge::Typos, 0, &[]);
+        walk.renamed = Some(Vec::new());
+        walk.visit(self, args, 0);
+        let all = walk.renamed.unwrap_or_default();
+        let once = |r: &Renamed| {
+            let same = |o: &&Renamed| o.at == r.at && o.to == r.to;
+            all.iter().filter(same).count() == 1
+        };
+        all.iter().filter(|r| once(r)).cloned().collect()
     }
 
     /// Places of the schema that leave properties open (for `toolgate check`): the pointers,
@@ -140,9 +157,24 @@ struct Walk<'m> {
     meant_examined: usize,
     found: Found,
     path: String,
+    /// Where asked, the arguments a declared name spelt otherwise ([`Shape::renamed`]).
+    renamed: Option<Vec<Renamed>>,
 }
 
-impl Walk<'_> {
+impl<'m> Walk<'m> {
+    fn new(judge: Judge, max: usize, missing: &'m [String]) -> Walk<'m> {
+        Walk {
+            judge,
+            max,
+            missing,
+            examined: 0,
+            meant_examined: 0,
+            found: Found::default(),
+            path: String::new(),
+            renamed: None,
+        }
+    }
+
     fn visit(&mut self, shape: &Shape, v: &Value, depth: usize) {
         match v {
             Value::Object(map) => {
@@ -173,6 +205,7 @@ impl Walk<'_> {
                         }
                         None if shape.ruled || !shape.judged => {}
                         None if shape.patterns.iter().any(|r| r.is_match(k)) => {}
+                        None if self.renamed.is_some() => self.rename(shape, map, k),
                         None => self.undeclared(shape, k, child),
                     }
                 }
@@ -239,6 +272,28 @@ impl Walk<'_> {
             pointer: format!("{}/{}", self.path, pointer_token(name)),
             keyword: "undeclared".into(),
             message,
+        });
+    }
+
+    /// Notes `name` as a declared name spelt otherwise, where it is one and the object does
+    /// not give the declared one too.
+    fn rename(&mut self, shape: &Shape, object: &serde_json::Map<String, Value>, name: &str) {
+        if self.examined >= MAX_EXAMINED {
+            return;
+        }
+        self.examined += 1;
+        let Some(n) = comparable(name) else { return };
+        let mut same = (shape.props.iter()).filter(|p| p.compared.as_deref() == Some(&n[..]));
+        let (Some(p), None) = (same.next(), same.next()) else {
+            return;
+        };
+        if object.contains_key(&*p.name) {
+            return;
+        }
+        self.renamed.get_or_insert_with(Vec::new).push(Renamed {
+            at: self.path.clone(),
+            from: name.to_owned(),
+            to: p.name.to_string(),
         });
     }
 
@@ -457,6 +512,47 @@ mod tests {
                 .message
                 .contains("accepted: filters, maxDepth, options, path")
         );
+    }
+
+    #[test]
+    fn a_declared_name_spelt_otherwise_is_renamed_where_it_is_one_name() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "maxResults": {"type": "integer"},
+                "path": {"type": "string"},
+                "opts": {"type": "object", "properties": {"follow_links": {"type": "boolean"}}},
+                "free": {"type": "object", "properties": {"x": {}}, "additionalProperties": true},
+                "twin_name": {}, "twinName": {}
+            }
+        });
+        let shape = Shape::of(&schema).unwrap();
+        let renamed = |args: Value| -> Vec<(String, String, String)> {
+            (shape.renamed(&args).into_iter())
+                .map(|r| (r.at, r.from, r.to))
+                .collect()
+        };
+        let one = |at: &str, from: &str, to: &str| (at.to_owned(), from.to_owned(), to.to_owned());
+        assert_eq!(
+            renamed(json!({"max_results": 5, "Path": "/n", "opts": {"followLinks": true}})),
+            [
+                one("", "Path", "path"),
+                one("", "max_results", "maxResults"),
+                one("/opts", "followLinks", "follow_links")
+            ]
+        );
+        // Not where the declared name is given too, or two spell it, or two declared names
+        // are spelt alike, or the name is only near (a typo, said and not renamed), or the
+        // place takes any name.
+        for args in [
+            json!({"maxResults": 5, "max_results": 6}),
+            json!({"max_results": 5, "MaxResults": 6}),
+            json!({"twinname": 1}),
+            json!({"maxResult": 5, "pth": "/n"}),
+            json!({"free": {"X": 1}}),
+        ] {
+            assert_eq!(renamed(args.clone()), [], "{args}");
+        }
     }
 
     #[test]

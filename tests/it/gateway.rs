@@ -161,8 +161,23 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
             "{sent}"
         );
     }
+    // A declared name spelt in snake case: sent under the name the schema declares.
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(7, "lookup_order", json!({"order_id": "A1"})),
+    )
+    .await
+    .json();
+    assert!(a.to_string().contains("Order A1 not found"), "{a}");
+    let sent = demo.seen().pop().unwrap();
+    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
+    assert!(sent.contains(r#""arguments":{"orderId":"A1"}"#), "{sent}");
     let counted = tg.admin_get("/metrics").await.text();
     let line = r#"toolgate_tool_calls_total{upstream="default",tool="add",outcome="coerced"} 3"#;
+    assert!(counted.contains(line), "{line} in\n{counted}");
+    let line =
+        r#"toolgate_tool_calls_total{upstream="default",tool="lookup_order",outcome="coerced"} 1"#;
     assert!(counted.contains(line), "{line} in\n{counted}");
 }
 
@@ -205,6 +220,19 @@ async fn strict_mode_refuses_strings_for_integers() {
     assert_eq!(
         a["result"]["_meta"]["toolgate/validation"]["parameter_errors"]["/arguments"],
         json!("is not a parameter of this tool; send the members it holds (a, b) in its place"),
+        "{a}"
+    );
+    // A declared name spelt otherwise: said, not renamed.
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(7, "lookup_order", json!({"order_id": "A1"})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        a["result"]["_meta"]["toolgate/validation"]["parameter_errors"],
+        json!({"/orderId": "is required but missing", "/order_id": "is not a parameter of this tool; did you mean \"orderId\"? (orderId: The order id)"}),
         "{a}"
     );
     assert!(demo.calls().is_empty());

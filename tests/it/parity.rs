@@ -114,6 +114,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "id": 23, "result": {"content": [{"type": "text", "text": "3"}]}}),
         ),
         (
+            "a declared name in other case, sent under it",
+            call(24, "add", json!({"A": 1, "b": 2})),
+            json!({"jsonrpc": "2.0", "id": 24, "result": {"content": [{"type": "text", "text": "3"}]}}),
+        ),
+        (
             "invalid",
             call(3, "add", json!({"a": 1, "b": "many"})),
             json!({"jsonrpc": "2.0", "id": 3, "result": {
@@ -321,7 +326,7 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
 fn expected_counts() -> Vec<String> {
     [
         ("(unlisted)", "unknown", 1),
-        ("add", "coerced", 3),
+        ("add", "coerced", 4),
         ("add", "forwarded", 1),
         ("add", "rejected_invalid", 2),
         ("book", "denied", 1),

@@ -1123,6 +1123,13 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
         ),
+        // Names spelt in other case (`When`, an item's `Weight`): sent under the names the
+        // schema declares, which zod would otherwise strip or miss.
+        (
+            ship(json!({"kind": "box", "Weight": 2}), at).replace(r#""when""#, r#""When""#),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
+        ),
         // The item as a Python dict's text (a model that writes its calls as Python): the
         // object it means.
         (

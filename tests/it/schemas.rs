@@ -116,6 +116,19 @@ async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio
         .map(|c| c["type"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"image"), "the image, as asked: {a}");
+    // The names spelt in snake case are the declared ones: sent under them.
+    let a = g
+        .ask_past_notifications(tool_call(
+            8,
+            "get-annotated-message",
+            json!({"message_type": "success", "include_image": true}),
+        ))
+        .await;
+    let content = a["result"]["content"].as_array().unwrap();
+    assert!(
+        content.iter().any(|c| c["type"] == "image"),
+        "the image, as asked under the name spelt otherwise: {a}"
+    );
     // A required argument under a near name: too near a short name to be a typo on its own,
     // said beside the one left out, since the call is refused for that already.
     let a = g
@@ -196,7 +209,7 @@ async fn undeclared_arguments_in_every_answer_shape_and_in_audit() {
     ];
     let ok = Script::Result(json!({"content": [{"type": "text", "text": "found"}]}));
     // protocol_error: -32602 with the same finding in data.
-    let (up, _) = Scripted::new(tools.clone())
+    let (up, seen) = Scripted::new(tools.clone())
         .script("find", ok.clone())
         .spawn()
         .await;
@@ -204,14 +217,27 @@ async fn undeclared_arguments_in_every_answer_shape_and_in_audit() {
     let a = post(
         &tg.url(),
         None,
-        call(1, "find", json!({"query": "q", "max_results": 3})),
+        call(1, "find", json!({"query": "q", "maxResult": 3})),
     )
     .await
     .json();
     assert_eq!(a["error"]["code"], -32602, "{a}");
     assert_eq!(
         a["error"]["data"]["parameter_errors"],
-        json!({"/max_results": "is not a parameter of this tool; did you mean \"maxResults\"? (maxResults: At most this many)"})
+        json!({"/maxResult": "is not a parameter of this tool; did you mean \"maxResults\"? (maxResults: At most this many)"})
+    );
+    // The name spelt in snake case is the declared one: sent under it, in coerce mode.
+    let a = post(
+        &tg.url(),
+        None,
+        call(3, "find", json!({"query": "q", "max_results": 3})),
+    )
+    .await
+    .json();
+    assert_eq!(result_text(&a), "found", "{a}");
+    assert_eq!(
+        seen.tool_calls()[0]["params"]["arguments"],
+        json!({"query": "q", "maxResults": 3})
     );
     // audit: forwarded, logged and counted under the keyword `undeclared`.
     let (up, seen) = Scripted::new(tools).script("find", ok).spawn().await;
