@@ -270,11 +270,10 @@ fn decide<'a, R>(
     {
         (within, args, checked) = (Some(member), Ok(held), again);
     }
-    if let Some(report) = &checked.report
+    if checked.report.is_some()
         && settings.coerce
         && within.is_none()
-        && let Some((renamed, again)) =
-            renamed(call, tool, schema, validator, settings, &args, report)
+        && let Some((renamed, again)) = renamed(call, tool, schema, validator, settings, &args)
     {
         (args, checked) = (Ok(renamed), again);
     }
@@ -341,12 +340,12 @@ fn renamed(
     validator: &jsonschema::Validator,
     settings: ToolSettings,
     args: &Result<Value, Misread>,
-    report: &Report,
 ) -> Option<(Value, Checked)> {
     let (Ok(args), Some(shape)) = (args, &schema.shape) else {
         return None;
     };
-    if !report.has_undeclared() {
+    // Where undeclared names are allowed, they are the server's business.
+    if settings.undeclared == Undeclared::Allow {
         return None;
     }
     let renames: Vec<validate::Renamed> = shape.renamed(args);

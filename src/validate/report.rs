@@ -132,11 +132,6 @@ impl Report {
             .collect()
     }
 
-    /// Whether an argument the schema does not declare is among the violations described.
-    pub fn has_undeclared(&self) -> bool {
-        self.violations.iter().any(|v| v.keyword == "undeclared")
-    }
-
     /// Whether the arguments' one member `member`, holding `held`, wraps the arguments meant
     /// (`{"arguments": {"a": 1}}`, `{"input": …}`: some agent frameworks wrap them once
     /// more): the schema does not declare it, and it holds a required name this report

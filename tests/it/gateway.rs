@@ -181,6 +181,28 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
     assert!(counted.contains(line), "{line} in\n{counted}");
 }
 
+/// A declared name spelt otherwise is sent under it whatever the refusal it came with would
+/// have described: here only its first violation (`max_errors = 1`), the required name left
+/// out, and not the undeclared one.
+#[tokio::test]
+async fn a_name_spelt_otherwise_is_renamed_past_the_violations_described() {
+    let config = "[validation]\nmax_errors = 1\n";
+    let (demo, tg, _) = demo_behind_toolgate(Options::default(), Some(config)).await;
+    let s = open_session(&tg.url()).await;
+    let a = post(
+        &tg.url(),
+        Some(&s),
+        call(7, "lookup_order", json!({"order_id": "A1"})),
+    )
+    .await
+    .json();
+    assert!(a.to_string().contains("Order A1 not found"), "{a}");
+    assert_eq!(
+        demo.calls()[0]["params"]["arguments"],
+        json!({"orderId": "A1"})
+    );
+}
+
 #[tokio::test]
 async fn strict_mode_refuses_strings_for_integers() {
     let (demo, tg, _) =
