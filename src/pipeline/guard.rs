@@ -265,17 +265,9 @@ fn decide<'a, R>(
     let mut within = None;
     if let Some(report) = &checked.report
         && settings.coerce
-        && let Some((member, held, again)) =
-            unwrapped(call, tool, schema, validator, settings, &args, report)
+        && let Some(repair) = repaired(call, tool, schema, validator, settings, &args, report)
     {
-        (within, args, checked) = (Some(member), Ok(held), again);
-    }
-    if checked.report.is_some()
-        && settings.coerce
-        && within.is_none()
-        && let Some((renamed, again)) = renamed(call, tool, schema, validator, settings, &args)
-    {
-        (args, checked) = (Ok(renamed), again);
+        (within, args, checked) = (repair.within, Ok(repair.args), repair.checked);
     }
     if as_text || within.is_some() {
         // The object goes in place of what held it (`with_arguments`).
@@ -291,6 +283,84 @@ fn decide<'a, R>(
         return admit(gw, call, tool, tool, "coerced", bytes);
     };
     refuse(gw, call, tool, settings.mode, report)
+}
+
+/// Arguments a refused call sent otherwise than the schema asks, as the model meant them.
+struct Repair {
+    /// The member they were wrapped in, where they were ([`unwrapped`]).
+    within: Option<String>,
+    args: Value,
+    checked: Checked,
+}
+
+/// A refused call's arguments as the model most likely meant them, where they then pass
+/// every check: wrapped once more ([`unwrapped`]), spread from their text one character
+/// each ([`spread`]), or under declared names spelt otherwise ([`renamed`]).
+fn repaired(
+    call: &Call<'_>,
+    tool: &str,
+    schema: &Schema,
+    validator: &jsonschema::Validator,
+    settings: ToolSettings,
+    args: &Result<Value, Misread>,
+    report: &Report,
+) -> Option<Repair> {
+    let repair = |within, (args, checked)| Repair {
+        within,
+        args,
+        checked,
+    };
+    if let Some((member, held, checked)) =
+        unwrapped(call, tool, schema, validator, settings, args, report)
+    {
+        return Some(repair(Some(member), (held, checked)));
+    }
+    spread(call, tool, schema, validator, settings, args)
+        .or_else(|| renamed(call, tool, schema, validator, settings, args))
+        .map(|repaired| repair(None, repaired))
+}
+
+/// The arguments a client spread from their text, one member per character under its place
+/// (`{"0": "{", "1": "\"", …}`: a JavaScript client that spreads a tool input its model gave
+/// as text sends it so), read as the object the text writes, with their check. The call goes
+/// with that object, written whole, when it passes every check.
+fn spread(
+    call: &Call<'_>,
+    tool: &str,
+    schema: &Schema,
+    validator: &jsonschema::Validator,
+    settings: ToolSettings,
+    args: &Result<Value, Misread>,
+) -> Option<(Value, Checked)> {
+    let Ok(Value::Object(members)) = args else {
+        return None;
+    };
+    let held = Value::Object(object_in(&characters(members)?)?.ok()?);
+    schema.reaches(&held).ok()?;
+    let mut again = Ok(held);
+    let mut checked = check(call, tool, schema, validator, settings, &mut again);
+    if checked.report.is_some() {
+        return None;
+    }
+    validate::note(checked.coerced.get_or_insert_with(Vec::new), "");
+    Some((again.ok()?, checked))
+}
+
+/// The text `members` spell, each a string of one character under its place in it (`"0"`,
+/// `"1"`, …, every place once); `None` for members of any other kind.
+fn characters(members: &serde_json::Map<String, Value>) -> Option<String> {
+    let mut text = vec![None; members.len()];
+    for (place, v) in members {
+        let digits = place.bytes().all(|b| b.is_ascii_digit());
+        let at: usize =
+            (digits && (place == "0" || !place.starts_with('0'))).then(|| place.parse().ok())??;
+        let mut chars = v.as_str()?.chars();
+        let (Some(c), None) = (chars.next(), chars.next()) else {
+            return None;
+        };
+        *text.get_mut(at)? = Some(c);
+    }
+    text.into_iter().collect()
 }
 
 /// The arguments a refused call wrapped once more under one name the schema does not
@@ -1174,6 +1244,30 @@ mod tests {
                 out.contains(r#""arguments":{"a":1,"big":123456789012345678901234567890}"#),
                 "{out}"
             );
+        }
+    }
+
+    #[test]
+    fn members_one_character_each_spell_their_text() {
+        let spread = |text: &str| -> serde_json::Map<String, Value> {
+            (text.chars().enumerate())
+                .map(|(i, c)| (i.to_string(), Value::String(c.into())))
+                .collect()
+        };
+        assert_eq!(
+            characters(&spread(r#"{"city": "Zürich"}"#)).as_deref(),
+            Some(r#"{"city": "Zürich"}"#)
+        );
+        let mut gap = spread("{}");
+        gap.insert("3".into(), json!("x"));
+        for members in [
+            gap,
+            serde_json::Map::from_iter([("0".into(), json!("{")), ("01".into(), json!("}"))]),
+            serde_json::Map::from_iter([("0".into(), json!("{")), ("+1".into(), json!("}"))]),
+            serde_json::Map::from_iter([("0".into(), json!("{}")), ("1".into(), json!(""))]),
+            serde_json::Map::from_iter([("0".into(), json!("{")), ("1".into(), json!(7))]),
+        ] {
+            assert_eq!(characters(&members), None, "{members:?}");
         }
     }
 

@@ -161,6 +161,23 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
             "{sent}"
         );
     }
+    // Arguments spread from their text one character each, as a JavaScript client spreads a
+    // string: the server gets the object the text writes.
+    let members = r#"{"a": "10", "b": 5}"#.chars().enumerate();
+    let spread: serde_json::Map<String, Value> = members
+        .map(|(i, c)| (i.to_string(), json!(c.to_string())))
+        .collect();
+    let a = post(&tg.url(), Some(&s), call(8, "add", Value::Object(spread)))
+        .await
+        .json();
+    assert_eq!(
+        a["result"]["structuredContent"],
+        json!({"result": 15}),
+        "{a}"
+    );
+    let sent = demo.seen().pop().unwrap();
+    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
+    assert!(sent.contains(r#""arguments":{"a":10,"b":5}"#), "{sent}");
     // A declared name spelt in snake case: sent under the name the schema declares.
     let a = post(
         &tg.url(),
@@ -174,7 +191,7 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
     let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
     assert!(sent.contains(r#""arguments":{"orderId":"A1"}"#), "{sent}");
     let counted = tg.admin_get("/metrics").await.text();
-    let line = r#"toolgate_tool_calls_total{upstream="default",tool="add",outcome="coerced"} 3"#;
+    let line = r#"toolgate_tool_calls_total{upstream="default",tool="add",outcome="coerced"} 4"#;
     assert!(counted.contains(line), "{line} in\n{counted}");
     let line =
         r#"toolgate_tool_calls_total{upstream="default",tool="lookup_order",outcome="coerced"} 1"#;

@@ -77,6 +77,13 @@ fn task() -> Value {
     json!({"taskId": "task-1", "status": "working", "createdAt": "2026-11-30T00:00:00Z", "lastUpdatedAt": "2026-11-30T00:00:00Z", "ttl": 60000, "pollInterval": 1000})
 }
 
+/// `text` as a JavaScript client spreads a string into an object: one member per character,
+/// under its place.
+fn spread(text: &str) -> Value {
+    let members = (text.chars().enumerate()).map(|(i, c)| (i.to_string(), json!(c.to_string())));
+    Value::Object(members.collect())
+}
+
 fn call(id: i64, tool: &str, args: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
 }
@@ -117,6 +124,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             "a declared name in other case, sent under it",
             call(24, "add", json!({"A": 1, "b": 2})),
             json!({"jsonrpc": "2.0", "id": 24, "result": {"content": [{"type": "text", "text": "3"}]}}),
+        ),
+        (
+            "arguments spread from their text one character each, sent as the object it writes",
+            call(25, "add", spread(r#"{"a": "1", "b": 2}"#)),
+            json!({"jsonrpc": "2.0", "id": 25, "result": {"content": [{"type": "text", "text": "3"}]}}),
         ),
         (
             "invalid",
@@ -326,7 +338,7 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
 fn expected_counts() -> Vec<String> {
     [
         ("(unlisted)", "unknown", 1),
-        ("add", "coerced", 4),
+        ("add", "coerced", 5),
         ("add", "forwarded", 1),
         ("add", "rejected_invalid", 2),
         ("book", "denied", 1),
