@@ -698,38 +698,24 @@ fn message(text: &str, by_hand: bool) -> Result<Message<'_>, Rejection<'_>> {
 /// shape (a string, a number, duplicate members) is an invalid request, answered under its
 /// id where it is a request; anything else is a parse error.
 fn misshapen(text: &str, e: serde_json::Error) -> Rejection<'_> {
-    #[derive(Deserialize)]
-    struct Named<'a> {
-        #[serde(borrow)]
-        id: Option<&'a RawValue>,
-        method: Option<de::IgnoredAny>,
-        result: Option<de::IgnoredAny>,
-        error: Option<de::IgnoredAny>,
-    }
-    match serde_json::from_str::<Named<'_>>(text) {
-        Ok(n) => {
-            let asked = n.method.is_some() && n.result.is_none() && n.error.is_none();
-            Rejection::invalid(e.to_string(), n.id.filter(|_| asked))
-        }
-        Err(_) => match serde_json::from_str::<de::IgnoredAny>(text) {
-            Ok(_) => Rejection::invalid(e.to_string(), None),
-            Err(e) => classify(text.as_bytes(), e),
-        },
+    match serde_json::from_str::<de::IgnoredAny>(text) {
+        Ok(_) => Rejection::invalid(e.to_string(), began_as_request(text.as_bytes())),
+        Err(e) => classify(text.as_bytes(), e),
     }
 }
 
-/// The id of the request a text that stops being JSON began as (a byte that is not UTF-8 in
-/// it, the text cut off, more after its object): its top-level members are read in order up
-/// to the fault, so that a request which names its `id` and `method` first, as clients write
-/// them, is answered under its id. Over stdio nothing else would answer it, and its client
-/// would wait for its own timeout. `None` unless one `id` and a `method` came before the
-/// fault and no `result` or `error` did.
+/// The id of the request a message that is refused began as: its top-level members are read
+/// in order, up to a fault where the text stops being JSON (a byte that is not UTF-8 in it,
+/// the text cut off, more after its object), so that a request which names its `id` and
+/// `method` first, as clients write them, is answered under its id. Over stdio nothing else
+/// would answer it, and its client would wait for its own timeout. `None` unless one `id` and
+/// one `method` came before the end or the fault, and no `result` or `error` did.
 fn began_as_request(text: &[u8]) -> Option<&RawValue> {
     #[derive(Default)]
     struct Seen<'a> {
         id: Option<&'a RawValue>,
         ids: u8,
-        method: bool,
+        methods: u8,
         answer: bool,
     }
     struct Members<'s, 'a>(&'s mut Seen<'a>);
@@ -746,8 +732,8 @@ fn began_as_request(text: &[u8]) -> Option<&RawValue> {
                         self.0.id = Some(map.next_value()?);
                     }
                     Field::Method => {
-                        map.next_value::<Text<'de>>()?;
-                        self.0.method = true;
+                        map.next_value::<de::IgnoredAny>()?;
+                        self.0.methods = self.0.methods.saturating_add(1);
                     }
                     Field::Result | Field::Error => {
                         self.0.answer = true;
@@ -763,9 +749,9 @@ fn began_as_request(text: &[u8]) -> Option<&RawValue> {
     }
     let mut seen = Seen::default();
     let mut reader = serde_json::Deserializer::from_slice(text);
-    // The fault ends the reading; what was seen before it is the answer.
+    // A fault ends the reading; what was seen before it is the answer.
     let _ = de::Deserializer::deserialize_map(&mut reader, Members(&mut seen));
-    (seen.method && !seen.answer && seen.ids == 1)
+    (seen.methods == 1 && !seen.answer && seen.ids == 1)
         .then_some(seen.id)
         .flatten()
 }
@@ -1427,7 +1413,11 @@ mod tests {
                 br#"{"jsonrpc":"2.0","id":13,"method":"x","params":{"a":tru}}"#,
                 Some("13"),
             ),
-            // The fault before the id or the method, or in them.
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"\xff\"}",
+                Some("16"),
+            ),
+            // The fault before the id or the method, or in the id.
             (
                 br#"{"jsonrpc":"2.0","method":"x","params":{"a":tru},"id":14}"#,
                 None,
@@ -1440,11 +1430,14 @@ mod tests {
                 b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"x\"}",
                 None,
             ),
-            (b"{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"\xff\"}", None),
             // No id a request may have, or not one reading of it.
             (br#"{"jsonrpc":"2.0","id":null,"method":"x""#, None),
             (br#"{"jsonrpc":"2.0","id":17,"id":18,"method":"x""#, None),
-            (br#"{"jsonrpc":"2.0","id":19,"method":7"#, None),
+            (br#"{"jsonrpc":"2.0","id":19,"method":7,"#, Some("19")),
+            (
+                br#"{"jsonrpc":"2.0","id":19,"method":"x","method":"y""#,
+                None,
+            ),
             // Not a request: a response's id is one of the server's.
             (br#"{"jsonrpc":"2.0","id":20,"result":{"#, None),
             (br#"{"jsonrpc":"2.0","id":21,"error":{},"method":"x""#, None),

@@ -261,11 +261,18 @@ fn decide<'a, R>(
     {
         return unusable_schema(gw, call, tool, &why.0);
     }
-    let mut checked = check(call, tool, schema, validator, settings, &mut args);
+    let checking = Checking {
+        call,
+        tool,
+        schema,
+        validator,
+        settings,
+    };
+    let mut checked = checking.check(&mut args);
     let mut within = None;
     if let Some(report) = &checked.report
         && settings.coerce
-        && let Some(repair) = repaired(call, tool, schema, validator, settings, &args, report)
+        && let Some(repair) = checking.repaired(&args, report)
     {
         (within, args, checked) = (repair.within, Ok(repair.args), repair.checked);
     }
@@ -285,65 +292,115 @@ fn decide<'a, R>(
     refuse(gw, call, tool, settings.mode, report)
 }
 
+/// What one call's arguments are checked against: for the call as it came, and again for
+/// each repair of refused arguments tried.
+#[derive(Clone, Copy)]
+struct Checking<'c> {
+    call: &'c Call<'c>,
+    tool: &'c str,
+    schema: &'c Schema,
+    validator: &'c jsonschema::Validator,
+    settings: ToolSettings,
+}
+
 /// Arguments a refused call sent otherwise than the schema asks, as the model meant them.
 struct Repair {
-    /// The member they were wrapped in, where they were ([`unwrapped`]).
+    /// The member they were wrapped in, where they were ([`Checking::unwrapped`]).
     within: Option<String>,
     args: Value,
     checked: Checked,
 }
 
-/// A refused call's arguments as the model most likely meant them, where they then pass
-/// every check: wrapped once more ([`unwrapped`]), spread from their text one character
-/// each ([`spread`]), or under declared names spelt otherwise ([`renamed`]).
-fn repaired(
-    call: &Call<'_>,
-    tool: &str,
-    schema: &Schema,
-    validator: &jsonschema::Validator,
-    settings: ToolSettings,
-    args: &Result<Value, Misread>,
-    report: &Report,
-) -> Option<Repair> {
-    let repair = |within, (args, checked)| Repair {
-        within,
-        args,
-        checked,
-    };
-    if let Some((member, held, checked)) =
-        unwrapped(call, tool, schema, validator, settings, args, report)
-    {
-        return Some(repair(Some(member), (held, checked)));
+impl Checking<'_> {
+    /// A refused call's arguments as the model most likely meant them, where they then pass
+    /// every check: wrapped once more ([`Checking::unwrapped`]), spread from their text one
+    /// character each ([`Checking::spread`]), or under declared names spelt otherwise
+    /// ([`Checking::renamed`]).
+    fn repaired(&self, args: &Result<Value, Misread>, report: &Report) -> Option<Repair> {
+        let Ok(args) = args else {
+            return None;
+        };
+        let repair = |within, (args, checked)| Repair {
+            within,
+            args,
+            checked,
+        };
+        if let Some((member, held)) = self.unwrapped(args, report)
+            && let Some(passing) = self.passing(held)
+        {
+            return Some(repair(Some(member), passing));
+        }
+        let spread = || {
+            let (args, mut checked) = self.passing(spread(args)?)?;
+            // Written whole: the text of its members was no object's.
+            validate::note(checked.coerced.get_or_insert_with(Vec::new), "");
+            Some((args, checked))
+        };
+        let renamed = || self.renamed(args);
+        spread()
+            .or_else(renamed)
+            .map(|passing| repair(None, passing))
     }
-    spread(call, tool, schema, validator, settings, args)
-        .or_else(|| renamed(call, tool, schema, validator, settings, args))
-        .map(|repaired| repair(None, repaired))
+
+    /// `args`, a repair of refused arguments, with their check, where they pass every check.
+    fn passing(&self, args: Value) -> Option<(Value, Checked)> {
+        self.schema.reaches(&args).ok()?;
+        let mut again = Ok(args);
+        let checked = self.check(&mut again);
+        let args = again.ok()?;
+        checked.report.is_none().then_some((args, checked))
+    }
+
+    /// What a refused call wrapped once more under one name the schema does not declare
+    /// ([`Report::wraps`]), as an object or as its JSON text, and that name: the call goes
+    /// with what the member holds in its place when that passes every check on its own.
+    fn unwrapped(&self, args: &Value, report: &Report) -> Option<(String, Value)> {
+        let members = args.as_object()?;
+        let (member, held) = members.iter().next().filter(|_| members.len() == 1)?;
+        let held = match held {
+            Value::Object(held) => held.clone(),
+            Value::String(text) => object_in(text)?.ok()?,
+            _ => return None,
+        };
+        let wraps = report.wraps(&self.schema.value, member, &held);
+        wraps.then(|| (member.clone(), Value::Object(held)))
+    }
+
+    /// The arguments of a refused call with each undeclared name that is a declared one
+    /// spelt with other case or separators sent under the declared name (`max_results` for
+    /// `maxResults`, [`validate::Renamed`]), with their check, where they then pass every
+    /// check; the places renamed are written as coerced.
+    fn renamed(&self, args: &Value) -> Option<(Value, Checked)> {
+        // Where undeclared names are allowed, they are the server's business.
+        if self.settings.undeclared == Undeclared::Allow {
+            return None;
+        }
+        let renames: Vec<validate::Renamed> = self.schema.shape.as_ref()?.renamed(args);
+        if renames.is_empty() {
+            return None;
+        }
+        let mut again = args.clone();
+        for r in &renames {
+            let object = again.pointer_mut(&r.at)?.as_object_mut()?;
+            let value = object.remove(&r.from)?;
+            object.insert(r.to.clone(), value);
+        }
+        let (again, mut checked) = self.passing(again)?;
+        let written = checked.coerced.get_or_insert_with(Vec::new);
+        for r in &renames {
+            validate::note(written, &format!("{}/{}", r.at, text::pointer_token(&r.to)));
+        }
+        Some((again, checked))
+    }
 }
 
-/// The arguments a client spread from their text, one member per character under its place
+/// The object a client spread from its text, one member per character under its place
 /// (`{"0": "{", "1": "\"", …}`: a JavaScript client that spreads a tool input its model gave
-/// as text sends it so), read as the object the text writes, with their check. The call goes
-/// with that object, written whole, when it passes every check.
-fn spread(
-    call: &Call<'_>,
-    tool: &str,
-    schema: &Schema,
-    validator: &jsonschema::Validator,
-    settings: ToolSettings,
-    args: &Result<Value, Misread>,
-) -> Option<(Value, Checked)> {
-    let Ok(Value::Object(members)) = args else {
-        return None;
-    };
-    let held = Value::Object(object_in(&characters(members)?)?.ok()?);
-    schema.reaches(&held).ok()?;
-    let mut again = Ok(held);
-    let mut checked = check(call, tool, schema, validator, settings, &mut again);
-    if checked.report.is_some() {
-        return None;
-    }
-    validate::note(checked.coerced.get_or_insert_with(Vec::new), "");
-    Some((again.ok()?, checked))
+/// as text sends it so), where the text writes one. The call goes with that object, written
+/// whole, when it passes every check.
+fn spread(args: &Value) -> Option<Value> {
+    let text = characters(args.as_object()?)?;
+    object_in(&text)?.ok().map(Value::Object)
 }
 
 /// The text `members` spell, each a string of one character under its place in it (`"0"`,
@@ -361,83 +418,6 @@ fn characters(members: &serde_json::Map<String, Value>) -> Option<String> {
         *text.get_mut(at)? = Some(c);
     }
     text.into_iter().collect()
-}
-
-/// The arguments a refused call wrapped once more under one name the schema does not
-/// declare ([`Report::wraps`]), as an object or as its JSON text, with their check: the
-/// call goes with what the member holds in its place when that passes every check on its
-/// own, and is refused as it came otherwise.
-fn unwrapped(
-    call: &Call<'_>,
-    tool: &str,
-    schema: &Schema,
-    validator: &jsonschema::Validator,
-    settings: ToolSettings,
-    args: &Result<Value, Misread>,
-    report: &Report,
-) -> Option<(String, Value, Checked)> {
-    let Ok(Value::Object(members)) = args else {
-        return None;
-    };
-    let (member, held) = members.iter().next().filter(|_| members.len() == 1)?;
-    let held = match held {
-        Value::Object(held) => held.clone(),
-        Value::String(text) => object_in(text)?.ok()?,
-        _ => return None,
-    };
-    if !report.wraps(&schema.value, member, &held) {
-        return None;
-    }
-    let held = Value::Object(held);
-    schema.reaches(&held).ok()?;
-    let mut again: Result<Value, Misread> = Ok(held);
-    let checked = check(call, tool, schema, validator, settings, &mut again);
-    let held = again.ok()?;
-    checked
-        .report
-        .is_none()
-        .then(|| (member.clone(), held, checked))
-}
-
-/// The arguments of a refused call with each undeclared name that is a declared one spelt
-/// with other case or separators sent under the declared name (`max_results` for
-/// `maxResults`, [`validate::Renamed`]), with their check: the call goes so when that passes
-/// every check, and is refused as it came otherwise.
-fn renamed(
-    call: &Call<'_>,
-    tool: &str,
-    schema: &Schema,
-    validator: &jsonschema::Validator,
-    settings: ToolSettings,
-    args: &Result<Value, Misread>,
-) -> Option<(Value, Checked)> {
-    let (Ok(args), Some(shape)) = (args, &schema.shape) else {
-        return None;
-    };
-    // Where undeclared names are allowed, they are the server's business.
-    if settings.undeclared == Undeclared::Allow {
-        return None;
-    }
-    let renames: Vec<validate::Renamed> = shape.renamed(args);
-    if renames.is_empty() {
-        return None;
-    }
-    let mut again = args.clone();
-    for r in &renames {
-        let object = again.pointer_mut(&r.at)?.as_object_mut()?;
-        let value = object.remove(&r.from)?;
-        object.insert(r.to.clone(), value);
-    }
-    let mut again = Ok(again);
-    let mut checked = check(call, tool, schema, validator, settings, &mut again);
-    if checked.report.is_some() {
-        return None;
-    }
-    let written = checked.coerced.get_or_insert_with(Vec::new);
-    for r in &renames {
-        validate::note(written, &format!("{}/{}", r.at, text::pointer_token(&r.to)));
-    }
-    Some((again.ok()?, checked))
 }
 
 /// The call's params, read whole; `Err` is the `-32602` for a call without readable ones.
@@ -689,83 +669,86 @@ struct Checked {
     coerced: Option<Vec<String>>,
 }
 
-/// The arguments against the schema, then undeclared arguments, then the operator's rules
-/// (docs/contract.md §1): every violation in one report.
-fn check(
-    call: &Call<'_>,
-    tool: &str,
-    schema: &Schema,
-    validator: &jsonschema::Validator,
-    settings: ToolSettings,
-    args: &mut Result<Value, Misread>,
-) -> Checked {
-    let v = &call.target.validation;
-    let mut checked = Checked {
-        report: None,
-        coerced: None,
-    };
-    match args {
-        Err(Misread(violation)) => {
-            let violation = std::mem::take(violation);
-            checked.report = Some(Report::misread(
-                tool,
-                &schema.value,
-                violation,
-                v.max_errors,
-            ))
-        }
-        Ok(args) => match validate::check(
+impl Checking<'_> {
+    /// The arguments against the schema, then undeclared arguments, then the operator's rules
+    /// (docs/contract.md §1): every violation in one report.
+    fn check(&self, args: &mut Result<Value, Misread>) -> Checked {
+        let Checking {
+            call,
             tool,
-            schema.compiled(validator),
-            args,
-            settings.coerce,
-            v.max_errors,
-        ) {
-            Verdict::Valid => {}
-            Verdict::Coerced { changed } => checked.coerced = Some(changed),
-            Verdict::Invalid(r) => checked.report = Some(r),
-        },
-    }
-    let Ok(args) = args else {
-        return checked;
-    };
-    let empty = || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
-    let judge = match settings.undeclared {
-        Undeclared::RejectTypos => Some(Judge::Typos),
-        Undeclared::Reject => Some(Judge::All),
-        Undeclared::Allow => None,
-    };
-    if let (Some(shape), Some(judge)) = (&schema.shape, judge) {
-        let missing = checked
-            .report
-            .as_ref()
-            .map(Report::missing)
-            .unwrap_or_default();
-        let found = shape.undeclared(args, judge, v.max_errors, &missing);
-        if !found.list.is_empty() || found.omitted > 0 {
-            let report = checked.report.get_or_insert_with(empty);
-            report.extend(&schema.value, found);
+            schema,
+            validator,
+            settings,
+        } = *self;
+        let v = &call.target.validation;
+        let mut checked = Checked {
+            report: None,
+            coerced: None,
+        };
+        match args {
+            Err(Misread(violation)) => {
+                let violation = std::mem::take(violation);
+                checked.report = Some(Report::misread(
+                    tool,
+                    &schema.value,
+                    violation,
+                    v.max_errors,
+                ))
+            }
+            Ok(args) => match validate::check(
+                tool,
+                schema.compiled(validator),
+                args,
+                settings.coerce,
+                v.max_errors,
+            ) {
+                Verdict::Valid => {}
+                Verdict::Coerced { changed } => checked.coerced = Some(changed),
+                Verdict::Invalid(r) => checked.report = Some(r),
+            },
         }
-    }
-    if let Some(rules) = call.target.rules(tool) {
-        if let Some(extra) = &rules.extra
-            && let Ok(ev) = extra.validator()
-            && let Some(found) = extra_violations(extra, ev, args, v.max_errors)
-        {
-            let report = checked.report.get_or_insert_with(empty);
-            report.extend(&extra.value, found);
+        let Ok(args) = args else {
+            return checked;
+        };
+        let empty =
+            || Report::from_violations(tool, &schema.value, Default::default(), v.max_errors);
+        let judge = match settings.undeclared {
+            Undeclared::RejectTypos => Some(Judge::Typos),
+            Undeclared::Reject => Some(Judge::All),
+            Undeclared::Allow => None,
+        };
+        if let (Some(shape), Some(judge)) = (&schema.shape, judge) {
+            let missing = checked
+                .report
+                .as_ref()
+                .map(Report::missing)
+                .unwrap_or_default();
+            let found = shape.undeclared(args, judge, v.max_errors, &missing);
+            if !found.list.is_empty() || found.omitted > 0 {
+                let report = checked.report.get_or_insert_with(empty);
+                report.extend(&schema.value, found);
+            }
         }
-        let more = rules.path_violations(args);
-        if !more.is_empty() {
-            let found = validate::Found {
-                list: more,
-                omitted: 0,
-            };
-            let report = checked.report.get_or_insert_with(empty);
-            report.extend(&schema.value, found);
+        if let Some(rules) = call.target.rules(tool) {
+            if let Some(extra) = &rules.extra
+                && let Ok(ev) = extra.validator()
+                && let Some(found) = extra_violations(extra, ev, args, v.max_errors)
+            {
+                let report = checked.report.get_or_insert_with(empty);
+                report.extend(&extra.value, found);
+            }
+            let more = rules.path_violations(args);
+            if !more.is_empty() {
+                let found = validate::Found {
+                    list: more,
+                    omitted: 0,
+                };
+                let report = checked.report.get_or_insert_with(empty);
+                report.extend(&schema.value, found);
+            }
         }
+        checked
     }
-    checked
 }
 
 /// What the operator's extra schema finds wrong with `args`. Arguments too deep for it to
