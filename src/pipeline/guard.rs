@@ -268,15 +268,8 @@ fn decide<'a, R>(
         validator,
         settings,
     };
-    let mut checked = checking.check(&mut args);
-    let mut within = None;
-    if let Some(report) = &checked.report
-        && settings.coerce
-        && let Some(repair) = checking.repaired(&args, report)
-    {
-        (within, args, checked) = (repair.within, Ok(repair.args), repair.checked);
-    }
-    if as_text || within.is_some() {
+    let (held, mut checked) = checking.repairing(&mut args);
+    if as_text || held != Held::AsSent {
         // The object goes in place of what held it (`with_arguments`).
         checked.coerced.get_or_insert_with(Vec::new);
     }
@@ -285,8 +278,8 @@ fn decide<'a, R>(
             return admit(gw, call, tool, tool, "forwarded", call.bytes.clone());
         };
         tracing::debug!(upstream = %call.target.name, tool = shown(tool), "arguments coerced");
-        let bytes = with_arguments(call.bytes, args, &changed, within.as_deref())
-            .unwrap_or_else(|| call.bytes.clone());
+        let bytes =
+            with_arguments(call.bytes, args, &changed, &held).unwrap_or_else(|| call.bytes.clone());
         return admit(gw, call, tool, tool, "coerced", bytes);
     };
     refuse(gw, call, tool, settings.mode, report)
@@ -305,13 +298,37 @@ struct Checking<'c> {
 
 /// Arguments a refused call sent otherwise than the schema asks, as the model meant them.
 struct Repair {
-    /// The member they were wrapped in, where they were ([`Checking::unwrapped`]).
-    within: Option<String>,
+    held: Held,
     args: Value,
     checked: Checked,
 }
 
+/// Where the text of the arguments a call goes with lies in what it sent.
+#[derive(Debug, PartialEq, Eq)]
+enum Held {
+    /// They are the arguments it sent.
+    AsSent,
+    /// Under the one member the arguments were wrapped in ([`Checking::unwrapped`]).
+    Within(String),
+    /// Spelt by the arguments' members, one character each ([`spread`]).
+    Spelt,
+}
+
 impl Checking<'_> {
+    /// The arguments' check; where it refuses them in coerce mode, the first repair of them
+    /// that passes ([`Checking::repaired`]) in their place, with its check.
+    fn repairing(&self, args: &mut Result<Value, Misread>) -> (Held, Checked) {
+        let checked = self.check(args);
+        if let Some(report) = &checked.report
+            && self.settings.coerce
+            && let Some(repair) = self.repaired(args, report)
+        {
+            *args = Ok(repair.args);
+            return (repair.held, repair.checked);
+        }
+        (Held::AsSent, checked)
+    }
+
     /// A refused call's arguments as the model most likely meant them, where they then pass
     /// every check: wrapped once more ([`Checking::unwrapped`]), spread from their text one
     /// character each ([`Checking::spread`]), or under declared names spelt otherwise
@@ -320,26 +337,21 @@ impl Checking<'_> {
         let Ok(args) = args else {
             return None;
         };
-        let repair = |within, (args, checked)| Repair {
-            within,
+        let repair = |held, (args, checked)| Repair {
+            held,
             args,
             checked,
         };
-        if let Some((member, held)) = self.unwrapped(args, report)
-            && let Some(passing) = self.passing(held)
+        if let Some((member, inner)) = self.unwrapped(args, report)
+            && let Some(passing) = self.passing(inner)
         {
-            return Some(repair(Some(member), passing));
+            return Some(repair(Held::Within(member), passing));
         }
-        let spread = || {
-            let (args, mut checked) = self.passing(spread(args)?)?;
-            // Written whole: the text of its members was no object's.
-            validate::note(checked.coerced.get_or_insert_with(Vec::new), "");
-            Some((args, checked))
-        };
-        let renamed = || self.renamed(args);
-        spread()
-            .or_else(renamed)
-            .map(|passing| repair(None, passing))
+        if let Some(passing) = spread(args).and_then(|spelt| self.passing(spelt)) {
+            return Some(repair(Held::Spelt, passing));
+        }
+        self.renamed(args)
+            .map(|passing| repair(Held::AsSent, passing))
     }
 
     /// `args`, a repair of refused arguments, with their check, where they pass every check.
@@ -396,8 +408,8 @@ impl Checking<'_> {
 
 /// The object a client spread from its text, one member per character under its place
 /// (`{"0": "{", "1": "\"", …}`: a JavaScript client that spreads a tool input its model gave
-/// as text sends it so), where the text writes one. The call goes with that object, written
-/// whole, when it passes every check.
+/// as text sends it so), where the text writes one. The call goes with that object, every
+/// value as the text writes it, when it passes every check.
 fn spread(args: &Value) -> Option<Value> {
     let text = characters(args.as_object()?)?;
     object_in(&text)?.ok().map(Value::Object)
@@ -1145,26 +1157,23 @@ pub fn match_answer(bytes: &[u8], id: &str) -> Option<Result<Box<RawValue>, Erro
 /// by their coerced values (or left out, where coercion left them out); every other value,
 /// of the arguments and of the message, goes as it came (a number too large for a float
 /// keeps its digits, `validate::spliced`). Only coerced calls pay for this.
-fn with_arguments(
-    bytes: &[u8],
-    args: &Value,
-    changed: &[String],
-    within: Option<&str>,
-) -> Option<Bytes> {
+fn with_arguments(bytes: &[u8], args: &Value, changed: &[String], held: &Held) -> Option<Bytes> {
     let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
     let mut params: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(top.get("params")?.get()).ok()?;
     let raw_args = text_of(params.get("arguments").map_or("{}", |a| a.get()))?;
-    // Arguments wrapped once more are written as what their one member holds.
+    // Arguments wrapped once more are written as what their one member holds, and arguments
+    // spread one character each as the text they spell.
     let member: Box<RawValue>;
-    let raw_args = match within {
-        None => raw_args,
-        Some(name) => {
+    let raw_args = match held {
+        Held::AsSent => raw_args,
+        Held::Within(name) => {
             let mut members: BTreeMap<String, Box<RawValue>> =
                 serde_json::from_str(&raw_args).ok()?;
             member = members.remove(name)?;
             text_of(member.get())?
         }
+        Held::Spelt => Cow::Owned(characters(&serde_json::from_str(&raw_args).ok()?)?),
     };
     let written = validate::spliced(&raw_args, args, changed);
     params.insert("arguments".into(), RawValue::from_string(written).ok()?);
@@ -1191,7 +1200,13 @@ mod tests {
     #[test]
     fn coerced_arguments_replace_only_arguments() {
         let body = br#"{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"add","arguments":{"a":"10","b":2},"_meta":{"progressToken":5}}}"#;
-        let out = with_arguments(body, &json!({"a": 10, "b": 2}), &["/a".into()], None).unwrap();
+        let out = with_arguments(
+            body,
+            &json!({"a": 10, "b": 2}),
+            &["/a".into()],
+            &Held::AsSent,
+        )
+        .unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             v,
@@ -1203,7 +1218,7 @@ mod tests {
     fn arguments_sent_as_json_text_go_as_the_object_it_holds() {
         let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"{\"a\": \"1\", \"n\": 1e400, \"s\": \"\\u00e9\"}"}}"#;
         let now = json!({"a": 1, "n": 0, "s": "é"});
-        let out = with_arguments(body, &now, &["/a".into()], None).unwrap();
+        let out = with_arguments(body, &now, &["/a".into()], &Held::AsSent).unwrap();
         let out = std::str::from_utf8(&out).unwrap();
         assert!(
             out.contains(r#""arguments":{"a":1,"n":1e400,"s":"\u00e9"}"#),
@@ -1221,7 +1236,12 @@ mod tests {
                 r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{wrapped}}}}}"#
             );
             let now = json!({"a": 1, "big": 1.2345678901234568e29});
-            let out = with_arguments(body.as_bytes(), &now, &["/a".into()], Some("input"));
+            let out = with_arguments(
+                body.as_bytes(),
+                &now,
+                &["/a".into()],
+                &Held::Within("input".into()),
+            );
             let out = String::from_utf8(out.unwrap().to_vec()).unwrap();
             assert!(
                 out.contains(r#""arguments":{"a":1,"big":123456789012345678901234567890}"#),
@@ -1257,7 +1277,7 @@ mod tests {
     #[test]
     fn an_argument_coercion_left_out_goes_out() {
         let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"b":null}}}"#;
-        let out = with_arguments(body, &json!({"a": 1}), &["/b".into()], None).unwrap();
+        let out = with_arguments(body, &json!({"a": 1}), &["/b".into()], &Held::AsSent).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["params"]["arguments"], json!({"a": 1}));
     }
@@ -1269,7 +1289,7 @@ mod tests {
             body,
             &json!({"a": 1.2345678901234568e29, "b": 1, "c": 1.5}),
             &["/b".into()],
-            None,
+            &Held::AsSent,
         )
         .unwrap();
         let text = String::from_utf8(out.to_vec()).unwrap();
