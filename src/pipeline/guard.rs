@@ -331,7 +331,7 @@ impl Checking<'_> {
 
     /// A refused call's arguments as the model most likely meant them, where they then pass
     /// every check: wrapped once more ([`Checking::unwrapped`]), spread from their text one
-    /// character each ([`Checking::spread`]), or under declared names spelt otherwise
+    /// character each ([`spread`]), or under declared names spelt otherwise
     /// ([`Checking::renamed`]).
     fn repaired(&self, args: &Result<Value, Misread>, report: &Report) -> Option<Repair> {
         let Ok(args) = args else {
