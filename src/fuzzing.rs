@@ -55,8 +55,8 @@ pub fn envelope(data: &[u8]) {
 }
 
 /// A refusal's answer is JSON-RPC errors, one or a non-empty array of them, each under no id
-/// or one that the refused body names (or, where it is no JSON, holds). Ids are compared as written: one such as `1e400` is
-/// JSON, answered as it came, though no `Value` holds it.
+/// or one that the refused body names (or, where it is no JSON, holds). Ids are compared as
+/// written: one such as `1e400` is JSON, answered as it came, though no `Value` holds it.
 fn refused(sent: &[u8], answer: &[u8]) {
     use serde_json::value::RawValue;
     #[derive(serde::Deserialize)]
