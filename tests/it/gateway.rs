@@ -185,7 +185,12 @@ async fn a_name_spelt_otherwise_is_sent_under_the_declared_one() {
     )
     .await
     .json();
-    assert!(a.to_string().contains("Order A1 not found"), "{a}");
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 7, "result": {
+            "content": [{"type": "text", "text": "Order A1 not found"}], "isError": true,
+            "_meta": {"toolgate/upstream_error": {"code": -32602, "message": "Order A1 not found"}}}})
+    );
     let sent = demo.seen().pop().unwrap();
     let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
     assert!(sent.contains(r#""arguments":{"orderId":"A1"}"#), "{sent}");
