@@ -175,7 +175,7 @@ impl Schema {
     }
 
     /// Its check of arguments read in place, where it compiles: of its closed form when it
-    /// has a `shape` that closes.
+    /// has a `shape` that judges undeclared names and closes.
     pub fn in_place(&self) -> Option<&InPlaceCheck> {
         self.validator().ok()?;
         if self.built().doubling.is_some() {
@@ -185,7 +185,7 @@ impl Schema {
         let check = self.in_place.get_or_init(|| {
             let checked = self.checked();
             let mut c = checked.clone();
-            let closed = self.shape.is_some() && close(&mut c, true);
+            let closed = self.shape.as_ref().is_some_and(Shape::judges) && close(&mut c, true);
             let schema = if closed { &c } else { checked };
             let plain = plain_pattern::plain_everywhere(schema);
             let validator = compile_for(schema, self.draft, self.validate_formats, plain).ok()?;

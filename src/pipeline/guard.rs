@@ -545,7 +545,8 @@ fn passes_in_place(
     let Some(check) = schema.in_place() else {
         return false;
     };
-    let walked = schema.shape.is_some() && !matches!(settings.undeclared, Undeclared::Allow);
+    let walked = schema.shape.as_ref().is_some_and(validate::Shape::judges)
+        && !matches!(settings.undeclared, Undeclared::Allow);
     // A whole number written as a float is coerced where the schema wants an integer.
     (check.closed || !walked)
         && call.target.rules(tool).is_none()
@@ -729,7 +730,9 @@ impl Checking<'_> {
             Undeclared::Reject => Some(Judge::All),
             Undeclared::Allow => None,
         };
-        if let (Some(shape), Some(judge)) = (&schema.shape, judge) {
+        if let (Some(shape), Some(judge)) = (&schema.shape, judge)
+            && shape.judges()
+        {
             let missing = checked
                 .report
                 .as_ref()

@@ -10,7 +10,9 @@
 //! A place is judged only when it declares something (`properties` or `patternProperties`),
 //! or is the root: a free-form `{"type": "object"}` deeper down means "any keys". A place whose
 //! schema says `additionalProperties` or `unevaluatedProperties` (any value) is left to the
-//! validator: the schema's word wins.
+//! validator: the schema's word wins. Where that word is `false`, a declared name spelt
+//! otherwise is still found for renaming ([`Shape::renamed`]): the schema refuses it as
+//! written, as zod's strict objects and Go's structs are listed.
 
 use super::lookup::{resolve, unescape};
 use super::report::{Found, MEANT_EXAMINED, Meant, Violation, comparable};
@@ -36,11 +38,28 @@ pub struct Shape {
     /// Declared names, sorted, with what each holds.
     props: Vec<Prop>,
     patterns: Vec<regex::Regex>,
-    /// `additionalProperties` or `unevaluatedProperties` is given here.
-    ruled: bool,
+    /// What the schema says here of names it does not declare.
+    others: Others,
     /// This place declares something, so an undeclared key here means something.
     judged: bool,
     items: Option<Box<Shape>>,
+    /// Some place judges undeclared names ([`Shape::judges`]); kept at the root.
+    judges: bool,
+}
+
+/// What a place's schema says of the names it does not declare; of several branches at one
+/// place, the most open one counts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Others {
+    /// Nothing: toolgate judges them ([`Judge`]).
+    #[default]
+    Unsaid,
+    /// `false` (`additionalProperties` or `unevaluatedProperties`): the schema refuses them,
+    /// and its validator says so.
+    Refused,
+    /// A schema they must match (`true` is one), or what toolgate could not read: they may be
+    /// accepted.
+    Ruled,
 }
 
 #[derive(Debug)]
@@ -83,14 +102,30 @@ impl Shape {
             nodes_left: MAX_NODES,
         };
         b.gather(schema, 0, 0, &mut s);
-        s.judged |= !s.ruled;
-        s.checks_anything().then_some(s)
+        s.judged |= s.others == Others::Unsaid;
+        s.judges = s.judges_anywhere();
+        s.walks_anything().then_some(s)
     }
 
-    fn checks_anything(&self) -> bool {
-        (self.judged && !self.ruled)
+    /// Whether some place of it judges undeclared names, or may rename them.
+    fn walks_anything(&self) -> bool {
+        (self.judged && self.others != Others::Ruled)
             || self.props.iter().any(|p| p.shape.is_some())
             || self.items.is_some()
+    }
+
+    fn judges_anywhere(&self) -> bool {
+        let below = |s: &Option<Box<Shape>>| s.as_deref().is_some_and(Shape::judges_anywhere);
+        (self.judged && self.others == Others::Unsaid)
+            || self.props.iter().any(|p| below(&p.shape))
+            || below(&self.items)
+    }
+
+    /// Whether some place of the schema judges undeclared names. A schema that refuses them
+    /// wherever it declares names leaves them to its validator, and its map serves renames
+    /// alone: a call it passes needs no walk.
+    pub fn judges(&self) -> bool {
+        self.judges
     }
 
     /// Undeclared properties of `args` that `judge` makes violations, at most `max` described
@@ -105,7 +140,8 @@ impl Shape {
     }
 
     /// The undeclared arguments of `args` that are declared ones spelt with other case or
-    /// separators ([`Renamed`]). Where two at one place are the same name, neither is.
+    /// separators ([`Renamed`]), at places that judge undeclared names or whose schema
+    /// refuses them. Where two at one place are the same name, neither is.
     pub fn renamed(&self, args: &Value) -> Vec<Renamed> {
         let mut walk = Walk::new(Judge::Typos, 0, &[]);
         walk.renamed = Some(Vec::new());
@@ -127,7 +163,7 @@ impl Shape {
     }
 
     fn collect_open(&self, at: &str, out: &mut Vec<String>) {
-        if self.judged && !self.ruled {
+        if self.judged && self.others == Others::Unsaid {
             out.push(if at.is_empty() { "/".into() } else { at.into() });
         }
         for p in &self.props {
@@ -203,10 +239,12 @@ impl<'m> Walk<'m> {
                                 self.path.truncate(len);
                             }
                         }
-                        None if shape.ruled || !shape.judged => {}
+                        None if !shape.judged || shape.others == Others::Ruled => {}
                         None if shape.patterns.iter().any(|r| r.is_match(k)) => {}
                         None if self.renamed.is_some() => self.rename(shape, map, k),
-                        None => self.undeclared(shape, k, child),
+                        None if shape.others == Others::Unsaid => self.undeclared(shape, k, child),
+                        // Refused by the schema, which says so itself.
+                        None => {}
                     }
                 }
             }
@@ -339,7 +377,7 @@ impl Builder<'_> {
     fn gather(&mut self, s: &Value, depth: usize, hops: usize, into: &mut Shape) {
         if self.nodes_left == 0 || hops > MAX_REF_HOPS {
             // Not read: whatever it declares, nothing here is judged undeclared.
-            into.ruled = true;
+            into.others = Others::Ruled;
             return;
         }
         self.nodes_left -= 1;
@@ -351,8 +389,13 @@ impl Builder<'_> {
             }
         }
         let Some(obj) = s.as_object() else { return };
-        if obj.contains_key("additionalProperties") || obj.contains_key("unevaluatedProperties") {
-            into.ruled = true;
+        for key in ["additionalProperties", "unevaluatedProperties"] {
+            let said = match obj.get(key) {
+                None => continue,
+                Some(Value::Bool(false)) => Others::Refused,
+                Some(_) => Others::Ruled,
+            };
+            into.others = into.others.max(said);
         }
         if let Some(props) = obj.get("properties").and_then(Value::as_object) {
             into.judged = true;
@@ -371,7 +414,7 @@ impl Builder<'_> {
                 match regex::RegexBuilder::new(p).size_limit(1 << 20).build() {
                     Ok(r) => into.patterns.push(r),
                     // A pattern toolgate cannot read: every key might match it.
-                    Err(_) => into.ruled = true,
+                    Err(_) => into.others = Others::Ruled,
                 }
             }
         }
@@ -412,7 +455,7 @@ impl Builder<'_> {
         }
         let mut shape = Shape::default();
         self.gather(s, depth, 0, &mut shape);
-        shape.checks_anything().then(|| Box::new(shape))
+        shape.walks_anything().then(|| Box::new(shape))
     }
 }
 
@@ -446,7 +489,7 @@ fn add_prop(
 
 /// One place declared by several branches: what any of them declares is declared.
 fn merge(a: &mut Shape, b: Shape) {
-    a.ruled |= b.ruled;
+    a.others = a.others.max(b.others);
     a.judged |= b.judged;
     a.patterns.extend(b.patterns);
     for p in b.props {
@@ -521,8 +564,11 @@ mod tests {
             "properties": {
                 "maxResults": {"type": "integer"},
                 "path": {"type": "string"},
-                "opts": {"type": "object", "properties": {"follow_links": {"type": "boolean"}}},
+                "opts": {"type": "object", "properties": {"follow_links": {"type": "boolean"}},
+                    "additionalProperties": false},
                 "free": {"type": "object", "properties": {"x": {}}, "additionalProperties": true},
+                "typed": {"type": "object", "properties": {"x": {}},
+                    "unevaluatedProperties": {"type": "string"}},
                 "twin_name": {}, "twinName": {}
             }
         });
@@ -543,16 +589,43 @@ mod tests {
         );
         // Not where the declared name is given too, or two spell it, or two declared names
         // are spelt alike, or the name is only near (a typo, said and not renamed), or the
-        // place takes any name.
+        // place may take other names.
         for args in [
             json!({"maxResults": 5, "max_results": 6}),
             json!({"max_results": 5, "MaxResults": 6}),
             json!({"twinname": 1}),
             json!({"maxResult": 5, "pth": "/n"}),
             json!({"free": {"X": 1}}),
+            json!({"typed": {"X": "1"}}),
         ] {
             assert_eq!(renamed(args.clone()), [], "{args}");
         }
+    }
+
+    #[test]
+    fn a_schema_closed_everywhere_judges_nothing_and_renames() {
+        let schema = json!({"type": "object", "additionalProperties": false,
+            "properties": {"orderId": {}, "address": {"type": "object",
+                "properties": {"streetName": {}}, "additionalProperties": false}}});
+        let shape = Shape::of(&schema).unwrap();
+        assert!(!shape.judges());
+        let args = json!({"order_id": 1, "address": {"street_name": "x", "c": 1}});
+        assert_eq!(shape.undeclared(&args, Judge::All, 32, &[]).list.len(), 0);
+        let renamed: Vec<_> = (shape.renamed(&args).into_iter())
+            .map(|r| (r.at, r.from, r.to))
+            .collect();
+        let one = |at: &str, from: &str, to: &str| (at.to_owned(), from.to_owned(), to.to_owned());
+        assert_eq!(
+            renamed,
+            [
+                one("/address", "street_name", "streetName"),
+                one("", "order_id", "orderId")
+            ]
+        );
+        // Open at one place only: judged there.
+        let open = json!({"type": "object", "additionalProperties": false,
+            "properties": {"address": {"type": "object", "properties": {"streetName": {}}}}});
+        assert!(Shape::of(&open).unwrap().judges());
     }
 
     #[test]

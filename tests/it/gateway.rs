@@ -194,10 +194,31 @@ async fn a_name_spelt_otherwise_is_sent_under_the_declared_one() {
     let sent = demo.seen().pop().unwrap();
     let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
     assert!(sent.contains(r#""arguments":{"orderId":"A1"}"#), "{sent}");
+    // At a place whose schema refuses other names (a traveller, `additionalProperties:
+    // false`): the same.
+    let travellers = json!({"travellers": [{"Name": "Ada", "AGE": 36}], "mode": "rail"});
+    let a = post(&tg.url(), Some(&s), call(8, "plan_trip", travellers))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 8, "result": {
+            "content": [{"type": "text", "text": "Planned a rail trip for 1 traveller(s)."}],
+            "isError": false}})
+    );
+    let sent = demo.seen().pop().unwrap();
+    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
+    assert!(
+        sent.contains(r#""travellers":[{"age":36,"name":"Ada"}]"#),
+        "{sent}"
+    );
     let counted = tg.admin_get("/metrics").await.text();
-    let line =
-        r#"toolgate_tool_calls_total{upstream="default",tool="lookup_order",outcome="coerced"} 1"#;
-    assert!(counted.contains(line), "{line} in\n{counted}");
+    for tool in ["lookup_order", "plan_trip"] {
+        let line = format!(
+            r#"toolgate_tool_calls_total{{upstream="default",tool="{tool}",outcome="coerced"}} 1"#
+        );
+        assert!(counted.contains(&line), "{line} in\n{counted}");
+    }
 }
 
 #[tokio::test]

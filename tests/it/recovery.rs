@@ -1044,8 +1044,9 @@ async fn a_session_forgotten_with_400_reaches_its_client_or_is_opened_again() {
 /// date-time's format without the expression; what the server takes goes to it, coerced as
 /// the form it names wants, a time with another offset than the `Z` zod's expression takes
 /// goes as the same instant in UTC, a form named in other case as that form, and a `null` or
-/// an empty string for an optional argument zod refuses is left out. In every mode, in front
-/// of the real server.
+/// an empty string for an optional argument zod refuses is left out; a name spelt otherwise
+/// at a strict object, which zod refuses as written, goes under the name declared. In every
+/// mode, in front of the real server.
 #[tokio::test]
 async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
     let (http, command) = (
@@ -1055,6 +1056,11 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
     let ship = |item: serde_json::Value, when: &str| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "ship", "arguments": {"item": item, "when": when}}})
+        .to_string()
+    };
+    let label = |arguments: serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "label", "arguments": arguments}})
         .to_string()
     };
     let at = "2026-11-30T10:00:00Z";
@@ -1143,6 +1149,29 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
                 .replace(r#""when""#, r#""every":"","when""#),
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": format!(r#"{{"item":{{"kind":"box","weight":2}},"when":"{at}"}}"#)}]}}),
+        ),
+        // Names spelt otherwise at strict objects (`additionalProperties: false`), which zod
+        // refuses as written: sent under the names declared.
+        (
+            label(
+                json!({"order_id": "A7", "address": {"street_name": "High St", "PostCode": "N1"}}),
+            ),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": r#"{"orderId":"A7","address":{"streetName":"High St","postCode":"N1"}}"#}]}}),
+        ),
+        // A name only near a declared one is said, as the schema refuses it.
+        (
+            label(json!({"orderId": "A7", "address": {"streetNam": "High St"}})),
+            refused_arguments(
+                "label",
+                &[
+                    (
+                        "/address/streetNam",
+                        "is not an accepted argument; did you mean \"streetName\"?",
+                    ),
+                    ("/address/streetName", "is required but missing"),
+                ],
+            ),
         ),
     ];
     // A filter of filters: checked as deep as its bound (15 levels), forwarded past it. The
