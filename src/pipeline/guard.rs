@@ -364,17 +364,18 @@ impl Checking<'_> {
     }
 
     /// What a refused call wrapped once more under one name the schema does not declare
-    /// ([`Report::wraps`]), as an object or as its JSON text, and that name: the call goes
-    /// with what the member holds in its place when that passes every check on its own.
+    /// ([`Report::wraps`], [`wrapper`]), as an object or as its JSON text, and that name: the
+    /// call goes with what the member holds in its place when that passes every check on
+    /// its own.
     fn unwrapped(&self, args: &Value, report: &Report) -> Option<(String, Value)> {
         let members = args.as_object()?;
-        let (member, held) = members.iter().next().filter(|_| members.len() == 1)?;
+        let (member, held) = wrapper(members)?;
         let held = match held {
             Value::Object(held) => held.clone(),
             Value::String(text) => object_in(text)?.ok()?,
             _ => return None,
         };
-        let wraps = report.wraps(&self.schema.value, member, &held);
+        let wraps = report.wraps(&self.schema.value, members, &held);
         wraps.then(|| (member.clone(), Value::Object(held)))
     }
 
@@ -404,6 +405,25 @@ impl Checking<'_> {
         }
         Some((again, checked))
     }
+}
+
+/// The member arguments may be wrapped in: their one member, or `properties` beside nothing
+/// but JSON Schema's own words for an object (a model that echoes the tool's schema with its
+/// values written in: `{"type": "object", "properties": {"a": 1}, "required": ["a"]}`).
+fn wrapper(members: &serde_json::Map<String, Value>) -> Option<(&String, &Value)> {
+    const ECHOED: [&str; 6] = [
+        "$schema",
+        "type",
+        "required",
+        "additionalProperties",
+        "title",
+        "description",
+    ];
+    if members.len() == 1 {
+        return members.iter().next();
+    }
+    let echo = (members.keys()).all(|k| k == "properties" || ECHOED.contains(&k.as_str()));
+    echo.then(|| members.get_key_value("properties")).flatten()
 }
 
 /// The object a client spread from its text, one member per character under its place

@@ -132,16 +132,22 @@ impl Report {
             .collect()
     }
 
-    /// Whether the arguments' one member `member`, holding `held`, wraps the arguments meant
-    /// (`{"arguments": {"a": 1}}`, `{"input": …}`: some agent frameworks wrap them once
-    /// more): the schema does not declare it, and it holds a required name this report
-    /// finds left out of the arguments' top level.
-    pub fn wraps(&self, schema: &Value, member: &str, held: &Map<String, Value>) -> bool {
+    /// Whether a member of the arguments `members` that holds `held` wraps the arguments
+    /// meant (`{"arguments": {"a": 1}}`, `{"input": …}`: some agent frameworks wrap them once
+    /// more): the schema declares none of `members`, and `held` holds a required name this
+    /// report finds left out of the arguments' top level.
+    pub fn wraps(
+        &self,
+        schema: &Value,
+        members: &Map<String, Value>,
+        held: &Map<String, Value>,
+    ) -> bool {
         let top = (self.violations.iter())
             .filter(|v| v.keyword == "required")
             .filter_map(|v| v.pointer.strip_prefix('/'))
             .filter(|token| !token.contains('/'));
-        !allowed_names(schema, "").iter().any(|name| name == member)
+        let declared = allowed_names(schema, "");
+        !members.keys().any(|member| declared.contains(member))
             && top.map(unescape).any(|name| held.contains_key(&name))
     }
 
@@ -1425,15 +1431,20 @@ mod tests {
             "properties": {"name": {}, "config": {}, "a/b": {}}, "required": ["name", "a/b"]}}});
         let r = report(schema.clone(), json!({"config": {"name": "x"}}));
         let held = |v: Value| v.as_object().unwrap().clone();
+        let wraps = |members: Value, within: Value| r.wraps(&schema, &held(members), &held(within));
         assert!(
-            !r.wraps(&schema, "config", &held(json!({"name": "x"}))),
+            !wraps(json!({"config": {}}), json!({"name": "x"})),
             "a declared member holds a value of its own"
         );
-        assert!(r.wraps(&schema, "input", &held(json!({"name": "x"}))));
-        assert!(r.wraps(&schema, "input", &held(json!({"a/b": 1}))));
+        assert!(wraps(json!({"input": {}}), json!({"name": "x"})));
+        assert!(wraps(json!({"input": {}}), json!({"a/b": 1})));
         assert!(
-            !r.wraps(&schema, "input", &held(json!({"other": 1}))),
+            !wraps(json!({"input": {}}), json!({"other": 1})),
             "it holds none of the names left out"
+        );
+        assert!(
+            !wraps(json!({"input": {}, "config": 1}), json!({"name": "x"})),
+            "a declared member beside it"
         );
         assert_eq!(meant_for("x", ["b"]), None, "nothing in common");
         assert_eq!(meant_for("pathology_of", ["path"]), None, "too far");

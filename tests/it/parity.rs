@@ -121,6 +121,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "id": 23, "result": {"content": [{"type": "text", "text": "3"}]}}),
         ),
         (
+            "the schema echoed with the arguments in it, sent as what its properties hold",
+            call(26, "add", json!({"type": "object", "properties": {"a": "1", "b": 2}, "required": ["a", "b"]})),
+            json!({"jsonrpc": "2.0", "id": 26, "result": {"content": [{"type": "text", "text": "3"}]}}),
+        ),
+        (
             "a declared name in other case, sent under it",
             call(24, "add", json!({"A": 1, "b": 2})),
             json!({"jsonrpc": "2.0", "id": 24, "result": {"content": [{"type": "text", "text": "3"}]}}),
@@ -338,7 +343,7 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
 fn expected_counts() -> Vec<String> {
     [
         ("(unlisted)", "unknown", 1),
-        ("add", "coerced", 5),
+        ("add", "coerced", 6),
         ("add", "forwarded", 1),
         ("add", "rejected_invalid", 2),
         ("book", "denied", 1),

@@ -139,8 +139,9 @@ async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio
         "Invalid arguments for tool \"get-sum\" (2 problems):\n- b: is required but missing (parameter description: Second number)\n- bb: is not a parameter of this tool; did you mean \"b\"? (b: Second number)\nCorrect the arguments and call the tool again."
     );
     // The arguments wrapped once more, as some agent frameworks send them (as an object or
-    // as its JSON text), or spread from their text one character each, as a JavaScript client
-    // spreads a string: sent as what they hold where that passes, said otherwise.
+    // as its JSON text), put in an echo of the schema, or spread from their text one character
+    // each, as a JavaScript client spreads a string: sent as what they hold where that
+    // passes, said otherwise.
     let spread = (r#"{"a": 1, "b": 2}"#.chars().enumerate())
         .map(|(i, c)| (i.to_string(), json!(c.to_string())))
         .collect();
@@ -148,6 +149,10 @@ async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio
         (5, json!({"arguments": {"a": 1, "b": "2"}})),
         (6, json!({"input": "{\"a\": 1, \"b\": 2}"})),
         (9, Value::Object(spread)),
+        (
+            10,
+            json!({"type": "object", "properties": {"a": 1, "b": 2}, "required": ["a", "b"]}),
+        ),
     ] {
         let a = g
             .ask_past_notifications(tool_call(id, "get-sum", wrapped))
