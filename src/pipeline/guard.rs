@@ -223,7 +223,7 @@ fn decide<'a, R>(
     if as_text {
         match settings
             .coerce
-            .then(|| held_object(params.arguments))
+            .then(|| stood_for(params.arguments))
             .flatten()
         {
             Some(object) => read = Read::Value(object),
@@ -574,6 +574,27 @@ fn passes_in_place(
         && check.validator.is_valid(args.root())
 }
 
+/// The object arguments that are no object (`text`) stand for, as coercion reads them, or
+/// what is wrong with it: the one whose JSON text they hold in a string ([`held_object`]),
+/// or none at all where they are `null`, `[]` or `""` ([`none_at_all`]).
+fn stood_for(text: Option<&str>) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
+    match text.is_some_and(none_at_all) {
+        true => Some(Ok(serde_json::Map::new())),
+        false => held_object(text),
+    }
+}
+
+/// Whether arguments written as `text` are none at all, though no object: `null` (a Go
+/// client's nil map; the Python SDK reads it as no arguments, the TypeScript SDK answers it
+/// with an internal error), `[]` (PHP writes an empty map so) or `""` (a model provider's
+/// arguments for a function without parameters).
+fn none_at_all(text: &str) -> bool {
+    let text = text.trim();
+    let empty_list = (text.strip_prefix('[').and_then(|t| t.strip_suffix(']')))
+        .is_some_and(|within| within.trim().is_empty());
+    text == "null" || text == "\"\"" || empty_list
+}
+
 /// The object that JSON text in the string `text` holds, or what is wrong with it (a key
 /// twice, a number no value holds); `None` when the string holds no object's text. Model
 /// providers give a function call's arguments as such a string, and some clients send it
@@ -595,6 +616,9 @@ fn not_object(id: &RawValue, text: Option<&str>) -> Answer {
     let message = match held_object(text) {
         Some(_) => {
             "Invalid params for tools/call: \"arguments\" must be an object, not JSON text in a string; send the object itself"
+        }
+        None if text.is_some_and(none_at_all) => {
+            "Invalid params for tools/call: \"arguments\" must be an object; send {} for a call without arguments, or leave them out"
         }
         None => "Invalid params for tools/call: \"arguments\" must be an object",
     };
@@ -1184,7 +1208,10 @@ fn with_arguments(bytes: &[u8], args: &Value, changed: &[String], held: &Held) -
     let mut top: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
     let mut params: BTreeMap<String, Box<RawValue>> =
         serde_json::from_str(top.get("params")?.get()).ok()?;
-    let raw_args = text_of(params.get("arguments").map_or("{}", |a| a.get()))?;
+    let raw_args = (params.get("arguments").map(|a| a.get()))
+        .filter(|a| !none_at_all(a))
+        .unwrap_or("{}");
+    let raw_args = text_of(raw_args)?;
     // Arguments wrapped once more are written as what their one member holds, and arguments
     // spread one character each as the text they spell.
     let member: Box<RawValue>;
@@ -1247,6 +1274,22 @@ mod tests {
             out.contains(r#""arguments":{"a":1,"n":1e400,"s":"\u00e9"}"#),
             "{out}"
         );
+    }
+
+    #[test]
+    fn arguments_that_are_none_at_all_go_as_an_empty_object() {
+        for none in ["null", "[]", "[ \n]", r#""""#] {
+            assert!(none_at_all(none), "{none}");
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{none}}}}}"#
+            );
+            let out = with_arguments(body.as_bytes(), &json!({}), &[], &Held::AsSent).unwrap();
+            let out = std::str::from_utf8(&out).unwrap();
+            assert!(out.contains(r#""arguments":{}"#), "{out}");
+        }
+        for some in ["[1]", r#"" ""#, "0", "false", r#""null""#] {
+            assert!(!none_at_all(some), "{some}");
+        }
     }
 
     #[test]

@@ -249,6 +249,14 @@ async fn strict_mode_refuses_strings_for_integers() {
         a,
         json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602, "message": "Invalid params for tools/call: \"arguments\" must be an object, not JSON text in a string; send the object itself"}})
     );
+    // Arguments that are null: said to be none as `{}`, not read so.
+    let a = post(&tg.url(), Some(&s), call(8, "add", json!(null)))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 8, "error": {"code": -32602, "message": "Invalid params for tools/call: \"arguments\" must be an object; send {} for a call without arguments, or leave them out"}})
+    );
     // Arguments wrapped once more: said so, not unwrapped.
     let a = post(
         &tg.url(),

@@ -98,6 +98,27 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             "_meta": {"toolgate/upstream_error": {"code": code, "reference": "REF"}}}})
     };
     let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p1", "progress": 1, "total": 2}});
+    // A call of `add` that leaves out each of `missing` (its name and description).
+    let refused = |id: i64, missing: &[(&str, &str)]| {
+        let lines: Vec<String> = (missing.iter())
+            .map(|(name, about)| {
+                format!("\n- {name}: is required but missing (parameter description: {about})")
+            })
+            .collect();
+        let text = format!(
+            "Invalid arguments for tool \"add\" ({} problems):{}\nCorrect the arguments and call the tool again.",
+            missing.len(),
+            lines.concat()
+        );
+        let errors: serde_json::Map<String, Value> = (missing.iter())
+            .map(|(name, _)| (format!("/{name}"), json!("is required but missing")))
+            .collect();
+        json!({"jsonrpc": "2.0", "id": id, "result": {
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
+                "parameter_errors": errors}}}})
+    };
     let report = "Invalid arguments for tool \"add\" (1 problem):\n- b: expected an integer, got string \"many\" (parameter description: second)\nCorrect the arguments and call the tool again.";
     vec![
         (
@@ -143,6 +164,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
                 "isError": true,
                 "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "add",
                     "parameter_errors": {"/b": "expected an integer, got string \"many\""}}}}}),
+        ),
+        (
+            "arguments that are null, read as none",
+            call(27, "add", json!(null)),
+            refused(27, &[("a", "first"), ("b", "second")]),
         ),
         (
             "a required argument given under a near name",
@@ -345,7 +371,7 @@ fn expected_counts() -> Vec<String> {
         ("(unlisted)", "unknown", 1),
         ("add", "coerced", 6),
         ("add", "forwarded", 1),
-        ("add", "rejected_invalid", 2),
+        ("add", "rejected_invalid", 3),
         ("book", "denied", 1),
         ("crash", "forwarded", 1),
         ("crash", "upstream_error", 1),

@@ -129,6 +129,16 @@ async fn a_misspelt_optional_argument_never_reaches_server_everything_over_stdio
         content.iter().any(|c| c["type"] == "image"),
         "the image, as asked under the name spelt otherwise: {a}"
     );
+    // Arguments that are none at all though no object (`null`, as a Go client's nil map is
+    // written; `[]`, as PHP writes an empty map), which the server answers with an internal
+    // error: sent as `{}`.
+    for (id, none) in [(11, json!(null)), (12, json!([]))] {
+        let a = g
+            .ask_past_notifications(tool_call(id, "get-tiny-image", none))
+            .await;
+        let content = a["result"]["content"].as_array().unwrap();
+        assert!(content.iter().any(|c| c["type"] == "image"), "{a}");
+    }
     // A required argument under a near name: too near a short name to be a typo on its own,
     // said beside the one left out, since the call is refused for that already.
     let a = g
