@@ -840,7 +840,7 @@ async fn a_rust_sdk_client_of_either_era_is_served_in_every_mode() {
             "the TypeScript SDK",
             typescript.0.url.as_str(),
             typescript.1,
-            ["find", "ship"].as_slice(),
+            ["find", "label", "ship"].as_slice(),
             typescript_calls,
         ),
     ];
