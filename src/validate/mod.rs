@@ -190,16 +190,16 @@ fn repair(
     )))
 }
 
-/// Whether the value an error points at is a `null`, or an empty string, for a member its
-/// object may leave out: it is left out, as if not given. A model sends `null` or `""` for
-/// an argument it means to leave out (a provider's strict mode writes every optional
-/// parameter as required, and a model fills one it has no value for), and servers refuse
-/// them where they take its absence (zod's `.optional()`, a Pydantic parameter with a
-/// default that is not `None`).
+/// Whether the value an error points at is a `null`, an empty string, or a null's word
+/// ([`names_null`]), for a member its object may leave out: it is left out, as if not given.
+/// A model sends `null` or `""` for an argument it means to leave out (a provider's strict
+/// mode writes every optional parameter as required, and a model fills one it has no value
+/// for), and servers refuse them where they take its absence (zod's `.optional()`, a
+/// Pydantic parameter with a default that is not `None`).
 fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
     let nothing = match e.instance().as_ref() {
         Value::Null => true,
-        Value::String(s) => s.is_empty(),
+        Value::String(s) => s.is_empty() || names_null(s),
         _ => false,
     };
     nothing && lookup::optional_member(root, e.instance_path().as_str())
@@ -214,7 +214,7 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
 /// writes it ([`written::as_written`]). A date-time with an offset a pattern refuses
 /// converts to the same instant in UTC where the pattern takes that (zod's `datetime()`
 /// takes only `Z`); a local time does not, as which instant it names is not known. A string
-/// an `enum` or a `const` refuses converts to the option it is in other case ([`cased`]).
+/// an `enum` or a `const` refuses converts to the option it spells otherwise ([`respelt`]).
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Pattern { .. }, _) => written::utc_taken(e).map(Value::String),
@@ -222,9 +222,11 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
             written::as_written(s, format).map(Value::String)
         }
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
-        (ValidationErrorKind::Enum { options }, Value::String(s)) => cased(s, options.as_array()?),
+        (ValidationErrorKind::Enum { options }, Value::String(s)) => {
+            respelt(s, options.as_array()?)
+        }
         (ValidationErrorKind::Constant { expected_value }, Value::String(s)) => {
-            cased(s, std::slice::from_ref(&**expected_value))
+            respelt(s, std::slice::from_ref(&**expected_value))
         }
         (ValidationErrorKind::Type { kind }, Value::Number(n))
             if wants_type(kind, JsonType::String) && (n.is_i64() || n.is_u64()) =>
@@ -235,32 +237,31 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     }
 }
 
-/// The one string of `options` that `s` is in other case (`"Economy"` for `"economy"`, a
-/// value capitalised as in prose); `None` where none is, or several are, or past
-/// [`MAX_CASED_OPTIONS`] options, or for a string longer than any name is compared
-/// ([`report::MAX_COMPARED_CHARS`] characters of up to four bytes).
-fn cased(s: &str, options: &[Value]) -> Option<Value> {
-    if options.len() > MAX_CASED_OPTIONS || s.len() > 4 * report::MAX_COMPARED_CHARS {
+/// The one string of `options` that `s` spells in other case or with other separators
+/// between its words (`"Economy"` for `"economy"`, a value capitalised as in prose; `"In
+/// Progress"` or `"in-progress"` for `"in_progress"`, an option written as words); `None`
+/// where none is, or several are, or past [`MAX_RESPELT_OPTIONS`] options, or for a string
+/// longer than any name is compared ([`report::MAX_COMPARED_CHARS`] characters of up to
+/// four bytes).
+fn respelt(s: &str, options: &[Value]) -> Option<Value> {
+    if options.len() > MAX_RESPELT_OPTIONS || s.len() > 4 * report::MAX_COMPARED_CHARS {
         return None;
     }
-    let ascii = s.is_ascii();
-    let other_case = |o: &&str| match ascii && o.is_ascii() {
-        true => o.eq_ignore_ascii_case(s),
-        false => folded(o).eq(folded(s)),
-    };
-    let mut same = (options.iter().filter_map(Value::as_str)).filter(other_case);
+    let same_words = |o: &&str| folded(o).eq(folded(s));
+    let mut same = (options.iter().filter_map(Value::as_str)).filter(same_words);
     let one = same.next()?;
     same.next().is_none().then(|| Value::String(one.to_owned()))
 }
 
-/// `t` in lower case, as [`cased`] compares it.
+/// `t` in lower case without the separators between its words (`_`, `-`, a space), as
+/// [`respelt`] compares it.
 fn folded(t: &str) -> impl Iterator<Item = char> + '_ {
-    t.chars().flat_map(char::to_lowercase)
+    (t.chars().filter(|c| !matches!(c, '_' | '-' | ' '))).flat_map(char::to_lowercase)
 }
 
-/// The most options a string is compared with in other case: each refused value compares
+/// The most options a string is compared with spelt otherwise ([`respelt`]): each refused value compares
 /// them all (the IANA time zones number about 600).
-const MAX_CASED_OPTIONS: usize = 1024;
+const MAX_RESPELT_OPTIONS: usize = 1024;
 
 /// A lone value where the schema wants an array, as an array of it: a model sends `"a"` for
 /// a list of one. A string that opens a bracket is not: it is an array's JSON text that does
@@ -291,7 +292,7 @@ fn fixable_errors<'a, 'b>(
         ValidationErrorKind::Type { .. }
         | ValidationErrorKind::Pattern { .. }
         | ValidationErrorKind::Format { .. } => vec![e],
-        // A string in other case converts to an option ([`cased`]); a `null` or `""` may be
+        // A string spelt otherwise converts to an option ([`respelt`]); a `null` or `""` may be
         // left out ([`left_out`]).
         ValidationErrorKind::Enum { .. }
         | ValidationErrorKind::Constant { .. }
@@ -474,6 +475,9 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
     {
         return Some(Value::Number(n));
     }
+    if wants(JsonType::Null) && names_null(t) {
+        return Some(Value::Null);
+    }
     if wants(JsonType::Boolean) {
         let is = |word: &str| t.eq_ignore_ascii_case(word);
         if is("true") || is("yes") {
@@ -496,6 +500,12 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
         }
     }
     None
+}
+
+/// Whether `t` is the word for no value in JSON or Python (`"null"`, `"None"`), as a model
+/// writes one into a string: where the schema takes no such string, it means a null.
+fn names_null(t: &str) -> bool {
+    matches!(t.trim(), "null" | "None")
 }
 
 /// An integer written with a fraction of zeros (`"10.0"`), as Pydantic reads it for an `int`.
@@ -832,6 +842,23 @@ mod tests {
         changed.sort();
         assert_eq!(changed, ["/b", "/list", "/named", "/sort", "/who/n"]);
         assert_eq!(args, json!({"a": 1, "who": {"k": ""}, "any": ""}));
+        // A null's word in a string (JSON's or Python's): a null where the schema takes one,
+        // left out where it takes neither but may do without; a string where it takes one.
+        let sent = json!({"a": 1, "b": "null", "who": {"n": "None", "k": "null"}, "list": "None",
+            "any": "None", "sort": "null"});
+        let (v, args) = run(&s, sent, true);
+        let Verdict::Coerced { mut changed } = v else {
+            panic!("{v:?}")
+        };
+        changed.sort();
+        assert_eq!(changed, ["/b", "/list", "/sort", "/who/n"]);
+        assert_eq!(args, json!({"a": 1, "who": {"k": "null"}, "any": "None"}));
+        let nullable = schema(json!({"type": "object", "properties": {
+            "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "m": {"type": ["array", "null"]}},
+            "required": ["n", "m"]}));
+        let (v, args) = run(&nullable, json!({"n": "None", "m": " null "}), true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args, json!({"n": null, "m": null}));
         // What must be there, an item, or a null under strict mode: a violation.
         for (sent, coerce) in [
             (json!({"a": null}), true),
@@ -842,6 +869,9 @@ mod tests {
             (json!({"a": 1, "sort": "up"}), true),
             (json!({"a": 1, "named": ""}), false),
             (json!({"a": 1, "list": [null]}), true),
+            (json!({"a": 1, "list": ["null"]}), true),
+            (json!({"a": "null"}), true),
+            (json!({"a": 1, "b": "None"}), false),
             (json!({"a": 1, "b": null}), false),
         ] {
             let verdict = run(&s, sent.clone(), coerce).0;
@@ -860,7 +890,9 @@ mod tests {
                     {"type": "object", "properties": {"kind": {"const": "box"}, "weight": {"type": "number"}}, "required": ["kind", "weight"]},
                     {"type": "object", "properties": {"kind": {"const": "letter"}, "pages": {"type": "integer"}}, "required": ["kind", "pages"]}
                 ]},
-                "tz": {"enum": ["Europe/Zürich"]}
+                "tz": {"enum": ["Europe/Zürich"]},
+                "status": {"enum": ["in_progress", "on-hold", "done"]},
+                "twin": {"enum": ["a-b", "ab"]}
             }
         }));
         let sent = json!({"cabin": "Economy", "kind": {"kind": "LETTER", "pages": "3"}, "tz": "EUROPE/ZÜRICH"});
@@ -870,10 +902,23 @@ mod tests {
             args,
             json!({"cabin": "economy", "kind": {"kind": "letter", "pages": 3}, "tz": "Europe/Zürich"})
         );
-        // Two options in other case, none, or strict mode: refused as sent.
+        // An option written as words, or with the other separator: the option.
+        for (sent, option) in [
+            ("In Progress", "in_progress"),
+            ("in-progress", "in_progress"),
+            ("ON_HOLD", "on-hold"),
+            ("on hold", "on-hold"),
+        ] {
+            let (v, args) = run(&s, json!({"status": sent}), true);
+            assert!(matches!(v, Verdict::Coerced { .. }), "{sent}: {v:?}");
+            assert_eq!(args, json!({"status": option}), "{sent}");
+        }
+        // Two options spelt alike, none, or strict mode: refused as sent.
         for (sent, coerce) in [
             (json!({"city": "paris"}), true),
+            (json!({"twin": "A B"}), true),
             (json!({"cabin": "econ"}), true),
+            (json!({"status": "inprogres"}), true),
             (json!({"cabin": "Economy"}), false),
         ] {
             let (verdict, args) = run(&s, sent.clone(), coerce);

@@ -1159,6 +1159,14 @@ async fn a_zod_servers_forms_are_explained_by_the_form_named_in_every_mode() {
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
                 "text": r#"{"orderId":"A7","address":{"streetName":"High St","postCode":"N1"}}"#}]}}),
         ),
+        // An option written as words: the option it spells.
+        (
+            label(
+                json!({"orderId": "A7", "address": {"streetName": "High St"}, "status": "On Hold"}),
+            ),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                "text": r#"{"orderId":"A7","address":{"streetName":"High St"},"status":"on_hold"}"#}]}}),
+        ),
         // A name only near a declared one is said, as the schema refuses it.
         (
             label(json!({"orderId": "A7", "address": {"streetNam": "High St"}})),
@@ -1369,7 +1377,7 @@ async fn an_integer_format_bounds_its_numbers_in_every_mode() {
 /// other argument as it came; an array's JSON text cut off is refused as it was sent. What
 /// Pydantic's lax mode takes and JSON Schema does not (`"3.0"` for an integer, `"Yes"` for a
 /// boolean) goes as the value it reads, and so does a list written as Python writes it
-/// (`"['a', \"b's\"]"`), which Pydantic refuses.
+/// (`"['a', \"b's\"]"`), which Pydantic refuses, and a null's word (`"None"`, `"null"`).
 #[tokio::test]
 async fn a_lone_value_is_a_list_of_one_in_every_mode() {
     let (http, command) = common::peers::python_clock().await;
@@ -1428,6 +1436,17 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             "content": [{"type": "text", "text": "a|b's:3,4"}],
             "structuredContent": {"result": "a|b's:3,4"}, "isError": false}});
         assert_eq!(python, both, "{mode}: a Python list's text");
+        // A null's word in a string, which Pydantic refuses for a list or a boolean: a null
+        // for the optional list, the boolean left out for its default.
+        let none = front
+            .ask_line(&label(
+                json!({"names": ["a"], "counts": "None", "upper": "null"}),
+            ))
+            .await;
+        let bare = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "a:"}],
+            "structuredContent": {"result": "a:"}, "isError": false}});
+        assert_eq!(none, bare, "{mode}: \"None\" and \"null\"");
         let cut = front
             .ask_line(&label(json!({"names": "[\"a\"", "counts": 3})))
             .await;
