@@ -237,30 +237,55 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     }
 }
 
-/// The one string of `options` that `s` spells in other case or with other separators
-/// between its words (`"Economy"` for `"economy"`, a value capitalised as in prose; `"In
-/// Progress"` or `"in-progress"` for `"in_progress"`, an option written as words); `None`
-/// where none is, or several are, or past [`MAX_RESPELT_OPTIONS`] options, or for a string
-/// longer than any name is compared ([`report::MAX_COMPARED_CHARS`] characters of up to
-/// four bytes).
+/// The one string of `options` that `s` spells in other case (`"Economy"` for `"economy"`,
+/// a value capitalised as in prose) or, where both are short, with other separators between
+/// its words too (`"In Progress"` or `"in-progress"` for `"in_progress"`, an option written
+/// as words); `None` where none is, or several are, or past [`MAX_RESPELT_OPTIONS`]
+/// options, or for a string longer than any name is compared
+/// ([`report::MAX_COMPARED_CHARS`] characters of up to four bytes).
 fn respelt(s: &str, options: &[Value]) -> Option<Value> {
     if options.len() > MAX_RESPELT_OPTIONS || s.len() > 4 * report::MAX_COMPARED_CHARS {
         return None;
     }
-    let same_words = |o: &&str| folded(o).eq(folded(s));
-    let mut same = (options.iter().filter_map(Value::as_str)).filter(same_words);
+    let (ascii, short) = (s.is_ascii(), s.len() <= WORDS_COMPARED);
+    let spelt = |o: &&str| {
+        let apart = short && o.len() <= WORDS_COMPARED;
+        match (ascii && o.is_ascii(), apart) {
+            (true, false) => o.eq_ignore_ascii_case(s),
+            (true, true) => ascii_words(o).eq(ascii_words(s)),
+            (false, apart) => folded(o, apart).eq(folded(s, apart)),
+        }
+    };
+    let mut same = (options.iter().filter_map(Value::as_str)).filter(spelt);
     let one = same.next()?;
     same.next().is_none().then(|| Value::String(one.to_owned()))
 }
 
-/// `t` in lower case without the separators between its words (`_`, `-`, a space), as
-/// [`respelt`] compares it.
-fn folded(t: &str) -> impl Iterator<Item = char> + '_ {
-    (t.chars().filter(|c| !matches!(c, '_' | '-' | ' '))).flat_map(char::to_lowercase)
+/// The longest string and option (in bytes) compared with the separators between words set
+/// aside: an option written as words is a few short ones, and such a comparison goes byte by
+/// byte, where one in other case alone compares many bytes at once (32 refused values
+/// against 1,024 options of 64 bytes that share 60: 3.5 ms against 0.25).
+const WORDS_COMPARED: usize = 32;
+
+/// Whether `c` stands between words: `_`, `-` or a space.
+fn between_words(c: char) -> bool {
+    matches!(c, '_' | '-' | ' ')
 }
 
-/// The most options a string is compared with spelt otherwise ([`respelt`]): each refused value compares
-/// them all (the IANA time zones number about 600).
+/// The ASCII text `t` in lower case without what stands between its words.
+fn ascii_words(t: &str) -> impl Iterator<Item = u8> + '_ {
+    (t.bytes().filter(|b| !between_words(char::from(*b)))).map(|b| b.to_ascii_lowercase())
+}
+
+/// `t` in lower case, and without what stands between its words where `apart`, as
+/// [`respelt`] compares it.
+fn folded(t: &str, apart: bool) -> impl Iterator<Item = char> + '_ {
+    let kept = move |c: &char| !(apart && between_words(*c));
+    t.chars().filter(kept).flat_map(char::to_lowercase)
+}
+
+/// The most options a string is compared with spelt otherwise ([`respelt`]): each refused
+/// value compares them all (the IANA time zones number about 600).
 const MAX_RESPELT_OPTIONS: usize = 1024;
 
 /// A lone value where the schema wants an array, as an array of it: a model sends `"a"` for
@@ -892,7 +917,9 @@ mod tests {
                 ]},
                 "tz": {"enum": ["Europe/Zürich"]},
                 "status": {"enum": ["in_progress", "on-hold", "done"]},
-                "twin": {"enum": ["a-b", "ab"]}
+                "twin": {"enum": ["a-b", "ab"]},
+                "long": {"enum": ["waiting_for_the_customer_to_answer"]},
+                "drink": {"enum": ["café_au_lait"]}
             }
         }));
         let sent = json!({"cabin": "Economy", "kind": {"kind": "LETTER", "pages": "3"}, "tz": "EUROPE/ZÜRICH"});
@@ -913,12 +940,17 @@ mod tests {
             assert!(matches!(v, Verdict::Coerced { .. }), "{sent}: {v:?}");
             assert_eq!(args, json!({"status": option}), "{sent}");
         }
+        let (v, args) = run(&s, json!({"drink": "Café Au Lait"}), true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args, json!({"drink": "café_au_lait"}));
         // Two options spelt alike, none, or strict mode: refused as sent.
         for (sent, coerce) in [
             (json!({"city": "paris"}), true),
             (json!({"twin": "A B"}), true),
             (json!({"cabin": "econ"}), true),
             (json!({"status": "inprogres"}), true),
+            // Past 32 bytes, in other case only.
+            (json!({"long": "waiting for the customer to answer"}), true),
             (json!({"cabin": "Economy"}), false),
         ] {
             let (verdict, args) = run(&s, sent.clone(), coerce);
