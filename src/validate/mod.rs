@@ -477,7 +477,7 @@ fn only_integer(kind: &TypeKind) -> bool {
 
 /// Converts a string to a value of one of the wanted types, when it reads as one exactly:
 /// as JSON writes it, and as Pydantic's lax mode reads it where no other type could be meant
-/// (`"10.0"` for an integer, `"True"` and `"yes"` for a boolean). Digits alone for a boolean
+/// (`"10.0"` for an integer, `"True"`, `"yes"` and `"on"` for a boolean). Digits alone for a boolean
 /// are not: a `"1"` may be a count.
 fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
     let wants = |t: JsonType| wants_type(kind, t);
@@ -505,10 +505,10 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
     }
     if wants(JsonType::Boolean) {
         let is = |word: &str| t.eq_ignore_ascii_case(word);
-        if is("true") || is("yes") {
+        if is("true") || is("yes") || is("on") {
             return Some(Value::Bool(true));
         }
-        if is("false") || is("no") {
+        if is("false") || is("no") || is("off") {
             return Some(Value::Bool(false));
         }
     }
@@ -602,6 +602,11 @@ mod tests {
             args,
             json!({"a": 10, "flag": false, "tags": [-3, 7], "ratio": 2.0})
         );
+        for (word, flag) in [("On", true), ("off", false)] {
+            let (v, args) = run(&s, json!({"flag": word}), true);
+            assert!(matches!(v, Verdict::Coerced { .. }), "{word}: {v:?}");
+            assert_eq!(args, json!({"flag": flag}), "{word}");
+        }
         for (a, flag) in [
             ("10.5", "true"),
             ("1e3", "true"),
