@@ -155,8 +155,8 @@ fn main() {
         let report = per_op(20_000, || {
             let mut args = invalid.clone();
             let verdict = toolgate::bench::check(name, compiled.compiled(v), &mut args, true, 32);
-            assert!(matches!(verdict, Verdict::Invalid(_)));
-            if let Verdict::Invalid(r) = verdict {
+            assert!(matches!(verdict, Verdict::Invalid { .. }));
+            if let Verdict::Invalid { report: r, .. } = verdict {
                 black_box(r.text());
             }
         });

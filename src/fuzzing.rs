@@ -232,7 +232,7 @@ pub fn validate(data: &[u8]) {
             );
         }
     }
-    if let validate::Verdict::Invalid(r) =
+    if let validate::Verdict::Invalid { report: r, .. } =
         validate::check("fuzz", compiled.compiled(v), &mut args, true, 32)
     {
         let _ = r.text();

@@ -321,8 +321,16 @@ impl Checking<'_> {
         let checked = self.check(args);
         if let Some(report) = &checked.report
             && self.settings.coerce
-            && let Some(repair) = self.repaired(args, report)
+            && let Some(mut repair) = self.repaired(args, report)
         {
+            // Arguments repaired as they lie keep what the refused check converted in them,
+            // and go with it written too.
+            if let (Held::AsSent, Some(before)) = (&repair.held, &checked.coerced) {
+                let written = repair.checked.coerced.get_or_insert_with(Vec::new);
+                for place in before {
+                    validate::note(written, place);
+                }
+            }
             *args = Ok(repair.args);
             return (repair.held, repair.checked);
         }
@@ -761,7 +769,10 @@ impl Checking<'_> {
             ) {
                 Verdict::Valid => {}
                 Verdict::Coerced { changed } => checked.coerced = Some(changed),
-                Verdict::Invalid(r) => checked.report = Some(r),
+                Verdict::Invalid { report, changed } => {
+                    checked.report = Some(report);
+                    checked.coerced = (!changed.is_empty()).then_some(changed);
+                }
             },
         }
         let Ok(args) = args else {

@@ -67,7 +67,12 @@ pub enum Verdict {
     Coerced {
         changed: Vec<String>,
     },
-    Invalid(Report),
+    /// Refused. `changed`: the places coercion wrote in the arguments it leaves refused (empty
+    /// where it left them as they came), which a repair of them goes with too.
+    Invalid {
+        report: Report,
+        changed: Vec<String>,
+    },
 }
 
 /// Checks arguments and, with `coerce`, repairs what a model sends nearly as the schema wants
@@ -88,10 +93,11 @@ pub fn check(
     if !schema.validator.is_valid(args) {
         // Repair reads the validator's errors too: not for a value too large to explain.
         if !coerce || report::explainable(schema, args).is_err() {
-            return Verdict::Invalid(Report::build(tool, schema, args, max_errors));
+            let report = Report::build(tool, schema, args, max_errors);
+            return Verdict::Invalid { report, changed };
         }
-        if let Err(invalid) = repair(tool, schema, args, max_errors, &mut changed) {
-            return invalid;
+        if let Err(report) = repair(tool, schema, args, max_errors, &mut changed) {
+            return Verdict::Invalid { report, changed };
         }
     }
     if coerce {
@@ -105,14 +111,15 @@ pub fn check(
 }
 
 /// Converts the values the validator's type, pattern and format errors point at, round after
-/// round, until the arguments are valid; `Err` is the verdict on arguments that stay invalid.
+/// round, until the arguments are valid; `Err` is the report on arguments that stay invalid,
+/// `changed` what it leaves converted in them.
 fn repair(
     tool: &str,
     schema: Compiled<'_>,
     args: &mut Value,
     max_errors: usize,
     changed: &mut Vec<String>,
-) -> Result<(), Verdict> {
+) -> Result<(), Report> {
     let validator = schema.validator;
     // A refusal speaks of the arguments as they came once a lone value is put in an array or
     // a number written as text (not of a value the model never wrote), and where the
@@ -157,8 +164,7 @@ fn repair(
         }
         if fixes.is_empty() && round == 0 {
             // Nothing to repair: these are the errors the report explains.
-            let report = Report::of_errors(tool, schema.value, &errors, max_errors);
-            return Err(Verdict::Invalid(report));
+            return Err(Report::of_errors(tool, schema.value, &errors, max_errors));
         }
         drop(errors);
         if fixes.is_empty() {
@@ -177,17 +183,14 @@ fn repair(
         }
         // JSON text read as the value it writes may hold what no error may copy.
         if report::explainable(schema, args).is_err() {
-            return Err(Verdict::Invalid(Report::build(
-                tool, schema, args, max_errors,
-            )));
+            return Err(Report::build(tool, schema, args, max_errors));
         }
     }
     if let Some(sent) = sent.filter(|_| as_sent || cut_short) {
         *args = sent;
+        changed.clear();
     }
-    Err(Verdict::Invalid(Report::build(
-        tool, schema, args, max_errors,
-    )))
+    Err(Report::build(tool, schema, args, max_errors))
 }
 
 /// Whether the value an error points at is a `null`, an empty string, or a null's word
@@ -615,7 +618,7 @@ mod tests {
             ("1", "y"),
         ] {
             let (v, _) = run(&s, json!({"a": a, "flag": flag}), true);
-            assert!(matches!(v, Verdict::Invalid(_)), "{a}, {flag}: {v:?}");
+            assert!(matches!(v, Verdict::Invalid { .. }), "{a}, {flag}: {v:?}");
         }
     }
 
@@ -643,10 +646,10 @@ mod tests {
         // A fraction, an exponent or a float is no string of digits.
         for ratio in [json!(0.5), json!(2.0), json!(1e3)] {
             let (v, _) = run(&s, json!({"ratio": ratio}), true);
-            assert!(matches!(v, Verdict::Invalid(_)), "{ratio}: {v:?}");
+            assert!(matches!(v, Verdict::Invalid { .. }), "{ratio}: {v:?}");
         }
         let (v, _) = run(&s, json!({"id": 12345}), false);
-        assert!(matches!(v, Verdict::Invalid(_)), "strict mode: {v:?}");
+        assert!(matches!(v, Verdict::Invalid { .. }), "strict mode: {v:?}");
     }
 
     #[test]
@@ -670,7 +673,9 @@ mod tests {
             json!({"when": "2026-11-30T08:00:00Z", "until": "2027-01-01T00:30:00.5Z"})
         );
         let messages = |v: Verdict| match v {
-            Verdict::Invalid(r) => r.violations.into_iter().map(|v| v.message).collect(),
+            Verdict::Invalid { report: r, .. } => {
+                r.violations.into_iter().map(|v| v.message).collect()
+            }
             v => panic!("{v:?}"),
         };
         let (v, args) = run(&s, given.clone(), false);
@@ -719,7 +724,7 @@ mod tests {
             json!({"when": "2026-11-30T10:00:00+01:00", "at": "09:30:00"})
         );
         let said = |v: Verdict| match v {
-            Verdict::Invalid(r) => (r.violations.into_iter())
+            Verdict::Invalid { report: r, .. } => (r.violations.into_iter())
                 .map(|v| format!("{}: {}", v.pointer, v.message))
                 .collect::<Vec<_>>(),
             v => panic!("{v:?}"),
@@ -754,7 +759,7 @@ mod tests {
         let sent = json!({"xs": vec!["7"; 129]});
         let (v, args) = run(&s, sent.clone(), true);
         assert_eq!(args, sent);
-        let Verdict::Invalid(r) = v else {
+        let Verdict::Invalid { report: r, .. } = v else {
             panic!("{v:?}")
         };
         assert_eq!(
@@ -762,6 +767,26 @@ mod tests {
             "expected an integer, got string \"7\""
         );
         assert_eq!(r.violations.len(), 32);
+    }
+
+    #[test]
+    fn a_refused_call_says_what_it_leaves_converted() {
+        let s = schema(json!({"type": "object", "required": ["a", "b", "c"],
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}));
+        let (v, args) = run(&s, json!({"a": "10", "b": "x"}), true);
+        let Verdict::Invalid { changed, .. } = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(
+            (changed, args),
+            (vec!["/a".to_owned()], json!({"a": 10, "b": "x"}))
+        );
+        // A refusal that speaks of the arguments as sent leaves them so, and says none.
+        let (v, args) = run(&s, json!({"a": 1, "b": 12345}), true);
+        let Verdict::Invalid { changed, .. } = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!((changed, args), (vec![], json!({"a": 1, "b": 12345})));
     }
 
     #[test]
@@ -798,14 +823,14 @@ mod tests {
             ),
         ] {
             let (v, args) = run(&s, sent.clone(), true);
-            let Verdict::Invalid(report) = v else {
+            let Verdict::Invalid { report, .. } = v else {
                 panic!("{sent}: {v:?}")
             };
             assert_eq!(args, sent);
             assert!(report.text().contains(why), "{}", report.text());
         }
         let (v, _) = run(&s, json!({"names": "a"}), false);
-        assert!(matches!(v, Verdict::Invalid(_)), "strict mode: {v:?}");
+        assert!(matches!(v, Verdict::Invalid { .. }), "strict mode: {v:?}");
     }
 
     #[test]
@@ -818,7 +843,7 @@ mod tests {
         let deep = (0..40).fold(json!({}), |v, _| json!({"x": v}));
         let sent = json!({"x": deep["x"].to_string(), "k0": 1});
         let (v, args) = run(&s, sent.clone(), true);
-        assert!(matches!(v, Verdict::Invalid(_)), "{v:?}");
+        assert!(matches!(v, Verdict::Invalid { .. }), "{v:?}");
         assert_eq!(args, sent, "refused as it was sent");
         // Within them, text is read as a value as for any schema.
         let shallow = json!({"x": "{\"k1\": 2}", "k0": 1});
@@ -905,7 +930,7 @@ mod tests {
             (json!({"a": 1, "b": null}), false),
         ] {
             let verdict = run(&s, sent.clone(), coerce).0;
-            assert!(matches!(verdict, Verdict::Invalid(_)), "{sent}");
+            assert!(matches!(verdict, Verdict::Invalid { .. }), "{sent}");
         }
     }
 
@@ -959,7 +984,7 @@ mod tests {
             (json!({"cabin": "Economy"}), false),
         ] {
             let (verdict, args) = run(&s, sent.clone(), coerce);
-            assert!(matches!(verdict, Verdict::Invalid(_)), "{sent}");
+            assert!(matches!(verdict, Verdict::Invalid { .. }), "{sent}");
             assert_eq!(args, sent);
         }
     }
@@ -996,7 +1021,7 @@ mod tests {
         ];
         for (name, sent, coerce) in refused {
             let verdict = run(&s, json!({ name: sent }), coerce).0;
-            assert!(matches!(verdict, Verdict::Invalid(_)), "{name}: {sent}");
+            assert!(matches!(verdict, Verdict::Invalid { .. }), "{name}: {sent}");
         }
         // Within an optional object or array, as within a plain one.
         let s = schema(json!({
@@ -1018,15 +1043,15 @@ mod tests {
         let s = schema(json!({"type": "object", "properties": {"a": {"type": "integer"}}}));
         assert!(matches!(
             run(&s, json!({"a": "10"}), false).0,
-            Verdict::Invalid(_)
+            Verdict::Invalid { .. }
         ));
         assert!(matches!(
             run(&s, json!({"a": "abc"}), true).0,
-            Verdict::Invalid(_)
+            Verdict::Invalid { .. }
         ));
         assert!(matches!(
             run(&s, json!({"a": "1.5"}), true).0,
-            Verdict::Invalid(_)
+            Verdict::Invalid { .. }
         ));
         assert!(matches!(run(&s, json!({"a": 3}), true).0, Verdict::Valid));
     }

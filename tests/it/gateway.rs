@@ -195,27 +195,37 @@ async fn a_name_spelt_otherwise_is_sent_under_the_declared_one() {
     let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
     assert!(sent.contains(r#""arguments":{"orderId":"A1"}"#), "{sent}");
     // At a place whose schema refuses other names (a traveller, `additionalProperties:
-    // false`): the same.
-    let travellers = json!({"travellers": [{"Name": "Ada", "AGE": 36}], "mode": "rail"});
-    let a = post(&tg.url(), Some(&s), call(8, "plan_trip", travellers))
-        .await
-        .json();
-    assert_eq!(
-        a,
-        json!({"jsonrpc": "2.0", "id": 8, "result": {
-            "content": [{"type": "text", "text": "Planned a rail trip for 1 traveller(s)."}],
-            "isError": false}})
-    );
-    let sent = demo.seen().pop().unwrap();
-    let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
-    assert!(
-        sent.contains(r#""travellers":[{"age":36,"name":"Ada"}]"#),
-        "{sent}"
-    );
+    // false`): the same. What the refused call had converted beside them (`"Rail"`, the
+    // class's `"First"`) goes converted too, and so where the name is at an open place
+    // (`Mode`, beside an age as text).
+    let cases = [
+        (
+            json!({"travellers": [{"Name": "Ada", "AGE": "36", "class": "First"}], "mode": "Rail"}),
+            r#""arguments":{"mode":"rail","travellers":[{"class":"first","age":36,"name":"Ada"}]}"#,
+        ),
+        (
+            json!({"travellers": [{"name": "Bo", "age": "7"}], "Mode": "Rail"}),
+            r#""arguments":{"travellers":[{"age":7,"name":"Bo"}],"mode":"rail"}"#,
+        ),
+    ];
+    for (id, (travellers, forwarded)) in (8..).zip(cases) {
+        let a = post(&tg.url(), Some(&s), call(id, "plan_trip", travellers))
+            .await
+            .json();
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": "Planned a rail trip for 1 traveller(s)."}],
+                "isError": false}})
+        );
+        let sent = demo.seen().pop().unwrap();
+        let sent = String::from_utf8(sent.raw.to_vec()).unwrap();
+        assert!(sent.contains(forwarded), "{sent}");
+    }
     let counted = tg.admin_get("/metrics").await.text();
-    for tool in ["lookup_order", "plan_trip"] {
+    for (tool, n) in [("lookup_order", 1), ("plan_trip", 2)] {
         let line = format!(
-            r#"toolgate_tool_calls_total{{upstream="default",tool="{tool}",outcome="coerced"}} 1"#
+            r#"toolgate_tool_calls_total{{upstream="default",tool="{tool}",outcome="coerced"}} {n}"#
         );
         assert!(counted.contains(&line), "{line} in\n{counted}");
     }
