@@ -267,7 +267,8 @@ fn respelt(s: &str, options: &[Value]) -> Option<Value> {
 /// The longest string and option (in bytes) compared with the separators between words set
 /// aside: an option written as words is a few short ones, and such a comparison goes byte by
 /// byte, where one in other case alone compares many bytes at once (32 refused values
-/// against 1,024 options of 64 bytes that share 60: 3.5 ms against 0.25).
+/// against 1,024 options of 64 bytes that share 60: 3.5 ms against 0.25, on an AMD EPYC on
+/// 2026-12-06).
 const WORDS_COMPARED: usize = 32;
 
 /// Whether `c` stands between words: `_`, `-` or a space.
