@@ -1073,10 +1073,11 @@ async fn check_reports_what_would_fail_at_runtime() {
         r["problems"][14]["message"],
         "multipleOf of a decimal fraction at /properties/price (0.01): toolgate judges it in decimal (19.99 is a multiple of 0.01), and a server that checks it with a validator dividing in binary floating point (Python's jsonschema, Ajv by default) refuses some multiples toolgate forwards"
     );
-    let (code, _, err) = check("http://127.0.0.1:1/mcp", "text").await;
+    let nowhere = format!("http://127.0.0.1:{}/mcp", common::closed_port());
+    let (code, _, err) = check(&nowhere, "text").await;
     assert_eq!(code, 2);
     assert!(
-        err.contains("cannot list the tools of http://127.0.0.1:1/mcp"),
+        err.contains(&format!("cannot list the tools of {nowhere}")),
         "{err}"
     );
 }
