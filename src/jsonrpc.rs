@@ -42,6 +42,9 @@ pub(crate) const UNSTRUCTURED_PARAMS: &str =
 /// asks a client never to use an id twice in a session): the first request keeps its answer.
 pub(crate) const STILL_IN_FLIGHT: &str = "Invalid Request: a request with this id is still in flight in this session; send each request with an id of its own";
 
+/// Why a message whose `method` is neither a string nor `null` is refused.
+const METHOD_NOT_STRING: &str = "\"method\" must be a string";
+
 /// One JSON-RPC message, borrowed from the body it came in.
 #[derive(Debug)]
 pub struct Message<'a> {
@@ -69,7 +72,7 @@ pub enum Params<'a> {
 /// come with them when the envelope's own reader read them in its pass.
 #[derive(Debug, Deserialize)]
 pub struct CallParams<'a> {
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "tool_name")]
     pub name: Cow<'a, str>,
     /// `Some` even for `null`, which is no object.
     #[serde(borrow, default, deserialize_with = "present")]
@@ -402,7 +405,10 @@ impl<'de> Visitor<'de> for EnvelopeSeed {
                 }
                 Field::Method => {
                     once(4, "method")?;
-                    env.method = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
+                    // In words that name it, as for a call's `name` (`tool_name`).
+                    let method = map.next_value::<Option<Text<'de>>>();
+                    let method = method.map_err(|_| de::Error::custom(METHOD_NOT_STRING))?;
+                    env.method = method.map(|t| t.0);
                 }
                 Field::Params => {
                     once(8, "params")?;
@@ -460,12 +466,40 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOnly<T> {
 }
 
 /// A `tools/call`'s params read from their text, when the envelope's pass left them so.
-pub fn call_params(text: &str) -> Result<CallParams<'_>, serde_json::Error> {
+pub fn call_params(text: &str) -> Result<CallParams<'_>, UnreadableCall> {
     // A raw value's text starts at its first byte: an object's is `{`.
     if !text.starts_with('{') {
-        return Err(de::Error::custom("\"params\" must be an object"));
+        return Err(UnreadableCall(de::Error::custom(
+            "\"params\" must be an object",
+        )));
     }
-    serde_json::from_str(text)
+    serde_json::from_str(text).map_err(UnreadableCall)
+}
+
+/// Why a call's params, JSON that the envelope read, are no call's. Said without the line and
+/// column `serde_json` adds, which count within the params and not within what the client sent.
+#[derive(Debug)]
+pub struct UnreadableCall(serde_json::Error);
+
+impl fmt::Display for UnreadableCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let said = self.0.to_string();
+        let at = format!(" at line {} column {}", self.0.line(), self.0.column());
+        let said = said.strip_suffix(&at).unwrap_or(&said);
+        let no_name = <serde_json::Error as de::Error>::missing_field("name").to_string();
+        match said == no_name {
+            true => f.write_str("\"name\" is missing: send the name of the tool to call"),
+            false => f.write_str(said),
+        }
+    }
+}
+
+/// A call's `name`, refused in words that name it: the derived reader's would say only that a
+/// string was expected, not where.
+fn tool_name<'de, D: de::Deserializer<'de>>(d: D) -> Result<Cow<'de, str>, D::Error> {
+    Text::deserialize(d)
+        .map(|t| t.0)
+        .map_err(|_| de::Error::custom("\"name\" must be a string: the name of the tool to call"))
 }
 
 fn envelope(text: &str, typed_call: bool) -> Result<Envelope<'_>, serde_json::Error> {
@@ -1380,6 +1414,26 @@ mod tests {
         // A response that names no request keeps its `null`.
         let m = single(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}"#);
         assert_eq!(m.unwrap().id.unwrap().get(), "null");
+    }
+
+    #[test]
+    fn unreadable_params_say_which_member_without_a_place_in_them() {
+        let said = |text: &str| call_params(text).unwrap_err().to_string();
+        assert_eq!(said("[]"), "\"params\" must be an object");
+        let no_name = "\"name\" is missing: send the name of the tool to call";
+        assert_eq!(said(r#"{"arguments": {}}"#), no_name);
+        let not_text = "\"name\" must be a string: the name of the tool to call";
+        for name in ["null", "5", r#"["add"]"#, r#"{"add":1}"#] {
+            assert_eq!(said(&format!(r#"{{"name": {name}}}"#)), not_text, "{name}");
+        }
+        assert_eq!(said(r#"{"name":"a","name":"b"}"#), "duplicate field `name`");
+        // The envelope's own `method` alike, where the place counts within the message.
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":5}"#;
+        let why = single(body).unwrap_err().message();
+        assert_eq!(
+            why,
+            "Invalid Request: \"method\" must be a string at line 1 column 35"
+        );
     }
 
     #[test]

@@ -362,10 +362,8 @@ async fn malformed_tools_call_params_are_invalid_params() {
     assert_eq!(a["error"]["code"], -32602);
     assert_eq!(a["id"], 1);
     assert!(
-        a["error"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("Invalid params for tools/call: missing field `name`"),
+        a["error"]["message"].as_str().unwrap()
+            == "Invalid params for tools/call: \"name\" is missing: send the name of the tool to call",
         "{a}"
     );
     let not_object = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": [1, 2]}});
@@ -641,7 +639,7 @@ async fn json_that_is_not_jsonrpc_is_an_invalid_request() {
         (
             r#"{"jsonrpc":"2.0","id":2,"method":["tools/list"]}"#,
             Some(2),
-            "invalid type: sequence, expected a string at line 1 column 33",
+            "\"method\" must be a string at line 1 column 33",
         ),
         (
             r#""hello""#,

@@ -264,6 +264,16 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "id": 14, "error": {"code": -32602, "message": "Invalid params for tools/call: \"params\" must be an object"}}),
         ),
         (
+            "a call that names no tool",
+            json!({"jsonrpc": "2.0", "id": 27, "method": "tools/call", "params": {"arguments": {"a": 1, "b": 2}}}),
+            json!({"jsonrpc": "2.0", "id": 27, "error": {"code": -32602, "message": "Invalid params for tools/call: \"name\" is missing: send the name of the tool to call"}}),
+        ),
+        (
+            "a call whose tool name is no string",
+            json!({"jsonrpc": "2.0", "id": 28, "method": "tools/call", "params": {"name": null, "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 28, "error": {"code": -32602, "message": "Invalid params for tools/call: \"name\" must be a string: the name of the tool to call"}}),
+        ),
+        (
             "a request whose params no server could read",
             json!({"jsonrpc": "2.0", "id": 16, "method": "tools/list", "params": "all"}),
             json!({"jsonrpc": "2.0", "id": 16, "error": {"code": -32600, "message": "Invalid Request: \"params\" must be an object or an array"}}),
