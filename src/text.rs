@@ -53,6 +53,21 @@ pub(crate) fn line_breaks_as_spaces(json: &mut [u8]) {
     }
 }
 
+/// What `s` holds inside a Markdown code block, as a model writes JSON text when it writes
+/// it for a reader (a fence of three backticks, the language's word after the first if any,
+/// ```` ```json\n{"a": 1}\n``` ````); `None` when `s` is no such block.
+pub(crate) fn unfenced(s: &str) -> Option<&str> {
+    let inside = s.trim().strip_prefix("```")?.strip_suffix("```")?;
+    let word = inside.bytes().take_while(u8::is_ascii_alphanumeric).count();
+    let rest = &inside[word..];
+    let block = match rest.starts_with(|c: char| c.is_ascii_whitespace()) {
+        true => rest,
+        false if word == 0 => inside,
+        false => return None,
+    };
+    Some(block.trim()).filter(|b| !b.contains("```"))
+}
+
 /// `s` with its `%XX` escapes decoded; `None` when an escape is malformed or the result is not
 /// UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {
@@ -255,6 +270,30 @@ impl<'a> Cursor<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::unfenced;
+
+    #[test]
+    fn a_code_block_gives_what_it_holds() {
+        for fenced in [
+            "```json\n{\"a\": 1}\n```",
+            "  ```JSON\r\n{\"a\": 1}```  ",
+            "```\n{\"a\": 1}\n```",
+            "```{\"a\": 1}```",
+            "```json {\"a\": 1} ```",
+        ] {
+            assert_eq!(unfenced(fenced), Some("{\"a\": 1}"), "{fenced:?}");
+        }
+        for not_one in [
+            "{\"a\": 1}",
+            "```json{\"a\": 1}```",
+            "```json\n{\"a\": 1}",
+            "```a```\n```b```",
+            "``{\"a\": 1}``",
+        ] {
+            assert_eq!(unfenced(not_one), None, "{not_one:?}");
+        }
+    }
+
     /// The distance over the whole table, as the definition reads: the banded one must
     /// agree with it wherever it is within the band.
     fn whole_table(a: &[char], b: &[char]) -> usize {

@@ -614,8 +614,10 @@ fn held_object(
 }
 
 /// The object the JSON text `text` holds, or what is wrong with it; `None` when it is not
-/// an object's text.
+/// an object's text. The text may be in a Markdown code block, as a model writes JSON for a
+/// reader.
 fn object_in(text: &str) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
+    let text = text::unfenced(text).unwrap_or(text);
     (text.trim_start().starts_with('{')).then(|| jsonrpc::parse_arguments(text))
 }
 

@@ -50,6 +50,7 @@ pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
 }
 
 use crate::jsonrpc::footprint;
+use crate::text;
 use jsonschema::JsonType;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
@@ -521,7 +522,9 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
             true => serde_json::from_str::<Value>(t).ok(),
             false => None,
         };
-        // JSON text, or a Python literal's (`"['a', 'b']"`), as a model writing Python sends it.
+        // JSON text, or a Python literal's (`"['a', 'b']"`), as a model writing Python sends it;
+        // either in a Markdown code block, as a model writes it for a reader.
+        let t = text::unfenced(t).unwrap_or(t);
         match read(t).or_else(|| read(&python::as_json(t)?)) {
             Some(v @ Value::Array(_)) if wants(JsonType::Array) => return Some(v),
             Some(v @ Value::Object(_)) if wants(JsonType::Object) => return Some(v),
@@ -606,6 +609,12 @@ mod tests {
             args,
             json!({"a": 10, "flag": false, "tags": [-3, 7], "ratio": 2.0})
         );
+        // JSON text or a Python literal's in a Markdown code block.
+        for tags in ["```json\n[1, \"2\"]\n```", "```python\n[1, '2']\n```"] {
+            let (v, args) = run(&s, json!({"tags": tags}), true);
+            assert!(matches!(v, Verdict::Coerced { .. }), "{tags}: {v:?}");
+            assert_eq!(args, json!({"tags": [1, 2]}), "{tags}");
+        }
         for (word, flag) in [("On", true), ("off", false)] {
             let (v, args) = run(&s, json!({"flag": word}), true);
             assert!(matches!(v, Verdict::Coerced { .. }), "{word}: {v:?}");

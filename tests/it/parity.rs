@@ -137,6 +137,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "id": 22, "result": {"content": [{"type": "text", "text": "3"}]}}),
         ),
         (
+            "arguments sent as JSON text in a Markdown code block, read for the object it holds",
+            call(29, "add", json!("```json\n{\"a\": 1, \"b\": 2}\n```")),
+            json!({"jsonrpc": "2.0", "id": 29, "result": {"content": [{"type": "text", "text": "3"}]}}),
+        ),
+        (
             "arguments wrapped once more, sent as what they hold",
             call(23, "add", json!({"arguments": {"a": "1", "b": 2}})),
             json!({"jsonrpc": "2.0", "id": 23, "result": {"content": [{"type": "text", "text": "3"}]}}),
@@ -379,7 +384,7 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
 fn expected_counts() -> Vec<String> {
     [
         ("(unlisted)", "unknown", 1),
-        ("add", "coerced", 6),
+        ("add", "coerced", 7),
         ("add", "forwarded", 1),
         ("add", "rejected_invalid", 3),
         ("book", "denied", 1),

@@ -1436,6 +1436,14 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             "content": [{"type": "text", "text": "a|b's:3,4"}],
             "structuredContent": {"result": "a|b's:3,4"}, "isError": false}});
         assert_eq!(python, both, "{mode}: a Python list's text");
+        // The same lists in Markdown code blocks, as a model writes JSON for a reader.
+        let fenced = front
+            .ask_line(&label(json!({
+                "names": "```python\n['a', \"b's\"]\n```",
+                "counts": "```json\n[3, 4]\n```"
+            })))
+            .await;
+        assert_eq!(fenced, both, "{mode}: lists in code blocks");
         // A null's word in a string, which Pydantic refuses for a list or a boolean: a null
         // for the optional list, the boolean left out for its default.
         let none = front
