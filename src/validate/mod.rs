@@ -77,7 +77,8 @@ pub enum Verdict {
 }
 
 /// Checks arguments and, with `coerce`, repairs what a model sends nearly as the schema wants
-/// it (a value of another type or form, `fix_for`; a lone value for an array; a `null` for
+/// it (a value of another type or form, `fix_for`; a lone value for an array, a list of one
+/// for its item; a `null` for
 /// a member it may leave out) and writes whole numbers where it wants an integer as
 /// integers. The repair happens in place, so the caller forwards (or checks further)
 /// exactly what was validated. At most
@@ -122,8 +123,8 @@ fn repair(
     changed: &mut Vec<String>,
 ) -> Result<(), Report> {
     let validator = schema.validator;
-    // A refusal speaks of the arguments as they came once a lone value is put in an array or
-    // a number written as text (not of a value the model never wrote), and where the
+    // A refusal speaks of the arguments as they came once a lone value is put in an array (or
+    // a list of one taken for its item) or a number written as text (not of a value the model never wrote), and where the
     // schema's checks multiply with each level of a value (`Doubling`), so that JSON text read
     // as a value cannot take the arguments past the levels such a schema checks. A string
     // read as a number stays read: "must be at most 10, got 20" says more than its type. A
@@ -138,8 +139,9 @@ fn repair(
         // Two branches may want one string as two types: the first one's wins. `None`: the
         // member is left out.
         let mut fixes: BTreeMap<String, Option<Value>> = BTreeMap::new();
-        // A lone value is put in an array only where no branch reads it as anything else.
-        let mut wraps: BTreeMap<String, Value> = BTreeMap::new();
+        // A lone value is put in an array, or a list of one taken for its item, only where no
+        // branch reads it as anything else.
+        let mut reshapes: BTreeMap<String, Value> = BTreeMap::new();
         for leaf in errors.iter().flat_map(fixable_errors) {
             let at = leaf.instance_path().as_str();
             let fix = match fix_for(leaf) {
@@ -149,15 +151,24 @@ fn repair(
                 }
                 None if left_out(schema.value, leaf) => None,
                 None => {
-                    if let Some(v) = wrapped(leaf) {
-                        wraps.entry(at.to_owned()).or_insert(v);
+                    if let Some(v) = reshaped(leaf) {
+                        reshapes.entry(at.to_owned()).or_insert(v);
                     }
                     continue;
                 }
             };
             fixes.entry(at.to_owned()).or_insert(fix);
         }
-        for (at, v) in wraps {
+        for (at, v) in reshapes {
+            // A list a branch mends item by item stays a list.
+            let within = format!("{at}/");
+            if fixes
+                .range(within.clone()..)
+                .next()
+                .is_some_and(|(k, _)| k.starts_with(&within))
+            {
+                continue;
+            }
             fixes.entry(at).or_insert_with(|| {
                 as_sent = true;
                 Some(v)
@@ -295,17 +306,22 @@ const MAX_RESPELT_OPTIONS: usize = 1024;
 
 /// A lone value where the schema wants an array, as an array of it: a model sends `"a"` for
 /// a list of one. A string that opens a bracket is not: it is an array's JSON text that does
-/// not read (a model's cut-off list), which no array of it would mean.
-fn wrapped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
+/// not read (a model's cut-off list), which no array of it would mean. The other way, a list
+/// of one value where the schema wants no array, as that value: a model sends `["Paris"]`
+/// for a city, as if a parameter took several; a list of a list is not unwrapped.
+fn reshaped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     let ValidationErrorKind::Type { kind } = e.kind() else {
         return None;
     };
-    let lone = match e.instance().as_ref() {
-        Value::Null | Value::Array(_) => return None,
-        Value::String(s) if s.trim_start().starts_with('[') => return None,
-        v => v,
-    };
-    wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()]))
+    match e.instance().as_ref() {
+        Value::Array(items) => match items.as_slice() {
+            [item] if !item.is_array() && !wants_type(kind, JsonType::Array) => Some(item.clone()),
+            _ => None,
+        },
+        Value::Null => None,
+        Value::String(s) if s.trim_start().starts_with('[') => None,
+        lone => wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()])),
+    }
 }
 
 /// The errors coercion may mend that an error stands for (of a type, a pattern, a format, an
@@ -840,6 +856,44 @@ mod tests {
             assert!(report.text().contains(why), "{}", report.text());
         }
         let (v, _) = run(&s, json!({"names": "a"}), false);
+        assert!(matches!(v, Verdict::Invalid { .. }), "strict mode: {v:?}");
+    }
+
+    #[test]
+    fn a_list_of_one_where_no_array_is_wanted_is_its_item() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "n": {"type": "integer"},
+                "filter": {"type": "object", "properties": {"k": {"type": "integer"}}},
+                "either": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "integer"}]}
+            }
+        }));
+        let sent = json!({"city": ["Paris"], "n": ["7"], "filter": [{"k": "1"}], "either": [5]});
+        let (v, args) = run(&s, sent, true);
+        let Verdict::Coerced { changed } = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(changed, ["/city", "/either/0", "/filter", "/n"]);
+        assert_eq!(
+            args,
+            json!({"city": "Paris", "n": 7, "filter": {"k": 1}, "either": ["5"]}),
+            "a list a branch mends item by item stays a list"
+        );
+        // Several items, a list of a list, or an empty list mean no one value; a refusal
+        // speaks of what was sent.
+        for sent in [
+            json!({"city": ["Paris", "Rome"]}),
+            json!({"city": [["Paris"]]}),
+            json!({"city": []}),
+            json!({"city": ["Paris"], "n": "many"}),
+        ] {
+            let (v, args) = run(&s, sent.clone(), true);
+            assert!(matches!(v, Verdict::Invalid { .. }), "{sent}: {v:?}");
+            assert_eq!(args, sent);
+        }
+        let (v, _) = run(&s, json!({"city": ["Paris"]}), false);
         assert!(matches!(v, Verdict::Invalid { .. }), "strict mode: {v:?}");
     }
 

@@ -1426,6 +1426,11 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             "content": [{"type": "text", "text": "A:3"}],
             "structuredContent": {"result": "A:3"}, "isError": false}});
         assert_eq!(lax, upper, "{mode}: \"3.0\" and \"Yes\"");
+        // A list of one where the server takes one value, as if a parameter took several.
+        let one = front
+            .ask_line(&label(json!({"names": "a", "counts": 3, "upper": ["Yes"]})))
+            .await;
+        assert_eq!(one, upper, "{mode}: a list of one for a boolean");
         // A list as Python writes it (its `repr`), as a model that writes Python sends it.
         let python = front
             .ask_line(&label(

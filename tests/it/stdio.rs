@@ -705,7 +705,7 @@ async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_stdi
         "legacy",
         &[
             ("get-sum", json!({"a": 20, "b": 22})),
-            ("get-sum", json!({"a": [1], "b": 2})),
+            ("get-sum", json!({"a": [1, 2], "b": 2})),
         ],
     )
     .await;
@@ -720,7 +720,7 @@ async fn python_sdk_client_through_toolgate_stdio_to_server_everything_over_stdi
     assert_eq!(r["calls"][1]["isError"], true);
     assert_eq!(
         r["calls"][1]["_meta"]["toolgate/validation"]["parameter_errors"],
-        json!({"/a": "expected a number, got array [1]"})
+        json!({"/a": "expected a number, got array [1,2]"})
     );
 }
 
