@@ -615,10 +615,19 @@ fn held_object(
 
 /// The object the JSON text `text` holds, or what is wrong with it; `None` when it is not
 /// an object's text. The text may be in a Markdown code block, as a model writes JSON for a
-/// reader.
+/// reader, and it may be a Python dict's, as a model writing Python sends it
+/// (`validate::python::as_json`); what is wrong is said of it as JSON.
 fn object_in(text: &str) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
     let text = text::unfenced(text).unwrap_or(text);
-    (text.trim_start().starts_with('{')).then(|| jsonrpc::parse_arguments(text))
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    let read = jsonrpc::parse_arguments(text);
+    let python = || jsonrpc::parse_arguments(&validate::python::as_json(text)?).ok();
+    match read {
+        Err(ArgumentsError::Unreadable { .. }) => Some(python().map_or(read, Ok)),
+        read => Some(read),
+    }
 }
 
 /// The `-32602` for arguments that are no object: a malformed call, not a violation.
@@ -1250,10 +1259,13 @@ fn with_arguments(bytes: &[u8], args: &Value, changed: &[String], held: &Held) -
 /// The JSON text `raw` is, or the text it holds where it is a string: arguments come as
 /// the text of an object in a string too.
 fn text_of(raw: &str) -> Option<Cow<'_, str>> {
-    match raw.starts_with('"') {
-        true => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
-        false => Some(Cow::Borrowed(raw)),
-    }
+    let held = match raw.starts_with('"') {
+        true => serde_json::from_str::<String>(raw).ok()?,
+        false => return Some(Cow::Borrowed(raw)),
+    };
+    // In a Markdown code block, the text it holds (`object_in`).
+    let inner = text::unfenced(&held).map(str::to_owned);
+    Some(Cow::Owned(inner.unwrap_or(held)))
 }
 
 #[cfg(test)]
@@ -1286,6 +1298,38 @@ mod tests {
         assert!(
             out.contains(r#""arguments":{"a":1,"n":1e400,"s":"\u00e9"}"#),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn arguments_in_a_code_block_or_as_a_python_dict_are_the_object_they_write() {
+        let object = |text: &str| object_in(text).map(|read| read.ok());
+        let written = Some(Some(json!({"a": 1, "b": "x"}).as_object().unwrap().clone()));
+        for text in [
+            r#"```json
+{"a": 1, "b": "x"}
+```"#,
+            "{'a': 1, 'b': 'x',}",
+            "```python\n{'a': 1, \"b\": 'x'}\n```",
+        ] {
+            assert_eq!(object(text), written, "{text}");
+        }
+        // Text that is neither is said as JSON: a key twice, and Python's is no better.
+        for text in [
+            r#"{"a": 1, "a": 2}"#,
+            "{'a': 1, 'a': 2}",
+            "{'a': f(1)}",
+            "{'a': 1",
+        ] {
+            assert_eq!(object(text), Some(None), "{text}");
+        }
+        assert_eq!(object("['a']"), None);
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"```json\n{\"n\": 1e400}\n```"}}"#;
+        let out = with_arguments(body, &json!({"n": 0}), &[], &Held::AsSent).unwrap();
+        let out = std::str::from_utf8(&out).unwrap();
+        assert!(
+            out.contains(r#""arguments":{"n":1e400}"#),
+            "as written in the block: {out}"
         );
     }
 

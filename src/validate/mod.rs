@@ -15,7 +15,7 @@ mod integer_formats;
 pub(crate) mod local_time;
 mod lookup;
 pub(crate) mod plain_pattern;
-mod python;
+pub(crate) mod python;
 mod references;
 mod report;
 mod spliced;

@@ -11,7 +11,7 @@
 /// `text`, a Python literal, as JSON text; `None` where it holds anything JSON cannot say
 /// alike. What it returns still has to read as JSON: a number is carried over as written,
 /// and JSON's reader is the judge of it (`1_000` and `0x10` do not read).
-pub(super) fn as_json(text: &str) -> Option<String> {
+pub(crate) fn as_json(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 16);
     let mut at = 0;

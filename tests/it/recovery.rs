@@ -1449,6 +1449,14 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             })))
             .await;
         assert_eq!(fenced, both, "{mode}: lists in code blocks");
+        // The whole arguments as a Python dict's text.
+        let dict = front
+            .ask_line(&label(json!("{'names': ['a'], 'counts': [3, 4],}")))
+            .await;
+        let counts = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "a:3,4"}],
+            "structuredContent": {"result": "a:3,4"}, "isError": false}});
+        assert_eq!(dict, counts, "{mode}: the arguments as a Python dict");
         // A null's word in a string, which Pydantic refuses for a list or a boolean: a null
         // for the optional list, the boolean left out for its default.
         let none = front
