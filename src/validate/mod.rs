@@ -124,9 +124,10 @@ fn repair(
 ) -> Result<(), Report> {
     let validator = schema.validator;
     // A refusal speaks of the arguments as they came once a lone value is put in an array (or
-    // a list of one taken for its item) or a number written as text (not of a value the model never wrote), and where the
-    // schema's checks multiply with each level of a value (`Doubling`), so that JSON text read
-    // as a value cannot take the arguments past the levels such a schema checks. A string
+    // a list of one taken for its item) or a number written as text (not of a value the model
+    // never wrote), and where the schema's checks multiply with each level of a value
+    // (`Doubling`), so that JSON text read as a value cannot take the arguments past the
+    // levels such a schema checks. A string
     // read as a number stays read: "must be at most 10, got 20" says more than its type. A
     // repair cut short, with values left that it would convert, speaks of them as they came
     // too, not of some converted and some not. Kept once a round changes them: most refused
@@ -134,46 +135,11 @@ fn repair(
     let mut sent = None;
     let mut as_sent = schema.doubling.is_some();
     let mut cut_short = true;
+    // The places a lone value was put in an array at, whose one item may list several.
+    let mut wrapped = BTreeSet::new();
     for round in 0..MAX_COERCE_ROUNDS {
         let errors: Vec<_> = validator.iter_errors(args).take(max_errors).collect();
-        // Two branches may want one string as two types: the first one's wins. `None`: the
-        // member is left out.
-        let mut fixes: BTreeMap<String, Option<Value>> = BTreeMap::new();
-        // A lone value is put in an array, or a list of one taken for its item, only where no
-        // branch reads it as anything else.
-        let mut reshapes: BTreeMap<String, Value> = BTreeMap::new();
-        for leaf in errors.iter().flat_map(fixable_errors) {
-            let at = leaf.instance_path().as_str();
-            let fix = match fix_for(leaf) {
-                Some(v) => {
-                    as_sent |= leaf.instance().is_number();
-                    Some(v)
-                }
-                None if left_out(schema.value, leaf) => None,
-                None => {
-                    if let Some(v) = reshaped(leaf) {
-                        reshapes.entry(at.to_owned()).or_insert(v);
-                    }
-                    continue;
-                }
-            };
-            fixes.entry(at.to_owned()).or_insert(fix);
-        }
-        for (at, v) in reshapes {
-            // A list a branch mends item by item stays a list.
-            let within = format!("{at}/");
-            if fixes
-                .range(within.clone()..)
-                .next()
-                .is_some_and(|(k, _)| k.starts_with(&within))
-            {
-                continue;
-            }
-            fixes.entry(at).or_insert_with(|| {
-                as_sent = true;
-                Some(v)
-            });
-        }
+        let fixes = round_fixes(schema.value, &errors, &mut wrapped, &mut as_sent);
         if fixes.is_empty() && round == 0 {
             // Nothing to repair: these are the errors the report explains.
             return Err(Report::of_errors(tool, schema.value, &errors, max_errors));
@@ -204,6 +170,96 @@ fn repair(
     }
     Err(Report::build(tool, schema, args, max_errors))
 }
+
+/// What one round of repair writes where `errors` point: each place's new value (`None`: the
+/// member is left out). `as_sent` is set where a refusal must then speak of the arguments as
+/// they came; `wrapped` gains the places a lone value is put in an array at.
+fn round_fixes(
+    root: &Value,
+    errors: &[jsonschema::ValidationError<'_>],
+    wrapped: &mut BTreeSet<String>,
+    as_sent: &mut bool,
+) -> BTreeMap<String, Option<Value>> {
+    // Two branches may want one string as two types: the first one's wins.
+    let mut fixes: BTreeMap<String, Option<Value>> = BTreeMap::new();
+    // A lone value is put in an array, or a list of one taken for its item, only where no
+    // branch reads it as anything else.
+    let mut reshapes: BTreeMap<String, Value> = BTreeMap::new();
+    for leaf in errors.iter().flat_map(fixable_errors) {
+        let at = leaf.instance_path().as_str();
+        let fix = match fix_for(leaf) {
+            Some(v) => {
+                *as_sent |= leaf.instance().is_number();
+                Some(v)
+            }
+            None if left_out(root, leaf) => None,
+            None => {
+                let reshape = listed(leaf, wrapped).or_else(|| Some((at, reshaped(leaf)?)));
+                if let Some((at, v)) = reshape {
+                    reshapes.entry(at.to_owned()).or_insert(v);
+                }
+                continue;
+            }
+        };
+        fixes.entry(at.to_owned()).or_insert(fix);
+    }
+    for (at, v) in reshapes {
+        // A list a branch mends item by item stays a list.
+        let within = format!("{at}/");
+        let mut under = fixes.range(within.clone()..);
+        if under.next().is_some_and(|(k, _)| k.starts_with(&within)) {
+            continue;
+        }
+        if v.is_array() {
+            wrapped.insert(at.clone());
+        }
+        fixes.entry(at).or_insert_with(|| {
+            *as_sent = true;
+            Some(v)
+        });
+    }
+    fixes
+}
+
+/// The values a lone string put in a list (at a place in `wrapped`) lists with commas between
+/// them, where the list's items refuse it as one: `"mon, tue"` for days that are options,
+/// `"1, 2"` for integers. Each is what the items want as written, or converted as a lone
+/// value would be ([`convert`], [`respelt`]); `None` unless every one is, and there are two
+/// to [`MAX_LISTED`]. A string the items take is never split: `"Paris, France"` stays one.
+fn listed<'e>(
+    e: &'e jsonschema::ValidationError<'_>,
+    wrapped: &BTreeSet<String>,
+) -> Option<(&'e str, Value)> {
+    let list =
+        (e.instance_path().as_str().strip_suffix("/0")).filter(|at| wrapped.contains(*at))?;
+    let Value::String(s) = e.instance().as_ref() else {
+        return None;
+    };
+    let pieces: Vec<&str> = (s.split(',').map(str::trim))
+        .filter(|p| !p.is_empty())
+        .take(MAX_LISTED + 1)
+        .collect();
+    if !(2..=MAX_LISTED).contains(&pieces.len()) {
+        return None;
+    }
+    let item = |piece: &str| match e.kind() {
+        ValidationErrorKind::Enum { options } => {
+            let options = options.as_array()?;
+            let exact = options.iter().any(|o| o.as_str() == Some(piece));
+            exact
+                .then(|| Value::from(piece))
+                .or_else(|| respelt(piece, options))
+        }
+        ValidationErrorKind::Type { kind } => convert(piece, kind),
+        _ => None,
+    };
+    let items: Option<Vec<Value>> = pieces.iter().map(|p| item(p)).collect();
+    Some((list, Value::Array(items?)))
+}
+
+/// The most values a lone string is read as listing ([`listed`]): a model lists a few, and
+/// each is compared with every option.
+const MAX_LISTED: usize = 32;
 
 /// Whether the value an error points at is a `null`, an empty string, or a null's word
 /// ([`names_null`]), for a member its object may leave out: it is left out, as if not given.
@@ -857,6 +913,39 @@ mod tests {
         }
         let (v, _) = run(&s, json!({"names": "a"}), false);
         assert!(matches!(v, Verdict::Invalid { .. }), "strict mode: {v:?}");
+    }
+
+    #[test]
+    fn values_listed_with_commas_in_a_lone_string_are_the_list_of_them() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "days": {"type": "array", "items": {"enum": ["mon", "tue", "wed"]}},
+                "ids": {"type": "array", "items": {"type": "integer"}},
+                "names": {"type": "array", "items": {"type": "string"}},
+                "status": {"type": "array", "items": {"type": "string", "enum": ["in_progress", "done"]}}
+            }
+        }));
+        let sent = json!({"days": "Mon, tue,", "ids": "1, 2,3", "names": "Paris, France",
+            "status": "In Progress, done"});
+        let (v, args) = run(&s, sent, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        let lists = json!({"days": ["mon", "tue"], "ids": [1, 2, 3], "names": ["Paris, France"],
+            "status": ["in_progress", "done"]});
+        assert_eq!(args, lists, "a string the items take is one item");
+        // A piece that is none of what the items want, or no comma between them: as sent.
+        for sent in [
+            json!({"days": "mon, fri"}),
+            json!({"ids": "1, two"}),
+            json!({"days": "mon; tue"}),
+            json!({"days": ",mon,"}),
+            json!({"ids": vec!["1"; MAX_LISTED + 1].join(",")}),
+            json!({"ids": vec!["1"; MAX_LISTED + 1].join(",")}),
+        ] {
+            let (v, args) = run(&s, sent.clone(), true);
+            assert!(matches!(v, Verdict::Invalid { .. }), "{sent}: {v:?}");
+            assert_eq!(args, sent);
+        }
     }
 
     #[test]

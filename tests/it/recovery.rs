@@ -1457,6 +1457,14 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             "content": [{"type": "text", "text": "a:3,4"}],
             "structuredContent": {"result": "a:3,4"}, "isError": false}});
         assert_eq!(dict, counts, "{mode}: the arguments as a Python dict");
+        // Integers listed with commas in one string; a name with a comma in it is one name.
+        let listed = front
+            .ask_line(&label(json!({"names": "a, b", "counts": "3, 4"})))
+            .await;
+        let one_name = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "a, b:3,4"}],
+            "structuredContent": {"result": "a, b:3,4"}, "isError": false}});
+        assert_eq!(listed, one_name, "{mode}: integers listed with commas");
         // A null's word in a string, which Pydantic refuses for a list or a boolean: a null
         // for the optional list, the boolean left out for its default.
         let none = front
