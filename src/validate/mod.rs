@@ -364,19 +364,24 @@ const MAX_RESPELT_OPTIONS: usize = 1024;
 /// a list of one. A string that opens a bracket is not: it is an array's JSON text that does
 /// not read (a model's cut-off list), which no array of it would mean. The other way, a list
 /// of one value where the schema wants no array, as that value: a model sends `["Paris"]`
-/// for a city, as if a parameter took several; a list of a list is not unwrapped.
+/// for a city, or `["rail"]` for one of a few options (an `enum` or a `const` that holds no
+/// array), as if a parameter took several; a list of a list is not unwrapped.
 fn reshaped(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
-    let ValidationErrorKind::Type { kind } = e.kind() else {
-        return None;
+    let wants_array = match e.kind() {
+        ValidationErrorKind::Type { kind } => wants_type(kind, JsonType::Array),
+        ValidationErrorKind::Enum { options } => options.as_array()?.iter().any(Value::is_array),
+        ValidationErrorKind::Constant { expected_value } => expected_value.is_array(),
+        _ => return None,
     };
+    let typed = matches!(e.kind(), ValidationErrorKind::Type { .. });
     match e.instance().as_ref() {
         Value::Array(items) => match items.as_slice() {
-            [item] if !item.is_array() && !wants_type(kind, JsonType::Array) => Some(item.clone()),
+            [item] if !item.is_array() && !wants_array => Some(item.clone()),
             _ => None,
         },
         Value::Null => None,
         Value::String(s) if s.trim_start().starts_with('[') => None,
-        lone => wants_type(kind, JsonType::Array).then(|| Value::Array(vec![lone.clone()])),
+        lone => (typed && wants_array).then(|| Value::Array(vec![lone.clone()])),
     }
 }
 
@@ -956,18 +961,24 @@ mod tests {
                 "city": {"type": "string"},
                 "n": {"type": "integer"},
                 "filter": {"type": "object", "properties": {"k": {"type": "integer"}}},
-                "either": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "integer"}]}
+                "either": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "integer"}]},
+                "mode": {"enum": ["air", "rail"]},
+                "kind": {"const": "x"},
+                "pair": {"enum": [["a"], "b"]}
             }
         }));
-        let sent = json!({"city": ["Paris"], "n": ["7"], "filter": [{"k": "1"}], "either": [5]});
+        let sent = json!({"city": ["Paris"], "n": ["7"], "filter": [{"k": "1"}], "either": [5],
+            "mode": ["Rail"], "kind": ["x"]});
         let (v, args) = run(&s, sent, true);
         let Verdict::Coerced { changed } = v else {
             panic!("{v:?}")
         };
-        assert_eq!(changed, ["/city", "/either/0", "/filter", "/n"]);
+        let places = ["/city", "/either/0", "/filter", "/kind", "/mode", "/n"];
+        assert_eq!(changed, places);
+        let items = json!({"city": "Paris", "n": 7, "filter": {"k": 1}, "either": ["5"],
+            "mode": "rail", "kind": "x"});
         assert_eq!(
-            args,
-            json!({"city": "Paris", "n": 7, "filter": {"k": 1}, "either": ["5"]}),
+            args, items,
             "a list a branch mends item by item stays a list"
         );
         // Several items, a list of a list, or an empty list mean no one value; a refusal
@@ -977,6 +988,7 @@ mod tests {
             json!({"city": [["Paris"]]}),
             json!({"city": []}),
             json!({"city": ["Paris"], "n": "many"}),
+            json!({"pair": ["b"]}),
         ] {
             let (v, args) = run(&s, sent.clone(), true);
             assert!(matches!(v, Verdict::Invalid { .. }), "{sent}: {v:?}");

@@ -170,6 +170,30 @@ async fn strings_are_coerced_and_the_server_gets_numbers() {
     assert!(counted.contains(line), "{line} in\n{counted}");
 }
 
+/// Arguments as a model writing Python sends them (the whole as a dict's text, an option in
+/// a list of one) reach the server as the object the schema asks for.
+#[tokio::test]
+async fn arguments_as_a_python_dict_with_an_option_in_a_list_reach_the_server_as_meant() {
+    let (demo, tg, _) = demo_behind_toolgate(Options::default(), None).await;
+    let s = open_session(&tg.url()).await;
+    let dict =
+        "{'travellers': [{'name': 'Ada', 'age': '36', 'class': 'First'}], 'mode': ['Rail'],}";
+    let a = post(&tg.url(), Some(&s), call(3, "plan_trip", json!(dict)))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc": "2.0", "id": 3, "result": {
+            "content": [{"type": "text", "text": "Planned a rail trip for 1 traveller(s)."}],
+            "isError": false}})
+    );
+    let sent: Value = serde_json::from_slice(&demo.seen().pop().unwrap().raw).unwrap();
+    assert_eq!(
+        sent["params"]["arguments"],
+        json!({"travellers": [{"name": "Ada", "age": 36, "class": "first"}], "mode": "rail"})
+    );
+}
+
 /// A declared name spelt in snake case is sent under the name the schema declares, whatever
 /// the refusal it came with would have described: here only its first violation
 /// (`max_errors = 1`), the required name left out, and not the undeclared one.
