@@ -285,7 +285,8 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
 /// writes it ([`written::as_written`]). A date-time with an offset a pattern refuses
 /// converts to the same instant in UTC where the pattern takes that (zod's `datetime()`
 /// takes only `Z`); a local time does not, as which instant it names is not known. A string
-/// an `enum` or a `const` refuses converts to the option it spells otherwise ([`respelt`]).
+/// an `enum` or a `const` refuses converts to the option it spells otherwise or writes as
+/// text, and an integer to the option that is its digits ([`option_for`]).
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Pattern { .. }, _) => written::utc_taken(e).map(Value::String),
@@ -293,11 +294,9 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
             written::as_written(s, format).map(Value::String)
         }
         (ValidationErrorKind::Type { kind }, Value::String(s)) => convert(s, kind),
-        (ValidationErrorKind::Enum { options }, Value::String(s)) => {
-            respelt(s, options.as_array()?)
-        }
-        (ValidationErrorKind::Constant { expected_value }, Value::String(s)) => {
-            respelt(s, std::slice::from_ref(&**expected_value))
+        (ValidationErrorKind::Enum { options }, v) => option_for(v, options.as_array()?),
+        (ValidationErrorKind::Constant { expected_value }, v) => {
+            option_for(v, std::slice::from_ref(&**expected_value))
         }
         (ValidationErrorKind::Type { kind }, Value::Number(n))
             if wants_type(kind, JsonType::String) && (n.is_i64() || n.is_u64()) =>
@@ -306,6 +305,31 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
         }
         _ => None,
     }
+}
+
+/// The one option of `options` that `v` stands for: a string spelt otherwise ([`respelt`]),
+/// a string that writes an option that is no string (`"2"` for `2`, `"true"` for `true`), or
+/// an integer whose digits are an option (`720` for `"720"`), as a model writes a number
+/// where the schema lists the number as text, or the other way.
+fn option_for(v: &Value, options: &[Value]) -> Option<Value> {
+    if options.len() > MAX_RESPELT_OPTIONS {
+        return None;
+    }
+    let Value::String(s) = v else {
+        let digits = v
+            .as_number()
+            .filter(|n| n.is_i64() || n.is_u64())?
+            .to_string();
+        return options
+            .iter()
+            .find(|o| o.as_str() == Some(&digits))
+            .cloned();
+    };
+    respelt(s, options).or_else(|| {
+        let written = serde_json::from_str::<Value>(s.trim()).ok()?;
+        let unlike_text = !written.is_string() && !written.is_array() && !written.is_object();
+        unlike_text.then(|| options.iter().find(|o| **o == written).cloned())?
+    })
 }
 
 /// The one string of `options` that `s` spells in other case (`"Economy"` for `"economy"`,
@@ -1097,6 +1121,38 @@ mod tests {
             let verdict = run(&s, sent.clone(), coerce).0;
             assert!(matches!(verdict, Verdict::Invalid { .. }), "{sent}");
         }
+    }
+
+    #[test]
+    fn an_option_written_as_text_or_as_digits_is_the_option() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "quality": {"enum": ["480", "720", "1080"]},
+                "level": {"enum": [1, 2, 3]},
+                "on": {"const": true},
+                "none": {"enum": [null, "auto"]},
+                "list": {"enum": [[1], "x"]}
+            }
+        }));
+        let sent = json!({"quality": 720, "level": " 2", "on": "true", "none": "null"});
+        let (v, args) = run(&s, sent, true);
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        let options = json!({"quality": "720", "level": 2, "on": true, "none": null});
+        assert_eq!(args, options);
+        // No such option, a fraction, or JSON text of a list: as sent.
+        for sent in [
+            json!({"quality": 360}),
+            json!({"quality": 720.5}),
+            json!({"level": "2.0"}),
+            json!({"list": "[1]"}),
+        ] {
+            let (v, args) = run(&s, sent.clone(), true);
+            assert!(matches!(v, Verdict::Invalid { .. }), "{sent}: {v:?}");
+            assert_eq!(args, sent);
+        }
+        let (v, _) = run(&s, json!({"quality": 720}), false);
+        assert!(matches!(v, Verdict::Invalid { .. }), "strict mode: {v:?}");
     }
 
     #[test]
