@@ -78,12 +78,10 @@ pub enum Verdict {
 
 /// Checks arguments and, with `coerce`, repairs what a model sends nearly as the schema wants
 /// it (a value of another type or form, `fix_for`; a lone value for an array, a list of one
-/// for its item; a `null` for
-/// a member it may leave out) and writes whole numbers where it wants an integer as
-/// integers. The repair happens in place, so the caller forwards (or checks further)
-/// exactly what was validated. At most
-/// `max_errors` errors are examined: a hostile schema can make them grow exponentially with
-/// the instance's depth.
+/// for its item; a `null` for a member it may leave out) and writes whole numbers where it
+/// wants an integer as integers. The repair happens in place, so the caller forwards (or
+/// checks further) exactly what was validated. At most `max_errors` errors are examined: a
+/// hostile schema can make them grow exponentially with the instance's depth.
 pub fn check(
     tool: &str,
     schema: Compiled<'_>,
@@ -127,11 +125,11 @@ fn repair(
     // a list of one taken for its item) or a number written as text (not of a value the model
     // never wrote), and where the schema's checks multiply with each level of a value
     // (`Doubling`), so that JSON text read as a value cannot take the arguments past the
-    // levels such a schema checks. A string
-    // read as a number stays read: "must be at most 10, got 20" says more than its type. A
-    // repair cut short, with values left that it would convert, speaks of them as they came
-    // too, not of some converted and some not. Kept once a round changes them: most refused
-    // arguments have nothing to convert, and a copy of them would double what they hold.
+    // levels such a schema checks. A string read as a number stays read: "must be at most 10,
+    // got 20" says more than its type. A repair cut short, with values left that it would
+    // convert, speaks of them as they came too, not of some converted and some not. Kept once
+    // a round changes them: most refused arguments have nothing to convert, and a copy of
+    // them would double what they hold.
     let mut sent = None;
     let mut as_sent = schema.doubling.is_some();
     let mut cut_short = true;
@@ -224,7 +222,7 @@ fn round_fixes(
 /// The values a lone string put in a list (at a place in `wrapped`) lists with commas between
 /// them, where the list's items refuse it as one: `"mon, tue"` for days that are options,
 /// `"1, 2"` for integers. Each is what the items want as written, or converted as a lone
-/// value would be ([`convert`], [`respelt`]); `None` unless every one is, and there are two
+/// value would be ([`convert`], [`option_for`]); `None` unless every one is, and there are two
 /// to [`MAX_LISTED`]. A string the items take is never split: `"Paris, France"` stays one.
 fn listed<'e>(
     e: &'e jsonschema::ValidationError<'_>,
@@ -245,10 +243,8 @@ fn listed<'e>(
     let item = |piece: &str| match e.kind() {
         ValidationErrorKind::Enum { options } => {
             let options = options.as_array()?;
-            let exact = options.iter().any(|o| o.as_str() == Some(piece));
-            exact
-                .then(|| Value::from(piece))
-                .or_else(|| respelt(piece, options))
+            let exact = options.iter().find(|o| o.as_str() == Some(piece)).cloned();
+            exact.or_else(|| option_for(&Value::from(piece), options))
         }
         ValidationErrorKind::Type { kind } => convert(piece, kind),
         _ => None,
@@ -952,15 +948,16 @@ mod tests {
                 "days": {"type": "array", "items": {"enum": ["mon", "tue", "wed"]}},
                 "ids": {"type": "array", "items": {"type": "integer"}},
                 "names": {"type": "array", "items": {"type": "string"}},
-                "status": {"type": "array", "items": {"type": "string", "enum": ["in_progress", "done"]}}
+                "status": {"type": "array", "items": {"type": "string", "enum": ["in_progress", "done"]}},
+                "levels": {"type": "array", "items": {"enum": [1, 2, 3]}}
             }
         }));
         let sent = json!({"days": "Mon, tue,", "ids": "1, 2,3", "names": "Paris, France",
-            "status": "In Progress, done"});
+            "status": "In Progress, done", "levels": "3,1"});
         let (v, args) = run(&s, sent, true);
         assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
         let lists = json!({"days": ["mon", "tue"], "ids": [1, 2, 3], "names": ["Paris, France"],
-            "status": ["in_progress", "done"]});
+            "status": ["in_progress", "done"], "levels": [3, 1]});
         assert_eq!(args, lists, "a string the items take is one item");
         // A piece that is none of what the items want, or no comma between them: as sent.
         for sent in [
