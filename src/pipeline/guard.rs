@@ -1085,6 +1085,9 @@ fn unknown_tool<R>(gw: &Gateway, call: &Call<'_>, tool: &str) -> Decision<R> {
     let close = validate::closest(tool, &names).or_else(|| unprefixed(tool, &names));
     if let Some(c) = close {
         message.push_str(&format!(". Did you mean \"{c}\"?"));
+    } else if tool.trim().is_empty() {
+        // Said, or the message would end at its colon.
+        message.push_str(" (a name that is empty or only spaces); send the name of a listed tool");
     }
     tracing::info!(upstream = %target.name, tool = shown(tool), outcome = "unknown", "tools/call");
     count(gw, target, tool, "unknown");

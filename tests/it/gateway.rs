@@ -373,6 +373,13 @@ async fn unknown_tool_is_invalid_params_with_a_suggestion() {
         a,
         json!({"jsonrpc":"2.0","id":10,"error":{"code":-32602,"message":"Unknown tool: zzz","data":{"tool":"zzz","suggestions":[]}}})
     );
+    let a = post(&tg.url(), Some(&s), call(11, " ", json!({})))
+        .await
+        .json();
+    assert_eq!(
+        a,
+        json!({"jsonrpc":"2.0","id":11,"error":{"code":-32602,"message":"Unknown tool:   (a name that is empty or only spaces); send the name of a listed tool","data":{"tool":" ","suggestions":[]}}})
+    );
     assert!(demo.calls().is_empty());
 }
 
