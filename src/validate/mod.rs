@@ -221,9 +221,10 @@ fn round_fixes(
 
 /// The values a lone string put in a list (at a place in `wrapped`) lists with commas between
 /// them, where the list's items refuse it as one: `"mon, tue"` for days that are options,
-/// `"1, 2"` for integers. Each is what the items want as written, or converted as a lone
-/// value would be ([`convert`], [`option_for`]); `None` unless every one is, and there are two
-/// to [`MAX_LISTED`]. A string the items take is never split: `"Paris, France"` stays one.
+/// `"1, 2"` for integers, `"a@x.org, b@y.org"` for addresses of a `format` or a `pattern`.
+/// Each is what the items want as written, or converted as a lone value would be
+/// ([`convert`], [`option_for`]); `None` unless every one is, and there are two to
+/// [`MAX_LISTED`]. A string the items take is never split: `"Paris, France"` stays one.
 fn listed<'e>(
     e: &'e jsonschema::ValidationError<'_>,
     wrapped: &BTreeSet<String>,
@@ -247,6 +248,11 @@ fn listed<'e>(
             exact.or_else(|| option_for(&Value::from(piece), options))
         }
         ValidationErrorKind::Type { kind } => convert(piece, kind),
+        // Checked with the list in the next round: a list any piece leaves refused is
+        // refused as sent.
+        ValidationErrorKind::Format { .. } | ValidationErrorKind::Pattern { .. } => {
+            Some(Value::from(piece))
+        }
         _ => None,
     };
     let items: Option<Vec<Value>> = pieces.iter().map(|p| item(p)).collect();
@@ -949,15 +955,19 @@ mod tests {
                 "ids": {"type": "array", "items": {"type": "integer"}},
                 "names": {"type": "array", "items": {"type": "string"}},
                 "status": {"type": "array", "items": {"type": "string", "enum": ["in_progress", "done"]}},
-                "levels": {"type": "array", "items": {"enum": [1, 2, 3]}}
+                "levels": {"type": "array", "items": {"enum": [1, 2, 3]}},
+                "to": {"type": "array", "items": {"type": "string", "format": "email"}},
+                "codes": {"type": "array", "items": {"type": "string", "pattern": "^[A-Z]{3}$"}}
             }
         }));
         let sent = json!({"days": "Mon, tue,", "ids": "1, 2,3", "names": "Paris, France",
-            "status": "In Progress, done", "levels": "3,1"});
+            "status": "In Progress, done", "levels": "3,1", "to": "a@x.org, b@y.org",
+            "codes": "LHR,JFK"});
         let (v, args) = run(&s, sent, true);
         assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
         let lists = json!({"days": ["mon", "tue"], "ids": [1, 2, 3], "names": ["Paris, France"],
-            "status": ["in_progress", "done"], "levels": [3, 1]});
+            "status": ["in_progress", "done"], "levels": [3, 1], "to": ["a@x.org", "b@y.org"],
+            "codes": ["LHR", "JFK"]});
         assert_eq!(args, lists, "a string the items take is one item");
         // A piece that is none of what the items want, or no comma between them: as sent.
         for sent in [
@@ -965,6 +975,8 @@ mod tests {
             json!({"ids": "1, two"}),
             json!({"days": "mon; tue"}),
             json!({"days": ",mon,"}),
+            json!({"to": "a@x.org, nobody"}),
+            json!({"codes": "LHR, jfk"}),
             json!({"ids": vec!["1"; MAX_LISTED + 1].join(",")}),
             json!({"ids": vec!["1"; MAX_LISTED + 1].join(",")}),
         ] {
