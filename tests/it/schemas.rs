@@ -808,6 +808,32 @@ async fn toolgate_and_the_python_sdks_own_check_agree_on_random_arguments() {
     }
 }
 
+/// A lone string that lists strings of a pattern with commas reaches the SDK's own check as
+/// the list of them, and one whose pieces the pattern refuses is refused as sent, in both
+/// modes with a stdio server.
+#[tokio::test]
+async fn a_string_listing_values_reaches_the_python_sdks_check_as_their_list() {
+    use common::modes::{Front, Mode};
+    let command = common::peers::python_1_stdio("py_validating_server.py").await;
+    let call = |tags: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "t1", "arguments": {"point": {"x": 1}, "tags": tags}}})
+        .to_string()
+    };
+    for mode in [Mode::ServeCommand, Mode::StdioCommand] {
+        let mut front = Front::start(mode, "", &command).await;
+        let a = front.ask_line(&call("red, dark-blue")).await;
+        assert_eq!(result_text(&a), "accepted", "{mode}: {a}");
+        let a = front.ask_line(&call("red, Blue")).await;
+        let said = &a["result"]["_meta"]["toolgate/validation"]["parameter_errors"];
+        assert_eq!(
+            said,
+            &json!({"/tags": "expected an array, got string \"red, Blue\""}),
+            "{mode}: {a}"
+        );
+    }
+}
+
 /// Where validators part (docs/contract.md §7), toolgate reads JSON Schema as it is written:
 /// `19.99` is a multiple of `0.01` (the SDK's check, dividing in floating point, refuses it,
 /// in its own words), and a pattern's `\d` and `$` are ECMA-262's, as JavaScript's (the SDK's
