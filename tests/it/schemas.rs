@@ -823,14 +823,19 @@ async fn a_string_listing_values_reaches_the_python_sdks_check_as_their_list() {
     for mode in [Mode::ServeCommand, Mode::StdioCommand] {
         let mut front = Front::start(mode, "", &command).await;
         let a = front.ask_line(&call("red, dark-blue")).await;
-        assert_eq!(result_text(&a), "accepted", "{mode}: {a}");
+        let accepted = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "accepted"}], "isError": false}});
+        assert_eq!(a, accepted, "{mode}");
         let a = front.ask_line(&call("red, Blue")).await;
-        let said = &a["result"]["_meta"]["toolgate/validation"]["parameter_errors"];
-        assert_eq!(
-            said,
-            &json!({"/tags": "expected an array, got string \"red, Blue\""}),
-            "{mode}: {a}"
-        );
+        let why = "expected an array, got string \"red, Blue\"";
+        let refused = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": format!(
+                "Invalid arguments for tool \"t1\" (1 problem):\n- tags: {why}\nCorrect the arguments and call the tool again."
+            )}],
+            "isError": true,
+            "_meta": {"toolgate/validation": {"code": "invalid_arguments", "tool": "t1",
+                "parameter_errors": {"/tags": why}}}}});
+        assert_eq!(a, refused, "{mode}");
     }
 }
 
