@@ -738,6 +738,22 @@ fn misshapen(text: &str, e: serde_json::Error) -> Rejection<'_> {
     }
 }
 
+/// Where the first of several messages in `text` ends, when `text` holds more than one: a
+/// stdio client that leaves out the newline between two messages writes them on one line,
+/// and each is then read as a line of its own, so that neither is lost. `None` when `text`
+/// is one value, its first is not whole JSON, or what follows it opens no object or array:
+/// text such as `}` or `, "arguments": …` after an object says the object closed before its
+/// writer meant it to, and the message is refused whole rather than sent without the rest.
+/// Read only for a line that is refused, and only as far as its first value, so that a line
+/// of many costs each no more than its own.
+pub(crate) fn end_of_first_of_several(text: &[u8]) -> Option<usize> {
+    let mut values = serde_json::Deserializer::from_slice(text).into_iter::<de::IgnoredAny>();
+    values.next()?.ok()?;
+    let end = values.byte_offset();
+    let next = text[end..].iter().find(|b| !b.is_ascii_whitespace())?;
+    matches!(next, b'{' | b'[').then_some(end)
+}
+
 /// The id of the request a message that is refused began as: its top-level members are read
 /// in order, up to a fault where the text stops being JSON (a byte that is not UTF-8 in it,
 /// the text cut off, more after its object), so that a request which names its `id` and
@@ -1239,6 +1255,21 @@ impl<'de> Visitor<'de> for Strict {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_first_of_several_values_on_a_line_is_found_where_it_ends() {
+        let several = |t: &str| super::end_of_first_of_several(t.as_bytes());
+        assert_eq!(several(r#"{"id":1}{"id":2}"#), Some(8));
+        assert_eq!(several(r#"{"id":1} {"id":2}"#), Some(8));
+        assert_eq!(several(r#"{"id":1}[{"id":2}]"#), Some(8));
+        assert_eq!(several(r#"{"id":1}}"#), None, "an object closed early");
+        assert_eq!(several(r#"{"id":1}, "params": {}}"#), None);
+        assert_eq!(several("[1] x"), None);
+        assert_eq!(several(r#"{"id":1}  "#), None, "one value and spaces");
+        assert_eq!(several(r#"{"id":1"#), None, "cut off");
+        assert_eq!(several(r#"{"id":}{"id":2}"#), None, "the first no JSON");
+        assert_eq!(several(""), None);
+    }
 
     #[test]
     fn an_error_member_written_twice_is_read_as_its_last() {

@@ -101,6 +101,66 @@ async fn guards_calls_and_answers_malformed_input() {
     assert!(!g.logs().contains("\"x\""), "no argument values in logs");
 }
 
+/// A client that leaves out the newline between messages writes several on one line: each is
+/// answered as if it had a line of its own, in either stdio mode, whatever each one is; a
+/// message closed early (a `}` after it) is refused whole, as on a line of its own.
+#[tokio::test]
+async fn messages_written_on_one_line_are_each_answered_in_either_stdio_mode() {
+    let (addr, _demo) = toolgate::demo::spawn(([127, 0, 0, 1], 0).into(), Default::default())
+        .await
+        .unwrap();
+    let mut child = vec!["stdio".to_string(), "--".into()];
+    child.extend(tokio::task::spawn_blocking(|| fixture(&[])).await.unwrap());
+    let over_http = vec![
+        "stdio".into(),
+        "--upstream".into(),
+        format!("http://{addr}/mcp"),
+    ];
+    for args in [child, over_http] {
+        let mut g = StdioGate::start_args(args.clone());
+        g.initialize().await;
+        let line = [
+            call(1, "nope", json!({})).to_string(),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string(),
+            " ".into(),
+            json!({"jsonrpc": "1.0", "id": 3, "method": "ping"}).to_string(),
+            "\r".into(),
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}}).to_string(),
+            json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}).to_string(),
+            "\t[]".into(),
+            json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}).to_string(),
+            "}".into(),
+        ]
+        .concat();
+        g.send(&line).await;
+        let mut answers = Vec::new();
+        for _ in 0..6 {
+            answers.push(g.recv().await);
+        }
+        answers.sort_by_key(|a| a["id"].as_i64().unwrap_or(0));
+        assert_eq!(
+            answers,
+            [
+                json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request: empty batch"}}),
+                json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Unknown tool: nope", "data": {"tool": "nope", "suggestions": []}}}),
+                json!({"jsonrpc": "2.0", "id": 2, "result": {}}),
+                json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32600, "message": "Invalid Request: the \"jsonrpc\" member must be \"2.0\""}}),
+                json!({"jsonrpc": "2.0", "id": 4, "result": {}}),
+                json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32700, "message": "Parse error: trailing characters at line 1 column 41"}}),
+            ],
+            "{args:?}"
+        );
+        let a = g
+            .ask(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+            .await;
+        assert_eq!(
+            a,
+            json!({"jsonrpc": "2.0", "id": 5, "result": {}}),
+            "{args:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_crash_answers_every_pending_request_and_stops_toolgate() {
     let (mut g, _) = StdioGate::start(

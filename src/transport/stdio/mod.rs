@@ -241,8 +241,9 @@ struct Glance {
 }
 
 /// The client's line as one message; toolgate's own answer to one it cannot take (malformed,
-/// a batch) is written here.
-fn parse<'a>(to: &ToClient, line: &'a [u8]) -> Option<Message<'a>> {
+/// a batch) is written here. A line that holds several messages is put in `several`, unread,
+/// for [`first_of`] to take apart.
+fn parse<'a>(to: &ToClient, line: &'a Bytes, several: &mut Option<Bytes>) -> Option<Message<'a>> {
     match jsonrpc::parse_from_client(line) {
         Ok(Parsed::Single(m)) => Some(m),
         Ok(Parsed::Batch(msgs)) => {
@@ -250,11 +251,25 @@ fn parse<'a>(to: &ToClient, line: &'a [u8]) -> Option<Message<'a>> {
             to.write(step::batch(&msgs, false).err()?);
             None
         }
+        Err(_) if jsonrpc::end_of_first_of_several(line).is_some() => {
+            *several = Some(line.clone());
+            None
+        }
         Err(rejection) => {
             to.write(rejection.answer());
             None
         }
     }
+}
+
+/// The first message of a line that holds several, as a line of its own; the rest stay in
+/// `several` (docs/contract.md §1). Each is found before it is read: a line refused whole
+/// is read once, not once for each message in it.
+fn first_of(mut line: Bytes, several: &mut Option<Bytes>) -> Bytes {
+    if let Some(end) = jsonrpc::end_of_first_of_several(&line) {
+        *several = Some(line.split_off(end));
+    }
+    line
 }
 
 fn glance(m: &Message<'_>) -> Glance {
@@ -286,6 +301,7 @@ pub(crate) async fn serve<U: Upstream>(
     let full_grace = to.gw.config.stdio.shutdown_grace;
     let mut run = Run {
         stdin: BufReader::new(tokio::io::stdin()),
+        several: None,
         in_flight: InFlight::new(),
         // SIGTERM ends toolgate as stdin's end does, the server first: both official SDKs
         // close stdin, wait two seconds, then send it, and a toolgate that died at once would
@@ -325,6 +341,8 @@ struct Run<U> {
     up: Arc<U>,
     to: ToClient,
     stdin: BufReader<tokio::io::Stdin>,
+    /// What is left of a line that held several messages, read before the next line.
+    several: Option<Bytes>,
     in_flight: InFlight,
     term: Terminate,
     gone: Option<oneshot::Receiver<String>>,
@@ -346,13 +364,16 @@ impl<U: Upstream> Run<U> {
                 m = async {
                     self.in_flight.room(max_in_flight).await;
                     to.paced().await;
-                    next_message(&mut self.stdin, self.max, to).await
+                    match self.several.take() {
+                        Some(several) => Some(first_of(several, &mut self.several)),
+                        None => next_message(&mut self.stdin, self.max, to).await,
+                    }
                 } => m,
             };
             let Some(line) = next else {
                 return End::ClientGone;
             };
-            let Some(m) = parse(to, &line) else {
+            let Some(m) = parse(to, &line, &mut self.several) else {
                 continue;
             };
             let Glance {
@@ -400,7 +421,7 @@ impl<U: Upstream> Run<U> {
                 // read of it.
                 let (u, t, l) = (up.clone(), to.clone(), line.clone());
                 self.in_flight.spawn(to, line, id, async move {
-                    let m = parse(&t, &l)?;
+                    let m = parse(&t, &l, &mut None)?;
                     handle(&u, &t, &l, m).await
                 });
             }
