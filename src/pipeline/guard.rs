@@ -615,17 +615,17 @@ fn held_object(
 
 /// The object the JSON text `text` holds, or what is wrong with it; `None` when it is not
 /// an object's text. The text may be in a Markdown code block, as a model writes JSON for a
-/// reader, and it may be a Python dict's, as a model writing Python sends it
-/// (`validate::python::as_json`); what is wrong is said of it as JSON.
+/// reader, and it may be a Python dict's or a JavaScript object's, as a model writing either
+/// sends it (`validate::literal::as_json`); what is wrong is said of it as JSON.
 fn object_in(text: &str) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
     let text = text::unfenced(text).unwrap_or(text);
     if !text.trim_start().starts_with('{') {
         return None;
     }
     let read = jsonrpc::parse_arguments(text);
-    let python = || jsonrpc::parse_arguments(&validate::python::as_json(text)?).ok();
+    let literal = || jsonrpc::parse_arguments(&validate::literal::as_json(text)?).ok();
     match read {
-        Err(ArgumentsError::Unreadable { .. }) => Some(python().map_or(read, Ok)),
+        Err(ArgumentsError::Unreadable { .. }) => Some(literal().map_or(read, Ok)),
         read => Some(read),
     }
 }
@@ -1305,7 +1305,7 @@ mod tests {
     }
 
     #[test]
-    fn arguments_in_a_code_block_or_as_a_python_dict_are_the_object_they_write() {
+    fn arguments_in_a_code_block_or_as_a_literal_are_the_object_they_write() {
         let object = |text: &str| object_in(text).map(|read| read.ok());
         let written = Some(Some(json!({"a": 1, "b": "x"}).as_object().unwrap().clone()));
         for text in [
@@ -1314,6 +1314,8 @@ mod tests {
 ```"#,
             "{'a': 1, 'b': 'x',}",
             "```python\n{'a': 1, \"b\": 'x'}\n```",
+            "{ a: 1, b: 'x' }",
+            "```js\n{a: 1, \"b\": \"x\"}\n```",
         ] {
             assert_eq!(object(text), written, "{text}");
         }
@@ -1322,6 +1324,7 @@ mod tests {
             r#"{"a": 1, "a": 2}"#,
             "{'a': 1, 'a': 2}",
             "{'a': f(1)}",
+            "{a: 1, a: 2}",
             "{'a': 1",
         ] {
             assert_eq!(object(text), Some(None), "{text}");

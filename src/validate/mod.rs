@@ -12,10 +12,10 @@ mod flat;
 mod fractions;
 mod in_place;
 mod integer_formats;
+pub(crate) mod literal;
 pub(crate) mod local_time;
 mod lookup;
 pub(crate) mod plain_pattern;
-pub(crate) mod python;
 mod references;
 mod report;
 mod spliced;
@@ -625,10 +625,11 @@ fn convert(s: &str, kind: &TypeKind) -> Option<Value> {
             true => serde_json::from_str::<Value>(t).ok(),
             false => None,
         };
-        // JSON text, or a Python literal's (`"['a', 'b']"`), as a model writing Python sends it;
-        // either in a Markdown code block, as a model writes it for a reader.
+        // JSON text, or a Python or JavaScript literal's (`"['a', 'b']"`, `"{ a: 1 }"`), as a
+        // model writing either sends it; in a Markdown code block, as a model writes it for a
+        // reader.
         let t = text::unfenced(t).unwrap_or(t);
-        match read(t).or_else(|| read(&python::as_json(t)?)) {
+        match read(t).or_else(|| read(&literal::as_json(t)?)) {
             Some(v @ Value::Array(_)) if wants(JsonType::Array) => return Some(v),
             Some(v @ Value::Object(_)) if wants(JsonType::Object) => return Some(v),
             _ => {}

@@ -1457,6 +1457,17 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             "content": [{"type": "text", "text": "a:3,4"}],
             "structuredContent": {"result": "a:3,4"}, "isError": false}});
         assert_eq!(dict, counts, "{mode}: the arguments as a Python dict");
+        // And as a JavaScript object literal, its names bare, as Node's `util.inspect`
+        // writes one.
+        let object = front
+            .ask_line(&label(json!(
+                "{ names: [ 'a' ], counts: [ 3, 4 ], upper: false }"
+            )))
+            .await;
+        assert_eq!(
+            object, counts,
+            "{mode}: the arguments as a JavaScript object"
+        );
         // Integers listed with commas in one string; a name with a comma in it is one name.
         let listed = front
             .ask_line(&label(json!({"names": "a, b", "counts": "3, 4"})))

@@ -1,14 +1,18 @@
-//! A Python literal's text read as the JSON text it means. A model that writes its tool
-//! calls as Python, or a framework that passes a value on through `str()`, sends a list or a
-//! dict argument as its `repr`: `"['a', 'b']"`, `"{'when': None, 'all': True}"`. JSON does
-//! not read it, so a server refuses it as a string where it wants an array or an object.
+//! A Python or JavaScript literal's text read as the JSON text it means. A model that writes
+//! its tool calls as Python, or a framework that passes a value on through `str()`, sends a
+//! list or a dict argument as its `repr`: `"['a', 'b']"`, `"{'when': None, 'all': True}"`;
+//! one that writes them as JavaScript names an object's members bare, as Node's
+//! `util.inspect` writes them too: `"{ city: 'Paris', days: 3 }"`. JSON does not read
+//! either, so a server refuses it as a string where it wants an array or an object.
 //!
-//! Only what means one thing in both languages is carried over: lists, dicts, strings in
-//! either quote, numbers, `True`, `False`, `None`, and a comma before a closing bracket.
-//! Anything else (a tuple, a set, a name, an escape JSON has no form for) is no such text,
-//! and the value is left as it came.
+//! Only what means one thing in each language and in JSON is carried over: lists, dicts and
+//! objects, strings in either quote, numbers, `True`, `False`, `None` and JSON's own words
+//! for them, a name before a colon in an object (a member's name, as JavaScript reads it),
+//! and a comma before a closing bracket. Anything else (a tuple, a set, a name anywhere
+//! else, a comment, an escape JSON has no form for) is no such text, and the value is left
+//! as it came.
 
-/// `text`, a Python literal, as JSON text; `None` where it holds anything JSON cannot say
+/// `text`, a Python or JavaScript literal, as JSON text; `None` where it holds anything JSON cannot say
 /// alike. What it returns still has to read as JSON: a number is carried over as written,
 /// and JSON's reader is the judge of it (`1_000` and `0x10` do not read).
 pub(crate) fn as_json(text: &str) -> Option<String> {
@@ -29,11 +33,20 @@ pub(crate) fn as_json(text: &str) -> Option<String> {
                 out.push(char::from(b));
                 at + 1
             }
-            b'-' | b'+' | b'.' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
+            b'-' | b'+' | b'.' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'_' | b'$' => {
                 let len = (bytes[at..].iter())
-                    .take_while(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(b))
+                    .take_while(|b| b.is_ascii_alphanumeric() || b"_$.+-".contains(b))
                     .count();
-                out.push_str(word(&text[at..at + len])?);
+                let w = &text[at..at + len];
+                match word(w) {
+                    Some(json) => out.push_str(json),
+                    None if is_member_name(w, &out, &text[at + len..]) => {
+                        out.push('"');
+                        out.push_str(w);
+                        out.push('"');
+                    }
+                    None => return None,
+                }
                 at + len
             }
             _ => return None,
@@ -45,12 +58,23 @@ pub(crate) fn as_json(text: &str) -> Option<String> {
 /// A bare word or a number as JSON writes it.
 fn word(w: &str) -> Option<&str> {
     match w {
-        "True" => Some("true"),
-        "False" => Some("false"),
-        "None" => Some("null"),
+        "True" | "true" => Some("true"),
+        "False" | "false" => Some("false"),
+        "None" | "null" => Some("null"),
         _ if w.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '.')) => Some(w),
         _ => None,
     }
+}
+
+/// Whether the bare word `w`, after what is `written` and before the text `after` it, is a
+/// member's name as JavaScript writes one: a name where an object's member begins (after
+/// its `{` or a comma), followed by its colon.
+fn is_member_name(w: &str, written: &str, after: &str) -> bool {
+    let name = w.starts_with(|c: char| c.is_ascii_alphabetic() || matches!(c, '_' | '$'))
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$'));
+    let begins = matches!(written.trim_end().bytes().last(), Some(b'{' | b','));
+    name && begins && after.trim_start().starts_with(':')
 }
 
 /// The Python string opening at `start`, written to `out` as a JSON string; the place past
@@ -144,6 +168,26 @@ mod tests {
     }
 
     #[test]
+    fn a_javascript_object_literal_reads_as_the_object_it_means() {
+        for (text, value) in [
+            (
+                "{ city: 'Paris', days: 3, tags: [ 'a', 'b' ] }",
+                json!({"city": "Paris", "days": 3, "tags": ["a", "b"]}),
+            ),
+            (
+                "{'all': true, 'when': null, \"any\": false}",
+                json!({"all": true, "when": null, "any": false}),
+            ),
+            (
+                "{ $ref: 1, _id: 'x', nested: { deep_1: [ { a: null } ] }, }",
+                json!({"$ref": 1, "_id": "x", "nested": {"deep_1": [{"a": null}]}}),
+            ),
+        ] {
+            assert_eq!(read(text), Some(value), "{text}");
+        }
+    }
+
+    #[test]
     fn what_python_and_json_do_not_say_alike_is_not_read() {
         for text in [
             "('a', 'b')",
@@ -161,6 +205,15 @@ mod tests {
             "# [1]",
             "[1] # a comment",
             "{1: 'a'}",
+            "{a: b}",
+            "[a: 1]",
+            "{'a': 1, b}",
+            "{a-b: 1}",
+            "{a.b: 1}",
+            "{true: 1}",
+            "{a: 1 /* one */}",
+            "{a: 1} // one",
+            "{a: undefined}",
         ] {
             assert_eq!(read(text), None, "{text}");
         }
