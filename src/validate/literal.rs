@@ -8,9 +8,13 @@
 //! Only what means one thing in each language and in JSON is carried over: lists, dicts and
 //! objects, strings in either quote, numbers, `True`, `False`, `None` and JSON's own words
 //! for them, a name before a colon in an object (a member's name, as JavaScript reads it),
-//! and a comma before a closing bracket. Anything else (a tuple, a set, a name anywhere
-//! else, a comment, an escape JSON has no form for) is no such text, and the value is left
-//! as it came.
+//! and a comma before a closing bracket. A line break or a tab typed into a string, which
+//! JSON's reader refuses bare, is the character it is: JSON text that holds one (a model
+//! writing code into an argument) is read here too. Anything else (a tuple, a set, a name
+//! anywhere else, a comment, an escape JSON has no form for) is no such text, and the
+//! value is left as it came.
+
+use std::fmt::Write;
 
 /// `text`, a Python or JavaScript literal, as JSON text; `None` where it holds anything JSON cannot say
 /// alike. What it returns still has to read as JSON: a number is carried over as written,
@@ -96,21 +100,27 @@ fn string(text: &str, start: usize, out: &mut String) -> Option<usize> {
             }
             b'"' => out.push_str("\\\""),
             b'\\' => {
-                at += escape(text, at, out)?;
+                at += escape(text, at, quote, out)?;
                 continue;
             }
-            // Python's `repr` escapes a control character, and JSON may not hold one bare.
-            _ => return None,
+            // A line break or a tab typed into a string (a model writing code or text into
+            // JSON does): the character it is, as JSON must escape it.
+            c => {
+                let _ = write!(out, "\\u{c:04x}");
+            }
         }
         at += 1;
     }
 }
 
-/// The escape at `at` (a backslash) written as JSON writes it; its length.
-fn escape(text: &str, at: usize, out: &mut String) -> Option<usize> {
+/// The escape at `at` (a backslash), in a string opened with `quote`, written as JSON writes
+/// it; its length. `\/` is JSON's `/` in a string of JSON's quotes; in Python it is two
+/// characters, so it is read in neither meaning there.
+fn escape(text: &str, at: usize, quote: u8, out: &mut String) -> Option<usize> {
     let e = *text.as_bytes().get(at + 1)?;
     match e {
         b'\'' => out.push('\''),
+        b'/' if quote == b'"' => out.push('/'),
         b'"' => out.push_str("\\\""),
         b'\\' | b'n' | b't' | b'r' | b'b' | b'f' | b'u' => {
             out.push('\\');
@@ -161,6 +171,11 @@ mod tests {
                 json!(["café", "é", "tab\tend"]),
             ),
             ("['naïve', \"日本\"]", json!(["naïve", "日本"])),
+            (
+                "{\"code\": \"def f():\n\treturn 1\r\n\", \"url\": \"a\\/b\"}",
+                json!({"code": "def f():\n\treturn 1\r\n", "url": "a/b"}),
+            ),
+            ("['line\nbreak', '\u{1}']", json!(["line\nbreak", "\u{1}"])),
             ("{'a': {'b': [None, ]}, }", json!({"a": {"b": [null]}})),
         ] {
             assert_eq!(read(text), Some(value), "{text}");
@@ -198,7 +213,7 @@ mod tests {
             "['\\0']",
             "['\\U0001F600']",
             "['\\xZZ']",
-            "['line\nbreak']",
+            r"['a\/b']",
             "[1_000]",
             "[0x10]",
             "[inf]",

@@ -1468,6 +1468,15 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             object, counts,
             "{mode}: the arguments as a JavaScript object"
         );
+        // JSON text with a line break typed into a string, as a model writing text into
+        // JSON does: JSON's reader refuses it bare.
+        let typed = front
+            .ask_line(&label(json!("{\"names\": [\"a\nb\"], \"counts\": [3, 4]}")))
+            .await;
+        let broken = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "a\nb:3,4"}],
+            "structuredContent": {"result": "a\nb:3,4"}, "isError": false}});
+        assert_eq!(typed, broken, "{mode}: a line break typed into a string");
         // Integers listed with commas in one string; a name with a comma in it is one name.
         let listed = front
             .ask_line(&label(json!({"names": "a, b", "counts": "3, 4"})))
