@@ -610,7 +610,27 @@ fn none_at_all(text: &str) -> bool {
 fn held_object(
     text: Option<&str>,
 ) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
-    object_in(&serde_json::from_str::<String>(text?).ok()?)
+    object_in(&held_text(text?)?)
+}
+
+/// The most times arguments are read as a string that holds JSON text: a framework that
+/// encodes as JSON what it was given as JSON text encodes it twice.
+const MAX_ENCODINGS: usize = 3;
+
+/// The text the JSON string `raw` holds, read again while that is itself a string's JSON
+/// text, up to [`MAX_ENCODINGS`] times.
+fn held_text(raw: &str) -> Option<String> {
+    let mut held = serde_json::from_str::<String>(raw).ok()?;
+    for _ in 1..MAX_ENCODINGS {
+        if !held.trim_start().starts_with('"') {
+            break;
+        }
+        match serde_json::from_str::<String>(&held) {
+            Ok(inner) => held = inner,
+            Err(_) => break,
+        }
+    }
+    Some(held)
 }
 
 /// The object the JSON text `text` holds, or what is wrong with it; `None` when it is not
@@ -1260,10 +1280,11 @@ fn with_arguments(bytes: &[u8], args: &Value, changed: &[String], held: &Held) -
 }
 
 /// The JSON text `raw` is, or the text it holds where it is a string: arguments come as
-/// the text of an object in a string too.
+/// the text of an object in a string too, and in a string's text in a string
+/// ([`held_text`]).
 fn text_of(raw: &str) -> Option<Cow<'_, str>> {
     let held = match raw.starts_with('"') {
-        true => serde_json::from_str::<String>(raw).ok()?,
+        true => held_text(raw)?,
         false => return Some(Cow::Borrowed(raw)),
     };
     // In a Markdown code block, the text it holds (`object_in`).
@@ -1302,6 +1323,39 @@ mod tests {
             out.contains(r#""arguments":{"a":1,"n":1e400,"s":"\u00e9"}"#),
             "{out}"
         );
+    }
+
+    #[test]
+    fn arguments_encoded_as_json_text_more_than_once_go_as_the_object_they_hold() {
+        let encoded = |times: usize| {
+            let mut text = json!({"a": "1"}).to_string();
+            for _ in 0..times {
+                text = Value::from(text).to_string();
+            }
+            text
+        };
+        let object = json!({"a": "1"}).as_object().cloned();
+        for times in 1..=MAX_ENCODINGS {
+            let text = encoded(times);
+            assert_eq!(
+                held_object(Some(&text)).map(Result::ok),
+                Some(object.clone())
+            );
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{text}}}}}"#
+            );
+            let out = with_arguments(
+                body.as_bytes(),
+                &json!({"a": 1}),
+                &["/a".into()],
+                &Held::AsSent,
+            );
+            let out = String::from_utf8(out.unwrap().to_vec()).unwrap();
+            assert!(out.contains(r#""arguments":{"a":1}"#), "{times}: {out}");
+        }
+        let past = encoded(MAX_ENCODINGS + 1);
+        assert_eq!(held_object(Some(&past)).map(Result::ok), None);
+        assert_eq!(held_object(Some(r#"""a"""#)).map(Result::ok), None);
     }
 
     #[test]
