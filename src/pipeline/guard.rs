@@ -584,11 +584,28 @@ fn passes_in_place(
 
 /// The object arguments that are no object (`text`) stand for, as coercion reads them, or
 /// what is wrong with it: the one whose JSON text they hold in a string ([`held_object`]),
-/// or none at all where they are `null`, `[]` or `""` ([`none_at_all`]).
+/// the one a list of one holds ([`only_object`]), or none at all where they are `null`,
+/// `[]` or `""` ([`none_at_all`]).
 fn stood_for(text: Option<&str>) -> Option<Result<serde_json::Map<String, Value>, ArgumentsError>> {
-    match text.is_some_and(none_at_all) {
-        true => Some(Ok(serde_json::Map::new())),
-        false => held_object(text),
+    if text.is_some_and(none_at_all) {
+        return Some(Ok(serde_json::Map::new()));
+    }
+    match text.and_then(only_object) {
+        Some(object) => Some(jsonrpc::parse_arguments(object)),
+        None => held_object(text),
+    }
+}
+
+/// The JSON text of the one object the list `text` holds: a framework that sends a call's
+/// arguments as the list of what it was given, one object, sends them so.
+fn only_object(text: &str) -> Option<&str> {
+    if !text.trim_start().starts_with('[') {
+        return None;
+    }
+    let items: Vec<&RawValue> = serde_json::from_str(text).ok()?;
+    match items[..] {
+        [item] if item.get().starts_with('{') => Some(item.get()),
+        _ => None,
     }
 }
 
@@ -658,6 +675,12 @@ fn not_object(id: &RawValue, text: Option<&str>) -> Answer {
         }
         None if text.is_some_and(none_at_all) => {
             "Invalid params for tools/call: \"arguments\" must be an object; send {} for a call without arguments, or leave them out"
+        }
+        None if text.and_then(only_object).is_some() => {
+            "Invalid params for tools/call: \"arguments\" must be an object, not a list of one; send the object itself"
+        }
+        None if text.is_some_and(|t| t.trim_start().starts_with('[')) => {
+            "Invalid params for tools/call: \"arguments\" must be an object, not a list: send each argument under its name"
         }
         None => "Invalid params for tools/call: \"arguments\" must be an object",
     };
@@ -1281,8 +1304,11 @@ fn with_arguments(bytes: &[u8], args: &Value, changed: &[String], held: &Held) -
 
 /// The JSON text `raw` is, or the text it holds where it is a string: arguments come as
 /// the text of an object in a string too, and in a string's text in a string
-/// ([`held_text`]).
+/// ([`held_text`]); where it is a list of one object, that object's ([`only_object`]).
 fn text_of(raw: &str) -> Option<Cow<'_, str>> {
+    if let Some(object) = only_object(raw) {
+        return Some(Cow::Borrowed(object));
+    }
     let held = match raw.starts_with('"') {
         true => held_text(raw)?,
         false => return Some(Cow::Borrowed(raw)),
@@ -1356,6 +1382,30 @@ mod tests {
         let past = encoded(MAX_ENCODINGS + 1);
         assert_eq!(held_object(Some(&past)).map(Result::ok), None);
         assert_eq!(held_object(Some(r#"""a"""#)).map(Result::ok), None);
+    }
+
+    #[test]
+    fn arguments_sent_as_a_list_of_one_object_go_as_the_object() {
+        assert_eq!(only_object(r#" [ {"a": 1} ] "#), Some(r#"{"a": 1}"#));
+        for not in [
+            r#"[{"a": 1}, {"b": 2}]"#,
+            "[1]",
+            "[[{}]]",
+            "[]",
+            r#"{"a": 1}"#,
+            "[{]",
+        ] {
+            assert_eq!(only_object(not), None, "{not}");
+        }
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":[{"a":"1","n":1e400}]}}"#;
+        let out = with_arguments(
+            body,
+            &json!({"a": 1, "n": 0}),
+            &["/a".into()],
+            &Held::AsSent,
+        );
+        let out = String::from_utf8(out.unwrap().to_vec()).unwrap();
+        assert!(out.contains(r#""arguments":{"a":1,"n":1e400}"#), "{out}");
     }
 
     #[test]

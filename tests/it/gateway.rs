@@ -403,7 +403,7 @@ async fn malformed_tools_call_params_are_invalid_params() {
         .json();
     assert_eq!(
         a,
-        json!({"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params for tools/call: \"arguments\" must be an object"}})
+        json!({"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params for tools/call: \"arguments\" must be an object, not a list: send each argument under its name"}})
     );
     let no_params = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call"});
     let a = post(&tg.url(), Some(&s), no_params.to_string())

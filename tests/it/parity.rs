@@ -147,6 +147,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "id": 36, "result": {"content": [{"type": "text", "text": "3"}]}}),
         ),
         (
+            "arguments sent as a list of one object, read for the object",
+            call(37, "add", json!([{"a": "1", "b": 2}])),
+            json!({"jsonrpc": "2.0", "id": 37, "result": {"content": [{"type": "text", "text": "3"}]}}),
+        ),
+        (
             "a list of one where a single value is wanted, sent as its item",
             call(30, "add", json!({"a": ["1"], "b": 2})),
             json!({"jsonrpc": "2.0", "id": 30, "result": {"content": [{"type": "text", "text": "3"}]}}),
@@ -394,7 +399,7 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
 fn expected_counts() -> Vec<String> {
     [
         ("(unlisted)", "unknown", 1),
-        ("add", "coerced", 9),
+        ("add", "coerced", 10),
         ("add", "forwarded", 1),
         ("add", "rejected_invalid", 3),
         ("book", "denied", 1),
