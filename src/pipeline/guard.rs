@@ -1381,7 +1381,11 @@ mod tests {
         }
         let past = encoded(MAX_ENCODINGS + 1);
         assert_eq!(held_object(Some(&past)).map(Result::ok), None);
-        assert_eq!(held_object(Some(r#"""a"""#)).map(Result::ok), None);
+        assert_eq!(
+            held_object(Some(r#""\"a\"""#)).map(Result::ok),
+            None,
+            "a string's text"
+        );
     }
 
     #[test]

@@ -16,9 +16,9 @@
 
 use std::fmt::Write;
 
-/// `text`, a Python or JavaScript literal, as JSON text; `None` where it holds anything JSON cannot say
-/// alike. What it returns still has to read as JSON: a number is carried over as written,
-/// and JSON's reader is the judge of it (`1_000` and `0x10` do not read).
+/// `text`, a Python or JavaScript literal, as JSON text; `None` where it holds anything JSON
+/// cannot say alike. What it returns still has to read as JSON: a number is carried over as
+/// written, and JSON's reader is the judge of it (`1_000` and `0x10` do not read).
 pub(crate) fn as_json(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 16);
