@@ -377,7 +377,7 @@ impl Checking<'_> {
     /// its own.
     fn unwrapped(&self, args: &Value, report: &Report) -> Option<(String, Value)> {
         let members = args.as_object()?;
-        let (member, held) = wrapper(members)?;
+        let (member, held) = wrapper(members, self.tool)?;
         let held = match held {
             Value::Object(held) => held.clone(),
             Value::String(text) => object_in(text)?.ok()?,
@@ -415,10 +415,15 @@ impl Checking<'_> {
     }
 }
 
-/// The member arguments may be wrapped in: their one member, or `properties` beside nothing
-/// but JSON Schema's own words for an object (a model that echoes the tool's schema with its
-/// values written in: `{"type": "object", "properties": {"a": 1}, "required": ["a"]}`).
-fn wrapper(members: &serde_json::Map<String, Value>) -> Option<(&String, &Value)> {
+/// The member arguments may be wrapped in: their one member; the one beside the name of the
+/// `tool` called (a model that writes the call itself as its arguments:
+/// `{"name": "add", "arguments": {"a": 1}}`); or `properties` beside nothing but JSON
+/// Schema's own words for an object (a model that echoes the tool's schema with its values
+/// written in: `{"type": "object", "properties": {"a": 1}, "required": ["a"]}`).
+fn wrapper<'m>(
+    members: &'m serde_json::Map<String, Value>,
+    tool: &str,
+) -> Option<(&'m String, &'m Value)> {
     const ECHOED: [&str; 6] = [
         "$schema",
         "type",
@@ -429,6 +434,11 @@ fn wrapper(members: &serde_json::Map<String, Value>) -> Option<(&String, &Value)
     ];
     if members.len() == 1 {
         return members.iter().next();
+    }
+    if members.len() == 2
+        && let Some((name, _)) = members.iter().find(|(_, v)| v.as_str() == Some(tool))
+    {
+        return members.iter().find(|(k, _)| *k != name);
     }
     let echo = (members.keys()).all(|k| k == "properties" || ECHOED.contains(&k.as_str()));
     echo.then(|| members.get_key_value("properties")).flatten()
@@ -1484,6 +1494,28 @@ mod tests {
                 out.contains(r#""arguments":{"a":1,"big":123456789012345678901234567890}"#),
                 "{out}"
             );
+        }
+    }
+
+    #[test]
+    fn the_member_beside_the_tools_own_name_is_what_the_arguments_are_wrapped_in() {
+        let members = |v: Value| v.as_object().unwrap().clone();
+        let call = members(json!({"name": "add", "arguments": {"a": 1}}));
+        assert_eq!(
+            wrapper(&call, "add"),
+            Some((&"arguments".to_owned(), &json!({"a": 1})))
+        );
+        let tool = members(json!({"tool": "add", "input": "{\"a\": 1}"}));
+        assert_eq!(
+            wrapper(&tool, "add").map(|(k, _)| k.as_str()),
+            Some("input")
+        );
+        for not in [
+            json!({"name": "sub", "arguments": {"a": 1}}),
+            json!({"name": "add", "arguments": {"a": 1}, "id": 1}),
+            json!({"a": 1, "b": 2}),
+        ] {
+            assert_eq!(wrapper(&members(not.clone()), "add"), None, "{not}");
         }
     }
 

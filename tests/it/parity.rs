@@ -152,6 +152,11 @@ fn table() -> Vec<(&'static str, Value, Vec<Value>)> {
             json!({"jsonrpc": "2.0", "id": 37, "result": {"content": [{"type": "text", "text": "3"}]}}),
         ),
         (
+            "arguments written as the call itself, sent as what the call's arguments hold",
+            call(38, "add", json!({"name": "add", "arguments": {"a": "1", "b": 2}})),
+            json!({"jsonrpc": "2.0", "id": 38, "result": {"content": [{"type": "text", "text": "3"}]}}),
+        ),
+        (
             "a list of one where a single value is wanted, sent as its item",
             call(30, "add", json!({"a": ["1"], "b": 2})),
             json!({"jsonrpc": "2.0", "id": 30, "result": {"content": [{"type": "text", "text": "3"}]}}),
@@ -399,7 +404,7 @@ async fn a_server_of_the_http_and_sse_transport_answers_every_scenario_alike() {
 fn expected_counts() -> Vec<String> {
     [
         ("(unlisted)", "unknown", 1),
-        ("add", "coerced", 10),
+        ("add", "coerced", 11),
         ("add", "forwarded", 1),
         ("add", "rejected_invalid", 3),
         ("book", "denied", 1),
