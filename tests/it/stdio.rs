@@ -210,11 +210,14 @@ async fn a_client_that_keeps_sending_after_its_server_exits_does_not_keep_toolga
     g.send(&call(1, "crash", json!({"after": 0})).to_string())
         .await;
     let mut stdin = g.stdin.take().unwrap();
+    // Two pings a line (a client that leaves out a newline): each is answered, after the
+    // crash too.
     let sender = tokio::spawn(async move {
         use tokio::io::AsyncWriteExt;
-        for id in 2.. {
-            let ping = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
-            if id > 1200 || stdin.write_all(ping.as_bytes()).await.is_err() {
+        for id in (2..).step_by(2) {
+            let ping = |id| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}");
+            let line = format!("{}{}\n", ping(id), ping(id + 1));
+            if id > 1200 || stdin.write_all(line.as_bytes()).await.is_err() {
                 return id;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -231,10 +234,11 @@ async fn a_client_that_keeps_sending_after_its_server_exits_does_not_keep_toolga
         let message = format!("Upstream MCP server unavailable: {why}");
         json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}})
     };
-    let mut answered = Vec::new();
+    let (mut answered, mut read_after) = (Vec::new(), 0);
     while let Some(line) = g.next_line().await {
         let a: Value = serde_json::from_str(&line).unwrap();
         let id = a["id"].as_i64().unwrap();
+        read_after += usize::from(a == ping_failed(id, exited));
         // A ping in flight when the server died, or read after; one sent to it in the
         // moment between its input closing and its status being known is told it exited.
         let expected = [
@@ -264,6 +268,10 @@ async fn a_client_that_keeps_sending_after_its_server_exits_does_not_keep_toolga
     assert!(
         answered.len() > 2 && answered.windows(2).all(|w| w[1] == w[0] + 1),
         "every ping read after the crash is answered, in turn: {answered:?}"
+    );
+    assert!(
+        read_after > 0,
+        "pings read after the crash are answered: {answered:?}"
     );
 }
 

@@ -272,6 +272,14 @@ fn first_of(mut line: Bytes, several: &mut Option<Bytes>) -> Bytes {
     line
 }
 
+/// Each message of `line` refused with `why`, however many it holds ([`first_of`]).
+fn refuse_each(to: &ToClient, line: Bytes, why: &UpstreamError) {
+    let mut several = Some(line);
+    while let Some(rest) = several.take() {
+        to.refuse(&first_of(rest, &mut several), why);
+    }
+}
+
 fn glance(m: &Message<'_>) -> Glance {
     let key = |id: &RawValue| jsonrpc::id_key(id.get()).into_owned();
     Glance {
@@ -438,6 +446,9 @@ impl<U: Upstream> Run<U> {
         // within a moment) get the same error instead of no answer, while the client reads
         // what it is sent: until it is quiet for 200 ms, and no longer than the grace a
         // request in flight has, so that a client that keeps sending cannot keep toolgate.
+        if let Some(several) = self.several.take() {
+            refuse_each(&self.to, several, &why);
+        }
         let (stdin, to) = (&mut self.stdin, &self.to);
         let until = tokio::time::Instant::now() + self.full_grace;
         let quiet = || {
@@ -450,7 +461,7 @@ impl<U: Upstream> Run<U> {
         })
         .await
         {
-            self.to.refuse(&line, &why);
+            refuse_each(&self.to, line, &why);
         }
         // A server that closed its output may still run, and can never answer again; one
         // that exited is only reaped here.
