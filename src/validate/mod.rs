@@ -187,7 +187,9 @@ fn round_fixes(
         let at = leaf.instance_path().as_str();
         let fix = match fix_for(leaf) {
             Some(v) => {
-                *as_sent |= leaf.instance().is_number();
+                // A number read from text, and a list from an object's members, are spoken
+                // of as they came.
+                *as_sent |= leaf.instance().is_number() || leaf.instance().is_object();
                 Some(v)
             }
             None if left_out(root, leaf) => None,
@@ -288,7 +290,8 @@ fn left_out(root: &Value, e: &jsonschema::ValidationError<'_>) -> bool {
 /// converts to the same instant in UTC where the pattern takes that (zod's `datetime()`
 /// takes only `Z`); a local time does not, as which instant it names is not known. A string
 /// an `enum` or a `const` refuses converts to the option it spells otherwise or writes as
-/// text, and an integer to the option that is its digits ([`option_for`]).
+/// text, and an integer to the option that is its digits ([`option_for`]). An object named
+/// by its items' places, where a list is wanted, converts to the list ([`indexed`]).
 fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
     match (e.kind(), e.instance().as_ref()) {
         (ValidationErrorKind::Pattern { .. }, _) => written::utc_taken(e).map(Value::String),
@@ -305,8 +308,38 @@ fn fix_for(e: &jsonschema::ValidationError<'_>) -> Option<Value> {
         {
             Some(Value::String(n.to_string()))
         }
+        (ValidationErrorKind::Type { kind }, Value::Object(members))
+            if wants_type(kind, JsonType::Array) =>
+        {
+            indexed(members)
+        }
         _ => None,
     }
+}
+
+/// The list an object whose names are its items' places writes, its items in the order of
+/// their places: a JavaScript client that spreads a list into an object (`{...list}`) sends
+/// `{"0": "a", "1": "b"}`, and PHP's `json_encode` writes a list that lost items so
+/// (`{"0": "a", "2": "c"}`). `None` unless there is one member at least and every name is a
+/// place (digits, with no leading zero).
+fn indexed(members: &serde_json::Map<String, Value>) -> Option<Value> {
+    let place = |name: &str| {
+        let digits = !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit());
+        let plain = name == "0" || !name.starts_with('0');
+        (digits && plain)
+            .then(|| name.parse::<u64>().ok())
+            .flatten()
+    };
+    let mut items = (members.iter())
+        .map(|(name, v)| Some((place(name)?, v)))
+        .collect::<Option<Vec<_>>>()?;
+    if items.is_empty() {
+        return None;
+    }
+    items.sort_unstable_by_key(|(at, _)| *at);
+    Some(Value::Array(
+        items.into_iter().map(|(_, v)| v.clone()).collect(),
+    ))
 }
 
 /// The one option of `options` that `v` stands for: a string spelt otherwise ([`respelt`]),
@@ -678,6 +711,43 @@ mod tests {
             32,
         );
         (v, args)
+    }
+
+    #[test]
+    fn an_object_named_by_its_items_places_is_the_list_of_them() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "tags": {"type": "array", "items": {"type": "integer"}},
+                "filter": {"type": "object"}
+            }
+        }));
+        let (v, args) = run(
+            &s,
+            json!({"tags": {"2": "7", "0": 1, "10": 3}, "filter": {"0": 1}}),
+            true,
+        );
+        assert!(matches!(v, Verdict::Coerced { .. }), "{v:?}");
+        assert_eq!(args, json!({"tags": [1, 7, 3], "filter": {"0": 1}}));
+        for not in [
+            json!({"tags": {}}),
+            json!({"tags": {"0": 1, "a": 2}}),
+            json!({"tags": {"01": 1}}),
+            json!({"tags": {"-1": 1}}),
+        ] {
+            let (v, args) = run(&s, not.clone(), true);
+            assert!(matches!(v, Verdict::Invalid { .. }), "{not}: {v:?}");
+            assert_eq!(args, not, "refused as sent");
+        }
+        let (v, args) = run(&s, json!({"tags": {"0": "x"}}), true);
+        assert!(matches!(v, Verdict::Invalid { .. }), "{v:?}");
+        assert_eq!(
+            args,
+            json!({"tags": {"0": "x"}}),
+            "its items refused: as sent"
+        );
+        let (v, _) = run(&s, json!({"tags": {"0": 1}}), false);
+        assert!(matches!(v, Verdict::Invalid { .. }), "strict: {v:?}");
     }
 
     #[test]

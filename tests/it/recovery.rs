@@ -1477,6 +1477,17 @@ async fn a_lone_value_is_a_list_of_one_in_every_mode() {
             "content": [{"type": "text", "text": "a\nb:3,4"}],
             "structuredContent": {"result": "a\nb:3,4"}, "isError": false}});
         assert_eq!(typed, broken, "{mode}: a line break typed into a string");
+        // Lists sent as objects named by their items' places: a JavaScript client's
+        // `{...list}`, and PHP's encoding of a list that lost an item.
+        let spread = front
+            .ask_line(&label(
+                json!({"names": {"0": "a", "1": "b"}, "counts": {"0": 3, "2": 4}}),
+            ))
+            .await;
+        let two = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "a|b:3,4"}],
+            "structuredContent": {"result": "a|b:3,4"}, "isError": false}});
+        assert_eq!(spread, two, "{mode}: lists as objects named by places");
         // Integers listed with commas in one string; a name with a comma in it is one name.
         let listed = front
             .ask_line(&label(json!({"names": "a, b", "counts": "3, 4"})))
